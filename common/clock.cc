@@ -1,0 +1,10 @@
+#include "common/clock.h"
+
+namespace sextant {
+
+Clock* RealClockInstance() {
+  static RealClock* clock = new RealClock();
+  return clock;
+}
+
+}  // namespace sextant

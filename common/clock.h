@@ -1,0 +1,43 @@
+#ifndef SEXTANT_COMMON_CLOCK_H_
+#define SEXTANT_COMMON_CLOCK_H_
+
+#include <atomic>
+
+#include "absl/time/time.h"
+
+namespace sextant {
+
+// A source of time. Everything that waits or times out takes a Clock, so that tests can use
+// FakeClock. Thread-safe.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Returns the current wall-clock time.
+  virtual absl::Time Now() const = 0;
+};
+
+// The real wall clock. Thread-safe.
+class RealClock : public Clock {
+ public:
+  absl::Time Now() const override { return absl::Now(); }
+};
+
+// Returns a process-wide RealClock (stateless, so sharing it is safe).
+Clock* RealClockInstance();
+
+// A clock that moves only when told. Thread-safe.
+class FakeClock : public Clock {
+ public:
+  explicit FakeClock(absl::Time start = absl::FromUnixSeconds(1'700'000'000))
+      : now_ns_(absl::ToUnixNanos(start)) {}
+  absl::Time Now() const override { return absl::FromUnixNanos(now_ns_.load()); }
+  // Moves the clock forward by d (d >= 0).
+  void Advance(absl::Duration d) { now_ns_ += absl::ToInt64Nanoseconds(d); }
+
+ private:
+  std::atomic<int64_t> now_ns_;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_COMMON_CLOCK_H_

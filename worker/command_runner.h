@@ -1,0 +1,61 @@
+#ifndef SEXTANT_WORKER_COMMAND_RUNNER_H_
+#define SEXTANT_WORKER_COMMAND_RUNNER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+
+namespace sextant {
+
+// What to run. argv[0] is looked up on PATH when it has no '/'.
+struct CommandSpec {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // set on top of the inherited environment
+  std::string working_dir;                 // empty: the current directory
+  std::string stdout_path;                 // capture files; empty: not kept
+  std::string stderr_path;
+  double timeout_seconds = 0;              // 0: no timeout
+  double tick_seconds = 0.2;               // how often Observer::OnTick runs
+  double kill_grace_seconds = 2;           // SIGTERM then SIGKILL after this, when stopping
+  size_t max_line_bytes = 1 << 20;         // a longer stdout line is cut here (and counted)
+  size_t stderr_tail_bytes = 4096;         // how much of stderr's end CommandResult keeps
+};
+
+// Receives what the command produces, on the calling thread, while RunCommand runs.
+class CommandObserver {
+ public:
+  virtual ~CommandObserver() = default;
+  // Called for every complete stdout line that holds at least one name=value metric.
+  // elapsed_seconds is measured from the start of the command.
+  virtual void OnMetrics(const std::map<std::string, double>& metrics, double elapsed_seconds) = 0;
+  // Called about every tick_seconds. Returning false asks the command to stop: its process
+  // group gets SIGTERM, then SIGKILL after kill_grace_seconds.
+  virtual bool OnTick() { return true; }
+};
+
+struct CommandResult {
+  int exit_code = 0;          // the exit status; -N when killed by signal N
+  bool timed_out = false;     // killed because timeout_seconds passed
+  bool stopped = false;       // killed because OnTick returned false
+  bool spawn_failed = false;  // it never started (e.g. command not found); see error
+  std::string error;          // a one-line reason when it did not exit 0
+  std::string stderr_tail;    // the last stderr_tail_bytes of stderr
+  int64_t long_lines = 0;     // stdout lines cut at max_line_bytes
+  int64_t ignored_tokens = 0; // name=value tokens that did not parse
+};
+
+// Runs the command in a new process group, streaming its stdout through ParseMetricLine to the
+// observer, copying stdout and stderr to the capture files, and killing the whole group on
+// timeout or stop. Time is read from clock, so a FakeClock can drive the timeout.
+// Returns the result for any outcome of the command itself (including spawn failure); returns
+// an error Status only when the capture files cannot be opened.
+absl::StatusOr<CommandResult> RunCommand(const CommandSpec& spec, CommandObserver* observer,
+                                         Clock* clock);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_WORKER_COMMAND_RUNNER_H_

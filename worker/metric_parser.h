@@ -1,0 +1,24 @@
+#ifndef SEXTANT_WORKER_METRIC_PARSER_H_
+#define SEXTANT_WORKER_METRIC_PARSER_H_
+
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace sextant {
+
+// The metrics found on one stdout line.
+struct ParsedLine {
+  std::map<std::string, double> metrics;  // name -> value; NaN and +-Inf are kept as such
+  int ignored_tokens = 0;                 // tokens with '=' that were not name=number
+};
+
+// Parses `name=value` tokens separated by whitespace or commas, e.g.
+// "epoch=3 val_loss=0.412 accuracy=0.871". A name is [A-Za-z_][A-Za-z0-9_.:/-]*, at most 128
+// chars. A value is a whole decimal or hex float, or nan/inf/-inf. Tokens without '=' are prose
+// and are skipped silently; a later duplicate name wins. Never fails.
+ParsedLine ParseMetricLine(std::string_view line);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_WORKER_METRIC_PARSER_H_
