@@ -1,0 +1,201 @@
+#include "strategies/search_space.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <system_error>
+#include <type_traits>
+
+#include "strategies/internal/domain.h"
+
+namespace sextant {
+namespace {
+
+using internal::IntRange;
+using internal::IntRangeOf;
+using internal::UsesLog;
+
+// The largest double below 1. Results are clamped to the domain too, since u * n can still
+// round up to n for a large slice count n.
+constexpr double kBelowOne = 0x1.fffffffffffffp-1;
+
+double ClampUnit(double u) {
+  if (!(u >= 0)) return 0;  // also catches NaN
+  return std::min(u, kBelowOne);
+}
+
+// Log ints are log-uniform over [lo - 1/2, hi + 1/2] and then rounded, so every integer keeps
+// a slice of its own (lo >= 1 whenever UsesLog holds, keeping the lower edge positive).
+struct LogIntScale {
+  double log_lo;
+  double log_hi;
+};
+
+LogIntScale LogIntScaleOf(const IntRange& range) {
+  return {std::log(static_cast<double>(range.lo) - 0.5),
+          std::log(static_cast<double>(range.hi) + 0.5)};
+}
+
+ParamValue FloatFromUnit(const ParamSpec& spec, double u) {
+  if (u == 0) return spec.min;  // exp(log(min)) can miss min by an ulp
+  double x;
+  if (UsesLog(spec)) {
+    const double a = std::log(spec.min);
+    x = std::exp(a + u * (std::log(spec.max) - a));
+  } else {
+    x = spec.min + u * (spec.max - spec.min);
+  }
+  return std::clamp(x, std::min(spec.min, spec.max), std::max(spec.min, spec.max));
+}
+
+ParamValue IntFromUnit(const ParamSpec& spec, double u) {
+  const IntRange range = IntRangeOf(spec);
+  int64_t k;
+  if (UsesLog(spec)) {
+    const LogIntScale s = LogIntScaleOf(range);
+    k = std::llround(std::exp(s.log_lo + u * (s.log_hi - s.log_lo)));
+  } else {
+    k = range.lo + static_cast<int64_t>(std::floor(u * static_cast<double>(range.count())));
+  }
+  return std::clamp(k, range.lo, range.hi);
+}
+
+ParamValue CategoricalFromUnit(const ParamSpec& spec, double u) {
+  if (spec.values.empty()) return std::string();
+  const auto n = static_cast<int64_t>(spec.values.size());
+  const int64_t i = std::min<int64_t>(static_cast<int64_t>(u * static_cast<double>(n)), n - 1);
+  return spec.values[i];
+}
+
+double FloatToUnit(const ParamSpec& spec, double x) {
+  double t;
+  if (UsesLog(spec)) {
+    const double a = std::log(spec.min);
+    const double b = std::log(spec.max);
+    if (a == b) return 0.5;
+    if (!(x > 0)) return 0;
+    t = (std::log(x) - a) / (b - a);
+  } else {
+    if (spec.max == spec.min) return 0.5;
+    t = (x - spec.min) / (spec.max - spec.min);
+  }
+  return std::clamp(t, 0.0, 1.0);
+}
+
+double IntToUnit(const ParamSpec& spec, int64_t k) {
+  const IntRange range = IntRangeOf(spec);
+  k = std::clamp(k, range.lo, range.hi);
+  if (UsesLog(spec)) {
+    const LogIntScale s = LogIntScaleOf(range);
+    const double centre =
+        0.5 * (std::log(static_cast<double>(k) - 0.5) + std::log(static_cast<double>(k) + 0.5));
+    return std::clamp((centre - s.log_lo) / (s.log_hi - s.log_lo), 0.0, 1.0);
+  }
+  return (static_cast<double>(k - range.lo) + 0.5) / static_cast<double>(range.count());
+}
+
+double CategoricalToUnit(const ParamSpec& spec, const std::string& value) {
+  const auto it = std::find(spec.values.begin(), spec.values.end(), value);
+  if (it == spec.values.end()) return 0.5;  // unknown category: same answer as a wrong type
+  const auto i = static_cast<double>(it - spec.values.begin());
+  return (i + 0.5) / static_cast<double>(spec.values.size());
+}
+
+std::string FormatDouble(double x) {
+  // std::to_chars in general format without a precision gives the shortest string that reads
+  // back to the same double, laid out like printf's %g.
+  char buf[64];
+  const auto result = std::to_chars(buf, buf + sizeof(buf), x, std::chars_format::general);
+  if (result.ec != std::errc()) return "nan";  // unreachable: 64 chars always suffice
+  return std::string(buf, result.ptr);
+}
+
+}  // namespace
+
+int SearchSpace::IndexOf(const std::string& name) const {
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+ParamValue FromUnit(const ParamSpec& spec, double u) {
+  u = ClampUnit(u);
+  switch (spec.kind) {
+    case ParamSpec::Kind::kFloat:
+      return FloatFromUnit(spec, u);
+    case ParamSpec::Kind::kInt:
+      return IntFromUnit(spec, u);
+    case ParamSpec::Kind::kCategorical:
+      return CategoricalFromUnit(spec, u);
+  }
+  return FloatFromUnit(spec, u);
+}
+
+double ToUnit(const ParamSpec& spec, const ParamValue& value) {
+  switch (spec.kind) {
+    case ParamSpec::Kind::kFloat:
+      if (const auto* x = std::get_if<double>(&value)) return FloatToUnit(spec, *x);
+      return 0.5;
+    case ParamSpec::Kind::kInt:
+      if (const auto* k = std::get_if<int64_t>(&value)) return IntToUnit(spec, *k);
+      return 0.5;
+    case ParamSpec::Kind::kCategorical:
+      if (const auto* s = std::get_if<std::string>(&value)) return CategoricalToUnit(spec, *s);
+      return 0.5;
+  }
+  return 0.5;
+}
+
+Params FromUnitCube(const SearchSpace& space, absl::Span<const double> u) {
+  Params params;
+  for (size_t i = 0; i < space.params.size(); ++i) {
+    params[space.params[i].name] = FromUnit(space.params[i], i < u.size() ? u[i] : 0.5);
+  }
+  internal::DropInactive(space, params);
+  return params;
+}
+
+bool IsActive(const ParamSpec& spec, const Params& params) {
+  for (const auto& [name, wanted] : spec.when) {
+    const auto it = params.find(name);
+    if (it == params.end() || FormatParamValue(it->second) != wanted) return false;
+  }
+  return true;
+}
+
+std::string FormatParamValue(const ParamValue& value) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, double>) {
+          return FormatDouble(v);
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          return std::to_string(v);
+        } else {
+          return v;
+        }
+      },
+      value);
+}
+
+namespace internal {
+
+void DropInactive(const SearchSpace& space, Params& params) {
+  // Removal only shrinks the map, so this ends after at most params.size() passes.
+  bool removed = true;
+  while (removed) {
+    removed = false;
+    for (const ParamSpec& spec : space.params) {
+      if (params.contains(spec.name) && !IsActive(spec, params)) {
+        params.erase(spec.name);
+        removed = true;
+      }
+    }
+  }
+}
+
+}  // namespace internal
+}  // namespace sextant
