@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace sextant {

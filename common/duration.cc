@@ -9,7 +9,7 @@
 
 namespace sextant {
 
-absl::StatusOr<double> ParseDurationSeconds(std::string_view text) {
+absl::StatusOr<double> ParseDurationSeconds(absl::string_view text) {
   double bare = 0;
   if (absl::SimpleAtod(text, &bare)) {
     if (!(bare >= 0) || !std::isfinite(bare)) {

@@ -1,0 +1,434 @@
+#include "orchestrator/dispatcher.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "orchestrator/experiment_loader.h"
+#include "orchestrator/trial_command.h"
+#include "sextant/v1/worker_service.pb.h"
+
+namespace sextant {
+namespace {
+
+constexpr const char* kPending = "PENDING";
+constexpr const char* kRunning = "RUNNING";
+constexpr const char* kCompleted = "COMPLETED";
+constexpr const char* kFailed = "FAILED";
+constexpr const char* kCancelled = "CANCELLED";
+
+bool IsFinal(const std::string& state) {
+  return state == kCompleted || state == kFailed || state == "PRUNED";
+}
+
+std::string FormatValue(double v) { return absl::StrCat(v); }
+
+}  // namespace
+
+std::string MetricsToJson(const google::protobuf::Map<std::string, double>& metrics) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, value] : metrics) {
+    if (std::isfinite(value)) {
+      j[name] = value;
+    } else {
+      j[name] = std::isnan(value) ? "nan" : (value > 0 ? "inf" : "-inf");
+    }
+  }
+  return j.dump();
+}
+
+Dispatcher::Dispatcher(v1::ExperimentSpec spec, Store* store, std::unique_ptr<Sampler> sampler,
+                       Clock* clock, DispatcherOptions options)
+    : spec_(std::move(spec)),
+      space_(ToSearchSpace(spec_)),
+      store_(store),
+      sampler_(std::move(sampler)),
+      clock_(clock),
+      options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<Dispatcher>> Dispatcher::Create(v1::ExperimentSpec spec,
+                                                               Store* store,
+                                                               std::unique_ptr<Sampler> sampler,
+                                                               Clock* clock,
+                                                               DispatcherOptions options) {
+  std::unique_ptr<Dispatcher> d(
+      new Dispatcher(std::move(spec), store, std::move(sampler), clock, std::move(options)));
+  SEXTANT_RETURN_IF_ERROR(d->Load());
+  return d;
+}
+
+double Dispatcher::Now() const { return absl::ToDoubleSeconds(clock_->Now() - absl::UnixEpoch()); }
+
+template <typename F>
+auto Dispatcher::InTransaction(F&& f) -> decltype(f()) {
+  SEXTANT_RETURN_IF_ERROR(store_->Begin());
+  auto result = f();
+  if (!result.ok()) {
+    store_->Rollback();
+    return result;
+  }
+  SEXTANT_RETURN_IF_ERROR(store_->Commit());
+  return result;
+}
+
+absl::Status Dispatcher::Event(const std::string& kind, int64_t trial_id,
+                               const std::string& message) {
+  return store_->AddEvent(Now(), kind, trial_id, message);
+}
+
+// Rebuilds the in-memory queue from the store. Long because it also repairs what a crash
+// left behind: attempts that were running are closed as lost and their trials requeued.
+absl::Status Dispatcher::Load() {
+  SEXTANT_ASSIGN_OR_RETURN(std::vector<TrialRow> rows, store_->LoadTrials());
+  SEXTANT_ASSIGN_OR_RETURN(std::vector<MeasurementRow> ms, store_->LoadMeasurements());
+  SEXTANT_ASSIGN_OR_RETURN(next_worker_id_, store_->MaxWorkerId());
+  ++next_worker_id_;
+  SEXTANT_RETURN_IF_ERROR(store_->Begin());
+  for (TrialRow& row : rows) {
+    if (row.id != static_cast<int64_t>(trials_.size()) + 1) {
+      store_->Rollback();
+      return absl::DataLossError(absl::StrCat("store: trial ids are not contiguous at ", row.id));
+    }
+    Entry e;
+    SEXTANT_ASSIGN_OR_RETURN(e.params, ParamsFromJson(row.params_json, space_));
+    if (!IsFinal(row.state)) {
+      if (row.state == kRunning) {
+        SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(row.id, row.attempts, "lost", -1,
+                                                      "orchestrator stopped", Now()));
+      }
+      row.state = kPending;
+      SEXTANT_RETURN_IF_ERROR(store_->PutTrial(row));
+      queue_.push_back(row.id);
+    }
+    e.row = std::move(row);
+    trials_.push_back(std::move(e));
+  }
+  const std::string& metric = spec_.objective().metric();
+  for (const MeasurementRow& m : ms) {
+    if (m.trial_id < 1 || m.trial_id > static_cast<int64_t>(trials_.size())) continue;
+    nlohmann::json j = nlohmann::json::parse(m.metrics_json, nullptr, false);
+    if (j.is_object() && j.contains(metric) && j[metric].is_number()) {
+      trials_[m.trial_id - 1].objective = j[metric].get<double>();
+    }
+  }
+  for (const Entry& e : trials_) {
+    Observation o{e.params, Observation::Outcome::kPending, std::nullopt};
+    if (e.row.state == kCompleted && e.row.value) {
+      o.outcome = Observation::Outcome::kCompleted;
+      double v = *e.row.value;
+      o.value = spec_.objective().goal() == v1::Objective::MAXIMIZE ? -v : v;
+    } else if (e.row.state == kFailed) {
+      o.outcome = Observation::Outcome::kFailed;
+    }
+    history_.push_back(std::move(o));
+  }
+  if (!trials_.empty()) {
+    SEXTANT_RETURN_IF_ERROR(Event("run_resumed", 0,
+                                  absl::StrCat(trials_.size(), " trials stored, ", queue_.size(),
+                                               " requeued")));
+  }
+  SEXTANT_RETURN_IF_ERROR(store_->PutMeta("state", kRunning));
+  return store_->Commit();
+}
+
+bool Dispatcher::Better(double a, double b) const {
+  return spec_.objective().goal() == v1::Objective::MAXIMIZE ? a > b : a < b;
+}
+
+bool Dispatcher::CanCreate() const {
+  return !interrupted_ && !sampler_exhausted_ && !target_reached_ &&
+         static_cast<int>(trials_.size()) < spec_.search().max_trials();
+}
+
+bool Dispatcher::Finished() const {
+  return queue_.empty() && running_ == 0 && !CanCreate();
+}
+
+absl::StatusOr<v1::RegisterResponse> Dispatcher::Register(const v1::RegisterRequest& request) {
+  if (request.protocol_version() != v1::PROTOCOL_VERSION_CURRENT) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker speaks protocol version ", request.protocol_version(),
+        " but this orchestrator speaks ", static_cast<int>(v1::PROTOCOL_VERSION_CURRENT),
+        "; use matching sextant and sextant-worker binaries"));
+  }
+  int64_t id = next_worker_id_++;
+  SEXTANT_RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {
+    SEXTANT_RETURN_IF_ERROR(store_->AddWorker(id, request.region(), request.pool(),
+                                              request.hostname(), request.pid(), Now()));
+    return Event("worker_registered", 0,
+                 absl::StrCat("worker ", id, " region=", request.region(), " pool=",
+                              request.pool(), " host=", request.hostname(), " pid=",
+                              request.pid()));
+  }));
+  v1::RegisterResponse response;
+  response.set_worker_id(id);
+  response.set_experiment(spec_.name());
+  response.set_lease_seconds(options_.lease_seconds);
+  response.set_heartbeat_seconds(options_.heartbeat_seconds);
+  response.set_log_dir(options_.logs_dir);
+  response.set_checkpoint_root(options_.checkpoints_dir);
+  response.set_working_dir(options_.working_dir);
+  return response;
+}
+
+absl::StatusOr<v1::LeaseResponse> Dispatcher::Lease(int64_t worker_id) {
+  return InTransaction([&] { return LeaseInTx(worker_id); });
+}
+
+absl::StatusOr<Dispatcher::Entry*> Dispatcher::CreateTrialInTx() {
+  int64_t number = static_cast<int64_t>(trials_.size());
+  absl::StatusOr<Params> params = sampler_->Ask(SampleRequest{number, history_});
+  if (!params.ok()) {
+    sampler_exhausted_ = true;
+    bool out_of_range = params.status().code() == absl::StatusCode::kOutOfRange;
+    SEXTANT_RETURN_IF_ERROR(Event(out_of_range ? "sampler_exhausted" : "sampler_error", 0,
+                                  std::string(params.status().message())));
+    return nullptr;
+  }
+  Entry e;
+  e.params = *std::move(params);
+  e.row.id = number + 1;
+  e.row.state = kPending;
+  e.row.params_json = ParamsToJson(e.params);
+  e.row.created_at = Now();
+  history_.push_back(Observation{e.params, Observation::Outcome::kPending, std::nullopt});
+  trials_.push_back(std::move(e));
+  return &trials_.back();
+}
+
+absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
+  v1::LeaseResponse response;
+  while (true) {
+    if (interrupted_ || Finished()) {
+      response.set_done(true);
+      return response;
+    }
+    if (running_ >= std::max(1, spec_.search().max_concurrent())) break;
+    Entry* e = nullptr;
+    if (!queue_.empty()) {
+      e = &trials_[queue_.front() - 1];
+      queue_.pop_front();
+    } else if (CanCreate()) {
+      SEXTANT_ASSIGN_OR_RETURN(e, CreateTrialInTx());
+      if (e == nullptr) continue;  // the sampler ran dry; maybe we are done now
+    } else {
+      break;
+    }
+    e->row.attempts += 1;
+    AssignmentContext context{e->row.id, e->row.attempts,
+                              options_.checkpoints_dir.empty()
+                                  ? ""
+                                  : absl::StrCat(options_.checkpoints_dir, "/trial-", e->row.id)};
+    absl::StatusOr<v1::Assignment> a = BuildAssignment(spec_, space_, e->params, context);
+    if (!a.ok()) {
+      e->row.state = kFailed;
+      e->row.error = std::string(a.status().message());
+      e->row.finished_at = Now();
+      history_[e->row.id - 1].outcome = Observation::Outcome::kFailed;
+      SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e->row));
+      SEXTANT_RETURN_IF_ERROR(Event("trial_failed", e->row.id, e->row.error));
+      continue;
+    }
+    e->row.state = kRunning;
+    e->worker_id = worker_id;
+    e->lease_deadline = clock_->Now() + absl::Seconds(options_.lease_seconds);
+    ++running_;
+    SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e->row));
+    SEXTANT_RETURN_IF_ERROR(store_->StartAttempt(e->row.id, e->row.attempts, worker_id, Now()));
+    *response.mutable_assignment() = *std::move(a);
+    return response;
+  }
+  response.set_retry(true);
+  return response;
+}
+
+absl::StatusOr<Dispatcher::Entry*> Dispatcher::Current(int64_t trial_id, int attempt,
+                                                       int64_t worker_id) {
+  if (trial_id < 1 || trial_id > static_cast<int64_t>(trials_.size())) {
+    return absl::NotFoundError(absl::StrCat("no trial ", trial_id));
+  }
+  Entry& e = trials_[trial_id - 1];
+  if (e.row.state != kRunning || e.row.attempts != attempt || e.worker_id != worker_id) {
+    return absl::AbortedError(absl::StrCat("trial ", trial_id, " attempt ", attempt,
+                                           " no longer holds the lease (stale)"));
+  }
+  return &e;
+}
+
+absl::StatusOr<bool> Dispatcher::Heartbeat(const v1::HeartbeatRequest& request) {
+  if (request.trial_id() == 0) return false;
+  SEXTANT_ASSIGN_OR_RETURN(Entry * e,
+                           Current(request.trial_id(), request.attempt(), request.worker_id()));
+  e->lease_deadline = clock_->Now() + absl::Seconds(options_.lease_seconds);
+  return interrupted_;
+}
+
+absl::Status Dispatcher::StoreMeasurementsInTx(
+    Entry& e, const google::protobuf::RepeatedPtrField<v1::Measurement>& ms) {
+  const std::string& metric = spec_.objective().metric();
+  for (const v1::Measurement& m : ms) {
+    SEXTANT_ASSIGN_OR_RETURN(bool inserted,
+                             store_->AddMeasurement(MeasurementRow{
+                                 e.row.id, e.row.attempts, m.sequence(), m.elapsed_seconds(),
+                                 MetricsToJson(m.metrics())}));
+    if (!inserted) continue;  // a retried report: already stored once
+    auto it = m.metrics().find(metric);
+    if (it != m.metrics().end()) e.objective = it->second;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Dispatcher::Report(const v1::ReportRequest& request) {
+  return InTransaction([&]() -> absl::StatusOr<bool> {
+    for (const v1::Measurement& m : request.measurements()) {
+      SEXTANT_ASSIGN_OR_RETURN(Entry * e,
+                               Current(m.trial_id(), m.attempt(), request.worker_id()));
+      google::protobuf::RepeatedPtrField<v1::Measurement> one;
+      *one.Add() = m;
+      SEXTANT_RETURN_IF_ERROR(StoreMeasurementsInTx(*e, one));
+      e->lease_deadline = clock_->Now() + absl::Seconds(options_.lease_seconds);
+    }
+    return interrupted_;
+  });
+}
+
+absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request) {
+  SEXTANT_RETURN_IF_ERROR(StoreMeasurementsInTx(e, request.measurements()));
+  const std::string& metric = spec_.objective().metric();
+  std::string error;
+  if (request.exit_code() != 0 || request.timed_out() || !request.error().empty()) {
+    error = request.error().empty() ? absl::StrCat("exited with status ", request.exit_code())
+                                    : request.error();
+  } else if (!e.objective) {
+    error = absl::StrCat("the trial exited 0 but never reported the objective metric '", metric,
+                         "' (print a line such as '", metric, "=0.42' on stdout)");
+  } else if (!std::isfinite(*e.objective)) {
+    error = absl::StrCat("the objective metric '", metric, "' is ", FormatValue(*e.objective),
+                         "; it must be a finite number");
+  }
+  --running_;
+  e.worker_id = 0;
+  const int exit_code = request.exit_code();
+  if (error.empty()) {
+    e.row.state = kCompleted;
+    e.row.value = *e.objective;
+    e.row.error.clear();
+    e.row.finished_at = Now();
+    double v = *e.objective;
+    history_[e.row.id - 1] = Observation{
+        e.params, Observation::Outcome::kCompleted,
+        spec_.objective().goal() == v1::Objective::MAXIMIZE ? -v : v};
+    if (spec_.objective().has_target() && !Better(spec_.objective().target(), v)) {
+      if (!target_reached_) {
+        target_reached_ = true;
+        SEXTANT_RETURN_IF_ERROR(Event("target_reached", e.row.id,
+                                      absl::StrCat(metric, "=", FormatValue(v))));
+      }
+    }
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, kCompleted, exit_code,
+                                                  "", Now()));
+  } else {
+    e.row.failures += 1;
+    e.row.error = error;
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, kFailed, exit_code,
+                                                  error, Now()));
+    if (e.row.failures <= spec_.trial().max_restarts() && !interrupted_) {
+      e.row.state = kPending;
+      queue_.push_back(e.row.id);
+      SEXTANT_RETURN_IF_ERROR(Event("trial_restarted", e.row.id, error));
+    } else {
+      e.row.state = kFailed;
+      e.row.finished_at = Now();
+      history_[e.row.id - 1].outcome = Observation::Outcome::kFailed;
+      SEXTANT_RETURN_IF_ERROR(Event("trial_failed", e.row.id, error));
+    }
+  }
+  return store_->PutTrial(e.row);
+}
+
+absl::StatusOr<v1::CompleteResponse> Dispatcher::Complete(const v1::CompleteRequest& request) {
+  return InTransaction([&]() -> absl::StatusOr<v1::CompleteResponse> {
+    SEXTANT_ASSIGN_OR_RETURN(
+        Entry * e, Current(request.trial_id(), request.attempt(), request.worker_id()));
+    SEXTANT_RETURN_IF_ERROR(FinishInTx(*e, request));
+    v1::CompleteResponse response;
+    if (request.lease_next()) {
+      SEXTANT_ASSIGN_OR_RETURN(*response.mutable_next(), LeaseInTx(request.worker_id()));
+    }
+    return response;
+  });
+}
+
+absl::StatusOr<int> Dispatcher::Tick() {
+  absl::Time now = clock_->Now();
+  std::vector<Entry*> lapsed;
+  for (Entry& e : trials_) {
+    if (e.row.state == kRunning && e.lease_deadline < now) lapsed.push_back(&e);
+  }
+  if (lapsed.empty()) return 0;
+  SEXTANT_RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {
+    // Oldest first at the front of the queue: requeued work runs before new trials.
+    for (auto it = lapsed.rbegin(); it != lapsed.rend(); ++it) {
+      Entry& e = **it;
+      std::string why = absl::StrCat("lease of worker ", e.worker_id, " lapsed (no heartbeat for ",
+                                     options_.lease_seconds, "s)");
+      SEXTANT_RETURN_IF_ERROR(
+          store_->FinishAttempt(e.row.id, e.row.attempts, "lost", -1, why, Now()));
+      SEXTANT_RETURN_IF_ERROR(Event("lease_expired", e.row.id, why));
+      e.row.state = kPending;
+      e.worker_id = 0;
+      --running_;
+      queue_.push_front(e.row.id);
+      SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e.row));
+    }
+    return absl::OkStatus();
+  }));
+  return static_cast<int>(lapsed.size());
+}
+
+absl::Status Dispatcher::Interrupt() {
+  if (interrupted_) return absl::OkStatus();
+  return InTransaction([&]() -> absl::Status {
+    interrupted_ = true;
+    int cancelled = 0;
+    for (Entry& e : trials_) {
+      if (e.row.state != kRunning) continue;
+      SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, kCancelled, -1,
+                                                    "run interrupted", Now()));
+      e.row.state = kCancelled;
+      e.worker_id = 0;
+      --running_;
+      ++cancelled;
+      SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e.row));
+    }
+    return Event("run_interrupted", 0, absl::StrCat(cancelled, " running trials cancelled"));
+  });
+}
+
+absl::Status Dispatcher::MarkRunState(const std::string& state) {
+  return InTransaction([&]() -> absl::Status {
+    SEXTANT_RETURN_IF_ERROR(store_->PutMeta("state", state));
+    SEXTANT_RETURN_IF_ERROR(store_->PutMeta("finished_at", absl::StrCat(Now())));
+    return Event("run_finished", 0, state);
+  });
+}
+
+DispatchStats Dispatcher::Stats() const {
+  DispatchStats s;
+  s.max_trials = spec_.search().max_trials();
+  s.created = static_cast<int>(trials_.size());
+  for (const Entry& e : trials_) {
+    ++s.by_state[e.row.state];
+    if (IsFinal(e.row.state)) ++s.finished;
+    if (e.row.state == kCompleted && e.row.value &&
+        (!s.best_value || Better(*e.row.value, *s.best_value))) {
+      s.best_value = e.row.value;
+      s.best_trial = e.row.id;
+    }
+  }
+  if (!CanCreate() && s.max_trials > s.created) s.max_trials = s.created;
+  return s;
+}
+
+}  // namespace sextant

@@ -1,0 +1,136 @@
+#ifndef SEXTANT_ORCHESTRATOR_DISPATCHER_H_
+#define SEXTANT_ORCHESTRATOR_DISPATCHER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "orchestrator/store.h"
+#include "sextant/v1/experiment.pb.h"
+#include "sextant/v1/worker_service.pb.h"
+#include "strategies/sampler.h"
+#include "strategies/search_space.h"
+
+namespace sextant {
+
+struct DispatcherOptions {
+  double lease_seconds = 15;     // a lease lapses this long after the last sign of life; default 15
+  double heartbeat_seconds = 2;  // how often workers heartbeat; default 2
+  std::string logs_dir;          // sent to workers; default empty (workers keep logs locally)
+  std::string checkpoints_dir;   // per-trial folders go below it; default empty
+  std::string working_dir;       // where trial commands run; default empty (worker's cwd)
+};
+
+// Counts and the best value so far, for progress lines and `status`.
+struct DispatchStats {
+  int max_trials = 0;
+  int created = 0;
+  std::map<std::string, int> by_state;  // state name -> count
+  int finished = 0;                     // COMPLETED + PRUNED + FAILED
+  std::optional<double> best_value;
+  int64_t best_trial = 0;
+};
+
+// The queue of trials and the leases on them: the orchestrator's core, with no gRPC in it.
+// Every state change is committed to the Store before the method returns, so whatever a
+// caller acknowledges is durable. A message from an attempt that no longer holds the lease is
+// rejected with Aborted. Not thread-safe: the service calls it under one lock.
+class Dispatcher {
+ public:
+  // Builds the dispatcher over a store, loading any earlier state (a resume): trials that were
+  // RUNNING, PENDING, CANCELLED or PREEMPTED go back to the queue and will get a new attempt.
+  static absl::StatusOr<std::unique_ptr<Dispatcher>> Create(v1::ExperimentSpec spec, Store* store,
+                                                            std::unique_ptr<Sampler> sampler,
+                                                            Clock* clock,
+                                                            DispatcherOptions options);
+
+  // Registers a worker. FailedPrecondition when its protocol version differs from ours.
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
+
+  // Gives the worker a trial (creating one from the sampler when the queue is empty), or
+  // retry when none can start now, or done when the experiment has ended.
+  absl::StatusOr<v1::LeaseResponse> Lease(int64_t worker_id);
+
+  // Renews the lease. Returns true when the trial should stop. Aborted for a stale attempt.
+  absl::StatusOr<bool> Heartbeat(const v1::HeartbeatRequest& request);
+
+  // Stores measurements exactly once each, keyed by (trial, attempt, sequence), and renews the
+  // lease. Returns true when the trial should stop. Aborted for a stale attempt (nothing stored).
+  absl::StatusOr<bool> Report(const v1::ReportRequest& request);
+
+  // Ends an attempt: COMPLETED (exit 0 and a finite objective), or FAILED with the reason
+  // (requeued while failures <= max_restarts). With lease_next, the next lease is made in the
+  // same transaction. Aborted for a stale attempt.
+  absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& request);
+
+  // Expires lapsed leases: their trials go back to the queue, to run as a new attempt.
+  // Returns the number expired.
+  absl::StatusOr<int> Tick();
+
+  // Ends the run early (SIGINT): running trials become CANCELLED, nothing new is leased.
+  absl::Status Interrupt();
+
+  // Records the run's final state ("COMPLETED", "INTERRUPTED", "FAILED") in the store.
+  absl::Status MarkRunState(const std::string& state);
+
+  // True when no trial is pending or running and no further trial will be created.
+  bool Finished() const;
+  DispatchStats Stats() const;
+  const v1::ExperimentSpec& spec() const { return spec_; }
+
+ private:
+  struct Entry {
+    TrialRow row;
+    Params params;
+    int64_t worker_id = 0;
+    absl::Time lease_deadline;
+    std::optional<double> objective;  // last reported value of the objective metric
+  };
+
+  Dispatcher(v1::ExperimentSpec spec, Store* store, std::unique_ptr<Sampler> sampler,
+             Clock* clock, DispatcherOptions options);
+  absl::Status Load();
+  double Now() const;
+  bool CanCreate() const;
+  bool Better(double a, double b) const;
+  absl::StatusOr<Entry*> Current(int64_t trial_id, int attempt, int64_t worker_id);
+  // The *Locked methods run inside an open store transaction.
+  absl::StatusOr<v1::LeaseResponse> LeaseInTx(int64_t worker_id);
+  absl::StatusOr<Entry*> CreateTrialInTx();
+  absl::Status StoreMeasurementsInTx(
+      Entry& e, const google::protobuf::RepeatedPtrField<v1::Measurement>& ms);
+  absl::Status FinishInTx(Entry& e, const v1::CompleteRequest& request);
+  absl::Status Event(const std::string& kind, int64_t trial_id, const std::string& message);
+  template <typename F>
+  auto InTransaction(F&& f) -> decltype(f());
+
+  v1::ExperimentSpec spec_;
+  SearchSpace space_;
+  Store* store_;
+  std::unique_ptr<Sampler> sampler_;
+  Clock* clock_;
+  DispatcherOptions options_;
+  std::vector<Entry> trials_;      // trials_[id - 1]
+  std::deque<int64_t> queue_;      // PENDING trial ids, oldest first
+  std::vector<Observation> history_;
+  int running_ = 0;
+  int64_t next_worker_id_ = 1;
+  bool sampler_exhausted_ = false;
+  bool interrupted_ = false;
+  bool target_reached_ = false;
+};
+
+// The JSON text of a measurement's metrics; NaN and infinities are written as strings
+// ("nan", "inf", "-inf") so that nothing reported is lost.
+std::string MetricsToJson(const google::protobuf::Map<std::string, double>& metrics);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_DISPATCHER_H_

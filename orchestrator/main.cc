@@ -1,0 +1,233 @@
+// sextant: the command-line interface (run, resume, validate, status, results, events).
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/duration.h"
+#include "nlohmann/json.hpp"
+#include "orchestrator/experiment_loader.h"
+#include "orchestrator/local_launcher.h"
+#include "orchestrator/orchestrator.h"
+#include "orchestrator/results.h"
+#include "orchestrator/run_dir.h"
+#include "orchestrator/store.h"
+
+namespace sextant {
+namespace {
+
+constexpr const char* kUsage = R"(usage:
+  sextant run FILE [--run-dir DIR] [--workers N] [--listen ADDR]
+  sextant resume DIR [--workers N]
+  sextant validate FILE
+  sextant status DIR [--watch]
+  sextant results DIR [--format table|json|csv]
+  sextant events DIR
+)";
+
+int Usage(const std::string& why) {
+  if (!why.empty()) std::cerr << "sextant: " << why << "\n";
+  std::cerr << kUsage;
+  return 2;
+}
+
+// Splits "cmd POSITIONAL --flag value ..." into one positional and the flags.
+struct Args {
+  std::string positional;
+  std::map<std::string, std::string> flags;
+  std::string error;
+};
+
+Args ParseArgs(int argc, char** argv, int start, const std::set<std::string>& valued,
+               const std::set<std::string>& boolean) {
+  Args a;
+  for (int i = start; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) == 0) {
+      std::string name = arg.substr(2), value;
+      size_t eq = name.find('=');
+      if (eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+      }
+      if (boolean.count(name)) {
+        a.flags.insert_or_assign(name, std::string(1, '1'));
+      } else if (valued.count(name)) {
+        if (eq == std::string::npos) {
+          if (i + 1 >= argc) {
+            a.error = absl::StrCat("--", name, " needs a value");
+            return a;
+          }
+          value = argv[++i];
+        }
+        a.flags.insert_or_assign(name, value);
+      } else {
+        a.error = absl::StrCat("unknown option ", arg);
+        return a;
+      }
+    } else if (a.positional.empty()) {
+      a.positional = arg;
+    } else {
+      a.error = absl::StrCat("unexpected argument ", arg);
+      return a;
+    }
+  }
+  return a;
+}
+
+int Validate(const Args& a) {
+  if (a.positional.empty()) return Usage("validate needs a FILE");
+  LoadResult r = LoadExperimentFile(a.positional);
+  for (const LoadError& e : r.errors) std::cerr << e.ToString() << "\n";
+  if (!r.ok()) return 2;
+  std::cout << a.positional << ": ok (" << r.spec.parameters_size() << " parameters, "
+            << r.spec.search().max_trials() << " trials)\n";
+  return 0;
+}
+
+int Run(const Args& a, bool resume) {
+  if (a.positional.empty()) return Usage(resume ? "resume needs a DIR" : "run needs a FILE");
+  RunOptions options;
+  options.resume = resume;
+  if (resume) {
+    options.run_dir = a.positional;
+  } else {
+    options.experiment_file = a.positional;
+  }
+  if (a.flags.count("run-dir")) options.run_dir = a.flags.at("run-dir");
+  if (a.flags.count("listen")) options.listen = a.flags.at("listen");
+  if (a.flags.count("workers") &&
+      (!absl::SimpleAtoi(a.flags.at("workers"), &options.workers) || options.workers < 1)) {
+    return Usage("--workers must be a positive integer");
+  }
+  for (const char* name : {"lease-timeout", "heartbeat"}) {
+    if (!a.flags.count(name)) continue;
+    auto v = ParseDurationSeconds(a.flags.at(name));
+    if (!v.ok() || *v <= 0) return Usage(absl::StrCat("--", name, ": invalid duration"));
+    (std::string(name) == "lease-timeout" ? options.lease_seconds : options.heartbeat_seconds) = *v;
+  }
+  options.tty = isatty(STDOUT_FILENO);
+  auto launcher = NewPosixProcessLauncher();
+  InstallStopHandlers();
+  return RunExperiment(options, RunEnv{RealClockInstance(), launcher.get(), &std::cout, &std::cerr});
+}
+
+int Results(const Args& a) {
+  if (a.positional.empty()) return Usage("results needs a DIR");
+  std::string format = a.flags.count("format") ? a.flags.at("format") : "table";
+  if (format != "table" && format != "json" && format != "csv") {
+    return Usage("--format must be table, json or csv");
+  }
+  auto r = LoadResults(a.positional);
+  if (!r.ok()) {
+    std::cerr << "sextant: " << r.status().message() << "\n";
+    return r.status().code() == absl::StatusCode::kNotFound ? 2 : 1;
+  }
+  if (format == "json") {
+    std::cout << r->dump(2) << "\n";
+  } else if (format == "csv") {
+    std::cout << ResultsToCsv(*r);
+  } else {
+    std::cout << ResultsToTable(*r);
+  }
+  return 0;
+}
+
+int ShowStatus(const std::string& dir) {
+  auto r = LoadResults(dir);
+  if (!r.ok()) {
+    std::cerr << "sextant: " << r.status().message() << "\n";
+    return r.status().code() == absl::StatusCode::kNotFound ? 2 : 1;
+  }
+  std::cout << ResultsToTable(*r, 5);
+  auto store = Store::Open(RunDir::DbPath(dir), false, true);
+  if (store.ok()) {
+    auto events = (*store)->LoadEvents(0, 0);
+    if (events.ok()) {
+      size_t from = events->size() > 5 ? events->size() - 5 : 0;
+      if (from < events->size()) std::cout << "recent events:\n";
+      for (size_t i = from; i < events->size(); ++i) {
+        const EventRow& e = (*events)[i];
+        std::cout << "  " << absl::FormatTime("%H:%M:%S", absl::FromUnixMicros(e.time * 1e6),
+                                              absl::LocalTimeZone())
+                  << " " << e.kind << (e.trial_id ? absl::StrCat(" trial ", e.trial_id) : "")
+                  << ": " << e.message << "\n";
+      }
+    }
+  }
+  return 0;
+}
+
+int Status(const Args& a) {
+  if (a.positional.empty()) return Usage("status needs a DIR");
+  if (!a.flags.count("watch")) return ShowStatus(a.positional);
+  while (true) {
+    if (isatty(STDOUT_FILENO)) std::cout << "\033[H\033[2J";
+    int rc = ShowStatus(a.positional);
+    if (rc != 0) return rc;
+    auto r = LoadResults(a.positional);
+    if (!r.ok() || (*r)["state"] != "RUNNING") return 0;
+    std::cout << std::flush;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+int Events(const Args& a) {
+  if (a.positional.empty()) return Usage("events needs a DIR");
+  auto store = Store::Open(RunDir::DbPath(a.positional), false, true);
+  if (!store.ok()) {
+    std::cerr << "sextant: " << store.status().message() << "\n";
+    return 2;
+  }
+  auto events = (*store)->LoadEvents(0, 0);
+  if (!events.ok()) {
+    std::cerr << "sextant: " << events.status().message() << "\n";
+    return 1;
+  }
+  for (const EventRow& e : *events) {
+    nlohmann::json j = {{"id", e.id}, {"time", e.time}, {"kind", e.kind}, {"message", e.message}};
+    if (e.trial_id) j["trial"] = e.trial_id;
+    std::cout << j.dump() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace sextant
+
+int main(int argc, char** argv) {
+  using namespace sextant;
+  if (argc < 2) return Usage("");
+  std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  Args a;
+  if (cmd == "run" || cmd == "resume") {
+    a = ParseArgs(argc, argv, 2, {"run-dir", "workers", "listen", "lease-timeout", "heartbeat"}, {});
+  } else if (cmd == "results") {
+    a = ParseArgs(argc, argv, 2, {"format"}, {});
+  } else if (cmd == "status") {
+    a = ParseArgs(argc, argv, 2, {}, {"watch"});
+  } else if (cmd == "validate" || cmd == "events") {
+    a = ParseArgs(argc, argv, 2, {}, {});
+  } else {
+    return Usage("unknown command '" + cmd + "'");
+  }
+  if (!a.error.empty()) return Usage(a.error);
+  if (cmd == "run") return Run(a, false);
+  if (cmd == "resume") return Run(a, true);
+  if (cmd == "validate") return Validate(a);
+  if (cmd == "results") return Results(a);
+  if (cmd == "status") return Status(a);
+  return Events(a);
+}

@@ -1,0 +1,325 @@
+#include "orchestrator/orchestrator.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "grpcpp/grpcpp.h"
+#include "orchestrator/dispatcher.h"
+#include "orchestrator/experiment_loader.h"
+#include "orchestrator/progress.h"
+#include "orchestrator/results.h"
+#include "orchestrator/run_dir.h"
+#include "orchestrator/store.h"
+#include "orchestrator/worker_service.h"
+
+namespace sextant {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+void OnStopSignal(int sig) { g_stop_signal.store(sig); }
+
+std::string SelfDir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : p.parent_path().string();
+}
+
+bool IsLoopback(const std::string& listen) {
+  return absl::StartsWith(listen, "127.") || absl::StartsWith(listen, "localhost:") ||
+         absl::StartsWith(listen, "[::1]:");
+}
+
+absl::StatusOr<std::unique_ptr<Sampler>> MakeSampler(const v1::ExperimentSpec& spec) {
+  SearchSpace space = ToSearchSpace(spec);
+  switch (spec.search().sampler()) {
+    case v1::Search::RANDOM:
+    case v1::Search::SAMPLER_UNSPECIFIED:
+      return NewRandomSampler(space, spec.search().seed());
+    case v1::Search::GRID:
+      return NewGridSampler(space);
+    case v1::Search::SOBOL:
+      return NewSobolSampler(space, spec.search().seed());
+    default:
+      return absl::UnimplementedError(absl::StrCat(
+          spec.source_path(), ": search.sampler: '",
+          absl::AsciiStrToLower(v1::Search::Sampler_Name(spec.search().sampler())),
+          "' is not available in this version (use random, grid or sobol)"));
+  }
+}
+
+// One run: the store, the dispatcher, the server and the workers, with their lifetimes tied
+// together. Long-lived objects are members so that teardown happens in one place.
+class Run {
+ public:
+  Run(const RunOptions& options, const RunEnv& env) : options_(options), env_(env) {}
+
+  int Main() {
+    int rc = Prepare();
+    if (rc != 0) return rc;
+    rc = Loop();
+    Teardown();
+    return rc;
+  }
+
+ private:
+  // Loads the spec, takes the run directory and builds the dispatcher. Returns an exit code.
+  int Prepare() {
+    if (options_.resume) {
+      if (!std::filesystem::exists(RunDir::DbPath(options_.run_dir))) {
+        *env_.err << "sextant: " << options_.run_dir << " is not a Sextant run directory (no state.db)\n";
+        return 2;
+      }
+    } else {
+      LoadResult loaded = LoadExperimentFile(options_.experiment_file);
+      if (!loaded.ok()) {
+        for (const LoadError& e : loaded.errors) *env_.err << e.ToString() << "\n";
+        return 2;
+      }
+      spec_ = loaded.spec;
+      run_dir_path_ = options_.run_dir.empty() ? "runs/" + spec_.name() : options_.run_dir;
+    }
+    if (options_.resume) run_dir_path_ = options_.run_dir;
+    auto dir = RunDir::Acquire(run_dir_path_);
+    if (!dir.ok()) {
+      *env_.err << "sextant: " << dir.status().message() << "\n";
+      return 1;
+    }
+    run_dir_ = std::make_unique<RunDir>(*std::move(dir));
+    bool existed = std::filesystem::exists(run_dir_->db_path());
+    auto store = Store::Open(run_dir_->db_path(), /*create=*/true);
+    if (!store.ok()) return Fail(store.status());
+    store_ = *std::move(store);
+    auto stored_spec = store_->GetMeta("spec");
+    if (!stored_spec.ok()) return Fail(stored_spec.status());
+    if (options_.resume) {
+      if (!*stored_spec || !spec_.ParseFromString(**stored_spec)) {
+        *env_.err << "sextant: " << run_dir_path_ << " holds no experiment to resume\n";
+        return 2;
+      }
+    } else if (existed && *stored_spec) {
+      *env_.err << "sextant: " << run_dir_path_ << " already holds a run; continue it with "
+                << "`sextant resume " << run_dir_path_ << "` or pick another --run-dir\n";
+      return 2;
+    } else {
+      absl::Status s = store_->PutMeta("spec", spec_.SerializeAsString());
+      if (s.ok()) s = store_->PutMeta("started_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
+      if (!s.ok()) return Fail(s);
+    }
+    auto sampler = MakeSampler(spec_);
+    if (!sampler.ok()) {
+      *env_.err << "sextant: " << sampler.status().message() << "\n";
+      return 2;
+    }
+    DispatcherOptions dopts;
+    dopts.lease_seconds = options_.lease_seconds;
+    dopts.heartbeat_seconds = options_.heartbeat_seconds;
+    dopts.logs_dir = std::filesystem::absolute(run_dir_->logs_dir()).string();
+    dopts.checkpoints_dir = std::filesystem::absolute(run_dir_->checkpoints_dir()).string();
+    dopts.working_dir = spec_.trial().working_dir();
+    if (dopts.working_dir.empty() && !spec_.source_path().empty()) {
+      dopts.working_dir = std::filesystem::absolute(spec_.source_path()).parent_path().string();
+    }
+    auto dispatcher = Dispatcher::Create(spec_, store_.get(), *std::move(sampler), env_.clock, dopts);
+    if (!dispatcher.ok()) return Fail(dispatcher.status());
+    dispatcher_ = *std::move(dispatcher);
+    return StartServer();
+  }
+
+  int StartServer() {
+    if (!IsLoopback(options_.listen)) {
+      *env_.err << "sextant: refusing to listen on " << options_.listen
+                << ": only loopback addresses are allowed without TLS and authentication\n";
+      return 2;
+    }
+    service_ = std::make_unique<WorkerServiceImpl>(dispatcher_.get());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(service_.get());
+    builder.SetMaxReceiveMessageSize(16 << 20);
+    builder.SetMaxSendMessageSize(16 << 20);
+    server_ = builder.BuildAndStart();
+    if (!server_ || port_ == 0) {
+      *env_.err << "sextant: cannot listen on " << options_.listen << "\n";
+      return 1;
+    }
+    return 0;
+  }
+
+  int Fail(const absl::Status& s) {
+    *env_.err << "sextant: " << s.message() << "\n";
+    return 1;
+  }
+
+  std::string Target() const {
+    std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
+    return absl::StrCat(host, ":", port_);
+  }
+
+  void LaunchWorker(int index) {
+    std::string bin = options_.worker_binary.empty() ? SelfDir() + "/sextant-worker"
+                                                     : options_.worker_binary;
+    std::vector<std::string> argv = {bin, "--connect", Target(), "--region", "local",
+                                     "--pool", "local", "--launch-token",
+                                     absl::StrCat("local-", index), "--exit-with-parent"};
+    auto pid = env_.launcher->Launch(argv, absl::StrCat(run_dir_->logs_dir(), "/worker-", index, ".log"));
+    if (!pid.ok()) {
+      *env_.err << "sextant: " << pid.status().message() << "\n";
+      return;
+    }
+    workers_.push_back(Local{*pid, index});
+  }
+
+  // Reaps exited workers and replaces them while the run goes on (a bounded number of times).
+  void ReapWorkers(bool replace) {
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      std::optional<int> status = env_.launcher->Poll(it->pid);
+      if (!status) {
+        ++it;
+        continue;
+      }
+      int index = it->index;
+      it = workers_.erase(it);
+      if (replace && respawns_left_ > 0) {
+        --respawns_left_;
+        LaunchWorker(index);
+        return;  // the iterator is stale after push_back
+      }
+    }
+  }
+
+  int Loop() {
+    int n = options_.workers > 0 ? options_.workers : std::max(1, spec_.search().max_concurrent());
+    respawns_left_ = 3 * n;
+    for (int i = 0; i < n; ++i) LaunchWorker(i);
+    if (workers_.empty()) return 1;
+    ProgressReporter progress(env_.out, options_.tty, env_.clock, spec_.objective().metric());
+    *env_.out << "sextant: running " << spec_.name() << " in " << run_dir_path_ << " with " << n
+              << " workers (listening on " << Target() << ")\n"
+              << std::flush;
+    const absl::Time start = env_.clock->Now();
+    const double wall = spec_.budget().max_wall_time_seconds();
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      absl::Status tick = service_->Tick();
+      absl::Status fatal = service_->fatal_error();
+      if (!fatal.ok()) {
+        progress.Finish(Stats());
+        (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("FAILED"); });
+        return Fail(fatal);
+      }
+      DispatchStats stats = Stats();
+      progress.Update(stats);
+      if (service_->WithDispatcher([](Dispatcher& d) { return d.Finished(); })) {
+        progress.Finish(stats);
+        absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("COMPLETED"); });
+        if (!s.ok()) return Fail(s);
+        PrintSummary();
+        return 0;
+      }
+      int sig = g_stop_signal.load();
+      bool out_of_time = wall > 0 && absl::ToDoubleSeconds(env_.clock->Now() - start) > wall;
+      if (sig != 0 || out_of_time) {
+        progress.Finish(stats);
+        absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
+        std::string state = sig != 0 ? "INTERRUPTED" : "BUDGET_EXHAUSTED";
+        if (s.ok()) s = service_->WithDispatcher([&](Dispatcher& d) { return d.MarkRunState(state); });
+        if (!s.ok()) return Fail(s);
+        *env_.out << "sextant: " << (sig != 0 ? "interrupted" : "max_wall_time reached")
+                  << "; running trials were cancelled. Continue with: sextant resume "
+                  << run_dir_path_ << "\n";
+        if (sig == 0) PrintSummary();
+        return sig != 0 ? 130 : 0;
+      }
+      ReapWorkers(/*replace=*/true);
+      if (workers_.empty()) {
+        *env_.err << "sextant: every local worker has exited; see " << run_dir_->logs_dir()
+                  << "/worker-*.log\n";
+        (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("FAILED"); });
+        return 1;
+      }
+    }
+  }
+
+  DispatchStats Stats() {
+    return service_->WithDispatcher([](Dispatcher& d) { return d.Stats(); });
+  }
+
+  void PrintSummary() {
+    auto results = LoadResults(run_dir_path_);
+    if (results.ok()) *env_.out << ResultsToTable(*results, 10);
+  }
+
+  // Lets workers see `done` and exit, then stops whatever is left, then the server.
+  void Teardown() {
+    if (!server_) return;
+    const absl::Time deadline = absl::Now() + absl::Seconds(3);
+    bool stopping = g_stop_signal.load() != 0;
+    if (stopping) {
+      for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGTERM);
+    }
+    while (!workers_.empty() && absl::Now() < deadline) {
+      service_->Tick().IgnoreError();
+      ReapWorkers(/*replace=*/false);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGTERM);
+    const absl::Time kill_at = absl::Now() + absl::Seconds(2);
+    while (!workers_.empty() && absl::Now() < kill_at) {
+      ReapWorkers(false);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGKILL);
+    ReapWorkers(false);
+    service_->Drain();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+
+  struct Local {
+    pid_t pid;
+    int index;
+  };
+
+  RunOptions options_;
+  RunEnv env_;
+  v1::ExperimentSpec spec_;
+  std::string run_dir_path_;
+  std::unique_ptr<RunDir> run_dir_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<WorkerServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::vector<Local> workers_;
+  int respawns_left_ = 0;
+};
+
+}  // namespace
+
+void InstallStopHandlers() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnStopSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+int RunExperiment(const RunOptions& options, const RunEnv& env) {
+  Run run(options, env);
+  return run.Main();
+}
+
+}  // namespace sextant

@@ -1,0 +1,43 @@
+#ifndef SEXTANT_ORCHESTRATOR_ORCHESTRATOR_H_
+#define SEXTANT_ORCHESTRATOR_ORCHESTRATOR_H_
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "common/clock.h"
+#include "orchestrator/local_launcher.h"
+
+namespace sextant {
+
+struct RunOptions {
+  std::string experiment_file;     // `run`: the YAML file
+  std::string run_dir;             // default: runs/<name> for run; required for resume
+  bool resume = false;             // continue the run in run_dir
+  int workers = 0;                 // local workers; 0 = search.max_concurrent
+  std::string listen = "127.0.0.1:0";  // the worker service's address; port 0 picks one
+  double lease_seconds = 15;       // default 15
+  double heartbeat_seconds = 2;    // default 2
+  std::string worker_binary;       // default: sextant-worker beside this binary
+  bool tty = false;                // draw the progress line in place
+};
+
+// The process-wide parts a run uses. All are required.
+struct RunEnv {
+  Clock* clock;
+  ProcessLauncher* launcher;
+  std::ostream* out;   // progress and the final table
+  std::ostream* err;   // errors
+};
+
+// Runs (or resumes) an experiment to its end with local workers. Returns the exit code of the
+// contract: 0 when it ends normally, 2 on invalid input, 1 on other failures, 130 when
+// interrupted by SIGINT/SIGTERM (then running trials are CANCELLED and it can be resumed).
+int RunExperiment(const RunOptions& options, const RunEnv& env);
+
+// Installs the SIGINT/SIGTERM handlers that make RunExperiment stop cleanly.
+void InstallStopHandlers();
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_ORCHESTRATOR_H_

@@ -1,0 +1,168 @@
+#include "orchestrator/results.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "orchestrator/run_dir.h"
+#include "orchestrator/store.h"
+#include "sextant/v1/experiment.pb.h"
+
+namespace sextant {
+namespace {
+
+std::string Scalar(const nlohmann::json& v) {
+  if (v.is_null()) return "";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return absl::StrCat(v.get<double>());
+  return v.dump();
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
+  SEXTANT_ASSIGN_OR_RETURN(auto store, Store::Open(RunDir::DbPath(run_dir), /*create=*/false,
+                                                   /*read_only=*/true));
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> spec_bytes, store->GetMeta("spec"));
+  v1::ExperimentSpec spec;
+  if (!spec_bytes || !spec.ParseFromString(*spec_bytes)) {
+    return absl::NotFoundError(absl::StrCat(run_dir, ": not a Sextant run directory (no spec)"));
+  }
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> state, store->GetMeta("state"));
+  SEXTANT_ASSIGN_OR_RETURN(std::vector<TrialRow> trials, store->LoadTrials());
+  SEXTANT_ASSIGN_OR_RETURN(std::vector<MeasurementRow> ms, store->LoadMeasurements());
+
+  std::map<int64_t, nlohmann::json> metrics;
+  for (const MeasurementRow& m : ms) {
+    nlohmann::json j = nlohmann::json::parse(m.metrics_json, nullptr, false);
+    if (!j.is_object()) continue;
+    nlohmann::json& into = metrics[m.trial_id];
+    if (!into.is_object()) into = nlohmann::json::object();
+    for (auto& [k, v] : j.items()) into[k] = v;
+  }
+  const bool maximize = spec.objective().goal() == v1::Objective::MAXIMIZE;
+  const std::string& fidelity_key = spec.search().fidelity().name();
+  nlohmann::json doc;
+  doc["experiment"] = spec.name();
+  doc["state"] = state.value_or("UNKNOWN");
+  doc["objective"] = {{"metric", spec.objective().metric()},
+                      {"goal", maximize ? "maximize" : "minimize"}};
+  doc["best"] = nullptr;
+  doc["trials"] = nlohmann::json::array();
+  const TrialRow* best = nullptr;
+  for (const TrialRow& t : trials) {
+    nlohmann::json row;
+    row["id"] = t.id;
+    row["state"] = t.state;
+    row["params"] = nlohmann::json::parse(t.params_json, nullptr, false);
+    row["value"] = t.value ? nlohmann::json(*t.value) : nlohmann::json(nullptr);
+    nlohmann::json m = metrics.count(t.id) ? metrics[t.id] : nlohmann::json::object();
+    row["fidelity"] = nullptr;
+    if (!fidelity_key.empty() && m.contains(fidelity_key) && m[fidelity_key].is_number()) {
+      row["fidelity"] = m[fidelity_key];
+    }
+    row["metrics"] = std::move(m);
+    row["attempts"] = t.attempts;
+    row["cost"] = 0.0;
+    row["error"] = t.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.error);
+    doc["trials"].push_back(std::move(row));
+    if (t.state == "COMPLETED" && t.value &&
+        (!best || (maximize ? *t.value > *best->value : *t.value < *best->value))) {
+      best = &t;
+    }
+  }
+  if (best) {
+    doc["best"] = {{"trial", best->id},
+                   {"value", *best->value},
+                   {"params", nlohmann::json::parse(best->params_json, nullptr, false)}};
+  }
+  std::string currency = spec.budget().currency().empty() ? "USD" : spec.budget().currency();
+  doc["cost"] = {{"total", 0.0}, {"currency", currency}, {"by_pool", nlohmann::json::object()}};
+  return doc;
+}
+
+std::string ResultsToCsv(const nlohmann::json& results) {
+  std::set<std::string> param_names, metric_names;
+  for (const auto& t : results["trials"]) {
+    for (auto& [k, v] : t["params"].items()) param_names.insert(k);
+    for (auto& [k, v] : t["metrics"].items()) metric_names.insert(k);
+  }
+  std::vector<std::string> header = {"id", "state", "value", "attempts", "fidelity", "cost"};
+  for (const auto& p : param_names) header.push_back("param." + p);
+  for (const auto& m : metric_names) header.push_back("metric." + m);
+  header.push_back("error");
+  std::string out = absl::StrJoin(header, ",") + "\n";
+  for (const auto& t : results["trials"]) {
+    std::vector<std::string> row = {Scalar(t["id"]), Scalar(t["state"]), Scalar(t["value"]),
+                                    Scalar(t["attempts"]), Scalar(t["fidelity"]),
+                                    Scalar(t["cost"])};
+    for (const auto& p : param_names) row.push_back(t["params"].contains(p) ? Scalar(t["params"][p]) : "");
+    for (const auto& m : metric_names) row.push_back(t["metrics"].contains(m) ? Scalar(t["metrics"][m]) : "");
+    row.push_back(Scalar(t["error"]));
+    for (auto& f : row) f = CsvField(f);
+    out += absl::StrJoin(row, ",") + "\n";
+  }
+  return out;
+}
+
+std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
+  std::map<std::string, int> counts;
+  for (const auto& t : results["trials"]) ++counts[t["state"].get<std::string>()];
+  std::vector<std::string> parts;
+  for (const auto& [state, n] : counts) parts.push_back(absl::StrCat(n, " ", state));
+  std::ostringstream os;
+  const std::string metric = results["objective"]["metric"];
+  os << "experiment " << Scalar(results["experiment"]) << " (" << Scalar(results["state"])
+     << "): " << results["trials"].size() << " trials"
+     << (parts.empty() ? "" : ", " + absl::StrJoin(parts, ", ")) << "\n";
+  if (!results["best"].is_null()) {
+    os << "best: trial " << Scalar(results["best"]["trial"]) << "  " << metric << "="
+       << Scalar(results["best"]["value"]) << "  " << results["best"]["params"].dump() << "\n";
+  }
+  std::vector<const nlohmann::json*> rows;
+  for (const auto& t : results["trials"]) rows.push_back(&t);
+  const bool maximize = results["objective"]["goal"] == "maximize";
+  std::stable_sort(rows.begin(), rows.end(), [&](const nlohmann::json* a, const nlohmann::json* b) {
+    bool av = (*a)["state"] == "COMPLETED", bv = (*b)["state"] == "COMPLETED";
+    if (av != bv) return av;
+    if (!av) return false;
+    double x = (*a)["value"].get<double>(), y = (*b)["value"].get<double>();
+    return maximize ? x > y : x < y;
+  });
+  if (max_rows > 0 && static_cast<int>(rows.size()) > max_rows) rows.resize(max_rows);
+  os << absl::StrFormat("%6s  %-10s  %14s  %8s  %s\n", "trial", "state", metric.substr(0, 14),
+                        "attempts", "params");
+  for (const nlohmann::json* t : rows) {
+    std::string extra;
+    if (!(*t)["error"].is_null()) {
+      std::string e = (*t)["error"];
+      if (e.size() > 80) e = e.substr(0, 77) + "...";
+      extra = "  error: " + e;
+    }
+    os << absl::StrFormat("%6s  %-10s  %14s  %8s  %s%s\n", Scalar((*t)["id"]),
+                          Scalar((*t)["state"]), Scalar((*t)["value"]), Scalar((*t)["attempts"]),
+                          (*t)["params"].dump(), extra);
+  }
+  if (max_rows > 0 && static_cast<int>(results["trials"].size()) > max_rows) {
+    os << "... " << results["trials"].size() - max_rows
+       << " more (sextant results DIR shows them all)\n";
+  }
+  return os.str();
+}
+
+}  // namespace sextant

@@ -1,0 +1,301 @@
+#include "orchestrator/store.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace sextant {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS trials(
+  id INTEGER PRIMARY KEY, state TEXT NOT NULL, params TEXT NOT NULL, attempts INTEGER NOT NULL,
+  failures INTEGER NOT NULL, value REAL, error TEXT NOT NULL, created_at REAL NOT NULL,
+  finished_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS attempts(
+  trial_id INTEGER NOT NULL, attempt INTEGER NOT NULL, worker_id INTEGER NOT NULL,
+  started_at REAL NOT NULL, finished_at REAL, outcome TEXT, exit_code INTEGER, error TEXT,
+  PRIMARY KEY(trial_id, attempt));
+CREATE TABLE IF NOT EXISTS measurements(
+  trial_id INTEGER NOT NULL, attempt INTEGER NOT NULL, seq INTEGER NOT NULL,
+  elapsed REAL NOT NULL, metrics TEXT NOT NULL, PRIMARY KEY(trial_id, attempt, seq));
+CREATE TABLE IF NOT EXISTS events(
+  id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, kind TEXT NOT NULL,
+  trial_id INTEGER NOT NULL, message TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS workers(
+  id INTEGER PRIMARY KEY, region TEXT, pool TEXT, hostname TEXT, pid INTEGER, registered_at REAL);
+)sql";
+
+std::string ColumnText(sqlite3_stmt* s, int i) {
+  const unsigned char* t = sqlite3_column_text(s, i);
+  return t ? reinterpret_cast<const char*>(t) : "";
+}
+
+void BindText(sqlite3_stmt* s, int i, const std::string& v) {
+  sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+
+// Resets a cached statement when the caller is done with it, whatever the outcome.
+struct StmtGuard {
+  sqlite3_stmt* s;
+  ~StmtGuard() {
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, bool create,
+                                                   bool read_only) {
+  struct stat st;
+  if (!create && stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat(path, ": no such store (not a Sextant run directory?)"));
+  }
+  sqlite3* db = nullptr;
+  int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  flags |= SQLITE_OPEN_NOMUTEX;
+  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return absl::InternalError(absl::StrCat(path, ": cannot open store: ", msg));
+  }
+  std::unique_ptr<Store> store(new Store(db));
+  sqlite3_busy_timeout(db, 5000);
+  if (!read_only) {
+    // WAL with synchronous=FULL: every commit fsyncs the WAL, so acknowledged changes survive
+    // a power cut; readers never block the single writer.
+    SEXTANT_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
+    SEXTANT_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
+    SEXTANT_RETURN_IF_ERROR(store->Exec(kSchema));
+  }
+  return store;
+}
+
+Store::~Store() {
+  for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+absl::Status Store::Error(const char* what) {
+  return absl::InternalError(absl::StrCat("store: ", what, ": ", sqlite3_errmsg(db_)));
+}
+
+absl::Status Store::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return absl::InternalError(absl::StrCat("store: ", msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<sqlite3_stmt*> Store::Prepare(const char* sql) {
+  // Statements are keyed by the address of their literal: each call site has its own.
+  for (auto& [key, stmt] : cache_) {
+    if (key == sql) return stmt;
+  }
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) return Error("prepare");
+  cache_.emplace_back(sql, stmt);
+  return stmt;
+}
+
+absl::Status Store::Begin() { return Exec("BEGIN IMMEDIATE"); }
+absl::Status Store::Commit() { return Exec("COMMIT"); }
+void Store::Rollback() { (void)Exec("ROLLBACK"); }
+
+absl::Status Store::PutMeta(const std::string& key, const std::string& value) {
+  SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s,
+                           Prepare("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)"));
+  StmtGuard g{s};
+  BindText(s, 1, key);
+  sqlite3_bind_blob(s, 2, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("put meta");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<std::string>> Store::GetMeta(const std::string& key) {
+  SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare("SELECT value FROM meta WHERE key = ?"));
+  StmtGuard g{s};
+  BindText(s, 1, key);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  if (rc != SQLITE_ROW) return Error("get meta");
+  const char* data = static_cast<const char*>(sqlite3_column_blob(s, 0));
+  return std::optional<std::string>(std::string(data ? data : "", sqlite3_column_bytes(s, 0)));
+}
+
+absl::Status Store::PutTrial(const TrialRow& t) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("INSERT OR REPLACE INTO trials(id, state, params, attempts, failures, value, error,"
+              " created_at, finished_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  StmtGuard g{s};
+  sqlite3_bind_int64(s, 1, t.id);
+  BindText(s, 2, t.state);
+  BindText(s, 3, t.params_json);
+  sqlite3_bind_int(s, 4, t.attempts);
+  sqlite3_bind_int(s, 5, t.failures);
+  if (t.value) {
+    sqlite3_bind_double(s, 6, *t.value);
+  } else {
+    sqlite3_bind_null(s, 6);
+  }
+  BindText(s, 7, t.error);
+  sqlite3_bind_double(s, 8, t.created_at);
+  sqlite3_bind_double(s, 9, t.finished_at);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("put trial");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TrialRow>> Store::LoadTrials() {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("SELECT id, state, params, attempts, failures, value, error, created_at, finished_at"
+              " FROM trials ORDER BY id"));
+  StmtGuard g{s};
+  std::vector<TrialRow> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    TrialRow t;
+    t.id = sqlite3_column_int64(s, 0);
+    t.state = ColumnText(s, 1);
+    t.params_json = ColumnText(s, 2);
+    t.attempts = sqlite3_column_int(s, 3);
+    t.failures = sqlite3_column_int(s, 4);
+    if (sqlite3_column_type(s, 5) != SQLITE_NULL) t.value = sqlite3_column_double(s, 5);
+    t.error = ColumnText(s, 6);
+    t.created_at = sqlite3_column_double(s, 7);
+    t.finished_at = sqlite3_column_double(s, 8);
+    out.push_back(std::move(t));
+  }
+  if (rc != SQLITE_DONE) return Error("load trials");
+  return out;
+}
+
+absl::Status Store::StartAttempt(int64_t trial_id, int attempt, int64_t worker_id, double time) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("INSERT OR REPLACE INTO attempts(trial_id, attempt, worker_id, started_at)"
+              " VALUES(?, ?, ?, ?)"));
+  StmtGuard g{s};
+  sqlite3_bind_int64(s, 1, trial_id);
+  sqlite3_bind_int(s, 2, attempt);
+  sqlite3_bind_int64(s, 3, worker_id);
+  sqlite3_bind_double(s, 4, time);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("start attempt");
+  return absl::OkStatus();
+}
+
+absl::Status Store::FinishAttempt(int64_t trial_id, int attempt, const std::string& outcome,
+                                  int exit_code, const std::string& error, double time) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("UPDATE attempts SET finished_at = ?, outcome = ?, exit_code = ?, error = ?"
+              " WHERE trial_id = ? AND attempt = ?"));
+  StmtGuard g{s};
+  sqlite3_bind_double(s, 1, time);
+  BindText(s, 2, outcome);
+  sqlite3_bind_int(s, 3, exit_code);
+  BindText(s, 4, error);
+  sqlite3_bind_int64(s, 5, trial_id);
+  sqlite3_bind_int(s, 6, attempt);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("finish attempt");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Store::AddMeasurement(const MeasurementRow& m) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("INSERT OR IGNORE INTO measurements(trial_id, attempt, seq, elapsed, metrics)"
+              " VALUES(?, ?, ?, ?, ?)"));
+  StmtGuard g{s};
+  sqlite3_bind_int64(s, 1, m.trial_id);
+  sqlite3_bind_int(s, 2, m.attempt);
+  sqlite3_bind_int64(s, 3, m.sequence);
+  sqlite3_bind_double(s, 4, m.elapsed);
+  BindText(s, 5, m.metrics_json);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("add measurement");
+  return sqlite3_changes(db_) > 0;
+}
+
+absl::StatusOr<std::vector<MeasurementRow>> Store::LoadMeasurements(int64_t trial_id) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("SELECT trial_id, attempt, seq, elapsed, metrics FROM measurements"
+              " WHERE ?1 = 0 OR trial_id = ?1 ORDER BY trial_id, attempt, seq"));
+  StmtGuard g{s};
+  sqlite3_bind_int64(s, 1, trial_id);
+  std::vector<MeasurementRow> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    out.push_back(MeasurementRow{sqlite3_column_int64(s, 0), sqlite3_column_int(s, 1),
+                                 sqlite3_column_int64(s, 2), sqlite3_column_double(s, 3),
+                                 ColumnText(s, 4)});
+  }
+  if (rc != SQLITE_DONE) return Error("load measurements");
+  return out;
+}
+
+absl::Status Store::AddEvent(double time, const std::string& kind, int64_t trial_id,
+                             const std::string& message) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("INSERT INTO events(time, kind, trial_id, message) VALUES(?, ?, ?, ?)"));
+  StmtGuard g{s};
+  sqlite3_bind_double(s, 1, time);
+  BindText(s, 2, kind);
+  sqlite3_bind_int64(s, 3, trial_id);
+  BindText(s, 4, message);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("add event");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<EventRow>> Store::LoadEvents(int64_t after_id, int limit) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("SELECT id, time, kind, trial_id, message FROM events WHERE id > ?"
+              " ORDER BY id LIMIT ?"));
+  StmtGuard g{s};
+  sqlite3_bind_int64(s, 1, after_id);
+  sqlite3_bind_int64(s, 2, limit > 0 ? limit : -1);
+  std::vector<EventRow> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    out.push_back(EventRow{sqlite3_column_int64(s, 0), sqlite3_column_double(s, 1),
+                           ColumnText(s, 2), sqlite3_column_int64(s, 3), ColumnText(s, 4)});
+  }
+  if (rc != SQLITE_DONE) return Error("load events");
+  return out;
+}
+
+absl::Status Store::AddWorker(int64_t id, const std::string& region, const std::string& pool,
+                              const std::string& hostname, int64_t pid, double time) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("INSERT OR REPLACE INTO workers(id, region, pool, hostname, pid, registered_at)"
+              " VALUES(?, ?, ?, ?, ?, ?)"));
+  StmtGuard g{s};
+  sqlite3_bind_int64(s, 1, id);
+  BindText(s, 2, region);
+  BindText(s, 3, pool);
+  BindText(s, 4, hostname);
+  sqlite3_bind_int64(s, 5, pid);
+  sqlite3_bind_double(s, 6, time);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("add worker");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Store::MaxWorkerId() {
+  SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare("SELECT COALESCE(MAX(id), 0) FROM workers"));
+  StmtGuard g{s};
+  if (sqlite3_step(s) != SQLITE_ROW) return Error("max worker id");
+  return sqlite3_column_int64(s, 0);
+}
+
+}  // namespace sextant

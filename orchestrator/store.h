@@ -1,0 +1,105 @@
+#ifndef SEXTANT_ORCHESTRATOR_STORE_H_
+#define SEXTANT_ORCHESTRATOR_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace sextant {
+
+// One row of the trials table.
+struct TrialRow {
+  int64_t id = 0;                 // 1-based, in creation order
+  std::string state;              // PENDING | RUNNING | COMPLETED | PRUNED | PREEMPTED | FAILED | CANCELLED
+  std::string params_json;        // {"name": value, ...}
+  int attempts = 0;               // times it was leased
+  int failures = 0;               // attempts that ended in a real failure
+  std::optional<double> value;    // the objective, once COMPLETED
+  std::string error;              // why it FAILED
+  double created_at = 0;          // unix seconds
+  double finished_at = 0;         // 0 while not finished
+};
+
+// One stored measurement (a stdout line's metrics).
+struct MeasurementRow {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  int64_t sequence = 0;
+  double elapsed = 0;
+  std::string metrics_json;  // {"loss": 0.4, "bad": "nan"}: non-finite values as strings
+};
+
+struct EventRow {
+  int64_t id = 0;
+  double time = 0;
+  std::string kind;
+  int64_t trial_id = 0;  // 0 when not about a trial
+  std::string message;
+};
+
+// The run's durable state: SQLite in WAL mode with synchronous=FULL, so a committed
+// transaction survives a crash or power cut. A caller groups a state change in
+// Begin()/Commit() and acknowledges it only after Commit() returns OK.
+// Not thread-safe: the orchestrator owns one Store on its dispatch lock; readers
+// (`sextant status`, `results`) open their own read-only Store.
+class Store {
+ public:
+  // Opens (creating when create is true) the database at path and its schema.
+  // Returns NotFound when it does not exist and create is false, or Internal on SQLite errors.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path, bool create,
+                                                     bool read_only = false);
+  ~Store();
+
+  absl::Status Begin();
+  absl::Status Commit();  // durable on return (fsync of the WAL)
+  void Rollback();
+
+  absl::Status PutMeta(const std::string& key, const std::string& value);
+  // Returns nullopt when key is absent.
+  absl::StatusOr<std::optional<std::string>> GetMeta(const std::string& key);
+
+  // Inserts or replaces the whole row.
+  absl::Status PutTrial(const TrialRow& trial);
+  absl::StatusOr<std::vector<TrialRow>> LoadTrials();
+
+  // Records the start and the end of an attempt.
+  absl::Status StartAttempt(int64_t trial_id, int attempt, int64_t worker_id, double time);
+  absl::Status FinishAttempt(int64_t trial_id, int attempt, const std::string& outcome,
+                             int exit_code, const std::string& error, double time);
+
+  // Inserts a measurement unless (trial_id, attempt, sequence) is already stored.
+  // Returns true when inserted, false when it was a duplicate.
+  absl::StatusOr<bool> AddMeasurement(const MeasurementRow& m);
+  // All measurements of a trial (all trials when trial_id is 0), by trial, attempt, sequence.
+  absl::StatusOr<std::vector<MeasurementRow>> LoadMeasurements(int64_t trial_id = 0);
+
+  absl::Status AddEvent(double time, const std::string& kind, int64_t trial_id,
+                        const std::string& message);
+  // Events with id > after_id, oldest first, at most limit (0: all).
+  absl::StatusOr<std::vector<EventRow>> LoadEvents(int64_t after_id = 0, int limit = 0);
+
+  absl::Status AddWorker(int64_t id, const std::string& region, const std::string& pool,
+                         const std::string& hostname, int64_t pid, double time);
+  // The largest worker id stored (0 when none), so that ids stay unique across resumes.
+  absl::StatusOr<int64_t> MaxWorkerId();
+
+ private:
+  explicit Store(sqlite3* db) : db_(db) {}
+  absl::Status Exec(const char* sql);
+  absl::StatusOr<sqlite3_stmt*> Prepare(const char* sql);
+  absl::Status Error(const char* what);
+
+  sqlite3* db_;
+  std::vector<std::pair<const char*, sqlite3_stmt*>> cache_;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_STORE_H_

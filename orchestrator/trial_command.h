@@ -1,0 +1,39 @@
+#ifndef SEXTANT_ORCHESTRATOR_TRIAL_COMMAND_H_
+#define SEXTANT_ORCHESTRATOR_TRIAL_COMMAND_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "sextant/v1/experiment.pb.h"
+#include "sextant/v1/worker_service.pb.h"
+#include "strategies/search_space.h"
+
+namespace sextant {
+
+// Replaces each ${name} in text by the parameter's formatted value. A ${name} of an inactive
+// conditional parameter becomes the empty string. Returns InvalidArgument for a ${name} that
+// is not a parameter (the loader rejects those earlier) or an unterminated "${".
+absl::StatusOr<std::string> SubstituteParams(const std::string& text, const Params& params,
+                                             const SearchSpace& space);
+
+// Params as a JSON object: floats as numbers, ints as integers, categoricals as strings.
+std::string ParamsToJson(const Params& params);
+// The inverse of ParamsToJson, typed by the search space. InvalidArgument on malformed JSON.
+absl::StatusOr<Params> ParamsFromJson(const std::string& json, const SearchSpace& space);
+
+struct AssignmentContext {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  std::string checkpoint_dir;  // this trial's folder (same for every attempt)
+};
+
+// Builds what the worker runs: argv with ${name} substituted, and the environment:
+// the experiment's env (substituted), SEXTANT_PARAMS (JSON), SEXTANT_PARAM_<NAME> (upper case),
+// SEXTANT_TRIAL_ID, SEXTANT_ATTEMPT, SEXTANT_EXPERIMENT and SEXTANT_CHECKPOINT_DIR.
+absl::StatusOr<v1::Assignment> BuildAssignment(const v1::ExperimentSpec& spec,
+                                               const SearchSpace& space, const Params& params,
+                                               const AssignmentContext& context);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_TRIAL_COMMAND_H_

@@ -1,0 +1,138 @@
+#include "orchestrator/worker_service.h"
+
+#include <algorithm>
+
+namespace sextant {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+void WorkerServiceImpl::NoteErrorLocked(const absl::Status& status) {
+  // Aborted, NotFound and FailedPrecondition are a caller's problem; anything else means the
+  // store failed, and the orchestrator must stop rather than acknowledge what it cannot keep.
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kInvalidArgument:
+      return;
+    default:
+      if (fatal_.ok()) fatal_ = status;
+  }
+}
+
+absl::Status WorkerServiceImpl::fatal_error() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fatal_;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
+                                                      const v1::RegisterRequest* request,
+                                                      v1::RegisterResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto result = dispatcher_->Register(*request);
+  NoteErrorLocked(result.status());
+  if (result.ok()) *response = *std::move(result);
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* context,
+                                                   const v1::LeaseRequest* request,
+                                                   v1::LeaseResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* reactor = context->DefaultReactor();
+  auto result = dispatcher_->Lease(request->worker_id());
+  NoteErrorLocked(result.status());
+  if (result.ok() && result->has_retry() && request->wait_seconds() > 0) {
+    double wait = std::min(request->wait_seconds(), 30.0);
+    waiting_.push_back(
+        Waiting{context, reactor, request->worker_id(), response, absl::Now() + absl::Seconds(wait)});
+    return reactor;
+  }
+  if (result.ok()) *response = *std::move(result);
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
+                                                       const v1::HeartbeatRequest* request,
+                                                       v1::HeartbeatResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto result = dispatcher_->Heartbeat(*request);
+  NoteErrorLocked(result.status());
+  if (result.ok()) response->set_stop(*result);
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext* context,
+                                                    const v1::ReportRequest* request,
+                                                    v1::ReportResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto result = dispatcher_->Report(*request);
+  NoteErrorLocked(result.status());
+  if (result.ok()) response->set_stop(*result);
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(grpc::CallbackServerContext* context,
+                                                      const v1::CompleteRequest* request,
+                                                      v1::CompleteResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto result = dispatcher_->Complete(*request);
+  NoteErrorLocked(result.status());
+  if (result.ok()) *response = *std::move(result);
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(result.status()));
+  // A finished trial may end the run or free a concurrency slot for a waiting worker.
+  ServeWaitingLocked();
+  return reactor;
+}
+
+void WorkerServiceImpl::ServeWaitingLocked() {
+  absl::Time now = absl::Now();
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->context->IsCancelled()) {
+      it->reactor->Finish(grpc::Status::CANCELLED);
+      it = waiting_.erase(it);
+      continue;
+    }
+    auto result = dispatcher_->Lease(it->worker_id);
+    NoteErrorLocked(result.status());
+    if (!result.ok() || !result->has_retry() || now >= it->deadline) {
+      if (result.ok()) *it->response = *std::move(result);
+      it->reactor->Finish(ToGrpcStatus(result.status()));
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void WorkerServiceImpl::Drain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Waiting& w : waiting_) {
+    w.response->set_done(true);
+    w.reactor->Finish(grpc::Status::OK);
+  }
+  waiting_.clear();
+}
+
+absl::Status WorkerServiceImpl::Tick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto expired = dispatcher_->Tick();
+  NoteErrorLocked(expired.status());
+  ServeWaitingLocked();
+  return expired.status();
+}
+
+}  // namespace sextant

@@ -1,0 +1,73 @@
+#ifndef SEXTANT_ORCHESTRATOR_WORKER_SERVICE_H_
+#define SEXTANT_ORCHESTRATOR_WORKER_SERVICE_H_
+
+#include <deque>
+#include <mutex>
+
+#include "grpcpp/grpcpp.h"
+#include "orchestrator/dispatcher.h"
+#include "sextant/v1/worker_service.grpc.pb.h"
+
+namespace sextant {
+
+// Maps an absl::Status onto the gRPC status with the same code and message.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// The gRPC adapter over a Dispatcher: each RPC converts, calls the dispatcher under one lock
+// and converts back. A Lease that finds no work waits (long-poll) until work appears, the run
+// ends, or its wait runs out. Thread-safe.
+class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
+ public:
+  explicit WorkerServiceImpl(Dispatcher* dispatcher) : dispatcher_(dispatcher) {}
+
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
+                                     const v1::RegisterRequest* request,
+                                     v1::RegisterResponse* response) override;
+  grpc::ServerUnaryReactor* Lease(grpc::CallbackServerContext* context,
+                                  const v1::LeaseRequest* request,
+                                  v1::LeaseResponse* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
+                                      const v1::HeartbeatRequest* request,
+                                      v1::HeartbeatResponse* response) override;
+  grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* context,
+                                   const v1::ReportRequest* request,
+                                   v1::ReportResponse* response) override;
+  grpc::ServerUnaryReactor* Complete(grpc::CallbackServerContext* context,
+                                     const v1::CompleteRequest* request,
+                                     v1::CompleteResponse* response) override;
+
+  // Runs the dispatcher's periodic work (lease expiry) and answers waiting leases.
+  // Returns the dispatcher's error, if any.
+  absl::Status Tick();
+  // Finishes every waiting Lease (with `done`), before the server shuts down.
+  void Drain();
+  // Runs f on the dispatcher under the service's lock.
+  template <typename F>
+  auto WithDispatcher(F&& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return f(*dispatcher_);
+  }
+  // The first store or internal error met while serving (OK when none).
+  absl::Status fatal_error();
+
+ private:
+  struct Waiting {
+    grpc::CallbackServerContext* context;
+    grpc::ServerUnaryReactor* reactor;
+    int64_t worker_id;
+    v1::LeaseResponse* response;
+    absl::Time deadline;
+  };
+  // Gives work to waiting leases that can take it; finishes those whose wait ran out.
+  void ServeWaitingLocked();
+  void NoteErrorLocked(const absl::Status& status);
+
+  std::mutex mu_;
+  Dispatcher* dispatcher_;
+  std::deque<Waiting> waiting_;
+  absl::Status fatal_;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_WORKER_SERVICE_H_

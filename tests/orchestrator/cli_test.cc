@@ -1,0 +1,281 @@
+// End-to-end tests of the sextant and sextant-worker binaries: real processes, real SQLite,
+// gRPC over loopback.
+#include <signal.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/orchestrator/test_util.h"
+
+namespace sextant {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::BackgroundProcess;
+using testing::MakeTempDir;
+using testing::ReadFile;
+using testing::RunProcess;
+using testing::WriteFile;
+
+const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
+const std::string kWorker = std::string(SEXTANT_BIN_DIR) + "/sextant-worker";
+
+// A quadratic bowl computed by awk: loss = (x - 0.3)^2 + (n - 2)^2, with one progress line.
+constexpr const char* kObjective = R"(#!/bin/sh
+awk -v x="$SEXTANT_PARAM_X" -v n="$1" 'BEGIN {
+  printf "step=1 loss=%.9f\n", 10 + (x - 0.3) * (x - 0.3)
+  printf "step=2 loss=%.9f\n", (x - 0.3) * (x - 0.3) + (n - 2) * (n - 2)
+}'
+)";
+
+std::string Experiment(const std::string& name, int trials, int concurrent,
+                       const std::string& command, const std::string& extra = "") {
+  return absl::StrCat("name: ", name, R"(
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: -1, max: 1}
+  n: {type: int, min: 0, max: 4}
+search: {sampler: sobol, seed: 5, max_trials: )",
+                      trials, ", max_concurrent: ", concurrent, R"(}
+trial:
+  command: )",
+                      command, "\n", extra);
+}
+
+nlohmann::json Results(const std::string& run_dir) {
+  auto r = RunProcess({kSextant, "results", run_dir, "--format", "json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return nlohmann::json::parse(r.out, nullptr, false);
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("cli");
+    WriteFile(dir_ + "/objective.sh", kObjective);
+  }
+  std::string dir_;
+};
+
+TEST_F(CliTest, ThreeWorkersOverLoopbackFindTheRealObjective) {
+  WriteFile(dir_ + "/exp.yaml",
+            Experiment("bowl", 12, 3, R"([sh, objective.sh, "${n}"])"));
+  auto r = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("12/12 trials"));
+  nlohmann::json j = Results(dir_ + "/run");
+  EXPECT_EQ(j["experiment"], "bowl");
+  EXPECT_EQ(j["state"], "COMPLETED");
+  EXPECT_EQ(j["objective"]["metric"], "loss");
+  EXPECT_EQ(j["objective"]["goal"], "minimize");
+  ASSERT_EQ(j["trials"].size(), 12u);
+  double best = 1e300;
+  int64_t best_id = 0;
+  for (const auto& t : j["trials"]) {
+    ASSERT_EQ(t["state"], "COMPLETED") << t.dump();
+    double x = t["params"]["x"], n = t["params"]["n"];
+    double expected = (x - 0.3) * (x - 0.3) + (n - 2) * (n - 2);
+    EXPECT_NEAR(t["value"].get<double>(), expected, 1e-6) << t.dump();
+    EXPECT_EQ(t["metrics"]["step"], 2);
+    EXPECT_EQ(t["attempts"], 1);
+    EXPECT_TRUE(t["params"]["n"].is_number_integer());
+    EXPECT_EQ(t["cost"], 0.0);
+    if (t["value"].get<double>() < best) {
+      best = t["value"];
+      best_id = t["id"];
+    }
+  }
+  EXPECT_EQ(j["best"]["trial"], best_id);
+  EXPECT_EQ(j["best"]["value"], best);
+  EXPECT_EQ(j["cost"]["currency"], "USD");
+  // Every trial's output was captured in the run directory.
+  EXPECT_THAT(ReadFile(dir_ + "/run/logs/trial-1.1.out"), HasSubstr("step=2 loss="));
+}
+
+TEST_F(CliTest, KilledWorkerTrialCompletesOnAnotherWorkerWithTwoAttempts) {
+  // Trial 1's first attempt records its worker (the parent of sh) and hangs; later attempts
+  // and other trials finish at once.
+  WriteFile(dir_ + "/hang.sh", absl::StrCat(R"(#!/bin/sh
+if [ "$SEXTANT_TRIAL_ID" = 1 ] && [ "$SEXTANT_ATTEMPT" = 1 ]; then
+  echo "$$ $PPID" > ")", dir_, R"(/victim"
+  sleep 60
+fi
+echo "loss=$SEXTANT_TRIAL_ID"
+)"));
+  WriteFile(dir_ + "/exp.yaml", Experiment("kill", 4, 2, "[sh, hang.sh]"));
+  BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
+                         "--lease-timeout", "2s", "--heartbeat", "0.5s"});
+  ASSERT_TRUE(testing::WaitFor([&] { return std::filesystem::exists(dir_ + "/victim"); }, 30))
+      << run.out() << run.err();
+  std::ifstream victim(dir_ + "/victim");
+  int trial_pid = 0, worker_pid = 0;
+  victim >> trial_pid >> worker_pid;
+  ASSERT_GT(worker_pid, 1);
+  ASSERT_EQ(kill(worker_pid, SIGKILL), 0);
+  ASSERT_EQ(run.Wait(60), 0) << run.out() << run.err();
+  kill(-trial_pid, SIGKILL);  // the orphaned sleep of the dead worker
+  nlohmann::json j = Results(dir_ + "/run");
+  ASSERT_EQ(j["trials"].size(), 4u);
+  EXPECT_EQ(j["trials"][0]["state"], "COMPLETED");
+  EXPECT_EQ(j["trials"][0]["attempts"], 2);
+  EXPECT_EQ(j["trials"][0]["value"], 1.0);
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(j["trials"][i]["attempts"], 1);
+  auto events = RunProcess({kSextant, "events", dir_ + "/run"});
+  EXPECT_THAT(events.out, HasSubstr("\"kind\":\"lease_expired\""));
+}
+
+TEST_F(CliTest, EveryExampleValidates) {
+  int count = 0;
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(std::string(SEXTANT_SOURCE_DIR) + "/examples")) {
+    if (entry.path().extension() != ".yaml") continue;
+    auto r = RunProcess({kSextant, "validate", entry.path().string()});
+    EXPECT_EQ(r.exit_code, 0) << entry.path() << ": " << r.err;
+    ++count;
+  }
+  EXPECT_GE(count, 3);
+}
+
+TEST_F(CliTest, InvalidFileGivesFileLineColAndExitTwo) {
+  WriteFile(dir_ + "/bad.yaml", R"(name: bad
+objective: {metric: loss}
+parameters:
+  x: {type: float, min: 2, max: 1}
+search: {sampler: annealing}
+trial:
+  command: [echo, "${y}"]
+)");
+  auto r = RunProcess({kSextant, "validate", dir_ + "/bad.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(dir_ + "/bad.yaml:4:"));
+  EXPECT_THAT(r.err, HasSubstr(dir_ + "/bad.yaml:5:"));
+  EXPECT_THAT(r.err, HasSubstr(dir_ + "/bad.yaml:7:"));
+  auto run = RunProcess({kSextant, "run", dir_ + "/bad.yaml", "--run-dir", dir_ + "/run"});
+  EXPECT_EQ(run.exit_code, 2);
+  WriteFile(dir_ + "/malformed.yaml", "name: [unclosed\n");
+  auto m = RunProcess({kSextant, "validate", dir_ + "/malformed.yaml"});
+  EXPECT_EQ(m.exit_code, 2);
+  EXPECT_THAT(m.err, HasSubstr(dir_ + "/malformed.yaml:"));
+}
+
+TEST_F(CliTest, SecondRunOnALiveRunDirectoryIsRefused) {
+  WriteFile(dir_ + "/slow.sh", "#!/bin/sh\nsleep 2\necho loss=1\n");
+  WriteFile(dir_ + "/exp.yaml", Experiment("busy", 2, 1, "[sh, slow.sh]"));
+  BackgroundProcess first({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"});
+  ASSERT_TRUE(first.WaitForOutput("listening on", 30)) << first.err();
+  auto second = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"});
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_THAT(second.err, HasSubstr("is in use by another sextant process"));
+  EXPECT_EQ(first.Wait(60), 0) << first.err();
+  auto third = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"});
+  EXPECT_EQ(third.exit_code, 2);
+  EXPECT_THAT(third.err, HasSubstr("sextant resume"));
+}
+
+TEST_F(CliTest, SigintCancelsRunningTrialsAndResumeFinishesThem) {
+  WriteFile(dir_ + "/slow.sh", "#!/bin/sh\nsleep 1\necho loss=$SEXTANT_TRIAL_ID\n");
+  WriteFile(dir_ + "/exp.yaml", Experiment("stop", 6, 2, "[sh, slow.sh]"));
+  BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"});
+  ASSERT_TRUE(run.WaitForOutput("listening on", 30)) << run.err();
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return std::filesystem::exists(dir_ + "/run/logs/trial-1.1.out"); }, 30));
+  run.Signal(SIGINT);
+  EXPECT_EQ(run.Wait(30), 130) << run.out() << run.err();
+  EXPECT_THAT(run.out(), HasSubstr("sextant resume"));
+  nlohmann::json j = Results(dir_ + "/run");
+  EXPECT_EQ(j["state"], "INTERRUPTED");
+  int cancelled = 0;
+  for (const auto& t : j["trials"]) cancelled += t["state"] == "CANCELLED";
+  EXPECT_GE(cancelled, 1);
+
+  auto resumed = RunProcess({kSextant, "resume", dir_ + "/run"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  j = Results(dir_ + "/run");
+  EXPECT_EQ(j["state"], "COMPLETED");
+  ASSERT_EQ(j["trials"].size(), 6u);
+  for (const auto& t : j["trials"]) {
+    EXPECT_EQ(t["state"], "COMPLETED") << t.dump();
+    EXPECT_EQ(t["value"], t["id"]);  // the same ids, resumed
+  }
+}
+
+TEST_F(CliTest, BadTrialsFailWithReasonsAndNothingIsLost) {
+  // Trial 1: command not found. 2: garbage and a 2 MiB line without newline, then a result.
+  // 3: NaN objective. 4: exit 3 with a message on stderr. 5: fine.
+  WriteFile(dir_ + "/bad.sh", R"(#!/bin/sh
+case "$SEXTANT_TRIAL_ID" in
+  2) head -c 300 /dev/urandom; head -c 2097152 /dev/zero | tr '\0' 'a'; echo; echo "loss=2" ;;
+  3) echo "loss=nan" ;;
+  4) echo "loss=4"; echo "out of cheese" >&2; exit 3 ;;
+  *) echo "loss=$SEXTANT_TRIAL_ID" ;;
+esac
+)");
+  WriteFile(dir_ + "/exp.yaml",
+            Experiment("bad", 5, 1, R"([sh, bad.sh])") );
+  // Trial 1 runs a command that does not exist: point its argv at a missing program.
+  std::string yaml = ReadFile(dir_ + "/exp.yaml");
+  WriteFile(dir_ + "/exp.yaml", yaml);
+  auto r = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  nlohmann::json j = Results(dir_ + "/run");
+  ASSERT_EQ(j["trials"].size(), 5u);
+  EXPECT_EQ(j["trials"][1]["state"], "COMPLETED");
+  EXPECT_EQ(j["trials"][1]["value"], 2.0);
+  EXPECT_EQ(j["trials"][2]["state"], "FAILED");
+  EXPECT_THAT(j["trials"][2]["error"].get<std::string>(), HasSubstr("'loss' is nan"));
+  EXPECT_EQ(j["trials"][2]["metrics"]["loss"], "nan");
+  EXPECT_EQ(j["trials"][3]["state"], "FAILED");
+  EXPECT_THAT(j["trials"][3]["error"].get<std::string>(), HasSubstr("exited with status 3"));
+  EXPECT_THAT(j["trials"][3]["error"].get<std::string>(), HasSubstr("out of cheese"));
+  EXPECT_EQ(j["trials"][3]["metrics"]["loss"], 4.0);  // reported before it failed: kept
+  EXPECT_EQ(j["trials"][4]["state"], "COMPLETED");
+  EXPECT_EQ(j["best"]["trial"], 1);
+
+  WriteFile(dir_ + "/missing.yaml", Experiment("missing", 1, 1, "[no-such-command-xyz, a]"));
+  r = RunProcess({kSextant, "run", dir_ + "/missing.yaml", "--run-dir", dir_ + "/run2"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  j = Results(dir_ + "/run2");
+  EXPECT_EQ(j["trials"][0]["state"], "FAILED");
+  EXPECT_THAT(j["trials"][0]["error"].get<std::string>(),
+              HasSubstr("command not found: no-such-command-xyz"));
+  EXPECT_TRUE(j["best"].is_null());
+}
+
+TEST_F(CliTest, WorkerWithAnotherProtocolVersionIsRefused) {
+  WriteFile(dir_ + "/slow.sh", "#!/bin/sh\nsleep 3\necho loss=1\n");
+  WriteFile(dir_ + "/exp.yaml", Experiment("proto", 1, 1, "[sh, slow.sh]"));
+  BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"});
+  ASSERT_TRUE(run.WaitForOutput("listening on", 30)) << run.err();
+  std::string out = run.out();
+  size_t at = out.find("listening on ") + 13;
+  std::string target = out.substr(at, out.find(')', at) - at);
+  auto w = RunProcess({kWorker, "--connect", target, "--protocol-version", "99"});
+  EXPECT_EQ(w.exit_code, 2);
+  EXPECT_THAT(w.err, HasSubstr("protocol version 99"));
+  EXPECT_EQ(run.Wait(60), 0);
+}
+
+TEST_F(CliTest, ResultsComeAsCsvAndTable) {
+  WriteFile(dir_ + "/exp.yaml", Experiment("fmt", 3, 1, R"([sh, objective.sh, "${n}"])"));
+  ASSERT_EQ(RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"}).exit_code, 0);
+  auto csv = RunProcess({kSextant, "results", dir_ + "/run", "--format", "csv"});
+  EXPECT_EQ(csv.exit_code, 0);
+  EXPECT_THAT(csv.out, HasSubstr("id,state,value,attempts,fidelity,cost,param.n,param.x,metric.loss"));
+  EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 4);
+  auto table = RunProcess({kSextant, "results", dir_ + "/run"});
+  EXPECT_THAT(table.out, HasSubstr("best: trial"));
+  auto status = RunProcess({kSextant, "status", dir_ + "/run"});
+  EXPECT_EQ(status.exit_code, 0);
+  EXPECT_THAT(status.out, HasSubstr("COMPLETED"));
+  auto missing = RunProcess({kSextant, "results", dir_ + "/nope"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("not a Sextant run directory"));
+}
+
+}  // namespace
+}  // namespace sextant

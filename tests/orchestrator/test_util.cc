@@ -1,0 +1,128 @@
+#include "tests/orchestrator/test_util.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "orchestrator/experiment_loader.h"
+
+extern char** environ;
+
+namespace sextant::testing {
+
+std::string MakeTempDir(const std::string& prefix) {
+  std::string base = ::testing::TempDir() + "/sextant-" + prefix + "-XXXXXX";
+  std::vector<char> buf(base.begin(), base.end());
+  buf.push_back('\0');
+  char* dir = mkdtemp(buf.data());
+  EXPECT_NE(dir, nullptr);
+  return dir ? dir : "";
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  ASSERT_TRUE(f.good()) << path;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+v1::ExperimentSpec SpecFromYaml(const std::string& yaml) {
+  LoadResult r = LoadExperimentFromString(yaml, "test.yaml");
+  for (const auto& e : r.errors) ADD_FAILURE() << e.ToString();
+  return r.spec;
+}
+
+namespace {
+
+int Spawn(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  EXPECT_EQ(rc, 0) << "cannot spawn " << argv[0];
+  return rc == 0 ? pid : -1;
+}
+
+int Decode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return -WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace
+
+bool WaitFor(const std::function<bool()>& cond, double timeout_seconds) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return cond();
+}
+
+BackgroundProcess::BackgroundProcess(const std::vector<std::string>& argv) {
+  std::string dir = MakeTempDir("proc");
+  out_path_ = dir + "/out";
+  err_path_ = dir + "/err";
+  pid_ = Spawn(argv, out_path_, err_path_);
+}
+
+BackgroundProcess::~BackgroundProcess() {
+  if (pid_ > 0 && exit_code_ == -1000) {
+    kill(pid_, SIGKILL);
+    Wait(10);
+  }
+}
+
+void BackgroundProcess::Signal(int sig) {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
+int BackgroundProcess::Wait(double timeout_seconds) {
+  if (exit_code_ != -1000 || pid_ <= 0) return exit_code_;
+  int status = 0;
+  bool done = WaitFor([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, timeout_seconds);
+  if (done) exit_code_ = Decode(status);
+  return exit_code_;
+}
+
+std::string BackgroundProcess::out() const { return ReadFile(out_path_); }
+std::string BackgroundProcess::err() const { return ReadFile(err_path_); }
+
+bool BackgroundProcess::WaitForOutput(const std::string& needle, double timeout_seconds) {
+  return WaitFor([&] { return out().find(needle) != std::string::npos; }, timeout_seconds);
+}
+
+CommandOutput RunProcess(const std::vector<std::string>& argv, double timeout_seconds) {
+  BackgroundProcess p(argv);
+  CommandOutput result;
+  result.exit_code = p.Wait(timeout_seconds);
+  result.out = p.out();
+  result.err = p.err();
+  return result;
+}
+
+}  // namespace sextant::testing

@@ -1,0 +1,279 @@
+#include "worker/worker_client.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "sextant/v1/worker_service.grpc.pb.h"
+#include "worker/command_runner.h"
+
+namespace sextant {
+namespace {
+
+using v1::WorkerService;
+
+std::unique_ptr<grpc::ClientContext> Context(double seconds) {
+  auto c = std::make_unique<grpc::ClientContext>();
+  c->set_deadline(std::chrono::system_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+  return c;
+}
+
+bool Retryable(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+// Streams one attempt's metrics to the orchestrator and keeps its lease alive. Runs on the
+// worker's only thread, from inside RunCommand.
+class TrialReporter : public CommandObserver {
+ public:
+  TrialReporter(WorkerService::Stub* stub, int64_t worker_id, const v1::Assignment& a,
+                double heartbeat_seconds, Clock* clock, const std::atomic<bool>* stop)
+      : stub_(stub),
+        worker_id_(worker_id),
+        trial_id_(a.trial_id()),
+        attempt_(a.attempt()),
+        heartbeat_seconds_(heartbeat_seconds),
+        clock_(clock),
+        stop_(stop),
+        last_heartbeat_(clock->Now()),
+        last_flush_(clock->Now()) {}
+
+  void OnMetrics(const std::map<std::string, double>& metrics, double elapsed) override {
+    v1::Measurement* m = buffer_.add_measurements();
+    m->set_trial_id(trial_id_);
+    m->set_attempt(attempt_);
+    m->set_sequence(++sequence_);
+    m->set_elapsed_seconds(elapsed);
+    for (const auto& [k, v] : metrics) (*m->mutable_metrics())[k] = v;
+  }
+
+  bool OnTick() override {
+    if (stop_->load() || stale_) return false;
+    absl::Time now = clock_->Now();
+    if (buffer_.measurements_size() > 0 && now - last_flush_ >= absl::Milliseconds(200)) Flush();
+    if (now - last_heartbeat_ >= absl::Seconds(heartbeat_seconds_)) {
+      v1::HeartbeatRequest req;
+      req.set_worker_id(worker_id_);
+      req.set_trial_id(trial_id_);
+      req.set_attempt(attempt_);
+      v1::HeartbeatResponse resp;
+      grpc::Status s = stub_->Heartbeat(Context(5).get(), req, &resp);
+      if (s.ok()) {
+        last_heartbeat_ = now;
+        if (resp.stop()) stale_ = true;
+      } else if (s.error_code() == grpc::StatusCode::ABORTED) {
+        stale_ = true;
+      }
+    }
+    return !stale_ && !stop_->load();
+  }
+
+  // Sends buffered measurements; keeps them for a later try when the orchestrator is away.
+  void Flush() {
+    last_flush_ = clock_->Now();
+    if (buffer_.measurements_size() == 0) return;
+    buffer_.set_worker_id(worker_id_);
+    v1::ReportResponse resp;
+    grpc::Status s = stub_->Report(Context(5).get(), buffer_, &resp);
+    if (s.ok()) {
+      buffer_.clear_measurements();
+      last_heartbeat_ = clock_->Now();
+      if (resp.stop()) stale_ = true;
+    } else if (s.error_code() == grpc::StatusCode::ABORTED) {
+      stale_ = true;
+      buffer_.clear_measurements();
+    }
+  }
+
+  // Moves the unsent measurements into a completion.
+  void TakeUnsent(v1::CompleteRequest* req) {
+    for (auto& m : *buffer_.mutable_measurements()) *req->add_measurements() = std::move(m);
+    buffer_.clear_measurements();
+  }
+  bool stale() const { return stale_; }
+
+ private:
+  WorkerService::Stub* stub_;
+  int64_t worker_id_, trial_id_;
+  int attempt_;
+  double heartbeat_seconds_;
+  Clock* clock_;
+  const std::atomic<bool>* stop_;
+  absl::Time last_heartbeat_, last_flush_;
+  v1::ReportRequest buffer_;
+  int64_t sequence_ = 0;
+  bool stale_ = false;
+};
+
+std::string LastLines(const std::string& text, size_t max_bytes) {
+  std::string t = text.size() > max_bytes ? text.substr(text.size() - max_bytes) : text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
+  return t;
+}
+
+class Worker {
+ public:
+  Worker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop)
+      : options_(options), clock_(clock), stop_(stop) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    channel_ = grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+    stub_ = WorkerService::NewStub(channel_);
+  }
+
+  int Run() {
+    int rc = RegisterSelf();
+    if (rc != 0) return rc;
+    v1::LeaseResponse lease;
+    while (!stop_->load()) {
+      if (!lease.has_assignment()) {
+        if (lease.done()) return 0;
+        rc = LeaseNext(&lease);
+        if (rc >= 0) return rc;
+        continue;
+      }
+      v1::Assignment a = lease.assignment();
+      lease.Clear();
+      rc = RunAndComplete(a, &lease);
+      if (rc >= 0) return rc;
+    }
+    return 0;
+  }
+
+ private:
+  int RegisterSelf() {
+    v1::RegisterRequest req;
+    req.set_protocol_version(options_.protocol_version);
+    req.set_region(options_.region);
+    req.set_pool(options_.pool);
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    req.set_hostname(host);
+    req.set_pid(getpid());
+    req.set_launch_token(options_.launch_token);
+    auto ctx = Context(options_.connect_timeout_seconds);
+    ctx->set_wait_for_ready(true);
+    grpc::Status s = stub_->Register(ctx.get(), req, &reg_);
+    if (s.ok()) return 0;
+    std::cerr << "sextant-worker: cannot register with " << options_.target << ": "
+              << s.error_message() << "\n";
+    return s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ? 2 : 1;
+  }
+
+  // Returns -1 to go on, or an exit code.
+  int LeaseNext(v1::LeaseResponse* lease) {
+    absl::Time give_up = clock_->Now() + absl::Seconds(options_.connect_timeout_seconds);
+    while (!stop_->load()) {
+      v1::LeaseRequest req;
+      req.set_worker_id(reg_.worker_id());
+      req.set_wait_seconds(options_.lease_wait_seconds);
+      auto ctx = Context(options_.lease_wait_seconds + 10);
+      grpc::Status s = stub_->Lease(ctx.get(), req, lease);
+      if (s.ok()) {
+        if (lease->has_retry()) lease->Clear();
+        return -1;
+      }
+      if (!Retryable(s)) {
+        std::cerr << "sextant-worker: lease refused: " << s.error_message() << "\n";
+        return 1;
+      }
+      if (clock_->Now() > give_up) {
+        std::cerr << "sextant-worker: orchestrator unreachable: " << s.error_message() << "\n";
+        return 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return 0;
+  }
+
+  CommandSpec SpecFor(const v1::Assignment& a) {
+    CommandSpec spec;
+    spec.argv.assign(a.argv().begin(), a.argv().end());
+    for (const auto& [k, v] : a.env()) spec.env[k] = v;
+    spec.working_dir = reg_.working_dir();
+    spec.timeout_seconds = a.timeout_seconds();
+    if (!reg_.log_dir().empty()) {
+      std::string base = absl::StrCat(reg_.log_dir(), "/trial-", a.trial_id(), ".", a.attempt());
+      spec.stdout_path = base + ".out";
+      spec.stderr_path = base + ".err";
+    }
+    return spec;
+  }
+
+  // Runs one attempt and reports its end, leasing the next in the same call.
+  // Returns -1 to go on, or an exit code.
+  int RunAndComplete(const v1::Assignment& a, v1::LeaseResponse* next) {
+    if (!a.checkpoint_dir().empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(a.checkpoint_dir(), ec);
+    }
+    TrialReporter reporter(stub_.get(), reg_.worker_id(), a, reg_.heartbeat_seconds(), clock_,
+                           stop_);
+    absl::StatusOr<CommandResult> result = RunCommand(SpecFor(a), &reporter, clock_);
+    if (stop_->load()) return 0;  // the orchestrator records the trial as cancelled
+    if (reporter.stale()) return -1;  // the lease moved on; our result is not wanted
+    v1::CompleteRequest req;
+    req.set_worker_id(reg_.worker_id());
+    req.set_trial_id(a.trial_id());
+    req.set_attempt(a.attempt());
+    req.set_lease_next(true);
+    reporter.TakeUnsent(&req);
+    if (!result.ok()) {
+      req.set_exit_code(-1);
+      req.set_error(std::string(result.status().message()));
+    } else {
+      req.set_exit_code(result->exit_code);
+      req.set_timed_out(result->timed_out);
+      if (result->exit_code != 0 || result->timed_out || result->spawn_failed) {
+        std::string error = result->error;
+        std::string tail = LastLines(result->stderr_tail, 2000);
+        if (!tail.empty()) absl::StrAppend(&error, "; stderr: ", tail);
+        req.set_error(error);
+      }
+    }
+    return SendCompletion(req, next);
+  }
+
+  int SendCompletion(const v1::CompleteRequest& req, v1::LeaseResponse* next) {
+    absl::Time give_up = clock_->Now() + absl::Seconds(reg_.lease_seconds());
+    while (true) {
+      v1::CompleteResponse resp;
+      grpc::Status s = stub_->Complete(Context(10).get(), req, &resp);
+      if (s.ok()) {
+        *next = resp.next();
+        if (next->has_retry()) next->Clear();
+        return -1;
+      }
+      if (!Retryable(s) || clock_->Now() > give_up || stop_->load()) {
+        if (s.error_code() != grpc::StatusCode::ABORTED) {
+          std::cerr << "sextant-worker: completion of trial " << req.trial_id()
+                    << " not accepted: " << s.error_message() << "\n";
+        }
+        return s.error_code() == grpc::StatusCode::ABORTED || Retryable(s) ? -1 : 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+
+  WorkerOptions options_;
+  Clock* clock_;
+  const std::atomic<bool>* stop_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<WorkerService::Stub> stub_;
+  v1::RegisterResponse reg_;
+};
+
+}  // namespace
+
+int RunWorker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop) {
+  Worker worker(options, clock, stop);
+  return worker.Run();
+}
+
+}  // namespace sextant

@@ -1,0 +1,29 @@
+#ifndef SEXTANT_WORKER_WORKER_CLIENT_H_
+#define SEXTANT_WORKER_WORKER_CLIENT_H_
+
+#include <atomic>
+#include <string>
+
+#include "common/clock.h"
+
+namespace sextant {
+
+struct WorkerOptions {
+  std::string target;                // orchestrator HOST:PORT; required
+  std::string region = "local";      // default "local"
+  std::string pool;                  // default empty
+  std::string launch_token;          // set by the provider that launched this worker
+  int protocol_version = 1;          // default: the current protocol (tests change it)
+  double lease_wait_seconds = 5;     // long-poll length for Lease; default 5
+  double connect_timeout_seconds = 30;  // give up when the orchestrator stays unreachable; default 30
+};
+
+// Registers with the orchestrator and runs leased trials until the orchestrator says the
+// experiment is done (exit 0), stop becomes true (exit 0 after stopping the running trial), the
+// orchestrator refuses us (exit 2, e.g. a protocol mismatch) or stays unreachable (exit 1).
+// Prints one-line reasons on stderr.
+int RunWorker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_WORKER_WORKER_CLIENT_H_
