@@ -1,0 +1,1071 @@
+#include "orchestrator/experiment_loader.h"
+
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <system_error>
+#include <tuple>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "common/duration.h"
+
+namespace sextant {
+namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+// Integer parameter bounds are stored as doubles; beyond 2^53 they would silently round.
+constexpr int64_t kMaxExactInt = int64_t{1} << 53;
+
+struct Pos {
+  int line = 0;
+  int col = 0;
+};
+
+Pos PosOf(const YAML::Node& node) {
+  if (!node.IsDefined()) return {};
+  const YAML::Mark mark = node.Mark();
+  if (mark.line < 0 || mark.column < 0) return {};
+  return {mark.line + 1, mark.column + 1};
+}
+
+// A value in the document, the key it sits under (undefined for the root and for list
+// elements) and its dotted path. Assignment is deleted because assigning one YAML::Node to
+// another rebinds the document node it refers to.
+struct Field {
+  Field(std::string p, YAML::Node k, YAML::Node v)
+      : path(std::move(p)), key(std::move(k)), value(std::move(v)) {}
+  Field(const Field&) = default;
+  Field& operator=(const Field&) = delete;
+
+  std::string path;
+  YAML::Node key;
+  YAML::Node value;
+};
+
+Pos KeyPos(const Field& f) {
+  const Pos p = PosOf(f.key);
+  return p.line > 0 ? p : PosOf(f.value);
+}
+
+// A null value's mark points at whatever token follows it, so errors about it go to its key.
+Pos ValuePos(const Field& f) {
+  if (!f.value.IsNull()) {
+    const Pos p = PosOf(f.value);
+    if (p.line > 0) return p;
+  }
+  return KeyPos(f);
+}
+
+std::string Join(absl::string_view parent, absl::string_view key) {
+  return parent.empty() ? std::string(key) : absl::StrCat(parent, ".", key);
+}
+
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Scalar: {
+      const std::string& s = node.Scalar();
+      return absl::StrCat("'", s.size() > 40 ? s.substr(0, 40) + "..." : s, "'");
+    }
+    default:
+      return "no value";
+  }
+}
+
+int EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<int> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    int diag = row[0];
+    row[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const int up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The allowed key closest to a misspelt one, or "" when none is close.
+absl::string_view Nearest(absl::string_view key, std::initializer_list<absl::string_view> allowed) {
+  absl::string_view best;
+  int best_distance = key.size() >= 5 ? 2 : 1;
+  for (absl::string_view a : allowed) {
+    const int d = EditDistance(key, a);
+    if (d <= best_distance && (best.empty() || d < best_distance)) {
+      best = a;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+bool IsIdentifier(absl::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+bool IsExperimentName(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+std::string FormatInt(int64_t v) { return absl::StrCat(v); }
+
+// Collects errors and reads typed values out of Fields. Every reader reports its own error
+// and returns nullopt (or an empty vector) when the value has the wrong type or range.
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  void Error(Pos pos, absl::string_view path, absl::string_view message) {
+    errors_.push_back({file_, pos.line, pos.col,
+                       path.empty() ? std::string(message) : absl::StrCat(path, ": ", message)});
+  }
+  void KeyError(const Field& f, absl::string_view message) { Error(KeyPos(f), f.path, message); }
+  void ValueError(const Field& f, absl::string_view message) {
+    Error(ValuePos(f), f.path, message);
+  }
+  std::vector<LoadError>& errors() { return errors_; }
+
+  // The entries of a mapping in document order; duplicate and non-scalar keys are reported
+  // and left out.
+  std::vector<Field> Entries(const Field& f) {
+    std::vector<Field> out;
+    if (!f.value.IsMap()) {
+      ValueError(f, absl::StrCat("expected a mapping, got ", Describe(f.value)));
+      return out;
+    }
+    std::set<std::string> seen;
+    for (const auto& kv : f.value) {
+      const YAML::Node& key = kv.first;
+      if (!key.IsScalar()) {
+        Error(PosOf(key), f.path, "keys must be plain strings");
+        continue;
+      }
+      Field entry(Join(f.path, key.Scalar()), key, kv.second);
+      if (!seen.insert(key.Scalar()).second) {
+        KeyError(entry, "duplicate key");
+        continue;
+      }
+      out.push_back(entry);
+    }
+    return out;
+  }
+
+  std::vector<Field> Elements(const Field& f) {
+    std::vector<Field> out;
+    if (!f.value.IsSequence()) {
+      ValueError(f, absl::StrCat("expected a list, got ", Describe(f.value)));
+      return out;
+    }
+    for (size_t i = 0; i < f.value.size(); ++i) {
+      out.emplace_back(absl::StrCat(f.path, "[", i, "]"), YAML::Node(), f.value[i]);
+    }
+    return out;
+  }
+
+  std::optional<std::string> String(const Field& f) {
+    if (f.value.IsScalar()) return f.value.Scalar();
+    ValueError(f, absl::StrCat("expected a string, got ", Describe(f.value)));
+    return std::nullopt;
+  }
+
+  std::optional<std::string> NonEmptyString(const Field& f) {
+    std::optional<std::string> s = String(f);
+    if (s && s->empty()) {
+      ValueError(f, "must not be empty");
+      return std::nullopt;
+    }
+    return s;
+  }
+
+  std::optional<double> Number(const Field& f) {
+    double v = 0;
+    if (f.value.IsScalar() && absl::SimpleAtod(f.value.Scalar(), &v) && std::isfinite(v)) {
+      return v;
+    }
+    ValueError(f, absl::StrCat("expected a number, got ", Describe(f.value)));
+    return std::nullopt;
+  }
+
+  // A number > lo (strict) or >= lo.
+  std::optional<double> NumberAbove(const Field& f, double lo, bool strict) {
+    std::optional<double> v = Number(f);
+    if (v && (strict ? !(*v > lo) : !(*v >= lo))) {
+      ValueError(f,
+                 absl::StrCat("must be ", strict ? "> " : ">= ", lo, ", got ", f.value.Scalar()));
+      return std::nullopt;
+    }
+    return v;
+  }
+
+  // An integer in [lo, hi]; "4.0" counts as 4, "2.5" does not.
+  std::optional<int64_t> Integer(const Field& f, int64_t lo, int64_t hi) {
+    std::optional<int64_t> v = ParseInteger(f);
+    if (!v) return std::nullopt;
+    if (*v < lo || *v > hi) {
+      ValueError(f, *v < lo ? absl::StrCat("must be >= ", lo, ", got ", *v)
+                            : absl::StrCat("must be <= ", hi, ", got ", *v));
+      return std::nullopt;
+    }
+    return v;
+  }
+
+  std::optional<uint64_t> Unsigned(const Field& f) {
+    uint64_t v = 0;
+    if (f.value.IsScalar() && absl::SimpleAtoi(f.value.Scalar(), &v)) return v;
+    ValueError(f, absl::StrCat("expected a non-negative integer, got ", Describe(f.value)));
+    return std::nullopt;
+  }
+
+  std::optional<bool> Bool(const Field& f) {
+    bool v = false;
+    if (f.value.IsScalar() && YAML::convert<bool>::decode(f.value, v)) return v;
+    ValueError(f, absl::StrCat("expected true or false, got ", Describe(f.value)));
+    return std::nullopt;
+  }
+
+  std::optional<double> Duration(const Field& f) {
+    std::optional<std::string> s = String(f);
+    if (!s) return std::nullopt;
+    absl::StatusOr<double> seconds = ParseDurationSeconds(*s);
+    if (!seconds.ok()) {
+      ValueError(f, seconds.status().message());
+      return std::nullopt;
+    }
+    return *seconds;
+  }
+
+  // The index of the value among names.
+  std::optional<size_t> Choice(const Field& f, std::span<const absl::string_view> names) {
+    std::optional<std::string> s = String(f);
+    if (!s) return std::nullopt;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (*s == names[i]) return i;
+    }
+    ValueError(f, absl::StrCat("unknown ",
+                               f.key.IsDefined() && f.key.IsScalar() ? f.key.Scalar() : "value",
+                               " '", *s, "'; expected one of ", absl::StrJoin(names, ", ")));
+    return std::nullopt;
+  }
+
+ private:
+  std::optional<int64_t> ParseInteger(const Field& f) {
+    if (f.value.IsScalar()) {
+      int64_t i = 0;
+      if (absl::SimpleAtoi(f.value.Scalar(), &i)) return i;
+      double d = 0;
+      if (absl::SimpleAtod(f.value.Scalar(), &d) && std::isfinite(d)) {
+        if (d == std::floor(d) && std::fabs(d) <= static_cast<double>(kMaxExactInt)) {
+          return static_cast<int64_t>(d);
+        }
+        ValueError(f, absl::StrCat("must be an integer, got ", f.value.Scalar()));
+        return std::nullopt;
+      }
+    }
+    ValueError(f, absl::StrCat("expected an integer, got ", Describe(f.value)));
+    return std::nullopt;
+  }
+
+  std::string file_;
+  std::vector<LoadError> errors_;
+};
+
+// One mapping whose keys come from a fixed set; unknown keys are reported with the allowed
+// ones (and the closest match, when one is close).
+class Section {
+ public:
+  Section(Reader& r, const Field& field, std::initializer_list<absl::string_view> allowed)
+      : r_(r), field_(field), ok_(field.value.IsMap()), entries_(r.Entries(field)) {
+    for (const Field& e : entries_) {
+      const std::string& key = e.key.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+      std::string message =
+          absl::StrCat("unknown key; allowed keys: ", absl::StrJoin(allowed, ", "));
+      if (absl::string_view near = Nearest(key, allowed); !near.empty()) {
+        absl::StrAppend(&message, " (did you mean '", near, "'?)");
+      }
+      r_.KeyError(e, message);
+    }
+  }
+
+  bool ok() const { return ok_; }
+  const Field& field() const { return field_; }
+  const std::vector<Field>& entries() const { return entries_; }
+
+  const Field* Find(absl::string_view key) const {
+    for (const Field& e : entries_) {
+      if (e.key.Scalar() == key) return &e;
+    }
+    return nullptr;
+  }
+
+  // Reports the missing key at the section's own key.
+  const Field* Require(absl::string_view key) const {
+    const Field* f = Find(key);
+    if (f == nullptr && ok_)
+      r_.Error(KeyPos(field_), Join(field_.path, key), "required key is missing");
+    return f;
+  }
+
+ private:
+  Reader& r_;
+  const Field& field_;
+  bool ok_;
+  std::vector<Field> entries_;
+};
+
+constexpr std::array<absl::string_view, 3> kParamTypes = {"float", "int", "categorical"};
+constexpr std::array<absl::string_view, 2> kGoals = {"minimize", "maximize"};
+constexpr std::array<absl::string_view, 5> kSamplers = {"random", "grid", "sobol", "bayesian",
+                                                        "tpe"};
+constexpr std::array<absl::string_view, 5> kSchedulers = {"none", "asha", "hyperband", "bohb",
+                                                          "median"};
+constexpr std::array<absl::string_view, 4> kProviders = {"local", "slurm", "simulated", "static"};
+constexpr std::array<absl::string_view, 3> kMarkets = {"spot", "on_demand", "reserved"};
+constexpr std::array<absl::string_view, 5> kAggregations = {"fedavg", "median", "trimmed_mean",
+                                                            "krum", "multi_krum"};
+constexpr std::array<absl::string_view, 5> kServerOptimizers = {"fedavg", "fedavgm", "fedadam",
+                                                                "fedyogi", "fedadagrad"};
+constexpr std::array<absl::string_view, 3> kPartitions = {"iid", "dirichlet", "shards"};
+
+// A `when:` block waiting for every parameter to be known.
+struct PendingWhen {
+  PendingWhen(int i, const Field& f) : param(i), field(f) {}
+  int param;
+  Field field;
+};
+
+// A condition edge from one parameter to another, kept to look for cycles.
+struct ConditionEdge {
+  int from;
+  int to;
+  Pos pos;
+  std::string path;
+};
+
+// Fills an ExperimentSpec section by section. Not thread-safe; one per load.
+class Loader {
+ public:
+  explicit Loader(const std::string& file) : r_(file), file_(file) {}
+
+  LoadResult Run(const std::string& yaml);
+
+ private:
+  void LoadRoot(const Field& root);
+  void LoadName(const Section& root);
+  void LoadObjective(const Section& root);
+  void LoadParameters(const Section& root, bool may_be_empty);
+  void LoadParameter(const Field& f, std::vector<PendingWhen>& whens);
+  void LoadRange(const Section& s, v1::Parameter* p, bool integral);
+  void LoadCategorical(const Section& s, v1::Parameter* p);
+  void LoadConditions(const std::vector<PendingWhen>& whens);
+  std::optional<std::string> ConditionValue(const v1::Parameter& target, const Field& f);
+  void CheckConditionCycles(const std::vector<ConditionEdge>& edges);
+  void LoadSearch(const Section& root);
+  void LoadFidelity(const Field& f, v1::Fidelity* fidelity);
+  void LoadTrial(const Section& root);
+  void LoadCommand(const Field& f, v1::TrialSpec* trial);
+  void LoadBuiltin(const Field& f, v1::BuiltinTrainer* builtin);
+  void LoadStringMap(const Field& f, bool env_names,
+                     google::protobuf::Map<std::string, std::string>* out);
+  void CheckReferences(const Field& f, const std::string& text);
+  std::string WorkingDir(const std::string& given) const;
+  void LoadBudget(const Section& root);
+  void LoadResources(const Section& root);
+  void LoadPool(const Field& f, std::set<std::string>& names, v1::Pool* pool);
+  void LoadFederation(const Field& f);
+  int64_t LoadRegions(const Section& s, v1::Federation* fed);
+  void LoadFederationOptions(const Section& s, v1::Federation* fed);
+
+  // Calls set(value) when the key is present and its value is valid.
+  template <typename T, typename Read, typename Set>
+  void IfPresent(const Section& s, absl::string_view key, Read read, Set set) {
+    if (const Field* f = s.Find(key)) {
+      if (std::optional<T> v = read(*f)) set(*v);
+    }
+  }
+
+  Reader r_;
+  std::string file_;
+  v1::ExperimentSpec spec_;
+};
+
+LoadResult Loader::Run(const std::string& yaml) {
+  LoadResult result;
+  try {
+    std::vector<YAML::Node> docs = YAML::LoadAll(yaml);
+    if (docs.empty() || docs[0].IsNull()) {
+      r_.Error({1, 1}, "", "the experiment file is empty");
+    } else {
+      for (size_t i = 1; i < docs.size(); ++i) {
+        if (!docs[i].IsNull()) {
+          r_.Error(PosOf(docs[i]), "", "only one YAML document is allowed per file");
+        }
+      }
+      LoadRoot(Field("", YAML::Node(), docs[0]));
+    }
+  } catch (const YAML::DeepRecursion& e) {
+    r_.Error({e.mark.line + 1, e.mark.column + 1}, "", "invalid YAML: nested too deeply");
+  } catch (const YAML::Exception& e) {
+    // ParserException carries the parser's position; others may not.
+    r_.Error({e.mark.line + 1, e.mark.column + 1}, "", absl::StrCat("invalid YAML: ", e.msg));
+  } catch (const std::exception& e) {
+    r_.Error({}, "", absl::StrCat("internal error while loading: ", e.what()));
+  } catch (...) {
+    r_.Error({}, "", "internal error while loading: unknown exception");
+  }
+  result.errors = std::move(r_.errors());
+  std::stable_sort(result.errors.begin(), result.errors.end(),
+                   [](const LoadError& a, const LoadError& b) {
+                     return std::tie(a.line, a.col) < std::tie(b.line, b.col);
+                   });
+  if (result.ok()) result.spec = std::move(spec_);
+  return result;
+}
+
+void Loader::LoadRoot(const Field& root) {
+  Section s(
+      r_, root,
+      {"name", "objective", "parameters", "search", "trial", "budget", "resources", "federation"});
+  if (!s.ok()) return;
+  spec_.set_source_path(file_);
+  LoadName(s);
+  LoadObjective(s);
+  // Plain federated training (no search) has nothing to tune.
+  LoadParameters(s, s.Find("federation") != nullptr && s.Find("search") == nullptr);
+  LoadSearch(s);
+  LoadTrial(s);
+  LoadBudget(s);
+  LoadResources(s);
+  if (const Field* f = s.Find("federation")) LoadFederation(*f);
+}
+
+void Loader::LoadName(const Section& root) {
+  const Field* f = root.Require("name");
+  if (f == nullptr) return;
+  std::optional<std::string> name = r_.String(*f);
+  if (!name) return;
+  if (!IsExperimentName(*name)) {
+    r_.ValueError(
+        *f, absl::StrCat("invalid name '", *name, "'; use lowercase letters, digits, '_' and '-'"));
+  } else if (name->size() > 64) {
+    r_.ValueError(*f, absl::StrCat("too long (", name->size(), " characters; at most 64)"));
+  }
+  spec_.set_name(*name);
+}
+
+void Loader::LoadObjective(const Section& root) {
+  const Field* f = root.Require("objective");
+  if (f == nullptr) return;
+  Section s(r_, *f, {"metric", "goal", "target"});
+  v1::Objective* objective = spec_.mutable_objective();
+  objective->set_goal(v1::Objective::MINIMIZE);
+  if (!s.ok()) return;
+  if (const Field* metric = s.Require("metric")) {
+    if (auto v = r_.NonEmptyString(*metric)) objective->set_metric(*v);
+  }
+  IfPresent<size_t>(
+      s, "goal", [&](const Field& g) { return r_.Choice(g, kGoals); },
+      [&](size_t i) {
+        objective->set_goal(i == 0 ? v1::Objective::MINIMIZE : v1::Objective::MAXIMIZE);
+      });
+  IfPresent<double>(
+      s, "target", [&](const Field& t) { return r_.Number(t); },
+      [&](double v) { objective->set_target(v); });
+}
+
+void Loader::LoadParameters(const Section& root, bool may_be_empty) {
+  const Field* f = may_be_empty ? root.Find("parameters") : root.Require("parameters");
+  if (f == nullptr) return;
+  std::vector<Field> entries;
+  if (!f->value.IsNull()) entries = r_.Entries(*f);
+  if (entries.empty() && !may_be_empty && (f->value.IsNull() || f->value.IsMap())) {
+    r_.KeyError(*f, "the search space has no dimensions");
+  }
+  if (entries.size() > static_cast<size_t>(kMaxParameters)) {
+    r_.KeyError(*f, absl::StrCat("too many parameters (", entries.size(), "; at most ",
+                                 kMaxParameters, ")"));
+    return;
+  }
+  std::vector<PendingWhen> whens;
+  for (const Field& e : entries) LoadParameter(e, whens);
+  LoadConditions(whens);
+}
+
+void Loader::LoadParameter(const Field& f, std::vector<PendingWhen>& whens) {
+  const int index = spec_.parameters_size();
+  v1::Parameter* p = spec_.add_parameters();
+  p->set_name(f.key.Scalar());
+  if (!IsIdentifier(p->name())) {
+    r_.KeyError(f,
+                "invalid parameter name; use letters, digits and '_', not starting with a digit");
+  }
+  Section s(r_, f, {"type", "min", "max", "log", "values", "grid_points", "when"});
+  if (!s.ok()) return;
+  if (const Field* type = s.Require("type")) {
+    if (std::optional<size_t> t = r_.Choice(*type, kParamTypes)) {
+      p->set_type(static_cast<v1::Parameter::Type>(*t + 1));  // FLOAT, INT, CATEGORICAL
+      if (p->type() == v1::Parameter::CATEGORICAL) {
+        LoadCategorical(s, p);
+      } else {
+        LoadRange(s, p, p->type() == v1::Parameter::INT);
+      }
+    }
+  }
+  if (const Field* when = s.Find("when")) whens.emplace_back(index, *when);
+}
+
+void Loader::LoadRange(const Section& s, v1::Parameter* p, bool integral) {
+  if (const Field* values = s.Find("values")) {
+    r_.KeyError(*values, "only allowed with type: categorical");
+  }
+  auto read = [&](const Field& f) -> std::optional<double> {
+    if (!integral) return r_.Number(f);
+    std::optional<int64_t> i = r_.Integer(f, -kMaxExactInt, kMaxExactInt);
+    return i ? std::optional<double>(static_cast<double>(*i)) : std::nullopt;
+  };
+  const Field* min = s.Require("min");
+  const Field* max = s.Require("max");
+  std::optional<double> lo, hi;
+  if (min != nullptr) lo = read(*min);
+  if (max != nullptr) hi = read(*max);
+  p->set_min(lo.value_or(0));
+  p->set_max(hi.value_or(0));
+  if (lo.has_value() && hi.has_value() && !(p->min() < p->max())) {
+    r_.ValueError(*min, absl::StrCat("must be less than max (min ", min->value.Scalar(), ", max ",
+                                     max->value.Scalar(), ")"));
+  }
+  IfPresent<bool>(
+      s, "log", [&](const Field& f) { return r_.Bool(f); },
+      [&](bool log) {
+        p->set_log(log);
+        if (log && lo.has_value() && !(p->min() > 0))
+          r_.ValueError(*min, "must be > 0 with log: true");
+      });
+  IfPresent<int64_t>(
+      s, "grid_points", [&](const Field& f) { return r_.Integer(f, 2, kInt32Max); },
+      [&](int64_t n) { p->set_grid_points(static_cast<int32_t>(n)); });
+}
+
+void Loader::LoadCategorical(const Section& s, v1::Parameter* p) {
+  for (absl::string_view key : {"min", "max", "log", "grid_points"}) {
+    if (const Field* f = s.Find(key)) {
+      r_.KeyError(*f, "not allowed with type: categorical (only with float and int)");
+    }
+  }
+  const Field* values = s.Require("values");
+  if (values == nullptr) return;
+  std::vector<Field> elements = r_.Elements(*values);
+  if (!values->value.IsSequence()) return;
+  if (elements.empty()) {
+    r_.ValueError(*values, "must not be empty");
+  } else if (elements.size() == 1) {
+    r_.ValueError(*values, "needs at least 2 values");
+  }
+  std::set<std::string> seen;
+  for (const Field& e : elements) {
+    std::optional<std::string> v = r_.String(e);
+    if (!v) continue;
+    if (!seen.insert(*v).second) {
+      r_.ValueError(e, absl::StrCat("duplicate value '", *v, "'"));
+      continue;
+    }
+    p->add_values(*v);
+  }
+}
+
+void Loader::LoadConditions(const std::vector<PendingWhen>& whens) {
+  std::map<std::string, int> index;
+  for (int i = 0; i < spec_.parameters_size(); ++i) index.emplace(spec_.parameters(i).name(), i);
+  std::vector<ConditionEdge> edges;
+  for (const PendingWhen& w : whens) {
+    v1::Parameter* p = spec_.mutable_parameters(w.param);
+    for (const Field& e : r_.Entries(w.field)) {
+      const std::string& other = e.key.Scalar();
+      auto it = index.find(other);
+      if (other == p->name()) {
+        r_.KeyError(e, "a parameter cannot depend on itself");
+      } else if (it == index.end()) {
+        r_.KeyError(e, absl::StrCat("no parameter named '", other, "'"));
+      } else if (std::optional<std::string> v = ConditionValue(spec_.parameters(it->second), e)) {
+        (*p->mutable_when())[other] = *v;
+        edges.push_back({w.param, it->second, KeyPos(e), e.path});
+      }
+    }
+  }
+  CheckConditionCycles(edges);
+}
+
+// Returns the value in the form samplers compare against (FormatParamValue's), or reports why
+// the target parameter cannot take it.
+std::optional<std::string> Loader::ConditionValue(const v1::Parameter& target, const Field& f) {
+  if (target.type() == v1::Parameter::TYPE_UNSPECIFIED) return std::nullopt;  // reported
+  if (target.type() == v1::Parameter::FLOAT) {
+    r_.KeyError(f, absl::StrCat("'", target.name(),
+                                "' is a float; a condition needs a categorical or int parameter"));
+    return std::nullopt;
+  }
+  std::optional<std::string> v = r_.String(f);
+  if (!v) return std::nullopt;
+  if (target.type() == v1::Parameter::CATEGORICAL) {
+    const auto& values = target.values();
+    if (std::find(values.begin(), values.end(), *v) != values.end()) return v;
+    r_.ValueError(f, absl::StrCat("'", *v, "' is not one of ", target.name(), "'s values (",
+                                  absl::StrJoin(values, ", "), ")"));
+    return std::nullopt;
+  }
+  int64_t i = 0;
+  double d = 0;
+  bool integral = absl::SimpleAtoi(*v, &i);
+  if (!integral && absl::SimpleAtod(*v, &d) && d == std::floor(d) &&
+      std::fabs(d) <= static_cast<double>(kMaxExactInt)) {
+    i = static_cast<int64_t>(d);
+    integral = true;
+  }
+  if (integral && i >= target.min() && i <= target.max()) return FormatInt(i);
+  r_.ValueError(f, absl::StrCat("'", *v, "' is not an integer in ", target.name(), "'s range [",
+                                target.min(), ", ", target.max(), "]"));
+  return std::nullopt;
+}
+
+void Loader::CheckConditionCycles(const std::vector<ConditionEdge>& edges) {
+  const int n = spec_.parameters_size();
+  std::vector<std::vector<const ConditionEdge*>> out(n);
+  for (const ConditionEdge& e : edges) out[e.from].push_back(&e);
+  enum { kNew, kOnStack, kDone };
+  std::vector<int> state(n, kNew);
+  std::function<void(int)> visit = [&](int v) {
+    state[v] = kOnStack;
+    for (const ConditionEdge* e : out[v]) {
+      if (state[e->to] == kOnStack) {
+        r_.Error(e->pos, e->path, "conditions form a cycle");
+      } else if (state[e->to] == kNew) {
+        visit(e->to);
+      }
+    }
+    state[v] = kDone;
+  };
+  for (int v = 0; v < n; ++v) {
+    if (state[v] == kNew) visit(v);
+  }
+}
+
+void Loader::LoadSearch(const Section& root) {
+  v1::Search* search = spec_.mutable_search();
+  search->set_sampler(v1::Search::RANDOM);
+  search->set_scheduler(v1::Search::NONE);
+  search->set_seed(0);
+  search->set_max_trials(20);
+  search->set_max_concurrent(1);
+  const Field* f = root.Find("search");
+  if (f == nullptr) return;
+  Section s(r_, *f,
+            {"sampler", "scheduler", "fidelity", "seed", "max_trials", "max_concurrent",
+             "initial_design"});
+  if (!s.ok()) return;
+  IfPresent<size_t>(
+      s, "sampler", [&](const Field& x) { return r_.Choice(x, kSamplers); },
+      [&](size_t i) { search->set_sampler(static_cast<v1::Search::Sampler>(i + 1)); });
+  IfPresent<size_t>(
+      s, "scheduler", [&](const Field& x) { return r_.Choice(x, kSchedulers); },
+      [&](size_t i) { search->set_scheduler(static_cast<v1::Search::Scheduler>(i + 1)); });
+  IfPresent<uint64_t>(
+      s, "seed", [&](const Field& x) { return r_.Unsigned(x); },
+      [&](uint64_t v) { search->set_seed(v); });
+  auto positive = [&](const Field& x) { return r_.Integer(x, 1, kInt32Max); };
+  IfPresent<int64_t>(s, "max_trials", positive, [&](int64_t v) { search->set_max_trials(v); });
+  IfPresent<int64_t>(s, "max_concurrent", positive,
+                     [&](int64_t v) { search->set_max_concurrent(v); });
+  IfPresent<int64_t>(s, "initial_design", positive,
+                     [&](int64_t v) { search->set_initial_design(v); });
+  const Field* fidelity = s.Find("fidelity");
+  if (fidelity != nullptr) {
+    LoadFidelity(*fidelity, search->mutable_fidelity());
+  } else if (search->scheduler() != v1::Search::NONE) {
+    const Field* scheduler = s.Find("scheduler");
+    r_.Error(ValuePos(*scheduler), Join(f->path, "fidelity"),
+             absl::StrCat("required with scheduler: ", scheduler->value.Scalar()));
+  }
+}
+
+void Loader::LoadFidelity(const Field& f, v1::Fidelity* fidelity) {
+  Section s(r_, f, {"name", "min", "max", "reduction_factor"});
+  fidelity->set_reduction_factor(3);
+  if (!s.ok()) return;
+  if (const Field* name = s.Require("name")) {
+    if (auto v = r_.NonEmptyString(*name)) fidelity->set_name(*v);
+  }
+  const Field* min = s.Require("min");
+  const Field* max = s.Require("max");
+  std::optional<double> lo, hi;
+  if (min != nullptr) lo = r_.NumberAbove(*min, 0, /*strict=*/true);
+  if (max != nullptr) hi = r_.Number(*max);
+  fidelity->set_min(lo.value_or(0));
+  fidelity->set_max(hi.value_or(0));
+  if (lo.has_value() && hi.has_value() && !(fidelity->min() < fidelity->max())) {
+    r_.ValueError(*min, absl::StrCat("must be less than max (min ", min->value.Scalar(), ", max ",
+                                     max->value.Scalar(), ")"));
+  }
+  IfPresent<double>(
+      s, "reduction_factor", [&](const Field& x) { return r_.NumberAbove(x, 2, /*strict=*/false); },
+      [&](double v) { fidelity->set_reduction_factor(v); });
+}
+
+void Loader::LoadTrial(const Section& root) {
+  const Field* f = root.Require("trial");
+  if (f == nullptr) return;
+  v1::TrialSpec* trial = spec_.mutable_trial();
+  trial->set_working_dir(WorkingDir(""));
+  Section s(r_, *f, {"command", "timeout", "env", "working_dir", "max_restarts", "builtin"});
+  if (!s.ok()) return;
+  const Field* command = s.Find("command");
+  const Field* builtin = s.Find("builtin");
+  if (command == nullptr && builtin == nullptr) {
+    r_.Error(KeyPos(*f), Join(f->path, "command"), "required key is missing (or give builtin)");
+  }
+  if (command != nullptr && builtin != nullptr) {
+    r_.KeyError(*builtin, "cannot be combined with trial.command; give one of them");
+  }
+  if (command != nullptr) LoadCommand(*command, trial);
+  if (builtin != nullptr) LoadBuiltin(*builtin, trial->mutable_builtin());
+  IfPresent<double>(
+      s, "timeout", [&](const Field& x) { return r_.Duration(x); },
+      [&](double v) { trial->set_timeout_seconds(v); });
+  if (const Field* env = s.Find("env")) LoadStringMap(*env, true, trial->mutable_env());
+  IfPresent<std::string>(
+      s, "working_dir", [&](const Field& x) { return r_.NonEmptyString(x); },
+      [&](const std::string& v) { trial->set_working_dir(WorkingDir(v)); });
+  IfPresent<int64_t>(
+      s, "max_restarts", [&](const Field& x) { return r_.Integer(x, 0, kInt32Max); },
+      [&](int64_t v) { trial->set_max_restarts(v); });
+}
+
+void Loader::LoadCommand(const Field& f, v1::TrialSpec* trial) {
+  std::vector<Field> args = r_.Elements(f);
+  if (f.value.IsSequence() && args.empty()) r_.ValueError(f, "must not be empty");
+  for (const Field& arg : args) {
+    std::optional<std::string> v = r_.String(arg);
+    if (!v) continue;
+    CheckReferences(arg, *v);
+    trial->add_command(*v);
+  }
+}
+
+void Loader::LoadBuiltin(const Field& f, v1::BuiltinTrainer* builtin) {
+  Section s(r_, f, {"model", "dataset", "epochs", "gpus", "args"});
+  if (!s.ok()) return;
+  auto text = [&](const Field& x) { return r_.NonEmptyString(x); };
+  IfPresent<std::string>(s, "model", text, [&](const std::string& v) { builtin->set_model(v); });
+  IfPresent<std::string>(s, "dataset", text,
+                         [&](const std::string& v) { builtin->set_dataset(v); });
+  IfPresent<int64_t>(
+      s, "epochs", [&](const Field& x) { return r_.Integer(x, 1, kInt32Max); },
+      [&](int64_t v) { builtin->set_epochs(v); });
+  IfPresent<int64_t>(
+      s, "gpus", [&](const Field& x) { return r_.Integer(x, 0, kInt32Max); },
+      [&](int64_t v) { builtin->set_gpus(v); });
+  if (const Field* args = s.Find("args")) LoadStringMap(*args, false, builtin->mutable_args());
+}
+
+void Loader::LoadStringMap(const Field& f, bool env_names,
+                           google::protobuf::Map<std::string, std::string>* out) {
+  for (const Field& e : r_.Entries(f)) {
+    if (env_names && !IsIdentifier(e.key.Scalar())) {
+      r_.KeyError(e, "invalid environment variable name; use letters, digits and '_'");
+    }
+    std::optional<std::string> v = r_.String(e);
+    if (!v) continue;
+    CheckReferences(e, *v);
+    (*out)[e.key.Scalar()] = *v;
+  }
+}
+
+void Loader::CheckReferences(const Field& f, const std::string& text) {
+  for (size_t pos = text.find("${"); pos != std::string::npos; pos = text.find("${", pos)) {
+    const size_t end = text.find('}', pos + 2);
+    if (end == std::string::npos) {
+      r_.ValueError(f, "unterminated '${' (write ${name})");
+      return;
+    }
+    const std::string name = text.substr(pos + 2, end - pos - 2);
+    const auto& params = spec_.parameters();
+    const bool found = std::any_of(params.begin(), params.end(),
+                                   [&](const v1::Parameter& p) { return p.name() == name; });
+    if (!found) {
+      std::vector<std::string> declared;
+      for (const v1::Parameter& p : params) declared.push_back(p.name());
+      r_.ValueError(f,
+                    absl::StrCat("'${", name, "}' names no parameter (declared: ",
+                                 declared.empty() ? "none" : absl::StrJoin(declared, ", "), ")"));
+    }
+    pos = end + 1;
+  }
+}
+
+std::string Loader::WorkingDir(const std::string& given) const {
+  if (!given.empty() && given[0] == '/') return given;
+  const size_t slash = file_.rfind('/');
+  const std::string folder =
+      slash == std::string::npos ? "." : file_.substr(0, std::max<size_t>(slash, 1));
+  if (given.empty()) return folder;
+  return folder == "." ? given : absl::StrCat(folder, folder == "/" ? "" : "/", given);
+}
+
+void Loader::LoadBudget(const Section& root) {
+  v1::Budget* budget = spec_.mutable_budget();
+  budget->set_currency("USD");
+  const Field* f = root.Find("budget");
+  if (f == nullptr) return;
+  Section s(r_, *f, {"max_cost", "max_wall_time", "currency"});
+  if (!s.ok()) return;
+  IfPresent<double>(
+      s, "max_cost", [&](const Field& x) { return r_.NumberAbove(x, 0, true); },
+      [&](double v) { budget->set_max_cost(v); });
+  IfPresent<double>(
+      s, "max_wall_time", [&](const Field& x) { return r_.Duration(x); },
+      [&](double v) { budget->set_max_wall_time_seconds(v); });
+  IfPresent<std::string>(
+      s, "currency", [&](const Field& x) { return r_.NonEmptyString(x); },
+      [&](const std::string& v) { budget->set_currency(v); });
+}
+
+void Loader::LoadResources(const Section& root) {
+  v1::Resources* resources = spec_.mutable_resources();
+  resources->set_provider("local");
+  const Field* f = root.Find("resources");
+  if (f == nullptr) return;
+  Section s(r_, *f, {"provider", "pools"});
+  if (!s.ok()) return;
+  IfPresent<size_t>(
+      s, "provider", [&](const Field& x) { return r_.Choice(x, kProviders); },
+      [&](size_t i) { resources->set_provider(std::string(kProviders[i])); });
+  if (const Field* pools = s.Find("pools")) {
+    std::set<std::string> names;
+    for (const Field& e : r_.Elements(*pools)) LoadPool(e, names, resources->add_pools());
+  }
+}
+
+void Loader::LoadPool(const Field& f, std::set<std::string>& names, v1::Pool* pool) {
+  pool->set_market(v1::Pool::ON_DEMAND);
+  pool->set_min_instances(0);
+  pool->set_max_instances(1);
+  Section s(r_, f, {"name", "region", "instance", "market", "min_instances", "max_instances"});
+  if (!s.ok()) return;
+  if (const Field* name = s.Require("name")) {
+    if (auto v = r_.NonEmptyString(*name)) {
+      if (!names.insert(*v).second) r_.ValueError(*name, absl::StrCat("duplicate pool '", *v, "'"));
+      pool->set_name(*v);
+    }
+  }
+  auto text = [&](const Field& x) { return r_.NonEmptyString(x); };
+  IfPresent<std::string>(s, "region", text, [&](const std::string& v) { pool->set_region(v); });
+  IfPresent<std::string>(s, "instance", text, [&](const std::string& v) { pool->set_instance(v); });
+  IfPresent<size_t>(
+      s, "market", [&](const Field& x) { return r_.Choice(x, kMarkets); },
+      [&](size_t i) { pool->set_market(static_cast<v1::Pool::Market>(i + 1)); });
+  IfPresent<int64_t>(
+      s, "max_instances", [&](const Field& x) { return r_.Integer(x, 1, kInt32Max); },
+      [&](int64_t v) { pool->set_max_instances(v); });
+  const Field* min = s.Find("min_instances");
+  if (min == nullptr) return;
+  if (std::optional<int64_t> lo = r_.Integer(*min, 0, kInt32Max)) {
+    pool->set_min_instances(*lo);
+    if (pool->min_instances() > pool->max_instances()) {
+      r_.ValueError(*min, absl::StrCat("must be <= max_instances (", pool->max_instances(),
+                                       "), got ", pool->min_instances()));
+    }
+  }
+}
+
+void Loader::LoadFederation(const Field& f) {
+  v1::Federation* fed = spec_.mutable_federation();
+  fed->set_rounds(10);
+  fed->set_clients_per_round(1);
+  fed->set_local_epochs(1);
+  fed->set_local_batch_size(32);
+  fed->set_local_lr(0.01);
+  fed->set_aggregation("fedavg");
+  fed->set_server_optimizer("fedavg");
+  fed->set_server_lr(1);
+  fed->set_min_clients(1);
+  fed->set_eval_every(1);
+  fed->set_partition("iid");
+  fed->set_dirichlet_alpha(0.5);
+  fed->set_secure_aggregation(true);
+  Section s(
+      r_, f,
+      {"regions", "rounds", "clients_per_round", "local_epochs", "local_batch_size", "local_lr",
+       "proximal_mu", "aggregation", "server_optimizer", "server_lr", "min_clients",
+       "round_deadline", "eval_every", "partition", "dirichlet_alpha", "secure_aggregation"});
+  if (!s.ok()) return;
+  const int64_t total = LoadRegions(s, fed);
+  LoadFederationOptions(s, fed);
+  if (total <= 0) return;
+  if (const Field* min = s.Find("min_clients"); min && fed->min_clients() > total) {
+    r_.ValueError(*min, absl::StrCat("must be <= the total number of clients (", total, "), got ",
+                                     fed->min_clients()));
+  }
+  if (const Field* per = s.Find("clients_per_round"); per && fed->clients_per_round() > total) {
+    r_.ValueError(*per, absl::StrCat("must be <= the total number of clients (", total, "), got ",
+                                     per->value.Scalar()));
+  }
+}
+
+// Returns the total number of clients, or 0 when the regions are missing or invalid.
+int64_t Loader::LoadRegions(const Section& s, v1::Federation* fed) {
+  const Field* regions = s.Find("regions");
+  if (regions == nullptr) {
+    r_.Error(KeyPos(s.field()), Join(s.field().path, "regions"),
+             "required key is missing (at least one region with clients)");
+    return 0;
+  }
+  std::vector<Field> elements = r_.Elements(*regions);
+  if (regions->value.IsSequence() && elements.empty()) {
+    r_.ValueError(*regions, "needs at least one region");
+  }
+  int64_t total = 0;
+  bool valid = !elements.empty();
+  std::set<std::string> names;
+  for (const Field& e : elements) {
+    v1::FederatedRegion* region = fed->add_regions();
+    Section rs(r_, e, {"name", "clients"});
+    valid = valid && rs.ok();
+    if (!rs.ok()) continue;
+    const Field* name = rs.Require("name");
+    if (std::optional<std::string> v = name ? r_.NonEmptyString(*name) : std::nullopt) {
+      if (!names.insert(*v).second)
+        r_.ValueError(*name, absl::StrCat("duplicate region '", *v, "'"));
+      region->set_name(*v);
+    }
+    const Field* clients = rs.Require("clients");
+    std::optional<int64_t> n = clients ? r_.Integer(*clients, 1, kInt32Max) : std::nullopt;
+    valid = valid && n.has_value();
+    if (n) region->set_clients(*n);
+    total += n.value_or(0);
+  }
+  return valid ? total : 0;
+}
+
+void Loader::LoadFederationOptions(const Section& s, v1::Federation* fed) {
+  auto count = [&](const Field& x) { return r_.Integer(x, 1, kInt32Max); };
+  auto positive = [&](const Field& x) { return r_.NumberAbove(x, 0, true); };
+  IfPresent<int64_t>(s, "rounds", count, [&](int64_t v) { fed->set_rounds(v); });
+  IfPresent<double>(s, "clients_per_round", positive,
+                    [&](double v) { fed->set_clients_per_round(v); });
+  IfPresent<int64_t>(s, "local_epochs", count, [&](int64_t v) { fed->set_local_epochs(v); });
+  IfPresent<int64_t>(s, "local_batch_size", count,
+                     [&](int64_t v) { fed->set_local_batch_size(v); });
+  IfPresent<double>(s, "local_lr", positive, [&](double v) { fed->set_local_lr(v); });
+  IfPresent<double>(
+      s, "proximal_mu", [&](const Field& x) { return r_.NumberAbove(x, 0, false); },
+      [&](double v) { fed->set_proximal_mu(v); });
+  IfPresent<size_t>(
+      s, "aggregation", [&](const Field& x) { return r_.Choice(x, kAggregations); },
+      [&](size_t i) { fed->set_aggregation(std::string(kAggregations[i])); });
+  IfPresent<size_t>(
+      s, "server_optimizer", [&](const Field& x) { return r_.Choice(x, kServerOptimizers); },
+      [&](size_t i) { fed->set_server_optimizer(std::string(kServerOptimizers[i])); });
+  IfPresent<double>(s, "server_lr", positive, [&](double v) { fed->set_server_lr(v); });
+  IfPresent<int64_t>(s, "min_clients", count, [&](int64_t v) { fed->set_min_clients(v); });
+  IfPresent<double>(
+      s, "round_deadline", [&](const Field& x) { return r_.Duration(x); },
+      [&](double v) { fed->set_round_deadline_seconds(v); });
+  IfPresent<int64_t>(s, "eval_every", count, [&](int64_t v) { fed->set_eval_every(v); });
+  IfPresent<size_t>(
+      s, "partition", [&](const Field& x) { return r_.Choice(x, kPartitions); },
+      [&](size_t i) { fed->set_partition(std::string(kPartitions[i])); });
+  IfPresent<double>(s, "dirichlet_alpha", positive, [&](double v) { fed->set_dirichlet_alpha(v); });
+  IfPresent<bool>(
+      s, "secure_aggregation", [&](const Field& x) { return r_.Bool(x); },
+      [&](bool v) { fed->set_secure_aggregation(v); });
+}
+
+}  // namespace
+
+std::string LoadError::ToString() const {
+  return absl::StrCat(file, ":", line, ":", col, ": ", message);
+}
+
+LoadResult LoadExperimentFromString(const std::string& yaml, const std::string& file) {
+  return Loader(file).Run(yaml);
+}
+
+LoadResult LoadExperimentFile(const std::string& path) {
+  auto fail = [&](std::string message) {
+    LoadResult result;
+    result.errors.push_back({path, 0, 0, std::move(message)});
+    return result;
+  };
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr)
+    return fail(absl::StrCat("cannot read: ", std::generic_category().message(errno)));
+  std::string text;
+  char buf[65536];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
+    text.append(buf, n);
+    if (static_cast<int64_t>(text.size()) > kMaxExperimentFileBytes) {
+      std::fclose(f);
+      return fail(absl::StrCat("cannot read: larger than ", kMaxExperimentFileBytes, " bytes"));
+    }
+  }
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed) return fail(absl::StrCat("cannot read: ", std::generic_category().message(err)));
+  return LoadExperimentFromString(text, path);
+}
+
+SearchSpace ToSearchSpace(const v1::ExperimentSpec& spec) {
+  SearchSpace space;
+  for (const v1::Parameter& p : spec.parameters()) {
+    ParamSpec ps;
+    ps.name = p.name();
+    switch (p.type()) {
+      case v1::Parameter::INT:
+        ps.kind = ParamSpec::Kind::kInt;
+        break;
+      case v1::Parameter::CATEGORICAL:
+        ps.kind = ParamSpec::Kind::kCategorical;
+        break;
+      default:
+        ps.kind = ParamSpec::Kind::kFloat;
+        break;
+    }
+    ps.min = p.min();
+    ps.max = p.max();
+    ps.log = p.log();
+    ps.values.assign(p.values().begin(), p.values().end());
+    ps.grid_points = p.grid_points();
+    ps.when.insert(p.when().begin(), p.when().end());
+    space.params.push_back(std::move(ps));
+  }
+  return space;
+}
+
+}  // namespace sextant

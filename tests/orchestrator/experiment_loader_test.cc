@@ -1,0 +1,788 @@
+#include "orchestrator/experiment_loader.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sextant {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::MatchesRegex;
+using ::testing::StartsWith;
+
+// Drops the newline that follows R"( so that the first YAML line is line 1.
+LoadResult Load(std::string_view yaml) {
+  if (!yaml.empty() && yaml.front() == '\n') yaml.remove_prefix(1);
+  return LoadExperimentFromString(std::string(yaml), "exp.yaml");
+}
+
+std::vector<std::string> Errors(std::string_view yaml) {
+  std::vector<std::string> out;
+  for (const LoadError& e : Load(yaml).errors) out.push_back(e.ToString());
+  return out;
+}
+
+constexpr std::string_view kFullExample = R"(
+name: branin-bo
+objective: {metric: loss, goal: maximize, target: 0.5}
+parameters:
+  x0: {type: float, min: -5, max: 10}
+  lr: {type: float, min: 1.0e-5, max: 1.0e-1, log: true, grid_points: 4}
+  layers: {type: int, min: 1, max: 4}
+  act: {type: categorical, values: [relu, tanh, 3]}
+  slope: {type: float, min: 0, max: 1, when: {act: relu, layers: 2}}
+search:
+  sampler: bayesian
+  scheduler: asha
+  fidelity: {name: epoch, min: 1, max: 27}
+  seed: 18446744073709551615
+  max_trials: 100
+  max_concurrent: 4
+  initial_design: 8
+trial:
+  command: [python3, objective.py, "--x0=${x0}", "--lr=${lr}", 7]
+  timeout: 10m
+  env: {MODE: fast, ACT: "${act}"}
+  working_dir: src
+  max_restarts: 2
+budget: {max_cost: 50.0, max_wall_time: 2h}
+resources:
+  provider: simulated
+  pools:
+    - {name: east-spot, region: cn-east-1, instance: gpu.1x, market: spot, max_instances: 8}
+    - {name: west, region: cn-west-1, instance: gpu.4x, min_instances: 1, max_instances: 2}
+)";
+
+TEST(ExperimentLoaderTest, FullExampleRoundTripsIntoSpec) {
+  LoadResult r = LoadExperimentFromString(std::string(kFullExample.substr(1)), "dir/exp.yaml");
+  ASSERT_THAT(r.errors, IsEmpty()) << r.errors[0].ToString();
+  const v1::ExperimentSpec& s = r.spec;
+  EXPECT_EQ(s.name(), "branin-bo");
+  EXPECT_EQ(s.source_path(), "dir/exp.yaml");
+  EXPECT_EQ(s.objective().metric(), "loss");
+  EXPECT_EQ(s.objective().goal(), v1::Objective::MAXIMIZE);
+  ASSERT_TRUE(s.objective().has_target());
+  EXPECT_DOUBLE_EQ(s.objective().target(), 0.5);
+
+  ASSERT_EQ(s.parameters_size(), 5);
+  EXPECT_EQ(s.parameters(0).name(), "x0");
+  EXPECT_EQ(s.parameters(0).type(), v1::Parameter::FLOAT);
+  EXPECT_DOUBLE_EQ(s.parameters(0).min(), -5);
+  EXPECT_DOUBLE_EQ(s.parameters(0).max(), 10);
+  EXPECT_EQ(s.parameters(1).name(), "lr");
+  EXPECT_TRUE(s.parameters(1).log());
+  EXPECT_DOUBLE_EQ(s.parameters(1).min(), 1e-5);
+  EXPECT_EQ(s.parameters(1).grid_points(), 4);
+  EXPECT_EQ(s.parameters(2).type(), v1::Parameter::INT);
+  EXPECT_EQ(s.parameters(3).type(), v1::Parameter::CATEGORICAL);
+  EXPECT_THAT(s.parameters(3).values(), ElementsAre("relu", "tanh", "3"));
+  EXPECT_EQ(s.parameters(4).when().at("act"), "relu");
+  EXPECT_EQ(s.parameters(4).when().at("layers"), "2");
+
+  EXPECT_EQ(s.search().sampler(), v1::Search::BAYESIAN);
+  EXPECT_EQ(s.search().scheduler(), v1::Search::ASHA);
+  EXPECT_EQ(s.search().fidelity().name(), "epoch");
+  EXPECT_DOUBLE_EQ(s.search().fidelity().min(), 1);
+  EXPECT_DOUBLE_EQ(s.search().fidelity().max(), 27);
+  EXPECT_DOUBLE_EQ(s.search().fidelity().reduction_factor(), 3);
+  EXPECT_EQ(s.search().seed(), 18446744073709551615ull);
+  EXPECT_EQ(s.search().max_trials(), 100);
+  EXPECT_EQ(s.search().max_concurrent(), 4);
+  EXPECT_EQ(s.search().initial_design(), 8);
+
+  EXPECT_THAT(s.trial().command(),
+              ElementsAre("python3", "objective.py", "--x0=${x0}", "--lr=${lr}", "7"));
+  EXPECT_DOUBLE_EQ(s.trial().timeout_seconds(), 600);
+  EXPECT_EQ(s.trial().env().at("MODE"), "fast");
+  EXPECT_EQ(s.trial().env().at("ACT"), "${act}");
+  EXPECT_EQ(s.trial().working_dir(), "dir/src");
+  EXPECT_EQ(s.trial().max_restarts(), 2);
+
+  ASSERT_TRUE(s.budget().has_max_cost());
+  EXPECT_DOUBLE_EQ(s.budget().max_cost(), 50);
+  EXPECT_DOUBLE_EQ(s.budget().max_wall_time_seconds(), 7200);
+  EXPECT_EQ(s.budget().currency(), "USD");
+
+  EXPECT_EQ(s.resources().provider(), "simulated");
+  ASSERT_EQ(s.resources().pools_size(), 2);
+  EXPECT_EQ(s.resources().pools(0).name(), "east-spot");
+  EXPECT_EQ(s.resources().pools(0).region(), "cn-east-1");
+  EXPECT_EQ(s.resources().pools(0).instance(), "gpu.1x");
+  EXPECT_EQ(s.resources().pools(0).market(), v1::Pool::SPOT);
+  EXPECT_EQ(s.resources().pools(0).min_instances(), 0);
+  EXPECT_EQ(s.resources().pools(0).max_instances(), 8);
+  EXPECT_EQ(s.resources().pools(1).market(), v1::Pool::ON_DEMAND);
+  EXPECT_EQ(s.resources().pools(1).min_instances(), 1);
+  EXPECT_FALSE(s.has_federation());
+}
+
+TEST(ExperimentLoaderTest, MinimalFileGetsDefaults) {
+  LoadResult r = Load(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  x: {type: float, min: 0, max: 1}
+trial:
+  command: [run, "${x}"]
+)");
+  ASSERT_THAT(r.errors, IsEmpty()) << r.errors[0].ToString();
+  const v1::ExperimentSpec& s = r.spec;
+  EXPECT_EQ(s.objective().goal(), v1::Objective::MINIMIZE);
+  EXPECT_FALSE(s.objective().has_target());
+  EXPECT_FALSE(s.parameters(0).log());
+  EXPECT_EQ(s.parameters(0).grid_points(), 0);
+  EXPECT_EQ(s.search().sampler(), v1::Search::RANDOM);
+  EXPECT_EQ(s.search().scheduler(), v1::Search::NONE);
+  EXPECT_FALSE(s.search().has_fidelity());
+  EXPECT_EQ(s.search().seed(), 0u);
+  EXPECT_EQ(s.search().max_trials(), 20);
+  EXPECT_EQ(s.search().max_concurrent(), 1);
+  EXPECT_EQ(s.search().initial_design(), 0);
+  EXPECT_DOUBLE_EQ(s.trial().timeout_seconds(), 0);
+  EXPECT_EQ(s.trial().working_dir(), ".");
+  EXPECT_EQ(s.trial().max_restarts(), 0);
+  EXPECT_FALSE(s.budget().has_max_cost());
+  EXPECT_EQ(s.budget().currency(), "USD");
+  EXPECT_EQ(s.resources().provider(), "local");
+  EXPECT_EQ(s.resources().pools_size(), 0);
+  EXPECT_FALSE(s.has_federation());
+}
+
+TEST(ExperimentLoaderTest, FederationKeysAndDefaults) {
+  LoadResult r = Load(R"(
+name: fl
+objective: {metric: accuracy, goal: maximize}
+trial:
+  builtin: {model: cnn, dataset: fashion-mnist, epochs: 2, gpus: 1, args: {width: "64"}}
+federation:
+  regions:
+    - {name: east, clients: 4}
+    - {name: west, clients: 2}
+  rounds: 5
+  clients_per_round: 0.5
+  server_optimizer: fedadam
+  min_clients: 3
+  round_deadline: 90s
+  partition: dirichlet
+  dirichlet_alpha: 0.1
+  secure_aggregation: false
+)");
+  ASSERT_THAT(r.errors, IsEmpty()) << r.errors[0].ToString();
+  const v1::Federation& f = r.spec.federation();
+  ASSERT_EQ(f.regions_size(), 2);
+  EXPECT_EQ(f.regions(1).name(), "west");
+  EXPECT_EQ(f.regions(1).clients(), 2);
+  EXPECT_EQ(f.rounds(), 5);
+  EXPECT_DOUBLE_EQ(f.clients_per_round(), 0.5);
+  EXPECT_EQ(f.local_epochs(), 1);
+  EXPECT_EQ(f.local_batch_size(), 32);
+  EXPECT_EQ(f.aggregation(), "fedavg");
+  EXPECT_EQ(f.server_optimizer(), "fedadam");
+  EXPECT_EQ(f.min_clients(), 3);
+  EXPECT_DOUBLE_EQ(f.round_deadline_seconds(), 90);
+  EXPECT_EQ(f.partition(), "dirichlet");
+  EXPECT_DOUBLE_EQ(f.dirichlet_alpha(), 0.1);
+  EXPECT_FALSE(f.secure_aggregation());
+  EXPECT_EQ(r.spec.trial().builtin().model(), "cnn");
+  EXPECT_EQ(r.spec.trial().builtin().epochs(), 2);
+  EXPECT_EQ(r.spec.trial().builtin().args().at("width"), "64");
+  EXPECT_EQ(r.spec.parameters_size(), 0);
+}
+
+TEST(ExperimentLoaderTest, ToSearchSpaceCopiesEveryDimension) {
+  LoadResult r = LoadExperimentFromString(std::string(kFullExample.substr(1)), "exp.yaml");
+  ASSERT_TRUE(r.ok());
+  SearchSpace space = ToSearchSpace(r.spec);
+  ASSERT_EQ(space.params.size(), 5u);
+  EXPECT_EQ(space.params[0].name, "x0");
+  EXPECT_EQ(space.params[0].kind, ParamSpec::Kind::kFloat);
+  EXPECT_DOUBLE_EQ(space.params[0].min, -5);
+  EXPECT_DOUBLE_EQ(space.params[0].max, 10);
+  EXPECT_TRUE(space.params[1].log);
+  EXPECT_EQ(space.params[1].grid_points, 4);
+  EXPECT_EQ(space.params[2].kind, ParamSpec::Kind::kInt);
+  EXPECT_EQ(space.params[3].kind, ParamSpec::Kind::kCategorical);
+  EXPECT_THAT(space.params[3].values, ElementsAre("relu", "tanh", "3"));
+  EXPECT_EQ(space.params[4].when,
+            (std::map<std::string, std::string>{{"act", "relu"}, {"layers", "2"}}));
+}
+
+// --- One test per error class. Each checks FILE:LINE:COL and the key path. ---
+
+TEST(ExperimentLoaderTest, MissingNameIsReportedAtTheTop) {
+  EXPECT_THAT(Errors(R"(
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:1:1: name: required key is missing"));
+}
+
+TEST(ExperimentLoaderTest, BadNameIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: Branin BO
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)"),
+              ElementsAre(StartsWith("exp.yaml:1:7: name: invalid name 'Branin BO'")));
+}
+
+TEST(ExperimentLoaderTest, NameLongerThan64IsAnError) {
+  std::string yaml = "name: " + std::string(65, 'a') + R"(
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)";
+  EXPECT_THAT(Errors(yaml), ElementsAre(StartsWith("exp.yaml:1:7: name: too long (65")));
+}
+
+TEST(ExperimentLoaderTest, UnknownKeyListsAllowedKeys) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  lr: {type: float, min: 0, maxx: 1}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:4:3: parameters.lr.max: required key is missing",
+                          "exp.yaml:4:29: parameters.lr.maxx: unknown key; allowed keys: type, "
+                          "min, max, log, values, grid_points, when (did you mean 'max'?)"));
+}
+
+TEST(ExperimentLoaderTest, UnknownTopLevelKeyIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+serach: {sampler: grid}
+)"),
+              ElementsAre(AllOf(StartsWith("exp.yaml:5:1: serach: unknown key; allowed keys: "),
+                                HasSubstr("(did you mean 'search'?)"))));
+}
+
+TEST(ExperimentLoaderTest, DuplicateKeyIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+name: u
+)"),
+              ElementsAre("exp.yaml:5:1: name: duplicate key"));
+}
+
+TEST(ExperimentLoaderTest, MissingObjectiveMetricIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {goal: maximize}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:2:1: objective.metric: required key is missing"));
+}
+
+TEST(ExperimentLoaderTest, UnknownGoalIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss, goal: lowest}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:2:33: objective.goal: unknown goal 'lowest'; expected one "
+                          "of minimize, maximize"));
+}
+
+TEST(ExperimentLoaderTest, MinNotBelowMaxIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  x: {type: float, min: 2, max: 1}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:4:25: parameters.x.min: must be less than max (min 2, max 1)"));
+}
+
+TEST(ExperimentLoaderTest, IntBoundsMustBeIntegral) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  layers: {type: int, min: 1, max: 4.5}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:4:36: parameters.layers.max: must be an integer, got 4.5"));
+}
+
+TEST(ExperimentLoaderTest, LogNeedsPositiveMin) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  lr:
+    type: float
+    min: 0
+    max: 0.1
+    log: true
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:6:10: parameters.lr.min: must be > 0 with log: true"));
+}
+
+TEST(ExperimentLoaderTest, EmptyCategoricalIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  act: {type: categorical, values: []}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:4:36: parameters.act.values: must not be empty"));
+}
+
+TEST(ExperimentLoaderTest, SingleValueCategoricalIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  act: {type: categorical, values: [relu]}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:4:36: parameters.act.values: needs at least 2 values"));
+}
+
+TEST(ExperimentLoaderTest, DuplicateCategoricalValueIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  act: {type: categorical, values: [relu, tanh, relu]}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:4:49: parameters.act.values[2]: duplicate value 'relu'"));
+}
+
+TEST(ExperimentLoaderTest, GridPointsMustBeAtLeastTwo) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  x: {type: float, min: 0, max: 1, grid_points: 1}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:4:49: parameters.x.grid_points: must be >= 2, got 1"));
+}
+
+TEST(ExperimentLoaderTest, GridPointsNotAllowedOnCategorical) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  act: {type: categorical, values: [a, b], grid_points: 3}
+trial: {command: [run]}
+)"),
+              ElementsAre(StartsWith("exp.yaml:4:44: parameters.act.grid_points: not allowed "
+                                     "with type: categorical")));
+}
+
+TEST(ExperimentLoaderTest, MissingTypeIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  x: {min: 0, max: 1}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:4:3: parameters.x.type: required key is missing"));
+}
+
+TEST(ExperimentLoaderTest, BadParameterNameIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  2lr: {type: float, min: 0, max: 1}
+trial: {command: [run]}
+)"),
+              ElementsAre(StartsWith("exp.yaml:4:3: parameters.2lr: invalid parameter name")));
+}
+
+TEST(ExperimentLoaderTest, ZeroParametersIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:3:1: parameters: the search space has no dimensions"));
+}
+
+TEST(ExperimentLoaderTest, ConditionOnUnknownParameterIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  x: {type: float, min: 0, max: 1, when: {optimizer: sgd}}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:4:43: parameters.x.when.optimizer: no parameter named "
+                          "'optimizer'"));
+}
+
+TEST(ExperimentLoaderTest, ConditionOnItselfIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  opt: {type: categorical, values: [sgd, adam], when: {opt: sgd}}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:4:56: parameters.opt.when.opt: a parameter cannot depend on "
+                          "itself"));
+}
+
+TEST(ExperimentLoaderTest, ConditionOnFloatIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  lr: {type: float, min: 0, max: 1}
+  mom: {type: float, min: 0, max: 1, when: {lr: 0.5}}
+trial: {command: [run]}
+)"),
+              ElementsAre(StartsWith("exp.yaml:5:45: parameters.mom.when.lr: 'lr' is a float")));
+}
+
+TEST(ExperimentLoaderTest, ConditionValueMustBeOneOfTheValues) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  opt: {type: categorical, values: [sgd, adam]}
+  mom: {type: float, min: 0, max: 1, when: {opt: rmsprop}}
+  width: {type: int, min: 1, max: 4}
+  drop: {type: float, min: 0, max: 1, when: {width: 9}}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:5:50: parameters.mom.when.opt: 'rmsprop' is not one of opt's "
+                          "values (sgd, adam)",
+                          "exp.yaml:7:53: parameters.drop.when.width: '9' is not an integer in "
+                          "width's range [1, 4]"));
+}
+
+TEST(ExperimentLoaderTest, ConditionCycleIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  a: {type: categorical, values: [p, q], when: {b: r}}
+  b: {type: categorical, values: [r, s], when: {a: p}}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:5:49: parameters.b.when.a: conditions form a cycle"));
+}
+
+TEST(ExperimentLoaderTest, UnknownSamplerIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+search:
+  sampler: annealing
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:5:12: search.sampler: unknown sampler 'annealing'; expected "
+                          "one of random, grid, sobol, bayesian, tpe"));
+}
+
+TEST(ExperimentLoaderTest, UnknownSchedulerIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+search: {scheduler: pbt}
+trial: {command: [run]}
+)"),
+              ElementsAre(StartsWith("exp.yaml:4:21: search.scheduler: unknown scheduler 'pbt'")));
+}
+
+TEST(ExperimentLoaderTest, SchedulerNeedsFidelity) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+search: {scheduler: hyperband}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:4:21: search.fidelity: required with scheduler: hyperband"));
+}
+
+TEST(ExperimentLoaderTest, FidelityBoundsAndReductionFactorAreChecked) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+search:
+  scheduler: asha
+  fidelity: {name: epoch, min: 0, max: 27, reduction_factor: 1}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:6:32: search.fidelity.min: must be > 0, got 0",
+                          "exp.yaml:6:62: search.fidelity.reduction_factor: must be >= 2, got 1"));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+search:
+  scheduler: asha
+  fidelity: {name: epoch, min: 9, max: 3}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:6:32: search.fidelity.min: must be less than max (min 9, "
+                          "max 3)"));
+}
+
+TEST(ExperimentLoaderTest, WrongTypesNameTheKey) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  x: {type: float, min: [1], max: 2}
+search:
+  max_trials: lots
+  max_concurrent: 0
+  seed: -1
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:4:25: parameters.x.min: expected a number, got a list",
+                          "exp.yaml:6:15: search.max_trials: expected an integer, got 'lots'",
+                          "exp.yaml:7:19: search.max_concurrent: must be >= 1, got 0",
+                          "exp.yaml:8:9: search.seed: expected a non-negative integer, got '-1'"));
+}
+
+TEST(ExperimentLoaderTest, KeyWithoutValuePointsAtTheKey) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective:
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:2:1: objective: expected a mapping, got no value"));
+}
+
+TEST(ExperimentLoaderTest, TrialNeedsCommandOrBuiltin) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial:
+  timeout: 30s
+)"),
+              ElementsAre(StartsWith("exp.yaml:4:1: trial.command: required key is missing")));
+}
+
+TEST(ExperimentLoaderTest, MissingTrialIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+)"),
+              ElementsAre("exp.yaml:1:1: trial: required key is missing"));
+}
+
+TEST(ExperimentLoaderTest, EmptyCommandIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial:
+  command: []
+)"),
+              ElementsAre("exp.yaml:5:12: trial.command: must not be empty"));
+}
+
+TEST(ExperimentLoaderTest, PlaceholderMustNameAParameter) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial:
+  command: [run, "--x=${x}", "--y=${y}", "--z=${x"]
+  env: {Y: "${why}"}
+)"),
+              ElementsAre("exp.yaml:5:30: trial.command[2]: '${y}' names no parameter "
+                          "(declared: x)",
+                          "exp.yaml:5:42: trial.command[3]: unterminated '${' (write ${name})",
+                          "exp.yaml:6:12: trial.env.Y: '${why}' names no parameter "
+                          "(declared: x)"));
+}
+
+TEST(ExperimentLoaderTest, BadTimeoutIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial:
+  command: [run]
+  timeout: ten minutes
+)"),
+              ElementsAre(StartsWith("exp.yaml:6:12: trial.timeout: invalid duration")));
+}
+
+TEST(ExperimentLoaderTest, BudgetMustBePositive) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+budget: {max_cost: 0, max_wall_time: soon}
+)"),
+              ElementsAre("exp.yaml:5:20: budget.max_cost: must be > 0, got 0",
+                          StartsWith("exp.yaml:5:38: budget.max_wall_time: invalid duration")));
+}
+
+TEST(ExperimentLoaderTest, PoolsAreChecked) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+resources:
+  provider: aws
+  pools:
+    - {name: a, market: preemptible}
+    - {name: b, min_instances: 3, max_instances: 2}
+    - {name: a, max_instances: 0}
+)"),
+              ElementsAre(StartsWith("exp.yaml:6:13: resources.provider: unknown provider 'aws'"),
+                          "exp.yaml:8:25: resources.pools[0].market: unknown market "
+                          "'preemptible'; expected one of spot, on_demand, reserved",
+                          "exp.yaml:9:32: resources.pools[1].min_instances: must be <= "
+                          "max_instances (2), got 3",
+                          "exp.yaml:10:14: resources.pools[2].name: duplicate pool 'a'",
+                          "exp.yaml:10:32: resources.pools[2].max_instances: must be >= 1, got 0"));
+}
+
+TEST(ExperimentLoaderTest, FederationNeedsRegionsWithClients) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation: {rounds: 3}
+)"),
+              ElementsAre(StartsWith("exp.yaml:4:1: federation.regions: required key is missing")));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: []
+)"),
+              ElementsAre("exp.yaml:5:12: federation.regions: needs at least one region"));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 0}]
+)"),
+              ElementsAre("exp.yaml:5:35: federation.regions[0].clients: must be >= 1, got 0"));
+}
+
+TEST(ExperimentLoaderTest, FederationMinClientsAboveTotalIsAnError) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}, {name: west, clients: 3}]
+  min_clients: 6
+  aggregation: mean
+  secure_aggregation: sometimes
+)"),
+              ElementsAre("exp.yaml:6:16: federation.min_clients: must be <= the total number "
+                          "of clients (5), got 6",
+                          StartsWith("exp.yaml:7:16: federation.aggregation: unknown "
+                                     "aggregation 'mean'"),
+                          "exp.yaml:8:23: federation.secure_aggregation: expected true or false, "
+                          "got 'sometimes'"));
+}
+
+TEST(ExperimentLoaderTest, CollectsEveryErrorInDocumentOrder) {
+  LoadResult r = Load(R"(
+name: BAD
+objective: {metric: loss, goal: up}
+parameters:
+  lr: {type: float, min: 0, max: 1, log: true}
+  act: {type: categorical, values: [relu]}
+search: {sampler: annealing, max_trials: 0}
+trial:
+  command: [run, "${nope}"]
+colour: blue
+)");
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.spec.name(), "");  // the spec is cleared on error
+  std::vector<std::string> errors;
+  for (const LoadError& e : r.errors) errors.push_back(e.ToString());
+  EXPECT_THAT(errors, ElementsAre(StartsWith("exp.yaml:1:7: name:"),
+                                  StartsWith("exp.yaml:2:33: objective.goal:"),
+                                  StartsWith("exp.yaml:4:26: parameters.lr.min: must be > 0"),
+                                  StartsWith("exp.yaml:5:36: parameters.act.values:"),
+                                  StartsWith("exp.yaml:6:19: search.sampler:"),
+                                  StartsWith("exp.yaml:6:42: search.max_trials:"),
+                                  StartsWith("exp.yaml:8:18: trial.command[1]:"),
+                                  StartsWith("exp.yaml:9:1: colour: unknown key")));
+}
+
+TEST(ExperimentLoaderTest, MalformedYamlIsOneErrorAtTheParserPosition) {
+  EXPECT_THAT(Errors(R"(
+name: t
+parameters: {x: {type: float, min: 0, max: 1}
+trial: {command: [run]}
+)"),
+              ElementsAre(MatchesRegex(R"(exp\.yaml:[0-9]+:[0-9]+: invalid YAML: .+)")));
+  EXPECT_THAT(Errors("name: t\n  objective: x\n"),
+              ElementsAre("exp.yaml:2:12: invalid YAML: illegal map value"));
+}
+
+TEST(ExperimentLoaderTest, EmptyOrNonMappingDocumentIsAnError) {
+  EXPECT_THAT(Errors(""), ElementsAre("exp.yaml:1:1: the experiment file is empty"));
+  EXPECT_THAT(Errors("- a\n- b\n"), ElementsAre("exp.yaml:1:1: expected a mapping, got a list"));
+}
+
+TEST(ExperimentLoaderTest, FileThatCannotBeReadIsOneError) {
+  LoadResult r = LoadExperimentFile("/nonexistent/sextant/exp.yaml");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].ToString(),
+            "/nonexistent/sextant/exp.yaml:0:0: cannot read: No such file or directory");
+}
+
+TEST(ExperimentLoaderTest, LoadsAFileAndResolvesWorkingDirBesideIt) {
+  char dir[] = "/tmp/experiment_loader_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/exp.yaml";
+  std::ofstream(path) << kFullExample.substr(1);
+  LoadResult r = LoadExperimentFile(path);
+  std::remove(path.c_str());
+  rmdir(dir);
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_EQ(r.spec.source_path(), path);
+  EXPECT_EQ(r.spec.trial().working_dir(), std::string(dir) + "/src");
+}
+
+}  // namespace
+}  // namespace sextant
