@@ -1,6 +1,7 @@
 #include "orchestrator/orchestrator.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -89,6 +90,11 @@ class Run {
         return 2;
       }
       spec_ = loaded.spec;
+      // Stored paths are absolute, so that `resume` from any directory finds the same files.
+      std::string wd = spec_.trial().working_dir().empty() ? "." : spec_.trial().working_dir();
+      spec_.mutable_trial()->set_working_dir(
+          std::filesystem::absolute(wd).lexically_normal().string());
+      spec_.set_source_path(std::filesystem::absolute(spec_.source_path()).string());
       run_dir_path_ = options_.run_dir.empty() ? "runs/" + spec_.name() : options_.run_dir;
     }
     if (options_.resume) run_dir_path_ = options_.run_dir;
@@ -130,7 +136,11 @@ class Run {
     dopts.checkpoints_dir = std::filesystem::absolute(run_dir_->checkpoints_dir()).string();
     dopts.working_dir = spec_.trial().working_dir();
     if (dopts.working_dir.empty() && !spec_.source_path().empty()) {
-      dopts.working_dir = std::filesystem::absolute(spec_.source_path()).parent_path().string();
+      dopts.working_dir = std::filesystem::path(spec_.source_path()).parent_path().string();
+    }
+    // Absolute, so that a resume from another directory runs commands in the same place.
+    if (!dopts.working_dir.empty()) {
+      dopts.working_dir = std::filesystem::absolute(dopts.working_dir).lexically_normal().string();
     }
     auto dispatcher = Dispatcher::Create(spec_, store_.get(), *std::move(sampler), env_.clock, dopts);
     if (!dispatcher.ok()) return Fail(dispatcher.status());
@@ -257,7 +267,20 @@ class Run {
     return service_->WithDispatcher([](Dispatcher& d) { return d.Stats(); });
   }
 
+  // Records and prints the orchestrator's own CPU time (not its workers' or trials').
+  void RecordCpu() {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+                 ru.ru_stime.tv_usec / 1e6;
+    (void)service_->WithDispatcher([&](Dispatcher&) {
+      return store_->PutMeta("orchestrator_cpu_seconds", absl::StrCat(cpu));
+    });
+    *env_.out << "orchestrator cpu: " << cpu << " s\n";
+  }
+
   void PrintSummary() {
+    RecordCpu();
     auto results = LoadResults(run_dir_path_);
     if (results.ok()) *env_.out << ResultsToTable(*results, 10);
   }
