@@ -1,6 +1,7 @@
 // End-to-end tests of the sextant and sextant-worker binaries: real processes, real SQLite,
 // gRPC over loopback.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -275,6 +276,32 @@ TEST_F(CliTest, ResultsComeAsCsvAndTable) {
   auto missing = RunProcess({kSextant, "results", dir_ + "/nope"});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.err, HasSubstr("not a Sextant run directory"));
+}
+
+}  // namespace
+}  // namespace sextant
+
+namespace sextant {
+namespace {
+
+TEST_F(CliTest, ProgressLineIsRedrawnInPlaceOnATerminal) {
+  if (access("/usr/bin/script", X_OK) != 0) GTEST_SKIP() << "util-linux script(1) is not installed";
+  WriteFile(dir_ + "/exp.yaml", Experiment("tty", 4, 2, R"([sh, objective.sh, "${n}"])"));
+  // script(1) gives sextant a pseudo-terminal as stdout and copies what it draws to a file.
+  std::string typescript = dir_ + "/typescript";
+  auto r = RunProcess({"/usr/bin/script", "-qfec",
+                       kSextant + " run " + dir_ + "/exp.yaml --run-dir " + dir_ + "/run",
+                       typescript});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::string screen = ReadFile(typescript);
+  EXPECT_THAT(screen, HasSubstr("\r\033[K["));                 // redrawn in place
+  EXPECT_THAT(screen, HasSubstr("[####################] 4/4 trials"));
+  EXPECT_THAT(screen, HasSubstr("best loss="));
+  // Without a terminal the same run prints plain lines, with no control characters.
+  auto plain = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run2"});
+  ASSERT_EQ(plain.exit_code, 0);
+  EXPECT_EQ(plain.out.find('\033'), std::string::npos);
+  EXPECT_THAT(plain.out, HasSubstr("4/4 trials"));
 }
 
 }  // namespace

@@ -7,9 +7,16 @@
 namespace sextant {
 namespace {
 
+ParamSpec Spec(const std::string& name, ParamSpec::Kind kind = ParamSpec::Kind::kFloat) {
+  ParamSpec p;
+  p.name = name;
+  p.kind = kind;
+  return p;
+}
+
 TEST(TrialCommandTest, SubstitutesEveryKindOfParameter) {
   SearchSpace space;
-  space.params = {ParamSpec{"lr"}, ParamSpec{"layers"}, ParamSpec{"act"}};
+  space.params = {Spec("lr"), Spec("layers"), Spec("act")};
   Params p = {{"lr", 0.001}, {"layers", int64_t{3}}, {"act", std::string("relu")}};
   EXPECT_EQ(*SubstituteParams("--lr=${lr} -n ${layers}/${act}", p, space),
             "--lr=0.001 -n 3/relu");
@@ -20,8 +27,8 @@ TEST(TrialCommandTest, SubstitutesEveryKindOfParameter) {
 
 TEST(TrialCommandTest, ParamsJsonRoundTripsWithTypes) {
   SearchSpace space;
-  space.params = {ParamSpec{"lr", ParamSpec::Kind::kFloat}, ParamSpec{"n", ParamSpec::Kind::kInt},
-                  ParamSpec{"act", ParamSpec::Kind::kCategorical}};
+  space.params = {Spec("lr"), Spec("n", ParamSpec::Kind::kInt),
+                  Spec("act", ParamSpec::Kind::kCategorical)};
   Params p = {{"lr", 3.0}, {"n", int64_t{4}}, {"act", std::string("tanh")}};
   std::string json = ParamsToJson(p);
   EXPECT_EQ(json, R"({"act":"tanh","lr":3.0,"n":4})");
