@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -22,7 +24,12 @@ struct Observation {
 
 struct SampleRequest {
   int64_t trial_number = 0;                 // 0-based index of the trial being created
-  absl::Span<const Observation> history;    // every earlier trial, in creation order
+  absl::Span<const Observation> history;    // every earlier trial, in creation order; those
+                                            // still running are kPending (batch suggestions
+                                            // must account for them)
+  // When set, the sampler appends one-line notes for the run's event log (e.g. "fitting on a
+  // subset of 300 of 812 observations"). May be null.
+  std::vector<std::string>* notes = nullptr;
 };
 
 // Proposes where the next trial goes. Deterministic: the same construction arguments and the
@@ -48,6 +55,29 @@ std::unique_ptr<Sampler> NewGridSampler(SearchSpace space);
 // hash-based Owen scrambling seeded by seed, so any prefix of 2^m points is stratified in
 // every dimension. Trial i gets point i.
 std::unique_ptr<Sampler> NewSobolSampler(SearchSpace space, uint64_t seed);
+
+struct BayesianOptions {
+  uint64_t seed = 0;
+  int initial_design = 0;     // Sobol points before the model is used; 0 = default (see .cc)
+  int max_observations = 0;   // above this the GP is fitted on a subset; 0 = default
+};
+
+// Gaussian-process Bayesian optimisation: Matérn-5/2 ARD kernel on the unit-cube encoding,
+// hyperparameters by maximum marginal likelihood (NLopt L-BFGS, multi-start), log expected
+// improvement optimised by Sobol screening plus bounded local refinement, pending trials
+// accounted for so that concurrent suggestions spread out. Failed trials count as bad values.
+std::unique_ptr<Sampler> NewBayesianSampler(SearchSpace space, BayesianOptions options);
+
+struct TpeOptions {
+  uint64_t seed = 0;
+  int startup_trials = 10;    // random (Sobol) trials before the estimators are used
+  int candidates = 24;        // candidates drawn from l(x) per suggestion
+  bool multivariate = true;   // one joint Parzen estimator instead of one per parameter
+};
+
+// Tree-structured Parzen estimators (Bergstra et al.; the multivariate variant of Falkner et
+// al.): splits observations into good and bad, and picks the candidate maximising l(x)/g(x).
+std::unique_ptr<Sampler> NewTpeSampler(SearchSpace space, TpeOptions options);
 
 }  // namespace sextant
 
