@@ -1,0 +1,128 @@
+#ifndef SEXTANT_STRATEGIES_SCHEDULER_H_
+#define SEXTANT_STRATEGIES_SCHEDULER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sextant {
+
+// The fidelity axis of a multi-fidelity search (epochs, steps, ...).
+struct FidelitySpec {
+  std::string name;             // the metric key that marks the step, e.g. "epoch"
+  double min = 1;               // the smallest budget a trial gets (r_min), > 0
+  double max = 27;              // the largest (R), > min
+  double reduction_factor = 3;  // eta, >= 2
+};
+
+// What a trial should do after a report.
+struct Decision {
+  enum class Kind { kContinue, kStop, kPause };
+  Kind kind = Kind::kContinue;
+  std::string reason;  // for kStop and kPause: why, for the event log
+
+  static Decision Continue() { return {Kind::kContinue, ""}; }
+  static Decision Stop(std::string why) { return {Kind::kStop, std::move(why)}; }
+  static Decision Pause(std::string why) { return {Kind::kPause, std::move(why)}; }
+};
+
+// What a free worker should do next.
+struct Job {
+  enum class Kind {
+    kNew,      // create a new trial (from the sampler) and run it to `target`
+    kPromote,  // resume paused trial `trial` from its checkpoint and run it to `target`
+    kWait,     // nothing can start now (e.g. a synchronous rung is filling); ask again later
+    kDone,     // the schedule is finished
+  };
+  Kind kind = Kind::kWait;
+  int64_t trial = 0;    // kPromote: which trial
+  double target = 0;    // kNew, kPromote: the fidelity to run to
+  int bracket = 0;      // the bracket the trial belongs to (0 for single-bracket schedulers)
+
+  static Job New(double target, int bracket = 0) { return {Kind::kNew, 0, target, bracket}; }
+  static Job Promote(int64_t trial, double target, int bracket = 0) {
+    return {Kind::kPromote, trial, target, bracket};
+  }
+  static Job Wait() { return {Kind::kWait, 0, 0, 0}; }
+  static Job Done() { return {Kind::kDone, 0, 0, 0}; }
+};
+
+// Decides how much fidelity each trial gets and whether it goes on, stops or pauses; the
+// Sampler decides where trials go. Values are minimised (the caller negates for maximise).
+// Deterministic given the sequence of calls. Pure: no clock, threads or I/O. Not thread-safe.
+//
+// The caller's protocol: a free worker calls NextJob(); for kNew the caller creates a trial and
+// calls OnStart(trial, job); for kPromote it calls OnStart(trial, job) with the paused trial.
+// Every measurement that carries the fidelity key goes to OnReport(), whose Decision the
+// caller passes to the worker. When the attempt ends, OnEnd() says how.
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+
+  // Returns what a free worker should do now. `new_allowed` is false when no new trial may be
+  // created (max_trials reached, or the sampler is exhausted); then only promotions (or
+  // kWait/kDone) are returned. kDone when nothing is running, nothing can be promoted, and
+  // new_allowed is false.
+  virtual Job NextJob(bool new_allowed) = 0;
+
+  // A trial starts running towards job.target (a new trial, or a promoted one).
+  virtual void OnStart(int64_t trial, const Job& job) = 0;
+
+  // The trial reported `value` at `fidelity`. Returns kStop when it should be pruned now,
+  // kPause when it has reached its target and must wait for a promotion, else kContinue.
+  virtual Decision OnReport(int64_t trial, double fidelity, double value) = 0;
+
+  // The attempt of a running trial ended. `reached_target`: it exited normally at or beyond
+  // its target (a paused or finished trial). Otherwise it failed or was lost, and is no longer
+  // considered for promotion.
+  virtual void OnEnd(int64_t trial, bool reached_target) = 0;
+
+  // For BOHB: the highest fidelity with at least min_count observations, and each trial's
+  // value there (trial -> value). Empty when no fidelity has enough.
+  virtual std::map<int64_t, double> ObservationsAtBestFidelity(int min_count) const = 0;
+
+  // A human-readable description of the plan (brackets, rungs), for the event log.
+  virtual std::string Describe() const = 0;
+};
+
+// One bracket of Hyperband: n_i configurations at r_i, for each rung i.
+struct BracketPlan {
+  int s = 0;                  // the bracket index (s_max .. 0)
+  std::vector<int> n;         // n_i: configurations entering rung i
+  std::vector<double> r;      // r_i: the budget at rung i
+};
+
+// The brackets of Hyperband (Li et al. 2018) for the given fidelity: s_max = floor(log_eta(R/r)),
+// n = ceil((s_max+1)/(s+1) * eta^s), r = R * eta^-s, with n_i = floor(n * eta^-i),
+// r_i = r * eta^i. Ordered s = s_max first.
+std::vector<BracketPlan> HyperbandBrackets(const FidelitySpec& fidelity);
+
+struct AshaOptions {
+  FidelitySpec fidelity;
+  // true: trials pause at each rung and resume from a checkpoint when promoted (promotion
+  // mode); false: trials run on and are stopped at a rung when not in the top 1/eta
+  // (stopping mode). Default true.
+  bool promotion = true;
+};
+// Asynchronous successive halving (Li et al. 2020). Rungs at min * eta^k up to max.
+std::unique_ptr<Scheduler> NewAshaScheduler(AshaOptions options);
+
+// Hyperband with asynchronous successive halving inside each bracket, and brackets run
+// concurrently so that no worker idles while a rung waits. New trials are assigned to
+// brackets in proportion to the paper's n (the s_max bracket first).
+std::unique_ptr<Scheduler> NewHyperbandScheduler(FidelitySpec fidelity);
+
+struct MedianStoppingOptions {
+  FidelitySpec fidelity;
+  int min_trials = 3;       // trials that must have reached a step before any is stopped; default 3
+  double grace = 0;         // no stopping below this fidelity; 0 = fidelity.min
+};
+// Median stopping (Golovin et al. 2017): a trial is stopped at step t when its best value so
+// far is worse than the median of the other trials' running averages up to t.
+std::unique_ptr<Scheduler> NewMedianStoppingScheduler(MedianStoppingOptions options);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_STRATEGIES_SCHEDULER_H_
