@@ -64,7 +64,8 @@ class Scheduler {
   // Returns what a free worker should do now. `new_allowed` is false when no new trial may be
   // created (max_trials reached, or the sampler is exhausted); then only promotions (or
   // kWait/kDone) are returned. kDone when nothing is running, nothing can be promoted, and
-  // new_allowed is false.
+  // new_allowed is false. Changes no state: a job takes effect at OnStart(), so asking again
+  // before OnStart() returns the same job.
   virtual Job NextJob(bool new_allowed) = 0;
 
   // A trial starts running towards job.target (a new trial, or a promoted one).
@@ -106,12 +107,23 @@ struct AshaOptions {
   // (stopping mode). Default true.
   bool promotion = true;
 };
-// Asynchronous successive halving (Li et al. 2020). Rungs at min * eta^k up to max.
+// Asynchronous successive halving (Li et al. 2020). Rungs at min * eta^k while below max, then
+// max. A trial's value at a rung is its first report at or beyond that rung (up to its target).
+// Promotion mode: NextJob() promotes, from the top rung down, the best paused trial in the top
+// floor(n_k / eta) of rung k that was not promoted yet; else a new trial to the first rung.
+// A trial that fails keeps its place in the ranking but is never promoted. Stopping mode: a
+// trial is stopped at a rung below max once eta or more values are recorded there and its
+// value is worse than the floor(n_k / eta)-th best; a value equal to it goes on.
 std::unique_ptr<Scheduler> NewAshaScheduler(AshaOptions options);
 
 // Hyperband with asynchronous successive halving inside each bracket, and brackets run
 // concurrently so that no worker idles while a rung waits. New trials are assigned to
-// brackets in proportion to the paper's n (the s_max bracket first).
+// brackets in proportion to the paper's n (the s_max bracket first): by stride scheduling on
+// n_0, so that every sum(n_0) consecutive new trials hold exactly n_0 of each bracket. A bracket
+// runs in rounds of n_0 new trials, each ranked only against its own round, so a complete round
+// promotes exactly the paper's n_i; the next new trial of the bracket opens a new round while
+// older rounds keep promoting. Promotions come first, the highest target first. Job::bracket is
+// the bracket's s. ObservationsAtBestFidelity pools equal budgets over brackets and rounds.
 std::unique_ptr<Scheduler> NewHyperbandScheduler(FidelitySpec fidelity);
 
 struct MedianStoppingOptions {
@@ -121,6 +133,10 @@ struct MedianStoppingOptions {
 };
 // Median stopping (Golovin et al. 2017): a trial is stopped at step t when its best value so
 // far is worse than the median of the other trials' running averages up to t.
+// The others are those that have reported at t or beyond (running, finished or stopped); a
+// running average is the mean of a trial's values at steps <= t. No trial is stopped at max,
+// where stopping saves nothing. New trials run to max. ObservationsAtBestFidelity uses each
+// trial's first value at or beyond the ASHA rungs (min * eta^k, then max).
 std::unique_ptr<Scheduler> NewMedianStoppingScheduler(MedianStoppingOptions options);
 
 }  // namespace sextant
