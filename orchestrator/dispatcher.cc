@@ -17,6 +17,7 @@ constexpr const char* kRunning = "RUNNING";
 constexpr const char* kCompleted = "COMPLETED";
 constexpr const char* kFailed = "FAILED";
 constexpr const char* kCancelled = "CANCELLED";
+constexpr const char* kPruned = "PRUNED";
 
 bool IsFinal(const std::string& state) {
   return state == kCompleted || state == kFailed || state == "PRUNED";
@@ -39,21 +40,22 @@ std::string MetricsToJson(const google::protobuf::Map<std::string, double>& metr
 }
 
 Dispatcher::Dispatcher(v1::ExperimentSpec spec, Store* store, std::unique_ptr<Sampler> sampler,
-                       Clock* clock, DispatcherOptions options)
+                       Clock* clock, DispatcherOptions options,
+                       std::unique_ptr<Scheduler> scheduler)
     : spec_(std::move(spec)),
       space_(ToSearchSpace(spec_)),
       store_(store),
       sampler_(std::move(sampler)),
+      scheduler_(std::move(scheduler)),
+      bohb_(spec_.search().scheduler() == v1::Search::BOHB),
       clock_(clock),
       options_(std::move(options)) {}
 
-absl::StatusOr<std::unique_ptr<Dispatcher>> Dispatcher::Create(v1::ExperimentSpec spec,
-                                                               Store* store,
-                                                               std::unique_ptr<Sampler> sampler,
-                                                               Clock* clock,
-                                                               DispatcherOptions options) {
-  std::unique_ptr<Dispatcher> d(
-      new Dispatcher(std::move(spec), store, std::move(sampler), clock, std::move(options)));
+absl::StatusOr<std::unique_ptr<Dispatcher>> Dispatcher::Create(
+    v1::ExperimentSpec spec, Store* store, std::unique_ptr<Sampler> sampler, Clock* clock,
+    DispatcherOptions options, std::unique_ptr<Scheduler> scheduler) {
+  std::unique_ptr<Dispatcher> d(new Dispatcher(std::move(spec), store, std::move(sampler), clock,
+                                               std::move(options), std::move(scheduler)));
   SEXTANT_RETURN_IF_ERROR(d->Load());
   return d;
 }
@@ -93,6 +95,8 @@ absl::Status Dispatcher::Load() {
     Entry e;
     SEXTANT_ASSIGN_OR_RETURN(e.params, ParamsFromJson(row.params_json, space_));
     if (!IsFinal(row.state)) {
+      // A fresh scheduler knows nothing of paused trials: they continue to their last target.
+      row.paused = false;
       if (row.state == kRunning) {
         SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(row.id, row.attempts, "lost", -1,
                                                       "orchestrator stopped", Now()));
@@ -142,7 +146,50 @@ bool Dispatcher::CanCreate() const {
 }
 
 bool Dispatcher::Finished() const {
-  return queue_.empty() && running_ == 0 && !CanCreate();
+  if (!queue_.empty() || running_ > 0) return false;
+  return scheduler_ ? scheduler_done_ || interrupted_ : !CanCreate();
+}
+
+double Dispatcher::Minimised(double v) const {
+  return spec_.objective().goal() == v1::Objective::MAXIMIZE ? -v : v;
+}
+
+void Dispatcher::AddRung(Entry& e, const std::string& decision) {
+  nlohmann::json rungs = nlohmann::json::parse(e.row.rungs_json, nullptr, false);
+  if (!rungs.is_array()) rungs = nlohmann::json::array();
+  nlohmann::json r = {{"fidelity", e.row.fidelity}, {"decision", decision}};
+  r["value"] = e.objective && std::isfinite(*e.objective) ? nlohmann::json(*e.objective)
+                                                          : nlohmann::json(nullptr);
+  if (decision == "promoted") r["target"] = e.row.target;
+  rungs.push_back(std::move(r));
+  e.row.rungs_json = rungs.dump();
+}
+
+v1::TrialAction Dispatcher::ActionFor(const Entry& e) const {
+  if (interrupted_ || e.action == Decision::Kind::kStop || !e.fidelity_error.empty()) {
+    return v1::ACTION_STOP;
+  }
+  return e.action == Decision::Kind::kPause ? v1::ACTION_PAUSE : v1::ACTION_CONTINUE;
+}
+
+// BOHB fits its model on the highest fidelity that has enough observations, not on whatever
+// fidelity each trial happened to reach.
+std::vector<Observation> Dispatcher::ModelHistory() const {
+  const int min_count = static_cast<int>(space_.params.size()) + 2;
+  std::map<int64_t, double> at_best = scheduler_->ObservationsAtBestFidelity(min_count);
+  std::vector<Observation> out;
+  for (const Entry& e : trials_) {
+    Observation o{e.params, Observation::Outcome::kPending, std::nullopt};
+    auto it = at_best.find(e.row.id);
+    if (it != at_best.end()) {
+      o.outcome = Observation::Outcome::kCompleted;
+      o.value = it->second;
+    } else if (e.row.state != kRunning) {
+      continue;  // observed only at lower fidelities: not comparable
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
 }
 
 absl::StatusOr<v1::RegisterResponse> Dispatcher::Register(const v1::RegisterRequest& request) {
@@ -178,7 +225,14 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::Lease(int64_t worker_id) {
 
 absl::StatusOr<Dispatcher::Entry*> Dispatcher::CreateTrialInTx() {
   int64_t number = static_cast<int64_t>(trials_.size());
-  absl::StatusOr<Params> params = sampler_->Ask(SampleRequest{number, history_});
+  std::vector<std::string> notes;
+  std::vector<Observation> model_history;
+  if (bohb_ && scheduler_) model_history = ModelHistory();
+  absl::StatusOr<Params> params = sampler_->Ask(
+      SampleRequest{number, bohb_ && scheduler_ ? absl::MakeConstSpan(model_history)
+                                                : absl::MakeConstSpan(history_),
+                    &notes});
+  for (const std::string& note : notes) SEXTANT_RETURN_IF_ERROR(Event("sampler_note", 0, note));
   if (!params.ok()) {
     sampler_exhausted_ = true;
     bool out_of_range = params.status().code() == absl::StatusCode::kOutOfRange;
@@ -206,9 +260,22 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
     }
     if (running_ >= std::max(1, spec_.search().max_concurrent())) break;
     Entry* e = nullptr;
+    double target = 0;
+    bool resume = false;
     if (!queue_.empty()) {
       e = &trials_[queue_.front() - 1];
       queue_.pop_front();
+      target = e->row.target;
+      resume = e->row.attempts > 0;
+      // After a resume the scheduler is new: it learns of requeued trials as they restart.
+      if (scheduler_ && scheduler_known_.insert(e->row.id).second) {
+        scheduler_->OnStart(e->row.id, Job::New(target > 0 ? target : spec_.search().fidelity().max()));
+      }
+    } else if (scheduler_) {
+      bool wait = false;
+      SEXTANT_ASSIGN_OR_RETURN(e, NextScheduledInTx(&target, &resume, &wait));
+      if (wait) break;
+      if (e == nullptr) continue;  // a new trial could not be made, or the schedule ended
     } else if (CanCreate()) {
       SEXTANT_ASSIGN_OR_RETURN(e, CreateTrialInTx());
       if (e == nullptr) continue;  // the sampler ran dry; maybe we are done now
@@ -216,6 +283,11 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
       break;
     }
     e->row.attempts += 1;
+    e->row.target = target;
+    e->action = Decision::Kind::kContinue;
+    e->action_reason.clear();
+    e->attempt_fidelity = -1;
+    e->fidelity_error.clear();
     AssignmentContext context{e->row.id, e->row.attempts,
                               options_.checkpoints_dir.empty()
                                   ? ""
@@ -236,11 +308,75 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
     ++running_;
     SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e->row));
     SEXTANT_RETURN_IF_ERROR(store_->StartAttempt(e->row.id, e->row.attempts, worker_id, Now()));
+    if (target > 0) {
+      a->set_fidelity_target(target);
+      (*a->mutable_env())["SEXTANT_FIDELITY"] = FormatParamValue(target);
+    }
+    a->set_resume(resume);
     *response.mutable_assignment() = *std::move(a);
     return response;
   }
   response.set_retry(true);
   return response;
+}
+
+// Asks the scheduler what a free worker should do. Sets *wait when nothing can start now;
+// returns null (without *wait) when the caller should look again (e.g. the schedule ended).
+absl::StatusOr<Dispatcher::Entry*> Dispatcher::NextScheduledInTx(double* target, bool* resume,
+                                                                 bool* wait) {
+  Job job = scheduler_->NextJob(CanCreate());
+  switch (job.kind) {
+    case Job::Kind::kPromote: {
+      if (job.trial < 1 || job.trial > static_cast<int64_t>(trials_.size())) {
+        return absl::InternalError(absl::StrCat("scheduler promoted unknown trial ", job.trial));
+      }
+      Entry& e = trials_[job.trial - 1];
+      e.row.paused = false;
+      e.row.target = job.target;
+      AddRung(e, "promoted");
+      SEXTANT_RETURN_IF_ERROR(Event("trial_promoted", e.row.id,
+                                    absl::StrCat("to ", spec_.search().fidelity().name(), "=",
+                                                 FormatParamValue(job.target))));
+      scheduler_->OnStart(e.row.id, job);
+      scheduler_known_.insert(e.row.id);
+      *target = job.target;
+      *resume = true;
+      return &e;
+    }
+    case Job::Kind::kNew: {
+      SEXTANT_ASSIGN_OR_RETURN(Entry * e, CreateTrialInTx());
+      if (e == nullptr) return nullptr;
+      scheduler_->OnStart(e->row.id, job);
+      scheduler_known_.insert(e->row.id);
+      *target = job.target;
+      return e;
+    }
+    case Job::Kind::kDone:
+      if (running_ == 0 && queue_.empty() && !scheduler_done_) {
+        scheduler_done_ = true;
+        SEXTANT_RETURN_IF_ERROR(FinalizePausedInTx());
+        return nullptr;
+      }
+      [[fallthrough]];
+    case Job::Kind::kWait:
+      *wait = true;
+      return nullptr;
+  }
+  return nullptr;
+}
+
+// Trials still paused when the schedule ends were never promoted: they are pruned at the rung
+// they reached.
+absl::Status Dispatcher::FinalizePausedInTx() {
+  for (Entry& e : trials_) {
+    if (!e.row.paused) continue;
+    e.row.paused = false;
+    e.row.state = kPruned;
+    e.row.finished_at = Now();
+    if (e.objective && std::isfinite(*e.objective)) e.row.value = *e.objective;
+    SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e.row));
+  }
+  return Event("schedule_finished", 0, scheduler_->Describe());
 }
 
 absl::StatusOr<Dispatcher::Entry*> Dispatcher::Current(int64_t trial_id, int attempt,
@@ -256,12 +392,34 @@ absl::StatusOr<Dispatcher::Entry*> Dispatcher::Current(int64_t trial_id, int att
   return &e;
 }
 
-absl::StatusOr<bool> Dispatcher::Heartbeat(const v1::HeartbeatRequest& request) {
-  if (request.trial_id() == 0) return false;
+absl::StatusOr<v1::TrialAction> Dispatcher::Heartbeat(const v1::HeartbeatRequest& request) {
+  if (request.trial_id() == 0) return v1::ACTION_CONTINUE;
   SEXTANT_ASSIGN_OR_RETURN(Entry * e,
                            Current(request.trial_id(), request.attempt(), request.worker_id()));
   e->lease_deadline = clock_->Now() + absl::Seconds(options_.lease_seconds);
-  return interrupted_;
+  return ActionFor(*e);
+}
+
+absl::Status Dispatcher::ObserveFidelityInTx(Entry& e, double fidelity) {
+  const std::string& key = spec_.search().fidelity().name();
+  if (e.attempt_fidelity >= 0 && fidelity < e.attempt_fidelity) {
+    if (e.fidelity_error.empty()) {
+      e.fidelity_error = absl::StrCat("the fidelity '", key, "' went backwards: ",
+                                      FormatParamValue(fidelity), " after ",
+                                      FormatParamValue(e.attempt_fidelity));
+    }
+    return absl::OkStatus();
+  }
+  e.attempt_fidelity = fidelity;
+  e.row.fidelity = std::max(e.row.fidelity, fidelity);
+  if (!e.objective || !std::isfinite(*e.objective) || e.action != Decision::Kind::kContinue) {
+    return absl::OkStatus();
+  }
+  Decision d = scheduler_->OnReport(e.row.id, fidelity, Minimised(*e.objective));
+  if (d.kind == Decision::Kind::kContinue) return absl::OkStatus();
+  e.action = d.kind;
+  e.action_reason = d.reason;
+  return absl::OkStatus();
 }
 
 absl::Status Dispatcher::StoreMeasurementsInTx(
@@ -275,12 +433,19 @@ absl::Status Dispatcher::StoreMeasurementsInTx(
     if (!inserted) continue;  // a retried report: already stored once
     auto it = m.metrics().find(metric);
     if (it != m.metrics().end()) e.objective = it->second;
+    if (scheduler_) {
+      auto f = m.metrics().find(spec_.search().fidelity().name());
+      if (f != m.metrics().end() && std::isfinite(f->second)) {
+        SEXTANT_RETURN_IF_ERROR(ObserveFidelityInTx(e, f->second));
+      }
+    }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> Dispatcher::Report(const v1::ReportRequest& request) {
-  return InTransaction([&]() -> absl::StatusOr<bool> {
+absl::StatusOr<v1::TrialAction> Dispatcher::Report(const v1::ReportRequest& request) {
+  return InTransaction([&]() -> absl::StatusOr<v1::TrialAction> {
+    v1::TrialAction action = interrupted_ ? v1::ACTION_STOP : v1::ACTION_CONTINUE;
     for (const v1::Measurement& m : request.measurements()) {
       SEXTANT_ASSIGN_OR_RETURN(Entry * e,
                                Current(m.trial_id(), m.attempt(), request.worker_id()));
@@ -288,16 +453,75 @@ absl::StatusOr<bool> Dispatcher::Report(const v1::ReportRequest& request) {
       *one.Add() = m;
       SEXTANT_RETURN_IF_ERROR(StoreMeasurementsInTx(*e, one));
       e->lease_deadline = clock_->Now() + absl::Seconds(options_.lease_seconds);
+      action = ActionFor(*e);
     }
-    return interrupted_;
+    return action;
   });
+}
+
+// Long because each way an attempt can end under a scheduler needs its own bookkeeping: the
+// scheduler paused it at a rung, pruned it, or it ran to its target by itself.
+absl::StatusOr<bool> Dispatcher::FinishScheduledInTx(Entry& e,
+                                                     const v1::CompleteRequest& request) {
+  const std::string& key = spec_.search().fidelity().name();
+  if (request.checkpoint_missing()) {
+    e.row.scratch_restarts += 1;
+    SEXTANT_RETURN_IF_ERROR(Event("restarted_from_scratch", e.row.id,
+                                  "no checkpoint in SEXTANT_CHECKPOINT_DIR; the trial started over"));
+  }
+  if (!e.fidelity_error.empty()) return false;  // an ordinary failure, with that reason
+  const bool exited_ok = request.exit_code() == 0 && !request.timed_out() && request.error().empty();
+  const double max = spec_.search().fidelity().max();
+  bool pause = e.action == Decision::Kind::kPause ||
+               (exited_ok && e.row.target > 0 && e.row.target < max &&
+                e.row.fidelity >= e.row.target && e.action == Decision::Kind::kContinue);
+  if (e.action == Decision::Kind::kStop) {
+    e.row.state = kPruned;
+    e.row.finished_at = Now();
+    if (e.objective && std::isfinite(*e.objective)) e.row.value = *e.objective;
+    AddRung(e, "pruned");
+    history_[e.row.id - 1] = Observation{e.params, Observation::Outcome::kPruned,
+                                         e.row.value ? std::optional<double>(Minimised(*e.row.value))
+                                                     : std::nullopt};
+    scheduler_->OnEnd(e.row.id, /*reached_target=*/false);
+    SEXTANT_RETURN_IF_ERROR(Event("trial_pruned", e.row.id, e.action_reason));
+  } else if (pause && e.objective && std::isfinite(*e.objective)) {
+    e.row.state = kPending;
+    e.row.paused = true;
+    AddRung(e, "paused");
+    history_[e.row.id - 1] = Observation{e.params, Observation::Outcome::kPruned,
+                                         Minimised(*e.objective)};
+    scheduler_->OnEnd(e.row.id, /*reached_target=*/true);
+  } else {
+    if (exited_ok && e.attempt_fidelity < 0) {
+      SEXTANT_RETURN_IF_ERROR(Event(
+          "fidelity_missing", e.row.id,
+          absl::StrCat("the trial never reported the fidelity key '", key, "' (print '", key,
+                       "=N' each step); the scheduler could not stop or pause it")));
+    }
+    return false;
+  }
+  SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts,
+                                                e.row.paused ? "PAUSED" : kPruned,
+                                                request.exit_code(), "", Now()));
+  return true;
 }
 
 absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request) {
   SEXTANT_RETURN_IF_ERROR(StoreMeasurementsInTx(e, request.measurements()));
+  if (scheduler_) {
+    SEXTANT_ASSIGN_OR_RETURN(bool handled, FinishScheduledInTx(e, request));
+    if (handled) {
+      --running_;
+      e.worker_id = 0;
+      return store_->PutTrial(e.row);
+    }
+  }
   const std::string& metric = spec_.objective().metric();
   std::string error;
-  if (request.exit_code() != 0 || request.timed_out() || !request.error().empty()) {
+  if (!e.fidelity_error.empty()) {
+    error = e.fidelity_error;
+  } else if (request.exit_code() != 0 || request.timed_out() || !request.error().empty()) {
     error = request.error().empty() ? absl::StrCat("exited with status ", request.exit_code())
                                     : request.error();
   } else if (!e.objective) {
@@ -326,6 +550,10 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
                                       absl::StrCat(metric, "=", FormatValue(v))));
       }
     }
+    if (scheduler_) {
+      AddRung(e, "completed");
+      scheduler_->OnEnd(e.row.id, /*reached_target=*/true);
+    }
     SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, kCompleted, exit_code,
                                                   "", Now()));
   } else {
@@ -341,6 +569,7 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
       e.row.state = kFailed;
       e.row.finished_at = Now();
       history_[e.row.id - 1].outcome = Observation::Outcome::kFailed;
+      if (scheduler_) scheduler_->OnEnd(e.row.id, /*reached_target=*/false);
       SEXTANT_RETURN_IF_ERROR(Event("trial_failed", e.row.id, error));
     }
   }

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "sextant/v1/experiment.pb.h"
 #include "sextant/v1/worker_service.pb.h"
 #include "strategies/sampler.h"
+#include "strategies/scheduler.h"
 #include "strategies/search_space.h"
 
 namespace sextant {
@@ -46,10 +48,12 @@ class Dispatcher {
  public:
   // Builds the dispatcher over a store, loading any earlier state (a resume): trials that were
   // RUNNING, PENDING, CANCELLED or PREEMPTED go back to the queue and will get a new attempt.
-  static absl::StatusOr<std::unique_ptr<Dispatcher>> Create(v1::ExperimentSpec spec, Store* store,
-                                                            std::unique_ptr<Sampler> sampler,
-                                                            Clock* clock,
-                                                            DispatcherOptions options);
+  // scheduler may be null (every trial runs to its end); with one, trials report the fidelity
+  // key and the scheduler decides how far each goes. A resumed run with a scheduler continues
+  // the requeued trials but starts the scheduler's bookkeeping afresh.
+  static absl::StatusOr<std::unique_ptr<Dispatcher>> Create(
+      v1::ExperimentSpec spec, Store* store, std::unique_ptr<Sampler> sampler, Clock* clock,
+      DispatcherOptions options, std::unique_ptr<Scheduler> scheduler = nullptr);
 
   // Registers a worker. FailedPrecondition when its protocol version differs from ours.
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
@@ -58,16 +62,18 @@ class Dispatcher {
   // retry when none can start now, or done when the experiment has ended.
   absl::StatusOr<v1::LeaseResponse> Lease(int64_t worker_id);
 
-  // Renews the lease. Returns true when the trial should stop. Aborted for a stale attempt.
-  absl::StatusOr<bool> Heartbeat(const v1::HeartbeatRequest& request);
+  // Renews the lease. Returns what the trial should do (stop when the run is ending, or what
+  // the scheduler decided). Aborted for a stale attempt.
+  absl::StatusOr<v1::TrialAction> Heartbeat(const v1::HeartbeatRequest& request);
 
-  // Stores measurements exactly once each, keyed by (trial, attempt, sequence), and renews the
-  // lease. Returns true when the trial should stop. Aborted for a stale attempt (nothing stored).
-  absl::StatusOr<bool> Report(const v1::ReportRequest& request);
+  // Stores measurements exactly once each, keyed by (trial, attempt, sequence), passes those
+  // that carry the fidelity key to the scheduler, and renews the lease. Returns the action for
+  // the trial (continue, stop, pause). Aborted for a stale attempt (nothing stored).
+  absl::StatusOr<v1::TrialAction> Report(const v1::ReportRequest& request);
 
-  // Ends an attempt: COMPLETED (exit 0 and a finite objective), or FAILED with the reason
-  // (requeued while failures <= max_restarts). With lease_next, the next lease is made in the
-  // same transaction. Aborted for a stale attempt.
+  // Ends an attempt: COMPLETED (exit 0 and a finite objective), PRUNED or paused when the
+  // scheduler asked, or FAILED with the reason (requeued while failures <= max_restarts). With
+  // lease_next, the next lease is made in the same transaction. Aborted for a stale attempt.
   absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& request);
 
   // Expires lapsed leases: their trials go back to the queue, to run as a new attempt.
@@ -92,10 +98,15 @@ class Dispatcher {
     int64_t worker_id = 0;
     absl::Time lease_deadline;
     std::optional<double> objective;  // last reported value of the objective metric
+    // Multi-fidelity bookkeeping for the current attempt.
+    Decision::Kind action = Decision::Kind::kContinue;  // what the scheduler last asked
+    std::string action_reason;
+    double attempt_fidelity = -1;  // last fidelity reported in this attempt (-1: none yet)
+    std::string fidelity_error;    // set when the fidelity went backwards
   };
 
   Dispatcher(v1::ExperimentSpec spec, Store* store, std::unique_ptr<Sampler> sampler,
-             Clock* clock, DispatcherOptions options);
+             Clock* clock, DispatcherOptions options, std::unique_ptr<Scheduler> scheduler);
   absl::Status Load();
   double Now() const;
   bool CanCreate() const;
@@ -107,6 +118,16 @@ class Dispatcher {
   absl::Status StoreMeasurementsInTx(
       Entry& e, const google::protobuf::RepeatedPtrField<v1::Measurement>& ms);
   absl::Status FinishInTx(Entry& e, const v1::CompleteRequest& request);
+  // Applies the outcome of an attempt that the scheduler paused or pruned, or that ran to its
+  // target. Returns false when the attempt is not the scheduler's business (an ordinary end).
+  absl::StatusOr<bool> FinishScheduledInTx(Entry& e, const v1::CompleteRequest& request);
+  absl::Status ObserveFidelityInTx(Entry& e, double fidelity);
+  absl::StatusOr<Entry*> NextScheduledInTx(double* target, bool* resume, bool* wait);
+  absl::Status FinalizePausedInTx();
+  void AddRung(Entry& e, const std::string& decision);
+  double Minimised(double v) const;
+  std::vector<Observation> ModelHistory() const;
+  v1::TrialAction ActionFor(const Entry& e) const;
   absl::Status Event(const std::string& kind, int64_t trial_id, const std::string& message);
   template <typename F>
   auto InTransaction(F&& f) -> decltype(f());
@@ -115,6 +136,10 @@ class Dispatcher {
   SearchSpace space_;
   Store* store_;
   std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<Scheduler> scheduler_;  // may be null
+  bool bohb_ = false;                     // fit the sampler on the best fidelity's values
+  bool scheduler_done_ = false;
+  std::set<int64_t> scheduler_known_;     // trials the scheduler has seen start
   Clock* clock_;
   DispatcherOptions options_;
   std::vector<Entry> trials_;      // trials_[id - 1]

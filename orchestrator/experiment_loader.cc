@@ -343,6 +343,7 @@ constexpr std::array<absl::string_view, 3> kParamTypes = {"float", "int", "categ
 constexpr std::array<absl::string_view, 2> kGoals = {"minimize", "maximize"};
 constexpr std::array<absl::string_view, 5> kSamplers = {"random", "grid", "sobol", "bayesian",
                                                         "tpe"};
+constexpr std::array<absl::string_view, 2> kAshaModes = {"promotion", "stopping"};
 constexpr std::array<absl::string_view, 5> kSchedulers = {"none", "asha", "hyperband", "bohb",
                                                           "median"};
 constexpr std::array<absl::string_view, 4> kProviders = {"local", "slurm", "simulated", "static"};
@@ -686,7 +687,7 @@ void Loader::LoadSearch(const Section& root) {
   if (f == nullptr) return;
   Section s(r_, *f,
             {"sampler", "scheduler", "fidelity", "seed", "max_trials", "max_concurrent",
-             "initial_design"});
+             "initial_design", "asha_mode"});
   if (!s.ok()) return;
   IfPresent<size_t>(
       s, "sampler", [&](const Field& x) { return r_.Choice(x, kSamplers); },
@@ -703,6 +704,10 @@ void Loader::LoadSearch(const Section& root) {
                      [&](int64_t v) { search->set_max_concurrent(v); });
   IfPresent<int64_t>(s, "initial_design", positive,
                      [&](int64_t v) { search->set_initial_design(v); });
+  search->set_asha_mode("promotion");
+  IfPresent<size_t>(
+      s, "asha_mode", [&](const Field& x) { return r_.Choice(x, kAshaModes); },
+      [&](size_t i) { search->set_asha_mode(std::string(kAshaModes[i])); });
   const Field* fidelity = s.Find("fidelity");
   if (fidelity != nullptr) {
     LoadFidelity(*fidelity, search->mutable_fidelity());

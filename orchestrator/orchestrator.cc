@@ -24,6 +24,7 @@
 #include "orchestrator/run_dir.h"
 #include "orchestrator/store.h"
 #include "orchestrator/worker_service.h"
+#include "strategies/scheduler.h"
 
 namespace sextant {
 namespace {
@@ -45,19 +46,48 @@ bool IsLoopback(const std::string& listen) {
 
 absl::StatusOr<std::unique_ptr<Sampler>> MakeSampler(const v1::ExperimentSpec& spec) {
   SearchSpace space = ToSearchSpace(spec);
-  switch (spec.search().sampler()) {
-    case v1::Search::RANDOM:
-    case v1::Search::SAMPLER_UNSPECIFIED:
-      return NewRandomSampler(space, spec.search().seed());
+  const v1::Search& search = spec.search();
+  if (search.scheduler() == v1::Search::BOHB || search.sampler() == v1::Search::BAYESIAN ||
+      search.sampler() == v1::Search::TPE) {
+    return absl::UnimplementedError(absl::StrCat(
+        spec.source_path(), ": the bayesian and tpe samplers (and so bohb) are not available in "
+        "this build yet (use random, grid or sobol)"));
+  }
+  switch (search.sampler()) {
     case v1::Search::GRID:
       return NewGridSampler(space);
     case v1::Search::SOBOL:
-      return NewSobolSampler(space, spec.search().seed());
+      return NewSobolSampler(space, search.seed());
     default:
-      return absl::UnimplementedError(absl::StrCat(
-          spec.source_path(), ": search.sampler: '",
-          absl::AsciiStrToLower(v1::Search::Sampler_Name(spec.search().sampler())),
-          "' is not available in this version (use random, grid or sobol)"));
+      return NewRandomSampler(space, search.seed());
+  }
+}
+
+// Null when the search has no scheduler.
+std::unique_ptr<Scheduler> MakeScheduler(const v1::ExperimentSpec& spec) {
+  const v1::Search& search = spec.search();
+  FidelitySpec fidelity;
+  fidelity.name = search.fidelity().name();
+  fidelity.min = search.fidelity().min();
+  fidelity.max = search.fidelity().max();
+  fidelity.reduction_factor = search.fidelity().reduction_factor();
+  switch (search.scheduler()) {
+    case v1::Search::ASHA: {
+      AshaOptions options;
+      options.fidelity = fidelity;
+      options.promotion = search.asha_mode() != "stopping";
+      return NewAshaScheduler(options);
+    }
+    case v1::Search::HYPERBAND:
+    case v1::Search::BOHB:
+      return NewHyperbandScheduler(fidelity);
+    case v1::Search::MEDIAN: {
+      MedianStoppingOptions options;
+      options.fidelity = fidelity;
+      return NewMedianStoppingScheduler(options);
+    }
+    default:
+      return nullptr;
   }
 }
 
@@ -142,7 +172,8 @@ class Run {
     if (!dopts.working_dir.empty()) {
       dopts.working_dir = std::filesystem::absolute(dopts.working_dir).lexically_normal().string();
     }
-    auto dispatcher = Dispatcher::Create(spec_, store_.get(), *std::move(sampler), env_.clock, dopts);
+    auto dispatcher = Dispatcher::Create(spec_, store_.get(), *std::move(sampler), env_.clock,
+                                         dopts, MakeScheduler(spec_));
     if (!dispatcher.ok()) return Fail(dispatcher.status());
     dispatcher_ = *std::move(dispatcher);
     return StartServer();

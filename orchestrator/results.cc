@@ -33,6 +33,35 @@ std::string CsvField(const std::string& s) {
   return out + "\"";
 }
 
+// Adds up the fidelity each trial actually trained: an attempt that resumed from its
+// checkpoint (its first report is past the trial's previous maximum) counts from there; an
+// attempt that started over counts from zero.
+class FidelityCount {
+ public:
+  void Add(int64_t trial, int attempt, double fidelity) {
+    Span& s = spans_[trial];
+    if (attempt != s.attempt) {
+      total_ += s.max - s.start;
+      s.start = fidelity > s.max ? s.max : 0;
+      s.attempt = attempt;
+    }
+    s.max = std::max(s.max, fidelity);
+  }
+  double total() const {
+    double t = total_;
+    for (const auto& [trial, s] : spans_) t += s.max - s.start;
+    return t;
+  }
+
+ private:
+  struct Span {
+    int attempt = 0;
+    double start = 0, max = 0;
+  };
+  std::map<int64_t, Span> spans_;
+  double total_ = 0;
+};
+
 }  // namespace
 
 absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
@@ -47,16 +76,20 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
   SEXTANT_ASSIGN_OR_RETURN(std::vector<TrialRow> trials, store->LoadTrials());
   SEXTANT_ASSIGN_OR_RETURN(std::vector<MeasurementRow> ms, store->LoadMeasurements());
 
+  const std::string& fidelity_key = spec.search().fidelity().name();
   std::map<int64_t, nlohmann::json> metrics;
+  FidelityCount consumed;
   for (const MeasurementRow& m : ms) {
     nlohmann::json j = nlohmann::json::parse(m.metrics_json, nullptr, false);
     if (!j.is_object()) continue;
     nlohmann::json& into = metrics[m.trial_id];
     if (!into.is_object()) into = nlohmann::json::object();
     for (auto& [k, v] : j.items()) into[k] = v;
+    if (!fidelity_key.empty() && j.contains(fidelity_key) && j[fidelity_key].is_number()) {
+      consumed.Add(m.trial_id, m.attempt, j[fidelity_key].get<double>());
+    }
   }
   const bool maximize = spec.objective().goal() == v1::Objective::MAXIMIZE;
-  const std::string& fidelity_key = spec.search().fidelity().name();
   nlohmann::json doc;
   doc["experiment"] = spec.name();
   doc["state"] = state.value_or("UNKNOWN");
@@ -73,8 +106,15 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
     row["value"] = t.value ? nlohmann::json(*t.value) : nlohmann::json(nullptr);
     nlohmann::json m = metrics.count(t.id) ? metrics[t.id] : nlohmann::json::object();
     row["fidelity"] = nullptr;
-    if (!fidelity_key.empty() && m.contains(fidelity_key) && m[fidelity_key].is_number()) {
+    if (t.fidelity > 0) {
+      row["fidelity"] = t.fidelity;
+    } else if (!fidelity_key.empty() && m.contains(fidelity_key) && m[fidelity_key].is_number()) {
       row["fidelity"] = m[fidelity_key];
+    }
+    if (spec.search().scheduler() != v1::Search::NONE &&
+        spec.search().scheduler() != v1::Search::SCHEDULER_UNSPECIFIED) {
+      row["rungs"] = nlohmann::json::parse(t.rungs_json, nullptr, false);
+      row["restarts_from_scratch"] = t.scratch_restarts;
     }
     row["metrics"] = std::move(m);
     row["attempts"] = t.attempts;
@@ -91,6 +131,7 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
                    {"value", *best->value},
                    {"params", nlohmann::json::parse(best->params_json, nullptr, false)}};
   }
+  if (!fidelity_key.empty()) doc["fidelity_consumed"] = consumed.total();
   std::string currency = spec.budget().currency().empty() ? "USD" : spec.budget().currency();
   doc["cost"] = {{"total", 0.0}, {"currency", currency}, {"by_pool", nlohmann::json::object()}};
   return doc;

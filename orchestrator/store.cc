@@ -14,7 +14,9 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS trials(
   id INTEGER PRIMARY KEY, state TEXT NOT NULL, params TEXT NOT NULL, attempts INTEGER NOT NULL,
   failures INTEGER NOT NULL, value REAL, error TEXT NOT NULL, created_at REAL NOT NULL,
-  finished_at REAL NOT NULL);
+  finished_at REAL NOT NULL, fidelity REAL NOT NULL DEFAULT 0, target REAL NOT NULL DEFAULT 0,
+  rungs TEXT NOT NULL DEFAULT '[]', scratch_restarts INTEGER NOT NULL DEFAULT 0,
+  paused INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS attempts(
   trial_id INTEGER NOT NULL, attempt INTEGER NOT NULL, worker_id INTEGER NOT NULL,
   started_at REAL NOT NULL, finished_at REAL, outcome TEXT, exit_code INTEGER, error TEXT,
@@ -134,7 +136,8 @@ absl::Status Store::PutTrial(const TrialRow& t) {
   SEXTANT_ASSIGN_OR_RETURN(
       sqlite3_stmt * s,
       Prepare("INSERT OR REPLACE INTO trials(id, state, params, attempts, failures, value, error,"
-              " created_at, finished_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+              " created_at, finished_at, fidelity, target, rungs, scratch_restarts, paused)"
+              " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   StmtGuard g{s};
   sqlite3_bind_int64(s, 1, t.id);
   BindText(s, 2, t.state);
@@ -149,6 +152,11 @@ absl::Status Store::PutTrial(const TrialRow& t) {
   BindText(s, 7, t.error);
   sqlite3_bind_double(s, 8, t.created_at);
   sqlite3_bind_double(s, 9, t.finished_at);
+  sqlite3_bind_double(s, 10, t.fidelity);
+  sqlite3_bind_double(s, 11, t.target);
+  BindText(s, 12, t.rungs_json);
+  sqlite3_bind_int(s, 13, t.scratch_restarts);
+  sqlite3_bind_int(s, 14, t.paused ? 1 : 0);
   if (sqlite3_step(s) != SQLITE_DONE) return Error("put trial");
   return absl::OkStatus();
 }
@@ -156,8 +164,8 @@ absl::Status Store::PutTrial(const TrialRow& t) {
 absl::StatusOr<std::vector<TrialRow>> Store::LoadTrials() {
   SEXTANT_ASSIGN_OR_RETURN(
       sqlite3_stmt * s,
-      Prepare("SELECT id, state, params, attempts, failures, value, error, created_at, finished_at"
-              " FROM trials ORDER BY id"));
+      Prepare("SELECT id, state, params, attempts, failures, value, error, created_at, finished_at,"
+              " fidelity, target, rungs, scratch_restarts, paused FROM trials ORDER BY id"));
   StmtGuard g{s};
   std::vector<TrialRow> out;
   int rc;
@@ -172,6 +180,11 @@ absl::StatusOr<std::vector<TrialRow>> Store::LoadTrials() {
     t.error = ColumnText(s, 6);
     t.created_at = sqlite3_column_double(s, 7);
     t.finished_at = sqlite3_column_double(s, 8);
+    t.fidelity = sqlite3_column_double(s, 9);
+    t.target = sqlite3_column_double(s, 10);
+    t.rungs_json = ColumnText(s, 11);
+    t.scratch_restarts = sqlite3_column_int(s, 12);
+    t.paused = sqlite3_column_int(s, 13) != 0;
     out.push_back(std::move(t));
   }
   if (rc != SQLITE_DONE) return Error("load trials");

@@ -25,6 +25,12 @@ struct TrialRow {
   std::string error;              // why it FAILED
   double created_at = 0;          // unix seconds
   double finished_at = 0;         // 0 while not finished
+  // Multi-fidelity search (all 0 or empty without a scheduler):
+  double fidelity = 0;            // the highest fidelity reported
+  double target = 0;              // the fidelity the current or last attempt runs to
+  std::string rungs_json = "[]";  // [{"fidelity", "value", "decision"}], oldest first
+  int scratch_restarts = 0;       // resumes that found no checkpoint and started over
+  bool paused = false;            // PENDING while waiting for a promotion
 };
 
 // One stored measurement (a stdout line's metrics).

@@ -66,7 +66,10 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerConte
   std::lock_guard<std::mutex> lock(mu_);
   auto result = dispatcher_->Heartbeat(*request);
   NoteErrorLocked(result.status());
-  if (result.ok()) response->set_stop(*result);
+  if (result.ok()) {
+    response->set_action(*result);
+    response->set_stop(*result != v1::ACTION_CONTINUE);
+  }
   auto* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(result.status()));
   return reactor;
@@ -78,7 +81,10 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext*
   std::lock_guard<std::mutex> lock(mu_);
   auto result = dispatcher_->Report(*request);
   NoteErrorLocked(result.status());
-  if (result.ok()) response->set_stop(*result);
+  if (result.ok()) {
+    response->set_action(*result);
+    response->set_stop(*result != v1::ACTION_CONTINUE);
+  }
   auto* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(result.status()));
   return reactor;

@@ -55,6 +55,9 @@ class TrialReporter : public CommandObserver {
 
   bool OnTick() override {
     if (stop_->load() || stale_) return false;
+    if (action_ == v1::ACTION_STOP) return false;
+    // A paused trial gets a moment to save its checkpoint and exit by itself.
+    if (action_ == v1::ACTION_PAUSE && clock_->Now() >= pause_deadline_) return false;
     absl::Time now = clock_->Now();
     if (buffer_.measurements_size() > 0 && now - last_flush_ >= absl::Milliseconds(200)) Flush();
     if (now - last_heartbeat_ >= absl::Seconds(heartbeat_seconds_)) {
@@ -66,7 +69,7 @@ class TrialReporter : public CommandObserver {
       grpc::Status s = stub_->Heartbeat(Context(5).get(), req, &resp);
       if (s.ok()) {
         last_heartbeat_ = now;
-        if (resp.stop()) stale_ = true;
+        Act(resp.action(), resp.stop());
       } else if (s.error_code() == grpc::StatusCode::ABORTED) {
         stale_ = true;
       }
@@ -84,7 +87,7 @@ class TrialReporter : public CommandObserver {
     if (s.ok()) {
       buffer_.clear_measurements();
       last_heartbeat_ = clock_->Now();
-      if (resp.stop()) stale_ = true;
+      Act(resp.action(), resp.stop());
     } else if (s.error_code() == grpc::StatusCode::ABORTED) {
       stale_ = true;
       buffer_.clear_measurements();
@@ -97,6 +100,17 @@ class TrialReporter : public CommandObserver {
     buffer_.clear_measurements();
   }
   bool stale() const { return stale_; }
+  // The action that made us stop the command (ACTION_CONTINUE when we did not).
+  v1::TrialAction action() const { return action_; }
+
+  void Act(v1::TrialAction action, bool stop) {
+    if (action == v1::ACTION_CONTINUE && stop) action = v1::ACTION_STOP;
+    if (action == v1::ACTION_CONTINUE || action_ == v1::ACTION_STOP) return;
+    if (action == v1::ACTION_PAUSE && action_ != v1::ACTION_PAUSE) {
+      pause_deadline_ = clock_->Now() + absl::Seconds(5);
+    }
+    action_ = action;
+  }
 
  private:
   WorkerService::Stub* stub_;
@@ -109,6 +123,8 @@ class TrialReporter : public CommandObserver {
   v1::ReportRequest buffer_;
   int64_t sequence_ = 0;
   bool stale_ = false;
+  v1::TrialAction action_ = v1::ACTION_CONTINUE;
+  absl::Time pause_deadline_ = absl::InfiniteFuture();
 };
 
 std::string LastLines(const std::string& text, size_t max_bytes) {
@@ -209,9 +225,11 @@ class Worker {
   // Runs one attempt and reports its end, leasing the next in the same call.
   // Returns -1 to go on, or an exit code.
   int RunAndComplete(const v1::Assignment& a, v1::LeaseResponse* next) {
+    bool checkpoint_missing = false;
     if (!a.checkpoint_dir().empty()) {
       std::error_code ec;
       std::filesystem::create_directories(a.checkpoint_dir(), ec);
+      checkpoint_missing = a.resume() && std::filesystem::is_empty(a.checkpoint_dir(), ec);
     }
     TrialReporter reporter(stub_.get(), reg_.worker_id(), a, reg_.heartbeat_seconds(), clock_,
                            stop_);
@@ -223,6 +241,7 @@ class Worker {
     req.set_trial_id(a.trial_id());
     req.set_attempt(a.attempt());
     req.set_lease_next(true);
+    req.set_checkpoint_missing(checkpoint_missing);
     reporter.TakeUnsent(&req);
     if (!result.ok()) {
       req.set_exit_code(-1);
@@ -230,7 +249,9 @@ class Worker {
     } else {
       req.set_exit_code(result->exit_code);
       req.set_timed_out(result->timed_out);
-      if (result->exit_code != 0 || result->timed_out || result->spawn_failed) {
+      if (result->stopped) req.set_stopped_for(reporter.action());
+      if ((result->exit_code != 0 || result->timed_out || result->spawn_failed) &&
+          !result->stopped) {
         std::string error = result->error;
         std::string tail = LastLines(result->stderr_tail, 2000);
         if (!tail.empty()) absl::StrAppend(&error, "; stderr: ", tail);

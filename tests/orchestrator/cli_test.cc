@@ -306,3 +306,73 @@ TEST_F(CliTest, ProgressLineIsRedrawnInPlaceOnATerminal) {
 
 }  // namespace
 }  // namespace sextant
+
+namespace sextant {
+namespace {
+
+// Runs examples/asha (27 trials, rungs 1, 3, 9, 27); returns the results document.
+nlohmann::json RunAsha(const std::string& dir, const std::string& extra_arg, int* exit_code) {
+  std::string yaml = ReadFile(std::string(SEXTANT_SOURCE_DIR) + "/examples/asha/experiment.yaml");
+  if (!extra_arg.empty()) {
+    size_t at = yaml.find("[sh, train.sh]");
+    yaml.replace(at, 14, "[sh, train.sh, " + extra_arg + "]");
+  }
+  yaml += "  working_dir: " + std::string(SEXTANT_SOURCE_DIR) + "/examples/asha\n";
+  WriteFile(dir + "/asha.yaml", yaml);
+  auto r = RunProcess({kSextant, "run", dir + "/asha.yaml", "--run-dir", dir + "/run"});
+  *exit_code = r.exit_code;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  return Results(dir + "/run");
+}
+
+TEST_F(CliTest, AshaPromotionResumesFromCheckpointsAndCountsEpochsTrained) {
+  int rc = 0;
+  nlohmann::json j = RunAsha(dir_, "", &rc);
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(j["trials"].size(), 27u);
+  double sum_reached = 0;
+  int completed = 0, pruned = 0;
+  for (const auto& t : j["trials"]) {
+    sum_reached += t["fidelity"].get<double>();
+    completed += t["state"] == "COMPLETED";
+    pruned += t["state"] == "PRUNED";
+    EXPECT_EQ(t["restarts_from_scratch"], 0) << t.dump();
+    ASSERT_TRUE(t["rungs"].is_array());
+    if (t["state"] == "COMPLETED") EXPECT_EQ(t["fidelity"], 27) << t.dump();
+    // Each attempt continued where the last one stopped: the epochs across the trial's logs
+    // are 1, 2, 3, ... with no repeats.
+    std::string all;
+    for (int a = 1; a <= t["attempts"].get<int>(); ++a) {
+      all += ReadFile(absl::StrCat(dir_, "/run/logs/trial-", t["id"].get<int>(), ".", a, ".out"));
+    }
+    int expect = 1;
+    for (size_t p = all.find("epoch="); p != std::string::npos; p = all.find("epoch=", p + 1)) {
+      EXPECT_EQ(std::atoi(all.c_str() + p + 6), expect++) << "trial " << t["id"];
+    }
+    EXPECT_EQ(expect - 1, t["fidelity"].get<int>());
+  }
+  EXPECT_GE(completed, 1);
+  EXPECT_GE(pruned, 5);
+  // Promotion resumes: the epochs trained equal the fidelity reached, not the rung budgets.
+  EXPECT_EQ(j["fidelity_consumed"].get<double>(), sum_reached);
+}
+
+TEST_F(CliTest, AshaTrialWithoutCheckpointRestartsFromScratchAndIsCounted) {
+  int rc = 0;
+  nlohmann::json j = RunAsha(dir_, "--no-checkpoint", &rc);
+  ASSERT_EQ(rc, 0);
+  int restarts = 0;
+  double sum_reached = 0;
+  for (const auto& t : j["trials"]) {
+    restarts += t["restarts_from_scratch"].get<int>();
+    sum_reached += t["fidelity"].get<double>();
+    EXPECT_EQ(t["restarts_from_scratch"], t["attempts"].get<int>() - 1) << t.dump();
+  }
+  EXPECT_GE(restarts, 3);
+  EXPECT_GT(j["fidelity_consumed"].get<double>(), sum_reached);
+  auto events = RunProcess({kSextant, "events", dir_ + "/run"});
+  EXPECT_THAT(events.out, HasSubstr("restarted_from_scratch"));
+}
+
+}  // namespace
+}  // namespace sextant

@@ -242,3 +242,147 @@ TEST_F(DispatcherTest, InterruptCancelsRunningTrialsAndLeasesNothingMore) {
 
 }  // namespace
 }  // namespace sextant
+
+namespace sextant {
+namespace {
+
+constexpr const char* kAshaYaml = R"(
+name: asha
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: 0, max: 1}
+search:
+  sampler: random
+  scheduler: asha
+  fidelity: {name: epoch, min: 1, max: 9, reduction_factor: 3}
+  max_trials: 3
+  max_concurrent: 3
+trial:
+  command: [train]
+)";
+
+class ScheduledDispatcherTest : public DispatcherTest {
+ protected:
+  void OpenScheduled(const std::string& yaml, bool promotion = true) {
+    dispatcher_.reset();
+    store_.reset();
+    spec_ = SpecFromYaml(yaml);
+    store_ = *Store::Open(dir_ + "/sched.db", true);
+    AshaOptions asha;
+    asha.fidelity = FidelitySpec{"epoch", 1, 9, 3};
+    asha.promotion = promotion;
+    auto d = Dispatcher::Create(spec_, store_.get(), NewRandomSampler(ToSearchSpace(spec_), 3),
+                                &clock_, DispatcherOptions{}, NewAshaScheduler(asha));
+    ASSERT_TRUE(d.ok()) << d.status();
+    dispatcher_ = *std::move(d);
+  }
+
+  // Reports (epoch, loss) and returns the action the dispatcher answers with.
+  v1::TrialAction ReportEpoch(int64_t w, const v1::Assignment& a, int64_t seq, double epoch,
+                              double loss) {
+    v1::ReportRequest r;
+    r.set_worker_id(w);
+    v1::Measurement m = M(a, seq, loss);
+    (*m.mutable_metrics())["epoch"] = epoch;
+    *r.add_measurements() = m;
+    auto action = dispatcher_->Report(r);
+    EXPECT_TRUE(action.ok()) << action.status();
+    return action.ok() ? *action : v1::ACTION_CONTINUE;
+  }
+
+  void ExitOk(int64_t w, const v1::Assignment& a) {
+    v1::CompleteRequest req;
+    req.set_worker_id(w);
+    req.set_trial_id(a.trial_id());
+    req.set_attempt(a.attempt());
+    ASSERT_TRUE(dispatcher_->Complete(req).ok());
+  }
+};
+
+TEST_F(ScheduledDispatcherTest, PausesAtTheRungAndPromotesTheBestWithItsTarget) {
+  OpenScheduled(kAshaYaml);
+  int64_t w = RegisterWorker();
+  std::vector<v1::Assignment> first;
+  for (int i = 0; i < 3; ++i) {
+    v1::Assignment a = MustLease(w);
+    EXPECT_EQ(a.fidelity_target(), 1);
+    EXPECT_EQ(a.env().at("SEXTANT_FIDELITY"), "1");
+    EXPECT_FALSE(a.resume());
+    first.push_back(a);
+  }
+  const double losses[] = {0.5, 0.2, 0.9};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(ReportEpoch(w, first[i], 1, 1, losses[i]), v1::ACTION_PAUSE);
+    ExitOk(w, first[i]);
+  }
+  EXPECT_TRUE(Row(1).paused);
+  EXPECT_EQ(Row(1).state, "PENDING");
+  v1::Assignment promoted = MustLease(w);  // the best of three (trial 2) goes on to epoch 3
+  EXPECT_EQ(promoted.trial_id(), 2);
+  EXPECT_EQ(promoted.attempt(), 2);
+  EXPECT_EQ(promoted.fidelity_target(), 3);
+  EXPECT_TRUE(promoted.resume());
+  EXPECT_EQ(ReportEpoch(w, promoted, 1, 2, 0.15), v1::ACTION_CONTINUE);
+  EXPECT_EQ(ReportEpoch(w, promoted, 2, 3, 0.1), v1::ACTION_PAUSE);
+  ExitOk(w, promoted);
+  v1::Assignment top = MustLease(w);
+  EXPECT_EQ(top.trial_id(), 2);
+  EXPECT_EQ(top.fidelity_target(), 9);
+  EXPECT_EQ(ReportEpoch(w, top, 1, 9, 0.05), v1::ACTION_CONTINUE);
+  ExitOk(w, top);
+  auto done = dispatcher_->Lease(w);
+  ASSERT_TRUE(done.ok());
+  EXPECT_TRUE(done->done());
+  EXPECT_EQ(Row(2).state, "COMPLETED");
+  EXPECT_EQ(*Row(2).value, 0.05);
+  EXPECT_EQ(Row(2).fidelity, 9);
+  EXPECT_NE(Row(2).rungs_json.find("\"promoted\""), std::string::npos) << Row(2).rungs_json;
+  // The two that were never promoted end PRUNED at the rung they reached.
+  EXPECT_EQ(Row(1).state, "PRUNED");
+  EXPECT_EQ(Row(1).fidelity, 1);
+  EXPECT_EQ(*Row(1).value, 0.5);
+}
+
+TEST_F(ScheduledDispatcherTest, StoppingModePrunesATrialOutsideTheTopThird) {
+  OpenScheduled(kAshaYaml, /*promotion=*/false);
+  int64_t w = RegisterWorker();
+  v1::Assignment a = MustLease(w), b = MustLease(w), c = MustLease(w);
+  EXPECT_EQ(a.fidelity_target(), 9);
+  EXPECT_EQ(ReportEpoch(w, a, 1, 1, 0.1), v1::ACTION_CONTINUE);
+  EXPECT_EQ(ReportEpoch(w, b, 1, 1, 0.2), v1::ACTION_CONTINUE);
+  EXPECT_EQ(ReportEpoch(w, c, 1, 1, 0.9), v1::ACTION_STOP);
+  v1::CompleteRequest req;
+  req.set_worker_id(w);
+  req.set_trial_id(c.trial_id());
+  req.set_attempt(c.attempt());
+  req.set_exit_code(-15);
+  req.set_stopped_for(v1::ACTION_STOP);
+  ASSERT_TRUE(dispatcher_->Complete(req).ok());
+  EXPECT_EQ(Row(3).state, "PRUNED");
+  EXPECT_EQ(Row(3).fidelity, 1);
+}
+
+TEST_F(ScheduledDispatcherTest, FidelityGoingBackwardsFailsTheTrialNamingTheKey) {
+  OpenScheduled(kAshaYaml, /*promotion=*/false);
+  int64_t w = RegisterWorker();
+  v1::Assignment a = MustLease(w);
+  ReportEpoch(w, a, 1, 2, 0.5);
+  EXPECT_EQ(ReportEpoch(w, a, 2, 1, 0.4), v1::ACTION_STOP);
+  ExitOk(w, a);
+  EXPECT_EQ(Row(1).state, "FAILED");
+  EXPECT_NE(Row(1).error.find("fidelity 'epoch' went backwards"), std::string::npos) << Row(1).error;
+}
+
+TEST_F(ScheduledDispatcherTest, TrialThatNeverReportsTheFidelityIsFlagged) {
+  OpenScheduled(kAshaYaml, /*promotion=*/false);
+  int64_t w = RegisterWorker();
+  v1::Assignment a = MustLease(w);
+  ASSERT_TRUE(Complete(w, a, 0, 0.3).ok());
+  auto events = *store_->LoadEvents();
+  bool flagged = false;
+  for (const auto& e : events) flagged |= e.kind == "fidelity_missing" && e.trial_id == 1;
+  EXPECT_TRUE(flagged);
+}
+
+}  // namespace
+}  // namespace sextant

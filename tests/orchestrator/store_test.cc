@@ -11,7 +11,16 @@ TEST(StoreTest, OpensInWalModeAndKeepsCommittedRowsAcrossReopen) {
   {
     auto store = *Store::Open(dir + "/state.db", true);
     ASSERT_TRUE(store->Begin().ok());
-    TrialRow t{1, "COMPLETED", R"({"x":1.5})", 1, 0, 0.25, "", 10, 11};
+    TrialRow t;
+    t.id = 1;
+    t.state = "COMPLETED";
+    t.params_json = R"({"x":1.5})";
+    t.attempts = 1;
+    t.value = 0.25;
+    t.created_at = 10;
+    t.finished_at = 11;
+    t.fidelity = 9;
+    t.rungs_json = R"([{"fidelity":9}])";
     ASSERT_TRUE(store->PutTrial(t).ok());
     ASSERT_TRUE(store->PutMeta("state", "RUNNING").ok());
     ASSERT_TRUE(store->Commit().ok());
@@ -22,6 +31,8 @@ TEST(StoreTest, OpensInWalModeAndKeepsCommittedRowsAcrossReopen) {
   ASSERT_EQ(trials.size(), 1u);
   EXPECT_EQ(trials[0].params_json, R"({"x":1.5})");
   EXPECT_EQ(*trials[0].value, 0.25);
+  EXPECT_EQ(trials[0].fidelity, 9);
+  EXPECT_EQ(trials[0].rungs_json, R"([{"fidelity":9}])");
   EXPECT_EQ(**store->GetMeta("state"), "RUNNING");
   EXPECT_FALSE(store->GetMeta("missing")->has_value());
 }
