@@ -1,0 +1,209 @@
+#include "strategies/internal/acquisition_optimizer.h"
+
+#include <nlopt.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numbers>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "strategies/acquisition.h"
+#include "strategies/internal/sobol_sequence.h"
+#include "strategies/internal/splitmix.h"
+
+namespace sextant::internal {
+namespace {
+
+constexpr double kBelowOne = 1 - 0x1.0p-40;
+
+// Rows of parameter unit coordinates: a scrambled Sobol prefix, or plain uniform draws when
+// the space has more dimensions than the direction-number table.
+std::vector<std::vector<double>> SobolUnits(size_t dims, int count, uint64_t seed) {
+  std::vector<std::vector<double>> rows;
+  absl::StatusOr<SobolSequence> sequence = SobolSequence::Create(dims);
+  std::mt19937_64 engine(StreamSeed(seed, 0x5e0b));
+  for (int i = 0; i < count; ++i) {
+    std::vector<double> u(dims);
+    absl::StatusOr<std::vector<uint32_t>> raw =
+        sequence.ok() ? sequence->Point(static_cast<uint64_t>(i))
+                      : absl::StatusOr<std::vector<uint32_t>>(std::vector<uint32_t>());
+    for (size_t d = 0; d < dims; ++d) {
+      u[d] = raw.ok() && raw->size() == dims
+                 ? static_cast<double>(OwenScramble((*raw)[d], StreamSeed(seed, d))) * 0x1.0p-32
+                 : UnitFromBits(engine());
+    }
+    rows.push_back(std::move(u));
+  }
+  return rows;
+}
+
+double StandardNormal(std::mt19937_64& engine) {
+  const double u1 = 1 - UnitFromBits(engine());
+  const double u2 = UnitFromBits(engine());
+  return std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
+}
+
+// Perturbations of an anchor's parameter unit coordinates at log-uniform scales between 1e-3
+// and 0.2, so that both fine local moves and jumps to a neighbouring basin are screened.
+// Categoricals are redrawn with probability 1/5.
+std::vector<std::vector<double>> Perturbations(const UnitEncoding& encoding,
+                                               const Eigen::VectorXd& anchor, int count,
+                                               std::mt19937_64& engine) {
+  const std::vector<double> centre = encoding.ToParamUnits(anchor);
+  const auto& params = encoding.space().params;
+  // Perturbing every coordinate of a high-dimensional point almost always leaves the region
+  // where it was good; at most ~20 coordinates move at once (as in BoTorch).
+  const double move_prob = std::min(1.0, 20.0 / static_cast<double>(params.size()));
+  std::vector<std::vector<double>> rows;
+  for (int c = 0; c < count; ++c) {
+    const double scale = std::exp(std::log(1e-3) + UnitFromBits(engine()) * std::log(200.0));
+    std::vector<double> u = centre;
+    for (size_t d = 0; d < u.size(); ++d) {
+      if (UnitFromBits(engine()) >= move_prob) continue;
+      if (params[d].kind == ParamSpec::Kind::kCategorical) {
+        if (UnitFromBits(engine()) < 0.2) u[d] = UnitFromBits(engine());
+      } else {
+        u[d] = std::clamp(u[d] + scale * StandardNormal(engine), 0.0, kBelowOne);
+      }
+    }
+    rows.push_back(std::move(u));
+  }
+  return rows;
+}
+
+Eigen::VectorXd ScoreAll(const GaussianProcess& gp, double best, const Eigen::MatrixXd& points) {
+  const GaussianProcess::Prediction p = gp.Predict(points);
+  Eigen::VectorXd score(points.rows());
+  for (Eigen::Index i = 0; i < points.rows(); ++i) {
+    const double value = LogExpectedImprovement(p.mean[i], std::sqrt(p.variance[i]), best);
+    score[i] = std::isnan(value) ? -std::numeric_limits<double>::infinity() : value;
+  }
+  return score;
+}
+
+struct LocalProblem {
+  const GaussianProcess* gp;
+  double best;
+  Eigen::VectorXd z;  // the full point; the optimiser moves `free` coordinates of it
+  std::vector<int> free;
+};
+
+double NegativeLogEi(unsigned count, const double* x, double* grad, void* data) {
+  auto* problem = static_cast<LocalProblem*>(data);
+  for (unsigned i = 0; i < count; ++i) problem->z[problem->free[i]] = x[i];
+  const GaussianProcess::PointPrediction p = problem->gp->PredictWithGradient(problem->z);
+  const double sd = std::sqrt(std::max(p.variance, 1e-20));
+  const LogEiWithGradient ei = LogExpectedImprovementWithGradient(p.mean, sd, problem->best);
+  if (!std::isfinite(ei.value)) {
+    if (grad != nullptr) std::fill(grad, grad + count, 0.0);
+    return 1e300;
+  }
+  if (grad != nullptr) {
+    for (unsigned i = 0; i < count; ++i) {
+      const int j = problem->free[i];
+      grad[i] = -(ei.d_mean * p.d_mean[j] + ei.d_sd * p.d_variance[j] / (2 * sd));
+    }
+  }
+  return -ei.value;
+}
+
+// Bounded L-BFGS over z's active numeric coordinates; returns the relaxed optimum, or
+// nothing when z has no such coordinates.
+std::optional<Eigen::VectorXd> Refine(const GaussianProcess& gp, double best,
+                                      const UnitEncoding& encoding, const Eigen::VectorXd& z,
+                                      int evaluations) {
+  LocalProblem problem{&gp, best, z, encoding.NumericCoordinates(encoding.Decode(z))};
+  if (problem.free.empty()) return std::nullopt;
+  const auto count = static_cast<unsigned>(problem.free.size());
+  std::vector<double> x(count), lower(count, 0.0), upper(count, kBelowOne);
+  for (unsigned i = 0; i < count; ++i) x[i] = z[problem.free[i]];
+  nlopt_opt opt = nlopt_create(NLOPT_LD_LBFGS, count);
+  if (opt == nullptr) return std::nullopt;
+  nlopt_set_lower_bounds(opt, lower.data());
+  nlopt_set_upper_bounds(opt, upper.data());
+  nlopt_set_min_objective(opt, &NegativeLogEi, &problem);
+  nlopt_set_maxeval(opt, evaluations);
+  nlopt_set_xtol_rel(opt, 1e-6);
+  double value = 0;
+  const nlopt_result result = nlopt_optimize(opt, x.data(), &value);
+  nlopt_destroy(opt);
+  // On failure x may hold an unfinished step; the unrefined candidate is still in the pool.
+  if (result < 0) return std::nullopt;
+  Eigen::VectorXd out = z;
+  for (unsigned i = 0; i < count; ++i) out[problem.free[i]] = x[i];
+  return out;
+}
+
+// The first `count` candidates in order of decreasing score that differ from each other.
+std::vector<Eigen::Index> BestDistinct(const Eigen::MatrixXd& points, const Eigen::VectorXd& score,
+                                       int count) {
+  std::vector<Eigen::Index> order(points.rows());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&score](auto a, auto b) { return score[a] > score[b]; });
+  std::vector<Eigen::Index> chosen;
+  for (Eigen::Index i : order) {
+    if (static_cast<int>(chosen.size()) >= count) break;
+    bool distinct = true;
+    for (Eigen::Index c : chosen) distinct = distinct && points.row(c) != points.row(i);
+    if (distinct) chosen.push_back(i);
+  }
+  return chosen;
+}
+
+Eigen::MatrixXd ToMatrix(const std::vector<Eigen::VectorXd>& rows, Eigen::Index cols) {
+  Eigen::MatrixXd m(rows.size(), cols);
+  for (size_t i = 0; i < rows.size(); ++i) m.row(i) = rows[i].transpose();
+  return m;
+}
+
+}  // namespace
+
+std::vector<ScoredPoint> MaximizeLogEi(const GaussianProcess& gp, double best,
+                                       const UnitEncoding& encoding,
+                                       const std::vector<Eigen::VectorXd>& anchors,
+                                       const AcquisitionOptions& options) {
+  const size_t dims = encoding.space().params.size();
+  std::vector<Eigen::VectorXd> candidates;
+  for (const auto& u : SobolUnits(dims, options.sobol_candidates, options.seed)) {
+    candidates.push_back(encoding.FromParamUnits(u));
+  }
+  std::mt19937_64 engine(StreamSeed(options.seed, 0xa11c));
+  for (size_t a = 0; a < anchors.size(); ++a) {
+    const int count =
+        options.perturbed_candidates / static_cast<int>(anchors.size()) +
+        (static_cast<int>(a) < options.perturbed_candidates % static_cast<int>(anchors.size()) ? 1
+                                                                                               : 0);
+    for (const auto& u : Perturbations(encoding, anchors[a], count, engine)) {
+      candidates.push_back(encoding.FromParamUnits(u));
+    }
+  }
+  const Eigen::MatrixXd screened = ToMatrix(candidates, encoding.dimension());
+  const Eigen::VectorXd screen_score = ScoreAll(gp, best, screened);
+  std::vector<Eigen::VectorXd> refined;
+  for (Eigen::Index i : BestDistinct(screened, screen_score, options.local_starts)) {
+    std::optional<Eigen::VectorXd> z =
+        Refine(gp, best, encoding, screened.row(i).transpose(), options.local_evaluations);
+    if (z.has_value()) refined.push_back(encoding.Encode(encoding.Decode(*z)));
+  }
+  std::vector<ScoredPoint> out;
+  if (!refined.empty()) {
+    const Eigen::VectorXd refined_score =
+        ScoreAll(gp, best, ToMatrix(refined, encoding.dimension()));
+    for (size_t i = 0; i < refined.size(); ++i) out.push_back({refined[i], refined_score[i]});
+  }
+  for (Eigen::Index i = 0; i < screened.rows(); ++i) {
+    out.push_back({screened.row(i).transpose(), screen_score[i]});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const ScoredPoint& a, const ScoredPoint& b) { return a.log_ei > b.log_ei; });
+  return out;
+}
+
+}  // namespace sextant::internal

@@ -1,0 +1,38 @@
+#ifndef SEXTANT_STRATEGIES_INTERNAL_ACQUISITION_OPTIMIZER_H_
+#define SEXTANT_STRATEGIES_INTERNAL_ACQUISITION_OPTIMIZER_H_
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <vector>
+
+#include "strategies/gaussian_process.h"
+#include "strategies/internal/unit_encoding.h"
+
+namespace sextant::internal {
+
+struct AcquisitionOptions {
+  int sobol_candidates = 512;      // scrambled Sobol points over the whole space
+  int perturbed_candidates = 256;  // Gaussian perturbations of the anchors, shared among them
+  int local_starts = 3;            // best distinct candidates refined by bounded L-BFGS
+  int local_evaluations = 40;      // log-EI evaluations per refinement
+  uint64_t seed = 0;               // seeds the Sobol scramble and the perturbations
+};
+
+struct ScoredPoint {
+  Eigen::VectorXd z;  // a feasible encoded point (Encode of Decode of itself)
+  double log_ei = 0;
+};
+
+// Searches for the encoded point maximising log expected improvement below `best` under gp:
+// screens Sobol points and perturbations of `anchors` (encoded points, e.g. the best
+// observations), then refines the most promising ones over their active numeric coordinates
+// and rounds them back to feasibility. Returns every feasible point scored, best first (ties
+// keep generation order), so that a caller can skip ones it already has. Deterministic.
+std::vector<ScoredPoint> MaximizeLogEi(const GaussianProcess& gp, double best,
+                                       const UnitEncoding& encoding,
+                                       const std::vector<Eigen::VectorXd>& anchors,
+                                       const AcquisitionOptions& options);
+
+}  // namespace sextant::internal
+
+#endif  // SEXTANT_STRATEGIES_INTERNAL_ACQUISITION_OPTIMIZER_H_
