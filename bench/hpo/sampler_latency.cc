@@ -83,26 +83,27 @@ Flags ParseFlags(int argc, char** argv) {
 std::unique_ptr<Sampler> Make(const std::string& name, const SearchSpace& space, uint64_t seed) {
   if (name == "random") return NewRandomSampler(space, seed);
   if (name == "sobol") return NewSobolSampler(space, seed);
-#ifdef SEXTANT_HPO_HAVE_MODEL_SAMPLERS
+#ifdef SEXTANT_HPO_HAVE_BAYESIAN
   if (name == "bayesian") {
     BayesianOptions o;
     o.seed = seed;
     return NewBayesianSampler(space, o);
   }
+#endif
+#ifdef SEXTANT_HPO_HAVE_TPE
   if (name == "tpe") {
     TpeOptions o;
     o.seed = seed;
     return NewTpeSampler(space, o);
   }
-#else
+#endif
   if (name == "bayesian" || name == "tpe") {
     std::fprintf(stderr,
-                 "sampler_latency: built without NewBayesianSampler/NewTpeSampler "
-                 "(strategies/bayesian_sampler.cc, tpe_sampler.cc were not in "
-                 "sextant_strategies at configure time); re-run cmake once they are\n");
+                 "sampler_latency: built without %s (strategies/%s_sampler.cc was not in "
+                 "sextant_strategies at configure time); re-run cmake once it is\n",
+                 name.c_str(), name.c_str());
     std::exit(3);
   }
-#endif
   Usage("unknown sampler " + name);
 }
 
