@@ -1,0 +1,229 @@
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "strategies/internal/domain.h"
+#include "strategies/internal/parzen_estimator.h"
+#include "strategies/internal/sobol_sequence.h"
+#include "strategies/internal/splitmix.h"
+#include "strategies/sampler.h"
+#include "strategies/search_space.h"
+
+namespace sextant {
+namespace {
+
+using internal::ParzenEstimator;
+
+// Keeps TPE's random stream apart from the random sampler's under the same seed.
+constexpr uint64_t kTpeStream = 0x7470652d73747265ULL;
+constexpr int kDefaultCandidates = 24;
+
+// Optuna's default_gamma: the good set is the best 10% of finished trials, at most 25.
+int Gamma(int finished) { return std::min((finished + 9) / 10, 25); }
+
+// Observations rank by (tier, value): completed trials first, then pruned ones (on the last
+// value they reported, as Optuna does), then failed ones, then running ones. Failed and
+// running trials thus always sit with the bad observations, which is Optuna's constant liar
+// for running trials and keeps l(x) away from both.
+enum Tier { kCompleted = 0, kPruned = 1, kFailed = 2, kPending = 3 };
+
+struct Ranking {
+  std::vector<bool> good;  // per history entry: in the good set (l); otherwise in g
+  int finished = 0;        // trials no longer running
+  int valued = 0;          // completed or pruned trials with a value
+};
+
+Tier TierOf(const Observation& o) {
+  using Outcome = Observation::Outcome;
+  if (o.outcome == Outcome::kPending) return kPending;
+  const bool has_value = o.value.has_value() && !std::isnan(*o.value);
+  if (o.outcome == Outcome::kCompleted && has_value) return kCompleted;
+  if (o.outcome == Outcome::kPruned && has_value) return kPruned;
+  return kFailed;
+}
+
+Ranking Rank(absl::Span<const Observation> history) {
+  Ranking ranking;
+  std::vector<std::pair<Tier, double>> keys;
+  for (const Observation& o : history) {
+    const Tier tier = TierOf(o);
+    if (tier != kPending) ++ranking.finished;
+    if (tier <= kPruned) ++ranking.valued;
+    keys.emplace_back(tier, tier <= kPruned ? *o.value : 0.0);
+  }
+  std::vector<size_t> order(history.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+  ranking.good.assign(history.size(), false);
+  const int below = std::min<int>(Gamma(ranking.finished), static_cast<int>(order.size()));
+  for (int i = 0; i < below; ++i) ranking.good[order[i]] = true;
+  return ranking;
+}
+
+// Parameters modelled jointly: all of them sharing one `when` (so they are active together)
+// when multivariate, else one each. `depends` lists the parameters the condition reads.
+struct Group {
+  std::vector<int> members;
+  std::vector<int> depends;
+};
+
+std::vector<Group> MakeGroups(const SearchSpace& space, bool multivariate) {
+  std::vector<Group> groups;
+  std::map<std::map<std::string, std::string>, size_t> by_condition;
+  for (size_t p = 0; p < space.params.size(); ++p) {
+    const ParamSpec& spec = space.params[p];
+    if (multivariate) {
+      const auto [it, inserted] = by_condition.emplace(spec.when, groups.size());
+      if (!inserted) {
+        groups[it->second].members.push_back(static_cast<int>(p));
+        continue;
+      }
+    }
+    Group group;
+    group.members.push_back(static_cast<int>(p));
+    for (const auto& [name, unused] : spec.when) {
+      const int index = space.IndexOf(name);
+      if (index >= 0) group.depends.push_back(index);
+    }
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+class TpeSampler final : public Sampler {
+ public:
+  TpeSampler(SearchSpace space, TpeOptions options)
+      : space_(std::move(space)),
+        options_(options),
+        groups_(MakeGroups(space_, options.multivariate)) {
+    if (options_.candidates <= 0) options_.candidates = kDefaultCandidates;
+    // Boost's Sobol table covers thousands of dimensions; beyond it, start uniformly.
+    startup_ = space_.params.size() <= internal::SobolSequence::kMaxDimension
+                   ? NewSobolSampler(space_, options_.seed)
+                   : NewRandomSampler(space_, options_.seed);
+  }
+
+  absl::StatusOr<Params> Ask(const SampleRequest& request) override {
+    if (request.trial_number < 0) {
+      return absl::InvalidArgumentError("trial_number must be >= 0");
+    }
+    if (space_.params.empty()) return Params();
+    const Ranking ranking = Rank(request.history);
+    if (ranking.finished < options_.startup_trials || ranking.valued == 0) {
+      return startup_->Ask(request);
+    }
+    const Eigen::MatrixXd encoded = Encode(request.history);
+    // A fresh engine per trial: the answer depends on (seed, trial, history) only.
+    std::mt19937_64 engine(internal::StreamSeed(options_.seed ^ kTpeStream,
+                                                static_cast<uint64_t>(request.trial_number)));
+    return SampleAll(encoded, ranking, engine);
+  }
+
+ private:
+  // One row per history entry, one column per parameter; NaN where the parameter is absent
+  // (inactive) or its value does not fit the spec.
+  Eigen::MatrixXd Encode(absl::Span<const Observation> history) const {
+    Eigen::MatrixXd encoded(static_cast<Eigen::Index>(history.size()),
+                            static_cast<Eigen::Index>(space_.params.size()));
+    encoded.setConstant(std::numeric_limits<double>::quiet_NaN());
+    for (size_t i = 0; i < history.size(); ++i) {
+      const Params& params = history[i].params;
+      for (size_t p = 0; p < space_.params.size(); ++p) {
+        const auto it = params.find(space_.params[p].name);
+        if (it == params.end()) continue;
+        const auto x = internal::EncodeForParzen(space_.params[p], it->second);
+        if (x.has_value()) encoded(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(p)) = *x;
+      }
+    }
+    return encoded;
+  }
+
+  // Samples groups in an order where every condition reads parameters already decided, so
+  // that a group whose condition fails is never sampled at all.
+  Params SampleAll(const Eigen::MatrixXd& encoded, const Ranking& ranking,
+                   std::mt19937_64& engine) const {
+    Params chosen;
+    std::vector<bool> decided(space_.params.size(), false);
+    std::vector<bool> done(groups_.size(), false);
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t g = 0; g < groups_.size(); ++g) {
+        const Group& group = groups_[g];
+        if (done[g] || std::any_of(group.depends.begin(), group.depends.end(),
+                                   [&](int p) { return !decided[p]; })) {
+          continue;
+        }
+        done[g] = progress = true;
+        if (IsActive(space_.params[group.members[0]], chosen)) {
+          SampleGroup(group, encoded, ranking, engine, chosen);
+        }
+        for (int p : group.members) decided[p] = true;
+      }
+    }
+    internal::DropInactive(space_, chosen);  // groups in a condition cycle were never sampled
+    return chosen;
+  }
+
+  // Fits l(x) on the good and g(x) on the other observations where the group was active, and
+  // writes the candidate from l with the largest l(x)/g(x) into chosen.
+  void SampleGroup(const Group& group, const Eigen::MatrixXd& encoded, const Ranking& ranking,
+                   std::mt19937_64& engine, Params& chosen) const {
+    std::vector<const ParamSpec*> specs;
+    for (int p : group.members) specs.push_back(&space_.params[p]);
+    std::vector<Eigen::Index> good_rows, bad_rows;
+    for (Eigen::Index i = 0; i < encoded.rows(); ++i) {
+      bool active = true;
+      for (int p : group.members) active = active && !std::isnan(encoded(i, p));
+      if (active) (ranking.good[i] ? good_rows : bad_rows).push_back(i);
+    }
+    const ParzenEstimator good(specs, Rows(encoded, group, good_rows), options_.multivariate);
+    const ParzenEstimator bad(specs, Rows(encoded, group, bad_rows), options_.multivariate);
+    const Eigen::MatrixXd candidates = good.Sample(engine, options_.candidates);
+    const Eigen::VectorXd score = good.LogPdf(candidates) - bad.LogPdf(candidates);
+    Eigen::Index best = 0;
+    for (Eigen::Index c = 1; c < score.size(); ++c) {
+      if (score[c] > score[best] || std::isnan(score[best])) best = c;
+    }
+    for (size_t j = 0; j < specs.size(); ++j) {
+      chosen[specs[j]->name] =
+          internal::DecodeFromParzen(*specs[j], candidates(best, static_cast<Eigen::Index>(j)));
+    }
+  }
+
+  static Eigen::MatrixXd Rows(const Eigen::MatrixXd& encoded, const Group& group,
+                              const std::vector<Eigen::Index>& rows) {
+    Eigen::MatrixXd out(static_cast<Eigen::Index>(rows.size()),
+                        static_cast<Eigen::Index>(group.members.size()));
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (size_t j = 0; j < group.members.size(); ++j) {
+        out(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(j)) =
+            encoded(rows[r], group.members[j]);
+      }
+    }
+    return out;
+  }
+
+  const SearchSpace space_;
+  TpeOptions options_;
+  const std::vector<Group> groups_;
+  std::unique_ptr<Sampler> startup_;
+};
+
+}  // namespace
+
+std::unique_ptr<Sampler> NewTpeSampler(SearchSpace space, TpeOptions options) {
+  return std::make_unique<TpeSampler>(std::move(space), options);
+}
+
+}  // namespace sextant
