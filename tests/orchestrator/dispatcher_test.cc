@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/store.h"
@@ -325,22 +326,44 @@ TEST_F(ScheduledDispatcherTest, PausesAtTheRungAndPromotesTheBestWithItsTarget) 
   EXPECT_EQ(ReportEpoch(w, promoted, 1, 2, 0.15), v1::ACTION_CONTINUE);
   EXPECT_EQ(ReportEpoch(w, promoted, 2, 3, 0.1), v1::ACTION_PAUSE);
   ExitOk(w, promoted);
-  v1::Assignment top = MustLease(w);
-  EXPECT_EQ(top.trial_id(), 2);
-  EXPECT_EQ(top.fidelity_target(), 9);
-  EXPECT_EQ(ReportEpoch(w, top, 1, 9, 0.05), v1::ACTION_CONTINUE);
-  ExitOk(w, top);
+  // Rung 3 holds one trial, fewer than eta: nothing more can be promoted, and no new trial may
+  // be made, so the schedule ends and every paused trial is pruned where it stopped.
   auto done = dispatcher_->Lease(w);
   ASSERT_TRUE(done.ok());
   EXPECT_TRUE(done->done());
-  EXPECT_EQ(Row(2).state, "COMPLETED");
-  EXPECT_EQ(*Row(2).value, 0.05);
-  EXPECT_EQ(Row(2).fidelity, 9);
+  EXPECT_TRUE(dispatcher_->Finished());
+  EXPECT_EQ(Row(2).state, "PRUNED");
+  EXPECT_EQ(Row(2).fidelity, 3);
+  EXPECT_EQ(*Row(2).value, 0.1);
   EXPECT_NE(Row(2).rungs_json.find("\"promoted\""), std::string::npos) << Row(2).rungs_json;
-  // The two that were never promoted end PRUNED at the rung they reached.
   EXPECT_EQ(Row(1).state, "PRUNED");
   EXPECT_EQ(Row(1).fidelity, 1);
   EXPECT_EQ(*Row(1).value, 0.5);
+}
+
+TEST_F(ScheduledDispatcherTest, TrialPromotedToTheMaximumCompletes) {
+  OpenScheduled(absl::StrReplaceAll(kAshaYaml, {{"max_trials: 3", "max_trials: 9"},
+                                                {"max_concurrent: 3", "max_concurrent: 9"}}));
+  int64_t w = RegisterWorker();
+  // Each trial runs to the target it is given and reports value id / epoch there, so trial 1
+  // is the best at every rung. Run the asynchronous schedule to its end.
+  for (int step = 0; step < 100; ++step) {
+    auto r = dispatcher_->Lease(w);
+    ASSERT_TRUE(r.ok());
+    if (r->done()) break;
+    ASSERT_TRUE(r->has_assignment());
+    const v1::Assignment& a = r->assignment();
+    double target = a.fidelity_target();
+    v1::TrialAction action = ReportEpoch(w, a, 1, target, a.trial_id() / target);
+    EXPECT_EQ(action, target < 9 ? v1::ACTION_PAUSE : v1::ACTION_CONTINUE);
+    ExitOk(w, a);
+  }
+  EXPECT_TRUE(dispatcher_->Lease(w)->done());
+  EXPECT_EQ(Row(1).state, "COMPLETED");
+  EXPECT_EQ(*Row(1).value, 1.0 / 9);
+  EXPECT_EQ(Row(1).fidelity, 9);
+  EXPECT_EQ(Row(1).attempts, 3);
+  EXPECT_EQ(dispatcher_->Stats().by_state["PRUNED"], 8);
 }
 
 TEST_F(ScheduledDispatcherTest, StoppingModePrunesATrialOutsideTheTopThird) {
