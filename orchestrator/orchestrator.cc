@@ -47,11 +47,18 @@ bool IsLoopback(const std::string& listen) {
 absl::StatusOr<std::unique_ptr<Sampler>> MakeSampler(const v1::ExperimentSpec& spec) {
   SearchSpace space = ToSearchSpace(spec);
   const v1::Search& search = spec.search();
-  if (search.scheduler() == v1::Search::BOHB || search.sampler() == v1::Search::BAYESIAN ||
-      search.sampler() == v1::Search::TPE) {
+  if (search.sampler() == v1::Search::BAYESIAN) {
     return absl::UnimplementedError(absl::StrCat(
-        spec.source_path(), ": the bayesian and tpe samplers (and so bohb) are not available in "
-        "this build yet (use random, grid or sobol)"));
+        spec.source_path(), ": search.sampler: bayesian is not available in this build yet "
+        "(use tpe, random, grid or sobol)"));
+  }
+  // BOHB pairs Hyperband with a model: multivariate TPE, its KDE.
+  if (search.scheduler() == v1::Search::BOHB || search.sampler() == v1::Search::TPE) {
+    TpeOptions options;
+    options.seed = search.seed();
+    options.multivariate = true;
+    if (search.initial_design() > 0) options.startup_trials = search.initial_design();
+    return NewTpeSampler(space, options);
   }
   switch (search.sampler()) {
     case v1::Search::GRID:
