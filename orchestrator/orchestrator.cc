@@ -48,11 +48,12 @@ absl::StatusOr<std::unique_ptr<Sampler>> MakeSampler(const v1::ExperimentSpec& s
   SearchSpace space = ToSearchSpace(spec);
   const v1::Search& search = spec.search();
   if (search.sampler() == v1::Search::BAYESIAN) {
-    return absl::UnimplementedError(absl::StrCat(
-        spec.source_path(), ": search.sampler: bayesian is not available in this build yet "
-        "(use tpe, random, grid or sobol)"));
+    BayesianOptions options;
+    options.seed = search.seed();
+    options.initial_design = search.initial_design();
+    return NewBayesianSampler(space, options);
   }
-  // BOHB pairs Hyperband with a model: multivariate TPE, its KDE.
+  // BOHB pairs Hyperband with a model: multivariate TPE (its KDE), or the GP when asked for.
   if (search.scheduler() == v1::Search::BOHB || search.sampler() == v1::Search::TPE) {
     TpeOptions options;
     options.seed = search.seed();
