@@ -234,7 +234,12 @@ absl::StatusOr<Model> BayesianSampler::FitModel(const Eigen::MatrixXd& x, const 
                                                 const std::vector<Eigen::VectorXd>& pending) {
   SEXTANT_ASSIGN_OR_RETURN(GpHyperparameters h, FitHyperparameters(x, y));
   SEXTANT_ASSIGN_OR_RETURN(GaussianProcess gp, GaussianProcess::Fit(x, y, h));
-  Model model{std::move(gp), y.minCoeff()};
+  // The incumbent is the best posterior mean at an observation rather than the best value:
+  // when the fit attributes part of the spread to noise (ripples the kernel cannot follow,
+  // as on Ackley), the luckiest observation lies below anything the model expects nearby,
+  // and expected improvement against it would only ever favour far-away, uncertain points.
+  const double best = gp.Predict(x).mean.minCoeff();
+  Model model{std::move(gp), best};
   if (pending.empty()) return model;
   const Eigen::MatrixXd at = ToMatrix(pending, encoding_.dimension());
   if (tuning_.pending == PendingStrategy::kConstantLiar) {
@@ -242,6 +247,14 @@ absl::StatusOr<Model> BayesianSampler::FitModel(const Eigen::MatrixXd& x, const 
     all_x << x, at;
     Eigen::VectorXd all_y(y.size() + at.rows());
     all_y << y, Eigen::VectorXd::Constant(at.rows(), y.maxCoeff());
+    SEXTANT_ASSIGN_OR_RETURN(model.gp, GaussianProcess::Fit(std::move(all_x), std::move(all_y), h));
+    return model;
+  }
+  if (tuning_.pending == PendingStrategy::kFlooredBeliever) {
+    Eigen::MatrixXd all_x(x.rows() + at.rows(), x.cols());
+    all_x << x, at;
+    Eigen::VectorXd all_y(y.size() + at.rows());
+    all_y << y, model.gp.Predict(at).mean.cwiseMax(model.best);
     SEXTANT_ASSIGN_OR_RETURN(model.gp, GaussianProcess::Fit(std::move(all_x), std::move(all_y), h));
     return model;
   }
@@ -271,8 +284,9 @@ absl::StatusOr<Params> BayesianSampler::ModelPoint(const SampleRequest& request,
   SEXTANT_ASSIGN_OR_RETURN(Model model, FitModel(x, y, data.pending));
   AcquisitionOptions acquisition = tuning_.acquisition;
   acquisition.seed = StreamSeed(seed_, static_cast<uint64_t>(request.trial_number));
-  for (const ScoredPoint& candidate :
-       MaximizeLogEi(model.gp, model.best, encoding_, BestRows(x, y, kAnchors), acquisition)) {
+  const Eigen::MatrixXd pending = ToMatrix(data.pending, encoding_.dimension());
+  for (const ScoredPoint& candidate : MaximizeLogEi(
+           model.gp, model.best, encoding_, BestRows(x, y, kAnchors), pending, acquisition)) {
     if (!IsKnown(candidate.z, data)) return encoding_.Decode(candidate.z);
   }
   // Every candidate was tried already (a small discrete space): fall back to the design.

@@ -234,10 +234,13 @@ absl::StatusOr<GaussianProcess> GaussianProcess::WithFantasies(
 
 GpPrior DefaultGpPrior(int dimension) {
   GpPrior prior;
-  // Hvarfner, Hellsten & Nardi 2024 ("Vanilla Bayesian optimization performs great in high
-  // dimensions"): log l ~ N(sqrt(2) + log(d)/2, 3).
-  prior.lengthscale_mean = std::numbers::sqrt2 + 0.5 * std::log(std::max(1, dimension));
-  prior.lengthscale_sd = std::sqrt(3.0);
+  // Median lengthscale 0.5 of the unit cube up to 6 inputs, growing like sqrt(dimension)
+  // beyond (the scaling of Hvarfner et al. 2024, which keeps the expected complexity of the
+  // function constant), with a factor e spread either way. Hvarfner et al.'s own prior
+  // (median e^√2·sqrt(d), about 9 at d = 5) let single early lucky points convince the fit
+  // that a whole dimension was irrelevant: on Ackley-5 searches then never moved along it.
+  prior.lengthscale_mean = std::log(0.5) + 0.5 * std::log(std::max(1.0, dimension / 6.0));
+  prior.lengthscale_sd = 1;
   return prior;
 }
 

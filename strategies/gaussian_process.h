@@ -90,9 +90,8 @@ struct GpPrior {
   double noise_max = 1;
 };
 
-// The prior used for `dimension` inputs in the unit cube. The lengthscale median grows with
-// sqrt(dimension) (after Hvarfner et al. 2024), so that the prior expects functions of
-// similar complexity in any dimension; see the .cc for the numbers.
+// The prior used for `dimension` inputs in the unit cube: lengthscale median 0.5 up to 6
+// inputs, growing like sqrt(dimension) beyond; see the .cc for why.
 GpPrior DefaultGpPrior(int dimension);
 
 // log p(y | x, h) and its gradient with respect to the log hyperparameters, ordered

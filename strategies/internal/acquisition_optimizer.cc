@@ -77,48 +77,77 @@ std::vector<std::vector<double>> Perturbations(const UnitEncoding& encoding,
   return rows;
 }
 
-Eigen::VectorXd ScoreAll(const GaussianProcess& gp, double best, const Eigen::MatrixXd& points) {
-  const GaussianProcess::Prediction p = gp.Predict(points);
+// What is maximised: log EI below `best`, plus a log penalty that vanishes beyond a few
+// `radius` lengthscales from each repeller (a pending trial) and goes to -inf on it.
+struct Criterion {
+  const GaussianProcess* gp;
+  double best;
+  const Eigen::MatrixXd* repellers;
+  double radius;
+};
+
+// Σ_j log(1 - exp(-r_j² / (2·radius²))), r_j the lengthscale-scaled distance to repeller j,
+// and (when gradient is set) its gradient.
+double RepulsionPenalty(const Criterion& c, const Eigen::VectorXd& z, Eigen::VectorXd* gradient) {
+  if (c.radius <= 0 || c.repellers->rows() == 0) return 0;
+  const Eigen::ArrayXd inv_l2 = c.gp->hyperparameters().lengthscales.array().square().inverse();
+  const double inv_rho2 = 1 / (c.radius * c.radius);
+  double penalty = 0;
+  for (Eigen::Index j = 0; j < c.repellers->rows(); ++j) {
+    const Eigen::ArrayXd diff = z.array() - c.repellers->row(j).transpose().array();
+    const double a = 0.5 * inv_rho2 * (diff.square() * inv_l2).sum();
+    if (a > 40) continue;  // exp(-40) < 1e-17: no penalty left to speak of
+    penalty += a > std::numbers::ln2 ? std::log1p(-std::exp(-a)) : std::log(-std::expm1(-a));
+    if (gradient != nullptr) *gradient += ((diff * inv_l2) * (inv_rho2 / std::expm1(a))).matrix();
+  }
+  return penalty;
+}
+
+Eigen::VectorXd ScoreAll(const Criterion& c, const Eigen::MatrixXd& points) {
+  const GaussianProcess::Prediction p = c.gp->Predict(points);
   Eigen::VectorXd score(points.rows());
   for (Eigen::Index i = 0; i < points.rows(); ++i) {
-    const double value = LogExpectedImprovement(p.mean[i], std::sqrt(p.variance[i]), best);
+    const double value = LogExpectedImprovement(p.mean[i], std::sqrt(p.variance[i]), c.best) +
+                         RepulsionPenalty(c, points.row(i).transpose(), nullptr);
     score[i] = std::isnan(value) ? -std::numeric_limits<double>::infinity() : value;
   }
   return score;
 }
 
 struct LocalProblem {
-  const GaussianProcess* gp;
-  double best;
+  Criterion criterion;
   Eigen::VectorXd z;  // the full point; the optimiser moves `free` coordinates of it
   std::vector<int> free;
 };
 
 double NegativeLogEi(unsigned count, const double* x, double* grad, void* data) {
   auto* problem = static_cast<LocalProblem*>(data);
+  const Criterion& c = problem->criterion;
   for (unsigned i = 0; i < count; ++i) problem->z[problem->free[i]] = x[i];
-  const GaussianProcess::PointPrediction p = problem->gp->PredictWithGradient(problem->z);
+  const GaussianProcess::PointPrediction p = c.gp->PredictWithGradient(problem->z);
   const double sd = std::sqrt(std::max(p.variance, 1e-20));
-  const LogEiWithGradient ei = LogExpectedImprovementWithGradient(p.mean, sd, problem->best);
-  if (!std::isfinite(ei.value)) {
+  const LogEiWithGradient ei = LogExpectedImprovementWithGradient(p.mean, sd, c.best);
+  Eigen::VectorXd penalty_gradient = Eigen::VectorXd::Zero(problem->z.size());
+  const double value = ei.value + RepulsionPenalty(c, problem->z, &penalty_gradient);
+  if (!std::isfinite(value)) {
     if (grad != nullptr) std::fill(grad, grad + count, 0.0);
     return 1e300;
   }
   if (grad != nullptr) {
     for (unsigned i = 0; i < count; ++i) {
       const int j = problem->free[i];
-      grad[i] = -(ei.d_mean * p.d_mean[j] + ei.d_sd * p.d_variance[j] / (2 * sd));
+      grad[i] =
+          -(ei.d_mean * p.d_mean[j] + ei.d_sd * p.d_variance[j] / (2 * sd) + penalty_gradient[j]);
     }
   }
-  return -ei.value;
+  return -value;
 }
 
 // Bounded L-BFGS over z's active numeric coordinates; returns the relaxed optimum, or
 // nothing when z has no such coordinates.
-std::optional<Eigen::VectorXd> Refine(const GaussianProcess& gp, double best,
-                                      const UnitEncoding& encoding, const Eigen::VectorXd& z,
-                                      int evaluations) {
-  LocalProblem problem{&gp, best, z, encoding.NumericCoordinates(encoding.Decode(z))};
+std::optional<Eigen::VectorXd> Refine(const Criterion& criterion, const UnitEncoding& encoding,
+                                      const Eigen::VectorXd& z, int evaluations) {
+  LocalProblem problem{criterion, z, encoding.NumericCoordinates(encoding.Decode(z))};
   if (problem.free.empty()) return std::nullopt;
   const auto count = static_cast<unsigned>(problem.free.size());
   std::vector<double> x(count), lower(count, 0.0), upper(count, kBelowOne);
@@ -168,7 +197,9 @@ Eigen::MatrixXd ToMatrix(const std::vector<Eigen::VectorXd>& rows, Eigen::Index 
 std::vector<ScoredPoint> MaximizeLogEi(const GaussianProcess& gp, double best,
                                        const UnitEncoding& encoding,
                                        const std::vector<Eigen::VectorXd>& anchors,
+                                       const Eigen::MatrixXd& repellers,
                                        const AcquisitionOptions& options) {
+  const Criterion criterion{&gp, best, &repellers, options.repulsion_radius};
   const size_t dims = encoding.space().params.size();
   std::vector<Eigen::VectorXd> candidates;
   for (const auto& u : SobolUnits(dims, options.sobol_candidates, options.seed)) {
@@ -185,17 +216,17 @@ std::vector<ScoredPoint> MaximizeLogEi(const GaussianProcess& gp, double best,
     }
   }
   const Eigen::MatrixXd screened = ToMatrix(candidates, encoding.dimension());
-  const Eigen::VectorXd screen_score = ScoreAll(gp, best, screened);
+  const Eigen::VectorXd screen_score = ScoreAll(criterion, screened);
   std::vector<Eigen::VectorXd> refined;
   for (Eigen::Index i : BestDistinct(screened, screen_score, options.local_starts)) {
     std::optional<Eigen::VectorXd> z =
-        Refine(gp, best, encoding, screened.row(i).transpose(), options.local_evaluations);
+        Refine(criterion, encoding, screened.row(i).transpose(), options.local_evaluations);
     if (z.has_value()) refined.push_back(encoding.Encode(encoding.Decode(*z)));
   }
   std::vector<ScoredPoint> out;
   if (!refined.empty()) {
     const Eigen::VectorXd refined_score =
-        ScoreAll(gp, best, ToMatrix(refined, encoding.dimension()));
+        ScoreAll(criterion, ToMatrix(refined, encoding.dimension()));
     for (size_t i = 0; i < refined.size(); ++i) out.push_back({refined[i], refined_score[i]});
   }
   for (Eigen::Index i = 0; i < screened.rows(); ++i) {

@@ -16,6 +16,10 @@ struct AcquisitionOptions {
   int local_starts = 3;            // best distinct candidates refined by bounded L-BFGS
   int local_evaluations = 40;      // log-EI evaluations per refinement
   uint64_t seed = 0;               // seeds the Sobol scramble and the perturbations
+  // Repellers (pending trials) push candidates away: log EI is penalised by
+  // log(1 - exp(-r²/(2ρ²))) per repeller, r the distance in lengthscales and ρ this radius.
+  // 0 turns the penalty off.
+  double repulsion_radius = 0.2;
 };
 
 struct ScoredPoint {
@@ -23,14 +27,16 @@ struct ScoredPoint {
   double log_ei = 0;
 };
 
-// Searches for the encoded point maximising log expected improvement below `best` under gp:
-// screens Sobol points and perturbations of `anchors` (encoded points, e.g. the best
-// observations), then refines the most promising ones over their active numeric coordinates
-// and rounds them back to feasibility. Returns every feasible point scored, best first (ties
+// Searches for the encoded point maximising log expected improvement below `best` under gp,
+// penalised near each row of `repellers` (see AcquisitionOptions::repulsion_radius): screens
+// Sobol points and perturbations of `anchors` (encoded points, e.g. the best observations),
+// then refines the most promising ones over their active numeric coordinates and rounds them
+// back to feasibility. Returns every feasible point scored, best first (ties
 // keep generation order), so that a caller can skip ones it already has. Deterministic.
 std::vector<ScoredPoint> MaximizeLogEi(const GaussianProcess& gp, double best,
                                        const UnitEncoding& encoding,
                                        const std::vector<Eigen::VectorXd>& anchors,
+                                       const Eigen::MatrixXd& repellers,
                                        const AcquisitionOptions& options);
 
 }  // namespace sextant::internal

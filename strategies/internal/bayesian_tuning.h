@@ -15,13 +15,14 @@ namespace sextant::internal {
 enum class PendingStrategy {
   kKrigingBeliever,  // each counts as observed at the model's own prediction there
   kConstantLiar,     // each counts as observed at the worst value seen so far
+  kFlooredBeliever,  // at the model's prediction, but no better than the incumbent
 };
 
 // The Bayesian sampler's internal choices, for tests and for benchmarking alternatives.
 // The defaults are what NewBayesianSampler uses.
 struct BayesianTuning {
   OutputWarp warp = OutputWarp::kTailLog;
-  PendingStrategy pending = PendingStrategy::kConstantLiar;
+  PendingStrategy pending = PendingStrategy::kKrigingBeliever;
   std::optional<GpPrior> prior;    // default: DefaultGpPrior(encoded dimension)
   AcquisitionOptions acquisition;  // its seed is ignored: each suggestion derives its own
 };
