@@ -30,10 +30,10 @@ OPTUNA_LABELS = {
     "random": "optuna random",
 }
 # Rough seconds per 100-trial search (trials only, objective spawns included) with the two
-# cores shared; for the runtime estimate only. The model-based Sextant samplers are guesses.
+# cores shared; for the runtime estimate only.
 EST_PER_100 = {
     ("sextant", "random"): 2, ("sextant", "sobol"): 2, ("sextant", "grid"): 2,
-    ("sextant", "tpe"): 4, ("sextant", "bayesian"): 20,
+    ("sextant", "tpe"): 5, ("sextant", "bayesian"): 7,
     ("optuna", "tpe"): 7, ("optuna", "tpe-mv"): 6, ("optuna", "cmaes"): 4,
     ("optuna", "qmc"): 4.5, ("optuna", "random"): 4,
 }
@@ -155,6 +155,10 @@ def run_searches(args, problems, work):
                 if r["trials"] == args.trials:
                     done[(r["tool"], r["sampler"], r["problem"], r["seed"])] = r
     todo = [j for j in jobs if (j[0], j[1], j[2]["name"], j[3]) not in done]
+    args.reused = {}
+    for j in jobs:
+        if (j[0], j[1], j[2]["name"], j[3]) in done:
+            args.reused[label(j[0], j[1])] = args.reused.get(label(j[0], j[1]), 0) + 1
     if done:
         log(f"hpo_bench: {len(jobs) - len(todo)} of {len(jobs)} searches already in {cache_path}")
     lock = threading.Lock()
@@ -396,6 +400,11 @@ def write_results(args, problems, runs, lat, wall_total, versions):
     L.append("- Simple regret = best value among the first k trials minus the known optimum "
              "(failed trials never improve it); the tables give the median over seeds.")
     L.append("- OMP/OpenBLAS/MKL threads are 1 for everything (two searches share two cores).")
+    if getattr(args, "reused", None):
+        L.append("- Searches recorded by an earlier invocation with the same scratch directory "
+                 "(`--work`) were reused, not run again: "
+                 + ", ".join(f"{k} {v}" for k, v in args.reused.items())
+                 + ". Their wall times come from that invocation.")
     L.append("")
     L.append("## Problems")
     L.append("")
