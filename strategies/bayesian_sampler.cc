@@ -191,13 +191,13 @@ void BayesianSampler::Subsample(const SampleRequest& request, TrainingData& data
   subset.pending = std::move(data.pending);
   subset.valued = data.valued;
   data = std::move(subset);
-  if (!noted_subset_ && request.notes != nullptr) {
+  if (request.notes != nullptr && !noted_subset_) {
     request.notes->push_back(absl::StrCat(
         "bayesian sampler: fitting on a subset of ", max_observations_, " of ", total,
         " observations (the best half, the rest at random); raise max_observations to use "
         "more"));
+    noted_subset_ = true;
   }
-  noted_subset_ = true;
 }
 
 absl::StatusOr<GpHyperparameters> BayesianSampler::FitHyperparameters(const Eigen::MatrixXd& x,
@@ -247,14 +247,6 @@ absl::StatusOr<Model> BayesianSampler::FitModel(const Eigen::MatrixXd& x, const 
     all_x << x, at;
     Eigen::VectorXd all_y(y.size() + at.rows());
     all_y << y, Eigen::VectorXd::Constant(at.rows(), y.maxCoeff());
-    SEXTANT_ASSIGN_OR_RETURN(model.gp, GaussianProcess::Fit(std::move(all_x), std::move(all_y), h));
-    return model;
-  }
-  if (tuning_.pending == PendingStrategy::kFlooredBeliever) {
-    Eigen::MatrixXd all_x(x.rows() + at.rows(), x.cols());
-    all_x << x, at;
-    Eigen::VectorXd all_y(y.size() + at.rows());
-    all_y << y, model.gp.Predict(at).mean.cwiseMax(model.best);
     SEXTANT_ASSIGN_OR_RETURN(model.gp, GaussianProcess::Fit(std::move(all_x), std::move(all_y), h));
     return model;
   }

@@ -22,8 +22,8 @@ struct GpHyperparameters {
 // The kernel k(a, b) above (noise excluded). a, b and h.lengthscales have equal sizes.
 double Matern52(const Eigen::VectorXd& a, const Eigen::VectorXd& b, const GpHyperparameters& h);
 
-// A Gaussian process conditioned on observations. Immutable after Fit; not thread-safe only
-// in the sense that it has no internal synchronisation (const methods may run concurrently).
+// A Gaussian process conditioned on observations. Immutable after Fit, so its const methods
+// may run concurrently; it has no other synchronisation.
 class GaussianProcess {
  public:
   // Conditions the prior on y[i] observed at row i of x. Returns InvalidArgument for

@@ -15,7 +15,6 @@ namespace sextant::internal {
 enum class PendingStrategy {
   kKrigingBeliever,  // each counts as observed at the model's own prediction there
   kConstantLiar,     // each counts as observed at the worst value seen so far
-  kFlooredBeliever,  // at the model's prediction, but no better than the incumbent
 };
 
 // The Bayesian sampler's internal choices, for tests and for benchmarking alternatives.

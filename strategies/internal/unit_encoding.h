@@ -13,7 +13,7 @@ namespace sextant::internal {
 // take one coordinate each, their ToUnit value (log parameters in log space, ints at the
 // centre of their slice); a categorical with k >= 2 values takes k one-hot coordinates, and
 // one with fewer takes none. Inactive parameters encode as 0.5 (numeric) or all zeros
-// (categorical). Not thread-safe only in that it is immutable after construction.
+// (categorical). Immutable after construction, so its methods may run concurrently.
 class UnitEncoding {
  public:
   explicit UnitEncoding(SearchSpace space);

@@ -326,6 +326,23 @@ TEST(BayesianSamplerTest, ExhaustedDiscreteSpaceStillAnswers) {
   EXPECT_EQ(history.size(), 12u);
 }
 
+TEST(BayesianSamplerTest, SingleValuedCategoricalsNeedNoCoordinates) {
+  SearchSpace space;
+  ParamSpec only;
+  only.name = "only";
+  only.kind = ParamSpec::Kind::kCategorical;
+  only.values = {"x"};
+  space.params.push_back(only);
+  auto degenerate = Bayesian(space, 0);
+  EXPECT_EQ(RunTrials(*degenerate, 8, [](const Params&) { return 1.0; }).size(), 8u);
+  space.params.push_back(Float("y", 0, 1));
+  auto sampler = Bayesian(space, 0);
+  const std::vector<Observation> history = RunTrials(
+      *sampler, 12, [](const Params& p) { return std::abs(std::get<double>(p.at("y")) - 0.3); });
+  ASSERT_EQ(history.size(), 12u);
+  EXPECT_EQ(std::get<std::string>(history.back().params.at("only")), "x");
+}
+
 TEST(BayesianSamplerTest, EdgeCases) {
   auto empty = Bayesian(SearchSpace(), 0);
   absl::StatusOr<Params> p = empty->Ask(At(3, {}));
