@@ -19,8 +19,6 @@ namespace {
 constexpr double kSqrtHalf = 0.70710678118654752440;
 constexpr double kHalfLogTwoPi = 0.91893853320467274178;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-// Optuna's SIGMA0_MAGNITUDE: the scale of the multivariate (Scott-like) bandwidth.
-constexpr double kSigma0Magnitude = 0.2;
 constexpr double kPriorWeight = 1.0;
 
 double NormalCdf(double z) { return 0.5 * std::erfc(-z * kSqrtHalf); }
@@ -125,14 +123,13 @@ std::vector<double> ParzenObservationWeights(int n) {
 }
 
 ParzenEstimator::ParzenEstimator(std::vector<const ParamSpec*> specs,
-                                 const Eigen::MatrixXd& observations, bool multivariate)
-    : n_(static_cast<int>(observations.rows())),
-      dims_total_(static_cast<int>(specs.size())),
-      multivariate_(multivariate) {
+                                 const Eigen::MatrixXd& observations)
+    : n_(static_cast<int>(observations.rows())) {
   weights_ = ParzenObservationWeights(n_);
   weights_.push_back(kPriorWeight);
   const double total = std::accumulate(weights_.begin(), weights_.end(), 0.0);
   for (double& w : weights_) w /= total;
+  log_base_ = Eigen::Map<const Eigen::ArrayXd>(weights_.data(), n_ + 1).log();
   for (size_t d = 0; d < specs.size(); ++d) {
     const Eigen::VectorXd column = observations.col(static_cast<Eigen::Index>(d));
     dims_.push_back(specs[d]->kind == ParamSpec::Kind::kCategorical
@@ -142,27 +139,20 @@ ParzenEstimator::ParzenEstimator(std::vector<const ParamSpec*> specs,
 }
 
 ParzenEstimator::Dimension ParzenEstimator::NumericDimension(const ParamSpec* spec,
-                                                             const Eigen::VectorXd& column) const {
+                                                             const Eigen::VectorXd& column) {
   const int kernels = n_ + 1;
   Dimension dim;
   dim.spec = spec;
   dim.mu.resize(kernels);
   dim.mu.head(n_) = column.array();
   dim.mu[n_] = 0.5;  // the prior kernel
-  if (multivariate_) {
-    dim.sigma = Eigen::ArrayXd::Constant(
-        kernels, kSigma0Magnitude * std::pow(std::max(n_, 1), -1.0 / (dims_total_ + 4.0)));
-  } else {
-    dim.sigma = NeighbourSigmas(dim.mu);
-  }
-  dim.sigma = dim.sigma.max(MinSigma(kernels)).min(1.0);
-  dim.sigma[n_] = 1.0;
-  dim.inv_sigma = dim.sigma.inverse();
-  dim.log_norm.resize(kernels);
+  Eigen::ArrayXd sigma = NeighbourSigmas(dim.mu).max(MinSigma(kernels)).min(1.0);
+  sigma[n_] = 1.0;
+  dim.inv_sigma = sigma.inverse();
   for (int k = 0; k < kernels; ++k) {
-    const double mass = LogGaussMass(-dim.mu[k] / dim.sigma[k], (1 - dim.mu[k]) / dim.sigma[k]);
+    const double mass = LogGaussMass(-dim.mu[k] / sigma[k], (1 - dim.mu[k]) / sigma[k]);
     // No log(sigma) term: see the class comment.
-    dim.log_norm[k] = IsDiscrete(*spec) ? mass : mass + kHalfLogTwoPi;
+    log_base_[k] -= IsDiscrete(*spec) ? mass : mass + kHalfLogTwoPi;
   }
   return dim;
 }
@@ -211,7 +201,7 @@ double ParzenEstimator::SampleDimension(const Dimension& dim, int kernel,
     return other >= observed ? other + 1 : other;
   }
   const double mu = dim.mu[kernel];
-  const double sigma = dim.sigma[kernel];
+  const double sigma = 1 / dim.inv_sigma[kernel];
   const double lo = NormalCdf(-mu / sigma);
   const double hi = NormalCdf((1 - mu) / sigma);
   const double x = std::clamp(mu + sigma * NormalQuantile(lo + u * (hi - lo)), 0.0, 1.0);
@@ -231,22 +221,18 @@ void ParzenEstimator::AddLogScores(const Dimension& dim, double x, Eigen::ArrayX
     const auto [lo, hi] = IntSlice(*dim.spec, x);
     for (int k = 0; k <= n_; ++k) {
       scores[k] +=
-          LogGaussMass((lo - dim.mu[k]) * dim.inv_sigma[k], (hi - dim.mu[k]) * dim.inv_sigma[k]) -
-          dim.log_norm[k];
+          LogGaussMass((lo - dim.mu[k]) * dim.inv_sigma[k], (hi - dim.mu[k]) * dim.inv_sigma[k]);
     }
     return;
   }
-  scores -= 0.5 * ((x - dim.mu) * dim.inv_sigma).square() + dim.log_norm;
+  scores -= 0.5 * ((x - dim.mu) * dim.inv_sigma).square();
 }
 
 Eigen::VectorXd ParzenEstimator::LogPdf(const Eigen::MatrixXd& points) const {
-  const auto kernels = static_cast<Eigen::Index>(weights_.size());
-  const Eigen::ArrayXd log_weights =
-      Eigen::Map<const Eigen::ArrayXd>(weights_.data(), kernels).log();
-  Eigen::ArrayXd scores(kernels);
+  Eigen::ArrayXd scores(log_base_.size());
   Eigen::VectorXd out(points.rows());
   for (Eigen::Index c = 0; c < points.rows(); ++c) {
-    scores = log_weights;
+    scores = log_base_;
     for (size_t d = 0; d < dims_.size(); ++d) {
       AddLogScores(dims_[d], points(c, static_cast<Eigen::Index>(d)), scores);
     }
