@@ -135,7 +135,10 @@ absl::Status ComputeLogMarginalLikelihood(const Eigen::MatrixXd& x, const Eigen:
       const double* pa = &ws.scaled_t(0, a);
       const double* pb = &ws.scaled_t(0, b);
       const double r = std::sqrt(SquaredDistance(pa, pb, d));
-      const double factor = ws.w(a, b) * h.signal_variance * MaternSlope(r);
+      // s²·MaternSlope(r), from k(a, b) = s²·(1 + √5r + 5r²/3)·exp(-√5r) without a second exp.
+      const double slope =
+          ws.k(a, b) * (5.0 / 3.0) * (1 + kSqrt5 * r) / (1 + kSqrt5 * r + (5.0 / 3.0) * r * r);
+      const double factor = ws.w(a, b) * slope;
       for (Eigen::Index j = 0; j < d; ++j)
         out.gradient[j] += factor * (pa[j] - pb[j]) * (pa[j] - pb[j]);
     }
