@@ -1,3 +1,4 @@
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -6,10 +7,13 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
+#include "strategies/internal/parzen_estimator.h"
 #include "strategies/sampler.h"
 #include "strategies/search_space.h"
 
@@ -354,6 +358,61 @@ TEST_P(TpeSamplerTest, IgnoresHistoryValuesOfTheWrongType) {
 TEST_P(TpeSamplerTest, RejectsNegativeTrialNumbers) {
   auto sampler = NewTpeSampler(OneFloat(0, 1), Options(0, multivariate()));
   EXPECT_FALSE(sampler->Ask(At(-1, {})).ok());
+}
+
+// Scores of one-parameter estimators over 30 observations (so the ramp of old weights applies)
+// as Optuna 3.1's _ParzenEstimator computes them (consider_prior, prior_weight 1, magic clip,
+// no endpoints, default_weights), for floats, ints and categoricals.
+TEST(ParzenEstimatorTest, MatchesOptunaScoresForOneParameter) {
+  const int n = 30;
+  struct Case {
+    ParamSpec spec;
+    std::vector<ParamValue> observed;
+    std::vector<ParamValue> points;
+    std::vector<double> optuna;
+  };
+  std::vector<Case> cases(3);
+  cases[0].spec = FloatParam("f", 0, 1);
+  cases[1].spec = IntParam("i", 0, 40);
+  cases[2].spec = CategoricalParam("c", {"a", "b", "c"});
+  for (int i = 0; i < n; ++i) {
+    cases[0].observed.emplace_back(std::in_place_type<double>,
+                                   std::fmod(0.6180339887 * i + 0.1, 1.0));
+    cases[1].observed.emplace_back(std::in_place_type<int64_t>, (7 * i + 3) % 41);
+    cases[2].observed.emplace_back(std::in_place_type<std::string>, 1, 'a' + i % 3);
+  }
+  cases[0].points = {0.0, 0.05, 0.33, 0.5, 0.77, 1.0};
+  cases[0].optuna = {-2.9215203024143728, -2.6354915216016086, -2.5764868116989526,
+                     -2.6911438865736574, -2.53386434190028,   -2.7638598599202115};
+  cases[1].points = {int64_t{0}, int64_t{3}, int64_t{10}, int64_t{40}};
+  cases[1].optuna = {-3.669174409390355, -3.82471078849976, -3.9505012490745126,
+                     -3.440238780421435};
+  cases[2].points = {std::string("a"), std::string("b"), std::string("c")};
+  cases[2].optuna = {-1.1379187540831597, -1.0909330518226263, -1.0682429497386945};
+  for (const Case& c : cases) {
+    auto encode = [&](const std::vector<ParamValue>& values) {
+      Eigen::MatrixXd m(static_cast<Eigen::Index>(values.size()), 1);
+      for (size_t i = 0; i < values.size(); ++i) {
+        m(static_cast<Eigen::Index>(i), 0) = *internal::EncodeForParzen(c.spec, values[i]);
+      }
+      return m;
+    };
+    const internal::ParzenEstimator estimator({&c.spec}, encode(c.observed));
+    const Eigen::VectorXd scores = estimator.LogPdf(encode(c.points));
+    for (size_t i = 0; i < c.points.size(); ++i) {
+      EXPECT_NEAR(scores[static_cast<Eigen::Index>(i)], c.optuna[i], 1e-9)
+          << c.spec.name << " point " << i;
+    }
+  }
+}
+
+TEST(ParzenEstimatorTest, ObservationWeightsRampUpForOldObservations) {
+  EXPECT_EQ(internal::ParzenObservationWeights(3), std::vector<double>(3, 1.0));
+  const std::vector<double> w = internal::ParzenObservationWeights(30);
+  ASSERT_EQ(w.size(), 30u);
+  EXPECT_DOUBLE_EQ(w[0], 1.0 / 30);
+  EXPECT_DOUBLE_EQ(w[4], 1.0);                        // the ramp ends at 1 ...
+  for (int i = 5; i < 30; ++i) EXPECT_EQ(w[i], 1.0);  // ... where the newest 25 begin
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, TpeSamplerTest, ::testing::Bool(),
