@@ -155,7 +155,15 @@ class BayesianSampler final : public Sampler {
         static_cast<int>(data.x.size()) < initial_design_ || data.valued == 0) {
       return initial_->Ask(request);
     }
-    return ModelPoint(request, std::move(data));
+    absl::StatusOr<Params> point = ModelPoint(request, std::move(data));
+    if (point.ok()) return point;
+    // A model that cannot be fitted (which jitter makes very unlikely) degrades the search to
+    // the space-filling design rather than stopping it.
+    if (request.notes != nullptr) {
+      request.notes->push_back(absl::StrCat("bayesian sampler: model failed (",
+                                            point.status().message(), "); using a Sobol point"));
+    }
+    return initial_->Ask(request);
   }
 
  private:
