@@ -66,7 +66,8 @@ Ranking Rank(absl::Span<const Observation> history) {
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return keys[a] < keys[b]; });
   ranking.good.assign(history.size(), false);
-  const int below = std::min<int>(Gamma(ranking.finished), static_cast<int>(order.size()));
+  // Only trials with a value can be good, however many failed.
+  const int below = std::min(Gamma(ranking.finished), ranking.valued);
   for (int i = 0; i < below; ++i) ranking.good[order[i]] = true;
   return ranking;
 }

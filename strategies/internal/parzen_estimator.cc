@@ -18,7 +18,6 @@ namespace {
 
 constexpr double kSqrtHalf = 0.70710678118654752440;
 constexpr double kHalfLogTwoPi = 0.91893853320467274178;
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr double kPriorWeight = 1.0;
 
 double NormalCdf(double z) { return 0.5 * std::erfc(-z * kSqrtHalf); }
@@ -105,8 +104,8 @@ ParamValue DecodeFromParzen(const ParamSpec& spec, double x) {
   if (spec.kind != ParamSpec::Kind::kCategorical) return FromUnit(spec, x);
   if (spec.values.empty()) return std::string();
   const double last = static_cast<double>(spec.values.size() - 1);
-  const double i = std::clamp(std::round(x), 0.0, last);  // also maps NaN to 0
-  return spec.values[static_cast<size_t>(std::isnan(i) ? 0.0 : i)];
+  const double i = std::isnan(x) ? 0.0 : std::clamp(std::round(x), 0.0, last);
+  return spec.values[static_cast<size_t>(i)];
 }
 
 std::vector<double> ParzenObservationWeights(int n) {
