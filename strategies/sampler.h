@@ -75,8 +75,10 @@ struct TpeOptions {
   bool multivariate = true;   // one joint Parzen estimator instead of one per parameter
 };
 
-// Tree-structured Parzen estimators (Bergstra et al.; the multivariate variant of Falkner et
-// al.): splits observations into good and bad, and picks the candidate maximising l(x)/g(x).
+// Tree-structured Parzen estimators (Bergstra et al.): splits observations into good and bad,
+// and picks the candidate maximising l(x)/g(x). Follows Optuna 3.1's TPE (gamma, weights,
+// prior, magic clip); the multivariate mode models the numeric parameters jointly with
+// per-dimension neighbour-gap bandwidths and each categorical on its own.
 std::unique_ptr<Sampler> NewTpeSampler(SearchSpace space, TpeOptions options);
 
 }  // namespace sextant
