@@ -30,16 +30,40 @@ absl::Status WorkerServiceImpl::fatal_error() {
   return fatal_;
 }
 
+template <typename F>
+grpc::ServerUnaryReactor* WorkerServiceImpl::Serve(grpc::CallbackServerContext* context,
+                                                   bool serve_waiting, F&& f) {
+  absl::Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status = f();
+    NoteErrorLocked(status);
+    // A finished trial may end the run or free a concurrency slot for a waiting worker.
+    if (serve_waiting) ServeWaitingLocked();
+  }
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+namespace {
+
+template <typename Response>
+void SetAction(v1::TrialAction action, Response* response) {
+  response->set_action(action);
+  response->set_stop(action != v1::ACTION_CONTINUE);
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
                                                       const v1::RegisterRequest* request,
                                                       v1::RegisterResponse* response) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto result = dispatcher_->Register(*request);
-  NoteErrorLocked(result.status());
-  if (result.ok()) *response = *std::move(result);
-  auto* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(result.status()));
-  return reactor;
+  return Serve(context, /*serve_waiting=*/false, [&] {
+    auto result = dispatcher_->Register(*request);
+    if (result.ok()) *response = *std::move(result);
+    return result.status();
+  });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* context,
@@ -63,45 +87,31 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
                                                        const v1::HeartbeatRequest* request,
                                                        v1::HeartbeatResponse* response) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto result = dispatcher_->Heartbeat(*request);
-  NoteErrorLocked(result.status());
-  if (result.ok()) {
-    response->set_action(*result);
-    response->set_stop(*result != v1::ACTION_CONTINUE);
-  }
-  auto* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(result.status()));
-  return reactor;
+  return Serve(context, /*serve_waiting=*/false, [&] {
+    auto result = dispatcher_->Heartbeat(*request);
+    if (result.ok()) SetAction(*result, response);
+    return result.status();
+  });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext* context,
                                                     const v1::ReportRequest* request,
                                                     v1::ReportResponse* response) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto result = dispatcher_->Report(*request);
-  NoteErrorLocked(result.status());
-  if (result.ok()) {
-    response->set_action(*result);
-    response->set_stop(*result != v1::ACTION_CONTINUE);
-  }
-  auto* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(result.status()));
-  return reactor;
+  return Serve(context, /*serve_waiting=*/false, [&] {
+    auto result = dispatcher_->Report(*request);
+    if (result.ok()) SetAction(*result, response);
+    return result.status();
+  });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(grpc::CallbackServerContext* context,
                                                       const v1::CompleteRequest* request,
                                                       v1::CompleteResponse* response) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto result = dispatcher_->Complete(*request);
-  NoteErrorLocked(result.status());
-  if (result.ok()) *response = *std::move(result);
-  auto* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(result.status()));
-  // A finished trial may end the run or free a concurrency slot for a waiting worker.
-  ServeWaitingLocked();
-  return reactor;
+  return Serve(context, /*serve_waiting=*/true, [&] {
+    auto result = dispatcher_->Complete(*request);
+    if (result.ok()) *response = *std::move(result);
+    return result.status();
+  });
 }
 
 void WorkerServiceImpl::ServeWaitingLocked() {

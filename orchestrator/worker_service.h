@@ -58,6 +58,10 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
     v1::LeaseResponse* response;
     absl::Time deadline;
   };
+  // Runs f (returning absl::Status) under the lock and finishes the call with its status;
+  // with serve_waiting, then also answers waiting leases that may now get work.
+  template <typename F>
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, bool serve_waiting, F&& f);
   // Gives work to waiting leases that can take it; finishes those whose wait ran out.
   void ServeWaitingLocked();
   void NoteErrorLocked(const absl::Status& status);

@@ -338,7 +338,9 @@ TEST_F(CliTest, AshaPromotionResumesFromCheckpointsAndCountsEpochsTrained) {
     pruned += t["state"] == "PRUNED";
     EXPECT_EQ(t["restarts_from_scratch"], 0) << t.dump();
     ASSERT_TRUE(t["rungs"].is_array());
-    if (t["state"] == "COMPLETED") EXPECT_EQ(t["fidelity"], 27) << t.dump();
+    if (t["state"] == "COMPLETED") {
+      EXPECT_EQ(t["fidelity"], 27) << t.dump();
+    }
     // Each attempt continued where the last one stopped: the epochs across the trial's logs
     // are 1, 2, 3, ... with no repeats.
     std::string all;
