@@ -159,11 +159,13 @@ def run_searches(args, problems, work):
     for j in jobs:
         if (j[0], j[1], j[2]["name"], j[3]) in done:
             args.reused[label(j[0], j[1])] = args.reused.get(label(j[0], j[1]), 0) + 1
-    if done:
-        log(f"hpo_bench: {len(jobs) - len(todo)} of {len(jobs)} searches already in {cache_path}")
     lock = threading.Lock()
     start = time.perf_counter()
     est_left = sum(estimate_job(j[0], j[1], args.trials) for j in todo)
+    if done:
+        args.estimate = est_left / args.jobs + estimate_latency(args)
+        log(f"hpo_bench: {len(jobs) - len(todo)} of {len(jobs)} searches already in "
+            f"{cache_path}; estimated total now ~{fmt_s(args.estimate)}")
     state = {"n": 0, "est_done": 0.0}
 
     def one(job):
@@ -548,8 +550,8 @@ def versions(args):
     peer = subprocess.run([PY, "-c", "import optuna, numpy, sys; print(optuna.__version__, "
                            "numpy.__version__, sys.version.split()[0])"],
                           capture_output=True, text=True).stdout.split()
-    s = f"Sextant at commit {sextant}" + (" (with uncommitted changes in strategies/ or "
-                                          "orchestrator/)" if dirty else "")
+    s = f"Sextant: the tree at commit {sextant} when the run started" + (
+        " (with uncommitted changes in strategies/ or orchestrator/)" if dirty else "")
     if len(peer) == 3:
         s += f"; Optuna {peer[0]} (numpy {peer[1]}, Python {peer[2]}, Debian packages)"
     return s
@@ -618,6 +620,7 @@ def main():
         f"{len(args.sextant_samplers) + len(args.optuna_samplers)} methods, {args.trials} trials "
         f"each, {args.jobs} at a time) ~{fmt_s(est_search)}, latency probes ~{fmt_s(est_lat)}: "
         f"estimated total ~{fmt_s(est_search + est_lat)} (on 2 busy cores; less when idle)")
+    args.estimate = est_search + est_lat
     if args.estimate_only:
         return
 
@@ -630,6 +633,7 @@ def main():
         import tempfile
         work = tempfile.mkdtemp(prefix="sextant-hpo-bench.")
     log(f"hpo_bench: scratch {work}")
+    version_line = versions(args)   # the tree the binaries were (presumably) built from
     start = time.perf_counter()
     preflight(args, problems, work)
     runs = run_searches(args, problems, work)
@@ -640,8 +644,8 @@ def main():
             for r in lat:
                 f.write(json.dumps(r) + "\n")
     wall = time.perf_counter() - start
-    log(f"hpo_bench: done in {fmt_s(wall)} (estimated {fmt_s(est_search + est_lat)})")
-    write_results(args, problems, runs, lat, wall, versions(args))
+    log(f"hpo_bench: done in {fmt_s(wall)} (estimated {fmt_s(args.estimate)})")
+    write_results(args, problems, runs, lat, wall, version_line)
     if not args.work and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
