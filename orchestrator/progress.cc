@@ -24,7 +24,7 @@ std::string ProgressReporter::Line(const DispatchStats& stats, const std::string
   if (with_bar) {
     const int width = 20;
     int filled = std::min(width, done * width / total);
-    line = "[" + std::string(filled, '#') + std::string(width - filled, '-') + "] ";
+    line = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '-'), "] ");
   }
   absl::StrAppend(&line, done, "/", stats.max_trials, " trials");
   auto running = stats.by_state.find("RUNNING");
