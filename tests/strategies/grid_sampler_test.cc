@@ -9,17 +9,12 @@
 #include "gtest/gtest.h"
 #include "strategies/sampler.h"
 #include "strategies/search_space.h"
+#include "tests/strategies/sampler_test_util.h"
 
 namespace sextant {
 namespace {
 
-// A request for trial n, with history left empty unless given.
-SampleRequest At(int64_t n, absl::Span<const Observation> history = {}) {
-  SampleRequest request;
-  request.trial_number = n;
-  request.history = history;
-  return request;
-}
+using testing::At;
 
 ParamSpec Spec(std::string name, ParamSpec::Kind kind, double min, double max, bool log = false,
                int grid_points = 0) {

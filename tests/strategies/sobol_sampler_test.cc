@@ -14,17 +14,12 @@
 #include "strategies/internal/sobol_sequence.h"
 #include "strategies/sampler.h"
 #include "strategies/search_space.h"
+#include "tests/strategies/sampler_test_util.h"
 
 namespace sextant {
 namespace {
 
-// A request for trial n, with history left empty unless given.
-SampleRequest At(int64_t n, absl::Span<const Observation> history = {}) {
-  SampleRequest request;
-  request.trial_number = n;
-  request.history = history;
-  return request;
-}
+using testing::At;
 
 // dims float parameters on [0, 1], so a parameter's value is its unit-cube coordinate.
 SearchSpace UnitCube(int dims) {
