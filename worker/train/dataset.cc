@@ -1,0 +1,210 @@
+#include "worker/train/dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "worker/train/idx_reader.h"
+
+namespace sextant::train {
+namespace {
+
+constexpr char kInstallHint[] =
+    "the Fashion-MNIST data comes from the Debian package dataset-fashion-mnist; install it "
+    "with: apt-get install dataset-fashion-mnist";
+
+// A file name in `dir`, preferring the package's .gz names but accepting uncompressed copies.
+std::string DataFile(const std::string& dir, const std::string& stem) {
+  std::string gz = absl::StrCat(dir, "/", stem, ".gz");
+  if (std::filesystem::exists(gz)) return gz;
+  std::string plain = absl::StrCat(dir, "/", stem);
+  if (std::filesystem::exists(plain)) return plain;
+  return gz;
+}
+
+absl::StatusOr<Dataset> LoadPair(const std::string& dir, const std::string& prefix) {
+  std::string images_path = DataFile(dir, absl::StrCat(prefix, "-images-idx3-ubyte"));
+  std::string labels_path = DataFile(dir, absl::StrCat(prefix, "-labels-idx1-ubyte"));
+  for (const auto& p : {images_path, labels_path}) {
+    if (!std::filesystem::exists(p)) {
+      return absl::NotFoundError(absl::StrCat(p, " is missing: ", kInstallHint));
+    }
+  }
+  auto images = ReadIdx(images_path, 3);
+  if (!images.ok()) return images.status();
+  auto labels = ReadIdx(labels_path, 1);
+  if (!labels.ok()) return labels.status();
+  if (images->dims[1] != 28 || images->dims[2] != 28) {
+    return absl::DataLossError(absl::StrCat(images_path, ": images are ", images->dims[1], "x",
+                                            images->dims[2], ", expected 28x28"));
+  }
+  if (images->dims[0] != labels->dims[0]) {
+    return absl::DataLossError(absl::StrCat(images_path, " has ", images->dims[0], " images but ",
+                                            labels_path, " has ", labels->dims[0], " labels"));
+  }
+  Dataset d;
+  const int64_t n = images->dims[0];
+  d.x.resize(n, 28 * 28);
+  const uint8_t* src = images->data.data();
+  float* dst = d.x.data();
+  for (int64_t i = 0; i < n * 28 * 28; ++i) dst[i] = static_cast<float>(src[i]) * (1.0f / 255.0f);
+  d.y.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    int label = labels->data[i];
+    if (label >= d.num_classes) {
+      return absl::DataLossError(
+          absl::StrCat(labels_path, ": label ", label, " at index ", i, " is not in [0, 10)"));
+    }
+    d.y[i] = label;
+  }
+  return d;
+}
+
+std::vector<int64_t> Permutation(int64_t n, uint64_t seed) {
+  std::vector<int64_t> p(n);
+  std::iota(p.begin(), p.end(), 0);
+  std::mt19937_64 rng(seed);
+  // Fisher-Yates with our own index draw: std::shuffle's use of the engine is unspecified, and
+  // the split must be the same on every standard library.
+  for (int64_t i = n - 1; i > 0; --i) {
+    int64_t j = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1));
+    std::swap(p[i], p[j]);
+  }
+  return p;
+}
+
+}  // namespace
+
+Dataset Dataset::Subset(const std::vector<int64_t>& indices) const {
+  Dataset out;
+  out.num_classes = num_classes;
+  out.channels = channels;
+  out.height = height;
+  out.width = width;
+  out.x.resize(static_cast<int64_t>(indices.size()), x.cols());
+  out.y.resize(indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    out.x.row(static_cast<int64_t>(i)) = x.row(indices[i]);
+    out.y[i] = y[indices[i]];
+  }
+  return out;
+}
+
+absl::StatusOr<FashionMnist> LoadFashionMnist(const std::string& dir, int64_t validation_size,
+                                              uint64_t split_seed) {
+  if (!std::filesystem::is_directory(dir)) {
+    return absl::NotFoundError(absl::StrCat(dir, " does not exist: ", kInstallHint));
+  }
+  auto train = LoadPair(dir, "train");
+  if (!train.ok()) return train.status();
+  auto test = LoadPair(dir, "t10k");
+  if (!test.ok()) return test.status();
+  if (validation_size < 0 || validation_size >= train->size()) {
+    return absl::InvalidArgumentError(absl::StrCat("validation size ", validation_size,
+                                                   " must be in [0, ", train->size(), ")"));
+  }
+  std::vector<int64_t> perm = Permutation(train->size(), split_seed);
+  std::vector<int64_t> val_idx(perm.begin(), perm.begin() + validation_size);
+  std::vector<int64_t> train_idx(perm.begin() + validation_size, perm.end());
+  // Keep the original order inside each part, so the split is a pure selection.
+  std::sort(val_idx.begin(), val_idx.end());
+  std::sort(train_idx.begin(), train_idx.end());
+  FashionMnist out;
+  out.validation = train->Subset(val_idx);
+  out.train = train->Subset(train_idx);
+  out.test = std::move(*test);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> PartitionIid(int64_t n, int clients,
+                                                               uint64_t seed) {
+  if (clients < 1 || clients > n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot split ", n, " examples among ", clients, " clients"));
+  }
+  std::vector<int64_t> perm = Permutation(n, seed);
+  std::vector<std::vector<int64_t>> parts(clients);
+  for (int64_t i = 0; i < n; ++i) parts[i % clients].push_back(perm[i]);
+  for (auto& p : parts) std::sort(p.begin(), p.end());
+  return parts;
+}
+
+namespace {
+
+// Gamma(alpha, 1) by Marsaglia and Tsang, with the alpha < 1 boost; implemented here so the
+// partition is identical across standard libraries (std::gamma_distribution is not specified).
+double Gamma(double alpha, std::mt19937_64& rng) {
+  auto uniform = [&] { return (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53; };
+  auto normal = [&] {
+    double u1 = uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  };
+  if (alpha < 1.0) return Gamma(alpha + 1.0, rng) * std::pow(uniform(), 1.0 / alpha);
+  double d = alpha - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
+  while (true) {
+    double x = normal(), v = 1.0 + c * x;
+    if (v <= 0) continue;
+    v = v * v * v;
+    double u = uniform();
+    if (std::log(u) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> PartitionDirichlet(
+    const std::vector<int32_t>& labels, int num_classes, int clients, double alpha, uint64_t seed) {
+  const int64_t n = static_cast<int64_t>(labels.size());
+  if (!(alpha > 0) || clients < 1 || clients > n || num_classes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("Dirichlet partition needs alpha > 0 and 1 <= ",
+                                                   "clients <= examples; got alpha=", alpha,
+                                                   " clients=", clients, " examples=", n));
+  }
+  std::vector<std::vector<int64_t>> by_class(num_classes);
+  for (int64_t i = 0; i < n; ++i) {
+    if (labels[i] < 0 || labels[i] >= num_classes) {
+      return absl::InvalidArgumentError(absl::StrCat("label ", labels[i], " at ", i,
+                                                     " is outside [0, ", num_classes, ")"));
+    }
+    by_class[labels[i]].push_back(i);
+  }
+  std::mt19937_64 rng(seed);
+  for (auto& c : by_class) {
+    for (int64_t i = static_cast<int64_t>(c.size()) - 1; i > 0; --i) {
+      std::swap(c[i], c[rng() % static_cast<uint64_t>(i + 1)]);
+    }
+  }
+  constexpr int kMaxDraws = 1000;
+  for (int attempt = 0; attempt < kMaxDraws; ++attempt) {
+    std::vector<std::vector<int64_t>> parts(clients);
+    for (const auto& members : by_class) {
+      std::vector<double> p(clients);
+      double sum = 0;
+      for (auto& v : p) sum += (v = Gamma(alpha, rng));
+      // Cumulative cut points over this class's (shuffled) examples.
+      double acc = 0;
+      int64_t start = 0;
+      const int64_t m = static_cast<int64_t>(members.size());
+      for (int k = 0; k < clients; ++k) {
+        acc += p[k] / sum;
+        int64_t end = k == clients - 1 ? m : std::min<int64_t>(m, std::llround(acc * m));
+        for (int64_t j = start; j < end; ++j) parts[k].push_back(members[j]);
+        start = std::max(start, end);
+      }
+    }
+    bool all_nonempty = std::all_of(parts.begin(), parts.end(),
+                                    [](const auto& p) { return !p.empty(); });
+    if (all_nonempty) {
+      for (auto& p : parts) std::sort(p.begin(), p.end());
+      return parts;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat("Dirichlet(alpha=", alpha, ") left a client with ",
+                                                 "no examples in ", kMaxDraws, " draws; use fewer ",
+                                                 "clients or a larger alpha"));
+}
+
+}  // namespace sextant::train
