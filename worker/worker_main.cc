@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "common/clock.h"
 #include "worker/cuda/device_query.h"
+#include "worker/train/train_command.h"
 #include "worker/worker_client.h"
 
 namespace {
@@ -28,6 +29,9 @@ void Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "train") {
+    return sextant::train::RunTrainCommand(argc - 1, argv + 1);
+  }
   sextant::WorkerOptions options;
   bool exit_with_parent = false;
   for (int i = 1; i < argc; ++i) {

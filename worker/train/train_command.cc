@@ -1,0 +1,236 @@
+#include "worker/train/train_command.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "worker/cuda/device_query.h"
+#include "worker/train/cpu_backend.h"
+#include "worker/train/dataset.h"
+#include "worker/train/synthetic_data.h"
+#include "worker/train/trainer.h"
+
+namespace sextant::train {
+namespace {
+
+// Set by the SIGTERM handler; a signal handler can reach nothing else.
+std::atomic<bool> g_stop_requested{false};
+
+void OnTerm(int) { g_stop_requested.store(true); }
+
+struct CommandLine {
+  TrainerOptions trainer;
+  std::string dataset = "fashion-mnist";
+  std::string data_dir = kFashionMnistDir;
+  int threads = 2;
+  int gpus = 0;
+  int64_t train_subset = 0, val_subset = 0;
+};
+
+const char* const kValueFlags[] = {
+    "--model", "--dataset", "--epochs", "--batch-size", "--hidden", "--optimizer", "--lr",
+    "--dropout", "--weight-decay", "--momentum", "--seed", "--threads", "--gpus",
+    "--checkpoint-dir", "--checkpoint-every", "--memory-cap-mb", "--fidelity-name",
+    "--nan-patience", "--max-steps", "--train-subset", "--val-subset", "--data-dir"};
+
+absl::Status Bad(absl::string_view flag, absl::string_view value, absl::string_view want) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, ": '", value, "' is not ", want));
+}
+
+template <typename T>
+absl::Status ParseInt(absl::string_view flag, absl::string_view v, T* out) {
+  int64_t x = 0;
+  if (!absl::SimpleAtoi(v, &x)) return Bad(flag, v, "an integer");
+  *out = static_cast<T>(x);
+  return absl::OkStatus();
+}
+
+absl::Status ParseFloat(absl::string_view flag, absl::string_view v, float* out) {
+  if (!absl::SimpleAtof(v, out)) return Bad(flag, v, "a number");
+  return absl::OkStatus();
+}
+
+absl::Status Apply(CommandLine& c, const std::string& flag, const std::string& v) {
+  TrainerOptions& t = c.trainer;
+  if (flag == "--model") t.model.kind = v;
+  else if (flag == "--dataset") c.dataset = v;
+  else if (flag == "--epochs") return ParseInt(flag, v, &t.epochs);
+  else if (flag == "--batch-size") return ParseInt(flag, v, &t.batch_size);
+  else if (flag == "--hidden") {
+    t.model.hidden.clear();
+    for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+      int h = 0;
+      if (!absl::SimpleAtoi(part, &h)) return Bad(flag, v, "a comma-separated list of widths");
+      t.model.hidden.push_back(h);
+    }
+  } else if (flag == "--optimizer") t.optimizer.kind = v;
+  else if (flag == "--lr") return ParseFloat(flag, v, &t.optimizer.lr);
+  else if (flag == "--dropout") return ParseFloat(flag, v, &t.model.dropout);
+  else if (flag == "--weight-decay") return ParseFloat(flag, v, &t.optimizer.weight_decay);
+  else if (flag == "--momentum") return ParseFloat(flag, v, &t.optimizer.momentum);
+  else if (flag == "--seed") return ParseInt(flag, v, &t.seed);
+  else if (flag == "--threads") return ParseInt(flag, v, &c.threads);
+  else if (flag == "--gpus") return ParseInt(flag, v, &c.gpus);
+  else if (flag == "--checkpoint-dir") t.checkpoint_dir = v;
+  else if (flag == "--checkpoint-every") return ParseInt(flag, v, &t.checkpoint_every_steps);
+  else if (flag == "--memory-cap-mb") {
+    int64_t mb = 0;
+    if (auto s = ParseInt(flag, v, &mb); !s.ok()) return s;
+    if (mb < 0) return Bad(flag, v, "a size >= 0");
+    t.memory_cap_bytes = mb * 1024 * 1024;
+  } else if (flag == "--fidelity-name") t.fidelity_name = v;
+  else if (flag == "--nan-patience") return ParseInt(flag, v, &t.nan_patience);
+  else if (flag == "--max-steps") return ParseInt(flag, v, &t.max_steps);
+  else if (flag == "--train-subset") return ParseInt(flag, v, &c.train_subset);
+  else if (flag == "--val-subset") return ParseInt(flag, v, &c.val_subset);
+  else if (flag == "--data-dir") c.data_dir = v;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CommandLine> Parse(int argc, char** argv) {
+  CommandLine c;
+  if (const char* dir = std::getenv("SEXTANT_CHECKPOINT_DIR"); dir != nullptr) {
+    c.trainer.checkpoint_dir = dir;
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    const size_t eq = arg.find('=');
+    bool inline_value = false;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      inline_value = true;
+    }
+    bool known = false;
+    for (const char* f : kValueFlags) known = known || arg == f;
+    if (!known) return absl::InvalidArgumentError(absl::StrCat("unknown option '", arg, "'"));
+    if (!inline_value) {
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
+      value = argv[++i];
+    }
+    if (auto s = Apply(c, arg, value); !s.ok()) return s;
+  }
+  if (c.threads < 1) return Bad("--threads", std::to_string(c.threads), "a count >= 1");
+  if (c.gpus < 0) return Bad("--gpus", std::to_string(c.gpus), "a count >= 0");
+  if (c.train_subset < 0 || c.val_subset < 0) {
+    return absl::InvalidArgumentError("--train-subset/--val-subset: must be >= 0");
+  }
+  if (c.dataset != "fashion-mnist" && c.dataset != "synthetic") {
+    return Bad("--dataset", c.dataset, "fashion-mnist or synthetic");
+  }
+  return c;
+}
+
+Dataset Head(const Dataset& d, int64_t n) {
+  if (n <= 0 || n >= d.size()) return d;
+  std::vector<int64_t> idx(n);
+  for (int64_t i = 0; i < n; ++i) idx[i] = i;
+  return d.Subset(idx);
+}
+
+void Usage() {
+  std::cerr << "usage: train --model mlp|cnn --dataset fashion-mnist|synthetic --epochs N "
+               "--batch-size N --hidden 512,256 --optimizer adam|sgd --lr X [--dropout P] "
+               "[--weight-decay X] [--momentum X] [--seed N] [--threads N] [--gpus N] "
+               "[--checkpoint-dir DIR] [--checkpoint-every STEPS] [--memory-cap-mb N] "
+               "[--fidelity-name NAME] [--nan-patience N] [--max-steps N] [--train-subset N] "
+               "[--val-subset N] [--data-dir DIR]\n";
+}
+
+int Fail(int code, const absl::Status& s) {
+  std::cerr << "sextant-train: " << s.message() << "\n";
+  return code;
+}
+
+}  // namespace
+
+int RunTrainCommand(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      Usage();
+      return kTrainExitOk;
+    }
+  }
+  absl::StatusOr<CommandLine> parsed = Parse(argc, argv);
+  if (!parsed.ok()) {
+    Fail(kTrainExitBadArgs, parsed.status());
+    Usage();
+    return kTrainExitBadArgs;
+  }
+  CommandLine& c = *parsed;
+  if (auto s = ValidateTrainerOptions(c.trainer); !s.ok()) return Fail(kTrainExitBadArgs, s);
+  if (c.gpus > 0) {
+    const size_t found = QueryGpus().size();
+    if (!BuiltWithCuda() || found < static_cast<size_t>(c.gpus)) {
+      return Fail(kTrainExitFailed,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      "no CUDA device available: --gpus ", c.gpus, " requires ", c.gpus,
+                      " visible CUDA device(s) and a build with CUDA (built with CUDA: ",
+                      BuiltWithCuda() ? "yes" : "no", ", devices found: ", found,
+                      "); use --gpus 0 for the CPU backend")));
+    }
+    return Fail(kTrainExitFailed, absl::UnimplementedError(
+                                      "the CUDA training backend is not built into this binary; "
+                                      "use --gpus 0 for the CPU backend"));
+  }
+
+  Dataset train, validation;
+  if (c.dataset == "synthetic") {
+    train = MakeSyntheticDataset(c.train_subset > 0 ? c.train_subset : 6000, c.trainer.seed + 1);
+    validation = MakeSyntheticDataset(c.val_subset > 0 ? c.val_subset : 1000, c.trainer.seed + 2);
+  } else {
+    absl::StatusOr<FashionMnist> data = LoadFashionMnist(c.data_dir);
+    if (!data.ok()) return Fail(kTrainExitFailed, data.status());
+    train = Head(data->train, c.train_subset);
+    validation = Head(data->validation, c.val_subset);
+  }
+  c.trainer.model.channels = train.channels;
+  c.trainer.model.height = train.height;
+  c.trainer.model.width = train.width;
+  c.trainer.model.classes = train.num_classes;
+
+  struct sigaction action = {};
+  action.sa_handler = OnTerm;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  c.trainer.stop = &g_stop_requested;
+  const std::string fidelity = c.trainer.fidelity_name;
+  c.trainer.on_epoch = [&](const EpochMetrics& m) {
+    std::printf("%s\n", m.Format(fidelity).c_str());
+    std::fflush(stdout);
+  };
+  c.trainer.on_event = [](const TrainEvent& e) {
+    std::fprintf(stderr, "sextant-event: %s\n", e.Format().c_str());
+    std::fflush(stderr);
+  };
+
+  auto backend = NewCpuBackend({.threads = c.threads, .memory_limit_bytes = 0});
+  absl::StatusOr<TrainResult> result = Train(c.trainer, train, validation, backend.get());
+  if (!result.ok()) {
+    return Fail(absl::IsInvalidArgument(result.status()) ? kTrainExitBadArgs : kTrainExitFailed,
+                result.status());
+  }
+  if (result->resumed_from_step >= 0) {
+    std::fprintf(stderr, "sextant-train: resumed from the checkpoint at step %lld\n",
+                 static_cast<long long>(result->resumed_from_step));
+  }
+  if (result->outcome == TrainResult::Outcome::kPreempted) {
+    std::fprintf(stderr, "sextant-train: preempted at step %lld; checkpoint in %s\n",
+                 static_cast<long long>(result->steps),
+                 c.trainer.checkpoint_dir.empty() ? "(none)" : c.trainer.checkpoint_dir.c_str());
+    return kTrainExitPreempted;
+  }
+  return kTrainExitOk;
+}
+
+}  // namespace sextant::train
