@@ -2,12 +2,59 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 
 namespace sextant {
 namespace {
+
+using Matrix = std::vector<std::vector<float>>;
+
+Matrix RandomUpdates(size_t n, size_t d, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Matrix u(n, std::vector<float>(d));
+  for (auto& row : u) {
+    for (float& x : row) x = normal(rng) * (1.0f + static_cast<float>(rng() % 1000));
+  }
+  return u;
+}
+
+std::vector<double> RandomWeights(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<double> w(n);
+  for (double& x : w) x = 1 + rng() % 5000;  // example counts
+  return w;
+}
+
+std::vector<absl::Span<const float>> Spans(const Matrix& m) { return {m.begin(), m.end()}; }
+
+// The documented bound: (B 2^-24 + (2n + 4B + 2) 2^-53) sum(w|u|) / W against the exact mean.
+// An update dropped part-way adds one more rounding of a value that still included it:
+// 2^-24 (sum(w|u|) + dropped_w |dropped|) / W.
+void ExpectWithinBound(const WeightedAverage& avg, const Matrix& u, const std::vector<double>& w,
+                       int folds, const std::vector<float>* dropped = nullptr,
+                       double dropped_w = 0) {
+  const size_t n = u.size();
+  long double total = 0;
+  for (double x : w) total += x;
+  const double rel = folds * std::ldexp(1.0, -24) + (2.0 * n + 4.0 * folds + 2) * std::ldexp(1.0, -53);
+  for (size_t j = 0; j < avg.size(); ++j) {
+    long double exact = 0, magnitude = 0;
+    for (size_t i = 0; i < n; ++i) {
+      exact += static_cast<long double>(w[i]) * u[i][j];
+      magnitude += static_cast<long double>(w[i]) * std::fabs(u[i][j]);
+    }
+    long double bound = rel * magnitude / total;
+    if (dropped != nullptr) {
+      bound += std::ldexp(1.0, -24) * (magnitude + dropped_w * std::fabs((*dropped)[j])) / total;
+    }
+    const long double err = std::fabs(static_cast<long double>(avg.mean()[j]) - exact / total);
+    ASSERT_LE(err, bound) << "coordinate " << j;
+  }
+}
 
 TEST(WeightedAverageTest, EqualsExactWeightedMean) {
   WeightedAverage avg(3);
@@ -16,13 +63,85 @@ TEST(WeightedAverageTest, EqualsExactWeightedMean) {
   ASSERT_TRUE(avg.Add(b, 3.0).ok());
   std::vector<float> out(3);
   ASSERT_TRUE(avg.Mean(absl::MakeSpan(out)).ok());
-  EXPECT_FLOAT_EQ(out[0], (1 * 1 + 4 * 3) / 4.0f);
-  EXPECT_FLOAT_EQ(out[1], (2 * 1 + 5 * 3) / 4.0f);
-  EXPECT_FLOAT_EQ(out[2], (3 * 1 + 6 * 3) / 4.0f);
+  EXPECT_EQ(out, (std::vector<float>{13 / 4.0f, 17 / 4.0f, 21 / 4.0f}));
+  EXPECT_EQ(avg.count(), 2);
+  EXPECT_EQ(avg.total_weight(), 4.0);
+}
+
+TEST(WeightedAverageTest, BatchOfRandomUpdatesIsWithinOneFloatRoundingOfLongDoubleMean) {
+  const size_t d = 3 * WeightedAverage::kBlock + 17;  // several blocks and a ragged tail
+  for (size_t n : {1, 3, 4, 7, 64}) {
+    const Matrix u = RandomUpdates(n, d, 100 + n);
+    const std::vector<double> w = RandomWeights(n, 200 + n);
+    WeightedAverage avg(d);
+    for (const absl::Status& s : avg.AddBatch(Spans(u), w)) ASSERT_TRUE(s.ok()) << s;
+    ExpectWithinBound(avg, u, w, /*folds=*/1);
+  }
+}
+
+TEST(WeightedAverageTest, OneAtATimeStaysWithinTheBoundForManyFolds) {
+  const size_t n = 50, d = 1000;
+  const Matrix u = RandomUpdates(n, d, 7);
+  const std::vector<double> w = RandomWeights(n, 8);
+  WeightedAverage avg(d);
+  for (size_t i = 0; i < n; ++i) ASSERT_TRUE(avg.Add(u[i], w[i]).ok());
+  EXPECT_EQ(avg.count(), 50);
+  ExpectWithinBound(avg, u, w, /*folds=*/static_cast<int>(n));
+}
+
+TEST(WeightedAverageTest, RegionalMeansCombineExactlyLikeTheFlatMean) {
+  // Dyadic values and power-of-two totals keep every partial mean exact, so grouping must not
+  // change a single bit.
+  const Matrix a = {{1, -2, 0.5f}, {3, 6, -0.25f}}, b = {{8, 1, 2}, {-4, 0, 1}, {2, 2, 2}};
+  const std::vector<double> wa = {1, 3}, wb = {1, 1, 2};
+  WeightedAverage region_a(3), region_b(3), global(3), flat(3);
+  for (size_t i = 0; i < 2; ++i) ASSERT_TRUE(region_a.Add(a[i], wa[i]).ok());
+  for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(region_b.Add(b[i], wb[i]).ok());
+  ASSERT_TRUE(global.Add(region_a.mean(), region_a.total_weight()).ok());
+  ASSERT_TRUE(global.Add(region_b.mean(), region_b.total_weight()).ok());
+  Matrix all = a;
+  all.insert(all.end(), b.begin(), b.end());
+  std::vector<double> w = wa;
+  w.insert(w.end(), wb.begin(), wb.end());
+  for (const absl::Status& s : flat.AddBatch(Spans(all), w)) ASSERT_TRUE(s.ok());
+  EXPECT_EQ(std::vector<float>(global.mean().begin(), global.mean().end()),
+            std::vector<float>(flat.mean().begin(), flat.mean().end()));
+  EXPECT_EQ(global.total_weight(), 8.0);
+  // Exact reference for the first coordinate: (1*1 + 3*3 + 1*8 - 1*4 + 2*2) / 8.
+  EXPECT_EQ(flat.mean()[0], 2.25f);
+}
+
+TEST(WeightedAverageTest, HierarchyOnRandomDataStaysWithinTheFlatBound) {
+  const size_t d = 5000;
+  const Matrix u = RandomUpdates(6, d, 3);
+  const std::vector<double> w = RandomWeights(6, 4);
+  WeightedAverage r1(d), r2(d), global(d);
+  for (const absl::Status& s : r1.AddBatch(Spans({u[0], u[1], u[2]}), {w[0], w[1], w[2]})) {
+    ASSERT_TRUE(s.ok());
+  }
+  for (const absl::Status& s : r2.AddBatch(Spans({u[3], u[4], u[5]}), {w[3], w[4], w[5]})) {
+    ASSERT_TRUE(s.ok());
+  }
+  ASSERT_TRUE(global.Add(r1.mean(), r1.total_weight()).ok());
+  ASSERT_TRUE(global.Add(r2.mean(), r2.total_weight()).ok());
+  // Each client value went through its region's fold and two global folds.
+  ExpectWithinBound(global, u, w, /*folds=*/3);
+}
+
+TEST(WeightedAverageTest, WeightedSumFoldsLikeItsUpdates) {
+  const std::vector<float> sum = {1 * 2 + 3 * 6, 1 * 4 + 3 * 8};  // weights 1 and 3
+  WeightedAverage avg(2);
+  ASSERT_TRUE(avg.AddWeightedSum(sum, 4.0, 2).ok());
+  EXPECT_EQ(avg.mean()[0], 5.0f);
+  EXPECT_EQ(avg.mean()[1], 7.0f);
+  EXPECT_EQ(avg.count(), 2);
+  const std::vector<float> bad = {1, std::numeric_limits<float>::infinity()};
+  EXPECT_EQ(avg.AddWeightedSum(bad, 1.0, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(avg.AddWeightedSum(sum, 1.0, 0).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(avg.count(), 2);
 }
 
-TEST(WeightedAverageTest, RejectsBadUpdatesWithoutChangingTheSum) {
+TEST(WeightedAverageTest, RejectsBadUpdatesWithoutChangingTheMean) {
   WeightedAverage avg(2);
   std::vector<float> good = {2, 2};
   ASSERT_TRUE(avg.Add(good, 1.0).ok());
@@ -31,10 +150,62 @@ TEST(WeightedAverageTest, RejectsBadUpdatesWithoutChangingTheSum) {
   EXPECT_EQ(avg.Add(nan, 1.0).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(avg.Add(wrong, 1.0).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(avg.Add(good, 0.0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(avg.Add(good, std::numeric_limits<double>::infinity()).code(),
+            absl::StatusCode::kInvalidArgument);
   std::vector<float> out(2);
   ASSERT_TRUE(avg.Mean(absl::MakeSpan(out)).ok());
-  EXPECT_FLOAT_EQ(out[0], 2);
+  EXPECT_EQ(out, good);
   EXPECT_EQ(avg.count(), 1);
+  EXPECT_EQ(avg.total_weight(), 1.0);
+}
+
+TEST(WeightedAverageTest, BatchLeavesOutAnUpdateWithInfDeepInsideAndKeepsTheRest) {
+  const size_t d = 3 * WeightedAverage::kBlock;
+  Matrix u = RandomUpdates(5, d, 11);
+  const std::vector<double> w = RandomWeights(5, 12);
+  u[2][2 * WeightedAverage::kBlock + 5] = std::numeric_limits<float>::infinity();
+  WeightedAverage avg(d);
+  const std::vector<absl::Status> st = avg.AddBatch(Spans(u), w);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(st[i].ok(), i != 2) << i;
+  EXPECT_NE(st[2].message().find(std::to_string(2 * WeightedAverage::kBlock + 5)),
+            std::string::npos);
+  EXPECT_EQ(avg.count(), 4);
+  const Matrix kept = {u[0], u[1], u[3], u[4]};
+  ExpectWithinBound(avg, kept, {w[0], w[1], w[3], w[4]}, /*folds=*/1, &u[2], w[2]);
+}
+
+TEST(WeightedAverageTest, BatchWhoseOnlyUpdateIsBadLeavesNothing) {
+  const size_t d = 2 * WeightedAverage::kBlock;
+  std::vector<float> u(d, 1.0f);
+  u[d - 1] = std::numeric_limits<float>::quiet_NaN();
+  WeightedAverage avg(d);
+  EXPECT_FALSE(avg.Add(u, 3.0).ok());
+  EXPECT_EQ(avg.count(), 0);
+  for (float x : avg.mean()) ASSERT_EQ(x, 0.0f);
+  std::vector<float> out(d);
+  EXPECT_EQ(avg.Mean(absl::MakeSpan(out)).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(WeightedAverageTest, MismatchedWeightsRejectTheWholeBatch) {
+  WeightedAverage avg(1);
+  const Matrix u = {{1}, {2}};
+  const std::vector<absl::Status> st = avg.AddBatch(Spans(u), std::vector<double>{1.0});
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0].code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(avg.count(), 0);
+}
+
+TEST(WeightedAverageTest, ResetStartsANewRound) {
+  WeightedAverage avg(2);
+  const std::vector<float> a = {5, 5}, b = {1, 3};
+  ASSERT_TRUE(avg.Add(a, 2.0).ok());
+  avg.Reset();
+  EXPECT_EQ(avg.count(), 0);
+  EXPECT_EQ(avg.mean()[0], 0.0f);
+  ASSERT_TRUE(avg.Add(b, 7.0).ok());
+  EXPECT_EQ(avg.mean()[0], 1.0f);
+  EXPECT_EQ(avg.mean()[1], 3.0f);
+  EXPECT_EQ(avg.total_weight(), 7.0);
 }
 
 TEST(WeightedAverageTest, MeanOfNothingIsAnError) {
