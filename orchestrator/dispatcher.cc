@@ -18,6 +18,7 @@ constexpr const char* kCompleted = "COMPLETED";
 constexpr const char* kFailed = "FAILED";
 constexpr const char* kCancelled = "CANCELLED";
 constexpr const char* kPruned = "PRUNED";
+constexpr const char* kPreempted = "PREEMPTED";
 
 bool IsFinal(const std::string& state) {
   return state == kCompleted || state == kFailed || state == "PRUNED";
@@ -393,6 +394,10 @@ absl::StatusOr<Dispatcher::Entry*> Dispatcher::Current(int64_t trial_id, int att
 }
 
 absl::StatusOr<v1::TrialAction> Dispatcher::Heartbeat(const v1::HeartbeatRequest& request) {
+  telemetry_.push_back(TelemetryRow{Now(), request.worker_id(), request.trial_id(),
+                                    request.cpu_percent(), request.rss_bytes(), request.gpu_count(),
+                                    request.gpu_utilization(), request.gpu_memory_bytes(),
+                                    request.gpu_memory_total_bytes()});
   if (request.trial_id() == 0) return v1::ACTION_CONTINUE;
   SEXTANT_ASSIGN_OR_RETURN(Entry * e,
                            Current(request.trial_id(), request.attempt(), request.worker_id()));
@@ -431,6 +436,12 @@ absl::Status Dispatcher::StoreMeasurementsInTx(
                                  e.row.id, e.row.attempts, m.sequence(), m.elapsed_seconds(),
                                  MetricsToJson(m.metrics())}));
     if (!inserted) continue;  // a retried report: already stored once
+    if (!m.event().empty()) {
+      std::string kind = m.event().substr(0, m.event().find(' '));
+      std::string message = kind.size() < m.event().size() ? m.event().substr(kind.size() + 1) : "";
+      SEXTANT_RETURN_IF_ERROR(Event(absl::StrCat("trial_", kind), e.row.id, message));
+      continue;
+    }
     auto it = m.metrics().find(metric);
     if (it != m.metrics().end()) e.objective = it->second;
     if (scheduler_) {
@@ -507,8 +518,36 @@ absl::StatusOr<bool> Dispatcher::FinishScheduledInTx(Entry& e,
   return true;
 }
 
+absl::Status Dispatcher::PreemptInTx(Entry& e, const v1::CompleteRequest& request) {
+  --running_;
+  const int64_t worker = e.worker_id;
+  e.worker_id = 0;
+  e.row.preemptions += 1;
+  e.row.state = kPreempted;
+  std::string why = absl::StrCat("worker ", worker, " got a preemption notice");
+  if (request.exit_code() != 0) absl::StrAppend(&why, " (the command exited ", request.exit_code(), ")");
+  SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, kPreempted,
+                                                request.exit_code(), why, Now()));
+  if (!interrupted_) queue_.push_front(e.row.id);  // after an interrupt, resume requeues it
+  SEXTANT_RETURN_IF_ERROR(Event("trial_preempted", e.row.id,
+                                absl::StrCat(why, "; requeued to resume from its checkpoint")));
+  return store_->PutTrial(e.row);
+}
+
+absl::Status Dispatcher::FlushTelemetry() {
+  if (telemetry_.empty()) return absl::OkStatus();
+  SEXTANT_RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {
+    for (const TelemetryRow& t : telemetry_) SEXTANT_RETURN_IF_ERROR(store_->AddTelemetry(t));
+    return absl::OkStatus();
+  }));
+  telemetry_.clear();
+  telemetry_flushed_ = clock_->Now();
+  return absl::OkStatus();
+}
+
 absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request) {
   SEXTANT_RETURN_IF_ERROR(StoreMeasurementsInTx(e, request.measurements()));
+  if (request.preempted()) return PreemptInTx(e, request);
   if (scheduler_) {
     SEXTANT_ASSIGN_OR_RETURN(bool handled, FinishScheduledInTx(e, request));
     if (handled) {
@@ -591,6 +630,7 @@ absl::StatusOr<v1::CompleteResponse> Dispatcher::Complete(const v1::CompleteRequ
 
 absl::StatusOr<int> Dispatcher::Tick() {
   absl::Time now = clock_->Now();
+  if (now - telemetry_flushed_ >= absl::Seconds(5)) SEXTANT_RETURN_IF_ERROR(FlushTelemetry());
   std::vector<Entry*> lapsed;
   for (Entry& e : trials_) {
     if (e.row.state == kRunning && e.lease_deadline < now) lapsed.push_back(&e);
@@ -636,6 +676,7 @@ absl::Status Dispatcher::Interrupt() {
 }
 
 absl::Status Dispatcher::MarkRunState(const std::string& state) {
+  SEXTANT_RETURN_IF_ERROR(FlushTelemetry());
   return InTransaction([&]() -> absl::Status {
     SEXTANT_RETURN_IF_ERROR(store_->PutMeta("state", state));
     SEXTANT_RETURN_IF_ERROR(store_->PutMeta("finished_at", absl::StrCat(Now())));

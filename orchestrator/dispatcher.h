@@ -77,7 +77,7 @@ class Dispatcher {
   absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& request);
 
   // Expires lapsed leases: their trials go back to the queue, to run as a new attempt.
-  // Returns the number expired.
+  // Also writes buffered telemetry (at most every 5 s). Returns the number expired.
   absl::StatusOr<int> Tick();
 
   // Ends the run early (SIGINT): running trials become CANCELLED, nothing new is leased.
@@ -118,6 +118,10 @@ class Dispatcher {
   absl::Status StoreMeasurementsInTx(
       Entry& e, const google::protobuf::RepeatedPtrField<v1::Measurement>& ms);
   absl::Status FinishInTx(Entry& e, const v1::CompleteRequest& request);
+  // A preemption notice ended the attempt: PREEMPTED, requeued first, to resume from its
+  // checkpoint; it does not count against max_restarts.
+  absl::Status PreemptInTx(Entry& e, const v1::CompleteRequest& request);
+  absl::Status FlushTelemetry();
   // Applies the outcome of an attempt that the scheduler paused or pruned, or that ran to its
   // target. Returns false when the attempt is not the scheduler's business (an ordinary end).
   absl::StatusOr<bool> FinishScheduledInTx(Entry& e, const v1::CompleteRequest& request);
@@ -150,6 +154,9 @@ class Dispatcher {
   bool sampler_exhausted_ = false;
   bool interrupted_ = false;
   bool target_reached_ = false;
+  // Heartbeat samples not yet written: monitoring data, batched so heartbeats stay cheap.
+  std::vector<TelemetryRow> telemetry_;
+  absl::Time telemetry_flushed_ = absl::InfinitePast();
 };
 
 // The JSON text of a measurement's metrics; NaN and infinities are written as strings

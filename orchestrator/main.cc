@@ -157,6 +157,8 @@ int ShowStatus(const std::string& dir) {
       for (size_t i = from; i < events->size(); ++i) {
         const EventRow& e = (*events)[i];
         std::cout << "  " << absl::FormatTime("%H:%M:%S", absl::FromUnixMicros(e.time * 1e6),
+    auto telemetry = (*store)->LoadTelemetry(/*latest_only=*/true);
+    if (telemetry.ok()) std::cout << TelemetryTable(*telemetry, absl::ToUnixMicros(absl::Now()) / 1e6);
                                               absl::LocalTimeZone())
                   << " " << e.kind << (e.trial_id ? absl::StrCat(" trial ", e.trial_id) : "")
                   << ": " << e.message << "\n";

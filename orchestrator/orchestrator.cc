@@ -330,14 +330,14 @@ class Run {
     const absl::Time deadline = absl::Now() + absl::Seconds(3);
     bool stopping = g_stop_signal.load() != 0;
     if (stopping) {
-      for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGTERM);
+      for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGINT);
     }
     while (!workers_.empty() && absl::Now() < deadline) {
       service_->Tick().IgnoreError();
       ReapWorkers(/*replace=*/false);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGTERM);
+    for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGINT);
     const absl::Time kill_at = absl::Now() + absl::Seconds(2);
     while (!workers_.empty() && absl::Now() < kill_at) {
       ReapWorkers(false);

@@ -75,6 +75,12 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
   SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> state, store->GetMeta("state"));
   SEXTANT_ASSIGN_OR_RETURN(std::vector<TrialRow> trials, store->LoadTrials());
   SEXTANT_ASSIGN_OR_RETURN(std::vector<MeasurementRow> ms, store->LoadMeasurements());
+  SEXTANT_ASSIGN_OR_RETURN(std::vector<EventRow> events, store->LoadEvents());
+  std::map<int64_t, nlohmann::json> trial_events;
+  for (const EventRow& e : events) {
+    if (e.trial_id == 0) continue;
+    trial_events[e.trial_id].push_back({{"time", e.time}, {"kind", e.kind}, {"message", e.message}});
+  }
 
   const std::string& fidelity_key = spec.search().fidelity().name();
   std::map<int64_t, nlohmann::json> metrics;
@@ -118,6 +124,8 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
     }
     row["metrics"] = std::move(m);
     row["attempts"] = t.attempts;
+    row["preemptions"] = t.preemptions;
+    row["events"] = trial_events.count(t.id) ? trial_events[t.id] : nlohmann::json::array();
     row["cost"] = 0.0;
     row["error"] = t.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.error);
     doc["trials"].push_back(std::move(row));
@@ -202,6 +210,24 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
   if (max_rows > 0 && static_cast<int>(results["trials"].size()) > max_rows) {
     os << "... " << results["trials"].size() - max_rows
        << " more (sextant results DIR shows them all)\n";
+  }
+  return os.str();
+}
+
+std::string TelemetryTable(const std::vector<TelemetryRow>& latest, double now) {
+  if (latest.empty()) return "";
+  std::ostringstream os;
+  os << "workers:\n";
+  for (const TelemetryRow& t : latest) {
+    std::string gpu = t.gpu_count == 0
+                          ? "no GPU"
+                          : absl::StrFormat("%d GPU %3.0f%% %.1f/%.1f GiB", t.gpu_count,
+                                            t.gpu_utilization, t.gpu_memory_bytes / 1073741824.0,
+                                            t.gpu_memory_total_bytes / 1073741824.0);
+    os << absl::StrFormat("  worker %-4d %-10s cpu %4.0f%%  rss %7.1f MiB  %s  (%.0fs ago)\n",
+                          t.worker_id,
+                          t.trial_id ? absl::StrCat("trial ", t.trial_id) : std::string("idle"),
+                          t.cpu_percent, t.rss_bytes / 1048576.0, gpu, std::max(0.0, now - t.time));
   }
   return os.str();
 }

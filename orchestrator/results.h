@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "orchestrator/store.h"
 
 namespace sextant {
 
@@ -22,6 +23,11 @@ std::string ResultsToCsv(const nlohmann::json& results);
 
 // A table for people: a summary line, the best trial, and up to max_rows trials (best first
 // among COMPLETED, then the rest by id). 0 means all rows.
+// One line per worker from its latest heartbeat sample: the trial it runs, CPU and memory of
+// the trial's processes, and GPU utilisation and memory when it has GPUs. Empty when no
+// telemetry was recorded. `now` (unix seconds) dates the samples.
+std::string TelemetryTable(const std::vector<TelemetryRow>& latest, double now);
+
 std::string ResultsToTable(const nlohmann::json& results, int max_rows = 0);
 
 }  // namespace sextant

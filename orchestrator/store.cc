@@ -16,7 +16,7 @@ CREATE TABLE IF NOT EXISTS trials(
   failures INTEGER NOT NULL, value REAL, error TEXT NOT NULL, created_at REAL NOT NULL,
   finished_at REAL NOT NULL, fidelity REAL NOT NULL DEFAULT 0, target REAL NOT NULL DEFAULT 0,
   rungs TEXT NOT NULL DEFAULT '[]', scratch_restarts INTEGER NOT NULL DEFAULT 0,
-  paused INTEGER NOT NULL DEFAULT 0);
+  paused INTEGER NOT NULL DEFAULT 0, preemptions INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS attempts(
   trial_id INTEGER NOT NULL, attempt INTEGER NOT NULL, worker_id INTEGER NOT NULL,
   started_at REAL NOT NULL, finished_at REAL, outcome TEXT, exit_code INTEGER, error TEXT,
@@ -29,6 +29,12 @@ CREATE TABLE IF NOT EXISTS events(
   trial_id INTEGER NOT NULL, message TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS workers(
   id INTEGER PRIMARY KEY, region TEXT, pool TEXT, hostname TEXT, pid INTEGER, registered_at REAL);
+CREATE TABLE IF NOT EXISTS telemetry(
+  time REAL NOT NULL, worker_id INTEGER NOT NULL, trial_id INTEGER NOT NULL,
+  cpu_percent REAL NOT NULL, rss_bytes INTEGER NOT NULL, gpu_count INTEGER NOT NULL,
+  gpu_utilization REAL NOT NULL, gpu_memory_bytes INTEGER NOT NULL,
+  gpu_memory_total_bytes INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS telemetry_by_worker ON telemetry(worker_id, time);
 )sql";
 
 std::string ColumnText(sqlite3_stmt* s, int i) {
@@ -136,8 +142,8 @@ absl::Status Store::PutTrial(const TrialRow& t) {
   SEXTANT_ASSIGN_OR_RETURN(
       sqlite3_stmt * s,
       Prepare("INSERT OR REPLACE INTO trials(id, state, params, attempts, failures, value, error,"
-              " created_at, finished_at, fidelity, target, rungs, scratch_restarts, paused)"
-              " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+              " created_at, finished_at, fidelity, target, rungs, scratch_restarts, paused,"
+              " preemptions) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   StmtGuard g{s};
   sqlite3_bind_int64(s, 1, t.id);
   BindText(s, 2, t.state);
@@ -157,6 +163,7 @@ absl::Status Store::PutTrial(const TrialRow& t) {
   BindText(s, 12, t.rungs_json);
   sqlite3_bind_int(s, 13, t.scratch_restarts);
   sqlite3_bind_int(s, 14, t.paused ? 1 : 0);
+  sqlite3_bind_int(s, 15, t.preemptions);
   if (sqlite3_step(s) != SQLITE_DONE) return Error("put trial");
   return absl::OkStatus();
 }
@@ -165,7 +172,8 @@ absl::StatusOr<std::vector<TrialRow>> Store::LoadTrials() {
   SEXTANT_ASSIGN_OR_RETURN(
       sqlite3_stmt * s,
       Prepare("SELECT id, state, params, attempts, failures, value, error, created_at, finished_at,"
-              " fidelity, target, rungs, scratch_restarts, paused FROM trials ORDER BY id"));
+              " fidelity, target, rungs, scratch_restarts, paused, preemptions FROM trials"
+              " ORDER BY id"));
   StmtGuard g{s};
   std::vector<TrialRow> out;
   int rc;
@@ -185,6 +193,7 @@ absl::StatusOr<std::vector<TrialRow>> Store::LoadTrials() {
     t.rungs_json = ColumnText(s, 11);
     t.scratch_restarts = sqlite3_column_int(s, 12);
     t.paused = sqlite3_column_int(s, 13) != 0;
+    t.preemptions = sqlite3_column_int(s, 14);
     out.push_back(std::move(t));
   }
   if (rc != SQLITE_DONE) return Error("load trials");
@@ -309,6 +318,54 @@ absl::StatusOr<int64_t> Store::MaxWorkerId() {
   StmtGuard g{s};
   if (sqlite3_step(s) != SQLITE_ROW) return Error("max worker id");
   return sqlite3_column_int64(s, 0);
+}
+
+absl::Status Store::AddTelemetry(const TelemetryRow& t) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("INSERT INTO telemetry(time, worker_id, trial_id, cpu_percent, rss_bytes, gpu_count,"
+              " gpu_utilization, gpu_memory_bytes, gpu_memory_total_bytes)"
+              " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  StmtGuard g{s};
+  sqlite3_bind_double(s, 1, t.time);
+  sqlite3_bind_int64(s, 2, t.worker_id);
+  sqlite3_bind_int64(s, 3, t.trial_id);
+  sqlite3_bind_double(s, 4, t.cpu_percent);
+  sqlite3_bind_int64(s, 5, t.rss_bytes);
+  sqlite3_bind_int(s, 6, t.gpu_count);
+  sqlite3_bind_double(s, 7, t.gpu_utilization);
+  sqlite3_bind_int64(s, 8, t.gpu_memory_bytes);
+  sqlite3_bind_int64(s, 9, t.gpu_memory_total_bytes);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("add telemetry");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TelemetryRow>> Store::LoadTelemetry(bool latest_only) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("SELECT time, worker_id, trial_id, cpu_percent, rss_bytes, gpu_count,"
+              " gpu_utilization, gpu_memory_bytes, gpu_memory_total_bytes FROM telemetry t"
+              " WHERE ?1 = 0 OR time = (SELECT MAX(time) FROM telemetry u"
+              " WHERE u.worker_id = t.worker_id) ORDER BY worker_id, time"));
+  StmtGuard g{s};
+  sqlite3_bind_int(s, 1, latest_only ? 1 : 0);
+  std::vector<TelemetryRow> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    TelemetryRow t;
+    t.time = sqlite3_column_double(s, 0);
+    t.worker_id = sqlite3_column_int64(s, 1);
+    t.trial_id = sqlite3_column_int64(s, 2);
+    t.cpu_percent = sqlite3_column_double(s, 3);
+    t.rss_bytes = sqlite3_column_int64(s, 4);
+    t.gpu_count = sqlite3_column_int(s, 5);
+    t.gpu_utilization = sqlite3_column_double(s, 6);
+    t.gpu_memory_bytes = sqlite3_column_int64(s, 7);
+    t.gpu_memory_total_bytes = sqlite3_column_int64(s, 8);
+    out.push_back(t);
+  }
+  if (rc != SQLITE_DONE) return Error("load telemetry");
+  return out;
 }
 
 }  // namespace sextant

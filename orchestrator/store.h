@@ -31,6 +31,7 @@ struct TrialRow {
   std::string rungs_json = "[]";  // [{"fidelity", "value", "decision"}], oldest first
   int scratch_restarts = 0;       // resumes that found no checkpoint and started over
   bool paused = false;            // PENDING while waiting for a promotion
+  int preemptions = 0;            // attempts ended by a preemption notice (not failures)
 };
 
 // One stored measurement (a stdout line's metrics).
@@ -40,6 +41,19 @@ struct MeasurementRow {
   int64_t sequence = 0;
   double elapsed = 0;
   std::string metrics_json;  // {"loss": 0.4, "bad": "nan"}: non-finite values as strings
+};
+
+// One telemetry sample from a worker's heartbeat (the trial's processes, or its GPUs).
+struct TelemetryRow {
+  double time = 0;              // unix seconds
+  int64_t worker_id = 0;
+  int64_t trial_id = 0;         // 0 when idle
+  double cpu_percent = 0;       // of one core, summed over the trial's processes
+  int64_t rss_bytes = 0;
+  int gpu_count = 0;            // 0: no GPU
+  double gpu_utilization = 0;   // percent, averaged over the worker's GPUs
+  int64_t gpu_memory_bytes = 0;
+  int64_t gpu_memory_total_bytes = 0;
 };
 
 struct EventRow {
@@ -93,6 +107,9 @@ class Store {
 
   absl::Status AddWorker(int64_t id, const std::string& region, const std::string& pool,
                          const std::string& hostname, int64_t pid, double time);
+  absl::Status AddTelemetry(const TelemetryRow& t);
+  // All samples by worker and time, or only each worker's latest when latest_only.
+  absl::StatusOr<std::vector<TelemetryRow>> LoadTelemetry(bool latest_only);
   // The largest worker id stored (0 when none), so that ids stay unique across resumes.
   absl::StatusOr<int64_t> MaxWorkerId();
 

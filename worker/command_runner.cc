@@ -345,6 +345,7 @@ absl::StatusOr<CommandResult> CommandRun::Run() {
   out_.pipe = std::move(child->stdout_read);
   err_.pipe = std::move(child->stderr_read);
   pidfd_ = OpenPidFd(pid_);
+  if (observer_ != nullptr) observer_->OnStarted(pid_);
   if (spec_.timeout_seconds > 0) timeout_at_ = start_ + absl::Seconds(spec_.timeout_seconds);
   next_tick_ = Steady::now() + tick_;
 
@@ -421,6 +422,10 @@ void CommandRun::ReadStream(Stream& stream, bool is_stdout) {
 }
 
 void CommandRun::HandleLine(std::string_view line) {
+  if (EventLine event; ParseEventLine(line, &event)) {
+    if (observer_ != nullptr) observer_->OnEvent(event.kind, event.message, Elapsed());
+    return;
+  }
   ParsedLine parsed = ParseMetricLine(line);
   result_.ignored_tokens += parsed.ignored_tokens;
   if (!parsed.metrics.empty() && observer_ != nullptr) {
@@ -479,8 +484,12 @@ void CommandRun::ServiceTimers() {
 
 void CommandRun::RequestStop(absl::Time now, Steady::time_point real_now) {
   result_.stopped = true;
-  kill_at_ = now + absl::Seconds(std::max(0.0, spec_.kill_grace_seconds));
-  kill_at_real_ = real_now + ToNanos(spec_.kill_grace_seconds);
+  double grace = spec_.kill_grace_seconds;
+  if (observer_ != nullptr && observer_->StopGraceSeconds() >= 0) {
+    grace = observer_->StopGraceSeconds();
+  }
+  kill_at_ = now + absl::Seconds(std::max(0.0, grace));
+  kill_at_real_ = real_now + ToNanos(grace);
   SignalGroup(SIGTERM);
 }
 

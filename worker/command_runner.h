@@ -29,12 +29,24 @@ struct CommandSpec {
 class CommandObserver {
  public:
   virtual ~CommandObserver() = default;
+  // Called once the command runs; pid is also its process group id.
+  virtual void OnStarted(int pid) { (void)pid; }
   // Called for every complete stdout line that holds at least one name=value metric.
   // elapsed_seconds is measured from the start of the command.
   virtual void OnMetrics(const std::map<std::string, double>& metrics, double elapsed_seconds) = 0;
   // Called about every tick_seconds. Returning false asks the command to stop: its process
   // group gets SIGTERM, then SIGKILL after kill_grace_seconds.
   virtual bool OnTick() { return true; }
+  // Called for every stdout line that is a well-formed "sextant-event: KIND message" line
+  // (see ParseEventLine); such lines are not parsed for metrics.
+  virtual void OnEvent(const std::string& kind, const std::string& message,
+                       double elapsed_seconds) {
+    (void)kind, (void)message, (void)elapsed_seconds;
+  }
+  // How long to wait between SIGTERM and SIGKILL when OnTick has asked to stop; a negative
+  // value (the default) means CommandSpec::kill_grace_seconds. A preemption notice uses this to
+  // give the command the notice period to checkpoint.
+  virtual double StopGraceSeconds() const { return -1; }
 };
 
 struct CommandResult {

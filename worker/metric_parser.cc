@@ -109,3 +109,29 @@ ParsedLine ParseMetricLine(std::string_view line) {
 }
 
 }  // namespace sextant
+
+namespace sextant {
+
+bool ParseEventLine(std::string_view line, EventLine* out) {
+  if (line.substr(0, kEventPrefix.size()) != kEventPrefix) return false;
+  line.remove_prefix(kEventPrefix.size());
+  auto trim = [](std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+    return s;
+  };
+  line = trim(line);
+  size_t end = 0;
+  while (end < line.size() && end < 64 &&
+         ((line[end] >= 'a' && line[end] <= 'z') || (line[end] >= '0' && line[end] <= '9') ||
+          line[end] == '_')) {
+    ++end;
+  }
+  if (end == 0 || (end < line.size() && line[end] != ' ' && line[end] != '\t')) return false;
+  out->kind = std::string(line.substr(0, end));
+  std::string_view rest = trim(line.substr(end));
+  out->message = std::string(rest.substr(0, 1000));
+  return true;
+}
+
+}  // namespace sextant

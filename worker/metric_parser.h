@@ -19,6 +19,17 @@ struct ParsedLine {
 // and are skipped silently; a later duplicate name wins. Never fails.
 ParsedLine ParseMetricLine(std::string_view line);
 
+// The prefix of an event line: "sextant-event: oom micro_batch=64" carries kind "oom" and
+// message "micro_batch=64". Event lines are not parsed for metrics.
+inline constexpr std::string_view kEventPrefix = "sextant-event:";
+
+struct EventLine {
+  std::string kind;     // [a-z0-9_]+, at most 64 chars
+  std::string message;  // the rest of the line, trimmed, at most 1000 chars
+};
+// True and fills *out when line is a well-formed event line.
+bool ParseEventLine(std::string_view line, EventLine* out);
+
 }  // namespace sextant
 
 #endif  // SEXTANT_WORKER_METRIC_PARSER_H_

@@ -4,12 +4,14 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
 #include "worker/command_runner.h"
+#include "worker/telemetry.h"
 
 namespace sextant {
 namespace {
@@ -32,9 +34,19 @@ bool Retryable(const grpc::Status& s) {
 // worker's only thread, from inside RunCommand.
 class TrialReporter : public CommandObserver {
  public:
+  // What the reporter needs from its worker beyond the assignment.
+  struct Setup {
+    const std::atomic<bool>* preempt = nullptr;  // may be null
+    double preempt_notice_seconds = 30;
+    const GpuMonitor* gpus = nullptr;             // null: no NVML
+    std::vector<int> gpu_indices;                 // empty: all
+  };
+
   TrialReporter(WorkerService::Stub* stub, int64_t worker_id, const v1::Assignment& a,
-                double heartbeat_seconds, Clock* clock, const std::atomic<bool>* stop)
-      : stub_(stub),
+                double heartbeat_seconds, Clock* clock, const std::atomic<bool>* stop,
+                Setup setup)
+      : context_(std::move(setup)),
+        stub_(stub),
         worker_id_(worker_id),
         trial_id_(a.trial_id()),
         attempt_(a.attempt()),
@@ -45,15 +57,27 @@ class TrialReporter : public CommandObserver {
         last_flush_(clock->Now()) {}
 
   void OnMetrics(const std::map<std::string, double>& metrics, double elapsed) override {
-    v1::Measurement* m = buffer_.add_measurements();
-    m->set_trial_id(trial_id_);
-    m->set_attempt(attempt_);
-    m->set_sequence(++sequence_);
-    m->set_elapsed_seconds(elapsed);
+    v1::Measurement* m = NewMeasurement(elapsed);
     for (const auto& [k, v] : metrics) (*m->mutable_metrics())[k] = v;
   }
 
+  // Events travel as measurements so that they are stored exactly once, in order.
+  void OnEvent(const std::string& kind, const std::string& message, double elapsed) override {
+    NewMeasurement(elapsed)->set_event(message.empty() ? kind : absl::StrCat(kind, " ", message));
+  }
+
+  void OnStarted(int pid) override { sampler_.emplace(pid); }
+
+  double StopGraceSeconds() const override {
+    return preempting_ ? context_.preempt_notice_seconds : -1;
+  }
+
   bool OnTick() override {
+    if (context_.preempt != nullptr && context_.preempt->load()) {
+      preempting_ = true;
+      Flush();
+      return false;
+    }
     if (stop_->load() || stale_) return false;
     if (action_ == v1::ACTION_STOP) return false;
     // A paused trial gets a moment to save its checkpoint and exit by itself.
@@ -65,6 +89,7 @@ class TrialReporter : public CommandObserver {
       req.set_worker_id(worker_id_);
       req.set_trial_id(trial_id_);
       req.set_attempt(attempt_);
+      AddTelemetry(now, &req);
       v1::HeartbeatResponse resp;
       grpc::Status s = stub_->Heartbeat(Context(5).get(), req, &resp);
       if (s.ok()) {
@@ -100,6 +125,8 @@ class TrialReporter : public CommandObserver {
     buffer_.clear_measurements();
   }
   bool stale() const { return stale_; }
+  // True when a preemption notice stopped the command.
+  bool preempting() const { return preempting_; }
   // The action that made us stop the command (ACTION_CONTINUE when we did not).
   v1::TrialAction action() const { return action_; }
 
@@ -113,6 +140,33 @@ class TrialReporter : public CommandObserver {
   }
 
  private:
+  v1::Measurement* NewMeasurement(double elapsed) {
+    v1::Measurement* m = buffer_.add_measurements();
+    m->set_trial_id(trial_id_);
+    m->set_attempt(attempt_);
+    m->set_sequence(++sequence_);
+    m->set_elapsed_seconds(elapsed);
+    return m;
+  }
+
+  void AddTelemetry(absl::Time now, v1::HeartbeatRequest* req) {
+    if (sampler_) {
+      ProcessSample p = sampler_->Sample(now);
+      req->set_cpu_percent(p.cpu_percent);
+      req->set_rss_bytes(p.rss_bytes);
+    }
+    if (context_.gpus != nullptr) {
+      GpuSample g = context_.gpus->Sample(context_.gpu_indices);
+      req->set_gpu_count(g.count);
+      req->set_gpu_utilization(g.utilization_percent);
+      req->set_gpu_memory_bytes(g.memory_used_bytes);
+      req->set_gpu_memory_total_bytes(g.memory_total_bytes);
+    }
+  }
+
+  Setup context_;
+  std::optional<ProcessGroupSampler> sampler_;
+  bool preempting_ = false;
   WorkerService::Stub* stub_;
   int64_t worker_id_, trial_id_;
   int attempt_;
@@ -135,8 +189,11 @@ std::string LastLines(const std::string& text, size_t max_bytes) {
 
 class Worker {
  public:
-  Worker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop)
-      : options_(options), clock_(clock), stop_(stop) {
+  Worker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop,
+         const std::atomic<bool>* preempt)
+      : options_(options), clock_(clock), stop_(stop), preempt_(preempt) {
+    auto monitor = GpuMonitor::Open();
+    if (monitor.ok()) gpus_ = *std::move(monitor);
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(64 << 20);
     channel_ = grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
@@ -144,10 +201,16 @@ class Worker {
   }
 
   int Run() {
+    auto indices = ParseDeviceList(options_.gpus);
+    if (!indices.ok()) {
+      std::cerr << "sextant-worker: --gpus: " << indices.status().message() << "\n";
+      return 2;
+    }
+    gpu_indices_ = *indices;
     int rc = RegisterSelf();
     if (rc != 0) return rc;
     v1::LeaseResponse lease;
-    while (!stop_->load()) {
+    while (!Stopping()) {
       if (!lease.has_assignment()) {
         if (lease.done()) return 0;
         rc = LeaseNext(&lease);
@@ -182,10 +245,14 @@ class Worker {
     return s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ? 2 : 1;
   }
 
+  bool Stopping() const {
+    return stop_->load() || (preempt_ != nullptr && preempt_->load());
+  }
+
   // Returns -1 to go on, or an exit code.
   int LeaseNext(v1::LeaseResponse* lease) {
     absl::Time give_up = clock_->Now() + absl::Seconds(options_.connect_timeout_seconds);
-    while (!stop_->load()) {
+    while (!Stopping()) {
       v1::LeaseRequest req;
       req.set_worker_id(reg_.worker_id());
       req.set_wait_seconds(options_.lease_wait_seconds);
@@ -211,7 +278,14 @@ class Worker {
   CommandSpec SpecFor(const v1::Assignment& a) {
     CommandSpec spec;
     spec.argv.assign(a.argv().begin(), a.argv().end());
+    // The built-in trainer is this very binary, wherever it is installed.
+    if (!spec.argv.empty() && spec.argv[0] == "sextant-worker") {
+      std::error_code ec;
+      auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+      if (!ec) spec.argv[0] = self.string();
+    }
     for (const auto& [k, v] : a.env()) spec.env[k] = v;
+    if (!options_.gpus.empty()) spec.env["CUDA_VISIBLE_DEVICES"] = options_.gpus;
     spec.working_dir = reg_.working_dir();
     spec.timeout_seconds = a.timeout_seconds();
     if (!reg_.log_dir().empty()) {
@@ -232,9 +306,24 @@ class Worker {
       checkpoint_missing = a.resume() && std::filesystem::is_empty(a.checkpoint_dir(), ec);
     }
     TrialReporter reporter(stub_.get(), reg_.worker_id(), a, reg_.heartbeat_seconds(), clock_,
-                           stop_);
+                           stop_,
+                           TrialReporter::Setup{preempt_, options_.preempt_notice_seconds,
+                                                  gpus_.get(), gpu_indices_});
     absl::StatusOr<CommandResult> result = RunCommand(SpecFor(a), &reporter, clock_);
-    if (stop_->load()) return 0;  // the orchestrator records the trial as cancelled
+    if (reporter.preempting() && !reporter.stale()) {
+      v1::CompleteRequest req;
+      req.set_worker_id(reg_.worker_id());
+      req.set_trial_id(a.trial_id());
+      req.set_attempt(a.attempt());
+      req.set_preempted(true);
+      req.set_exit_code(result.ok() ? result->exit_code : -1);
+      reporter.TakeUnsent(&req);
+      v1::LeaseResponse unused;
+      SendCompletion(req, &unused);
+      std::cerr << "sextant-worker: preempted; trial " << a.trial_id() << " handed back\n";
+      return 0;
+    }
+    if (Stopping()) return 0;  // the orchestrator records the trial as cancelled
     if (reporter.stale()) return -1;  // the lease moved on; our result is not wanted
     v1::CompleteRequest req;
     req.set_worker_id(reg_.worker_id());
@@ -285,6 +374,9 @@ class Worker {
   WorkerOptions options_;
   Clock* clock_;
   const std::atomic<bool>* stop_;
+  const std::atomic<bool>* preempt_;
+  std::unique_ptr<GpuMonitor> gpus_;
+  std::vector<int> gpu_indices_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<WorkerService::Stub> stub_;
   v1::RegisterResponse reg_;
@@ -292,8 +384,9 @@ class Worker {
 
 }  // namespace
 
-int RunWorker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop) {
-  Worker worker(options, clock, stop);
+int RunWorker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop,
+              const std::atomic<bool>* preempt) {
+  Worker worker(options, clock, stop, preempt);
   return worker.Run();
 }
 

@@ -16,13 +16,24 @@ struct WorkerOptions {
   int protocol_version = 1;          // default: the current protocol (tests change it)
   double lease_wait_seconds = 5;     // long-poll length for Lease; default 5
   double connect_timeout_seconds = 30;  // give up when the orchestrator stays unreachable; default 30
+  // After a preemption notice, how long the running trial has to checkpoint and exit before it
+  // is killed; default 30 s.
+  double preempt_notice_seconds = 30;
+  // GPUs this worker owns, e.g. "0,1": trials get them as CUDA_VISIBLE_DEVICES and heartbeats
+  // report their utilisation. Default empty: no GPU is assigned (telemetry reports all GPUs
+  // NVML sees, if any, and the trial's CPU and memory).
+  std::string gpus;
 };
 
 // Registers with the orchestrator and runs leased trials until the orchestrator says the
 // experiment is done (exit 0), stop becomes true (exit 0 after stopping the running trial), the
 // orchestrator refuses us (exit 2, e.g. a protocol mismatch) or stays unreachable (exit 1).
+// When preempt (may be null) becomes true, a preemption notice arrived: the running trial gets
+// SIGTERM and preempt_notice_seconds to checkpoint, its attempt is reported as preempted (not
+// failed), and the worker exits 0 without leasing more.
 // Prints one-line reasons on stderr.
-int RunWorker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop);
+int RunWorker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop,
+              const std::atomic<bool>* preempt = nullptr);
 
 }  // namespace sextant
 

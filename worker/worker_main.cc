@@ -17,12 +17,17 @@
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_preempt{false};
 
 void OnSignal(int) { g_stop.store(true); }
+// SIGTERM is what a cloud's spot notice, Slurm's preemption and `kill` send: checkpoint and go.
+void OnPreemptSignal(int) { g_preempt.store(true); }
 
 void Usage() {
   std::cerr << "usage: sextant-worker --connect HOST:PORT [--region R] [--pool P]\n"
+               "                      [--gpus 0,1] [--preempt-notice SECONDS]\n"
                "                      [--role client|aggregator] [--exit-with-parent]\n"
+               "       sextant-worker train --help\n"
                "       sextant-worker devices\n";
 }
 
@@ -57,6 +62,15 @@ int main(int argc, char** argv) {
       if (!value(&options.region)) return 2;
     } else if (arg == "--pool") {
       if (!value(&options.pool)) return 2;
+    } else if (arg == "--gpus") {
+      if (!value(&options.gpus)) return 2;
+    } else if (arg == "--preempt-notice") {
+      std::string s;
+      if (!value(&s) || !absl::SimpleAtod(s, &options.preempt_notice_seconds) ||
+          options.preempt_notice_seconds < 0) {
+        std::cerr << "sextant-worker: --preempt-notice takes seconds >= 0\n";
+        return 2;
+      }
     } else if (arg == "--launch-token") {
       if (!value(&options.launch_token)) return 2;
     } else if (arg == "--role") {
@@ -84,14 +98,15 @@ int main(int argc, char** argv) {
   }
   if (exit_with_parent) {
     // A local worker must not outlive an orchestrator that was killed outright.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    prctl(PR_SET_PDEATHSIG, SIGINT);
     if (getppid() == 1) return 1;
   }
   struct sigaction sa;
   std::memset(&sa, 0, sizeof(sa));
   sa.sa_handler = OnSignal;
-  sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  sa.sa_handler = OnPreemptSignal;
+  sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  return sextant::RunWorker(options, sextant::RealClockInstance(), &g_stop);
+  return sextant::RunWorker(options, sextant::RealClockInstance(), &g_stop, &g_preempt);
 }

@@ -130,6 +130,65 @@ echo "loss=$SEXTANT_TRIAL_ID"
   EXPECT_THAT(events.out, HasSubstr("\"kind\":\"lease_expired\""));
 }
 
+TEST_F(CliTest, PreemptionNoticeCheckpointsRequeuesAndResumesToTheExactTarget) {
+  // Ten steps with a checkpoint after each; on SIGTERM the script saves and exits 75. Trial 1's
+  // first attempt records its worker so that the test can deliver the notice to it.
+  WriteFile(dir_ + "/steps.sh", absl::StrCat(R"SH(#!/bin/sh
+ck="$SEXTANT_CHECKPOINT_DIR/step"
+i=0
+[ -f "$ck" ] && i=$(cat "$ck")
+trap 'echo "$i" > "$ck"; echo "sextant-event: checkpoint saved at step $i"; exit 75' TERM
+if [ "$SEXTANT_TRIAL_ID" = 1 ] && [ "$SEXTANT_ATTEMPT" = 1 ]; then echo "$$ $PPID" > ")SH",
+                                             dir_, R"SH(/victim"; fi
+while [ "$i" -lt 10 ]; do
+  i=$((i + 1))
+  echo "$i" > "$ck"
+  echo "step=$i loss=$((100 - i))"
+  if [ "$SEXTANT_TRIAL_ID" = 1 ] && [ "$SEXTANT_ATTEMPT" = 1 ] && [ "$i" -ge 3 ]; then
+    sleep 0.2 & wait $!
+  fi
+done
+)SH"));
+  WriteFile(dir_ + "/exp.yaml", Experiment("preempt", 3, 2, "[sh, steps.sh]"));
+  BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
+                         "--heartbeat", "0.3s"});
+  ASSERT_TRUE(testing::WaitFor([&] { return std::filesystem::exists(dir_ + "/victim"); }, 30))
+      << run.out() << run.err();
+  std::ifstream victim(dir_ + "/victim");
+  int trial_pid = 0, worker_pid = 0;
+  victim >> trial_pid >> worker_pid;
+  ASSERT_GT(worker_pid, 1);
+  // Let it get past step 3 (into the slow part), then deliver the notice.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return ReadFile(dir_ + "/run/logs/trial-1.1.out").find("step=4") != std::string::npos; },
+      30));
+  ASSERT_EQ(kill(worker_pid, SIGTERM), 0);
+  ASSERT_EQ(run.Wait(60), 0) << run.out() << run.err();
+  nlohmann::json j = Results(dir_ + "/run");
+  ASSERT_EQ(j["trials"].size(), 3u);
+  const auto& t = j["trials"][0];
+  EXPECT_EQ(t["state"], "COMPLETED") << t.dump();
+  EXPECT_EQ(t["attempts"], 2);
+  EXPECT_EQ(t["preemptions"], 1);
+  EXPECT_EQ(t["value"], 90.0);            // step 10 reached exactly once overall
+  EXPECT_EQ(t["metrics"]["step"], 10.0);
+  // The second attempt resumed from the checkpoint instead of starting over at step 1.
+  std::string second = ReadFile(dir_ + "/run/logs/trial-1.2.out");
+  EXPECT_THAT(second, ::testing::Not(HasSubstr("step=1 ")));
+  EXPECT_THAT(second, HasSubstr("step=10 "));
+  EXPECT_EQ(j["trials"][1]["preemptions"], 0);
+  auto events = RunProcess({kSextant, "events", dir_ + "/run"});
+  EXPECT_THAT(events.out, HasSubstr("\"kind\":\"trial_preempted\""));
+  EXPECT_THAT(events.out, HasSubstr("\"kind\":\"trial_checkpoint\""));
+  EXPECT_THAT(events.out, HasSubstr("saved at step"));
+  // A preemption is not a failure: no trial_failed or trial_restarted event.
+  EXPECT_THAT(events.out, ::testing::Not(HasSubstr("trial_restarted")));
+  // Heartbeats carried the trials' CPU and memory; status shows them per worker.
+  auto status = RunProcess({kSextant, "status", dir_ + "/run"});
+  EXPECT_THAT(status.out, HasSubstr("workers:"));
+  EXPECT_THAT(status.out, HasSubstr("rss"));
+}
+
 TEST_F(CliTest, EveryExampleValidates) {
   int count = 0;
   for (const auto& entry :

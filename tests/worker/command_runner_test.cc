@@ -43,6 +43,13 @@ class RecordingObserver : public CommandObserver {
     return on_tick ? on_tick() : true;
   }
 
+  void OnEvent(const std::string& kind, const std::string& message, double) override {
+    events.push_back(kind + "|" + message);
+  }
+  double StopGraceSeconds() const override { return grace; }
+
+  std::vector<std::string> events;
+  double grace = -1;
   std::function<void(const Metrics&)> on_metrics;
   std::function<bool()> on_tick;
   const std::vector<Metrics>& metrics() const { return metrics_; }
@@ -321,6 +328,32 @@ TEST_F(CommandRunnerTest, ChildGetsDefaultSignalsAndAnEmptyMask) {
   ASSERT_EQ(masks.size(), 2u);
   EXPECT_EQ(masks["SigIgn:"] & (1ull << (SIGPIPE - 1)), 0u);
   EXPECT_EQ(masks["SigBlk:"], 0u);
+}
+
+TEST_F(CommandRunnerTest, EventLinesReachOnEventAndAreNotMetrics) {
+  CommandResult result = Run(Shell(
+      "echo 'sextant-event: oom micro_batch=64 reason=cap'; echo loss=1; "
+      "echo 'sextant-event: Bad kind=1'; echo 'sextant-event:'"));
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_THAT(observer_.events, ElementsAre("oom|micro_batch=64 reason=cap"));
+  // A malformed event line is treated as an ordinary line (its name=value tokens count).
+  EXPECT_THAT(observer_.metrics(), ElementsAre(ElementsAre(Pair("loss", 1.0)),
+                                               ElementsAre(Pair("kind", 1.0))));
+}
+
+TEST_F(CommandRunnerTest, ObserverGraceLetsACommandFinishItsCheckpointAfterSigterm) {
+  // The command needs 0.6 s after SIGTERM to "checkpoint"; the spec's grace alone would kill it.
+  CommandSpec spec = Shell(
+      "trap 'sleep 0.6; echo saved=1; exit 75' TERM; echo started=1; "
+      "while true; do sleep 0.05; done");
+  spec.kill_grace_seconds = 0.1;
+  observer_.grace = 3;
+  observer_.on_tick = [this] { return observer_.metrics().empty(); };
+  CommandResult result = Run(spec);
+  EXPECT_TRUE(result.stopped);
+  EXPECT_EQ(result.exit_code, 75);
+  EXPECT_THAT(observer_.metrics(), ElementsAre(ElementsAre(Pair("started", 1.0)),
+                                               ElementsAre(Pair("saved", 1.0))));
 }
 
 }  // namespace
