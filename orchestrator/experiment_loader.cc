@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/duration.h"
+#include "orchestrator/trial_command.h"
 
 namespace sextant {
 namespace {
@@ -784,9 +785,19 @@ void Loader::LoadCommand(const Field& f, v1::TrialSpec* trial) {
 void Loader::LoadBuiltin(const Field& f, v1::BuiltinTrainer* builtin) {
   Section s(r_, f, {"model", "dataset", "epochs", "gpus", "args"});
   if (!s.ok()) return;
-  auto text = [&](const Field& x) { return r_.NonEmptyString(x); };
-  IfPresent<std::string>(s, "model", text, [&](const std::string& v) { builtin->set_model(v); });
-  IfPresent<std::string>(s, "dataset", text,
+  auto one_of = [&](std::set<std::string> allowed) {
+    return [this, allowed](const Field& x) -> std::optional<std::string> {
+      std::optional<std::string> v = r_.NonEmptyString(x);
+      if (v && !allowed.contains(*v)) {
+        r_.ValueError(x, absl::StrCat("'", *v, "' is not one of: ", absl::StrJoin(allowed, ", ")));
+        return std::nullopt;
+      }
+      return v;
+    };
+  };
+  IfPresent<std::string>(s, "model", one_of({"mlp", "cnn"}),
+                         [&](const std::string& v) { builtin->set_model(v); });
+  IfPresent<std::string>(s, "dataset", one_of({"fashion-mnist", "synthetic"}),
                          [&](const std::string& v) { builtin->set_dataset(v); });
   IfPresent<int64_t>(
       s, "epochs", [&](const Field& x) { return r_.Integer(x, 1, kInt32Max); },
@@ -794,7 +805,15 @@ void Loader::LoadBuiltin(const Field& f, v1::BuiltinTrainer* builtin) {
   IfPresent<int64_t>(
       s, "gpus", [&](const Field& x) { return r_.Integer(x, 0, kInt32Max); },
       [&](int64_t v) { builtin->set_gpus(v); });
-  if (const Field* args = s.Find("args")) LoadStringMap(*args, false, builtin->mutable_args());
+  if (const Field* args = s.Find("args")) {
+    LoadStringMap(*args, false, builtin->mutable_args());
+    for (const Field& e : r_.Entries(*args)) {
+      if (!kBuiltinTrainerOptions.contains(e.key.Scalar())) {
+        r_.KeyError(e, absl::StrCat("not an option of the built-in trainer; use one of: ",
+                                    absl::StrJoin(kBuiltinTrainerOptions, ", ")));
+      }
+    }
+  }
 }
 
 void Loader::LoadStringMap(const Field& f, bool env_names,

@@ -1,6 +1,7 @@
 #include "orchestrator/trial_command.h"
 
 #include <cctype>
+#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -88,6 +89,43 @@ std::string EnvName(const std::string& param) {
   return out;
 }
 
+// The built-in trainer's flag for a hyperparameter name ("batch_size" -> "--batch-size").
+std::string TrainerFlag(const std::string& name) {
+  std::string flag = absl::StrCat("--", name);
+  for (char& c : flag) {
+    if (c == '_') c = '-';
+  }
+  return flag;
+}
+
+// argv for `sextant-worker train`: the builtin block, then each search parameter named like a
+// trainer option (unless args sets it), then args with ${name} substituted. The worker replaces
+// argv[0] by its own path.
+absl::StatusOr<std::vector<std::string>> BuiltinArgv(const v1::ExperimentSpec& spec,
+                                                     const SearchSpace& space,
+                                                     const Params& params) {
+  const v1::BuiltinTrainer& b = spec.trial().builtin();
+  std::vector<std::string> argv = {"sextant-worker", "train", "--model",
+                                   b.model().empty() ? "mlp" : b.model(), "--dataset",
+                                   b.dataset().empty() ? "fashion-mnist" : b.dataset()};
+  if (b.epochs() > 0) argv.insert(argv.end(), {"--epochs", absl::StrCat(b.epochs())});
+  if (b.gpus() > 0) argv.insert(argv.end(), {"--gpus", absl::StrCat(b.gpus())});
+  if (!spec.search().fidelity().name().empty()) {
+    argv.insert(argv.end(), {"--fidelity-name", spec.search().fidelity().name()});
+  }
+  for (const auto& [name, value] : params) {
+    if (kBuiltinTrainerOptions.contains(name) && !b.args().contains(name)) {
+      argv.insert(argv.end(), {TrainerFlag(name), FormatParamValue(value)});
+    }
+  }
+  std::map<std::string, std::string> sorted(b.args().begin(), b.args().end());
+  for (const auto& [name, value] : sorted) {
+    SEXTANT_ASSIGN_OR_RETURN(std::string v, SubstituteParams(value, params, space));
+    argv.insert(argv.end(), {TrainerFlag(name), std::move(v)});
+  }
+  return argv;
+}
+
 }  // namespace
 
 absl::StatusOr<v1::Assignment> BuildAssignment(const v1::ExperimentSpec& spec,
@@ -99,6 +137,10 @@ absl::StatusOr<v1::Assignment> BuildAssignment(const v1::ExperimentSpec& spec,
   a.set_timeout_seconds(spec.trial().timeout_seconds());
   a.set_checkpoint_dir(context.checkpoint_dir);
   for (const auto& [name, value] : params) (*a.mutable_params())[name] = ToProto(value);
+  if (spec.trial().has_builtin()) {
+    SEXTANT_ASSIGN_OR_RETURN(std::vector<std::string> argv, BuiltinArgv(spec, space, params));
+    for (std::string& s : argv) a.add_argv(std::move(s));
+  }
   for (const std::string& arg : spec.trial().command()) {
     SEXTANT_ASSIGN_OR_RETURN(std::string s, SubstituteParams(arg, params, space));
     a.add_argv(std::move(s));

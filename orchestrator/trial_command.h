@@ -1,6 +1,7 @@
 #ifndef SEXTANT_ORCHESTRATOR_TRIAL_COMMAND_H_
 #define SEXTANT_ORCHESTRATOR_TRIAL_COMMAND_H_
 
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,13 +22,22 @@ std::string ParamsToJson(const Params& params);
 // The inverse of ParamsToJson, typed by the search space. InvalidArgument on malformed JSON.
 absl::StatusOr<Params> ParamsFromJson(const std::string& json, const SearchSpace& space);
 
+// Hyperparameters of the built-in trainer (trial.builtin). A search parameter with one of these
+// names is passed to it as the matching flag (batch_size -> --batch-size); builtin.args may
+// name them too, with values that hold ${param}.
+inline const std::set<std::string> kBuiltinTrainerOptions = {
+    "batch_size", "hidden",  "optimizer",     "lr",           "dropout",
+    "weight_decay", "momentum", "seed",        "threads",      "memory_cap_mb",
+    "nan_patience", "checkpoint_every", "train_subset", "val_subset", "data_dir"};
+
 struct AssignmentContext {
   int64_t trial_id = 0;
   int attempt = 0;
   std::string checkpoint_dir;  // this trial's folder (same for every attempt)
 };
 
-// Builds what the worker runs: argv with ${name} substituted, and the environment:
+// Builds what the worker runs: argv with ${name} substituted (for trial.builtin, the
+// `sextant-worker train` command line with the trainer's hyperparameters), and the environment:
 // the experiment's env (substituted), SEXTANT_PARAMS (JSON), SEXTANT_PARAM_<NAME> (upper case),
 // SEXTANT_TRIAL_ID, SEXTANT_ATTEMPT, SEXTANT_EXPERIMENT and SEXTANT_CHECKPOINT_DIR.
 absl::StatusOr<v1::Assignment> BuildAssignment(const v1::ExperimentSpec& spec,

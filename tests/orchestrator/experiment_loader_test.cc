@@ -165,7 +165,7 @@ TEST(ExperimentLoaderTest, FederationKeysAndDefaults) {
 name: fl
 objective: {metric: accuracy, goal: maximize}
 trial:
-  builtin: {model: cnn, dataset: fashion-mnist, epochs: 2, gpus: 1, args: {width: "64"}}
+  builtin: {model: cnn, dataset: fashion-mnist, epochs: 2, gpus: 1, args: {dropout: "0.25"}}
 federation:
   regions:
     - {name: east, clients: 4}
@@ -197,7 +197,7 @@ federation:
   EXPECT_FALSE(f.secure_aggregation());
   EXPECT_EQ(r.spec.trial().builtin().model(), "cnn");
   EXPECT_EQ(r.spec.trial().builtin().epochs(), 2);
-  EXPECT_EQ(r.spec.trial().builtin().args().at("width"), "64");
+  EXPECT_EQ(r.spec.trial().builtin().args().at("dropout"), "0.25");
   EXPECT_EQ(r.spec.parameters_size(), 0);
 }
 
@@ -675,6 +675,21 @@ resources:
                           "max_instances (2), got 3",
                           "exp.yaml:10:14: resources.pools[2].name: duplicate pool 'a'",
                           "exp.yaml:10:32: resources.pools[2].max_instances: must be >= 1, got 0"));
+}
+
+TEST(ExperimentLoaderTest, BuiltinTrainerModelDatasetAndArgsAreChecked) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: resnet, dataset: cifar, args: {lr: "0.1", widht: "3"}}}
+parameters: {lr: {type: float, min: 0.001, max: 0.1}}
+)"),
+              ElementsAre(
+                  "exp.yaml:3:26: trial.builtin.model: 'resnet' is not one of: cnn, mlp",
+                  "exp.yaml:3:43: trial.builtin.dataset: 'cifar' is not one of: fashion-mnist, "
+                  "synthetic",
+                  StartsWith("exp.yaml:3:68: trial.builtin.args.widht: not an option of the "
+                             "built-in trainer; use one of: batch_size,")));
 }
 
 TEST(ExperimentLoaderTest, FederationNeedsRegionsWithClients) {

@@ -60,5 +60,34 @@ trial:
   EXPECT_EQ(a->timeout_seconds(), 30);
 }
 
+TEST(TrialCommandTest, BuiltinTrainerGetsItsHyperparametersAsFlags) {
+  v1::ExperimentSpec spec = testing::SpecFromYaml(R"(
+name: builtin
+objective: {metric: val_accuracy, goal: maximize}
+parameters:
+  lr: {type: float, min: 0.0001, max: 0.1, log: true}
+  batch_size: {type: int, min: 32, max: 256}
+  width: {type: int, min: 64, max: 512}
+  optimizer: {type: categorical, values: [adam, sgd]}
+search: {sampler: random, scheduler: asha, fidelity: {name: epoch, min: 1, max: 9}}
+trial:
+  builtin:
+    model: mlp
+    epochs: 9
+    args: {hidden: "${width},${width}", optimizer: sgd}
+)");
+  Params p = {{"lr", 0.01}, {"batch_size", int64_t{64}}, {"width", int64_t{128}},
+              {"optimizer", std::string("adam")}};
+  auto a = BuildAssignment(spec, ToSearchSpace(spec), p, {3, 1, "/ck/trial-3"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::vector<std::string> argv(a->argv().begin(), a->argv().end());
+  // The search's optimizer is overridden by args; width is not a trainer option by itself.
+  EXPECT_EQ(argv, (std::vector<std::string>{
+                      "sextant-worker", "train", "--model", "mlp", "--dataset", "fashion-mnist",
+                      "--epochs", "9", "--fidelity-name", "epoch", "--batch-size", "64", "--lr",
+                      "0.01", "--hidden", "128,128", "--optimizer", "sgd"}));
+  EXPECT_EQ(a->env().at("SEXTANT_CHECKPOINT_DIR"), "/ck/trial-3");
+}
+
 }  // namespace
 }  // namespace sextant
