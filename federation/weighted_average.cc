@@ -58,6 +58,16 @@ SEXTANT_KERNEL void AddFour(double* __restrict s, size_t n, const float* __restr
   for (size_t i = 0; i < n; ++i) s[i] += (c0 * u0[i] + c1 * u1[i]) + (c2 * u2[i] + c3 * u3[i]);
 }
 
+// out = keep * acc + c * u for a fold of a single vector (acc == nullptr: the mean is zero).
+SEXTANT_KERNEL void FoldOne(float* out, size_t n, const float* acc, double keep,
+                            const float* __restrict u, double c) {
+  if (acc == nullptr) {
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(c * u[i]);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(keep * acc[i] + c * u[i]);
+}
+
 SEXTANT_KERNEL void Store(float* __restrict acc, const double* __restrict s, size_t n) {
   for (size_t i = 0; i < n; ++i) acc[i] = static_cast<float>(s[i]);
 }
@@ -125,23 +135,21 @@ void WeightedAverage::Fold(std::vector<Item> items, std::vector<absl::Status>& s
   double total = old_total;
   for (const Item& item : items) total += item.weight;
   const size_t d = mean_.size();
-  for (size_t b = 0; b < d; b += kBlock) {
+  for (size_t b = 0; b < d && !items.empty(); b += kBlock) {
     const size_t len = std::min(kBlock, d - b);
-    for (size_t k = 0; k < items.size();) {
-      const float* u = items[k].data + b;
-      if (AllFinite(u, len)) {
-        ++k;
-        continue;
-      }
-      statuses[items[k].index] = absl::InvalidArgumentError(
+    // A block is folded group by group, each group checked just before it is folded (so its
+    // values are in cache once). A bad value restarts the block: nothing of it is stored yet.
+    while (!items.empty()) {
+      const size_t bad = FoldBlock(b, len, items, old_total / total, total);
+      if (bad == items.size()) break;
+      const float* u = items[bad].data + b;
+      statuses[items[bad].index] = absl::InvalidArgumentError(
           absl::StrCat("update has a non-finite value at ", b + FirstNonFinite(u, len)));
-      const double new_total = total - items[k].weight;
-      if (new_total > 0) Unfold(b, items[k], total, new_total);
+      const double new_total = total - items[bad].weight;
+      if (new_total > 0) Unfold(b, items[bad], total, new_total);
       total = new_total;
-      items.erase(items.begin() + static_cast<std::ptrdiff_t>(k));
+      items.erase(items.begin() + static_cast<std::ptrdiff_t>(bad));
     }
-    if (items.empty()) break;
-    FoldBlock(b, len, items, old_total / total, total);
   }
   if (items.empty()) {
     dirty_ = dirty_ || old_total == 0;  // blocks written before the last item failed are stale
@@ -152,11 +160,19 @@ void WeightedAverage::Fold(std::vector<Item> items, std::vector<absl::Status>& s
   for (const Item& item : items) count_ += item.count;
 }
 
-void WeightedAverage::FoldBlock(size_t begin, size_t len, const std::vector<Item>& items,
-                                double keep, double total) {
+size_t WeightedAverage::FoldBlock(size_t begin, size_t len, const std::vector<Item>& items,
+                                  double keep, double total) {
   double* s = partial_.data();
   const float* acc = keep == 0 ? nullptr : mean_.data() + begin;
   for (size_t k = 0; k < items.size(); k += 4) {
+    for (size_t j = k; j < std::min(k + 4, items.size()); ++j) {
+      if (!AllFinite(items[j].data + begin, len)) return j;
+    }
+    if (items.size() == 1) {
+      FoldOne(mean_.data() + begin, len, acc, keep, items[0].data + begin,
+              items[0].numerator / total);
+      return items.size();
+    }
     // A short last group repeats its first vector with coefficient 0 (already in cache).
     const float* p[4];
     double c[4];
@@ -172,6 +188,7 @@ void WeightedAverage::FoldBlock(size_t begin, size_t len, const std::vector<Item
     }
   }
   Store(mean_.data() + begin, s, len);
+  return items.size();
 }
 
 void WeightedAverage::Unfold(size_t end, const Item& bad, double old_total, double new_total) {

@@ -90,8 +90,10 @@ class WeightedAverage {
     int64_t count;  // updates it stands for
   };
   void Fold(std::vector<Item> items, std::vector<absl::Status>& statuses);
-  void FoldBlock(size_t begin, size_t len, const std::vector<Item>& items, double keep,
-                 double total);
+  // Folds one block of every item, checking each group of four just before folding it. Returns
+  // items.size(), or the index of an item with a NaN/Inf in this block (nothing then stored).
+  size_t FoldBlock(size_t begin, size_t len, const std::vector<Item>& items, double keep,
+                   double total);
   void Unfold(size_t end, const Item& bad, double old_total, double new_total);
   void MaterialiseZeros() const;
 
