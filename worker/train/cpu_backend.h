@@ -18,6 +18,8 @@ struct CpuBackendOptions {
   int64_t memory_limit_bytes = 0;
 };
 
+// On a machine shared with other busy processes, run with OMP_WAIT_POLICY=passive (the trainer's
+// command line sets it): spinning OpenMP threads that lose their core stall every parallel step.
 // Returns a CPU backend. Not thread-safe (see Backend). threads < 1 is treated as 1.
 std::unique_ptr<Backend> NewCpuBackend(const CpuBackendOptions& options = {});
 

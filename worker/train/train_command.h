@@ -22,6 +22,7 @@ inline constexpr int kTrainExitPreempted = 75;  // EX_TEMPFAIL: stopped by SIGTE
 // Each epoch prints "<fidelity>=E train_loss=.. val_loss=.. val_accuracy=.. samples_per_sec=.."
 // to stdout (flushed). Events go to stderr as "sextant-event: oom micro_batch=64 reason=...".
 // SIGTERM makes the trainer checkpoint at the next step boundary and exit kTrainExitPreempted.
+// Sets OMP_WAIT_POLICY=passive unless the environment already sets it.
 // --gpus N > 0 fails (kTrainExitFailed) when no CUDA device is usable.
 int RunTrainCommand(int argc, char** argv);
 
