@@ -44,7 +44,7 @@ def main():
           f"{len(copy) - 1 if len(copy) > 1 else len(copy)} interleaved sweeps of per-run medians.\n")
     print(f"Memory bandwidth (STREAM-style copy): **{copy_med:.1f} GB/s** "
           f"(runs: {', '.join(f'{c:.1f}' for c in copy)}); read-only pass: {med(read):.1f} GB/s.\n")
-    print("| n | d | sextant batch GB/s | % of copy | sextant stream GB/s | numpy GB/s | batch / numpy | checksums agree |")
+    print("| n | d | sextant batch GB/s | % of copy | sextant stream GB/s | numpy GB/s | batch / numpy | batch = numpy checksum |")
     print("|---|---|---|---|---|---|---|---|")
     configs = []
     for r in rows:
@@ -61,7 +61,9 @@ def main():
         gb = med([float(r["gbps"]) for r in b])
         gs = med([float(r["gbps"]) for r in s])
         gp = med([float(r["gbps"]) for r in p])
-        sums = {r["checksum"][:8] for r in b + s + p}
+        # Batch (one rounding) and numpy should agree to float precision; stream folds n times
+        # and may differ within its bound (n * 2^-24 relative per coordinate).
+        sums = {r["checksum"][:8] for r in b + p}
         agree = "yes" if len(sums) == 1 else " / ".join(sorted(sums))
         np_cell = f"{gp:.2f}" if p else "did not fit"
         ratio = f"{gb / gp:.1f}x" if p else "-"
