@@ -189,7 +189,7 @@ TEST(TrainCommandTest, MemoryCapPrintsAnOomEvent) {
                      dir),
             0)
       << ReadFile(dir + "/stderr");
-  EXPECT_THAT(ReadFile(dir + "/stderr"), HasSubstr("sextant-event: oom micro_batch=128 reason=micro-batch_256_->_128"));
+  EXPECT_THAT(ReadFile(dir + "/stdout"), HasSubstr("sextant-event: oom micro_batch=128 reason=micro-batch_256_->_128"));
 }
 
 }  // namespace

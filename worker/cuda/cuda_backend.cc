@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <unordered_map>
 
@@ -19,6 +21,72 @@ using train::IntBuffer;
 using train::IntTensor;
 using train::Tensor;
 using train::Transpose;
+
+// cuBLAS and NCCL are loaded when a CUDA backend is first made, not when the binary starts:
+// linking them would cost every sextant-worker start (also on machines without a GPU) the
+// loading of a few hundred MB of libraries.
+struct Libraries {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasSetMathMode) set_math_mode = nullptr;
+  decltype(&cublasSgemm_v2) sgemm = nullptr;
+  decltype(&cublasSgemv_v2) sgemv = nullptr;
+  decltype(&ncclCommInitAll) nccl_init_all = nullptr;
+  decltype(&ncclCommDestroy) nccl_destroy = nullptr;
+  decltype(&ncclGroupStart) nccl_group_start = nullptr;
+  decltype(&ncclGroupEnd) nccl_group_end = nullptr;
+  decltype(&ncclAllReduce) nccl_all_reduce = nullptr;
+  decltype(&ncclGetErrorString) nccl_error_string = nullptr;
+  std::string cublas_error, nccl_error;  // why a library is unusable; empty when loaded
+};
+
+// The library by its soname (the loader's search path), else from the toolkit we built with.
+void* Open(const char* soname) {
+  void* lib = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+#ifdef SEXTANT_CUDA_LIBRARY_DIR
+  if (lib == nullptr) {
+    lib = ::dlopen(absl::StrCat(SEXTANT_CUDA_LIBRARY_DIR, "/", soname).c_str(),
+                   RTLD_NOW | RTLD_LOCAL);
+  }
+#endif
+  return lib;
+}
+
+template <typename F>
+bool Resolve(void* lib, const char* name, F* out) {
+  *out = reinterpret_cast<F>(::dlsym(lib, name));
+  return *out != nullptr;
+}
+
+// Loaded once per process, then immutable.
+const Libraries& Libs() {
+  static const Libraries libs = [] {
+    Libraries l;
+    void* cublas = Open("libcublas.so.13");
+    if (cublas == nullptr ||
+        !(Resolve(cublas, "cublasCreate_v2", &l.create) &&
+          Resolve(cublas, "cublasDestroy_v2", &l.destroy) &&
+          Resolve(cublas, "cublasSetStream_v2", &l.set_stream) &&
+          Resolve(cublas, "cublasSetMathMode", &l.set_math_mode) &&
+          Resolve(cublas, "cublasSgemm_v2", &l.sgemm) &&
+          Resolve(cublas, "cublasSgemv_v2", &l.sgemv))) {
+      l.cublas_error = absl::StrCat("cannot load cuBLAS (libcublas.so.13): ", ::dlerror());
+    }
+    void* nccl = Open("libnccl.so.2");
+    if (nccl == nullptr ||
+        !(Resolve(nccl, "ncclCommInitAll", &l.nccl_init_all) &&
+          Resolve(nccl, "ncclCommDestroy", &l.nccl_destroy) &&
+          Resolve(nccl, "ncclGroupStart", &l.nccl_group_start) &&
+          Resolve(nccl, "ncclGroupEnd", &l.nccl_group_end) &&
+          Resolve(nccl, "ncclAllReduce", &l.nccl_all_reduce) &&
+          Resolve(nccl, "ncclGetErrorString", &l.nccl_error_string))) {
+      l.nccl_error = absl::StrCat("cannot load NCCL (libnccl.so.2): ", ::dlerror());
+    }
+    return l;
+  }();
+  return libs;
+}
 
 // The one checked boundary: a CUDA, cuBLAS or NCCL failure becomes a Status naming the call.
 absl::Status CudaStatus(cudaError_t e, const char* what) {
@@ -59,7 +127,7 @@ class CudaBackend : public Backend {
                     static_cast<void*>(row_flags_)}) {
       if (p != nullptr) cudaFree(p);
     }
-    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (cublas_ != nullptr) Libs().destroy(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
@@ -116,7 +184,7 @@ class CudaBackend : public Backend {
     const int m = static_cast<int>(c.rows), n = static_cast<int>(c.cols);
     const int k = static_cast<int>(ta == Transpose::kYes ? a.rows : a.cols);
     if (m == 0 || n == 0) return;
-    SEXTANT_CUBLAS_CHECK(cublasSgemm(
+    SEXTANT_CUBLAS_CHECK(Libs().sgemm(
         cublas_, tb == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N,
         ta == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b.data,
         static_cast<int>(b.cols), a.data, static_cast<int>(a.cols), &beta, c.data, n));
@@ -140,7 +208,7 @@ class CudaBackend : public Backend {
   void ColumnSum(const Tensor& dy, float beta, Tensor db) override {
     if (!EnsureOnes(dy.rows)) return;
     const float one = 1.0f;
-    SEXTANT_CUBLAS_CHECK(cublasSgemv(cublas_, CUBLAS_OP_N, static_cast<int>(dy.cols),
+    SEXTANT_CUBLAS_CHECK(Libs().sgemv(cublas_, CUBLAS_OP_N, static_cast<int>(dy.cols),
                                      static_cast<int>(dy.rows), &one, dy.data,
                                      static_cast<int>(dy.cols), ones_, 1, &beta, db.data, 1));
   }
@@ -216,10 +284,13 @@ class CudaBackend : public Backend {
     absl::Status s = CudaStatus(cudaSetDevice(device_), "cudaSetDevice");
     if (s.ok()) s = CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                                "cudaStreamCreate");
-    if (s.ok()) s = CublasStatus(cublasCreate(&cublas_), "cublasCreate");
-    if (s.ok()) s = CublasStatus(cublasSetStream(cublas_, stream_), "cublasSetStream");
+    if (s.ok() && !Libs().cublas_error.empty()) s = absl::UnavailableError(Libs().cublas_error);
+    if (s.ok()) s = CublasStatus(Libs().create(&cublas_), "cublasCreate");
+    if (s.ok()) s = CublasStatus(Libs().set_stream(cublas_, stream_), "cublasSetStream");
     // Plain FP32 (no TF32 tensor cores), so the GPU's results track the CPU backend's.
-    if (s.ok()) s = CublasStatus(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+    if (s.ok()) {
+      s = CublasStatus(Libs().set_math_mode(cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+    }
     if (!s.ok()) return absl::UnavailableError(absl::StrCat("CUDA device ", device_, ": ", s.message()));
     return s;
   }
@@ -311,16 +382,19 @@ class NcclAllReduce : public GradientAllReduce {
       devices.push_back(c->device());
     }
     if (cuda.empty()) return absl::InvalidArgumentError("no replicas");
+    if (!Libs().nccl_error.empty()) return absl::UnavailableError(Libs().nccl_error);
     std::vector<ncclComm_t> comms(cuda.size());
-    ncclResult_t r = ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), devices.data());
+    ncclResult_t r =
+        Libs().nccl_init_all(comms.data(), static_cast<int>(comms.size()), devices.data());
     if (r != ncclSuccess) {
-      return absl::UnavailableError(absl::StrCat("ncclCommInitAll: ", ncclGetErrorString(r)));
+      return absl::UnavailableError(
+          absl::StrCat("ncclCommInitAll: ", Libs().nccl_error_string(r)));
     }
     return std::unique_ptr<GradientAllReduce>(new NcclAllReduce(std::move(cuda), std::move(comms)));
   }
 
   ~NcclAllReduce() override {
-    for (ncclComm_t c : comms_) ncclCommDestroy(c);
+    for (ncclComm_t c : comms_) Libs().nccl_destroy(c);
   }
 
   absl::Status AverageInPlace(
@@ -340,18 +414,18 @@ class NcclAllReduce : public GradientAllReduce {
     }
     if (replicas_.size() == 1) return absl::OkStatus();
     // ncclAvg divides by the replica count inside the reduction.
-    ncclResult_t r = ncclGroupStart();
+    ncclResult_t r = Libs().nccl_group_start();
     for (size_t i = 0; r == ncclSuccess && i < per_replica[0].size(); ++i) {
       for (size_t k = 0; r == ncclSuccess && k < replicas_.size(); ++k) {
         const Tensor& t = per_replica[k][i];
-        r = ncclAllReduce(t.data, t.data, static_cast<size_t>(t.size()), ncclFloat, ncclAvg,
+        r = Libs().nccl_all_reduce(t.data, t.data, static_cast<size_t>(t.size()), ncclFloat, ncclAvg,
                           comms_[k], replicas_[k]->stream());
       }
     }
-    ncclResult_t end = ncclGroupEnd();
+    ncclResult_t end = Libs().nccl_group_end();
     if (r == ncclSuccess) r = end;
     if (r != ncclSuccess) {
-      return absl::InternalError(absl::StrCat("ncclAllReduce: ", ncclGetErrorString(r)));
+      return absl::InternalError(absl::StrCat("ncclAllReduce: ", Libs().nccl_error_string(r)));
     }
     return absl::OkStatus();
   }

@@ -1,11 +1,15 @@
 #include "worker/train/train_command.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -13,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "worker/cuda/cuda_backend.h"
 #include "worker/cuda/device_query.h"
 #include "worker/train/cpu_backend.h"
 #include "worker/train/dataset.h"
@@ -147,6 +152,26 @@ void Usage() {
                "[--val-subset N] [--data-dir DIR]\n";
 }
 
+// OpenMP threads that spin at barriers lose their core to any other busy process and then stall
+// the whole step (measured 3-10x slower on a shared 2-core machine); sleeping costs little.
+// libgomp reads OMP_WAIT_POLICY when it is loaded, before main, so the process re-executes
+// itself once with the variable set. An explicit setting in the environment wins.
+void ReexecWithPassiveOpenMpWaits() {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args = absl::StrSplit(all, '\0');
+  if (!args.empty() && args.back().empty()) args.pop_back();
+  if (args.empty()) return;
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  std::fflush(nullptr);
+  execv("/proc/self/exe", argv.data());
+  // Only reached when exec failed: carry on with the runtime's default waits.
+}
+
 int Fail(int code, const absl::Status& s) {
   std::cerr << "sextant-train: " << s.message() << "\n";
   return code;
@@ -155,10 +180,7 @@ int Fail(int code, const absl::Status& s) {
 }  // namespace
 
 int RunTrainCommand(int argc, char** argv) {
-  // OpenMP threads that spin at barriers lose their core to any other busy process and then
-  // stall the whole step (measured 10-20x slower on a shared 2-core machine); sleeping costs
-  // little. Must be set before the OpenMP runtime starts; an explicit setting wins.
-  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
+  ReexecWithPassiveOpenMpWaits();
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       Usage();
@@ -166,6 +188,14 @@ int RunTrainCommand(int argc, char** argv) {
     }
   }
   absl::StatusOr<CommandLine> parsed = Parse(argc, argv);
+  // Under a multi-fidelity scheduler the orchestrator sets the epoch to train to; the
+  // checkpoint carries the run from the previous rung.
+  if (const char* f = std::getenv("SEXTANT_FIDELITY"); parsed.ok() && f != nullptr) {
+    double target = 0;
+    if (absl::SimpleAtod(f, &target) && target >= 1) {
+      parsed->trainer.epochs = static_cast<int>(std::ceil(target));
+    }
+  }
   if (!parsed.ok()) {
     Fail(kTrainExitBadArgs, parsed.status());
     Usage();
@@ -183,9 +213,12 @@ int RunTrainCommand(int argc, char** argv) {
                       BuiltWithCuda() ? "yes" : "no", ", devices found: ", found,
                       "); use --gpus 0 for the CPU backend")));
     }
-    return Fail(kTrainExitFailed, absl::UnimplementedError(
-                                      "the CUDA training backend is not built into this binary; "
-                                      "use --gpus 0 for the CPU backend"));
+    if (c.gpus > 1) {
+      return Fail(kTrainExitFailed,
+                  absl::UnimplementedError(absl::StrCat(
+                      "--gpus ", c.gpus, ": data-parallel training over several GPUs is not "
+                      "wired into the training loop yet; use --gpus 1 per trial")));
+    }
   }
 
   Dataset train, validation;
@@ -213,12 +246,20 @@ int RunTrainCommand(int argc, char** argv) {
     std::printf("%s\n", m.Format(fidelity).c_str());
     std::fflush(stdout);
   };
+  // On stdout, in order with the metrics: sextant-worker records them as the trial's events.
   c.trainer.on_event = [](const TrainEvent& e) {
-    std::fprintf(stderr, "sextant-event: %s\n", e.Format().c_str());
-    std::fflush(stderr);
+    std::printf("sextant-event: %s\n", e.Format().c_str());
+    std::fflush(stdout);
   };
 
-  auto backend = NewCpuBackend({.threads = c.threads, .memory_limit_bytes = 0});
+  std::unique_ptr<Backend> backend;
+  if (c.gpus > 0) {
+    auto gpu = cuda::NewCudaBackend({.device = 0});
+    if (!gpu.ok()) return Fail(kTrainExitFailed, gpu.status());
+    backend = *std::move(gpu);
+  } else {
+    backend = NewCpuBackend({.threads = c.threads, .memory_limit_bytes = 0});
+  }
   absl::StatusOr<TrainResult> result = Train(c.trainer, train, validation, backend.get());
   if (!result.ok()) {
     return Fail(absl::IsInvalidArgument(result.status()) ? kTrainExitBadArgs : kTrainExitFailed,
