@@ -22,7 +22,8 @@ inline constexpr int kTrainExitPreempted = 75;  // EX_TEMPFAIL: stopped by SIGTE
 // Each epoch prints "<fidelity>=E train_loss=.. val_loss=.. val_accuracy=.. samples_per_sec=.."
 // to stdout (flushed). Events go to stderr as "sextant-event: oom micro_batch=64 reason=...".
 // SIGTERM makes the trainer checkpoint at the next step boundary and exit kTrainExitPreempted.
-// Sets OMP_WAIT_POLICY=passive unless the environment already sets it.
+// Unless OMP_WAIT_POLICY is set, re-executes the process (same arguments, via /proc/self/exe)
+// with OMP_WAIT_POLICY=passive, which the OpenMP runtime only reads at load time.
 // --gpus N > 0 fails (kTrainExitFailed) when no CUDA device is usable.
 int RunTrainCommand(int argc, char** argv);
 
