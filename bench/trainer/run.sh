@@ -54,7 +54,7 @@ sextant() {
     --hidden 512,256 --optimizer adam --lr 0.001 --threads "$T" --val-subset 1000 | last_rate
 }
 pytorch() {
-  env OPENBLAS_NUM_THREADS="$T" "$@" $PY "$HERE/torch_mlp.py" --epochs "$EPOCHS" --threads "$T" --batch-size 128 \
+  env "$@" OPENBLAS_NUM_THREADS="$T" $PY "$HERE/torch_mlp.py" --epochs "$EPOCHS" --threads "$T" --batch-size 128 \
     --hidden 512,256 --lr 0.001 | last_rate
 }
 

@@ -181,6 +181,97 @@ TEST(TrainerTest, BackendAllocationFailureAlsoHalvesTheMicroBatch) {
   EXPECT_NEAR(limited->epochs.back().val_loss, uncapped->epochs.back().val_loss, 1e-4);
 }
 
+// Wraps the real CPU backend; Synchronize() fails with ResourceExhausted after any loss over
+// more than `max_rows` rows, as a GPU step fails when a library cannot allocate its workspace.
+class FakeOomBackend : public Backend {
+ public:
+  FakeOomBackend(std::unique_ptr<Backend> real, int64_t max_rows)
+      : real_(std::move(real)), max_rows_(max_rows) {}
+  std::string name() const override { return "fake-oom(" + real_->name() + ")"; }
+  absl::StatusOr<Buffer> Allocate(int64_t r, int64_t c) override { return real_->Allocate(r, c); }
+  absl::StatusOr<IntBuffer> AllocateInts(int64_t n) override { return real_->AllocateInts(n); }
+  void Release(void* p) override { real_->Release(p); }
+  int64_t allocated_bytes() const override { return real_->allocated_bytes(); }
+  void Upload(const float* h, Tensor d) override { real_->Upload(h, d); }
+  void UploadInts(const int32_t* h, IntTensor d) override { real_->UploadInts(h, d); }
+  void Download(const Tensor& s, float* h) override { real_->Download(s, h); }
+  void Fill(Tensor t, float v) override { real_->Fill(t, v); }
+  void Gemm(Transpose ta, Transpose tb, float alpha, const Tensor& a, const Tensor& b, float beta,
+            Tensor c) override {
+    real_->Gemm(ta, tb, alpha, a, b, beta, c);
+  }
+  void AddBias(Tensor x, const Tensor& b, bool relu) override { real_->AddBias(x, b, relu); }
+  void ReluBackward(const Tensor& y, Tensor dy) override { real_->ReluBackward(y, dy); }
+  void Dropout(Tensor x, Tensor m, float p, uint64_t k, int64_t o) override {
+    real_->Dropout(x, m, p, k, o);
+  }
+  void Multiply(const Tensor& m, Tensor dy) override { real_->Multiply(m, dy); }
+  void ColumnSum(const Tensor& dy, float beta, Tensor db) override {
+    real_->ColumnSum(dy, beta, db);
+  }
+  LossSums SoftmaxCrossEntropy(const Tensor& l, const IntTensor& y, float s, Tensor d) override {
+    failing_ = failing_ || (d.data != nullptr && l.rows > max_rows_);
+    return real_->SoftmaxCrossEntropy(l, y, s, d);
+  }
+  void Im2Col(const Tensor& x, const ImageShape& s, int k, Tensor c) override {
+    real_->Im2Col(x, s, k, c);
+  }
+  void Col2Im(const Tensor& c, const ImageShape& s, int k, Tensor dx) override {
+    real_->Col2Im(c, s, k, dx);
+  }
+  void MaxPool(const Tensor& x, const ImageShape& s, Tensor y, IntTensor a) override {
+    real_->MaxPool(x, s, y, a);
+  }
+  void MaxPoolBackward(const Tensor& dy, const IntTensor& a, Tensor dx) override {
+    real_->MaxPoolBackward(dy, a, dx);
+  }
+  void SgdStep(Tensor w, const Tensor& g, Tensor v, const SgdHyper& h) override {
+    real_->SgdStep(w, g, v, h);
+  }
+  void AdamStep(Tensor w, const Tensor& g, Tensor m, Tensor v, const AdamHyper& h) override {
+    real_->AdamStep(w, g, m, v, h);
+  }
+  absl::Status Synchronize() override {
+    if (!failing_) return absl::OkStatus();
+    failing_ = false;
+    return absl::ResourceExhaustedError("workspace allocation failed");
+  }
+
+ private:
+  std::unique_ptr<Backend> real_;
+  int64_t max_rows_;
+  bool failing_ = false;
+};
+
+TEST(TrainerTest, ResourceExhaustedDuringAStepHalvesAndRetriesIt) {
+  Fixture f;
+  TrainerOptions o = SmallOptions();
+  auto uncapped = TrainOn(o, f);
+  ASSERT_TRUE(uncapped.ok());
+  std::vector<std::string> events;
+  o.on_event = [&](const TrainEvent& e) { events.push_back(e.Format()); };
+  FakeOomBackend backend(NewCpuBackend({.threads = 2}), /*max_rows=*/20);
+  auto r = Train(o, f.train, f.val, &backend);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->micro_batch, 13);  // 50 -> 25 -> 13
+  EXPECT_EQ(r->steps, uncapped->steps);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_THAT(events[1], HasSubstr("micro-batch_25_->_13:_workspace_allocation_failed"));
+  for (size_t e = 0; e < r->epochs.size(); ++e) {
+    EXPECT_NEAR(r->epochs[e].train_loss, uncapped->epochs[e].train_loss,
+                1e-5 * uncapped->epochs[e].train_loss);
+  }
+}
+
+TEST(TrainerTest, ResourceExhaustedAtEveryMicroBatchFailsAtOne) {
+  Fixture f;
+  FakeOomBackend backend(NewCpuBackend({.threads = 1}), /*max_rows=*/0);
+  auto r = Train(SmallOptions(), f.train, f.val, &backend);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("out of memory even at micro-batch 1: workspace allocation failed"));
+}
+
 TEST(TrainerTest, OutOfMemoryAtMicroBatchOneFailsWithTheReason) {
   Fixture f;
   TrainerOptions o = SmallOptions();

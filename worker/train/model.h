@@ -15,7 +15,9 @@ namespace sextant::train {
 
 struct ModelSpec {
   std::string kind = "mlp";  // "mlp" or "cnn". Default "mlp".
-  int channels = 1, height = 28, width = 28;  // input image shape. Default 1x28x28.
+  // Input image shape; default 1x28x28. The CNN reads a row as height x width x channels
+  // (channels innermost), which for one channel is the plain pixel order.
+  int channels = 1, height = 28, width = 28;
   int classes = 10;                           // Default 10.
   // Dense hidden layer widths (ReLU, then dropout). For "cnn" these follow the convolutions.
   // Default {512, 256}.

@@ -111,7 +111,8 @@ class TrainLoop {
 
  private:
   absl::Status Setup();
-  absl::Status ChooseMicroBatch();
+  absl::Status ChooseMicroBatch(int64_t start);
+  absl::Status HalveAfter(const absl::Status& failure);
   absl::Status ReserveAll(int64_t rows);
   void Emit(TrainEvent e);
   std::vector<int64_t> Permutation(int64_t epoch) const;
@@ -155,12 +156,13 @@ absl::Status TrainLoop::ReserveAll(int64_t rows) {
   return absl::OkStatus();
 }
 
-// Halves the micro-batch until its estimated working memory fits the cap and the backend can
-// allocate its buffers. The effective batch stays batch_size: RunStep accumulates gradients.
-absl::Status TrainLoop::ChooseMicroBatch() {
+// Starting at `start`, halves the micro-batch until its estimated working memory fits the cap
+// and the backend can allocate its buffers. The effective batch stays batch_size: RunStep
+// accumulates gradients.
+absl::Status TrainLoop::ChooseMicroBatch(int64_t start) {
   const int64_t slots = o_.optimizer.kind == "sgd" ? 1 : 2;
   const int64_t fixed = model_->parameter_count() * (2 + slots) * int64_t{sizeof(float)};
-  int64_t m = o_.batch_size;
+  int64_t m = start;
   while (true) {
     std::string reason;
     const int64_t need =
@@ -195,13 +197,26 @@ absl::Status TrainLoop::Setup() {
   if (!o_.checkpoint_dir.empty()) SEXTANT_RETURN_IF_ERROR(ProbeWritable(o_.checkpoint_dir));
   SEXTANT_ASSIGN_OR_RETURN(model_, NewModel(o_.model, backend_, o_.seed));
   SEXTANT_ASSIGN_OR_RETURN(opt_, NewOptimizer(o_.optimizer, model_->parameters(), backend_));
-  SEXTANT_RETURN_IF_ERROR(ChooseMicroBatch());
+  SEXTANT_RETURN_IF_ERROR(ChooseMicroBatch(o_.batch_size));
   if (!o_.checkpoint_dir.empty()) SEXTANT_RETURN_IF_ERROR(Resume());
   return absl::OkStatus();
 }
 
 // A seeded Fisher-Yates shuffle that depends only on (seed, epoch), so a resumed run sees the
 // same order without storing it.
+// A step failed with ResourceExhausted (e.g. a library's workspace allocation on a GPU): go on
+// with half the micro-batch. The failed step left no trace (it only advances after the backend
+// has synchronised), so it is simply run again.
+absl::Status TrainLoop::HalveAfter(const absl::Status& failure) {
+  if (micro_ == 1) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of memory even at micro-batch 1: ", failure.message()));
+  }
+  const int64_t next = (micro_ + 1) / 2;
+  Emit({"oom", next, absl::StrCat("micro-batch ", micro_, " -> ", next, ": ", failure.message())});
+  return ChooseMicroBatch(next);
+}
+
 std::vector<int64_t> TrainLoop::Permutation(int64_t epoch) const {
   std::vector<int64_t> perm(train_.size());
   for (int64_t i = 0; i < train_.size(); ++i) perm[i] = i;
@@ -388,7 +403,12 @@ absl::StatusOr<TrainResult> TrainLoop::Run() {
       }
       const absl::Time t0 = clock_->Now();
       trained += std::min(o_.batch_size, train_.size() - pos_.step_in_epoch * o_.batch_size);
-      SEXTANT_RETURN_IF_ERROR(RunStep(perm));
+      absl::Status s = RunStep(perm);
+      while (absl::IsResourceExhausted(s)) {
+        SEXTANT_RETURN_IF_ERROR(HalveAfter(s));
+        s = RunStep(perm);
+      }
+      SEXTANT_RETURN_IF_ERROR(s);
       busy += clock_->Now() - t0;
       if (o_.on_step) o_.on_step(pos_.global_step);
       if (o_.checkpoint_every_steps > 0 && pos_.global_step % o_.checkpoint_every_steps == 0) {
