@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/duration.h"
+#include "orchestrator/cost/catalog.h"
 #include "orchestrator/trial_command.h"
 
 namespace sextant {
@@ -400,6 +401,9 @@ class Loader {
   void LoadBudget(const Section& root);
   void LoadResources(const Section& root);
   void LoadPool(const Field& f, std::set<std::string>& names, v1::Pool* pool);
+  void LoadResourceOptions(const Section& s, v1::Resources* resources);
+  void LoadSimulate(const Field& f);
+  void CheckPoolsAgainstCatalog(const Section& root);
   void LoadFederation(const Field& f);
   int64_t LoadRegions(const Section& s, v1::Federation* fed);
   void LoadFederationOptions(const Section& s, v1::Federation* fed);
@@ -415,6 +419,13 @@ class Loader {
   Reader r_;
   std::string file_;
   v1::ExperimentSpec spec_;
+  // Positions of pool keys, for errors found once the catalog is known.
+  struct PoolFields {
+    std::optional<Field> region, instance, market, self;
+  };
+  std::vector<PoolFields> pool_fields_;
+  std::optional<Field> catalog_field_;
+  std::optional<Field> max_cost_field_;
 };
 
 LoadResult Loader::Run(const std::string& yaml) {
@@ -453,7 +464,8 @@ LoadResult Loader::Run(const std::string& yaml) {
 void Loader::LoadRoot(const Field& root) {
   Section s(
       r_, root,
-      {"name", "objective", "parameters", "search", "trial", "budget", "resources", "federation"});
+      {"name", "objective", "parameters", "search", "trial", "budget", "resources", "federation",
+       "simulate"});
   if (!s.ok()) return;
   spec_.set_source_path(file_);
   LoadName(s);
@@ -465,6 +477,8 @@ void Loader::LoadRoot(const Field& root) {
   LoadBudget(s);
   LoadResources(s);
   if (const Field* f = s.Find("federation")) LoadFederation(*f);
+  if (const Field* f = s.Find("simulate")) LoadSimulate(*f);
+  CheckPoolsAgainstCatalog(s);
 }
 
 void Loader::LoadName(const Section& root) {
@@ -867,6 +881,7 @@ void Loader::LoadBudget(const Section& root) {
   if (f == nullptr) return;
   Section s(r_, *f, {"max_cost", "max_wall_time", "currency"});
   if (!s.ok()) return;
+  if (const Field* mc = s.Find("max_cost")) max_cost_field_.emplace(*mc);
   IfPresent<double>(
       s, "max_cost", [&](const Field& x) { return r_.NumberAbove(x, 0, true); },
       [&](double v) { budget->set_max_cost(v); });
@@ -883,11 +898,12 @@ void Loader::LoadResources(const Section& root) {
   resources->set_provider("local");
   const Field* f = root.Find("resources");
   if (f == nullptr) return;
-  Section s(r_, *f, {"provider", "pools"});
+  Section s(r_, *f, {"provider", "pools", "catalog", "placement", "per_trial", "idle_timeout"});
   if (!s.ok()) return;
   IfPresent<size_t>(
       s, "provider", [&](const Field& x) { return r_.Choice(x, kProviders); },
       [&](size_t i) { resources->set_provider(std::string(kProviders[i])); });
+  LoadResourceOptions(s, resources);
   if (const Field* pools = s.Find("pools")) {
     std::set<std::string> names;
     for (const Field& e : r_.Elements(*pools)) LoadPool(e, names, resources->add_pools());
@@ -900,6 +916,11 @@ void Loader::LoadPool(const Field& f, std::set<std::string>& names, v1::Pool* po
   pool->set_max_instances(1);
   Section s(r_, f, {"name", "region", "instance", "market", "min_instances", "max_instances"});
   if (!s.ok()) return;
+  PoolFields& pf = pool_fields_.emplace_back();
+  pf.self.emplace(f);
+  if (const Field* x = s.Find("region")) pf.region.emplace(*x);
+  if (const Field* x = s.Find("instance")) pf.instance.emplace(*x);
+  if (const Field* x = s.Find("market")) pf.market.emplace(*x);
   if (const Field* name = s.Require("name")) {
     if (auto v = r_.NonEmptyString(*name)) {
       if (!names.insert(*v).second) r_.ValueError(*name, absl::StrCat("duplicate pool '", *v, "'"));
@@ -926,6 +947,183 @@ void Loader::LoadPool(const Field& f, std::set<std::string>& names, v1::Pool* po
   }
 }
 
+void Loader::LoadResourceOptions(const Section& s, v1::Resources* resources) {
+  resources->mutable_placement()->set_policy("spot_first");
+  resources->mutable_placement()->set_preemption_cooldown_seconds(600);
+  resources->mutable_per_trial()->set_checkpoints(true);
+  resources->set_idle_timeout_seconds(300);
+  if (const Field* c = s.Find("catalog")) {
+    if (auto v = r_.NonEmptyString(*c)) {
+      resources->set_catalog(WorkingDir(*v));
+      catalog_field_.emplace(*c);
+    }
+  }
+  IfPresent<double>(
+      s, "idle_timeout", [&](const Field& x) { return r_.Duration(x); },
+      [&](double v) { resources->set_idle_timeout_seconds(v); });
+  if (const Field* p = s.Find("placement")) {
+    Section ps(r_, *p, {"policy", "preemption_cooldown"});
+    static constexpr std::array<absl::string_view, 4> kPolicies = {"cheapest", "spot_first",
+                                                                   "on_demand", "mixed"};
+    IfPresent<size_t>(
+        ps, "policy", [&](const Field& x) { return r_.Choice(x, kPolicies); },
+        [&](size_t i) { resources->mutable_placement()->set_policy(std::string(kPolicies[i])); });
+    IfPresent<double>(
+        ps, "preemption_cooldown", [&](const Field& x) { return r_.Duration(x); },
+        [&](double v) { resources->mutable_placement()->set_preemption_cooldown_seconds(v); });
+  }
+  if (const Field* t = s.Find("per_trial")) {
+    Section ts(r_, *t, {"gpus", "gpu_memory_gb", "cpus", "checkpoints"});
+    v1::TrialResources* need = resources->mutable_per_trial();
+    IfPresent<int64_t>(
+        ts, "gpus", [&](const Field& x) { return r_.Integer(x, 0, 1024); },
+        [&](int64_t v) { need->set_gpus(v); });
+    IfPresent<double>(
+        ts, "gpu_memory_gb", [&](const Field& x) { return r_.NumberAbove(x, 0, false); },
+        [&](double v) { need->set_gpu_memory_gb(v); });
+    IfPresent<int64_t>(
+        ts, "cpus", [&](const Field& x) { return r_.Integer(x, 0, 1 << 20); },
+        [&](int64_t v) { need->set_cpus(v); });
+    IfPresent<bool>(
+        ts, "checkpoints", [&](const Field& x) { return r_.Bool(x); },
+        [&](bool v) { need->set_checkpoints(v); });
+  }
+}
+
+void Loader::LoadSimulate(const Field& f) {
+  Section s(r_, f,
+            {"seconds_per_unit", "seconds_per_trial", "attempt_overhead", "objective", "noise",
+             "checkpoint_every", "checkpoint_time", "boot_time", "seed", "tick"});
+  if (!s.ok()) return;
+  v1::Simulation* sim = spec_.mutable_simulate();
+  auto duration = [&](const Field& x) { return r_.Duration(x); };
+  auto positive_duration = [&](const Field& x) -> std::optional<double> {
+    std::optional<double> v = r_.Duration(x);
+    if (v && *v <= 0) {
+      r_.ValueError(x, "must be > 0");
+      return std::nullopt;
+    }
+    return v;
+  };
+  IfPresent<double>(s, "seconds_per_unit", positive_duration,
+                    [&](double v) { sim->set_seconds_per_unit(v); });
+  IfPresent<double>(s, "seconds_per_trial", positive_duration,
+                    [&](double v) { sim->set_seconds_per_trial(v); });
+  IfPresent<double>(s, "attempt_overhead", duration,
+                    [&](double v) { sim->set_attempt_overhead_seconds(v); });
+  IfPresent<double>(s, "checkpoint_time", duration,
+                    [&](double v) { sim->set_checkpoint_seconds(v); });
+  IfPresent<double>(s, "boot_time", duration, [&](double v) { sim->set_boot_seconds(v); });
+  IfPresent<double>(s, "tick", positive_duration, [&](double v) { sim->set_tick_seconds(v); });
+  static constexpr std::array<absl::string_view, 2> kObjectives = {"branin", "curve"};
+  IfPresent<size_t>(
+      s, "objective", [&](const Field& x) { return r_.Choice(x, kObjectives); },
+      [&](size_t i) { sim->set_objective(std::string(kObjectives[i])); });
+  IfPresent<double>(
+      s, "noise", [&](const Field& x) { return r_.NumberAbove(x, 0, false); },
+      [&](double v) { sim->set_noise(v); });
+  IfPresent<double>(
+      s, "checkpoint_every", [&](const Field& x) { return r_.NumberAbove(x, 0, true); },
+      [&](double v) { sim->set_checkpoint_every(v); });
+  IfPresent<uint64_t>(
+      s, "seed", [&](const Field& x) { return r_.Unsigned(x); },
+      [&](uint64_t v) { sim->set_seed(v); });
+  if (sim->objective() == "branin") {
+    for (const char* name : {"x0", "x1"}) {
+      const auto& ps = spec_.parameters();
+      bool found = std::any_of(ps.begin(), ps.end(), [&](const v1::Parameter& p) {
+        return p.name() == name && p.type() != v1::Parameter::CATEGORICAL;
+      });
+      if (!found) {
+        r_.ValueError(*s.Find("objective"),
+                      absl::StrCat("objective branin needs numeric parameters x0 and x1 (", name,
+                                   " is missing)"));
+        break;
+      }
+    }
+  }
+}
+
+// Pools name catalog entries; an experiment that names none is checked only for its shape.
+// Long because each pool key gets its own positioned error.
+void Loader::CheckPoolsAgainstCatalog(const Section& root) {
+  const v1::Resources& res = spec_.resources();
+  Catalog catalog = Catalog::Default();
+  std::string catalog_name = "the built-in catalog";
+  if (!res.catalog().empty()) {
+    std::FILE* fp = std::fopen(res.catalog().c_str(), "rb");
+    if (fp == nullptr) {
+      r_.ValueError(*catalog_field_, absl::StrCat("cannot read catalog ", res.catalog(), ": ",
+                                                  std::generic_category().message(errno)));
+      return;
+    }
+    std::string text;
+    char buf[65536];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof(buf), fp)) > 0 && text.size() < (4u << 20)) text.append(buf, n);
+    std::fclose(fp);
+    std::vector<CatalogError> errors;
+    catalog = Catalog::Parse(text, &errors);
+    for (const CatalogError& e : errors) {
+      r_.errors().push_back({res.catalog(), e.line, e.col, e.message});
+    }
+    if (!errors.empty()) {
+      r_.ValueError(*catalog_field_, absl::StrCat("the catalog ", res.catalog(), " has errors"));
+      return;
+    }
+    catalog_name = res.catalog();
+  }
+  double cheapest = -1;
+  for (int i = 0; i < res.pools_size() && i < static_cast<int>(pool_fields_.size()); ++i) {
+    const v1::Pool& pool = res.pools(i);
+    const PoolFields& pf = pool_fields_[i];
+    if (!pf.region || !pf.instance) continue;  // only a simulated or live provider needs them
+    bool ok = true;
+    if (!pool.region().empty() && !catalog.HasRegion(pool.region())) {
+      r_.ValueError(*pf.region, absl::StrCat("unknown region '", pool.region(), "' (", catalog_name,
+                                             " has ", absl::StrJoin(catalog.regions(), ", "), ")"));
+      ok = false;
+    }
+    if (!pool.instance().empty() && !catalog.FindInstance(pool.instance())) {
+      std::vector<std::string> names;
+      for (const InstanceType& t : catalog.instances()) names.push_back(t.name);
+      r_.ValueError(*pf.instance, absl::StrCat("unknown instance type '", pool.instance(), "' (",
+                                               catalog_name, " has ", absl::StrJoin(names, ", "), ")"));
+      ok = false;
+    }
+    if (!ok || pool.region().empty() || pool.instance().empty()) continue;
+    const Market market = pool.market() == v1::Pool::SPOT       ? Market::kSpot
+                          : pool.market() == v1::Pool::RESERVED ? Market::kReserved
+                                                                : Market::kOnDemand;
+    const Offer* offer = catalog.Find(pool.region(), pool.instance(), market);
+    if (offer == nullptr) {
+      r_.ValueError(pf.market ? *pf.market : *pf.instance,
+                    absl::StrCat(catalog_name, " sells no ", MarketName(market), " ",
+                                 pool.instance(), " in ", pool.region()));
+      continue;
+    }
+    const double first = offer->billing.price_per_second *
+                         std::max(offer->billing.minimum_seconds, offer->billing.increment_seconds);
+    if (cheapest < 0 || first < cheapest) cheapest = first;
+    const v1::TrialResources& need = res.per_trial();
+    const InstanceType* type = catalog.FindInstance(pool.instance());
+    if (type->gpus < need.gpus() || type->cpus < need.cpus() ||
+        (need.gpus() > 0 && type->gpu_memory_gb < need.gpu_memory_gb())) {
+      r_.ValueError(*pf.instance, absl::StrCat("instance type ", pool.instance(),
+                                               " cannot hold one trial (resources.per_trial)"));
+    }
+  }
+  (void)root;
+  if (cheapest > 0 && spec_.budget().has_max_cost() &&
+      spec_.budget().max_cost() < cheapest) {
+    if (max_cost_field_) {
+      r_.ValueError(*max_cost_field_, absl::StrCat("max_cost ", spec_.budget().max_cost(),
+                                      " is less than one billing increment of the cheapest pool (",
+                                      cheapest, ")"));
+    }
+  }
+}
+
 void Loader::LoadFederation(const Field& f) {
   v1::Federation* fed = spec_.mutable_federation();
   fed->set_rounds(10);
@@ -945,7 +1143,8 @@ void Loader::LoadFederation(const Field& f) {
       r_, f,
       {"regions", "rounds", "clients_per_round", "local_epochs", "local_batch_size", "local_lr",
        "proximal_mu", "aggregation", "server_optimizer", "server_lr", "min_clients",
-       "round_deadline", "eval_every", "partition", "dirichlet_alpha", "secure_aggregation"});
+       "round_deadline", "eval_every", "partition", "dirichlet_alpha", "secure_aggregation",
+       "seed", "examples_per_client", "validation_examples"});
   if (!s.ok()) return;
   const int64_t total = LoadRegions(s, fed);
   LoadFederationOptions(s, fed);
@@ -1027,6 +1226,14 @@ void Loader::LoadFederationOptions(const Section& s, v1::Federation* fed) {
   IfPresent<bool>(
       s, "secure_aggregation", [&](const Field& x) { return r_.Bool(x); },
       [&](bool v) { fed->set_secure_aggregation(v); });
+  IfPresent<int64_t>(
+      s, "seed", [&](const Field& x) { return r_.Integer(x, 0, kInt32Max); },
+      [&](int64_t v) { fed->set_seed(static_cast<uint64_t>(v)); });
+  IfPresent<int64_t>(s, "examples_per_client", count,
+                     [&](int64_t v) { fed->set_examples_per_client(v); });
+  IfPresent<int64_t>(
+      s, "validation_examples", [&](const Field& x) { return r_.Integer(x, 1, 30000); },
+      [&](int64_t v) { fed->set_validation_examples(v); });
 }
 
 }  // namespace

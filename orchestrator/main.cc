@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/duration.h"
 #include "nlohmann/json.hpp"
+#include "orchestrator/cost/simulate_command.h"
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/local_launcher.h"
 #include "orchestrator/orchestrator.h"
@@ -31,6 +32,7 @@ constexpr const char* kUsage = R"(usage:
   sextant status DIR [--watch]
   sextant results DIR [--format table|json|csv]
   sextant events DIR
+  sextant simulate FILE [--run-dir DIR]
 )";
 
 int Usage(const std::string& why) {
@@ -220,6 +222,8 @@ int main(int argc, char** argv) {
     a = ParseArgs(argc, argv, 2, {"format"}, {});
   } else if (cmd == "status") {
     a = ParseArgs(argc, argv, 2, {}, {"watch"});
+  } else if (cmd == "simulate") {
+    a = ParseArgs(argc, argv, 2, {"run-dir"}, {});
   } else if (cmd == "validate" || cmd == "events") {
     a = ParseArgs(argc, argv, 2, {}, {});
   } else {
@@ -228,6 +232,11 @@ int main(int argc, char** argv) {
   if (!a.error.empty()) return Usage(a.error);
   if (cmd == "run") return Run(a, false);
   if (cmd == "resume") return Run(a, true);
+  if (cmd == "simulate") {
+    if (a.positional.empty()) return Usage("simulate needs a FILE");
+    return RunSimulateCommand(a.positional, a.flags.count("run-dir") ? a.flags.at("run-dir") : "",
+                              std::cout, std::cerr);
+  }
   if (cmd == "validate") return Validate(a);
   if (cmd == "results") return Results(a);
   if (cmd == "status") return Status(a);

@@ -23,6 +23,7 @@
 #include "orchestrator/results.h"
 #include "orchestrator/run_dir.h"
 #include "orchestrator/store.h"
+#include "orchestrator/strategy_factory.h"
 #include "orchestrator/worker_service.h"
 #include "strategies/scheduler.h"
 
@@ -42,61 +43,6 @@ std::string SelfDir() {
 bool IsLoopback(const std::string& listen) {
   return absl::StartsWith(listen, "127.") || absl::StartsWith(listen, "localhost:") ||
          absl::StartsWith(listen, "[::1]:");
-}
-
-absl::StatusOr<std::unique_ptr<Sampler>> MakeSampler(const v1::ExperimentSpec& spec) {
-  SearchSpace space = ToSearchSpace(spec);
-  const v1::Search& search = spec.search();
-  if (search.sampler() == v1::Search::BAYESIAN) {
-    BayesianOptions options;
-    options.seed = search.seed();
-    options.initial_design = search.initial_design();
-    return NewBayesianSampler(space, options);
-  }
-  // BOHB pairs Hyperband with a model: multivariate TPE (its KDE), or the GP when asked for.
-  if (search.scheduler() == v1::Search::BOHB || search.sampler() == v1::Search::TPE) {
-    TpeOptions options;
-    options.seed = search.seed();
-    options.multivariate = true;
-    if (search.initial_design() > 0) options.startup_trials = search.initial_design();
-    return NewTpeSampler(space, options);
-  }
-  switch (search.sampler()) {
-    case v1::Search::GRID:
-      return NewGridSampler(space);
-    case v1::Search::SOBOL:
-      return NewSobolSampler(space, search.seed());
-    default:
-      return NewRandomSampler(space, search.seed());
-  }
-}
-
-// Null when the search has no scheduler.
-std::unique_ptr<Scheduler> MakeScheduler(const v1::ExperimentSpec& spec) {
-  const v1::Search& search = spec.search();
-  FidelitySpec fidelity;
-  fidelity.name = search.fidelity().name();
-  fidelity.min = search.fidelity().min();
-  fidelity.max = search.fidelity().max();
-  fidelity.reduction_factor = search.fidelity().reduction_factor();
-  switch (search.scheduler()) {
-    case v1::Search::ASHA: {
-      AshaOptions options;
-      options.fidelity = fidelity;
-      options.promotion = search.asha_mode() != "stopping";
-      return NewAshaScheduler(options);
-    }
-    case v1::Search::HYPERBAND:
-    case v1::Search::BOHB:
-      return NewHyperbandScheduler(fidelity);
-    case v1::Search::MEDIAN: {
-      MedianStoppingOptions options;
-      options.fidelity = fidelity;
-      return NewMedianStoppingScheduler(options);
-    }
-    default:
-      return nullptr;
-  }
 }
 
 // One run: the store, the dispatcher, the server and the workers, with their lifetimes tied

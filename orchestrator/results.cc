@@ -76,6 +76,12 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
   SEXTANT_ASSIGN_OR_RETURN(std::vector<TrialRow> trials, store->LoadTrials());
   SEXTANT_ASSIGN_OR_RETURN(std::vector<MeasurementRow> ms, store->LoadMeasurements());
   SEXTANT_ASSIGN_OR_RETURN(std::vector<EventRow> events, store->LoadEvents());
+  // Run directories from before the costs table have no cost rows: all costs read as 0.
+  std::vector<CostRow> costs = store->LoadCosts().value_or(std::vector<CostRow>());
+  std::map<int64_t, double> trial_cost;
+  for (const CostRow& c : costs) {
+    if (c.kind == "trial") trial_cost[c.ref] += c.cost;
+  }
   std::map<int64_t, nlohmann::json> trial_events;
   for (const EventRow& e : events) {
     if (e.trial_id == 0) continue;
@@ -126,7 +132,7 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
     row["attempts"] = t.attempts;
     row["preemptions"] = t.preemptions;
     row["events"] = trial_events.count(t.id) ? trial_events[t.id] : nlohmann::json::array();
-    row["cost"] = 0.0;
+    row["cost"] = trial_cost.count(t.id) ? trial_cost[t.id] : 0.0;
     row["error"] = t.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.error);
     doc["trials"].push_back(std::move(row));
     if (t.state == "COMPLETED" && t.value &&
@@ -142,6 +148,18 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
   if (!fidelity_key.empty()) doc["fidelity_consumed"] = consumed.total();
   std::string currency = spec.budget().currency().empty() ? "USD" : spec.budget().currency();
   doc["cost"] = {{"total", 0.0}, {"currency", currency}, {"by_pool", nlohmann::json::object()}};
+  double total = 0;
+  for (const CostRow& c : costs) {
+    if (c.kind == "trial") continue;
+    total += c.cost;
+    nlohmann::json& pool = doc["cost"]["by_pool"][c.pool];
+    pool = (pool.is_number() ? pool.get<double>() : 0.0) + c.cost;
+    if (!doc["cost"].contains("by_region")) doc["cost"]["by_region"] = nlohmann::json::object();
+    nlohmann::json& region = doc["cost"]["by_region"][c.region];
+    region = (region.is_number() ? region.get<double>() : 0.0) + c.cost;
+  }
+  doc["cost"]["total"] = total;
+  if (spec.budget().has_max_cost()) doc["cost"]["budget"] = spec.budget().max_cost();
   return doc;
 }
 
@@ -182,6 +200,16 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
   if (!results["best"].is_null()) {
     os << "best: trial " << Scalar(results["best"]["trial"]) << "  " << metric << "="
        << Scalar(results["best"]["value"]) << "  " << results["best"]["params"].dump() << "\n";
+  }
+  if (results.contains("cost") && results["cost"]["total"].is_number() &&
+      results["cost"]["total"].get<double>() > 0) {
+    const nlohmann::json& cost = results["cost"];
+    os << absl::StrFormat("cost: %.2f %s", cost["total"].get<double>(), Scalar(cost["currency"]));
+    if (cost.contains("budget")) os << absl::StrFormat(" of budget %.2f", cost["budget"].get<double>());
+    std::vector<std::string> pools;
+    for (auto& [pool, v] : cost["by_pool"].items()) pools.push_back(absl::StrFormat("%s %.2f", pool, v.get<double>()));
+    if (!pools.empty()) os << " (by pool: " << absl::StrJoin(pools, ", ") << ")";
+    os << "\n";
   }
   std::vector<const nlohmann::json*> rows;
   for (const auto& t : results["trials"]) rows.push_back(&t);

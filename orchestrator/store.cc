@@ -35,6 +35,9 @@ CREATE TABLE IF NOT EXISTS telemetry(
   gpu_utilization REAL NOT NULL, gpu_memory_bytes INTEGER NOT NULL,
   gpu_memory_total_bytes INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS telemetry_by_worker ON telemetry(worker_id, time);
+CREATE TABLE IF NOT EXISTS costs(
+  kind TEXT NOT NULL, ref INTEGER NOT NULL, pool TEXT NOT NULL, region TEXT NOT NULL,
+  market TEXT NOT NULL, start REAL NOT NULL, end REAL NOT NULL, cost REAL NOT NULL);
 )sql";
 
 std::string ColumnText(sqlite3_stmt* s, int i) {
@@ -276,6 +279,48 @@ absl::Status Store::AddEvent(double time, const std::string& kind, int64_t trial
   BindText(s, 4, message);
   if (sqlite3_step(s) != SQLITE_DONE) return Error("add event");
   return absl::OkStatus();
+}
+
+absl::Status Store::AddCost(const CostRow& c) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("INSERT INTO costs(kind, ref, pool, region, market, start, end, cost)"
+              " VALUES(?, ?, ?, ?, ?, ?, ?, ?)"));
+  StmtGuard g{s};
+  BindText(s, 1, c.kind);
+  sqlite3_bind_int64(s, 2, c.ref);
+  BindText(s, 3, c.pool);
+  BindText(s, 4, c.region);
+  BindText(s, 5, c.market);
+  sqlite3_bind_double(s, 6, c.start);
+  sqlite3_bind_double(s, 7, c.end);
+  sqlite3_bind_double(s, 8, c.cost);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("add cost");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<CostRow>> Store::LoadCosts() {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("SELECT kind, ref, pool, region, market, start, end, cost FROM costs"
+              " ORDER BY rowid"));
+  StmtGuard g{s};
+  std::vector<CostRow> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    CostRow c;
+    c.kind = ColumnText(s, 0);
+    c.ref = sqlite3_column_int64(s, 1);
+    c.pool = ColumnText(s, 2);
+    c.region = ColumnText(s, 3);
+    c.market = ColumnText(s, 4);
+    c.start = sqlite3_column_double(s, 5);
+    c.end = sqlite3_column_double(s, 6);
+    c.cost = sqlite3_column_double(s, 7);
+    out.push_back(std::move(c));
+  }
+  if (rc != SQLITE_DONE) return Error("load costs");
+  return out;
 }
 
 absl::StatusOr<std::vector<EventRow>> Store::LoadEvents(int64_t after_id, int limit) {

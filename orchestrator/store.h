@@ -64,6 +64,19 @@ struct EventRow {
   std::string message;
 };
 
+// One row of the cost ledger as stored: an instance's or a reservation's whole bill, or the
+// cost attributed to a trial (the seconds it ran times its instance's rate).
+struct CostRow {
+  std::string kind;    // "instance" | "reservation" | "trial"
+  int64_t ref = 0;     // the instance, reservation or trial id
+  std::string pool;    // empty for "trial"
+  std::string region;  // empty for "trial"
+  std::string market;  // spot | on_demand | reserved; empty for "trial"
+  double start = 0;    // seconds since the run started
+  double end = 0;
+  double cost = 0;
+};
+
 // The run's durable state: SQLite in WAL mode with synchronous=FULL, so a committed
 // transaction survives a crash or power cut. A caller groups a state change in
 // Begin()/Commit() and acknowledges it only after Commit() returns OK.
@@ -110,6 +123,10 @@ class Store {
   absl::Status AddTelemetry(const TelemetryRow& t);
   // All samples by worker and time, or only each worker's latest when latest_only.
   absl::StatusOr<std::vector<TelemetryRow>> LoadTelemetry(bool latest_only);
+  // Cost rows (written by `sextant simulate` and the cost ledger); all of them, in order.
+  // A store created before the costs table existed holds none (read-only opens see an error).
+  absl::Status AddCost(const CostRow& cost);
+  absl::StatusOr<std::vector<CostRow>> LoadCosts();
   // The largest worker id stored (0 when none), so that ids stay unique across resumes.
   absl::StatusOr<int64_t> MaxWorkerId();
 

@@ -801,3 +801,99 @@ TEST(ExperimentLoaderTest, LoadsAFileAndResolvesWorkingDirBesideIt) {
 
 }  // namespace
 }  // namespace sextant
+
+namespace sextant {
+namespace {
+
+constexpr std::string_view kCostHead = R"(
+name: t
+objective: {metric: loss}
+parameters: {x0: {type: float, min: 0, max: 1}, x1: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)";
+
+TEST(ExperimentLoaderCostTest, PoolsMustNameCatalogOffersAndBudgetMustCoverOneIncrement) {
+  EXPECT_THAT(Errors(std::string(kCostHead) + R"(budget: {max_cost: 0.01}
+resources:
+  pools:
+    - {name: a, region: mars-1, instance: gpu.1x, market: spot}
+    - {name: b, region: us-east-1, instance: gpu.3x}
+    - {name: c, region: us-east-1, instance: gpu.1x, market: spot, min_instances: 2, max_instances: 1}
+)"),
+              ElementsAre(
+                  "exp.yaml:5:20: budget.max_cost: max_cost 0.01 is less than one billing "
+                  "increment of the cheapest pool (0.012)",
+                  StartsWith("exp.yaml:8:25: resources.pools[0].region: unknown region 'mars-1' "
+                             "(the built-in catalog has us-east-1, eu-west-1, ap-south-1"),
+                  StartsWith("exp.yaml:9:46: resources.pools[1].instance: unknown instance type "
+                             "'gpu.3x'"),
+                  "exp.yaml:10:83: resources.pools[2].min_instances: must be <= max_instances "
+                  "(1), got 2"));
+}
+
+TEST(ExperimentLoaderCostTest, CatalogFileErrorsNameTheCatalogFile) {
+  char dir_template[] = "/tmp/sextant-catalog-XXXXXX";
+  std::string dir = mkdtemp(dir_template);
+  {
+    std::ofstream f(dir + "/prices.yaml");
+    f << "regions: [r1]\ninstances: {box: {gpus: 1, gpu_memory_gb: 24, cpus: 8}}\n"
+         "offers:\n  - {region: r1, instance: box, market: spot, price_per_hour: -2}\n";
+  }
+  LoadResult r = LoadExperimentFromString(std::string(kCostHead.substr(1)) + R"(resources:
+  catalog: prices.yaml
+  pools: [{name: a, region: r1, instance: box, market: spot}]
+)",
+                                          dir + "/exp.yaml");
+  std::vector<std::string> errors;
+  for (const LoadError& e : r.errors) errors.push_back(e.ToString());
+  EXPECT_THAT(errors, ElementsAre(dir + "/prices.yaml:4:63: offers[0].price_per_hour: must be > 0, got -2",
+                                  StartsWith(dir + "/exp.yaml:6:12: resources.catalog: the catalog")));
+  std::remove((dir + "/prices.yaml").c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(ExperimentLoaderCostTest, PlacementPerTrialAndSimulateBlocksAreLoaded) {
+  LoadResult r = Load(std::string(kCostHead) + R"(resources:
+  provider: simulated
+  idle_timeout: 2m
+  placement: {policy: mixed, preemption_cooldown: 15m}
+  per_trial: {gpus: 1, gpu_memory_gb: 40, cpus: 8, checkpoints: false}
+  pools: [{name: a, region: eu-west-1, instance: gpu.4x, market: reserved, max_instances: 3}]
+simulate: {seconds_per_unit: 10m, attempt_overhead: 0s, objective: branin, noise: 0, boot_time: 2m, seed: 9}
+)");
+  ASSERT_THAT(r.errors, IsEmpty()) << r.errors[0].ToString();
+  const v1::Resources& res = r.spec.resources();
+  EXPECT_EQ(res.idle_timeout_seconds(), 120);
+  EXPECT_EQ(res.placement().policy(), "mixed");
+  EXPECT_EQ(res.placement().preemption_cooldown_seconds(), 900);
+  EXPECT_EQ(res.per_trial().gpu_memory_gb(), 40);
+  EXPECT_FALSE(res.per_trial().checkpoints());
+  EXPECT_EQ(res.pools(0).market(), v1::Pool::RESERVED);
+  const v1::Simulation& sim = r.spec.simulate();
+  EXPECT_EQ(sim.seconds_per_unit(), 600);
+  EXPECT_TRUE(sim.has_attempt_overhead_seconds());
+  EXPECT_EQ(sim.attempt_overhead_seconds(), 0);
+  EXPECT_EQ(sim.objective(), "branin");
+  EXPECT_EQ(sim.boot_seconds(), 120);
+  EXPECT_EQ(sim.seed(), 9u);
+  EXPECT_FALSE(sim.has_checkpoint_seconds());
+}
+
+TEST(ExperimentLoaderCostTest, BadPlacementAndSimulateValuesAreErrors) {
+  EXPECT_THAT(Errors(std::string(kCostHead) + R"(resources:
+  placement: {policy: greedy}
+  per_trial: {gpus: 16}
+  pools: [{name: a, region: us-east-1, instance: gpu.8x}]
+simulate: {seconds_per_unit: 0s, objective: rosenbrock, colour: 1}
+)"),
+              ElementsAre(StartsWith("exp.yaml:6:23: resources.placement.policy: unknown policy "
+                                     "'greedy'"),
+                          "exp.yaml:8:50: resources.pools[0].instance: instance type gpu.8x "
+                          "cannot hold one trial (resources.per_trial)",
+                          "exp.yaml:9:30: simulate.seconds_per_unit: must be > 0",
+                          StartsWith("exp.yaml:9:45: simulate.objective: unknown objective"),
+                          StartsWith("exp.yaml:9:57: simulate.colour: unknown key")));
+}
+
+}  // namespace
+}  // namespace sextant

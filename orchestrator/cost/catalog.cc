@@ -1,0 +1,389 @@
+#include "orchestrator/cost/catalog.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/duration.h"
+
+namespace sextant {
+namespace {
+
+// Kept as text so that README, `Catalog::DefaultYaml()` and `Catalog::Default()` agree.
+constexpr const char* kDefaultCatalog = R"yaml(# Sextant's built-in price catalog (USD). Spot is 70% and reserved 35% off on-demand.
+regions: [us-east-1, eu-west-1, ap-south-1, cn-east-1, cn-west-1]
+instances:
+  gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}
+  gpu.4x: {gpus: 4, gpu_memory_gb: 80, cpus: 64}
+  gpu.8x: {gpus: 8, gpu_memory_gb: 80, cpus: 128}
+  cpu.small: {gpus: 0, gpu_memory_gb: 0, cpus: 4}
+billing: {increment: 1s, minimum: 60s}
+reservation: 1h
+offers:
+  - {region: us-east-1, instance: gpu.1x, market: on_demand, price_per_hour: 2.4}
+  - {region: us-east-1, instance: gpu.1x, market: reserved, price_per_hour: 1.56}
+  - {region: us-east-1, instance: gpu.1x, market: spot, price_per_hour: 0.72,
+     interruption: {rate_per_day: 0.05, notice: 120s, notice_probability: 0.95}}
+  - {region: us-east-1, instance: gpu.4x, market: on_demand, price_per_hour: 9.6}
+  - {region: us-east-1, instance: gpu.4x, market: reserved, price_per_hour: 6.24}
+  - {region: us-east-1, instance: gpu.4x, market: spot, price_per_hour: 2.88,
+     interruption: {rate_per_day: 0.05, notice: 120s, notice_probability: 0.95}}
+  - {region: us-east-1, instance: gpu.8x, market: on_demand, price_per_hour: 19.2}
+  - {region: us-east-1, instance: gpu.8x, market: reserved, price_per_hour: 12.48}
+  - {region: us-east-1, instance: gpu.8x, market: spot, price_per_hour: 5.76,
+     interruption: {rate_per_day: 0.05, notice: 120s, notice_probability: 0.95}}
+  - {region: us-east-1, instance: cpu.small, market: on_demand, price_per_hour: 0.2}
+  - {region: us-east-1, instance: cpu.small, market: reserved, price_per_hour: 0.13}
+  - {region: us-east-1, instance: cpu.small, market: spot, price_per_hour: 0.06,
+     interruption: {rate_per_day: 0.05, notice: 120s, notice_probability: 0.95}}
+  - {region: eu-west-1, instance: gpu.1x, market: on_demand, price_per_hour: 2.64}
+  - {region: eu-west-1, instance: gpu.1x, market: reserved, price_per_hour: 1.716}
+  - {region: eu-west-1, instance: gpu.1x, market: spot, price_per_hour: 0.792,
+     interruption: {rate_per_day: 0.05, notice: 120s, notice_probability: 0.95}}
+  - {region: eu-west-1, instance: gpu.4x, market: on_demand, price_per_hour: 10.56}
+  - {region: eu-west-1, instance: gpu.4x, market: reserved, price_per_hour: 6.864}
+  - {region: eu-west-1, instance: gpu.4x, market: spot, price_per_hour: 3.168,
+     interruption: {rate_per_day: 0.05, notice: 120s, notice_probability: 0.95}}
+  - {region: eu-west-1, instance: gpu.8x, market: on_demand, price_per_hour: 21.12}
+  - {region: eu-west-1, instance: gpu.8x, market: reserved, price_per_hour: 13.728}
+  - {region: eu-west-1, instance: gpu.8x, market: spot, price_per_hour: 6.336,
+     interruption: {rate_per_day: 0.05, notice: 120s, notice_probability: 0.95}}
+  - {region: eu-west-1, instance: cpu.small, market: on_demand, price_per_hour: 0.22}
+  - {region: eu-west-1, instance: cpu.small, market: reserved, price_per_hour: 0.143}
+  - {region: eu-west-1, instance: cpu.small, market: spot, price_per_hour: 0.066,
+     interruption: {rate_per_day: 0.05, notice: 120s, notice_probability: 0.95}}
+  - {region: ap-south-1, instance: gpu.1x, market: on_demand, price_per_hour: 2.16}
+  - {region: ap-south-1, instance: gpu.1x, market: reserved, price_per_hour: 1.404}
+  - {region: ap-south-1, instance: gpu.1x, market: spot, price_per_hour: 0.648,
+     interruption: {rate_per_day: 0.1, notice: 30s, notice_probability: 0.9}}
+  - {region: ap-south-1, instance: gpu.4x, market: on_demand, price_per_hour: 8.64}
+  - {region: ap-south-1, instance: gpu.4x, market: reserved, price_per_hour: 5.616}
+  - {region: ap-south-1, instance: gpu.4x, market: spot, price_per_hour: 2.592,
+     interruption: {rate_per_day: 0.1, notice: 30s, notice_probability: 0.9}}
+  - {region: ap-south-1, instance: gpu.8x, market: on_demand, price_per_hour: 17.28}
+  - {region: ap-south-1, instance: gpu.8x, market: reserved, price_per_hour: 11.232}
+  - {region: ap-south-1, instance: gpu.8x, market: spot, price_per_hour: 5.184,
+     interruption: {rate_per_day: 0.1, notice: 30s, notice_probability: 0.9}}
+  - {region: ap-south-1, instance: cpu.small, market: on_demand, price_per_hour: 0.18}
+  - {region: ap-south-1, instance: cpu.small, market: reserved, price_per_hour: 0.117}
+  - {region: ap-south-1, instance: cpu.small, market: spot, price_per_hour: 0.054,
+     interruption: {rate_per_day: 0.1, notice: 30s, notice_probability: 0.9}}
+  - {region: cn-east-1, instance: gpu.1x, market: on_demand, price_per_hour: 2.04}
+  - {region: cn-east-1, instance: gpu.1x, market: reserved, price_per_hour: 1.326}
+  - {region: cn-east-1, instance: gpu.1x, market: spot, price_per_hour: 0.612,
+     interruption: {rate_per_day: 0.05, notice: 120s, notice_probability: 0.95}}
+  - {region: cn-east-1, instance: gpu.4x, market: on_demand, price_per_hour: 8.16}
+  - {region: cn-east-1, instance: gpu.4x, market: reserved, price_per_hour: 5.304}
+  - {region: cn-east-1, instance: gpu.4x, market: spot, price_per_hour: 2.448,
+     interruption: {rate_per_day: 0.05, notice: 120s, notice_probability: 0.95}}
+  - {region: cn-east-1, instance: gpu.8x, market: on_demand, price_per_hour: 16.32}
+  - {region: cn-east-1, instance: gpu.8x, market: reserved, price_per_hour: 10.608}
+  - {region: cn-east-1, instance: gpu.8x, market: spot, price_per_hour: 4.896,
+     interruption: {rate_per_day: 0.05, notice: 120s, notice_probability: 0.95}}
+  - {region: cn-east-1, instance: cpu.small, market: on_demand, price_per_hour: 0.17}
+  - {region: cn-east-1, instance: cpu.small, market: reserved, price_per_hour: 0.1105}
+  - {region: cn-east-1, instance: cpu.small, market: spot, price_per_hour: 0.051,
+     interruption: {rate_per_day: 0.05, notice: 120s, notice_probability: 0.95}}
+  - {region: cn-west-1, instance: gpu.1x, market: on_demand, price_per_hour: 1.92}
+  - {region: cn-west-1, instance: gpu.1x, market: reserved, price_per_hour: 1.248}
+  - {region: cn-west-1, instance: gpu.1x, market: spot, price_per_hour: 0.576,
+     interruption: {rate_per_day: 0.08, notice: 60s, notice_probability: 0.9}}
+  - {region: cn-west-1, instance: gpu.4x, market: on_demand, price_per_hour: 7.68}
+  - {region: cn-west-1, instance: gpu.4x, market: reserved, price_per_hour: 4.992}
+  - {region: cn-west-1, instance: gpu.4x, market: spot, price_per_hour: 2.304,
+     interruption: {rate_per_day: 0.08, notice: 60s, notice_probability: 0.9}}
+  - {region: cn-west-1, instance: gpu.8x, market: on_demand, price_per_hour: 15.36}
+  - {region: cn-west-1, instance: gpu.8x, market: reserved, price_per_hour: 9.984}
+  - {region: cn-west-1, instance: gpu.8x, market: spot, price_per_hour: 4.608,
+     interruption: {rate_per_day: 0.08, notice: 60s, notice_probability: 0.9}}
+  - {region: cn-west-1, instance: cpu.small, market: on_demand, price_per_hour: 0.16}
+  - {region: cn-west-1, instance: cpu.small, market: reserved, price_per_hour: 0.104}
+  - {region: cn-west-1, instance: cpu.small, market: spot, price_per_hour: 0.048,
+     interruption: {rate_per_day: 0.08, notice: 60s, notice_probability: 0.9}}
+)yaml";
+
+// Reads typed values out of the YAML tree, recording every problem with its position.
+class CatalogReader {
+ public:
+  explicit CatalogReader(std::vector<CatalogError>* errors) : errors_(errors) {}
+
+  void Error(const YAML::Node& at, const std::string& path, const std::string& message) {
+    int line = 0, col = 0;
+    if (at.IsDefined() && at.Mark().line >= 0) {
+      line = at.Mark().line + 1;
+      col = at.Mark().column + 1;
+    }
+    errors_->push_back({line, col, path.empty() ? message : absl::StrCat(path, ": ", message)});
+  }
+
+  // True when every key of `node` (a mapping) is allowed; reports the others.
+  bool Keys(const YAML::Node& node, const std::string& path, std::set<std::string> allowed) {
+    if (!node.IsMap()) {
+      Error(node, path, "expected a mapping");
+      return false;
+    }
+    bool ok = true;
+    for (const auto& kv : node) {
+      std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      if (!allowed.count(key)) {
+        Error(kv.first, absl::StrCat(path, path.empty() ? "" : ".", key),
+              absl::StrCat("unknown key; allowed keys: ",
+                           absl::StrJoin(std::vector<std::string>(allowed.begin(), allowed.end()), ", ")));
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
+  std::optional<double> Number(const YAML::Node& node, const std::string& path) {
+    double v = 0;
+    if (node.IsScalar() && absl::SimpleAtod(node.Scalar(), &v) && std::isfinite(v)) return v;
+    Error(node, path, "expected a number");
+    return std::nullopt;
+  }
+
+  std::optional<double> Positive(const YAML::Node& node, const std::string& path) {
+    std::optional<double> v = Number(node, path);
+    if (v && !(*v > 0)) {
+      Error(node, path, absl::StrCat("must be > 0, got ", node.Scalar()));
+      return std::nullopt;
+    }
+    return v;
+  }
+
+  std::optional<double> Duration(const YAML::Node& node, const std::string& path) {
+    if (!node.IsScalar()) {
+      Error(node, path, "expected a duration such as 60s");
+      return std::nullopt;
+    }
+    auto v = ParseDurationSeconds(node.Scalar());
+    if (!v.ok()) {
+      Error(node, path, std::string(v.status().message()));
+      return std::nullopt;
+    }
+    return *v;
+  }
+
+  std::optional<std::string> Text(const YAML::Node& node, const std::string& path) {
+    if (node.IsScalar() && !node.Scalar().empty()) return node.Scalar();
+    Error(node, path, "expected a non-empty string");
+    return std::nullopt;
+  }
+
+ private:
+  std::vector<CatalogError>* errors_;
+};
+
+std::optional<Market> ParseMarket(const std::string& s) {
+  if (s == "spot") return Market::kSpot;
+  if (s == "on_demand") return Market::kOnDemand;
+  if (s == "reserved") return Market::kReserved;
+  return std::nullopt;
+}
+
+}  // namespace
+
+const char* MarketName(Market market) {
+  switch (market) {
+    case Market::kSpot:
+      return "spot";
+    case Market::kReserved:
+      return "reserved";
+    default:
+      return "on_demand";
+  }
+}
+
+double BilledSeconds(double seconds, const BillingTerms& terms) {
+  double s = std::max(0.0, seconds);
+  double inc = terms.increment_seconds > 0 ? terms.increment_seconds : 1;
+  // A tiny tolerance keeps 120.0000000001 (float noise) from costing a whole extra increment.
+  double rounded = std::ceil(s / inc - 1e-9) * inc;
+  return std::max(rounded, terms.minimum_seconds);
+}
+
+// Long because it walks the whole document once, checking each section in place.
+Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* errors) {
+  Catalog c;
+  const size_t before = errors->size();
+  CatalogReader r(errors);
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    errors->push_back({e.mark.line + 1, e.mark.column + 1, absl::StrCat("invalid YAML: ", e.msg)});
+    return Catalog();
+  }
+  if (!r.Keys(root, "", {"regions", "instances", "offers", "billing", "reservation"})) {
+    return Catalog();
+  }
+  BillingTerms defaults;
+  double reservation = 3600;
+  if (YAML::Node b = root["billing"]) {
+    if (r.Keys(b, "billing", {"increment", "minimum"})) {
+      if (b["increment"]) {
+        if (auto v = r.Duration(b["increment"], "billing.increment")) {
+          if (*v <= 0) r.Error(b["increment"], "billing.increment", "must be > 0");
+          else defaults.increment_seconds = *v;
+        }
+      }
+      if (b["minimum"]) {
+        if (auto v = r.Duration(b["minimum"], "billing.minimum")) defaults.minimum_seconds = *v;
+      }
+    }
+  }
+  if (YAML::Node res = root["reservation"]) {
+    if (auto v = r.Duration(res, "reservation")) {
+      if (*v <= 0) r.Error(res, "reservation", "must be > 0");
+      else reservation = *v;
+    }
+  }
+  YAML::Node regions = root["regions"];
+  if (!regions || !regions.IsSequence() || regions.size() == 0) {
+    r.Error(regions ? regions : root, "regions", "expected a non-empty list of region names");
+  } else {
+    for (size_t i = 0; i < regions.size(); ++i) {
+      if (auto v = r.Text(regions[i], absl::StrCat("regions[", i, "]"))) {
+        if (c.HasRegion(*v)) r.Error(regions[i], "regions", absl::StrCat("duplicate region '", *v, "'"));
+        else c.regions_.push_back(*v);
+      }
+    }
+  }
+  YAML::Node instances = root["instances"];
+  if (!instances || !instances.IsMap() || instances.size() == 0) {
+    r.Error(instances ? instances : root, "instances", "expected a non-empty mapping of instance types");
+  } else {
+    for (const auto& kv : instances) {
+      std::string path = absl::StrCat("instances.", kv.first.Scalar());
+      if (!r.Keys(kv.second, path, {"gpus", "gpu_memory_gb", "cpus"})) continue;
+      InstanceType t;
+      t.name = kv.first.Scalar();
+      if (auto v = kv.second["gpus"] ? r.Number(kv.second["gpus"], path + ".gpus") : 0.0) t.gpus = static_cast<int>(*v);
+      if (auto v = kv.second["gpu_memory_gb"] ? r.Number(kv.second["gpu_memory_gb"], path + ".gpu_memory_gb") : 0.0) t.gpu_memory_gb = *v;
+      if (auto v = kv.second["cpus"] ? r.Number(kv.second["cpus"], path + ".cpus") : 0.0) t.cpus = static_cast<int>(*v);
+      if (t.gpus < 0 || t.cpus < 0 || t.gpu_memory_gb < 0) r.Error(kv.second, path, "counts must be >= 0");
+      c.instances_.push_back(t);
+    }
+  }
+  YAML::Node offers = root["offers"];
+  if (!offers || !offers.IsSequence() || offers.size() == 0) {
+    r.Error(offers ? offers : root, "offers", "expected a non-empty list of offers");
+    offers = YAML::Node(YAML::NodeType::Sequence);
+  }
+  std::set<std::tuple<std::string, std::string, int>> seen;
+  for (size_t i = 0; i < offers.size(); ++i) {
+    const YAML::Node o = offers[i];
+    const std::string path = absl::StrCat("offers[", i, "]");
+    if (!r.Keys(o, path, {"region", "instance", "market", "price_per_hour", "price_per_second",
+                          "increment", "minimum", "interruption", "reservation"})) {
+      continue;
+    }
+    Offer offer;
+    offer.billing = defaults;
+    offer.reservation_seconds = reservation;
+    auto region = o["region"] ? r.Text(o["region"], path + ".region") : std::nullopt;
+    auto instance = o["instance"] ? r.Text(o["instance"], path + ".instance") : std::nullopt;
+    auto market_text = o["market"] ? r.Text(o["market"], path + ".market") : std::nullopt;
+    if (!region || !instance || !market_text) {
+      if (!o["region"] || !o["instance"] || !o["market"]) r.Error(o, path, "needs region, instance and market");
+      continue;
+    }
+    if (!c.HasRegion(*region)) r.Error(o["region"], path + ".region", absl::StrCat("unknown region '", *region, "'"));
+    if (!c.FindInstance(*instance)) r.Error(o["instance"], path + ".instance", absl::StrCat("unknown instance type '", *instance, "'"));
+    std::optional<Market> market = ParseMarket(*market_text);
+    if (!market) {
+      r.Error(o["market"], path + ".market", absl::StrCat("unknown market '", *market_text, "'; expected one of spot, on_demand, reserved"));
+      continue;
+    }
+    offer.region = *region;
+    offer.instance = *instance;
+    offer.market = *market;
+    if (o["price_per_hour"] && o["price_per_second"]) {
+      r.Error(o, path, "give price_per_hour or price_per_second, not both");
+    } else if (o["price_per_hour"]) {
+      if (auto v = r.Positive(o["price_per_hour"], path + ".price_per_hour")) offer.billing.price_per_second = *v / 3600;
+    } else if (o["price_per_second"]) {
+      if (auto v = r.Positive(o["price_per_second"], path + ".price_per_second")) offer.billing.price_per_second = *v;
+    } else {
+      r.Error(o, path, "needs price_per_hour or price_per_second");
+    }
+    if (o["increment"]) {
+      if (auto v = r.Duration(o["increment"], path + ".increment")) {
+        if (*v <= 0) r.Error(o["increment"], path + ".increment", "must be > 0");
+        else offer.billing.increment_seconds = *v;
+      }
+    }
+    if (o["minimum"]) {
+      if (auto v = r.Duration(o["minimum"], path + ".minimum")) offer.billing.minimum_seconds = *v;
+    }
+    if (o["reservation"]) {
+      if (auto v = r.Duration(o["reservation"], path + ".reservation")) {
+        if (*v <= 0) r.Error(o["reservation"], path + ".reservation", "must be > 0");
+        else offer.reservation_seconds = *v;
+      }
+    }
+    if (YAML::Node in = o["interruption"]) {
+      const std::string ip = path + ".interruption";
+      if (offer.market != Market::kSpot) r.Error(in, ip, "only spot offers are interrupted");
+      if (r.Keys(in, ip, {"rate_per_day", "notice", "notice_probability"})) {
+        if (in["rate_per_day"]) {
+          if (auto v = r.Number(in["rate_per_day"], ip + ".rate_per_day")) {
+            if (*v < 0) r.Error(in["rate_per_day"], ip + ".rate_per_day", "must be >= 0");
+            else offer.interruption.rate_per_day = *v;
+          }
+        }
+        if (in["notice"]) {
+          if (auto v = r.Duration(in["notice"], ip + ".notice")) offer.interruption.notice_seconds = *v;
+        }
+        if (in["notice_probability"]) {
+          if (auto v = r.Number(in["notice_probability"], ip + ".notice_probability")) {
+            if (*v < 0 || *v > 1) r.Error(in["notice_probability"], ip + ".notice_probability", "must be in [0, 1]");
+            else offer.interruption.notice_probability = *v;
+          }
+        }
+      }
+    }
+    if (!seen.insert({offer.region, offer.instance, static_cast<int>(offer.market)}).second) {
+      r.Error(o, path, absl::StrCat("duplicate offer for ", offer.region, " ", offer.instance, " ",
+                                    MarketName(offer.market)));
+    }
+    c.offers_.push_back(offer);
+  }
+  if (errors->size() != before) return Catalog();
+  return c;
+}
+
+Catalog Catalog::Default() {
+  std::vector<CatalogError> errors;
+  return Parse(kDefaultCatalog, &errors);
+}
+
+const char* Catalog::DefaultYaml() { return kDefaultCatalog; }
+
+const Offer* Catalog::Find(absl::string_view region, absl::string_view instance,
+                           Market market) const {
+  for (const Offer& o : offers_) {
+    if (o.region == region && o.instance == instance && o.market == market) return &o;
+  }
+  return nullptr;
+}
+
+const InstanceType* Catalog::FindInstance(absl::string_view name) const {
+  for (const InstanceType& t : instances_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+bool Catalog::HasRegion(absl::string_view region) const {
+  return std::find(regions_.begin(), regions_.end(), region) != regions_.end();
+}
+
+}  // namespace sextant

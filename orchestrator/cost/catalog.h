@@ -1,0 +1,95 @@
+#ifndef SEXTANT_ORCHESTRATOR_COST_CATALOG_H_
+#define SEXTANT_ORCHESTRATOR_COST_CATALOG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace sextant {
+
+// The three ways to buy an instance.
+enum class Market { kSpot, kOnDemand, kReserved };
+
+// "spot", "on_demand" or "reserved".
+const char* MarketName(Market market);
+
+// An instance type: what one instance offers a trial.
+struct InstanceType {
+  std::string name;          // e.g. "gpu.4x"
+  int gpus = 0;
+  double gpu_memory_gb = 0;  // per GPU
+  int cpus = 0;
+};
+
+// When spot capacity is taken back: a Poisson process per instance, with an optional notice.
+struct InterruptionModel {
+  double rate_per_day = 0;         // expected interruptions per instance-day; default 0
+  double notice_seconds = 120;     // warning before the instance goes; default 120
+  double notice_probability = 1;   // chance that the warning arrives at all; default 1
+};
+
+// How an instance is billed: per second, rounded up to `increment_seconds`, never less than
+// `minimum_seconds` in all.
+struct BillingTerms {
+  double price_per_second = 0;
+  double increment_seconds = 1;   // default 1
+  double minimum_seconds = 60;    // default 60
+};
+
+// The seconds billed for an instance that ran `seconds` (>= 0): rounded up to the increment,
+// and at least the minimum. Exact for whole-second inputs.
+double BilledSeconds(double seconds, const BillingTerms& terms);
+
+// One thing that can be bought: an instance type in a region on a market.
+struct Offer {
+  std::string region;
+  std::string instance;
+  Market market = Market::kOnDemand;
+  BillingTerms billing;
+  InterruptionModel interruption;     // spot only
+  double reservation_seconds = 3600;  // reserved only: the term paid whole; default 1 h
+};
+
+// Where a catalog problem is; line and col are 1-based (0 when unknown).
+struct CatalogError {
+  int line = 0;
+  int col = 0;
+  std::string message;  // names the key, e.g. "offers[2].price_per_hour: must be > 0, got 0"
+};
+
+// Regions x instance types x markets, with prices. A plain value; thread-compatible.
+class Catalog {
+ public:
+  // Parses catalog YAML (see README "Cost and markets"). On errors the returned catalog is
+  // empty and *errors holds every problem found: unknown keys, a zero or negative price, a
+  // duplicate offer, an offer naming an undeclared instance type, a bad market or duration.
+  static Catalog Parse(const std::string& yaml, std::vector<CatalogError>* errors);
+
+  // The built-in catalog (documented in README.md): us-east-1, eu-west-1, ap-south-1 x
+  // gpu.1x, gpu.4x, gpu.8x, cpu.small x spot (70% off on-demand), on_demand, reserved (35%
+  // off), per-second billing with a 60 s minimum.
+  static Catalog Default();
+
+  // The YAML text of Default(), a starting point for a custom catalog.
+  static const char* DefaultYaml();
+
+  // The offer, or null when the catalog has none.
+  const Offer* Find(absl::string_view region, absl::string_view instance, Market market) const;
+  // The instance type, or null.
+  const InstanceType* FindInstance(absl::string_view name) const;
+  bool HasRegion(absl::string_view region) const;
+
+  const std::vector<std::string>& regions() const { return regions_; }
+  const std::vector<InstanceType>& instances() const { return instances_; }
+  const std::vector<Offer>& offers() const { return offers_; }
+
+ private:
+  std::vector<std::string> regions_;
+  std::vector<InstanceType> instances_;
+  std::vector<Offer> offers_;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_COST_CATALOG_H_

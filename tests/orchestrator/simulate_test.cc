@@ -1,0 +1,248 @@
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "orchestrator/cost/catalog.h"
+#include "orchestrator/cost/simulator.h"
+#include "orchestrator/experiment_loader.h"
+#include "orchestrator/results.h"
+#include "orchestrator/run_dir.h"
+#include "orchestrator/store.h"
+
+namespace sextant {
+namespace {
+
+v1::ExperimentSpec Spec(const std::string& yaml) {
+  LoadResult r = LoadExperimentFromString(yaml, "sim.yaml");
+  EXPECT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0].ToString());
+  return r.spec;
+}
+
+std::string AshaYaml(const std::string& pools, int trials, int concurrent,
+                     const std::string& extra = "") {
+  return absl::StrCat(R"(name: sim
+objective: {metric: loss}
+parameters:
+  x0: {type: float, min: -5, max: 10}
+  x1: {type: float, min: 0, max: 15}
+search:
+  sampler: random
+  scheduler: asha
+  fidelity: {name: epoch, min: 1, max: 9, reduction_factor: 3}
+  seed: 5
+  max_trials: )", trials, "\n  max_concurrent: ", concurrent, R"(
+trial: {command: [run]}
+resources:
+  provider: simulated
+  pools:
+)", pools, extra);
+}
+
+SimulationResult Simulate(const v1::ExperimentSpec& spec, SimulationSettings settings = {}) {
+  auto sim = Simulator::Create(spec, Catalog::Default(), settings);
+  EXPECT_TRUE(sim.ok()) << sim.status();
+  auto r = (*sim)->Run();
+  EXPECT_TRUE(r.ok()) << r.status();
+  return *r;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/sextant-sim-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(SimulatorTest, AshaRunCompletesAndWritesARunDirectoryThatResultsReads) {
+  v1::ExperimentSpec spec = Spec(AshaYaml(
+      "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}\n",
+      27, 4));
+  auto sim = Simulator::Create(spec, Catalog::Default());
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  auto r = (*sim)->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->state, "COMPLETED") << r->message;
+  EXPECT_EQ(r->trials, 27);
+  EXPECT_GT(r->completed, 0);
+  EXPECT_LE(r->max_live_instances, 4);
+  ASSERT_TRUE(r->best_value.has_value());
+  EXPECT_GT(r->cost, 0);
+  TempDir dir;
+  {
+    auto lock = RunDir::Acquire(dir.path());
+    ASSERT_TRUE(lock.ok());
+    auto store = Store::Open(lock->db_path(), true);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*sim)->WriteTo(store->get()).ok());
+  }
+  auto results = LoadResults(dir.path());
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ((*results)["state"], "COMPLETED");
+  EXPECT_EQ((*results)["trials"].size(), 27u);
+  EXPECT_NEAR((*results)["cost"]["total"].get<double>(), r->cost, 1e-9);
+  EXPECT_NEAR((*results)["cost"]["by_pool"]["od"].get<double>(), r->cost, 1e-9);
+  EXPECT_NEAR((*results)["cost"]["by_region"]["us-east-1"].get<double>(), r->cost, 1e-9);
+  EXPECT_NEAR((*results)["best"]["value"].get<double>(), *r->best_value, 1e-12);
+  double trial_costs = 0;
+  for (const auto& t : (*results)["trials"]) {
+    EXPECT_GT(t["cost"].get<double>(), 0) << t.dump();
+    trial_costs += t["cost"].get<double>();
+  }
+  EXPECT_LE(trial_costs, r->cost + 1e-9);  // idle time and minimums are nobody's
+  EXPECT_THAT(ResultsToTable(*results), ::testing::HasSubstr("cost: "));
+}
+
+TEST(SimulatorTest, PreemptedTrialsResumeFromCheckpointAndEndExactlyAtTheirTarget) {
+  // 200 interruptions per instance-day: one every ~7 minutes, against 60 s epochs.
+  v1::ExperimentSpec spec = Spec(AshaYaml(
+      "    - {name: spot, region: us-east-1, instance: gpu.1x, market: spot, max_instances: 4}\n",
+      27, 4, "simulate: {checkpoint_every: 1, seed: 3}\n"));
+  SimulationSettings settings;
+  settings.spot_rate_per_day = 200;
+  settings.notice_probability = 0.5;
+  auto sim = Simulator::Create(spec, Catalog::Default(), settings);
+  ASSERT_TRUE(sim.ok());
+  auto r = (*sim)->Run();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->state, "COMPLETED") << r->message;
+  EXPECT_GT(r->preemptions, 3);
+  EXPECT_GT(r->lost_seconds, 0);
+  TempDir dir;
+  {
+    auto lock = RunDir::Acquire(dir.path());
+    auto store = Store::Open(lock->db_path(), true);
+    ASSERT_TRUE((*sim)->WriteTo(store->get()).ok());
+  }
+  auto store = Store::Open(RunDir::DbPath(dir.path()), false, true);
+  ASSERT_TRUE(store.ok());
+  auto trials = (*store)->LoadTrials();
+  auto ms = (*store)->LoadMeasurements();
+  ASSERT_TRUE(trials.ok() && ms.ok());
+  std::map<int64_t, std::vector<double>> epochs;
+  for (const MeasurementRow& m : *ms) {
+    epochs[m.trial_id].push_back(nlohmann::json::parse(m.metrics_json)["epoch"].get<double>());
+  }
+  int preempted_completed = 0;
+  for (const TrialRow& t : *trials) {
+    const std::vector<double>& e = epochs[t.id];
+    // Every step is reported exactly once, in order, whatever the preemptions.
+    for (size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i], static_cast<double>(i + 1)) << t.id;
+    if (t.state == "COMPLETED") {
+      EXPECT_EQ(t.fidelity, 9);
+      EXPECT_EQ(e.back(), 9);
+      if (t.preemptions > 0) ++preempted_completed;
+    }
+    EXPECT_NE(t.state, "FAILED");
+  }
+  EXPECT_GT(preempted_completed, 0);
+}
+
+TEST(SimulatorTest, SameSpecGivesTheSameRun) {
+  v1::ExperimentSpec spec = Spec(AshaYaml(
+      "    - {name: spot, region: eu-west-1, instance: gpu.1x, market: spot, max_instances: 6}\n",
+      40, 6));
+  SimulationSettings s;
+  s.spot_rate_per_day = 20;
+  SimulationResult a = Simulate(spec, s), b = Simulate(spec, s);
+  EXPECT_EQ(a.cost, b.cost);
+  EXPECT_EQ(a.wall_seconds, b.wall_seconds);
+  EXPECT_EQ(a.preemptions, b.preemptions);
+  EXPECT_EQ(a.best_value, b.best_value);
+}
+
+TEST(SimulatorTest, SpotFirstCostsLessThanOnDemandForTheSameSearch) {
+  const std::string pools =
+      "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 8}\n"
+      "    - {name: spot, region: us-east-1, instance: gpu.1x, market: spot, max_instances: 8}\n";
+  v1::ExperimentSpec spec = Spec(AshaYaml(pools, 60, 8));
+  SimulationSettings od, spot;
+  od.placement = "on_demand";
+  spot.placement = "spot_first";
+  SimulationResult a = Simulate(spec, od), b = Simulate(spec, spot);
+  EXPECT_LT(b.cost, 0.35 * a.cost);
+  for (const PoolSummary& p : a.pools) {
+    if (p.market == "spot") {
+      EXPECT_EQ(p.launched, 0);
+    }
+  }
+}
+
+// The cap holds across many randomized runs: spend never exceeds max_cost by more than one
+// billing increment per live instance.
+TEST(SimulatorTest, BudgetIsNeverExceededAcrossRandomizedRuns) {
+  std::mt19937_64 rng(2024);
+  int exhausted = 0;
+  for (int run = 0; run < 200; ++run) {
+    std::uniform_int_distribution<int> instances(1, 12), trials(5, 60);
+    std::uniform_real_distribution<double> budget(0.2, 6.0), rate(0, 50), unit(30, 300);
+    const char* markets[] = {"spot", "on_demand", "reserved"};
+    const char* regions[] = {"us-east-1", "eu-west-1", "ap-south-1"};
+    const char* types[] = {"gpu.1x", "gpu.4x"};
+    std::string pools;
+    const int npools = 1 + static_cast<int>(rng() % 3);
+    for (int p = 0; p < npools; ++p) {
+      pools += absl::StrFormat(
+          "    - {name: p%d, region: %s, instance: %s, market: %s, max_instances: %d}\n", p,
+          regions[rng() % 3], types[rng() % 2], markets[rng() % 3], instances(rng));
+    }
+    const double max_cost = budget(rng);
+    const std::string extra = absl::StrFormat(
+        "budget: {max_cost: %.4f}\nsimulate: {seconds_per_unit: %.0f, seed: %d}\n", max_cost,
+        unit(rng), run + 1);
+    std::string yaml = AshaYaml(pools, trials(rng), 1 + static_cast<int>(rng() % 12), extra);
+    LoadResult loaded = LoadExperimentFromString(yaml, "sim.yaml");
+    if (!loaded.ok()) continue;  // e.g. a budget below one increment: rejected up front
+    SimulationSettings s;
+    s.spot_rate_per_day = rate(rng);
+    s.placement = std::vector<std::string>{"cheapest", "spot_first", "on_demand", "mixed"}[rng() % 4];
+    SimulationResult r = Simulate(loaded.spec, s);
+    ASSERT_NE(r.state, "FAILED") << yaml << r.message;
+    EXPECT_LE(r.cost, max_cost + r.overshoot_allowance + 1e-9) << yaml;
+    exhausted += r.state == "BUDGET_EXHAUSTED";
+  }
+  EXPECT_GT(exhausted, 20);  // the cap was actually reached in many runs
+}
+
+TEST(SimulatorTest, WallTimeLimitEndsTheRunBeforeTheDeadline) {
+  v1::ExperimentSpec spec = Spec(AshaYaml(
+      "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 2}\n",
+      200, 2, "budget: {max_wall_time: 1h}\n"));
+  SimulationResult r = Simulate(spec);
+  EXPECT_EQ(r.state, "BUDGET_EXHAUSTED");
+  EXPECT_LE(r.wall_seconds, 3600);
+}
+
+TEST(SimulatorTest, ThousandInstancesTenThousandTrialsSimulateWithinAMinute) {
+  v1::ExperimentSpec spec = Spec(AshaYaml(
+      "    - {name: spot, region: us-east-1, instance: gpu.1x, market: spot, max_instances: 600}\n"
+      "    - {name: od, region: eu-west-1, instance: gpu.1x, market: on_demand, max_instances: 400}\n",
+      10000, 1000));
+  SimulationSettings s;
+  s.spot_rate_per_day = 5;
+  SimulationResult r = Simulate(spec, s);
+  EXPECT_EQ(r.state, "COMPLETED") << r.message;
+  EXPECT_EQ(r.trials, 10000);
+  EXPECT_EQ(r.max_live_instances, 1000);
+  EXPECT_LT(r.real_seconds, 60);
+  RecordProperty("events", std::to_string(r.events));
+  RecordProperty("us_per_event", std::to_string(1e6 * r.real_seconds / r.events));
+  EXPECT_LT(r.real_seconds / r.events, 1e-3);
+}
+
+}  // namespace
+}  // namespace sextant
