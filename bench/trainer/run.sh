@@ -91,7 +91,7 @@ except Exception:
     commit = "?"
 lines = ["# CPU training throughput: Sextant's built-in trainer vs PyTorch", "",
          f"Fashion-MNIST MLP 784-512-256-10 (ReLU), batch 128, Adam lr 1e-3, {threads} threads on both "
-         f"sides, 50,000 training examples; samples/s of the last of {epochs} epochs (training steps only), "
+         f"sides, 50,000 training examples; samples/s of the last epoch of {epochs} (training steps only), "
          f"{runs} alternating runs per side and setting (the 1-thread rows: 1 thread on both sides). Produced by `bench/trainer/run.sh` at commit {commit}.", "",
          f"Machine: {os.cpu_count()} CPUs ({cpu}, GEMM variant picked at run time: {isa}); load average "
          f"{lb} before, {la} after (the machine is shared, so absolute figures are noisy; "
