@@ -18,6 +18,7 @@
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/local_launcher.h"
 #include "orchestrator/orchestrator.h"
+#include "orchestrator/report.h"
 #include "orchestrator/results.h"
 #include "orchestrator/run_dir.h"
 #include "orchestrator/store.h"
@@ -26,12 +27,13 @@ namespace sextant {
 namespace {
 
 constexpr const char* kUsage = R"(usage:
-  sextant run FILE [--run-dir DIR] [--workers N] [--listen ADDR]
-  sextant resume DIR [--workers N]
+  sextant run FILE [--run-dir DIR] [--workers N] [--listen ADDR] [--metrics-port PORT]
+  sextant resume DIR [--workers N] [--metrics-port PORT]
   sextant validate FILE
   sextant status DIR [--watch]
   sextant results DIR [--format table|json|csv]
   sextant events DIR
+  sextant report DIR -o FILE.html
   sextant simulate FILE [--run-dir DIR]
 )";
 
@@ -110,6 +112,11 @@ int Run(const Args& a, bool resume) {
       (!absl::SimpleAtoi(a.flags.at("workers"), &options.workers) || options.workers < 1)) {
     return Usage("--workers must be a positive integer");
   }
+  if (a.flags.count("metrics-port") &&
+      (!absl::SimpleAtoi(a.flags.at("metrics-port"), &options.metrics_port) ||
+       options.metrics_port < 0 || options.metrics_port > 65535)) {
+    return Usage("--metrics-port must be a port number (0 picks a free one)");
+  }
   for (const char* name : {"lease-timeout", "heartbeat"}) {
     if (!a.flags.count(name)) continue;
     auto v = ParseDurationSeconds(a.flags.at(name));
@@ -152,6 +159,8 @@ int ShowStatus(const std::string& dir) {
   std::cout << ResultsToTable(*r, 5);
   auto store = Store::Open(RunDir::DbPath(dir), false, true);
   if (store.ok()) {
+    auto telemetry = (*store)->LoadTelemetry(/*latest_only=*/true);
+    if (telemetry.ok()) std::cout << TelemetryTable(*telemetry, absl::ToUnixMicros(absl::Now()) / 1e6);
     auto events = (*store)->LoadEvents(0, 0);
     if (events.ok()) {
       size_t from = events->size() > 5 ? events->size() - 5 : 0;
@@ -159,8 +168,6 @@ int ShowStatus(const std::string& dir) {
       for (size_t i = from; i < events->size(); ++i) {
         const EventRow& e = (*events)[i];
         std::cout << "  " << absl::FormatTime("%H:%M:%S", absl::FromUnixMicros(e.time * 1e6),
-    auto telemetry = (*store)->LoadTelemetry(/*latest_only=*/true);
-    if (telemetry.ok()) std::cout << TelemetryTable(*telemetry, absl::ToUnixMicros(absl::Now()) / 1e6);
                                               absl::LocalTimeZone())
                   << " " << e.kind << (e.trial_id ? absl::StrCat(" trial ", e.trial_id) : "")
                   << ": " << e.message << "\n";
@@ -204,6 +211,26 @@ int Events(const Args& a) {
   return 0;
 }
 
+int Report(const Args& a) {
+  if (a.positional.empty()) return Usage("report needs a DIR");
+  if (!a.flags.count("output") || a.flags.at("output").empty()) {
+    return Usage("report needs -o FILE.html");
+  }
+  const std::string& out = a.flags.at("output");
+  auto r = WriteReport(a.positional, out, absl::Now());
+  if (!r.ok()) {
+    std::cerr << "sextant: " << r.status().message() << "\n";
+    return r.status().code() == absl::StatusCode::kNotFound ? 2 : 1;
+  }
+  std::cout << "sextant: wrote " << out << " (" << r->trials << " trials, " << (r->bytes + 1023) / 1024
+            << " KiB)\n";
+  if (r->in_progress) {
+    std::cerr << "sextant: the run is still in progress; the report shows it so far\n";
+  }
+  if (!r->any_completed) std::cerr << "sextant: no trial has completed yet\n";
+  return 0;
+}
+
 }  // namespace
 }  // namespace sextant
 
@@ -217,13 +244,22 @@ int main(int argc, char** argv) {
   }
   Args a;
   if (cmd == "run" || cmd == "resume") {
-    a = ParseArgs(argc, argv, 2, {"run-dir", "workers", "listen", "lease-timeout", "heartbeat"}, {});
+    a = ParseArgs(argc, argv, 2,
+                  {"run-dir", "workers", "listen", "lease-timeout", "heartbeat", "metrics-port"}, {});
   } else if (cmd == "results") {
     a = ParseArgs(argc, argv, 2, {"format"}, {});
   } else if (cmd == "status") {
     a = ParseArgs(argc, argv, 2, {}, {"watch"});
   } else if (cmd == "simulate") {
     a = ParseArgs(argc, argv, 2, {"run-dir"}, {});
+  } else if (cmd == "report") {
+    // -o FILE is the one short option; it means --output FILE.
+    std::vector<char*> args(argv, argv + argc);
+    std::string output_flag = "--output";
+    for (char*& arg : args) {
+      if (std::string(arg) == "-o") arg = output_flag.data();
+    }
+    a = ParseArgs(argc, args.data(), 2, {"output"}, {});
   } else if (cmd == "validate" || cmd == "events") {
     a = ParseArgs(argc, argv, 2, {}, {});
   } else {
@@ -240,5 +276,6 @@ int main(int argc, char** argv) {
   if (cmd == "validate") return Validate(a);
   if (cmd == "results") return Results(a);
   if (cmd == "status") return Status(a);
+  if (cmd == "report") return Report(a);
   return Events(a);
 }

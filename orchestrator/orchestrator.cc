@@ -19,7 +19,9 @@
 #include "grpcpp/grpcpp.h"
 #include "orchestrator/dispatcher.h"
 #include "orchestrator/experiment_loader.h"
+#include "orchestrator/metrics_http_server.h"
 #include "orchestrator/progress.h"
+#include "orchestrator/prometheus_metrics.h"
 #include "orchestrator/results.h"
 #include "orchestrator/run_dir.h"
 #include "orchestrator/store.h"
@@ -200,6 +202,7 @@ class Run {
     respawns_left_ = 3 * n;
     for (int i = 0; i < n; ++i) LaunchWorker(i);
     if (workers_.empty()) return 1;
+    if (int rc = StartMetrics(); rc != 0) return rc;
     ProgressReporter progress(env_.out, options_.tty, env_.clock, spec_.objective().metric());
     *env_.out << "sextant: running " << spec_.name() << " in " << run_dir_path_ << " with " << n
               << " workers (listening on " << Target() << ")\n"
@@ -217,6 +220,7 @@ class Run {
       }
       DispatchStats stats = Stats();
       progress.Update(stats);
+      PublishMetrics(stats, start);
       if (service_->WithDispatcher([](Dispatcher& d) { return d.Finished(); })) {
         progress.Finish(stats);
         absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("COMPLETED"); });
@@ -246,6 +250,37 @@ class Run {
         return 1;
       }
     }
+  }
+
+  // Serves /metrics on loopback when asked (--metrics-port). Returns an exit code.
+  int StartMetrics() {
+    if (options_.metrics_port < 0) return 0;
+    auto server = MetricsHttpServer::Start("127.0.0.1", options_.metrics_port);
+    if (!server.ok()) return Fail(server.status());
+    metrics_ = *std::move(server);
+    *env_.out << "sextant: metrics on http://127.0.0.1:" << metrics_->port() << "/metrics\n"
+              << std::flush;
+    return 0;
+  }
+
+  void PublishMetrics(const DispatchStats& stats, absl::Time start) {
+    if (!metrics_) return;
+    MetricsSnapshot m;
+    m.experiment = spec_.name();
+    m.metric = spec_.objective().metric();
+    m.goal = spec_.objective().goal() == v1::Objective::MAXIMIZE ? "maximize" : "minimize";
+    if (!spec_.budget().currency().empty()) m.currency = spec_.budget().currency();
+    m.by_state = stats.by_state;
+    m.max_trials = stats.max_trials;
+    m.best_value = stats.best_value;
+    m.best_trial = stats.best_trial;
+    if (spec_.budget().has_max_cost()) m.budget = spec_.budget().max_cost();
+    m.workers = static_cast<int>(workers_.size());
+    auto running = stats.by_state.find("RUNNING");
+    m.busy_workers = running == stats.by_state.end() ? 0 : std::min(running->second, m.workers);
+    if (spec_.federation().rounds() > 0) m.rounds_total = spec_.federation().rounds();
+    m.elapsed_seconds = absl::ToDoubleSeconds(env_.clock->Now() - start);
+    metrics_->Publish(RenderPrometheusText(m));
   }
 
   DispatchStats Stats() {
@@ -309,6 +344,7 @@ class Run {
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<WorkerServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsHttpServer> metrics_;  // null without --metrics-port
   int port_ = 0;
   std::vector<Local> workers_;
   int respawns_left_ = 0;

@@ -20,6 +20,7 @@ struct RunOptions {
   double heartbeat_seconds = 2;    // default 2
   std::string worker_binary;       // default: sextant-worker beside this binary
   bool tty = false;                // draw the progress line in place
+  int metrics_port = -1;           // serve Prometheus /metrics on 127.0.0.1:PORT; -1 = off, 0 = any
 };
 
 // The process-wide parts a run uses. All are required.

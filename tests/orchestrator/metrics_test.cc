@@ -1,0 +1,196 @@
+// The Prometheus /metrics endpoint: the text format, the HTTP server's limits, and a scrape of
+// a real run validated by promtool.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "orchestrator/metrics_http_server.h"
+#include "orchestrator/prometheus_metrics.h"
+#include "tests/orchestrator/test_util.h"
+
+namespace sextant {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+using testing::MakeTempDir;
+using testing::RunProcess;
+using testing::WriteFile;
+
+const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
+
+int Connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+// Sends request and returns everything the server answers before closing.
+std::string Exchange(int port, const std::string& request) {
+  int fd = Connect(port);
+  if (fd < 0) return "";
+  (void)!send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, n);
+  close(fd);
+  return out;
+}
+
+std::string Body(const std::string& response) {
+  size_t at = response.find("\r\n\r\n");
+  return at == std::string::npos ? "" : response.substr(at + 4);
+}
+
+TEST(PrometheusTextTest, EveryTrialStateIsListedAndLabelValuesAreEscaped) {
+  MetricsSnapshot s;
+  s.experiment = "a\"b\\c\nd";
+  s.metric = "loss";
+  s.goal = "minimize";
+  s.by_state = {{"COMPLETED", 3}, {"RUNNING", 2}};
+  s.max_trials = 10;
+  s.best_value = 0.25;
+  s.best_trial = 4;
+  s.workers = 4;
+  s.busy_workers = 2;
+  std::string text = RenderPrometheusText(s);
+  EXPECT_THAT(text, HasSubstr("sextant_run_info{experiment=\"a\\\"b\\\\c\\nd\",metric=\"loss\",goal=\"minimize\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("sextant_trials{state=\"COMPLETED\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("sextant_trials{state=\"PREEMPTED\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("sextant_best_value 0.25\n"));
+  EXPECT_THAT(text, HasSubstr("sextant_worker_utilisation 0.5\n"));
+  EXPECT_THAT(text, HasSubstr("sextant_spend{currency=\"USD\"} 0\n"));
+  EXPECT_THAT(text, Not(HasSubstr("sextant_rounds_total")));  // not a federated run
+  EXPECT_THAT(text, Not(HasSubstr("sextant_budget")));
+  s.rounds_total = 20;
+  s.budget = 50;
+  text = RenderPrometheusText(s);
+  EXPECT_THAT(text, HasSubstr("sextant_rounds_total 20\n"));
+  EXPECT_THAT(text, HasSubstr("sextant_budget{currency=\"USD\"} 50\n"));
+}
+
+TEST(MetricsHttpServerTest, ServesTheLatestPublishedTextOnMetricsOnly) {
+  auto server = MetricsHttpServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  int port = (*server)->port();
+  ASSERT_GT(port, 0);
+  (*server)->Publish("a 1\n");
+  (*server)->Publish("b 2\n");
+  std::string r = Exchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(r, HasSubstr("Content-Type: text/plain; version=0.0.4"));
+  EXPECT_EQ(Body(r), "b 2\n");
+  EXPECT_THAT(Exchange(port, "GET /metrics?x=1 HTTP/1.0\r\n\r\n"), StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(Exchange(port, "GET / HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404"));
+  EXPECT_THAT(Exchange(port, "POST /metrics HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 405"));
+  EXPECT_THAT(Exchange(port, "garbage\r\n\r\n"), StartsWith("HTTP/1.1 400"));
+}
+
+TEST(MetricsHttpServerTest, OversizedRequestIsRefusedWithoutReadingItAll) {
+  MetricsHttpOptions o;
+  o.max_request_bytes = 1024;
+  auto server = MetricsHttpServer::Start("127.0.0.1", 0, o);
+  ASSERT_TRUE(server.ok());
+  std::string huge = "GET /metrics HTTP/1.1\r\nX: " + std::string(64 << 10, 'a') + "\r\n\r\n";
+  EXPECT_THAT(Exchange((*server)->port(), huge), StartsWith("HTTP/1.1 431"));
+  (*server)->Publish("ok 1\n");
+  EXPECT_EQ(Body(Exchange((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n")), "ok 1\n");
+}
+
+TEST(MetricsHttpServerTest, SilentClientIsDroppedAfterTheTimeoutAndScrapesGoOn) {
+  MetricsHttpOptions o;
+  o.request_timeout_seconds = 0.3;
+  auto server = MetricsHttpServer::Start("127.0.0.1", 0, o);
+  ASSERT_TRUE(server.ok());
+  (*server)->Publish("x 1\n");
+  int silent = Connect((*server)->port());
+  ASSERT_GE(silent, 0);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Body(Exchange((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n")), "x 1\n");
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(waited, 2.0);
+  char c;
+  EXPECT_EQ(recv(silent, &c, 1, 0), 0);  // the server closed it
+  close(silent);
+}
+
+TEST(MetricsHttpServerTest, RefusesABadAddressAndATakenPort) {
+  EXPECT_EQ(MetricsHttpServer::Start("not-an-ip", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  auto first = MetricsHttpServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(MetricsHttpServer::Start("127.0.0.1", (*first)->port()).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+std::string Promtool() {
+  for (const char* p : {"/usr/bin/promtool", "/usr/local/bin/promtool"}) {
+    if (std::filesystem::exists(p)) return p;
+  }
+  return "";
+}
+
+TEST(MetricsEndToEndTest, ScrapeDuringARealRunIsValidPrometheusText) {
+  std::string dir = MakeTempDir("metrics");
+  WriteFile(dir + "/slow.sh", "#!/bin/sh\nsleep 0.4\necho \"loss=$SEXTANT_PARAM_X\"\n");
+  WriteFile(dir + "/exp.yaml", R"(name: metrics-e2e
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: 0, max: 1}
+search: {sampler: sobol, seed: 1, max_trials: 12, max_concurrent: 2}
+trial:
+  command: [sh, slow.sh]
+budget: {max_cost: 25}
+)");
+  testing::BackgroundProcess run({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
+                                  "--metrics-port", "0"});
+  ASSERT_TRUE(run.WaitForOutput("/metrics", 30)) << run.out() << run.err();
+  std::smatch m;
+  std::string out = run.out();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("http://127\\.0\\.0\\.1:(\\d+)/metrics")));
+  int port = std::stoi(m[1].str());
+  // Scrape until a trial has completed, while the run is still going.
+  std::string body;
+  ASSERT_TRUE(testing::WaitFor([&] {
+    body = Body(Exchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    return body.find("sextant_best_value") != std::string::npos;
+  }, 30)) << body;
+  EXPECT_THAT(body, HasSubstr("sextant_run_info{experiment=\"metrics-e2e\""));
+  EXPECT_THAT(body, HasSubstr("sextant_trials_max 12\n"));
+  EXPECT_THAT(body, HasSubstr("sextant_workers 2\n"));
+  EXPECT_THAT(body, HasSubstr("sextant_budget{currency=\"USD\"} 25\n"));
+  EXPECT_THAT(body, HasSubstr("sextant_trials{state=\"COMPLETED\"} "));
+  EXPECT_EQ(run.Wait(60), 0) << run.err();
+  if (Promtool().empty()) GTEST_SKIP() << "promtool (Debian package prometheus) is not installed";
+  WriteFile(dir + "/scrape.txt", body);
+  auto check = RunProcess({"/bin/sh", "-c", absl::StrCat(Promtool(), " check metrics < ", dir, "/scrape.txt")});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err << body;
+}
+
+TEST(MetricsEndToEndTest, BadMetricsPortIsAUsageError) {
+  auto r = RunProcess({kSextant, "run", "x.yaml", "--metrics-port", "70000"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--metrics-port"));
+}
+
+}  // namespace
+}  // namespace sextant

@@ -1,0 +1,124 @@
+// Reports rendered in Debian's headless Chromium: the page loads without errors, every chart
+// has ink where the page says it is, and a 1,000-trial report renders in under 3 s. With
+// SEXTANT_UPDATE_GALLERY=1 the screenshots are written to docs/gallery/ for the README.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/orchestrator/report_test_support.h"
+#include "tests/orchestrator/test_util.h"
+
+namespace sextant {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::MakeTempDir;
+using testing::ReadFile;
+using testing::RunProcess;
+
+const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
+constexpr int kWidth = 1000;
+
+class ReportBrowserTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::ChromiumPath().empty()) {
+      GTEST_SKIP() << "chromium is not installed (scripts/install-deps installs it)";
+    }
+    dir_ = MakeTempDir("report-browser");
+  }
+
+  std::string MakeReport(const std::string& run_dir) {
+    std::string html = dir_ + "/report.html";
+    auto r = RunProcess({kSextant, "report", run_dir, "-o", html});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return html;
+  }
+
+  std::string dir_;
+};
+
+// With --enable-logging=stderr Chromium logs every console message and uncaught exception as
+// an ":INFO:CONSOLE" line; the report's page logs nothing, so any such line is an error.
+void ExpectNoPageErrors(const testing::BrowserRender& r) {
+  EXPECT_THAT(r.stderr_text, Not(HasSubstr("Uncaught")));
+  EXPECT_THAT(r.stderr_text, Not(HasSubstr(":CONSOLE")));
+}
+
+TEST_F(ReportBrowserTest, RealAshaReportLoadsCleanlyAndEveryChartHasInk) {
+  const std::string example = std::string(SEXTANT_SOURCE_DIR) + "/examples/asha/experiment.yaml";
+  auto run = RunProcess({kSextant, "run", example, "--run-dir", dir_ + "/run"}, 300);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::string html = MakeReport(dir_ + "/run");
+
+  testing::BrowserRender r = testing::DumpDom(html, kWidth, 900);
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  ExpectNoPageErrors(r);
+  ASSERT_EQ(testing::BodyAttribute(r.dom, "data-render-check"), "ok") << r.stderr_text;
+  nlohmann::json boxes = nlohmann::json::parse(testing::BodyAttribute(r.dom, "data-chart-boxes"), nullptr, false);
+  ASSERT_TRUE(boxes.is_object()) << testing::BodyAttribute(r.dom, "data-chart-boxes");
+  int height = std::stoi(testing::BodyAttribute(r.dom, "data-page-height"));
+  ASSERT_GT(height, 900);
+
+  std::string png = dir_ + "/report.png", log;
+  ASSERT_EQ(testing::Screenshot(html, png, kWidth, height, &log), 0) << log;
+  testing::Image image;
+  std::string error;
+  ASSERT_TRUE(testing::DecodePng(ReadFile(png), &image, &error)) << error;
+  ASSERT_EQ(image.width, kWidth);
+
+  const std::vector<std::string> charts = {"chart-history-trial", "chart-history-time",
+                                           "chart-parallel", "chart-importance",
+                                           "chart-intermediate", "chart-timeline"};
+  for (const std::string& id : charts) {
+    ASSERT_TRUE(boxes.contains(id)) << id;
+    auto b = boxes[id];
+    double v = testing::GreyVariance(image, b[0], b[1], b[2], b[3]);
+    EXPECT_GT(v, 100) << id << " looks blank";
+  }
+  // A blank strip of page (the right margin beside the charts) has no variance at all, which
+  // is what a chart that failed to draw would look like.
+  EXPECT_LT(testing::GreyVariance(image, kWidth - 15, 0, 10, height), 1);
+
+  if (const char* update = std::getenv("SEXTANT_UPDATE_GALLERY"); update && std::string(update) == "1") {
+    const std::string gallery = std::string(SEXTANT_SOURCE_DIR) + "/docs/gallery";
+    std::filesystem::create_directories(gallery);
+    auto save = [&](const std::string& name, const testing::Image& img) {
+      std::ofstream f(gallery + "/" + name, std::ios::binary);
+      f << testing::EncodePng(img);
+    };
+    save("report-top.png", testing::Crop(image, 0, 0, kWidth, 760));
+    for (const std::string& id : charts) {
+      auto b = boxes[id];
+      save(id.substr(6) + ".png", testing::Crop(image, b[0].get<int>() - 4, b[1].get<int>() - 28,
+                                                b[2].get<int>() + 8, b[3].get<int>() + 32));
+    }
+  }
+}
+
+TEST_F(ReportBrowserTest, ThousandTrialReportRendersInUnderThreeSeconds) {
+  testing::SyntheticRunOptions o;
+  testing::BuildSyntheticRun(dir_ + "/run", o);
+  std::string html = MakeReport(dir_ + "/run");
+  size_t bytes = std::filesystem::file_size(html);
+  EXPECT_LT(bytes, 5u << 20);
+  testing::BrowserRender r = testing::DumpDom(html, kWidth, 900);
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  ExpectNoPageErrors(r);
+  EXPECT_EQ(testing::BodyAttribute(r.dom, "data-render-check"), "ok");
+  std::string ms = testing::BodyAttribute(r.dom, "data-render-ms");
+  ASSERT_FALSE(ms.empty());
+  // From navigation start to the load event, layout of every chart included (the check script
+  // measures every chart's box).
+  EXPECT_LT(std::stod(ms), 3000);
+  std::cout << "1,000-trial report: " << bytes << " bytes, load+layout " << ms
+            << " ms in Chromium, whole chromium process " << r.wall_seconds << " s\n";
+}
+
+}  // namespace
+}  // namespace sextant
