@@ -78,7 +78,8 @@ std::vector<std::string> TrainArgs(const std::string& ckpt_dir) {
 
 // Waits until `dir` holds a checkpoint file at a step >= min_step, or the process ends.
 bool WaitForCheckpoint(const std::string& dir, int64_t min_step, pid_t pid) {
-  for (int i = 0; i < 20000; ++i) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
       const std::string name = e.path().filename().string();
