@@ -20,11 +20,14 @@ inline constexpr int kTrainExitPreempted = 75;  // EX_TEMPFAIL: stopped by SIGTE
 //   [--max-steps N] [--train-subset N] [--val-subset N] [--data-dir DIR]
 // Options also take the --name=value form. --checkpoint-dir defaults to $SEXTANT_CHECKPOINT_DIR.
 // Each epoch prints "<fidelity>=E train_loss=.. val_loss=.. val_accuracy=.. samples_per_sec=.."
-// to stdout (flushed). Events go to stderr as "sextant-event: oom micro_batch=64 reason=...".
+// to stdout (flushed); events go to stdout too, in order with the metrics, as
+// "sextant-event: oom micro_batch=64 reason=...". Errors go to stderr.
 // SIGTERM makes the trainer checkpoint at the next step boundary and exit kTrainExitPreempted.
+// $SEXTANT_FIDELITY (>= 1), when set, is the epoch to train to (overriding --epochs).
 // Unless OMP_WAIT_POLICY is set, re-executes the process (same arguments, via /proc/self/exe)
 // with OMP_WAIT_POLICY=passive, which the OpenMP runtime only reads at load time.
-// --gpus N > 0 fails (kTrainExitFailed) when no CUDA device is usable.
+// --gpus 1 trains on the CUDA backend; --gpus N > 0 fails (kTrainExitFailed) when fewer than N
+// CUDA devices are usable, and N > 1 is not supported yet.
 int RunTrainCommand(int argc, char** argv);
 
 }  // namespace sextant::train
