@@ -90,6 +90,7 @@ Placement PlacementPolicy::Place(const PlacementRequest& request,
         tier = p.market == Market::kReserved ? 0 : p.market == Market::kOnDemand ? 1 : 2;
       }
     }
+    if (p.prepaid_idle) tier = -1;  // capacity already paid for costs nothing more to use
     const bool cooling = Cooling(p.region, now);
     if (cooling) avoided.push_back(p.region);
     const double marginal = p.prepaid_idle ? 0 : p.price_per_second;

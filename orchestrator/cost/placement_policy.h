@@ -56,8 +56,8 @@ struct PlacementOptions {
 absl::StatusOr<PlacementOptions::Mode> ParsePlacementMode(absl::string_view name);
 const char* PlacementModeName(PlacementOptions::Mode mode);
 
-// Cost-aware placement: among pools that fit the request and have a free slot, the market
-// preferred by the mode first, then pools in regions without a preemption in the cool-down
+// Cost-aware placement: among pools that fit the request and have a free slot, prepaid
+// reserved capacity first, then the market preferred by the mode, then pools in regions without a preemption in the cool-down
 // window, then the lowest marginal price (an idle prepaid reserved instance costs nothing
 // more). Spot is never chosen for a job that must not run on spot while a non-spot pool
 // exists (full or not): the job waits instead. Not thread-safe; runs on the orchestrator loop.

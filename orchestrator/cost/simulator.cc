@@ -322,7 +322,7 @@ std::vector<PoolCandidate> Simulator::Impl::Candidates() const {
     c.free_slots = p.closed ? 0
                             : static_cast<int>(p.idle.size()) + p.spec.max_instances() - p.live +
                                   p.booting - static_cast<int>(p.waiting.size());
-    c.prepaid_idle = p.offer.market == Market::kReserved;
+    c.prepaid_idle = p.offer.market == Market::kReserved && p.reservation != 0;
     out.push_back(std::move(c));
   }
   return out;

@@ -201,6 +201,11 @@ TEST(PlacementPolicyTest, PrepaidReservedCapacityBeatsOnDemand) {
   top.top_rung = true;
   PlacementPolicy policy({PlacementOptions::Mode::kMixed, 600});
   EXPECT_EQ(policy.Place(top, pools, absl::UnixEpoch()).pool, 3);
+  // Paid-for capacity comes first even for jobs that would go to spot...
+  EXPECT_EQ(policy.Place(PlacementRequest{}, pools, absl::UnixEpoch()).pool, 3);
+  // ...but a reservation not yet made is priced like any pool: spot is cheaper.
+  pools[3].prepaid_idle = false;
+  EXPECT_EQ(policy.Place(PlacementRequest{}, pools, absl::UnixEpoch()).pool, 2);
 }
 
 TEST(AutoscalerTest, GrowsToQueueLengthWithinOneTickUpToMax) {
