@@ -125,6 +125,11 @@ absl::Status UpdateGate::Accept(absl::string_view client_id) {
   return absl::OkStatus();
 }
 
+void UpdateGate::Abandon(absl::string_view client_id) {
+  auto it = in_flight_.find(client_id);
+  if (it != in_flight_.end()) in_flight_.erase(it);
+}
+
 absl::Status UpdateGate::Check(const UpdateHeader& header, absl::Span<const float> update) {
   if (absl::Status s = Admit(header, update.size()); !s.ok()) return s;
   if (absl::Status s = CheckValues(header.client_id, update); !s.ok()) return s;

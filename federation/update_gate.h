@@ -70,6 +70,9 @@ class UpdateGate {
   // delivered (a second update is a duplicate). Aborted and FailedPrecondition as CheckValues.
   absl::Status Accept(absl::string_view client_id);
 
+  // Forgets an in-flight update whose transfer broke off (the sender may send it again); it is
+  // not counted as a rejection. No-op when the client has none in flight.
+  void Abandon(absl::string_view client_id);
   // Admit + CheckValues + Accept for an update that arrived whole.
   absl::Status Check(const UpdateHeader& header, absl::Span<const float> update);
 

@@ -19,6 +19,7 @@
 #include "grpcpp/grpcpp.h"
 #include "orchestrator/dispatcher.h"
 #include "orchestrator/experiment_loader.h"
+#include "orchestrator/federated_run.h"
 #include "orchestrator/metrics_http_server.h"
 #include "orchestrator/progress.h"
 #include "orchestrator/prometheus_metrics.h"
@@ -362,6 +363,7 @@ void InstallStopHandlers() {
 }
 
 int RunExperiment(const RunOptions& options, const RunEnv& env) {
+  if (std::optional<int> rc = MaybeRunFederated(options, env)) return *rc;
   Run run(options, env);
   return run.Main();
 }

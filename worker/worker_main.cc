@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "common/clock.h"
 #include "worker/cuda/device_query.h"
+#include "worker/federated/federated_main.h"
 #include "worker/train/train_command.h"
 #include "worker/worker_client.h"
 
@@ -36,6 +37,18 @@ void Usage() {
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "train") {
     return sextant::train::RunTrainCommand(argc - 1, argv + 1);
+  }
+  if (sextant::IsFederatedInvocation(argc, argv)) {
+    for (int i = 1; i < argc; ++i) {
+      if (std::string(argv[i]) == "--exit-with-parent") prctl(PR_SET_PDEATHSIG, SIGKILL);
+    }
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = OnSignal;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+    return sextant::RunFederatedMain(argc, argv, &g_stop);
   }
   sextant::WorkerOptions options;
   bool exit_with_parent = false;
@@ -75,7 +88,7 @@ int main(int argc, char** argv) {
       if (!value(&options.launch_token)) return 2;
     } else if (arg == "--role") {
       if (!value(&role)) return 2;
-      if (role != "client") {
+      if (role != "client") {  // aggregators are handled by RunFederatedMain
         std::cerr << "sextant-worker: --role " << role << " is not available in this build\n";
         return 2;
       }

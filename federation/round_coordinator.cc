@@ -1,0 +1,159 @@
+#include "federation/round_coordinator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace sextant {
+
+absl::StatusOr<RoundCoordinator> RoundCoordinator::Create(RoundCoordinatorOptions options,
+                                                          Clock* clock) {
+  if (options.experiment_id.empty()) return absl::InvalidArgumentError("experiment_id is empty");
+  if (options.model_size == 0) return absl::InvalidArgumentError("model_size is 0");
+  if (options.min_updates < 1) return absl::InvalidArgumentError("min_updates must be >= 1");
+  if (!(options.deadline_seconds >= 0)) {
+    return absl::InvalidArgumentError("deadline_seconds must be >= 0");
+  }
+  return RoundCoordinator(std::move(options), clock);
+}
+
+RoundCoordinator::RoundCoordinator(RoundCoordinatorOptions options, Clock* clock)
+    : options_(std::move(options)),
+      clock_(clock),
+      gate_(options_.experiment_id, options_.model_size),
+      average_(options_.model_size) {}
+
+int64_t RoundCoordinator::total_rejections() const {
+  int64_t total = 0;
+  for (size_t r = 0; r < kNumRejectReasons; ++r) total += gate_.rejections(static_cast<RejectReason>(r));
+  return total;
+}
+
+absl::Status RoundCoordinator::OpenRound(int64_t round, std::vector<std::string> participants) {
+  if (participants.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("round ", round, " has no participants"));
+  }
+  if (absl::Status s = gate_.OpenRound(round, participants); !s.ok()) return s;
+  participants_ = std::move(participants);
+  opened_at_ = clock_->Now();
+  average_.Reset();
+  staging_owner_.clear();
+  count_ = 0;
+  senders_ = 0;
+  sums_ = SenderMetrics{};
+  eval_weight_ = 0;
+  rejected_at_open_ = total_rejections();
+  return absl::OkStatus();
+}
+
+void RoundCoordinator::SetCloseRule(double deadline_seconds, int64_t min_updates) {
+  options_.deadline_seconds = deadline_seconds >= 0 ? deadline_seconds : 0;
+  options_.min_updates = std::max<int64_t>(1, min_updates);
+}
+
+absl::Status RoundCoordinator::Begin(const UpdateHeader& header, size_t total_size, int64_t count) {
+  if (!staging_owner_.empty() && staging_owner_ != header.client_id) {
+    return absl::UnavailableError(
+        absl::StrCat("the update from '", staging_owner_, "' is being received"));
+  }
+  if (absl::Status s = gate_.Admit(header, total_size); !s.ok()) return s;
+  if (count < 1) {
+    gate_.Abandon(header.client_id);
+    return absl::InvalidArgumentError(absl::StrCat("count must be >= 1, got ", count));
+  }
+  staging_owner_ = header.client_id;
+  staging_weight_ = header.num_examples;
+  staging_count_ = count;
+  staged_ = 0;
+  staging_.resize(options_.model_size);
+  return absl::OkStatus();
+}
+
+absl::Status RoundCoordinator::Drop(absl::string_view client_id, absl::Status status) {
+  if (staging_owner_ == client_id) staging_owner_.clear();
+  return status;
+}
+
+absl::Status RoundCoordinator::AddChunk(absl::string_view client_id, size_t offset,
+                                        absl::Span<const float> values) {
+  if (staging_owner_ != client_id) {
+    // Either the round closed under it (the gate reports Aborted) or nothing is in flight.
+    return gate_.CheckValues(client_id, values);
+  }
+  if (absl::Status s = gate_.CheckValues(client_id, values); !s.ok()) return Drop(client_id, s);
+  if (offset != staged_ || values.size() > options_.model_size - staged_) {
+    gate_.Abandon(client_id);
+    return Drop(client_id, absl::InvalidArgumentError(absl::StrCat(
+                               "chunk at offset ", offset, " with ", values.size(),
+                               " values; expected offset ", staged_, " of ", options_.model_size)));
+  }
+  std::copy(values.begin(), values.end(), staging_.begin() + staged_);
+  staged_ += values.size();
+  return absl::OkStatus();
+}
+
+absl::Status RoundCoordinator::Finish(absl::string_view client_id, const SenderMetrics& metrics) {
+  if (staging_owner_ != client_id) return gate_.Accept(client_id);
+  if (staged_ != options_.model_size) {
+    gate_.Abandon(client_id);
+    return Drop(client_id, absl::InvalidArgumentError(absl::StrCat(
+                               "update ended after ", staged_, " of ", options_.model_size, " values")));
+  }
+  if (absl::Status s = gate_.Accept(client_id); !s.ok()) return Drop(client_id, s);
+  staging_owner_.clear();
+  // The gate checked every value and the weight, so the fold cannot fail.
+  if (absl::Status s = average_.Add(staging_, staging_weight_); !s.ok()) return s;
+  count_ += staging_count_;
+  ++senders_;
+  sums_.train_loss += staging_weight_ * metrics.train_loss;
+  if (metrics.eval_weight > 0 && std::isfinite(metrics.eval_loss)) {
+    sums_.eval_loss += metrics.eval_weight * metrics.eval_loss;
+    sums_.eval_accuracy += metrics.eval_weight * metrics.eval_accuracy;
+    eval_weight_ += metrics.eval_weight;
+  }
+  return absl::OkStatus();
+}
+
+void RoundCoordinator::Abandon(absl::string_view client_id) {
+  gate_.Abandon(client_id);
+  if (staging_owner_ == client_id) staging_owner_.clear();
+}
+
+bool RoundCoordinator::DeadlinePassed() const {
+  return options_.deadline_seconds > 0 &&
+         clock_->Now() - opened_at_ >= absl::Seconds(options_.deadline_seconds);
+}
+
+bool RoundCoordinator::ReadyToClose() const {
+  if (!gate_.round_open()) return false;
+  if (gate_.accepted() >= participants_.size()) return true;
+  return DeadlinePassed() && count_ >= options_.min_updates;
+}
+
+absl::StatusOr<RoundOutcome> RoundCoordinator::Close() {
+  if (!gate_.round_open()) return absl::FailedPreconditionError("no round is open");
+  if (senders_ == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("round ", gate_.round(), " has no accepted update"));
+  }
+  gate_.CloseRound();
+  staging_owner_.clear();
+  RoundOutcome out;
+  out.round = gate_.round();
+  out.mean = average_.mean();
+  out.total_weight = average_.total_weight();
+  out.count = count_;
+  out.senders = senders_;
+  out.rejected = total_rejections() - rejected_at_open_;
+  out.metrics.train_loss = sums_.train_loss / out.total_weight;
+  if (eval_weight_ > 0) {
+    out.metrics.eval_loss = sums_.eval_loss / eval_weight_;
+    out.metrics.eval_accuracy = sums_.eval_accuracy / eval_weight_;
+    out.metrics.eval_weight = eval_weight_;
+  }
+  return out;
+}
+
+}  // namespace sextant

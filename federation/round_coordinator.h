@@ -1,0 +1,129 @@
+#ifndef SEXTANT_FEDERATION_ROUND_COORDINATOR_H_
+#define SEXTANT_FEDERATION_ROUND_COORDINATOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/clock.h"
+#include "federation/update_gate.h"
+#include "federation/weighted_average.h"
+
+namespace sextant {
+
+struct RoundCoordinatorOptions {
+  std::string experiment_id;  // the only experiment accepted. Required.
+  size_t model_size = 0;      // floats per update. Required (> 0).
+  // After the deadline the round may close once updates standing for this many clients have
+  // been accepted (an update's `count`: 1 for a client, its clients for a region). Default 1.
+  int64_t min_updates = 1;
+  double deadline_seconds = 0;  // from OpenRound. Default 0: wait for every participant.
+};
+
+// Metrics a sender attaches to its update; folded as weighted means.
+struct SenderMetrics {
+  double train_loss = 0;     // weighted by the update's weight
+  double eval_loss = 0;      // weighted by eval_weight
+  double eval_accuracy = 0;  // weighted by eval_weight
+  double eval_weight = 0;    // 0: no evaluation
+};
+
+// What a closed round produced. mean is the coordinator's own storage (valid until the next
+// OpenRound).
+struct RoundOutcome {
+  int64_t round = 0;
+  absl::Span<const float> mean;  // the weighted mean of the accepted updates
+  double total_weight = 0;
+  int64_t count = 0;             // clients behind the accepted updates
+  int64_t senders = 0;           // accepted updates
+  int64_t rejected = 0;          // updates turned away while this round was current
+  SenderMetrics metrics;         // weighted means over the accepted senders
+};
+
+// One tier of a federated round: the global orchestrator over its regions, or a regional
+// aggregator over its clients. It opens a round for its participants, takes their updates in
+// chunks, and folds each completed update into a streaming weighted mean (WeightedAverage), so
+// memory is one mean plus one staging buffer (2 x model size) however many participants there
+// are: only one update is staged at a time (Begin returns Unavailable while another is being
+// received; the transport waits, and gRPC's flow control holds the sender). An update is folded
+// only once it is whole and every value is finite, so a bad chunk never reaches the mean.
+// Not thread-safe; the transport serialises calls.
+class RoundCoordinator {
+ public:
+  // InvalidArgument for an empty experiment id, model_size 0 or min_updates < 1.
+  static absl::StatusOr<RoundCoordinator> Create(RoundCoordinatorOptions options, Clock* clock);
+
+  // Opens `round` (above every earlier one) for the participants (non-empty) and starts a fresh
+  // mean. Earlier rounds' updates become stale. InvalidArgument otherwise.
+  absl::Status OpenRound(int64_t round, std::vector<std::string> participants);
+
+  // Replaces deadline_seconds and min_updates (>= 1) from the next OpenRound on.
+  void SetCloseRule(double deadline_seconds, int64_t min_updates);
+
+  // Starts receiving an update of total_size floats standing for `count` clients.
+  // Unavailable while another update is being staged (retry after Finish/Abandon of that one);
+  // otherwise UpdateGate::Admit's errors (Aborted for another experiment, a stale, future or
+  // duplicate round; FailedPrecondition when not a participant; InvalidArgument for a bad weight
+  // or size), each counted against the sender.
+  absl::Status Begin(const UpdateHeader& header, size_t total_size, int64_t count);
+  // The next chunk of the sender's update, at `offset` (== floats received so far).
+  // InvalidArgument for a gap, an overrun or NaN/Inf (the update is then dropped and counted);
+  // Aborted when the round closed meanwhile; FailedPrecondition when nothing is in flight.
+  absl::Status AddChunk(absl::string_view client_id, size_t offset, absl::Span<const float> values);
+  // Completes the update: InvalidArgument when values are missing (dropped), else it is folded
+  // into the round's mean. Errors as AddChunk.
+  absl::Status Finish(absl::string_view client_id, const SenderMetrics& metrics = {});
+  // Drops a partial update whose stream broke off; the sender may retry. Not a rejection.
+  void Abandon(absl::string_view client_id);
+
+  // True when the open round may close: every participant delivered, or the deadline passed
+  // and at least min_updates clients are in.
+  bool ReadyToClose() const;
+  bool DeadlinePassed() const;
+  // Closes the open round (later updates for it are stale). FailedPrecondition when no round is
+  // open or nothing was accepted (the round cannot produce a mean).
+  absl::StatusOr<RoundOutcome> Close();
+
+  const std::string& experiment_id() const { return options_.experiment_id; }
+  int64_t round() const { return gate_.round(); }
+  bool round_open() const { return gate_.round_open(); }
+  const std::vector<std::string>& participants() const { return participants_; }
+  int64_t accepted_count() const { return count_; }
+  const UpdateGate& gate() const { return gate_; }
+  // Rejections counted so far over all rounds and senders.
+  int64_t total_rejections() const;
+  // The staging buffer's capacity in floats (0 until the first update), for memory checks.
+  size_t staging_capacity() const { return staging_.capacity(); }
+
+ private:
+  RoundCoordinator(RoundCoordinatorOptions options, Clock* clock);
+  absl::Status Drop(absl::string_view client_id, absl::Status status);
+
+  RoundCoordinatorOptions options_;
+  Clock* clock_;
+  UpdateGate gate_;
+  WeightedAverage average_;
+  std::vector<std::string> participants_;
+  absl::Time opened_at_;
+  // The update being received: its sender, weight, count and the floats so far.
+  std::string staging_owner_;
+  double staging_weight_ = 0;
+  int64_t staging_count_ = 0;
+  size_t staged_ = 0;
+  std::vector<float> staging_;
+  int64_t count_ = 0;
+  int64_t senders_ = 0;
+  int64_t rejected_at_open_ = 0;
+  SenderMetrics sums_;  // weighted sums, divided at Close
+  double eval_weight_ = 0;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_FEDERATION_ROUND_COORDINATOR_H_

@@ -1,0 +1,483 @@
+#include "orchestrator/federated_run.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "federation/server_optimizer.h"
+#include "orchestrator/experiment_loader.h"
+#include "orchestrator/federated_rounds_table.h"
+#include "orchestrator/results.h"
+#include "orchestrator/run_dir.h"
+#include "orchestrator/store.h"
+#include "worker/federated/federated_job.h"
+#include "worker/federated/federation_service.h"
+#include "worker/train/checkpoint.h"
+
+namespace sextant {
+namespace {
+
+std::atomic<int> g_fed_stop{0};
+void OnFedStop(int sig) { g_fed_stop.store(sig); }
+
+std::string SelfDir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : p.parent_path().string();
+}
+
+std::unique_ptr<ServerOptimizer> MakeServerOptimizer(const v1::Federation& f) {
+  const double lr = f.server_lr() > 0 ? f.server_lr() : 1.0;
+  if (f.server_optimizer() == "fedavgm") return NewFedAvgMOptimizer({lr, 0.9});
+  AdaptiveOptions a;
+  a.server_lr = lr;
+  if (f.server_optimizer() == "fedadam") return NewFedAdamOptimizer(a);
+  if (f.server_optimizer() == "fedyogi") return NewFedYogiOptimizer(a);
+  if (f.server_optimizer() == "fedadagrad") return NewFedAdagradOptimizer(a);
+  return NewFedAvgOptimizer({lr});
+}
+
+struct Participant {
+  std::string region;
+  int index;
+};
+
+// Seeded per round, independent of earlier rounds, so a resumed run samples the same clients.
+std::vector<Participant> SampleClients(const v1::Federation& f, int64_t round) {
+  std::vector<Participant> all;
+  for (const auto& r : f.regions()) {
+    for (int i = 0; i < r.clients(); ++i) all.push_back({r.name(), i});
+  }
+  const double per = f.clients_per_round();
+  int64_t k = per <= 1 ? static_cast<int64_t>(std::ceil(per * static_cast<double>(all.size())))
+                       : static_cast<int64_t>(per);
+  k = std::clamp<int64_t>(std::max<int64_t>(k, f.min_clients()), 1, all.size());
+  std::mt19937_64 rng(f.seed() * 1000003ULL + static_cast<uint64_t>(round));
+  std::shuffle(all.begin(), all.end(), rng);
+  all.resize(k);
+  return all;
+}
+
+class FederatedRun {
+ public:
+  FederatedRun(const RunOptions& options, const RunEnv& env, v1::ExperimentSpec spec)
+      : options_(options), env_(env), spec_(std::move(spec)) {}
+
+  int Main() {
+    int rc = Prepare();
+    if (rc == 0) rc = Rounds();
+    Teardown();
+    return rc;
+  }
+
+ private:
+  const v1::Federation& fed() const { return spec_.federation(); }
+
+  int Fail(const absl::Status& s, int code = 1) {
+    *env_.err << "sextant: " << s.message() << "\n";
+    return code;
+  }
+
+  int Prepare() {
+    run_dir_path_ = options_.run_dir.empty() ? "runs/" + spec_.name() : options_.run_dir;
+    auto dir = RunDir::Acquire(run_dir_path_);
+    if (!dir.ok()) return Fail(dir.status());
+    run_dir_ = std::make_unique<RunDir>(*std::move(dir));
+    auto store = Store::Open(run_dir_->db_path(), true);
+    if (!store.ok()) return Fail(store.status());
+    store_ = *std::move(store);
+    auto stored = store_->GetMeta("spec");
+    if (!stored.ok()) return Fail(stored.status());
+    if (!options_.resume && *stored) {
+      *env_.err << "sextant: " << run_dir_path_ << " already holds a run; continue it with "
+                << "`sextant resume " << run_dir_path_ << "` or pick another --run-dir\n";
+      return 2;
+    }
+    start_ = env_.clock->Now();
+    if (!options_.resume) {
+      absl::Status s = store_->PutMeta("spec", spec_.SerializeAsString());
+      if (s.ok()) s = store_->PutMeta("started_at", absl::StrCat(absl::ToUnixSeconds(start_)));
+      if (s.ok()) s = store_->PutMeta("federation_id", absl::StrCat(spec_.name(), "-", absl::ToUnixMicros(start_)));
+      if (!s.ok()) return Fail(s);
+    }
+    auto id = store_->GetMeta("federation_id");
+    if (!id.ok() || !*id) return Fail(absl::DataLossError("the run has no federation id"));
+    experiment_id_ = **id;
+    if (auto started = store_->GetMeta("started_at"); started.ok() && *started) {
+      int64_t t = 0;
+      if (absl::SimpleAtoi(**started, &t)) start_ = absl::FromUnixSeconds(t);
+    }
+    auto rounds = RoundsTable::Open(run_dir_->db_path());
+    if (!rounds.ok()) return Fail(rounds.status());
+    rounds_ = std::make_unique<RoundsTable>(*std::move(rounds));
+    auto job = FederatedJobFromSpec(spec_);
+    if (!job.ok()) return Fail(job.status(), 2);
+    job_ = *job;
+    auto trainer = LocalTrainer::Create(job_.model, job_.seed, 2);
+    if (!trainer.ok()) return Fail(trainer.status(), 2);
+    evaluator_ = *std::move(trainer);
+    global_.resize(evaluator_->size());
+    if (absl::Status s = evaluator_->GetWeights(absl::MakeSpan(global_)); !s.ok()) return Fail(s);
+    optimizer_ = MakeServerOptimizer(fed());
+    auto data = train::LoadFashionMnist(job_.dataset_dir, job_.validation_examples, job_.seed);
+    if (!data.ok()) return Fail(data.status());
+    validation_ = std::move(data->validation);
+    fed_dir_ = std::filesystem::absolute(run_dir_->path() + "/federation").string();
+    ckpt_dir_ = std::filesystem::absolute(run_dir_->checkpoints_dir() + "/federation").string();
+    std::filesystem::create_directories(fed_dir_);
+    if (int rc = Restore(); rc != 0) return rc;
+    return StartServer();
+  }
+
+  // Payload: round, global model, server optimiser state (rounds, m, v).
+  absl::Status Checkpoint(int64_t round) {
+    train::ByteWriter w;
+    w.I64(round);
+    w.Floats(global_.data(), static_cast<int64_t>(global_.size()));
+    ServerOptimizer::State st = optimizer_->state();
+    w.I64(st.rounds);
+    w.I64(static_cast<int64_t>(st.m.size()));
+    w.Floats(st.m.data(), static_cast<int64_t>(st.m.size()));
+    w.I64(static_cast<int64_t>(st.v.size()));
+    w.Floats(st.v.data(), static_cast<int64_t>(st.v.size()));
+    return train::WriteCheckpoint(ckpt_dir_, round, w.str()).status();
+  }
+
+  int Restore() {
+    auto ck = train::LoadLatestCheckpoint(ckpt_dir_);
+    if (!ck.ok()) return 0;  // nothing completed yet
+    train::ByteReader r(ck->payload);
+    auto round = r.I64();
+    absl::Status s = round.status();
+    if (s.ok()) s = r.Floats(global_.data(), static_cast<int64_t>(global_.size()));
+    ServerOptimizer::State st;
+    auto load_vec = [&](std::vector<float>& v) {
+      if (!s.ok()) return;
+      auto n = r.I64();
+      if (!n.ok()) {
+        s = n.status();
+        return;
+      }
+      v.resize(*n);
+      s = r.Floats(v.data(), *n);
+    };
+    if (s.ok()) {
+      auto rounds = r.I64();
+      s = rounds.status();
+      if (s.ok()) st.rounds = *rounds;
+    }
+    load_vec(st.m);
+    load_vec(st.v);
+    if (s.ok()) s = optimizer_->Restore(std::move(st));
+    if (!s.ok()) return Fail(s);
+    last_round_ = *round;
+    *env_.out << "sextant: resuming after round " << last_round_ << "\n";
+    return 0;
+  }
+
+  int StartServer() {
+    RoundCoordinatorOptions o;
+    o.experiment_id = experiment_id_;
+    o.model_size = global_.size();
+    o.min_updates = std::max(1, fed().min_clients());
+    o.deadline_seconds = fed().round_deadline_seconds();
+    auto coordinator = RoundCoordinator::Create(o, env_.clock);
+    if (!coordinator.ok()) return Fail(coordinator.status());
+    hub_ = std::make_unique<FederationHub>(*std::move(coordinator), env_.clock);
+    service_ = std::make_unique<FederationServiceImpl>(hub_.get());
+    auto server = StartFederationServer(options_.listen, service_.get(), &port_);
+    if (!server.ok()) return Fail(server.status());
+    server_ = *std::move(server);
+    return 0;
+  }
+
+  std::string Bin() const {
+    return options_.worker_binary.empty() ? SelfDir() + "/sextant-worker" : options_.worker_binary;
+  }
+
+  void Launch(const std::vector<std::string>& argv, const std::string& log, const std::string& what) {
+    auto pid = env_.launcher->Launch(argv, absl::StrCat(run_dir_->logs_dir(), "/", log));
+    if (!pid.ok()) {
+      *env_.err << "sextant: " << pid.status().message() << "\n";
+      return;
+    }
+    children_.push_back({*pid, what});
+    (void)store_->AddEvent(Seconds(), "federation_launch", 0, absl::StrCat(what, " pid=", *pid));
+  }
+
+  double Seconds() const { return absl::ToDoubleSeconds(env_.clock->Now() - start_); }
+
+  // One aggregator per region, then its clients once it serves (it writes its port to a file).
+  int LaunchParticipants() {
+    std::filesystem::create_directories(run_dir_->logs_dir());
+    const std::string spec_file = fed_dir_ + "/spec.pb";
+    std::ofstream(spec_file, std::ios::binary) << spec_.SerializeAsString();
+    const std::string target = absl::StrCat("127.0.0.1:", port_);
+    for (const auto& r : fed().regions()) {
+      const std::string port_file = absl::StrCat(fed_dir_, "/", r.name(), ".port");
+      std::filesystem::remove(port_file);
+      Launch({Bin(), "--role", "aggregator", "--region", r.name(), "--connect", target,
+              "--experiment-id", experiment_id_, "--model-size", absl::StrCat(global_.size()),
+              "--work-dir", absl::StrCat(fed_dir_, "/", r.name()), "--port-file", port_file,
+              "--exit-with-parent"},
+             absl::StrCat("aggregator-", r.name(), ".log"), absl::StrCat("aggregator ", r.name()));
+    }
+    for (const auto& r : fed().regions()) {
+      const std::string port_file = absl::StrCat(fed_dir_, "/", r.name(), ".port");
+      const absl::Time until = absl::Now() + absl::Seconds(60);
+      int port = 0;
+      while (absl::Now() < until && port == 0) {
+        std::ifstream in(port_file);
+        if (!(in >> port)) port = 0;
+        if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (port == 0) {
+        *env_.err << "sextant: the aggregator of region " << r.name() << " did not start; see "
+                  << run_dir_->logs_dir() << "/aggregator-" << r.name() << ".log\n";
+        return 1;
+      }
+      for (int i = 0; i < r.clients(); ++i) {
+        Launch({Bin(), "--role", "client", "--region", r.name(), "--index", absl::StrCat(i),
+                "--connect", absl::StrCat("127.0.0.1:", port), "--experiment-id", experiment_id_,
+                "--spec", spec_file, "--threads", "1", "--exit-with-parent"},
+               absl::StrCat("client-", r.name(), "-", i, ".log"),
+               absl::StrCat("client ", ClientId(r.name(), i)));
+      }
+    }
+    return 0;
+  }
+
+  absl::Status PublishRound(int64_t round) {
+    const std::string file = absl::StrCat(fed_dir_, "/global-", round, ".f32");
+    {
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(global_.data()), global_.size() * sizeof(float));
+      if (!out) return absl::InternalError(absl::StrCat("cannot write ", file));
+    }
+    std::map<std::string, RoundTask> tasks;
+    for (const Participant& p : SampleClients(fed(), round)) {
+      RoundTask& t = tasks[p.region];
+      t.participants.push_back(ClientId(p.region, p.index));
+      t.model_size = static_cast<int64_t>(global_.size());
+      t.seed = fed().seed() * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(round);
+      t.deadline_seconds = fed().round_deadline_seconds();
+    }
+    SEXTANT_RETURN_IF_ERROR(hub_->Publish(round, file, std::move(tasks),
+                                          fed().round_deadline_seconds(),
+                                          std::max(1, fed().min_clients())));
+    if (!previous_file_.empty()) std::filesystem::remove(previous_file_);
+    previous_file_ = file;
+    published_round_ = round;
+    return absl::OkStatus();
+  }
+
+  // Finishes one closed round: server step, evaluation, checkpoint, rows. Returns an exit code.
+  int CompleteRound(int64_t round, const RoundOutcome& outcome,
+                    const std::vector<SenderReport>& senders) {
+    if (absl::Status s = optimizer_->Step(absl::MakeSpan(global_), outcome.mean); !s.ok()) {
+      return Fail(s);
+    }
+    std::vector<RoundRow> rows;
+    const bool eval = round == fed().rounds() || fed().eval_every() <= 1 ||
+                      round % fed().eval_every() == 0;
+    if (eval) {
+      absl::Status s = evaluator_->SetWeights(global_);
+      auto r = s.ok() ? evaluator_->Evaluate(validation_) : absl::StatusOr<EvalResult>(s);
+      if (!r.ok()) return Fail(r.status());
+      last_eval_ = *r;
+    }
+    rows.push_back({round, "", last_eval_.accuracy, last_eval_.loss, outcome.count,
+                    outcome.rejected, std::nullopt, Seconds()});
+    for (const SenderReport& s : senders) {
+      rows.push_back({round, s.client_id, s.metrics.eval_accuracy, s.metrics.eval_loss, s.count, 0,
+                      std::nullopt, Seconds()});
+    }
+    if (absl::Status s = Checkpoint(round); !s.ok()) return Fail(s);
+    if (absl::Status s = rounds_->Put(rows); !s.ok()) return Fail(s);
+    const std::string line =
+        absl::StrFormat("round=%d accuracy=%.4f loss=%.4f clients=%d rejected=%d", round,
+                        last_eval_.accuracy, last_eval_.loss, outcome.count, outcome.rejected);
+    (void)store_->AddEvent(Seconds(), "round", 0, line);
+    *env_.out << "sextant: " << line << "\n" << std::flush;
+    last_round_ = round;
+    return 0;
+  }
+
+  bool Stopping() const { return g_fed_stop.load() != 0; }
+
+  int Rounds() {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = OnFedStop;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    *env_.out << "sextant: federated run " << spec_.name() << " in " << run_dir_path_ << ": "
+              << fed().regions_size() << " regions, " << job_.total_clients << " clients, "
+              << global_.size() << " parameters, rounds " << last_round_ + 1 << ".." << fed().rounds()
+              << "\n" << std::flush;
+    PutTrial("RUNNING");
+    if (last_round_ < fed().rounds()) {
+      if (absl::Status s = PublishRound(last_round_ + 1); !s.ok()) return Fail(s);
+      if (int rc = LaunchParticipants(); rc != 0) return rc;
+    }
+    const double wall = spec_.budget().max_wall_time_seconds();
+    for (int64_t round = last_round_ + 1; round <= fed().rounds(); ++round) {
+      if (round != published_round_) {
+        if (absl::Status s = PublishRound(round); !s.ok()) return Fail(s);
+      }
+      while (!hub_->WaitReadyToClose(absl::Milliseconds(200))) {
+        if (Stopping()) return Interrupted("INTERRUPTED");
+        if (wall > 0 && Seconds() > wall) return Interrupted("BUDGET_EXHAUSTED");
+        if (!AggregatorsAlive()) {
+          return Fail(absl::UnavailableError(absl::StrCat(
+              "an aggregator exited; see ", run_dir_->logs_dir(), "/aggregator-*.log")));
+        }
+      }
+      std::vector<SenderReport> senders;
+      auto outcome = hub_->Close(&senders);
+      if (!outcome.ok()) return Fail(outcome.status());
+      if (int rc = CompleteRound(round, *outcome, senders); rc != 0) return rc;
+    }
+    return Finish();
+  }
+
+  bool AggregatorsAlive() {
+    for (auto it = children_.begin(); it != children_.end();) {
+      if (auto status = env_.launcher->Poll(it->pid)) {
+        const bool aggregator = absl::StartsWith(it->what, "aggregator");
+        (void)store_->AddEvent(Seconds(), "federation_exit", 0,
+                               absl::StrCat(it->what, " exited (status ", *status, ")"));
+        it = children_.erase(it);
+        if (aggregator) return false;
+      } else {
+        ++it;
+      }
+    }
+    return true;
+  }
+
+  void PutTrial(const std::string& state) {
+    TrialRow t;
+    t.id = 1;
+    t.state = state;
+    t.params_json = "{}";
+    t.attempts = 1;
+    t.created_at = absl::ToUnixMicros(start_) / 1e6;
+    t.fidelity = static_cast<double>(std::max<int64_t>(last_round_, 0));
+    if (state == "COMPLETED") {
+      const bool loss = spec_.objective().metric().find("loss") != std::string::npos;
+      t.value = loss ? last_eval_.loss : last_eval_.accuracy;
+      t.finished_at = absl::ToUnixMicros(env_.clock->Now()) / 1e6;
+    }
+    (void)store_->PutTrial(t);
+  }
+
+  int Interrupted(const std::string& state) {
+    (void)store_->PutMeta("state", state);
+    *env_.out << "sextant: stopped after round " << last_round_ << "; continue with: sextant resume "
+              << run_dir_path_ << "\n";
+    return state == "INTERRUPTED" ? 130 : 0;
+  }
+
+  int Finish() {
+    if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed at the end: evaluate again
+      if (evaluator_->SetWeights(global_).ok()) {
+        if (auto r = evaluator_->Evaluate(validation_); r.ok()) last_eval_ = *r;
+      }
+    }
+    PutTrial("COMPLETED");
+    absl::Status s = store_->PutMeta("state", "COMPLETED");
+    if (s.ok()) s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
+    if (s.ok()) s = store_->AddEvent(Seconds(), "run_finished", 0, "COMPLETED");
+    if (!s.ok()) return Fail(s);
+    *env_.out << absl::StrFormat("sextant: %s finished: val_accuracy=%.4f val_loss=%.4f after %d rounds\n",
+                                 spec_.name(), last_eval_.accuracy, last_eval_.loss, last_round_);
+    return 0;
+  }
+
+  // Ends the experiment for every participant, then stops what is left.
+  void Teardown() {
+    if (hub_) hub_->SetDone();
+    const absl::Time until = absl::Now() + absl::Seconds(5);
+    while (!children_.empty() && absl::Now() < until) {
+      for (auto it = children_.begin(); it != children_.end();) {
+        it = env_.launcher->Poll(it->pid) ? children_.erase(it) : it + 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    for (const Child& c : children_) env_.launcher->Signal(c.pid, SIGKILL);
+    for (const Child& c : children_) {
+      for (int i = 0; i < 100 && !env_.launcher->Poll(c.pid); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+
+  struct Child {
+    pid_t pid;
+    std::string what;
+  };
+
+  RunOptions options_;
+  RunEnv env_;
+  v1::ExperimentSpec spec_;
+  std::string run_dir_path_, fed_dir_, ckpt_dir_, experiment_id_, previous_file_;
+  std::unique_ptr<RunDir> run_dir_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<RoundsTable> rounds_;
+  FederatedJob job_;
+  std::unique_ptr<LocalTrainer> evaluator_;
+  std::vector<float> global_;
+  std::unique_ptr<ServerOptimizer> optimizer_;
+  train::Dataset validation_;
+  std::unique_ptr<FederationHub> hub_;
+  std::unique_ptr<FederationServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  int64_t last_round_ = 0;
+  int64_t published_round_ = -1;
+  EvalResult last_eval_;
+  absl::Time start_;
+  std::vector<Child> children_;
+};
+
+// The loader fills search defaults whatever the file says; a federated search has parameters.
+bool IsPlainFederated(const v1::ExperimentSpec& spec) {
+  return spec.has_federation() && spec.parameters_size() == 0;
+}
+
+}  // namespace
+
+std::optional<int> MaybeRunFederated(const RunOptions& options, const RunEnv& env) {
+  v1::ExperimentSpec spec;
+  if (options.resume) {
+    auto store = Store::Open(RunDir::DbPath(options.run_dir), false, true);
+    if (!store.ok()) return std::nullopt;
+    auto stored = (*store)->GetMeta("spec");
+    if (!stored.ok() || !*stored || !spec.ParseFromString(**stored)) return std::nullopt;
+  } else {
+    LoadResult loaded = LoadExperimentFile(options.experiment_file);
+    if (!loaded.ok()) return std::nullopt;  // the caller reports the errors
+    spec = loaded.spec;
+  }
+  if (!IsPlainFederated(spec)) return std::nullopt;
+  FederatedRun run(options, env, std::move(spec));
+  return run.Main();
+}
+
+}  // namespace sextant

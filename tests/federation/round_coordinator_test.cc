@@ -1,0 +1,146 @@
+#include "federation/round_coordinator.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sextant {
+namespace {
+
+RoundCoordinator Make(FakeClock* clock, size_t d, int64_t min_updates = 1, double deadline = 0) {
+  RoundCoordinatorOptions o;
+  o.experiment_id = "exp";
+  o.model_size = d;
+  o.min_updates = min_updates;
+  o.deadline_seconds = deadline;
+  return *RoundCoordinator::Create(o, clock);
+}
+
+// Sends `update` in chunks of `chunk` floats.
+absl::Status Send(RoundCoordinator& c, const std::string& client, int64_t round,
+                  const std::vector<float>& update, double weight, size_t chunk = 3,
+                  const std::string& experiment = "exp") {
+  absl::Status s = c.Begin({experiment, round, client, weight}, update.size(), 1);
+  for (size_t off = 0; s.ok() && off < update.size(); off += chunk) {
+    const size_t n = std::min(chunk, update.size() - off);
+    s = c.AddChunk(client, off, absl::MakeConstSpan(update.data() + off, n));
+  }
+  return s.ok() ? c.Finish(client) : s;
+}
+
+TEST(RoundCoordinatorTest, ChunkedUpdatesFoldToTheExactWeightedMean) {
+  FakeClock clock;
+  RoundCoordinator c = Make(&clock, 7);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b", "c"}).ok());
+  std::vector<std::vector<float>> u = {{1, 2, 3, 4, 5, 6, 7}, {0.5, 0, -1, 2, 2, 2, 8}, {4, 4, 4, 4, 4, 4, 4}};
+  std::vector<double> w = {1, 2, 4};
+  const char* ids[] = {"a", "b", "c"};
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Send(c, ids[i], 1, u[i], w[i]).ok());
+  EXPECT_TRUE(c.ReadyToClose());
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->count, 3);
+  EXPECT_DOUBLE_EQ(out->total_weight, 7);
+  for (int j = 0; j < 7; ++j) {
+    const double exact = (u[0][j] * 1 + u[1][j] * 2 + u[2][j] * 4) / 7.0;
+    EXPECT_NEAR(out->mean[j], exact, 1e-6) << j;
+  }
+}
+
+TEST(RoundCoordinatorTest, AnotherExperimentOrRoundIsAbortedCountedAndNeverAggregated) {
+  FakeClock clock;
+  RoundCoordinator c = Make(&clock, 3);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b"}).ok());
+  ASSERT_TRUE(Send(c, "a", 1, {1, 1, 1}, 1).ok());
+  ASSERT_TRUE(c.Close().ok());
+  ASSERT_TRUE(c.OpenRound(2, {"a", "b"}).ok());
+  EXPECT_TRUE(absl::IsAborted(Send(c, "a", 2, {100, 100, 100}, 1, 3, "other-exp")));
+  EXPECT_TRUE(absl::IsAborted(Send(c, "b", 1, {100, 100, 100}, 1)));   // stale
+  EXPECT_TRUE(absl::IsAborted(Send(c, "b", 3, {100, 100, 100}, 1)));   // future
+  ASSERT_TRUE(Send(c, "a", 2, {2, 2, 2}, 1).ok());
+  EXPECT_TRUE(absl::IsAborted(Send(c, "a", 2, {100, 100, 100}, 1)));   // duplicate
+  EXPECT_EQ(c.gate().rejections("a", RejectReason::kWrongExperiment), 1);
+  EXPECT_EQ(c.gate().rejections("b", RejectReason::kStaleRound), 1);
+  EXPECT_EQ(c.gate().rejections("b", RejectReason::kFutureRound), 1);
+  EXPECT_EQ(c.gate().rejections("a", RejectReason::kDuplicate), 1);
+  clock.Advance(absl::Hours(1));
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->rejected, 4);
+  EXPECT_THAT(std::vector<float>(out->mean.begin(), out->mean.end()), testing::Each(2.0f));
+}
+
+TEST(RoundCoordinatorTest, ClosesAtTheDeadlineOnceMinUpdatesArrivedAndRejectsLateOnes) {
+  FakeClock clock;
+  RoundCoordinator c = Make(&clock, 2, /*min_updates=*/2, /*deadline=*/30);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b", "c"}).ok());
+  ASSERT_TRUE(Send(c, "a", 1, {1, 1}, 1).ok());
+  clock.Advance(absl::Seconds(31));
+  EXPECT_FALSE(c.ReadyToClose());  // deadline passed but only one of min 2
+  ASSERT_TRUE(Send(c, "b", 1, {3, 3}, 1).ok());
+  EXPECT_TRUE(c.ReadyToClose());
+  // "c" started sending before the close: its remaining chunks are stale.
+  ASSERT_TRUE(c.Begin({"exp", 1, "c", 1}, 2, 1).ok());
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->count, 2);
+  EXPECT_FLOAT_EQ(out->mean[0], 2);
+  EXPECT_TRUE(absl::IsAborted(Send(c, "c", 1, {9, 9}, 1)));
+  EXPECT_GE(c.gate().rejections("c", RejectReason::kStaleRound), 1);
+}
+
+TEST(RoundCoordinatorTest, WaitsForEveryParticipantWithoutADeadline) {
+  FakeClock clock;
+  RoundCoordinator c = Make(&clock, 1);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b"}).ok());
+  ASSERT_TRUE(Send(c, "a", 1, {1}, 1).ok());
+  clock.Advance(absl::Hours(10));
+  EXPECT_FALSE(c.ReadyToClose());
+}
+
+TEST(RoundCoordinatorTest, NonFiniteChunkDropsTheUpdateButTheRoundGoesOn) {
+  FakeClock clock;
+  RoundCoordinator c = Make(&clock, 4);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b"}).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(Send(c, "a", 1, {1, 1, NAN, 1}, 1, 2)));
+  EXPECT_EQ(c.gate().rejections("a", RejectReason::kNonFinite), 1);
+  ASSERT_TRUE(Send(c, "b", 1, {5, 5, 5, 5}, 3).ok());
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->senders, 1);
+  EXPECT_THAT(std::vector<float>(out->mean.begin(), out->mean.end()), testing::Each(5.0f));
+}
+
+TEST(RoundCoordinatorTest, OneUpdateIsStagedAtATimeAndAnAbandonedOneFreesTheBuffer) {
+  FakeClock clock;
+  RoundCoordinator c = Make(&clock, 4);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b"}).ok());
+  ASSERT_TRUE(c.Begin({"exp", 1, "a", 1}, 4, 1).ok());
+  EXPECT_TRUE(absl::IsUnavailable(c.Begin({"exp", 1, "b", 1}, 4, 1)));
+  c.Abandon("a");  // its stream broke off: not a rejection, and it may retry
+  EXPECT_EQ(c.gate().rejections("a"), 0);
+  ASSERT_TRUE(Send(c, "b", 1, {1, 2, 3, 4}, 1).ok());
+  ASSERT_TRUE(Send(c, "a", 1, {3, 2, 1, 0}, 1).ok());
+  EXPECT_EQ(c.staging_capacity(), 4u);
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT(std::vector<float>(out->mean.begin(), out->mean.end()), testing::Each(2.0f));
+}
+
+TEST(RoundCoordinatorTest, ChunkGapsAndShortUpdatesAreInvalid) {
+  FakeClock clock;
+  RoundCoordinator c = Make(&clock, 4);
+  ASSERT_TRUE(c.OpenRound(1, {"a"}).ok());
+  ASSERT_TRUE(c.Begin({"exp", 1, "a", 1}, 4, 1).ok());
+  std::vector<float> v = {1, 2};
+  EXPECT_TRUE(absl::IsInvalidArgument(c.AddChunk("a", 2, v)));  // gap: expected offset 0
+  ASSERT_TRUE(c.Begin({"exp", 1, "a", 1}, 4, 1).ok());
+  ASSERT_TRUE(c.AddChunk("a", 0, v).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(c.Finish("a")));  // 2 of 4 values
+  EXPECT_FALSE(c.Close().ok());                          // nothing accepted
+}
+
+}  // namespace
+}  // namespace sextant

@@ -1,0 +1,87 @@
+#include "worker/federated/federated_client.h"
+
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+
+namespace sextant {
+namespace {
+
+bool Stopped(const std::atomic<bool>* stop) { return stop != nullptr && stop->load(); }
+
+}  // namespace
+
+absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOptions& o,
+                                                        const train::FashionMnist& data,
+                                                        const std::atomic<bool>* stop) {
+  SEXTANT_ASSIGN_OR_RETURN(ClientData mine, PartitionForClient(data, o.job, o.global_index));
+  SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<LocalTrainer> trainer,
+                           LocalTrainer::Create(o.job.model, o.job.seed, o.threads));
+  const std::string id = ClientId(o.region, o.index);
+  auto channel = grpc::CreateChannel(o.target, grpc::InsecureChannelCredentials());
+  auto stub = v1::FederationService::NewStub(channel);
+  FederatedClientStats stats;
+  stats.model_floats = trainer->size();
+  stats.examples = mine.train.size();
+  std::vector<float> global(trainer->size()), local(trainer->size());
+  int64_t after = -1;
+  absl::Time unreachable_since = absl::InfiniteFuture();
+  while (!Stopped(stop)) {
+    auto sink = [&](int64_t offset, absl::Span<const float> v) -> absl::Status {
+      if (offset + static_cast<int64_t>(v.size()) > static_cast<int64_t>(global.size())) {
+        return absl::InvalidArgumentError("the global model is larger than this client's model");
+      }
+      std::copy(v.begin(), v.end(), global.begin() + offset);
+      return absl::OkStatus();
+    };
+    absl::StatusOr<RoundTask> task =
+        PullRound(stub.get(), o.experiment_id, id, after, o.poll_seconds, sink);
+    if (absl::IsUnavailable(task.status()) || absl::IsDeadlineExceeded(task.status())) {
+      // The aggregator is starting or restarting: retry, within a bound.
+      if (unreachable_since == absl::InfiniteFuture()) unreachable_since = absl::Now();
+      if (absl::Now() - unreachable_since > absl::Seconds(o.connect_timeout_seconds)) {
+        return absl::UnavailableError(absl::StrCat("aggregator ", o.target, " unreachable: ",
+                                                   task.status().message()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    unreachable_since = absl::InfiniteFuture();
+    if (!task.ok()) return task.status();
+    if (task->kind == RoundTask::Kind::kDone) break;
+    if (task->kind == RoundTask::Kind::kWait) continue;
+    if (task->model_size != trainer->size()) {
+      return absl::InvalidArgumentError(absl::StrCat("global model has ", task->model_size,
+                                                     " values, this client's ", trainer->size()));
+    }
+    after = task->round;
+    SEXTANT_RETURN_IF_ERROR(trainer->SetWeights(global));
+    SEXTANT_ASSIGN_OR_RETURN(EvalResult before, trainer->Evaluate(mine.held_out));
+    LocalTrainingOptions local_opts = o.job.local;
+    local_opts.seed = task->seed;
+    SEXTANT_ASSIGN_OR_RETURN(double train_loss, trainer->Train(mine.train, local_opts, global));
+    SEXTANT_RETURN_IF_ERROR(trainer->GetWeights(absl::MakeSpan(local)));
+    for (size_t i = 0; i < local.size(); ++i) local[i] -= global[i];  // the update is a delta
+    PushHeader header{o.experiment_id, task->round, id, static_cast<double>(mine.train.size()), 1,
+                      SenderMetrics{train_loss, before.loss, before.accuracy,
+                                    static_cast<double>(before.examples)}};
+    absl::StatusOr<int64_t> sent = PushUpdate(stub.get(), header, local, o.chunk_floats);
+    if (o.log != nullptr) {
+      *o.log << "round=" << task->round << " train_loss=" << train_loss
+             << " eval_accuracy=" << before.accuracy << " examples=" << mine.train.size()
+             << " bytes_sent=" << (sent.ok() ? *sent : 0)
+             << (sent.ok() ? "" : absl::StrCat(" rejected=", sent.status().ToString())) << "\n"
+             << std::flush;
+    }
+    if (!sent.ok()) continue;  // e.g. Aborted: the round closed first; wait for the next one
+    stats.bytes_sent += *sent;
+    ++stats.rounds;
+  }
+  return stats;
+}
+
+}  // namespace sextant

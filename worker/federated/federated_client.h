@@ -1,0 +1,48 @@
+#ifndef SEXTANT_WORKER_FEDERATED_FEDERATED_CLIENT_H_
+#define SEXTANT_WORKER_FEDERATED_FEDERATED_CLIENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/federated/federated_job.h"
+#include "worker/federated/federation_service.h"
+
+namespace sextant {
+
+struct FederatedClientOptions {
+  std::string target;         // its region's aggregator, HOST:PORT. Required.
+  std::string experiment_id;  // Required.
+  std::string region;         // Required.
+  int index = 0;              // within the region (the client id is "<region>/<index>")
+  int global_index = 0;       // over all regions (GlobalClientIndex): which partition it holds
+  FederatedJob job;
+  int threads = 1;                    // CPU backend threads. Default 1.
+  double poll_seconds = 5;            // long-poll bound per GetRound. Default 5.
+  double connect_timeout_seconds = 60;  // give up when the aggregator stays unreachable. Default 60.
+  int64_t chunk_floats = kDefaultChunkFloats;
+  std::ostream* log = nullptr;        // one line per round; default none
+};
+
+struct FederatedClientStats {
+  int rounds = 0;              // updates accepted
+  int64_t bytes_sent = 0;      // PushUpdate payload bytes in all
+  int64_t model_floats = 0;
+  int64_t examples = 0;        // its training share
+};
+
+// A federated client: holds its partition of `data` (raw data never leaves this process), and
+// for every round it is sampled for pulls the global model from its aggregator, trains locally
+// from it (FedProx when mu > 0) and pushes its update (local minus global weights, weighted by
+// its example count). Returns when the experiment ends or *stop reads true.
+// Errors: a bad job or data; Unavailable when the aggregator cannot be reached for
+// connect_timeout_seconds.
+absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOptions& options,
+                                                        const train::FashionMnist& data,
+                                                        const std::atomic<bool>* stop);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_WORKER_FEDERATED_FEDERATED_CLIENT_H_

@@ -1,0 +1,56 @@
+#ifndef SEXTANT_WORKER_FEDERATED_FEDERATED_JOB_H_
+#define SEXTANT_WORKER_FEDERATED_FEDERATED_JOB_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sextant/v1/experiment.pb.h"
+#include "worker/federated/local_trainer.h"
+#include "worker/train/dataset.h"
+#include "worker/train/model.h"
+
+namespace sextant {
+
+// Everything a participant derives from the experiment: the model, the local training options
+// and where its data partition comes from. Deterministic from the spec.
+struct FederatedJob {
+  train::ModelSpec model;
+  LocalTrainingOptions local;
+  uint64_t seed = 0;
+  std::string partition = "iid";  // iid | dirichlet | shards
+  double dirichlet_alpha = 0.5;
+  int total_clients = 0;
+  int64_t examples_per_client = 0;  // 0: the whole share
+  int64_t validation_examples = 10000;
+  std::string dataset_dir = train::kFashionMnistDir;
+};
+
+// The job of `spec` (trial.builtin gives the model: model, args.hidden, args.dropout).
+// InvalidArgument for a spec without a federation block or with an unusable model.
+absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec);
+
+// "<region>/<index>" (index 0-based within the region).
+std::string ClientId(const std::string& region, int index);
+// The client's index over all regions, in the order of spec.federation.regions. NotFound for an
+// unknown region, OutOfRange for an index past the region's clients.
+absl::StatusOr<int> GlobalClientIndex(const v1::Federation& federation, const std::string& region,
+                                      int index);
+
+// A client's local data: its training share and a held-out tenth of it for evaluating the
+// global model it receives.
+struct ClientData {
+  train::Dataset train;
+  train::Dataset held_out;
+};
+
+// Partitions the training split of `data` among job.total_clients (IID, Dirichlet(alpha), or
+// McMahan's shards: sorted by label, two shards per client), seeded by job.seed, and returns
+// client `global_index`'s share. The same job always gives the same share.
+absl::StatusOr<ClientData> PartitionForClient(const train::FashionMnist& data,
+                                              const FederatedJob& job, int global_index);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_WORKER_FEDERATED_FEDERATED_JOB_H_

@@ -1,0 +1,128 @@
+#include "worker/federated/federated_main.h"
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "worker/federated/federated_client.h"
+#include "worker/federated/regional_aggregator.h"
+
+namespace sextant {
+namespace {
+
+// --flag value pairs; false (with a message) on a dangling or unknown flag.
+bool ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags) {
+  static const char* kKnown[] = {"--role", "--region", "--connect", "--experiment-id", "--index",
+                                 "--spec", "--threads", "--model-size", "--work-dir", "--listen",
+                                 "--port-file", "--chunk-floats"};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--exit-with-parent") continue;
+    bool known = false;
+    for (const char* k : kKnown) known = known || a == k;
+    if (!known || i + 1 >= argc) {
+      std::cerr << "sextant-worker: " << (known ? "missing value for " : "unknown argument ") << a
+                << "\n";
+      return false;
+    }
+    (*flags)[a] = argv[++i];
+  }
+  return true;
+}
+
+int RunClient(std::map<std::string, std::string>& f, const std::atomic<bool>* stop) {
+  v1::ExperimentSpec spec;
+  std::ifstream in(f["--spec"], std::ios::binary);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  if (!in || !spec.ParseFromString(buf.str())) {
+    std::cerr << "sextant-worker: cannot read the experiment from " << f["--spec"] << "\n";
+    return 2;
+  }
+  FederatedClientOptions o;
+  o.target = f["--connect"];
+  o.experiment_id = f["--experiment-id"];
+  o.region = f["--region"];
+  if (!absl::SimpleAtoi(f["--index"], &o.index)) {
+    std::cerr << "sextant-worker: --index takes an integer\n";
+    return 2;
+  }
+  if (f.count("--threads")) (void)absl::SimpleAtoi(f["--threads"], &o.threads);
+  if (f.count("--chunk-floats")) (void)absl::SimpleAtoi(f["--chunk-floats"], &o.chunk_floats);
+  absl::StatusOr<int> global = GlobalClientIndex(spec.federation(), o.region, o.index);
+  absl::StatusOr<FederatedJob> job = FederatedJobFromSpec(spec);
+  if (!global.ok() || !job.ok()) {
+    std::cerr << "sextant-worker: " << (global.ok() ? job.status() : global.status()) << "\n";
+    return 2;
+  }
+  o.global_index = *global;
+  o.job = *job;
+  o.log = &std::cout;
+  absl::StatusOr<train::FashionMnist> data =
+      train::LoadFashionMnist(o.job.dataset_dir, o.job.validation_examples, o.job.seed);
+  if (!data.ok()) {
+    std::cerr << "sextant-worker: " << data.status() << "\n";
+    return 1;
+  }
+  absl::StatusOr<FederatedClientStats> stats = RunFederatedClient(o, *data, stop);
+  if (!stats.ok()) {
+    std::cerr << "sextant-worker: " << stats.status() << "\n";
+    return 1;
+  }
+  std::cout << "client_done rounds=" << stats->rounds << " bytes_sent=" << stats->bytes_sent
+            << " model_bytes=" << stats->model_floats * 4 << " examples=" << stats->examples << "\n";
+  return 0;
+}
+
+int RunAggregator(std::map<std::string, std::string>& f, const std::atomic<bool>* stop) {
+  RegionalAggregatorOptions o;
+  o.upstream = f["--connect"];
+  o.experiment_id = f["--experiment-id"];
+  o.region = f["--region"];
+  o.work_dir = f["--work-dir"];
+  if (f.count("--listen")) o.listen = f["--listen"];
+  o.port_file = f["--port-file"];
+  if (!absl::SimpleAtoi(f["--model-size"], &o.model_size) || o.model_size <= 0 ||
+      o.work_dir.empty()) {
+    std::cerr << "sextant-worker: an aggregator needs --model-size N and --work-dir DIR\n";
+    return 2;
+  }
+  if (f.count("--chunk-floats")) (void)absl::SimpleAtoi(f["--chunk-floats"], &o.chunk_floats);
+  o.log = &std::cout;
+  absl::Status s = RunRegionalAggregator(o, stop);
+  if (!s.ok()) {
+    std::cerr << "sextant-worker: " << s << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool IsFederatedInvocation(int argc, char** argv) {
+  bool aggregator = false, client = false, spec = false;
+  for (int i = 1; i + 1 < argc; ++i) {
+    std::string a = argv[i], v = argv[i + 1];
+    aggregator = aggregator || (a == "--role" && v == "aggregator");
+    client = client || (a == "--role" && v == "client");
+    spec = spec || a == "--spec";
+  }
+  return aggregator || (client && spec);
+}
+
+int RunFederatedMain(int argc, char** argv, const std::atomic<bool>* stop) {
+  std::map<std::string, std::string> f;
+  if (!ParseFlags(argc, argv, &f)) return 2;
+  for (const char* required : {"--region", "--connect", "--experiment-id"}) {
+    if (f[required].empty()) {
+      std::cerr << "sextant-worker: " << required << " is required for a federated role\n";
+      return 2;
+    }
+  }
+  return f["--role"] == "aggregator" ? RunAggregator(f, stop) : RunClient(f, stop);
+}
+
+}  // namespace sextant

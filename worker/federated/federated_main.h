@@ -1,0 +1,20 @@
+#ifndef SEXTANT_WORKER_FEDERATED_FEDERATED_MAIN_H_
+#define SEXTANT_WORKER_FEDERATED_FEDERATED_MAIN_H_
+
+#include <atomic>
+
+namespace sextant {
+
+// True when argv asks for a federated role: `--role aggregator`, or `--role client` with
+// `--spec` (a plain `--role client` is a trial worker).
+bool IsFederatedInvocation(int argc, char** argv);
+
+// `sextant-worker --role client|aggregator --region R --connect HOST:PORT --experiment-id ID ...`:
+//   client:     --index I --spec FILE (a serialized ExperimentSpec) [--threads N]
+//   aggregator: --model-size N --work-dir DIR [--listen ADDR] [--port-file FILE]
+// Returns the exit code: 0 when the experiment ended, 2 on bad arguments, 1 on failure.
+int RunFederatedMain(int argc, char** argv, const std::atomic<bool>* stop);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_WORKER_FEDERATED_FEDERATED_MAIN_H_

@@ -1,0 +1,156 @@
+#include "worker/federated/federation_hub.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace sextant {
+
+FederationHub::FederationHub(RoundCoordinator coordinator, Clock* clock)
+    : clock_(clock), coordinator_(std::move(coordinator)),
+      experiment_id_(coordinator_.experiment_id()) {}
+
+absl::Status FederationHub::Publish(int64_t round, const std::string& model_path,
+                                    std::map<std::string, RoundTask> tasks,
+                                    double deadline_seconds, int64_t min_updates) {
+  if (tasks.empty()) return absl::InvalidArgumentError("a round needs participants");
+  std::vector<std::string> participants;
+  for (auto& [id, task] : tasks) {
+    participants.push_back(id);
+    task.kind = RoundTask::Kind::kTrain;
+    task.round = round;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  coordinator_.SetCloseRule(deadline_seconds, min_updates);
+  if (absl::Status s = coordinator_.OpenRound(round, std::move(participants)); !s.ok()) return s;
+  round_ = round;
+  model_path_ = model_path;
+  tasks_ = std::move(tasks);
+  model_size_ = tasks_.begin()->second.model_size;
+  senders_.clear();
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+void FederationHub::SetDone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ = true;
+  cv_.notify_all();
+}
+
+absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experiment_id,
+                                                      const std::string& client_id,
+                                                      int64_t after_round, absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (experiment_id != experiment_id_) {
+    return absl::AbortedError(absl::StrCat("experiment '", experiment_id, "', this is '",
+                                           experiment_id_, "'"));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  while (true) {
+    if (done_) {
+      RoundTask done;
+      done.kind = RoundTask::Kind::kDone;
+      return done;
+    }
+    if (round_ > after_round && coordinator_.round_open()) {
+      auto it = tasks_.find(client_id);
+      if (it != tasks_.end()) return it->second;
+    }
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) return RoundTask{};
+  }
+}
+
+absl::Status FederationHub::ReadModel(int64_t round, int64_t offset, absl::Span<float> out) {
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (round != round_) {
+      return absl::AbortedError(absl::StrCat("round ", round, " was replaced by ", round_));
+    }
+    path = model_path_;
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(errno)));
+  const size_t want = out.size() * sizeof(float);
+  size_t got = 0;
+  while (got < want) {
+    ssize_t n = ::pread(fd, reinterpret_cast<char*>(out.data()) + got, want - got,
+                        offset * static_cast<int64_t>(sizeof(float)) + got);
+    if (n <= 0) break;
+    got += n;
+  }
+  ::close(fd);
+  if (got != want) return absl::DataLossError(absl::StrCat(path, " is shorter than the model"));
+  return absl::OkStatus();
+}
+
+absl::Status FederationHub::Begin(const UpdateHeader& header, size_t total_size, int64_t count,
+                                  absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  while (true) {
+    absl::Status s = coordinator_.Begin(header, total_size, count);
+    if (!absl::IsUnavailable(s)) return s;
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) return s;
+  }
+}
+
+absl::Status FederationHub::AddChunk(const std::string& client_id, size_t offset,
+                                     absl::Span<const float> v) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Status s = coordinator_.AddChunk(client_id, offset, v);
+  if (!s.ok()) cv_.notify_all();  // the staging buffer may be free again
+  return s;
+}
+
+absl::Status FederationHub::Finish(const std::string& client_id, double weight, int64_t count,
+                                   const SenderMetrics& metrics) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Status s = coordinator_.Finish(client_id, metrics);
+  if (s.ok()) senders_.push_back({client_id, weight, count, metrics});
+  cv_.notify_all();
+  return s;
+}
+
+void FederationHub::Abandon(const std::string& client_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  coordinator_.Abandon(client_id);
+  cv_.notify_all();
+}
+
+bool FederationHub::WaitReadyToClose(absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // The deadline is measured on the injected clock, so poll it rather than sleep until it.
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  while (!coordinator_.ReadyToClose()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    cv_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+absl::StatusOr<RoundOutcome> FederationHub::Close(std::vector<SenderReport>* senders) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<RoundOutcome> out = coordinator_.Close();
+  if (out.ok() && senders != nullptr) *senders = senders_;
+  cv_.notify_all();
+  return out;
+}
+
+int64_t FederationHub::total_rejections() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return coordinator_.total_rejections();
+}
+
+int64_t FederationHub::rejections(const std::string& client_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return coordinator_.gate().rejections(client_id);
+}
+
+}  // namespace sextant

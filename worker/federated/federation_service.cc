@@ -1,0 +1,223 @@
+#include "worker/federated/federation_service.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace sextant {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+// Floats travel as their native little-endian bytes (every supported host is little-endian).
+absl::Span<const float> AsFloats(const std::string& bytes, std::vector<float>& scratch) {
+  scratch.resize(bytes.size() / sizeof(float));
+  std::memcpy(scratch.data(), bytes.data(), scratch.size() * sizeof(float));
+  return scratch;
+}
+
+RoundTask FromProto(const v1::RoundAssignment& a, int64_t round) {
+  RoundTask t;
+  t.kind = a.kind() == v1::RoundAssignment::TRAIN  ? RoundTask::Kind::kTrain
+           : a.kind() == v1::RoundAssignment::DONE ? RoundTask::Kind::kDone
+                                                   : RoundTask::Kind::kWait;
+  t.round = round;
+  t.participants.assign(a.participants().begin(), a.participants().end());
+  t.deadline_seconds = a.deadline_seconds();
+  t.min_updates = a.min_updates();
+  t.seed = a.seed();
+  t.model_size = a.model_size();
+  return t;
+}
+
+}  // namespace
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+grpc::Status FederationServiceImpl::GetRound(grpc::ServerContext* context,
+                                             const v1::RoundRequest* request,
+                                             grpc::ServerWriter<v1::ModelChunk>* writer) {
+  const double wait = std::clamp(request->wait_seconds(), 0.0, 30.0);
+  absl::StatusOr<RoundTask> task = hub_->WaitForRound(request->experiment_id(), request->client_id(),
+                                                      request->round(), absl::Seconds(wait));
+  if (!task.ok()) return ToGrpc(task.status());
+  v1::ModelChunk first;
+  first.set_experiment_id(request->experiment_id());
+  first.set_client_id(request->client_id());
+  first.set_round(task->round);
+  v1::RoundAssignment* a = first.mutable_assignment();
+  a->set_kind(task->kind == RoundTask::Kind::kTrain  ? v1::RoundAssignment::TRAIN
+              : task->kind == RoundTask::Kind::kDone ? v1::RoundAssignment::DONE
+                                                     : v1::RoundAssignment::WAIT);
+  if (task->kind != RoundTask::Kind::kTrain) {
+    writer->Write(first);
+    return grpc::Status::OK;
+  }
+  for (const std::string& p : task->participants) a->add_participants(p);
+  a->set_deadline_seconds(task->deadline_seconds);
+  a->set_model_size(task->model_size);
+  a->set_seed(task->seed);
+  a->set_min_updates(static_cast<int32_t>(task->min_updates));
+  if (!writer->Write(first)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
+  std::vector<float> buf(std::min(chunk_floats_, std::max<int64_t>(task->model_size, 1)));
+  v1::ModelChunk chunk;
+  chunk.set_experiment_id(request->experiment_id());
+  chunk.set_client_id(request->client_id());
+  chunk.set_round(task->round);
+  for (int64_t off = 0; off < task->model_size; off += chunk_floats_) {
+    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    const int64_t n = std::min(chunk_floats_, task->model_size - off);
+    absl::Span<float> out(buf.data(), n);
+    if (absl::Status s = hub_->ReadModel(task->round, off, out); !s.ok()) return ToGrpc(s);
+    chunk.set_offset(off);
+    chunk.set_data(reinterpret_cast<const char*>(out.data()), n * sizeof(float));
+    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status FederationServiceImpl::PushUpdate(grpc::ServerContext*,
+                                               grpc::ServerReader<v1::ModelChunk>* reader,
+                                               v1::UpdateReceipt* receipt) {
+  v1::ModelChunk chunk;
+  if (!reader->Read(&chunk)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty update stream");
+  }
+  UpdateHeader header{chunk.experiment_id(), chunk.round(), chunk.client_id(), chunk.weight()};
+  const int64_t count = std::max<int64_t>(chunk.count(), 1);
+  if (chunk.total_size() < 0) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "total_size < 0");
+  absl::Status s = hub_->Begin(header, static_cast<size_t>(chunk.total_size()), count,
+                               absl::Seconds(600));
+  if (!s.ok()) return ToGrpc(s);
+  SenderMetrics metrics{chunk.metrics().train_loss(), chunk.metrics().eval_loss(),
+                        chunk.metrics().eval_accuracy(), chunk.metrics().eval_weight()};
+  std::vector<float> scratch;
+  int64_t received = 0;
+  bool more = true;
+  while (more) {
+    // Every chunk must carry the same experiment, round and client as the first.
+    if (chunk.experiment_id() != header.experiment_id || chunk.round() != header.round ||
+        chunk.client_id() != header.client_id) {
+      hub_->Abandon(header.client_id);
+      return grpc::Status(grpc::StatusCode::ABORTED, "chunk of another experiment, round or client");
+    }
+    if (!chunk.data().empty()) {
+      absl::Span<const float> v = AsFloats(chunk.data(), scratch);
+      s = hub_->AddChunk(header.client_id, chunk.offset(), v);
+      if (!s.ok()) return ToGrpc(s);
+      received += static_cast<int64_t>(v.size());
+    }
+    more = reader->Read(&chunk);
+  }
+  s = hub_->Finish(header.client_id, header.num_examples, count, metrics);
+  if (!s.ok()) return ToGrpc(s);
+  receipt->set_experiment_id(header.experiment_id);
+  receipt->set_round(header.round);
+  receipt->set_client_id(header.client_id);
+  receipt->set_floats_received(received);
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(const std::string& listen,
+                                                                    grpc::Service* service,
+                                                                    int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(service);
+  builder.SetMaxReceiveMessageSize(8 << 20);
+  builder.SetMaxSendMessageSize(8 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || *port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+  return server;
+}
+
+absl::StatusOr<RoundTask> PullRound(
+    v1::FederationService::StubInterface* stub, const std::string& experiment_id,
+    const std::string& client_id, int64_t after_round, double wait_seconds,
+    const std::function<absl::Status(int64_t, absl::Span<const float>)>& sink) {
+  v1::RoundRequest request;
+  request.set_experiment_id(experiment_id);
+  request.set_client_id(client_id);
+  request.set_round(after_round);
+  request.set_wait_seconds(wait_seconds);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(static_cast<int64_t>(wait_seconds) + 600));
+  std::unique_ptr<grpc::ClientReaderInterface<v1::ModelChunk>> reader =
+      stub->GetRound(&context, request);
+  v1::ModelChunk chunk;
+  if (!reader->Read(&chunk)) return FromGrpc(reader->Finish());
+  RoundTask task = FromProto(chunk.assignment(), chunk.round());
+  std::vector<float> scratch;
+  int64_t received = 0;
+  absl::Status sink_status;
+  while (reader->Read(&chunk)) {
+    if (!sink_status.ok()) continue;
+    if (chunk.round() != task.round || chunk.offset() != received) {
+      sink_status = absl::DataLossError("model chunks out of order");
+      context.TryCancel();
+      continue;
+    }
+    absl::Span<const float> v = AsFloats(chunk.data(), scratch);
+    sink_status = sink(chunk.offset(), v);
+    received += static_cast<int64_t>(v.size());
+  }
+  absl::Status s = FromGrpc(reader->Finish());
+  if (!sink_status.ok()) return sink_status;
+  if (!s.ok()) return s;
+  if (task.kind == RoundTask::Kind::kTrain && received != task.model_size) {
+    return absl::DataLossError(absl::StrCat("model stream ended after ", received, " of ",
+                                            task.model_size, " values"));
+  }
+  return task;
+}
+
+absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
+                                   const PushHeader& header, absl::Span<const float> values,
+                                   int64_t chunk_floats) {
+  grpc::ClientContext context;
+  v1::UpdateReceipt receipt;
+  std::unique_ptr<grpc::ClientWriterInterface<v1::ModelChunk>> writer =
+      stub->PushUpdate(&context, &receipt);
+  v1::ModelChunk chunk;
+  chunk.set_experiment_id(header.experiment_id);
+  chunk.set_round(header.round);
+  chunk.set_client_id(header.client_id);
+  chunk.set_total_size(static_cast<int64_t>(values.size()));
+  chunk.set_weight(header.weight);
+  chunk.set_count(header.count);
+  chunk.mutable_metrics()->set_train_loss(header.metrics.train_loss);
+  chunk.mutable_metrics()->set_eval_loss(header.metrics.eval_loss);
+  chunk.mutable_metrics()->set_eval_accuracy(header.metrics.eval_accuracy);
+  chunk.mutable_metrics()->set_eval_weight(header.metrics.eval_weight);
+  int64_t sent = 0;
+  const int64_t d = static_cast<int64_t>(values.size());
+  for (int64_t off = 0; off < d || off == 0; off += chunk_floats) {
+    const int64_t n = std::min(chunk_floats, d - off);
+    chunk.set_offset(off);
+    chunk.set_data(reinterpret_cast<const char*>(values.data() + off), n * sizeof(float));
+    sent += static_cast<int64_t>(chunk.ByteSizeLong());
+    if (!writer->Write(chunk)) break;  // the server ended the call; Finish says why
+    if (off == 0) {  // header fields go with the first chunk only
+      chunk.clear_total_size();
+      chunk.clear_weight();
+      chunk.clear_count();
+      chunk.clear_metrics();
+    }
+    if (d == 0) break;
+  }
+  writer->WritesDone();
+  absl::Status s = FromGrpc(writer->Finish());
+  if (!s.ok()) return s;
+  return sent;
+}
+
+}  // namespace sextant

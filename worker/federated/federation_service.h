@@ -1,0 +1,74 @@
+// The gRPC side of federated rounds: FederationService over a FederationHub (the server), and
+// the two calls a participant makes (the client). Proto stays in this file pair.
+#ifndef SEXTANT_WORKER_FEDERATED_FEDERATION_SERVICE_H_
+#define SEXTANT_WORKER_FEDERATED_FEDERATION_SERVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "grpcpp/grpcpp.h"
+#include "sextant/v1/federation_service.grpc.pb.h"
+#include "worker/federated/federation_hub.h"
+
+namespace sextant {
+
+// Floats per chunk by default: 1 MiB.
+inline constexpr int64_t kDefaultChunkFloats = (1 << 20) / sizeof(float);
+
+// Thin adapter: converts messages, calls the hub, converts the status back. Thread-safe (gRPC's
+// sync server calls it from several threads).
+class FederationServiceImpl final : public v1::FederationService::Service {
+ public:
+  // hub must outlive the service. chunk_floats bounds each streamed message.
+  explicit FederationServiceImpl(FederationHub* hub, int64_t chunk_floats = kDefaultChunkFloats)
+      : hub_(hub), chunk_floats_(chunk_floats) {}
+
+  grpc::Status GetRound(grpc::ServerContext* context, const v1::RoundRequest* request,
+                        grpc::ServerWriter<v1::ModelChunk>* writer) override;
+  grpc::Status PushUpdate(grpc::ServerContext* context, grpc::ServerReader<v1::ModelChunk>* reader,
+                          v1::UpdateReceipt* receipt) override;
+
+ private:
+  FederationHub* hub_;
+  int64_t chunk_floats_;
+};
+
+// Starts a server for `service` on `listen` (e.g. "127.0.0.1:0"); *port receives the bound port.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(const std::string& listen,
+                                                                    grpc::Service* service,
+                                                                    int* port);
+
+absl::Status FromGrpc(const grpc::Status& s);
+
+// Receives the next round's task and model. sink(offset, values) is called for each chunk in
+// order (it may write them anywhere; nothing else holds the model). kWait and kDone carry no
+// model. Errors: the server's status (Aborted for another experiment), or DataLoss when the
+// stream ended early.
+absl::StatusOr<RoundTask> PullRound(
+    v1::FederationService::StubInterface* stub, const std::string& experiment_id,
+    const std::string& client_id, int64_t after_round, double wait_seconds,
+    const std::function<absl::Status(int64_t, absl::Span<const float>)>& sink);
+
+// What one PushUpdate sends besides the values.
+struct PushHeader {
+  std::string experiment_id;
+  int64_t round = 0;
+  std::string client_id;
+  double weight = 0;   // num_examples, or a region's total weight
+  int64_t count = 1;   // client updates behind it
+  SenderMetrics metrics;
+};
+
+// Streams `values` in chunks of chunk_floats. Returns the payload bytes sent (the serialized
+// sizes of every message), or the server's status.
+absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
+                                   const PushHeader& header, absl::Span<const float> values,
+                                   int64_t chunk_floats = kDefaultChunkFloats);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_WORKER_FEDERATED_FEDERATION_SERVICE_H_

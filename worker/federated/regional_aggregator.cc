@@ -1,0 +1,151 @@
+#include "worker/federated/regional_aggregator.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+
+namespace sextant {
+namespace {
+
+bool Stopped(const std::atomic<bool>* stop) { return stop != nullptr && stop->load(); }
+
+// Writes the streamed model straight to a file, so that it is never whole in memory.
+class ModelFile {
+ public:
+  explicit ModelFile(std::string path) : path_(std::move(path)) {}
+  ~ModelFile() { Close(); }
+  absl::Status Write(int64_t offset, absl::Span<const float> v) {
+    if (fd_ < 0) fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) return absl::InternalError(absl::StrCat(path_, ": ", std::strerror(errno)));
+    const char* p = reinterpret_cast<const char*>(v.data());
+    size_t left = v.size() * sizeof(float);
+    off_t at = offset * static_cast<off_t>(sizeof(float));
+    while (left > 0) {
+      ssize_t n = ::pwrite(fd_, p, left, at);
+      if (n <= 0) return absl::InternalError(absl::StrCat(path_, ": ", std::strerror(errno)));
+      p += n;
+      at += n;
+      left -= n;
+    }
+    return absl::OkStatus();
+  }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+uint64_t ClientSeed(uint64_t round_seed, const std::string& client) {
+  return round_seed ^ (std::hash<std::string>()(client) * 0x9E3779B97F4A7C15ULL);
+}
+
+}  // namespace
+
+absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
+                                   const std::atomic<bool>* stop) {
+  RoundCoordinatorOptions copts;
+  copts.experiment_id = o.experiment_id;
+  copts.model_size = static_cast<size_t>(o.model_size);
+  SEXTANT_ASSIGN_OR_RETURN(RoundCoordinator coordinator,
+                           RoundCoordinator::Create(copts, RealClockInstance()));
+  FederationHub hub(std::move(coordinator), RealClockInstance());
+  FederationServiceImpl service(&hub, o.chunk_floats);
+  int port = 0;
+  SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<grpc::Server> server,
+                           StartFederationServer(o.listen, &service, &port));
+  std::filesystem::create_directories(o.work_dir);
+  if (!o.port_file.empty()) {
+    const std::string tmp = o.port_file + ".tmp";
+    std::ofstream(tmp) << port << "\n";
+    std::filesystem::rename(tmp, o.port_file);
+  }
+  if (o.log) *o.log << "aggregator " << o.region << " serving on port " << port << "\n" << std::flush;
+  auto stub = v1::FederationService::NewStub(
+      grpc::CreateChannel(o.upstream, grpc::InsecureChannelCredentials()));
+  int64_t after = -1;
+  std::string previous_file;
+  absl::Time unreachable_since = absl::InfiniteFuture();
+  absl::Status result;
+  while (!Stopped(stop)) {
+    // Round r's model goes to a file named after r; the previous one is removed once replaced.
+    std::string file;
+    std::unique_ptr<ModelFile> out;
+    auto sink = [&](int64_t offset, absl::Span<const float> v) { return out->Write(offset, v); };
+    file = absl::StrCat(o.work_dir, "/global-", after + 1, ".f32");
+    out = std::make_unique<ModelFile>(absl::StrCat(o.work_dir, "/incoming.f32"));
+    absl::StatusOr<RoundTask> task =
+        PullRound(stub.get(), o.experiment_id, o.region, after, o.poll_seconds, sink);
+    out->Close();
+    if (absl::IsUnavailable(task.status()) || absl::IsDeadlineExceeded(task.status())) {
+      if (unreachable_since == absl::InfiniteFuture()) unreachable_since = absl::Now();
+      if (absl::Now() - unreachable_since > absl::Seconds(o.connect_timeout_seconds)) {
+        result = absl::UnavailableError(absl::StrCat("upstream ", o.upstream, " unreachable"));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    unreachable_since = absl::InfiniteFuture();
+    if (!task.ok()) {
+      result = task.status();
+      break;
+    }
+    if (task->kind == RoundTask::Kind::kDone) break;
+    if (task->kind == RoundTask::Kind::kWait) continue;
+    file = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
+    std::filesystem::rename(absl::StrCat(o.work_dir, "/incoming.f32"), file);
+    std::map<std::string, RoundTask> tasks;
+    for (const std::string& c : task->participants) {
+      RoundTask t;
+      t.model_size = task->model_size;
+      t.seed = ClientSeed(task->seed, c);
+      t.deadline_seconds = task->deadline_seconds;
+      tasks[c] = t;
+    }
+    if (tasks.empty()) continue;
+    absl::Status s = hub.Publish(task->round, file, std::move(tasks), task->deadline_seconds, 1);
+    if (!s.ok()) {
+      result = s;
+      break;
+    }
+    if (!previous_file.empty()) std::filesystem::remove(previous_file);
+    previous_file = file;
+    after = task->round;
+    while (!Stopped(stop) && !hub.WaitReadyToClose(absl::Milliseconds(200))) {
+    }
+    if (Stopped(stop)) break;
+    std::vector<SenderReport> senders;
+    absl::StatusOr<RoundOutcome> outcome = hub.Close(&senders);
+    if (!outcome.ok()) continue;
+    PushHeader header{o.experiment_id, task->round, o.region, outcome->total_weight, outcome->count,
+                      outcome->metrics};
+    absl::StatusOr<int64_t> sent = PushUpdate(stub.get(), header, outcome->mean, o.chunk_floats);
+    if (o.log) {
+      *o.log << "round=" << task->round << " clients=" << outcome->count
+             << " weight=" << outcome->total_weight << " rejected=" << outcome->rejected
+             << " pushed=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"
+             << std::flush;
+    }
+  }
+  hub.SetDone();
+  // Let clients waiting on GetRound see the end before the server goes.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  return result;
+}
+
+}  // namespace sextant

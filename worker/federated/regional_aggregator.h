@@ -1,0 +1,40 @@
+#ifndef SEXTANT_WORKER_FEDERATED_REGIONAL_AGGREGATOR_H_
+#define SEXTANT_WORKER_FEDERATED_REGIONAL_AGGREGATOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "worker/federated/federation_service.h"
+
+namespace sextant {
+
+struct RegionalAggregatorOptions {
+  std::string upstream;       // the orchestrator's FederationService, HOST:PORT. Required.
+  std::string listen = "127.0.0.1:0";  // where its clients connect. Default: loopback, any port.
+  std::string port_file;      // receives the bound port once serving. Default none.
+  std::string experiment_id;  // Required.
+  std::string region;         // its id upstream. Required.
+  int64_t model_size = 0;     // floats. Required.
+  std::string work_dir;       // holds the round's global model file. Required.
+  double poll_seconds = 5;    // Default 5.
+  double connect_timeout_seconds = 60;  // Default 60.
+  int64_t chunk_floats = kDefaultChunkFloats;
+  std::ostream* log = nullptr;
+};
+
+// `sextant-worker --role aggregator`: serves FederationService to its region's clients. Each
+// round it pulls the global model once from upstream (written to a file in work_dir and streamed
+// to each sampled client from there), folds the clients' updates as they arrive into one
+// streaming weighted mean (RoundCoordinator: memory is the mean plus one staging buffer), closes
+// when every sampled client reported or the deadline passed with at least one, and pushes the
+// regional mean with its total weight and client count upstream. Returns OK when the experiment
+// ends or *stop reads true; Unavailable when upstream stays unreachable.
+absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& options,
+                                   const std::atomic<bool>* stop);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_WORKER_FEDERATED_REGIONAL_AGGREGATOR_H_
