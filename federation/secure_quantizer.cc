@@ -1,0 +1,107 @@
+#include "federation/secure_quantizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace sextant {
+namespace {
+using U128 = unsigned __int128;
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+uint64_t RingMask(int bits) { return bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
+}  // namespace
+
+int SecureQuantizer::RequiredRingBits(int bits, int64_t max_clients, int64_t max_weight) {
+  const U128 levels = (U128{1} << (bits - 1)) - 1;
+  const U128 bound = 2 * levels * static_cast<U128>(max_clients) *
+                                  static_cast<U128>(max_weight);
+  for (int k = 1; k <= 64; ++k) {
+    if (bound < (U128{1} << k)) return k;
+  }
+  return 65;
+}
+
+SecureQuantizer::SecureQuantizer(const SecureQuantizerOptions& options, int ring_bits)
+    : options_(options), ring_bits_(ring_bits), levels_((int64_t{1} << (options.bits - 1)) - 1) {}
+
+absl::StatusOr<SecureQuantizer> SecureQuantizer::Create(const SecureQuantizerOptions& o) {
+  if (!(std::isfinite(o.clip) && o.clip > 0)) {
+    return absl::InvalidArgumentError("secure quantizer: clip must be finite and > 0");
+  }
+  if (o.bits < 2 || o.bits > 32) {
+    return absl::InvalidArgumentError("secure quantizer: bits must be in 2..32");
+  }
+  if (o.max_weight < 1 || o.max_clients < 1 || o.max_weight > (int64_t{1} << 40) ||
+      o.max_clients > (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError(
+        "secure quantizer: max_weight and max_clients must be in 1..2^40");
+  }
+  const int need = RequiredRingBits(o.bits, o.max_clients, o.max_weight);
+  if (need > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "secure quantizer: ", o.max_clients, " clients x weight ", o.max_weight, " at ", o.bits,
+        " bits need a ring over 64 bits; lower bits or max_weight"));
+  }
+  const int k = o.ring_bits == 0 ? need : o.ring_bits;
+  if (k < need || k > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "secure quantizer: a ring of ", o.ring_bits, " bits can overflow: ", o.max_clients,
+        " clients x weight ", o.max_weight, " at ", o.bits, " bits need at least ", need));
+  }
+  return SecureQuantizer(o, k);
+}
+
+absl::Status SecureQuantizer::Encode(absl::Span<const float> x, int64_t weight, uint64_t seed,
+                                     absl::Span<uint64_t> out) const {
+  if (out.size() != x.size() + 1) {
+    return absl::InvalidArgumentError("secure quantizer: out must hold x.size() + 1 elements");
+  }
+  if (weight < 1 || weight > options_.max_weight) {
+    return absl::InvalidArgumentError(absl::StrCat("secure quantizer: weight ", weight,
+                                                   " outside [1, ", options_.max_weight, "]"));
+  }
+  const double scale = static_cast<double>(levels_) / options_.clip;
+  const double lmax = static_cast<double>(levels_);
+  const uint64_t ring = RingMask(ring_bits_);
+  uint64_t state = seed;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) return absl::InvalidArgumentError("secure quantizer: NaN in update");
+    const double v = std::clamp(static_cast<double>(x[i]) * scale, -lmax, lmax);
+    const double lo = std::floor(v);
+    const double u = static_cast<double>(SplitMix64(state) >> 11) * 0x1.0p-53;
+    const int64_t q = static_cast<int64_t>(lo) + (u < v - lo ? 1 : 0);
+    out[i] = static_cast<uint64_t>(q * weight) & ring;
+  }
+  out[x.size()] = static_cast<uint64_t>(weight) & ring;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> SecureQuantizer::DecodeMean(absl::Span<const uint64_t> sum,
+                                                    absl::Span<float> mean) const {
+  if (sum.size() != mean.size() + 1) {
+    return absl::InvalidArgumentError("secure quantizer: sum must hold mean.size() + 1 elements");
+  }
+  const uint64_t total = sum[mean.size()];
+  if (total == 0) return absl::FailedPreconditionError("secure quantizer: total weight is 0");
+  if (total > static_cast<uint64_t>(options_.max_clients * options_.max_weight)) {
+    return absl::InvalidArgumentError("secure quantizer: total weight exceeds n * max_weight");
+  }
+  const uint64_t half = uint64_t{1} << (ring_bits_ - 1);
+  const double factor = options_.clip / (static_cast<double>(levels_) * static_cast<double>(total));
+  for (size_t i = 0; i < mean.size(); ++i) {
+    uint64_t v = sum[i];
+    // Two's complement in Z_{2^k}: values >= 2^(k-1) are negative.
+    const int64_t s = v >= half ? static_cast<int64_t>(v - half) - static_cast<int64_t>(half - 1) - 1
+                                : static_cast<int64_t>(v);
+    mean[i] = static_cast<float>(static_cast<double>(s) * factor);
+  }
+  return static_cast<int64_t>(total);
+}
+
+}  // namespace sextant
