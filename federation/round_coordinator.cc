@@ -5,14 +5,48 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "federation/robust_aggregation.h"
 
 namespace sextant {
+
+absl::StatusOr<AggregationRule> MakeAggregationRule(absl::string_view name, double trim_fraction,
+                                                    int64_t byzantine, int64_t selected) {
+  AggregationRule rule;
+  rule.trim_fraction = trim_fraction;
+  rule.byzantine = byzantine;
+  rule.selected = selected;
+  if (name == "fedavg" || name.empty()) {
+    rule.kind = AggregationRule::Kind::kWeightedMean;
+  } else if (name == "median") {
+    rule.kind = AggregationRule::Kind::kMedian;
+  } else if (name == "trimmed_mean") {
+    rule.kind = AggregationRule::Kind::kTrimmedMean;
+  } else if (name == "krum") {
+    rule.kind = AggregationRule::Kind::kKrum;
+  } else if (name == "multi_krum") {
+    rule.kind = AggregationRule::Kind::kMultiKrum;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("unknown aggregation rule '", name, "'"));
+  }
+  if (!(trim_fraction >= 0 && trim_fraction < 0.5)) {
+    return absl::InvalidArgumentError("trim_fraction must be in [0, 0.5)");
+  }
+  if (byzantine < 0 || selected < 0) {
+    return absl::InvalidArgumentError("byzantine_clients and krum_selected must be >= 0");
+  }
+  return rule;
+}
 
 absl::StatusOr<RoundCoordinator> RoundCoordinator::Create(RoundCoordinatorOptions options,
                                                           Clock* clock) {
   if (options.experiment_id.empty()) return absl::InvalidArgumentError("experiment_id is empty");
   if (options.model_size == 0) return absl::InvalidArgumentError("model_size is 0");
   if (options.min_updates < 1) return absl::InvalidArgumentError("min_updates must be >= 1");
+  if (absl::StatusOr<AggregationRule> rule = MakeAggregationRule(
+          "fedavg", options.rule.trim_fraction, options.rule.byzantine, options.rule.selected);
+      !rule.ok()) {
+    return rule.status();
+  }
   if (!(options.deadline_seconds >= 0)) {
     return absl::InvalidArgumentError("deadline_seconds must be >= 0");
   }
@@ -39,11 +73,13 @@ absl::Status RoundCoordinator::OpenRound(int64_t round, std::vector<std::string>
   participants_ = std::move(participants);
   opened_at_ = clock_->Now();
   average_.Reset();
+  kept_.clear();
   staging_owner_.clear();
   count_ = 0;
   senders_ = 0;
   sums_ = SenderMetrics{};
   eval_weight_ = 0;
+  total_weight_ = 0;
   rejected_at_open_ = total_rejections();
   return absl::OkStatus();
 }
@@ -103,8 +139,15 @@ absl::Status RoundCoordinator::Finish(absl::string_view client_id, const SenderM
   }
   if (absl::Status s = gate_.Accept(client_id); !s.ok()) return Drop(client_id, s);
   staging_owner_.clear();
-  // The gate checked every value and the weight, so the fold cannot fail.
-  if (absl::Status s = average_.Add(staging_, staging_weight_); !s.ok()) return s;
+  if (options_.rule.robust()) {
+    // Kept whole for Close; the next Begin stages into a fresh buffer.
+    kept_.push_back(std::move(staging_));
+    staging_ = std::vector<float>();
+    total_weight_ += staging_weight_;
+  } else if (absl::Status s = average_.Add(staging_, staging_weight_); !s.ok()) {
+    // The gate checked every value and the weight, so the fold cannot fail.
+    return s;
+  }
   count_ += staging_count_;
   ++senders_;
   sums_.train_loss += staging_weight_ * metrics.train_loss;
@@ -142,8 +185,17 @@ absl::StatusOr<RoundOutcome> RoundCoordinator::Close() {
   staging_owner_.clear();
   RoundOutcome out;
   out.round = gate_.round();
-  out.mean = average_.mean();
-  out.total_weight = average_.total_weight();
+  if (options_.rule.robust()) {
+    absl::StatusOr<int64_t> excluded = AggregateKept();
+    if (!excluded.ok()) return excluded.status();
+    out.excluded = *excluded;
+    out.mean = robust_out_;
+    out.total_weight = total_weight_;
+    kept_.clear();
+  } else {
+    out.mean = average_.mean();
+    out.total_weight = average_.total_weight();
+  }
   out.count = count_;
   out.senders = senders_;
   out.rejected = total_rejections() - rejected_at_open_;
@@ -154,6 +206,45 @@ absl::StatusOr<RoundOutcome> RoundCoordinator::Close() {
     out.metrics.eval_weight = eval_weight_;
   }
   return out;
+}
+
+// Krum needs n >= 2f + 3: with fewer updates f shrinks to what they allow, and below three
+// updates (where no f fits) the round falls back to the plain mean, so that a round with few
+// survivors still produces a model.
+absl::StatusOr<int64_t> RoundCoordinator::AggregateKept() {
+  std::vector<absl::Span<const float>> views(kept_.begin(), kept_.end());
+  const int64_t n = static_cast<int64_t>(views.size());
+  robust_out_.assign(options_.model_size, 0.0f);
+  const AggregationRule& rule = options_.rule;
+  switch (rule.kind) {
+    case AggregationRule::Kind::kMedian: {
+      absl::Status s = CoordinateMedian(views, absl::MakeSpan(robust_out_));
+      if (!s.ok()) return s;
+      return 0;
+    }
+    case AggregationRule::Kind::kTrimmedMean: {
+      absl::Status s = TrimmedMean(views, rule.trim_fraction, absl::MakeSpan(robust_out_));
+      if (!s.ok()) return s;
+      return 0;
+    }
+    case AggregationRule::Kind::kKrum:
+    case AggregationRule::Kind::kMultiKrum:
+    case AggregationRule::Kind::kWeightedMean:
+      break;
+  }
+  const int64_t f = std::min<int64_t>(rule.byzantine, (n - 3) / 2);
+  if (n < 3 || f < 0) {
+    absl::Status s = TrimmedMean(views, 0, absl::MakeSpan(robust_out_));
+    if (!s.ok()) return s;
+    return 0;
+  }
+  const int64_t m = rule.kind == AggregationRule::Kind::kKrum ? 1
+                    : rule.selected > 0                       ? std::min(rule.selected, n)
+                                                              : n - f;
+  absl::StatusOr<std::vector<size_t>> chosen =
+      MultiKrum(views, static_cast<size_t>(f), static_cast<size_t>(m), absl::MakeSpan(robust_out_));
+  if (!chosen.ok()) return chosen.status();
+  return n - static_cast<int64_t>(chosen->size());
 }
 
 }  // namespace sextant

@@ -17,6 +17,21 @@
 
 namespace sextant {
 
+// How a round's accepted updates combine.
+struct AggregationRule {
+  enum class Kind { kWeightedMean, kMedian, kTrimmedMean, kKrum, kMultiKrum };
+  Kind kind = Kind::kWeightedMean;  // Default: FedAvg's streaming weighted mean.
+  double trim_fraction = 0.1;       // kTrimmedMean: cut at each end, in [0, 0.5). Default 0.1.
+  int64_t byzantine = 1;            // kKrum, kMultiKrum: f >= 0. Default 1.
+  int64_t selected = 0;             // kMultiKrum: m; 0 = n - f. Default 0.
+  bool robust() const { return kind != Kind::kWeightedMean; }
+};
+
+// The rule named `name` (fedavg | median | trimmed_mean | krum | multi_krum) with its
+// parameters. InvalidArgument for another name or a parameter out of range.
+absl::StatusOr<AggregationRule> MakeAggregationRule(absl::string_view name, double trim_fraction,
+                                                    int64_t byzantine, int64_t selected);
+
 struct RoundCoordinatorOptions {
   std::string experiment_id;  // the only experiment accepted. Required.
   size_t model_size = 0;      // floats per update. Required (> 0).
@@ -24,6 +39,12 @@ struct RoundCoordinatorOptions {
   // been accepted (an update's `count`: 1 for a client, its clients for a region). Default 1.
   int64_t min_updates = 1;
   double deadline_seconds = 0;  // from OpenRound. Default 0: wait for every participant.
+  // Default: the streaming weighted mean (memory 2 x model size). A robust rule (median,
+  // trimmed mean, Krum, Multi-Krum) needs every update of the round at once, so it keeps each
+  // accepted update until Close: memory is O(participants x model size) for those rules. Robust
+  // rules are unweighted, as in the literature; the outcome's total_weight is still the sum of
+  // the accepted weights, so that an upper tier weights the region by its examples.
+  AggregationRule rule;
 };
 
 // Metrics a sender attaches to its update; folded as weighted means.
@@ -38,12 +59,13 @@ struct SenderMetrics {
 // OpenRound).
 struct RoundOutcome {
   int64_t round = 0;
-  absl::Span<const float> mean;  // the weighted mean of the accepted updates
+  absl::Span<const float> mean;  // the weighted mean (or the robust rule's aggregate)
   double total_weight = 0;
   int64_t count = 0;             // clients behind the accepted updates
   int64_t senders = 0;           // accepted updates
   int64_t rejected = 0;          // updates turned away while this round was current
   SenderMetrics metrics;         // weighted means over the accepted senders
+  int64_t excluded = 0;          // accepted updates a Krum rule left out of the aggregate
 };
 
 // One tier of a federated round: the global orchestrator over its regions, or a regional
@@ -53,6 +75,7 @@ struct RoundOutcome {
 // are: only one update is staged at a time (Begin returns Unavailable while another is being
 // received; the transport waits, and gRPC's flow control holds the sender). An update is folded
 // only once it is whole and every value is finite, so a bad chunk never reaches the mean.
+// With a robust rule (options.rule) the accepted updates are kept instead and combined at Close.
 // Not thread-safe; the transport serialises calls.
 class RoundCoordinator {
  public:
@@ -104,6 +127,8 @@ class RoundCoordinator {
  private:
   RoundCoordinator(RoundCoordinatorOptions options, Clock* clock);
   absl::Status Drop(absl::string_view client_id, absl::Status status);
+  // Writes the robust rule's aggregate of kept_ to robust_out_; returns the updates left out.
+  absl::StatusOr<int64_t> AggregateKept();
 
   RoundCoordinatorOptions options_;
   Clock* clock_;
@@ -122,6 +147,10 @@ class RoundCoordinator {
   int64_t rejected_at_open_ = 0;
   SenderMetrics sums_;  // weighted sums, divided at Close
   double eval_weight_ = 0;
+  // Robust rules only: every accepted update of the open round, and the aggregate.
+  std::vector<std::vector<float>> kept_;
+  std::vector<float> robust_out_;
+  double total_weight_ = 0;
 };
 
 }  // namespace sextant

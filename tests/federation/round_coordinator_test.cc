@@ -142,5 +142,99 @@ TEST(RoundCoordinatorTest, ChunkGapsAndShortUpdatesAreInvalid) {
   EXPECT_FALSE(c.Close().ok());                          // nothing accepted
 }
 
+RoundCoordinator MakeRobust(FakeClock* clock, size_t d, absl::string_view rule, int64_t f = 1,
+                            int64_t m = 0) {
+  RoundCoordinatorOptions o;
+  o.experiment_id = "exp";
+  o.model_size = d;
+  o.rule = *MakeAggregationRule(rule, 0.25, f, m);
+  return *RoundCoordinator::Create(o, clock);
+}
+
+// Five honest-ish updates and one attacker far away.
+std::vector<std::vector<float>> WithOneAttacker() {
+  return {{1, 2}, {1.5, 2.5}, {0.5, 1.5}, {1.2, 2.2}, {0.8, 1.8}, {1000, -1000}};
+}
+
+TEST(RoundCoordinatorTest, MedianRuleKeepsUpdatesAndIgnoresTheOutlierAndWeights) {
+  FakeClock clock;
+  RoundCoordinator c = MakeRobust(&clock, 2, "median");
+  const auto u = WithOneAttacker();
+  std::vector<std::string> ids = {"a", "b", "c", "d", "e", "x"};
+  ASSERT_TRUE(c.OpenRound(1, ids).ok());
+  for (size_t i = 0; i < u.size(); ++i) ASSERT_TRUE(Send(c, ids[i], 1, u[i], 1.0 + i, 1).ok());
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok()) << out.status();
+  // numpy.median over {0.5, 0.8, 1, 1.2, 1.5, 1000} and {-1000, 1.5, 1.8, 2, 2.2, 2.5}.
+  EXPECT_NEAR(out->mean[0], 1.1, 1e-6);
+  EXPECT_NEAR(out->mean[1], 1.9, 1e-6);
+  EXPECT_DOUBLE_EQ(out->total_weight, 21);  // upstream still weights the region by examples
+  EXPECT_EQ(out->count, 6);
+}
+
+TEST(RoundCoordinatorTest, TrimmedMeanRuleCutsAQuarterAtEachEnd) {
+  FakeClock clock;
+  RoundCoordinator c = MakeRobust(&clock, 2, "trimmed_mean");
+  const auto u = WithOneAttacker();
+  std::vector<std::string> ids = {"a", "b", "c", "d", "e", "x"};
+  ASSERT_TRUE(c.OpenRound(1, ids).ok());
+  for (size_t i = 0; i < u.size(); ++i) ASSERT_TRUE(Send(c, ids[i], 1, u[i], 1, 2).ok());
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok()) << out.status();
+  // floor(0.25 * 6) = 1 value cut at each end: mean of {0.8, 1, 1.2, 1.5} and {1.5, 1.8, 2, 2.2}.
+  EXPECT_NEAR(out->mean[0], (0.8 + 1 + 1.2 + 1.5) / 4, 1e-6);
+  EXPECT_NEAR(out->mean[1], (1.5 + 1.8 + 2 + 2.2) / 4, 1e-6);
+}
+
+TEST(RoundCoordinatorTest, MultiKrumRuleLeavesTheAttackerOutAndSaysHowMany) {
+  FakeClock clock;
+  RoundCoordinator c = MakeRobust(&clock, 2, "multi_krum", /*f=*/1);
+  const auto u = WithOneAttacker();
+  std::vector<std::string> ids = {"a", "b", "c", "d", "e", "x"};
+  ASSERT_TRUE(c.OpenRound(1, ids).ok());
+  for (size_t i = 0; i < u.size(); ++i) ASSERT_TRUE(Send(c, ids[i], 1, u[i], 1, 2).ok());
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->excluded, 1);  // m = n - f = 5 selected
+  EXPECT_NEAR(out->mean[0], 1.0, 1e-6);
+  EXPECT_NEAR(out->mean[1], 2.0, 1e-6);
+}
+
+TEST(RoundCoordinatorTest, KrumWithTooFewUpdatesShrinksFAndStillProducesAModel) {
+  FakeClock clock;
+  RoundCoordinator c = MakeRobust(&clock, 2, "krum", /*f=*/3);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b", "c", "d"}).ok());
+  ASSERT_TRUE(Send(c, "a", 1, {1, 1}, 1).ok());
+  ASSERT_TRUE(Send(c, "b", 1, {1.1f, 1.1f}, 1).ok());
+  ASSERT_TRUE(Send(c, "c", 1, {50, 50}, 1).ok());
+  ASSERT_TRUE(Send(c, "d", 1, {0.9f, 0.9f}, 1).ok());
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok()) << out.status();
+  // n = 4 allows f = 0: the update closest to the others is chosen, alone.
+  EXPECT_EQ(out->excluded, 3);
+  EXPECT_NEAR(out->mean[0], 1.0, 1e-6);
+}
+
+TEST(RoundCoordinatorTest, RobustRuleStartsEachRoundWithoutTheLastRoundsUpdates) {
+  FakeClock clock;
+  RoundCoordinator c = MakeRobust(&clock, 1, "median");
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b"}).ok());
+  ASSERT_TRUE(Send(c, "a", 1, {100}, 1).ok());
+  ASSERT_TRUE(Send(c, "b", 1, {100}, 1).ok());
+  ASSERT_TRUE(c.Close().ok());
+  ASSERT_TRUE(c.OpenRound(2, {"a", "b"}).ok());
+  ASSERT_TRUE(Send(c, "a", 2, {1}, 1).ok());
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FLOAT_EQ(out->mean[0], 1);
+}
+
+TEST(RoundCoordinatorTest, UnknownRuleOrParameterOutOfRangeIsInvalidArgument) {
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeAggregationRule("mode", 0.1, 1, 0).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeAggregationRule("trimmed_mean", 0.5, 1, 0).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeAggregationRule("krum", 0.1, -1, 0).status()));
+  EXPECT_TRUE(MakeAggregationRule("multi_krum", 0.1, 2, 3).ok());
+}
+
 }  // namespace
 }  // namespace sextant
