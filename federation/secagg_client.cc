@@ -198,7 +198,8 @@ absl::Status SecAggClient::HandleShareDelivery(const SecAggShareDelivery& delive
   return absl::OkStatus();
 }
 
-absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(absl::Span<const uint64_t> input) {
+absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(absl::Span<const uint64_t> input,
+                                                          std::vector<uint64_t> buffer) {
   if (state_ != State::kReadyToMask) {
     return absl::FailedPreconditionError("secagg: MaskInput before the share delivery, or twice");
   }
@@ -211,7 +212,10 @@ absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(absl::Span<const uint6
   for (uint64_t v : input) {
     if (v & ~ring) return absl::InvalidArgumentError("secagg: input element outside the ring");
   }
-  SecAggMaskedInput out{Header(SecAggStage::kMaskedInput), {input.begin(), input.end()}};
+  SecAggMaskedInput out;
+  out.header = Header(SecAggStage::kMaskedInput);
+  out.values = std::move(buffer);
+  out.values.assign(input.begin(), input.end());
   secagg_internal::AddMask(self_seed_, false, config_.ring_bits, absl::MakeSpan(out.values));
   const std::string context = secagg_internal::MaskContext(config_);
   for (int32_t v : mask_peers_) {

@@ -56,8 +56,10 @@ class SecAggClient {
 
   // Stage 2: y = x + PRG(self-mask seed) + sum over delivered peers v of +-PRG(s_uv) (+ when
   // this client's index is lower), mod 2^ring_bits. InvalidArgument for a wrong length or an
-  // element >= 2^ring_bits.
-  absl::StatusOr<SecAggMaskedInput> MaskInput(absl::Span<const uint64_t> input);
+  // element >= 2^ring_bits. `buffer` is memory for the masked vector (e.g. the previous round's),
+  // so that a long-running client does not allocate O(d) per round; empty by default.
+  absl::StatusOr<SecAggMaskedInput> MaskInput(absl::Span<const uint64_t> input,
+                                              std::vector<uint64_t> buffer = {});
 
   // Stage 3: reveals the self-mask seed share of each survivor and the masking-key share of each
   // dropped peer. InvalidArgument when a client is in both lists, is not a peer whose shares this

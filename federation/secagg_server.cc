@@ -12,13 +12,19 @@ namespace sextant {
 
 using secagg_internal::Key32;
 
-SecAggServer::SecAggServer(SecAggConfig config)
-    : config_(std::move(config)), graph_(config_), clients_(config_.num_clients) {}
+SecAggServer::SecAggServer(SecAggConfig config, std::vector<uint64_t> accumulator)
+    : config_(std::move(config)),
+      graph_(config_),
+      clients_(config_.num_clients),
+      sum_(std::move(accumulator)) {
+  sum_.clear();
+}
 
-absl::StatusOr<SecAggServer> SecAggServer::Create(SecAggConfig config) {
+absl::StatusOr<SecAggServer> SecAggServer::Create(SecAggConfig config,
+                                                  std::vector<uint64_t> accumulator) {
   if (absl::Status s = ValidateSecAggConfig(config); !s.ok()) return s;
   if (!secagg_internal::EnsureSodium()) return absl::InternalError("libsodium failed to start");
-  return SecAggServer(std::move(config));
+  return SecAggServer(std::move(config), std::move(accumulator));
 }
 
 absl::Status SecAggServer::CheckHeader(const SecAggHeader& h, SecAggStage stage) const {
@@ -179,10 +185,18 @@ absl::Status SecAggServer::HandleMaskedInput(const SecAggMaskedInput& m) {
                                                    config_.vector_length));
   }
   const uint64_t ring = secagg_internal::RingMask(config_.ring_bits);
+  // One pass: add, and undo the addition in the rare case of an element outside the ring.
   uint64_t outside = 0;
-  for (uint64_t v : m.values) outside |= v & ~ring;
-  if (outside) return absl::InvalidArgumentError("secagg server: element outside the ring");
-  for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += m.values[i];
+  const uint64_t* in = m.values.data();
+  uint64_t* acc = sum_.data();
+  for (size_t i = 0; i < sum_.size(); ++i) {
+    outside |= in[i] & ~ring;
+    acc[i] += in[i];
+  }
+  if (outside) {
+    for (size_t i = 0; i < sum_.size(); ++i) acc[i] -= in[i];
+    return absl::InvalidArgumentError("secagg server: element outside the ring");
+  }
   c.masked = true;
   return absl::OkStatus();
 }

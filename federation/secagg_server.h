@@ -40,8 +40,11 @@ namespace sextant {
 // Not thread-safe; runs on the aggregator's loop.
 class SecAggServer {
  public:
-  // InvalidArgument for a bad config.
-  static absl::StatusOr<SecAggServer> Create(SecAggConfig config);
+  // InvalidArgument for a bad config. `accumulator` is memory to hold the running sum (the
+  // previous round's SecAggResult::sum, so that a long-running aggregator allocates its O(d)
+  // state once); empty by default.
+  static absl::StatusOr<SecAggServer> Create(SecAggConfig config,
+                                             std::vector<uint64_t> accumulator = {});
 
   absl::Status HandleAdvertiseKeys(const SecAggAdvertiseKeys& message);
   absl::StatusOr<std::vector<SecAggKeyDirectory>> FinishAdvertiseKeys();
@@ -69,7 +72,7 @@ class SecAggServer {
     std::vector<std::pair<uint32_t, secagg_internal::FieldShare>> seed_shares, key_shares;
   };
 
-  explicit SecAggServer(SecAggConfig config);
+  SecAggServer(SecAggConfig config, std::vector<uint64_t> accumulator);
   absl::Status CheckHeader(const SecAggHeader& h, SecAggStage stage) const;
   absl::Status Abort(absl::Status why);
   absl::Status CheckRecoverable() const;

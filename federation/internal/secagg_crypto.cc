@@ -72,18 +72,19 @@ absl::StatusOr<Key32> AgreeKey(const Key32& secret_key, const Key32& own_public_
 namespace {
 constexpr size_t kChunkElements = 4096;
 
+// The PRG output for chunk c (kChunkElements words) is the ChaCha20-IETF keystream under nonce
+// c from counter 0, so that no input buffer has to be zeroed for an XOR; chunks are 16 or 32 KiB,
+// far below the 256 GiB one nonce allows.
 template <typename Word>
 void AddMaskWords(const Key32& seed, bool subtract, absl::Span<uint64_t> acc) {
-  static const uint8_t kZeroNonce[crypto_stream_chacha20_ietf_NONCEBYTES] = {};
   alignas(64) Word words[kChunkElements];
-  uint32_t block = 0;
-  for (size_t begin = 0; begin < acc.size(); begin += kChunkElements) {
+  uint8_t nonce[crypto_stream_chacha20_ietf_NONCEBYTES] = {};
+  uint64_t chunk = 0;
+  for (size_t begin = 0; begin < acc.size(); begin += kChunkElements, ++chunk) {
     const size_t len = std::min(kChunkElements, acc.size() - begin);
-    const size_t bytes = len * sizeof(Word);
-    std::memset(words, 0, bytes);
-    auto* raw = reinterpret_cast<uint8_t*>(words);
-    crypto_stream_chacha20_ietf_xor_ic(raw, raw, bytes, kZeroNonce, block, seed.data());
-    block += static_cast<uint32_t>(bytes / 64);
+    std::memcpy(nonce, &chunk, sizeof(chunk));
+    crypto_stream_chacha20_ietf(reinterpret_cast<uint8_t*>(words), len * sizeof(Word), nonce,
+                                seed.data());
     uint64_t* a = acc.data() + begin;
     if (subtract) {
       for (size_t i = 0; i < len; ++i) a[i] -= words[i];
@@ -107,9 +108,7 @@ void AddMask(const Key32& seed, bool subtract, int ring_bits, absl::Span<uint64_
 void Keystream(const Key32& key, absl::Span<uint8_t> out) {
   EnsureSodium();
   static const uint8_t kZeroNonce[crypto_stream_chacha20_ietf_NONCEBYTES] = {};
-  std::memset(out.data(), 0, out.size());
-  crypto_stream_chacha20_ietf_xor_ic(out.data(), out.data(), out.size(), kZeroNonce, 0,
-                                     key.data());
+  crypto_stream_chacha20_ietf(out.data(), out.size(), kZeroNonce, key.data());
 }
 
 std::vector<uint8_t> Seal(const Key32& key, const Nonce24& nonce, absl::string_view ad,
