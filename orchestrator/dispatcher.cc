@@ -375,6 +375,7 @@ absl::Status Dispatcher::FinalizePausedInTx() {
     e.row.state = kPruned;
     e.row.finished_at = Now();
     if (e.objective && std::isfinite(*e.objective)) e.row.value = *e.objective;
+    AddRung(e, "pruned");  // where it stopped, for the learning-curve plots
     SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e.row));
   }
   return Event("schedule_finished", 0, scheduler_->Describe());

@@ -110,8 +110,9 @@ class TrialReporter : public CommandObserver {
     v1::ReportResponse resp;
     grpc::Status s = stub_->Report(Context(5).get(), buffer_, &resp);
     if (s.ok()) {
+      // A report renews the lease too, but heartbeats still go out on time: they carry the
+      // telemetry.
       buffer_.clear_measurements();
-      last_heartbeat_ = clock_->Now();
       Act(resp.action(), resp.stop());
     } else if (s.error_code() == grpc::StatusCode::ABORTED) {
       stale_ = true;

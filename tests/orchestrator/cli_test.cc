@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -152,15 +153,17 @@ done
   WriteFile(dir_ + "/exp.yaml", Experiment("preempt", 3, 2, "[sh, steps.sh]"));
   BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
                          "--heartbeat", "0.3s"});
-  ASSERT_TRUE(testing::WaitFor([&] { return std::filesystem::exists(dir_ + "/victim"); }, 30))
-      << run.out() << run.err();
-  std::ifstream victim(dir_ + "/victim");
   int trial_pid = 0, worker_pid = 0;
-  victim >> trial_pid >> worker_pid;
-  ASSERT_GT(worker_pid, 1);
-  // Let it get past step 3 (into the slow part), then deliver the notice.
   ASSERT_TRUE(testing::WaitFor(
-      [&] { return ReadFile(dir_ + "/run/logs/trial-1.1.out").find("step=4") != std::string::npos; },
+      [&] {
+        std::ifstream victim(dir_ + "/victim");
+        return victim >> trial_pid >> worker_pid && worker_pid > 1;
+      },
+      30))
+      << run.out() << run.err();
+  // Let it get into the slow part (a few heartbeats), then deliver the notice.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return ReadFile(dir_ + "/run/logs/trial-1.1.out").find("step=6") != std::string::npos; },
       30));
   ASSERT_EQ(kill(worker_pid, SIGTERM), 0);
   ASSERT_EQ(run.Wait(60), 0) << run.out() << run.err();
@@ -187,6 +190,61 @@ done
   auto status = RunProcess({kSextant, "status", dir_ + "/run"});
   EXPECT_THAT(status.out, HasSubstr("workers:"));
   EXPECT_THAT(status.out, HasSubstr("rss"));
+}
+
+TEST_F(CliTest, BuiltinTrainerRunsUnderAshaAndResumesFromItsCheckpoints) {
+  // sextant-worker train on a small synthetic set: rungs at epochs 1 and 3, promoted trials
+  // continue from the checkpoint of their previous rung. One trial runs under a memory cap
+  // that forces micro-batch halving, which must show in its events.
+  WriteFile(dir_ + "/exp.yaml", R"(name: builtin
+objective: {metric: val_accuracy, goal: maximize}
+parameters:
+  lr: {type: float, min: 1.0e-3, max: 1.0e-2, log: true}
+  memory_cap_mb: {type: categorical, values: ["0", "1"]}
+search:
+  sampler: grid
+  scheduler: asha
+  fidelity: {name: epoch, min: 1, max: 3, reduction_factor: 3}
+  max_trials: 6
+  max_concurrent: 2
+trial:
+  builtin:
+    model: mlp
+    dataset: synthetic
+    epochs: 3
+    args: {hidden: "64", batch_size: "128", threads: "1", train_subset: "1280", val_subset: "128"}
+  timeout: 5m
+)");
+  auto r = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  nlohmann::json j = Results(dir_ + "/run");
+  ASSERT_FALSE(j["trials"].empty());
+  int completed = 0;
+  bool saw_oom = false;
+  for (const auto& t : j["trials"]) {
+    ASSERT_TRUE(t["state"] == "COMPLETED" || t["state"] == "PRUNED") << t.dump();
+    EXPECT_TRUE(t["metrics"].contains("train_loss")) << t.dump();
+    EXPECT_TRUE(t["metrics"].contains("samples_per_sec")) << t.dump();
+    EXPECT_EQ(t["restarts_from_scratch"], 0) << t.dump();
+    if (t["state"] == "COMPLETED") {
+      ++completed;
+      EXPECT_EQ(t["fidelity"], 3) << t.dump();
+      EXPECT_GT(t["value"].get<double>(), 0.5) << t.dump();  // 10 classes: chance is 0.1
+      EXPECT_GE(t["attempts"].get<int>(), 2) << t.dump();    // paused at epoch 1, promoted
+    }
+    for (const auto& e : t["events"]) saw_oom = saw_oom || e["kind"] == "trial_oom";
+  }
+  EXPECT_GE(completed, 1);
+  EXPECT_TRUE(saw_oom) << j.dump();
+  // A promoted attempt resumed: it trained epochs 2 and 3 only.
+  auto completed_it = std::find_if(j["trials"].begin(), j["trials"].end(),
+                                   [](const auto& t) { return t["state"] == "COMPLETED"; });
+  ASSERT_NE(completed_it, j["trials"].end());
+  int id = (*completed_it)["id"];
+  std::string last = ReadFile(absl::StrCat(dir_, "/run/logs/trial-", id, ".",
+                                           (*completed_it)["attempts"].get<int>(), ".out"));
+  EXPECT_THAT(last, ::testing::Not(HasSubstr("epoch=1 ")));
+  EXPECT_THAT(last, HasSubstr("epoch=3 "));
 }
 
 TEST_F(CliTest, EveryExampleValidates) {
