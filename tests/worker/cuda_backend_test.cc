@@ -96,7 +96,7 @@ TEST(CudaBackendTest, AllocationBeyondTheLimitIsResourceExhausted) {
   EXPECT_TRUE((*unlimited)->Synchronize().ok());  // not sticky
 }
 
-TEST(CudaBackendTest, GradientAllReduceAveragesAcrossDevices) {
+TEST(CudaBackendTest, GradientAllReduceSumsAcrossDevices) {
   SKIP_WITHOUT_GPU(2);
   std::vector<std::unique_ptr<train::Backend>> owned;
   std::vector<train::Backend*> replicas;
@@ -116,13 +116,13 @@ TEST(CudaBackendTest, GradientAllReduceAveragesAcrossDevices) {
   }
   auto reduce = cuda::NewGradientAllReduce(replicas);
   ASSERT_TRUE(reduce.ok()) << reduce.status();
-  ASSERT_TRUE((*reduce)->AverageInPlace({{buffers[0].view()}, {buffers[1].view()}}).ok());
+  ASSERT_TRUE((*reduce)->SumInPlace({{buffers[0].view()}, {buffers[1].view()}}).ok());
   for (int d = 0; d < 2; ++d) {
     ASSERT_TRUE(replicas[d]->Synchronize().ok());
     std::vector<float> host(1000);
     replicas[d]->Download(buffers[d].view(), host.data());
-    EXPECT_EQ(host[0], 1.5f);
-    EXPECT_EQ(host[999], 1.5f);
+    EXPECT_EQ(host[0], 3.0f);
+    EXPECT_EQ(host[999], 3.0f);
   }
 }
 

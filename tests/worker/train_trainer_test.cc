@@ -387,5 +387,60 @@ TEST(TrainerTest, CnnTrainsAndResumesBitIdentically) {
   EXPECT_EQ(resumed->parameters, straight->parameters);
 }
 
+// A host-side all-reduce for CPU replicas: the same contract as the NCCL one.
+absl::Status SumOnHost(const std::vector<Backend*>& backends,
+                       const std::vector<std::vector<Tensor>>& grads) {
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    std::vector<float> sum(grads[0][i].size(), 0.0f), part(sum.size());
+    for (size_t r = 0; r < grads.size(); ++r) {
+      backends[r]->Download(grads[r][i], part.data());
+      for (size_t j = 0; j < sum.size(); ++j) sum[j] += part[j];
+    }
+    for (size_t r = 0; r < grads.size(); ++r) backends[r]->Upload(sum.data(), grads[r][i]);
+  }
+  return absl::OkStatus();
+}
+
+TEST(TrainerTest, DataParallelReplicasTrainLikeOneBackend) {
+  Fixture f;
+  for (const char* optimizer : {"adam", "sgd"}) {
+    TrainerOptions o = SmallOptions();
+    o.optimizer.kind = optimizer;
+    o.optimizer.lr = std::string(optimizer) == "sgd" ? 0.05f : 3e-3f;
+    auto single = TrainOn(o, f, 1);
+    ASSERT_TRUE(single.ok()) << single.status();
+    // Three replicas, the batch of 50 split 16/17/17: same masks, same examples, same updates.
+    auto b0 = NewCpuBackend({.threads = 1}), b1 = NewCpuBackend({.threads = 1}),
+         b2 = NewCpuBackend({.threads = 1});
+    std::vector<Backend*> all = {b0.get(), b1.get(), b2.get()};
+    o.replicas = {b1.get(), b2.get()};
+    o.all_reduce_sum = [&](const std::vector<std::vector<Tensor>>& g) { return SumOnHost(all, g); };
+    auto parallel = Train(o, f.train, f.val, b0.get());
+    ASSERT_TRUE(parallel.ok()) << parallel.status();
+    ASSERT_EQ(parallel->steps, single->steps);
+    // Partial sums added in another order: equal up to float rounding.
+    double worst = 0;
+    for (size_t i = 0; i < single->parameters.size(); ++i) {
+      for (size_t j = 0; j < single->parameters[i].size(); ++j) {
+        worst = std::max(worst, std::fabs(double{parallel->parameters[i][j]} -
+                                          single->parameters[i][j]));
+      }
+    }
+    EXPECT_LT(worst, 1e-4) << optimizer;
+    EXPECT_NEAR(parallel->epochs.back().val_accuracy, single->epochs.back().val_accuracy, 0.01);
+    EXPECT_GT(parallel->epochs.back().val_accuracy, 0.5);
+  }
+}
+
+TEST(TrainerTest, DataParallelWithoutAllReduceIsRejected) {
+  Fixture f;
+  TrainerOptions o = SmallOptions();
+  auto b0 = NewCpuBackend({.threads = 1}), b1 = NewCpuBackend({.threads = 1});
+  o.replicas = {b1.get()};
+  auto r = Train(o, f.train, f.val, b0.get());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("all_reduce_sum"));
+}
+
 }  // namespace
 }  // namespace sextant::train

@@ -397,7 +397,7 @@ class NcclAllReduce : public GradientAllReduce {
     for (ncclComm_t c : comms_) Libs().nccl_destroy(c);
   }
 
-  absl::Status AverageInPlace(
+  absl::Status SumInPlace(
       const std::vector<std::vector<Tensor>>& per_replica) override {
     if (per_replica.size() != replicas_.size()) {
       return absl::InvalidArgumentError(absl::StrCat("expected ", replicas_.size(),
@@ -413,12 +413,11 @@ class NcclAllReduce : public GradientAllReduce {
       }
     }
     if (replicas_.size() == 1) return absl::OkStatus();
-    // ncclAvg divides by the replica count inside the reduction.
     ncclResult_t r = Libs().nccl_group_start();
     for (size_t i = 0; r == ncclSuccess && i < per_replica[0].size(); ++i) {
       for (size_t k = 0; r == ncclSuccess && k < replicas_.size(); ++k) {
         const Tensor& t = per_replica[k][i];
-        r = Libs().nccl_all_reduce(t.data, t.data, static_cast<size_t>(t.size()), ncclFloat, ncclAvg,
+        r = Libs().nccl_all_reduce(t.data, t.data, static_cast<size_t>(t.size()), ncclFloat, ncclSum,
                           comms_[k], replicas_[k]->stream());
       }
     }

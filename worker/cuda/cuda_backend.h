@@ -29,15 +29,16 @@ int DeviceCount();
 // first one is returned by Synchronize().
 absl::StatusOr<std::unique_ptr<train::Backend>> NewCudaBackend(const CudaBackendOptions& options);
 
-// Averages gradients across data-parallel replicas with NCCL (one communicator per device, all
-// in this process). Not thread-safe; driven by the training loop.
+// Sums gradients across data-parallel replicas with NCCL (one communicator per device, all in
+// this process): the trainer scales each replica's gradient by 1/batch, so the sum is the
+// gradient of the whole batch. Not thread-safe; driven by the training loop.
 class GradientAllReduce {
  public:
   virtual ~GradientAllReduce() = default;
   // per_replica[r] lists replica r's gradient tensors, in the same order and shapes for every
-  // replica, each on replica r's device. On return every replica holds the mean. One replica
+  // replica, each on replica r's device. On return every replica holds the sum. One replica
   // returns at once. InvalidArgument on mismatched shapes; Internal on NCCL errors.
-  virtual absl::Status AverageInPlace(
+  virtual absl::Status SumInPlace(
       const std::vector<std::vector<train::Tensor>>& per_replica) = 0;
 };
 

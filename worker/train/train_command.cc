@@ -213,12 +213,6 @@ int RunTrainCommand(int argc, char** argv) {
                       BuiltWithCuda() ? "yes" : "no", ", devices found: ", found,
                       "); use --gpus 0 for the CPU backend")));
     }
-    if (c.gpus > 1) {
-      return Fail(kTrainExitFailed,
-                  absl::UnimplementedError(absl::StrCat(
-                      "--gpus ", c.gpus, ": data-parallel training over several GPUs is not "
-                      "wired into the training loop yet; use --gpus 1 per trial")));
-    }
   }
 
   Dataset train, validation;
@@ -252,11 +246,32 @@ int RunTrainCommand(int argc, char** argv) {
     std::fflush(stdout);
   };
 
+  // One replica per GPU, all in this process; gradients are summed with NCCL. One GPU takes the
+  // same path with nothing to sum.
   std::unique_ptr<Backend> backend;
+  std::vector<std::unique_ptr<Backend>> replicas;
+  std::unique_ptr<cuda::GradientAllReduce> all_reduce;
   if (c.gpus > 0) {
-    auto gpu = cuda::NewCudaBackend({.device = 0});
-    if (!gpu.ok()) return Fail(kTrainExitFailed, gpu.status());
-    backend = *std::move(gpu);
+    for (int d = 0; d < c.gpus; ++d) {
+      auto gpu = cuda::NewCudaBackend({.device = d});
+      if (!gpu.ok()) return Fail(kTrainExitFailed, gpu.status());
+      if (d == 0) {
+        backend = *std::move(gpu);
+      } else {
+        c.trainer.replicas.push_back(gpu->get());
+        replicas.push_back(*std::move(gpu));
+      }
+    }
+    if (c.gpus > 1) {
+      std::vector<Backend*> all = {backend.get()};
+      all.insert(all.end(), c.trainer.replicas.begin(), c.trainer.replicas.end());
+      auto reduce = cuda::NewGradientAllReduce(all);
+      if (!reduce.ok()) return Fail(kTrainExitFailed, reduce.status());
+      all_reduce = *std::move(reduce);
+      c.trainer.all_reduce_sum = [&](const std::vector<std::vector<Tensor>>& grads) {
+        return all_reduce->SumInPlace(grads);
+      };
+    }
   } else {
     backend = NewCpuBackend({.threads = c.threads, .memory_limit_bytes = 0});
   }

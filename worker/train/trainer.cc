@@ -118,7 +118,20 @@ class TrainLoop {
   std::vector<int64_t> Permutation(int64_t epoch) const;
   int64_t StepsPerEpoch() const { return (train_.size() + o_.batch_size - 1) / o_.batch_size; }
   absl::Status RunStep(const std::vector<int64_t>& perm);
-  void Stage(const Dataset& d, const int64_t* rows, int64_t count);
+  // One data-parallel replica: the main one (index 0) or one of options.replicas.
+  struct Replica {
+    Backend* backend = nullptr;
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Optimizer> opt;
+    Buffer dlogits;
+    IntBuffer labels;
+  };
+  Replica& At(size_t k) { return k == 0 ? main_ : extra_[k - 1]; }
+  size_t replica_count() const { return 1 + extra_.size(); }
+  absl::Status ReserveReplica(Replica& rep, int64_t rows);
+  absl::Status SyncReplicas();
+  absl::Status SumGradients();
+  void Stage(Replica& rep, const Dataset& d, const int64_t* rows, int64_t count);
   absl::StatusOr<EpochMetrics> Evaluate();
   std::string Fingerprint() const;
   absl::Status SaveCheckpoint();
@@ -130,11 +143,13 @@ class TrainLoop {
   const Dataset& val_;
   Backend* backend_;
   Clock* clock_;
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<Optimizer> opt_;
+  Replica main_;                  // on backend_; model_ and opt_ below alias its members
+  std::vector<Replica> extra_;    // on options.replicas
+  std::unique_ptr<Model>& model_ = main_.model;
+  std::unique_ptr<Optimizer>& opt_ = main_.opt;
   int64_t micro_ = 0;
-  Buffer dlogits_;
-  IntBuffer labels_;
+  Buffer& dlogits_ = main_.dlogits;
+  IntBuffer& labels_ = main_.labels;
   std::vector<float> host_x_;
   std::vector<int32_t> host_y_;
   Position pos_;
@@ -147,12 +162,45 @@ void TrainLoop::Emit(TrainEvent e) {
   result_.events.push_back(std::move(e));
 }
 
+absl::Status TrainLoop::ReserveReplica(Replica& rep, int64_t rows) {
+  rep.dlogits = Buffer();
+  rep.labels = IntBuffer();
+  SEXTANT_RETURN_IF_ERROR(rep.model->Reserve(rows));
+  SEXTANT_ASSIGN_OR_RETURN(rep.dlogits, rep.backend->Allocate(rows, o_.model.classes));
+  SEXTANT_ASSIGN_OR_RETURN(rep.labels, rep.backend->AllocateInts(rows));
+  return absl::OkStatus();
+}
+
 absl::Status TrainLoop::ReserveAll(int64_t rows) {
-  dlogits_ = Buffer();
-  labels_ = IntBuffer();
-  SEXTANT_RETURN_IF_ERROR(model_->Reserve(rows));
-  SEXTANT_ASSIGN_OR_RETURN(dlogits_, backend_->Allocate(rows, o_.model.classes));
-  SEXTANT_ASSIGN_OR_RETURN(labels_, backend_->AllocateInts(rows));
+  for (size_t k = 0; k < replica_count(); ++k) SEXTANT_RETURN_IF_ERROR(ReserveReplica(At(k), rows));
+  return absl::OkStatus();
+}
+
+// Copies the main replica's weights and optimiser state to the others (after a resume).
+absl::Status TrainLoop::SyncReplicas() {
+  if (extra_.empty()) return absl::OkStatus();
+  SEXTANT_RETURN_IF_ERROR(backend_->Synchronize());
+  ByteWriter state;
+  opt_->Save(state);
+  std::vector<std::vector<float>> params = DownloadParameters();
+  for (Replica& rep : extra_) {
+    const std::vector<Tensor>& dst = rep.model->parameters();
+    for (size_t i = 0; i < dst.size(); ++i) rep.backend->Upload(params[i].data(), dst[i]);
+    ByteReader in(state.str());
+    SEXTANT_RETURN_IF_ERROR(rep.opt->Load(in));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainLoop::SumGradients() {
+  if (extra_.empty()) return absl::OkStatus();
+  std::vector<std::vector<Tensor>> grads;
+  for (size_t k = 0; k < replica_count(); ++k) {
+    SEXTANT_RETURN_IF_ERROR(At(k).backend->Synchronize());
+    grads.push_back(At(k).model->gradients());
+  }
+  SEXTANT_RETURN_IF_ERROR(o_.all_reduce_sum(grads));
+  for (size_t k = 0; k < replica_count(); ++k) SEXTANT_RETURN_IF_ERROR(At(k).backend->Synchronize());
   return absl::OkStatus();
 }
 
@@ -196,10 +244,20 @@ absl::Status TrainLoop::Setup() {
   SEXTANT_RETURN_IF_ERROR(ValidateData(o_.model, val_, "validation"));
   if (!o_.checkpoint_dir.empty()) SEXTANT_RETURN_IF_ERROR(ProbeWritable(o_.checkpoint_dir));
   SEXTANT_ASSIGN_OR_RETURN(model_, NewModel(o_.model, backend_, o_.seed));
+  main_.backend = backend_;
   SEXTANT_ASSIGN_OR_RETURN(opt_, NewOptimizer(o_.optimizer, model_->parameters(), backend_));
+  if (!o_.replicas.empty() && !o_.all_reduce_sum) {
+    return absl::InvalidArgumentError("replicas: data parallelism needs all_reduce_sum");
+  }
+  for (Backend* b : o_.replicas) {
+    Replica& rep = extra_.emplace_back();
+    rep.backend = b;
+    SEXTANT_ASSIGN_OR_RETURN(rep.model, NewModel(o_.model, b, o_.seed));
+    SEXTANT_ASSIGN_OR_RETURN(rep.opt, NewOptimizer(o_.optimizer, rep.model->parameters(), b));
+  }
   SEXTANT_RETURN_IF_ERROR(ChooseMicroBatch(o_.batch_size));
   if (!o_.checkpoint_dir.empty()) SEXTANT_RETURN_IF_ERROR(Resume());
-  return absl::OkStatus();
+  return SyncReplicas();
 }
 
 // A seeded Fisher-Yates shuffle that depends only on (seed, epoch), so a resumed run sees the
@@ -228,15 +286,15 @@ std::vector<int64_t> TrainLoop::Permutation(int64_t epoch) const {
   return perm;
 }
 
-void TrainLoop::Stage(const Dataset& d, const int64_t* rows, int64_t count) {
+void TrainLoop::Stage(Replica& rep, const Dataset& d, const int64_t* rows, int64_t count) {
   const int64_t width = o_.model.inputs();
   for (int64_t r = 0; r < count; ++r) {
     const int64_t src = rows != nullptr ? rows[r] : r;
     std::memcpy(host_x_.data() + r * width, d.x.row(src).data(), width * sizeof(float));
     host_y_[r] = d.y[src];
   }
-  backend_->Upload(host_x_.data(), model_->input().RowBlock(0, count));
-  backend_->UploadInts(host_y_.data(), {labels_.view().data, count});
+  rep.backend->Upload(host_x_.data(), rep.model->input().RowBlock(0, count));
+  rep.backend->UploadInts(host_y_.data(), {rep.labels.view().data, count});
 }
 
 absl::Status TrainLoop::RunStep(const std::vector<int64_t>& perm) {
@@ -245,17 +303,30 @@ absl::Status TrainLoop::RunStep(const std::vector<int64_t>& perm) {
   const uint64_t dropout_seed = StreamKey(o_.seed, static_cast<uint64_t>(pos_.global_step), 3);
   const float scale = 1.0f / static_cast<float>(rows);
   LossSums sums;
-  for (int64_t off = 0; off < rows; off += micro_) {
-    const int64_t r = std::min(micro_, rows - off);
-    Stage(train_, perm.data() + begin + off, r);
-    Tensor logits = model_->Forward(r, /*training=*/true, dropout_seed, off);
-    Tensor dlogits = dlogits_.view().RowBlock(0, r);
-    LossSums s = backend_->SoftmaxCrossEntropy(logits, {labels_.view().data, r}, scale, dlogits);
-    model_->Backward(dlogits, off == 0 ? 0.0f : 1.0f);
-    sums.loss += s.loss;
-    sums.nonfinite += s.nonfinite;
+  // Replica k takes rows [lo, hi) of the batch; dropout is drawn by the row's position in the
+  // whole batch, so the split does not change the masks.
+  const int64_t n = static_cast<int64_t>(replica_count());
+  for (int64_t k = 0; k < n; ++k) {
+    Replica& rep = At(k);
+    const int64_t lo = rows * k / n, hi = rows * (k + 1) / n;
+    if (lo == hi) {  // fewer rows than replicas: this one contributes a zero gradient
+      for (const Tensor& g : rep.model->gradients()) rep.backend->Fill(g, 0.0f);
+      continue;
+    }
+    for (int64_t off = lo; off < hi; off += micro_) {
+      const int64_t r = std::min(micro_, hi - off);
+      Stage(rep, train_, perm.data() + begin + off, r);
+      Tensor logits = rep.model->Forward(r, /*training=*/true, dropout_seed, off);
+      Tensor dlogits = rep.dlogits.view().RowBlock(0, r);
+      LossSums s =
+          rep.backend->SoftmaxCrossEntropy(logits, {rep.labels.view().data, r}, scale, dlogits);
+      rep.model->Backward(dlogits, off == lo ? 0.0f : 1.0f);
+      sums.loss += s.loss;
+      sums.nonfinite += s.nonfinite;
+    }
   }
   SEXTANT_RETURN_IF_ERROR(backend_->Synchronize());
+  SEXTANT_RETURN_IF_ERROR(SumGradients());
   ++pos_.step_in_epoch;
   ++pos_.global_step;
   if (sums.nonfinite > 0 || !std::isfinite(sums.loss)) {
@@ -268,7 +339,9 @@ absl::Status TrainLoop::RunStep(const std::vector<int64_t>& perm) {
     return absl::OkStatus();  // the update is skipped
   }
   pos_.bad_streak = 0;
-  opt_->Step(model_->parameters(), model_->gradients());
+  for (size_t k = 0; k < replica_count(); ++k) {
+    At(k).opt->Step(At(k).model->parameters(), At(k).model->gradients());
+  }
   pos_.epoch_loss += sums.loss;
   pos_.epoch_examples += rows;
   return absl::OkStatus();
@@ -280,7 +353,7 @@ absl::StatusOr<EpochMetrics> TrainLoop::Evaluate() {
     const int64_t r = std::min(micro_, val_.size() - off);
     std::vector<int64_t> idx(r);
     for (int64_t i = 0; i < r; ++i) idx[i] = off + i;
-    Stage(val_, idx.data(), r);
+    Stage(main_, val_, idx.data(), r);
     Tensor logits = model_->Forward(r, /*training=*/false, 0, 0);
     LossSums s = backend_->SoftmaxCrossEntropy(logits, {labels_.view().data, r}, 0, Tensor{});
     sums.loss += s.loss;

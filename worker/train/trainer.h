@@ -68,6 +68,16 @@ struct TrainerOptions {
   std::function<void(const TrainEvent&)> on_event;    // on each event. Default none.
   // After each optimiser step, with the total step count. Default none.
   std::function<void(int64_t)> on_step;
+  // Data parallelism: further backends (e.g. one CUDA backend per extra GPU), each holding a
+  // replica of the model that starts from the same weights. Every step's batch is split evenly
+  // over the main backend and these, in row order; all_reduce_sum then sums the replicas'
+  // gradients in place, and every replica takes the same optimiser step. Evaluation and
+  // checkpoints use the main backend. With no replicas (the default) there is one code path
+  // with a single shard.
+  std::vector<Backend*> replicas;
+  // Required with replicas: sums per_replica[r][i] (gradient i of replica r; replica 0 is the
+  // main backend) across r, leaving the sum in every replica's tensor. Default none.
+  std::function<absl::Status(const std::vector<std::vector<Tensor>>&)> all_reduce_sum;
 };
 
 // InvalidArgument naming the field (batch_size, epochs, nan_patience, ...).
