@@ -14,6 +14,12 @@ def parse(path):
     return rows, notes
 
 
+def d_label(d):
+    d = int(d)
+    e = len(str(d)) - 1
+    return f"10^{e}" if d == 10**e else str(d)
+
+
 def main():
     rows, notes = parse(sys.argv[1])
     chacha = [float(r["gbps"]) for r in rows if r["bench"] == "chacha"]
@@ -49,12 +55,24 @@ def main():
     for r in rounds:
         ratio = float(r["server_s"]) / float(r["server_prg_s"])
         out.append(
-            f"| {r['n']} | {int(r['d']):.0e} | {float(r['dropout']):.0%} | {r['k']} | {r['t']} | "
+            f"| {r['n']} | {d_label(r['d'])} | {float(r['dropout']):.0%} | {r['k']} | {r['t']} | "
             f"{float(r['client_s']):.3f} | {float(r['client_prg_s']):.3f} | "
             f"{float(r['server_s']):.3f} | {float(r['server_prg_s']):.3f} | {ratio:.2f} | "
             f"{int(r['client_bytes']) / 1e6:.2f} | {float(r['expansion']):.3f} | "
             f"{int(r['server_bytes']) / 1e6:.2f} | {float(r['plain_server_s']):.3f} | "
             f"{'yes' if r['verified'] == '1' else 'no'} |")
+    out.append("")
+    out.append("Server / bound stays within 2x everywhere but the smallest case (n=10, d=10^5, "
+               "0.005 s), where the fixed costs (X25519 agreements, Shamir reconstruction, "
+               "routing) weigh as much as the masks; the rest of the server's time is the X25519 "
+               "agreement per (dropped client, surviving neighbour), the sum of the n masked "
+               "inputs and the Lagrange interpolation. At n=500, d=10^6 a client sends 1.001x to "
+               "1.017x the bytes of its float32 update (the masked vector is packed at 32 bits; "
+               "the shares add k x 128 bytes). `plaintext server s` (n weighted folds of d floats "
+               "with WeightedAverage) is about 10x below the secure server at n=100, d=10^6: "
+               "secure aggregation's compute is dominated by mask expansion, which the plaintext "
+               "path does not have; the round time, which adds training and transfers, is not "
+               "measured here.")
     out.append("")
     out.append("Load: " + "; ".join(notes))
     print("\n".join(out))
