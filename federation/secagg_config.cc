@@ -117,6 +117,26 @@ absl::StatusOr<SecAggGraphChoice> ChooseSecAggGraph(int32_t n, double dropout_ra
   }
 }
 
+absl::StatusOr<SecAggConfig> PlanSecAggRound(std::string experiment_id, int64_t round,
+                                             int32_t num_clients, double dropout_rate,
+                                             int32_t ring_bits, size_t vector_length,
+                                             uint64_t graph_seed, int correctness_bits) {
+  absl::StatusOr<SecAggGraphChoice> choice =
+      ChooseSecAggGraph(num_clients, dropout_rate, correctness_bits);
+  if (!choice.ok()) return choice.status();
+  SecAggConfig c;
+  c.experiment_id = std::move(experiment_id);
+  c.round = round;
+  c.num_clients = num_clients;
+  c.degree = choice->degree;
+  c.threshold = choice->threshold;
+  c.ring_bits = ring_bits;
+  c.vector_length = vector_length;
+  c.graph_seed = graph_seed;
+  if (absl::Status s = ValidateSecAggConfig(c); !s.ok()) return s;
+  return c;
+}
+
 absl::StatusOr<SecAggConfig> RegionalLayerConfig(std::string experiment_id, int64_t round,
                                                  int32_t num_regions, int32_t ring_bits,
                                                  size_t vector_length, uint64_t graph_seed) {

@@ -72,6 +72,14 @@ struct SecAggGraphChoice {
 absl::StatusOr<SecAggGraphChoice> ChooseSecAggGraph(int32_t num_clients, double dropout_rate,
                                                     int correctness_bits = 40);
 
+// The config of one round for the transport: k and t from ChooseSecAggGraph(num_clients,
+// dropout_rate, correctness_bits), the rest as given (graph_seed should be fresh per round).
+// InvalidArgument as ChooseSecAggGraph and ValidateSecAggConfig.
+absl::StatusOr<SecAggConfig> PlanSecAggRound(std::string experiment_id, int64_t round,
+                                             int32_t num_clients, double dropout_rate,
+                                             int32_t ring_bits, size_t vector_length,
+                                             uint64_t graph_seed, int correctness_bits = 40);
+
 // The second level (regions): every regional aggregator runs SecAggServer for its region's
 // clients and then takes part, as a client holding its region's sum, in one more SecAgg round
 // among the regions run by the global orchestrator, which therefore learns only the total. This

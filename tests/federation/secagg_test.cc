@@ -11,6 +11,7 @@
 #include "federation/secagg_config.h"
 #include "federation/secagg_messages.h"
 #include "federation/secagg_server.h"
+#include "federation/dp_noise.h"
 #include "federation/secure_quantizer.h"
 #include "gtest/gtest.h"
 
@@ -294,6 +295,50 @@ TEST(SecAggTest, WeightedAverageUnderMasksMatchesPlaintextWithinQuantisationBoun
   }
   EXPECT_LT(max_err, q->max_error());
   EXPECT_GT(max_err, 0);  // it is quantised
+}
+
+TEST(SecAggTest, DistributedGaussianNoiseSurvivesMaskingWithTheRequestedVariance) {
+  // Each client clips to L2 norm C, adds N(0, (sigma C)^2 / t), quantises and masks; with n >= t
+  // survivors the unmasked sum carries noise of variance n (sigma C)^2 / t >= (sigma C)^2.
+  constexpr int32_t n = 8;
+  constexpr size_t d = 20000;
+  constexpr double clip_norm = 1.0, sigma = 1.0;
+  auto config = PlanSecAggRound("exp", 1, n, 0.0, 1, d + 1, 3);
+  ASSERT_TRUE(config.ok()) << config.status();
+  SecureQuantizerOptions qo;
+  qo.clip = 8.0;  // the coordinate range leaves room for about 8 noise standard deviations
+  qo.bits = 20;
+  qo.max_clients = n;
+  auto q = SecureQuantizer::Create(qo);
+  ASSERT_TRUE(q.ok());
+  config->ring_bits = q->ring_bits();
+  const double stddev = DistributedNoiseStddev(sigma, clip_norm, config->threshold);
+  std::vector<std::vector<uint64_t>> enc(n, std::vector<uint64_t>(d + 1));
+  std::vector<double> plain(d, 0);
+  for (int32_t i = 0; i < n; ++i) {
+    std::vector<float> x(d, 0.0f);
+    x[i] = 3.0f;  // norm 3, clipped to 1
+    ASSERT_TRUE(ClipToL2Norm(absl::MakeSpan(x), clip_norm).ok());
+    for (size_t j = 0; j < d; ++j) plain[j] += x[j];
+    std::array<uint8_t, 32> seed{};
+    seed[0] = static_cast<uint8_t>(i + 1);
+    ASSERT_TRUE(AddGaussianNoise(absl::MakeSpan(x), stddev, seed).ok());
+    ASSERT_TRUE(q->Encode(x, 1, 50 + i, absl::MakeSpan(enc[i])).ok());
+  }
+  Round r(*config, enc);
+  auto result = r.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::vector<float> mean(d);
+  ASSERT_TRUE(q->DecodeMean(result->sum, absl::MakeSpan(mean)).ok());
+  double var = 0;
+  for (size_t j = 0; j < d; ++j) {
+    const double noise = mean[j] * n - plain[j];
+    var += noise * noise;
+  }
+  var /= d;
+  const double want = n * stddev * stddev;  // plus quantisation noise, negligible at 20 bits
+  EXPECT_NEAR(var, want, 0.05 * want);     // 5% = 5 standard errors of the estimate
+  EXPECT_GE(want, sigma * sigma * clip_norm * clip_norm);
 }
 
 TEST(SecAggTest, TwoLevelsRevealOnlyTheTotalToTheGlobalServer) {
