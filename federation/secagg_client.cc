@@ -73,7 +73,13 @@ absl::Status SecAggClient::CheckHeader(const SecAggHeader& h, SecAggStage stage,
 absl::StatusOr<SecAggAdvertiseKeys> SecAggClient::AdvertiseKeys() {
   if (state_ != State::kNew) return absl::FailedPreconditionError("secagg: keys already sent");
   state_ = State::kAwaitDirectory;
-  return SecAggAdvertiseKeys{Header(SecAggStage::kAdvertiseKeys), encryption_pk_, masking_pk_};
+  SecAggAdvertiseKeys out;
+  out.header = Header(SecAggStage::kAdvertiseKeys);
+  out.encryption_key = encryption_pk_;
+  out.masking_key = masking_pk_;
+  out.seed_commitment =
+      secagg_internal::Commit(self_seed_, secagg_internal::SeedCommitmentContext(config_, id_));
+  return out;
 }
 
 absl::StatusOr<SecAggShareKeys> SecAggClient::HandleKeyDirectory(const SecAggKeyDirectory& dir) {

@@ -25,7 +25,7 @@ constexpr size_t kShareBytes(const SecAggEncryptedShare& s) {
 }  // namespace
 
 size_t WireSize(const SecAggHeader& m) { return 4 + m.experiment_id.size() + 8 + 4 + 4 + 4; }
-size_t WireSize(const SecAggAdvertiseKeys& m) { return WireSize(m.header) + 64; }
+size_t WireSize(const SecAggAdvertiseKeys& m) { return WireSize(m.header) + 96; }
 size_t WireSize(const SecAggKeyDirectory& m) {
   return WireSize(m.header) + 4 + m.peers.size() * (4 + 64);
 }

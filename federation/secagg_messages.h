@@ -49,6 +49,9 @@ struct SecAggAdvertiseKeys {
   SecAggHeader header;
   SecAggPublicKey encryption_key;  // X25519, for the share ciphertexts
   SecAggPublicKey masking_key;     // X25519, for the pairwise masks
+  // BLAKE2b commitment to the self-mask seed, so that the server detects a wrong reconstruction
+  // (a corrupted share) instead of returning a wrong sum.
+  std::array<uint8_t, 32> seed_commitment{};
 };
 
 struct SecAggPeerKeys {

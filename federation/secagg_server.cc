@@ -83,6 +83,7 @@ absl::Status SecAggServer::HandleAdvertiseKeys(const SecAggAdvertiseKeys& m) {
   c.advertised = true;
   c.encryption_key = m.encryption_key;
   c.masking_key = m.masking_key;
+  c.seed_commitment = m.seed_commitment;
   return absl::OkStatus();
 }
 
@@ -126,6 +127,9 @@ absl::Status SecAggServer::HandleShareKeys(const SecAggShareKeys& m) {
   for (const SecAggEncryptedShare& s : m.shares) {
     if (s.sender != u) {
       return absl::InvalidArgumentError("secagg server: share sender differs from the header");
+    }
+    if (s.ciphertext.size() != secagg_internal::kShareCiphertextBytes) {
+      return absl::InvalidArgumentError("secagg server: share ciphertext has the wrong size");
     }
     recipients.push_back(s.recipient);
   }
@@ -275,6 +279,13 @@ absl::Status SecAggServer::HandleUnmaskResponse(const SecAggUnmaskResponse& m) {
           "secagg server: unmask response names the wrong client or kind of share");
     }
   }
+  for (const SecAggRevealedShare& s : m.shares) {
+    for (uint64_t e : s.share) {
+      if (e >= secagg_internal::kShamirPrime) {
+        return absl::InvalidArgumentError("secagg server: revealed share outside the field");
+      }
+    }
+  }
   const uint32_t x = static_cast<uint32_t>(v) + 1;
   for (const SecAggRevealedShare& s : m.shares) {
     Client& owner = clients_[s.owner];
@@ -292,13 +303,24 @@ absl::Status SecAggServer::RemoveMasks() {
     if (c.masked) {
       absl::StatusOr<Key32> seed =
           secagg_internal::ShamirReconstruct(c.seed_shares, config_.threshold);
-      if (!seed.ok()) return seed.status();
+      if (!seed.ok()) {
+        return absl::AbortedError(absl::StrCat("secagg server: self-mask seed of client ", u,
+                                               ": ", seed.status().message()));
+      }
+      if (secagg_internal::Commit(*seed, secagg_internal::SeedCommitmentContext(config_, u)) !=
+          c.seed_commitment) {
+        return absl::AbortedError(absl::StrCat("secagg server: reconstructed self-mask seed of "
+                                               "client ", u, " does not match its commitment"));
+      }
       secagg_internal::AddMask(*seed, /*subtract=*/true, config_.ring_bits, absl::MakeSpan(sum_));
       continue;
     }
     if (!c.shared || c.key_shares.empty()) continue;
     absl::StatusOr<Key32> sk = secagg_internal::ShamirReconstruct(c.key_shares, config_.threshold);
-    if (!sk.ok()) return sk.status();
+    if (!sk.ok()) {
+      return absl::AbortedError(absl::StrCat("secagg server: masking key of client ", u, ": ",
+                                             sk.status().message()));
+    }
     if (secagg_internal::PublicKey(*sk) != c.masking_key) {
       return absl::AbortedError(absl::StrCat(
           "secagg server: reconstructed masking key of client ", u, " does not match its key"));

@@ -1,6 +1,7 @@
 #ifndef SEXTANT_FEDERATION_SECAGG_SERVER_H_
 #define SEXTANT_FEDERATION_SECAGG_SERVER_H_
 
+#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -34,7 +35,8 @@ namespace sextant {
 // client already uses, a wrong-length vector or an element outside the ring, shares for the wrong
 // peers or of the wrong kind). A rejected message changes nothing. Finish*: FailedPrecondition
 // when called out of order; Aborted when fewer than t clients remain, or when some secret that
-// is needed has fewer than t holders left. An aborted round stays aborted, discards the masked
+// is needed has fewer than t holders left, or when a reconstructed secret does not match the
+// client's public key or seed commitment (a corrupted share: no wrong sum is ever returned). An aborted round stays aborted, discards the masked
 // sum and reveals nothing; the next round is a new server object.
 //
 // Not thread-safe; runs on the aggregator's loop.
@@ -66,6 +68,7 @@ class SecAggServer {
   struct Client {
     bool advertised = false, shared = false, masked = false, responded = false;
     SecAggPublicKey encryption_key{}, masking_key{};
+    std::array<uint8_t, 32> seed_commitment{};
     std::vector<int32_t> directory;  // holders that advertised (incl. itself), sorted
     std::vector<SecAggEncryptedShare> inbox;
     std::vector<int32_t> survivors, dropped;  // its unmask request

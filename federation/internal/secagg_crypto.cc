@@ -69,6 +69,18 @@ absl::StatusOr<Key32> AgreeKey(const Key32& secret_key, const Key32& own_public_
   return key;
 }
 
+Key32 Commit(const Key32& secret, absl::string_view context) {
+  EnsureSodium();
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, nullptr, 0, 32);
+  crypto_generichash_update(&st, reinterpret_cast<const uint8_t*>(context.data()),
+                            context.size());
+  crypto_generichash_update(&st, secret.data(), secret.size());
+  Key32 out;
+  crypto_generichash_final(&st, out.data(), out.size());
+  return out;
+}
+
 namespace {
 constexpr size_t kChunkElements = 4096;
 

@@ -46,6 +46,10 @@ Key32 PublicKey(const Key32& secret_key);
 absl::StatusOr<Key32> AgreeKey(const Key32& secret_key, const Key32& own_public_key,
                                const Key32& peer_public_key, absl::string_view context);
 
+// BLAKE2b-256 of `context` and the secret: a commitment that reveals nothing about a uniformly
+// random 32-byte secret.
+Key32 Commit(const Key32& secret, absl::string_view context);
+
 // Adds (or subtracts) the PRG expansion of `seed` to acc[i] (mod 2^64; the caller reduces mod
 // 2^ring_bits): element i takes 4 keystream bytes when ring_bits <= 32, else 8.
 void AddMask(const Key32& seed, bool subtract, int ring_bits, absl::Span<uint64_t> acc);

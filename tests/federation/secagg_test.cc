@@ -543,6 +543,27 @@ TEST(SecAggHygieneTest, RequestForBothKindsOfShareOfOneClientIsRefused) {
   EXPECT_EQ(s.server->HandleUnmaskResponse(bad).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(SecAggHygieneTest, CorruptedSeedShareAbortsInsteadOfReturningAWrongSum) {
+  Stage1 s;
+  std::vector<SecAggShareDelivery> deliveries = ToDeliveries(s);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(s.clients[i]->HandleShareDelivery(deliveries[i]).ok());
+    ASSERT_TRUE(s.server->HandleMaskedInput(*s.clients[i]->MaskInput(std::vector<uint64_t>(8, i)))
+                    .ok());
+  }
+  auto requests = s.server->FinishMaskedInput();
+  ASSERT_TRUE(requests.ok());
+  for (const auto& r : *requests) {
+    auto m = s.clients[r.header.recipient]->HandleUnmaskRequest(r);
+    ASSERT_TRUE(m.ok());
+    if (r.header.recipient == 0) m->shares[1].share[2] = (m->shares[1].share[2] + 1) % 1000;
+    ASSERT_TRUE(s.server->HandleUnmaskResponse(*m).ok());
+  }
+  auto result = s.server->FinishUnmask();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted) << result.status();
+  EXPECT_EQ(s.server->stage(), SecAggStage::kAborted);
+}
+
 TEST(SecAggHygieneTest, LateMaskedInputOfDroppedClientIsNotAccepted) {
   // Self masks: once the server asked for a client's masking-key shares (declared dropped), its
   // late masked input is refused, so its input can never be unmasked.
