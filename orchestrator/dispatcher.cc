@@ -201,6 +201,7 @@ absl::StatusOr<v1::RegisterResponse> Dispatcher::Register(const v1::RegisterRequ
         "; use matching sextant and sextant-worker binaries"));
   }
   int64_t id = next_worker_id_++;
+  workers_[id] = WorkerInfo{request.region(), request.pool(), request.launch_token()};
   SEXTANT_RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {
     SEXTANT_RETURN_IF_ERROR(store_->AddWorker(id, request.region(), request.pool(),
                                               request.hostname(), request.pid(), Now()));
@@ -255,11 +256,11 @@ absl::StatusOr<Dispatcher::Entry*> Dispatcher::CreateTrialInTx() {
 absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
   v1::LeaseResponse response;
   while (true) {
-    if (interrupted_ || Finished()) {
+    if (interrupted_ || Finished() || retired_.count(worker_id)) {
       response.set_done(true);
       return response;
     }
-    if (running_ >= std::max(1, spec_.search().max_concurrent())) break;
+    if (hold_ || running_ >= std::max(1, spec_.search().max_concurrent())) break;
     Entry* e = nullptr;
     double target = 0;
     bool resume = false;
@@ -683,6 +684,23 @@ absl::Status Dispatcher::MarkRunState(const std::string& state) {
     SEXTANT_RETURN_IF_ERROR(store_->PutMeta("finished_at", absl::StrCat(Now())));
     return Event("run_finished", 0, state);
   });
+}
+
+int Dispatcher::Demand() const {
+  if (interrupted_ || hold_ || Finished()) return 0;
+  const int slots = std::max(1, spec_.search().max_concurrent()) - running_;
+  if (slots <= 0) return 0;
+  // New trials or promotions may come: a worker for every free slot.
+  if (scheduler_ ? !scheduler_done_ : CanCreate()) return slots;
+  return std::min(slots, static_cast<int>(queue_.size()));
+}
+
+std::map<int64_t, int64_t> Dispatcher::RunningByWorker() const {
+  std::map<int64_t, int64_t> out;
+  for (const Entry& e : trials_) {
+    if (e.row.state == kRunning && e.worker_id != 0) out[e.worker_id] = e.row.id;
+  }
+  return out;
 }
 
 DispatchStats Dispatcher::Stats() const {

@@ -89,6 +89,25 @@ class Dispatcher {
   // True when no trial is pending or running and no further trial will be created.
   bool Finished() const;
   DispatchStats Stats() const;
+
+  // For the instance fleet (orchestrator/fleet.h):
+  // How many more trials would start now if enough workers were free: 0 when the run has
+  // ended or is held, else up to max_concurrent - running.
+  int Demand() const;
+  // The running trial of each busy worker (worker id -> trial id).
+  std::map<int64_t, int64_t> RunningByWorker() const;
+  // Where each registered worker says it runs, and the token its provider launched it with.
+  struct WorkerInfo {
+    std::string region;
+    std::string pool;
+    std::string launch_token;  // empty for a worker started by hand
+  };
+  const std::map<int64_t, WorkerInfo>& workers() const { return workers_; }
+  // While held, no trial is leased or promoted (the budget cannot pay for more work);
+  // running trials go on.
+  void SetHold(bool hold) { hold_ = hold; }
+  // The worker's instance is going away: its next Lease answers `done`, so it exits.
+  void RetireWorker(int64_t worker_id) { retired_.insert(worker_id); }
   const v1::ExperimentSpec& spec() const { return spec_; }
 
  private:
@@ -154,6 +173,9 @@ class Dispatcher {
   bool sampler_exhausted_ = false;
   bool interrupted_ = false;
   bool target_reached_ = false;
+  bool hold_ = false;
+  std::set<int64_t> retired_;
+  std::map<int64_t, WorkerInfo> workers_;
   // Heartbeat samples not yet written: monitoring data, batched so heartbeats stay cheap.
   std::vector<TelemetryRow> telemetry_;
   absl::Time telemetry_flushed_ = absl::InfinitePast();

@@ -28,6 +28,7 @@ namespace {
 
 constexpr const char* kUsage = R"(usage:
   sextant run FILE [--run-dir DIR] [--workers N] [--listen ADDR] [--metrics-port PORT]
+              [--time-scale X] [--slurm-partition P] [--slurm-spot-partition P]
   sextant resume DIR [--workers N] [--metrics-port PORT]
   sextant validate FILE
   sextant status DIR [--watch]
@@ -116,6 +117,14 @@ int Run(const Args& a, bool resume) {
       (!absl::SimpleAtoi(a.flags.at("metrics-port"), &options.metrics_port) ||
        options.metrics_port < 0 || options.metrics_port > 65535)) {
     return Usage("--metrics-port must be a port number (0 picks a free one)");
+  }
+  if (a.flags.count("time-scale") &&
+      (!absl::SimpleAtod(a.flags.at("time-scale"), &options.time_scale) || options.time_scale <= 0)) {
+    return Usage("--time-scale must be a positive number");
+  }
+  if (a.flags.count("slurm-partition")) options.slurm_partition = a.flags.at("slurm-partition");
+  if (a.flags.count("slurm-spot-partition")) {
+    options.slurm_spot_partition = a.flags.at("slurm-spot-partition");
   }
   for (const char* name : {"lease-timeout", "heartbeat"}) {
     if (!a.flags.count(name)) continue;
@@ -245,7 +254,9 @@ int main(int argc, char** argv) {
   Args a;
   if (cmd == "run" || cmd == "resume") {
     a = ParseArgs(argc, argv, 2,
-                  {"run-dir", "workers", "listen", "lease-timeout", "heartbeat", "metrics-port"}, {});
+                  {"run-dir", "workers", "listen", "lease-timeout", "heartbeat", "metrics-port",
+                   "time-scale", "slurm-partition", "slurm-spot-partition"},
+                  {});
   } else if (cmd == "results") {
     a = ParseArgs(argc, argv, 2, {"format"}, {});
   } else if (cmd == "status") {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -20,6 +21,10 @@
 #include "orchestrator/dispatcher.h"
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/federated_run.h"
+#include "orchestrator/fleet.h"
+#include "orchestrator/local_provider.h"
+#include "orchestrator/slurm_provider.h"
+#include "orchestrator/static_provider.h"
 #include "orchestrator/metrics_http_server.h"
 #include "orchestrator/progress.h"
 #include "orchestrator/prometheus_metrics.h"
@@ -201,8 +206,12 @@ class Run {
   int Loop() {
     int n = options_.workers > 0 ? options_.workers : std::max(1, spec_.search().max_concurrent());
     respawns_left_ = 3 * n;
-    for (int i = 0; i < n; ++i) LaunchWorker(i);
-    if (workers_.empty()) return 1;
+    if (spec_.resources().pools_size() > 0) {
+      if (int rc = StartFleet(); rc != 0) return rc;
+    } else {
+      for (int i = 0; i < n; ++i) LaunchWorker(i);
+      if (workers_.empty()) return 1;
+    }
     if (int rc = StartMetrics(); rc != 0) return rc;
     ProgressReporter progress(env_.out, options_.tty, env_.clock, spec_.objective().metric());
     *env_.out << "sextant: running " << spec_.name() << " in " << run_dir_path_ << " with " << n
@@ -231,6 +240,10 @@ class Run {
       }
       int sig = g_stop_signal.load();
       bool out_of_time = wall > 0 && absl::ToDoubleSeconds(env_.clock->Now() - start) > wall;
+      if (fleet_ && sig == 0 && !out_of_time) {
+        if (std::optional<int> rc = FleetStep(progress, stats)) return *rc;
+        continue;
+      }
       if (sig != 0 || out_of_time) {
         progress.Finish(stats);
         absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
@@ -309,6 +322,10 @@ class Run {
   // Lets workers see `done` and exit, then stops whatever is left, then the server.
   void Teardown() {
     if (!server_) return;
+    if (fleet_) {
+      FleetTeardown();
+      return;
+    }
     const absl::Time deadline = absl::Now() + absl::Seconds(3);
     bool stopping = g_stop_signal.load() != 0;
     if (stopping) {
@@ -331,6 +348,127 @@ class Run {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }
 
+  // Builds the provider and the fleet that launches, bills and scales the spec's pools.
+  int StartFleet() {
+    Catalog catalog = Catalog::Default();
+    if (!spec_.resources().catalog().empty()) {
+      std::ifstream in(spec_.resources().catalog());
+      std::stringstream text;
+      text << in.rdbuf();
+      std::vector<CatalogError> errors;
+      catalog = Catalog::Parse(text.str(), &errors);
+      if (!errors.empty()) {
+        *env_.err << "sextant: " << spec_.resources().catalog() << ":" << errors[0].line << ":"
+                  << errors[0].col << ": " << errors[0].message << "\n";
+        return 2;
+      }
+    }
+    const std::string bin = options_.worker_binary.empty() ? SelfDir() + "/sextant-worker"
+                                                           : options_.worker_binary;
+    const std::string& kind = spec_.resources().provider();
+    if (kind == "static") {
+      provider_ = std::make_unique<StaticProvider>();
+    } else if (kind == "slurm") {
+      provider_ = std::make_unique<SlurmProvider>(
+          SlurmOptions{bin, options_.slurm_partition, options_.slurm_spot_partition, ""});
+    } else if (kind == "local" || kind.empty()) {
+      provider_ = std::make_unique<LocalProvider>(env_.launcher, bin);
+    } else {
+      *env_.err << "sextant: provider " << kind << " runs only under `sextant simulate`\n";
+      return 2;
+    }
+    FleetOptions fo;
+    fo.connect = Target();
+    fo.logs_dir = std::filesystem::absolute(run_dir_->logs_dir()).string();
+    fo.time_scale = options_.time_scale;
+    fo.seed = spec_.search().seed();
+    auto fleet = Fleet::Create(spec_, std::move(catalog), provider_.get(), env_.clock, fo);
+    if (!fleet.ok()) {
+      *env_.err << "sextant: " << fleet.status().message() << "\n";
+      return 2;
+    }
+    fleet_ = *std::move(fleet);
+    if (kind == "static") {
+      *env_.out << "sextant: start workers with: sextant-worker --connect " << Target()
+                << " --region REGION --pool POOL\n";
+    }
+    return 0;
+  }
+
+  // One fleet round under the dispatch lock. Returns the exit code once the run ends.
+  std::optional<int> FleetStep(ProgressReporter& progress, const DispatchStats& stats) {
+    const absl::Time now = env_.clock->Now();
+    bool exhausted = false;
+    int demand = 0;
+    std::string stuck;
+    absl::Status s = service_->WithDispatcher([&](Dispatcher& d) -> absl::Status {
+      FleetView view;
+      view.demand = demand = d.Demand();
+      view.running = d.RunningByWorker();
+      for (const auto& [id, w] : d.workers()) view.workers[id] = {w.region, w.pool, w.launch_token};
+      FleetTick tick = fleet_->Tick(view);
+      d.SetHold(tick.hold || fleet_->exhausted());
+      for (int64_t w : tick.retire) d.RetireWorker(w);
+      SEXTANT_RETURN_IF_ERROR(store_->Begin());
+      absl::Status st;
+      for (const FleetTick::Event& e : tick.events) {
+        if (st.ok()) st = store_->AddEvent(absl::ToUnixMicros(now) / 1e6, e.kind, e.trial, e.message);
+      }
+      const bool write = !tick.events.empty() || now - last_cost_write_ >= absl::Seconds(1);
+      if (st.ok() && write) {
+        st = fleet_->WriteCosts(store_.get());
+        last_cost_write_ = now;
+      }
+      if (!st.ok()) {
+        store_->Rollback();
+        return st;
+      }
+      exhausted = fleet_->exhausted();
+      if (!exhausted && demand > 0) (void)fleet_->Stuck(&stuck);
+      return store_->Commit();
+    });
+    if (!s.ok()) return Fail(s);
+    if (!exhausted && stuck.empty()) return std::nullopt;
+    progress.Finish(stats);
+    if (!stuck.empty() && !absl::StartsWith(stuck, "the budget")) {
+      (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("FAILED"); });
+      *env_.err << "sextant: " << stuck << "; see " << run_dir_->logs_dir() << "\n";
+      return 1;
+    }
+    s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
+    if (s.ok()) s = service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("BUDGET_EXHAUSTED"); });
+    if (!s.ok()) return Fail(s);
+    *env_.out << "sextant: budget.max_cost reached; running trials were stopped. Continue with: "
+              << "sextant resume " << run_dir_path_ << "\n";
+    FleetTeardown();
+    PrintSummary();
+    return 0;
+  }
+
+  // Lets workers see `done` and exit, stops every instance, and writes the final bills.
+  void FleetTeardown() {
+    if (torn_down_) return;
+    torn_down_ = true;
+    fleet_->TerminateAll();
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (fleet_->Reap(false) > 0 && absl::Now() < deadline) {
+      service_->Tick().IgnoreError();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    fleet_->Reap(/*force=*/true);
+    (void)service_->WithDispatcher([&](Dispatcher&) -> absl::Status {
+      SEXTANT_RETURN_IF_ERROR(store_->Begin());
+      absl::Status st = fleet_->WriteCosts(store_.get());
+      if (!st.ok()) {
+        store_->Rollback();
+        return st;
+      }
+      return store_->Commit();
+    });
+    service_->Drain();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+
   struct Local {
     pid_t pid;
     int index;
@@ -349,6 +487,10 @@ class Run {
   int port_ = 0;
   std::vector<Local> workers_;
   int respawns_left_ = 0;
+  std::unique_ptr<Provider> provider_;  // with resources.pools
+  std::unique_ptr<Fleet> fleet_;        // with resources.pools
+  absl::Time last_cost_write_ = absl::InfinitePast();
+  bool torn_down_ = false;
 };
 
 }  // namespace

@@ -21,6 +21,11 @@ struct RunOptions {
   std::string worker_binary;       // default: sextant-worker beside this binary
   bool tty = false;                // draw the progress line in place
   int metrics_port = -1;           // serve Prometheus /metrics on 127.0.0.1:PORT; -1 = off, 0 = any
+  // With resources.pools, instances are launched, billed and scaled by the fleet
+  // (orchestrator/fleet.h) through the spec's provider:
+  double time_scale = 1;           // multiplies spot interruption times and notices; default 1
+  std::string slurm_partition;     // slurm: on-demand and reserved jobs; default: Slurm's default
+  std::string slurm_spot_partition;  // slurm: spot jobs (preemptible, requeued); default: as above
 };
 
 // The process-wide parts a run uses. All are required.

@@ -281,6 +281,8 @@ absl::Status Store::AddEvent(double time, const std::string& kind, int64_t trial
   return absl::OkStatus();
 }
 
+absl::Status Store::ClearCosts() { return Exec("DELETE FROM costs"); }
+
 absl::Status Store::AddCost(const CostRow& c) {
   SEXTANT_ASSIGN_OR_RETURN(
       sqlite3_stmt * s,

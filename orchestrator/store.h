@@ -126,6 +126,9 @@ class Store {
   // Cost rows (written by `sextant simulate` and the cost ledger); all of them, in order.
   // A store created before the costs table existed holds none (read-only opens see an error).
   absl::Status AddCost(const CostRow& cost);
+  // Deletes every cost row (the live ledger rewrites its rows as they grow). Call inside a
+  // transaction together with the AddCost calls that replace them.
+  absl::Status ClearCosts();
   absl::StatusOr<std::vector<CostRow>> LoadCosts();
   // The largest worker id stored (0 when none), so that ids stay unique across resumes.
   absl::StatusOr<int64_t> MaxWorkerId();

@@ -1,0 +1,71 @@
+#include "orchestrator/local_provider.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace sextant {
+namespace {
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status));
+  return "ended";
+}
+
+}  // namespace
+
+LocalProvider::LocalProvider(ProcessLauncher* launcher, std::string worker_binary)
+    : launcher_(launcher), worker_binary_(std::move(worker_binary)) {}
+
+absl::StatusOr<std::string> LocalProvider::Launch(const InstanceRequest& request) {
+  std::vector<std::string> argv = {worker_binary_,  "--connect", request.connect,
+                                   "--region",      request.region,
+                                   "--pool",        request.pool,
+                                   "--launch-token", request.launch_token,
+                                   "--exit-with-parent"};
+  if (request.preempt_notice_seconds > 0) {
+    argv.push_back("--preempt-notice");
+    argv.push_back(absl::StrCat(request.preempt_notice_seconds));
+  }
+  absl::StatusOr<pid_t> pid = launcher_->Launch(argv, request.log_path);
+  if (!pid.ok()) return pid.status();
+  live_[*pid] = true;
+  return absl::StrCat(*pid);
+}
+
+absl::Status LocalProvider::Terminate(const std::string& handle) {
+  pid_t pid = 0;
+  if (!absl::SimpleAtoi(handle, &pid) || !live_.count(pid)) return absl::OkStatus();
+  launcher_->Signal(pid, SIGINT);
+  return absl::OkStatus();
+}
+
+InstanceStatus LocalProvider::Poll(const std::string& handle) {
+  pid_t pid = 0;
+  if (!absl::SimpleAtoi(handle, &pid)) return InstanceStatus::Gone("not a local instance");
+  auto done = exited_.find(pid);
+  if (done != exited_.end()) return InstanceStatus::Gone(done->second);
+  if (!live_.count(pid)) return InstanceStatus::Gone("unknown instance");
+  std::optional<int> status = launcher_->Poll(pid);
+  if (!status) return InstanceStatus::Running();
+  live_.erase(pid);
+  return InstanceStatus::Gone(exited_[pid] = DescribeExit(*status));
+}
+
+absl::Status LocalProvider::Interrupt(const std::string& handle, bool notice) {
+  pid_t pid = 0;
+  if (!absl::SimpleAtoi(handle, &pid) || !live_.count(pid)) return absl::OkStatus();
+  launcher_->Signal(pid, notice ? SIGTERM : SIGKILL);
+  return absl::OkStatus();
+}
+
+void LocalProvider::KillAll() {
+  for (const auto& [pid, unused] : live_) launcher_->Signal(pid, SIGKILL);
+}
+
+}  // namespace sextant

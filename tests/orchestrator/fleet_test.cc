@@ -1,0 +1,268 @@
+#include "orchestrator/fleet.h"
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "orchestrator/static_provider.h"
+#include "tests/orchestrator/test_util.h"
+
+namespace sextant {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Instances that exist only as entries here: the one cloud that a unit test can own. A test
+// can refuse launches (no capacity) and end instances.
+class FakeProvider : public Provider {
+ public:
+  const char* name() const override { return "fake"; }
+  absl::StatusOr<std::string> Launch(const InstanceRequest& r) override {
+    if (refuse_launches > 0) {
+      --refuse_launches;
+      ++refused;
+      return absl::UnavailableError("no capacity");
+    }
+    std::string h = absl::StrCat("h", next_++);
+    live[h] = r;
+    return h;
+  }
+  absl::Status Terminate(const std::string& h) override {
+    live.erase(h);
+    terminated.push_back(h);
+    return absl::OkStatus();
+  }
+  InstanceStatus Poll(const std::string& h) override {
+    return live.count(h) ? InstanceStatus::Running() : InstanceStatus::Gone("gone");
+  }
+  absl::Status Interrupt(const std::string& h, bool notice) override {
+    (notice ? noticed : killed).push_back(h);
+    if (!notice) live.erase(h);
+    return absl::OkStatus();
+  }
+  std::map<std::string, InstanceRequest> live;
+  std::vector<std::string> terminated, noticed, killed;
+  int refuse_launches = 0;
+  int refused = 0;
+
+ private:
+  int next_ = 1;
+};
+
+v1::ExperimentSpec Spec(const std::string& pools, const std::string& budget = "") {
+  return testing::SpecFromYaml(absl::StrCat(R"(name: fleet
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+search: {sampler: random, max_trials: 10, max_concurrent: 4}
+trial: {command: [echo]}
+)",
+                                            budget, "resources:\n  idle_timeout: 30s\n  pools:\n", pools));
+}
+
+// Registers a worker for every launched instance not yet registered.
+void RegisterAll(const FakeProvider& p, FleetView& view) {
+  for (const auto& [h, r] : p.live) {
+    bool known = false;
+    for (const auto& [id, w] : view.workers) known = known || w.launch_token == r.launch_token;
+    if (!known) view.workers[static_cast<int64_t>(view.workers.size()) + 1] = {r.region, r.pool, r.launch_token};
+  }
+}
+
+FleetOptions Options() {
+  FleetOptions o;
+  o.connect = "127.0.0.1:1";
+  o.logs_dir = "/tmp";
+  o.wind_down_seconds = 0;
+  return o;
+}
+
+TEST(FleetTest, GrowsToTheQueueWithinOneTickUpToMaxAndShrinksIdleInstancesAtTheirPaidEnd) {
+  FakeClock clock;
+  FakeProvider provider;
+  auto fleet = Fleet::Create(
+      Spec("    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 3}\n"),
+      Catalog::Default(), &provider, &clock, Options());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  FleetView view;
+  view.demand = 5;
+  FleetTick t = (*fleet)->Tick(view);
+  EXPECT_EQ(provider.live.size(), 3u);  // capped at max_instances, all in one tick
+  // Booting instances count against the queue: no more launches while they boot.
+  (*fleet)->Tick(view);
+  EXPECT_EQ(provider.live.size(), 3u);
+  RegisterAll(provider, view);
+  view.running = {{1, 1}, {2, 2}, {3, 3}};
+  view.demand = 1;
+  clock.Advance(absl::Seconds(10));
+  (*fleet)->Tick(view);
+  EXPECT_EQ(provider.live.size(), 3u);
+  // The work ends; idle for 30 s is not enough while the 60 s minimum is paid.
+  view.running.clear();
+  view.demand = 0;
+  (*fleet)->Tick(view);
+  clock.Advance(absl::Seconds(31));  // t = 41: idle past the timeout, paid until 60
+  (*fleet)->Tick(view);
+  EXPECT_EQ(provider.live.size(), 3u);
+  clock.Advance(absl::Seconds(15));  // t = 56: within 5 s of the paid end
+  (*fleet)->Tick(view);
+  EXPECT_EQ(provider.live.size(), 0u);
+  EXPECT_EQ(provider.terminated.size(), 3u);
+  // Each billed its 60 s minimum at 2.4/h; each trial ran 10 s of it.
+  EXPECT_NEAR((*fleet)->committed(), 3 * 60 * 2.4 / 3600, 1e-12);
+  CostBreakdown b = (*fleet)->ledger().Breakdown();
+  EXPECT_NEAR(b.by_trial[1], 10 * 2.4 / 3600, 1e-12);
+  EXPECT_NEAR(b.by_pool["od"], 3 * 60 * 2.4 / 3600, 1e-12);
+}
+
+TEST(FleetTest, LedgerChargesIdleTimeUntilTerminationAndReservedCapacityWhole) {
+  FakeClock clock;
+  FakeProvider provider;
+  auto fleet = Fleet::Create(
+      Spec("    - {name: res, region: us-east-1, instance: gpu.1x, market: reserved, max_instances: 2}\n"
+           "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 1}\n"),
+      Catalog::Default(), &provider, &clock, Options());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  FleetView view;
+  view.demand = 1;
+  FleetTick t = (*fleet)->Tick(view);
+  ASSERT_EQ(provider.live.size(), 1u);
+  EXPECT_EQ(provider.live.begin()->second.pool, "res");  // prepaid capacity first
+  // The reservation: 2 instances x 1 h at 1.56/h, charged whole at once.
+  EXPECT_NEAR((*fleet)->committed(), 2 * 1.56, 1e-9);
+  RegisterAll(provider, view);
+  view.demand = 0;
+  view.running = {{1, 7}};
+  clock.Advance(absl::Seconds(100));
+  (*fleet)->Tick(view);
+  EXPECT_NEAR((*fleet)->committed(), 2 * 1.56, 1e-9);  // running on prepaid capacity costs nothing more
+  EXPECT_NEAR((*fleet)->ledger().Breakdown().by_trial[7], 100 * 1.56 / 3600, 1e-9);
+  bool reserved_event = false;
+  for (const auto& e : t.events) reserved_event = reserved_event || e.kind == "reservation";
+  EXPECT_TRUE(reserved_event);
+}
+
+TEST(FleetTest, BudgetRefusesALaunchThatWouldExceedTheCapAndStopsAtIt) {
+  FakeClock clock;
+  FakeProvider provider;
+  // One minimum bill of gpu.1x on demand is 60 s x 2.4/h = 0.04: the cap pays for two.
+  auto fleet = Fleet::Create(
+      Spec("    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}\n",
+           "budget: {max_cost: 0.09}\n"),
+      Catalog::Default(), &provider, &clock, Options());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  FleetView view;
+  view.demand = 4;
+  FleetTick t = (*fleet)->Tick(view);
+  EXPECT_EQ(provider.live.size(), 2u);
+  bool refused = false;
+  for (const auto& e : t.events) refused = refused || (e.kind == "budget_refused" && e.message.find("max_cost") != std::string::npos);
+  EXPECT_TRUE(refused);
+  RegisterAll(provider, view);
+  view.running = {{1, 1}, {2, 2}};
+  view.demand = 2;
+  // Committed grows per second after the minimum; the next increment of both would pass 0.09
+  // at 2 x 67.5 s x 2.4/h = 0.09.
+  double last = 0;
+  for (int s = 0; s < 200 && !(*fleet)->exhausted(); ++s) {
+    clock.Advance(absl::Seconds(1));
+    last = (*fleet)->committed();
+    (*fleet)->Tick(view);
+  }
+  ASSERT_TRUE((*fleet)->exhausted());
+  (*fleet)->TerminateAll();
+  (*fleet)->Reap(/*force=*/true);
+  const double increment_each = 2 * 1 * 2.4 / 3600;
+  EXPECT_LE((*fleet)->committed(), 0.09 + increment_each + 1e-12);
+  EXPECT_GE((*fleet)->committed(), last);
+}
+
+TEST(FleetTest, LaunchFailuresBackOffMoveToAnotherPoolAndGiveUpBounded) {
+  FakeClock clock;
+  FakeProvider provider;
+  provider.refuse_launches = 1000;
+  auto fleet = Fleet::Create(
+      Spec("    - {name: a, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 1}\n"
+           "    - {name: b, region: eu-west-1, instance: gpu.1x, market: on_demand, max_instances: 1}\n"),
+      Catalog::Default(), &provider, &clock, Options());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  FleetView view;
+  view.demand = 1;
+  std::string why;
+  int ticks = 0;
+  for (; ticks < 10000 && !(*fleet)->Stuck(&why); ++ticks) {
+    (*fleet)->Tick(view);
+    clock.Advance(absl::Seconds(1));
+  }
+  EXPECT_THAT(why, HasSubstr("every pool failed"));
+  // Five tries per pool with backoff 1, 2, 4, 8 s between them: both pools, bounded.
+  EXPECT_EQ(provider.refused, 10);
+  EXPECT_LT(ticks, 60);
+  for (const FleetPoolStats& s : (*fleet)->pool_stats()) EXPECT_EQ(s.launch_failures, 5);
+}
+
+TEST(FleetTest, SpotInterruptionSendsTheNoticeThenTakesTheInstanceBack) {
+  FakeClock clock;
+  FakeProvider provider;
+  std::vector<CatalogError> errors;
+  Catalog catalog = Catalog::Parse(R"(regions: [r1]
+instances: {gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}}
+offers:
+  - {region: r1, instance: gpu.1x, market: spot, price_per_hour: 0.72,
+     interruption: {rate_per_day: 8640, notice: 2s, notice_probability: 1}}
+)",
+                                   &errors);
+  ASSERT_TRUE(errors.empty()) << errors[0].message;
+  auto fleet = Fleet::Create(
+      Spec("    - {name: s, region: r1, instance: gpu.1x, market: spot, max_instances: 1}\n"),
+      catalog, &provider, &clock, Options());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  FleetView view;
+  view.demand = 1;
+  (*fleet)->Tick(view);
+  ASSERT_EQ(provider.live.size(), 1u);
+  EXPECT_GT(provider.live.begin()->second.preempt_notice_seconds, 0);
+  EXPECT_LE(provider.live.begin()->second.preempt_notice_seconds, 2);
+  RegisterAll(provider, view);
+  view.running = {{1, 3}};
+  // 8640 per day = one per 10 s on average: within 200 s it comes, notice first.
+  for (int s = 0; s < 200 && provider.killed.empty(); ++s) {
+    clock.Advance(absl::Milliseconds(500));
+    (*fleet)->Tick(view);
+  }
+  ASSERT_EQ(provider.noticed.size(), 1u);
+  ASSERT_EQ(provider.killed.size(), 1u);
+  EXPECT_EQ(provider.noticed[0], provider.killed[0]);
+  std::vector<FleetPoolStats> stats = (*fleet)->pool_stats();
+  EXPECT_EQ(stats[0].interruptions, 1);
+  EXPECT_EQ(stats[0].preemptions, 1);
+}
+
+TEST(FleetTest, StaticWorkersAreAdoptedAndBilledFromRegistration) {
+  FakeClock clock;
+  StaticProvider provider;
+  auto fleet = Fleet::Create(
+      Spec("    - {name: lab, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}\n"),
+      Catalog::Default(), &provider, &clock, Options());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  FleetView view;
+  view.demand = 2;
+  (*fleet)->Tick(view);
+  EXPECT_EQ((*fleet)->live_instances(), 0);  // nothing is launched
+  view.workers[1] = {"us-east-1", "lab", ""};
+  view.workers[2] = {"us-east-1", "elsewhere", ""};
+  FleetTick t = (*fleet)->Tick(view);
+  EXPECT_EQ((*fleet)->live_instances(), 1);
+  std::set<std::string> kinds;
+  for (const auto& e : t.events) kinds.insert(e.kind);
+  EXPECT_TRUE(kinds.count("instance_adopted"));
+  EXPECT_TRUE(kinds.count("worker_unbilled"));
+  clock.Advance(absl::Seconds(120));
+  EXPECT_NEAR((*fleet)->committed(), 120 * 2.4 / 3600, 1e-12);
+}
+
+}  // namespace
+}  // namespace sextant
