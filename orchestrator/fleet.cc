@@ -177,15 +177,21 @@ void Fleet::Interrupt(FleetTick& tick) {
     Pool& pool = pools_[inst.pool];
     if (!inst.noticed && inst.notice_seconds > 0 && now >= inst.notice_at) {
       inst.noticed = true;
+      // Counted at the notice: the worker may hand its trial back and exit before the end.
+      ++pool.stats.interruptions;
+      if (inst.trial != 0) ++pool.stats.preemptions;
+      placement_.OnPreemption(pool.spec.region(), now);
       provider_->Interrupt(inst.handle, /*notice=*/true).IgnoreError();
       tick.events.push_back({"spot_notice", inst.trial,
                              absl::StrFormat("instance %s of pool %s: interruption in %.1f s",
                                              inst.token, pool.spec.name(), inst.notice_seconds)});
     }
     if (now < inst.interrupt_at) continue;
-    ++pool.stats.interruptions;
-    if (inst.trial != 0) ++pool.stats.preemptions;
-    placement_.OnPreemption(pool.spec.region(), now);
+    if (!inst.noticed) {
+      ++pool.stats.interruptions;
+      if (inst.trial != 0) ++pool.stats.preemptions;
+      placement_.OnPreemption(pool.spec.region(), now);
+    }
     provider_->Interrupt(inst.handle, /*notice=*/false).IgnoreError();
     tick.events.push_back({"spot_interrupted", inst.trial,
                            absl::StrCat("instance ", inst.token, " of pool ", pool.spec.name(),

@@ -97,6 +97,7 @@ TEST(FleetTest, GrowsToTheQueueWithinOneTickUpToMaxAndShrinksIdleInstancesAtThei
   RegisterAll(provider, view);
   view.running = {{1, 1}, {2, 2}, {3, 3}};
   view.demand = 1;
+  (*fleet)->Tick(view);  // the trials start now
   clock.Advance(absl::Seconds(10));
   (*fleet)->Tick(view);
   EXPECT_EQ(provider.live.size(), 3u);
@@ -136,6 +137,7 @@ TEST(FleetTest, LedgerChargesIdleTimeUntilTerminationAndReservedCapacityWhole) {
   RegisterAll(provider, view);
   view.demand = 0;
   view.running = {{1, 7}};
+  (*fleet)->Tick(view);
   clock.Advance(absl::Seconds(100));
   (*fleet)->Tick(view);
   EXPECT_NEAR((*fleet)->committed(), 2 * 1.56, 1e-9);  // running on prepaid capacity costs nothing more
@@ -208,16 +210,16 @@ TEST(FleetTest, SpotInterruptionSendsTheNoticeThenTakesTheInstanceBack) {
   FakeClock clock;
   FakeProvider provider;
   std::vector<CatalogError> errors;
-  Catalog catalog = Catalog::Parse(R"(regions: [r1]
+  Catalog catalog = Catalog::Parse(R"(regions: [us-east-1]
 instances: {gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}}
 offers:
-  - {region: r1, instance: gpu.1x, market: spot, price_per_hour: 0.72,
+  - {region: us-east-1, instance: gpu.1x, market: spot, price_per_hour: 0.72,
      interruption: {rate_per_day: 8640, notice: 2s, notice_probability: 1}}
 )",
                                    &errors);
   ASSERT_TRUE(errors.empty()) << errors[0].message;
   auto fleet = Fleet::Create(
-      Spec("    - {name: s, region: r1, instance: gpu.1x, market: spot, max_instances: 1}\n"),
+      Spec("    - {name: s, region: us-east-1, instance: gpu.1x, market: spot, max_instances: 1}\n"),
       catalog, &provider, &clock, Options());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   FleetView view;
