@@ -1,6 +1,7 @@
 // sextant: the command-line interface (run, resume, validate, status, results, events).
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -21,6 +22,7 @@
 #include "orchestrator/report.h"
 #include "orchestrator/results.h"
 #include "orchestrator/run_dir.h"
+#include "orchestrator/security/certificates.h"
 #include "orchestrator/store.h"
 
 namespace sextant {
@@ -29,7 +31,9 @@ namespace {
 constexpr const char* kUsage = R"(usage:
   sextant run FILE [--run-dir DIR] [--workers N] [--listen ADDR] [--metrics-port PORT]
               [--time-scale X] [--slurm-partition P] [--slurm-spot-partition P]
-  sextant resume DIR [--workers N] [--metrics-port PORT]
+              [--tls-dir DIR]
+  sextant resume DIR [--workers N] [--metrics-port PORT] [--tls-dir DIR]
+  sextant certs init DIR | sextant certs issue DIR NAME [--enroll]
   sextant validate FILE
   sextant status DIR [--watch]
   sextant results DIR [--format table|json|csv]
@@ -109,6 +113,7 @@ int Run(const Args& a, bool resume) {
   }
   if (a.flags.count("run-dir")) options.run_dir = a.flags.at("run-dir");
   if (a.flags.count("listen")) options.listen = a.flags.at("listen");
+  if (a.flags.count("tls-dir")) options.tls_dir = a.flags.at("tls-dir");
   if (a.flags.count("workers") &&
       (!absl::SimpleAtoi(a.flags.at("workers"), &options.workers) || options.workers < 1)) {
     return Usage("--workers must be a positive integer");
@@ -136,6 +141,29 @@ int Run(const Args& a, bool resume) {
   auto launcher = NewPosixProcessLauncher();
   InstallStopHandlers();
   return RunExperiment(options, RunEnv{RealClockInstance(), launcher.get(), &std::cout, &std::cerr});
+}
+
+// sextant certs init DIR | sextant certs issue DIR NAME [--enroll]
+int Certs(int argc, char** argv) {
+  std::vector<std::string> args(argv + 2, argv + argc);
+  bool enroll = std::find(args.begin(), args.end(), "--enroll") != args.end();
+  std::erase(args, "--enroll");
+  absl::Status s;
+  if (args.size() == 2 && args[0] == "init") {
+    s = InitCertificateDirectory(args[1]);
+  } else if (args.size() == 3 && args[0] == "issue") {
+    s = IssueIntoDirectory(args[1], args[2], enroll);
+  } else {
+    return Usage("certs takes: init DIR | issue DIR NAME [--enroll]");
+  }
+  if (!s.ok()) {
+    std::cerr << "sextant: certs: " << s.message() << "\n";
+    return s.code() == absl::StatusCode::kAlreadyExists ? 2 : 1;
+  }
+  std::cout << "sextant: wrote " << (args[0] == "init" ? "a private CA, certificates and tokens"
+                                                       : "certificate " + args[2])
+            << " in " << args[1] << "\n";
+  return 0;
 }
 
 int Results(const Args& a) {
@@ -251,11 +279,12 @@ int main(int argc, char** argv) {
     std::cout << kUsage;
     return 0;
   }
+  if (cmd == "certs") return Certs(argc, argv);
   Args a;
   if (cmd == "run" || cmd == "resume") {
     a = ParseArgs(argc, argv, 2,
                   {"run-dir", "workers", "listen", "lease-timeout", "heartbeat", "metrics-port",
-                   "time-scale", "slurm-partition", "slurm-spot-partition"},
+                   "time-scale", "slurm-partition", "slurm-spot-partition", "tls-dir"},
                   {});
   } else if (cmd == "results") {
     a = ParseArgs(argc, argv, 2, {"format"}, {});

@@ -17,7 +17,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/redactor.h"
 #include "grpcpp/grpcpp.h"
+#include "orchestrator/admin_service.h"
 #include "orchestrator/dispatcher.h"
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/federated_run.h"
@@ -30,6 +32,7 @@
 #include "orchestrator/prometheus_metrics.h"
 #include "orchestrator/results.h"
 #include "orchestrator/run_dir.h"
+#include "orchestrator/security/server_security.h"
 #include "orchestrator/store.h"
 #include "orchestrator/strategy_factory.h"
 #include "orchestrator/worker_service.h"
@@ -142,15 +145,31 @@ class Run {
   }
 
   int StartServer() {
-    if (!IsLoopback(options_.listen)) {
+    if (!options_.tls_dir.empty()) {
+      auto security = LoadServerSecurity(options_.tls_dir);
+      if (!security.ok()) {
+        *env_.err << "sextant: --tls-dir: " << security.status().message() << "\n";
+        return 2;
+      }
+      security_ = *std::move(security);
+    }
+    if (!IsLoopback(options_.listen) && !(security_.tls() && security_.auth())) {
       *env_.err << "sextant: refusing to listen on " << options_.listen
-                << ": only loopback addresses are allowed without TLS and authentication\n";
+                << ": a non-loopback address needs TLS and authentication (--tls-dir DIR from "
+                   "`sextant certs init DIR`)\n";
       return 2;
     }
-    service_ = std::make_unique<WorkerServiceImpl>(dispatcher_.get());
+    std::map<std::string, std::string> trial_env(spec_.trial().env().begin(),
+                                                 spec_.trial().env().end());
+    service_ = std::make_unique<WorkerServiceImpl>(dispatcher_.get(),
+                                                   Redactor::FromEnvironment(trial_env));
+    admin_ = std::make_unique<AdminServiceImpl>(service_.get(), !security_.tokens.empty());
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort(options_.listen, MakeServerCredentials(security_), &port_);
     builder.RegisterService(service_.get());
+    builder.RegisterService(admin_.get());
+    // The limits hold for every service on this server: the worker and admin services carry
+    // small messages (a report batch is far below 16 MiB).
     builder.SetMaxReceiveMessageSize(16 << 20);
     builder.SetMaxSendMessageSize(16 << 20);
     server_ = builder.BuildAndStart();
@@ -168,6 +187,8 @@ class Run {
 
   std::string Target() const {
     std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
+    // Local workers reach a wildcard listener on loopback (which the certificates name).
+    if (host == "0.0.0.0" || host == "[::]" || host.empty()) host = "127.0.0.1";
     return absl::StrCat(host, ":", port_);
   }
 
@@ -177,6 +198,10 @@ class Run {
     std::vector<std::string> argv = {bin, "--connect", Target(), "--region", "local",
                                      "--pool", "local", "--launch-token",
                                      absl::StrCat("local-", index), "--exit-with-parent"};
+    if (!options_.tls_dir.empty()) {
+      argv.push_back("--tls-dir");
+      argv.push_back(std::filesystem::absolute(options_.tls_dir).string());
+    }
     auto pid = env_.launcher->Launch(argv, absl::StrCat(run_dir_->logs_dir(), "/worker-", index, ".log"));
     if (!pid.ok()) {
       *env_.err << "sextant: " << pid.status().message() << "\n";
@@ -239,6 +264,7 @@ class Run {
         return 0;
       }
       int sig = g_stop_signal.load();
+      if (sig == 0 && admin_->drain_requested()) sig = SIGINT;  // AdminService.Drain
       bool out_of_time = wall > 0 && absl::ToDoubleSeconds(env_.clock->Now() - start) > wall;
       if (fleet_ && sig == 0 && !out_of_time) {
         if (std::optional<int> rc = FleetStep(progress, stats)) return *rc;
@@ -482,6 +508,8 @@ class Run {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<WorkerServiceImpl> service_;
+  ServerSecurity security_;                  // none without --tls-dir
+  std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_;  // null without --metrics-port
   int port_ = 0;

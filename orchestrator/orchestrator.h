@@ -26,6 +26,9 @@ struct RunOptions {
   double time_scale = 1;           // multiplies spot interruption times and notices; default 1
   std::string slurm_partition;     // slurm: on-demand and reserved jobs; default: Slurm's default
   std::string slurm_spot_partition;  // slurm: spot jobs (preemptible, requeued); default: as above
+  // A directory from `sextant certs init`: serve TLS with mTLS and per-role bearer tokens, and
+  // give local workers the worker certificate and token. Default empty: plaintext, loopback.
+  std::string tls_dir;
 };
 
 // The process-wide parts a run uses. All are required.

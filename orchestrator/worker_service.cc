@@ -94,9 +94,21 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerConte
   });
 }
 
+void WorkerServiceImpl::Redact(google::protobuf::RepeatedPtrField<v1::Measurement>* ms) const {
+  for (v1::Measurement& m : *ms) {
+    if (!m.event().empty()) m.set_event(redactor_.Apply(m.event()));
+  }
+}
+
 grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext* context,
                                                     const v1::ReportRequest* request,
                                                     v1::ReportResponse* response) {
+  v1::ReportRequest redacted;
+  if (!redactor_.empty()) {
+    redacted = *request;
+    Redact(redacted.mutable_measurements());
+    request = &redacted;
+  }
   return Serve(context, /*serve_waiting=*/false, [&] {
     auto result = dispatcher_->Report(*request);
     if (result.ok()) SetAction(*result, response);
@@ -107,6 +119,13 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(grpc::CallbackServerContext* context,
                                                       const v1::CompleteRequest* request,
                                                       v1::CompleteResponse* response) {
+  v1::CompleteRequest redacted;
+  if (!redactor_.empty()) {
+    redacted = *request;
+    redacted.set_error(redactor_.Apply(redacted.error()));
+    Redact(redacted.mutable_measurements());
+    request = &redacted;
+  }
   return Serve(context, /*serve_waiting=*/true, [&] {
     auto result = dispatcher_->Complete(*request);
     if (result.ok()) *response = *std::move(result);

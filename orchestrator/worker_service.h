@@ -4,6 +4,7 @@
 #include <deque>
 #include <mutex>
 
+#include "common/redactor.h"
 #include "grpcpp/grpcpp.h"
 #include "orchestrator/dispatcher.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
@@ -18,7 +19,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // ends, or its wait runs out. Thread-safe.
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  explicit WorkerServiceImpl(Dispatcher* dispatcher) : dispatcher_(dispatcher) {}
+  // redactor masks secrets in trial errors and events before they are stored; default: none.
+  explicit WorkerServiceImpl(Dispatcher* dispatcher, Redactor redactor = Redactor())
+      : dispatcher_(dispatcher), redactor_(std::move(redactor)) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::RegisterRequest* request,
@@ -66,8 +69,12 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   void ServeWaitingLocked();
   void NoteErrorLocked(const absl::Status& status);
 
+  // Masks secrets in the free text of measurements (events) in place.
+  void Redact(google::protobuf::RepeatedPtrField<v1::Measurement>* ms) const;
+
   std::mutex mu_;
   Dispatcher* dispatcher_;
+  const Redactor redactor_;
   std::deque<Waiting> waiting_;
   absl::Status fatal_;
 };

@@ -3,11 +3,16 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <iostream>
 #include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/redactor.h"
 #include "grpcpp/grpcpp.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
 #include "worker/command_runner.h"
@@ -53,7 +58,7 @@ class TrialReporter : public CommandObserver {
         heartbeat_seconds_(heartbeat_seconds),
         clock_(clock),
         stop_(stop),
-        last_heartbeat_(clock->Now()),
+        last_heartbeat_(absl::InfinitePast()),  // the first tick heartbeats: telemetry at once
         last_flush_(clock->Now()) {}
 
   void OnMetrics(const std::map<std::string, double>& metrics, double elapsed) override {
@@ -197,11 +202,20 @@ class Worker {
     if (monitor.ok()) gpus_ = *std::move(monitor);
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(64 << 20);
-    channel_ = grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+    auto creds = Credentials();
+    if (!creds.ok()) {
+      creds_error_ = std::string(creds.status().message());
+      creds = grpc::InsecureChannelCredentials();
+    }
+    channel_ = grpc::CreateCustomChannel(options.target, *creds, args);
     stub_ = WorkerService::NewStub(channel_);
   }
 
   int Run() {
+    if (!creds_error_.empty()) {
+      std::cerr << "sextant-worker: --tls-dir: " << creds_error_ << "\n";
+      return 2;
+    }
     auto indices = ParseDeviceList(options_.gpus);
     if (!indices.ok()) {
       std::cerr << "sextant-worker: --gpus: " << indices.status().message() << "\n";
@@ -227,6 +241,35 @@ class Worker {
   }
 
  private:
+  // TLS with a client certificate and the role's bearer token when tls_dir is set.
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials() const {
+    if (options_.tls_dir.empty()) return grpc::InsecureChannelCredentials();
+    auto read = [&](const std::string& file) -> std::optional<std::string> {
+      std::ifstream f(absl::StrCat(options_.tls_dir, "/", file), std::ios::binary);
+      if (!f) return std::nullopt;
+      std::stringstream ss;
+      ss << f.rdbuf();
+      return ss.str();
+    };
+    grpc::SslCredentialsOptions ssl;
+    std::optional<std::string> ca = read("ca.pem"), cert = read(options_.tls_name + ".pem"),
+                               key = read(options_.tls_name + ".key");
+    if (!ca || !cert || !key) {
+      return absl::NotFoundError(absl::StrCat(options_.tls_dir, " lacks ca.pem, ",
+                                              options_.tls_name, ".pem or ", options_.tls_name,
+                                              ".key"));
+    }
+    ssl.pem_root_certs = *ca;
+    ssl.pem_cert_chain = *cert;
+    ssl.pem_private_key = *key;
+    auto creds = grpc::SslCredentials(ssl);
+    if (std::optional<std::string> token = read(options_.tls_name + ".token")) {
+      std::string t(absl::StripAsciiWhitespace(*token));
+      creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(t));
+    }
+    return creds;
+  }
+
   int RegisterSelf() {
     v1::RegisterRequest req;
     req.set_protocol_version(options_.protocol_version);
@@ -325,7 +368,10 @@ class Worker {
       return 0;
     }
     if (Stopping()) return 0;  // the orchestrator records the trial as cancelled
-    if (reporter.stale()) return -1;  // the lease moved on; our result is not wanted
+    if (reporter.stale()) {  // the lease moved on; our result is not wanted
+      NoteStale(a.trial_id(), a.attempt());
+      return -1;
+    }
     v1::CompleteRequest req;
     req.set_worker_id(reg_.worker_id());
     req.set_trial_id(a.trial_id());
@@ -345,10 +391,18 @@ class Worker {
         std::string error = result->error;
         std::string tail = LastLines(result->stderr_tail, 2000);
         if (!tail.empty()) absl::StrAppend(&error, "; stderr: ", tail);
-        req.set_error(error);
+        // A trial that prints a secret from its environment must not ship it anywhere.
+        std::map<std::string, std::string> env(a.env().begin(), a.env().end());
+        req.set_error(Redactor::FromEnvironment(env).Apply(error));
       }
     }
     return SendCompletion(req, next);
+  }
+
+  // The orchestrator gave this attempt's lease to another: says so once on stderr.
+  static void NoteStale(int64_t trial_id, int attempt) {
+    std::cerr << "sextant-worker: trial " << trial_id << " attempt " << attempt
+              << " no longer holds its lease; its late messages were rejected (stale)\n";
   }
 
   int SendCompletion(const v1::CompleteRequest& req, v1::LeaseResponse* next) {
@@ -365,6 +419,8 @@ class Worker {
         if (s.error_code() != grpc::StatusCode::ABORTED) {
           std::cerr << "sextant-worker: completion of trial " << req.trial_id()
                     << " not accepted: " << s.error_message() << "\n";
+        } else {
+          NoteStale(req.trial_id(), req.attempt());
         }
         return s.error_code() == grpc::StatusCode::ABORTED || Retryable(s) ? -1 : 1;
       }
@@ -381,6 +437,7 @@ class Worker {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<WorkerService::Stub> stub_;
   v1::RegisterResponse reg_;
+  std::string creds_error_;  // why the TLS credentials could not be built
 };
 
 }  // namespace

@@ -23,6 +23,11 @@ struct WorkerOptions {
   // report their utilisation. Default empty: no GPU is assigned (telemetry reports all GPUs
   // NVML sees, if any, and the trial's CPU and memory).
   std::string gpus;
+  // A directory from `sextant certs init`: connect with TLS, verifying the orchestrator against
+  // ca.pem, presenting TLS_NAME.pem/.key as the client certificate and sending TLS_NAME.token
+  // (when present) as the bearer token. Default empty: plaintext.
+  std::string tls_dir;
+  std::string tls_name = "worker";  // default "worker"
 };
 
 // Registers with the orchestrator and runs leased trials until the orchestrator says the

@@ -1,0 +1,225 @@
+// Security of the orchestrator's gRPC server with real processes: `sextant certs init`, TLS with
+// mutual authentication, per-role bearer tokens, the non-loopback rule and secret redaction.
+#include <signal.h>
+
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "orchestrator/security/certificates.h"
+#include "sextant/v1/admin_service.grpc.pb.h"
+#include "sextant/v1/worker_service.grpc.pb.h"
+#include "tests/orchestrator/test_util.h"
+
+namespace sextant {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::BackgroundProcess;
+using testing::MakeTempDir;
+using testing::ReadFile;
+using testing::RunProcess;
+using testing::WriteFile;
+
+const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
+
+std::string Experiment(int trials, const std::string& command, const std::string& extra = "") {
+  return absl::StrCat(R"(name: secure
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: -1, max: 1}
+search: {sampler: random, seed: 1, max_trials: )",
+                      trials, R"(, max_concurrent: 1}
+trial:
+  command: )",
+                      command, "\n", extra);
+}
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("security");
+    certs_ = dir_ + "/certs";
+    auto init = RunProcess({kSextant, "certs", "init", certs_});
+    ASSERT_EQ(init.exit_code, 0) << init.err;
+  }
+
+  std::string Read(const std::string& file) { return ReadFile(certs_ + "/" + file); }
+  std::string Token(const std::string& role) {
+    return std::string(absl::StripAsciiWhitespace(Read(role + ".token")));
+  }
+
+  // Starts a run over TLS whose single trial sleeps long enough for the checks; returns the
+  // address it listens on.
+  std::string StartSecureRun(std::unique_ptr<BackgroundProcess>* run) {
+    WriteFile(dir_ + "/slow.sh", "#!/bin/sh\nsleep 30\necho loss=1\n");
+    WriteFile(dir_ + "/exp.yaml", Experiment(1, "[sh, slow.sh]"));
+    *run = std::make_unique<BackgroundProcess>(std::vector<std::string>{
+        kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run", "--tls-dir", certs_,
+        "--workers", "1"});
+    EXPECT_TRUE((*run)->WaitForOutput("listening on", 30)) << (*run)->err();
+    std::string out = (*run)->out();
+    size_t at = out.find("listening on ") + 13;
+    return out.substr(at, out.find(')', at) - at);
+  }
+
+  // A TLS channel trusting our CA, presenting cert/key when given, sending token when given.
+  std::shared_ptr<grpc::Channel> Channel(const std::string& target, const KeyPair* client,
+                                         const std::string& token) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = Read("ca.pem");
+    if (client != nullptr) {
+      ssl.pem_cert_chain = client->cert_pem;
+      ssl.pem_private_key = client->key_pem;
+    }
+    auto creds = grpc::SslCredentials(ssl);
+    if (!token.empty()) {
+      creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(token));
+    }
+    return grpc::CreateChannel(target, creds);
+  }
+
+  grpc::Status CallRegister(const std::shared_ptr<grpc::Channel>& channel) {
+    auto stub = v1::WorkerService::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::RegisterRequest req;
+    req.set_protocol_version(1);
+    req.set_region("test");
+    v1::RegisterResponse resp;
+    return stub->Register(&ctx, req, &resp);
+  }
+
+  grpc::Status CallStatus(const std::shared_ptr<grpc::Channel>& channel,
+                          v1::GetStatusResponse* resp) {
+    auto stub = v1::AdminService::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return stub->GetStatus(&ctx, v1::GetStatusRequest(), resp);
+  }
+
+  KeyPair WorkerPair() { return KeyPair{Read("worker.pem"), Read("worker.key")}; }
+
+  std::string dir_, certs_;
+};
+
+TEST_F(SecurityTest, CertsInitWritesCaCertificatesTokensAndRefusesToOverwrite) {
+  for (const char* f : {"ca.pem", "ca.key", "orchestrator.pem", "orchestrator.key",
+                        "aggregator.pem", "aggregator.key", "worker.pem", "worker.key",
+                        "enrolled.txt", "worker.token", "aggregator.token", "admin.token"}) {
+    EXPECT_TRUE(std::filesystem::exists(certs_ + "/" + f)) << f;
+  }
+  auto perms = std::filesystem::status(certs_ + "/ca.key").permissions();
+  EXPECT_EQ(perms & std::filesystem::perms::group_read, std::filesystem::perms::none);
+  EXPECT_EQ(perms & std::filesystem::perms::others_read, std::filesystem::perms::none);
+  auto fp = CertificateFingerprint(Read("worker.pem"));
+  ASSERT_TRUE(fp.ok());
+  EXPECT_THAT(Read("enrolled.txt"), HasSubstr(*fp + " worker"));
+  EXPECT_NE(Token("worker"), Token("admin"));
+  EXPECT_EQ(Token("admin").size(), 64u);
+  auto again = RunProcess({kSextant, "certs", "init", certs_});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_THAT(again.err, HasSubstr("already holds a CA"));
+}
+
+TEST_F(SecurityTest, RunCompletesOverMutualTlsWithTokens) {
+  WriteFile(dir_ + "/exp.yaml", Experiment(3, R"([sh, -c, "echo loss=$SEXTANT_TRIAL_ID"])"));
+  auto r = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
+                       "--tls-dir", certs_});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("3/3 trials"));
+}
+
+TEST_F(SecurityTest, UnknownClientsAndWrongRolesAreRefusedWithTheRightCode) {
+  std::unique_ptr<BackgroundProcess> run;
+  std::string target = StartSecureRun(&run);
+  KeyPair worker = WorkerPair();
+
+  // The enrolled worker with its token gets in.
+  EXPECT_TRUE(CallRegister(Channel(target, &worker, Token("worker"))).ok());
+  // No client certificate: the TLS handshake fails.
+  EXPECT_EQ(CallRegister(Channel(target, nullptr, Token("worker"))).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  // A certificate from another CA: the handshake fails.
+  auto other_ca = CreateCertificateAuthority("someone else", 1);
+  ASSERT_TRUE(other_ca.ok());
+  auto stranger = IssueCertificate(*other_ca, "worker", {}, 1);
+  ASSERT_TRUE(stranger.ok());
+  EXPECT_EQ(CallRegister(Channel(target, &*stranger, Token("worker"))).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  // A valid certificate from our CA that was never enrolled.
+  auto unenrolled = IssueCertificate(KeyPair{Read("ca.pem"), Read("ca.key")}, "rogue", {}, 1);
+  ASSERT_TRUE(unenrolled.ok());
+  grpc::Status s = CallRegister(Channel(target, &*unenrolled, Token("worker")));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("not enrolled"));
+  // An enrolled certificate without a token, or with a made-up one.
+  EXPECT_EQ(CallRegister(Channel(target, &worker, "")).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(CallRegister(Channel(target, &worker, std::string(64, 'a'))).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  // A worker token calling an admin RPC.
+  v1::GetStatusResponse status;
+  s = CallStatus(Channel(target, &worker, Token("worker")), &status);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("may not call /sextant.v1.AdminService/GetStatus"));
+  // Plaintext to a TLS server.
+  auto plain = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  EXPECT_EQ(CallRegister(plain).error_code(), grpc::StatusCode::UNAVAILABLE);
+  // The admin token may.
+  s = CallStatus(Channel(target, &worker, Token("admin")), &status);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(status.experiment(), "secure");
+  EXPECT_EQ(status.max_trials(), 1);
+  // Drain ends the run as SIGINT would.
+  auto admin = v1::AdminService::NewStub(Channel(target, &worker, Token("admin")));
+  grpc::ClientContext ctx;
+  v1::DrainResponse drained;
+  ASSERT_TRUE(admin->Drain(&ctx, v1::DrainRequest(), &drained).ok());
+  EXPECT_EQ(run->Wait(30), 130) << run->out() << run->err();
+}
+
+TEST_F(SecurityTest, NonLoopbackListenNeedsTlsAndAuth) {
+  WriteFile(dir_ + "/exp.yaml", Experiment(1, R"([sh, -c, "echo loss=1"])"));
+  auto plain = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
+                           "--listen", "0.0.0.0:0"});
+  EXPECT_EQ(plain.exit_code, 2);
+  EXPECT_THAT(plain.err, HasSubstr("needs TLS and authentication"));
+  auto secure = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run2",
+                            "--listen", "0.0.0.0:0", "--tls-dir", certs_});
+  EXPECT_EQ(secure.exit_code, 0) << secure.out << secure.err;
+}
+
+TEST_F(SecurityTest, SecretsAreRedactedFromEventsErrorsAndResults) {
+  const std::string secret = "s3cr3t-value-8d1f";
+  WriteFile(dir_ + "/leak.sh", R"(#!/bin/sh
+echo "sextant-event: note using $API_TOKEN"
+echo "loss=1"
+echo "failed with token $API_TOKEN and $DB_PASSWORD" >&2
+exit 3
+)");
+  WriteFile(dir_ + "/exp.yaml",
+            Experiment(1, "[sh, leak.sh]",
+                       absl::StrCat("  env: {API_TOKEN: ", secret, ", DB_PASSWORD: hunter22}\n")));
+  auto r = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto results = RunProcess({kSextant, "results", dir_ + "/run", "--format", "json"});
+  auto events = RunProcess({kSextant, "events", dir_ + "/run"});
+  auto report = RunProcess({kSextant, "report", dir_ + "/run", "-o", dir_ + "/report.html"});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  for (const std::string& text : {results.out, events.out, ReadFile(dir_ + "/report.html")}) {
+    EXPECT_THAT(text, Not(HasSubstr(secret)));
+    EXPECT_THAT(text, Not(HasSubstr("hunter22")));
+  }
+  EXPECT_THAT(results.out, HasSubstr("failed with token [REDACTED] and [REDACTED]"));
+  EXPECT_THAT(events.out, HasSubstr("using [REDACTED]"));
+}
+
+}  // namespace
+}  // namespace sextant
