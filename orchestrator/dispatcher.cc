@@ -709,6 +709,7 @@ DispatchStats Dispatcher::Stats() const {
   s.created = static_cast<int>(trials_.size());
   for (const Entry& e : trials_) {
     ++s.by_state[e.row.state];
+    s.preemptions += e.row.preemptions;
     if (IsFinal(e.row.state)) ++s.finished;
     if (e.row.state == kCompleted && e.row.value &&
         (!s.best_value || Better(*e.row.value, *s.best_value))) {
@@ -717,6 +718,7 @@ DispatchStats Dispatcher::Stats() const {
     }
   }
   if (!CanCreate() && s.max_trials > s.created) s.max_trials = s.created;
+  if (spec_.budget().has_max_cost()) s.budget = spec_.budget().max_cost();
   return s;
 }
 

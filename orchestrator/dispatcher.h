@@ -38,6 +38,9 @@ struct DispatchStats {
   int finished = 0;                     // COMPLETED + PRUNED + FAILED
   std::optional<double> best_value;
   int64_t best_trial = 0;
+  int preemptions = 0;                  // attempts ended by a preemption notice, all trials
+  std::optional<double> spend;          // committed spend, when instances are billed
+  std::optional<double> budget;         // budget.max_cost, when set
 };
 
 // The queue of trials and the leases on them: the orchestrator's core, with no gRPC in it.

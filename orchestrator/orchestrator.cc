@@ -324,7 +324,11 @@ class Run {
   }
 
   DispatchStats Stats() {
-    return service_->WithDispatcher([](Dispatcher& d) { return d.Stats(); });
+    return service_->WithDispatcher([this](Dispatcher& d) {
+      DispatchStats s = d.Stats();
+      if (fleet_) s.spend = fleet_->committed();  // the fleet is ticked under the same lock
+      return s;
+    });
   }
 
   // Records and prints the orchestrator's own CPU time (not its workers' or trials').

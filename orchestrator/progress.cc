@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/duration.h"
 
 namespace sextant {
@@ -35,8 +36,13 @@ std::string ProgressReporter::Line(const DispatchStats& stats, const std::string
   if (failed != stats.by_state.end() && failed->second > 0) {
     absl::StrAppend(&line, " ", failed->second, " failed");
   }
+  if (stats.preemptions > 0) absl::StrAppend(&line, " ", stats.preemptions, " preempted");
   if (stats.best_value) {
     absl::StrAppend(&line, "  best ", metric, "=", *stats.best_value, " (#", stats.best_trial, ")");
+  }
+  if (stats.spend) {
+    absl::StrAppend(&line, "  spend ", absl::StrFormat("%.2f", *stats.spend));
+    if (stats.budget) absl::StrAppend(&line, absl::StrFormat("/%.2f", *stats.budget));
   }
   absl::StrAppend(&line, "  elapsed ", FormatClock(elapsed));
   if (done > 0 && done < total) {

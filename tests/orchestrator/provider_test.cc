@@ -115,6 +115,7 @@ resources:
   auto run = RunProcess({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 120);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_THAT(run.out, HasSubstr("budget.max_cost reached"));
+  EXPECT_THAT(run.out, HasSubstr("/5.00"));  // the progress lines show spend against the budget
   nlohmann::json j = Results(dir + "/run");
   EXPECT_EQ(j["state"], "BUDGET_EXHAUSTED");
   const double total = j["cost"]["total"].get<double>();

@@ -120,5 +120,45 @@ TEST_F(ReportBrowserTest, ThousandTrialReportRendersInUnderThreeSeconds) {
             << " ms in Chromium, whole chromium process " << r.wall_seconds << " s\n";
 }
 
+TEST_F(ReportBrowserTest, RealFederatedReportShowsRoundsPerRegion) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  // The 2-region x 3-client FedAvg example, shortened to 3 rounds.
+  std::string yaml = ReadFile(std::string(SEXTANT_SOURCE_DIR) +
+                              "/examples/federated/fashion-mnist-fedavg.yaml");
+  const std::string five = "rounds: 5";
+  ASSERT_NE(yaml.find(five), std::string::npos);
+  yaml.replace(yaml.find(five), five.size(), "rounds: 3");
+  testing::WriteFile(dir_ + "/fed.yaml", yaml);
+  auto run = RunProcess({kSextant, "run", dir_ + "/fed.yaml", "--run-dir", dir_ + "/run"}, 600);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::string html = MakeReport(dir_ + "/run");
+
+  testing::BrowserRender r = testing::DumpDom(html, kWidth, 900);
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  ExpectNoPageErrors(r);
+  ASSERT_EQ(testing::BodyAttribute(r.dom, "data-render-check"), "ok") << r.stderr_text;
+  nlohmann::json boxes =
+      nlohmann::json::parse(testing::BodyAttribute(r.dom, "data-chart-boxes"), nullptr, false);
+  ASSERT_TRUE(boxes.is_object());
+  int height = std::stoi(testing::BodyAttribute(r.dom, "data-page-height"));
+  std::string png = dir_ + "/report.png", log;
+  ASSERT_EQ(testing::Screenshot(html, png, kWidth, height, &log), 0) << log;
+  testing::Image image;
+  std::string error;
+  ASSERT_TRUE(testing::DecodePng(ReadFile(png), &image, &error)) << error;
+  for (const std::string id : {"chart-federated-accuracy", "chart-federated-loss",
+                               "chart-federated-clients"}) {
+    ASSERT_TRUE(boxes.contains(id)) << id << " in " << boxes.dump();
+    auto b = boxes[id];
+    EXPECT_GT(testing::GreyVariance(image, b[0], b[1], b[2], b[3]), 100) << id << " looks blank";
+  }
+  // The page's accuracy series holds the recorded rounds: global and both regions.
+  std::string page = ReadFile(html);
+  EXPECT_THAT(page, HasSubstr("east"));
+  EXPECT_THAT(page, HasSubstr("west"));
+}
+
 }  // namespace
 }  // namespace sextant
