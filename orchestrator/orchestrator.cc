@@ -315,6 +315,7 @@ class Run {
     m.best_value = stats.best_value;
     m.best_trial = stats.best_trial;
     if (spec_.budget().has_max_cost()) m.budget = spec_.budget().max_cost();
+    if (stats.spend) m.spend = *stats.spend;  // the live ledger's committed spend
     m.workers = static_cast<int>(workers_.size());
     auto running = stats.by_state.find("RUNNING");
     m.busy_workers = running == stats.by_state.end() ? 0 : std::min(running->second, m.workers);

@@ -18,7 +18,7 @@ struct MetricsSnapshot {
   int max_trials = 0;
   std::optional<double> best_value;     // unset until a trial completes
   int64_t best_trial = 0;
-  double spend = 0;                     // 0 until cost accounting records spend
+  double spend = 0;                     // committed spend of billed instances (0 without pools)
   std::optional<double> budget;         // budget.max_cost when set
   int workers = 0;                      // worker processes alive
   int busy_workers = 0;                 // workers running a trial
