@@ -1,8 +1,11 @@
 #include "orchestrator/local_provider.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -57,9 +60,39 @@ InstanceStatus LocalProvider::Poll(const std::string& handle) {
   return InstanceStatus::Gone(exited_[pid] = DescribeExit(*status));
 }
 
+namespace {
+
+// The process groups led by pid's children: a worker runs each trial as its own group.
+std::vector<pid_t> ChildGroups(pid_t pid) {
+  std::vector<pid_t> out;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return out;
+  while (dirent* d = ::readdir(dir)) {
+    pid_t child = 0;
+    if (!absl::SimpleAtoi(d->d_name, &child)) continue;
+    std::ifstream in(absl::StrCat("/proc/", child, "/stat"));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t paren = text.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(text.substr(paren + 2));
+    std::string state;
+    pid_t ppid = 0, pgrp = 0;
+    if (rest >> state >> ppid >> pgrp && ppid == pid && pgrp == child) out.push_back(child);
+  }
+  ::closedir(dir);
+  return out;
+}
+
+}  // namespace
+
 absl::Status LocalProvider::Interrupt(const std::string& handle, bool notice) {
   pid_t pid = 0;
   if (!absl::SimpleAtoi(handle, &pid) || !live_.count(pid)) return absl::OkStatus();
+  if (!notice) {
+    // The instance is taken back: whatever runs on it dies with it, trials included (they run
+    // in their own process groups, which would otherwise outlive the worker).
+    for (pid_t group : ChildGroups(pid)) ::killpg(group, SIGKILL);
+  }
   launcher_->Signal(pid, notice ? SIGTERM : SIGKILL);
   return absl::OkStatus();
 }
