@@ -407,6 +407,7 @@ class Loader {
   void LoadFederation(const Field& f);
   int64_t LoadRegions(const Section& s, v1::Federation* fed);
   void LoadFederationOptions(const Section& s, v1::Federation* fed);
+  void LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed);
 
   // Calls set(value) when the key is present and its value is valid.
   template <typename T, typename Read, typename Set>
@@ -1139,15 +1140,19 @@ void Loader::LoadFederation(const Field& f) {
   fed->set_partition("iid");
   fed->set_dirichlet_alpha(0.5);
   fed->set_secure_aggregation(true);
+  fed->set_trim_fraction(0.1);
+  fed->set_byzantine_clients(1);
   Section s(
       r_, f,
       {"regions", "rounds", "clients_per_round", "local_epochs", "local_batch_size", "local_lr",
        "proximal_mu", "aggregation", "server_optimizer", "server_lr", "min_clients",
        "round_deadline", "eval_every", "partition", "dirichlet_alpha", "secure_aggregation",
-       "seed", "examples_per_client", "validation_examples"});
+       "seed", "examples_per_client", "validation_examples", "trim_fraction",
+       "byzantine_clients", "krum_selected", "client_command"});
   if (!s.ok()) return;
   const int64_t total = LoadRegions(s, fed);
   LoadFederationOptions(s, fed);
+  LoadRobustAndCommandOptions(s, fed);
   if (total <= 0) return;
   if (const Field* min = s.Find("min_clients"); min && fed->min_clients() > total) {
     r_.ValueError(*min, absl::StrCat("must be <= the total number of clients (", total, "), got ",
@@ -1156,6 +1161,42 @@ void Loader::LoadFederation(const Field& f) {
   if (const Field* per = s.Find("clients_per_round"); per && fed->clients_per_round() > total) {
     r_.ValueError(*per, absl::StrCat("must be <= the total number of clients (", total, "), got ",
                                      per->value.Scalar()));
+  }
+}
+
+// Robust rules need each client's update in the clear, which secure aggregation hides.
+void Loader::LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed) {
+  IfPresent<double>(
+      s, "trim_fraction",
+      [&](const Field& x) -> std::optional<double> {
+        std::optional<double> v = r_.NumberAbove(x, 0, false);
+        if (v && *v >= 0.5) {
+          r_.ValueError(x, absl::StrCat("must be < 0.5 (a fraction cut at each end), got ", *v));
+          return std::nullopt;
+        }
+        return v;
+      },
+      [&](double v) { fed->set_trim_fraction(v); });
+  IfPresent<int64_t>(
+      s, "byzantine_clients", [&](const Field& x) { return r_.Integer(x, 0, kInt32Max); },
+      [&](int64_t v) { fed->set_byzantine_clients(v); });
+  IfPresent<int64_t>(
+      s, "krum_selected", [&](const Field& x) { return r_.Integer(x, 1, kInt32Max); },
+      [&](int64_t v) { fed->set_krum_selected(v); });
+  if (const Field* c = s.Find("client_command")) {
+    std::vector<Field> args = r_.Elements(*c);
+    if (c->value.IsSequence() && args.empty()) r_.ValueError(*c, "must not be empty");
+    for (const Field& arg : args) {
+      if (std::optional<std::string> v = r_.String(arg)) fed->add_client_command(*v);
+    }
+  }
+  const bool robust = fed->aggregation() != "fedavg";
+  if (robust && fed->secure_aggregation()) {
+    const Field* at = s.Find("aggregation");
+    r_.ValueError(*at, absl::StrCat(
+        "'", fed->aggregation(), "' needs each client's update in the clear, which secure "
+        "aggregation hides; use aggregation: fedavg, or set secure_aggregation: false "
+        "(secure_aggregation defaults to true)"));
   }
 }
 

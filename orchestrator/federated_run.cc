@@ -4,15 +4,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -230,11 +234,20 @@ class FederatedRun {
     for (const auto& r : fed().regions()) {
       const std::string port_file = absl::StrCat(fed_dir_, "/", r.name(), ".port");
       std::filesystem::remove(port_file);
-      Launch({Bin(), "--role", "aggregator", "--region", r.name(), "--connect", target,
-              "--experiment-id", experiment_id_, "--model-size", absl::StrCat(global_.size()),
-              "--work-dir", absl::StrCat(fed_dir_, "/", r.name()), "--port-file", port_file,
-              "--exit-with-parent"},
-             absl::StrCat("aggregator-", r.name(), ".log"), absl::StrCat("aggregator ", r.name()));
+      std::vector<std::string> argv = {
+          Bin(), "--role", "aggregator", "--region", r.name(), "--connect", target,
+          "--experiment-id", experiment_id_, "--model-size", absl::StrCat(global_.size()),
+          "--work-dir", absl::StrCat(fed_dir_, "/", r.name()), "--port-file", port_file,
+          "--exit-with-parent"};
+      // Robust rules run where client updates are in the clear: at the regional aggregators.
+      if (!fed().aggregation().empty() && fed().aggregation() != "fedavg") {
+        argv.insert(argv.end(),
+                    {"--aggregation", fed().aggregation(), "--trim-fraction",
+                     absl::StrCat(fed().trim_fraction()), "--byzantine",
+                     absl::StrCat(fed().byzantine_clients()), "--krum-selected", absl::StrCat(fed().krum_selected())});
+      }
+      Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
+             absl::StrCat("aggregator ", r.name()));
     }
     for (const auto& r : fed().regions()) {
       const std::string port_file = absl::StrCat(fed_dir_, "/", r.name(), ".port");
@@ -253,7 +266,8 @@ class FederatedRun {
       for (int i = 0; i < r.clients(); ++i) {
         Launch({Bin(), "--role", "client", "--region", r.name(), "--index", absl::StrCat(i),
                 "--connect", absl::StrCat("127.0.0.1:", port), "--experiment-id", experiment_id_,
-                "--spec", spec_file, "--threads", "1", "--exit-with-parent"},
+                "--spec", spec_file, "--threads", "1", "--work-dir",
+                absl::StrCat(fed_dir_, "/client-", r.name(), "-", i), "--exit-with-parent"},
                absl::StrCat("client-", r.name(), "-", i, ".log"),
                absl::StrCat("client ", ClientId(r.name(), i)));
       }
@@ -275,6 +289,15 @@ class FederatedRun {
       t.model_size = static_cast<int64_t>(global_.size());
       t.seed = fed().seed() * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(round);
       t.deadline_seconds = fed().round_deadline_seconds();
+    }
+    // Each region may close at the deadline once it is short by no more than the round's slack
+    // (sampled - min_clients): with one region that is min_clients itself, and the global tier
+    // still waits until min_clients are in over all regions.
+    int64_t sampled = 0;
+    for (const auto& [region, t] : tasks) sampled += static_cast<int64_t>(t.participants.size());
+    const int64_t slack = std::max<int64_t>(0, sampled - std::max(1, fed().min_clients()));
+    for (auto& [region, t] : tasks) {
+      t.min_updates = std::max<int64_t>(1, static_cast<int64_t>(t.participants.size()) - slack);
     }
     SEXTANT_RETURN_IF_ERROR(hub_->Publish(round, file, std::move(tasks),
                                           fed().round_deadline_seconds(),
@@ -300,17 +323,22 @@ class FederatedRun {
       if (!r.ok()) return Fail(r.status());
       last_eval_ = *r;
     }
-    rows.push_back({round, "", last_eval_.accuracy, last_eval_.loss, outcome.count,
-                    outcome.rejected, std::nullopt, Seconds()});
+    // Rejections: regional updates turned away here plus client updates each region rejected.
+    int64_t rejected = outcome.rejected;
+    for (const SenderReport& s : senders) rejected += s.rejected;
+    rows.push_back({round, "", last_eval_.accuracy, last_eval_.loss, outcome.count, rejected,
+                    std::nullopt, Seconds()});
     for (const SenderReport& s : senders) {
-      rows.push_back({round, s.client_id, s.metrics.eval_accuracy, s.metrics.eval_loss, s.count, 0,
-                      std::nullopt, Seconds()});
+      rows.push_back({round, s.client_id, s.metrics.eval_accuracy, s.metrics.eval_loss, s.count,
+                      s.rejected, std::nullopt, Seconds()});
     }
-    if (absl::Status s = Checkpoint(round); !s.ok()) return Fail(s);
+    // The checkpoint is the commit point: rows first, so that a crash between the two redoes
+    // the round on resume and replaces its rows rather than leaving a completed round unlisted.
     if (absl::Status s = rounds_->Put(rows); !s.ok()) return Fail(s);
+    if (absl::Status s = Checkpoint(round); !s.ok()) return Fail(s);
     const std::string line =
         absl::StrFormat("round=%d accuracy=%.4f loss=%.4f clients=%d rejected=%d", round,
-                        last_eval_.accuracy, last_eval_.loss, outcome.count, outcome.rejected);
+                        last_eval_.accuracy, last_eval_.loss, outcome.count, rejected);
     (void)store_->AddEvent(Seconds(), "round", 0, line);
     *env_.out << "sextant: " << line << "\n" << std::flush;
     last_round_ = round;
@@ -461,6 +489,54 @@ bool IsPlainFederated(const v1::ExperimentSpec& spec) {
   return spec.has_federation() && spec.parameters_size() == 0;
 }
 
+// One trial of a federated search: its parameters (value(name), nullopt when inactive) go into
+// the federation block, which then runs as a plain federated experiment.
+absl::Status ApplyFederatedTrialParams(
+    v1::ExperimentSpec& spec, const std::function<std::optional<std::string>(const std::string&)>& value) {
+  v1::Federation* f = spec.mutable_federation();
+  for (const v1::Parameter& p : spec.parameters()) {
+    std::optional<std::string> v = value(p.name());
+    if (!v) continue;
+    double x = 0;
+    if (!absl::SimpleAtod(*v, &x)) {
+      if (p.name() == "server_optimizer") {
+        f->set_server_optimizer(*v);
+        continue;
+      }
+      return absl::InvalidArgumentError(absl::StrCat("parameter ", p.name(), "='", *v, "'"));
+    }
+    const std::string& n = p.name();
+    if (n == "local_lr" || n == "client_lr") {
+      f->set_local_lr(x);
+    } else if (n == "local_epochs") {
+      f->set_local_epochs(static_cast<int32_t>(x));
+    } else if (n == "local_batch_size") {
+      f->set_local_batch_size(static_cast<int32_t>(x));
+    } else if (n == "server_lr") {
+      f->set_server_lr(x);
+    } else if (n == "proximal_mu" || n == "mu") {
+      f->set_proximal_mu(x);
+    } else if (n == "clients_per_round") {
+      f->set_clients_per_round(x);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter '", n, "' is not a federation hyperparameter (local_lr, client_lr, "
+          "local_epochs, local_batch_size, server_lr, proximal_mu, mu, clients_per_round, "
+          "server_optimizer)"));
+    }
+  }
+  spec.clear_parameters();
+  return absl::OkStatus();
+}
+
+std::optional<std::string> TrialParamFromEnv(const std::string& name) {
+  std::string var = "SEXTANT_PARAM_";
+  for (char c : name) var += std::isalnum(static_cast<unsigned char>(c)) ? absl::ascii_toupper(c) : '_';
+  const char* v = std::getenv(var.c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
 }  // namespace
 
 std::optional<int> MaybeRunFederated(const RunOptions& options, const RunEnv& env) {
@@ -475,8 +551,20 @@ std::optional<int> MaybeRunFederated(const RunOptions& options, const RunEnv& en
     if (!loaded.ok()) return std::nullopt;  // the caller reports the errors
     spec = loaded.spec;
   }
+  RunOptions run_options = options;
+  // A trial of a federated search (trial_command.h) runs with its parameters in the environment;
+  // a retried attempt continues the trial's own federated run.
+  const char* trial = std::getenv("SEXTANT_FEDERATED_TRIAL");
+  if (!options.resume && trial != nullptr && std::string(trial) == "1" && spec.has_federation() &&
+      spec.parameters_size() > 0) {
+    if (absl::Status s = ApplyFederatedTrialParams(spec, TrialParamFromEnv); !s.ok()) {
+      *env.err << "sextant: " << s.message() << "\n";
+      return 2;
+    }
+    run_options.resume = std::filesystem::exists(RunDir::DbPath(options.run_dir));
+  }
   if (!IsPlainFederated(spec)) return std::nullopt;
-  FederatedRun run(options, env, std::move(spec));
+  FederatedRun run(run_options, env, std::move(spec));
   return run.Main();
 }
 

@@ -1,6 +1,7 @@
 #include "orchestrator/trial_command.h"
 
 #include <cctype>
+#include <filesystem>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -137,7 +138,16 @@ absl::StatusOr<v1::Assignment> BuildAssignment(const v1::ExperimentSpec& spec,
   a.set_timeout_seconds(spec.trial().timeout_seconds());
   a.set_checkpoint_dir(context.checkpoint_dir);
   for (const auto& [name, value] : params) (*a.mutable_params())[name] = ToProto(value);
-  if (spec.trial().has_builtin()) {
+  if (spec.has_federation()) {
+    // Federated tuning: the trial is a whole federated run (`sextant run` of the same file in
+    // the trial's folder), its parameters substituted into the federation block there.
+    std::error_code ec;
+    std::string file = std::filesystem::absolute(spec.source_path(), ec).string();
+    for (std::string s : {std::string("sextant"), std::string("run"), ec ? spec.source_path() : file,
+                          std::string("--run-dir"), context.checkpoint_dir + "/federation"}) {
+      a.add_argv(std::move(s));
+    }
+  } else if (spec.trial().has_builtin()) {
     SEXTANT_ASSIGN_OR_RETURN(std::vector<std::string> argv, BuiltinArgv(spec, space, params));
     for (std::string& s : argv) a.add_argv(std::move(s));
   }
@@ -150,6 +160,7 @@ absl::StatusOr<v1::Assignment> BuildAssignment(const v1::ExperimentSpec& spec,
     SEXTANT_ASSIGN_OR_RETURN(env[key], SubstituteParams(value, params, space));
   }
   env["SEXTANT_PARAMS"] = ParamsToJson(params);
+  if (spec.has_federation()) env["SEXTANT_FEDERATED_TRIAL"] = absl::StrCat(1);
   for (const auto& [name, value] : params) env[EnvName(name)] = FormatParamValue(value);
   env["SEXTANT_TRIAL_ID"] = absl::StrCat(context.trial_id);
   env["SEXTANT_ATTEMPT"] = absl::StrCat(context.attempt);

@@ -40,6 +40,8 @@ struct AssignmentContext {
 // `sextant-worker train` command line with the trainer's hyperparameters), and the environment:
 // the experiment's env (substituted), SEXTANT_PARAMS (JSON), SEXTANT_PARAM_<NAME> (upper case),
 // SEXTANT_TRIAL_ID, SEXTANT_ATTEMPT, SEXTANT_EXPERIMENT and SEXTANT_CHECKPOINT_DIR.
+// With a federation block the trial is a whole federated run: argv is `sextant run FILE
+// --run-dir CHECKPOINT_DIR/federation` with SEXTANT_FEDERATED_TRIAL=1 (see MaybeRunFederated).
 absl::StatusOr<v1::Assignment> BuildAssignment(const v1::ExperimentSpec& spec,
                                                const SearchSpace& space, const Params& params,
                                                const AssignmentContext& context);

@@ -327,6 +327,10 @@ class Worker {
       std::error_code ec;
       auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
       if (!ec) spec.argv[0] = self.string();
+    } else if (!spec.argv.empty() && spec.argv[0] == "sextant") {  // a federated trial
+      std::error_code ec;
+      auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+      if (!ec) spec.argv[0] = (self.parent_path() / "sextant").string();
     }
     for (const auto& [k, v] : a.env()) spec.env[k] = v;
     if (!options_.gpus.empty()) spec.env["CUDA_VISIBLE_DEVICES"] = options_.gpus;

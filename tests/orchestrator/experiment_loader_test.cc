@@ -895,5 +895,55 @@ simulate: {seconds_per_unit: 0s, objective: rosenbrock, colour: 1}
                           StartsWith("exp.yaml:9:57: simulate.colour: unknown key")));
 }
 
+TEST(ExperimentLoaderTest, FederationRobustRuleWithSecureAggregationIsRefusedWithTheReason) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 5}]
+  aggregation: krum
+)"),
+              ElementsAre(StartsWith("exp.yaml:6:16: federation.aggregation: 'krum' needs each "
+                                     "client's update in the clear, which secure aggregation "
+                                     "hides")));
+}
+
+TEST(ExperimentLoaderTest, FederationRobustRuleParametersAndClientCommand) {
+  LoadResult r = Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 5}]
+  aggregation: trimmed_mean
+  trim_fraction: 0.2
+  byzantine_clients: 2
+  krum_selected: 3
+  secure_aggregation: false
+  client_command: [/usr/bin/python3, train.py, --epochs, "1"]
+)");
+  ASSERT_THAT(r.errors, IsEmpty()) << r.errors[0].ToString();
+  const v1::Federation& f = r.spec.federation();
+  EXPECT_EQ(f.aggregation(), "trimmed_mean");
+  EXPECT_DOUBLE_EQ(f.trim_fraction(), 0.2);
+  EXPECT_EQ(f.byzantine_clients(), 2);
+  EXPECT_EQ(f.krum_selected(), 3);
+  EXPECT_THAT(f.client_command(), ElementsAre("/usr/bin/python3", "train.py", "--epochs", "1"));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 5}]
+  aggregation: trimmed_mean
+  trim_fraction: 0.5
+  secure_aggregation: false
+)"),
+              ElementsAre("exp.yaml:7:18: federation.trim_fraction: must be < 0.5 (a fraction "
+                          "cut at each end), got 0.5"));
+}
+
 }  // namespace
 }  // namespace sextant
+

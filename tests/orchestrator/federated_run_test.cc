@@ -1,14 +1,20 @@
 // End to end: `sextant run` on a 2-region x 3-client federated experiment on loopback, with real
 // processes (aggregators and clients) and real Fashion-MNIST.
+#include <fcntl.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -19,6 +25,91 @@ std::string Read(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// Starts argv with stdout and stderr to out_file; returns the pid.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_file) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits up to `seconds` for pid; its exit code, or -1 on timeout (the process is then killed).
+int WaitExit(pid_t pid, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+// Rows of `sql` (every column as text); empty when the database or table is not there yet.
+std::vector<std::vector<std::string>> Query(const std::string& db_path, const std::string& sql) {
+  std::vector<std::vector<std::string>> rows;
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    return rows;
+  }
+  sqlite3_busy_timeout(db, 2000);
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      std::vector<std::string> row;
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        const unsigned char* t = sqlite3_column_text(st, c);
+        row.push_back(t ? reinterpret_cast<const char*>(t) : "");
+      }
+      rows.push_back(row);
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return rows;
+}
+
+// Waits up to `seconds` until the global row of `round` is in the rounds table.
+bool WaitForRound(const std::string& db, int round, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  const std::string sql = "SELECT round FROM rounds WHERE region = '' AND round >= " +
+                          std::to_string(round);
+  while (std::chrono::steady_clock::now() < until) {
+    if (!Query(db, sql).empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+std::string SmallExperiment(const std::string& name, const std::string& regions, int rounds,
+                            int min_clients, const std::string& deadline) {
+  return "name: " + name + R"(
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "32"}}
+federation:
+  regions: )" + regions + R"(
+  rounds: )" + std::to_string(rounds) + R"(
+  local_lr: 0.05
+  min_clients: )" + std::to_string(min_clients) + R"(
+  round_deadline: )" + deadline + R"(
+  seed: 5
+  examples_per_client: 600
+  validation_examples: 1000
+  secure_aggregation: false
+)";
 }
 
 TEST(FederatedRunTest, TwoRegionsOfThreeClientsLearnAndSendOnlyModelSizedUpdates) {
@@ -79,4 +170,176 @@ federation:
   }
 }
 
+// A client SIGKILLed while round 2 is open: the round closes at the deadline with the clients
+// that reported (min_clients), and every later round goes on without it instead of waiting.
+TEST(FederatedRunTest, KilledClientDoesNotBlockRoundsThatCloseWithMinClients) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  const std::string dir = testing::TempDir() + "/fl-kill-client";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/exp.yaml")
+      << SmallExperiment("fl-kill-client", "[{name: east, clients: 3}]", 4, 2, "4s");
+  const std::string bin = SEXTANT_BIN_DIR;
+  const std::string db = dir + "/run/state.db";
+  pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
+                    dir + "/out.txt");
+  ASSERT_TRUE(WaitForRound(db, 1, 120)) << Read(dir + "/out.txt");
+  auto launched = Query(db, "SELECT message FROM events WHERE kind = 'federation_launch' AND "
+                            "message LIKE 'client east/1 pid=%'");
+  ASSERT_EQ(launched.size(), 1u);
+  const pid_t victim = std::stoi(launched[0][0].substr(launched[0][0].find("pid=") + 4));
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(WaitExit(run, 180), 0) << Read(dir + "/out.txt");
+  const double after_kill =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  auto rounds = Query(db, "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
+  ASSERT_EQ(rounds.size(), 4u) << Read(dir + "/out.txt");
+  // Under load a client may still be loading its data at round 1's deadline; min_clients is 2.
+  EXPECT_TRUE(rounds[0][1] == "2" || rounds[0][1] == "3") << rounds[0][1];
+  // Round 2 was open when the client died (it may have pushed before the signal landed).
+  EXPECT_TRUE(rounds[1][1] == "2" || rounds[1][1] == "3") << rounds[1][1];
+  EXPECT_EQ(rounds[2][1], "2");
+  EXPECT_EQ(rounds[3][1], "2");
+  // Rounds 3 and 4 each waited out the 4 s deadline for the dead client, and no longer.
+  EXPECT_GE(after_kill, 8.0);
+  EXPECT_LT(after_kill, 60.0);
+  auto exits = Query(db, "SELECT message FROM events WHERE kind = 'federation_exit'");
+  bool seen = false;
+  for (const auto& e : exits) seen = seen || e[0].rfind("client east/1 exited", 0) == 0;
+  EXPECT_TRUE(seen);
+  auto trial = Query(db, "SELECT state FROM trials WHERE id = 1");
+  ASSERT_EQ(trial.size(), 1u);
+  EXPECT_EQ(trial[0][0], "COMPLETED");
+}
+
+// SIGKILL of the orchestrator after round 2 (its aggregators and clients die with it); `sextant
+// resume` continues after the last checkpointed round with the same federation, and the rounds
+// table ends with every round exactly once.
+TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedRound) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  const std::string dir = testing::TempDir() + "/fl-kill-orchestrator";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/exp.yaml") << SmallExperiment(
+      "fl-kill-orch", "[{name: east, clients: 2}, {name: west, clients: 2}]", 5, 4, "60s");
+  const std::string bin = SEXTANT_BIN_DIR;
+  const std::string db = dir + "/run/state.db";
+  pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
+                    dir + "/out1.txt");
+  ASSERT_TRUE(WaitForRound(db, 2, 180)) << Read(dir + "/out1.txt");
+  ASSERT_EQ(kill(run, SIGKILL), 0);
+  waitpid(run, nullptr, 0);
+  auto before = Query(db, "SELECT MAX(round) FROM rounds WHERE region = ''");
+  ASSERT_EQ(before.size(), 1u);
+  const int listed = std::stoi(before[0][0]);
+  ASSERT_LT(listed, 5) << "the run finished before it was killed";
+  auto id_before = Query(db, "SELECT value FROM meta WHERE key = 'federation_id'");
+  const double accuracy_before = std::stod(
+      Query(db, "SELECT accuracy FROM rounds WHERE region = '' AND round = " +
+                    std::to_string(listed))[0][0]);
+
+  pid_t resumed = Spawn({bin + "/sextant", "resume", dir + "/run"}, dir + "/out2.txt");
+  ASSERT_EQ(WaitExit(resumed, 240), 0) << Read(dir + "/out2.txt");
+  const std::string out = Read(dir + "/out2.txt");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("resuming after round (\\d+)"))) << out;
+  const int resumed_after = std::stoi(m[1]);
+  // The checkpoint is written after the round's rows: the last listed round, or (killed in
+  // between) the one before it, which is then redone.
+  EXPECT_TRUE(resumed_after == listed || resumed_after == listed - 1) << out;
+  EXPECT_GE(resumed_after, 1);
+  for (int r = 1; r <= resumed_after; ++r) {
+    EXPECT_EQ(out.find("round=" + std::to_string(r) + " "), std::string::npos) << out;
+  }
+  EXPECT_NE(out.find("round=" + std::to_string(resumed_after + 1) + " "), std::string::npos) << out;
+  auto rounds = Query(db, "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
+  ASSERT_EQ(rounds.size(), 5u);
+  for (int r = 0; r < 5; ++r) {
+    EXPECT_EQ(rounds[r][0], std::to_string(r + 1));
+    EXPECT_EQ(rounds[r][1], "4");
+  }
+  // Training went on from the restored model, not from a fresh one.
+  EXPECT_GT(std::stod(rounds[4][2]), accuracy_before - 0.05);
+  EXPECT_EQ(Query(db, "SELECT value FROM meta WHERE key = 'federation_id'"), id_before);
+  auto trial = Query(db, "SELECT state FROM trials WHERE id = 1");
+  ASSERT_EQ(trial.size(), 1u);
+  EXPECT_EQ(trial[0][0], "COMPLETED");
+}
+
+// Federated tuning: with `search:` each trial is a whole federated run (its own run directory
+// under the trial's checkpoint folder) with the trial's parameters in the federation block, and
+// the trial's value is that run's final global validation accuracy.
+TEST(FederatedRunTest, SearchRunsEachTrialAsAFederatedRunWithItsParameters) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  const std::string dir = testing::TempDir() + "/fl-search";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/exp.yaml") << R"(name: fl-search
+objective: {metric: val_accuracy, goal: maximize}
+parameters:
+  local_lr: {type: float, min: 0.02, max: 0.1, log: true}
+  clients_per_round: {type: int, min: 2, max: 3}
+search: {sampler: random, seed: 4, max_trials: 3, max_concurrent: 1}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "32"}}
+federation:
+  regions: [{name: east, clients: 3}]
+  rounds: 2
+  round_deadline: 60s
+  seed: 2
+  examples_per_client: 400
+  validation_examples: 1000
+  secure_aggregation: false
+)";
+  const std::string bin = SEXTANT_BIN_DIR;
+  pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
+                    dir + "/out.txt");
+  ASSERT_EQ(WaitExit(run, 400), 0) << Read(dir + "/out.txt");
+  auto trials = Query(dir + "/run/state.db", "SELECT id, state, params, value FROM trials ORDER BY id");
+  ASSERT_EQ(trials.size(), 3u) << Read(dir + "/out.txt");
+  for (const auto& t : trials) {
+    EXPECT_EQ(t[1], "COMPLETED") << t[0];
+    const std::string nested = dir + "/run/artifacts/checkpoints/trial-" + t[0] + "/federation/state.db";
+    auto rounds = Query(nested, "SELECT round, clients, accuracy FROM rounds WHERE region = '' "
+                                "ORDER BY round");
+    ASSERT_EQ(rounds.size(), 2u) << nested;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(t[2], m, std::regex("\"clients_per_round\":\\s*(\\d+)"))) << t[2];
+    // The trial's clients_per_round reached its federation: that many clients per round.
+    EXPECT_EQ(rounds[1][1], m[1].str()) << t[2];
+    // The objective is the federated run's final global validation accuracy (printed to 4 places).
+    EXPECT_NEAR(std::stod(t[3]), std::stod(rounds[1][2]), 1e-4) << t[2];
+    EXPECT_GT(std::stod(t[3]), 0.3);
+  }
+}
+
+// examples/federated/pytorch-client: every client trains with its own PyTorch code through
+// `federation.client_command`; the global model still learns.
+TEST(FederatedRunTest, PytorchCommandClientExampleLearns) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  if (std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3-torch is not installed (scripts/install-deps --bench)";
+  }
+  const std::string dir = testing::TempDir() + "/fl-torch";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string example =
+      std::string(SEXTANT_SOURCE_DIR) + "/examples/federated/pytorch-client/fedavg-pytorch.yaml";
+  const std::string bin = SEXTANT_BIN_DIR;
+  pid_t run = Spawn({bin + "/sextant", "run", example, "--run-dir", dir + "/run"}, dir + "/out.txt");
+  ASSERT_EQ(WaitExit(run, 600), 0) << Read(dir + "/out.txt");
+  auto rounds = Query(dir + "/run/state.db",
+                      "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
+  ASSERT_EQ(rounds.size(), 3u) << Read(dir + "/out.txt");
+  for (const auto& r : rounds) EXPECT_EQ(r[1], "3");
+  // Three clients of 1,000 examples, three rounds of one local epoch of SGD in PyTorch.
+  EXPECT_GT(std::stod(rounds[2][2]), 0.6) << Read(dir + "/out.txt");  // 0.68 when written
+  EXPECT_GT(std::stod(rounds[2][2]), std::stod(rounds[0][2]) - 0.02);
+  // The command really ran: its round outputs sit in the clients' exchange folders.
+  const std::string out = Read(dir + "/run/federation/client-east-0/round-3.out");
+  EXPECT_NE(out.find("num_examples=1000"), std::string::npos) << out;
+}
+
 }  // namespace
+

@@ -1,12 +1,14 @@
 #include "worker/federated/federated_client.h"
 
 #include <functional>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "worker/federated/command_trainer.h"
 
 namespace sextant {
 namespace {
@@ -28,6 +30,23 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   stats.model_floats = trainer->size();
   stats.examples = mine.train.size();
   std::vector<float> global(trainer->size()), local(trainer->size());
+  std::optional<CommandTrainer> command;
+  if (!o.job.client_command.empty()) {
+    CommandTrainerOptions c;
+    c.argv = o.job.client_command;
+    c.work_dir = !o.work_dir.empty() ? o.work_dir
+                                     : absl::StrCat("/tmp/sextant-client-", o.experiment_id, "-",
+                                                    o.region, "-", o.index);
+    c.working_dir = o.job.command_dir;
+    c.env = {{"SEXTANT_CLIENT_ID", id},
+             {"SEXTANT_LR", absl::StrCat(o.job.local.lr)},
+             {"SEXTANT_EPOCHS", absl::StrCat(o.job.local.epochs)},
+             {"SEXTANT_BATCH_SIZE", absl::StrCat(o.job.local.batch_size)},
+             {"SEXTANT_MU", absl::StrCat(o.job.local.proximal_mu)}};
+    SEXTANT_ASSIGN_OR_RETURN(CommandTrainer ct, CommandTrainer::Create(c, RealClockInstance()));
+    SEXTANT_RETURN_IF_ERROR(ct.WriteClientShare(mine.train));
+    command.emplace(std::move(ct));
+  }
   int64_t after = -1;
   absl::Time unreachable_since = absl::InfiniteFuture();
   while (!Stopped(stop)) {
@@ -63,16 +82,29 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
     SEXTANT_ASSIGN_OR_RETURN(EvalResult before, trainer->Evaluate(mine.held_out));
     LocalTrainingOptions local_opts = o.job.local;
     local_opts.seed = task->seed;
-    SEXTANT_ASSIGN_OR_RETURN(double train_loss, trainer->Train(mine.train, local_opts, global));
-    SEXTANT_RETURN_IF_ERROR(trainer->GetWeights(absl::MakeSpan(local)));
+    double train_loss = 0;
+    int64_t examples = mine.train.size();
+    if (command) {
+      absl::StatusOr<CommandRoundResult> r =
+          command->RunRound(task->round, task->seed, global, absl::MakeSpan(local));
+      if (!r.ok()) {
+        if (o.log != nullptr) *o.log << "round=" << task->round << " skipped: " << r.status() << "\n" << std::flush;
+        continue;
+      }
+      train_loss = r->train_loss;
+      examples = r->num_examples;
+    } else {
+      SEXTANT_ASSIGN_OR_RETURN(train_loss, trainer->Train(mine.train, local_opts, global));
+      SEXTANT_RETURN_IF_ERROR(trainer->GetWeights(absl::MakeSpan(local)));
+    }
     for (size_t i = 0; i < local.size(); ++i) local[i] -= global[i];  // the update is a delta
-    PushHeader header{o.experiment_id, task->round, id, static_cast<double>(mine.train.size()), 1,
+    PushHeader header{o.experiment_id, task->round, id, static_cast<double>(examples), 1,
                       SenderMetrics{train_loss, before.loss, before.accuracy,
                                     static_cast<double>(before.examples)}};
     absl::StatusOr<int64_t> sent = PushUpdate(stub.get(), header, local, o.chunk_floats);
     if (o.log != nullptr) {
       *o.log << "round=" << task->round << " train_loss=" << train_loss
-             << " eval_accuracy=" << before.accuracy << " examples=" << mine.train.size()
+             << " eval_accuracy=" << before.accuracy << " examples=" << examples
              << " bytes_sent=" << (sent.ok() ? *sent : 0)
              << (sent.ok() ? "" : absl::StrCat(" rejected=", sent.status().ToString())) << "\n"
              << std::flush;

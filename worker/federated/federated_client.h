@@ -24,6 +24,8 @@ struct FederatedClientOptions {
   double connect_timeout_seconds = 60;  // give up when the aggregator stays unreachable. Default 60.
   int64_t chunk_floats = kDefaultChunkFloats;
   std::ostream* log = nullptr;        // one line per round; default none
+  // The command client's exchange folder (job.client_command). Default: a folder under /tmp.
+  std::string work_dir;
 };
 
 struct FederatedClientStats {
@@ -36,7 +38,10 @@ struct FederatedClientStats {
 // A federated client: holds its partition of `data` (raw data never leaves this process), and
 // for every round it is sampled for pulls the global model from its aggregator, trains locally
 // from it (FedProx when mu > 0) and pushes its update (local minus global weights, weighted by
-// its example count). Returns when the experiment ends or *stop reads true.
+// its example count). With job.client_command the user's command trains instead
+// (CommandTrainer: the model goes out as .npy, the trained weights and num_examples= come back);
+// a round whose command fails is skipped (the round closes without it) and logged.
+// Returns when the experiment ends or *stop reads true.
 // Errors: a bad job or data; Unavailable when the aggregator cannot be reached for
 // connect_timeout_seconds.
 absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOptions& options,

@@ -1,6 +1,7 @@
 #include "worker/federated/federated_job.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <numeric>
 #include <random>
 
@@ -44,6 +45,10 @@ absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec
   for (const auto& r : f.regions()) job.total_clients += r.clients();
   job.examples_per_client = f.examples_per_client();
   if (f.validation_examples() > 0) job.validation_examples = f.validation_examples();
+  job.client_command.assign(f.client_command().begin(), f.client_command().end());
+  if (!spec.source_path().empty()) {
+    job.command_dir = std::filesystem::path(spec.source_path()).parent_path().string();
+  }
   return job;
 }
 

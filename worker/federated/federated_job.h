@@ -25,6 +25,10 @@ struct FederatedJob {
   int64_t examples_per_client = 0;  // 0: the whole share
   int64_t validation_examples = 10000;
   std::string dataset_dir = train::kFashionMnistDir;
+  // The command client (federation.client_command): argv, run from command_dir (the experiment
+  // file's folder). Empty: the built-in trainer trains.
+  std::vector<std::string> client_command;
+  std::string command_dir;
 };
 
 // The job of `spec` (trial.builtin gives the model: model, args.hidden, args.dropout).

@@ -17,7 +17,8 @@ namespace {
 bool ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags) {
   static const char* kKnown[] = {"--role", "--region", "--connect", "--experiment-id", "--index",
                                  "--spec", "--threads", "--model-size", "--work-dir", "--listen",
-                                 "--port-file", "--chunk-floats"};
+                                 "--port-file", "--chunk-floats", "--aggregation",
+                                 "--trim-fraction", "--byzantine", "--krum-selected"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--exit-with-parent") continue;
@@ -61,6 +62,7 @@ int RunClient(std::map<std::string, std::string>& f, const std::atomic<bool>* st
   o.global_index = *global;
   o.job = *job;
   o.log = &std::cout;
+  if (f.count("--work-dir")) o.work_dir = f["--work-dir"];
   absl::StatusOr<train::FashionMnist> data =
       train::LoadFashionMnist(o.job.dataset_dir, o.job.validation_examples, o.job.seed);
   if (!data.ok()) {
@@ -91,6 +93,22 @@ int RunAggregator(std::map<std::string, std::string>& f, const std::atomic<bool>
     return 2;
   }
   if (f.count("--chunk-floats")) (void)absl::SimpleAtoi(f["--chunk-floats"], &o.chunk_floats);
+  double trim = 0.1;
+  int64_t byzantine = 1, selected = 0;
+  if ((f.count("--trim-fraction") && !absl::SimpleAtod(f["--trim-fraction"], &trim)) ||
+      (f.count("--byzantine") && !absl::SimpleAtoi(f["--byzantine"], &byzantine)) ||
+      (f.count("--krum-selected") && !absl::SimpleAtoi(f["--krum-selected"], &selected))) {
+    std::cerr << "sextant-worker: --trim-fraction takes a number, --byzantine and --krum-selected "
+                 "integers\n";
+    return 2;
+  }
+  absl::StatusOr<AggregationRule> rule =
+      MakeAggregationRule(f["--aggregation"], trim, byzantine, selected);
+  if (!rule.ok()) {
+    std::cerr << "sextant-worker: " << rule.status().message() << "\n";
+    return 2;
+  }
+  o.rule = *rule;
   o.log = &std::cout;
   absl::Status s = RunRegionalAggregator(o, stop);
   if (!s.ok()) {

@@ -11,7 +11,10 @@ bool IsFederatedInvocation(int argc, char** argv);
 
 // `sextant-worker --role client|aggregator --region R --connect HOST:PORT --experiment-id ID ...`:
 //   client:     --index I --spec FILE (a serialized ExperimentSpec) [--threads N]
+//               [--work-dir DIR] (the command client's exchange folder)
 //   aggregator: --model-size N --work-dir DIR [--listen ADDR] [--port-file FILE]
+//               [--aggregation fedavg|median|trimmed_mean|krum|multi_krum] [--trim-fraction B]
+//               [--byzantine F] [--krum-selected M]
 // Returns the exit code: 0 when the experiment ended, 2 on bad arguments, 1 on failure.
 int RunFederatedMain(int argc, char** argv, const std::atomic<bool>* stop);
 

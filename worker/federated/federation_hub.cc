@@ -110,10 +110,10 @@ absl::Status FederationHub::AddChunk(const std::string& client_id, size_t offset
 }
 
 absl::Status FederationHub::Finish(const std::string& client_id, double weight, int64_t count,
-                                   const SenderMetrics& metrics) {
+                                   const SenderMetrics& metrics, int64_t rejected) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::Status s = coordinator_.Finish(client_id, metrics);
-  if (s.ok()) senders_.push_back({client_id, weight, count, metrics});
+  if (s.ok()) senders_.push_back({client_id, weight, count, metrics, rejected});
   cv_.notify_all();
   return s;
 }

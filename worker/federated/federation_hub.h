@@ -35,6 +35,7 @@ struct SenderReport {
   double weight = 0;
   int64_t count = 0;
   SenderMetrics metrics;
+  int64_t rejected = 0;  // an aggregator's own rejections of client updates this round
 };
 
 // The thread-safe state behind one tier's FederationService: the round's global model (kept in a
@@ -69,8 +70,9 @@ class FederationHub {
   absl::Status Begin(const UpdateHeader& header, size_t total_size, int64_t count,
                      absl::Duration wait);
   absl::Status AddChunk(const std::string& client_id, size_t offset, absl::Span<const float> v);
+  // `rejected` (an aggregator's rejections this round) is reported with the sender.
   absl::Status Finish(const std::string& client_id, double weight, int64_t count,
-                      const SenderMetrics& metrics);
+                      const SenderMetrics& metrics, int64_t rejected = 0);
   void Abandon(const std::string& client_id);
 
   // Waits up to `wait` until the open round may close (RoundCoordinator::ReadyToClose).

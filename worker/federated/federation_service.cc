@@ -84,7 +84,7 @@ grpc::Status FederationServiceImpl::GetRound(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status FederationServiceImpl::PushUpdate(grpc::ServerContext*,
+grpc::Status FederationServiceImpl::PushUpdate(grpc::ServerContext* context,
                                                grpc::ServerReader<v1::ModelChunk>* reader,
                                                v1::UpdateReceipt* receipt) {
   v1::ModelChunk chunk;
@@ -99,6 +99,7 @@ grpc::Status FederationServiceImpl::PushUpdate(grpc::ServerContext*,
   if (!s.ok()) return ToGrpc(s);
   SenderMetrics metrics{chunk.metrics().train_loss(), chunk.metrics().eval_loss(),
                         chunk.metrics().eval_accuracy(), chunk.metrics().eval_weight()};
+  const int64_t rejected = chunk.metrics().rejected();
   std::vector<float> scratch;
   int64_t received = 0;
   bool more = true;
@@ -117,7 +118,12 @@ grpc::Status FederationServiceImpl::PushUpdate(grpc::ServerContext*,
     }
     more = reader->Read(&chunk);
   }
-  s = hub_->Finish(header.client_id, header.num_examples, count, metrics);
+  if (context->IsCancelled()) {
+    // The sender died or gave up mid-stream: free the staging buffer; not a rejection.
+    hub_->Abandon(header.client_id);
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the update stream broke off");
+  }
+  s = hub_->Finish(header.client_id, header.num_examples, count, metrics, rejected);
   if (!s.ok()) return ToGrpc(s);
   receipt->set_experiment_id(header.experiment_id);
   receipt->set_round(header.round);
@@ -198,6 +204,7 @@ absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
   chunk.mutable_metrics()->set_eval_loss(header.metrics.eval_loss);
   chunk.mutable_metrics()->set_eval_accuracy(header.metrics.eval_accuracy);
   chunk.mutable_metrics()->set_eval_weight(header.metrics.eval_weight);
+  chunk.mutable_metrics()->set_rejected(header.rejected);
   int64_t sent = 0;
   const int64_t d = static_cast<int64_t>(values.size());
   for (int64_t off = 0; off < d || off == 0; off += chunk_floats) {

@@ -61,6 +61,7 @@ struct PushHeader {
   double weight = 0;   // num_examples, or a region's total weight
   int64_t count = 1;   // client updates behind it
   SenderMetrics metrics;
+  int64_t rejected = 0;  // from an aggregator: client updates it rejected this round
 };
 
 // Streams `values` in chunks of chunk_floats. Returns the payload bytes sent (the serialized

@@ -60,6 +60,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
   RoundCoordinatorOptions copts;
   copts.experiment_id = o.experiment_id;
   copts.model_size = static_cast<size_t>(o.model_size);
+  copts.rule = o.rule;
   SEXTANT_ASSIGN_OR_RETURN(RoundCoordinator coordinator,
                            RoundCoordinator::Create(copts, RealClockInstance()));
   FederationHub hub(std::move(coordinator), RealClockInstance());
@@ -117,7 +118,9 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
       tasks[c] = t;
     }
     if (tasks.empty()) continue;
-    absl::Status s = hub.Publish(task->round, file, std::move(tasks), task->deadline_seconds, 1);
+    // The orchestrator says how many of this region's clients the round needs (min_clients).
+    absl::Status s = hub.Publish(task->round, file, std::move(tasks), task->deadline_seconds,
+                                 std::max<int64_t>(1, task->min_updates));
     if (!s.ok()) {
       result = s;
       break;
@@ -132,11 +135,12 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
     absl::StatusOr<RoundOutcome> outcome = hub.Close(&senders);
     if (!outcome.ok()) continue;
     PushHeader header{o.experiment_id, task->round, o.region, outcome->total_weight, outcome->count,
-                      outcome->metrics};
+                      outcome->metrics, outcome->rejected};
     absl::StatusOr<int64_t> sent = PushUpdate(stub.get(), header, outcome->mean, o.chunk_floats);
     if (o.log) {
       *o.log << "round=" << task->round << " clients=" << outcome->count
              << " weight=" << outcome->total_weight << " rejected=" << outcome->rejected
+             << " excluded=" << outcome->excluded
              << " pushed=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"
              << std::flush;
     }

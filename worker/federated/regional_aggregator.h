@@ -22,15 +22,19 @@ struct RegionalAggregatorOptions {
   double poll_seconds = 5;    // Default 5.
   double connect_timeout_seconds = 60;  // Default 60.
   int64_t chunk_floats = kDefaultChunkFloats;
+  // How client updates combine. Default: streaming FedAvg (memory 2 x model size); a robust rule
+  // keeps every update of the round (O(clients x model size), see RoundCoordinatorOptions).
+  AggregationRule rule;
   std::ostream* log = nullptr;
 };
 
 // `sextant-worker --role aggregator`: serves FederationService to its region's clients. Each
 // round it pulls the global model once from upstream (written to a file in work_dir and streamed
 // to each sampled client from there), folds the clients' updates as they arrive into one
-// streaming weighted mean (RoundCoordinator: memory is the mean plus one staging buffer), closes
-// when every sampled client reported or the deadline passed with at least one, and pushes the
-// regional mean with its total weight and client count upstream. Returns OK when the experiment
+// streaming weighted mean (RoundCoordinator: memory is the mean plus one staging buffer; or keeps
+// them for a robust rule), closes when every sampled client reported or the deadline passed with
+// the round's min_updates for this region (from upstream), and pushes the regional mean with
+// its total weight, client count and rejections upstream. Returns OK when the experiment
 // ends or *stop reads true; Unavailable when upstream stays unreachable.
 absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& options,
                                    const std::atomic<bool>* stop);
