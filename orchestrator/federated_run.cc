@@ -4,10 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cstdlib>
 #include <atomic>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -244,7 +244,8 @@ class FederatedRun {
         argv.insert(argv.end(),
                     {"--aggregation", fed().aggregation(), "--trim-fraction",
                      absl::StrCat(fed().trim_fraction()), "--byzantine",
-                     absl::StrCat(fed().byzantine_clients()), "--krum-selected", absl::StrCat(fed().krum_selected())});
+                     absl::StrCat(fed().byzantine_clients()), "--krum-selected",
+                     absl::StrCat(fed().krum_selected())});
       }
       Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
              absl::StrCat("aggregator ", r.name()));
@@ -492,7 +493,8 @@ bool IsPlainFederated(const v1::ExperimentSpec& spec) {
 // One trial of a federated search: its parameters (value(name), nullopt when inactive) go into
 // the federation block, which then runs as a plain federated experiment.
 absl::Status ApplyFederatedTrialParams(
-    v1::ExperimentSpec& spec, const std::function<std::optional<std::string>(const std::string&)>& value) {
+    v1::ExperimentSpec& spec,
+    const std::function<std::optional<std::string>(const std::string&)>& value) {
   v1::Federation* f = spec.mutable_federation();
   for (const v1::Parameter& p : spec.parameters()) {
     std::optional<std::string> v = value(p.name());
@@ -531,7 +533,9 @@ absl::Status ApplyFederatedTrialParams(
 
 std::optional<std::string> TrialParamFromEnv(const std::string& name) {
   std::string var = "SEXTANT_PARAM_";
-  for (char c : name) var += std::isalnum(static_cast<unsigned char>(c)) ? absl::ascii_toupper(c) : '_';
+  for (char c : name) {
+    var += std::isalnum(static_cast<unsigned char>(c)) ? absl::ascii_toupper(c) : '_';
+  }
   const char* v = std::getenv(var.c_str());
   if (v == nullptr) return std::nullopt;
   return std::string(v);

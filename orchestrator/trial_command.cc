@@ -143,7 +143,8 @@ absl::StatusOr<v1::Assignment> BuildAssignment(const v1::ExperimentSpec& spec,
     // the trial's folder), its parameters substituted into the federation block there.
     std::error_code ec;
     std::string file = std::filesystem::absolute(spec.source_path(), ec).string();
-    for (std::string s : {std::string("sextant"), std::string("run"), ec ? spec.source_path() : file,
+    if (ec) file = spec.source_path();
+    for (std::string s : {std::string("sextant"), std::string("run"), file,
                           std::string("--run-dir"), context.checkpoint_dir + "/federation"}) {
       a.add_argv(std::move(s));
     }

@@ -92,11 +92,11 @@ TEST(FederatedAggregatorMemoryTest, ThreeHundredMegabyteModelStreamsWithRssBelow
   ASSERT_TRUE(server.ok()) << server.status();
 
   const std::string port_file = dir + "/agg.port";
-  pid_t agg = Spawn({std::string(SEXTANT_BIN_DIR) + "/sextant-worker", "--role", "aggregator",
-                     "--region", "r", "--connect", "127.0.0.1:" + std::to_string(port),
-                     "--experiment-id", "mem", "--model-size", std::to_string(kModelFloats),
-                     "--work-dir", dir + "/agg", "--port-file", port_file},
-                    dir + "/agg.log");
+  pid_t agg = Spawn(
+      {std::string(SEXTANT_BIN_DIR) + "/sextant-worker", "--role", "aggregator", "--region", "r",
+       "--connect", "127.0.0.1:" + std::to_string(port), "--experiment-id", "mem", "--model-size",
+       std::to_string(kModelFloats), "--work-dir", dir + "/agg", "--port-file", port_file},
+      dir + "/agg.log");
   RoundTask region;
   region.model_size = kModelFloats;
   for (int i = 0; i < kClients; ++i) region.participants.push_back("r/" + std::to_string(i));

@@ -45,7 +45,8 @@ TEST(NpyTest, WritesWhatNumpyWritesAndReadsItBack) {
   if (!HasNumpy()) GTEST_SKIP() << "no numpy for the byte comparison";
   ASSERT_EQ(std::system(("/usr/bin/python3 -c \"import numpy as np; np.save('" + d +
                          "/numpy.npy', np.arange(6, dtype=np.float32).reshape(2, 3)); "
-                         "np.save('" + d + "/vec.npy', np.array([1.5, -2], dtype='<f4'))\"")
+                         "np.save('" +
+                         d + "/vec.npy', np.array([1.5, -2], dtype='<f4'))\"")
                             .c_str()),
             0);
   EXPECT_EQ(Bytes(d + "/ours.npy"), Bytes(d + "/numpy.npy"));
@@ -68,20 +69,28 @@ std::string Header(const std::string& dict) {
 TEST(NpyTest, RejectsOtherDtypesFortranOrderBadShapesAndWrongSizes) {
   const std::string four(16, '\0');  // 4 float32 values
   auto error = [](const std::string& bytes) { return ParseNpy(bytes).status(); };
-  EXPECT_TRUE(ParseNpy(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }") + four).ok());
+  EXPECT_TRUE(
+      ParseNpy(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }") + four).ok());
   EXPECT_THAT(error("PK\x03\x04" + four).message(), HasSubstr("magic"));
-  EXPECT_THAT(error(Header("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }") + four).message(),
-              HasSubstr("dtype '<f8'"));
-  EXPECT_THAT(error(Header("{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }") + four).message(),
-              HasSubstr("dtype '>f4'"));
-  EXPECT_THAT(error(Header("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }") + four).message(),
-              HasSubstr("Fortran"));
-  EXPECT_THAT(error(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }") + four).message(),
-              HasSubstr("needs 20 data bytes, the file has 16"));
-  EXPECT_THAT(error(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (-4,), }") + four).message(),
-              HasSubstr("bad shape"));
-  EXPECT_THAT(error(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'x': 1}") + four).message(),
-              HasSubstr("unexpected keys"));
+  EXPECT_THAT(
+      error(Header("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }") + four).message(),
+      HasSubstr("dtype '<f8'"));
+  EXPECT_THAT(
+      error(Header("{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }") + four).message(),
+      HasSubstr("dtype '>f4'"));
+  EXPECT_THAT(
+      error(Header("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }") + four).message(),
+      HasSubstr("Fortran"));
+  EXPECT_THAT(
+      error(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }") + four).message(),
+      HasSubstr("needs 20 data bytes, the file has 16"));
+  EXPECT_THAT(
+      error(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (-4,), }") + four).message(),
+      HasSubstr("bad shape"));
+  EXPECT_THAT(
+      error(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'x': 1}") + four)
+          .message(),
+      HasSubstr("unexpected keys"));
   EXPECT_THAT(error(Header("{'descr': '<f4', 'shape': (4,), }") + four).message(),
               HasSubstr("fortran_order"));
   std::string truncated = Header("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }");
@@ -101,9 +110,10 @@ std::vector<std::string> Script(const std::string& dir, const std::string& body)
 TEST(CommandTrainerTest, RunsTheCommandWithTheModelFileAndReadsWeightsAndNumExamples) {
   const std::string d = Dir("copy");
   CommandTrainerOptions o;
-  o.argv = Script(d, "test \"$SEXTANT_ROUND\" = 3\ntest \"$SEXTANT_LR\" = 0.5\n"
-                     "cp \"$SEXTANT_GLOBAL_MODEL\" \"$SEXTANT_UPDATED_MODEL\"\n"
-                     "echo num_examples=42 train_loss=0.25");
+  o.argv = Script(d,
+                  "test \"$SEXTANT_ROUND\" = 3\ntest \"$SEXTANT_LR\" = 0.5\n"
+                  "cp \"$SEXTANT_GLOBAL_MODEL\" \"$SEXTANT_UPDATED_MODEL\"\n"
+                  "echo num_examples=42 train_loss=0.25");
   o.work_dir = d + "/work";
   o.env = {{"SEXTANT_LR", "0.5"}};
   absl::StatusOr<CommandTrainer> t = CommandTrainer::Create(o, RealClockInstance());
@@ -151,8 +161,8 @@ TEST(CommandTrainerTest, FailingSilentOrMisshapedCommandsAreErrorsThatSayWhy) {
     CommandTrainerOptions o;
     o.argv = Script(d, body);
     o.work_dir = d + "/work";
-    return CommandTrainer::Create(o, RealClockInstance())->RunRound(1, 1, global,
-                                                                     absl::MakeSpan(updated));
+    return CommandTrainer::Create(o, RealClockInstance())
+        ->RunRound(1, 1, global, absl::MakeSpan(updated));
   };
   auto failed = run("echo boom >&2\nexit 3");
   EXPECT_TRUE(absl::IsFailedPrecondition(failed.status())) << failed.status();

@@ -14,11 +14,11 @@
 namespace sextant {
 
 struct CommandTrainerOptions {
-  std::vector<std::string> argv;          // the user's command (federation.client_command). Required.
-  std::string work_dir;                   // where the files are exchanged. Required.
+  std::vector<std::string> argv;  // the user's command (federation.client_command). Required.
+  std::string work_dir;           // where the files are exchanged. Required.
   std::map<std::string, std::string> env;  // more environment (e.g. the local hyperparameters)
-  std::string working_dir;                // the command's cwd; empty = the current one
-  double timeout_seconds = 0;             // per round; 0 = none. Default 0.
+  std::string working_dir;                 // the command's cwd; empty = the current one
+  double timeout_seconds = 0;              // per round; 0 = none. Default 0.
 };
 
 // What the command reported besides its weights.

@@ -65,11 +65,11 @@ absl::Status WriteNpy(const std::string& path, absl::Span<const float> data,
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   if (n != static_cast<int64_t>(data.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("shape ", ShapeText(shape), " holds ", n,
-                                                   " values, not ", data.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shape ", ShapeText(shape), " holds ", n, " values, not ", data.size()));
   }
-  std::string header = absl::StrCat("{'descr': '<f4', 'fortran_order': False, 'shape': ",
-                                    ShapeText(shape), ", }");
+  std::string header =
+      absl::StrCat("{'descr': '<f4', 'fortran_order': False, 'shape': ", ShapeText(shape), ", }");
   // numpy pads with spaces and ends with '\n' so that the data starts 64-byte aligned.
   const size_t unpadded = kMagicLen + 2 + 2 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
@@ -140,8 +140,8 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes) {
   }
   const size_t data_bytes = bytes.size() - start - len;
   if (data_bytes != n * sizeof(float)) {
-    return Bad(absl::StrCat("shape ", *shape_text, " needs ", n * sizeof(float), " data bytes, the file has ",
-                            data_bytes));
+    return Bad(absl::StrCat("shape ", *shape_text, " needs ", n * sizeof(float),
+                            " data bytes, the file has ", data_bytes));
   }
   NpyArray out;
   out.shape = *std::move(shape);
@@ -156,7 +156,8 @@ absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {
   std::stringstream buf;
   buf << in.rdbuf();
   absl::StatusOr<NpyArray> out = ParseNpy(buf.str());
-  if (!out.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", out.status().message()));
+  if (!out.ok())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", out.status().message()));
   return out;
 }
 
