@@ -47,9 +47,11 @@ TEST(ProcessGroupSamplerTest, MeasuresCpuAndMemoryOfTheWholeGroup) {
   ProcessSample first = sampler.Sample(absl::Now());
   EXPECT_EQ(first.cpu_percent, 0);  // no interval yet
   EXPECT_GE(first.processes, 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   ProcessSample second = sampler.Sample(absl::Now());
-  EXPECT_GT(second.cpu_percent, 30);   // one spinning shell (the machine may be shared)
+  // One spinning shell: a full core when idle, much less on a shared, loaded machine (load 10 on
+  // 2 cores leaves it ~20%), but never nothing.
+  EXPECT_GT(second.cpu_percent, 5);
   EXPECT_LT(second.cpu_percent, 450);  // at most the processes it has
   EXPECT_GT(second.rss_bytes, 1 << 20);
 }
