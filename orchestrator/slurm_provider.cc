@@ -130,7 +130,11 @@ InstanceStatus SlurmProvider::Poll(const std::string& handle) {
 absl::Status SlurmProvider::Interrupt(const std::string& handle, bool notice) {
   std::string out;
   std::vector<std::string> argv = {Command("scancel")};
-  if (notice) argv.push_back("--signal=TERM");
+  // --full: without it Slurm signals only job steps, and the worker is the batch script.
+  if (notice) {
+    argv.push_back("--full");
+    argv.push_back("--signal=TERM");
+  }
   argv.push_back(handle);
   absl::StatusOr<int> rc = RunCommandForOutput(argv, &out);
   if (!rc.ok()) return rc.status();

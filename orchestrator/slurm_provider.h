@@ -32,7 +32,8 @@ class SlurmProvider : public Provider {
   // PENDING (and CONFIGURING) is Pending, RUNNING and COMPLETING Running; a job squeue no
   // longer lists is Gone.
   InstanceStatus Poll(const std::string& handle) override;
-  // With notice: `scancel --signal=TERM` (the worker checkpoints and goes); without: scancel.
+  // With notice: `scancel --full --signal=TERM` (the worker, the batch script, checkpoints
+  // its trial and goes); without: scancel.
   absl::Status Interrupt(const std::string& handle, bool notice) override;
 
  private:

@@ -1,0 +1,172 @@
+#include "tests/orchestrator/slurm_cluster.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tests/orchestrator/test_util.h"
+
+namespace sextant::testing {
+namespace {
+
+// A port that was free a moment ago on 127.0.0.1 (the daemons bind it themselves).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+std::string ShortHostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  std::string h = buf;
+  return h.substr(0, h.find('.'));
+}
+
+std::string Tail(const std::string& path, size_t bytes = 1500) {
+  std::string text = ReadFile(path);
+  return text.size() > bytes ? text.substr(text.size() - bytes) : text;
+}
+
+// The pid in a daemon's pid file, when that process still runs the named daemon.
+pid_t LivePid(const std::string& pid_file) {
+  int pid = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(pid_file)), &pid) || pid <= 0) return 0;
+  std::string cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+  const std::string daemon = std::filesystem::path(pid_file).stem().string();  // "slurmd"
+  return cmdline.find(daemon) == std::string::npos ? 0 : pid;
+}
+
+}  // namespace
+
+std::string SlurmCluster::Start(const std::string& dir) {
+  if (geteuid() != 0) return "the Slurm daemons run as root here, and this test is not root";
+  for (const char* bin : {"/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd",
+                          "/usr/bin/sbatch", "/usr/bin/squeue", "/usr/bin/scancel"}) {
+    if (access(bin, X_OK) != 0) {
+      return absl::StrCat(bin, " is missing (scripts/install-deps installs slurm-wlm and munge)");
+    }
+  }
+  dir_ = dir;
+  started_ = true;
+  for (const char* sub : {"state", "spool", "log"}) std::filesystem::create_directories(dir_ + "/" + sub);
+  // A fresh munge key: 1 KiB of random bytes, readable by its owner only.
+  std::string key(1024, '\0');
+  std::ifstream("/dev/urandom", std::ios::binary).read(key.data(), static_cast<std::streamsize>(key.size()));
+  WriteFile(dir_ + "/munge.key", key);
+  chmod((dir_ + "/munge.key").c_str(), 0600);
+  munge_socket_ = dir_ + "/munge.sock";
+  pid_files_ = {dir_ + "/munged.pid"};
+  CommandOutput m = RunProcess({"/usr/sbin/munged", "--force", "--socket", munge_socket_,
+                                "--key-file", dir_ + "/munge.key", "--log-file", dir_ + "/log/munged.log",
+                                "--pid-file", dir_ + "/munged.pid", "--seed-file", dir_ + "/munged.seed"},
+                               30);
+  if (m.exit_code != 0) return absl::StrCat("munged did not start: ", m.err, Tail(dir_ + "/log/munged.log"));
+
+  const int ctld_port = FreePort(), slurmd_port = FreePort();
+  conf_ = dir_ + "/slurm.conf";
+  WriteFile(conf_, absl::StrCat(R"(ClusterName=sextant-test
+SlurmctldHost=)", ShortHostname(), R"((127.0.0.1)
+SlurmctldPort=)", ctld_port, "\nSlurmdPort=", slurmd_port, R"(
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=)", munge_socket_, R"(
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=)", dir_, "/state\nSlurmdSpoolDir=", dir_, "/spool\nSlurmctldPidFile=", dir_,
+                                "/slurmctld.pid\nSlurmdPidFile=", dir_, "/slurmd.pid\nSlurmctldLogFile=", dir_,
+                                "/log/slurmctld.log\nSlurmdLogFile=", dir_, R"(/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=)", jobcomp_path(), R"(
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+ReturnToService=2
+MpiDefault=none
+MailProg=/bin/true
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+NodeName=sextant-node NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=8 State=UNKNOWN
+PartitionName=ondemand Nodes=sextant-node Default=YES PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP
+PartitionName=spot Nodes=sextant-node PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP
+)"));
+  const std::string env = absl::StrCat("SLURM_CONF=", conf_);
+  pid_files_.push_back(dir_ + "/slurmctld.pid");
+  CommandOutput c = RunProcess({"env", env, "/usr/sbin/slurmctld", "-i"}, 30);
+  if (c.exit_code != 0) {
+    return absl::StrCat("slurmctld did not start: ", c.err, Tail(dir_ + "/log/slurmctld.log"));
+  }
+  pid_files_.push_back(dir_ + "/slurmd.pid");
+  CommandOutput d = RunProcess({"env", env, "/usr/sbin/slurmd", "-N", "sextant-node"}, 30);
+  if (d.exit_code != 0) return absl::StrCat("slurmd did not start: ", d.err, Tail(dir_ + "/log/slurmd.log"));
+  return WaitForNode(60);
+}
+
+std::string SlurmCluster::WaitForNode(double timeout_seconds) {
+  std::string last;
+  const bool up = WaitFor(
+      [&] {
+        CommandOutput s = RunProcess({"env", absl::StrCat("SLURM_CONF=", conf_), "sinfo", "-h", "-o", "%P %t"}, 10);
+        last = s.out + s.err;
+        return s.exit_code == 0 && last.find("idle") != std::string::npos &&
+               last.find("spot") != std::string::npos;
+      },
+      timeout_seconds);
+  if (up) return "";
+  return absl::StrCat("the Slurm node did not come up (sinfo: ", last, "); slurmctld: ",
+                      Tail(dir_ + "/log/slurmctld.log", 800), " slurmd: ", Tail(dir_ + "/log/slurmd.log", 800));
+}
+
+void SlurmCluster::CancelAll(double timeout_seconds) {
+  if (conf_.empty()) return;
+  const std::string env = absl::StrCat("SLURM_CONF=", conf_);
+  RunProcess({"env", env, "scancel", "--user=root"}, 10);
+  WaitFor(
+      [&] {
+        CommandOutput q = RunProcess({"env", env, "squeue", "-h", "-o", "%i"}, 10);
+        return q.exit_code != 0 || absl::StripAsciiWhitespace(q.out).empty();
+      },
+      timeout_seconds);
+}
+
+void SlurmCluster::Stop() {
+  if (!started_) return;
+  started_ = false;
+  if (!pid_files_.empty() && pid_files_.size() >= 2 && LivePid(pid_files_[1]) != 0) CancelAll(20);
+  for (auto it = pid_files_.rbegin(); it != pid_files_.rend(); ++it) {
+    const pid_t pid = LivePid(*it);
+    if (pid == 0) continue;
+    kill(pid, SIGTERM);
+    if (!WaitFor([&] { return LivePid(*it) == 0; }, 10)) kill(pid, SIGKILL);
+    WaitFor([&] { return LivePid(*it) == 0; }, 5);
+  }
+}
+
+SlurmCluster::~SlurmCluster() { Stop(); }
+
+}  // namespace sextant::testing

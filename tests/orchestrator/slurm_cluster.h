@@ -1,0 +1,49 @@
+#ifndef SEXTANT_TESTS_ORCHESTRATOR_SLURM_CLUSTER_H_
+#define SEXTANT_TESTS_ORCHESTRATOR_SLURM_CLUSTER_H_
+
+#include <string>
+#include <vector>
+
+namespace sextant::testing {
+
+// A real one-node Slurm cluster on loopback, private to one test: munged with a key it
+// generates, slurmctld and slurmd from Debian's slurm-wlm, each with its own config, ports,
+// state, spool, pid and log files under a temp dir. Two partitions share the node: `ondemand`
+// (the default, higher priority tier, never preempted) and `spot` (lower tier, jobs preempted
+// by requeue). Job completions are logged to jobcomp_path() (jobcomp/filetxt), since there is
+// no accounting database for sacct. Needs root (SlurmUser and SlurmdUser are root).
+// Not thread-safe.
+class SlurmCluster {
+ public:
+  SlurmCluster() = default;
+  // Cancels every job and stops the daemons (slurmd, slurmctld, munged), waiting for each.
+  ~SlurmCluster();
+  SlurmCluster(const SlurmCluster&) = delete;
+  SlurmCluster& operator=(const SlurmCluster&) = delete;
+
+  // Starts the daemons and waits until the node is idle in both partitions. Returns "" on
+  // success, else why the cluster cannot run here (not root, a binary missing, a daemon that
+  // did not start: with the tail of its log); the caller skips the test with that reason.
+  std::string Start(const std::string& dir);
+
+  // The value of SLURM_CONF for commands that talk to this cluster.
+  const std::string& conf() const { return conf_; }
+  // One line per finished job: "JobId=N ... Name=... JobState=... Partition=...".
+  std::string jobcomp_path() const { return dir_ + "/log/jobcomp.txt"; }
+  // Cancels every job and waits (up to timeout_seconds) until the queue is empty.
+  void CancelAll(double timeout_seconds);
+
+ private:
+  std::string WaitForNode(double timeout_seconds);
+  void Stop();
+
+  std::string dir_;
+  std::string conf_;
+  std::string munge_socket_;
+  std::vector<std::string> pid_files_;  // in start order; stopped in reverse
+  bool started_ = false;
+};
+
+}  // namespace sextant::testing
+
+#endif  // SEXTANT_TESTS_ORCHESTRATOR_SLURM_CLUSTER_H_
