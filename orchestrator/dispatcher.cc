@@ -256,7 +256,7 @@ absl::StatusOr<Dispatcher::Entry*> Dispatcher::CreateTrialInTx() {
 absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
   v1::LeaseResponse response;
   while (true) {
-    if (interrupted_ || Finished() || retired_.count(worker_id)) {
+    if (interrupted_ || stopping_ || Finished() || retired_.count(worker_id)) {
       response.set_done(true);
       return response;
     }
@@ -524,6 +524,15 @@ absl::Status Dispatcher::PreemptInTx(Entry& e, const v1::CompleteRequest& reques
   --running_;
   const int64_t worker = e.worker_id;
   e.worker_id = 0;
+  if (stopping_) {
+    e.row.state = kCancelled;
+    const std::string why = absl::StrCat("checkpointed and stopped: ", stop_reason_);
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, kCancelled,
+                                                  request.exit_code(), why, Now()));
+    SEXTANT_RETURN_IF_ERROR(Event("trial_stopped", e.row.id,
+                                  absl::StrCat(why, "; `sextant resume` continues it from its checkpoint")));
+    return store_->PutTrial(e.row);
+  }
   e.row.preemptions += 1;
   e.row.state = kPreempted;
   std::string why = absl::StrCat("worker ", worker, " got a preemption notice");
@@ -677,6 +686,16 @@ absl::Status Dispatcher::Interrupt() {
   });
 }
 
+absl::Status Dispatcher::BeginStop(const std::string& why) {
+  if (stopping_ || interrupted_) return absl::OkStatus();
+  stopping_ = true;
+  stop_reason_ = why;
+  return InTransaction([&]() -> absl::Status {
+    return Event("run_stopping", 0,
+                 absl::StrCat(why, "; ", running_, " running trials get the notice to checkpoint and stop"));
+  });
+}
+
 absl::Status Dispatcher::MarkRunState(const std::string& state) {
   SEXTANT_RETURN_IF_ERROR(FlushTelemetry());
   return InTransaction([&]() -> absl::Status {
@@ -687,7 +706,7 @@ absl::Status Dispatcher::MarkRunState(const std::string& state) {
 }
 
 int Dispatcher::Demand() const {
-  if (interrupted_ || hold_ || Finished()) return 0;
+  if (interrupted_ || stopping_ || hold_ || Finished()) return 0;
   const int slots = std::max(1, spec_.search().max_concurrent()) - running_;
   if (slots <= 0) return 0;
   // New trials or promotions may come: a worker for every free slot.

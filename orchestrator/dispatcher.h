@@ -86,6 +86,15 @@ class Dispatcher {
   // Ends the run early (SIGINT): running trials become CANCELLED, nothing new is leased.
   absl::Status Interrupt();
 
+  // The budget (max_cost or max_wall_time) is spent: nothing new is leased or promoted, and a
+  // running trial that hands itself back after its preemption-style notice (it wrote its
+  // checkpoint) becomes CANCELLED with `why`, not PREEMPTED: it is not counted as a preemption
+  // and `resume` continues it from the checkpoint. Call Interrupt() for those still running
+  // when the wind-down ends.
+  absl::Status BeginStop(const std::string& why);
+  // Trials running now.
+  int running() const { return running_; }
+
   // Records the run's final state ("COMPLETED", "INTERRUPTED", "FAILED") in the store.
   absl::Status MarkRunState(const std::string& state);
 
@@ -177,6 +186,8 @@ class Dispatcher {
   bool interrupted_ = false;
   bool target_reached_ = false;
   bool hold_ = false;
+  bool stopping_ = false;    // BeginStop: winding down for the budget
+  std::string stop_reason_;
   std::set<int64_t> retired_;
   std::map<int64_t, WorkerInfo> workers_;
   // Heartbeat samples not yet written: monitoring data, batched so heartbeats stay cheap.

@@ -33,7 +33,9 @@ Fleet::Fleet(const Clock* clock, FleetOptions options, std::optional<double> max
       guard_(max_cost),
       placement_(placement),
       autoscaler_(autoscaler),
-      sampler_(options_.seed) {}
+      sampler_(options_.seed) {
+  for (const CostRow& c : options_.prior_costs) prior_committed_ += c.kind == "trial" ? 0 : c.cost;
+}
 
 absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const v1::ExperimentSpec& spec,
                                                      Catalog catalog, Provider* provider,
@@ -63,6 +65,13 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const v1::ExperimentSpec& s
     pool.type = *catalog.FindInstance(p.instance());
     pool.owner = CostOwner{p.name(), p.region(), offer->market};
     pool.stats = FleetPoolStats{p.name(), p.region(), MarketName(offer->market)};
+    auto prior = fleet->options_.prior_pools.find(p.name());
+    if (prior != fleet->options_.prior_pools.end()) {
+      pool.stats.launched = prior->second.launched;
+      pool.stats.launch_failures = prior->second.launch_failures;
+      pool.stats.interruptions = prior->second.interruptions;
+      pool.stats.preemptions = prior->second.preemptions;
+    }
     fleet->pools_.push_back(std::move(pool));
   }
   const v1::TrialResources& need = res.per_trial();
@@ -81,7 +90,7 @@ FleetTick Fleet::Tick(const FleetView& view) {
   Interrupt(tick);
   Renew(tick);
   CheckBudget(tick);
-  if (!exhausted_) Scale(view, tick);
+  if (!exhausted_ && !stopping_) Scale(view, tick);
   return tick;
 }
 
@@ -171,6 +180,7 @@ void Fleet::PollInstances(FleetTick& tick) {
 // Due spot interruptions: the notice (the worker checkpoints its trial and goes), then the
 // instance is taken back; sometimes with no notice at all.
 void Fleet::Interrupt(FleetTick& tick) {
+  if (stopping_) return;
   const absl::Time now = clock_->Now();
   for (Instance& inst : instances_) {
     if (inst.billed_off || inst.interrupt_at == absl::InfiniteFuture()) continue;
@@ -237,9 +247,8 @@ double Fleet::WindDown() const {
 
 void Fleet::CheckBudget(FleetTick& tick) {
   if (exhausted_) return;
-  const double committed = ledger_.Committed();
   std::string why;
-  if (!guard_.Allows(committed, WindDown(), 0, &why)) {
+  if (!guard_.Allows(committed(), WindDown(), 0, &why)) {
     exhausted_ = true;
     tick.hold = true;
     tick.events.push_back({"budget_exhausted", 0,
@@ -333,7 +342,7 @@ void Fleet::Launch(int index, FleetTick& tick) {
   const absl::Time now = clock_->Now();
   if (p.given_up || now < p.retry_at || !provider_->launches()) return;
   std::string why;
-  if (!guard_.Allows(ledger_.Committed(), WindDown(), ActionCost(p), &why)) {
+  if (!guard_.Allows(committed(), WindDown(), ActionCost(p), &why)) {
     launch_refused_ = true;
     tick.hold = ledger_.live_instances() > 0 ? tick.hold : true;
     if (why != last_refusal_) {
@@ -349,6 +358,8 @@ void Fleet::Launch(int index, FleetTick& tick) {
   InstanceRequest req{p.spec.name(), p.spec.region(), p.spec.instance(), p.offer.market, inst.token,
                       options_.connect, absl::StrCat(options_.logs_dir, "/worker-", inst.token, ".log"), 0};
   Interruption intr;
+  // A stop at the budget gives a trial on a non-spot instance the wind-down the budget projected.
+  req.preempt_notice_seconds = std::max(0.5, options_.wind_down_seconds);
   if (p.offer.market == Market::kSpot) {
     intr = sampler_.Sample(p.offer.interruption);
     req.preempt_notice_seconds = intr.notice ? std::max(0.5, intr.notice_seconds * options_.time_scale) : 0;
@@ -426,6 +437,19 @@ bool Fleet::Stuck(std::string* why) const {
   return false;
 }
 
+int Fleet::NoticeAll() {
+  stopping_ = true;
+  int told = 0;
+  for (Instance& inst : instances_) {
+    if (inst.billed_off || inst.terminating) continue;
+    inst.terminating = true;
+    ++told;
+    if (inst.trial != 0 && provider_->Interrupt(inst.handle, /*notice=*/true).ok()) continue;
+    provider_->Terminate(inst.handle).IgnoreError();
+  }
+  return told;
+}
+
 int Fleet::TerminateAll() {
   int live = 0;
   for (Instance& inst : instances_) {
@@ -468,13 +492,27 @@ std::vector<FleetPoolStats> Fleet::pool_stats() const {
 
 absl::Status Fleet::WriteCosts(Store* store) const {
   SEXTANT_RETURN_IF_ERROR(store->ClearCosts());
-  for (const InstanceBill& b : ledger_.Bills()) {
-    SEXTANT_RETURN_IF_ERROR(store->AddCost(CostRow{b.reservation ? "reservation" : "instance", b.id,
-                                                   b.owner.pool, b.owner.region,
-                                                   MarketName(b.owner.market), b.launched_at,
-                                                   b.terminated_at, b.cost}));
+  // Earlier sessions' bills stay as they were; this session's ids follow theirs.
+  int64_t first_id = 0;
+  std::map<int64_t, double> by_trial;
+  for (const CostRow& c : options_.prior_costs) {
+    if (c.kind == "trial") {
+      by_trial[c.ref] += c.cost;
+      continue;
+    }
+    first_id = std::max(first_id, c.ref);
+    SEXTANT_RETURN_IF_ERROR(store->AddCost(c));
   }
-  for (const auto& [trial, cost] : ledger_.Breakdown().by_trial) {
+  const double off = options_.epoch_offset_seconds;
+  for (const InstanceBill& b : ledger_.Bills()) {
+    SEXTANT_RETURN_IF_ERROR(store->AddCost(CostRow{b.reservation ? "reservation" : "instance",
+                                                   first_id + b.id, b.owner.pool, b.owner.region,
+                                                   MarketName(b.owner.market), off + b.launched_at,
+                                                   b.terminated_at > 0 ? off + b.terminated_at : 0,
+                                                   b.cost}));
+  }
+  for (const auto& [trial, cost] : ledger_.Breakdown().by_trial) by_trial[trial] += cost;
+  for (const auto& [trial, cost] : by_trial) {
     SEXTANT_RETURN_IF_ERROR(store->AddCost(CostRow{"trial", trial, "", "", "", 0, 0, cost}));
   }
   nlohmann::json pools = nlohmann::json::object();
@@ -484,7 +522,7 @@ absl::Status Fleet::WriteCosts(Store* store) const {
                             {"interruptions", p.stats.interruptions}, {"preemptions", p.stats.preemptions}};
   }
   nlohmann::json doc = {{"provider", provider_->name()},
-                        {"committed", ledger_.Committed()},
+                        {"committed", committed()},
                         {"live_instances", ledger_.live_instances()},
                         {"pools", pools}};
   return store->PutMeta("fleet", doc.dump());

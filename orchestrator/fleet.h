@@ -23,6 +23,15 @@
 
 namespace sextant {
 
+// One pool's counters for the results.
+struct FleetPoolStats {
+  std::string name, region, market;
+  int launched = 0;
+  int launch_failures = 0;
+  int interruptions = 0;  // spot instances taken back
+  int preemptions = 0;    // trials running on them when they were taken back
+};
+
 struct FleetOptions {
   std::string connect;    // HOST:PORT the workers dial; required
   std::string logs_dir;   // worker logs go to LOGS_DIR/worker-TOKEN.log; required
@@ -30,8 +39,19 @@ struct FleetOptions {
   // market's behaviour in seconds; default 1.
   double time_scale = 1;
   // Seconds projected for running trials to checkpoint and stop at the cap, per live
-  // instance; default 10.
+  // instance; also the grace a worker on a non-spot instance gives its trial after the notice
+  // (its --preempt-notice). Default 10.
   double wind_down_seconds = 10;
+  // A resumed run: the bills of its earlier sessions (the store's cost rows). They are kept
+  // in the store, count against budget.max_cost, and trial costs add up across sessions.
+  // Default none.
+  std::vector<CostRow> prior_costs;
+  // Seconds from the run's first start to this fleet's start: added to the times of new
+  // bills, so that one run's cost rows share one time origin. Default 0.
+  double epoch_offset_seconds = 0;
+  // A resumed run: each pool's counters from its earlier sessions (meta "fleet"), which this
+  // session's counts add to. Default none.
+  std::map<std::string, FleetPoolStats> prior_pools;
   uint64_t seed = 1;                   // spot interruptions; default 1
   int max_launch_failures = 5;         // a pool failing this many launches in a row is given up; default 5
   double launch_backoff_seconds = 1;   // doubled after each failure, at most 60 s; default 1
@@ -59,14 +79,6 @@ struct FleetTick {
   bool hold = false;            // the budget pays for no new work: lease nothing
 };
 
-// One pool's counters for the results.
-struct FleetPoolStats {
-  std::string name, region, market;
-  int launched = 0;
-  int launch_failures = 0;
-  int interruptions = 0;  // spot instances taken back
-  int preemptions = 0;    // trials running on them when they were taken back
-};
 
 // The live instances of a run: launches them through a Provider, charges each per second on
 // the Ledger from launch to termination (idle time included, reserved capacity whole),
@@ -94,6 +106,11 @@ class Fleet {
   // every pool is given up (launch failures) or the budget refuses every launch. *why says why.
   bool Stuck(std::string* why) const;
 
+  // The budget is spent: every instance that runs a trial gets the preemption-style notice
+  // (the provider's Interrupt with notice: the worker has its trial write its checkpoint, hands
+  // it back and exits), and idle ones are terminated. Spot interruptions are no longer
+  // injected. Returns the number of instances told to stop.
+  int NoticeAll();
   // Asks every live instance to stop. Returns the number still live (poll with Reap).
   int TerminateAll();
   // Polls terminating instances, ending their bills when they are gone; after `force`, kills
@@ -105,7 +122,8 @@ class Fleet {
   // per-pool counts as meta "fleet". Runs in the caller's transaction.
   absl::Status WriteCosts(Store* store) const;
 
-  double committed() const { return ledger_.Committed(); }
+  // Everything owed now, earlier sessions of a resumed run included.
+  double committed() const { return prior_committed_ + ledger_.Committed(); }
   int live_instances() const { return ledger_.live_instances(); }
   std::vector<FleetPoolStats> pool_stats() const;
   const Ledger& ledger() const { return ledger_; }
@@ -170,6 +188,8 @@ class Fleet {
   std::map<int64_t, size_t> by_worker_;  // worker id -> instances_ index
   int64_t next_token_ = 1;
   bool exhausted_ = false;
+  bool stopping_ = false;        // NoticeAll: no more interruptions are injected
+  double prior_committed_ = 0;   // bills of earlier sessions (options_.prior_costs)
   bool launch_refused_ = false;  // the budget refused the last launch wanted
   std::map<int, std::string> last_reason_;  // pool -> last placement reason logged
   std::string last_refusal_;

@@ -31,8 +31,9 @@ namespace {
 constexpr const char* kUsage = R"(usage:
   sextant run FILE [--run-dir DIR] [--workers N] [--listen ADDR] [--metrics-port PORT]
               [--time-scale X] [--slurm-partition P] [--slurm-spot-partition P]
-              [--tls-dir DIR]
+              [--tls-dir DIR] [--max-cost AMOUNT] [--max-wall-time DURATION]
   sextant resume DIR [--workers N] [--metrics-port PORT] [--tls-dir DIR]
+              [--max-cost AMOUNT] [--max-wall-time DURATION]  (raise a spent budget)
   sextant certs init DIR | sextant certs issue DIR NAME [--enroll]
   sextant validate FILE
   sextant status DIR [--watch]
@@ -130,6 +131,18 @@ int Run(const Args& a, bool resume) {
   if (a.flags.count("slurm-partition")) options.slurm_partition = a.flags.at("slurm-partition");
   if (a.flags.count("slurm-spot-partition")) {
     options.slurm_spot_partition = a.flags.at("slurm-spot-partition");
+  }
+  if (a.flags.count("max-cost")) {
+    double v = 0;
+    if (!absl::SimpleAtod(a.flags.at("max-cost"), &v) || !(v > 0)) {
+      return Usage("--max-cost must be a positive amount");
+    }
+    options.max_cost = v;
+  }
+  if (a.flags.count("max-wall-time")) {
+    auto v = ParseDurationSeconds(a.flags.at("max-wall-time"));
+    if (!v.ok() || *v <= 0) return Usage("--max-wall-time: invalid duration (e.g. 90s, 2h)");
+    options.max_wall_time_seconds = *v;
   }
   for (const char* name : {"lease-timeout", "heartbeat"}) {
     if (!a.flags.count(name)) continue;
@@ -284,7 +297,8 @@ int main(int argc, char** argv) {
   if (cmd == "run" || cmd == "resume") {
     a = ParseArgs(argc, argv, 2,
                   {"run-dir", "workers", "listen", "lease-timeout", "heartbeat", "metrics-port",
-                   "time-scale", "slurm-partition", "slurm-spot-partition", "tls-dir"},
+                   "time-scale", "slurm-partition", "slurm-spot-partition", "tls-dir",
+                   "max-cost", "max-wall-time"},
                   {});
   } else if (cmd == "results") {
     a = ParseArgs(argc, argv, 2, {"format"}, {});

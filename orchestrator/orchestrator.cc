@@ -15,10 +15,12 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/redactor.h"
 #include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
 #include "orchestrator/admin_service.h"
 #include "orchestrator/dispatcher.h"
 #include "orchestrator/experiment_loader.h"
@@ -42,6 +44,10 @@ namespace sextant {
 namespace {
 
 std::atomic<int> g_stop_signal{0};
+
+// How long running trials get to checkpoint and stop when the budget is spent: the grace each
+// worker gives its trial after the notice (--preempt-notice) and the fleet's projection.
+constexpr double kWindDownSeconds = 10;
 
 void OnStopSignal(int sig) { g_stop_signal.store(sig); }
 
@@ -85,6 +91,7 @@ class Run {
         return 2;
       }
       spec_ = loaded.spec;
+      ApplyBudgetOverrides();
       // Stored paths are absolute, so that `resume` from any directory finds the same files.
       std::string wd = spec_.trial().working_dir().empty() ? "." : spec_.trial().working_dir();
       spec_.mutable_trial()->set_working_dir(
@@ -109,6 +116,10 @@ class Run {
       if (!*stored_spec || !spec_.ParseFromString(**stored_spec)) {
         *env_.err << "sextant: " << run_dir_path_ << " holds no experiment to resume\n";
         return 2;
+      }
+      if (options_.max_cost || options_.max_wall_time_seconds) {
+        ApplyBudgetOverrides();
+        if (absl::Status s = store_->PutMeta("spec", spec_.SerializeAsString()); !s.ok()) return Fail(s);
       }
     } else if (existed && *stored_spec) {
       *env_.err << "sextant: " << run_dir_path_ << " already holds a run; continue it with "
@@ -142,6 +153,13 @@ class Run {
     if (!dispatcher.ok()) return Fail(dispatcher.status());
     dispatcher_ = *std::move(dispatcher);
     return StartServer();
+  }
+
+  void ApplyBudgetOverrides() {
+    if (options_.max_cost) spec_.mutable_budget()->set_max_cost(*options_.max_cost);
+    if (options_.max_wall_time_seconds) {
+      spec_.mutable_budget()->set_max_wall_time_seconds(*options_.max_wall_time_seconds);
+    }
   }
 
   int StartServer() {
@@ -197,7 +215,8 @@ class Run {
                                                      : options_.worker_binary;
     std::vector<std::string> argv = {bin, "--connect", Target(), "--region", "local",
                                      "--pool", "local", "--launch-token",
-                                     absl::StrCat("local-", index), "--exit-with-parent"};
+                                     absl::StrCat("local-", index), "--exit-with-parent",
+                                     "--preempt-notice", absl::StrCat(kWindDownSeconds)};
     if (!options_.tls_dir.empty()) {
       argv.push_back("--tls-dir");
       argv.push_back(std::filesystem::absolute(options_.tls_dir).string());
@@ -266,21 +285,22 @@ class Run {
       int sig = g_stop_signal.load();
       if (sig == 0 && admin_->drain_requested()) sig = SIGINT;  // AdminService.Drain
       bool out_of_time = wall > 0 && absl::ToDoubleSeconds(env_.clock->Now() - start) > wall;
-      if (fleet_ && sig == 0 && !out_of_time) {
+      if (sig == 0 && out_of_time) {
+        return WindDown(progress, absl::StrCat("budget.max_wall_time reached (", wall, " s)"),
+                        "--max-wall-time DURATION");
+      }
+      if (fleet_ && sig == 0) {
         if (std::optional<int> rc = FleetStep(progress, stats)) return *rc;
         continue;
       }
-      if (sig != 0 || out_of_time) {
+      if (sig != 0) {
         progress.Finish(stats);
         absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
-        std::string state = sig != 0 ? "INTERRUPTED" : "BUDGET_EXHAUSTED";
-        if (s.ok()) s = service_->WithDispatcher([&](Dispatcher& d) { return d.MarkRunState(state); });
+        if (s.ok()) s = service_->WithDispatcher([&](Dispatcher& d) { return d.MarkRunState("INTERRUPTED"); });
         if (!s.ok()) return Fail(s);
-        *env_.out << "sextant: " << (sig != 0 ? "interrupted" : "max_wall_time reached")
-                  << "; running trials were cancelled. Continue with: sextant resume "
+        *env_.out << "sextant: interrupted; running trials were cancelled. Continue with: sextant resume "
                   << run_dir_path_ << "\n";
-        if (sig == 0) PrintSummary();
-        return sig != 0 ? 130 : 0;
+        return 130;
       }
       ReapWorkers(/*replace=*/true);
       if (workers_.empty()) {
@@ -413,6 +433,10 @@ class Run {
     fo.logs_dir = std::filesystem::absolute(run_dir_->logs_dir()).string();
     fo.time_scale = options_.time_scale;
     fo.seed = spec_.search().seed();
+    fo.wind_down_seconds = kWindDownSeconds;
+    if (options_.resume) {
+      if (int rc = LoadPriorBills(fo); rc != 0) return rc;
+    }
     auto fleet = Fleet::Create(spec_, std::move(catalog), provider_.get(), env_.clock, fo);
     if (!fleet.ok()) {
       *env_.err << "sextant: " << fleet.status().message() << "\n";
@@ -426,15 +450,39 @@ class Run {
     return 0;
   }
 
-  // One fleet round under the dispatch lock. Returns the exit code once the run ends.
-  std::optional<int> FleetStep(ProgressReporter& progress, const DispatchStats& stats) {
+  // A resumed run keeps the bills and pool counters of its earlier sessions. Returns an exit code.
+  int LoadPriorBills(FleetOptions& fo) {
+    auto costs = store_->LoadCosts();
+    if (!costs.ok()) return Fail(costs.status());
+    fo.prior_costs = *std::move(costs);
+    auto started = store_->GetMeta("started_at");
+    double t0 = 0;
+    if (started.ok() && *started && absl::SimpleAtod(**started, &t0)) {
+      fo.epoch_offset_seconds = std::max(0.0, absl::ToUnixMicros(env_.clock->Now()) / 1e6 - t0);
+    }
+    auto fleet = store_->GetMeta("fleet");
+    if (!fleet.ok() || !*fleet) return 0;
+    nlohmann::json doc = nlohmann::json::parse(**fleet, nullptr, false);
+    if (!doc.is_object() || !doc.contains("pools") || !doc["pools"].is_object()) return 0;
+    for (const auto& [name, p] : doc["pools"].items()) {
+      FleetPoolStats& st = fo.prior_pools[name];
+      st.name = name;
+      st.launched = p.value("launched", 0);
+      st.launch_failures = p.value("launch_failures", 0);
+      st.interruptions = p.value("interruptions", 0);
+      st.preemptions = p.value("preemptions", 0);
+    }
+    return 0;
+  }
+
+  // One fleet round under the dispatch lock: ticks the fleet, applies its decisions to the
+  // dispatcher and stores its events and bills. *exhausted: the budget is spent; *stuck: why
+  // waiting work can never run (empty when it can).
+  absl::Status FleetRound(bool* exhausted, std::string* stuck) {
     const absl::Time now = env_.clock->Now();
-    bool exhausted = false;
-    int demand = 0;
-    std::string stuck;
-    absl::Status s = service_->WithDispatcher([&](Dispatcher& d) -> absl::Status {
+    return service_->WithDispatcher([&](Dispatcher& d) -> absl::Status {
       FleetView view;
-      view.demand = demand = d.Demand();
+      view.demand = d.Demand();
       view.running = d.RunningByWorker();
       for (const auto& [id, w] : d.workers()) view.workers[id] = {w.region, w.pool, w.launch_token};
       FleetTick tick = fleet_->Tick(view);
@@ -454,24 +502,67 @@ class Run {
         store_->Rollback();
         return st;
       }
-      exhausted = fleet_->exhausted();
-      if (!exhausted && demand > 0) (void)fleet_->Stuck(&stuck);
+      *exhausted = fleet_->exhausted();
+      if (!*exhausted && view.demand > 0) (void)fleet_->Stuck(stuck);
       return store_->Commit();
     });
+  }
+
+  // One fleet round. Returns the exit code once the run ends.
+  std::optional<int> FleetStep(ProgressReporter& progress, const DispatchStats& stats) {
+    bool exhausted = false;
+    std::string stuck;
+    absl::Status s = FleetRound(&exhausted, &stuck);
     if (!s.ok()) return Fail(s);
-    if (!exhausted && stuck.empty()) return std::nullopt;
+    if (exhausted) {
+      return WindDown(progress, absl::StrCat("budget.max_cost reached (", spec_.budget().max_cost(), ")"),
+                      "--max-cost AMOUNT");
+    }
+    if (stuck.empty()) return std::nullopt;
     progress.Finish(stats);
-    if (!stuck.empty() && !absl::StartsWith(stuck, "the budget")) {
+    if (!absl::StartsWith(stuck, "the budget")) {
       (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("FAILED"); });
       *env_.err << "sextant: " << stuck << "; see " << run_dir_->logs_dir() << "\n";
       return 1;
     }
+    return WindDown(progress, absl::StrCat("budget.max_cost reached: ", stuck), "--max-cost AMOUNT");
+  }
+
+  // The budget is spent: nothing new starts, running trials get the preemption-style notice
+  // (SIGTERM to their worker, through the provider for instances) so that they write their
+  // checkpoint and hand themselves back; those still running after the wind-down are
+  // cancelled. The run ends BUDGET_EXHAUSTED with its report. Returns the exit code (0).
+  int WindDown(ProgressReporter& progress, const std::string& why, const std::string& raise) {
+    progress.Finish(Stats());
+    absl::Status s = service_->WithDispatcher([&](Dispatcher& d) {
+      d.SetHold(true);
+      return d.BeginStop(why);
+    });
+    if (!s.ok()) return Fail(s);
+    if (fleet_) {
+      (void)service_->WithDispatcher([&](Dispatcher&) { return fleet_->NoticeAll(); });
+    } else {
+      for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGTERM);
+    }
+    const absl::Time deadline = env_.clock->Now() + absl::Seconds(kWindDownSeconds + 5);
+    auto running = [&] { return service_->WithDispatcher([](Dispatcher& d) { return d.running(); }); };
+    while (running() > 0 && env_.clock->Now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      service_->Tick().IgnoreError();
+      if (fleet_) {
+        bool exhausted = false;
+        std::string stuck;
+        FleetRound(&exhausted, &stuck).IgnoreError();
+      } else {
+        ReapWorkers(/*replace=*/false);
+      }
+    }
     s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
     if (s.ok()) s = service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("BUDGET_EXHAUSTED"); });
     if (!s.ok()) return Fail(s);
-    *env_.out << "sextant: budget.max_cost reached; running trials were stopped. Continue with: "
-              << "sextant resume " << run_dir_path_ << "\n";
-    FleetTeardown();
+    *env_.out << "sextant: " << why << "; running trials checkpointed and stopped. Continue with a "
+              << "raised budget: sextant resume " << run_dir_path_ << " " << raise << "\n";
+    if (fleet_) FleetTeardown();
     PrintSummary();
     return 0;
   }

@@ -2,6 +2,7 @@
 #define SEXTANT_ORCHESTRATOR_ORCHESTRATOR_H_
 
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -29,6 +30,10 @@ struct RunOptions {
   // A directory from `sextant certs init`: serve TLS with mTLS and per-role bearer tokens, and
   // give local workers the worker certificate and token. Default empty: plaintext, loopback.
   std::string tls_dir;
+  // Replace the experiment's budget.max_cost and budget.max_wall_time (a resume after
+  // BUDGET_EXHAUSTED raises them; the new values are stored with the run). Default: keep.
+  std::optional<double> max_cost;
+  std::optional<double> max_wall_time_seconds;
 };
 
 // The process-wide parts a run uses. All are required.
@@ -42,6 +47,10 @@ struct RunEnv {
 // Runs (or resumes) an experiment to its end with local workers. Returns the exit code of the
 // contract: 0 when it ends normally, 2 on invalid input, 1 on other failures, 130 when
 // interrupted by SIGINT/SIGTERM (then running trials are CANCELLED and it can be resumed).
+// When budget.max_cost or budget.max_wall_time is reached, running trials get the
+// preemption-style notice (they write their checkpoint and stop; those still running after
+// the wind-down are cancelled), the run ends BUDGET_EXHAUSTED with exit 0, and a resume with
+// a raised budget continues them from their checkpoints.
 int RunExperiment(const RunOptions& options, const RunEnv& env);
 
 // Installs the SIGINT/SIGTERM handlers that make RunExperiment stop cleanly.

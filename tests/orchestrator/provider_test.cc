@@ -1,7 +1,12 @@
 // Live runs on real providers: `sextant run` with resources.pools launches, bills and scales
 // real `sextant-worker` processes (local provider) or Slurm jobs (slurm provider).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -137,6 +142,119 @@ resources:
   auto events = RunProcess({kSextant, "events", dir + "/run"});
   EXPECT_THAT(events.out, HasSubstr("\"kind\":\"budget_exhausted\""));
   EXPECT_THAT(events.out, HasSubstr("\"kind\":\"instance_launched\""));
+}
+
+// Like kSteps, and says where each attempt starts (0: from scratch).
+constexpr const char* kResumableSteps = R"SH(#!/bin/sh
+ck="$SEXTANT_CHECKPOINT_DIR/step"
+i=0
+[ -f "$ck" ] && i=$(cat "$ck")
+echo "resumed_from=$i"
+trap 'echo "$i" > "$ck"; exit 75' TERM
+while [ "$i" -lt 10 ]; do
+  i=$((i + 1))
+  echo "$i" > "$ck"
+  echo "step=$i loss=$((100 - i))"
+  sleep 0.3 & wait $!
+done
+)SH";
+
+TEST(LocalProviderRunTest, AtTheBudgetRunningTrialsCheckpointAndStopAndResumeWithARaisedBudgetFinishesThem) {
+  const std::string dir = MakeTempDir("budget-resume");
+  WriteFile(dir + "/steps.sh", kResumableSteps);
+  WriteFile(dir + "/catalog.yaml", R"(regions: [r1]
+instances: {gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}}
+billing: {increment: 1s, minimum: 1s}
+offers:
+  - {region: r1, instance: gpu.1x, market: on_demand, price_per_hour: 360}
+)");
+  std::string exp = Experiment("budget-resume", 6, 2, R"(budget: {max_cost: 3.0}
+resources:
+  provider: local
+  catalog: catalog.yaml
+  pools:
+    - {name: od-r1, region: r1, instance: gpu.1x, market: on_demand, max_instances: 2}
+)");
+  WriteFile(dir + "/exp.yaml", exp);
+  auto first = RunProcess({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 120);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_THAT(first.out, HasSubstr("running trials checkpointed and stopped"));
+  nlohmann::json j = Results(dir + "/run");
+  EXPECT_EQ(j["state"], "BUDGET_EXHAUSTED");
+  const double spent = j["cost"]["total"].get<double>();
+  EXPECT_LE(spent, 3.0 + 2 * 0.1 + 1e-9) << j["cost"].dump();
+  // The trials that were running got the notice: each wrote its checkpoint mid-way and was
+  // stopped, not counted as a preemption, and not failed.
+  std::vector<int> stopped;
+  for (const auto& t : j["trials"]) {
+    EXPECT_NE(t["state"], "FAILED") << t.dump();
+    EXPECT_EQ(t["preemptions"], 0) << t.dump();
+    if (t["state"] != "CANCELLED") continue;
+    stopped.push_back(t["id"].get<int>());
+    const std::string ck = ReadFile(absl::StrCat(dir, "/run/artifacts/checkpoints/trial-", t["id"].get<int>(), "/step"));
+    EXPECT_FALSE(ck.empty()) << t.dump();
+  }
+  ASSERT_FALSE(stopped.empty()) << j.dump();
+  auto events = RunProcess({kSextant, "events", dir + "/run"});
+  EXPECT_THAT(events.out, HasSubstr("\"kind\":\"trial_stopped\""));
+  EXPECT_THAT(events.out, HasSubstr("\"kind\":\"run_stopping\""));
+  auto report = RunProcess({kSextant, "report", dir + "/run", "-o", dir + "/report.html"});
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+
+  // A raised budget continues the stopped trials from their checkpoints to the exact target.
+  auto second = RunProcess({kSextant, "resume", dir + "/run", "--max-cost", "50"}, 120);
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  j = Results(dir + "/run");
+  EXPECT_EQ(j["state"], "COMPLETED");
+  EXPECT_EQ(j["cost"]["budget"], 50.0);
+  EXPECT_GT(j["cost"]["total"].get<double>(), spent);  // the first session's bills are kept
+  ASSERT_EQ(j["trials"].size(), 6u);
+  for (const auto& t : j["trials"]) {
+    EXPECT_EQ(t["state"], "COMPLETED") << t.dump();
+    EXPECT_EQ(t["metrics"]["step"], 10.0) << t.dump();
+  }
+  for (int id : stopped) {
+    const auto& t = j["trials"][id - 1];
+    EXPECT_EQ(t["attempts"], 2) << t.dump();
+    EXPECT_GT(t["metrics"]["resumed_from"].get<double>(), 0) << t.dump();  // not from scratch
+  }
+}
+
+TEST(SlurmProviderRunTest, SbatchThatKeepsFailingIsRetriedWithBackoffOnEveryPoolThenTheRunFails) {
+  const std::string dir = MakeTempDir("sbatch-fails");
+  WriteFile(dir + "/steps.sh", kSteps);
+  // A real sbatch on PATH that always refuses, and counts its calls.
+  WriteFile(dir + "/bin/sbatch", absl::StrCat("#!/bin/sh\necho x >> ", dir,
+                                              "/sbatch-calls\necho 'sbatch: error: Batch job "
+                                              "submission failed: Invalid partition name specified' >&2\nexit 1\n"));
+  chmod((dir + "/bin/sbatch").c_str(), 0755);
+  WriteFile(dir + "/catalog.yaml", R"(regions: [r1, r2]
+instances: {gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}}
+billing: {increment: 1s, minimum: 1s}
+offers:
+  - {region: r1, instance: gpu.1x, market: on_demand, price_per_hour: 36}
+  - {region: r2, instance: gpu.1x, market: on_demand, price_per_hour: 40}
+)");
+  WriteFile(dir + "/exp.yaml", Experiment("sbatch-fails", 4, 2, R"(resources:
+  provider: slurm
+  catalog: catalog.yaml
+  pools:
+    - {name: a, region: r1, instance: gpu.1x, market: on_demand, max_instances: 2}
+    - {name: b, region: r2, instance: gpu.1x, market: on_demand, max_instances: 2}
+)"));
+  const std::string path = absl::StrCat("PATH=", dir, "/bin:", getenv("PATH"));
+  auto run = RunProcess({"env", path, kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 120);
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_THAT(run.err, HasSubstr("every pool failed to launch instances"));
+  // Five tries per pool (backoff 1, 2, 4, 8 s between them), then the pool is given up.
+  const std::string calls = ReadFile(dir + "/sbatch-calls");
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), '\n'), 10) << calls;
+  auto events = RunProcess({kSextant, "events", dir + "/run"});
+  EXPECT_THAT(events.out, HasSubstr("Invalid partition name"));
+  EXPECT_THAT(events.out, HasSubstr("retrying in 8 s"));
+  EXPECT_THAT(events.out, HasSubstr("pool a: "));
+  EXPECT_THAT(events.out, HasSubstr("pool b: "));
+  EXPECT_THAT(events.out, HasSubstr("giving this pool up"));
 }
 
 }  // namespace
