@@ -113,9 +113,11 @@ class FederatedRun {
     }
     start_ = env_.clock->Now();
     if (!options_.resume) {
-      absl::Status s = store_->PutMeta("spec", spec_.SerializeAsString());
-      if (s.ok()) s = store_->PutMeta("started_at", absl::StrCat(absl::ToUnixSeconds(start_)));
+      // The spec goes last: a run killed before it holds no run yet and can simply be started
+      // again, rather than being resumable without a federation id.
+      absl::Status s = store_->PutMeta("started_at", absl::StrCat(absl::ToUnixSeconds(start_)));
       if (s.ok()) s = store_->PutMeta("federation_id", absl::StrCat(spec_.name(), "-", absl::ToUnixMicros(start_)));
+      if (s.ok()) s = store_->PutMeta("spec", spec_.SerializeAsString());
       if (!s.ok()) return Fail(s);
     }
     auto id = store_->GetMeta("federation_id");
@@ -147,8 +149,10 @@ class FederatedRun {
     return StartServer();
   }
 
-  // Payload: round, global model, server optimiser state (rounds, m, v).
-  absl::Status Checkpoint(int64_t round) {
+  // Payload: round, global model, server optimiser state (rounds, m, v), then the round's rows
+  // of the rounds table, so that the rows a resume finds are exactly those of the committed
+  // round (a checkpoint without rows, from an older run, is still read).
+  absl::Status Checkpoint(int64_t round, const std::vector<RoundRow>& rows) {
     train::ByteWriter w;
     w.I64(round);
     w.Floats(global_.data(), static_cast<int64_t>(global_.size()));
@@ -158,7 +162,38 @@ class FederatedRun {
     w.Floats(st.m.data(), static_cast<int64_t>(st.m.size()));
     w.I64(static_cast<int64_t>(st.v.size()));
     w.Floats(st.v.data(), static_cast<int64_t>(st.v.size()));
+    w.I64(static_cast<int64_t>(rows.size()));
+    for (const RoundRow& row : rows) {
+      w.I64(row.round);
+      w.Bytes(row.region);
+      w.F64(row.accuracy);
+      w.F64(row.loss);
+      w.I64(row.clients);
+      w.I64(row.rejected);
+      w.I64(row.epsilon ? 1 : 0);
+      w.F64(row.epsilon.value_or(0));
+      w.F64(row.time);
+    }
     return train::WriteCheckpoint(ckpt_dir_, round, w.str()).status();
+  }
+
+  static absl::StatusOr<std::vector<RoundRow>> ReadRows(train::ByteReader& r) {
+    SEXTANT_ASSIGN_OR_RETURN(int64_t n, r.I64());
+    if (n < 0 || n > (1 << 20)) return absl::DataLossError("checkpoint: bad round row count");
+    std::vector<RoundRow> rows(static_cast<size_t>(n));
+    for (RoundRow& row : rows) {
+      SEXTANT_ASSIGN_OR_RETURN(row.round, r.I64());
+      SEXTANT_ASSIGN_OR_RETURN(row.region, r.Bytes());
+      SEXTANT_ASSIGN_OR_RETURN(row.accuracy, r.F64());
+      SEXTANT_ASSIGN_OR_RETURN(row.loss, r.F64());
+      SEXTANT_ASSIGN_OR_RETURN(row.clients, r.I64());
+      SEXTANT_ASSIGN_OR_RETURN(row.rejected, r.I64());
+      SEXTANT_ASSIGN_OR_RETURN(int64_t has_epsilon, r.I64());
+      SEXTANT_ASSIGN_OR_RETURN(double epsilon, r.F64());
+      if (has_epsilon) row.epsilon = epsilon;
+      SEXTANT_ASSIGN_OR_RETURN(row.time, r.F64());
+    }
+    return rows;
   }
 
   int Restore() {
@@ -187,6 +222,14 @@ class FederatedRun {
     load_vec(st.m);
     load_vec(st.v);
     if (s.ok()) s = optimizer_->Restore(std::move(st));
+    std::vector<RoundRow> rows;
+    if (s.ok() && !r.done()) {
+      auto read_rows = ReadRows(r);
+      s = read_rows.status();
+      if (s.ok()) rows = *std::move(read_rows);
+    }
+    // A kill between the checkpoint and the rounds table's commit left the rows out.
+    if (s.ok() && !rows.empty()) s = rounds_->Put(rows);
     if (!s.ok()) return Fail(s);
     last_round_ = *round;
     *env_.out << "sextant: resuming after round " << last_round_ << "\n";
@@ -333,10 +376,11 @@ class FederatedRun {
       rows.push_back({round, s.client_id, s.metrics.eval_accuracy, s.metrics.eval_loss, s.count,
                       s.rejected, std::nullopt, Seconds()});
     }
-    // The checkpoint is the commit point: rows first, so that a crash between the two redoes
-    // the round on resume and replaces its rows rather than leaving a completed round unlisted.
+    // The checkpoint is the commit point and carries the rows: a round is listed only once it
+    // is committed (so a listed round is never redone with other values), and a kill before
+    // the rows reach the table is repaired from the checkpoint on resume.
+    if (absl::Status s = Checkpoint(round, rows); !s.ok()) return Fail(s);
     if (absl::Status s = rounds_->Put(rows); !s.ok()) return Fail(s);
-    if (absl::Status s = Checkpoint(round); !s.ok()) return Fail(s);
     const std::string line =
         absl::StrFormat("round=%d accuracy=%.4f loss=%.4f clients=%d rejected=%d", round,
                         last_eval_.accuracy, last_eval_.loss, outcome.count, rejected);

@@ -41,7 +41,10 @@ int main(int argc, char** argv) {
   }
   if (sextant::IsFederatedInvocation(argc, argv)) {
     for (int i = 1; i < argc; ++i) {
-      if (std::string(argv[i]) == "--exit-with-parent") prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (std::string(argv[i]) != "--exit-with-parent") continue;
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      // The parent may have died before the signal was armed (killed while launching us).
+      if (getppid() == 1) return 1;
     }
     struct sigaction sa;
     std::memset(&sa, 0, sizeof(sa));

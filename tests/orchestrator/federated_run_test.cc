@@ -245,9 +245,9 @@ TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedR
   std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, std::regex("resuming after round (\\d+)"))) << out;
   const int resumed_after = std::stoi(m[1]);
-  // The checkpoint is written after the round's rows: the last listed round, or (killed in
-  // between) the one before it, which is then redone.
-  EXPECT_TRUE(resumed_after == listed || resumed_after == listed - 1) << out;
+  // The checkpoint (which carries the round's rows) is written before the rows: the last
+  // listed round, or (killed in between) the one after it, whose rows the resume restores.
+  EXPECT_TRUE(resumed_after == listed || resumed_after == listed + 1) << out;
   EXPECT_GE(resumed_after, 1);
   for (int r = 1; r <= resumed_after; ++r) {
     EXPECT_EQ(out.find("round=" + std::to_string(r) + " "), std::string::npos) << out;
