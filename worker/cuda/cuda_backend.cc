@@ -7,14 +7,15 @@
 #include <dlfcn.h>
 
 #include <cmath>
-#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "worker/cuda/kernels.h"
+#include "worker/train/accounted_backend.h"
 
 namespace sextant::cuda {
 namespace {
 
+using train::AccountedBackend;
 using train::Backend;
 using train::Buffer;
 using train::IntBuffer;
@@ -106,7 +107,7 @@ absl::Status CublasStatus(cublasStatus_t e, const char* what) {
 #define SEXTANT_CUDA_CHECK(call) Record(CudaStatus((call), #call))
 #define SEXTANT_CUBLAS_CHECK(call) Record(CublasStatus((call), #call))
 
-class CudaBackend : public Backend {
+class CudaBackend : public AccountedBackend {
  public:
   static absl::StatusOr<std::unique_ptr<Backend>> Create(const CudaBackendOptions& o) {
     int count = DeviceCount();
@@ -122,7 +123,7 @@ class CudaBackend : public Backend {
   ~CudaBackend() override {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
-    for (auto& [p, bytes] : live_) cudaFree(p);
+    ReleaseAll();
     for (void* p : {static_cast<void*>(ones_), static_cast<void*>(row_loss_),
                     static_cast<void*>(row_flags_)}) {
       if (p != nullptr) cudaFree(p);
@@ -134,30 +135,6 @@ class CudaBackend : public Backend {
   std::string name() const override { return absl::StrCat("cuda:", device_); }
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
-
-  absl::StatusOr<Buffer> Allocate(int64_t rows, int64_t cols) override {
-    void* p = nullptr;
-    if (auto s = Reserve(rows * cols * static_cast<int64_t>(sizeof(float)), &p); !s.ok()) return s;
-    return Buffer(static_cast<float*>(p), rows, cols, this);
-  }
-
-  absl::StatusOr<IntBuffer> AllocateInts(int64_t n) override {
-    void* p = nullptr;
-    if (auto s = Reserve(n * static_cast<int64_t>(sizeof(int32_t)), &p); !s.ok()) return s;
-    return IntBuffer(static_cast<int32_t*>(p), n, this);
-  }
-
-  void Release(void* p) override {
-    auto it = live_.find(p);
-    if (it == live_.end()) return;
-    allocated_ -= it->second;
-    live_.erase(it);
-    cudaSetDevice(device_);
-    cudaStreamSynchronize(stream_);  // the memory may still be in use by queued kernels
-    cudaFree(p);
-  }
-
-  int64_t allocated_bytes() const override { return allocated_; }
 
   void Upload(const float* host, Tensor dst) override {
     SEXTANT_CUDA_CHECK(cudaMemcpyAsync(dst.data, host, dst.size() * sizeof(float),
@@ -278,7 +255,7 @@ class CudaBackend : public Backend {
 
  private:
   explicit CudaBackend(const CudaBackendOptions& o)
-      : device_(o.device), limit_(o.memory_limit_bytes) {}
+      : AccountedBackend(o.memory_limit_bytes), device_(o.device) {}
 
   absl::Status Init() {
     absl::Status s = CudaStatus(cudaSetDevice(device_), "cudaSetDevice");
@@ -302,13 +279,7 @@ class CudaBackend : public Backend {
     return false;
   }
 
-  absl::Status Reserve(int64_t bytes, void** out) {
-    if (bytes < 0) return absl::InvalidArgumentError("negative allocation size");
-    if (limit_ > 0 && allocated_ + bytes > limit_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          name(), ": allocating ", bytes, " bytes would exceed the memory limit of ", limit_,
-          " bytes (", allocated_, " in use)"));
-    }
+  absl::StatusOr<void*> RawAllocate(int64_t bytes) override {
     cudaSetDevice(device_);
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(bytes, 4)));
@@ -322,10 +293,12 @@ class CudaBackend : public Backend {
       cudaFree(p);
       return CudaStatus(e, "cudaMemset");
     }
-    live_[p] = bytes;
-    allocated_ += bytes;
-    *out = p;
-    return absl::OkStatus();
+    return p;
+  }
+  void RawFree(void* p) override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(stream_);  // the memory may still be in use by queued kernels
+    cudaFree(p);
   }
 
   bool EnsureOnes(int64_t n) {
@@ -354,12 +327,9 @@ class CudaBackend : public Backend {
   }
 
   const int device_;
-  const int64_t limit_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   absl::Status error_;
-  int64_t allocated_ = 0;
-  std::unordered_map<void*, int64_t> live_;
   float* ones_ = nullptr;
   int64_t ones_size_ = 0;
   double* row_loss_ = nullptr;

@@ -7,52 +7,28 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "worker/train/accounted_backend.h"
 #include "worker/train/counter_rng.h"
 #include "worker/train/internal/gemm_kernel.h"
 
 namespace sextant::train {
 namespace {
 
-class CpuBackend : public Backend {
+class CpuBackend : public AccountedBackend {
  public:
   explicit CpuBackend(const CpuBackendOptions& o)
-      : threads_(std::max(1, o.threads)),
-        limit_(o.memory_limit_bytes),
+      : AccountedBackend(o.memory_limit_bytes),
+        threads_(std::max(1, o.threads)),
         gemm_(internal::SelectGemm()) {}
 
-  ~CpuBackend() override {
-    for (auto& [p, bytes] : live_) std::free(p);
-  }
+  ~CpuBackend() override { ReleaseAll(); }
 
   std::string name() const override {
     return absl::StrCat("cpu(", threads_, " threads, ", internal::SelectedGemmName(), ")");
   }
-
-  absl::StatusOr<Buffer> Allocate(int64_t rows, int64_t cols) override {
-    void* p = nullptr;
-    if (auto s = Reserve(rows * cols * static_cast<int64_t>(sizeof(float)), &p); !s.ok()) return s;
-    return Buffer(static_cast<float*>(p), rows, cols, this);
-  }
-
-  absl::StatusOr<IntBuffer> AllocateInts(int64_t n) override {
-    void* p = nullptr;
-    if (auto s = Reserve(n * static_cast<int64_t>(sizeof(int32_t)), &p); !s.ok()) return s;
-    return IntBuffer(static_cast<int32_t*>(p), n, this);
-  }
-
-  void Release(void* p) override {
-    auto it = live_.find(p);
-    if (it == live_.end()) return;
-    allocated_ -= it->second;
-    live_.erase(it);
-    std::free(p);
-  }
-
-  int64_t allocated_bytes() const override { return allocated_; }
 
   void Upload(const float* host, Tensor dst) override {
     std::memcpy(dst.data, host, dst.size() * sizeof(float));
@@ -138,13 +114,7 @@ class CpuBackend : public Backend {
   }
 
  private:
-  absl::Status Reserve(int64_t bytes, void** out) {
-    if (bytes < 0) return absl::InvalidArgumentError("negative allocation size");
-    if (limit_ > 0 && allocated_ + bytes > limit_) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cpu backend: allocating ", bytes, " bytes would exceed the memory limit of ",
-                       limit_, " bytes (", allocated_, " in use)"));
-    }
+  absl::StatusOr<void*> RawAllocate(int64_t bytes) override {
     size_t rounded = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
     void* p = std::aligned_alloc(64, rounded);
     if (p == nullptr) {
@@ -152,11 +122,9 @@ class CpuBackend : public Backend {
                                                        bytes, " bytes"));
     }
     std::memset(p, 0, rounded);
-    live_[p] = bytes;
-    allocated_ += bytes;
-    *out = p;
-    return absl::OkStatus();
+    return p;
   }
+  void RawFree(void* p) override { std::free(p); }
 
   // Runs f(i) for i in [0, n), split into contiguous static chunks over the threads. Small loops
   // stay on the calling thread, where a fork would cost more than it saves.
@@ -182,10 +150,7 @@ class CpuBackend : public Backend {
   }
 
   const int threads_;
-  const int64_t limit_;
   const internal::GemmFn gemm_;
-  int64_t allocated_ = 0;
-  std::unordered_map<void*, int64_t> live_;
   std::vector<double> row_loss_;
   std::vector<int32_t> row_flags_;
 };
