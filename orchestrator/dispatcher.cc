@@ -264,9 +264,8 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
     Entry* e = nullptr;
     double target = 0;
     bool resume = false;
-    if (!queue_.empty()) {
-      e = &trials_[queue_.front() - 1];
-      queue_.pop_front();
+    const bool low_only = LowRungsOnly(worker_id);
+    if (!queue_.empty() && (e = TakeQueued(low_only)) != nullptr) {
       target = e->row.target;
       resume = e->row.attempts > 0;
       // After a resume the scheduler is new: it learns of requeued trials as they restart.
@@ -275,9 +274,23 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
       }
     } else if (scheduler_) {
       bool wait = false;
+      // Jobs parked for other pools hold their slots.
+      if (running_ + static_cast<int>(queue_.size()) >= std::max(1, spec_.search().max_concurrent())) break;
       SEXTANT_ASSIGN_OR_RETURN(e, NextScheduledInTx(&target, &resume, &wait));
       if (wait) break;
       if (e == nullptr) continue;  // a new trial could not be made, or the schedule ended
+      if (low_only && TopRung(target)) {
+        // Not on this worker's pool: the job waits for a worker of a pool placement allows.
+        e->row.target = target;
+        e->row.state = kPending;
+        queue_.push_back(e->row.id);
+        SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e->row));
+        SEXTANT_RETURN_IF_ERROR(Event("placement", e->row.id,
+                                      absl::StrCat("top rung (", spec_.search().fidelity().name(), "=",
+                                                   FormatParamValue(target), ") waits for a worker off pool ",
+                                                   workers_[worker_id].pool, ": ", top_rung_why_)));
+        break;
+      }
     } else if (CanCreate()) {
       SEXTANT_ASSIGN_OR_RETURN(e, CreateTrialInTx());
       if (e == nullptr) continue;  // the sampler ran dry; maybe we are done now
@@ -303,6 +316,12 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
       SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e->row));
       SEXTANT_RETURN_IF_ERROR(Event("trial_failed", e->row.id, e->row.error));
       continue;
+    }
+    if (TopRung(target) && !top_rung_barred_.empty()) {
+      SEXTANT_RETURN_IF_ERROR(Event("placement", e->row.id,
+                                    absl::StrCat("top rung (", spec_.search().fidelity().name(), "=",
+                                                 FormatParamValue(target), ") runs on worker ", worker_id,
+                                                 " of pool ", workers_[worker_id].pool, ": ", top_rung_why_)));
     }
     e->row.state = kRunning;
     e->worker_id = worker_id;
@@ -712,6 +731,33 @@ int Dispatcher::Demand() const {
   // New trials or promotions may come: a worker for every free slot.
   if (scheduler_ ? !scheduler_done_ : CanCreate()) return slots;
   return std::min(slots, static_cast<int>(queue_.size()));
+}
+
+bool Dispatcher::TopRung(double target) const {
+  return scheduler_ != nullptr && target > 0 && target >= spec_.search().fidelity().max() - 1e-9;
+}
+
+bool Dispatcher::LowRungsOnly(int64_t worker_id) const {
+  if (top_rung_barred_.empty()) return false;
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && top_rung_barred_.count(it->second.pool) > 0;
+}
+
+Dispatcher::Entry* Dispatcher::TakeQueued(bool low_rungs_only) {
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    Entry& e = trials_[*it - 1];
+    if (low_rungs_only && TopRung(e.row.target)) continue;
+    queue_.erase(it);
+    return &e;
+  }
+  return nullptr;
+}
+
+int Dispatcher::TopRungDemand() const {
+  if (top_rung_barred_.empty() || interrupted_ || stopping_ || hold_) return 0;
+  int n = 0;
+  for (int64_t id : queue_) n += TopRung(trials_[id - 1].row.target) ? 1 : 0;
+  return n;
 }
 
 std::map<int64_t, int64_t> Dispatcher::RunningByWorker() const {

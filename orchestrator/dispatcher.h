@@ -118,6 +118,15 @@ class Dispatcher {
   // While held, no trial is leased or promoted (the budget cannot pay for more work);
   // running trials go on.
   void SetHold(bool hold) { hold_ = hold; }
+  // Placement keeps the top rung (a job whose fidelity target is the maximum) off these
+  // pools: their workers never lease such a job, which waits in the queue for a worker of
+  // another pool. `why` goes into the "placement" event of each top-rung lease. Default: none.
+  void SetTopRungRule(std::set<std::string> barred_pools, std::string why) {
+    top_rung_barred_ = std::move(barred_pools);
+    top_rung_why_ = std::move(why);
+  }
+  // Queued jobs that only a worker outside the barred pools may take (part of Demand()).
+  int TopRungDemand() const;
   // The worker's instance is going away: its next Lease answers `done`, so it exits.
   void RetireWorker(int64_t worker_id) { retired_.insert(worker_id); }
   const v1::ExperimentSpec& spec() const { return spec_; }
@@ -158,6 +167,11 @@ class Dispatcher {
   absl::StatusOr<bool> FinishScheduledInTx(Entry& e, const v1::CompleteRequest& request);
   absl::Status ObserveFidelityInTx(Entry& e, double fidelity);
   absl::StatusOr<Entry*> NextScheduledInTx(double* target, bool* resume, bool* wait);
+  bool TopRung(double target) const;
+  // True when the worker's pool must not take top-rung jobs.
+  bool LowRungsOnly(int64_t worker_id) const;
+  // Takes the first queued trial the worker may run off the queue, or returns null.
+  Entry* TakeQueued(bool low_rungs_only);
   absl::Status FinalizePausedInTx();
   void AddRung(Entry& e, const std::string& decision);
   double Minimised(double v) const;
@@ -187,6 +201,8 @@ class Dispatcher {
   bool target_reached_ = false;
   bool hold_ = false;
   bool stopping_ = false;    // BeginStop: winding down for the budget
+  std::set<std::string> top_rung_barred_;  // SetTopRungRule
+  std::string top_rung_why_;
   std::string stop_reason_;
   std::set<int64_t> retired_;
   std::map<int64_t, WorkerInfo> workers_;

@@ -5,25 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "orchestrator/cost/pool_offer.h"
 
 namespace sextant {
-namespace {
-
-Market ToMarket(v1::Pool::Market m) {
-  switch (m) {
-    case v1::Pool::SPOT:
-      return Market::kSpot;
-    case v1::Pool::RESERVED:
-      return Market::kReserved;
-    default:
-      return Market::kOnDemand;
-  }
-}
-
-}  // namespace
-
 Fleet::Fleet(const Clock* clock, FleetOptions options, std::optional<double> max_cost,
              PlacementOptions placement, AutoscalerOptions autoscaler, Provider* provider)
     : clock_(clock),
@@ -53,18 +40,13 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const v1::ExperimentSpec& s
   if (spec.budget().has_max_cost()) cap = spec.budget().max_cost();
   std::unique_ptr<Fleet> fleet(new Fleet(clock, std::move(options), cap, popts, aopts, provider));
   for (const v1::Pool& p : res.pools()) {
-    const Offer* offer = catalog.Find(p.region(), p.instance(), ToMarket(p.market()));
-    if (offer == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("pool ", p.name(), ": the catalog sells no ",
-                                                     MarketName(ToMarket(p.market())), " ",
-                                                     p.instance(), " in ", p.region()));
-    }
+    SEXTANT_ASSIGN_OR_RETURN(PoolOffer resolved, ResolvePoolOffer(catalog, p));
     Pool pool;
     pool.spec = p;
-    pool.offer = *offer;
-    pool.type = *catalog.FindInstance(p.instance());
-    pool.owner = CostOwner{p.name(), p.region(), offer->market};
-    pool.stats = FleetPoolStats{p.name(), p.region(), MarketName(offer->market)};
+    pool.offer = resolved.offer;
+    pool.type = resolved.type;
+    pool.owner = resolved.owner;
+    pool.stats = FleetPoolStats{p.name(), p.region(), MarketName(pool.offer.market)};
     auto prior = fleet->options_.prior_pools.find(p.name());
     if (prior != fleet->options_.prior_pools.end()) {
       pool.stats.launched = prior->second.launched;
@@ -313,18 +295,33 @@ void Fleet::Scale(const FleetView& view, FleetTick& tick) {
     si.push_back(ScalingInstance{inst.ledger_id, inst.pool, inst.trial == 0, inst.idle_since,
                                  inst.launched, pools_[inst.pool].offer.billing});
   }
-  int unserved = std::max(0, view.demand - idle - booting);
   std::vector<PoolCandidate> cands = Candidates();
-  for (; unserved > 0; --unserved) {
-    Placement pl = placement_.Place(request_, cands, now);
-    if (!pl.placed()) break;
-    ++sp[pl.pool].waiting;
-    --cands[pl.pool].free_slots;
-    if (last_reason_[pl.pool] != pl.reason) {
-      last_reason_[pl.pool] = pl.reason;
-      tick.events.push_back({"placement", 0, pl.reason});
-    }
+  // Top-rung jobs first: only instances of pools placement admits for them serve them.
+  PlacementRequest top = request_;
+  top.top_rung = true;
+  int top_ready = 0;
+  for (const Instance& inst : instances_) {
+    if (inst.billed_off || inst.terminating || inst.trial != 0) continue;
+    top_ready += placement_.Admits(top, cands, inst.pool) ? 1 : 0;
   }
+  const int top_demand = std::min(view.top_rung_demand, view.demand);
+  const int top_unserved = std::max(0, top_demand - top_ready);
+  const int rest_unserved =
+      std::max(0, view.demand - top_demand - (idle + booting - std::min(top_demand, top_ready)));
+  auto place = [&](const PlacementRequest& request, int count) {
+    for (; count > 0; --count) {
+      Placement pl = placement_.Place(request, cands, now);
+      if (!pl.placed()) break;
+      ++sp[pl.pool].waiting;
+      --cands[pl.pool].free_slots;
+      if (last_reason_[pl.pool] != pl.reason) {
+        last_reason_[pl.pool] = pl.reason;
+        tick.events.push_back({"placement", 0, pl.reason});
+      }
+    }
+  };
+  place(top, top_unserved);
+  place(request_, rest_unserved);
   for (ScalingPool& p : sp) p.waiting += p.booting;  // the autoscaler subtracts booting
   ScalingPlan plan = autoscaler_.Plan(now, sp, si);
   for (size_t i = 0; i < pools_.size(); ++i) {
@@ -418,6 +415,20 @@ void Fleet::Release(Instance& inst, FleetTick& tick, const std::string& why) {
   tick.events.push_back({"instance_released", 0,
                          absl::StrCat("instance ", inst.token, " of pool ",
                                       pools_[inst.pool].spec.name(), ": ", why)});
+}
+
+std::set<std::string> Fleet::PoolsOffTheTopRung(std::string* why) const {
+  PlacementRequest top = request_;
+  top.top_rung = true;
+  const std::vector<PoolCandidate> cands = Candidates();
+  std::set<std::string> out;
+  for (size_t i = 0; i < pools_.size(); ++i) {
+    if (!placement_.Admits(top, cands, static_cast<int>(i))) out.insert(pools_[i].spec.name());
+  }
+  *why = absl::StrCat(PlacementModeName(placement_.options().mode),
+                      " placement runs the top rung and final evaluations on on-demand or reserved "
+                      "pools, not on ", absl::StrJoin(out, ", "));
+  return out;
 }
 
 bool Fleet::Stuck(std::string* why) const {

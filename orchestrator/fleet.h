@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,7 @@ struct FleetOptions {
 // The dispatcher's state as the fleet needs it, read under the dispatch lock.
 struct FleetView {
   int demand = 0;                        // trials that would start now with free workers
+  int top_rung_demand = 0;               // of those, top-rung jobs kept off the barred pools
   std::map<int64_t, int64_t> running;    // worker id -> trial id
   struct Worker {
     std::string region, pool, launch_token;
@@ -98,6 +100,11 @@ class Fleet {
   // static provider), moves attribution, polls instances, injects due interruptions, checks
   // the budget, then scales. Errors from the provider become events, never a failed tick.
   FleetTick Tick(const FleetView& view);
+
+  // The pools placement keeps top-rung jobs (and final evaluations) off: spot pools when the
+  // policy avoids spot for the top rung and a fitting non-spot pool exists. *why (not null)
+  // says so for the event log. Empty under policies that allow the top rung anywhere.
+  std::set<std::string> PoolsOffTheTopRung(std::string* why) const;
 
   // True once committed spend plus the projected wind-down of live instances has reached
   // max_cost: the run must stop. Sticky.

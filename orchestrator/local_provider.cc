@@ -4,12 +4,12 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/proc_file.h"
 
 namespace sextant {
 namespace {
@@ -70,8 +70,7 @@ std::vector<pid_t> ChildGroups(pid_t pid) {
   while (dirent* d = ::readdir(dir)) {
     pid_t child = 0;
     if (!absl::SimpleAtoi(d->d_name, &child)) continue;
-    std::ifstream in(absl::StrCat("/proc/", child, "/stat"));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string text = ReadProcFile(absl::StrCat("/proc/", child, "/stat"));
     size_t paren = text.rfind(')');
     if (paren == std::string::npos) continue;
     std::istringstream rest(text.substr(paren + 2));

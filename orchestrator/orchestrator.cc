@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -443,6 +444,12 @@ class Run {
       return 2;
     }
     fleet_ = *std::move(fleet);
+    std::string why;
+    std::set<std::string> barred = fleet_->PoolsOffTheTopRung(&why);
+    service_->WithDispatcher([&](Dispatcher& d) {
+      d.SetTopRungRule(std::move(barred), why);
+      return 0;
+    });
     if (kind == "static") {
       *env_.out << "sextant: start workers with: sextant-worker --connect " << Target()
                 << " --region REGION --pool POOL\n";
@@ -483,6 +490,7 @@ class Run {
     return service_->WithDispatcher([&](Dispatcher& d) -> absl::Status {
       FleetView view;
       view.demand = d.Demand();
+      view.top_rung_demand = d.TopRungDemand();
       view.running = d.RunningByWorker();
       for (const auto& [id, w] : d.workers()) view.workers[id] = {w.region, w.pool, w.launch_token};
       FleetTick tick = fleet_->Tick(view);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "orchestrator/internal/report_charts.h"
@@ -106,6 +107,14 @@ std::string Summary(const ReportData& d) {
   }
   row("Total cost", "summary-cost-total", r["cost"]["total"],
       absl::StrCat(Show(r["cost"]["total"]), " ", Show(r["cost"]["currency"])));
+  if (r.contains("preemptions") && r["preemptions"].is_object()) {
+    const nlohmann::json& pre = r["preemptions"];
+    std::string shown = Show(pre["total"]);
+    std::vector<std::string> pools;
+    for (const auto& [pool, n] : pre["by_pool"].items()) pools.push_back(absl::StrCat(EscapeXml(pool), " ", Show(n)));
+    if (!pools.empty()) absl::StrAppend(&shown, " (by pool: ", absl::StrJoin(pools, ", "), ")");
+    row("Preemptions", "summary-preemptions", pre, shown);
+  }
   out += "</table>";
   if (!best.is_null() && best["params"].is_object()) {
     out += "<h3>Parameters of the best trial</h3><table id=\"best-params\"><tr><th>parameter</th><th>value</th></tr>";

@@ -16,6 +16,29 @@
 namespace sextant {
 namespace {
 
+// {"total": n, "by_trial": {id: n}, "by_pool": {pool: n}}: trials count the attempts that a
+// preemption notice ended; pools count the trials running on their instances when the market
+// took them back (meta "fleet", written by the live fleet and by `sextant simulate`).
+nlohmann::json PreemptionCounts(const std::vector<TrialRow>& trials,
+                                const std::optional<std::string>& fleet) {
+  nlohmann::json out = {{"total", 0}, {"by_trial", nlohmann::json::object()},
+                        {"by_pool", nlohmann::json::object()}};
+  int total = 0;
+  for (const TrialRow& t : trials) {
+    total += t.preemptions;
+    if (t.preemptions > 0) out["by_trial"][absl::StrCat(t.id)] = t.preemptions;
+  }
+  out["total"] = total;
+  if (!fleet) return out;
+  nlohmann::json doc = nlohmann::json::parse(*fleet, nullptr, false);
+  if (!doc.is_object() || !doc.contains("pools") || !doc["pools"].is_object()) return out;
+  for (const auto& [name, p] : doc["pools"].items()) {
+    if (p.is_object()) out["by_pool"][name] = p.value("preemptions", 0);
+  }
+  return out;
+}
+
+
 std::string Scalar(const nlohmann::json& v) {
   if (v.is_null()) return "";
   if (v.is_string()) return v.get<std::string>();
@@ -160,6 +183,8 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
   }
   doc["cost"]["total"] = total;
   if (spec.budget().has_max_cost()) doc["cost"]["budget"] = spec.budget().max_cost();
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> fleet, store->GetMeta("fleet"));
+  doc["preemptions"] = PreemptionCounts(trials, fleet);
   return doc;
 }
 
@@ -210,6 +235,20 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
     for (auto& [pool, v] : cost["by_pool"].items()) pools.push_back(absl::StrFormat("%s %.2f", pool, v.get<double>()));
     if (!pools.empty()) os << " (by pool: " << absl::StrJoin(pools, ", ") << ")";
     os << "\n";
+  }
+  if (results.contains("preemptions") && results["preemptions"].is_object()) {
+    const nlohmann::json& pre = results["preemptions"];
+    std::vector<std::string> pools;
+    int by_pool = 0;
+    for (auto& [pool, n] : pre["by_pool"].items()) {
+      pools.push_back(absl::StrCat(pool, " ", n.get<int>()));
+      by_pool += n.get<int>();
+    }
+    if (pre["total"].get<int>() > 0 || by_pool > 0) {
+      os << "preemptions: " << pre["total"].get<int>() << " of trials";
+      if (!pools.empty()) os << " (by pool: " << absl::StrJoin(pools, ", ") << ")";
+      os << "\n";
+    }
   }
   std::vector<const nlohmann::json*> rows;
   for (const auto& t : results["trials"]) rows.push_back(&t);

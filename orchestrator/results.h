@@ -13,7 +13,10 @@ namespace sextant {
 // results document of the contract:
 //   {"experiment", "state", "objective": {"metric", "goal"}, "best": {...} | null,
 //    "trials": [{"id", "state", "params", "value", "metrics", "fidelity", "attempts", "cost",
-//                "error"}], "cost": {"total", "currency", "by_pool"}}
+//                "preemptions", "error"}], "cost": {"total", "currency", "by_pool"},
+//    "preemptions": {"total", "by_trial": {"ID": n}, "by_pool": {"POOL": n}}}
+// A trial's preemptions are the attempts a preemption notice ended; a pool's are the trials
+// running on its instances when the market took them back (live fleet or simulation).
 // metrics hold the last value of each metric reported; non-finite values appear as the strings
 // "nan", "inf" and "-inf". NotFound when dir is not a Sextant run directory.
 absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir);

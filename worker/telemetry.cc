@@ -4,12 +4,12 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/proc_file.h"
 
 namespace sextant {
 namespace {
@@ -22,8 +22,8 @@ struct ProcStat {
 
 // Fields of /proc/PID/stat after the parenthesised command name (which may hold spaces).
 bool ReadProcStat(const std::string& pid, ProcStat* out) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The process may exit while we read: ReadProcFile gives "" then.
+  const std::string text = ReadProcFile(absl::StrCat("/proc/", pid, "/stat"));
   size_t paren = text.rfind(')');
   if (paren == std::string::npos) return false;
   std::istringstream rest(text.substr(paren + 2));

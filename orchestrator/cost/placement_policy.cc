@@ -61,20 +61,31 @@ void PlacementPolicy::OnPreemption(const std::string& region, absl::Time t) {
   if (t > last) last = t;
 }
 
+bool PlacementPolicy::SpotAllowed(const PlacementRequest& request,
+                                  const std::vector<PoolCandidate>& pools,
+                                  std::string* fallback) const {
+  if (WantsSpot(request)) return true;
+  for (const PoolCandidate& p : pools) {
+    if (p.market != Market::kSpot && Fits(request, p.instance)) return false;
+  }
+  *fallback = "; no on-demand or reserved pool fits, so spot is used";
+  return true;
+}
+
+bool PlacementPolicy::Admits(const PlacementRequest& request, const std::vector<PoolCandidate>& pools,
+                             int pool) const {
+  if (pool < 0 || pool >= static_cast<int>(pools.size())) return false;
+  const PoolCandidate& p = pools[pool];
+  std::string unused;
+  return Fits(request, p.instance) && (p.market != Market::kSpot || SpotAllowed(request, pools, &unused));
+}
+
 // Long because the reason string is assembled from each rule that shaped the choice.
 Placement PlacementPolicy::Place(const PlacementRequest& request,
                                  const std::vector<PoolCandidate>& pools, absl::Time now) const {
   const bool wants_spot = WantsSpot(request);
-  bool spot_allowed = wants_spot;
-  bool non_spot_fits = false;
-  for (const PoolCandidate& p : pools) {
-    non_spot_fits = non_spot_fits || (p.market != Market::kSpot && Fits(request, p.instance));
-  }
   std::string fallback;
-  if (!spot_allowed && !non_spot_fits) {
-    spot_allowed = true;
-    fallback = "; no on-demand or reserved pool fits, so spot is used";
-  }
+  const bool spot_allowed = SpotAllowed(request, pools, &fallback);
   int best = -1;
   std::tuple<int, int, double, std::string> best_key;
   std::vector<std::string> avoided;

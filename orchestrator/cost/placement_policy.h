@@ -69,6 +69,12 @@ class PlacementPolicy {
   Placement Place(const PlacementRequest& request, const std::vector<PoolCandidate>& pools,
                   absl::Time now) const;
 
+  // True when the request may run on pools[pool] at all: the pool fits it and its market is
+  // allowed (spot is not, for a job the mode keeps off spot while a fitting non-spot pool
+  // exists). Free slots and preemptions do not matter. Place chooses only among such pools.
+  bool Admits(const PlacementRequest& request, const std::vector<PoolCandidate>& pools,
+              int pool) const;
+
   // Records a preemption in region at time t: the region is avoided until t + cool-down.
   void OnPreemption(const std::string& region, absl::Time t);
 
@@ -76,6 +82,10 @@ class PlacementPolicy {
 
  private:
   bool WantsSpot(const PlacementRequest& request) const;
+  // Whether spot may be used for the request given these pools; *fallback says why when spot
+  // is used only because no non-spot pool fits.
+  bool SpotAllowed(const PlacementRequest& request, const std::vector<PoolCandidate>& pools,
+                   std::string* fallback) const;
   bool Cooling(const std::string& region, absl::Time now) const;
 
   PlacementOptions options_;

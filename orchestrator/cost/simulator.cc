@@ -19,6 +19,7 @@
 #include "orchestrator/cost/interruption_sampler.h"
 #include "orchestrator/cost/ledger.h"
 #include "orchestrator/cost/placement_policy.h"
+#include "orchestrator/cost/pool_offer.h"
 #include "orchestrator/cost/workload_model.h"
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/strategy_factory.h"
@@ -84,11 +85,6 @@ struct AttemptRec {
   double start, end = 0;
   std::string outcome;
 };
-
-Market ToMarket(v1::Pool::Market m) {
-  return m == v1::Pool::SPOT ? Market::kSpot : m == v1::Pool::RESERVED ? Market::kReserved
-                                                                        : Market::kOnDemand;
-}
 
 std::string ParamsJson(const Params& params) {
   nlohmann::json j = nlohmann::json::object();
@@ -239,23 +235,18 @@ absl::Status Simulator::Impl::Init() {
   aopts.idle_timeout_seconds = spec_.resources().idle_timeout_seconds();
   autoscaler_ = Autoscaler(aopts);
   for (const v1::Pool& p : spec_.resources().pools()) {
-    const Offer* offer = catalog_.Find(p.region(), p.instance(), ToMarket(p.market()));
-    if (offer == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("pool ", p.name(), ": the catalog sells no ",
-                                                     MarketName(ToMarket(p.market())), " ",
-                                                     p.instance(), " in ", p.region()));
-    }
+    SEXTANT_ASSIGN_OR_RETURN(PoolOffer resolved, ResolvePoolOffer(catalog_, p));
     PoolRt rt;
     rt.spec = p;
-    rt.offer = *offer;
-    if (offer->market == Market::kSpot) {
+    rt.offer = resolved.offer;
+    if (rt.offer.market == Market::kSpot) {
       if (settings_.spot_rate_per_day) rt.offer.interruption.rate_per_day = *settings_.spot_rate_per_day;
       if (settings_.notice_seconds) rt.offer.interruption.notice_seconds = *settings_.notice_seconds;
       if (settings_.notice_probability) rt.offer.interruption.notice_probability = *settings_.notice_probability;
     }
-    rt.type = *catalog_.FindInstance(p.instance());
-    rt.owner = CostOwner{p.name(), p.region(), offer->market};
-    rt.summary = PoolSummary{p.name(), p.region(), MarketName(offer->market), 0, 0, 0};
+    rt.type = resolved.type;
+    rt.owner = resolved.owner;
+    rt.summary = PoolSummary{p.name(), p.region(), MarketName(rt.offer.market), 0, 0, 0};
     pools_.push_back(std::move(rt));
   }
   SEXTANT_ASSIGN_OR_RETURN(sampler_, MakeSampler(spec_));
@@ -925,6 +916,14 @@ absl::Status Simulator::Impl::WriteTo(Store* store) const {
                               {"preemptions", result_.preemptions}, {"lost_seconds", result_.lost_seconds},
                               {"events", result_.events},       {"simulated", true}};
     SEXTANT_RETURN_IF_ERROR(store->PutMeta("simulation", summary.dump()));
+    // The same per-pool counters as a live run's fleet, for `results` and the report.
+    nlohmann::json pools = nlohmann::json::object();
+    for (const PoolSummary& p : result_.pools) {
+      pools[p.name] = {{"region", p.region}, {"market", p.market}, {"launched", p.launched},
+                       {"preemptions", p.preemptions}};
+    }
+    SEXTANT_RETURN_IF_ERROR(store->PutMeta(
+        "fleet", nlohmann::json({{"provider", "simulated"}, {"pools", pools}}).dump()));
     for (const TrialRt& t : trials_) SEXTANT_RETURN_IF_ERROR(store->PutTrial(t.row));
     for (const AttemptRec& a : attempts_) {
       SEXTANT_RETURN_IF_ERROR(store->StartAttempt(a.trial, a.attempt, a.worker, a.start));

@@ -182,6 +182,55 @@ TEST(FleetTest, BudgetRefusesALaunchThatWouldExceedTheCapAndStopsAtIt) {
   EXPECT_GE((*fleet)->committed(), last);
 }
 
+TEST(FleetTest, TopRungDemandLaunchesOnDemandUnderMixedPlacementWhileLowRungsGoToSpot) {
+  FakeClock clock;
+  FakeProvider provider;
+  v1::ExperimentSpec spec = testing::SpecFromYaml(R"(name: fleet
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+search: {sampler: random, scheduler: asha, fidelity: {name: epoch, min: 1, max: 9, reduction_factor: 3},
+         max_trials: 10, max_concurrent: 4}
+trial: {command: [echo]}
+resources:
+  placement: {policy: mixed}
+  pools:
+    - {name: spot, region: us-east-1, instance: gpu.1x, market: spot, max_instances: 4}
+    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}
+)");
+  auto fleet = Fleet::Create(spec, Catalog::Default(), &provider, &clock, Options());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  std::string why;
+  EXPECT_EQ((*fleet)->PoolsOffTheTopRung(&why), std::set<std::string>{"spot"});
+  EXPECT_THAT(why, HasSubstr("mixed placement"));
+  // Three low-rung jobs and one top-rung job want workers.
+  FleetView view;
+  view.demand = 4;
+  view.top_rung_demand = 1;
+  FleetTick tick = (*fleet)->Tick(view);
+  std::map<std::string, int> launched;
+  for (const auto& [h, r] : provider.live) ++launched[r.pool];
+  EXPECT_EQ(launched["od"], 1);
+  EXPECT_EQ(launched["spot"], 3);
+  bool top_reason = false;
+  for (const auto& e : tick.events) {
+    top_reason = top_reason || (e.kind == "placement" && e.message.find("pool od") == 0 &&
+                                e.message.find("top rung") != std::string::npos);
+  }
+  EXPECT_TRUE(top_reason) << "no placement event says why the top rung went to pool od";
+}
+
+TEST(FleetTest, UnderSpotFirstPlacementTheTopRungMayRunOnSpot) {
+  FakeClock clock;
+  FakeProvider provider;
+  auto fleet = Fleet::Create(
+      Spec("    - {name: spot, region: us-east-1, instance: gpu.1x, market: spot, max_instances: 4}\n"
+           "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}\n"),
+      Catalog::Default(), &provider, &clock, Options());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  std::string why;
+  EXPECT_TRUE((*fleet)->PoolsOffTheTopRung(&why).empty());
+}
+
 TEST(FleetTest, LaunchFailuresBackOffMoveToAnotherPoolAndGiveUpBounded) {
   FakeClock clock;
   FakeProvider provider;

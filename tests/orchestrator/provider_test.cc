@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -92,6 +93,18 @@ offers:
     preemptions += t["preemptions"].get<int>();
   }
   EXPECT_GE(preemptions, 1) << j.dump();
+  // Counted per trial and per pool in the results, and shown by status.
+  EXPECT_EQ(j["preemptions"]["total"], preemptions) << j["preemptions"].dump();
+  int by_trial = 0;
+  for (const auto& [id, n] : j["preemptions"]["by_trial"].items()) {
+    by_trial += n.get<int>();
+    EXPECT_EQ(j["trials"][std::stoi(id) - 1]["preemptions"], n) << id;
+  }
+  EXPECT_EQ(by_trial, preemptions);
+  ASSERT_TRUE(j["preemptions"]["by_pool"].contains("spot-r1")) << j["preemptions"].dump();
+  EXPECT_GE(j["preemptions"]["by_pool"]["spot-r1"].get<int>(), 1) << j["preemptions"].dump();
+  auto status = RunProcess({kSextant, "status", dir + "/run"});
+  EXPECT_THAT(status.out, HasSubstr(absl::StrCat("preemptions: ", preemptions, " of trials (by pool: spot-r1 ")));
   auto events = RunProcess({kSextant, "events", dir + "/run"});
   EXPECT_THAT(events.out, HasSubstr("\"kind\":\"spot_notice\""));
   EXPECT_THAT(events.out, HasSubstr("\"kind\":\"trial_preempted\""));
@@ -218,6 +231,78 @@ resources:
     EXPECT_EQ(t["attempts"], 2) << t.dump();
     EXPECT_GT(t["metrics"]["resumed_from"].get<double>(), 0) << t.dump();  // not from scratch
   }
+}
+
+// Runs to the fidelity target the scheduler sets (SEXTANT_FIDELITY), resuming from its
+// checkpoint when promoted.
+constexpr const char* kRungs = R"SH(#!/bin/sh
+ck="$SEXTANT_CHECKPOINT_DIR/step"
+i=0
+[ -f "$ck" ] && i=$(cat "$ck")
+target=${SEXTANT_FIDELITY%.*}
+trap 'echo "$i" > "$ck"; exit 75' TERM
+while [ "$i" -lt "$target" ]; do
+  i=$((i + 1))
+  echo "$i" > "$ck"
+  echo "step=$i loss=$((100 - i * ${SEXTANT_PARAM_K}))"
+  sleep 0.2 & wait $!
+done
+)SH";
+
+TEST(LocalProviderRunTest, MixedPlacementRunsTopRungTrialsOnTheOnDemandPoolAndSaysWhy) {
+  const std::string dir = MakeTempDir("top-rung");
+  WriteFile(dir + "/steps.sh", kRungs);
+  WriteFile(dir + "/catalog.yaml", R"(regions: [r1]
+instances: {gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}}
+billing: {increment: 1s, minimum: 1s}
+offers:
+  - {region: r1, instance: gpu.1x, market: spot, price_per_hour: 36,
+     interruption: {rate_per_day: 0.001, notice: 1s, notice_probability: 1}}
+  - {region: r1, instance: gpu.1x, market: on_demand, price_per_hour: 100}
+)");
+  WriteFile(dir + "/exp.yaml", R"(name: top-rung
+objective: {metric: loss, goal: minimize}
+parameters:
+  k: {type: int, min: 1, max: 9}
+search:
+  sampler: sobol
+  scheduler: asha
+  fidelity: {name: step, min: 1, max: 4, reduction_factor: 2}
+  seed: 5
+  max_trials: 8
+  max_concurrent: 2
+trial:
+  command: [sh, steps.sh]
+resources:
+  provider: local
+  catalog: catalog.yaml
+  idle_timeout: 2s
+  placement: {policy: mixed}
+  pools:
+    - {name: spot-r1, region: r1, instance: gpu.1x, market: spot, max_instances: 2}
+    - {name: od-r1, region: r1, instance: gpu.1x, market: on_demand, max_instances: 1}
+)");
+  auto run = RunProcess({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
+                         "--heartbeat", "0.3s"},
+                        180);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  nlohmann::json j = Results(dir + "/run");
+  int top = 0;
+  for (const auto& t : j["trials"]) top += t["metrics"].value("step", 0.0) == 4.0;
+  ASSERT_GE(top, 1) << "no trial reached the top rung: " << j.dump();
+  auto events = RunProcess({kSextant, "events", dir + "/run"});
+  int top_leases = 0;
+  for (const std::string& line : std::vector<std::string>(absl::StrSplit(events.out, '\n'))) {
+    if (line.find("\"kind\":\"placement\"") == std::string::npos) continue;
+    if (line.find("top rung (step=4) runs on worker") == std::string::npos) continue;
+    ++top_leases;
+    EXPECT_THAT(line, HasSubstr("of pool od-r1")) << line;
+    EXPECT_THAT(line, HasSubstr("mixed placement runs the top rung"));
+  }
+  EXPECT_GE(top_leases, top) << events.out;
+  // The fleet launched on-demand capacity for the top rung, and said why.
+  EXPECT_THAT(events.out, HasSubstr("instance od-r1-"));
+  EXPECT_THAT(events.out, ::testing::ContainsRegex("pool od-r1 \\(on_demand, r1, [^)]*\\): [^\"]*top rung"));
 }
 
 TEST(SlurmProviderRunTest, SbatchThatKeepsFailingIsRetriedWithBackoffOnEveryPoolThenTheRunFails) {

@@ -150,6 +150,17 @@ TEST(SimulatorTest, PreemptedTrialsResumeFromCheckpointAndEndExactlyAtTheirTarge
     EXPECT_NE(t.state, "FAILED");
   }
   EXPECT_GT(preempted_completed, 0);
+  // `results` counts them per trial (from the store) and per pool (the simulation's counters).
+  auto results = LoadResults(dir.path());
+  ASSERT_TRUE(results.ok()) << results.status();
+  const nlohmann::json& pre = (*results)["preemptions"];
+  int by_trial = 0;
+  for (const TrialRow& t : *trials) by_trial += t.preemptions;
+  EXPECT_EQ(pre["total"], by_trial);
+  ASSERT_EQ(r->pools.size(), 1u);
+  EXPECT_EQ(pre["by_pool"]["spot"], r->pools[0].preemptions) << pre.dump();
+  EXPECT_GT(pre["by_pool"]["spot"].get<int>(), 0);
+  EXPECT_THAT(ResultsToTable(*results), ::testing::HasSubstr("(by pool: spot "));
 }
 
 TEST(SimulatorTest, SameSpecGivesTheSameRun) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/proc_file.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant::testing {
@@ -51,7 +52,7 @@ std::string Tail(const std::string& path, size_t bytes = 1500) {
 pid_t LivePid(const std::string& pid_file) {
   int pid = 0;
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(pid_file)), &pid) || pid <= 0) return 0;
-  std::string cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+  std::string cmdline = ReadProcFile(absl::StrCat("/proc/", pid, "/cmdline"));
   const std::string daemon = std::filesystem::path(pid_file).stem().string();  // "slurmd"
   return cmdline.find(daemon) == std::string::npos ? 0 : pid;
 }
