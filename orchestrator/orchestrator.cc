@@ -596,6 +596,12 @@ class Run {
       return store_->Commit();
     });
     service_->Drain();
+    // A hand-started worker learns that the run is over only from its next Lease, which on a
+    // slow link may still be on its way: keep answering `done` (briefly) until each has heard.
+    const absl::Time told_by = absl::Now() + absl::Seconds(5);
+    while (!provider_->launches() && !service_->AllToldDone() && absl::Now() < told_by) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }
 

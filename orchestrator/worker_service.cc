@@ -71,6 +71,12 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
                                                    v1::LeaseResponse* response) {
   std::lock_guard<std::mutex> lock(mu_);
   auto* reactor = context->DefaultReactor();
+  if (draining_) {
+    response->set_done(true);
+    told_done_.insert(request->worker_id());
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
   auto result = dispatcher_->Lease(request->worker_id());
   NoteErrorLocked(result.status());
   if (result.ok() && result->has_retry() && request->wait_seconds() > 0) {
@@ -80,6 +86,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
     return reactor;
   }
   if (result.ok()) *response = *std::move(result);
+  if (response->done()) told_done_.insert(request->worker_id());
   reactor->Finish(ToGrpcStatus(result.status()));
   return reactor;
 }
@@ -129,6 +136,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(grpc::CallbackServerContex
   return Serve(context, /*serve_waiting=*/true, [&] {
     auto result = dispatcher_->Complete(*request);
     if (result.ok()) *response = *std::move(result);
+    if (response->next().done()) told_done_.insert(request->worker_id());
     return result.status();
   });
 }
@@ -145,6 +153,7 @@ void WorkerServiceImpl::ServeWaitingLocked() {
     NoteErrorLocked(result.status());
     if (!result.ok() || !result->has_retry() || now >= it->deadline) {
       if (result.ok()) *it->response = *std::move(result);
+      if (it->response->done()) told_done_.insert(it->worker_id);
       it->reactor->Finish(ToGrpcStatus(result.status()));
       it = waiting_.erase(it);
     } else {
@@ -155,11 +164,21 @@ void WorkerServiceImpl::ServeWaitingLocked() {
 
 void WorkerServiceImpl::Drain() {
   std::lock_guard<std::mutex> lock(mu_);
+  draining_ = true;
   for (Waiting& w : waiting_) {
     w.response->set_done(true);
+    told_done_.insert(w.worker_id);
     w.reactor->Finish(grpc::Status::OK);
   }
   waiting_.clear();
+}
+
+bool WorkerServiceImpl::AllToldDone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, info] : dispatcher_->workers()) {
+    if (!told_done_.count(id)) return false;
+  }
+  return true;
 }
 
 absl::Status WorkerServiceImpl::Tick() {

@@ -3,6 +3,7 @@
 
 #include <deque>
 #include <mutex>
+#include <set>
 
 #include "common/redactor.h"
 #include "grpcpp/grpcpp.h"
@@ -42,8 +43,11 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   // Runs the dispatcher's periodic work (lease expiry) and answers waiting leases.
   // Returns the dispatcher's error, if any.
   absl::Status Tick();
-  // Finishes every waiting Lease (with `done`), before the server shuts down.
+  // Finishes every waiting Lease (with `done`), before the server shuts down; a Lease that
+  // arrives afterwards (still in flight on a slow link) is answered `done` at once.
   void Drain();
+  // Whether every registered worker has been answered `done` (by Lease or Drain).
+  bool AllToldDone();
   // Runs f on the dispatcher under the service's lock.
   template <typename F>
   auto WithDispatcher(F&& f) {
@@ -76,6 +80,8 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   Dispatcher* dispatcher_;
   const Redactor redactor_;
   std::deque<Waiting> waiting_;
+  bool draining_ = false;        // set by Drain
+  std::set<int64_t> told_done_;  // workers answered `done`
   absl::Status fatal_;
 };
 

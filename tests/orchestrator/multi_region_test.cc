@@ -1,0 +1,385 @@
+// Multi-region deployment for real: regions are Linux network namespaces, each joined to the
+// host by its own veth link. The orchestrator runs in one namespace; the workers, regional
+// aggregators and clients of three regions run in three others and reach it only through a
+// userspace relay per region that adds 50 ms of latency each way and loses 1% of segments
+// (tests/fakes/tcp_proxy.h; the kernel here has no netem). The search's orchestrator listens on
+// its namespace's non-loopback address, so it must serve TLS with authentication (certificates
+// from `sextant certs init`). Needs root and `ip` (iproute2); skipped with the reason otherwise.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "orchestrator/federated_rounds_table.h"
+#include "orchestrator/run_dir.h"
+#include "orchestrator/security/certificates.h"
+#include "tests/fakes/tcp_proxy.h"
+#include "tests/orchestrator/test_util.h"
+
+namespace sextant {
+namespace {
+
+using testing::BackgroundProcess;
+using testing::MakeTempDir;
+using testing::ReadFile;
+using testing::RunProcess;
+using testing::TcpProxy;
+using testing::TcpProxyOptions;
+using testing::WriteFile;
+
+const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
+const std::string kWorker = std::string(SEXTANT_BIN_DIR) + "/sextant-worker";
+constexpr int kRegions = 3;
+constexpr char kOrchestratorName[] = "orchestrator.sextant.test";
+
+testing::CommandOutput Sh(const std::string& command, double timeout = 30) {
+  return RunProcess({"/bin/sh", "-c", command}, timeout);
+}
+
+// Namespace 0 for the orchestrator and 1..kRegions for the regions, each with a veth link to the
+// host: 10.B.i.1 on the host's end, 10.B.i.2 inside. Nothing routes between namespaces, so a
+// region reaches the orchestrator only through a relay listening on its link's host end. Names
+// carry this process's pid; everything is removed in the destructor, and namespaces left by a
+// test process that no longer exists are removed on creation.
+class Regions {
+ public:
+  // Empty when created; otherwise why namespaces cannot be used here (the test skips).
+  std::string Create() {
+    if (geteuid() != 0) return "network namespaces need root";
+    if (Sh("command -v ip").exit_code != 0) return "no `ip` (iproute2; scripts/install-deps)";
+    RemoveStale();
+    std::mt19937 rng(static_cast<unsigned>(getpid()) ^ std::random_device{}());
+    tag_ = absl::StrCat(getpid());
+    subnet_ = absl::StrCat("10.", 100 + rng() % 150);
+    for (int i = 0; i <= kRegions; ++i) {
+      const std::string ns = Namespace(i), host_end = absl::StrCat("sx", tag_, "h", i),
+                        inside = absl::StrCat("sx", tag_, "n", i);
+      auto r = Sh(absl::StrCat(
+          "set -e; ip netns add ", ns, "; ip -n ", ns, " link set lo up; ip link add ", host_end,
+          " type veth peer name ", inside, "; ip link set ", inside, " netns ", ns,
+          "; ip addr add ", HostEnd(i), "/30 dev ", host_end, "; ip link set ", host_end,
+          " up; ip -n ", ns, " addr add ", Inside(i), "/30 dev ", inside, "; ip -n ", ns,
+          " link set ", inside, " up"));
+      created_.push_back(ns);
+      if (r.exit_code != 0) return absl::StrCat("cannot build namespace ", ns, ": ", r.err);
+      // `ip netns exec` mounts /etc/netns/NS/hosts over /etc/hosts: in a region, the
+      // orchestrator's name is its relay's address.
+      WriteFile(absl::StrCat("/etc/netns/", ns, "/hosts"),
+                absl::StrCat("127.0.0.1 localhost\n", HostEnd(i), " ", kOrchestratorName, "\n"));
+    }
+    return "";
+  }
+  ~Regions() {
+    for (const std::string& ns : created_) Remove(ns);
+  }
+
+  std::string Namespace(int i) const { return absl::StrCat("sxt-", tag_, "-", i); }
+  std::string Path(int i) const { return "/var/run/netns/" + Namespace(i); }
+  std::string HostEnd(int i) const { return absl::StrCat(subnet_, ".", i, ".1"); }
+  std::string Inside(int i) const { return absl::StrCat(subnet_, ".", i, ".2"); }
+  // argv prefixed to run inside namespace i.
+  std::vector<std::string> In(int i, std::vector<std::string> argv) const {
+    argv.insert(argv.begin(), {"ip", "netns", "exec", Namespace(i)});
+    return argv;
+  }
+
+ private:
+  // Kills what still runs inside (only this test's processes live there), then removes the
+  // namespace (its veth goes with it) and its /etc/netns folder.
+  static void Remove(const std::string& ns) {
+    Sh(absl::StrCat("ip netns pids ", ns, " 2>/dev/null | xargs -r kill -9; ip netns del ", ns,
+                    " 2>/dev/null; rm -rf /etc/netns/", ns));
+  }
+  static void RemoveStale() {
+    auto list = Sh("ip netns list 2>/dev/null | cut -d' ' -f1");
+    for (absl::string_view line : absl::StrSplit(list.out, '\n')) {
+      std::vector<std::string> parts = absl::StrSplit(line, '-');
+      if (parts.size() != 3 || parts[0] != "sxt") continue;
+      if (!std::filesystem::exists("/proc/" + parts[1])) Remove(std::string(line));
+    }
+  }
+
+  std::string tag_, subnet_;
+  std::vector<std::string> created_;
+};
+
+// The network namespace a process of namespace path `path` lives in, as /proc shows it.
+std::string NamespaceId(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return "";
+  return absl::StrCat("net:[", st.st_ino, "]");
+}
+
+// The relay the regions are joined through: an echo round trip pays the latency both ways, and a
+// lost segment stalls its stream by a retransmission timeout.
+TEST(LossyRelayTest, AddsLatencyEachWayAndStallsOnLoss) {
+  int server = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(server, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(server, 4), 0);
+  ASSERT_EQ(getsockname(server, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::thread echo([server] {
+    for (int connection = 0; connection < 2; ++connection) {
+      int c = accept(server, nullptr, nullptr);
+      char buf[256];
+      for (ssize_t n; (n = read(c, buf, sizeof(buf))) > 0;) (void)!write(c, buf, n);
+      close(c);
+    }
+  });
+  auto round_trip_ms = [&](TcpProxyOptions o, int times) {
+    o.upstream_port = ntohs(addr.sin_port);
+    auto relay = TcpProxy::Start(o);
+    EXPECT_TRUE(relay.ok()) << relay.status();
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>((*relay)->port()));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+    const auto start = std::chrono::steady_clock::now();
+    char c = 'x';
+    for (int i = 0; i < times; ++i) {
+      EXPECT_EQ(write(fd, &c, 1), 1);
+      EXPECT_EQ(read(fd, &c, 1), 1);
+    }
+    close(fd);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count() / times;
+  };
+  TcpProxyOptions delayed;
+  delayed.latency_ms = 50;
+  const double rtt = round_trip_ms(delayed, 5);
+  EXPECT_GE(rtt, 100);
+  EXPECT_LT(rtt, 400);
+  TcpProxyOptions lossy = delayed;
+  lossy.loss = 1;  // every segment lost once: each direction also waits the 200 ms timeout
+  EXPECT_GE(round_trip_ms(lossy, 1), 500);
+  echo.join();
+  close(server);
+}
+
+class MultiRegionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string why = regions_.Create(); !why.empty()) GTEST_SKIP() << why;
+    dir_ = MakeTempDir("regions");
+  }
+
+  // One relay per region: its link's host end, port `port`, to the orchestrator.
+  void StartRelays(int port, const std::string& upstream_host, const std::string& upstream_netns) {
+    for (int i = 1; i <= kRegions; ++i) {
+      TcpProxyOptions o;
+      o.listen_host = regions_.HostEnd(i);
+      o.listen_port = port;
+      o.upstream_host = upstream_host;
+      o.upstream_port = port;
+      o.upstream_netns = upstream_netns;
+      o.latency_ms = 50;
+      o.loss = 0.01;
+      o.seed = static_cast<uint64_t>(i);
+      auto relay = TcpProxy::Start(o);
+      ASSERT_TRUE(relay.ok()) << relay.status();
+      relays_.push_back(*std::move(relay));
+    }
+  }
+
+  Regions regions_;
+  std::string dir_;
+  std::vector<std::unique_ptr<TcpProxy>> relays_;
+};
+
+// A search on static pools, one per region: each region's worker connects over TLS with its
+// certificate and token through its relay, and the trials run inside the regions.
+TEST_F(MultiRegionTest, SearchCompletesWithWorkersInThreeRegionsOverTlsThroughLossyLinks) {
+  const std::string certs = dir_ + "/certs";
+  auto init = RunProcess({kSextant, "certs", "init", certs});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  // The orchestrator's certificate must name the host the workers dial.
+  auto orchestrator =
+      IssueCertificate({ReadFile(certs + "/ca.pem"), ReadFile(certs + "/ca.key")}, "orchestrator",
+                       {kOrchestratorName}, 2);
+  ASSERT_TRUE(orchestrator.ok()) << orchestrator.status();
+  WriteFile(certs + "/orchestrator.pem", orchestrator->cert_pem);
+  WriteFile(certs + "/orchestrator.key", orchestrator->key_pem);
+  chmod((certs + "/orchestrator.key").c_str(), 0600);
+
+  const std::string log = dir_ + "/evaluations.log";
+  WriteFile(dir_ + "/objective.sh", absl::StrCat(R"SH(#!/bin/sh
+echo "$SEXTANT_TRIAL_ID $(readlink /proc/self/ns/net)" >> )SH", log, R"SH(
+sleep 0.3
+echo "step=1 loss=$SEXTANT_TRIAL_ID"
+)SH"));
+  std::string catalog = "regions: [r1, r2, r3]\ninstances: {cpu.1x: {gpus: 0, cpus: 1}}\n"
+                        "billing: {increment: 1s, minimum: 1s}\noffers:\n";
+  std::string pools;
+  for (int i = 1; i <= kRegions; ++i) {
+    absl::StrAppend(&catalog, "  - {region: r", i, ", instance: cpu.1x, market: on_demand, "
+                              "price_per_hour: 3.6}\n");
+    absl::StrAppend(&pools, "    - {name: p", i, ", region: r", i,
+                    ", instance: cpu.1x, market: on_demand, max_instances: 1}\n");
+  }
+  WriteFile(dir_ + "/catalog.yaml", catalog);
+  WriteFile(dir_ + "/exp.yaml", absl::StrCat(R"(name: regions-hpo
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: -1, max: 1}
+search: {sampler: random, seed: 2, max_trials: 12, max_concurrent: 3}
+trial:
+  command: [sh, )", dir_, R"(/objective.sh]
+resources:
+  provider: static
+  catalog: )", dir_, R"(/catalog.yaml
+  pools:
+)", pools));
+  const std::string listen = absl::StrCat(regions_.Inside(0), ":7000");
+
+  // Without TLS and authentication the orchestrator will not listen there at all.
+  auto refused = RunProcess(regions_.In(0, {kSextant, "run", dir_ + "/exp.yaml", "--run-dir",
+                                            dir_ + "/refused", "--listen", listen}),
+                            60);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("refusing to listen"), std::string::npos) << refused.err;
+
+  StartRelays(7000, regions_.Inside(0), "");
+  BackgroundProcess run(regions_.In(0, {kSextant, "run", dir_ + "/exp.yaml", "--run-dir",
+                                        dir_ + "/run", "--listen", listen, "--tls-dir", certs}));
+  ASSERT_TRUE(run.WaitForOutput("start workers with", 60)) << run.out() << run.err();
+  std::vector<std::unique_ptr<BackgroundProcess>> workers;
+  for (int i = 1; i <= kRegions; ++i) {
+    workers.push_back(std::make_unique<BackgroundProcess>(regions_.In(
+        i, {kWorker, "--connect", absl::StrCat(kOrchestratorName, ":7000"), "--region",
+            absl::StrCat("r", i), "--pool", absl::StrCat("p", i), "--tls-dir", certs})));
+  }
+  ASSERT_EQ(run.Wait(240), 0) << run.out() << run.err();
+  for (int i = 0; i < kRegions; ++i) {
+    EXPECT_EQ(workers[i]->Wait(60), 0) << "region " << i + 1 << ": " << workers[i]->err();
+  }
+
+  auto results = RunProcess({kSextant, "results", dir_ + "/run", "--format", "json"});
+  ASSERT_EQ(results.exit_code, 0) << results.err;
+  nlohmann::json j = nlohmann::json::parse(results.out);
+  EXPECT_EQ(j["state"], "COMPLETED");
+  ASSERT_EQ(j["trials"].size(), 12u);
+  for (const auto& t : j["trials"]) {
+    EXPECT_EQ(t["state"], "COMPLETED") << t.dump();
+    EXPECT_EQ(t["value"], t["id"]) << t.dump();
+  }
+  // Trials ran inside the region namespaces (never the orchestrator's), in every region.
+  std::map<std::string, int> region_of;
+  for (int i = 0; i <= kRegions; ++i) region_of[NamespaceId(regions_.Path(i))] = i;
+  std::map<int, int> per_region;
+  std::istringstream lines(ReadFile(log));
+  std::string id, ns;
+  while (lines >> id >> ns) {
+    ASSERT_TRUE(region_of.count(ns)) << "trial " << id << " ran in " << ns;
+    ++per_region[region_of[ns]];
+  }
+  EXPECT_EQ(per_region[0], 0);
+  for (int i = 1; i <= kRegions; ++i) {
+    EXPECT_GE(per_region[i], 1) << "region " << i;
+    EXPECT_GT(relays_[i - 1]->bytes_relayed(), 0) << "region " << i;
+  }
+  int64_t lost = 0;
+  for (const auto& r : relays_) lost += r->segments_lost();
+  std::cout << "trials per region: " << per_region[1] << " " << per_region[2] << " "
+            << per_region[3] << "; segments lost: " << lost << "\n";
+}
+
+// A federated run with its regional aggregators and clients in the region namespaces: the
+// orchestrator launches them through a `sextant-worker` beside its binary that starts each one
+// in its region's namespace and points the aggregators at the region's relay. The
+// FederationService has no TLS, so the orchestrator keeps it on its namespace's loopback and
+// the relays connect from inside that namespace.
+TEST_F(MultiRegionTest, FederatedRunCompletesWithAggregatorsAndClientsInThreeRegions) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  const std::string bin = dir_ + "/bin";
+  std::filesystem::create_directories(bin);
+  std::filesystem::copy_file(kSextant, bin + "/sextant");
+  std::string cases;
+  for (int i = 1; i <= kRegions; ++i) {
+    absl::StrAppend(&cases, "  r", i, ") ns=", regions_.Namespace(i), "; up=",
+                    regions_.HostEnd(i), ":7001;;\n");
+  }
+  WriteFile(bin + "/sextant-worker", absl::StrCat(R"SH(#!/bin/bash
+args=("$@"); role=; region=
+for ((i = 0; i + 1 < ${#args[@]}; i++)); do
+  case "${args[i]}" in --role) role=${args[i+1]};; --region) region=${args[i+1]};; esac
+done
+case "$region" in
+)SH", cases, R"SH(  *) echo "no namespace for region $region" >&2; exit 2;;
+esac
+if [ "$role" = aggregator ]; then
+  for ((i = 0; i + 1 < ${#args[@]}; i++)); do
+    [ "${args[i]}" = --connect ] && args[i+1]=$up
+  done
+fi
+exec ip netns exec "$ns" )SH", kWorker, R"SH( "${args[@]}"
+)SH"));
+  chmod((bin + "/sextant-worker").c_str(), 0755);
+  WriteFile(dir_ + "/fed.yaml", R"(name: regions-fl
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:
+  regions: [{name: r1, clients: 1}, {name: r2, clients: 1}, {name: r3, clients: 1}]
+  rounds: 3
+  local_lr: 0.05
+  min_clients: 3
+  round_deadline: 120s
+  seed: 4
+  examples_per_client: 800
+  validation_examples: 500
+  secure_aggregation: false
+)");
+  StartRelays(7001, "127.0.0.1", regions_.Path(0));
+  BackgroundProcess run(regions_.In(0, {bin + "/sextant", "run", dir_ + "/fed.yaml",
+                                        "--run-dir", dir_ + "/run", "--listen",
+                                        "127.0.0.1:7001"}));
+  ASSERT_EQ(run.Wait(400), 0) << run.out() << run.err();
+
+  auto table = RoundsTable::Open(RunDir::DbPath(dir_ + "/run"));
+  ASSERT_TRUE(table.ok()) << table.status();
+  auto rows = table->Load();
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  std::map<int64_t, std::set<std::string>> regions_by_round;
+  std::map<int64_t, RoundRow> global;
+  for (const RoundRow& r : *rows) {
+    regions_by_round[r.round].insert(r.region);
+    if (r.region.empty()) global[r.round] = r;
+  }
+  ASSERT_EQ(global.size(), 3u) << run.out();
+  for (int64_t round = 1; round <= 3; ++round) {
+    EXPECT_EQ(global[round].clients, 3) << "round " << round;
+    EXPECT_EQ(regions_by_round[round], (std::set<std::string>{"", "r1", "r2", "r3"}));
+  }
+  EXPECT_GT(global[3].accuracy, 0.4) << "chance is 0.1";
+  // Each region's aggregator reached the orchestrator only through its relay, and the global
+  // model (about 50 KB) went through each one every round.
+  for (int i = 1; i <= kRegions; ++i) {
+    EXPECT_GE(relays_[i - 1]->connections(), 1) << "region " << i;
+    EXPECT_GT(relays_[i - 1]->bytes_relayed(), 3 * 50000) << "region " << i;
+  }
+  // The participants ran inside their regions.
+  for (int i = 1; i <= kRegions; ++i) {
+    const std::string agg = ReadFile(absl::StrCat(dir_, "/run/logs/aggregator-r", i, ".log"));
+    EXPECT_EQ(agg.find("no namespace"), std::string::npos) << agg;
+  }
+}
+
+}  // namespace
+}  // namespace sextant
