@@ -4,11 +4,14 @@
 
 namespace sextant {
 
-grpc::Status AdminServiceImpl::Check(grpc::CallbackServerContext* context) const {
-  if (!require_admin_) return grpc::Status::OK;
-  auto auth = context->auth_context();
-  if (auth && RoleOf(*auth) == Role::kAdmin) return grpc::Status::OK;
+grpc::Status CheckAdminCaller(const grpc::AuthContext* auth, bool require_admin) {
+  if (!require_admin) return grpc::Status::OK;
+  if (auth != nullptr && RoleOf(*auth) == Role::kAdmin) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "admin calls need the admin token");
+}
+
+grpc::Status AdminServiceImpl::Check(grpc::CallbackServerContext* context) const {
+  return CheckAdminCaller(context->auth_context().get(), require_admin_);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::GetStatus(grpc::CallbackServerContext* context,

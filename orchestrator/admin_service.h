@@ -8,6 +8,10 @@
 
 namespace sextant {
 
+// The admin service's check of its caller, apart from the transport: OK when require_admin is
+// false or auth carries the admin role (RoleOf); PERMISSION_DENIED otherwise (auth may be null).
+grpc::Status CheckAdminCaller(const grpc::AuthContext* auth, bool require_admin);
+
 // The operator's gRPC service over a running orchestrator: status counts and drain. When
 // require_admin is true (token auth is on), a call whose auth context carries no admin role is
 // refused with PERMISSION_DENIED, whatever the transport let through. Thread-safe.

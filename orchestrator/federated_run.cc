@@ -25,8 +25,10 @@
 #include "federation/server_optimizer.h"
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/federated_rounds_table.h"
+#include "orchestrator/global_checkpoint.h"
 #include "orchestrator/results.h"
 #include "orchestrator/run_dir.h"
+#include "orchestrator/security/server_security.h"
 #include "orchestrator/store.h"
 #include "worker/federated/federated_job.h"
 #include "worker/federated/federation_service.h"
@@ -149,89 +151,24 @@ class FederatedRun {
     return StartServer();
   }
 
-  // Payload: round, global model, server optimiser state (rounds, m, v), then the round's rows
-  // of the rounds table, so that the rows a resume finds are exactly those of the committed
-  // round (a checkpoint without rows, from an older run, is still read).
+  // Payload: see global_checkpoint.h (the round's rows travel with it).
   absl::Status Checkpoint(int64_t round, const std::vector<RoundRow>& rows) {
-    train::ByteWriter w;
-    w.I64(round);
-    w.Floats(global_.data(), static_cast<int64_t>(global_.size()));
-    ServerOptimizer::State st = optimizer_->state();
-    w.I64(st.rounds);
-    w.I64(static_cast<int64_t>(st.m.size()));
-    w.Floats(st.m.data(), static_cast<int64_t>(st.m.size()));
-    w.I64(static_cast<int64_t>(st.v.size()));
-    w.Floats(st.v.data(), static_cast<int64_t>(st.v.size()));
-    w.I64(static_cast<int64_t>(rows.size()));
-    for (const RoundRow& row : rows) {
-      w.I64(row.round);
-      w.Bytes(row.region);
-      w.F64(row.accuracy);
-      w.F64(row.loss);
-      w.I64(row.clients);
-      w.I64(row.rejected);
-      w.I64(row.epsilon ? 1 : 0);
-      w.F64(row.epsilon.value_or(0));
-      w.F64(row.time);
-    }
-    return train::WriteCheckpoint(ckpt_dir_, round, w.str()).status();
-  }
-
-  static absl::StatusOr<std::vector<RoundRow>> ReadRows(train::ByteReader& r) {
-    SEXTANT_ASSIGN_OR_RETURN(int64_t n, r.I64());
-    if (n < 0 || n > (1 << 20)) return absl::DataLossError("checkpoint: bad round row count");
-    std::vector<RoundRow> rows(static_cast<size_t>(n));
-    for (RoundRow& row : rows) {
-      SEXTANT_ASSIGN_OR_RETURN(row.round, r.I64());
-      SEXTANT_ASSIGN_OR_RETURN(row.region, r.Bytes());
-      SEXTANT_ASSIGN_OR_RETURN(row.accuracy, r.F64());
-      SEXTANT_ASSIGN_OR_RETURN(row.loss, r.F64());
-      SEXTANT_ASSIGN_OR_RETURN(row.clients, r.I64());
-      SEXTANT_ASSIGN_OR_RETURN(row.rejected, r.I64());
-      SEXTANT_ASSIGN_OR_RETURN(int64_t has_epsilon, r.I64());
-      SEXTANT_ASSIGN_OR_RETURN(double epsilon, r.F64());
-      if (has_epsilon) row.epsilon = epsilon;
-      SEXTANT_ASSIGN_OR_RETURN(row.time, r.F64());
-    }
-    return rows;
+    GlobalCheckpoint c{round, global_, optimizer_->state(), rows};
+    return train::WriteCheckpoint(ckpt_dir_, round, EncodeGlobalCheckpoint(c)).status();
   }
 
   int Restore() {
     auto ck = train::LoadLatestCheckpoint(ckpt_dir_);
     if (!ck.ok()) return 0;  // nothing completed yet
-    train::ByteReader r(ck->payload);
-    auto round = r.I64();
-    absl::Status s = round.status();
-    if (s.ok()) s = r.Floats(global_.data(), static_cast<int64_t>(global_.size()));
-    ServerOptimizer::State st;
-    auto load_vec = [&](std::vector<float>& v) {
-      if (!s.ok()) return;
-      auto n = r.I64();
-      if (!n.ok()) {
-        s = n.status();
-        return;
-      }
-      v.resize(*n);
-      s = r.Floats(v.data(), *n);
-    };
-    if (s.ok()) {
-      auto rounds = r.I64();
-      s = rounds.status();
-      if (s.ok()) st.rounds = *rounds;
-    }
-    load_vec(st.m);
-    load_vec(st.v);
-    if (s.ok()) s = optimizer_->Restore(std::move(st));
-    std::vector<RoundRow> rows;
-    if (s.ok() && !r.done()) {
-      auto read_rows = ReadRows(r);
-      s = read_rows.status();
-      if (s.ok()) rows = *std::move(read_rows);
-    }
+    absl::StatusOr<GlobalCheckpoint> c = DecodeGlobalCheckpoint(ck->payload, global_.size());
+    if (!c.ok()) return Fail(c.status());
+    if (absl::Status s = optimizer_->Restore(std::move(c->optimizer)); !s.ok()) return Fail(s);
     // A kill between the checkpoint and the rounds table's commit left the rows out.
-    if (s.ok() && !rows.empty()) s = rounds_->Put(rows);
-    if (!s.ok()) return Fail(s);
-    last_round_ = *round;
+    if (!c->rows.empty()) {
+      if (absl::Status s = rounds_->Put(c->rows); !s.ok()) return Fail(s);
+    }
+    global_ = std::move(c->model);
+    last_round_ = c->round;
     *env_.out << "sextant: resuming after round " << last_round_ << "\n";
     return 0;
   }
@@ -246,7 +183,16 @@ class FederatedRun {
     if (!coordinator.ok()) return Fail(coordinator.status());
     hub_ = std::make_unique<FederationHub>(*std::move(coordinator), env_.clock);
     service_ = std::make_unique<FederationServiceImpl>(hub_.get());
-    auto server = StartFederationServer(options_.listen, service_.get(), &port_);
+    // The same TLS/mTLS and token rules as the worker service (orchestrator.cc).
+    ServerSecurity security;
+    if (!options_.tls_dir.empty()) {
+      auto loaded = LoadServerSecurity(options_.tls_dir);
+      if (!loaded.ok()) return Fail(loaded.status(), 2);
+      security = *std::move(loaded);
+    }
+    if (absl::Status s = CheckListenAllowed(options_.listen, security); !s.ok()) return Fail(s, 2);
+    auto server = StartFederationServer(options_.listen, service_.get(), &port_,
+                                        MakeServerCredentials(security));
     if (!server.ok()) return Fail(server.status());
     server_ = *std::move(server);
     return 0;
@@ -266,6 +212,13 @@ class FederatedRun {
     (void)store_->AddEvent(Seconds(), "federation_launch", 0, absl::StrCat(what, " pid=", *pid));
   }
 
+  // Participants dial and serve with the run's certificates and tokens (aggregator.*, worker.*).
+  void AddTlsDir(std::vector<std::string>* argv) const {
+    if (options_.tls_dir.empty()) return;
+    argv->push_back("--tls-dir");
+    argv->push_back(std::filesystem::absolute(options_.tls_dir).string());
+  }
+
   double Seconds() const { return absl::ToDoubleSeconds(env_.clock->Now() - start_); }
 
   // One aggregator per region, then its clients once it serves (it writes its port to a file).
@@ -282,6 +235,7 @@ class FederatedRun {
           "--experiment-id", experiment_id_, "--model-size", absl::StrCat(global_.size()),
           "--work-dir", absl::StrCat(fed_dir_, "/", r.name()), "--port-file", port_file,
           "--exit-with-parent"};
+      AddTlsDir(&argv);
       // Robust rules run where client updates are in the clear: at the regional aggregators.
       if (!fed().aggregation().empty() && fed().aggregation() != "fedavg") {
         argv.insert(argv.end(),
@@ -308,11 +262,13 @@ class FederatedRun {
         return 1;
       }
       for (int i = 0; i < r.clients(); ++i) {
-        Launch({Bin(), "--role", "client", "--region", r.name(), "--index", absl::StrCat(i),
-                "--connect", absl::StrCat("127.0.0.1:", port), "--experiment-id", experiment_id_,
-                "--spec", spec_file, "--threads", "1", "--work-dir",
-                absl::StrCat(fed_dir_, "/client-", r.name(), "-", i), "--exit-with-parent"},
-               absl::StrCat("client-", r.name(), "-", i, ".log"),
+        std::vector<std::string> argv = {
+            Bin(), "--role", "client", "--region", r.name(), "--index", absl::StrCat(i),
+            "--connect", absl::StrCat("127.0.0.1:", port), "--experiment-id", experiment_id_,
+            "--spec", spec_file, "--threads", "1", "--work-dir",
+            absl::StrCat(fed_dir_, "/client-", r.name(), "-", i), "--exit-with-parent"};
+        AddTlsDir(&argv);
+        Launch(argv, absl::StrCat("client-", r.name(), "-", i, ".log"),
                absl::StrCat("client ", ClientId(r.name(), i)));
       }
     }

@@ -353,7 +353,8 @@ void Fleet::Launch(int index, FleetTick& tick) {
   inst.pool = index;
   inst.token = absl::StrCat(p.spec.name(), "-", next_token_++);
   InstanceRequest req{p.spec.name(), p.spec.region(), p.spec.instance(), p.offer.market, inst.token,
-                      options_.connect, absl::StrCat(options_.logs_dir, "/worker-", inst.token, ".log"), 0};
+                      options_.connect, absl::StrCat(options_.logs_dir, "/worker-", inst.token, ".log"), 0,
+                      options_.tls_dir};
   Interruption intr;
   // A stop at the budget gives a trial on a non-spot instance the wind-down the budget projected.
   req.preempt_notice_seconds = std::max(0.5, options_.wind_down_seconds);

@@ -58,11 +58,6 @@ std::string SelfDir() {
   return ec ? "." : p.parent_path().string();
 }
 
-bool IsLoopback(const std::string& listen) {
-  return absl::StartsWith(listen, "127.") || absl::StartsWith(listen, "localhost:") ||
-         absl::StartsWith(listen, "[::1]:");
-}
-
 // One run: the store, the dispatcher, the server and the workers, with their lifetimes tied
 // together. Long-lived objects are members so that teardown happens in one place.
 class Run {
@@ -172,10 +167,8 @@ class Run {
       }
       security_ = *std::move(security);
     }
-    if (!IsLoopback(options_.listen) && !(security_.tls() && security_.auth())) {
-      *env_.err << "sextant: refusing to listen on " << options_.listen
-                << ": a non-loopback address needs TLS and authentication (--tls-dir DIR from "
-                   "`sextant certs init DIR`)\n";
+    if (absl::Status s = CheckListenAllowed(options_.listen, security_); !s.ok()) {
+      *env_.err << "sextant: " << s.message() << "\n";
       return 2;
     }
     std::map<std::string, std::string> trial_env(spec_.trial().env().begin(),
@@ -432,6 +425,9 @@ class Run {
     FleetOptions fo;
     fo.connect = Target();
     fo.logs_dir = std::filesystem::absolute(run_dir_->logs_dir()).string();
+    if (!options_.tls_dir.empty()) {
+      fo.tls_dir = std::filesystem::absolute(options_.tls_dir).string();
+    }
     fo.time_scale = options_.time_scale;
     fo.seed = spec_.search().seed();
     fo.wind_down_seconds = kWindDownSeconds;
@@ -452,7 +448,8 @@ class Run {
     });
     if (kind == "static") {
       *env_.out << "sextant: start workers with: sextant-worker --connect " << Target()
-                << " --region REGION --pool POOL\n";
+                << " --region REGION --pool POOL"
+                << (options_.tls_dir.empty() ? "" : " --tls-dir DIR") << "\n";
     }
     return 0;
   }

@@ -21,6 +21,9 @@ struct InstanceRequest {
   std::string connect;              // HOST:PORT of the worker service
   std::string log_path;             // where the worker's stdout and stderr go
   double preempt_notice_seconds = 0;  // the worker's --preempt-notice; 0 = the worker's default
+  // The worker's --tls-dir (absolute; a `sextant certs init` directory reachable where it runs).
+  // Default empty: plaintext.
+  std::string tls_dir;
 };
 
 // What a provider knows of an instance it launched.

@@ -15,6 +15,7 @@
 #include "common/redactor.h"
 #include "grpcpp/grpcpp.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
+#include "worker/channel_credentials.h"
 #include "worker/command_runner.h"
 #include "worker/telemetry.h"
 
@@ -243,31 +244,7 @@ class Worker {
  private:
   // TLS with a client certificate and the role's bearer token when tls_dir is set.
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials() const {
-    if (options_.tls_dir.empty()) return grpc::InsecureChannelCredentials();
-    auto read = [&](const std::string& file) -> std::optional<std::string> {
-      std::ifstream f(absl::StrCat(options_.tls_dir, "/", file), std::ios::binary);
-      if (!f) return std::nullopt;
-      std::stringstream ss;
-      ss << f.rdbuf();
-      return ss.str();
-    };
-    grpc::SslCredentialsOptions ssl;
-    std::optional<std::string> ca = read("ca.pem"), cert = read(options_.tls_name + ".pem"),
-                               key = read(options_.tls_name + ".key");
-    if (!ca || !cert || !key) {
-      return absl::NotFoundError(absl::StrCat(options_.tls_dir, " lacks ca.pem, ",
-                                              options_.tls_name, ".pem or ", options_.tls_name,
-                                              ".key"));
-    }
-    ssl.pem_root_certs = *ca;
-    ssl.pem_cert_chain = *cert;
-    ssl.pem_private_key = *key;
-    auto creds = grpc::SslCredentials(ssl);
-    if (std::optional<std::string> token = read(options_.tls_name + ".token")) {
-      std::string t(absl::StripAsciiWhitespace(*token));
-      creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(t));
-    }
-    return creds;
+    return LoadChannelCredentials(options_.tls_dir, options_.tls_name);
   }
 
   int RegisterSelf() {

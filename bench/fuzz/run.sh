@@ -1,11 +1,12 @@
 #!/bin/sh
 # Builds the fuzz targets with clang, libFuzzer, ASan and UBSan in their own build folder and
-# runs each for SECONDS (default 200: 10 minutes in all for the three), starting from a copy
-# of the committed corpus (tests/fuzz/corpus). Prints executions and any crash per target.
+# runs each for SECONDS (default 75: 10 minutes in all for the eight), one after the other,
+# starting from a copy of the committed corpus (tests/fuzz/corpus). Prints executions, new
+# corpus entries and any crash per target.
 #   bench/fuzz/run.sh [SECONDS] [BUILD_DIR=build-fuzz]
 #   TARGETS="metric_parser_fuzz checkpoint_fuzz" bench/fuzz/run.sh 60   (a subset)
 set -eu
-seconds=${1:-200}
+seconds=${1:-75}
 build=${2:-build-fuzz}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fsanitize=fuzzer-no-link -g -O1"
@@ -13,7 +14,8 @@ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DSEXTANT_FUZZ=ON \
   -DSEXTANT_WITH_CUDA=OFF -DSEXTANT_BUILD_BENCH=OFF \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" >/dev/null
-targets=${TARGETS:-metric_parser_fuzz checkpoint_fuzz loader_fuzz}
+targets=${TARGETS:-metric_parser_fuzz checkpoint_fuzz loader_fuzz npy_fuzz global_checkpoint_fuzz
+worker_service_fuzz federation_service_fuzz admin_service_fuzz}
 # shellcheck disable=SC2086
 ninja -C "$build" -j"${JOBS:-2}" $targets
 echo "load: $(uptime)"

@@ -47,10 +47,10 @@ std::optional<Role> RoleOf(const grpc::AuthContext& context) {
   return std::nullopt;
 }
 
-absl::StatusOr<ServerSecurity> LoadServerSecurity(const std::string& dir) {
+absl::StatusOr<ServerSecurity> LoadServerSecurity(const std::string& dir, const std::string& name) {
   ServerSecurity s;
-  for (auto [file, out] : {std::pair{"orchestrator.pem", &s.cert_pem},
-                           std::pair{"orchestrator.key", &s.key_pem}}) {
+  for (auto [file, out] : {std::pair{absl::StrCat(name, ".pem"), &s.cert_pem},
+                           std::pair{absl::StrCat(name, ".key"), &s.key_pem}}) {
     auto text = ReadIfThere(absl::StrCat(dir, "/", file));
     if (!text) return absl::NotFoundError(absl::StrCat(dir, "/", file, ": cannot read"));
     *out = *text;
@@ -71,6 +71,19 @@ absl::StatusOr<ServerSecurity> LoadServerSecurity(const std::string& dir) {
     }
   }
   return s;
+}
+
+bool IsLoopbackAddress(const std::string& listen) {
+  return absl::StartsWith(listen, "127.") || absl::StartsWith(listen, "localhost:") ||
+         absl::StartsWith(listen, "[::1]:");
+}
+
+absl::Status CheckListenAllowed(const std::string& listen, const ServerSecurity& security) {
+  if (IsLoopbackAddress(listen) || (security.tls() && security.auth())) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("refusing to listen on ", listen,
+                   ": a non-loopback address needs TLS and authentication (--tls-dir DIR from "
+                   "`sextant certs init DIR`)"));
 }
 
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const ServerSecurity& security) {

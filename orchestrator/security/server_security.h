@@ -38,10 +38,19 @@ struct ServerSecurity {
   bool auth() const { return !tokens.empty() || (!ca_pem.empty() && !enrolled.empty()); }
 };
 
-// Reads a directory made by `sextant certs init`: orchestrator.pem/.key, ca.pem, enrolled.txt
-// and the worker/aggregator/admin .token files (each optional except the certificate and key).
+// Reads a directory made by `sextant certs init`: NAME.pem/.key (the server's own certificate:
+// "orchestrator", or "aggregator" for a regional aggregator), ca.pem, enrolled.txt and the
+// worker/aggregator/admin .token files (each optional except the certificate and key).
 // NotFound naming the missing file.
-absl::StatusOr<ServerSecurity> LoadServerSecurity(const std::string& dir);
+absl::StatusOr<ServerSecurity> LoadServerSecurity(const std::string& dir,
+                                                  const std::string& name = "orchestrator");
+
+// True when listen ("HOST:PORT") names a loopback host: 127.x.x.x, localhost or [::1].
+bool IsLoopbackAddress(const std::string& listen);
+
+// OK when listen is a loopback address or security has both TLS and auth; otherwise
+// FailedPrecondition saying that a non-loopback address needs them (--tls-dir).
+absl::Status CheckListenAllowed(const std::string& listen, const ServerSecurity& security);
 
 // The credentials to listen with: TLS that requires and verifies a client certificate when
 // ca_pem is set, with a RoleAuthProcessor attached. Insecure credentials when !tls().

@@ -24,7 +24,8 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<LocalTrainer> trainer,
                            LocalTrainer::Create(o.job.model, o.job.seed, o.threads));
   const std::string id = ClientId(o.region, o.index);
-  auto channel = grpc::CreateChannel(o.target, grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(
+      o.target, o.credentials ? o.credentials : grpc::InsecureChannelCredentials());
   auto stub = v1::FederationService::NewStub(channel);
   FederatedClientStats stats;
   stats.model_floats = trainer->size();

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
 
@@ -26,6 +27,8 @@ struct FederatedClientOptions {
   std::ostream* log = nullptr;        // one line per round; default none
   // The command client's exchange folder (job.client_command). Default: a folder under /tmp.
   std::string work_dir;
+  // How it dials the aggregator (LoadChannelCredentials). Default null: plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
 };
 
 struct FederatedClientStats {

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "orchestrator/security/server_security.h"
+#include "worker/channel_credentials.h"
 #include "worker/federated/federated_client.h"
 #include "worker/federated/regional_aggregator.h"
 
@@ -18,7 +20,8 @@ bool ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags
   static const char* kKnown[] = {"--role", "--region", "--connect", "--experiment-id", "--index",
                                  "--spec", "--threads", "--model-size", "--work-dir", "--listen",
                                  "--port-file", "--chunk-floats", "--aggregation",
-                                 "--trim-fraction", "--byzantine", "--krum-selected"};
+                                 "--trim-fraction", "--byzantine", "--krum-selected",
+                                 "--tls-dir", "--tls-name"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--exit-with-parent") continue;
@@ -32,6 +35,35 @@ bool ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags
     (*flags)[a] = argv[++i];
   }
   return true;
+}
+
+// --tls-name, or the role's own certificate and token.
+std::string TlsName(std::map<std::string, std::string>& f, const std::string& role) {
+  return f["--tls-name"].empty() ? role : f["--tls-name"];
+}
+
+// With --tls-dir an aggregator dials upstream and serves its clients as the orchestrator does:
+// TLS, mTLS against the CA and enrolled.txt, per-role bearer tokens; without it, it may listen
+// on loopback only. Returns an exit code.
+int AggregatorSecurity(std::map<std::string, std::string>& f, RegionalAggregatorOptions* o) {
+  ServerSecurity security;
+  if (!f["--tls-dir"].empty()) {
+    auto loaded = LoadServerSecurity(f["--tls-dir"], TlsName(f, "aggregator"));
+    auto creds = LoadChannelCredentials(f["--tls-dir"], TlsName(f, "aggregator"));
+    if (!loaded.ok() || !creds.ok()) {
+      std::cerr << "sextant-worker: --tls-dir: "
+                << (loaded.ok() ? creds.status() : loaded.status()).message() << "\n";
+      return 2;
+    }
+    security = *std::move(loaded);
+    o->upstream_credentials = *creds;
+    o->server_credentials = MakeServerCredentials(security);
+  }
+  if (absl::Status s = CheckListenAllowed(o->listen, security); !s.ok()) {
+    std::cerr << "sextant-worker: " << s.message() << "\n";
+    return 2;
+  }
+  return 0;
 }
 
 int RunClient(std::map<std::string, std::string>& f, const std::atomic<bool>* stop) {
@@ -63,6 +95,12 @@ int RunClient(std::map<std::string, std::string>& f, const std::atomic<bool>* st
   o.job = *job;
   o.log = &std::cout;
   if (f.count("--work-dir")) o.work_dir = f["--work-dir"];
+  auto creds = LoadChannelCredentials(f["--tls-dir"], TlsName(f, "worker"));
+  if (!creds.ok()) {
+    std::cerr << "sextant-worker: --tls-dir: " << creds.status().message() << "\n";
+    return 2;
+  }
+  o.credentials = *creds;
   absl::StatusOr<train::FashionMnist> data =
       train::LoadFashionMnist(o.job.dataset_dir, o.job.validation_examples, o.job.seed);
   if (!data.ok()) {
@@ -110,6 +148,7 @@ int RunAggregator(std::map<std::string, std::string>& f, const std::atomic<bool>
   }
   o.rule = *rule;
   o.log = &std::cout;
+  if (int rc = AggregatorSecurity(f, &o); rc != 0) return rc;
   absl::Status s = RunRegionalAggregator(o, stop);
   if (!s.ok()) {
     std::cerr << "sextant-worker: " << s << "\n";

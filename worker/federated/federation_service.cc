@@ -42,23 +42,26 @@ absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
-grpc::Status FederationServiceImpl::GetRound(grpc::ServerContext* context,
-                                             const v1::RoundRequest* request,
-                                             grpc::ServerWriter<v1::ModelChunk>* writer) {
-  const double wait = std::clamp(request->wait_seconds(), 0.0, 30.0);
-  absl::StatusOr<RoundTask> task = hub_->WaitForRound(request->experiment_id(), request->client_id(),
-                                                      request->round(), absl::Seconds(wait));
+grpc::Status ServeRound(FederationHub* hub, int64_t chunk_floats, const v1::RoundRequest& request,
+                        const std::function<bool(const v1::ModelChunk&)>& write,
+                        const std::function<bool()>& cancelled) {
+  chunk_floats = std::max<int64_t>(chunk_floats, 1);
+  // NaN compares false both ways, so clamp() would pass it through as an endless wait.
+  const double asked = request.wait_seconds();
+  const double wait = asked >= 0 ? std::min(asked, 30.0) : 0.0;
+  absl::StatusOr<RoundTask> task = hub->WaitForRound(request.experiment_id(), request.client_id(),
+                                                     request.round(), absl::Seconds(wait));
   if (!task.ok()) return ToGrpc(task.status());
   v1::ModelChunk first;
-  first.set_experiment_id(request->experiment_id());
-  first.set_client_id(request->client_id());
+  first.set_experiment_id(request.experiment_id());
+  first.set_client_id(request.client_id());
   first.set_round(task->round);
   v1::RoundAssignment* a = first.mutable_assignment();
   a->set_kind(task->kind == RoundTask::Kind::kTrain  ? v1::RoundAssignment::TRAIN
               : task->kind == RoundTask::Kind::kDone ? v1::RoundAssignment::DONE
                                                      : v1::RoundAssignment::WAIT);
   if (task->kind != RoundTask::Kind::kTrain) {
-    writer->Write(first);
+    write(first);
     return grpc::Status::OK;
   }
   for (const std::string& p : task->participants) a->add_participants(p);
@@ -66,36 +69,43 @@ grpc::Status FederationServiceImpl::GetRound(grpc::ServerContext* context,
   a->set_model_size(task->model_size);
   a->set_seed(task->seed);
   a->set_min_updates(static_cast<int32_t>(task->min_updates));
-  if (!writer->Write(first)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
-  std::vector<float> buf(std::min(chunk_floats_, std::max<int64_t>(task->model_size, 1)));
+  if (!write(first)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
+  std::vector<float> buf(std::min(chunk_floats, std::max<int64_t>(task->model_size, 1)));
   v1::ModelChunk chunk;
-  chunk.set_experiment_id(request->experiment_id());
-  chunk.set_client_id(request->client_id());
+  chunk.set_experiment_id(request.experiment_id());
+  chunk.set_client_id(request.client_id());
   chunk.set_round(task->round);
-  for (int64_t off = 0; off < task->model_size; off += chunk_floats_) {
-    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
-    const int64_t n = std::min(chunk_floats_, task->model_size - off);
+  for (int64_t off = 0; off < task->model_size; off += chunk_floats) {
+    if (cancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    const int64_t n = std::min(chunk_floats, task->model_size - off);
     absl::Span<float> out(buf.data(), n);
-    if (absl::Status s = hub_->ReadModel(task->round, off, out); !s.ok()) return ToGrpc(s);
+    if (absl::Status s = hub->ReadModel(task->round, off, out); !s.ok()) return ToGrpc(s);
     chunk.set_offset(off);
     chunk.set_data(reinterpret_cast<const char*>(out.data()), n * sizeof(float));
-    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
+    if (!write(chunk)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
   }
   return grpc::Status::OK;
 }
 
-grpc::Status FederationServiceImpl::PushUpdate(grpc::ServerContext* context,
-                                               grpc::ServerReader<v1::ModelChunk>* reader,
-                                               v1::UpdateReceipt* receipt) {
+grpc::Status FederationServiceImpl::GetRound(grpc::ServerContext* context,
+                                             const v1::RoundRequest* request,
+                                             grpc::ServerWriter<v1::ModelChunk>* writer) {
+  return ServeRound(
+      hub_, chunk_floats_, *request, [&](const v1::ModelChunk& c) { return writer->Write(c); },
+      [&] { return context->IsCancelled(); });
+}
+
+grpc::Status ReceiveUpdate(FederationHub* hub, const std::function<bool(v1::ModelChunk*)>& read,
+                           const std::function<bool()>& cancelled, v1::UpdateReceipt* receipt) {
   v1::ModelChunk chunk;
-  if (!reader->Read(&chunk)) {
+  if (!read(&chunk)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty update stream");
   }
   UpdateHeader header{chunk.experiment_id(), chunk.round(), chunk.client_id(), chunk.weight()};
   const int64_t count = std::max<int64_t>(chunk.count(), 1);
   if (chunk.total_size() < 0) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "total_size < 0");
-  absl::Status s = hub_->Begin(header, static_cast<size_t>(chunk.total_size()), count,
-                               absl::Seconds(600));
+  absl::Status s =
+      hub->Begin(header, static_cast<size_t>(chunk.total_size()), count, absl::Seconds(600));
   if (!s.ok()) return ToGrpc(s);
   SenderMetrics metrics{chunk.metrics().train_loss(), chunk.metrics().eval_loss(),
                         chunk.metrics().eval_accuracy(), chunk.metrics().eval_weight()};
@@ -107,23 +117,29 @@ grpc::Status FederationServiceImpl::PushUpdate(grpc::ServerContext* context,
     // Every chunk must carry the same experiment, round and client as the first.
     if (chunk.experiment_id() != header.experiment_id || chunk.round() != header.round ||
         chunk.client_id() != header.client_id) {
-      hub_->Abandon(header.client_id);
+      hub->Abandon(header.client_id);
       return grpc::Status(grpc::StatusCode::ABORTED, "chunk of another experiment, round or client");
+    }
+    if (chunk.data().size() % sizeof(float) != 0) {
+      hub->Abandon(header.client_id);
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("chunk at offset ", chunk.offset(), " holds ",
+                                       chunk.data().size(), " bytes, not whole float32 values"));
     }
     if (!chunk.data().empty()) {
       absl::Span<const float> v = AsFloats(chunk.data(), scratch);
-      s = hub_->AddChunk(header.client_id, chunk.offset(), v);
+      s = hub->AddChunk(header.client_id, chunk.offset(), v);
       if (!s.ok()) return ToGrpc(s);
       received += static_cast<int64_t>(v.size());
     }
-    more = reader->Read(&chunk);
+    more = read(&chunk);
   }
-  if (context->IsCancelled()) {
+  if (cancelled()) {
     // The sender died or gave up mid-stream: free the staging buffer; not a rejection.
-    hub_->Abandon(header.client_id);
+    hub->Abandon(header.client_id);
     return grpc::Status(grpc::StatusCode::CANCELLED, "the update stream broke off");
   }
-  s = hub_->Finish(header.client_id, header.num_examples, count, metrics, rejected);
+  s = hub->Finish(header.client_id, header.num_examples, count, metrics, rejected);
   if (!s.ok()) return ToGrpc(s);
   receipt->set_experiment_id(header.experiment_id);
   receipt->set_round(header.round);
@@ -132,11 +148,20 @@ grpc::Status FederationServiceImpl::PushUpdate(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(const std::string& listen,
-                                                                    grpc::Service* service,
-                                                                    int* port) {
+grpc::Status FederationServiceImpl::PushUpdate(grpc::ServerContext* context,
+                                               grpc::ServerReader<v1::ModelChunk>* reader,
+                                               v1::UpdateReceipt* receipt) {
+  return ReceiveUpdate(
+      hub_, [&](v1::ModelChunk* c) { return reader->Read(c); },
+      [&] { return context->IsCancelled(); }, receipt);
+}
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
+    const std::string& listen, grpc::Service* service, int* port,
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), port);
+  if (credentials == nullptr) credentials = grpc::InsecureServerCredentials();
+  builder.AddListeningPort(listen, credentials, port);
   builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(8 << 20);
   builder.SetMaxSendMessageSize(8 << 20);

@@ -37,10 +37,28 @@ class FederationServiceImpl final : public v1::FederationService::Service {
   int64_t chunk_floats_;
 };
 
+// GetRound's logic over any transport: waits (request.wait_seconds, clamped to [0, 30]; NaN or
+// negative is 0) for the caller's next round, then write()s the assignment and, for TRAIN, the
+// model in chunks of chunk_floats (at least 1). Returns the hub's status (Aborted for another
+// experiment), UNAVAILABLE when a write fails, CANCELLED when cancelled() turns true.
+grpc::Status ServeRound(FederationHub* hub, int64_t chunk_floats, const v1::RoundRequest& request,
+                        const std::function<bool(const v1::ModelChunk&)>& write,
+                        const std::function<bool()>& cancelled);
+
+// PushUpdate's logic over any transport: read() yields the stream's chunks (false at its end).
+// The first carries the header (experiment, round, client, total_size, weight, count, metrics);
+// every chunk must repeat its experiment, round and client (ABORTED otherwise) and hold whole
+// float32 values (INVALID_ARGUMENT otherwise). A stream that breaks off (cancelled()) or is
+// refused mid-way frees the hub's staging buffer. OK fills receipt; otherwise the hub's status.
+grpc::Status ReceiveUpdate(FederationHub* hub, const std::function<bool(v1::ModelChunk*)>& read,
+                           const std::function<bool()>& cancelled, v1::UpdateReceipt* receipt);
+
 // Starts a server for `service` on `listen` (e.g. "127.0.0.1:0"); *port receives the bound port.
-absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(const std::string& listen,
-                                                                    grpc::Service* service,
-                                                                    int* port);
+// credentials: TLS/mTLS with its auth processor (MakeServerCredentials); null is plaintext.
+// Unavailable when it cannot listen.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
+    const std::string& listen, grpc::Service* service, int* port,
+    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
 absl::Status FromGrpc(const grpc::Status& s);
 

@@ -74,6 +74,10 @@ absl::Status WriteNpy(const std::string& path, absl::Span<const float> data,
   const size_t unpadded = kMagicLen + 2 + 2 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header.push_back('\n');
+  if (header.size() > 0xffff) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shape of ", shape.size(), " dimensions does not fit a .npy 1.0 header"));
+  }
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -146,7 +150,7 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes) {
   NpyArray out;
   out.shape = *std::move(shape);
   out.data.resize(n);
-  std::memcpy(out.data.data(), bytes.data() + start + len, data_bytes);
+  if (data_bytes > 0) std::memcpy(out.data.data(), bytes.data() + start + len, data_bytes);
   return out;
 }
 

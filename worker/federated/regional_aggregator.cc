@@ -67,7 +67,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
   FederationServiceImpl service(&hub, o.chunk_floats);
   int port = 0;
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<grpc::Server> server,
-                           StartFederationServer(o.listen, &service, &port));
+                           StartFederationServer(o.listen, &service, &port, o.server_credentials));
   std::filesystem::create_directories(o.work_dir);
   if (!o.port_file.empty()) {
     const std::string tmp = o.port_file + ".tmp";
@@ -76,7 +76,8 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
   }
   if (o.log) *o.log << "aggregator " << o.region << " serving on port " << port << "\n" << std::flush;
   auto stub = v1::FederationService::NewStub(
-      grpc::CreateChannel(o.upstream, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(o.upstream, o.upstream_credentials ? o.upstream_credentials
+                                                             : grpc::InsecureChannelCredentials()));
   int64_t after = -1;
   std::string previous_file;
   absl::Time unreachable_since = absl::InfiniteFuture();

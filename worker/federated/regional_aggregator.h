@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
 
@@ -26,6 +27,10 @@ struct RegionalAggregatorOptions {
   // keeps every update of the round (O(clients x model size), see RoundCoordinatorOptions).
   AggregationRule rule;
   std::ostream* log = nullptr;
+  // How it dials upstream and serves its clients (LoadChannelCredentials, MakeServerCredentials
+  // over LoadServerSecurity(dir, "aggregator")). Default null: plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> upstream_credentials;
+  std::shared_ptr<grpc::ServerCredentials> server_credentials;
 };
 
 // `sextant-worker --role aggregator`: serves FederationService to its region's clients. Each

@@ -183,7 +183,10 @@ void ByteWriter::F64(double v) {
 
 void ByteWriter::Floats(const float* data, int64_t n) {
   U64(static_cast<uint64_t>(n));
-  out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n) * sizeof(float));
+  // An empty vector's data() may be null, which memcpy must never see (even for 0 bytes).
+  if (n > 0) {
+    out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n) * sizeof(float));
+  }
 }
 
 void ByteWriter::Bytes(const std::string& s) {
@@ -221,7 +224,7 @@ absl::Status ByteReader::Floats(float* data, int64_t n) {
   }
   size_t bytes = static_cast<size_t>(n) * sizeof(float);
   if (in_.size() - pos_ < bytes) return absl::DataLossError("checkpoint payload is too short");
-  std::memcpy(data, in_.data() + pos_, bytes);
+  if (bytes > 0) std::memcpy(data, in_.data() + pos_, bytes);
   pos_ += bytes;
   return absl::OkStatus();
 }
