@@ -233,6 +233,30 @@ resources:
   }
 }
 
+TEST(LocalProviderRunTest, AtMaxWallTimeLocalWorkersCheckpointAndStopAndResumeContinuesThem) {
+  const std::string dir = MakeTempDir("wall-time");
+  WriteFile(dir + "/steps.sh", kResumableSteps);
+  WriteFile(dir + "/exp.yaml", Experiment("wall-time", 4, 2, "budget: {max_wall_time: 2s}\n"));
+  auto first = RunProcess({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 120);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_THAT(first.out, HasSubstr("budget.max_wall_time reached"));
+  nlohmann::json j = Results(dir + "/run");
+  EXPECT_EQ(j["state"], "BUDGET_EXHAUSTED");
+  std::vector<int> stopped;
+  for (const auto& t : j["trials"]) {
+    if (t["state"] == "CANCELLED") stopped.push_back(t["id"].get<int>());
+  }
+  ASSERT_FALSE(stopped.empty()) << j.dump();
+  auto second = RunProcess({kSextant, "resume", dir + "/run", "--max-wall-time", "2m"}, 120);
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  j = Results(dir + "/run");
+  EXPECT_EQ(j["state"], "COMPLETED");
+  for (const auto& t : j["trials"]) EXPECT_EQ(t["metrics"]["step"], 10.0) << t.dump();
+  for (int id : stopped) {
+    EXPECT_GT(j["trials"][id - 1]["metrics"]["resumed_from"].get<double>(), 0) << j["trials"][id - 1].dump();
+  }
+}
+
 // Runs to the fidelity target the scheduler sets (SEXTANT_FIDELITY), resuming from its
 // checkpoint when promoted.
 constexpr const char* kRungs = R"SH(#!/bin/sh
