@@ -355,6 +355,7 @@ constexpr std::array<absl::string_view, 5> kAggregations = {"fedavg", "median", 
 constexpr std::array<absl::string_view, 5> kServerOptimizers = {"fedavg", "fedavgm", "fedadam",
                                                                 "fedyogi", "fedadagrad"};
 constexpr std::array<absl::string_view, 3> kPartitions = {"iid", "dirichlet", "shards"};
+constexpr std::array<absl::string_view, 2> kDpNoise = {"central", "distributed"};
 
 // A `when:` block waiting for every parameter to be known.
 struct PendingWhen {
@@ -408,6 +409,7 @@ class Loader {
   int64_t LoadRegions(const Section& s, v1::Federation* fed);
   void LoadFederationOptions(const Section& s, v1::Federation* fed);
   void LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed);
+  void LoadDifferentialPrivacy(const Field& f, v1::Federation* fed);
 
   // Calls set(value) when the key is present and its value is valid.
   template <typename T, typename Read, typename Set>
@@ -1148,11 +1150,12 @@ void Loader::LoadFederation(const Field& f) {
        "proximal_mu", "aggregation", "server_optimizer", "server_lr", "min_clients",
        "round_deadline", "eval_every", "partition", "dirichlet_alpha", "secure_aggregation",
        "seed", "examples_per_client", "validation_examples", "trim_fraction",
-       "byzantine_clients", "krum_selected", "client_command"});
+       "byzantine_clients", "krum_selected", "client_command", "dp"});
   if (!s.ok()) return;
   const int64_t total = LoadRegions(s, fed);
   LoadFederationOptions(s, fed);
   LoadRobustAndCommandOptions(s, fed);
+  if (const Field* dp = s.Find("dp")) LoadDifferentialPrivacy(*dp, fed);
   if (total <= 0) return;
   if (const Field* min = s.Find("min_clients"); min && fed->min_clients() > total) {
     r_.ValueError(*min, absl::StrCat("must be <= the total number of clients (", total, "), got ",
@@ -1197,6 +1200,49 @@ void Loader::LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed) 
         "'", fed->aggregation(), "' needs each client's update in the clear, which secure "
         "aggregation hides; use aggregation: fedavg, or set secure_aggregation: false "
         "(secure_aggregation defaults to true)"));
+  }
+}
+
+// federation.dp: sigma and C are required; distributed noise needs secure aggregation (otherwise
+// the aggregator sees each client's weakly noised update) and a robust rule has another
+// sensitivity than the clipped mean the accountant assumes.
+void Loader::LoadDifferentialPrivacy(const Field& f, v1::Federation* fed) {
+  v1::DifferentialPrivacy* dp = fed->mutable_dp();
+  dp->set_delta(1e-5);
+  dp->set_noise("central");
+  Section s(r_, f, {"noise_multiplier", "clip_norm", "delta", "target_epsilon", "noise"});
+  if (!s.ok()) return;
+  auto positive = [&](const Field& x) { return r_.NumberAbove(x, 0, true); };
+  if (const Field* x = s.Require("noise_multiplier")) {
+    if (std::optional<double> v = positive(*x)) dp->set_noise_multiplier(*v);
+  }
+  if (const Field* x = s.Require("clip_norm")) {
+    if (std::optional<double> v = positive(*x)) dp->set_clip_norm(*v);
+  }
+  IfPresent<double>(
+      s, "delta",
+      [&](const Field& x) -> std::optional<double> {
+        std::optional<double> v = positive(x);
+        if (v && *v >= 1) {
+          r_.ValueError(x, absl::StrCat("must be < 1 (a probability), got ", *v));
+          return std::nullopt;
+        }
+        return v;
+      },
+      [&](double v) { dp->set_delta(v); });
+  IfPresent<double>(s, "target_epsilon", positive, [&](double v) { dp->set_target_epsilon(v); });
+  IfPresent<size_t>(
+      s, "noise", [&](const Field& x) { return r_.Choice(x, kDpNoise); },
+      [&](size_t i) { dp->set_noise(std::string(kDpNoise[i])); });
+  if (dp->noise() == "distributed" && !fed->secure_aggregation()) {
+    r_.ValueError(*s.Find("noise"), "distributed noise needs secure_aggregation: true (otherwise "
+                                    "the aggregator sees each client's update with only its share "
+                                    "of the noise); use noise: central");
+  }
+  if (fed->aggregation() != "fedavg") {
+    r_.ValueError(f, absl::StrCat("differential privacy needs aggregation: fedavg (the "
+                                  "accountant assumes a clipped mean, not '",
+                                  fed->aggregation(), "')"));
   }
 }
 

@@ -1,9 +1,11 @@
 #include "orchestrator/federated_run.h"
 
 #include <signal.h>
+#include <sodium.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -22,6 +25,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "federation/dp_noise.h"
+#include "federation/rdp_accountant.h"
 #include "federation/server_optimizer.h"
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/federated_rounds_table.h"
@@ -62,16 +67,28 @@ struct Participant {
   int index;
 };
 
+int64_t TotalClients(const v1::Federation& f) {
+  int64_t n = 0;
+  for (const auto& r : f.regions()) n += r.clients();
+  return n;
+}
+
+// Clients sampled per round.
+int64_t ClientsPerRound(const v1::Federation& f) {
+  const int64_t total = TotalClients(f);
+  const double per = f.clients_per_round();
+  int64_t k = per <= 1 ? static_cast<int64_t>(std::ceil(per * static_cast<double>(total)))
+                       : static_cast<int64_t>(per);
+  return std::clamp<int64_t>(std::max<int64_t>(k, f.min_clients()), 1, std::max<int64_t>(total, 1));
+}
+
 // Seeded per round, independent of earlier rounds, so a resumed run samples the same clients.
 std::vector<Participant> SampleClients(const v1::Federation& f, int64_t round) {
   std::vector<Participant> all;
   for (const auto& r : f.regions()) {
     for (int i = 0; i < r.clients(); ++i) all.push_back({r.name(), i});
   }
-  const double per = f.clients_per_round();
-  int64_t k = per <= 1 ? static_cast<int64_t>(std::ceil(per * static_cast<double>(all.size())))
-                       : static_cast<int64_t>(per);
-  k = std::clamp<int64_t>(std::max<int64_t>(k, f.min_clients()), 1, all.size());
+  const int64_t k = ClientsPerRound(f);
   std::mt19937_64 rng(f.seed() * 1000003ULL + static_cast<uint64_t>(round));
   std::shuffle(all.begin(), all.end(), rng);
   all.resize(k);
@@ -148,7 +165,42 @@ class FederatedRun {
     ckpt_dir_ = std::filesystem::absolute(run_dir_->checkpoints_dir() + "/federation").string();
     std::filesystem::create_directories(fed_dir_);
     if (int rc = Restore(); rc != 0) return rc;
+    if (int rc = PrepareAccountant(); rc != 0) return rc;
     return StartServer();
+  }
+
+  // Client-level DP: the sampled fraction is accounted as Poisson sampling at that rate (the
+  // usual approximation for fixed-size sampling); a resumed run composes its completed rounds.
+  int PrepareAccountant() {
+    if (!fed().has_dp()) return 0;
+    const v1::DifferentialPrivacy& dp = fed().dp();
+    RdpAccountantOptions a;
+    a.noise_multiplier = dp.noise_multiplier();
+    a.sampling_rate = static_cast<double>(ClientsPerRound(fed())) /
+                      static_cast<double>(std::max<int64_t>(1, TotalClients(fed())));
+    a.delta = dp.delta() > 0 ? dp.delta() : 1e-5;
+    if (dp.target_epsilon() > 0) a.target_epsilon = dp.target_epsilon();
+    if (a.sampling_rate < 1) {
+      for (int order = 2; order <= 64; ++order) a.orders.push_back(order);
+      for (double order : {80.0, 96.0, 128.0, 256.0}) a.orders.push_back(order);
+    }
+    auto accountant = RdpAccountant::Create(a);
+    if (!accountant.ok()) return Fail(accountant.status(), 2);
+    accountant_.emplace(*std::move(accountant));
+    accountant_->Compose(last_round_);
+    return 0;
+  }
+
+  // Central DP noise on the round's mean: N(0, (sigma C)^2) on the sum of `count` clipped
+  // updates of weight 1 is N(0, (sigma C / count)^2) on their mean.
+  absl::Status AddCentralNoise(std::vector<float>& mean, double total_weight) {
+    const v1::DifferentialPrivacy& dp = fed().dp();
+    if (!fed().has_dp() || dp.noise() == "distributed") return absl::OkStatus();
+    std::array<uint8_t, 32> seed;
+    randombytes_buf(seed.data(), seed.size());
+    const double stddev =
+        dp.noise_multiplier() * dp.clip_norm() / std::max(1.0, total_weight);
+    return AddGaussianNoise(absl::MakeSpan(mean), stddev, seed);
   }
 
   // Payload: see global_checkpoint.h (the round's rows travel with it).
@@ -219,6 +271,22 @@ class FederatedRun {
     argv->push_back(std::filesystem::absolute(options_.tls_dir).string());
   }
 
+  // The quantisation of secure aggregation. Weights are example counts (at most a client's
+  // share: examples_per_client, or the whole training split), or 1 under DP. Each coordinate of
+  // an update is clipped to [-4, 4], or to C plus six standard deviations of distributed noise
+  // under DP, at 16 bits: the decoded mean is within 4 / 32767 of the plaintext one.
+  SecAggQuantization Quantization() const {
+    SecAggQuantization q;
+    q.bits = 16;
+    q.clip = 4.0;
+    q.max_weight = fed().examples_per_client() > 0 ? fed().examples_per_client() : 60000;
+    if (fed().has_dp()) {
+      q.max_weight = 1;
+      q.clip = std::max(q.clip, job_.dp_clip_norm + 6 * job_.dp_client_noise_stddev);
+    }
+    return q;
+  }
+
   double Seconds() const { return absl::ToDoubleSeconds(env_.clock->Now() - start_); }
 
   // One aggregator per region, then its clients once it serves (it writes its port to a file).
@@ -243,6 +311,15 @@ class FederatedRun {
                      absl::StrCat(fed().trim_fraction()), "--byzantine",
                      absl::StrCat(fed().byzantine_clients()), "--krum-selected",
                      absl::StrCat(fed().krum_selected())});
+      }
+      if (fed().secure_aggregation()) {
+        const SecAggQuantization q = Quantization();
+        argv.insert(argv.end(),
+                    {"--secure-aggregation", "1", "--secagg-clip", absl::StrCat(q.clip),
+                     "--secagg-bits", absl::StrCat(q.bits), "--secagg-max-weight",
+                     absl::StrCat(q.max_weight), "--secagg-stage-timeout",
+                     absl::StrCat(fed().round_deadline_seconds() > 0
+                                      ? fed().round_deadline_seconds() : 30.0)});
       }
       Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
              absl::StrCat("aggregator ", r.name()));
@@ -311,8 +388,15 @@ class FederatedRun {
   // Finishes one closed round: server step, evaluation, checkpoint, rows. Returns an exit code.
   int CompleteRound(int64_t round, const RoundOutcome& outcome,
                     const std::vector<SenderReport>& senders) {
-    if (absl::Status s = optimizer_->Step(absl::MakeSpan(global_), outcome.mean); !s.ok()) {
+    std::vector<float> mean(outcome.mean.begin(), outcome.mean.end());
+    if (absl::Status s = AddCentralNoise(mean, outcome.total_weight); !s.ok()) return Fail(s);
+    if (absl::Status s = optimizer_->Step(absl::MakeSpan(global_), mean); !s.ok()) {
       return Fail(s);
+    }
+    std::optional<double> epsilon;
+    if (accountant_) {
+      accountant_->Compose(round - accountant_->rounds());
+      epsilon = accountant_->Epsilon();
     }
     std::vector<RoundRow> rows;
     const bool eval = round == fed().rounds() || fed().eval_every() <= 1 ||
@@ -327,7 +411,7 @@ class FederatedRun {
     int64_t rejected = outcome.rejected;
     for (const SenderReport& s : senders) rejected += s.rejected;
     rows.push_back({round, "", last_eval_.accuracy, last_eval_.loss, outcome.count, rejected,
-                    std::nullopt, Seconds()});
+                    epsilon, Seconds()});
     for (const SenderReport& s : senders) {
       rows.push_back({round, s.client_id, s.metrics.eval_accuracy, s.metrics.eval_loss, s.count,
                       s.rejected, std::nullopt, Seconds()});
@@ -337,13 +421,38 @@ class FederatedRun {
     // the rows reach the table is repaired from the checkpoint on resume.
     if (absl::Status s = Checkpoint(round, rows); !s.ok()) return Fail(s);
     if (absl::Status s = rounds_->Put(rows); !s.ok()) return Fail(s);
-    const std::string line =
+    if (epsilon) {
+      if (absl::Status s = PutPrivacy(*epsilon, round); !s.ok()) return Fail(s);
+    }
+    std::string line =
         absl::StrFormat("round=%d accuracy=%.4f loss=%.4f clients=%d rejected=%d", round,
                         last_eval_.accuracy, last_eval_.loss, outcome.count, rejected);
+    if (epsilon) absl::StrAppendFormat(&line, " epsilon=%.4f", *epsilon);
     (void)store_->AddEvent(Seconds(), "round", 0, line);
     *env_.out << "sextant: " << line << "\n" << std::flush;
     last_round_ = round;
     return 0;
+  }
+
+  // The privacy spent so far, for `results` (meta "privacy", a JSON object).
+  absl::Status PutPrivacy(double epsilon, int64_t round) {
+    const v1::DifferentialPrivacy& dp = fed().dp();
+    std::string json = absl::StrFormat(
+        "{\"epsilon\": %.17g, \"delta\": %.17g, \"rounds\": %d, \"noise_multiplier\": %.17g, "
+        "\"clip_norm\": %.17g, \"noise\": \"%s\", \"sampling_rate\": %.17g",
+        epsilon, dp.delta() > 0 ? dp.delta() : 1e-5, round, dp.noise_multiplier(),
+        dp.clip_norm(), dp.noise(),
+        static_cast<double>(ClientsPerRound(fed())) /
+            static_cast<double>(std::max<int64_t>(1, TotalClients(fed()))));
+    if (dp.target_epsilon() > 0) absl::StrAppendFormat(&json, ", \"target_epsilon\": %.17g", dp.target_epsilon());
+    json += "}";
+    return store_->PutMeta("privacy", json);
+  }
+
+  // ResourceExhausted (with the message) when the next round would pass the epsilon target.
+  absl::Status CheckPrivacyBudget() const {
+    if (!accountant_) return absl::OkStatus();
+    return accountant_->CheckNextRound();
   }
 
   bool Stopping() const { return g_fed_stop.load() != 0; }
@@ -359,12 +468,14 @@ class FederatedRun {
               << global_.size() << " parameters, rounds " << last_round_ + 1 << ".." << fed().rounds()
               << "\n" << std::flush;
     PutTrial("RUNNING");
+    if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
     if (last_round_ < fed().rounds()) {
       if (absl::Status s = PublishRound(last_round_ + 1); !s.ok()) return Fail(s);
       if (int rc = LaunchParticipants(); rc != 0) return rc;
     }
     const double wall = spec_.budget().max_wall_time_seconds();
     for (int64_t round = last_round_ + 1; round <= fed().rounds(); ++round) {
+      if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
       if (round != published_round_) {
         if (absl::Status s = PublishRound(round); !s.ok()) return Fail(s);
       }
@@ -413,6 +524,25 @@ class FederatedRun {
       t.finished_at = absl::ToUnixMicros(env_.clock->Now()) / 1e6;
     }
     (void)store_->PutTrial(t);
+  }
+
+  // The epsilon target is reached: the run ends normally before the round that would pass it.
+  int EpsilonReached(const absl::Status& why) {
+    if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed: evaluate the model again
+      if (evaluator_->SetWeights(global_).ok()) {
+        if (auto r = evaluator_->Evaluate(validation_); r.ok()) last_eval_ = *r;
+      }
+    }
+    PutTrial("COMPLETED");
+    const std::string line = absl::StrCat("stopped after round ", last_round_,
+                                          ": the privacy budget is spent (", why.message(), ")");
+    absl::Status s = store_->PutMeta("state", "EPSILON_EXHAUSTED");
+    if (s.ok()) s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
+    if (s.ok()) s = store_->AddEvent(Seconds(), "run_finished", 0, absl::StrCat("EPSILON_EXHAUSTED: ", line));
+    if (!s.ok()) return Fail(s);
+    *env_.out << "sextant: " << spec_.name() << " " << line << "; val_accuracy="
+              << absl::StrFormat("%.4f", last_eval_.accuracy) << "\n";
+    return 0;
   }
 
   int Interrupted(const std::string& state) {
@@ -473,6 +603,7 @@ class FederatedRun {
   std::unique_ptr<LocalTrainer> evaluator_;
   std::vector<float> global_;
   std::unique_ptr<ServerOptimizer> optimizer_;
+  std::optional<RdpAccountant> accountant_;
   train::Dataset validation_;
   std::unique_ptr<FederationHub> hub_;
   std::unique_ptr<FederationServiceImpl> service_;

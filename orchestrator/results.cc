@@ -128,6 +128,12 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
   nlohmann::json doc;
   doc["experiment"] = spec.name();
   doc["state"] = state.value_or("UNKNOWN");
+  // A federated run with differential privacy: the cumulative (epsilon, delta) so far.
+  if (absl::StatusOr<std::optional<std::string>> privacy = store->GetMeta("privacy");
+      privacy.ok() && *privacy) {
+    nlohmann::json p = nlohmann::json::parse(**privacy, nullptr, false);
+    if (p.is_object()) doc["privacy"] = p;
+  }
   doc["objective"] = {{"metric", spec.objective().metric()},
                       {"goal", maximize ? "maximize" : "minimize"}};
   doc["best"] = nullptr;

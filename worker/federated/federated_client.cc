@@ -8,7 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "federation/dp_noise.h"
 #include "worker/federated/command_trainer.h"
+#include "worker/federated/secagg_participant.h"
 
 namespace sextant {
 namespace {
@@ -99,10 +101,28 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       SEXTANT_RETURN_IF_ERROR(trainer->GetWeights(absl::MakeSpan(local)));
     }
     for (size_t i = 0; i < local.size(); ++i) local[i] -= global[i];  // the update is a delta
-    PushHeader header{o.experiment_id, task->round, id, static_cast<double>(examples), 1,
-                      SenderMetrics{train_loss, before.loss, before.accuracy,
-                                    static_cast<double>(before.examples)}};
-    absl::StatusOr<int64_t> sent = PushUpdate(stub.get(), header, local, o.chunk_floats);
+    double weight = static_cast<double>(examples);
+    if (o.job.dp_clip_norm > 0) {
+      // Client-level DP: a bounded contribution (norm <= C, weight 1) per client.
+      SEXTANT_RETURN_IF_ERROR(ClipToL2Norm(absl::MakeSpan(local), o.job.dp_clip_norm));
+      weight = 1;
+    }
+    const SenderMetrics metrics{train_loss, before.loss, before.accuracy,
+                                static_cast<double>(before.examples)};
+    absl::StatusOr<int64_t> sent;
+    if (o.job.secure_aggregation) {
+      SecAggParticipantOptions so;
+      so.experiment_id = o.experiment_id;
+      so.client_id = id;
+      so.round = task->round;
+      so.poll_seconds = o.poll_seconds;
+      so.chunk_elements = o.chunk_floats;
+      so.noise_stddev = o.job.dp_client_noise_stddev;
+      sent = RunSecAggParticipant(stub.get(), so, local, static_cast<int64_t>(weight), metrics);
+    } else {
+      PushHeader header{o.experiment_id, task->round, id, weight, 1, metrics};
+      sent = PushUpdate(stub.get(), header, local, o.chunk_floats);
+    }
     if (o.log != nullptr) {
       *o.log << "round=" << task->round << " train_loss=" << train_loss
              << " eval_accuracy=" << before.accuracy << " examples=" << examples

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "federation/dp_noise.h"
 
 namespace sextant {
 
@@ -46,6 +47,15 @@ absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec
   job.examples_per_client = f.examples_per_client();
   if (f.validation_examples() > 0) job.validation_examples = f.validation_examples();
   job.client_command.assign(f.client_command().begin(), f.client_command().end());
+  job.secure_aggregation = f.secure_aggregation();
+  if (f.has_dp() && f.dp().clip_norm() > 0) {
+    job.dp_clip_norm = f.dp().clip_norm();
+    if (f.dp().noise() == "distributed") {
+      job.dp_client_noise_stddev = DistributedNoiseStddev(f.dp().noise_multiplier(),
+                                                          f.dp().clip_norm(),
+                                                          std::max(1, f.min_clients()));
+    }
+  }
   if (!spec.source_path().empty()) {
     job.command_dir = std::filesystem::path(spec.source_path()).parent_path().string();
   }

@@ -29,6 +29,13 @@ struct FederatedJob {
   // file's folder). Empty: the built-in trainer trains.
   std::vector<std::string> client_command;
   std::string command_dir;
+  // federation.secure_aggregation: updates go to the aggregator through SecAgg+ (masked).
+  bool secure_aggregation = false;
+  // federation.dp: each update is clipped to this L2 norm and sent with weight 1; 0: no DP.
+  double dp_clip_norm = 0;
+  // Distributed DP noise: the standard deviation each client adds to its clipped update
+  // (sigma * C / sqrt(max(1, min_clients))); 0 with central noise or without DP.
+  double dp_client_noise_stddev = 0;
 };
 
 // The job of `spec` (trial.builtin gives the model: model, args.hidden, args.dropout).

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "federation/secure_quantizer.h"
 #include "orchestrator/security/server_security.h"
 #include "worker/channel_credentials.h"
 #include "worker/federated/federated_client.h"
@@ -21,7 +22,9 @@ bool ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags
                                  "--spec", "--threads", "--model-size", "--work-dir", "--listen",
                                  "--port-file", "--chunk-floats", "--aggregation",
                                  "--trim-fraction", "--byzantine", "--krum-selected",
-                                 "--tls-dir", "--tls-name"};
+                                 "--tls-dir", "--tls-name", "--secure-aggregation",
+                                 "--secagg-clip", "--secagg-bits", "--secagg-max-weight",
+                                 "--secagg-stage-timeout"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--exit-with-parent") continue;
@@ -147,6 +150,25 @@ int RunAggregator(std::map<std::string, std::string>& f, const std::atomic<bool>
     return 2;
   }
   o.rule = *rule;
+  o.secure_aggregation = f["--secure-aggregation"] == "1" || f["--secure-aggregation"] == "true";
+  if ((f.count("--secagg-clip") && !absl::SimpleAtod(f["--secagg-clip"], &o.quantization.clip)) ||
+      (f.count("--secagg-bits") && !absl::SimpleAtoi(f["--secagg-bits"], &o.quantization.bits)) ||
+      (f.count("--secagg-max-weight") &&
+       !absl::SimpleAtoi(f["--secagg-max-weight"], &o.quantization.max_weight)) ||
+      (f.count("--secagg-stage-timeout") &&
+       !absl::SimpleAtod(f["--secagg-stage-timeout"], &o.stage_timeout_seconds))) {
+    std::cerr << "sextant-worker: --secagg-clip and --secagg-stage-timeout take numbers, "
+                 "--secagg-bits and --secagg-max-weight integers\n";
+    return 2;
+  }
+  if (o.secure_aggregation) {
+    SecureQuantizerOptions q{o.quantization.clip, o.quantization.bits, o.quantization.max_weight,
+                             2, 0};
+    if (absl::Status s = SecureQuantizer::Create(q).status(); !s.ok()) {
+      std::cerr << "sextant-worker: " << s.message() << "\n";
+      return 2;
+    }
+  }
   o.log = &std::cout;
   if (int rc = AggregatorSecurity(f, &o); rc != 0) return rc;
   absl::Status s = RunRegionalAggregator(o, stop);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "worker/federated/secagg_wire.h"
 
 namespace sextant {
 namespace {
@@ -154,6 +155,115 @@ grpc::Status FederationServiceImpl::PushUpdate(grpc::ServerContext* context,
   return ReceiveUpdate(
       hub_, [&](v1::ModelChunk* c) { return reader->Read(c); },
       [&] { return context->IsCancelled(); }, receipt);
+}
+
+grpc::Status FederationServiceImpl::SecAggAwait(grpc::ServerContext*, const v1::SecAggPoll* request,
+                                                v1::SecAggMessage* reply) {
+  if (secagg_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "secure aggregation is off");
+  }
+  if (request->stage() < 0 || request->stage() > static_cast<int32_t>(SecAggStage::kDone)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown secagg stage");
+  }
+  const double wait = std::clamp(request->wait_seconds(), 0.0, 30.0);
+  absl::StatusOr<SecAggDownlink> d = secagg_->Await(
+      request->experiment_id(), request->round(), static_cast<SecAggStage>(request->stage()),
+      request->client_id(), absl::Seconds(wait));
+  if (!d.ok()) return ToGrpc(d.status());
+  *reply = DownlinkToProto(*d, request->experiment_id(), request->round(), request->client_id());
+  return grpc::Status::OK;
+}
+
+grpc::Status FederationServiceImpl::SecAggSubmit(grpc::ServerContext* context,
+                                                 grpc::ServerReader<v1::SecAggMessage>* reader,
+                                                 v1::SecAggReceipt* receipt) {
+  if (secagg_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "secure aggregation is off");
+  }
+  v1::SecAggMessage m;
+  if (!reader->Read(&m)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty secagg stream");
+  }
+  receipt->set_experiment_id(m.experiment_id());
+  receipt->set_round(m.round());
+  receipt->set_stage(m.stage());
+  receipt->set_client_id(m.client_id());
+  if (m.has_masked()) return SubmitMasked(context, m, reader);
+  absl::Status s;
+  if (m.has_keys()) {
+    absl::StatusOr<SecAggAdvertiseKeys> k = KeysFromProto(m);
+    s = k.ok() ? secagg_->SubmitKeys(m.client_id(), *std::move(k)) : k.status();
+  } else if (m.has_shares()) {
+    absl::StatusOr<SecAggShareKeys> k = SharesFromProto(m);
+    s = k.ok() ? secagg_->SubmitShares(m.client_id(), *std::move(k)) : k.status();
+  } else if (m.has_unmask_response()) {
+    absl::StatusOr<SecAggUnmaskResponse> k = RevealFromProto(m);
+    s = k.ok() ? secagg_->SubmitReveal(m.client_id(), *std::move(k)) : k.status();
+  } else {
+    s = absl::InvalidArgumentError("a secagg message without a client body");
+  }
+  if (s.ok() && reader->Read(&m)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "one secagg message per call");
+  }
+  return ToGrpc(s);
+}
+
+// The masked vector arrives in packed chunks and is assembled here (the hub checks its length
+// before any chunk is stored, so a wrong-length vector is refused up front).
+grpc::Status FederationServiceImpl::SubmitMasked(grpc::ServerContext* context,
+                                                 v1::SecAggMessage& m,
+                                                 grpc::ServerReader<v1::SecAggMessage>* reader) {
+  absl::StatusOr<SecAggHeader> header = HeaderFromProto(m);
+  if (!header.ok()) return ToGrpc(header.status());
+  const std::string client = m.client_id();
+  absl::StatusOr<SecAggConfig> config = secagg_->RoundConfig(m.experiment_id(), m.round(), client);
+  if (!config.ok()) return ToGrpc(config.status());
+  const size_t* length = &config->vector_length;
+  // The hub counts the rejections it makes; these are the stream's own (length, order, packing).
+  auto reject = [&](grpc::StatusCode code, const std::string& message) {
+    secagg_->RecordRejection();
+    return grpc::Status(code, message);
+  };
+  if (m.masked().total_size() != static_cast<int64_t>(*length)) {
+    return reject(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("masked input of ", m.masked().total_size(),
+                                     " elements, the round's vectors have ", *length));
+  }
+  const v1::UpdateMetrics& um = m.masked().metrics();
+  const SenderMetrics metrics{um.train_loss(), um.eval_loss(), um.eval_accuracy(),
+                              um.eval_weight()};
+  SecAggMaskedInput input;
+  input.header = *header;
+  input.values.resize(*length);
+  const int ring_bits = config->ring_bits;
+  int64_t received = 0;
+  do {
+    if (m.experiment_id() != header->experiment_id || m.round() != header->round ||
+        m.stage() != static_cast<int32_t>(header->stage) || m.client_id() != client ||
+        !m.has_masked()) {
+      return reject(grpc::StatusCode::ABORTED, "chunk of another experiment, round or client");
+    }
+    const v1::SecAggMaskedChunk& c = m.masked();
+    if (c.offset() != received || c.count() < 0 ||
+        c.count() > static_cast<int64_t>(*length) - received) {
+      return reject(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("masked chunk at ", c.offset(), " of ", c.count(),
+                                       " elements does not follow ", received, " of ", *length));
+    }
+    absl::StatusOr<std::vector<uint64_t>> v = UnpackRingVector(c.packed(), ring_bits, c.count());
+    if (!v.ok()) return reject(grpc::StatusCode::INVALID_ARGUMENT, std::string(v.status().message()));
+    std::copy(v->begin(), v->end(), input.values.begin() + received);
+    received += c.count();
+  } while (reader->Read(&m));
+  if (context->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the masked input stream broke off");
+  }
+  if (received != static_cast<int64_t>(*length)) {
+    return reject(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("masked input ended after ", received, " of ", *length,
+                                     " elements"));
+  }
+  return ToGrpc(secagg_->SubmitMasked(client, std::move(input), metrics));
 }
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(

@@ -13,6 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "sextant/v1/federation_service.grpc.pb.h"
 #include "worker/federated/federation_hub.h"
+#include "worker/federated/secagg_hub.h"
 
 namespace sextant {
 
@@ -23,18 +24,29 @@ inline constexpr int64_t kDefaultChunkFloats = (1 << 20) / sizeof(float);
 // sync server calls it from several threads).
 class FederationServiceImpl final : public v1::FederationService::Service {
  public:
-  // hub must outlive the service. chunk_floats bounds each streamed message.
-  explicit FederationServiceImpl(FederationHub* hub, int64_t chunk_floats = kDefaultChunkFloats)
-      : hub_(hub), chunk_floats_(chunk_floats) {}
+  // hub (and secagg, when given) must outlive the service. chunk_floats bounds each streamed
+  // message. Without secagg the SecAgg RPCs answer FAILED_PRECONDITION (secure aggregation off).
+  explicit FederationServiceImpl(FederationHub* hub, int64_t chunk_floats = kDefaultChunkFloats,
+                                 SecAggHub* secagg = nullptr)
+      : hub_(hub), chunk_floats_(chunk_floats), secagg_(secagg) {}
 
   grpc::Status GetRound(grpc::ServerContext* context, const v1::RoundRequest* request,
                         grpc::ServerWriter<v1::ModelChunk>* writer) override;
   grpc::Status PushUpdate(grpc::ServerContext* context, grpc::ServerReader<v1::ModelChunk>* reader,
                           v1::UpdateReceipt* receipt) override;
+  grpc::Status SecAggAwait(grpc::ServerContext* context, const v1::SecAggPoll* request,
+                           v1::SecAggMessage* reply) override;
+  grpc::Status SecAggSubmit(grpc::ServerContext* context,
+                            grpc::ServerReader<v1::SecAggMessage>* reader,
+                            v1::SecAggReceipt* receipt) override;
 
  private:
+  grpc::Status SubmitMasked(grpc::ServerContext* context, v1::SecAggMessage& first,
+                            grpc::ServerReader<v1::SecAggMessage>* reader);
+
   FederationHub* hub_;
   int64_t chunk_floats_;
+  SecAggHub* secagg_;
 };
 
 // GetRound's logic over any transport: waits (request.wait_seconds, clamped to [0, 30]; NaN or

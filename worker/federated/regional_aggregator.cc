@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "federation/secure_quantizer.h"
 
 namespace sextant {
 namespace {
@@ -53,6 +54,38 @@ uint64_t ClientSeed(uint64_t round_seed, const std::string& client) {
   return round_seed ^ (std::hash<std::string>()(client) * 0x9E3779B97F4A7C15ULL);
 }
 
+// Runs the secure-aggregation stages of the round just published and decodes the survivors'
+// weighted mean into *mean. Aborted when the protocol aborted; Cancelled when stopped.
+absl::StatusOr<RoundOutcome> SecureRound(const RegionalAggregatorOptions& o, SecAggHub& secagg,
+                                         const RoundTask& task, const std::atomic<bool>* stop,
+                                         std::vector<float>* mean) {
+  SEXTANT_RETURN_IF_ERROR(secagg.Open(task.round, task.participants,
+                                      static_cast<size_t>(o.model_size),
+                                      ClientSeed(task.seed, o.region), task.deadline_seconds,
+                                      std::max<int64_t>(1, task.min_updates)));
+  while (!secagg.WaitAndAdvance(absl::Milliseconds(200))) {
+    if (Stopped(stop)) return absl::CancelledError("stopped");
+  }
+  SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, secagg.TakeOutcome());
+  SecureQuantizerOptions qo;
+  qo.clip = out.quantization.clip;
+  qo.bits = out.quantization.bits;
+  qo.max_weight = out.quantization.max_weight;
+  qo.max_clients = out.config.num_clients;
+  qo.ring_bits = out.config.ring_bits;
+  SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer, SecureQuantizer::Create(qo));
+  mean->resize(static_cast<size_t>(o.model_size));
+  SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.DecodeMean(out.sum, absl::MakeSpan(*mean)));
+  RoundOutcome r;
+  r.round = task.round;
+  r.mean = *mean;
+  r.total_weight = static_cast<double>(weight);
+  r.count = static_cast<int64_t>(out.contributors.size());
+  r.senders = r.count;
+  r.metrics = out.metrics;
+  return r;
+}
+
 }  // namespace
 
 absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
@@ -64,7 +97,14 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
   SEXTANT_ASSIGN_OR_RETURN(RoundCoordinator coordinator,
                            RoundCoordinator::Create(copts, RealClockInstance()));
   FederationHub hub(std::move(coordinator), RealClockInstance());
-  FederationServiceImpl service(&hub, o.chunk_floats);
+  SecAggHubOptions sopts;
+  sopts.experiment_id = o.experiment_id;
+  sopts.stage_timeout_seconds = o.stage_timeout_seconds;
+  sopts.quantization = o.quantization;
+  SecAggHub secagg(sopts, RealClockInstance());
+  FederationServiceImpl service(&hub, o.chunk_floats, o.secure_aggregation ? &secagg : nullptr);
+  std::vector<float> secure_mean;
+  int64_t secure_rejections = 0;
   int port = 0;
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<grpc::Server> server,
                            StartFederationServer(o.listen, &service, &port, o.server_credentials));
@@ -129,12 +169,25 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
     if (!previous_file.empty()) std::filesystem::remove(previous_file);
     previous_file = file;
     after = task->round;
-    while (!Stopped(stop) && !hub.WaitReadyToClose(absl::Milliseconds(200))) {
+    absl::StatusOr<RoundOutcome> outcome;
+    if (o.secure_aggregation) {
+      outcome = SecureRound(o, secagg, *task, stop, &secure_mean);
+      if (Stopped(stop)) break;
+      const int64_t rejections = secagg.rejections();
+      if (outcome.ok()) outcome->rejected = rejections - secure_rejections;
+      secure_rejections = rejections;
+      if (!outcome.ok()) {
+        if (o.log) *o.log << "round=" << task->round << " secure aggregation: " << outcome.status() << "\n" << std::flush;
+        continue;
+      }
+    } else {
+      while (!Stopped(stop) && !hub.WaitReadyToClose(absl::Milliseconds(200))) {
+      }
+      if (Stopped(stop)) break;
+      std::vector<SenderReport> senders;
+      outcome = hub.Close(&senders);
+      if (!outcome.ok()) continue;
     }
-    if (Stopped(stop)) break;
-    std::vector<SenderReport> senders;
-    absl::StatusOr<RoundOutcome> outcome = hub.Close(&senders);
-    if (!outcome.ok()) continue;
     PushHeader header{o.experiment_id, task->round, o.region, outcome->total_weight, outcome->count,
                       outcome->metrics, outcome->rejected};
     absl::StatusOr<int64_t> sent = PushUpdate(stub.get(), header, outcome->mean, o.chunk_floats);
@@ -147,6 +200,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
     }
   }
   hub.SetDone();
+  secagg.SetDone();
   // Let clients waiting on GetRound see the end before the server goes.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));

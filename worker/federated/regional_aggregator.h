@@ -26,6 +26,13 @@ struct RegionalAggregatorOptions {
   // How client updates combine. Default: streaming FedAvg (memory 2 x model size); a robust rule
   // keeps every update of the round (O(clients x model size), see RoundCoordinatorOptions).
   AggregationRule rule;
+  // Secure aggregation (SecAgg+) with the region's clients instead of plaintext updates; the
+  // quantisation every client uses and the deadline of each stage after the first (the first
+  // closes like a plaintext round: all clients in, or the round deadline with min_updates).
+  // Default off.
+  bool secure_aggregation = false;
+  SecAggQuantization quantization;
+  double stage_timeout_seconds = 30;  // Default 30.
   std::ostream* log = nullptr;
   // How it dials upstream and serves its clients (LoadChannelCredentials, MakeServerCredentials
   // over LoadServerSecurity(dir, "aggregator")). Default null: plaintext.
@@ -41,6 +48,12 @@ struct RegionalAggregatorOptions {
 // the round's min_updates for this region (from upstream), and pushes the regional mean with
 // its total weight, client count and rejections upstream. Returns OK when the experiment
 // ends or *stop reads true; Unavailable when upstream stays unreachable.
+// With secure_aggregation the clients' updates arrive through SecAggHub instead: the aggregator
+// holds only masked vectors and, once the round's four stages are through, the unmasked sum of
+// the survivors' encodings, which it decodes (SecureQuantizer) into their weighted mean and
+// pushes upstream as above. A round that aborts (fewer than t survivors) or that has fewer than
+// two sampled clients in the region (one client's "sum" would be its update) pushes nothing:
+// the global round closes at its deadline without this region.
 absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& options,
                                    const std::atomic<bool>* stop);
 

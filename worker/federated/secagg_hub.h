@@ -1,0 +1,160 @@
+#ifndef SEXTANT_WORKER_FEDERATED_SECAGG_HUB_H_
+#define SEXTANT_WORKER_FEDERATED_SECAGG_HUB_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "federation/round_coordinator.h"
+#include "federation/secagg_config.h"
+#include "federation/secagg_messages.h"
+#include "federation/secagg_server.h"
+
+namespace sextant {
+
+// How clients encode their update for the round (SecureQuantizerOptions; max_clients is n).
+struct SecAggQuantization {
+  double clip = 1.0;        // per-coordinate clip of the update; default 1
+  int bits = 16;            // quantiser bits; default 16
+  int64_t max_weight = 1;   // client weights are clamped to [1, max_weight]; default 1
+};
+
+// What a client needs to start its side of a round: the public config and its index in it.
+struct SecAggRoundStart {
+  SecAggConfig config;
+  int32_t client_index = 0;
+  SecAggQuantization quantization;
+};
+
+// The aggregator's message that opens a stage for one client. Exactly one of the optionals is
+// set when the stage is open for it; none when pending (not open yet) or aborted.
+struct SecAggDownlink {
+  SecAggStage stage = SecAggStage::kAdvertiseKeys;  // the stage asked for, or kAborted
+  bool pending = false;
+  std::optional<SecAggRoundStart> start;              // stage 0
+  std::optional<SecAggKeyDirectory> directory;        // stage 1
+  std::optional<SecAggShareDelivery> delivery;        // stage 2
+  std::optional<SecAggUnmaskRequest> unmask_request;  // stage 3
+};
+
+// A finished round: the sum of the contributors' encodings, mod 2^ring_bits (the last element is
+// their total weight), and their scalar metrics folded by eval weight.
+struct SecAggRoundOutcome {
+  int64_t round = 0;
+  SecAggConfig config;
+  SecAggQuantization quantization;
+  std::vector<uint64_t> sum;
+  std::vector<std::string> contributors;  // client ids, sorted
+  SenderMetrics metrics;
+};
+
+struct SecAggHubOptions {
+  std::string experiment_id;           // the only experiment accepted. Required.
+  // Stages 1..3 close when every client that was sent the stage's message answered, or this long
+  // after the stage opened (the late ones are dropped). Default 30.
+  double stage_timeout_seconds = 30;
+  double dropout_rate = 0.1;           // expected dropouts, for ChooseSecAggGraph; default 0.1
+  SecAggQuantization quantization;
+};
+
+// The secure-aggregation side of a regional aggregator: a SecAggServer per round, the mapping
+// from client ids to protocol indices, the messages waiting for each client, and the stage
+// deadlines on the injected clock. The gRPC adapter (FederationServiceImpl) calls Await and
+// Submit* from its handler threads; the aggregator loop opens rounds and calls Advance (or
+// WaitAndAdvance), which closes a stage once every expected client answered or its deadline
+// passed, so that dropouts at any stage are recovered and the round proceeds with the survivors
+// (or aborts, unmasking nothing, when fewer than t remain).
+//
+// Errors for the transport: another experiment, or a round that is not the open one, is
+// Aborted; a client that is not in the round, or was dropped at an earlier stage, is
+// FailedPrecondition; everything else is SecAggServer's (Aborted for a stage other than the open
+// one, a duplicate or replay; InvalidArgument for a malformed message). A rejected message
+// changes nothing.
+// Thread-safe.
+class SecAggHub {
+ public:
+  SecAggHub(SecAggHubOptions options, Clock* clock);
+
+  // Opens `round` (above every earlier one) for `participants` (distinct client ids; a client's
+  // index is its position in sorted order) with vectors of model_size + 1 ring elements. Stage 0
+  // closes when every participant advertised keys, or once first_deadline_seconds (0: never)
+  // passed with at least max(min_clients, t) in. InvalidArgument for a bad round or settings (no ring
+  // fits n and the quantisation).
+  absl::Status Open(int64_t round, std::vector<std::string> participants, size_t model_size,
+                    uint64_t graph_seed, double first_deadline_seconds, int64_t min_clients);
+  // Ends the experiment: every waiting caller is answered (aborted) and later rounds refused.
+  void SetDone();
+
+  // Waits up to `wait` (real time) until `stage` opens for client_id and returns its message;
+  // pending on timeout; stage kAborted when the round aborted. Errors as above.
+  absl::StatusOr<SecAggDownlink> Await(const std::string& experiment_id, int64_t round,
+                                       SecAggStage stage, const std::string& client_id,
+                                       absl::Duration wait);
+  // The open round's config, for the transport to assemble client_id's masked input (its
+  // vector_length and ring_bits). Errors as above (checked before any chunk is stored).
+  absl::StatusOr<SecAggConfig> RoundConfig(const std::string& experiment_id, int64_t round,
+                                           const std::string& client_id);
+
+  // One client message. The header's experiment, round and stage come from the wire; its sender
+  // and recipient are set here from client_id. Errors as above.
+  absl::Status SubmitKeys(const std::string& client_id, SecAggAdvertiseKeys message);
+  absl::Status SubmitShares(const std::string& client_id, SecAggShareKeys message);
+  absl::Status SubmitMasked(const std::string& client_id, SecAggMaskedInput message,
+                            const SenderMetrics& metrics);
+  absl::Status SubmitReveal(const std::string& client_id, SecAggUnmaskResponse message);
+
+  // Closes the open stage when it is ready (see the class comment) and returns the stage open
+  // afterwards (kDone or kAborted at the end of a round; kAborted also when no round is open).
+  SecAggStage Advance();
+  // Calls Advance until the round ends (returns true) or `wait` passes (false).
+  bool WaitAndAdvance(absl::Duration wait);
+  // The finished round's outcome (moved out: call once). FailedPrecondition while the round
+  // runs; Aborted with the reason when it aborted.
+  absl::StatusOr<SecAggRoundOutcome> TakeOutcome();
+
+  // Rejected client messages so far (all rounds), including those the transport turned away
+  // itself (RecordRejection: e.g. a malformed masked-input stream).
+  int64_t rejections();
+  void RecordRejection();
+
+ private:
+  absl::Status CheckClient(const std::string& experiment_id, int64_t round,
+                           const std::string& client_id, int32_t* index) const;
+  absl::Status Count(absl::Status s, int32_t index);
+  bool StageReady() const;
+  void CloseStage();
+  void OpenStage(SecAggStage stage, std::vector<int32_t> expected);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  SecAggHubOptions options_;
+  Clock* clock_;
+  bool done_ = false;
+  int64_t round_ = -1;
+  std::optional<SecAggServer> server_;
+  std::vector<uint64_t> accumulator_;  // the last round's sum, reused as the next one's memory
+  std::vector<std::string> participants_;  // sorted: index -> client id
+  SecAggStage stage_ = SecAggStage::kAborted;
+  absl::Status abort_reason_;
+  absl::Time stage_opened_;
+  double first_deadline_seconds_ = 0;
+  int64_t min_clients_ = 1;
+  std::vector<bool> expected_, answered_;
+  std::vector<std::optional<SecAggKeyDirectory>> directories_;
+  std::vector<std::optional<SecAggShareDelivery>> deliveries_;
+  std::vector<std::optional<SecAggUnmaskRequest>> unmask_requests_;
+  std::vector<std::optional<SenderMetrics>> metrics_;
+  std::optional<SecAggRoundOutcome> outcome_;
+  int64_t rejections_ = 0;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_WORKER_FEDERATED_SECAGG_HUB_H_

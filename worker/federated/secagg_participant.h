@@ -1,0 +1,44 @@
+#ifndef SEXTANT_WORKER_FEDERATED_SECAGG_PARTICIPANT_H_
+#define SEXTANT_WORKER_FEDERATED_SECAGG_PARTICIPANT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "federation/round_coordinator.h"
+#include "sextant/v1/federation_service.grpc.pb.h"
+#include "worker/federated/secagg_wire.h"
+
+namespace sextant {
+
+struct SecAggParticipantOptions {
+  std::string experiment_id;  // Required.
+  std::string client_id;      // "<region>/<index>". Required.
+  int64_t round = 0;
+  double poll_seconds = 5;    // long-poll bound per SecAggAwait. Default 5.
+  // Give up the round when a stage has not opened for this client after this long (the
+  // aggregator's own stage deadlines are normally shorter). Default 600.
+  double stage_wait_seconds = 600;
+  int64_t chunk_elements = kDefaultSecAggChunkElements;
+  // Distributed differential privacy: the standard deviation of the Gaussian noise added to
+  // every coordinate of the update before it is quantised (DistributedNoiseStddev). Default 0.
+  double noise_stddev = 0;
+};
+
+// The client's side of one secure-aggregation round with its regional aggregator, over
+// SecAggAwait / SecAggSubmit: it fetches the round's config, runs SecAggClient's four stages
+// (advertise keys, share keys, masked input, unmask) and sends (w * q(update), w) encoded by
+// SecureQuantizer (w is `weight` clamped to [1, max_weight]; fresh randomness from libsodium for
+// every secret and the stochastic rounding). The update never leaves the process unmasked.
+// Returns the bytes sent. Aborted when the round aborted or this client was dropped (its
+// message came too late), or the transport's status; InvalidArgument when the update's length
+// does not match the round's vectors.
+absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterface* stub,
+                                             const SecAggParticipantOptions& options,
+                                             absl::Span<const float> update, int64_t weight,
+                                             const SenderMetrics& metrics);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_WORKER_FEDERATED_SECAGG_PARTICIPANT_H_
