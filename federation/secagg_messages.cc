@@ -50,6 +50,15 @@ size_t WireSize(const SecAggUnmaskResponse& m) {
 }
 
 std::string PackRingVector(absl::Span<const uint64_t> values, int bits) {
+  if (bits == 32) {  // the common ring: whole little-endian words, no bit shuffling
+    std::string out(values.size() * 4, '\0');
+    auto* p = reinterpret_cast<uint8_t*>(out.data());
+    for (size_t k = 0; k < values.size(); ++k) {
+      const uint32_t v = static_cast<uint32_t>(values[k]);
+      for (int i = 0; i < 4; ++i) p[4 * k + i] = static_cast<uint8_t>(v >> (8 * i));
+    }
+    return out;
+  }
   std::string out((values.size() * bits + 7) / 8 + 8, '\0');  // 8 spare bytes for wide stores
   auto* p = reinterpret_cast<uint8_t*>(out.data());
   const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
@@ -72,6 +81,13 @@ absl::StatusOr<std::vector<uint64_t>> UnpackRingVector(absl::string_view packed,
   }
   std::vector<uint64_t> out(count);
   const auto* p = reinterpret_cast<const uint8_t*>(packed.data());
+  if (bits == 32) {
+    for (size_t k = 0; k < count; ++k) {
+      out[k] = uint64_t{p[4 * k]} | uint64_t{p[4 * k + 1]} << 8 | uint64_t{p[4 * k + 2]} << 16 |
+               uint64_t{p[4 * k + 3]} << 24;
+    }
+    return out;
+  }
   const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
   size_t bit = 0;
   for (size_t k = 0; k < count; ++k) {

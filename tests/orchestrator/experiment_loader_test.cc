@@ -737,6 +737,72 @@ federation:
                           "got 'sometimes'"));
 }
 
+TEST(ExperimentLoaderTest, FederationDpIsLoadedWithDefaults) {
+  LoadResult r = Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 4}]
+  dp: {noise_multiplier: 1.1, clip_norm: 0.5, target_epsilon: 8, noise: distributed}
+)");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  const v1::DifferentialPrivacy& dp = r.spec.federation().dp();
+  EXPECT_DOUBLE_EQ(dp.noise_multiplier(), 1.1);
+  EXPECT_DOUBLE_EQ(dp.clip_norm(), 0.5);
+  EXPECT_DOUBLE_EQ(dp.delta(), 1e-5);
+  EXPECT_DOUBLE_EQ(dp.target_epsilon(), 8);
+  EXPECT_EQ(dp.noise(), "distributed");
+  EXPECT_FALSE(Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 4}]
+)").spec.federation().has_dp());
+}
+
+TEST(ExperimentLoaderTest, FederationDpBadSettingsNameTheField) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 4}]
+  secure_aggregation: false
+  dp: {clip_norm: -1, delta: 2, noise: local, sigma: 3}
+)"),
+              ElementsAre("exp.yaml:7:3: federation.dp.noise_multiplier: required key is missing",
+                          "exp.yaml:7:19: federation.dp.clip_norm: must be > 0, got -1",
+                          "exp.yaml:7:30: federation.dp.delta: must be < 1 (a probability), got 2",
+                          "exp.yaml:7:40: federation.dp.noise: unknown noise 'local'; expected "
+                          "one of central, distributed",
+                          StartsWith("exp.yaml:7:47: federation.dp.sigma: unknown key")));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 4}]
+  secure_aggregation: false
+  dp: {noise_multiplier: 1, clip_norm: 1, noise: distributed}
+)"),
+              ElementsAre(StartsWith("exp.yaml:7:50: federation.dp.noise: distributed noise "
+                                     "needs secure_aggregation: true")));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 4}]
+  secure_aggregation: false
+  aggregation: median
+  dp: {noise_multiplier: 1, clip_norm: 1}
+)"),
+              ElementsAre(StartsWith("exp.yaml:8:7: federation.dp: differential privacy needs "
+                                     "aggregation: fedavg")));
+}
+
 TEST(ExperimentLoaderTest, CollectsEveryErrorInDocumentOrder) {
   LoadResult r = Load(R"(
 name: BAD

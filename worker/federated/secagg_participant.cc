@@ -95,17 +95,25 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
   SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink del, Await(stub, o, SecAggStage::kMaskedInput, start.client_index));
   if (!del.delivery) return absl::InvalidArgumentError("secagg: no share delivery");
   SEXTANT_RETURN_IF_ERROR(client.HandleShareDelivery(*del.delivery));
-  std::vector<float> x(update.begin(), update.end());
-  if (o.noise_stddev > 0) SEXTANT_RETURN_IF_ERROR(AddGaussianNoise(absl::MakeSpan(x), o.noise_stddev, Fresh()));
-  std::vector<uint64_t> encoded(update.size() + 1);
-  uint64_t rounding_seed = 0;
-  randombytes_buf(&rounding_seed, sizeof(rounding_seed));
-  const int64_t w = std::clamp<int64_t>(weight, 1, start.quantization.max_weight);
-  SEXTANT_RETURN_IF_ERROR(quantizer.Encode(x, w, rounding_seed, absl::MakeSpan(encoded)));
-  SEXTANT_ASSIGN_OR_RETURN(SecAggMaskedInput masked, client.MaskInput(encoded));
-  SEXTANT_ASSIGN_OR_RETURN(n, SubmitMaskedInput(stub, masked, o.client_id, start.config.ring_bits,
-                                                metrics, o.chunk_elements));
-  sent += n;
+  {  // The O(d) buffers live only until the masked input is sent.
+    std::vector<uint64_t> encoded(update.size() + 1);
+    uint64_t rounding_seed = 0;
+    randombytes_buf(&rounding_seed, sizeof(rounding_seed));
+    const int64_t w = std::clamp<int64_t>(weight, 1, start.quantization.max_weight);
+    if (o.noise_stddev > 0) {
+      std::vector<float> x(update.begin(), update.end());
+      SEXTANT_RETURN_IF_ERROR(AddGaussianNoise(absl::MakeSpan(x), o.noise_stddev, Fresh()));
+      SEXTANT_RETURN_IF_ERROR(quantizer.Encode(x, w, rounding_seed, absl::MakeSpan(encoded)));
+    } else {
+      SEXTANT_RETURN_IF_ERROR(quantizer.Encode(update, w, rounding_seed, absl::MakeSpan(encoded)));
+    }
+    SEXTANT_ASSIGN_OR_RETURN(SecAggMaskedInput masked, client.MaskInput(encoded));
+    encoded = {};
+    SEXTANT_ASSIGN_OR_RETURN(n, SubmitMaskedInput(stub, masked, o.client_id,
+                                                  start.config.ring_bits, metrics,
+                                                  o.chunk_elements));
+    sent += n;
+  }
 
   SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink req, Await(stub, o, SecAggStage::kUnmask, start.client_index));
   if (!req.unmask_request) return absl::InvalidArgumentError("secagg: no unmask request");
