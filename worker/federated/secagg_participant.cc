@@ -99,7 +99,12 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
     std::vector<uint64_t> encoded(update.size() + 1);
     uint64_t rounding_seed = 0;
     randombytes_buf(&rounding_seed, sizeof(rounding_seed));
-    const int64_t w = std::clamp<int64_t>(weight, 1, start.quantization.max_weight);
+    if (weight < 1 || weight > start.quantization.max_weight) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "secagg: weight ", weight, " is outside [1, ", start.quantization.max_weight,
+          "] (the round's max_weight: a client's examples up to examples_per_client)"));
+    }
+    const int64_t w = weight;
     if (o.noise_stddev > 0) {
       std::vector<float> x(update.begin(), update.end());
       SEXTANT_RETURN_IF_ERROR(AddGaussianNoise(absl::MakeSpan(x), o.noise_stddev, Fresh()));

@@ -29,11 +29,12 @@ struct SecAggParticipantOptions {
 // The client's side of one secure-aggregation round with its regional aggregator, over
 // SecAggAwait / SecAggSubmit: it fetches the round's config, runs SecAggClient's four stages
 // (advertise keys, share keys, masked input, unmask) and sends (w * q(update), w) encoded by
-// SecureQuantizer (w is `weight` clamped to [1, max_weight]; fresh randomness from libsodium for
-// every secret and the stochastic rounding). The update never leaves the process unmasked.
+// SecureQuantizer (w = `weight`; fresh randomness from libsodium for every secret and the
+// stochastic rounding). The update never leaves the process unmasked.
 // Returns the bytes sent. Aborted when the round aborted or this client was dropped (its
 // message came too late), or the transport's status; InvalidArgument when the update's length
-// does not match the round's vectors.
+// does not match the round's vectors or the weight is outside [1, max_weight] (after the
+// client's keys went out: it then drops out of the round like a client that went silent).
 absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterface* stub,
                                              const SecAggParticipantOptions& options,
                                              absl::Span<const float> update, int64_t weight,
