@@ -1,6 +1,7 @@
 #include "orchestrator/experiment_loader.h"
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <span>
+#include <sstream>
 #include <system_error>
 #include <tuple>
 
@@ -373,6 +375,48 @@ struct ConditionEdge {
 };
 
 // Fills an ExperimentSpec section by section. Not thread-safe; one per load.
+// Walks the documents of a YAML text without building nodes, to find where yaml-cpp 0.7 stops
+// making progress: on some malformed input (",&a [*a]") its LoadAll yields empty documents
+// forever without consuming the offending character.
+class DocumentProbe final : public YAML::EventHandler {
+ public:
+  // True when this document starts where the previous one did (the parser is stuck there).
+  bool stuck() const { return stuck_; }
+  const YAML::Mark& start() const { return start_; }
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    stuck_ = started_ && mark.pos == start_.pos;
+    started_ = true;
+    start_ = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  bool started_ = false, stuck_ = false;
+  YAML::Mark start_;
+};
+
+// Error when yaml-cpp would loop on text (see DocumentProbe); its own exceptions pass through.
+std::optional<YAML::Mark> StuckAt(const std::string& text) {
+  std::stringstream in(text);
+  YAML::Parser parser(in);
+  DocumentProbe probe;
+  while (parser.HandleNextDocument(probe)) {
+    if (probe.stuck()) return probe.start();
+  }
+  return std::nullopt;
+}
+
 class Loader {
  public:
   explicit Loader(const std::string& file) : r_(file), file_(file) {}
@@ -434,6 +478,12 @@ class Loader {
 LoadResult Loader::Run(const std::string& yaml) {
   LoadResult result;
   try {
+    if (std::optional<YAML::Mark> at = StuckAt(yaml)) {
+      r_.Error({at->line + 1, at->column + 1}, "",
+               "invalid YAML: the parser cannot get past this point");
+      result.errors = std::move(r_.errors());
+      return result;
+    }
     std::vector<YAML::Node> docs = YAML::LoadAll(yaml);
     if (docs.empty() || docs[0].IsNull()) {
       r_.Error({1, 1}, "", "the experiment file is empty");

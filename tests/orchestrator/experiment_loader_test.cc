@@ -840,6 +840,12 @@ trial: {command: [run]}
               ElementsAre("exp.yaml:2:12: invalid YAML: illegal map value"));
 }
 
+// yaml-cpp's LoadAll yields empty documents forever on this input (found by loader_fuzz).
+TEST(ExperimentLoaderTest, TextTheYamlParserCannotGetPastIsAnErrorNotAHang) {
+  EXPECT_THAT(Errors(",&a [*a]\n"),
+              ElementsAre("exp.yaml:1:1: invalid YAML: the parser cannot get past this point"));
+}
+
 TEST(ExperimentLoaderTest, EmptyOrNonMappingDocumentIsAnError) {
   EXPECT_THAT(Errors(""), ElementsAre("exp.yaml:1:1: the experiment file is empty"));
   EXPECT_THAT(Errors("- a\n- b\n"), ElementsAre("exp.yaml:1:1: expected a mapping, got a list"));
