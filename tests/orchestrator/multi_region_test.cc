@@ -374,6 +374,11 @@ federation:
     EXPECT_GE(relays_[i - 1]->connections(), 1) << "region " << i;
     EXPECT_GT(relays_[i - 1]->bytes_relayed(), 3 * 50000) << "region " << i;
   }
+  int64_t lost = 0;
+  for (const auto& r : relays_) lost += r->segments_lost();
+  std::cout << "relayed per region:";
+  for (const auto& r : relays_) std::cout << " " << r->bytes_relayed();
+  std::cout << " bytes; segments lost: " << lost << "\n";
   // The participants ran inside their regions.
   for (int i = 1; i <= kRegions; ++i) {
     const std::string agg = ReadFile(absl::StrCat(dir_, "/run/logs/aggregator-r", i, ".log"));
