@@ -568,10 +568,12 @@ class FederatedRun {
     return 0;
   }
 
-  // Ends the experiment for every participant, then stops what is left.
+  // Ends the experiment for every participant, then stops what is left. The grace covers a
+  // loaded machine: DONE reaches a client through its aggregator's next poll, and a client
+  // still in a secure-aggregation stage learns it only when that stage's poll returns.
   void Teardown() {
     if (hub_) hub_->SetDone();
-    const absl::Time until = absl::Now() + absl::Seconds(5);
+    const absl::Time until = absl::Now() + absl::Seconds(15);
     while (!children_.empty() && absl::Now() < until) {
       for (auto it = children_.begin(); it != children_.end();) {
         it = env_.launcher->Poll(it->pid) ? children_.erase(it) : it + 1;
