@@ -34,6 +34,7 @@
 #include "orchestrator/progress.h"
 #include "orchestrator/prometheus_metrics.h"
 #include "orchestrator/results.h"
+#include "orchestrator/report.h"
 #include "orchestrator/run_dir.h"
 #include "orchestrator/security/server_security.h"
 #include "orchestrator/store.h"
@@ -569,6 +570,15 @@ class Run {
               << "raised budget: sextant resume " << run_dir_path_ << " " << raise << "\n";
     if (fleet_) FleetTeardown();
     PrintSummary();
+    // The run ends with its report (DESIGN: "the run ends cleanly with a report"); a report that
+    // cannot be written is said, and does not change the outcome.
+    const std::string report = run_dir_path_ + "/report.html";
+    auto written = WriteReport(run_dir_path_, report, absl::Now());
+    if (written.ok()) {
+      *env_.out << "sextant: wrote " << report << "\n";
+    } else {
+      *env_.err << "sextant: cannot write the report: " << written.status().message() << "\n";
+    }
     return 0;
   }
 
