@@ -1,31 +1,19 @@
 #include "worker/channel_credentials.h"
 
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/read_file.h"
 
 namespace sextant {
-namespace {
-
-std::optional<std::string> ReadIfThere(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return std::nullopt;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> LoadChannelCredentials(
     const std::string& tls_dir, const std::string& name) {
   if (tls_dir.empty()) return grpc::InsecureChannelCredentials();
   auto read = [&](const std::string& file) {
-    return ReadIfThere(absl::StrCat(tls_dir, "/", file));
+    return ReadFileIfPresent(absl::StrCat(tls_dir, "/", file));
   };
   std::optional<std::string> ca = read("ca.pem"), cert = read(name + ".pem"),
                              key = read(name + ".key");

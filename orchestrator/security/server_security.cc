@@ -1,30 +1,17 @@
 #include "orchestrator/security/server_security.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/read_file.h"
 #include "absl/strings/str_split.h"
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/security/server_credentials.h"
 #include "orchestrator/security/certificates.h"
 
 namespace sextant {
-namespace {
-
-std::optional<std::string> ReadIfThere(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return std::nullopt;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
-
 const char* RoleName(Role role) {
   switch (role) {
     case Role::kWorker:
@@ -51,12 +38,12 @@ absl::StatusOr<ServerSecurity> LoadServerSecurity(const std::string& dir, const 
   ServerSecurity s;
   for (auto [file, out] : {std::pair{absl::StrCat(name, ".pem"), &s.cert_pem},
                            std::pair{absl::StrCat(name, ".key"), &s.key_pem}}) {
-    auto text = ReadIfThere(absl::StrCat(dir, "/", file));
+    auto text = ReadFileIfPresent(absl::StrCat(dir, "/", file));
     if (!text) return absl::NotFoundError(absl::StrCat(dir, "/", file, ": cannot read"));
     *out = *text;
   }
-  s.ca_pem = ReadIfThere(dir + "/ca.pem").value_or("");
-  if (auto enrolled = ReadIfThere(dir + "/enrolled.txt")) {
+  s.ca_pem = ReadFileIfPresent(dir + "/ca.pem").value_or("");
+  if (auto enrolled = ReadFileIfPresent(dir + "/enrolled.txt")) {
     for (absl::string_view line : absl::StrSplit(*enrolled, '\n', absl::SkipWhitespace())) {
       std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipWhitespace());
       if (!parts.empty()) s.enrolled.insert(absl::AsciiStrToLower(parts[0]));
@@ -65,7 +52,7 @@ absl::StatusOr<ServerSecurity> LoadServerSecurity(const std::string& dir, const 
   for (auto [name, role] : {std::pair{"worker", Role::kWorker},
                             std::pair{"aggregator", Role::kAggregator},
                             std::pair{"admin", Role::kAdmin}}) {
-    if (auto token = ReadIfThere(absl::StrCat(dir, "/", name, ".token"))) {
+    if (auto token = ReadFileIfPresent(absl::StrCat(dir, "/", name, ".token"))) {
       std::string t(absl::StripAsciiWhitespace(*token));
       if (!t.empty()) s.tokens[t] = role;
     }
