@@ -20,6 +20,8 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/federated_rounds_table.h"
@@ -198,13 +200,21 @@ TEST(FederatedCrashTest, TwentySigkillsKeepEveryListedRoundAndEndWithTheLastRoun
                         120))
         << run.output();
     // A quarter of the kills land while the participants start; the rest once this life has
-    // committed a round, at a random point of the rounds that follow.
+    // committed a round, at a random point of the round that follows. A delay ends early when
+    // another round is listed, so that a life advances at most two rounds however fast the
+    // machine runs them (20 lives then stay inside the 40 rounds).
+    const int64_t from = LastGlobalRound(before);
+    auto sleep_within_round = [&](int ms, int64_t after) {
+      const absl::Time until = absl::Now() + absl::Milliseconds(ms);
+      while (absl::Now() < until && LastGlobalRound(LoadRows(run_dir)) <= after) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    };
     if (rng() % 4 == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 1500));
+      sleep_within_round(static_cast<int>(rng() % 1500), from);
     } else {
-      const int64_t from = LastGlobalRound(before);
       WaitFor([&] { return LastGlobalRound(LoadRows(run_dir)) > from; }, 120);
-      std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 200));
+      sleep_within_round(static_cast<int>(rng() % 200), LastGlobalRound(LoadRows(run_dir)));
     }
     const bool whole_group = rng() % 2 == 0;
     if (whole_group) {
