@@ -19,6 +19,7 @@ namespace sextant {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::CheckpointingStepsScript;
 using testing::MakeTempDir;
 using testing::ReadFile;
 using testing::RunProcess;
@@ -32,20 +33,6 @@ nlohmann::json Results(const std::string& run_dir) {
   return nlohmann::json::parse(r.out, nullptr, false);
 }
 
-// Ten steps with a checkpoint after each; on SIGTERM (the preemption notice) the script saves
-// and exits 75, and a resumed attempt continues from the saved step.
-constexpr const char* kSteps = R"SH(#!/bin/sh
-ck="$SEXTANT_CHECKPOINT_DIR/step"
-i=0
-[ -f "$ck" ] && i=$(cat "$ck")
-trap 'echo "$i" > "$ck"; exit 75' TERM
-while [ "$i" -lt 10 ]; do
-  i=$((i + 1))
-  echo "$i" > "$ck"
-  echo "step=$i loss=$((100 - i))"
-  sleep 0.3 & wait $!
-done
-)SH";
 
 std::string Experiment(const std::string& name, int trials, int concurrent,
                        const std::string& rest) {
@@ -63,7 +50,7 @@ trial:
 
 TEST(LocalProviderRunTest, SpotInterruptionsPreemptTrialsThatResumeToTheExactTarget) {
   const std::string dir = MakeTempDir("spot");
-  WriteFile(dir + "/steps.sh", kSteps);
+  WriteFile(dir + "/steps.sh", CheckpointingStepsScript(10));
   // About one interruption per instance every 3 s, always with a 1 s notice.
   WriteFile(dir + "/catalog.yaml", R"(regions: [r1]
 instances: {gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}}
@@ -115,7 +102,7 @@ offers:
 
 TEST(LocalProviderRunTest, BudgetIsEnforcedLiveAndTheRunEndsBudgetExhausted) {
   const std::string dir = MakeTempDir("budget");
-  WriteFile(dir + "/steps.sh", kSteps);
+  WriteFile(dir + "/steps.sh", CheckpointingStepsScript(10));
   // 0.1 per second per instance; the cap pays for about 15 s of two instances.
   WriteFile(dir + "/catalog.yaml", R"(regions: [r1]
 instances: {gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}}
@@ -157,24 +144,10 @@ resources:
   EXPECT_THAT(events.out, HasSubstr("\"kind\":\"instance_launched\""));
 }
 
-// Like kSteps, and says where each attempt starts (0: from scratch).
-constexpr const char* kResumableSteps = R"SH(#!/bin/sh
-ck="$SEXTANT_CHECKPOINT_DIR/step"
-i=0
-[ -f "$ck" ] && i=$(cat "$ck")
-echo "resumed_from=$i"
-trap 'echo "$i" > "$ck"; exit 75' TERM
-while [ "$i" -lt 10 ]; do
-  i=$((i + 1))
-  echo "$i" > "$ck"
-  echo "step=$i loss=$((100 - i))"
-  sleep 0.3 & wait $!
-done
-)SH";
 
 TEST(LocalProviderRunTest, AtTheBudgetRunningTrialsCheckpointAndStopAndResumeWithARaisedBudgetFinishesThem) {
   const std::string dir = MakeTempDir("budget-resume");
-  WriteFile(dir + "/steps.sh", kResumableSteps);
+  WriteFile(dir + "/steps.sh", CheckpointingStepsScript(10, /*report_start=*/true));
   WriteFile(dir + "/catalog.yaml", R"(regions: [r1]
 instances: {gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}}
 billing: {increment: 1s, minimum: 1s}
@@ -236,7 +209,7 @@ resources:
 
 TEST(LocalProviderRunTest, AtMaxWallTimeLocalWorkersCheckpointAndStopAndResumeContinuesThem) {
   const std::string dir = MakeTempDir("wall-time");
-  WriteFile(dir + "/steps.sh", kResumableSteps);
+  WriteFile(dir + "/steps.sh", CheckpointingStepsScript(10, /*report_start=*/true));
   WriteFile(dir + "/exp.yaml", Experiment("wall-time", 4, 2, "budget: {max_wall_time: 2s}\n"));
   auto first = RunProcess({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 120);
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
@@ -332,7 +305,7 @@ resources:
 
 TEST(SlurmProviderRunTest, SbatchThatKeepsFailingIsRetriedWithBackoffOnEveryPoolThenTheRunFails) {
   const std::string dir = MakeTempDir("sbatch-fails");
-  WriteFile(dir + "/steps.sh", kSteps);
+  WriteFile(dir + "/steps.sh", CheckpointingStepsScript(10));
   // A real sbatch on PATH that always refuses, and counts its calls.
   WriteFile(dir + "/bin/sbatch", absl::StrCat("#!/bin/sh\necho x >> ", dir,
                                               "/sbatch-calls\necho 'sbatch: error: Batch job "

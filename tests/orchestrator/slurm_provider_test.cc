@@ -17,6 +17,7 @@ namespace sextant {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::CheckpointingStepsScript;
 using testing::MakeTempDir;
 using testing::ReadFile;
 using testing::RunProcess;
@@ -25,19 +26,6 @@ using testing::WriteFile;
 
 const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
 
-// Five steps with a checkpoint after each; on SIGTERM the script saves and exits.
-constexpr const char* kSteps = R"SH(#!/bin/sh
-ck="$SEXTANT_CHECKPOINT_DIR/step"
-i=0
-[ -f "$ck" ] && i=$(cat "$ck")
-trap 'echo "$i" > "$ck"; exit 75' TERM
-while [ "$i" -lt 5 ]; do
-  i=$((i + 1))
-  echo "$i" > "$ck"
-  echo "step=$i loss=$((100 - i))"
-  sleep 0.3 & wait $!
-done
-)SH";
 
 TEST(SlurmProviderTest, SixTrialSearchRunsEveryWorkerAsASlurmJobInItsPoolsPartition) {
   const std::string dir = MakeTempDir("slurm");
@@ -45,7 +33,7 @@ TEST(SlurmProviderTest, SixTrialSearchRunsEveryWorkerAsASlurmJobInItsPoolsPartit
   const std::string why = cluster.Start(dir + "/cluster");
   if (!why.empty()) GTEST_SKIP() << "no Slurm cluster here: " << why;
 
-  WriteFile(dir + "/steps.sh", kSteps);
+  WriteFile(dir + "/steps.sh", CheckpointingStepsScript(5));
   WriteFile(dir + "/catalog.yaml", R"(regions: [r1]
 instances: {gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}}
 billing: {increment: 1s, minimum: 1s}

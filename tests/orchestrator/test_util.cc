@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "orchestrator/experiment_loader.h"
 
@@ -33,6 +34,21 @@ void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
   f << text;
   ASSERT_TRUE(f.good()) << path;
+}
+
+std::string CheckpointingStepsScript(int steps, bool report_start) {
+  return absl::StrCat(R"SH(#!/bin/sh
+ck="$SEXTANT_CHECKPOINT_DIR/step"
+i=0
+[ -f "$ck" ] && i=$(cat "$ck")
+)SH", report_start ? "echo \"resumed_from=$i\"\n" : "", R"SH(trap 'echo "$i" > "$ck"; exit 75' TERM
+while [ "$i" -lt )SH", steps, R"SH( ]; do
+  i=$((i + 1))
+  echo "$i" > "$ck"
+  echo "step=$i loss=$((100 - i))"
+  sleep 0.3 & wait $!
+done
+)SH");
 }
 
 std::string ReadFile(const std::string& path) {

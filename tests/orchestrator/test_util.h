@@ -14,6 +14,12 @@ std::string MakeTempDir(const std::string& prefix);
 
 // Writes text to path (creating folders); aborts the test on failure.
 void WriteFile(const std::string& path, const std::string& text);
+
+// A trial script of `steps` steps (0.3 s each) that saves its step in
+// $SEXTANT_CHECKPOINT_DIR/step after each one and starts from it, and on SIGTERM (a preemption
+// or budget notice) saves and exits 75. With report_start it first prints
+// `resumed_from=<the step it starts at>` (0: from scratch).
+std::string CheckpointingStepsScript(int steps, bool report_start = false);
 std::string ReadFile(const std::string& path);
 
 // A parsed spec from YAML text; aborts the test when it does not load.
