@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -53,11 +54,20 @@ absl::StatusOr<RoundCoordinator> RoundCoordinator::Create(RoundCoordinatorOption
   return RoundCoordinator(std::move(options), clock);
 }
 
+namespace {
+
+int FoldThreads(int asked) {
+  if (asked > 0) return asked;
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+}
+
+}  // namespace
+
 RoundCoordinator::RoundCoordinator(RoundCoordinatorOptions options, Clock* clock)
     : options_(std::move(options)),
       clock_(clock),
       gate_(options_.experiment_id, options_.model_size),
-      average_(options_.model_size) {}
+      average_(options_.model_size, FoldThreads(options_.fold_threads)) {}
 
 int64_t RoundCoordinator::total_rejections() const {
   int64_t total = 0;

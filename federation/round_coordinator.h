@@ -45,6 +45,10 @@ struct RoundCoordinatorOptions {
   // rules are unweighted, as in the literature; the outcome's total_weight is still the sum of
   // the accepted weights, so that an upper tier weights the region by its examples.
   AggregationRule rule;
+  // Threads of the mean's fold of each update (WeightedAverage): a fold of a large model is
+  // memory-bound, and one core alone cannot use the machine's bandwidth. Default 0: the
+  // machine's hardware threads, at most 4.
+  int fold_threads = 0;
 };
 
 // Metrics a sender attaches to its update; folded as weighted means.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -28,6 +30,17 @@ SEXTANT_KERNEL bool AllFinite(const float* u, size_t n) {
     carry |= (bits & 0x7f800000u) + 0x00800000u;
   }
   return (carry & 0x80000000u) == 0;
+}
+
+// The same test on doubles.
+SEXTANT_KERNEL bool AllFiniteDouble(const double* s, size_t n) {
+  uint64_t carry = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t bits;
+    std::memcpy(&bits, s + i, sizeof bits);
+    carry |= (bits & 0x7ff0000000000000u) + 0x0010000000000000u;
+  }
+  return (carry & 0x8000000000000000u) == 0;
 }
 
 size_t FirstNonFinite(const float* u, size_t n) {
@@ -58,14 +71,42 @@ SEXTANT_KERNEL void AddFour(double* __restrict s, size_t n, const float* __restr
   for (size_t i = 0; i < n; ++i) s[i] += (c0 * u0[i] + c1 * u1[i]) + (c2 * u2[i] + c3 * u3[i]);
 }
 
-// out = keep * acc + c * u for a fold of a single vector (acc == nullptr: the mean is zero).
-SEXTANT_KERNEL void FoldOne(float* out, size_t n, const float* acc, double keep,
-                            const float* __restrict u, double c) {
+// The same over eight vectors, p[j] with coefficient c[j]; start: s = keep * acc + sum (acc ==
+// nullptr: s = sum), else s += sum.
+SEXTANT_KERNEL void FoldEight(double* __restrict s, size_t n, bool start,
+                              const float* __restrict acc, double keep,
+                              const float* const* __restrict p, const double* __restrict c) {
+  const float* __restrict u0 = p[0];
+  const float* __restrict u1 = p[1];
+  const float* __restrict u2 = p[2];
+  const float* __restrict u3 = p[3];
+  const float* __restrict u4 = p[4];
+  const float* __restrict u5 = p[5];
+  const float* __restrict u6 = p[6];
+  const float* __restrict u7 = p[7];
+  const double c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3], c4 = c[4], c5 = c[5], c6 = c[6],
+               c7 = c[7];
+#define SEXTANT_SUM_EIGHT                                           \
+  (((c0 * u0[i] + c1 * u1[i]) + (c2 * u2[i] + c3 * u3[i])) +        \
+   ((c4 * u4[i] + c5 * u5[i]) + (c6 * u6[i] + c7 * u7[i])))
+  if (!start) {
+    for (size_t i = 0; i < n; ++i) s[i] += SEXTANT_SUM_EIGHT;
+  } else if (acc == nullptr) {
+    for (size_t i = 0; i < n; ++i) s[i] = SEXTANT_SUM_EIGHT;
+  } else {
+    for (size_t i = 0; i < n; ++i) s[i] = keep * acc[i] + SEXTANT_SUM_EIGHT;
+  }
+#undef SEXTANT_SUM_EIGHT
+}
+
+// s = keep * acc + c * u for a fold of a single vector (acc == nullptr: the mean is zero).
+SEXTANT_KERNEL void StartOne(double* __restrict s, size_t n, const float* __restrict acc,
+                             double keep, const float* __restrict u, double c) {
   if (acc == nullptr) {
-    for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(c * u[i]);
+    for (size_t i = 0; i < n; ++i) s[i] = c * u[i];
     return;
   }
-  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(keep * acc[i] + c * u[i]);
+  for (size_t i = 0; i < n; ++i) s[i] = keep * acc[i] + c * u[i];
 }
 
 SEXTANT_KERNEL void Store(float* __restrict acc, const double* __restrict s, size_t n) {
@@ -84,7 +125,9 @@ absl::Status CheckLength(size_t got, size_t want) {
 
 }  // namespace
 
-WeightedAverage::WeightedAverage(size_t d) : mean_(d, 0.0f), partial_(kBlock) {}
+WeightedAverage::WeightedAverage(size_t d, int threads)
+    : mean_(d, 0.0f),
+      partials_(static_cast<size_t>(std::max(threads, 1)), std::vector<double>(kBlock)) {}
 
 absl::Status WeightedAverage::Add(absl::Span<const float> update, double weight) {
   const absl::Span<const float> one[] = {update};
@@ -127,72 +170,141 @@ absl::Status WeightedAverage::AddWeightedSum(absl::Span<const float> weighted_su
   return statuses[0];
 }
 
-// Long because validation, the correction of an update found bad part-way and the block loop
-// share the running total; split up they would pass it back and forth.
 void WeightedAverage::Fold(std::vector<Item> items, std::vector<absl::Status>& statuses) {
   if (items.empty()) return;
   const double old_total = total_weight_;
-  double total = old_total;
-  for (const Item& item : items) total += item.weight;
   const size_t d = mean_.size();
-  for (size_t b = 0; b < d && !items.empty(); b += kBlock) {
-    const size_t len = std::min(kBlock, d - b);
-    // A block is folded group by group, each group checked just before it is folded (so its
-    // values are in cache once). A bad value restarts the block: nothing of it is stored yet.
-    while (!items.empty()) {
-      const size_t bad = FoldBlock(b, len, items, old_total / total, total);
-      if (bad == items.size()) break;
-      const float* u = items[bad].data + b;
-      statuses[items[bad].index] = absl::InvalidArgumentError(
-          absl::StrCat("update has a non-finite value at ", b + FirstNonFinite(u, len)));
-      const double new_total = total - items[bad].weight;
-      if (new_total > 0) Unfold(b, items[bad], total, new_total);
-      total = new_total;
-      items.erase(items.begin() + static_cast<std::ptrdiff_t>(bad));
+  // Contiguous ranges of whole blocks, one per thread, each at least kMinBlocksPerPart blocks.
+  const size_t blocks = (d + kBlock - 1) / kBlock;
+  const size_t parts =
+      std::max<size_t>(1, std::min(partials_.size(), blocks / kMinBlocksPerPart));
+  std::vector<Part> results(parts);
+  auto run = [&](size_t r) {
+    const size_t begin = std::min(d, blocks * r / parts * kBlock);
+    const size_t end = std::min(d, blocks * (r + 1) / parts * kBlock);
+    results[r] = FoldRange(begin, end, items, partials_[r].data(), old_total);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t r = 1; r < parts; ++r) helpers.emplace_back(run, r);
+  run(0);
+  for (std::thread& t : helpers) t.join();
+
+  // An item that was bad in some range is left out everywhere: the ranges that kept it take it
+  // back out. The first range's message names the lowest bad coordinate.
+  std::vector<bool> bad(items.size(), false);
+  for (const Part& part : results) {
+    for (const auto& [i, message] : part.dropped) {
+      if (!bad[i]) statuses[items[i].index] = absl::InvalidArgumentError(message);
+      bad[i] = true;
     }
   }
-  if (items.empty()) {
+  double total = old_total;
+  bool any_kept = false;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!bad[i]) total += items[i].weight;
+    any_kept = any_kept || !bad[i];
+  }
+  for (size_t r = 0; r < parts; ++r) {
+    double part_total = results[r].total;
+    for (size_t i : results[r].kept) {
+      if (!bad[i]) continue;
+      const double new_total = part_total - items[i].weight;
+      if (new_total > 0) Unfold(results[r].begin, results[r].end, items[i], part_total, new_total);
+      part_total = new_total;
+    }
+  }
+  if (!any_kept) {
     dirty_ = dirty_ || old_total == 0;  // blocks written before the last item failed are stale
     return;
   }
   dirty_ = false;
   total_weight_ = total;
-  for (const Item& item : items) count_ += item.count;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!bad[i]) count_ += items[i].count;
+  }
+}
+
+// Long because validation, the correction of an update found bad part-way and the block loop
+// share the running total; split up they would pass it back and forth.
+WeightedAverage::Part WeightedAverage::FoldRange(size_t begin, size_t end,
+                                                 const std::vector<Item>& all, double* partial,
+                                                 double old_total) {
+  Part part{begin, end, {}, {}, old_total};
+  std::vector<Item> items = all;
+  std::vector<size_t> ids(all.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = i;
+  double total = old_total;
+  for (const Item& item : items) total += item.weight;
+  for (size_t b = begin; b < end && !items.empty(); b += kBlock) {
+    const size_t len = std::min(kBlock, end - b);
+    // A bad value restarts the block: nothing of it is stored yet.
+    while (!items.empty()) {
+      const size_t bad = FoldBlock(b, len, items, partial, old_total / total, total);
+      if (bad == items.size()) break;
+      const float* u = items[bad].data + b;
+      part.dropped.emplace_back(
+          ids[bad], absl::StrCat("update has a non-finite value at ", b + FirstNonFinite(u, len)));
+      const double new_total = total - items[bad].weight;
+      if (new_total > 0) Unfold(begin, b, items[bad], total, new_total);
+      total = new_total;
+      items.erase(items.begin() + static_cast<std::ptrdiff_t>(bad));
+      ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(bad));
+    }
+  }
+  part.kept = std::move(ids);
+  part.total = total;
+  return part;
 }
 
 size_t WeightedAverage::FoldBlock(size_t begin, size_t len, const std::vector<Item>& items,
-                                  double keep, double total) {
-  double* s = partial_.data();
+                                  double* s, double keep, double total) {
   const float* acc = keep == 0 ? nullptr : mean_.data() + begin;
-  for (size_t k = 0; k < items.size(); k += 4) {
-    for (size_t j = k; j < std::min(k + 4, items.size()); ++j) {
-      if (!AllFinite(items[j].data + begin, len)) return j;
-    }
-    if (items.size() == 1) {
-      FoldOne(mean_.data() + begin, len, acc, keep, items[0].data + begin,
-              items[0].numerator / total);
-      return items.size();
-    }
-    // A short last group repeats its first vector with coefficient 0 (already in cache).
-    const float* p[4];
-    double c[4];
-    for (size_t j = 0; j < 4; ++j) {
+  // The coefficient and block of item k; past the end, item 0's block (in cache) with 0.
+  auto group = [&](size_t k, size_t size, const float** p, double* c) {
+    for (size_t j = 0; j < size; ++j) {
       const bool real = k + j < items.size();
-      p[j] = (real ? items[k + j].data : items[k].data) + begin;
+      p[j] = (real ? items[k + j].data : items[0].data) + begin;
       c[j] = real ? items[k + j].numerator / total : 0.0;
     }
-    if (k == 0) {
+  };
+  if (items.size() == 1) {
+    StartOne(s, len, acc, keep, items[0].data + begin, items[0].numerator / total);
+  }
+  // Groups of eight (half the passes over s that groups of four would make); a last group of at
+  // most four goes in a group of four.
+  const float* p[8];
+  double c[8];
+  for (size_t k = 0; k < items.size() && items.size() > 1;) {
+    const bool start = k == 0;
+    if (items.size() - k > 4) {
+      group(k, 8, p, c);
+      FoldEight(s, len, start, acc, keep, p, c);
+      k += 8;
+    } else if (start) {
+      group(k, 4, p, c);
       StartFour(s, len, acc, keep, p[0], p[1], p[2], p[3], c[0], c[1], c[2], c[3]);
+      k += 4;
     } else {
+      group(k, 4, p, c);
       AddFour(s, len, p[0], p[1], p[2], p[3], c[0], c[1], c[2], c[3]);
+      k += 4;
+    }
+  }
+  // Every coefficient is finite and at most 1 and the mean is finite, so a partial sum is NaN or
+  // Inf exactly when some update holds one there (0 * Inf is NaN too): one check of the block's
+  // sums, in cache, stands for a check of every update.
+  if (!AllFiniteDouble(s, len)) {
+    for (size_t j = 0; j < items.size(); ++j) {
+      if (!AllFinite(items[j].data + begin, len)) return j;
     }
   }
   Store(mean_.data() + begin, s, len);
   return items.size();
 }
 
-void WeightedAverage::Unfold(size_t end, const Item& bad, double old_total, double new_total) {
-  for (size_t i = 0; i < end; ++i) {
+void WeightedAverage::Unfold(size_t begin, size_t end, const Item& bad, double old_total,
+                             double new_total) {
+  for (size_t i = begin; i < end; ++i) {
     const double sum = static_cast<double>(mean_[i]) * old_total - bad.numerator * bad.data[i];
     mean_[i] = static_cast<float>(sum / new_total);
   }

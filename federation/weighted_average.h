@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -35,8 +37,11 @@ namespace sextant {
 // Not thread-safe.
 class WeightedAverage {
  public:
-  // d is the vector length.
-  explicit WeightedAverage(size_t d);
+  // d is the vector length. A fold of a long vector is split into contiguous coordinate ranges
+  // folded on up to `threads` threads (the caller's plus threads - 1 started per fold), so that
+  // it can use more than one core's memory bandwidth; every coordinate is computed the same way
+  // whatever the split, so the mean does not depend on `threads`. threads < 1 counts as 1.
+  explicit WeightedAverage(size_t d, int threads = 1);
 
   // Folds in one update with weight `weight` (e.g. its example count). Returns InvalidArgument
   // for a wrong length, a weight that is not finite and > 0, or an update holding NaN or Inf;
@@ -78,6 +83,9 @@ class WeightedAverage {
   // Coordinates per block of a fold: the block's double partial sums (32 KiB) stay in cache
   // while every update of the batch is folded into them.
   static constexpr size_t kBlock = 4096;
+  // Each thread of a fold takes at least this many blocks (1 MiB of floats), so that a short
+  // vector is not split at a cost above the time it saves.
+  static constexpr size_t kMinBlocksPerPart = 64;
 
  private:
   // One vector to fold: coefficient numerator / W' multiplies data (weight for an update, 1 for a
@@ -89,19 +97,31 @@ class WeightedAverage {
     size_t index;   // into the caller's statuses
     int64_t count;  // updates it stands for
   };
+  // What one thread's fold of coordinates [begin, end) did.
+  struct Part {
+    size_t begin, end;
+    std::vector<size_t> kept;                              // items folded into the range
+    std::vector<std::pair<size_t, std::string>> dropped;   // items with a NaN/Inf in it
+    double total;                                          // total weight behind the range
+  };
   void Fold(std::vector<Item> items, std::vector<absl::Status>& statuses);
-  // Folds one block of every item, checking each group of four just before folding it. Returns
-  // items.size(), or the index of an item with a NaN/Inf in this block (nothing then stored).
-  size_t FoldBlock(size_t begin, size_t len, const std::vector<Item>& items, double keep,
-                   double total);
-  void Unfold(size_t end, const Item& bad, double old_total, double new_total);
+  // Folds [begin, end) of every item, block by block, with `partial` (kBlock doubles) as the
+  // block's scratch; an item found bad is taken back out of the blocks already written.
+  Part FoldRange(size_t begin, size_t end, const std::vector<Item>& items, double* partial,
+                 double old_total);
+  // Folds one block of every item into s, then stores it. Returns items.size(), or the index of
+  // an item with a NaN/Inf in this block (nothing then stored).
+  size_t FoldBlock(size_t begin, size_t len, const std::vector<Item>& items, double* s,
+                   double keep, double total);
+  // Takes `bad` back out of coordinates [begin, end) of the mean.
+  void Unfold(size_t begin, size_t end, const Item& bad, double old_total, double new_total);
   void MaterialiseZeros() const;
 
   // Reset defers the zeroing to the next fold (dirty_: mean_ holds stale values that are
   // logically zero), so that a round costs one pass over the mean, not two.
   mutable std::vector<float> mean_;
   mutable bool dirty_ = false;
-  std::vector<double> partial_;  // kBlock doubles: the block being folded
+  std::vector<std::vector<double>> partials_;  // per thread, kBlock doubles: its block
   double total_weight_ = 0;
   int64_t count_ = 0;
 };

@@ -1,8 +1,10 @@
 #include "federation/weighted_average.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -184,6 +186,80 @@ TEST(WeightedAverageTest, BatchWhoseOnlyUpdateIsBadLeavesNothing) {
   for (float x : avg.mean()) ASSERT_EQ(x, 0.0f);
   std::vector<float> out(d);
   EXPECT_EQ(avg.Mean(absl::MakeSpan(out)).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Long enough for three threads' ranges, with a short last block.
+constexpr size_t kThreeParts = 3 * WeightedAverage::kMinBlocksPerPart * WeightedAverage::kBlock + 17;
+
+TEST(WeightedAverageTest, ThreadsGiveTheSameMeanBitForBitAsOne) {
+  const Matrix u = RandomUpdates(11, kThreeParts, 21);
+  const std::vector<double> w = RandomWeights(11, 22);
+  WeightedAverage one(kThreeParts), three(kThreeParts, 3);
+  // A batch, then single updates on top of it (the stream path).
+  const Matrix first(u.begin(), u.begin() + 9);
+  for (const absl::Status& s : one.AddBatch(Spans(first), absl::MakeConstSpan(w.data(), 9))) {
+    ASSERT_TRUE(s.ok());
+  }
+  for (const absl::Status& s : three.AddBatch(Spans(first), absl::MakeConstSpan(w.data(), 9))) {
+    ASSERT_TRUE(s.ok());
+  }
+  for (size_t i = 9; i < 11; ++i) {
+    ASSERT_TRUE(one.Add(u[i], w[i]).ok());
+    ASSERT_TRUE(three.Add(u[i], w[i]).ok());
+  }
+  EXPECT_EQ(three.count(), 11);
+  EXPECT_EQ(three.total_weight(), one.total_weight());
+  for (size_t j = 0; j < kThreeParts; ++j) ASSERT_EQ(three.mean()[j], one.mean()[j]) << j;
+  ExpectWithinBound(three, u, w, /*folds=*/3);
+}
+
+TEST(WeightedAverageTest, AnUpdateBadInOneThreadsRangeIsLeftOutOfEveryRange) {
+  Matrix u = RandomUpdates(6, kThreeParts, 31);
+  const std::vector<double> w = RandomWeights(6, 32);
+  // Update 1 is bad only in the middle range, update 4 only in the last one (its last block).
+  u[1][kThreeParts / 2] = std::numeric_limits<float>::quiet_NaN();
+  u[4][kThreeParts - 3] = -std::numeric_limits<float>::infinity();
+  WeightedAverage avg(kThreeParts, 3);
+  const std::vector<absl::Status> st = avg.AddBatch(Spans(u), w);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(st[i].ok(), i != 1 && i != 4) << i;
+  EXPECT_NE(st[1].message().find(std::to_string(kThreeParts / 2)), std::string::npos);
+  EXPECT_NE(st[4].message().find(std::to_string(kThreeParts - 3)), std::string::npos);
+  EXPECT_EQ(avg.count(), 4);
+  EXPECT_EQ(avg.total_weight(), w[0] + w[2] + w[3] + w[5]);
+  const Matrix kept = {u[0], u[2], u[3], u[5]};
+  // One fold rounding of a value that included both, and up to two take-backs, each a rounding
+  // of a value that included what was left of them: within 3 roundings of all of it.
+  std::vector<float> dropped(kThreeParts);
+  for (size_t j = 0; j < kThreeParts; ++j) {
+    const double a = std::isfinite(u[1][j]) ? std::fabs(w[1] * u[1][j]) : 0;
+    const double b = std::isfinite(u[4][j]) ? std::fabs(w[4] * u[4][j]) : 0;
+    dropped[j] = static_cast<float>(a + b);
+  }
+  ExpectWithinBound(avg, kept, {w[0], w[2], w[3], w[5]}, /*folds=*/3, &dropped, 3.0);
+}
+
+TEST(WeightedAverageTest, OnThreadsABatchWhoseEveryUpdateIsBadLeavesTheMeanAsItWas) {
+  const Matrix base = RandomUpdates(2, kThreeParts, 41);
+  Matrix bad = RandomUpdates(2, kThreeParts, 42);
+  bad[0][10] = std::numeric_limits<float>::infinity();
+  bad[1][kThreeParts - 1] = std::numeric_limits<float>::quiet_NaN();
+  WeightedAverage avg(kThreeParts, 3);
+  for (const absl::Status& s : avg.AddBatch(Spans(base), std::vector<double>{2.0, 3.0})) {
+    ASSERT_TRUE(s.ok());
+  }
+  for (const absl::Status& s : avg.AddBatch(Spans(bad), std::vector<double>{5.0, 7.0})) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(avg.count(), 2);
+  EXPECT_EQ(avg.total_weight(), 5.0);
+  // The second fold's rounding and up to two take-backs, each of a value that included what
+  // was left of the bad updates.
+  std::vector<float> dropped(kThreeParts);
+  for (size_t j = 0; j < kThreeParts; ++j) {
+    dropped[j] = (std::isfinite(bad[0][j]) ? std::fabs(bad[0][j]) * 5.0f : 0.0f) +
+                 (std::isfinite(bad[1][j]) ? std::fabs(bad[1][j]) * 7.0f : 0.0f);
+  }
+  ExpectWithinBound(avg, base, {2.0, 3.0}, /*folds=*/4, &dropped, 3.0);
 }
 
 TEST(WeightedAverageTest, MismatchedWeightsRejectTheWholeBatch) {
