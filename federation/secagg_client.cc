@@ -206,6 +206,11 @@ absl::Status SecAggClient::HandleShareDelivery(const SecAggShareDelivery& delive
 
 absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(absl::Span<const uint64_t> input,
                                                           std::vector<uint64_t> buffer) {
+  buffer.assign(input.begin(), input.end());
+  return MaskInput(std::move(buffer));
+}
+
+absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(std::vector<uint64_t>&& input) {
   if (state_ != State::kReadyToMask) {
     return absl::FailedPreconditionError("secagg: MaskInput before the share delivery, or twice");
   }
@@ -220,17 +225,16 @@ absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(absl::Span<const uint6
   }
   SecAggMaskedInput out;
   out.header = Header(SecAggStage::kMaskedInput);
-  out.values = std::move(buffer);
-  out.values.assign(input.begin(), input.end());
-  secagg_internal::AddMask(self_seed_, false, config_.ring_bits, absl::MakeSpan(out.values));
+  out.values = std::move(input);
+  std::vector<secagg_internal::MaskTerm> masks = {{self_seed_, false}};
   const std::string context = secagg_internal::MaskContext(config_);
   for (int32_t v : mask_peers_) {
     absl::StatusOr<Key32> seed = secagg_internal::AgreeKey(
         masking_sk_, masking_pk_, directory_.at(v).masking_key, context);
     if (!seed.ok()) return seed.status();
-    secagg_internal::AddMask(*seed, /*subtract=*/id_ > v, config_.ring_bits,
-                             absl::MakeSpan(out.values));
+    masks.push_back({*seed, /*subtract=*/id_ > v});
   }
+  secagg_internal::AddMasks(masks, config_.ring_bits, absl::MakeSpan(out.values));
   for (uint64_t& v : out.values) v &= ring;
   state_ = State::kAwaitUnmask;
   return out;

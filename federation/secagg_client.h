@@ -60,6 +60,8 @@ class SecAggClient {
   // so that a long-running client does not allocate O(d) per round; empty by default.
   absl::StatusOr<SecAggMaskedInput> MaskInput(absl::Span<const uint64_t> input,
                                               std::vector<uint64_t> buffer = {});
+  // The same, masking `input` in place (no copy of the O(d) vector).
+  absl::StatusOr<SecAggMaskedInput> MaskInput(std::vector<uint64_t>&& input);
 
   // Stage 3: reveals the self-mask seed share of each survivor and the masking-key share of each
   // dropped peer. InvalidArgument when a client is in both lists, is not a peer whose shares this

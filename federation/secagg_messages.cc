@@ -76,17 +76,23 @@ std::string PackRingVector(absl::Span<const uint64_t> values, int bits) {
 
 absl::StatusOr<std::vector<uint64_t>> UnpackRingVector(absl::string_view packed, int bits,
                                                        size_t count) {
+  std::vector<uint64_t> out(count);
+  if (absl::Status s = UnpackRingVectorInto(packed, bits, absl::MakeSpan(out)); !s.ok()) return s;
+  return out;
+}
+
+absl::Status UnpackRingVectorInto(absl::string_view packed, int bits, absl::Span<uint64_t> out) {
+  const size_t count = out.size();
   if (bits < 1 || bits > 64 || packed.size() != (count * bits + 7) / 8) {
     return absl::InvalidArgumentError("secagg: packed vector has the wrong size");
   }
-  std::vector<uint64_t> out(count);
   const auto* p = reinterpret_cast<const uint8_t*>(packed.data());
   if (bits == 32) {
     for (size_t k = 0; k < count; ++k) {
       out[k] = uint64_t{p[4 * k]} | uint64_t{p[4 * k + 1]} << 8 | uint64_t{p[4 * k + 2]} << 16 |
                uint64_t{p[4 * k + 3]} << 24;
     }
-    return out;
+    return absl::OkStatus();
   }
   const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
   size_t bit = 0;
@@ -99,7 +105,7 @@ absl::StatusOr<std::vector<uint64_t>> UnpackRingVector(absl::string_view packed,
     out[k] = static_cast<uint64_t>(w >> shift) & mask;
     bit += bits;
   }
-  return out;
+  return absl::OkStatus();
 }
 
 }  // namespace sextant

@@ -130,6 +130,8 @@ std::string PackRingVector(absl::Span<const uint64_t> values, int bits);
 // Inverse of PackRingVector; InvalidArgument when packed has the wrong size.
 absl::StatusOr<std::vector<uint64_t>> UnpackRingVector(absl::string_view packed, int bits,
                                                        size_t count);
+// The same into out (out.size() elements), without allocating.
+absl::Status UnpackRingVectorInto(absl::string_view packed, int bits, absl::Span<uint64_t> out);
 
 }  // namespace sextant
 

@@ -298,6 +298,8 @@ absl::Status SecAggServer::HandleUnmaskResponse(const SecAggUnmaskResponse& m) {
 
 absl::Status SecAggServer::RemoveMasks() {
   const std::string context = secagg_internal::MaskContext(config_);
+  // Every mask is collected first and removed in one chunk-by-chunk pass over the sum.
+  std::vector<secagg_internal::MaskTerm> masks;
   for (int32_t u = 0; u < config_.num_clients; ++u) {
     Client& c = clients_[u];
     if (c.masked) {
@@ -312,7 +314,7 @@ absl::Status SecAggServer::RemoveMasks() {
         return absl::AbortedError(absl::StrCat("secagg server: reconstructed self-mask seed of "
                                                "client ", u, " does not match its commitment"));
       }
-      secagg_internal::AddMask(*seed, /*subtract=*/true, config_.ring_bits, absl::MakeSpan(sum_));
+      masks.push_back({*seed, /*subtract=*/true});
       continue;
     }
     if (!c.shared || c.key_shares.empty()) continue;
@@ -331,9 +333,10 @@ absl::Status SecAggServer::RemoveMasks() {
           secagg_internal::AgreeKey(*sk, c.masking_key, clients_[v].masking_key, context);
       if (!s.ok()) return s.status();
       // Survivor v added +PRG(s_uv) when v < u, and subtracted it otherwise.
-      secagg_internal::AddMask(*s, /*subtract=*/v < u, config_.ring_bits, absl::MakeSpan(sum_));
+      masks.push_back({*s, /*subtract=*/v < u});
     }
   }
+  secagg_internal::AddMasks(masks, config_.ring_bits, absl::MakeSpan(sum_));
   return absl::OkStatus();
 }
 

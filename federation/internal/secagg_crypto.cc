@@ -88,33 +88,40 @@ constexpr size_t kChunkElements = 4096;
 // c from counter 0, so that no input buffer has to be zeroed for an XOR; chunks are 16 or 32 KiB,
 // far below the 256 GiB one nonce allows.
 template <typename Word>
-void AddMaskWords(const Key32& seed, bool subtract, absl::Span<uint64_t> acc) {
+void AddMaskWords(absl::Span<const MaskTerm> terms, absl::Span<uint64_t> acc) {
   alignas(64) Word words[kChunkElements];
   uint8_t nonce[crypto_stream_chacha20_ietf_NONCEBYTES] = {};
   uint64_t chunk = 0;
   for (size_t begin = 0; begin < acc.size(); begin += kChunkElements, ++chunk) {
     const size_t len = std::min(kChunkElements, acc.size() - begin);
     std::memcpy(nonce, &chunk, sizeof(chunk));
-    crypto_stream_chacha20_ietf(reinterpret_cast<uint8_t*>(words), len * sizeof(Word), nonce,
-                                seed.data());
     uint64_t* a = acc.data() + begin;
-    if (subtract) {
-      for (size_t i = 0; i < len; ++i) a[i] -= words[i];
-    } else {
-      for (size_t i = 0; i < len; ++i) a[i] += words[i];
+    for (const MaskTerm& term : terms) {
+      crypto_stream_chacha20_ietf(reinterpret_cast<uint8_t*>(words), len * sizeof(Word), nonce,
+                                  term.seed.data());
+      if (term.subtract) {
+        for (size_t i = 0; i < len; ++i) a[i] -= words[i];
+      } else {
+        for (size_t i = 0; i < len; ++i) a[i] += words[i];
+      }
     }
   }
 }
 }  // namespace
 
-void AddMask(const Key32& seed, bool subtract, int ring_bits, absl::Span<uint64_t> acc) {
+void AddMasks(absl::Span<const MaskTerm> terms, int ring_bits, absl::Span<uint64_t> acc) {
   EnsureSodium();
   // A 32-bit word reduced mod 2^k (k <= 32) is uniform in Z_2^k, and so is its negation.
   if (ring_bits <= 32) {
-    AddMaskWords<uint32_t>(seed, subtract, acc);
+    AddMaskWords<uint32_t>(terms, acc);
   } else {
-    AddMaskWords<uint64_t>(seed, subtract, acc);
+    AddMaskWords<uint64_t>(terms, acc);
   }
+}
+
+void AddMask(const Key32& seed, bool subtract, int ring_bits, absl::Span<uint64_t> acc) {
+  const MaskTerm term{seed, subtract};
+  AddMasks(absl::MakeConstSpan(&term, 1), ring_bits, acc);
 }
 
 void Keystream(const Key32& key, absl::Span<uint8_t> out) {

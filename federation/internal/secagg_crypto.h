@@ -54,6 +54,16 @@ Key32 Commit(const Key32& secret, absl::string_view context);
 // 2^ring_bits): element i takes 4 keystream bytes when ring_bits <= 32, else 8.
 void AddMask(const Key32& seed, bool subtract, int ring_bits, absl::Span<uint64_t> acc);
 
+// One mask of a sum of masks.
+struct MaskTerm {
+  Key32 seed;
+  bool subtract = false;
+};
+// AddMask for every term, with the same result as calling it term by term, but chunk by chunk:
+// each chunk of acc stays in cache while every term's keystream for it is added, so acc is read
+// and written once however many terms there are.
+void AddMasks(absl::Span<const MaskTerm> terms, int ring_bits, absl::Span<uint64_t> acc);
+
 // Bytes of ChaCha20 keystream one mask element costs.
 inline size_t MaskBytesPerElement(int ring_bits) { return ring_bits <= 32 ? 4 : 8; }
 

@@ -257,4 +257,31 @@ TEST_F(SecAggTransportTest, RejectsWrongExperimentStaleRoundOutOfOrderDuplicateA
 }
 
 }  // namespace
+TEST(SecAggHubStagingTest, HandsOutAtMostMaxStagedBuffersAndReusesTheReturnedOnes) {
+  FakeClock clock;
+  SecAggHubOptions so;
+  so.experiment_id = "exp";
+  so.max_staged_inputs = 2;
+  SecAggHub hub(so, &clock);
+  absl::StatusOr<std::vector<uint64_t>> a = hub.TakeStaging(1000, absl::ZeroDuration());
+  absl::StatusOr<std::vector<uint64_t>> b = hub.TakeStaging(1000, absl::ZeroDuration());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->size(), 1000u);
+  // A third sender waits; with both still out it is told to retry.
+  EXPECT_EQ(hub.TakeStaging(1000, absl::Milliseconds(30)).status().code(),
+            absl::StatusCode::kUnavailable);
+  const uint64_t* memory = a->data();
+  // A waiting sender gets the buffer as soon as it is given back, memory and all.
+  std::thread giver([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    hub.ReturnStaging(*std::move(a));
+  });
+  absl::StatusOr<std::vector<uint64_t>> c = hub.TakeStaging(1000, absl::Seconds(10));
+  giver.join();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->data(), memory);
+  hub.SetDone();
+  EXPECT_EQ(hub.TakeStaging(1000, absl::Seconds(10)).status().code(), absl::StatusCode::kAborted);
+}
+
 }  // namespace sextant

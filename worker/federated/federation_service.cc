@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "worker/federated/secagg_wire.h"
 
@@ -232,9 +233,22 @@ grpc::Status FederationServiceImpl::SubmitMasked(grpc::ServerContext* context,
   const v1::UpdateMetrics& um = m.masked().metrics();
   const SenderMetrics metrics{um.train_loss(), um.eval_loss(), um.eval_accuracy(),
                               um.eval_weight()};
+  // The vector is assembled in one of the hub's few staging buffers; while they are all in use
+  // this stream waits, and gRPC's flow control holds its sender.
   SecAggMaskedInput input;
   input.header = *header;
-  input.values.resize(*length);
+  while (true) {
+    absl::StatusOr<std::vector<uint64_t>> buffer = secagg_->TakeStaging(*length, absl::Milliseconds(200));
+    if (buffer.ok()) {
+      input.values = *std::move(buffer);
+      break;
+    }
+    if (!absl::IsUnavailable(buffer.status())) return ToGrpc(buffer.status());
+    if (context->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the masked input stream broke off");
+    }
+  }
+  absl::Cleanup give_back = [&] { secagg_->ReturnStaging(std::move(input.values)); };
   const int ring_bits = config->ring_bits;
   int64_t received = 0;
   do {
@@ -250,9 +264,9 @@ grpc::Status FederationServiceImpl::SubmitMasked(grpc::ServerContext* context,
                           absl::StrCat("masked chunk at ", c.offset(), " of ", c.count(),
                                        " elements does not follow ", received, " of ", *length));
     }
-    absl::StatusOr<std::vector<uint64_t>> v = UnpackRingVector(c.packed(), ring_bits, c.count());
-    if (!v.ok()) return reject(grpc::StatusCode::INVALID_ARGUMENT, std::string(v.status().message()));
-    std::copy(v->begin(), v->end(), input.values.begin() + received);
+    absl::Status unpacked = UnpackRingVectorInto(
+        c.packed(), ring_bits, absl::MakeSpan(input.values).subspan(received, c.count()));
+    if (!unpacked.ok()) return reject(grpc::StatusCode::INVALID_ARGUMENT, std::string(unpacked.message()));
     received += c.count();
   } while (reader->Read(&m));
   if (context->IsCancelled()) {
@@ -263,7 +277,7 @@ grpc::Status FederationServiceImpl::SubmitMasked(grpc::ServerContext* context,
                         absl::StrCat("masked input ended after ", received, " of ", *length,
                                      " elements"));
   }
-  return ToGrpc(secagg_->SubmitMasked(client, std::move(input), metrics));
+  return ToGrpc(secagg_->SubmitMasked(client, input, metrics));
 }
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(

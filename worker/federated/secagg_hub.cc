@@ -181,7 +181,7 @@ absl::Status SecAggHub::SubmitShares(const std::string& client_id, SecAggShareKe
   return Count(server_->HandleShareKeys(m), i);
 }
 
-absl::Status SecAggHub::SubmitMasked(const std::string& client_id, SecAggMaskedInput m,
+absl::Status SecAggHub::SubmitMasked(const std::string& client_id, SecAggMaskedInput& m,
                                      const SenderMetrics& metrics) {
   std::lock_guard<std::mutex> lock(mu_);
   int32_t i = 0;
@@ -192,6 +192,37 @@ absl::Status SecAggHub::SubmitMasked(const std::string& client_id, SecAggMaskedI
   s = server_->HandleMaskedInput(m);
   if (s.ok()) metrics_[i] = metrics;
   return Count(s, i);
+}
+
+absl::StatusOr<std::vector<uint64_t>> SecAggHub::TakeStaging(size_t length, absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  const int limit = std::max(1, options_.max_staged_inputs);
+  while (!done_ && staged_ >= limit) {
+    if (cv_.wait_until(lock, until) == std::cv_status::timeout) break;
+  }
+  if (done_) return absl::AbortedError("secagg: the experiment is done");
+  if (staged_ >= limit) {
+    return absl::UnavailableError("secagg: every staging buffer is in use; retry");
+  }
+  ++staged_;
+  std::vector<uint64_t> buffer;
+  if (!staging_.empty()) {
+    buffer = std::move(staging_.back());
+    staging_.pop_back();
+  }
+  lock.unlock();
+  buffer.resize(length);
+  return buffer;
+}
+
+void SecAggHub::ReturnStaging(std::vector<uint64_t> buffer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  staged_ = std::max(0, staged_ - 1);
+  if (buffer.capacity() > 0 && static_cast<int>(staging_.size()) < options_.max_staged_inputs) {
+    staging_.push_back(std::move(buffer));
+  }
+  cv_.notify_all();
 }
 
 absl::Status SecAggHub::SubmitReveal(const std::string& client_id, SecAggUnmaskResponse m) {

@@ -62,6 +62,9 @@ struct SecAggHubOptions {
   double stage_timeout_seconds = 30;
   double dropout_rate = 0.1;           // expected dropouts, for ChooseSecAggGraph; default 0.1
   SecAggQuantization quantization;
+  // Masked inputs the transport may assemble at once (TakeStaging), each vector_length words:
+  // the aggregator's memory stays O(d) however many clients send together. Default 2.
+  int max_staged_inputs = 2;
 };
 
 // The secure-aggregation side of a regional aggregator: a SecAggServer per round, the mapping
@@ -106,8 +109,18 @@ class SecAggHub {
   // and recipient are set here from client_id. Errors as above.
   absl::Status SubmitKeys(const std::string& client_id, SecAggAdvertiseKeys message);
   absl::Status SubmitShares(const std::string& client_id, SecAggShareKeys message);
-  absl::Status SubmitMasked(const std::string& client_id, SecAggMaskedInput message,
+  // Adds the masked input to the round's sum. message.values is left as it was, for the caller
+  // to give back (ReturnStaging) when it came from TakeStaging.
+  absl::Status SubmitMasked(const std::string& client_id, SecAggMaskedInput& message,
                             const SenderMetrics& metrics);
+
+  // A buffer of `length` words to assemble a masked input in, from a pool of at most
+  // max_staged_inputs: waits up to `wait` (real time) for one to be free. Unavailable when none
+  // freed in time (the caller retries, or gives up when its stream is cancelled); Aborted once
+  // the experiment is done. Its contents are stale: the caller overwrites every element. Give it
+  // back with ReturnStaging.
+  absl::StatusOr<std::vector<uint64_t>> TakeStaging(size_t length, absl::Duration wait);
+  void ReturnStaging(std::vector<uint64_t> buffer);
   absl::Status SubmitReveal(const std::string& client_id, SecAggUnmaskResponse message);
 
   // Closes the open stage when it is ready (see the class comment) and returns the stage open
@@ -153,6 +166,8 @@ class SecAggHub {
   std::vector<std::optional<SenderMetrics>> metrics_;
   std::optional<SecAggRoundOutcome> outcome_;
   int64_t rejections_ = 0;
+  int staged_ = 0;                              // staging buffers handed out
+  std::vector<std::vector<uint64_t>> staging_;  // free staging buffers
 };
 
 }  // namespace sextant

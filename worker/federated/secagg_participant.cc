@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -112,8 +113,7 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
     } else {
       SEXTANT_RETURN_IF_ERROR(quantizer.Encode(update, w, rounding_seed, absl::MakeSpan(encoded)));
     }
-    SEXTANT_ASSIGN_OR_RETURN(SecAggMaskedInput masked, client.MaskInput(encoded));
-    encoded = {};
+    SEXTANT_ASSIGN_OR_RETURN(SecAggMaskedInput masked, client.MaskInput(std::move(encoded)));
     SEXTANT_ASSIGN_OR_RETURN(n, SubmitMaskedInput(stub, masked, o.client_id,
                                                   start.config.ring_bits, metrics,
                                                   o.chunk_elements));
