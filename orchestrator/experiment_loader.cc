@@ -1200,7 +1200,7 @@ void Loader::LoadFederation(const Field& f) {
        "proximal_mu", "aggregation", "server_optimizer", "server_lr", "min_clients",
        "round_deadline", "eval_every", "partition", "dirichlet_alpha", "secure_aggregation",
        "seed", "examples_per_client", "validation_examples", "trim_fraction",
-       "byzantine_clients", "krum_selected", "client_command", "dp"});
+       "byzantine_clients", "krum_selected", "client_command", "dp", "hide_region_sums"});
   if (!s.ok()) return;
   const int64_t total = LoadRegions(s, fed);
   LoadFederationOptions(s, fed);
@@ -1242,6 +1242,13 @@ void Loader::LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed) 
     for (const Field& arg : args) {
       if (std::optional<std::string> v = r_.String(arg)) fed->add_client_command(*v);
     }
+  }
+  if (fed->hide_region_sums() && (!fed->secure_aggregation() || fed->regions_size() < 2)) {
+    r_.ValueError(*s.Find("hide_region_sums"),
+                  !fed->secure_aggregation()
+                      ? "needs secure_aggregation: true (the regions' sums are masked sums of "
+                        "securely aggregated clients)"
+                      : "needs at least 2 regions (with one region the total is that region's sum)");
   }
   const bool robust = fed->aggregation() != "fedavg";
   if (robust && fed->secure_aggregation()) {
@@ -1363,6 +1370,9 @@ void Loader::LoadFederationOptions(const Section& s, v1::Federation* fed) {
   IfPresent<bool>(
       s, "secure_aggregation", [&](const Field& x) { return r_.Bool(x); },
       [&](bool v) { fed->set_secure_aggregation(v); });
+  IfPresent<bool>(
+      s, "hide_region_sums", [&](const Field& x) { return r_.Bool(x); },
+      [&](bool v) { fed->set_hide_region_sums(v); });
   IfPresent<int64_t>(
       s, "seed", [&](const Field& x) { return r_.Integer(x, 0, kInt32Max); },
       [&](int64_t v) { fed->set_seed(static_cast<uint64_t>(v)); });

@@ -27,6 +27,8 @@
 #include "common/status_macros.h"
 #include "federation/dp_noise.h"
 #include "federation/rdp_accountant.h"
+#include "federation/secagg_config.h"
+#include "federation/secure_quantizer.h"
 #include "federation/server_optimizer.h"
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/federated_rounds_table.h"
@@ -37,6 +39,7 @@
 #include "orchestrator/store.h"
 #include "worker/federated/federated_job.h"
 #include "worker/federated/federation_service.h"
+#include "worker/federated/secagg_hub.h"
 #include "worker/train/checkpoint.h"
 
 namespace sextant {
@@ -234,7 +237,16 @@ class FederatedRun {
     auto coordinator = RoundCoordinator::Create(o, env_.clock);
     if (!coordinator.ok()) return Fail(coordinator.status());
     hub_ = std::make_unique<FederationHub>(*std::move(coordinator), env_.clock);
-    service_ = std::make_unique<FederationServiceImpl>(hub_.get());
+    if (fed().hide_region_sums()) {
+      // The regions' round: the regional aggregators are its clients.
+      SecAggHubOptions so;
+      so.experiment_id = experiment_id_;
+      so.stage_timeout_seconds = StageTimeout();
+      so.quantization = Quantization();
+      region_secagg_ = std::make_unique<SecAggHub>(so, env_.clock);
+    }
+    service_ = std::make_unique<FederationServiceImpl>(hub_.get(), kDefaultChunkFloats,
+                                                       region_secagg_.get());
     // The same TLS/mTLS and token rules as the worker service (orchestrator.cc).
     ServerSecurity security;
     if (!options_.tls_dir.empty()) {
@@ -289,6 +301,17 @@ class FederatedRun {
 
   double Seconds() const { return absl::ToDoubleSeconds(env_.clock->Now() - start_); }
 
+  // Each secure-aggregation stage after the first closes this long after it opened.
+  double StageTimeout() const {
+    return fed().round_deadline_seconds() > 0 ? fed().round_deadline_seconds() : 30.0;
+  }
+
+  // The ring of every secure sum when the regions' sums are hidden: it holds all clients' total.
+  int RegionsRingBits() const {
+    const SecAggQuantization q = Quantization();
+    return SecureQuantizer::RequiredRingBits(q.bits, job_.total_clients, q.max_weight);
+  }
+
   // One aggregator per region, then its clients once it serves (it writes its port to a file).
   int LaunchParticipants() {
     std::filesystem::create_directories(run_dir_->logs_dir());
@@ -318,8 +341,11 @@ class FederatedRun {
                     {"--secure-aggregation", "1", "--secagg-clip", absl::StrCat(q.clip),
                      "--secagg-bits", absl::StrCat(q.bits), "--secagg-max-weight",
                      absl::StrCat(q.max_weight), "--secagg-stage-timeout",
-                     absl::StrCat(fed().round_deadline_seconds() > 0
-                                      ? fed().round_deadline_seconds() : 30.0)});
+                     absl::StrCat(StageTimeout())});
+        if (fed().hide_region_sums()) {
+          argv.insert(argv.end(), {"--hide-region-sum", "1", "--secagg-ring-clients",
+                                   absl::StrCat(job_.total_clients)});
+        }
       }
       Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
              absl::StrCat("aggregator ", r.name()));
@@ -352,7 +378,42 @@ class FederatedRun {
     return 0;
   }
 
+  // Opens the regions' round `round` (every region takes part, with zeros when none of its
+  // clients was sampled), before the round is published so that no region finds it closed.
+  absl::Status OpenRegionsRound(int64_t round) {
+    std::vector<std::string> regions;
+    for (const auto& r : fed().regions()) regions.push_back(r.name());
+    SEXTANT_ASSIGN_OR_RETURN(
+        SecAggConfig config,
+        RegionalLayerConfig(experiment_id_, round, static_cast<int32_t>(regions.size()),
+                            RegionsRingBits(), global_.size() + 1,
+                            fed().seed() * 0x2545F4914F6CDD1DULL + static_cast<uint64_t>(round)));
+    return region_secagg_->OpenWithConfig(std::move(regions), std::move(config), 0, 1);
+  }
+
+  // The regions' round's outcome as a round outcome: the decoded mean of every client's update
+  // (the orchestrator never sees a region's own sum). Aborted when the round aborted.
+  absl::StatusOr<RoundOutcome> CloseRegionsRound(int64_t round, std::vector<float>* mean) {
+    SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, region_secagg_->TakeOutcome());
+    const SecAggQuantization q = Quantization();
+    SecureQuantizerOptions qo{q.clip, q.bits, q.max_weight, job_.total_clients,
+                              out.config.ring_bits};
+    SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer, SecureQuantizer::Create(qo));
+    mean->resize(global_.size());
+    SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.DecodeMean(out.sum, absl::MakeSpan(*mean)));
+    RoundOutcome r;
+    r.round = round;
+    r.mean = *mean;
+    r.total_weight = static_cast<double>(weight);
+    r.count = out.count;
+    r.senders = static_cast<int64_t>(out.contributors.size());
+    r.rejected = out.rejected;
+    r.metrics = out.metrics;
+    return r;
+  }
+
   absl::Status PublishRound(int64_t round) {
+    if (region_secagg_) SEXTANT_RETURN_IF_ERROR(OpenRegionsRound(round));
     const std::string file = absl::StrCat(fed_dir_, "/global-", round, ".f32");
     {
       std::ofstream out(file, std::ios::binary | std::ios::trunc);
@@ -479,7 +540,11 @@ class FederatedRun {
       if (round != published_round_) {
         if (absl::Status s = PublishRound(round); !s.ok()) return Fail(s);
       }
-      while (!hub_->WaitReadyToClose(absl::Milliseconds(200))) {
+      auto ready = [&] {
+        return region_secagg_ ? region_secagg_->WaitAndAdvance(absl::Milliseconds(200))
+                              : hub_->WaitReadyToClose(absl::Milliseconds(200));
+      };
+      while (!ready()) {
         if (Stopping()) return Interrupted("INTERRUPTED");
         if (wall > 0 && Seconds() > wall) return Interrupted("BUDGET_EXHAUSTED");
         if (!AggregatorsAlive()) {
@@ -488,8 +553,15 @@ class FederatedRun {
         }
       }
       std::vector<SenderReport> senders;
-      auto outcome = hub_->Close(&senders);
-      if (!outcome.ok()) return Fail(outcome.status());
+      std::vector<float> regions_mean;
+      auto outcome = region_secagg_ ? CloseRegionsRound(round, &regions_mean)
+                                    : hub_->Close(&senders);
+      if (!outcome.ok()) {
+        return Fail(region_secagg_ ? absl::AbortedError(absl::StrCat(
+                                         "the regions' secure round ", round, " failed: ",
+                                         outcome.status().message()))
+                                   : outcome.status());
+      }
       if (int rc = CompleteRound(round, *outcome, senders); rc != 0) return rc;
     }
     return Finish();
@@ -573,6 +645,7 @@ class FederatedRun {
   // still in a secure-aggregation stage learns it only when that stage's poll returns.
   void Teardown() {
     if (hub_) hub_->SetDone();
+    if (region_secagg_) region_secagg_->SetDone();
     const absl::Time until = absl::Now() + absl::Seconds(15);
     while (!children_.empty() && absl::Now() < until) {
       for (auto it = children_.begin(); it != children_.end();) {
@@ -608,6 +681,7 @@ class FederatedRun {
   std::optional<RdpAccountant> accountant_;
   train::Dataset validation_;
   std::unique_ptr<FederationHub> hub_;
+  std::unique_ptr<SecAggHub> region_secagg_;  // federation.hide_region_sums: the regions' round
   std::unique_ptr<FederationServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

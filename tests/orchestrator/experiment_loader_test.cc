@@ -737,6 +737,40 @@ federation:
                           "got 'sometimes'"));
 }
 
+TEST(ExperimentLoaderTest, FederationHideRegionSumsNeedsSecureAggregationAndTwoRegions) {
+  LoadResult r = Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}, {name: west, clients: 3}]
+  hide_region_sums: true
+)");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_TRUE(r.spec.federation().hide_region_sums());
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}]
+  hide_region_sums: true
+)"),
+              ElementsAre("exp.yaml:6:21: federation.hide_region_sums: needs at least 2 regions "
+                          "(with one region the total is that region's sum)"));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}, {name: west, clients: 3}]
+  secure_aggregation: false
+  hide_region_sums: true
+)"),
+              ElementsAre(StartsWith("exp.yaml:7:21: federation.hide_region_sums: needs "
+                                     "secure_aggregation: true")));
+}
+
 TEST(ExperimentLoaderTest, FederationDpIsLoadedWithDefaults) {
   LoadResult r = Load(R"(
 name: t

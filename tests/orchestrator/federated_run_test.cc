@@ -349,7 +349,7 @@ namespace secure {
 
 // 2 regions x 5 clients, every client sampled; min_clients 8 lets each region close at the 6 s
 // deadline with 3 of its 5, so a dead client costs each later round one deadline.
-std::string TenClients(const std::string& name, bool secure) {
+std::string TenClients(const std::string& name, bool secure, bool hide_region_sums = false) {
   return "name: " + name + R"(
 objective: {metric: val_accuracy, goal: maximize}
 trial:
@@ -363,7 +363,8 @@ federation:
   seed: 5
   examples_per_client: 600
   validation_examples: 2000
-  secure_aggregation: )" + (secure ? "true" : "false") + "\n";
+  secure_aggregation: )" + (secure ? "true" : "false") + "\n" +
+         (hide_region_sums ? "  hide_region_sums: true\n" : "");
 }
 
 struct KilledRun {
@@ -424,6 +425,31 @@ TEST(FederatedRunTest, SecureAggregationWithAKilledClientMatchesThePlaintextRun)
   EXPECT_NE(east.find("round=4 clients=4"), std::string::npos) << east;
   const std::string client = Read(base + "-masked/run/logs/client-west-0.log");
   EXPECT_NE(client.find("client_done rounds=4"), std::string::npos) << client;
+
+  // Two levels (hide_region_sums): each region's sum goes on masked, in one more SecAgg round
+  // among the regions, so the orchestrator decodes only the total; the run learns the same.
+  secure::KilledRun hidden = secure::RunKillingEast1(
+      base + "-hidden", secure::TenClients("fl-hidden", true, /*hide_region_sums=*/true));
+  ASSERT_EQ(hidden.rounds.size(), 4u) << hidden.out;
+  for (int r = 2; r < 4; ++r) EXPECT_EQ(hidden.rounds[r][1], "9") << hidden.out;
+  EXPECT_NEAR(std::stod(hidden.rounds[3][2]), a_plain, 0.005) << plain.out << hidden.out;
+  // No region pushed its mean: each took part in the regions' round instead, every round.
+  for (const char* region : {"east", "west"}) {
+    const std::string log = Read(base + "-hidden/run/logs/aggregator-" + region + ".log");
+    EXPECT_EQ(log.find("pushed="), std::string::npos) << log;
+    for (int r = 1; r <= 4; ++r) {
+      EXPECT_NE(log.find("round=" + std::to_string(r) + " clients="), std::string::npos) << log;
+    }
+    int ok = 0;
+    for (size_t at = log.find("regions_round=ok"); at != std::string::npos;
+         at = log.find("regions_round=ok", at + 1)) {
+      ++ok;
+    }
+    EXPECT_EQ(ok, 4) << log;
+  }
+  const std::string east_hidden = Read(base + "-hidden/run/logs/aggregator-east.log");
+  EXPECT_NE(east_hidden.find("round=4 clients=4 regions_round=ok"), std::string::npos)
+      << east_hidden;
 }
 
 // federation.dp with a target: the accountant's cumulative epsilon per round (the published RDP

@@ -60,6 +60,9 @@ class Regions {
     if (geteuid() != 0) return "network namespaces need root";
     if (Sh("command -v ip").exit_code != 0) return "no `ip` (iproute2; scripts/install-deps)";
     RemoveStale();
+    // The first `ip netns add` bind-mounts /run/netns onto itself; if this test makes that
+    // mount, it undoes it at the end when no namespace is left (a chroot must be left unmountable).
+    netns_was_mounted_ = Sh("mountpoint -q /run/netns").exit_code == 0;
     std::mt19937 rng(static_cast<unsigned>(getpid()) ^ std::random_device{}());
     tag_ = absl::StrCat(getpid());
     subnet_ = absl::StrCat("10.", 100 + rng() % 150);
@@ -83,6 +86,9 @@ class Regions {
   }
   ~Regions() {
     for (const std::string& ns : created_) Remove(ns);
+    if (!created_.empty() && !netns_was_mounted_ && Sh("ip netns list").out.empty()) {
+      Sh("umount /run/netns 2>/dev/null");
+    }
   }
 
   std::string Namespace(int i) const { return absl::StrCat("sxt-", tag_, "-", i); }
@@ -113,6 +119,7 @@ class Regions {
 
   std::string tag_, subnet_;
   std::vector<std::string> created_;
+  bool netns_was_mounted_ = true;
 };
 
 // The network namespace a process of namespace path `path` lives in, as /proc shows it.

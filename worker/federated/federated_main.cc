@@ -24,7 +24,8 @@ bool ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags
                                  "--trim-fraction", "--byzantine", "--krum-selected",
                                  "--tls-dir", "--tls-name", "--secure-aggregation",
                                  "--secagg-clip", "--secagg-bits", "--secagg-max-weight",
-                                 "--secagg-stage-timeout"};
+                                 "--secagg-stage-timeout", "--hide-region-sum",
+                                 "--secagg-ring-clients"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--exit-with-parent") continue;
@@ -159,6 +160,16 @@ int RunAggregator(std::map<std::string, std::string>& f, const std::atomic<bool>
        !absl::SimpleAtod(f["--secagg-stage-timeout"], &o.stage_timeout_seconds))) {
     std::cerr << "sextant-worker: --secagg-clip and --secagg-stage-timeout take numbers, "
                  "--secagg-bits and --secagg-max-weight integers\n";
+    return 2;
+  }
+  o.hide_region_sum = f["--hide-region-sum"] == "1" || f["--hide-region-sum"] == "true";
+  if (f.count("--secagg-ring-clients") &&
+      !absl::SimpleAtoi(f["--secagg-ring-clients"], &o.ring_clients)) {
+    std::cerr << "sextant-worker: --secagg-ring-clients takes an integer\n";
+    return 2;
+  }
+  if (o.hide_region_sum && !o.secure_aggregation) {
+    std::cerr << "sextant-worker: --hide-region-sum needs --secure-aggregation 1\n";
     return 2;
   }
   if (o.secure_aggregation) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "federation/secure_quantizer.h"
+#include "worker/federated/secagg_participant.h"
 
 namespace sextant {
 namespace {
@@ -58,7 +60,7 @@ uint64_t ClientSeed(uint64_t round_seed, const std::string& client) {
 // weighted mean into *mean. Aborted when the protocol aborted; Cancelled when stopped.
 absl::StatusOr<RoundOutcome> SecureRound(const RegionalAggregatorOptions& o, SecAggHub& secagg,
                                          const RoundTask& task, const std::atomic<bool>* stop,
-                                         std::vector<float>* mean) {
+                                         std::vector<float>* mean, RegionSum* region_sum) {
   SEXTANT_RETURN_IF_ERROR(secagg.Open(task.round, task.participants,
                                       static_cast<size_t>(o.model_size),
                                       ClientSeed(task.seed, o.region), task.deadline_seconds,
@@ -67,6 +69,18 @@ absl::StatusOr<RoundOutcome> SecureRound(const RegionalAggregatorOptions& o, Sec
     if (Stopped(stop)) return absl::CancelledError("stopped");
   }
   SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, secagg.TakeOutcome());
+  if (region_sum != nullptr) {  // goes on, still encoded, to the regions' round
+    region_sum->ring_bits = out.config.ring_bits;
+    region_sum->clients = static_cast<int64_t>(out.contributors.size());
+    region_sum->metrics = out.metrics;
+    region_sum->sum = std::move(out.sum);
+    RoundOutcome r;
+    r.round = task.round;
+    r.count = region_sum->clients;
+    r.senders = r.count;
+    r.metrics = out.metrics;
+    return r;
+  }
   SecureQuantizerOptions qo;
   qo.clip = out.quantization.clip;
   qo.bits = out.quantization.bits;
@@ -101,6 +115,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
   sopts.experiment_id = o.experiment_id;
   sopts.stage_timeout_seconds = o.stage_timeout_seconds;
   sopts.quantization = o.quantization;
+  if (o.hide_region_sum) sopts.ring_clients = o.ring_clients;
   SecAggHub secagg(sopts, RealClockInstance());
   FederationServiceImpl service(&hub, o.chunk_floats, o.secure_aggregation ? &secagg : nullptr);
   std::vector<float> secure_mean;
@@ -158,10 +173,13 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
       t.deadline_seconds = task->deadline_seconds;
       tasks[c] = t;
     }
-    if (tasks.empty()) continue;
+    if (tasks.empty() && !o.hide_region_sum) continue;
     // The orchestrator says how many of this region's clients the round needs (min_clients).
-    absl::Status s = hub.Publish(task->round, file, std::move(tasks), task->deadline_seconds,
-                                 std::max<int64_t>(1, task->min_updates));
+    const bool sampled = !tasks.empty();
+    absl::Status s = sampled ? hub.Publish(task->round, file, std::move(tasks),
+                                           task->deadline_seconds,
+                                           std::max<int64_t>(1, task->min_updates))
+                             : absl::OkStatus();
     if (!s.ok()) {
       result = s;
       break;
@@ -170,8 +188,43 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
     previous_file = file;
     after = task->round;
     absl::StatusOr<RoundOutcome> outcome;
+    if (o.hide_region_sum) {
+      // The regions' round: this region's encoded sum, masked; zeros when none of its clients
+      // took part or its own round aborted (its clients then count as dropped).
+      RegionSum region;
+      if (sampled) {
+        outcome = SecureRound(o, secagg, *task, stop, &secure_mean, &region);
+        if (Stopped(stop)) break;
+        const int64_t rejections = secagg.rejections();
+        region.rejected = rejections - secure_rejections;
+        secure_rejections = rejections;
+        if (!outcome.ok() && o.log) {
+          *o.log << "round=" << task->round << " secure aggregation: " << outcome.status() << "\n" << std::flush;
+        }
+      }
+      if (region.sum.empty()) {
+        region = RegionSum{};
+        region.sum.assign(static_cast<size_t>(o.model_size) + 1, 0);
+        region.ring_bits = SecureQuantizer::RequiredRingBits(
+            o.quantization.bits, o.ring_clients, o.quantization.max_weight);
+      }
+      SecAggParticipantOptions po;
+      po.experiment_id = o.experiment_id;
+      po.client_id = o.region;
+      po.round = task->round;
+      po.poll_seconds = std::min(o.poll_seconds, 1.0);
+      po.stage_wait_seconds = std::max(600.0, 4 * o.stage_timeout_seconds);
+      const int64_t clients = region.clients;
+      absl::StatusOr<int64_t> sent = RunSecAggRegionParticipant(stub.get(), po, std::move(region));
+      if (o.log) {
+        *o.log << "round=" << task->round << " clients=" << clients
+               << " regions_round=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"
+               << std::flush;
+      }
+      continue;
+    }
     if (o.secure_aggregation) {
-      outcome = SecureRound(o, secagg, *task, stop, &secure_mean);
+      outcome = SecureRound(o, secagg, *task, stop, &secure_mean, nullptr);
       if (Stopped(stop)) break;
       const int64_t rejections = secagg.rejections();
       if (outcome.ok()) outcome->rejected = rejections - secure_rejections;

@@ -33,6 +33,11 @@ struct RegionalAggregatorOptions {
   bool secure_aggregation = false;
   SecAggQuantization quantization;
   double stage_timeout_seconds = 30;  // Default 30.
+  // With secure_aggregation: the region's sum is not decoded here but sent, masked, in one more
+  // SecAgg round among the regions run by the orchestrator (federation.hide_region_sums); the
+  // ring is then sized for ring_clients, every client of the run. Default off.
+  bool hide_region_sum = false;
+  int64_t ring_clients = 0;
   std::ostream* log = nullptr;
   // How it dials upstream and serves its clients (LoadChannelCredentials, MakeServerCredentials
   // over LoadServerSecurity(dir, "aggregator")). Default null: plaintext.

@@ -15,28 +15,42 @@ SecAggHub::SecAggHub(SecAggHubOptions options, Clock* clock)
 absl::Status SecAggHub::Open(int64_t round, std::vector<std::string> participants,
                              size_t model_size, uint64_t graph_seed,
                              double first_deadline_seconds, int64_t min_clients) {
-  std::sort(participants.begin(), participants.end());
-  if (std::adjacent_find(participants.begin(), participants.end()) != participants.end()) {
-    return absl::InvalidArgumentError("secagg: a participant is listed twice");
-  }
   const int32_t n = static_cast<int32_t>(participants.size());
   const SecAggQuantization& q = options_.quantization;
-  const int ring_bits = SecureQuantizer::RequiredRingBits(q.bits, n, q.max_weight);
+  const int64_t ring_clients = std::max<int64_t>(n, options_.ring_clients);
+  const int ring_bits = SecureQuantizer::RequiredRingBits(q.bits, ring_clients, q.max_weight);
   if (ring_bits > 64) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "secagg: no ring of up to 64 bits holds the sum of ", n, " clients at ", q.bits,
-        " bits with weights up to ", q.max_weight));
+        "secagg: no ring of up to 64 bits holds the sum of ", ring_clients, " clients at ",
+        q.bits, " bits with weights up to ", q.max_weight));
   }
   absl::StatusOr<SecAggConfig> config =
       PlanSecAggRound(options_.experiment_id, round, n, options_.dropout_rate, ring_bits,
                       model_size + 1, graph_seed);
   if (!config.ok()) return config.status();
+  return OpenWithConfig(std::move(participants), *std::move(config), first_deadline_seconds,
+                        min_clients);
+}
+
+absl::Status SecAggHub::OpenWithConfig(std::vector<std::string> participants,
+                                       SecAggConfig config, double first_deadline_seconds,
+                                       int64_t min_clients) {
+  std::sort(participants.begin(), participants.end());
+  if (std::adjacent_find(participants.begin(), participants.end()) != participants.end()) {
+    return absl::InvalidArgumentError("secagg: a participant is listed twice");
+  }
+  const int32_t n = static_cast<int32_t>(participants.size());
+  if (config.num_clients != n) {
+    return absl::InvalidArgumentError(absl::StrCat("secagg: the config is for ",
+                                                   config.num_clients, " clients, not ", n));
+  }
+  const int64_t round = config.round;
   std::lock_guard<std::mutex> lock(mu_);
   if (round <= round_) {
     return absl::InvalidArgumentError(
         absl::StrCat("secagg: round ", round, " is not above round ", round_));
   }
-  absl::StatusOr<SecAggServer> server = SecAggServer::Create(*config, std::move(accumulator_));
+  absl::StatusOr<SecAggServer> server = SecAggServer::Create(config, std::move(accumulator_));
   if (!server.ok()) return server.status();
   server_.emplace(*std::move(server));
   round_ = round;
@@ -47,6 +61,8 @@ absl::Status SecAggHub::Open(int64_t round, std::vector<std::string> participant
   deliveries_.assign(n, std::nullopt);
   unmask_requests_.assign(n, std::nullopt);
   metrics_.assign(n, std::nullopt);
+  counts_.assign(n, 0);
+  rejected_.assign(n, 0);
   outcome_.reset();
   abort_reason_ = absl::OkStatus();
   std::vector<int32_t> everyone(n);
@@ -182,7 +198,8 @@ absl::Status SecAggHub::SubmitShares(const std::string& client_id, SecAggShareKe
 }
 
 absl::Status SecAggHub::SubmitMasked(const std::string& client_id, SecAggMaskedInput& m,
-                                     const SenderMetrics& metrics) {
+                                     const SenderMetrics& metrics, int64_t count,
+                                     int64_t rejected) {
   std::lock_guard<std::mutex> lock(mu_);
   int32_t i = 0;
   absl::Status s = CheckClient(m.header.experiment_id, m.header.round, client_id, &i);
@@ -190,7 +207,11 @@ absl::Status SecAggHub::SubmitMasked(const std::string& client_id, SecAggMaskedI
   m.header.sender = i;
   m.header.recipient = kSecAggServer;
   s = server_->HandleMaskedInput(m);
-  if (s.ok()) metrics_[i] = metrics;
+  if (s.ok()) {
+    metrics_[i] = metrics;
+    counts_[i] = count;
+    rejected_[i] = rejected;
+  }
   return Count(s, i);
 }
 
@@ -298,6 +319,8 @@ void SecAggHub::CloseStage() {
       double eval_weight = 0;
       for (int32_t c : out->contributors) {
         o.contributors.push_back(participants_[c]);
+        o.count += counts_[c];
+        o.rejected += rejected_[c];
         if (!metrics_[c]) continue;
         const SenderMetrics& m = *metrics_[c];
         const double w = m.eval_weight > 0 ? m.eval_weight : 1;

@@ -53,6 +53,11 @@ struct SecAggRoundOutcome {
   std::vector<uint64_t> sum;
   std::vector<std::string> contributors;  // client ids, sorted
   SenderMetrics metrics;
+  // Sums over the contributors of what each said in the clear with its masked input: the
+  // clients behind it (1 for a client; a region's clients in the regional layer) and the
+  // updates it rejected.
+  int64_t count = 0;
+  int64_t rejected = 0;
 };
 
 struct SecAggHubOptions {
@@ -65,6 +70,10 @@ struct SecAggHubOptions {
   // Masked inputs the transport may assemble at once (TakeStaging), each vector_length words:
   // the aggregator's memory stays O(d) however many clients send together. Default 2.
   int max_staged_inputs = 2;
+  // The ring holds the sum of this many clients at least (0: the round's participants). A
+  // region whose sum goes on to the regional layer sizes its ring for every client of the run,
+  // so that the regions' total cannot overflow either.
+  int64_t ring_clients = 0;
 };
 
 // The secure-aggregation side of a regional aggregator: a SecAggServer per round, the mapping
@@ -92,6 +101,10 @@ class SecAggHub {
   // fits n and the quantisation).
   absl::Status Open(int64_t round, std::vector<std::string> participants, size_t model_size,
                     uint64_t graph_seed, double first_deadline_seconds, int64_t min_clients);
+  // The same with a given protocol config (e.g. RegionalLayerConfig for the regions' round):
+  // config.num_clients must equal the number of participants.
+  absl::Status OpenWithConfig(std::vector<std::string> participants, SecAggConfig config,
+                              double first_deadline_seconds, int64_t min_clients);
   // Ends the experiment: every waiting caller is answered (aborted) and later rounds refused.
   void SetDone();
 
@@ -112,7 +125,8 @@ class SecAggHub {
   // Adds the masked input to the round's sum. message.values is left as it was, for the caller
   // to give back (ReturnStaging) when it came from TakeStaging.
   absl::Status SubmitMasked(const std::string& client_id, SecAggMaskedInput& message,
-                            const SenderMetrics& metrics);
+                            const SenderMetrics& metrics, int64_t count = 1,
+                            int64_t rejected = 0);
 
   // A buffer of `length` words to assemble a masked input in, from a pool of at most
   // max_staged_inputs: waits up to `wait` (real time) for one to be free. Unavailable when none
@@ -164,6 +178,7 @@ class SecAggHub {
   std::vector<std::optional<SecAggShareDelivery>> deliveries_;
   std::vector<std::optional<SecAggUnmaskRequest>> unmask_requests_;
   std::vector<std::optional<SenderMetrics>> metrics_;
+  std::vector<int64_t> counts_, rejected_;  // per participant, from its masked input
   std::optional<SecAggRoundOutcome> outcome_;
   int64_t rejections_ = 0;
   int staged_ = 0;                              // staging buffers handed out

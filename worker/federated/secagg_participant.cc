@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -55,12 +56,14 @@ std::array<uint8_t, 32> Fresh() {
   return e;
 }
 
-}  // namespace
+// The round's input, encoded in the ring, from the round start (SecAggRoundStart).
+using Encoder = std::function<absl::StatusOr<std::vector<uint64_t>>(const SecAggRoundStart&)>;
 
-absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterface* stub,
-                                             const SecAggParticipantOptions& o,
-                                             absl::Span<const float> update, int64_t weight,
-                                             const SenderMetrics& metrics) {
+// The four stages for one input. `clients` and `rejected` go in the clear with the masked input.
+absl::StatusOr<int64_t> RunStages(v1::FederationService::StubInterface* stub,
+                                  const SecAggParticipantOptions& o, const Encoder& encode,
+                                  const SenderMetrics& metrics, int64_t clients,
+                                  int64_t rejected) {
   if (sodium_init() < 0) return absl::InternalError("libsodium failed to start");
   SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink first, Await(stub, o, SecAggStage::kAdvertiseKeys));
   if (!first.start) return absl::InvalidArgumentError("secagg: the round start has no config");
@@ -68,18 +71,6 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
   if (start.config.experiment_id != o.experiment_id || start.config.round != o.round) {
     return absl::AbortedError("secagg: the round start is for another experiment or round");
   }
-  if (start.config.vector_length != update.size() + 1) {
-    return absl::InvalidArgumentError(absl::StrCat("secagg: the round's vectors hold ",
-                                                   start.config.vector_length, " elements, this "
-                                                   "update ", update.size(), " + 1"));
-  }
-  SecureQuantizerOptions qo;
-  qo.clip = start.quantization.clip;
-  qo.bits = start.quantization.bits;
-  qo.max_weight = start.quantization.max_weight;
-  qo.max_clients = start.config.num_clients;
-  qo.ring_bits = start.config.ring_bits;
-  SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer, SecureQuantizer::Create(qo));
   SEXTANT_ASSIGN_OR_RETURN(SecAggClient client,
                            SecAggClient::Create(start.config, start.client_index, Fresh()));
   int64_t sent = 0;
@@ -96,27 +87,12 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
   SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink del, Await(stub, o, SecAggStage::kMaskedInput, start.client_index));
   if (!del.delivery) return absl::InvalidArgumentError("secagg: no share delivery");
   SEXTANT_RETURN_IF_ERROR(client.HandleShareDelivery(*del.delivery));
-  {  // The O(d) buffers live only until the masked input is sent.
-    std::vector<uint64_t> encoded(update.size() + 1);
-    uint64_t rounding_seed = 0;
-    randombytes_buf(&rounding_seed, sizeof(rounding_seed));
-    if (weight < 1 || weight > start.quantization.max_weight) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "secagg: weight ", weight, " is outside [1, ", start.quantization.max_weight,
-          "] (the round's max_weight: a client's examples up to examples_per_client)"));
-    }
-    const int64_t w = weight;
-    if (o.noise_stddev > 0) {
-      std::vector<float> x(update.begin(), update.end());
-      SEXTANT_RETURN_IF_ERROR(AddGaussianNoise(absl::MakeSpan(x), o.noise_stddev, Fresh()));
-      SEXTANT_RETURN_IF_ERROR(quantizer.Encode(x, w, rounding_seed, absl::MakeSpan(encoded)));
-    } else {
-      SEXTANT_RETURN_IF_ERROR(quantizer.Encode(update, w, rounding_seed, absl::MakeSpan(encoded)));
-    }
+  {  // The O(d) buffer lives only until the masked input is sent.
+    SEXTANT_ASSIGN_OR_RETURN(std::vector<uint64_t> encoded, encode(start));
     SEXTANT_ASSIGN_OR_RETURN(SecAggMaskedInput masked, client.MaskInput(std::move(encoded)));
     SEXTANT_ASSIGN_OR_RETURN(n, SubmitMaskedInput(stub, masked, o.client_id,
                                                   start.config.ring_bits, metrics,
-                                                  o.chunk_elements));
+                                                  o.chunk_elements, clients, rejected));
     sent += n;
   }
 
@@ -126,6 +102,62 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
                            client.HandleUnmaskRequest(*req.unmask_request));
   SEXTANT_ASSIGN_OR_RETURN(n, SubmitSecAgg(stub, RevealToProto(reveal, o.client_id)));
   return sent + n;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterface* stub,
+                                             const SecAggParticipantOptions& o,
+                                             absl::Span<const float> update, int64_t weight,
+                                             const SenderMetrics& metrics) {
+  auto encode = [&](const SecAggRoundStart& start) -> absl::StatusOr<std::vector<uint64_t>> {
+    if (start.config.vector_length != update.size() + 1) {
+      return absl::InvalidArgumentError(absl::StrCat("secagg: the round's vectors hold ",
+                                                     start.config.vector_length, " elements, this "
+                                                     "update ", update.size(), " + 1"));
+    }
+    if (weight < 1 || weight > start.quantization.max_weight) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "secagg: weight ", weight, " is outside [1, ", start.quantization.max_weight,
+          "] (the round's max_weight: a client's examples up to examples_per_client)"));
+    }
+    SecureQuantizerOptions qo;
+    qo.clip = start.quantization.clip;
+    qo.bits = start.quantization.bits;
+    qo.max_weight = start.quantization.max_weight;
+    qo.max_clients = start.config.num_clients;
+    qo.ring_bits = start.config.ring_bits;
+    SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer, SecureQuantizer::Create(qo));
+    std::vector<uint64_t> encoded(update.size() + 1);
+    uint64_t rounding_seed = 0;
+    randombytes_buf(&rounding_seed, sizeof(rounding_seed));
+    if (o.noise_stddev > 0) {
+      std::vector<float> x(update.begin(), update.end());
+      SEXTANT_RETURN_IF_ERROR(AddGaussianNoise(absl::MakeSpan(x), o.noise_stddev, Fresh()));
+      SEXTANT_RETURN_IF_ERROR(quantizer.Encode(x, weight, rounding_seed, absl::MakeSpan(encoded)));
+    } else {
+      SEXTANT_RETURN_IF_ERROR(
+          quantizer.Encode(update, weight, rounding_seed, absl::MakeSpan(encoded)));
+    }
+    return encoded;
+  };
+  return RunStages(stub, o, encode, metrics, 0, 0);
+}
+
+absl::StatusOr<int64_t> RunSecAggRegionParticipant(v1::FederationService::StubInterface* stub,
+                                                   const SecAggParticipantOptions& o,
+                                                   RegionSum region) {
+  auto encode = [&](const SecAggRoundStart& start) -> absl::StatusOr<std::vector<uint64_t>> {
+    if (start.config.vector_length != region.sum.size() ||
+        start.config.ring_bits != region.ring_bits) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "secagg: the regions' round takes ", start.config.vector_length, " elements in a ",
+          start.config.ring_bits, "-bit ring; this region's sum has ", region.sum.size(),
+          " in a ", region.ring_bits, "-bit ring"));
+    }
+    return std::move(region.sum);
+  };
+  return RunStages(stub, o, encode, region.metrics, region.clients, region.rejected);
 }
 
 }  // namespace sextant

@@ -40,6 +40,23 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
                                              absl::Span<const float> update, int64_t weight,
                                              const SenderMetrics& metrics);
 
+// What a regional aggregator sends in the regions' round (federation.hide_region_sums).
+struct RegionSum {
+  std::vector<uint64_t> sum;  // its clients' encoded sum mod 2^ring_bits, total weight last
+  int ring_bits = 0;          // must be the regions' round's ring
+  int64_t clients = 0;        // behind the sum (0 when none of its clients took part)
+  int64_t rejected = 0;       // client updates it rejected this round
+  SenderMetrics metrics;
+};
+
+// A regional aggregator's side of the regions' round with the orchestrator: the same four
+// stages, with the region's sum (already encoded in the ring) as its input, so that the
+// orchestrator learns only the regions' total. InvalidArgument when the sum's length or ring
+// does not match the round's; otherwise as RunSecAggParticipant.
+absl::StatusOr<int64_t> RunSecAggRegionParticipant(v1::FederationService::StubInterface* stub,
+                                                   const SecAggParticipantOptions& options,
+                                                   RegionSum region);
+
 }  // namespace sextant
 
 #endif  // SEXTANT_WORKER_FEDERATED_SECAGG_PARTICIPANT_H_

@@ -276,7 +276,8 @@ absl::StatusOr<int64_t> SubmitSecAgg(v1::FederationService::StubInterface* stub,
 absl::StatusOr<int64_t> SubmitMaskedInput(v1::FederationService::StubInterface* stub,
                                           const SecAggMaskedInput& input,
                                           const std::string& client_id, int ring_bits,
-                                          const SenderMetrics& metrics, int64_t chunk_elements) {
+                                          const SenderMetrics& metrics, int64_t chunk_elements,
+                                          int64_t clients, int64_t rejected) {
   grpc::ClientContext context;
   v1::SecAggReceipt receipt;
   auto writer = stub->SecAggSubmit(&context, &receipt);
@@ -298,6 +299,8 @@ absl::StatusOr<int64_t> SubmitMaskedInput(v1::FederationService::StubInterface* 
       c->mutable_metrics()->set_eval_loss(metrics.eval_loss);
       c->mutable_metrics()->set_eval_accuracy(metrics.eval_accuracy);
       c->mutable_metrics()->set_eval_weight(metrics.eval_weight);
+      c->mutable_metrics()->set_clients(clients);
+      c->mutable_metrics()->set_rejected(rejected);
     } else {
       c->clear_total_size();
       c->clear_metrics();
