@@ -11,6 +11,7 @@
 
 #include "common/clock.h"
 #include "federation/secagg_client.h"
+#include "federation/secagg_config.h"
 #include "federation/secure_quantizer.h"
 #include "gtest/gtest.h"
 #include "worker/federated/federation_hub.h"
@@ -257,6 +258,81 @@ TEST_F(SecAggTransportTest, RejectsWrongExperimentStaleRoundOutOfOrderDuplicateA
 }
 
 }  // namespace
+// The second level over the transport: three "regions" hand in encoded sums in the regions'
+// round (RegionalLayerConfig); the hub's outcome is their total mod 2^k, with the clients and
+// rejections each said in the clear, and a region whose sum is in another ring is refused.
+TEST_F(SecAggTransportTest, RegionsRoundOverLoopbackYieldsOnlyTheTotalOfTheRegionsSums) {
+  constexpr int kRing = 30;
+  const std::vector<std::string> regions = {"east", "north", "west"};
+  absl::StatusOr<SecAggConfig> config = RegionalLayerConfig("exp", 7, 3, kRing, kModel + 1, 99);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_TRUE(secagg_->OpenWithConfig(regions, *config, 0, 1).ok());
+  std::vector<RegionSum> sums(3);
+  std::vector<uint64_t> total(kModel + 1, 0);
+  for (int r = 0; r < 3; ++r) {
+    sums[r].ring_bits = kRing;
+    sums[r].clients = r + 2;
+    sums[r].rejected = r;
+    for (size_t j = 0; j <= kModel; ++j) {
+      sums[r].sum.push_back((uint64_t{0x2badf00d} * (j + 1) * (r + 3)) & ((uint64_t{1} << kRing) - 1));
+      total[j] = (total[j] + sums[r].sum.back()) & ((uint64_t{1} << kRing) - 1);
+    }
+  }
+  std::vector<std::thread> threads;
+  std::vector<absl::StatusOr<int64_t>> sent(3, absl::UnknownError("not run"));
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      SecAggParticipantOptions o;
+      o.experiment_id = "exp";
+      o.client_id = regions[r];
+      o.round = 7;
+      o.poll_seconds = 1;
+      o.stage_wait_seconds = 30;
+      o.chunk_elements = 8;
+      sent[r] = RunSecAggRegionParticipant(stub_.get(), o, sums[r]);
+    });
+  }
+  RunAggregator();
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(sent[r].ok()) << regions[r] << ": " << sent[r].status();
+  absl::StatusOr<SecAggRoundOutcome> out = secagg_->TakeOutcome();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->sum, total);
+  EXPECT_EQ(out->count, 2 + 3 + 4);
+  EXPECT_EQ(out->rejected, 0 + 1 + 2);
+
+  // A region whose sum is in another ring refuses it itself when the masked input is due, and
+  // drops out; the other two (t = 2) still give their total.
+  config = RegionalLayerConfig("exp", 8, 3, kRing, kModel + 1, 100);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_TRUE(secagg_->OpenWithConfig(regions, *config, 0, 1).ok());
+  sums[0].ring_bits = kRing + 2;
+  threads.clear();
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      SecAggParticipantOptions o;
+      o.experiment_id = "exp";
+      o.client_id = regions[r];
+      o.round = 8;
+      o.poll_seconds = 1;
+      o.stage_wait_seconds = 30;
+      o.chunk_elements = 8;
+      sent[r] = RunSecAggRegionParticipant(stub_.get(), o, sums[r]);
+    });
+  }
+  RunAggregator();
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(sent[0].status().code(), absl::StatusCode::kInvalidArgument) << sent[0].status();
+  EXPECT_NE(sent[0].status().message().find("32-bit ring"), std::string::npos) << sent[0].status();
+  ASSERT_TRUE(sent[1].ok() && sent[2].ok()) << sent[1].status() << " " << sent[2].status();
+  out = secagg_->TakeOutcome();
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (size_t j = 0; j <= kModel; ++j) {
+    ASSERT_EQ(out->sum[j], (sums[1].sum[j] + sums[2].sum[j]) & ((uint64_t{1} << kRing) - 1)) << j;
+  }
+  EXPECT_EQ(out->count, 3 + 4);
+}
+
 TEST(SecAggHubStagingTest, HandsOutAtMostMaxStagedBuffersAndReusesTheReturnedOnes) {
   FakeClock clock;
   SecAggHubOptions so;
