@@ -395,10 +395,9 @@ class FederatedRun {
   // (the orchestrator never sees a region's own sum). Aborted when the round aborted.
   absl::StatusOr<RoundOutcome> CloseRegionsRound(int64_t round, std::vector<float>* mean) {
     SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, region_secagg_->TakeOutcome());
-    const SecAggQuantization q = Quantization();
-    SecureQuantizerOptions qo{q.clip, q.bits, q.max_weight, job_.total_clients,
-                              out.config.ring_bits};
-    SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer, SecureQuantizer::Create(qo));
+    SEXTANT_ASSIGN_OR_RETURN(
+        SecureQuantizer quantizer,
+        MakeQuantizer(Quantization(), job_.total_clients, out.config.ring_bits));
     mean->resize(global_.size());
     SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.DecodeMean(out.sum, absl::MakeSpan(*mean)));
     RoundOutcome r;

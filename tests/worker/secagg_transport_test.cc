@@ -278,22 +278,27 @@ TEST_F(SecAggTransportTest, RegionsRoundOverLoopbackYieldsOnlyTheTotalOfTheRegio
       total[j] = (total[j] + sums[r].sum.back()) & ((uint64_t{1} << kRing) - 1);
     }
   }
-  std::vector<std::thread> threads;
-  std::vector<absl::StatusOr<int64_t>> sent(3, absl::UnknownError("not run"));
-  for (int r = 0; r < 3; ++r) {
-    threads.emplace_back([&, r] {
-      SecAggParticipantOptions o;
-      o.experiment_id = "exp";
-      o.client_id = regions[r];
-      o.round = 7;
-      o.poll_seconds = 1;
-      o.stage_wait_seconds = 30;
-      o.chunk_elements = 8;
-      sent[r] = RunSecAggRegionParticipant(stub_.get(), o, sums[r]);
-    });
-  }
-  RunAggregator();
-  for (std::thread& t : threads) t.join();
+  // Every region takes part in `round` at once while the aggregator loop runs.
+  auto run_regions = [&](int64_t round) {
+    std::vector<absl::StatusOr<int64_t>> sent(3, absl::UnknownError("not run"));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r) {
+      threads.emplace_back([&, r] {
+        SecAggParticipantOptions o;
+        o.experiment_id = "exp";
+        o.client_id = regions[r];
+        o.round = round;
+        o.poll_seconds = 1;
+        o.stage_wait_seconds = 30;
+        o.chunk_elements = 8;
+        sent[r] = RunSecAggRegionParticipant(stub_.get(), o, sums[r]);
+      });
+    }
+    RunAggregator();
+    for (std::thread& t : threads) t.join();
+    return sent;
+  };
+  std::vector<absl::StatusOr<int64_t>> sent = run_regions(7);
   for (int r = 0; r < 3; ++r) ASSERT_TRUE(sent[r].ok()) << regions[r] << ": " << sent[r].status();
   absl::StatusOr<SecAggRoundOutcome> out = secagg_->TakeOutcome();
   ASSERT_TRUE(out.ok()) << out.status();
@@ -307,21 +312,7 @@ TEST_F(SecAggTransportTest, RegionsRoundOverLoopbackYieldsOnlyTheTotalOfTheRegio
   ASSERT_TRUE(config.ok()) << config.status();
   ASSERT_TRUE(secagg_->OpenWithConfig(regions, *config, 0, 1).ok());
   sums[0].ring_bits = kRing + 2;
-  threads.clear();
-  for (int r = 0; r < 3; ++r) {
-    threads.emplace_back([&, r] {
-      SecAggParticipantOptions o;
-      o.experiment_id = "exp";
-      o.client_id = regions[r];
-      o.round = 8;
-      o.poll_seconds = 1;
-      o.stage_wait_seconds = 30;
-      o.chunk_elements = 8;
-      sent[r] = RunSecAggRegionParticipant(stub_.get(), o, sums[r]);
-    });
-  }
-  RunAggregator();
-  for (std::thread& t : threads) t.join();
+  sent = run_regions(8);
   EXPECT_EQ(sent[0].status().code(), absl::StatusCode::kInvalidArgument) << sent[0].status();
   EXPECT_NE(sent[0].status().message().find("32-bit ring"), std::string::npos) << sent[0].status();
   ASSERT_TRUE(sent[1].ok() && sent[2].ok()) << sent[1].status() << " " << sent[2].status();

@@ -81,13 +81,9 @@ absl::StatusOr<RoundOutcome> SecureRound(const RegionalAggregatorOptions& o, Sec
     r.metrics = out.metrics;
     return r;
   }
-  SecureQuantizerOptions qo;
-  qo.clip = out.quantization.clip;
-  qo.bits = out.quantization.bits;
-  qo.max_weight = out.quantization.max_weight;
-  qo.max_clients = out.config.num_clients;
-  qo.ring_bits = out.config.ring_bits;
-  SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer, SecureQuantizer::Create(qo));
+  SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer,
+                           MakeQuantizer(out.quantization, out.config.num_clients,
+                                         out.config.ring_bits));
   mean->resize(static_cast<size_t>(o.model_size));
   SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.DecodeMean(out.sum, absl::MakeSpan(*mean)));
   RoundOutcome r;

@@ -9,6 +9,11 @@
 
 namespace sextant {
 
+absl::StatusOr<SecureQuantizer> MakeQuantizer(const SecAggQuantization& q, int64_t max_clients,
+                                              int ring_bits) {
+  return SecureQuantizer::Create({q.clip, q.bits, q.max_weight, max_clients, ring_bits});
+}
+
 SecAggHub::SecAggHub(SecAggHubOptions options, Clock* clock)
     : options_(std::move(options)), clock_(clock) {}
 

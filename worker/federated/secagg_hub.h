@@ -16,6 +16,7 @@
 #include "federation/secagg_config.h"
 #include "federation/secagg_messages.h"
 #include "federation/secagg_server.h"
+#include "federation/secure_quantizer.h"
 
 namespace sextant {
 
@@ -25,6 +26,11 @@ struct SecAggQuantization {
   int bits = 16;            // quantiser bits; default 16
   int64_t max_weight = 1;   // client weights are clamped to [1, max_weight]; default 1
 };
+
+// The quantiser of a round in a ring_bits ring whose sums hold up to max_clients inputs.
+// SecureQuantizer::Create's errors.
+absl::StatusOr<SecureQuantizer> MakeQuantizer(const SecAggQuantization& q, int64_t max_clients,
+                                              int ring_bits);
 
 // What a client needs to start its side of a round: the public config and its index in it.
 struct SecAggRoundStart {

@@ -121,13 +121,9 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
           "secagg: weight ", weight, " is outside [1, ", start.quantization.max_weight,
           "] (the round's max_weight: a client's examples up to examples_per_client)"));
     }
-    SecureQuantizerOptions qo;
-    qo.clip = start.quantization.clip;
-    qo.bits = start.quantization.bits;
-    qo.max_weight = start.quantization.max_weight;
-    qo.max_clients = start.config.num_clients;
-    qo.ring_bits = start.config.ring_bits;
-    SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer, SecureQuantizer::Create(qo));
+    SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer,
+                             MakeQuantizer(start.quantization, start.config.num_clients,
+                                           start.config.ring_bits));
     std::vector<uint64_t> encoded(update.size() + 1);
     uint64_t rounding_seed = 0;
     randombytes_buf(&rounding_seed, sizeof(rounding_seed));
