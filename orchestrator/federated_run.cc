@@ -406,7 +406,10 @@ class FederatedRun {
     r.total_weight = static_cast<double>(weight);
     r.count = out.count;
     r.senders = static_cast<int64_t>(out.contributors.size());
-    r.rejected = out.rejected;
+    // The regions' rejections of their clients, plus the regions' messages turned away here.
+    const int64_t here = region_secagg_->rejections();
+    r.rejected = out.rejected + (here - region_rejections_);
+    region_rejections_ = here;
     r.metrics = out.metrics;
     return r;
   }
@@ -681,6 +684,7 @@ class FederatedRun {
   train::Dataset validation_;
   std::unique_ptr<FederationHub> hub_;
   std::unique_ptr<SecAggHub> region_secagg_;  // federation.hide_region_sums: the regions' round
+  int64_t region_rejections_ = 0;             // region_secagg_'s rejections already counted
   std::unique_ptr<FederationServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
