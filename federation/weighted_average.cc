@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <utility>
 
@@ -20,27 +21,29 @@ namespace {
 #define SEXTANT_KERNEL
 #endif
 
-// True when no value is NaN or Inf. Works on the bits so that the loop vectorises without
-// -ffast-math: an all-ones exponent plus one carries into the sign bit.
-SEXTANT_KERNEL bool AllFinite(const float* u, size_t n) {
-  uint32_t carry = 0;
+// True when no value is NaN or Inf. Works on the bits (Bits: the unsigned integer of T's size)
+// so that the loop vectorises without -ffast-math: an all-ones exponent plus one carries into
+// the sign bit. Inlined into each kernel clone below.
+template <typename T, typename Bits>
+[[gnu::always_inline]] inline bool AllFiniteBits(const T* v, size_t n) {
+  constexpr Bits kSign = Bits{1} << (8 * sizeof(Bits) - 1);
+  constexpr Bits kLowestExponentBit = Bits{1} << (std::numeric_limits<T>::digits - 1);
+  constexpr Bits kExponent = kSign - kLowestExponentBit;
+  Bits carry = 0;
   for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, u + i, sizeof bits);
-    carry |= (bits & 0x7f800000u) + 0x00800000u;
+    Bits bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    carry |= (bits & kExponent) + kLowestExponentBit;
   }
-  return (carry & 0x80000000u) == 0;
+  return (carry & kSign) == 0;
 }
 
-// The same test on doubles.
+SEXTANT_KERNEL bool AllFinite(const float* u, size_t n) {
+  return AllFiniteBits<float, uint32_t>(u, n);
+}
+
 SEXTANT_KERNEL bool AllFiniteDouble(const double* s, size_t n) {
-  uint64_t carry = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t bits;
-    std::memcpy(&bits, s + i, sizeof bits);
-    carry |= (bits & 0x7ff0000000000000u) + 0x0010000000000000u;
-  }
-  return (carry & 0x8000000000000000u) == 0;
+  return AllFiniteBits<double, uint64_t>(s, n);
 }
 
 size_t FirstNonFinite(const float* u, size_t n) {
