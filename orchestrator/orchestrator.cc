@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -127,6 +128,7 @@ class Run {
       if (s.ok()) s = store_->PutMeta("started_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
       if (!s.ok()) return Fail(s);
     }
+    if (absl::Status s = KeepSlurmPartitions(); !s.ok()) return Fail(s);
     auto sampler = MakeSampler(spec_);
     if (!sampler.ok()) {
       *env_.err << "sextant: " << sampler.status().message() << "\n";
@@ -191,6 +193,20 @@ class Run {
       return 1;
     }
     return 0;
+  }
+
+  // The Slurm partitions belong to the run: they are recorded with it, and `resume` uses them
+  // unless its own flags name others (which are then recorded instead).
+  absl::Status KeepSlurmPartitions() {
+    for (auto [key, value] : {std::pair{"slurm_partition", &options_.slurm_partition},
+                              std::pair{"slurm_spot_partition", &options_.slurm_spot_partition}}) {
+      if (value->empty() && options_.resume) {
+        SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> stored, store_->GetMeta(key));
+        if (stored) *value = *stored;
+      }
+      if (!value->empty()) SEXTANT_RETURN_IF_ERROR(store_->PutMeta(key, *value));
+    }
+    return absl::OkStatus();
   }
 
   int Fail(const absl::Status& s) {

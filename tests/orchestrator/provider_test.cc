@@ -1,10 +1,12 @@
 // Live runs on real providers: `sextant run` with resources.pools launches, bills and scales
 // real `sextant-worker` processes (local provider) or Slurm jobs (slurm provider).
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@ namespace sextant {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::BackgroundProcess;
 using testing::CheckpointingStepsScript;
 using testing::MakeTempDir;
 using testing::ReadFile;
@@ -338,6 +341,56 @@ offers:
   EXPECT_THAT(events.out, HasSubstr("pool a: "));
   EXPECT_THAT(events.out, HasSubstr("pool b: "));
   EXPECT_THAT(events.out, HasSubstr("giving this pool up"));
+}
+
+// `resume` of a Slurm run sends its jobs to the partitions the run was started with: a real
+// sbatch on PATH records its arguments (and refuses, so no job runs); the run is interrupted after
+// each sbatch call and resumed, with and without a partition flag.
+TEST(SlurmProviderRunTest, ResumeKeepsTheRunsPartitionsUnlessItsFlagsNameOthers) {
+  const std::string dir = MakeTempDir("sbatch-partitions");
+  WriteFile(dir + "/steps.sh", CheckpointingStepsScript(10));
+  WriteFile(dir + "/bin/sbatch", absl::StrCat("#!/bin/sh\necho \"$*\" >> ", dir,
+                                              "/sbatch-calls\necho 'sbatch: error: busy' >&2\n"
+                                              "exit 1\n"));
+  chmod((dir + "/bin/sbatch").c_str(), 0755);
+  WriteFile(dir + "/catalog.yaml", R"(regions: [r1]
+instances: {gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}}
+billing: {increment: 1s, minimum: 1s}
+offers:
+  - {region: r1, instance: gpu.1x, market: on_demand, price_per_hour: 36}
+)");
+  WriteFile(dir + "/exp.yaml", Experiment("sbatch-partitions", 4, 2, R"(resources:
+  provider: slurm
+  catalog: catalog.yaml
+  pools:
+    - {name: a, region: r1, instance: gpu.1x, market: on_demand, max_instances: 2}
+)"));
+  const std::string path = absl::StrCat("PATH=", dir, "/bin:", getenv("PATH"));
+  auto calls = [&] {
+    return std::vector<std::string>(absl::StrSplit(ReadFile(dir + "/sbatch-calls"), '\n',
+                                                   absl::SkipEmpty()));
+  };
+  // Runs `sextant ARGS...` until sbatch has been called once more, then interrupts it; returns
+  // that call's partition.
+  auto next_partition = [&](std::vector<std::string> args) -> std::string {
+    const size_t before = calls().size();
+    std::vector<std::string> argv = {"env", path, kSextant};
+    argv.insert(argv.end(), args.begin(), args.end());
+    BackgroundProcess p(argv);
+    const bool called = testing::WaitFor([&] { return calls().size() > before; }, 60);
+    p.Signal(SIGINT);
+    EXPECT_NE(p.Wait(30), -1000) << p.out() << p.err();
+    if (!called) return "sbatch was not called: " + p.err();
+    std::smatch m;
+    const std::string call = calls()[before];
+    return std::regex_search(call, m, std::regex("--partition=([a-z-]+)")) ? m[1].str() : call;
+  };
+  EXPECT_EQ(next_partition({"run", dir + "/exp.yaml", "--run-dir", dir + "/run",
+                            "--slurm-partition", "gpu-a"}),
+            "gpu-a");
+  EXPECT_EQ(next_partition({"resume", dir + "/run"}), "gpu-a");
+  EXPECT_EQ(next_partition({"resume", dir + "/run", "--slurm-partition", "gpu-b"}), "gpu-b");
+  EXPECT_EQ(next_partition({"resume", dir + "/run"}), "gpu-b");
 }
 
 }  // namespace
