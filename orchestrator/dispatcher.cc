@@ -170,6 +170,7 @@ v1::TrialAction Dispatcher::ActionFor(const Entry& e) const {
   if (interrupted_ || e.action == Decision::Kind::kStop || !e.fidelity_error.empty()) {
     return v1::ACTION_STOP;
   }
+  if (stopping_) return v1::ACTION_NOTICE;  // the budget wind-down: checkpoint and hand it back
   return e.action == Decision::Kind::kPause ? v1::ACTION_PAUSE : v1::ACTION_CONTINUE;
 }
 

@@ -79,7 +79,7 @@ class TrialReporter : public CommandObserver {
   }
 
   bool OnTick() override {
-    if (context_.preempt != nullptr && context_.preempt->load()) {
+    if ((context_.preempt != nullptr && context_.preempt->load()) || noticed_) {
       preempting_ = true;
       Flush();
       return false;
@@ -140,6 +140,10 @@ class TrialReporter : public CommandObserver {
   void Act(v1::TrialAction action, bool stop) {
     if (action == v1::ACTION_CONTINUE && stop) action = v1::ACTION_STOP;
     if (action == v1::ACTION_CONTINUE || action_ == v1::ACTION_STOP) return;
+    if (action == v1::ACTION_NOTICE) {  // as a preemption notice: the next tick acts on it
+      noticed_ = true;
+      return;
+    }
     if (action == v1::ACTION_PAUSE && action_ != v1::ACTION_PAUSE) {
       pause_deadline_ = clock_->Now() + absl::Seconds(5);
     }
@@ -174,6 +178,7 @@ class TrialReporter : public CommandObserver {
   Setup context_;
   std::optional<ProcessGroupSampler> sampler_;
   bool preempting_ = false;
+  bool noticed_ = false;  // the orchestrator sent ACTION_NOTICE
   WorkerService::Stub* stub_;
   int64_t worker_id_, trial_id_;
   int attempt_;

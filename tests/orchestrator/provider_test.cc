@@ -29,6 +29,7 @@ using testing::RunProcess;
 using testing::WriteFile;
 
 const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
+const std::string kWorker = std::string(SEXTANT_BIN_DIR) + "/sextant-worker";
 
 nlohmann::json Results(const std::string& run_dir) {
   auto r = RunProcess({kSextant, "results", run_dir, "--format", "json"});
@@ -232,6 +233,60 @@ TEST(LocalProviderRunTest, AtMaxWallTimeLocalWorkersCheckpointAndStopAndResumeCo
   for (int id : stopped) {
     EXPECT_GT(j["trials"][id - 1]["metrics"]["resumed_from"].get<double>(), 0) << j["trials"][id - 1].dump();
   }
+}
+
+// A hand-started (static) worker cannot be signalled by the orchestrator: at the budget it gets
+// the notice through its heartbeat (ACTION_NOTICE), its trial checkpoints and is handed back, and
+// `resume` with a new worker continues it from that checkpoint.
+TEST(StaticProviderRunTest, AtTheBudgetAStaticWorkersTrialGetsTheNoticeAndResumeContinuesIt) {
+  const std::string dir = MakeTempDir("static-budget");
+  WriteFile(dir + "/steps.sh", CheckpointingStepsScript(20, /*report_start=*/true));
+  WriteFile(dir + "/catalog.yaml", R"(regions: [r1]
+instances: {cpu.1x: {cpus: 1}}
+billing: {increment: 1s, minimum: 1s}
+offers:
+  - {region: r1, instance: cpu.1x, market: on_demand, price_per_hour: 1}
+)");
+  WriteFile(dir + "/exp.yaml", Experiment("static-budget", 1, 1, R"(resources:
+  provider: static
+  catalog: catalog.yaml
+  pools:
+    - {name: a, region: r1, instance: cpu.1x, market: on_demand, max_instances: 1}
+budget: {max_wall_time: 3s}
+)"));
+  // Starts `sextant ARGS...` and one static worker for it; returns the run's exit code.
+  auto run_with_worker = [&](std::vector<std::string> args, std::string* worker_err) {
+    std::vector<std::string> argv = {kSextant};
+    argv.insert(argv.end(), args.begin(), args.end());
+    BackgroundProcess run(argv);
+    EXPECT_TRUE(run.WaitForOutput("start workers with", 60)) << run.out() << run.err();
+    std::smatch m;
+    const std::string out = run.out();
+    if (!std::regex_search(out, m, std::regex("--connect (\\S+)"))) return -1;
+    BackgroundProcess worker({kWorker, "--connect", m[1].str(), "--region", "r1", "--pool", "a"});
+    const int rc = run.Wait(120);
+    EXPECT_EQ(worker.Wait(30), 0) << worker.err();
+    *worker_err = worker.err();
+    EXPECT_EQ(rc, 0) << run.out() << run.err();
+    return rc;
+  };
+  std::string worker_err;
+  ASSERT_EQ(run_with_worker({"run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, &worker_err), 0);
+  EXPECT_THAT(worker_err, HasSubstr("preempted; trial 1 handed back"));
+  nlohmann::json j = Results(dir + "/run");
+  EXPECT_EQ(j["state"], "BUDGET_EXHAUSTED");
+  ASSERT_EQ(j["trials"].size(), 1u);
+  EXPECT_EQ(j["trials"][0]["state"], "CANCELLED") << j.dump();
+  const double stopped_at = j["trials"][0]["metrics"]["step"].get<double>();
+  EXPECT_LT(stopped_at, 20);
+  auto events = RunProcess({kSextant, "events", dir + "/run"});
+  EXPECT_THAT(events.out, HasSubstr("\"kind\":\"trial_stopped\""));
+
+  ASSERT_EQ(run_with_worker({"resume", dir + "/run", "--max-wall-time", "2m"}, &worker_err), 0);
+  j = Results(dir + "/run");
+  EXPECT_EQ(j["state"], "COMPLETED");
+  EXPECT_EQ(j["trials"][0]["metrics"]["step"], 20.0) << j.dump();
+  EXPECT_GE(j["trials"][0]["metrics"]["resumed_from"].get<double>(), stopped_at - 1) << j.dump();
 }
 
 // Runs to the fidelity target the scheduler sets (SEXTANT_FIDELITY), resuming from its
