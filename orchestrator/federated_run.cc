@@ -423,12 +423,19 @@ class FederatedRun {
       if (!out) return absl::InternalError(absl::StrCat("cannot write ", file));
     }
     std::map<std::string, RoundTask> tasks;
-    for (const Participant& p : SampleClients(fed(), round)) {
-      RoundTask& t = tasks[p.region];
-      t.participants.push_back(ClientId(p.region, p.index));
+    auto task_of = [&](const std::string& region) -> RoundTask& {
+      RoundTask& t = tasks[region];
       t.model_size = static_cast<int64_t>(global_.size());
       t.seed = fed().seed() * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(round);
       t.deadline_seconds = fed().round_deadline_seconds();
+      return t;
+    };
+    // Every region takes part in the regions' round, those without a sampled client too.
+    if (region_secagg_) {
+      for (const auto& r : fed().regions()) task_of(r.name());
+    }
+    for (const Participant& p : SampleClients(fed(), round)) {
+      task_of(p.region).participants.push_back(ClientId(p.region, p.index));
     }
     // Each region may close at the deadline once it is short by no more than the round's slack
     // (sampled - min_clients): with one region that is min_clients itself, and the global tier

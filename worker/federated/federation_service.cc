@@ -234,7 +234,7 @@ grpc::Status FederationServiceImpl::SubmitMasked(grpc::ServerContext* context,
   const SenderMetrics metrics{um.train_loss(), um.eval_loss(), um.eval_accuracy(),
                               um.eval_weight()};
   // A client stands for itself; a regional aggregator in the regions' round for its clients.
-  const int64_t count = um.clients() > 0 ? um.clients() : 1;
+  const int64_t count = um.has_clients() ? um.clients() : 1;
   const int64_t rejected = um.rejected();
   // The vector is assembled in one of the hub's few staging buffers; while they are all in use
   // this stream waits, and gRPC's flow control holds its sender.

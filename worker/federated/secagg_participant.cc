@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -59,11 +60,12 @@ std::array<uint8_t, 32> Fresh() {
 // The round's input, encoded in the ring, from the round start (SecAggRoundStart).
 using Encoder = std::function<absl::StatusOr<std::vector<uint64_t>>(const SecAggRoundStart&)>;
 
-// The four stages for one input. `clients` and `rejected` go in the clear with the masked input.
+// The four stages for one input. `clients` (a region's; nullopt for a client) and `rejected` go
+// in the clear with the masked input.
 absl::StatusOr<int64_t> RunStages(v1::FederationService::StubInterface* stub,
                                   const SecAggParticipantOptions& o, const Encoder& encode,
-                                  const SenderMetrics& metrics, int64_t clients,
-                                  int64_t rejected) {
+                                  const SenderMetrics& metrics,
+                                  std::optional<int64_t> clients, int64_t rejected) {
   if (sodium_init() < 0) return absl::InternalError("libsodium failed to start");
   SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink first, Await(stub, o, SecAggStage::kAdvertiseKeys));
   if (!first.start) return absl::InvalidArgumentError("secagg: the round start has no config");
@@ -137,7 +139,7 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
     }
     return encoded;
   };
-  return RunStages(stub, o, encode, metrics, 0, 0);
+  return RunStages(stub, o, encode, metrics, std::nullopt, 0);
 }
 
 absl::StatusOr<int64_t> RunSecAggRegionParticipant(v1::FederationService::StubInterface* stub,

@@ -277,7 +277,7 @@ absl::StatusOr<int64_t> SubmitMaskedInput(v1::FederationService::StubInterface* 
                                           const SecAggMaskedInput& input,
                                           const std::string& client_id, int ring_bits,
                                           const SenderMetrics& metrics, int64_t chunk_elements,
-                                          int64_t clients, int64_t rejected) {
+                                          std::optional<int64_t> clients, int64_t rejected) {
   grpc::ClientContext context;
   v1::SecAggReceipt receipt;
   auto writer = stub->SecAggSubmit(&context, &receipt);
@@ -299,7 +299,7 @@ absl::StatusOr<int64_t> SubmitMaskedInput(v1::FederationService::StubInterface* 
       c->mutable_metrics()->set_eval_loss(metrics.eval_loss);
       c->mutable_metrics()->set_eval_accuracy(metrics.eval_accuracy);
       c->mutable_metrics()->set_eval_weight(metrics.eval_weight);
-      c->mutable_metrics()->set_clients(clients);
+      if (clients) c->mutable_metrics()->set_clients(*clients);
       c->mutable_metrics()->set_rejected(rejected);
     } else {
       c->clear_total_size();

@@ -5,6 +5,7 @@
 #define SEXTANT_WORKER_FEDERATED_SECAGG_WIRE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -52,14 +53,15 @@ absl::StatusOr<int64_t> SubmitSecAgg(v1::FederationService::StubInterface* stub,
 
 // SecAggSubmit of a masked input, packed at ring_bits per element in chunks of chunk_elements,
 // with the sender's scalar metrics on the first chunk (and, from a regional aggregator, the
-// clients behind its sum and the updates it rejected; 0 for a client). Returns the bytes sent,
-// or the server's status.
+// clients behind its sum and the updates it rejected; nullopt and 0 for a client). Returns the
+// bytes sent, or the server's status.
 absl::StatusOr<int64_t> SubmitMaskedInput(v1::FederationService::StubInterface* stub,
                                           const SecAggMaskedInput& input,
                                           const std::string& client_id, int ring_bits,
                                           const SenderMetrics& metrics,
                                           int64_t chunk_elements = kDefaultSecAggChunkElements,
-                                          int64_t clients = 0, int64_t rejected = 0);
+                                          std::optional<int64_t> clients = std::nullopt,
+                                          int64_t rejected = 0);
 
 }  // namespace sextant
 
