@@ -198,8 +198,9 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
           *o.log << "round=" << task->round << " secure aggregation: " << outcome.status() << "\n" << std::flush;
         }
       }
-      if (region.sum.empty()) {
-        region = RegionSum{};
+      if (region.sum.empty()) {  // its rejections still count
+        region.clients = 0;
+        region.metrics = SenderMetrics{};
         region.sum.assign(static_cast<size_t>(o.model_size) + 1, 0);
         region.ring_bits = SecureQuantizer::RequiredRingBits(
             o.quantization.bits, o.ring_clients, o.quantization.max_weight);
