@@ -278,39 +278,42 @@ bool SecAggHub::StageReady() const {
   return elapsed >= options_.stage_timeout_seconds;
 }
 
+namespace {
+
+// Files each message under its recipient; returns the recipients (the next stage's expected).
+template <typename Message>
+std::vector<int32_t> Address(std::vector<Message> messages,
+                             std::vector<std::optional<Message>>& slots) {
+  std::vector<int32_t> recipients;
+  for (Message& m : messages) {
+    recipients.push_back(m.header.recipient);
+    slots[m.header.recipient] = std::move(m);
+  }
+  return recipients;
+}
+
+}  // namespace
+
 // One switch over the four stages: each Finish call's output is the next stage's messages.
 void SecAggHub::CloseStage() {
   absl::Status failed;
-  std::vector<int32_t> next;
   switch (stage_) {
     case SecAggStage::kAdvertiseKeys: {
       absl::StatusOr<std::vector<SecAggKeyDirectory>> out = server_->FinishAdvertiseKeys();
       if (!(failed = out.status()).ok()) break;
-      for (SecAggKeyDirectory& d : *out) {
-        next.push_back(d.header.recipient);
-        directories_[d.header.recipient] = std::move(d);
-      }
-      OpenStage(SecAggStage::kShareKeys, next);
+      OpenStage(SecAggStage::kShareKeys, Address(*std::move(out), directories_));
       return;
     }
     case SecAggStage::kShareKeys: {
       absl::StatusOr<std::vector<SecAggShareDelivery>> out = server_->FinishShareKeys();
       if (!(failed = out.status()).ok()) break;
-      for (SecAggShareDelivery& d : *out) {
-        next.push_back(d.header.recipient);
-        deliveries_[d.header.recipient] = std::move(d);
-      }
-      OpenStage(SecAggStage::kMaskedInput, next);
+      OpenStage(SecAggStage::kMaskedInput, Address(*std::move(out), deliveries_));
       return;
     }
     case SecAggStage::kMaskedInput: {
       absl::StatusOr<std::vector<SecAggUnmaskRequest>> out = server_->FinishMaskedInput();
       if (!(failed = out.status()).ok()) break;
-      for (SecAggUnmaskRequest& r : *out) {
-        next.push_back(r.header.recipient);
-        unmask_requests_[r.header.recipient] = std::move(r);
-      }
-      OpenStage(SecAggStage::kUnmask, next);
+      OpenStage(SecAggStage::kUnmask, Address(*std::move(out), unmask_requests_));
       return;
     }
     case SecAggStage::kUnmask: {
