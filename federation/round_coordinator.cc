@@ -94,6 +94,10 @@ absl::Status RoundCoordinator::OpenRound(int64_t round, std::vector<std::string>
   return absl::OkStatus();
 }
 
+void RoundCoordinator::RestartDeadline() {
+  if (gate_.round_open()) opened_at_ = clock_->Now();
+}
+
 void RoundCoordinator::SetCloseRule(double deadline_seconds, int64_t min_updates) {
   options_.deadline_seconds = deadline_seconds >= 0 ? deadline_seconds : 0;
   options_.min_updates = std::max<int64_t>(1, min_updates);

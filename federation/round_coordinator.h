@@ -92,6 +92,9 @@ class RoundCoordinator {
 
   // Replaces deadline_seconds and min_updates (>= 1) from the next OpenRound on.
   void SetCloseRule(double deadline_seconds, int64_t min_updates);
+  // The open round's deadline counts from now instead of from OpenRound (its participants
+  // were still starting when it opened). No effect when no round is open.
+  void RestartDeadline();
 
   // Starts receiving an update of total_size floats standing for `count` clients.
   // Unavailable while another update is being staged (retry after Finish/Abandon of that one);

@@ -24,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "federation/dp_noise.h"
 #include "federation/rdp_accountant.h"
@@ -44,6 +45,9 @@
 
 namespace sextant {
 namespace {
+
+// How long an aggregator waits for its clients to connect before its first round.
+constexpr double kStartupWaitSeconds = 120;
 
 std::atomic<int> g_fed_stop{0};
 void OnFedStop(int sig) { g_fed_stop.store(sig); }
@@ -325,7 +329,8 @@ class FederatedRun {
           Bin(), "--role", "aggregator", "--region", r.name(), "--connect", target,
           "--experiment-id", experiment_id_, "--model-size", absl::StrCat(global_.size()),
           "--work-dir", absl::StrCat(fed_dir_, "/", r.name()), "--port-file", port_file,
-          "--exit-with-parent"};
+          "--clients", absl::StrCat(r.clients()), "--startup-wait",
+          absl::StrCat(kStartupWaitSeconds), "--exit-with-parent"};
       AddTlsDir(&argv);
       // Robust rules run where client updates are in the clear: at the regional aggregators.
       if (!fed().aggregation().empty() && fed().aggregation() != "fedavg") {
@@ -542,6 +547,7 @@ class FederatedRun {
     if (last_round_ < fed().rounds()) {
       if (absl::Status s = PublishRound(last_round_ + 1); !s.ok()) return Fail(s);
       if (int rc = LaunchParticipants(); rc != 0) return rc;
+      if (int rc = AwaitRegions(); rc != 0) return rc;
     }
     const double wall = spec_.budget().max_wall_time_seconds();
     for (int64_t round = last_round_ + 1; round <= fed().rounds(); ++round) {
@@ -557,8 +563,7 @@ class FederatedRun {
         if (Stopping()) return Interrupted("INTERRUPTED");
         if (wall > 0 && Seconds() > wall) return Interrupted("BUDGET_EXHAUSTED");
         if (!AggregatorsAlive()) {
-          return Fail(absl::UnavailableError(absl::StrCat(
-              "an aggregator exited; see ", run_dir_->logs_dir(), "/aggregator-*.log")));
+          return Fail(AggregatorExited());
         }
       }
       std::vector<SenderReport> senders;
@@ -574,6 +579,37 @@ class FederatedRun {
       if (int rc = CompleteRound(round, *outcome, senders); rc != 0) return rc;
     }
     return Finish();
+  }
+
+  // Waits until every region's aggregator has asked for the round just published (it asks
+  // once its clients are up, or after its own startup wait), then starts that round's deadline
+  // afresh: a deadline that ran while the participants were starting would close the first
+  // round without the slow starters, as if they were dead. Returns an exit code.
+  int AwaitRegions() {
+    std::vector<std::string> regions;
+    for (const auto& r : fed().regions()) regions.push_back(r.name());
+    const absl::Time until = absl::Now() + absl::Seconds(kStartupWaitSeconds + 60);
+    std::vector<std::string> missing = regions;
+    while (!missing.empty() && absl::Now() < until) {
+      missing = hub_->WaitForContact(regions, absl::Milliseconds(200));
+      if (Stopping()) return Interrupted("INTERRUPTED");
+      if (!AggregatorsAlive()) {
+        return Fail(AggregatorExited());
+      }
+    }
+    hub_->RestartDeadline();
+    (void)store_->AddEvent(
+        Seconds(), "federation_ready", 0,
+        missing.empty()
+            ? absl::StrFormat("every region's clients are up after %.1f s", Seconds())
+            : absl::StrCat("regions not up when round ", published_round_,
+                           "'s deadline started: ", absl::StrJoin(missing, ", ")));
+    return 0;
+  }
+
+  absl::Status AggregatorExited() const {
+    return absl::UnavailableError(
+        absl::StrCat("an aggregator exited; see ", run_dir_->logs_dir(), "/aggregator-*.log"));
   }
 
   bool AggregatorsAlive() {

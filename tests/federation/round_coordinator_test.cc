@@ -91,6 +91,32 @@ TEST(RoundCoordinatorTest, ClosesAtTheDeadlineOnceMinUpdatesArrivedAndRejectsLat
   EXPECT_GE(c.gate().rejections("c", RejectReason::kStaleRound), 1);
 }
 
+// A round opened while its participants were still starting: its deadline counts from the
+// restart, not from OpenRound.
+TEST(RoundCoordinatorTest, RestartedDeadlineCountsFromTheRestart) {
+  FakeClock clock;
+  RoundCoordinator c = Make(&clock, 1, /*min_updates=*/1, /*deadline=*/30);
+  c.RestartDeadline();  // no round open: nothing to restart
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b"}).ok());
+  ASSERT_TRUE(Send(c, "a", 1, {1}, 1).ok());
+  clock.Advance(absl::Seconds(25));
+  c.RestartDeadline();
+  clock.Advance(absl::Seconds(25));  // 50 s after OpenRound, 25 s after the restart
+  EXPECT_FALSE(c.DeadlinePassed());
+  EXPECT_FALSE(c.ReadyToClose());
+  clock.Advance(absl::Seconds(5));
+  EXPECT_TRUE(c.DeadlinePassed());
+  EXPECT_TRUE(c.ReadyToClose());
+  // The next round's deadline counts from its own OpenRound again.
+  ASSERT_TRUE(c.Close().ok());
+  ASSERT_TRUE(c.OpenRound(2, {"a", "b"}).ok());
+  ASSERT_TRUE(Send(c, "a", 2, {1}, 1).ok());
+  clock.Advance(absl::Seconds(29));
+  EXPECT_FALSE(c.ReadyToClose());
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(c.ReadyToClose());
+}
+
 TEST(RoundCoordinatorTest, WaitsForEveryParticipantWithoutADeadline) {
   FakeClock clock;
   RoundCoordinator c = Make(&clock, 1);

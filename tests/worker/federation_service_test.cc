@@ -59,6 +59,29 @@ TEST_F(FederationServiceTest, RegionsRejectionsAndCountTravelWithTheirUpdate) {
   EXPECT_EQ(senders[1].rejected, 0);
 }
 
+// A participant counts as up once it has asked for a round (GetRound), whether or not it is in
+// the open one; a caller for another experiment does not count.
+TEST_F(FederationServiceTest, WaitForContactReturnsThoseThatHaveNotAskedForARound) {
+  const std::vector<std::string> ids = {"east", "west", "north"};
+  EXPECT_EQ(hub_->WaitForContact(ids, absl::Milliseconds(50)), ids);
+  auto noop = [](int64_t, absl::Span<const float>) { return absl::OkStatus(); };
+  // "east" is in round 1 (its model read fails on the empty file; it has asked all the same).
+  (void)PullRound(stub_.get(), "exp", "east", 0, 0.1, noop);
+  (void)PullRound(stub_.get(), "other", "west", 0, 0.1, noop);
+  EXPECT_EQ(hub_->WaitForContact(ids, absl::Milliseconds(50)),
+            (std::vector<std::string>{"west", "north"}));
+  // A waiter wakes when the last one asks.
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    (void)PullRound(stub_.get(), "exp", "west", 0, 0.1, noop);
+    (void)PullRound(stub_.get(), "exp", "north", 0, 0.1, noop);  // not in the round: waits
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(hub_->WaitForContact(ids, absl::Seconds(20)).empty());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  late.join();
+}
+
 TEST_F(FederationServiceTest, SenderThatBreaksOffMidStreamFreesTheStagingBufferForOthers) {
   {
     grpc::ClientContext context;

@@ -11,6 +11,7 @@
 #include "orchestrator/security/server_security.h"
 #include "worker/channel_credentials.h"
 #include "worker/federated/federated_client.h"
+#include "worker/federated/federated_job.h"
 #include "worker/federated/regional_aggregator.h"
 
 namespace sextant {
@@ -162,6 +163,15 @@ int RunAggregator(std::map<std::string, std::string>& f, const std::atomic<bool>
                  "--secagg-bits and --secagg-max-weight integers\n";
     return 2;
   }
+  int64_t clients = 0;
+  if ((f.count("--clients") && (!absl::SimpleAtoi(f["--clients"], &clients) || clients < 0)) ||
+      (f.count("--startup-wait") &&
+       (!absl::SimpleAtod(f["--startup-wait"], &o.startup_wait_seconds) ||
+        !(o.startup_wait_seconds >= 0)))) {
+    std::cerr << "sextant-worker: --clients takes an integer >= 0, --startup-wait seconds >= 0\n";
+    return 2;
+  }
+  for (int64_t i = 0; i < clients; ++i) o.clients.push_back(ClientId(o.region, static_cast<int>(i)));
   o.hide_region_sum = f["--hide-region-sum"] == "1" || f["--hide-region-sum"] == "true";
   if (f.count("--secagg-ring-clients") &&
       !absl::SimpleAtoi(f["--secagg-ring-clients"], &o.ring_clients)) {

@@ -15,6 +15,8 @@ bool IsFederatedInvocation(int argc, char** argv);
 //   aggregator: --model-size N --work-dir DIR [--listen ADDR] [--port-file FILE]
 //               [--aggregation fedavg|median|trimmed_mean|krum|multi_krum] [--trim-fraction B]
 //               [--byzantine F] [--krum-selected M]
+//               [--clients N] (the region's clients, <region>/0..N-1: it waits for them to
+//               connect, up to --startup-wait S seconds, default 120, before its first round)
 // Returns the exit code: 0 when the experiment ended, 2 on bad arguments, 1 on failure.
 int RunFederatedMain(int argc, char** argv, const std::atomic<bool>* stop);
 

@@ -51,6 +51,7 @@ absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experim
     return absl::AbortedError(absl::StrCat("experiment '", experiment_id, "', this is '",
                                            experiment_id_, "'"));
   }
+  if (contacted_.insert(client_id).second) cv_.notify_all();
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
   while (true) {
     if (done_) {
@@ -122,6 +123,29 @@ void FederationHub::Abandon(const std::string& client_id) {
   std::lock_guard<std::mutex> lock(mu_);
   coordinator_.Abandon(client_id);
   cv_.notify_all();
+}
+
+std::vector<std::string> FederationHub::WaitForContact(const std::vector<std::string>& ids,
+                                                       absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  std::vector<std::string> missing;
+  while (true) {
+    missing.clear();
+    for (const std::string& id : ids) {
+      if (!contacted_.contains(id)) missing.push_back(id);
+    }
+    if (missing.empty() || cv_.wait_until(lock, until) == std::cv_status::timeout) break;
+  }
+  if (!missing.empty()) {  // a last look after the timeout
+    std::erase_if(missing, [&](const std::string& id) { return contacted_.contains(id); });
+  }
+  return missing;
+}
+
+void FederationHub::RestartDeadline() {
+  std::lock_guard<std::mutex> lock(mu_);
+  coordinator_.RestartDeadline();
 }
 
 bool FederationHub::WaitReadyToClose(absl::Duration wait) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,14 @@ class FederationHub {
                       const SenderMetrics& metrics, int64_t rejected = 0);
   void Abandon(const std::string& client_id);
 
+  // Waits up to `wait` (on the real clock) until every one of `ids` has called WaitForRound
+  // at least once since this hub was made, so that a participant still starting is not taken
+  // for a dead one. Returns those of `ids` that have not (empty when all have).
+  std::vector<std::string> WaitForContact(const std::vector<std::string>& ids,
+                                          absl::Duration wait);
+  // The open round's deadline counts from now (RoundCoordinator::RestartDeadline).
+  void RestartDeadline();
+
   // Waits up to `wait` until the open round may close (RoundCoordinator::ReadyToClose).
   bool WaitReadyToClose(absl::Duration wait);
   // Closes the round. The outcome's mean stays valid until the next Publish; senders lists the
@@ -97,6 +106,7 @@ class FederationHub {
   int64_t model_size_ = 0;
   std::map<std::string, RoundTask> tasks_;
   std::vector<SenderReport> senders_;
+  std::set<std::string> contacted_;  // every caller of WaitForRound so far
 };
 
 }  // namespace sextant

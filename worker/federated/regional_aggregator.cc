@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "federation/secure_quantizer.h"
@@ -129,6 +130,24 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
   auto stub = v1::FederationService::NewStub(
       grpc::CreateChannel(o.upstream, o.upstream_credentials ? o.upstream_credentials
                                                              : grpc::InsecureChannelCredentials()));
+  if (!o.clients.empty()) {
+    // Upstream may have opened round 1 already; it starts that round's deadline once every
+    // region has asked for it, so this region asks only once its clients are up.
+    const absl::Time start = absl::Now();
+    const absl::Time until = start + absl::Seconds(o.startup_wait_seconds);
+    std::vector<std::string> missing = o.clients;
+    while (!Stopped(stop) && !missing.empty() && absl::Now() < until) {
+      missing = hub.WaitForContact(o.clients,
+                                   std::min(absl::Milliseconds(200), until - absl::Now()));
+    }
+    if (o.log) {
+      *o.log << "clients_connected=" << o.clients.size() - missing.size() << "/"
+             << o.clients.size() << " after=" << absl::ToDoubleSeconds(absl::Now() - start)
+             << "s";
+      if (!missing.empty()) *o.log << " missing=" << absl::StrJoin(missing, ",");
+      *o.log << "\n" << std::flush;
+    }
+  }
   int64_t after = -1;
   std::string previous_file;
   absl::Time unreachable_since = absl::InfiniteFuture();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "worker/federated/federation_service.h"
@@ -38,6 +39,12 @@ struct RegionalAggregatorOptions {
   // ring is then sized for ring_clients, every client of the run. Default off.
   bool hide_region_sum = false;
   int64_t ring_clients = 0;
+  // The region's clients (ids as ClientId). Before it first asks upstream for a round, the
+  // aggregator waits until each has connected once, or startup_wait_seconds passed: a round's
+  // deadline then runs against clients that are up, not ones still starting. Default none: no
+  // wait.
+  std::vector<std::string> clients;
+  double startup_wait_seconds = 120;  // Default 120.
   std::ostream* log = nullptr;
   // How it dials upstream and serves its clients (LoadChannelCredentials, MakeServerCredentials
   // over LoadServerSecurity(dir, "aggregator")). Default null: plaintext.
