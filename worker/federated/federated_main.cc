@@ -26,7 +26,7 @@ bool ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags
                                  "--tls-dir", "--tls-name", "--secure-aggregation",
                                  "--secagg-clip", "--secagg-bits", "--secagg-max-weight",
                                  "--secagg-stage-timeout", "--hide-region-sum",
-                                 "--secagg-ring-clients"};
+                                 "--secagg-ring-clients", "--clients", "--startup-wait"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--exit-with-parent") continue;
