@@ -2,10 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <latch>
 #include <limits>
-#include <thread>
 #include <utility>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include "absl/strings/str_cat.h"
 
@@ -116,6 +124,31 @@ SEXTANT_KERNEL void Store(float* __restrict acc, const double* __restrict s, siz
   for (size_t i = 0; i < n; ++i) acc[i] = static_cast<float>(s[i]);
 }
 
+// Store through the write-combining buffers, for a mean far larger than the caches: the lines
+// are not read before they are overwritten. The same rounding as Store. The caller fences.
+void StoreStreaming(float* __restrict acc, const double* __restrict s, size_t n) {
+#if defined(__SSE2__)
+  size_t i = 0;
+  for (; i < n && reinterpret_cast<uintptr_t>(acc + i) % 16 != 0; ++i) {
+    acc[i] = static_cast<float>(s[i]);
+  }
+  for (; i + 4 <= n; i += 4) {
+    const __m128 lo = _mm_cvtpd_ps(_mm_loadu_pd(s + i));
+    const __m128 hi = _mm_cvtpd_ps(_mm_loadu_pd(s + i + 2));
+    _mm_stream_ps(acc + i, _mm_movelh_ps(lo, hi));
+  }
+  for (; i < n; ++i) acc[i] = static_cast<float>(s[i]);
+#else
+  Store(acc, s, n);
+#endif
+}
+
+void StoreFence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
 absl::Status CheckWeight(double weight) {
   if (std::isfinite(weight) && weight > 0) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("weight must be finite and > 0, got ", weight));
@@ -130,7 +163,15 @@ absl::Status CheckLength(size_t got, size_t want) {
 
 WeightedAverage::WeightedAverage(size_t d, int threads)
     : mean_(d, 0.0f),
-      partials_(static_cast<size_t>(std::max(threads, 1)), std::vector<double>(kBlock)) {}
+      partials_(static_cast<size_t>(std::max(threads, 1)), std::vector<double>(kBlock)) {
+  if (threads > 1) {
+    helpers_ = std::make_unique<boost::asio::thread_pool>(static_cast<size_t>(threads - 1));
+  }
+}
+
+WeightedAverage::~WeightedAverage() = default;
+WeightedAverage::WeightedAverage(WeightedAverage&&) noexcept = default;
+WeightedAverage& WeightedAverage::operator=(WeightedAverage&&) noexcept = default;
 
 absl::Status WeightedAverage::Add(absl::Span<const float> update, double weight) {
   const absl::Span<const float> one[] = {update};
@@ -187,10 +228,15 @@ void WeightedAverage::Fold(std::vector<Item> items, std::vector<absl::Status>& s
     const size_t end = std::min(d, blocks * (r + 1) / parts * kBlock);
     results[r] = FoldRange(begin, end, items, partials_[r].data(), old_total);
   };
-  std::vector<std::thread> helpers;
-  for (size_t r = 1; r < parts; ++r) helpers.emplace_back(run, r);
+  std::latch helped(static_cast<std::ptrdiff_t>(parts - 1));
+  for (size_t r = 1; r < parts; ++r) {
+    boost::asio::post(*helpers_, [&run, &helped, r] {
+      run(r);
+      helped.count_down();
+    });
+  }
   run(0);
-  for (std::thread& t : helpers) t.join();
+  helped.wait();
 
   // An item that was bad in some range is left out everywhere: the ranges that kept it take it
   // back out. The first range's message names the lowest bad coordinate.
@@ -254,6 +300,7 @@ WeightedAverage::Part WeightedAverage::FoldRange(size_t begin, size_t end,
       ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(bad));
     }
   }
+  StoreFence();
   part.kept = std::move(ids);
   part.total = total;
   return part;
@@ -301,7 +348,11 @@ size_t WeightedAverage::FoldBlock(size_t begin, size_t len, const std::vector<It
       if (!AllFinite(items[j].data + begin, len)) return j;
     }
   }
-  Store(mean_.data() + begin, s, len);
+  if (mean_.size() >= kStreamFrom) {
+    StoreStreaming(mean_.data() + begin, s, len);
+  } else {
+    Store(mean_.data() + begin, s, len);
+  }
   return items.size();
 }
 

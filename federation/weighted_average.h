@@ -3,12 +3,17 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+
+namespace boost::asio {
+class thread_pool;
+}  // namespace boost::asio
 
 namespace sextant {
 
@@ -41,7 +46,11 @@ class WeightedAverage {
   // folded on up to `threads` threads (the caller's plus threads - 1 started per fold), so that
   // it can use more than one core's memory bandwidth; every coordinate is computed the same way
   // whatever the split, so the mean does not depend on `threads`. threads < 1 counts as 1.
+  // The threads - 1 helpers are started here and kept until destruction.
   explicit WeightedAverage(size_t d, int threads = 1);
+  ~WeightedAverage();
+  WeightedAverage(WeightedAverage&&) noexcept;
+  WeightedAverage& operator=(WeightedAverage&&) noexcept;
 
   // Folds in one update with weight `weight` (e.g. its example count). Returns InvalidArgument
   // for a wrong length, a weight that is not finite and > 0, or an update holding NaN or Inf;
@@ -86,6 +95,9 @@ class WeightedAverage {
   // Each thread of a fold takes at least this many blocks (1 MiB of floats), so that a short
   // vector is not split at a cost above the time it saves.
   static constexpr size_t kMinBlocksPerPart = 64;
+  // From this many coordinates on (2 MiB of mean), the mean is stored with streaming stores,
+  // which skip reading each line before it is overwritten.
+  static constexpr size_t kStreamFrom = size_t{1} << 19;
 
  private:
   // One vector to fold: coefficient numerator / W' multiplies data (weight for an update, 1 for a
@@ -122,6 +134,7 @@ class WeightedAverage {
   mutable std::vector<float> mean_;
   mutable bool dirty_ = false;
   std::vector<std::vector<double>> partials_;  // per thread, kBlock doubles: its block
+  std::unique_ptr<boost::asio::thread_pool> helpers_;  // threads - 1; null for one thread
   double total_weight_ = 0;
   int64_t count_ = 0;
 };

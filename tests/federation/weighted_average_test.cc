@@ -213,6 +213,27 @@ TEST(WeightedAverageTest, ThreadsGiveTheSameMeanBitForBitAsOne) {
   ExpectWithinBound(three, u, w, /*folds=*/3);
 }
 
+// A mean of kStreamFrom coordinates or more is stored with streaming stores: the same values,
+// bit for bit, as the cached stores of a shorter mean over the same prefix.
+TEST(WeightedAverageTest, StreamingStoresGiveTheSameMeanAsCachedStores) {
+  const size_t d = WeightedAverage::kStreamFrom + 3;
+  const Matrix u = RandomUpdates(5, d, 51);
+  const std::vector<double> w = RandomWeights(5, 52);
+  Matrix prefix;
+  for (const auto& v : u) prefix.emplace_back(v.begin(), v.begin() + (d - 4));
+  WeightedAverage streamed(d, 2), cached(d - 4);
+  for (const absl::Status& s : streamed.AddBatch(Spans(u), w)) ASSERT_TRUE(s.ok());
+  for (const absl::Status& s : cached.AddBatch(Spans(prefix), w)) ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(streamed.Add(u[0], 3.0).ok());  // a second fold reads the streamed mean back
+  ASSERT_TRUE(cached.Add(prefix[0], 3.0).ok());
+  for (size_t j = 0; j < d - 4; ++j) ASSERT_EQ(streamed.mean()[j], cached.mean()[j]) << j;
+  Matrix all = prefix;
+  all.push_back(prefix[0]);
+  std::vector<double> all_w = w;
+  all_w.push_back(3.0);
+  ExpectWithinBound(cached, all, all_w, /*folds=*/2);
+}
+
 TEST(WeightedAverageTest, AnUpdateBadInOneThreadsRangeIsLeftOutOfEveryRange) {
   Matrix u = RandomUpdates(6, kThreeParts, 31);
   const std::vector<double> w = RandomWeights(6, 32);
