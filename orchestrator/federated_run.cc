@@ -593,6 +593,8 @@ class FederatedRun {
     while (!missing.empty() && absl::Now() < until) {
       missing = hub_->WaitForContact(regions, absl::Milliseconds(200));
       if (Stopping()) return Interrupted("INTERRUPTED");
+      const double wall = spec_.budget().max_wall_time_seconds();
+      if (wall > 0 && Seconds() > wall) return Interrupted("BUDGET_EXHAUSTED");
       if (!AggregatorsAlive()) {
         return Fail(AggregatorExited());
       }
