@@ -549,7 +549,6 @@ class FederatedRun {
       if (int rc = LaunchParticipants(); rc != 0) return rc;
       if (int rc = AwaitRegions(); rc != 0) return rc;
     }
-    const double wall = spec_.budget().max_wall_time_seconds();
     for (int64_t round = last_round_ + 1; round <= fed().rounds(); ++round) {
       if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
       if (round != published_round_) {
@@ -561,7 +560,7 @@ class FederatedRun {
       };
       while (!ready()) {
         if (Stopping()) return Interrupted("INTERRUPTED");
-        if (wall > 0 && Seconds() > wall) return Interrupted("BUDGET_EXHAUSTED");
+        if (PastWallBudget()) return Interrupted("BUDGET_EXHAUSTED");
         if (!AggregatorsAlive()) {
           return Fail(AggregatorExited());
         }
@@ -593,8 +592,7 @@ class FederatedRun {
     while (!missing.empty() && absl::Now() < until) {
       missing = hub_->WaitForContact(regions, absl::Milliseconds(200));
       if (Stopping()) return Interrupted("INTERRUPTED");
-      const double wall = spec_.budget().max_wall_time_seconds();
-      if (wall > 0 && Seconds() > wall) return Interrupted("BUDGET_EXHAUSTED");
+      if (PastWallBudget()) return Interrupted("BUDGET_EXHAUSTED");
       if (!AggregatorsAlive()) {
         return Fail(AggregatorExited());
       }
@@ -607,6 +605,12 @@ class FederatedRun {
             : absl::StrCat("regions not up when round ", published_round_,
                            "'s deadline started: ", absl::StrJoin(missing, ", ")));
     return 0;
+  }
+
+  // True once the run has used its budget's max_wall_time (none: never).
+  bool PastWallBudget() const {
+    const double wall = spec_.budget().max_wall_time_seconds();
+    return wall > 0 && Seconds() > wall;
   }
 
   absl::Status AggregatorExited() const {

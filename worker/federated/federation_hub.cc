@@ -135,12 +135,9 @@ std::vector<std::string> FederationHub::WaitForContact(const std::vector<std::st
     for (const std::string& id : ids) {
       if (!contacted_.contains(id)) missing.push_back(id);
     }
-    if (missing.empty() || cv_.wait_until(lock, until) == std::cv_status::timeout) break;
+    if (missing.empty() || std::chrono::steady_clock::now() >= until) return missing;
+    cv_.wait_until(lock, until);
   }
-  if (!missing.empty()) {  // a last look after the timeout
-    std::erase_if(missing, [&](const std::string& id) { return contacted_.contains(id); });
-  }
-  return missing;
 }
 
 void FederationHub::RestartDeadline() {
