@@ -353,16 +353,20 @@ class Worker {
       std::cerr << "sextant-worker: preempted; trial " << a.trial_id() << " handed back\n";
       return 0;
     }
-    if (Stopping()) return 0;  // the orchestrator records the trial as cancelled
+    // A stop that cut the command short: the orchestrator records the trial as cancelled. A
+    // command that ended by itself just before a stop or a notice arrived still reports its
+    // end, or a finished trial would be lost; the worker then leases nothing more.
+    const bool stopping = Stopping();
+    if (stopping && (!result.ok() || result->stopped)) return 0;
     if (reporter.stale()) {  // the lease moved on; our result is not wanted
       NoteStale(a.trial_id(), a.attempt());
-      return -1;
+      return stopping ? 0 : -1;
     }
     v1::CompleteRequest req;
     req.set_worker_id(reg_.worker_id());
     req.set_trial_id(a.trial_id());
     req.set_attempt(a.attempt());
-    req.set_lease_next(true);
+    req.set_lease_next(!stopping);
     req.set_checkpoint_missing(checkpoint_missing);
     reporter.TakeUnsent(&req);
     if (!result.ok()) {
@@ -382,7 +386,8 @@ class Worker {
         req.set_error(Redactor::FromEnvironment(env).Apply(error));
       }
     }
-    return SendCompletion(req, next);
+    const int rc = SendCompletion(req, next);
+    return stopping ? 0 : rc;
   }
 
   // The orchestrator gave this attempt's lease to another: says so once on stderr.

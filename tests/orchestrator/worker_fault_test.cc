@@ -189,5 +189,48 @@ TEST_F(WorkerFaultTest, NetworkCutLongerThanTheLeaseMakesOneNewAttemptAndLateRep
   ExpectOneNewAttemptAndStaleRejection(victim);
 }
 
+// A preemption notice (SIGTERM to the worker) that lands just after the trial's command ended
+// by itself: the finished attempt is still reported, not dropped. Before, the worker exited
+// without a word and the trial sat RUNNING until its lease lapsed, then ran again. The trial
+// signals its own worker as its last act, so the command has exited by the time the worker
+// next looks at the notice (its tick is 0.2 s; the command exits within a millisecond).
+TEST(WorkerNoticeTest, ANoticeJustAfterTheCommandEndedStillReportsTheAttempt) {
+  const std::string dir = MakeTempDir("late-notice");
+  WriteFile(dir + "/trial.sh", absl::StrCat(R"SH(#!/bin/sh
+if mkdir ")SH", dir, R"SH(/first" 2>/dev/null; then
+  echo "step=1 loss=7"
+  kill -TERM $PPID
+  exit 0
+fi
+echo "step=1 loss=1"
+)SH"));
+  WriteFile(dir + "/exp.yaml", R"(name: late-notice
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: -1, max: 1}
+search: {sampler: random, seed: 2, max_trials: 1, max_concurrent: 1}
+trial:
+  command: [sh, trial.sh]
+)");
+  auto run = RunProcess({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
+                         "--workers", "1", "--lease-timeout", "3s", "--heartbeat", "0.5s"},
+                        60);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto r = RunProcess({kSextant, "results", dir + "/run", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["trials"].size(), 1u);
+  const nlohmann::json& t = j["trials"][0];
+  EXPECT_EQ(t["state"], "COMPLETED") << t.dump();
+  auto events = RunProcess({kSextant, "events", dir + "/run"});
+  EXPECT_THAT(events.out, ::testing::Not(HasSubstr("\"kind\":\"lease_expired\""))) << events.out;
+  // Unless the worker's tick fell inside the millisecond between the signal and the exit (the
+  // attempt is then handed back as preempted and runs again), the first attempt is the result.
+  if (t["preemptions"] == 0) {
+    EXPECT_EQ(t["attempts"], 1) << t.dump();
+    EXPECT_EQ(t["value"], 7.0) << t.dump();
+  }
+}
+
 }  // namespace
 }  // namespace sextant
