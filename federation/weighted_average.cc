@@ -60,64 +60,61 @@ size_t FirstNonFinite(const float* u, size_t n) {
   return i;
 }
 
-// s = keep * acc + sum_j c_j u_j over one block; acc == nullptr means the mean is still zero.
-SEXTANT_KERNEL void StartFour(double* __restrict s, size_t n, const float* __restrict acc,
-                              double keep, const float* __restrict u0,
-                              const float* __restrict u1, const float* __restrict u2,
-                              const float* __restrict u3, double c0, double c1, double c2,
-                              double c3) {
-  if (acc == nullptr) {
-    for (size_t i = 0; i < n; ++i) s[i] = (c0 * u0[i] + c1 * u1[i]) + (c2 * u2[i] + c3 * u3[i]);
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    s[i] = keep * acc[i] + ((c0 * u0[i] + c1 * u1[i]) + (c2 * u2[i] + c3 * u3[i]));
-  }
-}
-
-SEXTANT_KERNEL void AddFour(double* __restrict s, size_t n, const float* __restrict u0,
-                            const float* __restrict u1, const float* __restrict u2,
-                            const float* __restrict u3, double c0, double c1, double c2,
-                            double c3) {
-  for (size_t i = 0; i < n; ++i) s[i] += (c0 * u0[i] + c1 * u1[i]) + (c2 * u2[i] + c3 * u3[i]);
-}
-
-// The same over eight vectors, p[j] with coefficient c[j]; start: s = keep * acc + sum (acc ==
-// nullptr: s = sum), else s += sum.
-SEXTANT_KERNEL void FoldEight(double* __restrict s, size_t n, bool start,
-                              const float* __restrict acc, double keep,
-                              const float* const* __restrict p, const double* __restrict c) {
-  const float* __restrict u0 = p[0];
-  const float* __restrict u1 = p[1];
-  const float* __restrict u2 = p[2];
-  const float* __restrict u3 = p[3];
-  const float* __restrict u4 = p[4];
-  const float* __restrict u5 = p[5];
-  const float* __restrict u6 = p[6];
-  const float* __restrict u7 = p[7];
-  const double c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3], c4 = c[4], c5 = c[5], c6 = c[6],
-               c7 = c[7];
-#define SEXTANT_SUM_EIGHT                                           \
-  (((c0 * u0[i] + c1 * u1[i]) + (c2 * u2[i] + c3 * u3[i])) +        \
-   ((c4 * u4[i] + c5 * u5[i]) + (c6 * u6[i] + c7 * u7[i])))
-  if (!start) {
-    for (size_t i = 0; i < n; ++i) s[i] += SEXTANT_SUM_EIGHT;
-  } else if (acc == nullptr) {
-    for (size_t i = 0; i < n; ++i) s[i] = SEXTANT_SUM_EIGHT;
+// c_0 u_0[i] + ... + c_{Hi-1} u_{Hi-1}[i], summed as a balanced tree: a fixed order for each
+// group size, so that results do not depend on the CPU or the thread count.
+template <int Lo, int Hi>
+[[gnu::always_inline]] inline double Tree(const float* const* u, const double* c, size_t i) {
+  if constexpr (Hi - Lo == 1) {
+    return c[Lo] * u[Lo][i];
   } else {
-    for (size_t i = 0; i < n; ++i) s[i] = keep * acc[i] + SEXTANT_SUM_EIGHT;
+    constexpr int kMid = Lo + (Hi - Lo + 1) / 2;
+    return Tree<Lo, kMid>(u, c, i) + Tree<kMid, Hi>(u, c, i);
   }
-#undef SEXTANT_SUM_EIGHT
 }
 
-// s = keep * acc + c * u for a fold of a single vector (acc == nullptr: the mean is zero).
-SEXTANT_KERNEL void StartOne(double* __restrict s, size_t n, const float* __restrict acc,
-                             double keep, const float* __restrict u, double c) {
-  if (acc == nullptr) {
-    for (size_t i = 0; i < n; ++i) s[i] = c * u[i];
-    return;
+// Folds N vectors, p[j] with coefficient c[j], into one block of sums in one pass. start:
+// s = keep * acc + sum (acc == nullptr: the mean is still zero, s = sum); else s += sum.
+template <int N>
+[[gnu::always_inline]] inline void FoldGroup(double* __restrict s, size_t n, bool start,
+                                             const float* __restrict acc, double keep,
+                                             const float* const* p, const double* c) {
+  const float* u[N];
+  double k[N];
+  for (int j = 0; j < N; ++j) {
+    u[j] = p[j];
+    k[j] = c[j];
   }
-  for (size_t i = 0; i < n; ++i) s[i] = keep * acc[i] + c * u[i];
+  if (!start) {
+    for (size_t i = 0; i < n; ++i) s[i] += Tree<0, N>(u, k, i);
+  } else if (acc == nullptr) {
+    for (size_t i = 0; i < n; ++i) s[i] = Tree<0, N>(u, k, i);
+  } else {
+    for (size_t i = 0; i < n; ++i) s[i] = keep * acc[i] + Tree<0, N>(u, k, i);
+  }
+}
+
+using FoldKernel = void (*)(double*, size_t, bool, const float*, double, const float* const*,
+                            const double*);
+
+SEXTANT_KERNEL void FoldOne(double* __restrict s, size_t n, bool start,
+                            const float* __restrict acc, double keep, const float* const* p,
+                            const double* c) {
+  FoldGroup<1>(s, n, start, acc, keep, p, c);
+}
+SEXTANT_KERNEL void FoldFour(double* __restrict s, size_t n, bool start,
+                             const float* __restrict acc, double keep, const float* const* p,
+                             const double* c) {
+  FoldGroup<4>(s, n, start, acc, keep, p, c);
+}
+SEXTANT_KERNEL void FoldEight(double* __restrict s, size_t n, bool start,
+                              const float* __restrict acc, double keep, const float* const* p,
+                              const double* c) {
+  FoldGroup<8>(s, n, start, acc, keep, p, c);
+}
+SEXTANT_KERNEL void FoldTwelve(double* __restrict s, size_t n, bool start,
+                               const float* __restrict acc, double keep, const float* const* p,
+                               const double* c) {
+  FoldGroup<12>(s, n, start, acc, keep, p, c);
 }
 
 SEXTANT_KERNEL void Store(float* __restrict acc, const double* __restrict s, size_t n) {
@@ -317,28 +314,21 @@ size_t WeightedAverage::FoldBlock(size_t begin, size_t len, const std::vector<It
       c[j] = real ? items[k + j].numerator / total : 0.0;
     }
   };
-  if (items.size() == 1) {
-    StartOne(s, len, acc, keep, items[0].data + begin, items[0].numerator / total);
-  }
-  // Groups of eight (half the passes over s that groups of four would make); a last group of at
-  // most four goes in a group of four.
-  const float* p[8];
-  double c[8];
-  for (size_t k = 0; k < items.size() && items.size() > 1;) {
-    const bool start = k == 0;
-    if (items.size() - k > 4) {
-      group(k, 8, p, c);
-      FoldEight(s, len, start, acc, keep, p, c);
-      k += 8;
-    } else if (start) {
-      group(k, 4, p, c);
-      StartFour(s, len, acc, keep, p[0], p[1], p[2], p[3], c[0], c[1], c[2], c[3]);
-      k += 4;
-    } else {
-      group(k, 4, p, c);
-      AddFour(s, len, p[0], p[1], p[2], p[3], c[0], c[1], c[2], c[3]);
-      k += 4;
-    }
+  // Groups of eight, each one pass over s; what is left at the end, up to twelve, goes in one
+  // group, so that a round of ten updates is a single pass. Updates are read many at a time:
+  // fewer streams in flight read memory more slowly (bench/aggregation).
+  const float* p[12];
+  double c[12];
+  for (size_t k = 0; k < items.size();) {
+    const size_t rest = items.size() - k;
+    const auto [width, kernel] =
+        rest == 1                 ? std::pair<size_t, FoldKernel>{1, FoldOne}
+        : rest <= 4               ? std::pair<size_t, FoldKernel>{4, FoldFour}
+        : rest <= 8 || rest > 12  ? std::pair<size_t, FoldKernel>{8, FoldEight}
+                                  : std::pair<size_t, FoldKernel>{12, FoldTwelve};
+    group(k, width, p, c);
+    kernel(s, len, k == 0, acc, keep, p, c);
+    k += std::min(width, rest);
   }
   // Every coefficient is finite and at most 1 and the mean is finite, so a partial sum is NaN or
   // Inf exactly when some update holds one there (0 * Inf is NaN too): one check of the block's

@@ -89,12 +89,13 @@ class WeightedAverage {
   double total_weight() const { return total_weight_; }
   int64_t count() const { return count_; }
 
-  // Coordinates per block of a fold: the block's double partial sums (32 KiB) stay in cache
-  // while every update of the batch is folded into them.
-  static constexpr size_t kBlock = 4096;
+  // Coordinates per block of a fold: the block's double partial sums (128 KiB) stay in L2
+  // while every update of the batch is folded into them, and each update is read in runs of
+  // 64 KiB, long enough for the hardware prefetchers to keep many updates streaming at once.
+  static constexpr size_t kBlock = 16384;
   // Each thread of a fold takes at least this many blocks (1 MiB of floats), so that a short
   // vector is not split at a cost above the time it saves.
-  static constexpr size_t kMinBlocksPerPart = 64;
+  static constexpr size_t kMinBlocksPerPart = 16;
   // From this many coordinates on (2 MiB of mean), the mean is stored with streaming stores,
   // which skip reading each line before it is overwritten.
   static constexpr size_t kStreamFrom = size_t{1} << 19;
