@@ -326,6 +326,23 @@ class Worker {
     return spec;
   }
 
+  // Reports an attempt that a preemption notice stopped as preempted (not failed), so that the
+  // orchestrator requeues it to resume from its checkpoint. Returns 0: the worker exits.
+  int HandBack(const v1::Assignment& a, TrialReporter& reporter,
+               const absl::StatusOr<CommandResult>& result) {
+    v1::CompleteRequest req;
+    req.set_worker_id(reg_.worker_id());
+    req.set_trial_id(a.trial_id());
+    req.set_attempt(a.attempt());
+    req.set_preempted(true);
+    req.set_exit_code(result.ok() ? result->exit_code : -1);
+    reporter.TakeUnsent(&req);
+    v1::LeaseResponse unused;
+    SendCompletion(req, &unused);
+    std::cerr << "sextant-worker: preempted; trial " << a.trial_id() << " handed back\n";
+    return 0;
+  }
+
   // Runs one attempt and reports its end, leasing the next in the same call.
   // Returns -1 to go on, or an exit code.
   int RunAndComplete(const v1::Assignment& a, v1::LeaseResponse* next) {
@@ -340,24 +357,22 @@ class Worker {
                            TrialReporter::Setup{preempt_, options_.preempt_notice_seconds,
                                                   gpus_.get(), gpu_indices_});
     absl::StatusOr<CommandResult> result = RunCommand(SpecFor(a), &reporter, clock_);
-    if (reporter.preempting() && !reporter.stale()) {
-      v1::CompleteRequest req;
-      req.set_worker_id(reg_.worker_id());
-      req.set_trial_id(a.trial_id());
-      req.set_attempt(a.attempt());
-      req.set_preempted(true);
-      req.set_exit_code(result.ok() ? result->exit_code : -1);
-      reporter.TakeUnsent(&req);
-      v1::LeaseResponse unused;
-      SendCompletion(req, &unused);
-      std::cerr << "sextant-worker: preempted; trial " << a.trial_id() << " handed back\n";
-      return 0;
-    }
-    // A stop that cut the command short: the orchestrator records the trial as cancelled. A
-    // command that ended by itself just before a stop or a notice arrived still reports its
-    // end, or a finished trial would be lost; the worker then leases nothing more.
+    if (reporter.preempting() && !reporter.stale()) return HandBack(a, reporter, result);
+    // A notice or a stop that arrived as the command ended, before a tick saw it: the worker
+    // leases nothing more. A clean exit is the trial's own end and is reported, or a finished
+    // trial would be lost. Any other exit of its own is taken as the trial's answer to the same
+    // signal (a provider such as Slurm signals the trial too): after a notice it is handed back,
+    // after a stop the orchestrator records it as cancelled, as it does a command the stop cut
+    // short.
     const bool stopping = Stopping();
-    if (stopping && (!result.ok() || result->stopped)) return 0;
+    if (stopping) {
+      const bool by_itself = result.ok() && !result->stopped;
+      const bool clean_exit = by_itself && result->exit_code == 0;
+      if (stop_->load() && !clean_exit) return 0;
+      if (!stop_->load() && by_itself && !clean_exit && !reporter.stale()) {
+        return HandBack(a, reporter, result);
+      }
+    }
     if (reporter.stale()) {  // the lease moved on; our result is not wanted
       NoteStale(a.trial_id(), a.attempt());
       return stopping ? 0 : -1;

@@ -189,18 +189,18 @@ TEST_F(WorkerFaultTest, NetworkCutLongerThanTheLeaseMakesOneNewAttemptAndLateRep
   ExpectOneNewAttemptAndStaleRejection(victim);
 }
 
-// A preemption notice (SIGTERM to the worker) that lands just after the trial's command ended
-// by itself: the finished attempt is still reported, not dropped. Before, the worker exited
-// without a word and the trial sat RUNNING until its lease lapsed, then ran again. The trial
-// signals its own worker as its last act, so the command has exited by the time the worker
-// next looks at the notice (its tick is 0.2 s; the command exits within a millisecond).
-TEST(WorkerNoticeTest, ANoticeJustAfterTheCommandEndedStillReportsTheAttempt) {
-  const std::string dir = MakeTempDir("late-notice");
+// A preemption notice (SIGTERM to the worker) that lands just as the trial's command ends by
+// itself, before the worker's next tick (0.2 s) sees it: the trial signals its own worker as its
+// last act and exits within a millisecond. Runs one trial with one local worker; the first
+// attempt exits `first_exit`, a later one reports loss=1. Returns the trial's results entry and
+// sets *events to the run's event log.
+nlohmann::json RunWithLateNotice(const std::string& name, int first_exit, std::string* events) {
+  const std::string dir = MakeTempDir(name);
   WriteFile(dir + "/trial.sh", absl::StrCat(R"SH(#!/bin/sh
 if mkdir ")SH", dir, R"SH(/first" 2>/dev/null; then
   echo "step=1 loss=7"
   kill -TERM $PPID
-  exit 0
+  exit )SH", first_exit, R"SH(
 fi
 echo "step=1 loss=1"
 )SH"));
@@ -215,21 +215,45 @@ trial:
   auto run = RunProcess({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
                          "--workers", "1", "--lease-timeout", "3s", "--heartbeat", "0.5s"},
                         60);
-  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  *events = RunProcess({kSextant, "events", dir + "/run"}).out;
   auto r = RunProcess({kSextant, "results", dir + "/run", "--format", "json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  nlohmann::json j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j["trials"].size(), 1u);
-  const nlohmann::json& t = j["trials"][0];
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  if (!j.is_object() || j["trials"].size() != 1u) {
+    ADD_FAILURE() << r.out;
+    return {};
+  }
+  return j["trials"][0];
+}
+
+// A trial that finished: its attempt is reported, not dropped. Before, the worker exited without
+// a word and the trial sat RUNNING until its lease lapsed, then ran again.
+TEST(WorkerNoticeTest, ANoticeJustAfterTheCommandEndedStillReportsTheAttempt) {
+  std::string events;
+  nlohmann::json t = RunWithLateNotice("late-notice", 0, &events);
   EXPECT_EQ(t["state"], "COMPLETED") << t.dump();
-  auto events = RunProcess({kSextant, "events", dir + "/run"});
-  EXPECT_THAT(events.out, ::testing::Not(HasSubstr("\"kind\":\"lease_expired\""))) << events.out;
+  EXPECT_THAT(events, ::testing::Not(HasSubstr("\"kind\":\"lease_expired\""))) << events;
   // Unless the worker's tick fell inside the millisecond between the signal and the exit (the
   // attempt is then handed back as preempted and runs again), the first attempt is the result.
   if (t["preemptions"] == 0) {
     EXPECT_EQ(t["attempts"], 1) << t.dump();
     EXPECT_EQ(t["value"], 7.0) << t.dump();
   }
+}
+
+// The notice reached the trial as well (as Slurm's `scancel --full --signal=TERM` does): it
+// saved its checkpoint and exited 75 before the worker's tick. The attempt is handed back as
+// preempted at once, not failed, and not left to lapse.
+TEST(WorkerNoticeTest, ATrialThatAnswersTheNoticeItselfIsHandedBackAsPreempted) {
+  std::string events;
+  nlohmann::json t = RunWithLateNotice("late-notice-75", 75, &events);
+  EXPECT_EQ(t["state"], "COMPLETED") << t.dump();
+  EXPECT_EQ(t["preemptions"], 1) << t.dump();
+  EXPECT_EQ(t["attempts"], 2) << t.dump();
+  EXPECT_EQ(t["value"], 1.0) << t.dump();
+  EXPECT_THAT(events, HasSubstr("\"kind\":\"trial_preempted\"")) << events;
+  EXPECT_THAT(events, ::testing::Not(HasSubstr("\"kind\":\"lease_expired\""))) << events;
 }
 
 }  // namespace
