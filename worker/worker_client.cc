@@ -357,22 +357,20 @@ class Worker {
                            TrialReporter::Setup{preempt_, options_.preempt_notice_seconds,
                                                   gpus_.get(), gpu_indices_});
     absl::StatusOr<CommandResult> result = RunCommand(SpecFor(a), &reporter, clock_);
-    if (reporter.preempting() && !reporter.stale()) return HandBack(a, reporter, result);
-    // A notice or a stop that arrived as the command ended, before a tick saw it: the worker
-    // leases nothing more. A clean exit is the trial's own end and is reported, or a finished
-    // trial would be lost. Any other exit of its own is taken as the trial's answer to the same
-    // signal (a provider such as Slurm signals the trial too): after a notice it is handed back,
-    // after a stop the orchestrator records it as cancelled, as it does a command the stop cut
-    // short.
+    // A notice or a stop may also arrive as the command ends, before a tick sees it; the worker
+    // then leases nothing more. A clean exit is the trial's own end and is reported, or a
+    // finished trial would be lost. Any other exit of its own is taken as the trial's answer to
+    // the same signal (a provider such as Slurm signals the trial too): after a notice it is
+    // handed back like a trial the notice stopped; after a stop the orchestrator records it as
+    // cancelled, as it does a command the stop cut short.
     const bool stopping = Stopping();
-    if (stopping) {
-      const bool by_itself = result.ok() && !result->stopped;
-      const bool clean_exit = by_itself && result->exit_code == 0;
-      if (stop_->load() && !clean_exit) return 0;
-      if (!stop_->load() && by_itself && !clean_exit && !reporter.stale()) {
-        return HandBack(a, reporter, result);
-      }
+    const bool by_itself = result.ok() && !result->stopped;
+    const bool clean_exit = by_itself && result->exit_code == 0;
+    const bool late_notice = stopping && !stop_->load() && by_itself && !clean_exit;
+    if ((reporter.preempting() || late_notice) && !reporter.stale()) {
+      return HandBack(a, reporter, result);
     }
+    if (stop_->load() && !clean_exit) return 0;
     if (reporter.stale()) {  // the lease moved on; our result is not wanted
       NoteStale(a.trial_id(), a.attempt());
       return stopping ? 0 : -1;
