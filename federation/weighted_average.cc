@@ -1,6 +1,7 @@
 #include "federation/weighted_average.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -96,25 +97,45 @@ template <int N>
 using FoldKernel = void (*)(double*, size_t, bool, const float*, double, const float* const*,
                             const double*);
 
-SEXTANT_KERNEL void FoldOne(double* __restrict s, size_t n, bool start,
-                            const float* __restrict acc, double keep, const float* const* p,
-                            const double* c) {
-  FoldGroup<1>(s, n, start, acc, keep, p, c);
+// The widest group a fold takes in one pass.
+constexpr size_t kMaxGroup = 12;
+
+// One kernel per group width and instruction set. Each is FoldGroup<N> compiled for that set;
+// the operations and their order are the same in all, so results do not depend on the CPU.
+// With AVX-512 the conversions to double, which bound the fold's speed, take 8 floats at once.
+#define SEXTANT_FOLD_KERNEL(Name, ...)                                                        \
+  template <int N>                                                                            \
+  __VA_ARGS__ void Name(double* __restrict s, size_t n, bool start, const float* __restrict acc, \
+                        double keep, const float* const* p, const double* c) {                \
+    FoldGroup<N>(s, n, start, acc, keep, p, c);                                              \
+  }
+SEXTANT_FOLD_KERNEL(FoldPlain)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+SEXTANT_FOLD_KERNEL(FoldAvx2, __attribute__((target("avx2"))))
+SEXTANT_FOLD_KERNEL(FoldAvx512,
+                    __attribute__((target("avx512f,avx512vl,avx512dq,prefer-vector-width=512"))))
+#endif
+#undef SEXTANT_FOLD_KERNEL
+
+// The kernels for groups of 1 .. kMaxGroup, best first for this CPU.
+template <size_t... I>
+std::array<FoldKernel, kMaxGroup> PickFoldKernels(std::index_sequence<I...>) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq")) {
+    return {&FoldAvx512<static_cast<int>(I) + 1>...};
+  }
+  if (__builtin_cpu_supports("avx2")) return {&FoldAvx2<static_cast<int>(I) + 1>...};
+#endif
+  return {&FoldPlain<static_cast<int>(I) + 1>...};
 }
-SEXTANT_KERNEL void FoldFour(double* __restrict s, size_t n, bool start,
-                             const float* __restrict acc, double keep, const float* const* p,
-                             const double* c) {
-  FoldGroup<4>(s, n, start, acc, keep, p, c);
-}
-SEXTANT_KERNEL void FoldEight(double* __restrict s, size_t n, bool start,
-                              const float* __restrict acc, double keep, const float* const* p,
-                              const double* c) {
-  FoldGroup<8>(s, n, start, acc, keep, p, c);
-}
-SEXTANT_KERNEL void FoldTwelve(double* __restrict s, size_t n, bool start,
-                               const float* __restrict acc, double keep, const float* const* p,
-                               const double* c) {
-  FoldGroup<12>(s, n, start, acc, keep, p, c);
+
+// kernel(N) folds a group of N updates, 1 <= N <= kMaxGroup.
+FoldKernel FoldKernelFor(size_t n) {
+  static const std::array<FoldKernel, kMaxGroup> kernels =
+      PickFoldKernels(std::make_index_sequence<kMaxGroup>());
+  return kernels[n - 1];
 }
 
 SEXTANT_KERNEL void Store(float* __restrict acc, const double* __restrict s, size_t n) {
@@ -306,29 +327,20 @@ WeightedAverage::Part WeightedAverage::FoldRange(size_t begin, size_t end,
 size_t WeightedAverage::FoldBlock(size_t begin, size_t len, const std::vector<Item>& items,
                                   double* s, double keep, double total) {
   const float* acc = keep == 0 ? nullptr : mean_.data() + begin;
-  // The coefficient and block of item k; past the end, item 0's block (in cache) with 0.
-  auto group = [&](size_t k, size_t size, const float** p, double* c) {
-    for (size_t j = 0; j < size; ++j) {
-      const bool real = k + j < items.size();
-      p[j] = (real ? items[k + j].data : items[0].data) + begin;
-      c[j] = real ? items[k + j].numerator / total : 0.0;
-    }
-  };
-  // Groups of eight, each one pass over s; what is left at the end, up to twelve, goes in one
+  // Groups of eight, each one pass over s; what is left at the end, up to kMaxGroup, goes in one
   // group, so that a round of ten updates is a single pass. Updates are read many at a time:
   // fewer streams in flight read memory more slowly (bench/aggregation).
-  const float* p[12];
-  double c[12];
+  const float* p[kMaxGroup];
+  double c[kMaxGroup];
   for (size_t k = 0; k < items.size();) {
     const size_t rest = items.size() - k;
-    const auto [width, kernel] =
-        rest == 1                 ? std::pair<size_t, FoldKernel>{1, FoldOne}
-        : rest <= 4               ? std::pair<size_t, FoldKernel>{4, FoldFour}
-        : rest <= 8 || rest > 12  ? std::pair<size_t, FoldKernel>{8, FoldEight}
-                                  : std::pair<size_t, FoldKernel>{12, FoldTwelve};
-    group(k, width, p, c);
-    kernel(s, len, k == 0, acc, keep, p, c);
-    k += std::min(width, rest);
+    const size_t width = rest > kMaxGroup ? 8 : rest;
+    for (size_t j = 0; j < width; ++j) {
+      p[j] = items[k + j].data + begin;
+      c[j] = items[k + j].numerator / total;
+    }
+    FoldKernelFor(width)(s, len, k == 0, acc, keep, p, c);
+    k += width;
   }
   // Every coefficient is finite and at most 1 and the mean is finite, so a partial sum is NaN or
   // Inf exactly when some update holds one there (0 * Inf is NaN too): one check of the block's
