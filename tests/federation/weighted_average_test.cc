@@ -72,7 +72,8 @@ TEST(WeightedAverageTest, EqualsExactWeightedMean) {
 
 TEST(WeightedAverageTest, BatchOfRandomUpdatesIsWithinOneFloatRoundingOfLongDoubleMean) {
   const size_t d = 3 * WeightedAverage::kBlock + 17;  // several blocks and a ragged tail
-  for (size_t n : {1, 3, 4, 7, 64}) {
+  // Every width of a fold's last group (1 to 12), and groups of eight before it.
+  for (size_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 21, 64}) {
     const Matrix u = RandomUpdates(n, d, 100 + n);
     const std::vector<double> w = RandomWeights(n, 200 + n);
     WeightedAverage avg(d);
