@@ -177,6 +177,37 @@ TEST(WeightedAverageTest, BatchLeavesOutAnUpdateWithInfDeepInsideAndKeepsTheRest
   ExpectWithinBound(avg, kept, {w[0], w[1], w[3], w[4]}, /*folds=*/1, &u[2], w[2]);
 }
 
+TEST(WeightedAverageTest, AnInfMidBlockOnTopOfAnEarlierFoldIsTakenBackOutOfTheStoredBlocks) {
+  // A bad value found in the second block leaves the first block stored; it must be corrected,
+  // and the earlier fold's mean must still be the input of the blocks after it. Twenty updates:
+  // a group of eight, then a last group of twelve; the bad one is in either group.
+  const size_t d = 3 * WeightedAverage::kBlock + 17;
+  const size_t at = WeightedAverage::kBlock + 3 * 1024 + 7;
+  for (size_t bad : {3, 15}) {
+    const Matrix first = RandomUpdates(5, d, 31);
+    Matrix second = RandomUpdates(20, d, 32);
+    const std::vector<double> w1 = RandomWeights(5, 33), w2 = RandomWeights(20, 34);
+    second[bad][at] = -std::numeric_limits<float>::infinity();
+    WeightedAverage avg(d);
+    for (const absl::Status& s : avg.AddBatch(Spans(first), w1)) ASSERT_TRUE(s.ok()) << s;
+    const std::vector<absl::Status> st = avg.AddBatch(Spans(second), w2);
+    for (size_t i = 0; i < st.size(); ++i) EXPECT_EQ(st[i].ok(), i != bad) << i;
+    EXPECT_NE(st[bad].message().find(std::to_string(at)), std::string::npos) << st[bad];
+    EXPECT_EQ(avg.count(), 24);
+    Matrix kept = first;
+    std::vector<double> w = w1;
+    for (size_t i = 0; i < second.size(); ++i) {
+      if (i == bad) continue;
+      kept.push_back(second[i]);
+      w.push_back(w2[i]);
+    }
+    // The dropped update's infinity is at one coordinate only; elsewhere it is a finite value.
+    std::vector<float> dropped = second[bad];
+    dropped[at] = 0;
+    ExpectWithinBound(avg, kept, w, /*folds=*/2, &dropped, w2[bad]);
+  }
+}
+
 TEST(WeightedAverageTest, BatchWhoseOnlyUpdateIsBadLeavesNothing) {
   const size_t d = 2 * WeightedAverage::kBlock;
   std::vector<float> u(d, 1.0f);
