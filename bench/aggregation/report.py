@@ -51,15 +51,18 @@ def main():
           "/usr/bin/python3 with Debian's numpy, single-threaded as numpy's element-wise operations "
           "are. Copy: `memcpy` between two 512 MiB arrays, split over the same threads, counted as "
           "STREAM does (bytes read + bytes written). Each cell is the median over the interleaved "
-          "sweeps of per-run medians.\n")
+          "sweeps of per-run medians. `read`: the fold's access pattern without its arithmetic, as many "
+          "updates read at once as the fold reads (n up to 12, else a group of 8), summed in float "
+          f"on {top} threads (`aggregation_bench read`): the memory's ceiling for that pattern.\n")
     for t in (1, top):
         print(f"- STREAM-style copy, {t} thread{'s' if t > 1 else ''}: **{med(copy[t]):.1f} GB/s** "
               f"(runs: {', '.join(f'{c:.1f}' for c in copy[t])}); read-only pass: {med(read[t]):.1f} GB/s.")
     print(f"\nThe machine's memory bandwidth is the {top}-thread copy, {machine:.1f} GB/s; "
           "`% of copy` is against it.\n")
     print(f"| n | d | batch 1T | batch {top}T | % of copy | stream 1T | stream {top}T | numpy | "
-          f"batch {top}T / numpy | batch 1T / numpy | batch = numpy checksum |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          f"batch {top}T / numpy | batch 1T / numpy | read {top}T | batch {top}T / read | "
+          "batch = numpy checksum |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     configs = []
     for r in rows:
         if r["bench"] == "fedavg":
@@ -77,6 +80,9 @@ def main():
         b1, bt = pick("sextant", "batch", 1), pick("sextant", "batch", top)
         s1, st = pick("sextant", "stream", 1), pick("sextant", "stream", top)
         p = pick("numpy_flower")
+        streams = n if n <= 12 else 8
+        rd = med([float(r["gbps"]) for r in rows if r["bench"] == "read" and threads(r) == top
+                  and int(r["streams"]) == streams and int(float(r["d"])) == d])
         gp = gbps(p)
         # Batch (one rounding) and numpy should agree to float precision; stream folds n times
         # and may differ within its bound (n * 2^-24 relative per coordinate).
@@ -86,7 +92,9 @@ def main():
         r_top = f"{gbps(bt) / gp:.1f}x" if p else "-"
         r_one = f"{gbps(b1) / gp:.1f}x" if p else "-"
         print(f"| {n} | {d:.0e} | {gbps(b1):.2f} | {gbps(bt):.2f} | {100 * gbps(bt) / machine:.0f}% | "
-              f"{gbps(s1):.2f} | {gbps(st):.2f} | {np_cell} | {r_top} | {r_one} | {agree} |")
+              f"{gbps(s1):.2f} | {gbps(st):.2f} | {np_cell} | {r_top} | {r_one} | "
+              + (f"{rd:.2f} | {100 * gbps(bt) / rd:.0f}% | " if rd == rd else "- | - | ")
+              + f"{agree} |")
     print(f"\nLoad average while measuring (1 min): {', '.join(f'{l:.2f}' for l in loads)}; "
           + "; ".join(notes) + ".\n")
     print("Raw lines: bench/aggregation/raw.txt. Reproduce: "

@@ -28,6 +28,9 @@ for s in $(seq "$sweeps"); do
       "$bench" fedavg --n "$1" --d "$2" --mode batch --reps 7 --threads "$t" | tee -a "$raw"
       "$bench" fedavg --n "$1" --d "$2" --mode stream --reps 5 --threads "$t" | tee -a "$raw"
     done
+    # The fold's access pattern without its arithmetic: as many streams as it reads at once.
+    streams=$(( $1 <= 12 ? $1 : 8 ))
+    "$bench" read --streams "$streams" --d "$2" --reps 7 --threads "$cores" | tee -a "$raw"
     "$py" "$here/numpy_peer.py" --n "$1" --d "$2" --reps 5 2>&1 | tee -a "$raw" \
       || echo "bench=fedavg impl=numpy_flower n=$1 d=$2 failed=1" | tee -a "$raw"
   done
