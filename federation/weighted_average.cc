@@ -1,7 +1,6 @@
 #include "federation/weighted_average.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,13 +16,15 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "federation/internal/fold_kernels.h"
 
 namespace sextant {
 namespace {
 
 // The kernels are memory-bound; an AVX2 clone is picked at load time where the CPU has it so
 // that the conversions and multiplies keep up with memory. Both clones do the same operations
-// in the same order (no FMA contraction in ISO C++ mode), so results do not depend on the CPU.
+// in the same order (the library is built with -ffp-contract=off: no multiply is fused with an
+// add where the instruction set has FMA), so results do not depend on the CPU.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define SEXTANT_KERNEL __attribute__((target_clones("avx2", "default")))
 #else
@@ -61,81 +62,13 @@ size_t FirstNonFinite(const float* u, size_t n) {
   return i;
 }
 
-// c_0 u_0[i] + ... + c_{Hi-1} u_{Hi-1}[i], summed as a balanced tree: a fixed order for each
-// group size, so that results do not depend on the CPU or the thread count.
-template <int Lo, int Hi>
-[[gnu::always_inline]] inline double Tree(const float* const* u, const double* c, size_t i) {
-  if constexpr (Hi - Lo == 1) {
-    return c[Lo] * u[Lo][i];
-  } else {
-    constexpr int kMid = Lo + (Hi - Lo + 1) / 2;
-    return Tree<Lo, kMid>(u, c, i) + Tree<kMid, Hi>(u, c, i);
-  }
-}
+using internal::FoldKernel;
+constexpr size_t kMaxGroup = internal::kMaxFoldGroup;
 
-// Folds N vectors, p[j] with coefficient c[j], into one block of sums in one pass. start:
-// s = keep * acc + sum (acc == nullptr: the mean is still zero, s = sum); else s += sum.
-template <int N>
-[[gnu::always_inline]] inline void FoldGroup(double* __restrict s, size_t n, bool start,
-                                             const float* __restrict acc, double keep,
-                                             const float* const* p, const double* c) {
-  const float* u[N];
-  double k[N];
-  for (int j = 0; j < N; ++j) {
-    u[j] = p[j];
-    k[j] = c[j];
-  }
-  if (!start) {
-    for (size_t i = 0; i < n; ++i) s[i] += Tree<0, N>(u, k, i);
-  } else if (acc == nullptr) {
-    for (size_t i = 0; i < n; ++i) s[i] = Tree<0, N>(u, k, i);
-  } else {
-    for (size_t i = 0; i < n; ++i) s[i] = keep * acc[i] + Tree<0, N>(u, k, i);
-  }
-}
-
-using FoldKernel = void (*)(double*, size_t, bool, const float*, double, const float* const*,
-                            const double*);
-
-// The widest group a fold takes in one pass.
-constexpr size_t kMaxGroup = 12;
-
-// One kernel per group width and instruction set. Each is FoldGroup<N> compiled for that set;
-// the operations and their order are the same in all, so results do not depend on the CPU.
-// With AVX-512 the conversions to double, which bound the fold's speed, take 8 floats at once.
-#define SEXTANT_FOLD_KERNEL(Name, ...)                                                        \
-  template <int N>                                                                            \
-  __VA_ARGS__ void Name(double* __restrict s, size_t n, bool start, const float* __restrict acc, \
-                        double keep, const float* const* p, const double* c) {                \
-    FoldGroup<N>(s, n, start, acc, keep, p, c);                                              \
-  }
-SEXTANT_FOLD_KERNEL(FoldPlain)
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-SEXTANT_FOLD_KERNEL(FoldAvx2, __attribute__((target("avx2"))))
-SEXTANT_FOLD_KERNEL(FoldAvx512,
-                    __attribute__((target("avx512f,avx512vl,avx512dq,prefer-vector-width=512"))))
-#endif
-#undef SEXTANT_FOLD_KERNEL
-
-// The kernels for groups of 1 .. kMaxGroup, best first for this CPU.
-template <size_t... I>
-std::array<FoldKernel, kMaxGroup> PickFoldKernels(std::index_sequence<I...>) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq")) {
-    return {&FoldAvx512<static_cast<int>(I) + 1>...};
-  }
-  if (__builtin_cpu_supports("avx2")) return {&FoldAvx2<static_cast<int>(I) + 1>...};
-#endif
-  return {&FoldPlain<static_cast<int>(I) + 1>...};
-}
-
-// kernel(N) folds a group of N updates, 1 <= N <= kMaxGroup.
-FoldKernel FoldKernelFor(size_t n) {
-  static const std::array<FoldKernel, kMaxGroup> kernels =
-      PickFoldKernels(std::make_index_sequence<kMaxGroup>());
-  return kernels[n - 1];
+// The kernel for a group of `width` updates, for this CPU.
+FoldKernel FoldKernelFor(size_t width) {
+  static const internal::FoldIsa isa = internal::BestFoldIsa();
+  return internal::FoldKernelFor(width, isa);
 }
 
 SEXTANT_KERNEL void Store(float* __restrict acc, const double* __restrict s, size_t n) {
