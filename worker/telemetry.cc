@@ -18,6 +18,7 @@ struct ProcStat {
   pid_t pgrp = 0;
   double cpu_seconds = 0;
   int64_t rss_bytes = 0;
+  bool exited = false;  // a zombie (Z) or dying (X): its exit status is not yet collected
 };
 
 // Fields of /proc/PID/stat after the parenthesised command name (which may hold spaces).
@@ -39,6 +40,7 @@ bool ReadProcStat(const std::string& pid, ProcStat* out) {
       !absl::SimpleAtoi(f[12], &stime) || !absl::SimpleAtoi(f[21], &rss)) {
     return false;
   }
+  out->exited = f[0] == "Z" || f[0] == "X";
   out->pgrp = static_cast<pid_t>(pgrp);
   out->cpu_seconds = static_cast<double>(utime + stime) / ticks;
   out->rss_bytes = rss * page;
@@ -57,7 +59,7 @@ ProcessSample ProcessGroupSampler::Sample(absl::Time now) {
   while (dirent* d = ::readdir(dir)) {
     if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
     ProcStat st;
-    if (!ReadProcStat(d->d_name, &st) || st.pgrp != pgid_) continue;
+    if (!ReadProcStat(d->d_name, &st) || st.pgrp != pgid_ || st.exited) continue;
     ++s.processes;
     cpu += st.cpu_seconds;
     s.rss_bytes += st.rss_bytes;

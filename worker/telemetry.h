@@ -19,7 +19,7 @@ namespace sextant {
 struct ProcessSample {
   double cpu_percent = 0;  // of one core, summed over the group, since the previous sample
   int64_t rss_bytes = 0;   // summed over the group
-  int processes = 0;       // members found
+  int processes = 0;       // live members found (exited ones not yet reaped are not counted)
 };
 
 // Samples the processes whose process group is `pgid` from /proc.

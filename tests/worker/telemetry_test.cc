@@ -62,10 +62,47 @@ TEST(ProcessGroupSamplerTest, AGoneGroupReportsNothing) {
     BusyGroup busy;
     pid = busy.pid();
   }
+  // The group's other members were killed with it but are reaped by init, not by us: wait until
+  // the kernel has no process left in the group.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (::killpg(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_NE(::killpg(pid, 0), 0) << "the group outlived its kill";
   ProcessGroupSampler sampler(pid);
   ProcessSample s = sampler.Sample(absl::Now());
   EXPECT_EQ(s.processes, 0);
   EXPECT_EQ(s.rss_bytes, 0);
+}
+
+TEST(ProcessGroupSamplerTest, AnExitedMemberNotYetReapedIsNotCounted) {
+  // A sleeping leader of its own group, and a second member that exits at once and stays a
+  // zombie until it is reaped below.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  const char* argv[] = {"/bin/sleep", "60", nullptr};
+  pid_t leader = -1;
+  ASSERT_EQ(posix_spawn(&leader, "/bin/sleep", nullptr, &attr, const_cast<char**>(argv), environ),
+            0);
+  posix_spawnattr_destroy(&attr);
+  const pid_t member = ::fork();
+  if (member == 0) {
+    ::_exit(::setpgid(0, leader) == 0 ? 0 : 1);
+  }
+  ASSERT_GT(member, 0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(member), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_EQ(info.si_status, 0) << "the member did not join the group";
+  ASSERT_EQ(::getpgid(member), leader);  // a zombie still belongs to its group
+  ProcessGroupSampler sampler(leader);
+  const ProcessSample s = sampler.Sample(absl::Now());
+  ::waitpid(member, nullptr, 0);
+  ::kill(leader, SIGKILL);
+  ::waitpid(leader, nullptr, 0);
+  EXPECT_EQ(s.processes, 1);
+  EXPECT_GT(s.rss_bytes, 0);
 }
 
 TEST(GpuMonitorTest, OpensOrExplainsWhyNot) {
