@@ -1,6 +1,6 @@
 #include "orchestrator/admin_service.h"
 
-#include "orchestrator/security/server_security.h"
+#include "rpc/server_security.h"
 
 namespace sextant {
 

@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/duration.h"
+#include "common/ids.h"
 #include "orchestrator/cost/catalog.h"
 #include "orchestrator/trial_command.h"
 
@@ -454,6 +455,17 @@ class Loader {
   void LoadFederationOptions(const Section& s, v1::Federation* fed);
   void LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed);
   void LoadDifferentialPrivacy(const Field& f, v1::Federation* fed);
+  // A non-empty string that is an id (common/ids.h): such names become file names and travel
+  // between hosts. An error at f naming `what` otherwise.
+  std::optional<std::string> IdString(const Field& f, const char* what) {
+    std::optional<std::string> v = r_.NonEmptyString(f);
+    if (v && !IsValidId(*v)) {
+      r_.ValueError(f, absl::StrCat(QuotedId(*v), " is not ", what, ": at most ", kMaxIdBytes,
+                                    " bytes of [A-Za-z0-9._-]"));
+      return std::nullopt;
+    }
+    return v;
+  }
 
   // Calls set(value) when the key is present and its value is valid.
   template <typename T, typename Read, typename Set>
@@ -975,13 +987,15 @@ void Loader::LoadPool(const Field& f, std::set<std::string>& names, v1::Pool* po
   if (const Field* x = s.Find("instance")) pf.instance.emplace(*x);
   if (const Field* x = s.Find("market")) pf.market.emplace(*x);
   if (const Field* name = s.Require("name")) {
-    if (auto v = r_.NonEmptyString(*name)) {
+    if (auto v = IdString(*name, "a pool name")) {
       if (!names.insert(*v).second) r_.ValueError(*name, absl::StrCat("duplicate pool '", *v, "'"));
       pool->set_name(*v);
     }
   }
   auto text = [&](const Field& x) { return r_.NonEmptyString(x); };
-  IfPresent<std::string>(s, "region", text, [&](const std::string& v) { pool->set_region(v); });
+  IfPresent<std::string>(
+      s, "region", [&](const Field& x) { return IdString(x, "a region name"); },
+      [&](const std::string& v) { pool->set_region(v); });
   IfPresent<std::string>(s, "instance", text, [&](const std::string& v) { pool->set_instance(v); });
   IfPresent<size_t>(
       s, "market", [&](const Field& x) { return r_.Choice(x, kMarkets); },
@@ -1324,7 +1338,7 @@ int64_t Loader::LoadRegions(const Section& s, v1::Federation* fed) {
     valid = valid && rs.ok();
     if (!rs.ok()) continue;
     const Field* name = rs.Require("name");
-    if (std::optional<std::string> v = name ? r_.NonEmptyString(*name) : std::nullopt) {
+    if (std::optional<std::string> v = name ? IdString(*name, "a region name") : std::nullopt) {
       if (!names.insert(*v).second)
         r_.ValueError(*name, absl::StrCat("duplicate region '", *v, "'"));
       region->set_name(*v);

@@ -25,6 +25,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "aggregator/federation_plan.h"
+#include "aggregator/federation_service.h"
+#include "aggregator/secagg_hub.h"
+#include "aggregator/tier.h"
+#include "common/checkpoint.h"
+#include "common/ids.h"
 #include "common/status_macros.h"
 #include "federation/dp_noise.h"
 #include "federation/rdp_accountant.h"
@@ -34,20 +40,22 @@
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/federated_rounds_table.h"
 #include "orchestrator/global_checkpoint.h"
+#include "orchestrator/global_evaluator.h"
 #include "orchestrator/results.h"
 #include "orchestrator/run_dir.h"
-#include "orchestrator/security/server_security.h"
 #include "orchestrator/store.h"
-#include "worker/federated/federated_job.h"
-#include "worker/federated/federation_service.h"
-#include "worker/federated/secagg_hub.h"
-#include "worker/train/checkpoint.h"
+#include "rpc/certificates.h"
+#include "rpc/server_security.h"
 
 namespace sextant {
 namespace {
 
 // How long an aggregator waits for its clients to connect before its first round.
 constexpr double kStartupWaitSeconds = 120;
+// How long the evaluator may take to build the model and load the validation split, and to
+// score one model.
+constexpr absl::Duration kEvaluatorStartup = absl::Seconds(120);
+constexpr absl::Duration kEvaluationTimeout = absl::Seconds(600);
 
 std::atomic<int> g_fed_stop{0};
 void OnFedStop(int sig) { g_fed_stop.store(sig); }
@@ -73,12 +81,6 @@ struct Participant {
   std::string region;
   int index;
 };
-
-int64_t TotalClients(const v1::Federation& f) {
-  int64_t n = 0;
-  for (const auto& r : f.regions()) n += r.clients();
-  return n;
-}
 
 // Clients sampled per round.
 int64_t ClientsPerRound(const v1::Federation& f) {
@@ -156,21 +158,14 @@ class FederatedRun {
     auto rounds = RoundsTable::Open(run_dir_->db_path());
     if (!rounds.ok()) return Fail(rounds.status());
     rounds_ = std::make_unique<RoundsTable>(*std::move(rounds));
-    auto job = FederatedJobFromSpec(spec_);
-    if (!job.ok()) return Fail(job.status(), 2);
-    job_ = *job;
-    auto trainer = LocalTrainer::Create(job_.model, job_.seed, 2);
-    if (!trainer.ok()) return Fail(trainer.status(), 2);
-    evaluator_ = *std::move(trainer);
-    global_.resize(evaluator_->size());
-    if (absl::Status s = evaluator_->GetWeights(absl::MakeSpan(global_)); !s.ok()) return Fail(s);
     optimizer_ = MakeServerOptimizer(fed());
-    auto data = train::LoadFashionMnist(job_.dataset_dir, job_.validation_examples, job_.seed);
-    if (!data.ok()) return Fail(data.status());
-    validation_ = std::move(data->validation);
     fed_dir_ = std::filesystem::absolute(run_dir_->path() + "/federation").string();
     ckpt_dir_ = std::filesystem::absolute(run_dir_->checkpoints_dir() + "/federation").string();
     std::filesystem::create_directories(fed_dir_);
+    spec_file_ = fed_dir_ + "/spec.pb";
+    std::ofstream(spec_file_, std::ios::binary) << spec_.SerializeAsString();
+    if (int rc = StartEvaluator(); rc != 0) return rc;
+    global_ = evaluator_->initial_weights();
     if (int rc = Restore(); rc != 0) return rc;
     if (int rc = PrepareAccountant(); rc != 0) return rc;
     return StartServer();
@@ -213,11 +208,11 @@ class FederatedRun {
   // Payload: see global_checkpoint.h (the round's rows travel with it).
   absl::Status Checkpoint(int64_t round, const std::vector<RoundRow>& rows) {
     GlobalCheckpoint c{round, global_, optimizer_->state(), rows};
-    return train::WriteCheckpoint(ckpt_dir_, round, EncodeGlobalCheckpoint(c)).status();
+    return WriteCheckpoint(ckpt_dir_, round, EncodeGlobalCheckpoint(c)).status();
   }
 
   int Restore() {
-    auto ck = train::LoadLatestCheckpoint(ckpt_dir_);
+    auto ck = LoadLatestCheckpoint(ckpt_dir_);
     if (!ck.ok()) return 0;  // nothing completed yet
     absl::StatusOr<GlobalCheckpoint> c = DecodeGlobalCheckpoint(ck->payload, global_.size());
     if (!c.ok()) return Fail(c.status());
@@ -232,39 +227,38 @@ class FederatedRun {
     return 0;
   }
 
+  // The global tier: the regions' aggregators send to it. With hide_region_sums its SecAgg hub
+  // runs the regions' round, in which the aggregators are the clients.
   int StartServer() {
-    RoundCoordinatorOptions o;
-    o.experiment_id = experiment_id_;
-    o.model_size = global_.size();
-    o.min_updates = std::max(1, fed().min_clients());
-    o.deadline_seconds = fed().round_deadline_seconds();
-    auto coordinator = RoundCoordinator::Create(o, env_.clock);
-    if (!coordinator.ok()) return Fail(coordinator.status());
-    hub_ = std::make_unique<FederationHub>(*std::move(coordinator), env_.clock);
-    if (fed().hide_region_sums()) {
-      // The regions' round: the regional aggregators are its clients.
-      SecAggHubOptions so;
-      so.experiment_id = experiment_id_;
-      so.stage_timeout_seconds = StageTimeout();
-      so.quantization = Quantization();
-      region_secagg_ = std::make_unique<SecAggHub>(so, env_.clock);
-    }
-    service_ = std::make_unique<FederationServiceImpl>(hub_.get(), kDefaultChunkFloats,
-                                                       region_secagg_.get());
+    TierOptions o;
+    o.listen = options_.listen;
+    o.coordinator.experiment_id = experiment_id_;
+    o.coordinator.model_size = global_.size();
+    o.coordinator.min_updates = std::max(1, fed().min_clients());
+    o.coordinator.deadline_seconds = fed().round_deadline_seconds();
+    // Only a region's own aggregator speaks for it, for at most its clients.
+    for (const auto& r : fed().regions()) o.policy.region_clients[r.name()] = r.clients();
+    o.policy.max_client_weight = MaxClientWeight();
+    o.secure = fed().hide_region_sums();
+    o.secagg.stage_timeout_seconds = StageTimeout();
+    o.secagg.quantization = Quantization();
     // The same TLS/mTLS and token rules as the worker service (orchestrator.cc).
     ServerSecurity security;
     if (!options_.tls_dir.empty()) {
       auto loaded = LoadServerSecurity(options_.tls_dir);
       if (!loaded.ok()) return Fail(loaded.status(), 2);
       security = *std::move(loaded);
+      if (absl::Status s = IssueParticipantCertificates(&security); !s.ok()) return Fail(s, 2);
     }
     if (absl::Status s = CheckListenAllowed(options_.listen, security); !s.ok()) return Fail(s, 2);
-    auto server = StartFederationServer(options_.listen, service_.get(), &port_,
-                                        MakeServerCredentials(security));
-    if (!server.ok()) return Fail(server.status());
-    server_ = *std::move(server);
+    o.credentials = MakeServerCredentials(security);
+    auto tier = Tier::Start(std::move(o), env_.clock);
+    if (!tier.ok()) return Fail(tier.status());
+    tier_ = *std::move(tier);
     return 0;
   }
+
+  bool hide_region_sums() const { return fed().hide_region_sums(); }
 
   std::string Bin() const {
     return options_.worker_binary.empty() ? SelfDir() + "/sextant-worker" : options_.worker_binary;
@@ -280,11 +274,67 @@ class FederatedRun {
     (void)store_->AddEvent(Seconds(), "federation_launch", 0, absl::StrCat(what, " pid=", *pid));
   }
 
-  // Participants dial and serve with the run's certificates and tokens (aggregator.*, worker.*).
-  void AddTlsDir(std::vector<std::string>* argv) const {
+  // Where a participant's own certificate goes: its region's aggregator (index -1) or client.
+  std::string ParticipantTlsDir(const std::string& region, int index) const {
+    return index < 0 ? absl::StrCat(fed_dir_, "/tls/", region, "/aggregator")
+                     : absl::StrCat(fed_dir_, "/tls/", region, "/client-", index);
+  }
+
+  // Every participant this run starts gets a certificate of its own identity
+  // (sextant://aggregator/R/aggregator, sextant://client/R/I) from the CA in --tls-dir, so that
+  // each may speak only as itself. The aggregators' certificates are enrolled here: only they
+  // call this server.
+  absl::Status IssueParticipantCertificates(ServerSecurity* security) {
+    for (const auto& r : fed().regions()) {
+      SEXTANT_ASSIGN_OR_RETURN(
+          std::string fingerprint,
+          IssueParticipantDirectory(options_.tls_dir, ParticipantTlsDir(r.name(), -1),
+                                    PeerIdentity{Role::kAggregator, r.name(), "aggregator"}));
+      security->enrolled.insert(fingerprint);
+      for (int i = 0; i < r.clients(); ++i) {
+        SEXTANT_RETURN_IF_ERROR(IssueParticipantDirectory(
+                                    options_.tls_dir, ParticipantTlsDir(r.name(), i),
+                                    PeerIdentity{Role::kClient, r.name(), absl::StrCat(i)})
+                                    .status());
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // A participant dials and serves with its own certificate (IssueParticipantCertificates).
+  void AddTlsDir(std::vector<std::string>* argv, const std::string& region, int index) const {
     if (options_.tls_dir.empty()) return;
-    argv->push_back("--tls-dir");
-    argv->push_back(std::filesystem::absolute(options_.tls_dir).string());
+    argv->insert(argv->end(), {"--tls-dir", ParticipantTlsDir(region, index), "--tls-name",
+                               index < 0 ? "aggregator" : absl::StrCat(index)});
+  }
+
+  // The most weight one client may declare: its example share (or the training split), 1 under
+  // DP; unbounded for a command client, whose data is its own.
+  double MaxClientWeight() const {
+    if (!fed().client_command().empty()) return 0;
+    return static_cast<double>(Quantization().max_weight);
+  }
+
+  // The model lives in the evaluator process (the only one here that runs the trainer): it
+  // gives the seeded starting weights and scores the global model after each evaluated round.
+  int StartEvaluator() {
+    std::filesystem::create_directories(run_dir_->logs_dir());
+    auto evaluator = GlobalEvaluator::Start(
+        env_.launcher,
+        {Bin(), "--role", "evaluator", "--spec", spec_file_, "--work-dir", fed_dir_ + "/eval",
+         "--threads", "2", "--exit-with-parent"},
+        fed_dir_ + "/eval", run_dir_->logs_dir() + "/evaluator.log", kEvaluatorStartup);
+    if (!evaluator.ok()) return Fail(evaluator.status());
+    evaluator_ = *std::move(evaluator);
+    return 0;
+  }
+
+  // The global model's score after `round`; last_eval_ on success.
+  absl::Status Evaluate(int64_t round) {
+    absl::StatusOr<ModelScore> score = evaluator_->Evaluate(round, global_, kEvaluationTimeout);
+    if (!score.ok()) return score.status();
+    last_eval_ = *score;
+    return absl::OkStatus();
   }
 
   // The quantisation of secure aggregation. Weights are example counts (at most a client's
@@ -298,7 +348,7 @@ class FederatedRun {
     q.max_weight = fed().examples_per_client() > 0 ? fed().examples_per_client() : 60000;
     if (fed().has_dp()) {
       q.max_weight = 1;
-      q.clip = std::max(q.clip, job_.dp_clip_norm + 6 * job_.dp_client_noise_stddev);
+      q.clip = std::max(q.clip, DpClipNorm(fed()) + 6 * MaxClientNoiseStddev(fed()));
     }
     return q;
   }
@@ -313,15 +363,13 @@ class FederatedRun {
   // The ring of every secure sum when the regions' sums are hidden: it holds all clients' total.
   int RegionsRingBits() const {
     const SecAggQuantization q = Quantization();
-    return SecureQuantizer::RequiredRingBits(q.bits, job_.total_clients, q.max_weight);
+    return SecureQuantizer::RequiredRingBits(q.bits, TotalClients(fed()), q.max_weight);
   }
 
   // One aggregator per region, then its clients once it serves (it writes its port to a file).
   int LaunchParticipants() {
     std::filesystem::create_directories(run_dir_->logs_dir());
-    const std::string spec_file = fed_dir_ + "/spec.pb";
-    std::ofstream(spec_file, std::ios::binary) << spec_.SerializeAsString();
-    const std::string target = absl::StrCat("127.0.0.1:", port_);
+    const std::string target = absl::StrCat("127.0.0.1:", tier_->port());
     for (const auto& r : fed().regions()) {
       const std::string port_file = absl::StrCat(fed_dir_, "/", r.name(), ".port");
       std::filesystem::remove(port_file);
@@ -330,8 +378,9 @@ class FederatedRun {
           "--experiment-id", experiment_id_, "--model-size", absl::StrCat(global_.size()),
           "--work-dir", absl::StrCat(fed_dir_, "/", r.name()), "--port-file", port_file,
           "--clients", absl::StrCat(r.clients()), "--startup-wait",
-          absl::StrCat(kStartupWaitSeconds), "--exit-with-parent"};
-      AddTlsDir(&argv);
+          absl::StrCat(kStartupWaitSeconds), "--max-client-weight",
+          absl::StrCat(MaxClientWeight()), "--exit-with-parent"};
+      AddTlsDir(&argv, r.name(), -1);
       // Robust rules run where client updates are in the clear: at the regional aggregators.
       if (!fed().aggregation().empty() && fed().aggregation() != "fedavg") {
         argv.insert(argv.end(),
@@ -349,7 +398,7 @@ class FederatedRun {
                      absl::StrCat(StageTimeout())});
         if (fed().hide_region_sums()) {
           argv.insert(argv.end(), {"--hide-region-sum", "1", "--secagg-ring-clients",
-                                   absl::StrCat(job_.total_clients)});
+                                   absl::StrCat(TotalClients(fed()))});
         }
       }
       Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
@@ -373,9 +422,9 @@ class FederatedRun {
         std::vector<std::string> argv = {
             Bin(), "--role", "client", "--region", r.name(), "--index", absl::StrCat(i),
             "--connect", absl::StrCat("127.0.0.1:", port), "--experiment-id", experiment_id_,
-            "--spec", spec_file, "--threads", "1", "--work-dir",
+            "--spec", spec_file_, "--threads", "1", "--work-dir",
             absl::StrCat(fed_dir_, "/client-", r.name(), "-", i), "--exit-with-parent"};
-        AddTlsDir(&argv);
+        AddTlsDir(&argv, r.name(), i);
         Launch(argv, absl::StrCat("client-", r.name(), "-", i, ".log"),
                absl::StrCat("client ", ClientId(r.name(), i)));
       }
@@ -393,16 +442,16 @@ class FederatedRun {
         RegionalLayerConfig(experiment_id_, round, static_cast<int32_t>(regions.size()),
                             RegionsRingBits(), global_.size() + 1,
                             fed().seed() * 0x2545F4914F6CDD1DULL + static_cast<uint64_t>(round)));
-    return region_secagg_->OpenWithConfig(std::move(regions), std::move(config), 0, 1);
+    return tier_->secagg().OpenWithConfig(std::move(regions), std::move(config), 0, 1);
   }
 
   // The regions' round's outcome as a round outcome: the decoded mean of every client's update
   // (the orchestrator never sees a region's own sum). Aborted when the round aborted.
   absl::StatusOr<RoundOutcome> CloseRegionsRound(int64_t round, std::vector<float>* mean) {
-    SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, region_secagg_->TakeOutcome());
+    SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, tier_->secagg().TakeOutcome());
     SEXTANT_ASSIGN_OR_RETURN(
         SecureQuantizer quantizer,
-        MakeQuantizer(Quantization(), job_.total_clients, out.config.ring_bits));
+        MakeQuantizer(Quantization(), TotalClients(fed()), out.config.ring_bits));
     mean->resize(global_.size());
     SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.DecodeMean(out.sum, absl::MakeSpan(*mean)));
     RoundOutcome r;
@@ -412,7 +461,7 @@ class FederatedRun {
     r.count = out.count;
     r.senders = static_cast<int64_t>(out.contributors.size());
     // The regions' rejections of their clients, plus the regions' messages turned away here.
-    const int64_t here = region_secagg_->rejections();
+    const int64_t here = tier_->secagg().rejections();
     r.rejected = out.rejected + (here - region_rejections_);
     region_rejections_ = here;
     r.metrics = out.metrics;
@@ -420,7 +469,7 @@ class FederatedRun {
   }
 
   absl::Status PublishRound(int64_t round) {
-    if (region_secagg_) SEXTANT_RETURN_IF_ERROR(OpenRegionsRound(round));
+    if (hide_region_sums()) SEXTANT_RETURN_IF_ERROR(OpenRegionsRound(round));
     const std::string file = absl::StrCat(fed_dir_, "/global-", round, ".f32");
     {
       std::ofstream out(file, std::ios::binary | std::ios::trunc);
@@ -436,7 +485,7 @@ class FederatedRun {
       return t;
     };
     // Every region takes part in the regions' round, those without a sampled client too.
-    if (region_secagg_) {
+    if (hide_region_sums()) {
       for (const auto& r : fed().regions()) task_of(r.name());
     }
     for (const Participant& p : SampleClients(fed(), round)) {
@@ -451,7 +500,7 @@ class FederatedRun {
     for (auto& [region, t] : tasks) {
       t.min_updates = std::max<int64_t>(1, static_cast<int64_t>(t.participants.size()) - slack);
     }
-    SEXTANT_RETURN_IF_ERROR(hub_->Publish(round, file, std::move(tasks),
+    SEXTANT_RETURN_IF_ERROR(tier_->hub().Publish(round, file, std::move(tasks),
                                           fed().round_deadline_seconds(),
                                           std::max(1, fed().min_clients())));
     if (!previous_file_.empty()) std::filesystem::remove(previous_file_);
@@ -477,10 +526,7 @@ class FederatedRun {
     const bool eval = round == fed().rounds() || fed().eval_every() <= 1 ||
                       round % fed().eval_every() == 0;
     if (eval) {
-      absl::Status s = evaluator_->SetWeights(global_);
-      auto r = s.ok() ? evaluator_->Evaluate(validation_) : absl::StatusOr<EvalResult>(s);
-      if (!r.ok()) return Fail(r.status());
-      last_eval_ = *r;
+      if (absl::Status s = Evaluate(round); !s.ok()) return Fail(s);
     }
     // Rejections: regional updates turned away here plus client updates each region rejected.
     int64_t rejected = outcome.rejected;
@@ -539,7 +585,7 @@ class FederatedRun {
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
     *env_.out << "sextant: federated run " << spec_.name() << " in " << run_dir_path_ << ": "
-              << fed().regions_size() << " regions, " << job_.total_clients << " clients, "
+              << fed().regions_size() << " regions, " << TotalClients(fed()) << " clients, "
               << global_.size() << " parameters, rounds " << last_round_ + 1 << ".." << fed().rounds()
               << "\n" << std::flush;
     PutTrial("RUNNING");
@@ -554,23 +600,15 @@ class FederatedRun {
       if (round != published_round_) {
         if (absl::Status s = PublishRound(round); !s.ok()) return Fail(s);
       }
-      auto ready = [&] {
-        return region_secagg_ ? region_secagg_->WaitAndAdvance(absl::Milliseconds(200))
-                              : hub_->WaitReadyToClose(absl::Milliseconds(200));
-      };
-      while (!ready()) {
-        if (Stopping()) return Interrupted("INTERRUPTED");
-        if (PastWallBudget()) return Interrupted("BUDGET_EXHAUSTED");
-        if (!AggregatorsAlive()) {
-          return Fail(AggregatorExited());
-        }
-      }
+      absl::Status ready = tier_->AwaitClosable(
+          hide_region_sums() ? Tier::Close::kSecure : Tier::Close::kPlain, [&] { return Interruption(); });
+      if (!ready.ok()) return StoppedBy(ready);
       std::vector<SenderReport> senders;
       std::vector<float> regions_mean;
-      auto outcome = region_secagg_ ? CloseRegionsRound(round, &regions_mean)
-                                    : hub_->Close(&senders);
+      auto outcome = hide_region_sums() ? CloseRegionsRound(round, &regions_mean)
+                                        : tier_->hub().Close(&senders);
       if (!outcome.ok()) {
-        return Fail(region_secagg_ ? absl::AbortedError(absl::StrCat(
+        return Fail(hide_region_sums() ? absl::AbortedError(absl::StrCat(
                                          "the regions' secure round ", round, " failed: ",
                                          outcome.status().message()))
                                    : outcome.status());
@@ -587,24 +625,33 @@ class FederatedRun {
   int AwaitRegions() {
     std::vector<std::string> regions;
     for (const auto& r : fed().regions()) regions.push_back(r.name());
-    const absl::Time until = absl::Now() + absl::Seconds(kStartupWaitSeconds + 60);
-    std::vector<std::string> missing = regions;
-    while (!missing.empty() && absl::Now() < until) {
-      missing = hub_->WaitForContact(regions, absl::Milliseconds(200));
-      if (Stopping()) return Interrupted("INTERRUPTED");
-      if (PastWallBudget()) return Interrupted("BUDGET_EXHAUSTED");
-      if (!AggregatorsAlive()) {
-        return Fail(AggregatorExited());
-      }
-    }
-    hub_->RestartDeadline();
+    absl::StatusOr<std::vector<std::string>> missing = tier_->AwaitContact(
+        regions, absl::Seconds(kStartupWaitSeconds + 60), [&] { return Interruption(); });
+    if (!missing.ok()) return StoppedBy(missing.status());
+    tier_->hub().RestartDeadline();
     (void)store_->AddEvent(
         Seconds(), "federation_ready", 0,
-        missing.empty()
+        missing->empty()
             ? absl::StrFormat("every region's clients are up after %.1f s", Seconds())
             : absl::StrCat("regions not up when round ", published_round_,
-                           "'s deadline started: ", absl::StrJoin(missing, ", ")));
+                           "'s deadline started: ", absl::StrJoin(*missing, ", ")));
     return 0;
+  }
+
+  // Why a wait must end now: a stop (Cancelled), the wall-time budget (ResourceExhausted) or an
+  // aggregator that exited (Unavailable); OK to go on waiting.
+  absl::Status Interruption() {
+    if (Stopping()) return absl::CancelledError("INTERRUPTED");
+    if (PastWallBudget()) return absl::ResourceExhaustedError("BUDGET_EXHAUSTED");
+    if (!AggregatorsAlive()) return AggregatorExited();
+    return absl::OkStatus();
+  }
+
+  // The exit code for a wait that Interruption() ended.
+  int StoppedBy(const absl::Status& why) {
+    if (absl::IsCancelled(why)) return Interrupted("INTERRUPTED");
+    if (absl::IsResourceExhausted(why)) return Interrupted("BUDGET_EXHAUSTED");
+    return Fail(why);
   }
 
   // True once the run has used its budget's max_wall_time (none: never).
@@ -652,9 +699,7 @@ class FederatedRun {
   // The epsilon target is reached: the run ends normally before the round that would pass it.
   int EpsilonReached(const absl::Status& why) {
     if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed: evaluate the model again
-      if (evaluator_->SetWeights(global_).ok()) {
-        if (auto r = evaluator_->Evaluate(validation_); r.ok()) last_eval_ = *r;
-      }
+      (void)Evaluate(last_round_);
     }
     PutTrial("COMPLETED");
     const std::string line = absl::StrCat("stopped after round ", last_round_,
@@ -677,9 +722,7 @@ class FederatedRun {
 
   int Finish() {
     if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed at the end: evaluate again
-      if (evaluator_->SetWeights(global_).ok()) {
-        if (auto r = evaluator_->Evaluate(validation_); r.ok()) last_eval_ = *r;
-      }
+      (void)Evaluate(last_round_);
     }
     PutTrial("COMPLETED");
     absl::Status s = store_->PutMeta("state", "COMPLETED");
@@ -695,8 +738,10 @@ class FederatedRun {
   // loaded machine: DONE reaches a client through its aggregator's next poll, and a client
   // still in a secure-aggregation stage learns it only when that stage's poll returns.
   void Teardown() {
-    if (hub_) hub_->SetDone();
-    if (region_secagg_) region_secagg_->SetDone();
+    if (tier_) {
+      tier_->hub().SetDone();
+      if (hide_region_sums()) tier_->secagg().SetDone();
+    }
     const absl::Time until = absl::Now() + absl::Seconds(15);
     while (!children_.empty() && absl::Now() < until) {
       for (auto it = children_.begin(); it != children_.end();) {
@@ -710,7 +755,7 @@ class FederatedRun {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     }
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    if (tier_) tier_->Shutdown(absl::ZeroDuration());
   }
 
   struct Child {
@@ -725,21 +770,16 @@ class FederatedRun {
   std::unique_ptr<RunDir> run_dir_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<RoundsTable> rounds_;
-  FederatedJob job_;
-  std::unique_ptr<LocalTrainer> evaluator_;
+  std::string spec_file_;  // the experiment, for the participants and the evaluator
+  std::unique_ptr<GlobalEvaluator> evaluator_;
   std::vector<float> global_;
   std::unique_ptr<ServerOptimizer> optimizer_;
   std::optional<RdpAccountant> accountant_;
-  train::Dataset validation_;
-  std::unique_ptr<FederationHub> hub_;
-  std::unique_ptr<SecAggHub> region_secagg_;  // federation.hide_region_sums: the regions' round
-  int64_t region_rejections_ = 0;             // region_secagg_'s rejections already counted
-  std::unique_ptr<FederationServiceImpl> service_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
+  std::unique_ptr<Tier> tier_;     // the global tier of the rounds
+  int64_t region_rejections_ = 0;  // the regions' round's rejections already counted
   int64_t last_round_ = 0;
   int64_t published_round_ = -1;
-  EvalResult last_eval_;
+  ModelScore last_eval_;
   absl::Time start_;
   std::vector<Child> children_;
 };

@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint.h"
 #include "common/status_macros.h"
-#include "worker/train/checkpoint.h"
 
 namespace sextant {
 namespace {
@@ -15,7 +15,7 @@ absl::Status Field(const absl::Status& s, const char* name) {
 }
 
 // A moment: its length (0 or model_size) and that many floats.
-absl::Status ReadMoment(train::ByteReader& r, size_t model_size, const char* name,
+absl::Status ReadMoment(ByteReader& r, size_t model_size, const char* name,
                         std::vector<float>* out) {
   absl::StatusOr<int64_t> n = r.I64();
   SEXTANT_RETURN_IF_ERROR(Field(n.status(), name));
@@ -27,7 +27,7 @@ absl::Status ReadMoment(train::ByteReader& r, size_t model_size, const char* nam
   return Field(r.Floats(out->data(), *n), name);
 }
 
-absl::Status ReadRows(train::ByteReader& r, std::vector<RoundRow>* rows) {
+absl::Status ReadRows(ByteReader& r, std::vector<RoundRow>* rows) {
   absl::StatusOr<int64_t> n = r.I64();
   SEXTANT_RETURN_IF_ERROR(Field(n.status(), "row count"));
   if (*n < 0 || *n > (int64_t{1} << 20)) {
@@ -53,7 +53,7 @@ absl::Status ReadRows(train::ByteReader& r, std::vector<RoundRow>* rows) {
 }  // namespace
 
 std::string EncodeGlobalCheckpoint(const GlobalCheckpoint& c) {
-  train::ByteWriter w;
+  ByteWriter w;
   w.I64(c.round);
   w.Floats(c.model.data(), static_cast<int64_t>(c.model.size()));
   w.I64(c.optimizer.rounds);
@@ -78,7 +78,7 @@ std::string EncodeGlobalCheckpoint(const GlobalCheckpoint& c) {
 
 absl::StatusOr<GlobalCheckpoint> DecodeGlobalCheckpoint(const std::string& payload,
                                                         size_t model_size) {
-  train::ByteReader r(payload);
+  ByteReader r(payload);
   GlobalCheckpoint c;
   absl::StatusOr<int64_t> round = r.I64();
   SEXTANT_RETURN_IF_ERROR(Field(round.status(), "round"));

@@ -15,7 +15,7 @@ namespace sextant {
 // What a federated run checkpoints after each completed round: the round, the global model, the
 // server optimiser's state and the round's rows of the rounds table. The checkpoint is the
 // round's commit point: a resume writes its rows to the table, so the rows found after a crash
-// are exactly those of the committed round. It travels as the payload of a train::WriteCheckpoint file
+// are exactly those of the committed round. It travels as the payload of a WriteCheckpoint file
 // (atomic and checksummed), so this codec sees only payloads that passed the checksum.
 struct GlobalCheckpoint {
   int64_t round = 0;

@@ -4,14 +4,18 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/clock.h"
 #include "common/duration.h"
 #include "nlohmann/json.hpp"
@@ -22,8 +26,8 @@
 #include "orchestrator/report.h"
 #include "orchestrator/results.h"
 #include "orchestrator/run_dir.h"
-#include "orchestrator/security/certificates.h"
 #include "orchestrator/store.h"
+#include "rpc/certificates.h"
 
 namespace sextant {
 namespace {
@@ -34,7 +38,9 @@ constexpr const char* kUsage = R"(usage:
               [--tls-dir DIR] [--max-cost AMOUNT] [--max-wall-time DURATION]
   sextant resume DIR [--workers N] [--metrics-port PORT] [--tls-dir DIR]
               [--max-cost AMOUNT] [--max-wall-time DURATION]  (raise a spent budget)
-  sextant certs init DIR | sextant certs issue DIR NAME [--enroll]
+  sextant certs init DIR [--san HOST,...]
+  sextant certs issue DIR NAME [--role worker|client|aggregator|admin] [--region REGION]
+              [--san HOST,...] [--enroll]
   sextant validate FILE
   sextant status DIR [--watch]
   sextant results DIR [--format table|json|csv]
@@ -156,26 +162,63 @@ int Run(const Args& a, bool resume) {
   return RunExperiment(options, RunEnv{RealClockInstance(), launcher.get(), &std::cout, &std::cerr});
 }
 
-// sextant certs init DIR | sextant certs issue DIR NAME [--enroll]
+// sextant certs init DIR [--san HOST,...] |
+// sextant certs issue DIR NAME [--role R] [--region REG] [--san HOST,...] [--enroll]
 int Certs(int argc, char** argv) {
-  std::vector<std::string> args(argv + 2, argv + argc);
-  bool enroll = std::find(args.begin(), args.end(), "--enroll") != args.end();
-  std::erase(args, "--enroll");
+  constexpr const char* kCertsUsage =
+      "certs takes: init DIR [--san HOST,...] | issue DIR NAME [--role worker|client|aggregator|"
+      "admin] [--region REGION] [--san HOST,...] [--enroll]";
+  std::vector<std::string> args;
+  IssueOptions issue;
+  bool role_given = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--enroll") {
+      issue.enroll = true;
+    } else if (arg == "--role" || arg == "--region" || arg == "--san") {
+      if (i + 1 >= argc) return Usage(absl::StrCat(arg, " needs a value"));
+      const std::string value = argv[++i];
+      if (arg == "--region") {
+        issue.region = value;
+      } else if (arg == "--san") {
+        for (absl::string_view san : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+          issue.sans.emplace_back(absl::StripAsciiWhitespace(san));
+        }
+      } else {
+        std::optional<Role> role = ParseRole(value);
+        if (!role) return Usage(absl::StrCat("--role '", value, "': not worker, client, aggregator or admin"));
+        issue.role = *role;
+        role_given = true;
+      }
+    } else if (absl::StartsWith(arg, "--")) {
+      return Usage(absl::StrCat("certs: unknown flag ", arg));
+    } else {
+      args.push_back(arg);
+    }
+  }
   absl::Status s;
-  if (args.size() == 2 && args[0] == "init") {
-    s = InitCertificateDirectory(args[1]);
+  if (args.size() == 2 && args[0] == "init" && !role_given && issue.region.empty() &&
+      !issue.enroll) {
+    s = InitCertificateDirectory(args[1], issue.sans);
   } else if (args.size() == 3 && args[0] == "issue") {
-    s = IssueIntoDirectory(args[1], args[2], enroll);
+    s = IssueIntoDirectory(args[1], args[2], issue);
   } else {
-    return Usage("certs takes: init DIR | issue DIR NAME [--enroll]");
+    return Usage(kCertsUsage);
   }
   if (!s.ok()) {
     std::cerr << "sextant: certs: " << s.message() << "\n";
-    return s.code() == absl::StatusCode::kAlreadyExists ? 2 : 1;
+    return s.code() == absl::StatusCode::kAlreadyExists ||
+                   s.code() == absl::StatusCode::kInvalidArgument
+               ? 2
+               : 1;
   }
-  std::cout << "sextant: wrote " << (args[0] == "init" ? "a private CA, certificates and tokens"
-                                                       : "certificate " + args[2])
-            << " in " << args[1] << "\n";
+  if (args[0] == "init") {
+    std::cout << "sextant: wrote a private CA, certificates and tokens in " << args[1] << "\n";
+  } else {
+    std::cout << "sextant: wrote certificate " << args[2] << " ("
+              << IdentityUri(PeerIdentity{issue.role, issue.region, args[2]}) << ") in "
+              << args[1] << "\n";
+  }
   return 0;
 }
 

@@ -1,13 +1,32 @@
 #include "orchestrator/worker_service.h"
 
 #include <algorithm>
+#include <optional>
+
+#include "common/status_macros.h"
+#include "rpc/server_security.h"
 
 namespace sextant {
+namespace {
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+// The caller's certificate identity as a string ("" without one).
+std::string IdentityKey(const grpc::ServerContextBase& context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (!auth) return "";
+  std::optional<PeerIdentity> id = IdentityOf(*auth);
+  return id ? IdentityUri(*id) : "";
+}
+
+}  // namespace
+
+absl::Status WorkerServiceImpl::CheckSessionLocked(grpc::CallbackServerContext* context,
+                                                   int64_t worker_id) const {
+  absl::string_view session;
+  const auto& metadata = context->client_metadata();
+  if (auto it = metadata.find(kSessionMetadataKey); it != metadata.end()) {
+    session = absl::string_view(it->second.data(), it->second.size());
+  }
+  return sessions_.Check(worker_id, session, IdentityKey(*context));
 }
 
 void WorkerServiceImpl::NoteErrorLocked(const absl::Status& status) {
@@ -19,6 +38,8 @@ void WorkerServiceImpl::NoteErrorLocked(const absl::Status& status) {
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kResourceExhausted:
       return;
     default:
       if (fatal_.ok()) fatal_ = status;
@@ -60,9 +81,14 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContex
                                                       const v1::RegisterRequest* request,
                                                       v1::RegisterResponse* response) {
   return Serve(context, /*serve_waiting=*/false, [&] {
+    const std::string identity = IdentityKey(*context);
+    if (absl::Status s = sessions_.CanOpen(identity); !s.ok()) return s;
     auto result = dispatcher_->Register(*request);
-    if (result.ok()) *response = *std::move(result);
-    return result.status();
+    if (!result.ok()) return result.status();
+    *response = *std::move(result);
+    context->AddInitialMetadata(kSessionMetadataKey,
+                                sessions_.Open(response->worker_id(), identity));
+    return absl::OkStatus();
   });
 }
 
@@ -75,6 +101,10 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
     response->set_done(true);
     told_done_.insert(request->worker_id());
     reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  if (absl::Status s = CheckSessionLocked(context, request->worker_id()); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
     return reactor;
   }
   auto result = dispatcher_->Lease(request->worker_id());
@@ -95,6 +125,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerConte
                                                        const v1::HeartbeatRequest* request,
                                                        v1::HeartbeatResponse* response) {
   return Serve(context, /*serve_waiting=*/false, [&] {
+    SEXTANT_RETURN_IF_ERROR(CheckSessionLocked(context, request->worker_id()));
     auto result = dispatcher_->Heartbeat(*request);
     if (result.ok()) SetAction(*result, response);
     return result.status();
@@ -117,6 +148,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext*
     request = &redacted;
   }
   return Serve(context, /*serve_waiting=*/false, [&] {
+    SEXTANT_RETURN_IF_ERROR(CheckSessionLocked(context, request->worker_id()));
     auto result = dispatcher_->Report(*request);
     if (result.ok()) SetAction(*result, response);
     return result.status();
@@ -134,6 +166,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(grpc::CallbackServerContex
     request = &redacted;
   }
   return Serve(context, /*serve_waiting=*/true, [&] {
+    SEXTANT_RETURN_IF_ERROR(CheckSessionLocked(context, request->worker_id()));
     auto result = dispatcher_->Complete(*request);
     if (result.ok()) *response = *std::move(result);
     if (response->next().done()) told_done_.insert(request->worker_id());

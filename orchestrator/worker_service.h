@@ -8,21 +8,23 @@
 #include "common/redactor.h"
 #include "grpcpp/grpcpp.h"
 #include "orchestrator/dispatcher.h"
+#include "orchestrator/worker_sessions.h"
+#include "rpc/status_conversion.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
 
 namespace sextant {
 
-// Maps an absl::Status onto the gRPC status with the same code and message.
-grpc::Status ToGrpcStatus(const absl::Status& status);
-
 // The gRPC adapter over a Dispatcher: each RPC converts, calls the dispatcher under one lock
-// and converts back. A Lease that finds no work waits (long-poll) until work appears, the run
+// and converts back. Register opens a session (WorkerSessions) for the caller's identity; every
+// other call must carry that session for its worker id, or it is refused before the dispatcher
+// sees it (NOT_FOUND for a worker id never registered, PERMISSION_DENIED for another's). A Lease that finds no work waits (long-poll) until work appears, the run
 // ends, or its wait runs out. Thread-safe.
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
   // redactor masks secrets in trial errors and events before they are stored; default: none.
-  explicit WorkerServiceImpl(Dispatcher* dispatcher, Redactor redactor = Redactor())
-      : dispatcher_(dispatcher), redactor_(std::move(redactor)) {}
+  explicit WorkerServiceImpl(Dispatcher* dispatcher, Redactor redactor = Redactor(),
+                             WorkerSessions sessions = WorkerSessions())
+      : dispatcher_(dispatcher), redactor_(std::move(redactor)), sessions_(std::move(sessions)) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::RegisterRequest* request,
@@ -72,6 +74,8 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   // Gives work to waiting leases that can take it; finishes those whose wait ran out.
   void ServeWaitingLocked();
   void NoteErrorLocked(const absl::Status& status);
+  // OK when the call comes from the caller that registered worker_id (WorkerSessions::Check).
+  absl::Status CheckSessionLocked(grpc::CallbackServerContext* context, int64_t worker_id) const;
 
   // Masks secrets in the free text of measurements (events) in place.
   void Redact(google::protobuf::RepeatedPtrField<v1::Measurement>* ms) const;
@@ -82,6 +86,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   std::deque<Waiting> waiting_;
   bool draining_ = false;        // set by Drain
   std::set<int64_t> told_done_;  // workers answered `done`
+  WorkerSessions sessions_;
   absl::Status fatal_;
 };
 

@@ -14,8 +14,8 @@
 #include "absl/strings/strip.h"
 #include "common/redactor.h"
 #include "grpcpp/grpcpp.h"
+#include "rpc/channel_credentials.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
-#include "worker/channel_credentials.h"
 #include "worker/command_runner.h"
 #include "worker/telemetry.h"
 
@@ -24,8 +24,13 @@ namespace {
 
 using v1::WorkerService;
 
-std::unique_ptr<grpc::ClientContext> Context(double seconds) {
+// The metadata key of the session the orchestrator opened at Register (worker_sessions.h).
+constexpr char kSessionKey[] = "sextant-session";
+
+// A call's context: its deadline and, after registering, the worker's session.
+std::unique_ptr<grpc::ClientContext> Context(double seconds, const std::string& session = "") {
   auto c = std::make_unique<grpc::ClientContext>();
+  if (!session.empty()) c->AddMetadata(kSessionKey, session);
   c->set_deadline(std::chrono::system_clock::now() +
                   std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
   return c;
@@ -48,12 +53,13 @@ class TrialReporter : public CommandObserver {
     std::vector<int> gpu_indices;                 // empty: all
   };
 
-  TrialReporter(WorkerService::Stub* stub, int64_t worker_id, const v1::Assignment& a,
-                double heartbeat_seconds, Clock* clock, const std::atomic<bool>* stop,
-                Setup setup)
+  TrialReporter(WorkerService::Stub* stub, int64_t worker_id, std::string session,
+                const v1::Assignment& a, double heartbeat_seconds, Clock* clock,
+                const std::atomic<bool>* stop, Setup setup)
       : context_(std::move(setup)),
         stub_(stub),
         worker_id_(worker_id),
+        session_(std::move(session)),
         trial_id_(a.trial_id()),
         attempt_(a.attempt()),
         heartbeat_seconds_(heartbeat_seconds),
@@ -97,7 +103,7 @@ class TrialReporter : public CommandObserver {
       req.set_attempt(attempt_);
       AddTelemetry(now, &req);
       v1::HeartbeatResponse resp;
-      grpc::Status s = stub_->Heartbeat(Context(5).get(), req, &resp);
+      grpc::Status s = stub_->Heartbeat(Context(5, session_).get(), req, &resp);
       if (s.ok()) {
         last_heartbeat_ = now;
         Act(resp.action(), resp.stop());
@@ -114,7 +120,7 @@ class TrialReporter : public CommandObserver {
     if (buffer_.measurements_size() == 0) return;
     buffer_.set_worker_id(worker_id_);
     v1::ReportResponse resp;
-    grpc::Status s = stub_->Report(Context(5).get(), buffer_, &resp);
+    grpc::Status s = stub_->Report(Context(5, session_).get(), buffer_, &resp);
     if (s.ok()) {
       // A report renews the lease too, but heartbeats still go out on time: they carry the
       // telemetry.
@@ -180,7 +186,9 @@ class TrialReporter : public CommandObserver {
   bool preempting_ = false;
   bool noticed_ = false;  // the orchestrator sent ACTION_NOTICE
   WorkerService::Stub* stub_;
-  int64_t worker_id_, trial_id_;
+  int64_t worker_id_;
+  std::string session_;
+  int64_t trial_id_;
   int attempt_;
   double heartbeat_seconds_;
   Clock* clock_;
@@ -265,7 +273,12 @@ class Worker {
     auto ctx = Context(options_.connect_timeout_seconds);
     ctx->set_wait_for_ready(true);
     grpc::Status s = stub_->Register(ctx.get(), req, &reg_);
-    if (s.ok()) return 0;
+    if (s.ok()) {
+      const auto& metadata = ctx->GetServerInitialMetadata();
+      auto it = metadata.find(kSessionKey);
+      session_ = it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
+      return 0;
+    }
     std::cerr << "sextant-worker: cannot register with " << options_.target << ": "
               << s.error_message() << "\n";
     return s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ? 2 : 1;
@@ -282,7 +295,7 @@ class Worker {
       v1::LeaseRequest req;
       req.set_worker_id(reg_.worker_id());
       req.set_wait_seconds(options_.lease_wait_seconds);
-      auto ctx = Context(options_.lease_wait_seconds + 10);
+      auto ctx = Context(options_.lease_wait_seconds + 10, session_);
       grpc::Status s = stub_->Lease(ctx.get(), req, lease);
       if (s.ok()) {
         if (lease->has_retry()) lease->Clear();
@@ -352,8 +365,8 @@ class Worker {
       std::filesystem::create_directories(a.checkpoint_dir(), ec);
       checkpoint_missing = a.resume() && std::filesystem::is_empty(a.checkpoint_dir(), ec);
     }
-    TrialReporter reporter(stub_.get(), reg_.worker_id(), a, reg_.heartbeat_seconds(), clock_,
-                           stop_,
+    TrialReporter reporter(stub_.get(), reg_.worker_id(), session_, a, reg_.heartbeat_seconds(),
+                           clock_, stop_,
                            TrialReporter::Setup{preempt_, options_.preempt_notice_seconds,
                                                   gpus_.get(), gpu_indices_});
     absl::StatusOr<CommandResult> result = RunCommand(SpecFor(a), &reporter, clock_);
@@ -413,7 +426,7 @@ class Worker {
     absl::Time give_up = clock_->Now() + absl::Seconds(reg_.lease_seconds());
     while (true) {
       v1::CompleteResponse resp;
-      grpc::Status s = stub_->Complete(Context(10).get(), req, &resp);
+      grpc::Status s = stub_->Complete(Context(10, session_).get(), req, &resp);
       if (s.ok()) {
         *next = resp.next();
         if (next->has_retry()) next->Clear();
@@ -441,6 +454,7 @@ class Worker {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<WorkerService::Stub> stub_;
   v1::RegisterResponse reg_;
+  std::string session_;  // sent with every call after Register
   std::string creds_error_;  // why the TLS credentials could not be built
 };
 

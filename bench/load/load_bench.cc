@@ -49,8 +49,10 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-std::unique_ptr<grpc::ClientContext> Deadline(double seconds) {
+// A context with a deadline, carrying the worker's session (opened at Register) when given.
+std::unique_ptr<grpc::ClientContext> Deadline(double seconds, const std::string& session = "") {
   auto c = std::make_unique<grpc::ClientContext>();
+  if (!session.empty()) c->AddMetadata("sextant-session", session);
   c->set_deadline(std::chrono::system_clock::now() +
                   std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
   return c;
@@ -72,15 +74,21 @@ void RunWorker(const std::string& target, int index, Clock::time_point end, int 
   reg.set_region("bench");
   reg.set_pid(getpid());
   sextant::v1::RegisterResponse registered;
-  grpc::Status s = stub->Register(Deadline(30).get(), reg, &registered);
+  auto reg_ctx = Deadline(30);
+  grpc::Status s = stub->Register(reg_ctx.get(), reg, &registered);
   if (!s.ok()) return Fail(r, "register", s);
+  std::string session;
+  if (auto it = reg_ctx->GetServerInitialMetadata().find("sextant-session");
+      it != reg_ctx->GetServerInitialMetadata().end()) {
+    session.assign(it->second.data(), it->second.size());
+  }
   sextant::v1::Assignment a;
   while (Clock::now() < end) {
     sextant::v1::LeaseRequest lr;
     lr.set_worker_id(registered.worker_id());
     lr.set_wait_seconds(5);
     sextant::v1::LeaseResponse lease;
-    s = stub->Lease(Deadline(20).get(), lr, &lease);
+    s = stub->Lease(Deadline(20, session).get(), lr, &lease);
     if (!s.ok()) return Fail(r, "lease", s);
     if (lease.has_assignment()) {
       a = lease.assignment();
@@ -103,7 +111,7 @@ void RunWorker(const std::string& target, int index, Clock::time_point end, int 
     (*m->mutable_metrics())["loss"] = 1.0 / static_cast<double>(seq);
     sextant::v1::ReportResponse resp;
     auto t0 = Clock::now();
-    s = stub->Report(Deadline(10).get(), req, &resp);
+    s = stub->Report(Deadline(10, session).get(), req, &resp);
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (s.ok()) {
       ++r->acked;
@@ -122,7 +130,7 @@ void RunWorker(const std::string& target, int index, Clock::time_point end, int 
   m->set_sequence(++seq);
   (*m->mutable_metrics())["loss"] = 0.0;
   sextant::v1::CompleteResponse cr;
-  s = stub->Complete(Deadline(30).get(), done, &cr);
+  s = stub->Complete(Deadline(30, session).get(), done, &cr);
   if (s.ok()) {
     ++r->acked;
   } else {

@@ -27,12 +27,12 @@
 #include <thread>
 #include <vector>
 
+#include "aggregator/federation_hub.h"
+#include "aggregator/federation_service.h"
+#include "aggregator/secagg_hub.h"
+#include "aggregator/secagg_participant.h"
 #include "common/clock.h"
 #include "federation/secure_quantizer.h"
-#include "worker/federated/federation_hub.h"
-#include "worker/federated/federation_service.h"
-#include "worker/federated/secagg_hub.h"
-#include "worker/federated/secagg_participant.h"
 
 namespace sextant {
 namespace {

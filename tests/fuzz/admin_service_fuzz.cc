@@ -21,8 +21,8 @@
 
 #include "grpc/grpc_security_constants.h"
 #include "orchestrator/admin_service.h"
-#include "orchestrator/security/certificates.h"
-#include "orchestrator/security/server_security.h"
+#include "rpc/certificates.h"
+#include "rpc/server_security.h"
 #include "sextant/v1/admin_service.pb.h"
 #include "tests/fuzz/internal/records.h"
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "worker/train/checkpoint.h"
+#include "common/checkpoint.h"
 
 namespace {
 
@@ -18,7 +18,7 @@ const std::string& Dir() {
     const char* d = mkdtemp(tmpl);
     if (d == nullptr) abort();
     std::string path = d;
-    if (!sextant::train::WriteCheckpoint(path, 1, "good", 8).ok()) abort();
+    if (!sextant::WriteCheckpoint(path, 1, "good", 8).ok()) abort();
     return path;
   }();
   return dir;
@@ -33,10 +33,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::ofstream f(dir + "/ckpt-2.bin", std::ios::binary | std::ios::trunc);
     f << input;
   }
-  auto loaded = sextant::train::LoadLatestCheckpoint(dir);
+  auto loaded = sextant::LoadLatestCheckpoint(dir);
   if (!loaded.ok()) abort();  // the valid older checkpoint is always there
   // The payload reader, over the raw input.
-  sextant::train::ByteReader reader(input);
+  sextant::ByteReader reader(input);
   for (int i = 0; i < 8 && !reader.done(); ++i) {
     if (!reader.U64().ok() || !reader.Bytes().ok()) break;
   }

@@ -6,8 +6,13 @@
 //   1  a ModelChunk opening an update stream, followed by the records tagged 2 (its chunks);
 //      tag & 0x10 fixes the ids up (and total_size on the first), tag & 0x08 breaks it off.
 //   3  closes the round if it may close, and opens the next one.
+// Every call goes through a SenderGate for region "r"; tag & 0x04 makes the caller a client
+// certificate (sextant://client/r/N, N from the tag's top bits, which may differ from the id
+// the message names).
 // Invariants: a served model is the published one; an accepted update is whole; a closed
-// round's mean is finite; no call waits (an update left staged would block the next one).
+// round's mean is finite; no call waits (an update left staged would block the next one); a
+// call from a certificate is served or accepted only for that certificate's own client id; an
+// accepted id is a bounded REGION/NAME; a client's accepted weights never change.
 #include <stdlib.h>
 
 #include <cmath>
@@ -15,13 +20,16 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "aggregator/federation_service.h"
+#include "aggregator/sender_gate.h"
 #include "common/clock.h"
 #include "tests/fuzz/internal/records.h"
-#include "worker/federated/federation_service.h"
 
 namespace {
 
@@ -48,6 +56,18 @@ const std::string& ModelPath() {
 
 std::string Client(int k) { return absl::StrCat("r/", k % 3); }
 
+// The certificate identity a record's call comes with (tag & 0x04), or none.
+std::optional<sextant::PeerIdentity> Caller(uint8_t tag) {
+  if ((tag & 0x04) == 0) return std::nullopt;
+  return sextant::PeerIdentity{sextant::Role::kClient, "r", absl::StrCat((tag >> 6) % 3)};
+}
+
+// The served or accepted id must be the caller's own, and well formed.
+void CheckAccepted(const std::optional<sextant::PeerIdentity>& caller, const std::string& id) {
+  if (caller && caller->ClientId() != id) abort();
+  if (!sextant::CheckClientId("id", id).ok()) abort();
+}
+
 void Publish(sextant::FederationHub& hub, int64_t round) {
   std::map<std::string, sextant::RoundTask> tasks;
   for (int k = 0; k < 3; ++k) {
@@ -59,7 +79,8 @@ void Publish(sextant::FederationHub& hub, int64_t round) {
   if (!hub.Publish(round, ModelPath(), std::move(tasks), 0, 1).ok()) abort();
 }
 
-void ServeOne(sextant::FederationHub& hub, uint8_t tag, const std::string& bytes, int64_t round) {
+void ServeOne(sextant::FederationHub& hub, sextant::SenderGate& gate, uint8_t tag,
+              const std::string& bytes, int64_t round) {
   sextant::v1::RoundRequest request;
   if (!request.ParseFromString(bytes)) return;
   if (tag & 0x10) {
@@ -70,12 +91,13 @@ void ServeOne(sextant::FederationHub& hub, uint8_t tag, const std::string& bytes
   if (request.wait_seconds() > 0) request.set_wait_seconds(0);  // NaN and negatives stay
   std::vector<sextant::v1::ModelChunk> sent;
   grpc::Status s = sextant::ServeRound(
-      &hub, 1 + (tag >> 5), request,
+      &hub, gate, Caller(tag), 1 + (tag >> 5), request,
       [&](const sextant::v1::ModelChunk& c) {
         sent.push_back(c);
         return true;
       },
       [] { return false; });
+  if (s.ok()) CheckAccepted(Caller(tag), request.client_id());
   if (!s.ok() || sent.empty() ||
       sent[0].assignment().kind() != sextant::v1::RoundAssignment::TRAIN) {
     return;
@@ -90,8 +112,9 @@ void ServeOne(sextant::FederationHub& hub, uint8_t tag, const std::string& bytes
   if (got != Model()) abort();
 }
 
-void PushOne(sextant::FederationHub& hub, const std::vector<sextant::fuzz::Record>& records,
-             size_t* at, int64_t round) {
+void PushOne(sextant::FederationHub& hub, sextant::SenderGate& gate,
+             std::map<std::string, double>& weights,
+             const std::vector<sextant::fuzz::Record>& records, size_t* at, int64_t round) {
   const uint8_t tag = records[*at].tag;
   std::vector<sextant::v1::ModelChunk> chunks;
   for (size_t i = *at; i < records.size() && (i == *at || (records[i].tag & 3) == 2); ++i) {
@@ -110,7 +133,7 @@ void PushOne(sextant::FederationHub& hub, const std::vector<sextant::fuzz::Recor
   size_t next = 0;
   sextant::v1::UpdateReceipt receipt;
   grpc::Status s = sextant::ReceiveUpdate(
-      &hub,
+      &hub, gate, Caller(tag),
       [&](sextant::v1::ModelChunk* c) {
         if (next >= chunks.size()) return false;
         *c = chunks[next++];
@@ -118,6 +141,11 @@ void PushOne(sextant::FederationHub& hub, const std::vector<sextant::fuzz::Recor
       },
       [&] { return (tag & 0x08) != 0; }, &receipt);
   if (s.ok() && receipt.floats_received() != kModel) abort();
+  if (s.ok()) {
+    CheckAccepted(Caller(tag), chunks[0].client_id());
+    auto [it, first] = weights.emplace(chunks[0].client_id(), chunks[0].weight());
+    if (!first && it->second != chunks[0].weight()) abort();
+  }
 }
 
 void CloseOne(sextant::FederationHub& hub, int64_t* round) {
@@ -141,16 +169,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto coordinator = sextant::RoundCoordinator::Create(o, &clock);
   if (!coordinator.ok()) abort();
   sextant::FederationHub hub(*std::move(coordinator), &clock);
+  sextant::TierPolicy policy;
+  policy.region = "r";
+  sextant::SenderGate gate(policy);
+  std::map<std::string, double> weights;
   int64_t round = 0;
   Publish(hub, round);
   std::vector<sextant::fuzz::Record> records = sextant::fuzz::SplitRecords(data, size);
   for (size_t i = 0; i < records.size(); ++i) {
     switch (records[i].tag & 3) {
       case 0:
-        ServeOne(hub, records[i].tag, records[i].bytes, round);
+        ServeOne(hub, gate, records[i].tag, records[i].bytes, round);
         break;
       case 1:
-        PushOne(hub, records, &i, round);
+        PushOne(hub, gate, weights, records, &i, round);
         break;
       case 2:
         break;  // a chunk with no stream open

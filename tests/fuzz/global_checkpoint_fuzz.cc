@@ -10,8 +10,8 @@
 #include <fstream>
 #include <string>
 
+#include "common/checkpoint.h"
 #include "orchestrator/global_checkpoint.h"
-#include "worker/train/checkpoint.h"
 
 namespace {
 
@@ -25,7 +25,7 @@ const std::string& Dir() {
     sextant::GlobalCheckpoint good;
     good.round = 1;
     good.model = {1, 2, 3, 4};
-    if (!sextant::train::WriteCheckpoint(d, 1, sextant::EncodeGlobalCheckpoint(good)).ok()) abort();
+    if (!sextant::WriteCheckpoint(d, 1, sextant::EncodeGlobalCheckpoint(good)).ok()) abort();
     return std::string(d);
   }();
   return dir;
@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::ofstream f(dir + "/ckpt-2.bin", std::ios::binary | std::ios::trunc);
     f << input;
   }
-  auto loaded = sextant::train::LoadLatestCheckpoint(dir);
+  auto loaded = sextant::LoadLatestCheckpoint(dir);
   if (!loaded.ok()) abort();  // the valid older checkpoint is always there
   Decode(loaded->payload);
   Decode(input);  // the raw bytes as a payload, past the checksum

@@ -692,6 +692,34 @@ parameters: {lr: {type: float, min: 0.001, max: 0.1}}
                              "built-in trainer; use one of: batch_size,")));
 }
 
+// Pool and region names become file names (logs, certificates, work folders) and travel
+// between hosts: they must be ids.
+TEST(ExperimentLoaderTest, PoolAndRegionNamesThatWouldBecomeOtherPathsAreErrors) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+resources:
+  pools:
+    - {name: ../escape, region: r1}
+    - {name: ok, region: "a/b"}
+)"),
+              ElementsAre("exp.yaml:7:14: resources.pools[0].name: '../escape' is not a pool name: "
+                          "at most 128 bytes of [A-Za-z0-9._-]",
+                          "exp.yaml:8:26: resources.pools[1].region: 'a/b' is not a region name: "
+                          "at most 128 bytes of [A-Za-z0-9._-]"));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: "east/1", clients: 2}]
+)"),
+              ElementsAre("exp.yaml:5:20: federation.regions[0].name: 'east/1' is not a region "
+                          "name: at most 128 bytes of [A-Za-z0-9._-]"));
+}
+
 TEST(ExperimentLoaderTest, FederationNeedsRegionsWithClients) {
   EXPECT_THAT(Errors(R"(
 name: t

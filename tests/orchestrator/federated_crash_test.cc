@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/checkpoint.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/federated_rounds_table.h"
@@ -29,7 +30,6 @@
 #include "tests/orchestrator/test_util.h"
 #include "worker/federated/federated_job.h"
 #include "worker/federated/local_trainer.h"
-#include "worker/train/checkpoint.h"
 #include "worker/train/dataset.h"
 
 extern char** environ;
@@ -282,7 +282,7 @@ TEST(FederatedCrashTest, TwentySigkillsKeepEveryListedRoundAndEndWithTheLastRoun
   }
 
   // The final checkpoint is round kRounds, and its model is the one the last row measured.
-  auto ck = train::LoadLatestCheckpoint(run_dir + "/artifacts/checkpoints/federation");
+  auto ck = LoadLatestCheckpoint(run_dir + "/artifacts/checkpoints/federation");
   ASSERT_TRUE(ck.ok()) << ck.status();
   EXPECT_EQ(ck->step, kRounds);
   EXPECT_TRUE(ck->skipped.empty());
@@ -291,7 +291,7 @@ TEST(FederatedCrashTest, TwentySigkillsKeepEveryListedRoundAndEndWithTheLastRoun
   auto evaluator = LocalTrainer::Create(job->model, job->seed, 2);
   ASSERT_TRUE(evaluator.ok()) << evaluator.status();
   std::vector<float> weights(static_cast<size_t>((*evaluator)->size()));
-  train::ByteReader reader(ck->payload);
+  ByteReader reader(ck->payload);
   auto round = reader.I64();
   ASSERT_TRUE(round.ok());
   EXPECT_EQ(*round, kRounds);

@@ -1,6 +1,7 @@
 // TLS everywhere for federated runs and fleet workers, with real processes: a regional
-// aggregator that refuses callers without an enrolled certificate or a token, the non-loopback
-// rule for aggregators, and fleet-launched workers that dial the orchestrator over TLS. (A whole
+// aggregator that lets each client certificate speak only as itself, forged regional
+// aggregates refused by a running federated run, the non-loopback rule for aggregators, and
+// fleet-launched workers that dial the orchestrator over TLS. (A whole
 // federated run over mTLS is federated_tls_run_test, labelled slow.)
 #include <chrono>
 #include <filesystem>
@@ -64,13 +65,13 @@ class FederatedSecurityTest : public ::testing::Test {
   }
 
   // One GetRound for a client that is not sampled: OK (a WAIT) once the call is let in.
-  grpc::Status GetRound(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::Status GetRound(const std::shared_ptr<grpc::Channel>& channel, const std::string& client) {
     auto stub = v1::FederationService::NewStub(channel);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::RoundRequest req;
     req.set_experiment_id("x");
-    req.set_client_id("east/0");
+    req.set_client_id(client);
     req.set_round(-1);
     auto reader = stub->GetRound(&ctx, req);
     v1::ModelChunk chunk;
@@ -79,41 +80,150 @@ class FederatedSecurityTest : public ::testing::Test {
     return reader->Finish();
   }
 
+  // One PushUpdate of a 4-float update as `sender`, claiming weight and count.
+  grpc::Status Push(const std::shared_ptr<grpc::Channel>& channel, const std::string& sender,
+                    double weight, int64_t count) {
+    auto stub = v1::FederationService::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::UpdateReceipt receipt;
+    auto writer = stub->PushUpdate(&ctx, &receipt);
+    v1::ModelChunk chunk;
+    chunk.set_experiment_id("x");
+    chunk.set_round(1);
+    chunk.set_client_id(sender);
+    chunk.set_total_size(4);
+    chunk.set_weight(weight);
+    chunk.set_count(count);
+    const float values[4] = {1e6f, 1e6f, 1e6f, 1e6f};
+    chunk.set_data(reinterpret_cast<const char*>(values), sizeof(values));
+    writer->Write(chunk);
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
   std::string dir_, certs_;
 };
 
-TEST_F(FederatedSecurityTest, AggregatorRefusesCallersWithoutAnEnrolledCertificateOrToken) {
+// A regional aggregator started by hand with its own per-host certificate serves only its
+// region's clients, each as itself.
+TEST_F(FederatedSecurityTest, AggregatorLetsEachClientSpeakOnlyAsItself) {
   const std::string other = dir_ + "/other-ca";
   ASSERT_EQ(RunProcess({kSextant, "certs", "init", other}).exit_code, 0);
-  ASSERT_EQ(RunProcess({kSextant, "certs", "issue", certs_, "stranger"}).exit_code, 0);
+  auto issue = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {kSextant, "certs", "issue", certs_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunProcess(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  EXPECT_THAT(issue({"agg-east", "--role", "aggregator", "--region", "east"}),
+              HasSubstr("sextant://aggregator/east/agg-east"));
+  issue({"alice", "--role", "client", "--region", "east", "--enroll"});
+  issue({"bob", "--role", "client", "--region", "east", "--enroll"});
+  issue({"carol", "--role", "client", "--region", "west", "--enroll"});
+  issue({"stranger", "--role", "client", "--region", "east"});  // not enrolled
   const std::string port_file = dir_ + "/east.port";
   // Upstream is unreachable: the aggregator serves its clients while it keeps trying.
   BackgroundProcess agg({kWorker, "--role", "aggregator", "--region", "east", "--connect",
                          "127.0.0.1:1", "--experiment-id", "x", "--model-size", "4", "--work-dir",
-                         dir_ + "/east", "--port-file", port_file, "--tls-dir", certs_});
+                         dir_ + "/east", "--port-file", port_file, "--tls-dir", certs_,
+                         "--tls-name", "agg-east"});
   ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(port_file); }, 30)) << agg.err();
   const std::string target =
       absl::StrCat("127.0.0.1:", std::string(absl::StripAsciiWhitespace(ReadFile(port_file))));
-  const std::string worker_token = Token(certs_, "worker");
 
   // Plaintext, and TLS without a client certificate or with one from another CA: the
   // handshake fails.
-  EXPECT_EQ(GetRound(grpc::CreateChannel(target, grpc::InsecureChannelCredentials())).error_code(),
+  EXPECT_EQ(GetRound(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()), "east/alice")
+                .error_code(),
             grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(GetRound(Tls(target, "", "", worker_token)).error_code(),
+  EXPECT_EQ(GetRound(Tls(target, "", "", ""), "east/alice").error_code(),
             grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(GetRound(Tls(target, other, "worker", Token(other, "worker"))).error_code(),
+  EXPECT_EQ(GetRound(Tls(target, other, "worker", ""), "east/alice").error_code(),
             grpc::StatusCode::UNAVAILABLE);
-  // A certificate of this CA that is not enrolled, and an enrolled one without a token.
-  EXPECT_EQ(GetRound(Tls(target, certs_, "stranger", worker_token)).error_code(),
+  // A certificate of this CA that is not enrolled.
+  EXPECT_EQ(GetRound(Tls(target, certs_, "stranger", ""), "east/stranger").error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(GetRound(Tls(target, certs_, "worker", "")).error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(GetRound(Tls(target, certs_, "worker", "not-a-token")).error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
-  // The enrolled worker certificate with the worker token gets in.
-  grpc::Status ok = GetRound(Tls(target, certs_, "worker", worker_token));
+  // The shared worker certificate (and its token) is not a client.
+  grpc::Status worker = GetRound(Tls(target, certs_, "worker", Token(certs_, "worker")), "east/0");
+  EXPECT_EQ(worker.error_code(), grpc::StatusCode::PERMISSION_DENIED) << worker.error_message();
+  // Alice as herself gets in, without any token: her certificate is her identity.
+  grpc::Status ok = GetRound(Tls(target, certs_, "alice", ""), "east/alice");
   EXPECT_TRUE(ok.ok()) << ok.error_code() << " " << ok.error_message();
+  // Alice as Bob, and Carol of another region as herself.
+  grpc::Status as_bob = GetRound(Tls(target, certs_, "alice", ""), "east/bob");
+  EXPECT_EQ(as_bob.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(as_bob.error_message(), HasSubstr("a client sends only as itself"));
+  EXPECT_EQ(GetRound(Tls(target, certs_, "carol", ""), "west/carol").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // Alice pushing an update as Bob, and an oversized id: refused before anything is staged.
+  grpc::Status push = Push(Tls(target, certs_, "alice", ""), "east/bob", 100, 1);
+  EXPECT_EQ(push.error_code(), grpc::StatusCode::PERMISSION_DENIED) << push.error_message();
+  grpc::Status huge = Push(Tls(target, certs_, "alice", ""), "east/" + std::string(4096, 'a'), 1, 1);
+  EXPECT_EQ(huge.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << huge.error_message();
+  EXPECT_LT(huge.error_message().size(), 200u);
+  // Bob claiming to stand for five clients.
+  grpc::Status many = Push(Tls(target, certs_, "bob", ""), "east/bob", 10, 5);
+  EXPECT_EQ(many.error_code(), grpc::StatusCode::PERMISSION_DENIED) << many.error_message();
+  // None of it harmed the aggregator: Bob as himself still gets in.
+  grpc::Status bob = GetRound(Tls(target, certs_, "bob", ""), "east/bob");
+  EXPECT_TRUE(bob.ok()) << bob.error_message();
+}
+
+// A whole federated run over mTLS: every participant the run starts has its own certificate,
+// and forged regional aggregates pushed to the orchestrator meanwhile are refused with their
+// codes while the run completes as if they had not been sent.
+TEST_F(FederatedSecurityTest, ForgedRegionalAggregatesAreRefusedAndTheRunCompletes) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"east-client", "--role", "client", "--region", "east",
+                                 "--enroll"},
+        std::vector<std::string>{"west-agg", "--role", "aggregator", "--region", "west",
+                                 "--enroll"}}) {
+    std::vector<std::string> argv = {kSextant, "certs", "issue", certs_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ASSERT_EQ(RunProcess(argv).exit_code, 0);
+  }
+  WriteFile(dir_ + "/fed.yaml", R"(name: fl-forged
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:
+  regions: [{name: east, clients: 2}, {name: west, clients: 2}]
+  rounds: 3
+  min_clients: 4
+  round_deadline: 60s
+  examples_per_client: 200
+  validation_examples: 200
+)");
+  const std::string listen = absl::StrCat("127.0.0.1:", testing::FreePort());
+  BackgroundProcess run({kSextant, "run", dir_ + "/fed.yaml", "--run-dir", dir_ + "/run",
+                         "--tls-dir", certs_, "--listen", listen});
+  ASSERT_TRUE(run.WaitForOutput("federated run", 60)) << run.err();
+  // A client's certificate and another region's aggregator pushing east's aggregate, the
+  // worker certificate, and an aggregate that claims more clients than the region has.
+  grpc::Status client = Push(Tls(listen, certs_, "east-client", ""), "east", 400, 2);
+  EXPECT_EQ(client.error_code(), grpc::StatusCode::PERMISSION_DENIED) << client.error_message();
+  grpc::Status west = Push(Tls(listen, certs_, "west-agg", ""), "east", 400, 2);
+  EXPECT_EQ(west.error_code(), grpc::StatusCode::PERMISSION_DENIED) << west.error_message();
+  grpc::Status worker = Push(Tls(listen, certs_, "worker", Token(certs_, "worker")), "east", 400, 2);
+  EXPECT_EQ(worker.error_code(), grpc::StatusCode::PERMISSION_DENIED) << worker.error_message();
+  grpc::Status inflated = Push(Tls(listen, certs_, "west-agg", ""), "west", 400, 50);
+  EXPECT_EQ(inflated.error_code(), grpc::StatusCode::PERMISSION_DENIED) << inflated.error_message();
+  EXPECT_THAT(inflated.error_message(), HasSubstr("it has 2"));
+  ASSERT_EQ(run.Wait(300), 0) << run.out() << run.err();
+  // Every round closed with the four real clients, and nothing forged was counted.
+  for (const char* round : {"round=1 ", "round=2 ", "round=3 "}) {
+    const size_t at = run.out().find(std::string("sextant: ") + round);
+    ASSERT_NE(at, std::string::npos) << run.out();
+    const std::string line = run.out().substr(at, run.out().find('\n', at) - at);
+    EXPECT_THAT(line, HasSubstr("clients=4")) << line;
+  }
+  // Each participant dialled with its own certificate.
+  for (const char* file : {"tls/east/aggregator/aggregator.pem", "tls/west/client-1/1.pem"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir_ + "/run/federation/" + file)) << file;
+  }
 }
 
 TEST_F(FederatedSecurityTest, AggregatorRefusesANonLoopbackAddressWithoutTls) {

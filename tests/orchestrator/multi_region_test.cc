@@ -24,7 +24,7 @@
 #include "nlohmann/json.hpp"
 #include "orchestrator/federated_rounds_table.h"
 #include "orchestrator/run_dir.h"
-#include "orchestrator/security/certificates.h"
+#include "rpc/certificates.h"
 #include "tests/fakes/tcp_proxy.h"
 #include "tests/orchestrator/test_util.h"
 
@@ -327,6 +327,8 @@ args=("$@"); role=; region=
 for ((i = 0; i + 1 < ${#args[@]}; i++)); do
   case "${args[i]}" in --role) role=${args[i+1]};; --region) region=${args[i+1]};; esac
 done
+# The global tier's evaluator runs beside the orchestrator.
+if [ "$role" = evaluator ]; then exec )SH", kWorker, R"SH( "${args[@]}"; fi
 case "$region" in
 )SH", cases, R"SH(  *) echo "no namespace for region $region" >&2; exit 2;;
 esac

@@ -11,7 +11,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "orchestrator/security/certificates.h"
+#include "rpc/certificates.h"
 #include "sextant/v1/admin_service.grpc.pb.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
 #include "tests/orchestrator/test_util.h"
@@ -106,6 +106,42 @@ class SecurityTest : public ::testing::Test {
 
   KeyPair WorkerPair() { return KeyPair{Read("worker.pem"), Read("worker.key")}; }
 
+  // A certificate of our CA without a sextant:// identity (as issued before identities), enrolled.
+  void EnrollLegacyCertificate() {
+    auto legacy = IssueCertificate(KeyPair{Read("ca.pem"), Read("ca.key")}, "legacy", {}, 1);
+    ASSERT_TRUE(legacy.ok());
+    legacy_ = *legacy;
+    auto fp = CertificateFingerprint(legacy_.cert_pem);
+    ASSERT_TRUE(fp.ok());
+    WriteFile(certs_ + "/enrolled.txt", Read("enrolled.txt") + *fp + " legacy\n");
+  }
+
+  // Register through `stub`; *session receives the session the orchestrator opened.
+  grpc::Status Register(v1::WorkerService::Stub* stub, int64_t* worker_id, std::string* session) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::RegisterRequest req;
+    req.set_protocol_version(1);
+    v1::RegisterResponse resp;
+    grpc::Status s = stub->Register(&ctx, req, &resp);
+    *worker_id = resp.worker_id();
+    auto it = ctx.GetServerInitialMetadata().find("sextant-session");
+    if (it != ctx.GetServerInitialMetadata().end()) {
+      session->assign(it->second.data(), it->second.size());
+    }
+    return s;
+  }
+
+  // A context with a deadline, carrying `session` when not empty.
+  static std::unique_ptr<grpc::ClientContext> Call(const std::string& session) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!session.empty()) ctx->AddMetadata("sextant-session", session);
+    return ctx;
+  }
+
+  KeyPair legacy_;
+
   std::string dir_, certs_;
 };
 
@@ -137,6 +173,7 @@ TEST_F(SecurityTest, RunCompletesOverMutualTlsWithTokens) {
 }
 
 TEST_F(SecurityTest, UnknownClientsAndWrongRolesAreRefusedWithTheRightCode) {
+  EnrollLegacyCertificate();
   std::unique_ptr<BackgroundProcess> run;
   std::string target = StartSecureRun(&run);
   KeyPair worker = WorkerPair();
@@ -159,30 +196,101 @@ TEST_F(SecurityTest, UnknownClientsAndWrongRolesAreRefusedWithTheRightCode) {
   grpc::Status s = CallRegister(Channel(target, &*unenrolled, Token("worker")));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
   EXPECT_THAT(s.error_message(), HasSubstr("not enrolled"));
-  // An enrolled certificate without a token, or with a made-up one.
-  EXPECT_EQ(CallRegister(Channel(target, &worker, "")).error_code(),
+  // The worker certificate names its identity (sextant://worker/-/worker): no token needed,
+  // and a made-up one changes nothing.
+  EXPECT_TRUE(CallRegister(Channel(target, &worker, "")).ok());
+  EXPECT_TRUE(CallRegister(Channel(target, &worker, std::string(64, 'a'))).ok());
+  // An enrolled certificate without an identity still needs a known token.
+  EXPECT_EQ(CallRegister(Channel(target, &legacy_, "")).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(CallRegister(Channel(target, &worker, std::string(64, 'a'))).error_code(),
+  EXPECT_EQ(CallRegister(Channel(target, &legacy_, std::string(64, 'a'))).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  // A worker token calling an admin RPC.
+  EXPECT_TRUE(CallRegister(Channel(target, &legacy_, Token("worker"))).ok());
+  // The worker certificate calling an admin RPC, even with the admin token.
   v1::GetStatusResponse status;
-  s = CallStatus(Channel(target, &worker, Token("worker")), &status);
+  s = CallStatus(Channel(target, &worker, Token("admin")), &status);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
   EXPECT_THAT(s.error_message(), HasSubstr("may not call /sextant.v1.AdminService/GetStatus"));
   // Plaintext to a TLS server.
   auto plain = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   EXPECT_EQ(CallRegister(plain).error_code(), grpc::StatusCode::UNAVAILABLE);
-  // The admin token may.
-  s = CallStatus(Channel(target, &worker, Token("admin")), &status);
+  // The admin certificate may.
+  KeyPair admin_pair{Read("admin.pem"), Read("admin.key")};
+  s = CallStatus(Channel(target, &admin_pair, ""), &status);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(status.experiment(), "secure");
   EXPECT_EQ(status.max_trials(), 1);
   // Drain ends the run as SIGINT would.
-  auto admin = v1::AdminService::NewStub(Channel(target, &worker, Token("admin")));
+  auto admin = v1::AdminService::NewStub(Channel(target, &admin_pair, ""));
   grpc::ClientContext ctx;
   v1::DrainResponse drained;
   ASSERT_TRUE(admin->Drain(&ctx, v1::DrainRequest(), &drained).ok());
   EXPECT_EQ(run->Wait(30), 130) << run->out() << run->err();
+}
+
+// A worker id belongs to the caller that registered it: another worker's lease cannot be
+// heartbeaten, reported on or completed, and an id never registered is unknown. Nothing a forger
+// sends is stored.
+TEST_F(SecurityTest, AWorkerActsOnlyOnItsOwnLeases) {
+  std::unique_ptr<BackgroundProcess> run;
+  std::string target = StartSecureRun(&run);
+  KeyPair worker = WorkerPair();
+  // The run's own local worker (worker 1) leases trial 1, which sleeps 30 s.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return std::filesystem::exists(dir_ + "/run/logs/trial-1.1.out"); }, 30));
+  auto stub = v1::WorkerService::NewStub(Channel(target, &worker, ""));
+  int64_t mine = 0;
+  std::string session;
+  ASSERT_TRUE(Register(stub.get(), &mine, &session).ok());
+  ASSERT_EQ(session.size(), 64u);
+  ASSERT_NE(mine, 1);
+  // A worker id this orchestrator never handed out.
+  v1::LeaseRequest lease;
+  lease.set_worker_id(mine + 1000);
+  v1::LeaseResponse leased;
+  grpc::Status s = stub->Lease(Call(session).get(), lease, &leased);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  // Acting as the run's own worker (worker 1) with our session, without one, or with a guess.
+  v1::ReportRequest report;
+  report.set_worker_id(1);
+  v1::Measurement* m = report.add_measurements();
+  m->set_trial_id(1);
+  m->set_attempt(1);
+  m->set_sequence(1);
+  (*m->mutable_metrics())["loss"] = -999;
+  v1::ReportResponse reported;
+  for (const std::string& forged : {session, std::string(), std::string(64, 'f')}) {
+    s = stub->Report(Call(forged).get(), report, &reported);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  }
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id(1);
+  beat.set_trial_id(1);
+  beat.set_attempt(1);
+  v1::HeartbeatResponse beaten;
+  EXPECT_EQ(stub->Heartbeat(Call(session).get(), beat, &beaten).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  v1::CompleteRequest complete;
+  complete.set_worker_id(1);
+  complete.set_trial_id(1);
+  complete.set_attempt(1);
+  complete.set_exit_code(0);
+  v1::CompleteResponse completed;
+  EXPECT_EQ(stub->Complete(Call(session).get(), complete, &completed).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // As itself, the registered caller is served.
+  lease.set_worker_id(mine);
+  s = stub->Lease(Call(session).get(), lease, &leased);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  // End the run; the forged report never reached the store.
+  KeyPair admin_pair{Read("admin.pem"), Read("admin.key")};
+  auto admin = v1::AdminService::NewStub(Channel(target, &admin_pair, ""));
+  grpc::ClientContext ctx;
+  v1::DrainResponse drained;
+  ASSERT_TRUE(admin->Drain(&ctx, v1::DrainRequest(), &drained).ok());
+  EXPECT_EQ(run->Wait(30), 130) << run->out() << run->err();
+  auto results = RunProcess({kSextant, "results", dir_ + "/run", "--format", "json"});
+  EXPECT_THAT(results.out, Not(HasSubstr("-999")));
 }
 
 TEST_F(SecurityTest, NonLoopbackListenNeedsTlsAndAuth) {

@@ -54,6 +54,10 @@ class BackgroundProcess {
   std::string out_path_, err_path_;
 };
 
+// A port that was free a moment ago on 127.0.0.1, for a process that binds it itself; 0 when
+// none could be found.
+int FreePort();
+
 // Polls cond every 20 ms until it holds or timeout_seconds pass.
 bool WaitFor(const std::function<bool()>& cond, double timeout_seconds);
 

@@ -18,11 +18,11 @@
 #include <thread>
 #include <vector>
 
+#include "aggregator/federation_hub.h"
+#include "aggregator/federation_service.h"
 #include "common/clock.h"
 #include "federation/round_coordinator.h"
 #include "gtest/gtest.h"
-#include "worker/federated/federation_hub.h"
-#include "worker/federated/federation_service.h"
 
 namespace sextant {
 namespace {

@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/cuda/device_query.h"
-#include "worker/train/checkpoint.h"
 #include "worker/train/train_command.h"
 
 namespace sextant::train {

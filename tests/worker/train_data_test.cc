@@ -5,9 +5,9 @@
 #include <numeric>
 #include <set>
 
+#include "common/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/train/checkpoint.h"
 #include "worker/train/dataset.h"
 #include "worker/train/idx_reader.h"
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "common/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/train/checkpoint.h"
 #include "worker/train/cpu_backend.h"
 #include "worker/train/synthetic_data.h"
 #include "worker/train/trainer.h"

@@ -7,10 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "aggregator/secagg_participant.h"
 #include "common/status_macros.h"
 #include "federation/dp_noise.h"
 #include "worker/federated/command_trainer.h"
-#include "worker/federated/secagg_participant.h"
 
 namespace sextant {
 namespace {
@@ -117,7 +117,8 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       so.round = task->round;
       so.poll_seconds = o.poll_seconds;
       so.chunk_elements = o.chunk_floats;
-      so.noise_stddev = o.job.dp_client_noise_stddev;
+      so.noise_multiplier = o.job.dp_noise_multiplier;
+      so.noise_sensitivity = o.job.dp_clip_norm;
       sent = RunSecAggParticipant(stub.get(), so, local, static_cast<int64_t>(weight), metrics);
     } else {
       PushHeader header{o.experiment_id, task->round, id, weight, 1, metrics};

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "aggregator/federation_service.h"
 #include "worker/federated/federated_job.h"
-#include "worker/federated/federation_service.h"
 
 namespace sextant {
 

@@ -8,8 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "aggregator/federation_plan.h"
 #include "common/status_macros.h"
-#include "federation/dp_noise.h"
 
 namespace sextant {
 
@@ -43,27 +43,17 @@ absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec
   job.seed = f.seed();
   job.partition = f.partition().empty() ? "iid" : f.partition();
   job.dirichlet_alpha = f.dirichlet_alpha() > 0 ? f.dirichlet_alpha() : 0.5;
-  for (const auto& r : f.regions()) job.total_clients += r.clients();
+  job.total_clients = static_cast<int>(TotalClients(f));
   job.examples_per_client = f.examples_per_client();
   if (f.validation_examples() > 0) job.validation_examples = f.validation_examples();
   job.client_command.assign(f.client_command().begin(), f.client_command().end());
   job.secure_aggregation = f.secure_aggregation();
-  if (f.has_dp() && f.dp().clip_norm() > 0) {
-    job.dp_clip_norm = f.dp().clip_norm();
-    if (f.dp().noise() == "distributed") {
-      job.dp_client_noise_stddev = DistributedNoiseStddev(f.dp().noise_multiplier(),
-                                                          f.dp().clip_norm(),
-                                                          std::max(1, f.min_clients()));
-    }
-  }
+  job.dp_clip_norm = DpClipNorm(f);
+  job.dp_noise_multiplier = DistributedNoiseMultiplier(f);
   if (!spec.source_path().empty()) {
     job.command_dir = std::filesystem::path(spec.source_path()).parent_path().string();
   }
   return job;
-}
-
-std::string ClientId(const std::string& region, int index) {
-  return absl::StrCat(region, "/", index);
 }
 
 absl::StatusOr<int> GlobalClientIndex(const v1::Federation& federation, const std::string& region,

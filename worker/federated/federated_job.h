@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/ids.h"
 #include "sextant/v1/experiment.pb.h"
 #include "worker/federated/local_trainer.h"
 #include "worker/train/dataset.h"
@@ -33,17 +34,16 @@ struct FederatedJob {
   bool secure_aggregation = false;
   // federation.dp: each update is clipped to this L2 norm and sent with weight 1; 0: no DP.
   double dp_clip_norm = 0;
-  // Distributed DP noise: the standard deviation each client adds to its clipped update
-  // (sigma * C / sqrt(max(1, min_clients))); 0 with central noise or without DP.
-  double dp_client_noise_stddev = 0;
+  // Distributed DP noise: the noise multiplier sigma; each client adds sigma * C / sqrt(t) to
+  // its clipped update, t its round's SecAgg threshold (SecAggParticipantOptions). 0 with
+  // central noise or without DP.
+  double dp_noise_multiplier = 0;
 };
 
 // The job of `spec` (trial.builtin gives the model: model, args.hidden, args.dropout).
 // InvalidArgument for a spec without a federation block or with an unusable model.
 absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec);
 
-// "<region>/<index>" (index 0-based within the region).
-std::string ClientId(const std::string& region, int index);
 // The client's index over all regions, in the order of spec.federation.regions. NotFound for an
 // unknown region, OutOfRange for an index past the region's clients.
 absl::StatusOr<int> GlobalClientIndex(const v1::Federation& federation, const std::string& region,

@@ -7,12 +7,13 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "aggregator/regional_aggregator.h"
 #include "federation/secure_quantizer.h"
-#include "orchestrator/security/server_security.h"
-#include "worker/channel_credentials.h"
+#include "rpc/channel_credentials.h"
+#include "rpc/server_security.h"
+#include "worker/federated/evaluator.h"
 #include "worker/federated/federated_client.h"
 #include "worker/federated/federated_job.h"
-#include "worker/federated/regional_aggregator.h"
 
 namespace sextant {
 namespace {
@@ -26,7 +27,8 @@ bool ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags
                                  "--tls-dir", "--tls-name", "--secure-aggregation",
                                  "--secagg-clip", "--secagg-bits", "--secagg-max-weight",
                                  "--secagg-stage-timeout", "--hide-region-sum",
-                                 "--secagg-ring-clients", "--clients", "--startup-wait"};
+                                 "--secagg-ring-clients", "--clients", "--startup-wait",
+                                 "--max-client-weight"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--exit-with-parent") continue;
@@ -122,6 +124,37 @@ int RunClient(std::map<std::string, std::string>& f, const std::atomic<bool>* st
   return 0;
 }
 
+// The global tier's evaluator: the experiment's model on its validation split.
+int RunEvaluatorRole(std::map<std::string, std::string>& f, const std::atomic<bool>* stop) {
+  v1::ExperimentSpec spec;
+  std::ifstream in(f["--spec"], std::ios::binary);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  if (!in || !spec.ParseFromString(buf.str())) {
+    std::cerr << "sextant-worker: cannot read the experiment from " << f["--spec"] << "\n";
+    return 2;
+  }
+  absl::StatusOr<FederatedJob> job = FederatedJobFromSpec(spec);
+  if (!job.ok()) {
+    std::cerr << "sextant-worker: " << job.status() << "\n";
+    return 2;
+  }
+  EvaluatorOptions o;
+  o.job = *job;
+  o.dir = f["--work-dir"];
+  if (o.dir.empty()) {
+    std::cerr << "sextant-worker: an evaluator needs --work-dir DIR\n";
+    return 2;
+  }
+  if (f.count("--threads")) (void)absl::SimpleAtoi(f["--threads"], &o.threads);
+  absl::Status s = RunEvaluator(o, stop);
+  if (!s.ok()) {
+    std::cerr << "sextant-worker: evaluator: " << s << "\n";
+    return 1;
+  }
+  return 0;
+}
+
 int RunAggregator(std::map<std::string, std::string>& f, const std::atomic<bool>* stop) {
   RegionalAggregatorOptions o;
   o.upstream = f["--connect"];
@@ -171,6 +204,12 @@ int RunAggregator(std::map<std::string, std::string>& f, const std::atomic<bool>
     std::cerr << "sextant-worker: --clients takes an integer >= 0, --startup-wait seconds >= 0\n";
     return 2;
   }
+  if (f.count("--max-client-weight") &&
+      (!absl::SimpleAtod(f["--max-client-weight"], &o.max_client_weight) ||
+       !(o.max_client_weight >= 0))) {
+    std::cerr << "sextant-worker: --max-client-weight takes a number >= 0\n";
+    return 2;
+  }
   for (int64_t i = 0; i < clients; ++i) o.clients.push_back(ClientId(o.region, static_cast<int>(i)));
   o.hide_region_sum = f["--hide-region-sum"] == "1" || f["--hide-region-sum"] == "true";
   if (f.count("--secagg-ring-clients") &&
@@ -206,7 +245,7 @@ bool IsFederatedInvocation(int argc, char** argv) {
   bool aggregator = false, client = false, spec = false;
   for (int i = 1; i + 1 < argc; ++i) {
     std::string a = argv[i], v = argv[i + 1];
-    aggregator = aggregator || (a == "--role" && v == "aggregator");
+    aggregator = aggregator || (a == "--role" && (v == "aggregator" || v == "evaluator"));
     client = client || (a == "--role" && v == "client");
     spec = spec || a == "--spec";
   }
@@ -216,6 +255,7 @@ bool IsFederatedInvocation(int argc, char** argv) {
 int RunFederatedMain(int argc, char** argv, const std::atomic<bool>* stop) {
   std::map<std::string, std::string> f;
   if (!ParseFlags(argc, argv, &f)) return 2;
+  if (f["--role"] == "evaluator") return RunEvaluatorRole(f, stop);
   for (const char* required : {"--region", "--connect", "--experiment-id"}) {
     if (f[required].empty()) {
       std::cerr << "sextant-worker: " << required << " is required for a federated role\n";

@@ -5,8 +5,8 @@
 
 namespace sextant {
 
-// True when argv asks for a federated role: `--role aggregator`, or `--role client` with
-// `--spec` (a plain `--role client` is a trial worker).
+// True when argv asks for a federated role: `--role aggregator` or `--role evaluator`, or
+// `--role client` with `--spec` (a plain `--role client` is a trial worker).
 bool IsFederatedInvocation(int argc, char** argv);
 
 // `sextant-worker --role client|aggregator --region R --connect HOST:PORT --experiment-id ID ...`:
@@ -17,6 +17,8 @@ bool IsFederatedInvocation(int argc, char** argv);
 //               [--byzantine F] [--krum-selected M]
 //               [--clients N] (the region's clients, <region>/0..N-1: it waits for them to
 //               connect, up to --startup-wait S seconds, default 120, before its first round)
+// `sextant-worker --role evaluator --spec FILE --work-dir DIR [--threads N]`: the global tier's
+//               evaluator (evaluator.h); needs none of --region, --connect, --experiment-id.
 // Returns the exit code: 0 when the experiment ended, 2 on bad arguments, 1 on failure.
 int RunFederatedMain(int argc, char** argv, const std::atomic<bool>* stop);
 

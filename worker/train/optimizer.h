@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/checkpoint.h"
 #include "worker/train/backend.h"
-#include "worker/train/checkpoint.h"
 
 namespace sextant::train {
 

@@ -15,8 +15,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/checkpoint.h"
 #include "common/status_macros.h"
-#include "worker/train/checkpoint.h"
 #include "worker/train/counter_rng.h"
 
 namespace sextant::train {

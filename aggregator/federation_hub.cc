@@ -1,0 +1,219 @@
+#include "aggregator/federation_hub.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace sextant {
+
+namespace {
+// Contacts are kept for WaitForContact; a sender naming ever new ids cannot grow them past this.
+constexpr size_t kMaxContacts = 1 << 16;
+}  // namespace
+
+FederationHub::FederationHub(RoundCoordinator coordinator, Clock* clock,
+                             absl::Duration stall_timeout)
+    : clock_(clock), coordinator_(std::move(coordinator)),
+      experiment_id_(coordinator_.experiment_id()), stall_timeout_(stall_timeout) {}
+
+absl::Status FederationHub::Publish(int64_t round, const std::string& model_path,
+                                    std::map<std::string, RoundTask> tasks,
+                                    double deadline_seconds, int64_t min_updates) {
+  if (tasks.empty()) return absl::InvalidArgumentError("a round needs participants");
+  std::vector<std::string> participants;
+  for (auto& [id, task] : tasks) {
+    participants.push_back(id);
+    task.kind = RoundTask::Kind::kTrain;
+    task.round = round;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  coordinator_.SetCloseRule(deadline_seconds, min_updates);
+  if (absl::Status s = coordinator_.OpenRound(round, std::move(participants)); !s.ok()) return s;
+  round_ = round;
+  model_path_ = model_path;
+  tasks_ = std::move(tasks);
+  model_size_ = tasks_.begin()->second.model_size;
+  senders_.clear();
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+void FederationHub::SetDone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ = true;
+  cv_.notify_all();
+}
+
+absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experiment_id,
+                                                      const std::string& client_id,
+                                                      int64_t after_round, absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (experiment_id != experiment_id_) {
+    return absl::AbortedError(absl::StrCat("experiment '", experiment_id, "', this is '",
+                                           experiment_id_, "'"));
+  }
+  if (contacted_.size() < kMaxContacts && contacted_.insert(client_id).second) cv_.notify_all();
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  while (true) {
+    if (done_) {
+      RoundTask done;
+      done.kind = RoundTask::Kind::kDone;
+      return done;
+    }
+    if (round_ > after_round && coordinator_.round_open()) {
+      auto it = tasks_.find(client_id);
+      if (it != tasks_.end()) return it->second;
+    }
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) return RoundTask{};
+  }
+}
+
+absl::Status FederationHub::ReadModel(int64_t round, int64_t offset, absl::Span<float> out) {
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (round != round_) {
+      return absl::AbortedError(absl::StrCat("round ", round, " was replaced by ", round_));
+    }
+    path = model_path_;
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(errno)));
+  const size_t want = out.size() * sizeof(float);
+  size_t got = 0;
+  while (got < want) {
+    ssize_t n = ::pread(fd, reinterpret_cast<char*>(out.data()) + got, want - got,
+                        offset * static_cast<int64_t>(sizeof(float)) + got);
+    if (n <= 0) break;
+    got += n;
+  }
+  ::close(fd);
+  if (got != want) return absl::DataLossError(absl::StrCat(path, " is shorter than the model"));
+  return absl::OkStatus();
+}
+
+absl::Status FederationHub::Begin(const UpdateHeader& header, size_t total_size, int64_t count,
+                                  absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  while (true) {
+    absl::Status s = coordinator_.Begin(header, total_size, count);
+    if (s.ok()) {
+      staging_ = header.client_id;
+      staging_active_ = clock_->Now();
+    }
+    if (!absl::IsUnavailable(s)) return s;
+    if (!staging_.empty() && clock_->Now() - staging_active_ >= stall_timeout_) {
+      // The holder stalled: cut it off so that one silent sender cannot hold the round.
+      coordinator_.Abandon(staging_);
+      staging_.clear();
+      ++stalled_;
+      continue;
+    }
+    // Wake up now and then to look at the holder's progress on the injected clock.
+    const auto next = std::min(deadline, std::chrono::steady_clock::now() +
+                                             std::chrono::milliseconds(100));
+    cv_.wait_until(lock, next);
+    if (std::chrono::steady_clock::now() >= deadline) return s;
+  }
+}
+
+absl::Status FederationHub::AddChunk(const std::string& client_id, size_t offset,
+                                     absl::Span<const float> v) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (staging_ != client_id) {
+    return absl::AbortedError(absl::StrCat(
+        "the update of '", client_id, "' was cut off: no chunk for ",
+        absl::FormatDuration(stall_timeout_), " while another sender waited"));
+  }
+  absl::Status s = coordinator_.AddChunk(client_id, offset, v);
+  staging_active_ = clock_->Now();
+  if (!s.ok()) {
+    staging_.clear();
+    cv_.notify_all();  // the staging buffer is free again
+  }
+  return s;
+}
+
+absl::Status FederationHub::Finish(const std::string& client_id, double weight, int64_t count,
+                                   const SenderMetrics& metrics, int64_t rejected) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (staging_ != client_id) {
+    return absl::AbortedError(absl::StrCat("the update of '", client_id, "' was cut off"));
+  }
+  staging_.clear();
+  absl::Status s = coordinator_.Finish(client_id, metrics);
+  if (s.ok()) senders_.push_back({client_id, weight, count, metrics, rejected});
+  cv_.notify_all();
+  return s;
+}
+
+void FederationHub::Abandon(const std::string& client_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (staging_ != client_id) return;  // cut off already; the buffer is someone else's
+  staging_.clear();
+  coordinator_.Abandon(client_id);
+  cv_.notify_all();
+}
+
+std::vector<std::string> FederationHub::WaitForContact(const std::vector<std::string>& ids,
+                                                       absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  std::vector<std::string> missing;
+  while (true) {
+    missing.clear();
+    for (const std::string& id : ids) {
+      if (!contacted_.contains(id)) missing.push_back(id);
+    }
+    if (missing.empty() || std::chrono::steady_clock::now() >= until) return missing;
+    cv_.wait_until(lock, until);
+  }
+}
+
+void FederationHub::RestartDeadline() {
+  std::lock_guard<std::mutex> lock(mu_);
+  coordinator_.RestartDeadline();
+}
+
+bool FederationHub::WaitReadyToClose(absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // The deadline is measured on the injected clock, so poll it rather than sleep until it.
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  while (!coordinator_.ReadyToClose()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    cv_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+absl::StatusOr<RoundOutcome> FederationHub::Close(std::vector<SenderReport>* senders) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<RoundOutcome> out = coordinator_.Close();
+  if (out.ok() && senders != nullptr) *senders = senders_;
+  cv_.notify_all();
+  return out;
+}
+
+int64_t FederationHub::total_rejections() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return coordinator_.total_rejections();
+}
+
+int64_t FederationHub::stalled_senders() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stalled_;
+}
+
+int64_t FederationHub::rejections(const std::string& client_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return coordinator_.gate().rejections(client_id);
+}
+
+}  // namespace sextant

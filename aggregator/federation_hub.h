@@ -1,0 +1,125 @@
+#ifndef SEXTANT_AGGREGATOR_FEDERATION_HUB_H_
+#define SEXTANT_AGGREGATOR_FEDERATION_HUB_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/clock.h"
+#include "federation/round_coordinator.h"
+
+namespace sextant {
+
+// What one participant is told about a round.
+struct RoundTask {
+  enum class Kind { kWait, kTrain, kDone };
+  Kind kind = Kind::kWait;
+  int64_t round = -1;
+  std::vector<std::string> participants;  // an aggregator's own clients this round
+  double deadline_seconds = 0;
+  int64_t min_updates = 1;
+  uint64_t seed = 0;
+  int64_t model_size = 0;
+};
+
+// One accepted update's sender and its metrics (per-region reporting).
+struct SenderReport {
+  std::string client_id;
+  double weight = 0;
+  int64_t count = 0;
+  SenderMetrics metrics;
+  int64_t rejected = 0;  // an aggregator's own rejections of client updates this round
+};
+
+// The thread-safe state behind one tier's FederationService: the round's global model (kept in a
+// file and read back in chunks, so it is not held in memory), the tasks of the participants and
+// the RoundCoordinator that folds their updates. The gRPC adapter calls it from its handler
+// threads; the tier's owner (orchestrator or aggregator loop) publishes rounds and closes them.
+// Thread-safe.
+class FederationHub {
+ public:
+  // stall_timeout: an update being staged that sends no chunk for this long (on clock) loses
+  // its staging buffer to the next sender that waits for it (see Begin). Default 5 s.
+  FederationHub(RoundCoordinator coordinator, Clock* clock,
+                absl::Duration stall_timeout = absl::Seconds(5));
+
+  // Opens `round`: the model is read from model_path (model_size floats, native float32), and
+  // tasks maps each participant to its task (kind kTrain is implied). Wakes waiting callers.
+  // deadline_seconds and min_updates set the round's close rule (RoundCoordinator).
+  absl::Status Publish(int64_t round, const std::string& model_path,
+                       std::map<std::string, RoundTask> tasks, double deadline_seconds = 0,
+                       int64_t min_updates = 1);
+  // Ends the experiment: every waiting and later caller gets kDone.
+  void SetDone();
+
+  // Waits up to `wait` (on the real clock) for a round above after_round that includes client_id.
+  // Returns kWait on timeout, kDone when the experiment ended. Aborted for another experiment.
+  absl::StatusOr<RoundTask> WaitForRound(const std::string& experiment_id,
+                                         const std::string& client_id, int64_t after_round,
+                                         absl::Duration wait);
+  // Reads floats [offset, offset + out.size()) of round's model. Aborted when the round was
+  // replaced meanwhile; DataLoss when the file is short.
+  absl::Status ReadModel(int64_t round, int64_t offset, absl::Span<float> out);
+
+  // RoundCoordinator's calls, serialised. Begin waits (up to `wait`) while another update is
+  // being staged, then fails Unavailable. A staged update that has sent nothing for
+  // stall_timeout is cut off meanwhile (counted in stalled_senders()): its buffer goes to the
+  // waiting sender, and its own next AddChunk fails Aborted.
+  absl::Status Begin(const UpdateHeader& header, size_t total_size, int64_t count,
+                     absl::Duration wait);
+  absl::Status AddChunk(const std::string& client_id, size_t offset, absl::Span<const float> v);
+  // `rejected` (an aggregator's rejections this round) is reported with the sender.
+  absl::Status Finish(const std::string& client_id, double weight, int64_t count,
+                      const SenderMetrics& metrics, int64_t rejected = 0);
+  void Abandon(const std::string& client_id);
+
+  // Waits up to `wait` (on the real clock) until every one of `ids` has called WaitForRound
+  // at least once since this hub was made, so that a participant still starting is not taken
+  // for a dead one. Returns those of `ids` that have not (empty when all have).
+  std::vector<std::string> WaitForContact(const std::vector<std::string>& ids,
+                                          absl::Duration wait);
+  // The open round's deadline counts from now (RoundCoordinator::RestartDeadline).
+  void RestartDeadline();
+
+  // Waits up to `wait` until the open round may close (RoundCoordinator::ReadyToClose).
+  bool WaitReadyToClose(absl::Duration wait);
+  // Closes the round. The outcome's mean stays valid until the next Publish; senders lists the
+  // accepted updates. Errors as RoundCoordinator::Close.
+  absl::StatusOr<RoundOutcome> Close(std::vector<SenderReport>* senders);
+
+  int64_t total_rejections();
+  // Senders cut off for stalling mid-update (see Begin).
+  int64_t stalled_senders();
+  int64_t rejections(const std::string& client_id);
+  const std::string& experiment_id() const { return experiment_id_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Clock* clock_;
+  RoundCoordinator coordinator_;
+  std::string experiment_id_;
+  int64_t round_ = -1;
+  bool done_ = false;
+  std::string model_path_;
+  int64_t model_size_ = 0;
+  std::map<std::string, RoundTask> tasks_;
+  std::vector<SenderReport> senders_;
+  std::set<std::string> contacted_;  // every caller of WaitForRound so far (bounded)
+  const absl::Duration stall_timeout_;
+  std::string staging_;        // the sender whose update is being staged; empty: none
+  absl::Time staging_active_;  // its last Begin or chunk
+  int64_t stalled_ = 0;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_AGGREGATOR_FEDERATION_HUB_H_

@@ -1,0 +1,28 @@
+// What every participant derives alike from an experiment's federation block, so that the
+// orchestrator, the aggregators and the clients agree on it.
+#ifndef SEXTANT_AGGREGATOR_FEDERATION_PLAN_H_
+#define SEXTANT_AGGREGATOR_FEDERATION_PLAN_H_
+
+#include <cstdint>
+
+#include "sextant/v1/experiment.pb.h"
+
+namespace sextant {
+
+// The clients of every region together.
+int64_t TotalClients(const v1::Federation& federation);
+
+// The L2 norm each client clips its update to under DP; 0 without DP.
+double DpClipNorm(const v1::Federation& federation);
+
+// The noise multiplier sigma of distributed DP; 0 with central noise or without DP.
+double DistributedNoiseMultiplier(const v1::Federation& federation);
+
+// The largest standard deviation of the noise one client adds under distributed DP:
+// sigma * C / sqrt(2), 2 being the smallest SecAgg threshold of any round (each client
+// calibrates to its own round's threshold, SecAggParticipantOptions); 0 without it.
+double MaxClientNoiseStddev(const v1::Federation& federation);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_AGGREGATOR_FEDERATION_PLAN_H_

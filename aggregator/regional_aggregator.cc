@@ -1,0 +1,276 @@
+#include "aggregator/regional_aggregator.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "aggregator/secagg_participant.h"
+#include "aggregator/tier.h"
+#include "common/status_macros.h"
+#include "federation/secure_quantizer.h"
+
+namespace sextant {
+namespace {
+
+bool Stopped(const std::atomic<bool>* stop) { return stop != nullptr && stop->load(); }
+
+absl::Status StopStatus(const std::atomic<bool>* stop) {
+  return Stopped(stop) ? absl::CancelledError("stopped") : absl::OkStatus();
+}
+
+// Writes the streamed model straight to a file, so that it is never whole in memory.
+class ModelFile {
+ public:
+  explicit ModelFile(std::string path) : path_(std::move(path)) {}
+  ~ModelFile() { Close(); }
+  absl::Status Write(int64_t offset, absl::Span<const float> v) {
+    if (fd_ < 0) fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) return absl::InternalError(absl::StrCat(path_, ": ", std::strerror(errno)));
+    const char* p = reinterpret_cast<const char*>(v.data());
+    size_t left = v.size() * sizeof(float);
+    off_t at = offset * static_cast<off_t>(sizeof(float));
+    while (left > 0) {
+      ssize_t n = ::pwrite(fd_, p, left, at);
+      if (n <= 0) return absl::InternalError(absl::StrCat(path_, ": ", std::strerror(errno)));
+      p += n;
+      at += n;
+      left -= n;
+    }
+    return absl::OkStatus();
+  }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+uint64_t ClientSeed(uint64_t round_seed, const std::string& client) {
+  return round_seed ^ (std::hash<std::string>()(client) * 0x9E3779B97F4A7C15ULL);
+}
+
+// Runs the secure-aggregation stages of the round just published and decodes the survivors'
+// weighted mean into *mean. Aborted when the protocol aborted; Cancelled when stopped.
+absl::StatusOr<RoundOutcome> SecureRound(const RegionalAggregatorOptions& o, Tier& tier,
+                                         const RoundTask& task, const std::atomic<bool>* stop,
+                                         std::vector<float>* mean, RegionSum* region_sum) {
+  SecAggHub& secagg = tier.secagg();
+  SEXTANT_RETURN_IF_ERROR(secagg.Open(task.round, task.participants,
+                                      static_cast<size_t>(o.model_size),
+                                      ClientSeed(task.seed, o.region), task.deadline_seconds,
+                                      std::max<int64_t>(1, task.min_updates)));
+  SEXTANT_RETURN_IF_ERROR(tier.AwaitClosable(Tier::Close::kSecure, [&] { return StopStatus(stop); }));
+  SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, secagg.TakeOutcome());
+  if (region_sum != nullptr) {  // goes on, still encoded, to the regions' round
+    region_sum->ring_bits = out.config.ring_bits;
+    region_sum->clients = static_cast<int64_t>(out.contributors.size());
+    region_sum->metrics = out.metrics;
+    region_sum->sum = std::move(out.sum);
+    RoundOutcome r;
+    r.round = task.round;
+    r.count = region_sum->clients;
+    r.senders = r.count;
+    r.metrics = out.metrics;
+    return r;
+  }
+  SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer,
+                           MakeQuantizer(out.quantization, out.config.num_clients,
+                                         out.config.ring_bits));
+  mean->resize(static_cast<size_t>(o.model_size));
+  SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.DecodeMean(out.sum, absl::MakeSpan(*mean)));
+  RoundOutcome r;
+  r.round = task.round;
+  r.mean = *mean;
+  r.total_weight = static_cast<double>(weight);
+  r.count = static_cast<int64_t>(out.contributors.size());
+  r.senders = r.count;
+  r.metrics = out.metrics;
+  return r;
+}
+
+}  // namespace
+
+absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
+                                   const std::atomic<bool>* stop) {
+  TierOptions to;
+  to.listen = o.listen;
+  to.credentials = o.server_credentials;
+  to.coordinator.experiment_id = o.experiment_id;
+  to.coordinator.model_size = static_cast<size_t>(o.model_size);
+  to.coordinator.rule = o.rule;
+  // Only this region's clients, each as itself (by certificate) and with a fixed weight.
+  to.policy.region = o.region;
+  to.policy.max_client_weight = o.max_client_weight;
+  to.chunk_floats = o.chunk_floats;
+  to.secure = o.secure_aggregation;
+  to.secagg.stage_timeout_seconds = o.stage_timeout_seconds;
+  to.secagg.quantization = o.quantization;
+  if (o.hide_region_sum) to.secagg.ring_clients = o.ring_clients;
+  SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, Tier::Start(to, RealClockInstance()));
+  FederationHub& hub = tier->hub();
+  std::vector<float> secure_mean;
+  int64_t secure_rejections = 0;
+  const int port = tier->port();
+  std::filesystem::create_directories(o.work_dir);
+  if (!o.port_file.empty()) {
+    const std::string tmp = o.port_file + ".tmp";
+    std::ofstream(tmp) << port << "\n";
+    std::filesystem::rename(tmp, o.port_file);
+  }
+  if (o.log) *o.log << "aggregator " << o.region << " serving on port " << port << "\n" << std::flush;
+  auto stub = v1::FederationService::NewStub(
+      grpc::CreateChannel(o.upstream, o.upstream_credentials ? o.upstream_credentials
+                                                             : grpc::InsecureChannelCredentials()));
+  if (!o.clients.empty()) {
+    // Upstream may have opened round 1 already; it starts that round's deadline once every
+    // region has asked for it, so this region asks only once its clients are up.
+    const absl::Time start = absl::Now();
+    std::vector<std::string> missing =
+        tier->AwaitContact(o.clients, absl::Seconds(o.startup_wait_seconds),
+                           [&] { return StopStatus(stop); })
+            .value_or(o.clients);
+    if (o.log) {
+      *o.log << "clients_connected=" << o.clients.size() - missing.size() << "/"
+             << o.clients.size() << " after=" << absl::ToDoubleSeconds(absl::Now() - start)
+             << "s";
+      if (!missing.empty()) *o.log << " missing=" << absl::StrJoin(missing, ",");
+      *o.log << "\n" << std::flush;
+    }
+  }
+  int64_t after = -1;
+  std::string previous_file;
+  absl::Time unreachable_since = absl::InfiniteFuture();
+  absl::Status result;
+  while (!Stopped(stop)) {
+    // Round r's model goes to a file named after r; the previous one is removed once replaced.
+    std::string file;
+    std::unique_ptr<ModelFile> out;
+    auto sink = [&](int64_t offset, absl::Span<const float> v) { return out->Write(offset, v); };
+    file = absl::StrCat(o.work_dir, "/global-", after + 1, ".f32");
+    out = std::make_unique<ModelFile>(absl::StrCat(o.work_dir, "/incoming.f32"));
+    absl::StatusOr<RoundTask> task =
+        PullRound(stub.get(), o.experiment_id, o.region, after, o.poll_seconds, sink);
+    out->Close();
+    if (absl::IsUnavailable(task.status()) || absl::IsDeadlineExceeded(task.status())) {
+      if (unreachable_since == absl::InfiniteFuture()) unreachable_since = absl::Now();
+      if (absl::Now() - unreachable_since > absl::Seconds(o.connect_timeout_seconds)) {
+        result = absl::UnavailableError(absl::StrCat("upstream ", o.upstream, " unreachable"));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    unreachable_since = absl::InfiniteFuture();
+    if (!task.ok()) {
+      result = task.status();
+      break;
+    }
+    if (task->kind == RoundTask::Kind::kDone) break;
+    if (task->kind == RoundTask::Kind::kWait) continue;
+    file = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
+    std::filesystem::rename(absl::StrCat(o.work_dir, "/incoming.f32"), file);
+    std::map<std::string, RoundTask> tasks;
+    for (const std::string& c : task->participants) {
+      RoundTask t;
+      t.model_size = task->model_size;
+      t.seed = ClientSeed(task->seed, c);
+      t.deadline_seconds = task->deadline_seconds;
+      tasks[c] = t;
+    }
+    if (tasks.empty() && !o.hide_region_sum) continue;
+    // The orchestrator says how many of this region's clients the round needs (min_clients).
+    const bool sampled = !tasks.empty();
+    absl::Status s = sampled ? hub.Publish(task->round, file, std::move(tasks),
+                                           task->deadline_seconds,
+                                           std::max<int64_t>(1, task->min_updates))
+                             : absl::OkStatus();
+    if (!s.ok()) {
+      result = s;
+      break;
+    }
+    if (!previous_file.empty()) std::filesystem::remove(previous_file);
+    previous_file = file;
+    after = task->round;
+    absl::StatusOr<RoundOutcome> outcome;
+    if (o.hide_region_sum) {
+      // The regions' round: this region's encoded sum, masked; zeros when none of its clients
+      // took part or its own round aborted (its clients then count as dropped).
+      RegionSum region;
+      if (sampled) {
+        outcome = SecureRound(o, *tier, *task, stop, &secure_mean, &region);
+        if (Stopped(stop)) break;
+        const int64_t rejections = tier->secagg().rejections();
+        region.rejected = rejections - secure_rejections;
+        secure_rejections = rejections;
+        if (!outcome.ok() && o.log) {
+          *o.log << "round=" << task->round << " secure aggregation: " << outcome.status() << "\n" << std::flush;
+        }
+      }
+      if (region.sum.empty()) {  // its rejections still count
+        region.clients = 0;
+        region.metrics = SenderMetrics{};
+        region.sum.assign(static_cast<size_t>(o.model_size) + 1, 0);
+        region.ring_bits = SecureQuantizer::RequiredRingBits(
+            o.quantization.bits, o.ring_clients, o.quantization.max_weight);
+      }
+      SecAggParticipantOptions po;
+      po.experiment_id = o.experiment_id;
+      po.client_id = o.region;
+      po.round = task->round;
+      po.poll_seconds = std::min(o.poll_seconds, 1.0);
+      po.stage_wait_seconds = std::max(600.0, 4 * o.stage_timeout_seconds);
+      const int64_t clients = region.clients;
+      absl::StatusOr<int64_t> sent = RunSecAggRegionParticipant(stub.get(), po, std::move(region));
+      if (o.log) {
+        *o.log << "round=" << task->round << " clients=" << clients
+               << " regions_round=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"
+               << std::flush;
+      }
+      continue;
+    }
+    if (o.secure_aggregation) {
+      outcome = SecureRound(o, *tier, *task, stop, &secure_mean, nullptr);
+      if (Stopped(stop)) break;
+      const int64_t rejections = tier->secagg().rejections();
+      if (outcome.ok()) outcome->rejected = rejections - secure_rejections;
+      secure_rejections = rejections;
+      if (!outcome.ok()) {
+        if (o.log) *o.log << "round=" << task->round << " secure aggregation: " << outcome.status() << "\n" << std::flush;
+        continue;
+      }
+    } else {
+      if (!tier->AwaitClosable(Tier::Close::kPlain, [&] { return StopStatus(stop); }).ok()) break;
+      std::vector<SenderReport> senders;
+      outcome = hub.Close(&senders);
+      if (!outcome.ok()) continue;
+    }
+    PushHeader header{o.experiment_id, task->round, o.region, outcome->total_weight, outcome->count,
+                      outcome->metrics, outcome->rejected};
+    absl::StatusOr<int64_t> sent = PushUpdate(stub.get(), header, outcome->mean, o.chunk_floats);
+    if (o.log) {
+      *o.log << "round=" << task->round << " clients=" << outcome->count
+             << " weight=" << outcome->total_weight << " rejected=" << outcome->rejected
+             << " excluded=" << outcome->excluded
+             << " pushed=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"
+             << std::flush;
+    }
+  }
+  // Let clients waiting on GetRound see the end before the server goes.
+  tier->Shutdown(absl::Milliseconds(500));
+  return result;
+}
+
+}  // namespace sextant

@@ -1,0 +1,402 @@
+#include "aggregator/secagg_hub.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "federation/secure_quantizer.h"
+
+namespace sextant {
+
+absl::StatusOr<SecureQuantizer> MakeQuantizer(const SecAggQuantization& q, int64_t max_clients,
+                                              int ring_bits) {
+  return SecureQuantizer::Create({q.clip, q.bits, q.max_weight, max_clients, ring_bits});
+}
+
+SecAggHub::SecAggHub(SecAggHubOptions options, Clock* clock)
+    : options_(std::move(options)), clock_(clock) {}
+
+absl::Status SecAggHub::Open(int64_t round, std::vector<std::string> participants,
+                             size_t model_size, uint64_t graph_seed,
+                             double first_deadline_seconds, int64_t min_clients) {
+  const int32_t n = static_cast<int32_t>(participants.size());
+  const SecAggQuantization& q = options_.quantization;
+  const int64_t ring_clients = std::max<int64_t>(n, options_.ring_clients);
+  const int ring_bits = SecureQuantizer::RequiredRingBits(q.bits, ring_clients, q.max_weight);
+  if (ring_bits > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "secagg: no ring of up to 64 bits holds the sum of ", ring_clients, " clients at ",
+        q.bits, " bits with weights up to ", q.max_weight));
+  }
+  absl::StatusOr<SecAggConfig> config =
+      PlanSecAggRound(options_.experiment_id, round, n, options_.dropout_rate, ring_bits,
+                      model_size + 1, graph_seed);
+  if (!config.ok()) return config.status();
+  return OpenWithConfig(std::move(participants), *std::move(config), first_deadline_seconds,
+                        min_clients);
+}
+
+absl::Status SecAggHub::OpenWithConfig(std::vector<std::string> participants,
+                                       SecAggConfig config, double first_deadline_seconds,
+                                       int64_t min_clients) {
+  std::sort(participants.begin(), participants.end());
+  if (std::adjacent_find(participants.begin(), participants.end()) != participants.end()) {
+    return absl::InvalidArgumentError("secagg: a participant is listed twice");
+  }
+  const int32_t n = static_cast<int32_t>(participants.size());
+  if (config.num_clients != n) {
+    return absl::InvalidArgumentError(absl::StrCat("secagg: the config is for ",
+                                                   config.num_clients, " clients, not ", n));
+  }
+  const int64_t round = config.round;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (round <= round_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("secagg: round ", round, " is not above round ", round_));
+  }
+  absl::StatusOr<SecAggServer> server = SecAggServer::Create(config, std::move(accumulator_));
+  if (!server.ok()) return server.status();
+  server_.emplace(*std::move(server));
+  round_ = round;
+  participants_ = std::move(participants);
+  first_deadline_seconds_ = first_deadline_seconds;
+  min_clients_ = std::max<int64_t>(1, min_clients);
+  directories_.assign(n, std::nullopt);
+  deliveries_.assign(n, std::nullopt);
+  unmask_requests_.assign(n, std::nullopt);
+  metrics_.assign(n, std::nullopt);
+  counts_.assign(n, 0);
+  rejected_.assign(n, 0);
+  outcome_.reset();
+  abort_reason_ = absl::OkStatus();
+  std::vector<int32_t> everyone(n);
+  for (int32_t i = 0; i < n; ++i) everyone[i] = i;
+  OpenStage(SecAggStage::kAdvertiseKeys, everyone);
+  return absl::OkStatus();
+}
+
+void SecAggHub::SetDone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ = true;
+  cv_.notify_all();
+}
+
+void SecAggHub::OpenStage(SecAggStage stage, std::vector<int32_t> expected) {
+  stage_ = stage;
+  stage_opened_ = clock_->Now();
+  expected_.assign(participants_.size(), false);
+  answered_.assign(participants_.size(), false);
+  for (int32_t i : expected) expected_[i] = true;
+  cv_.notify_all();
+}
+
+absl::Status SecAggHub::CheckClient(const std::string& experiment_id, int64_t round,
+                                    const std::string& client_id, int32_t* index) const {
+  if (experiment_id != options_.experiment_id) {
+    return absl::AbortedError(absl::StrCat("secagg: experiment '", experiment_id, "', this is '",
+                                           options_.experiment_id, "'"));
+  }
+  if (round != round_ || !server_) {
+    return absl::AbortedError(
+        absl::StrCat("secagg: round ", round, " is not the open round (", round_, ")"));
+  }
+  auto it = std::lower_bound(participants_.begin(), participants_.end(), client_id);
+  if (it == participants_.end() || *it != client_id) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("secagg: ", client_id, " is not a participant of round ", round));
+  }
+  *index = static_cast<int32_t>(it - participants_.begin());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id, int64_t round,
+                                                SecAggStage stage, const std::string& client_id,
+                                                absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  SecAggDownlink out;
+  out.stage = stage;
+  while (true) {
+    if (done_) {
+      out.stage = SecAggStage::kAborted;
+      return out;
+    }
+    if (round_ >= round) {
+      int32_t i = 0;
+      if (absl::Status s = CheckClient(experiment_id, round, client_id, &i); !s.ok()) return s;
+      if (stage_ == SecAggStage::kAborted) {
+        out.stage = SecAggStage::kAborted;
+        return out;
+      }
+      if (stage == SecAggStage::kAdvertiseKeys) {
+        out.start = SecAggRoundStart{server_->config(), i, options_.quantization};
+        return out;
+      }
+      if (static_cast<int32_t>(stage_) >= static_cast<int32_t>(stage)) {
+        const bool ok = (stage == SecAggStage::kShareKeys && directories_[i]) ||
+                        (stage == SecAggStage::kMaskedInput && deliveries_[i]) ||
+                        (stage == SecAggStage::kUnmask && unmask_requests_[i]) ||
+                        (stage == SecAggStage::kDone && outcome_ &&
+                         std::binary_search(outcome_->contributors.begin(),
+                                            outcome_->contributors.end(), client_id));
+        if (!ok) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "secagg: ", client_id, " was dropped before the ", SecAggStageName(stage),
+              " stage of round ", round));
+        }
+        if (stage == SecAggStage::kShareKeys) out.directory = directories_[i];
+        if (stage == SecAggStage::kMaskedInput) out.delivery = deliveries_[i];
+        if (stage == SecAggStage::kUnmask) out.unmask_request = unmask_requests_[i];
+        return out;
+      }
+    } else if (experiment_id != options_.experiment_id) {
+      return absl::AbortedError(absl::StrCat("secagg: experiment '", experiment_id,
+                                             "', this is '", options_.experiment_id, "'"));
+    }
+    if (cv_.wait_until(lock, until) == std::cv_status::timeout) {
+      out.pending = true;
+      return out;
+    }
+  }
+}
+
+absl::StatusOr<SecAggConfig> SecAggHub::RoundConfig(const std::string& experiment_id, int64_t round,
+                                               const std::string& client_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int32_t i = 0;
+  if (absl::Status s = CheckClient(experiment_id, round, client_id, &i); !s.ok()) {
+    ++rejections_;
+    return s;
+  }
+  return server_->config();
+}
+
+absl::Status SecAggHub::Count(absl::Status s, int32_t index) {
+  if (s.ok()) {
+    answered_[index] = true;
+    cv_.notify_all();
+  } else {
+    ++rejections_;
+  }
+  return s;
+}
+
+absl::Status SecAggHub::SubmitKeys(const std::string& client_id, SecAggAdvertiseKeys m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int32_t i = 0;
+  absl::Status s = CheckClient(m.header.experiment_id, m.header.round, client_id, &i);
+  if (!s.ok()) return Count(s, i);
+  m.header.sender = i;
+  m.header.recipient = kSecAggServer;
+  return Count(server_->HandleAdvertiseKeys(m), i);
+}
+
+absl::Status SecAggHub::SubmitShares(const std::string& client_id, SecAggShareKeys m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int32_t i = 0;
+  absl::Status s = CheckClient(m.header.experiment_id, m.header.round, client_id, &i);
+  if (!s.ok()) return Count(s, i);
+  m.header.sender = i;
+  m.header.recipient = kSecAggServer;
+  return Count(server_->HandleShareKeys(m), i);
+}
+
+absl::Status SecAggHub::SubmitMasked(const std::string& client_id, SecAggMaskedInput& m,
+                                     const SenderMetrics& metrics, int64_t count,
+                                     int64_t rejected) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int32_t i = 0;
+  absl::Status s = CheckClient(m.header.experiment_id, m.header.round, client_id, &i);
+  if (!s.ok()) return Count(s, i);
+  m.header.sender = i;
+  m.header.recipient = kSecAggServer;
+  s = server_->HandleMaskedInput(m);
+  if (s.ok()) {
+    metrics_[i] = metrics;
+    counts_[i] = count;
+    rejected_[i] = rejected;
+  }
+  return Count(s, i);
+}
+
+absl::StatusOr<std::vector<uint64_t>> SecAggHub::TakeStaging(size_t length, absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  const int limit = std::max(1, options_.max_staged_inputs);
+  while (!done_ && staged_ >= limit) {
+    if (cv_.wait_until(lock, until) == std::cv_status::timeout) break;
+  }
+  if (done_) return absl::AbortedError("secagg: the experiment is done");
+  if (staged_ >= limit) {
+    return absl::UnavailableError("secagg: every staging buffer is in use; retry");
+  }
+  ++staged_;
+  std::vector<uint64_t> buffer;
+  if (!staging_.empty()) {
+    buffer = std::move(staging_.back());
+    staging_.pop_back();
+  }
+  lock.unlock();
+  buffer.resize(length);
+  return buffer;
+}
+
+void SecAggHub::ReturnStaging(std::vector<uint64_t> buffer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  staged_ = std::max(0, staged_ - 1);
+  if (buffer.capacity() > 0 && static_cast<int>(staging_.size()) < options_.max_staged_inputs) {
+    staging_.push_back(std::move(buffer));
+  }
+  cv_.notify_all();
+}
+
+absl::Status SecAggHub::SubmitReveal(const std::string& client_id, SecAggUnmaskResponse m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int32_t i = 0;
+  absl::Status s = CheckClient(m.header.experiment_id, m.header.round, client_id, &i);
+  if (!s.ok()) return Count(s, i);
+  m.header.sender = i;
+  m.header.recipient = kSecAggServer;
+  return Count(server_->HandleUnmaskResponse(m), i);
+}
+
+bool SecAggHub::StageReady() const {
+  bool all = true;
+  int64_t answered = 0;
+  for (size_t i = 0; i < expected_.size(); ++i) {
+    all = all && (!expected_[i] || answered_[i]);
+    answered += answered_[i] ? 1 : 0;
+  }
+  if (all) return true;
+  const double elapsed = absl::ToDoubleSeconds(clock_->Now() - stage_opened_);
+  if (stage_ == SecAggStage::kAdvertiseKeys) {
+    // Closing with fewer than t keys would abort the round: wait for t at least.
+    return first_deadline_seconds_ > 0 && elapsed >= first_deadline_seconds_ &&
+           answered >= std::max<int64_t>(min_clients_, server_->config().threshold);
+  }
+  return elapsed >= options_.stage_timeout_seconds;
+}
+
+namespace {
+
+// Files each message under its recipient; returns the recipients (the next stage's expected).
+template <typename Message>
+std::vector<int32_t> Address(std::vector<Message> messages,
+                             std::vector<std::optional<Message>>& slots) {
+  std::vector<int32_t> recipients;
+  for (Message& m : messages) {
+    recipients.push_back(m.header.recipient);
+    slots[m.header.recipient] = std::move(m);
+  }
+  return recipients;
+}
+
+}  // namespace
+
+// One switch over the four stages: each Finish call's output is the next stage's messages.
+void SecAggHub::CloseStage() {
+  absl::Status failed;
+  switch (stage_) {
+    case SecAggStage::kAdvertiseKeys: {
+      absl::StatusOr<std::vector<SecAggKeyDirectory>> out = server_->FinishAdvertiseKeys();
+      if (!(failed = out.status()).ok()) break;
+      OpenStage(SecAggStage::kShareKeys, Address(*std::move(out), directories_));
+      return;
+    }
+    case SecAggStage::kShareKeys: {
+      absl::StatusOr<std::vector<SecAggShareDelivery>> out = server_->FinishShareKeys();
+      if (!(failed = out.status()).ok()) break;
+      OpenStage(SecAggStage::kMaskedInput, Address(*std::move(out), deliveries_));
+      return;
+    }
+    case SecAggStage::kMaskedInput: {
+      absl::StatusOr<std::vector<SecAggUnmaskRequest>> out = server_->FinishMaskedInput();
+      if (!(failed = out.status()).ok()) break;
+      OpenStage(SecAggStage::kUnmask, Address(*std::move(out), unmask_requests_));
+      return;
+    }
+    case SecAggStage::kUnmask: {
+      absl::StatusOr<SecAggResult> out = server_->FinishUnmask();
+      if (!(failed = out.status()).ok()) break;
+      SecAggRoundOutcome o;
+      o.round = round_;
+      o.config = server_->config();
+      o.quantization = options_.quantization;
+      o.sum = std::move(out->sum);
+      double eval_weight = 0;
+      for (int32_t c : out->contributors) {
+        o.contributors.push_back(participants_[c]);
+        o.count += counts_[c];
+        o.rejected += rejected_[c];
+        if (!metrics_[c]) continue;
+        const SenderMetrics& m = *metrics_[c];
+        const double w = m.eval_weight > 0 ? m.eval_weight : 1;
+        o.metrics.train_loss += w * m.train_loss;
+        o.metrics.eval_loss += w * m.eval_loss;
+        o.metrics.eval_accuracy += w * m.eval_accuracy;
+        eval_weight += w;
+        o.metrics.eval_weight += m.eval_weight;
+      }
+      if (eval_weight > 0) {
+        o.metrics.train_loss /= eval_weight;
+        o.metrics.eval_loss /= eval_weight;
+        o.metrics.eval_accuracy /= eval_weight;
+      }
+      outcome_ = std::move(o);
+      stage_ = SecAggStage::kDone;
+      cv_.notify_all();
+      return;
+    }
+    default:
+      return;
+  }
+  stage_ = SecAggStage::kAborted;
+  abort_reason_ = failed;
+  cv_.notify_all();
+}
+
+SecAggStage SecAggHub::Advance() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!server_ || stage_ == SecAggStage::kDone || stage_ == SecAggStage::kAborted) return stage_;
+  if (StageReady()) CloseStage();
+  return stage_;
+}
+
+bool SecAggHub::WaitAndAdvance(absl::Duration wait) {
+  // Deadlines are on the injected clock, so poll it rather than sleep until them.
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  while (true) {
+    const SecAggStage s = Advance();
+    if (s == SecAggStage::kDone || s == SecAggStage::kAborted) return true;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (std::chrono::steady_clock::now() >= until) return false;
+    cv_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+}
+
+absl::StatusOr<SecAggRoundOutcome> SecAggHub::TakeOutcome() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stage_ == SecAggStage::kAborted) {
+    return absl::AbortedError(absl::StrCat("secagg round ", round_, " aborted: ",
+                                           abort_reason_.message()));
+  }
+  if (stage_ != SecAggStage::kDone || !outcome_) {
+    return absl::FailedPreconditionError("secagg: the round has not finished");
+  }
+  SecAggRoundOutcome out = std::move(*outcome_);
+  outcome_.reset();
+  return out;
+}
+
+void SecAggHub::RecordRejection() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++rejections_;
+}
+
+int64_t SecAggHub::rejections() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rejections_;
+}
+
+}  // namespace sextant

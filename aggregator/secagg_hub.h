@@ -1,0 +1,196 @@
+#ifndef SEXTANT_AGGREGATOR_SECAGG_HUB_H_
+#define SEXTANT_AGGREGATOR_SECAGG_HUB_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "federation/round_coordinator.h"
+#include "federation/secagg_config.h"
+#include "federation/secagg_messages.h"
+#include "federation/secagg_server.h"
+#include "federation/secure_quantizer.h"
+
+namespace sextant {
+
+// How clients encode their update for the round (SecureQuantizerOptions; max_clients is n).
+struct SecAggQuantization {
+  double clip = 1.0;        // per-coordinate clip of the update; default 1
+  int bits = 16;            // quantiser bits; default 16
+  int64_t max_weight = 1;   // client weights are clamped to [1, max_weight]; default 1
+};
+
+// The quantiser of a round in a ring_bits ring whose sums hold up to max_clients inputs.
+// SecureQuantizer::Create's errors.
+absl::StatusOr<SecureQuantizer> MakeQuantizer(const SecAggQuantization& q, int64_t max_clients,
+                                              int ring_bits);
+
+// What a client needs to start its side of a round: the public config and its index in it.
+struct SecAggRoundStart {
+  SecAggConfig config;
+  int32_t client_index = 0;
+  SecAggQuantization quantization;
+};
+
+// The aggregator's message that opens a stage for one client. Exactly one of the optionals is
+// set when the stage is open for it; none when pending (not open yet) or aborted.
+struct SecAggDownlink {
+  SecAggStage stage = SecAggStage::kAdvertiseKeys;  // the stage asked for, or kAborted
+  bool pending = false;
+  std::optional<SecAggRoundStart> start;              // stage 0
+  std::optional<SecAggKeyDirectory> directory;        // stage 1
+  std::optional<SecAggShareDelivery> delivery;        // stage 2
+  std::optional<SecAggUnmaskRequest> unmask_request;  // stage 3
+};
+
+// A finished round: the sum of the contributors' encodings, mod 2^ring_bits (the last element is
+// their total weight), and their scalar metrics folded by eval weight.
+struct SecAggRoundOutcome {
+  int64_t round = 0;
+  SecAggConfig config;
+  SecAggQuantization quantization;
+  std::vector<uint64_t> sum;
+  std::vector<std::string> contributors;  // client ids, sorted
+  SenderMetrics metrics;
+  // Sums over the contributors of what each said in the clear with its masked input: the
+  // clients behind it (1 for a client; a region's clients in the regional layer) and the
+  // updates it rejected.
+  int64_t count = 0;
+  int64_t rejected = 0;
+};
+
+struct SecAggHubOptions {
+  std::string experiment_id;           // the only experiment accepted. Required.
+  // Stages 1..3 close when every client that was sent the stage's message answered, or this long
+  // after the stage opened (the late ones are dropped). Default 30.
+  double stage_timeout_seconds = 30;
+  double dropout_rate = 0.1;           // expected dropouts, for ChooseSecAggGraph; default 0.1
+  SecAggQuantization quantization;
+  // Masked inputs the transport may assemble at once (TakeStaging), each vector_length words:
+  // the aggregator's memory stays O(d) however many clients send together. Default 2.
+  int max_staged_inputs = 2;
+  // The ring holds the sum of this many clients at least (0: the round's participants). A
+  // region whose sum goes on to the regional layer sizes its ring for every client of the run,
+  // so that the regions' total cannot overflow either.
+  int64_t ring_clients = 0;
+};
+
+// The secure-aggregation side of a regional aggregator: a SecAggServer per round, the mapping
+// from client ids to protocol indices, the messages waiting for each client, and the stage
+// deadlines on the injected clock. The gRPC adapter (FederationServiceImpl) calls Await and
+// Submit* from its handler threads; the aggregator loop opens rounds and calls Advance (or
+// WaitAndAdvance), which closes a stage once every expected client answered or its deadline
+// passed, so that dropouts at any stage are recovered and the round proceeds with the survivors
+// (or aborts, unmasking nothing, when fewer than t remain).
+//
+// Errors for the transport: another experiment, or a round that is not the open one, is
+// Aborted; a client that is not in the round, or was dropped at an earlier stage, is
+// FailedPrecondition; everything else is SecAggServer's (Aborted for a stage other than the open
+// one, a duplicate or replay; InvalidArgument for a malformed message). A rejected message
+// changes nothing.
+// Thread-safe.
+class SecAggHub {
+ public:
+  SecAggHub(SecAggHubOptions options, Clock* clock);
+
+  // Opens `round` (above every earlier one) for `participants` (distinct client ids; a client's
+  // index is its position in sorted order) with vectors of model_size + 1 ring elements. Stage 0
+  // closes when every participant advertised keys, or once first_deadline_seconds (0: never)
+  // passed with at least max(min_clients, t) in. InvalidArgument for a bad round or settings (no ring
+  // fits n and the quantisation).
+  absl::Status Open(int64_t round, std::vector<std::string> participants, size_t model_size,
+                    uint64_t graph_seed, double first_deadline_seconds, int64_t min_clients);
+  // The same with a given protocol config (e.g. RegionalLayerConfig for the regions' round):
+  // config.num_clients must equal the number of participants.
+  absl::Status OpenWithConfig(std::vector<std::string> participants, SecAggConfig config,
+                              double first_deadline_seconds, int64_t min_clients);
+  // Ends the experiment: every waiting caller is answered (aborted) and later rounds refused.
+  void SetDone();
+
+  // Waits up to `wait` (real time) until `stage` opens for client_id and returns its message;
+  // pending on timeout; stage kAborted when the round aborted. Errors as above.
+  absl::StatusOr<SecAggDownlink> Await(const std::string& experiment_id, int64_t round,
+                                       SecAggStage stage, const std::string& client_id,
+                                       absl::Duration wait);
+  // The open round's config, for the transport to assemble client_id's masked input (its
+  // vector_length and ring_bits). Errors as above (checked before any chunk is stored).
+  absl::StatusOr<SecAggConfig> RoundConfig(const std::string& experiment_id, int64_t round,
+                                           const std::string& client_id);
+
+  // One client message. The header's experiment, round and stage come from the wire; its sender
+  // and recipient are set here from client_id. Errors as above.
+  absl::Status SubmitKeys(const std::string& client_id, SecAggAdvertiseKeys message);
+  absl::Status SubmitShares(const std::string& client_id, SecAggShareKeys message);
+  // Adds the masked input to the round's sum. message.values is left as it was, for the caller
+  // to give back (ReturnStaging) when it came from TakeStaging.
+  absl::Status SubmitMasked(const std::string& client_id, SecAggMaskedInput& message,
+                            const SenderMetrics& metrics, int64_t count = 1,
+                            int64_t rejected = 0);
+
+  // A buffer of `length` words to assemble a masked input in, from a pool of at most
+  // max_staged_inputs: waits up to `wait` (real time) for one to be free. Unavailable when none
+  // freed in time (the caller retries, or gives up when its stream is cancelled); Aborted once
+  // the experiment is done. Its contents are stale: the caller overwrites every element. Give it
+  // back with ReturnStaging.
+  absl::StatusOr<std::vector<uint64_t>> TakeStaging(size_t length, absl::Duration wait);
+  void ReturnStaging(std::vector<uint64_t> buffer);
+  absl::Status SubmitReveal(const std::string& client_id, SecAggUnmaskResponse message);
+
+  // Closes the open stage when it is ready (see the class comment) and returns the stage open
+  // afterwards (kDone or kAborted at the end of a round; kAborted also when no round is open).
+  SecAggStage Advance();
+  // Calls Advance until the round ends (returns true) or `wait` passes (false).
+  bool WaitAndAdvance(absl::Duration wait);
+  // The finished round's outcome (moved out: call once). FailedPrecondition while the round
+  // runs; Aborted with the reason when it aborted.
+  absl::StatusOr<SecAggRoundOutcome> TakeOutcome();
+
+  // Rejected client messages so far (all rounds), including those the transport turned away
+  // itself (RecordRejection: e.g. a malformed masked-input stream).
+  int64_t rejections();
+  void RecordRejection();
+
+ private:
+  absl::Status CheckClient(const std::string& experiment_id, int64_t round,
+                           const std::string& client_id, int32_t* index) const;
+  absl::Status Count(absl::Status s, int32_t index);
+  bool StageReady() const;
+  void CloseStage();
+  void OpenStage(SecAggStage stage, std::vector<int32_t> expected);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  SecAggHubOptions options_;
+  Clock* clock_;
+  bool done_ = false;
+  int64_t round_ = -1;
+  std::optional<SecAggServer> server_;
+  std::vector<uint64_t> accumulator_;  // the last round's sum, reused as the next one's memory
+  std::vector<std::string> participants_;  // sorted: index -> client id
+  SecAggStage stage_ = SecAggStage::kAborted;
+  absl::Status abort_reason_;
+  absl::Time stage_opened_;
+  double first_deadline_seconds_ = 0;
+  int64_t min_clients_ = 1;
+  std::vector<bool> expected_, answered_;
+  std::vector<std::optional<SecAggKeyDirectory>> directories_;
+  std::vector<std::optional<SecAggShareDelivery>> deliveries_;
+  std::vector<std::optional<SecAggUnmaskRequest>> unmask_requests_;
+  std::vector<std::optional<SenderMetrics>> metrics_;
+  std::vector<int64_t> counts_, rejected_;  // per participant, from its masked input
+  std::optional<SecAggRoundOutcome> outcome_;
+  int64_t rejections_ = 0;
+  int staged_ = 0;                              // staging buffers handed out
+  std::vector<std::vector<uint64_t>> staging_;  // free staging buffers
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_AGGREGATOR_SECAGG_HUB_H_

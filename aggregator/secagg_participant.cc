@@ -1,0 +1,163 @@
+#include "aggregator/secagg_participant.h"
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "federation/dp_noise.h"
+#include "federation/secagg_client.h"
+#include "federation/secure_quantizer.h"
+
+namespace sextant {
+namespace {
+
+// Polls until `stage` opens for this client. Aborted when the round aborted or the wait ran out;
+// FailedPrecondition (dropped) becomes Aborted too: the client sits this round out.
+absl::StatusOr<SecAggDownlink> Await(v1::FederationService::StubInterface* stub,
+                                     const SecAggParticipantOptions& o, SecAggStage stage,
+                                     int32_t index = kSecAggServer) {
+  const absl::Time until = absl::Now() + absl::Seconds(o.stage_wait_seconds);
+  while (true) {
+    absl::StatusOr<SecAggDownlink> d =
+        AwaitSecAgg(stub, o.experiment_id, o.round, stage, o.client_id, o.poll_seconds);
+    if (absl::IsFailedPrecondition(d.status())) return absl::AbortedError(d.status().message());
+    if (!d.ok()) return d.status();
+    if (d->stage == SecAggStage::kAborted) {
+      return absl::AbortedError(absl::StrCat("secagg round ", o.round, " aborted"));
+    }
+    if (!d->pending) {
+      // The wire addresses a message by client id; the protocol by index.
+      for (SecAggHeader* h : {d->directory ? &d->directory->header : nullptr,
+                              d->delivery ? &d->delivery->header : nullptr,
+                              d->unmask_request ? &d->unmask_request->header : nullptr}) {
+        if (h == nullptr) continue;
+        h->sender = kSecAggServer;
+        h->recipient = index;
+      }
+      return d;
+    }
+    if (absl::Now() > until) {
+      return absl::AbortedError(absl::StrCat("the ", SecAggStageName(stage),
+                                             " stage did not open in time"));
+    }
+  }
+}
+
+std::array<uint8_t, 32> Fresh() {
+  std::array<uint8_t, 32> e;
+  randombytes_buf(e.data(), e.size());
+  return e;
+}
+
+// The round's input, encoded in the ring, from the round start (SecAggRoundStart).
+using Encoder = std::function<absl::StatusOr<std::vector<uint64_t>>(const SecAggRoundStart&)>;
+
+// The four stages for one input. `clients` (a region's; nullopt for a client) and `rejected` go
+// in the clear with the masked input.
+absl::StatusOr<int64_t> RunStages(v1::FederationService::StubInterface* stub,
+                                  const SecAggParticipantOptions& o, const Encoder& encode,
+                                  const SenderMetrics& metrics,
+                                  std::optional<int64_t> clients, int64_t rejected) {
+  if (sodium_init() < 0) return absl::InternalError("libsodium failed to start");
+  SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink first, Await(stub, o, SecAggStage::kAdvertiseKeys));
+  if (!first.start) return absl::InvalidArgumentError("secagg: the round start has no config");
+  const SecAggRoundStart& start = *first.start;
+  if (start.config.experiment_id != o.experiment_id || start.config.round != o.round) {
+    return absl::AbortedError("secagg: the round start is for another experiment or round");
+  }
+  SEXTANT_ASSIGN_OR_RETURN(SecAggClient client,
+                           SecAggClient::Create(start.config, start.client_index, Fresh()));
+  int64_t sent = 0;
+  SEXTANT_ASSIGN_OR_RETURN(SecAggAdvertiseKeys keys, client.AdvertiseKeys());
+  SEXTANT_ASSIGN_OR_RETURN(int64_t n, SubmitSecAgg(stub, KeysToProto(keys, o.client_id)));
+  sent += n;
+
+  SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink dir, Await(stub, o, SecAggStage::kShareKeys, start.client_index));
+  if (!dir.directory) return absl::InvalidArgumentError("secagg: no key directory");
+  SEXTANT_ASSIGN_OR_RETURN(SecAggShareKeys shares, client.HandleKeyDirectory(*dir.directory));
+  SEXTANT_ASSIGN_OR_RETURN(n, SubmitSecAgg(stub, SharesToProto(shares, o.client_id)));
+  sent += n;
+
+  SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink del, Await(stub, o, SecAggStage::kMaskedInput, start.client_index));
+  if (!del.delivery) return absl::InvalidArgumentError("secagg: no share delivery");
+  SEXTANT_RETURN_IF_ERROR(client.HandleShareDelivery(*del.delivery));
+  {  // The O(d) buffer lives only until the masked input is sent.
+    SEXTANT_ASSIGN_OR_RETURN(std::vector<uint64_t> encoded, encode(start));
+    SEXTANT_ASSIGN_OR_RETURN(SecAggMaskedInput masked, client.MaskInput(std::move(encoded)));
+    SEXTANT_ASSIGN_OR_RETURN(n, SubmitMaskedInput(stub, masked, o.client_id,
+                                                  start.config.ring_bits, metrics,
+                                                  o.chunk_elements, clients, rejected));
+    sent += n;
+  }
+
+  SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink req, Await(stub, o, SecAggStage::kUnmask, start.client_index));
+  if (!req.unmask_request) return absl::InvalidArgumentError("secagg: no unmask request");
+  SEXTANT_ASSIGN_OR_RETURN(SecAggUnmaskResponse reveal,
+                           client.HandleUnmaskRequest(*req.unmask_request));
+  SEXTANT_ASSIGN_OR_RETURN(n, SubmitSecAgg(stub, RevealToProto(reveal, o.client_id)));
+  return sent + n;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterface* stub,
+                                             const SecAggParticipantOptions& o,
+                                             absl::Span<const float> update, int64_t weight,
+                                             const SenderMetrics& metrics) {
+  auto encode = [&](const SecAggRoundStart& start) -> absl::StatusOr<std::vector<uint64_t>> {
+    if (start.config.vector_length != update.size() + 1) {
+      return absl::InvalidArgumentError(absl::StrCat("secagg: the round's vectors hold ",
+                                                     start.config.vector_length, " elements, this "
+                                                     "update ", update.size(), " + 1"));
+    }
+    if (weight < 1 || weight > start.quantization.max_weight) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "secagg: weight ", weight, " is outside [1, ", start.quantization.max_weight,
+          "] (the round's max_weight: a client's examples up to examples_per_client)"));
+    }
+    SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer,
+                             MakeQuantizer(start.quantization, start.config.num_clients,
+                                           start.config.ring_bits));
+    std::vector<uint64_t> encoded(update.size() + 1);
+    uint64_t rounding_seed = 0;
+    randombytes_buf(&rounding_seed, sizeof(rounding_seed));
+    if (o.noise_multiplier > 0) {
+      std::vector<float> x(update.begin(), update.end());
+      const double stddev = DistributedNoiseStddev(o.noise_multiplier, o.noise_sensitivity,
+                                                   start.config.threshold);
+      SEXTANT_RETURN_IF_ERROR(AddGaussianNoise(absl::MakeSpan(x), stddev, Fresh()));
+      SEXTANT_RETURN_IF_ERROR(quantizer.Encode(x, weight, rounding_seed, absl::MakeSpan(encoded)));
+    } else {
+      SEXTANT_RETURN_IF_ERROR(
+          quantizer.Encode(update, weight, rounding_seed, absl::MakeSpan(encoded)));
+    }
+    return encoded;
+  };
+  return RunStages(stub, o, encode, metrics, std::nullopt, 0);
+}
+
+absl::StatusOr<int64_t> RunSecAggRegionParticipant(v1::FederationService::StubInterface* stub,
+                                                   const SecAggParticipantOptions& o,
+                                                   RegionSum region) {
+  auto encode = [&](const SecAggRoundStart& start) -> absl::StatusOr<std::vector<uint64_t>> {
+    if (start.config.vector_length != region.sum.size() ||
+        start.config.ring_bits != region.ring_bits) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "secagg: the regions' round takes ", start.config.vector_length, " elements in a ",
+          start.config.ring_bits, "-bit ring; this region's sum has ", region.sum.size(),
+          " in a ", region.ring_bits, "-bit ring"));
+    }
+    return std::move(region.sum);
+  };
+  return RunStages(stub, o, encode, region.metrics, region.clients, region.rejected);
+}
+
+}  // namespace sextant

@@ -1,0 +1,66 @@
+#ifndef SEXTANT_AGGREGATOR_SECAGG_PARTICIPANT_H_
+#define SEXTANT_AGGREGATOR_SECAGG_PARTICIPANT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "aggregator/secagg_wire.h"
+#include "federation/round_coordinator.h"
+#include "sextant/v1/federation_service.grpc.pb.h"
+
+namespace sextant {
+
+struct SecAggParticipantOptions {
+  std::string experiment_id;  // Required.
+  std::string client_id;      // "<region>/<index>". Required.
+  int64_t round = 0;
+  double poll_seconds = 5;    // long-poll bound per SecAggAwait. Default 5.
+  // Give up the round when a stage has not opened for this client after this long (the
+  // aggregator's own stage deadlines are normally shorter). Default 600.
+  double stage_wait_seconds = 600;
+  int64_t chunk_elements = kDefaultSecAggChunkElements;
+  // Distributed differential privacy: Gaussian noise of standard deviation
+  // noise_multiplier * noise_sensitivity / sqrt(t) is added to every coordinate of the update
+  // before it is quantised, t being the round's SecAgg threshold: the fewest survivors whose sum
+  // can ever be unmasked, so that every sum an aggregator can decode carries at least the
+  // central noise (noise_multiplier * noise_sensitivity). Default 0: no noise.
+  double noise_multiplier = 0;
+  double noise_sensitivity = 0;
+};
+
+// The client's side of one secure-aggregation round with its regional aggregator, over
+// SecAggAwait / SecAggSubmit: it fetches the round's config, runs SecAggClient's four stages
+// (advertise keys, share keys, masked input, unmask) and sends (w * q(update), w) encoded by
+// SecureQuantizer (w = `weight`; fresh randomness from libsodium for every secret and the
+// stochastic rounding). The update never leaves the process unmasked.
+// Returns the bytes sent. Aborted when the round aborted or this client was dropped (its
+// message came too late), or the transport's status; InvalidArgument when the update's length
+// does not match the round's vectors or the weight is outside [1, max_weight] (after the
+// client's keys went out: it then drops out of the round like a client that went silent).
+absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterface* stub,
+                                             const SecAggParticipantOptions& options,
+                                             absl::Span<const float> update, int64_t weight,
+                                             const SenderMetrics& metrics);
+
+// What a regional aggregator sends in the regions' round (federation.hide_region_sums).
+struct RegionSum {
+  std::vector<uint64_t> sum;  // its clients' encoded sum mod 2^ring_bits, total weight last
+  int ring_bits = 0;          // must be the regions' round's ring
+  int64_t clients = 0;        // behind the sum (0 when none of its clients took part)
+  int64_t rejected = 0;       // client updates it rejected this round
+  SenderMetrics metrics;
+};
+
+// A regional aggregator's side of the regions' round with the orchestrator: the same four
+// stages, with the region's sum (already encoded in the ring) as its input, so that the
+// orchestrator learns only the regions' total. InvalidArgument when the sum's length or ring
+// does not match the round's; otherwise as RunSecAggParticipant.
+absl::StatusOr<int64_t> RunSecAggRegionParticipant(v1::FederationService::StubInterface* stub,
+                                                   const SecAggParticipantOptions& options,
+                                                   RegionSum region);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_AGGREGATOR_SECAGG_PARTICIPANT_H_

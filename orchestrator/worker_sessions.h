@@ -1,0 +1,57 @@
+// Binds each registered worker id to the caller that registered it, so that no other caller
+// can lease, heartbeat, report or complete as that worker.
+#ifndef SEXTANT_ORCHESTRATOR_WORKER_SESSIONS_H_
+#define SEXTANT_ORCHESTRATOR_WORKER_SESSIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace sextant {
+
+// The gRPC metadata key that carries a worker's session secret: the orchestrator sends it with
+// Register's answer (initial metadata), and the worker sends it with every later call.
+inline constexpr char kSessionMetadataKey[] = "sextant-session";
+
+// The most workers one identity (one certificate, or all identity-less callers together) may
+// register with one orchestrator.
+inline constexpr size_t kMaxRegistrationsPerIdentity = 4096;
+
+// Each registration gets a random session secret; later calls for that worker id must carry it
+// and come from the same identity (the certificate's sextant:// URI, or "" without one). A worker
+// id this orchestrator never registered is unknown. Not thread-safe: WorkerServiceImpl calls it
+// under its lock.
+class WorkerSessions {
+ public:
+  // random fills n bytes; default: the OS's CSPRNG (libsodium). Tests pass their own.
+  using Random = std::function<void(uint8_t* out, size_t n)>;
+  explicit WorkerSessions(Random random = nullptr);
+
+  // Whether identity may register one more worker: ResourceExhausted once it has
+  // kMaxRegistrationsPerIdentity.
+  absl::Status CanOpen(const std::string& identity) const;
+  // A new session (64 hex characters) for worker_id, registered by identity.
+  std::string Open(int64_t worker_id, const std::string& identity);
+  // OK when worker_id was opened here with this session (compared in constant time) by this
+  // identity. NotFound when worker_id was never registered here; PermissionDenied otherwise.
+  absl::Status Check(int64_t worker_id, absl::string_view session,
+                     const std::string& identity) const;
+
+ private:
+  struct Session {
+    std::string secret;
+    std::string identity;
+  };
+  Random random_;
+  std::map<int64_t, Session> sessions_;
+  std::map<std::string, size_t> per_identity_;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_WORKER_SESSIONS_H_

@@ -1,0 +1,120 @@
+// FederationService on loopback over a real FederationHub: what an aggregator reports upstream
+// travels with its update, and a sender that breaks off mid-stream frees the staging buffer.
+#include "aggregator/federation_service.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "aggregator/federation_hub.h"
+#include "common/clock.h"
+#include "federation/round_coordinator.h"
+#include "gtest/gtest.h"
+
+namespace sextant {
+namespace {
+
+class FederationServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RoundCoordinatorOptions o;
+    o.experiment_id = "exp";
+    o.model_size = kSize;
+    hub_ = std::make_unique<FederationHub>(*RoundCoordinator::Create(o, RealClockInstance()),
+                                           RealClockInstance());
+    service_ = std::make_unique<FederationServiceImpl>(hub_.get(), /*chunk_floats=*/4);
+    int port = 0;
+    server_ = *StartFederationServer("127.0.0.1:0", service_.get(), &port);
+    stub_ = v1::FederationService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                               grpc::InsecureChannelCredentials()));
+    std::map<std::string, RoundTask> tasks;
+    for (const char* id : {"east", "west"}) tasks[id].model_size = kSize;
+    ASSERT_TRUE(hub_->Publish(1, "/dev/null", std::move(tasks)).ok());
+  }
+  void TearDown() override { server_->Shutdown(std::chrono::system_clock::now()); }
+
+  static constexpr int64_t kSize = 10;
+  std::unique_ptr<FederationHub> hub_;
+  std::unique_ptr<FederationServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::FederationService::Stub> stub_;
+};
+
+TEST_F(FederationServiceTest, RegionsRejectionsAndCountTravelWithTheirUpdate) {
+  std::vector<float> update(kSize, 1.0f);
+  PushHeader east{"exp", 1, "east", 30, 3, {}, /*rejected=*/2};
+  PushHeader west{"exp", 1, "west", 10, 1, {}, /*rejected=*/0};
+  ASSERT_TRUE(PushUpdate(stub_.get(), east, update, 4).ok());
+  ASSERT_TRUE(PushUpdate(stub_.get(), west, update, 4).ok());
+  ASSERT_TRUE(hub_->WaitReadyToClose(absl::Seconds(5)));
+  std::vector<SenderReport> senders;
+  absl::StatusOr<RoundOutcome> out = hub_->Close(&senders);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->count, 4);
+  ASSERT_EQ(senders.size(), 2u);
+  EXPECT_EQ(senders[0].client_id, "east");
+  EXPECT_EQ(senders[0].rejected, 2);
+  EXPECT_EQ(senders[1].rejected, 0);
+}
+
+// A participant counts as up once it has asked for a round (GetRound), whether or not it is in
+// the open one; a caller for another experiment does not count.
+TEST_F(FederationServiceTest, WaitForContactReturnsThoseThatHaveNotAskedForARound) {
+  const std::vector<std::string> ids = {"east", "west", "north"};
+  EXPECT_EQ(hub_->WaitForContact(ids, absl::Milliseconds(50)), ids);
+  auto noop = [](int64_t, absl::Span<const float>) { return absl::OkStatus(); };
+  // "east" is in round 1 (its model read fails on the empty file; it has asked all the same).
+  (void)PullRound(stub_.get(), "exp", "east", 0, 0.1, noop);
+  (void)PullRound(stub_.get(), "other", "west", 0, 0.1, noop);
+  EXPECT_EQ(hub_->WaitForContact(ids, absl::Milliseconds(50)),
+            (std::vector<std::string>{"west", "north"}));
+  // A waiter wakes when the last one asks.
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    (void)PullRound(stub_.get(), "exp", "west", 0, 0.1, noop);
+    (void)PullRound(stub_.get(), "exp", "north", 0, 0.1, noop);  // not in the round: waits
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(hub_->WaitForContact(ids, absl::Seconds(20)).empty());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  late.join();
+}
+
+TEST_F(FederationServiceTest, SenderThatBreaksOffMidStreamFreesTheStagingBufferForOthers) {
+  {
+    grpc::ClientContext context;
+    v1::UpdateReceipt receipt;
+    auto writer = stub_->PushUpdate(&context, &receipt);
+    v1::ModelChunk first;
+    first.set_experiment_id("exp");
+    first.set_round(1);
+    first.set_client_id("east");
+    first.set_total_size(kSize);
+    first.set_weight(1);
+    first.set_count(1);
+    first.set_data(std::string(4 * sizeof(float), '\0'));
+    ASSERT_TRUE(writer->Write(first));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // east now holds the buffer
+    context.TryCancel();                                          // the sender dies
+    (void)writer->Finish();
+  }
+  // Without the release west would wait for the staging buffer (Begin waits up to 600 s).
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<float> update(kSize, 2.0f);
+  ASSERT_TRUE(PushUpdate(stub_.get(), {"exp", 1, "west", 1, 1, {}}, update, 4).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  // east may retry its update in full, and it is not counted as a rejection.
+  ASSERT_TRUE(
+      PushUpdate(stub_.get(), {"exp", 1, "east", 1, 1, {}}, std::vector<float>(kSize, 4.0f), 4)
+          .ok());
+  EXPECT_EQ(hub_->rejections("east"), 0);
+  std::vector<SenderReport> senders;
+  absl::StatusOr<RoundOutcome> out = hub_->Close(&senders);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FLOAT_EQ(out->mean[0], 3.0f);
+}
+
+}  // namespace
+}  // namespace sextant

@@ -1,0 +1,162 @@
+// RunRegionalAggregator in-process between an upstream FederationHub on loopback and clients
+// that speak its FederationService: a client that starts late still makes round 1, because the
+// aggregator asks upstream for a round only once its clients are up.
+#include "aggregator/regional_aggregator.h"
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "aggregator/federation_hub.h"
+#include "aggregator/federation_service.h"
+#include "common/clock.h"
+#include "federation/round_coordinator.h"
+#include "gtest/gtest.h"
+
+namespace sextant {
+namespace {
+
+constexpr int64_t kSize = 8;
+
+// The upstream tier: a hub with one region "r", served on loopback.
+struct Upstream {
+  Upstream() {
+    RoundCoordinatorOptions o;
+    o.experiment_id = "exp";
+    o.model_size = kSize;
+    hub = std::make_unique<FederationHub>(*RoundCoordinator::Create(o, RealClockInstance()),
+                                          RealClockInstance());
+    service = std::make_unique<FederationServiceImpl>(hub.get(), /*chunk_floats=*/4);
+    server = *StartFederationServer("127.0.0.1:0", service.get(), &port);
+  }
+  ~Upstream() { server->Shutdown(std::chrono::system_clock::now()); }
+  std::unique_ptr<FederationHub> hub;
+  std::unique_ptr<FederationServiceImpl> service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+};
+
+// One client: asks for round 1 and pushes a vector of ones, weight 1.
+void Client(int port, const std::string& id) {
+  auto stub = v1::FederationService::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  auto sink = [](int64_t, absl::Span<const float>) { return absl::OkStatus(); };
+  for (int tries = 0; tries < 100; ++tries) {
+    absl::StatusOr<RoundTask> task = PullRound(stub.get(), "exp", id, 0, 0.5, sink);
+    if (!task.ok() || task->kind == RoundTask::Kind::kDone) return;
+    if (task->kind != RoundTask::Kind::kTrain) continue;
+    std::vector<float> ones(kSize, 1.0f);
+    (void)PushUpdate(stub.get(), PushHeader{"exp", task->round, id, 1, 1, {}, 0}, ones, 4);
+    return;
+  }
+}
+
+// Runs round 1 with clients r/0 (at once) and r/1 (after 4 s), a 1 s round deadline and
+// min_updates 1; returns the clients behind the region's update.
+int64_t RoundOneClients(const std::string& dir, bool wait_for_clients, std::string* log_text) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  Upstream up;
+  {
+    std::vector<float> model(kSize, 0.0f);
+    std::ofstream(dir + "/global.f32", std::ios::binary)
+        .write(reinterpret_cast<const char*>(model.data()), kSize * sizeof(float));
+  }
+  std::map<std::string, RoundTask> tasks;
+  tasks["r"].model_size = kSize;
+  tasks["r"].participants = {"r/0", "r/1"};
+  tasks["r"].deadline_seconds = 1;
+  tasks["r"].min_updates = 1;
+  EXPECT_TRUE(up.hub->Publish(1, dir + "/global.f32", std::move(tasks)).ok());
+
+  RegionalAggregatorOptions o;
+  o.upstream = "127.0.0.1:" + std::to_string(up.port);
+  o.port_file = dir + "/port";
+  o.experiment_id = "exp";
+  o.region = "r";
+  o.model_size = kSize;
+  o.work_dir = dir + "/work";
+  o.poll_seconds = 0.5;
+  if (wait_for_clients) o.clients = {"r/0", "r/1"};
+  o.startup_wait_seconds = 30;
+  std::ostringstream log;
+  o.log = &log;
+  std::atomic<bool> stop{false};
+  std::thread aggregator([&] { EXPECT_TRUE(RunRegionalAggregator(o, &stop).ok()); });
+  int port = 0;
+  for (int i = 0; i < 200 && port == 0; ++i) {
+    std::ifstream in(o.port_file);
+    if (!(in >> port)) port = 0;
+    if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(port, 0);
+  std::thread early(Client, port, "r/0");
+  std::thread late([port] {
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    Client(port, "r/1");
+  });
+  if (wait_for_clients) {
+    // Upstream does not hear from the region while one of its clients is still starting.
+    EXPECT_EQ(up.hub->WaitForContact({"r"}, absl::Seconds(2)),
+              (std::vector<std::string>{"r"}));
+  }
+  EXPECT_TRUE(up.hub->WaitReadyToClose(absl::Seconds(60)));
+  std::vector<SenderReport> senders;
+  absl::StatusOr<RoundOutcome> out = up.hub->Close(&senders);
+  up.hub->SetDone();
+  early.join();
+  late.join();
+  stop = true;
+  aggregator.join();
+  *log_text = log.str();
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? out->count : -1;
+}
+
+TEST(RegionalAggregatorTest, RoundOneWaitsForAClientStillStarting) {
+  std::string log;
+  EXPECT_EQ(RoundOneClients(testing::TempDir() + "/agg-wait", true, &log), 2) << log;
+  EXPECT_NE(log.find("clients_connected=2/2"), std::string::npos) << log;
+}
+
+// The control: without the list of its clients, the aggregator opens round 1 at once and its
+// 1 s deadline closes it before the late client is up.
+TEST(RegionalAggregatorTest, WithoutItsClientsListRoundOneClosesWithoutTheLateClient) {
+  std::string log;
+  EXPECT_EQ(RoundOneClients(testing::TempDir() + "/agg-nowait", false, &log), 1) << log;
+}
+
+// A client that never starts holds round 1 up only for the startup wait.
+TEST(RegionalAggregatorTest, AClientThatNeverStartsIsWaitedForOnlyUntilTheStartupWait) {
+  const std::string dir = testing::TempDir() + "/agg-never";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  Upstream up;
+  RegionalAggregatorOptions o;
+  o.upstream = "127.0.0.1:" + std::to_string(up.port);
+  o.experiment_id = "exp";
+  o.region = "r";
+  o.model_size = kSize;
+  o.work_dir = dir + "/work";
+  o.poll_seconds = 0.5;
+  o.clients = {"r/0"};
+  o.startup_wait_seconds = 1;
+  std::ostringstream log;
+  o.log = &log;
+  std::atomic<bool> stop{false};
+  std::thread aggregator([&] { EXPECT_TRUE(RunRegionalAggregator(o, &stop).ok()); });
+  EXPECT_TRUE(up.hub->WaitForContact({"r"}, absl::Seconds(30)).empty());
+  up.hub->SetDone();
+  aggregator.join();
+  EXPECT_NE(log.str().find("clients_connected=0/1"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("missing=r/0"), std::string::npos) << log.str();
+}
+
+}  // namespace
+}  // namespace sextant
