@@ -45,6 +45,7 @@
 #include "orchestrator/run_dir.h"
 #include "orchestrator/store.h"
 #include "rpc/certificates.h"
+#include "rpc/run_secret.h"
 #include "rpc/server_security.h"
 
 namespace sextant {
@@ -249,6 +250,12 @@ class FederatedRun {
       if (!loaded.ok()) return Fail(loaded.status(), 2);
       security = *std::move(loaded);
       if (absl::Status s = IssueParticipantCertificates(&security); !s.ok()) return Fail(s, 2);
+    } else {
+      // Loopback: every call must carry this run's secret, which only this user can read.
+      auto secrets = CreateRunSecrets(std::filesystem::absolute(run_dir_->path() + "/secrets"));
+      if (!secrets.ok()) return Fail(secrets.status());
+      secrets_ = *std::move(secrets);
+      security = LoopbackSecurity(secrets_);
     }
     if (absl::Status s = CheckListenAllowed(options_.listen, security); !s.ok()) return Fail(s, 2);
     o.credentials = MakeServerCredentials(security);
@@ -301,9 +308,13 @@ class FederatedRun {
     return absl::OkStatus();
   }
 
-  // A participant dials and serves with its own certificate (IssueParticipantCertificates).
-  void AddTlsDir(std::vector<std::string>* argv, const std::string& region, int index) const {
-    if (options_.tls_dir.empty()) return;
+  // A participant dials and serves with its own certificate (IssueParticipantCertificates),
+  // or on loopback with the run's secret.
+  void AddCredentials(std::vector<std::string>* argv, const std::string& region, int index) const {
+    if (options_.tls_dir.empty()) {
+      argv->insert(argv->end(), {"--secret-file", secrets_.worker_file});
+      return;
+    }
     argv->insert(argv->end(), {"--tls-dir", ParticipantTlsDir(region, index), "--tls-name",
                                index < 0 ? "aggregator" : absl::StrCat(index)});
   }
@@ -380,7 +391,7 @@ class FederatedRun {
           "--clients", absl::StrCat(r.clients()), "--startup-wait",
           absl::StrCat(kStartupWaitSeconds), "--max-client-weight",
           absl::StrCat(MaxClientWeight()), "--exit-with-parent"};
-      AddTlsDir(&argv, r.name(), -1);
+      AddCredentials(&argv, r.name(), -1);
       // Robust rules run where client updates are in the clear: at the regional aggregators.
       if (!fed().aggregation().empty() && fed().aggregation() != "fedavg") {
         argv.insert(argv.end(),
@@ -424,7 +435,7 @@ class FederatedRun {
             "--connect", absl::StrCat("127.0.0.1:", port), "--experiment-id", experiment_id_,
             "--spec", spec_file_, "--threads", "1", "--work-dir",
             absl::StrCat(fed_dir_, "/client-", r.name(), "-", i), "--exit-with-parent"};
-        AddTlsDir(&argv, r.name(), i);
+        AddCredentials(&argv, r.name(), i);
         Launch(argv, absl::StrCat("client-", r.name(), "-", i, ".log"),
                absl::StrCat("client ", ClientId(r.name(), i)));
       }
@@ -775,6 +786,7 @@ class FederatedRun {
   std::vector<float> global_;
   std::unique_ptr<ServerOptimizer> optimizer_;
   std::optional<RdpAccountant> accountant_;
+  RunSecrets secrets_;             // without --tls-dir: the run's loopback secrets
   std::unique_ptr<Tier> tier_;     // the global tier of the rounds
   int64_t region_rejections_ = 0;  // the regions' round's rejections already counted
   int64_t last_round_ = 0;

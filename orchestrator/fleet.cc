@@ -102,6 +102,17 @@ void Fleet::Bind(const FleetView& view, FleetTick& tick) {
                                           "') was not launched by this run; it is not billed")});
       continue;
     }
+    // Billing a hand-started worker is spending like a launch: the budget must allow it.
+    std::string why;
+    if (exhausted_ || !guard_.Allows(committed(), WindDown(), ActionCost(*pool), &why)) {
+      tick.retire.push_back(id);
+      tick.events.push_back({"budget_refused", 0,
+                             absl::StrCat("worker ", id, " not adopted into pool ",
+                                          pool->spec.name(), ": ",
+                                          exhausted_ ? "the budget is spent" : why,
+                                          "; it gets no work")});
+      continue;
+    }
     Instance inst;
     inst.pool = static_cast<int>(pool - pools_.begin());
     inst.token = absl::StrCat("static-", id);
@@ -206,6 +217,20 @@ void Fleet::Renew(FleetTick& tick) {
     });
     if (!used) {
       p.reservation = 0;
+      continue;
+    }
+    // A renewal is a new reservation, paid whole: the budget must allow it like a launch.
+    p.reservation = 0;
+    std::string why;
+    if (!guard_.Allows(committed(), WindDown(), ActionCost(p), &why)) {
+      tick.events.push_back({"budget_refused", 0,
+                             absl::StrCat("reservation of pool ", p.spec.name(),
+                                          " not renewed: ", why, "; its instances terminate")});
+      for (Instance& inst : instances_) {
+        if (!inst.billed_off && &pools_[inst.pool] == &p) {
+          Release(inst, tick, "its reservation ended and the budget does not cover another");
+        }
+      }
       continue;
     }
     p.reservation = ledger_.Reserve(p.owner, p.offer.billing, p.spec.max_instances(),
@@ -354,7 +379,7 @@ void Fleet::Launch(int index, FleetTick& tick) {
   inst.token = absl::StrCat(p.spec.name(), "-", next_token_++);
   InstanceRequest req{p.spec.name(), p.spec.region(), p.spec.instance(), p.offer.market, inst.token,
                       options_.connect, absl::StrCat(options_.logs_dir, "/worker-", inst.token, ".log"), 0,
-                      options_.tls_dir};
+                      options_.credentials};
   Interruption intr;
   // A stop at the budget gives a trial on a non-spot instance the wind-down the budget projected.
   req.preempt_notice_seconds = std::max(0.5, options_.wind_down_seconds);

@@ -36,7 +36,7 @@ struct FleetPoolStats {
 struct FleetOptions {
   std::string connect;    // HOST:PORT the workers dial; required
   std::string logs_dir;   // worker logs go to LOGS_DIR/worker-TOKEN.log; required
-  std::string tls_dir;    // every InstanceRequest's tls_dir; default empty (plaintext)
+  WorkerCredentials credentials;  // every InstanceRequest's; default: plaintext
   // Multiplies the drawn spot interruption times and notices, so that a test sees the
   // market's behaviour in seconds; default 1.
   double time_scale = 1;

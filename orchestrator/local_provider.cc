@@ -35,7 +35,7 @@ absl::StatusOr<std::string> LocalProvider::Launch(const InstanceRequest& request
     argv.push_back("--preempt-notice");
     argv.push_back(absl::StrCat(request.preempt_notice_seconds));
   }
-  if (!request.tls_dir.empty()) argv.insert(argv.end(), {"--tls-dir", request.tls_dir});
+  request.credentials.AppendFlags(&argv);
   absl::StatusOr<pid_t> pid = launcher_->Launch(argv, request.log_path);
   if (!pid.ok()) return pid.status();
   live_[*pid] = true;

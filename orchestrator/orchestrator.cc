@@ -40,6 +40,7 @@
 #include "orchestrator/store.h"
 #include "orchestrator/strategy_factory.h"
 #include "orchestrator/worker_service.h"
+#include "rpc/run_secret.h"
 #include "rpc/server_security.h"
 #include "strategies/scheduler.h"
 
@@ -169,6 +170,12 @@ class Run {
         return 2;
       }
       security_ = *std::move(security);
+    } else {
+      // Loopback: every call must carry this run's secret, which only this user can read.
+      auto secrets = CreateRunSecrets(std::filesystem::absolute(run_dir_->path() + "/secrets"));
+      if (!secrets.ok()) return Fail(secrets.status());
+      secrets_ = *std::move(secrets);
+      security_ = LoopbackSecurity(secrets_);
     }
     if (absl::Status s = CheckListenAllowed(options_.listen, security_); !s.ok()) {
       *env_.err << "sextant: " << s.message() << "\n";
@@ -178,7 +185,7 @@ class Run {
                                                  spec_.trial().env().end());
     service_ = std::make_unique<WorkerServiceImpl>(dispatcher_.get(),
                                                    Redactor::FromEnvironment(trial_env));
-    admin_ = std::make_unique<AdminServiceImpl>(service_.get(), !security_.tokens.empty());
+    admin_ = std::make_unique<AdminServiceImpl>(service_.get(), security_.auth());
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.listen, MakeServerCredentials(security_), &port_);
     builder.RegisterService(service_.get());
@@ -214,6 +221,17 @@ class Run {
     return 1;
   }
 
+  // How the workers this run starts dial it.
+  WorkerCredentials WorkerDial() const {
+    WorkerCredentials c;
+    if (!options_.tls_dir.empty()) {
+      c.tls_dir = std::filesystem::absolute(options_.tls_dir).string();
+    } else {
+      c.secret_file = secrets_.worker_file;
+    }
+    return c;
+  }
+
   std::string Target() const {
     std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
     // Local workers reach a wildcard listener on loopback (which the certificates name).
@@ -228,10 +246,7 @@ class Run {
                                      "--pool", "local", "--launch-token",
                                      absl::StrCat("local-", index), "--exit-with-parent",
                                      "--preempt-notice", absl::StrCat(kWindDownSeconds)};
-    if (!options_.tls_dir.empty()) {
-      argv.push_back("--tls-dir");
-      argv.push_back(std::filesystem::absolute(options_.tls_dir).string());
-    }
+    WorkerDial().AppendFlags(&argv);
     auto pid = env_.launcher->Launch(argv, absl::StrCat(run_dir_->logs_dir(), "/worker-", index, ".log"));
     if (!pid.ok()) {
       *env_.err << "sextant: " << pid.status().message() << "\n";
@@ -442,9 +457,7 @@ class Run {
     FleetOptions fo;
     fo.connect = Target();
     fo.logs_dir = std::filesystem::absolute(run_dir_->logs_dir()).string();
-    if (!options_.tls_dir.empty()) {
-      fo.tls_dir = std::filesystem::absolute(options_.tls_dir).string();
-    }
+    fo.credentials = WorkerDial();
     fo.time_scale = options_.time_scale;
     fo.seed = spec_.search().seed();
     fo.wind_down_seconds = kWindDownSeconds;
@@ -466,7 +479,9 @@ class Run {
     if (kind == "static") {
       *env_.out << "sextant: start workers with: sextant-worker --connect " << Target()
                 << " --region REGION --pool POOL"
-                << (options_.tls_dir.empty() ? "" : " --tls-dir DIR") << "\n";
+                << (options_.tls_dir.empty() ? " --secret-file " + secrets_.worker_file
+                                             : " --tls-dir DIR --tls-name NAME")
+                << "\n";
     }
     return 0;
   }
@@ -641,7 +656,8 @@ class Run {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<WorkerServiceImpl> service_;
-  ServerSecurity security_;                  // none without --tls-dir
+  ServerSecurity security_;  // TLS from --tls-dir, or loopback with the run's secrets
+  RunSecrets secrets_;       // without --tls-dir
   std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_;  // null without --metrics-port

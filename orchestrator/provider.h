@@ -12,6 +12,24 @@
 namespace sextant {
 
 // One instance to start: a worker for a pool, told how to reach the orchestrator.
+// How a worker dials the orchestrator: TLS from a certificate folder, or, on loopback, with the
+// run's worker secret (rpc/run_secret.h).
+struct WorkerCredentials {
+  // An absolute `sextant certs init` folder reachable where the worker runs. Default empty.
+  std::string tls_dir;
+  // Without tls_dir: the run's worker secret file (RUN_DIR/secrets/worker.secret). Default empty.
+  std::string secret_file;
+
+  // Appends the worker's flags for these (--tls-dir DIR, or --secret-file FILE) to argv.
+  void AppendFlags(std::vector<std::string>* argv) const {
+    if (!tls_dir.empty()) {
+      argv->insert(argv->end(), {"--tls-dir", tls_dir});
+    } else if (!secret_file.empty()) {
+      argv->insert(argv->end(), {"--secret-file", secret_file});
+    }
+  }
+};
+
 struct InstanceRequest {
   std::string pool;
   std::string region;
@@ -21,9 +39,7 @@ struct InstanceRequest {
   std::string connect;              // HOST:PORT of the worker service
   std::string log_path;             // where the worker's stdout and stderr go
   double preempt_notice_seconds = 0;  // the worker's --preempt-notice; 0 = the worker's default
-  // The worker's --tls-dir (absolute; a `sextant certs init` directory reachable where it runs).
-  // Default empty: plaintext.
-  std::string tls_dir;
+  WorkerCredentials credentials;  // how the worker dials; default: plaintext
 };
 
 // What a provider knows of an instance it launched.

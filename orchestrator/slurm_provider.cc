@@ -71,7 +71,7 @@ absl::StatusOr<std::string> SlurmProvider::Launch(const InstanceRequest& request
     worker.push_back("--preempt-notice");
     worker.push_back(absl::StrCat(request.preempt_notice_seconds));
   }
-  if (!request.tls_dir.empty()) worker.insert(worker.end(), {"--tls-dir", request.tls_dir});
+  request.credentials.AppendFlags(&worker);
   std::vector<std::string> quoted;
   for (const std::string& w : worker) quoted.push_back(ShellQuote(w));
   const bool spot = request.market == Market::kSpot;

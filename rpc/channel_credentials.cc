@@ -6,11 +6,17 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/read_file.h"
+#include "rpc/run_secret.h"
 
 namespace sextant {
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> LoadChannelCredentials(
-    const std::string& tls_dir, const std::string& name) {
+    const std::string& tls_dir, const std::string& name, const std::string& secret_file) {
+  if (tls_dir.empty() && !secret_file.empty()) {
+    absl::StatusOr<std::string> secret = ReadSecretFile(secret_file);
+    if (!secret.ok()) return secret.status();
+    return LoopbackChannelCredentials(*secret);
+  }
   if (tls_dir.empty()) return grpc::InsecureChannelCredentials();
   auto read = [&](const std::string& file) {
     return ReadFileIfPresent(absl::StrCat(tls_dir, "/", file));

@@ -78,7 +78,12 @@ absl::Status CheckListenAllowed(const std::string& listen, const ServerSecurity&
 }
 
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const ServerSecurity& security) {
-  if (!security.tls()) return grpc::InsecureServerCredentials();
+  if (!security.tls()) {
+    if (!security.local) return grpc::InsecureServerCredentials();
+    auto creds = grpc::experimental::LocalServerCredentials(LOCAL_TCP);
+    if (security.auth()) creds->SetAuthMetadataProcessor(std::make_shared<RoleAuthProcessor>(security));
+    return creds;
+  }
   grpc::SslServerCredentialsOptions opts(
       security.ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                               : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);

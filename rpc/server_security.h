@@ -36,6 +36,9 @@ struct ServerSecurity {
   // certificate from the CA.
   std::set<std::string> enrolled;
   std::map<std::string, Role> tokens;  // bearer token -> role; empty: no token auth
+  // Without TLS: local TCP credentials (loopback peers only) that still run the token check
+  // (LoopbackSecurity, run_secret.h). Default false: plaintext.
+  bool local = false;
 
   bool tls() const { return !cert_pem.empty(); }
   // Every caller is authenticated: by its verified client certificate (mTLS) or by a token.
@@ -58,7 +61,8 @@ bool IsLoopbackAddress(const std::string& listen);
 absl::Status CheckListenAllowed(const std::string& listen, const ServerSecurity& security);
 
 // The credentials to listen with: TLS that requires and verifies a client certificate when
-// ca_pem is set, with a RoleAuthProcessor attached. Insecure credentials when !tls().
+// ca_pem is set, with a RoleAuthProcessor attached; without TLS, local TCP credentials with the
+// processor when `local`, else insecure credentials.
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const ServerSecurity& security);
 
 // The roles allowed to call a full method name ("/sextant.v1.AdminService/Drain"): the

@@ -227,7 +227,8 @@ class Worker {
 
   int Run() {
     if (!creds_error_.empty()) {
-      std::cerr << "sextant-worker: --tls-dir: " << creds_error_ << "\n";
+      std::cerr << "sextant-worker: " << (options_.tls_dir.empty() ? "--secret-file" : "--tls-dir")
+                << ": " << creds_error_ << "\n";
       return 2;
     }
     auto indices = ParseDeviceList(options_.gpus);
@@ -257,7 +258,7 @@ class Worker {
  private:
   // TLS with a client certificate and the role's bearer token when tls_dir is set.
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials() const {
-    return LoadChannelCredentials(options_.tls_dir, options_.tls_name);
+    return LoadChannelCredentials(options_.tls_dir, options_.tls_name, options_.secret_file);
   }
 
   int RegisterSelf() {

@@ -28,6 +28,9 @@ struct WorkerOptions {
   // (when present) as the bearer token. Default empty: plaintext.
   std::string tls_dir;
   std::string tls_name = "worker";  // default "worker"
+  // Without tls_dir: the run's worker secret (RUN_DIR/secrets/worker.secret), sent with every
+  // call over local TCP (rpc/run_secret.h). Default empty: plaintext, no secret.
+  std::string secret_file;
 };
 
 // Registers with the orchestrator and runs leased trials until the orchestrator says the

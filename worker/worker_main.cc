@@ -27,7 +27,7 @@ void OnPreemptSignal(int) { g_preempt.store(true); }
 void Usage() {
   std::cerr << "usage: sextant-worker --connect HOST:PORT [--region R] [--pool P]\n"
                "                      [--gpus 0,1] [--preempt-notice SECONDS]\n"
-               "                      [--tls-dir DIR [--tls-name worker]]\n"
+               "                      [--tls-dir DIR [--tls-name worker] | --secret-file FILE]\n"
                "                      [--role client|aggregator] [--exit-with-parent]\n"
                "       sextant-worker train --help\n"
                "       sextant-worker devices\n";
@@ -92,6 +92,8 @@ int main(int argc, char** argv) {
       if (!value(&options.tls_dir)) return 2;
     } else if (arg == "--tls-name") {
       if (!value(&options.tls_name)) return 2;
+    } else if (arg == "--secret-file") {
+      if (!value(&options.secret_file)) return 2;
     } else if (arg == "--launch-token") {
       if (!value(&options.launch_token)) return 2;
     } else if (arg == "--role") {

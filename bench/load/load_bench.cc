@@ -26,6 +26,7 @@
 #include "grpcpp/grpcpp.h"
 #include "orchestrator/run_dir.h"
 #include "orchestrator/store.h"
+#include "rpc/channel_credentials.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
 
 extern char** environ;
@@ -63,11 +64,15 @@ void Fail(WorkerResult* r, const std::string& what, const grpc::Status& s) {
   if (r->first_error.empty()) r->first_error = absl::StrCat(what, ": ", s.error_message());
 }
 
-void RunWorker(const std::string& target, int index, Clock::time_point end, int interval_ms,
-               WorkerResult* r) {
+void RunWorker(const std::string& target, const std::string& secret_file, int index,
+               Clock::time_point end, int interval_ms, WorkerResult* r) {
   grpc::ChannelArguments args;
   args.SetInt("sextant.bench.worker", index);  // one connection per worker, as in production
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  // The workers' own credentials: local TCP with the run's secret, as sextant-worker dials.
+  auto creds = sextant::LoadChannelCredentials("", "worker", secret_file);
+  if (!creds.ok()) return Fail(r, "credentials", grpc::Status(grpc::StatusCode::INTERNAL,
+                                                              std::string(creds.status().message())));
+  auto channel = grpc::CreateCustomChannel(target, *creds, args);
   auto stub = sextant::v1::WorkerService::NewStub(channel);
   sextant::v1::RegisterRequest reg;
   reg.set_protocol_version(1);
@@ -204,7 +209,8 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   auto end = Clock::now() + std::chrono::seconds(seconds);
   for (int i = 0; i < workers; ++i) {
-    threads.emplace_back(RunWorker, target, i, end, interval_ms, &results[i]);
+    threads.emplace_back(RunWorker, target, dir + "/run/secrets/worker.secret", i, end,
+                         interval_ms, &results[i]);
   }
   for (auto& t : threads) t.join();
   kill(orchestrator, SIGINT);

@@ -372,7 +372,8 @@ TEST_F(CliTest, WorkerWithAnotherProtocolVersionIsRefused) {
   std::string out = run.out();
   size_t at = out.find("listening on ") + 13;
   std::string target = out.substr(at, out.find(')', at) - at);
-  auto w = RunProcess({kWorker, "--connect", target, "--protocol-version", "99"});
+  auto w = RunProcess({kWorker, "--connect", target, "--protocol-version", "99", "--secret-file",
+                       dir_ + "/run/secrets/worker.secret"});
   EXPECT_EQ(w.exit_code, 2);
   EXPECT_THAT(w.err, HasSubstr("protocol version 99"));
   EXPECT_EQ(run.Wait(60), 0);

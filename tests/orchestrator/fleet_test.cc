@@ -315,5 +315,73 @@ TEST(FleetTest, StaticWorkersAreAdoptedAndBilledFromRegistration) {
   EXPECT_NEAR((*fleet)->committed(), 120 * 2.4 / 3600, 1e-12);
 }
 
+// A hand-started worker is billed from the moment it joins: the budget must allow that as it
+// would a launch, or the worker is retired (no work, no bill).
+TEST(FleetTest, StaticWorkersAreAdoptedOnlyWithinTheBudget) {
+  FakeClock clock;
+  StaticProvider provider;
+  // One minimum bill of gpu.1x on demand is 60 s x 2.4/h = 0.04: the cap pays for one.
+  auto fleet = Fleet::Create(
+      Spec("    - {name: lab, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}\n",
+           "budget: {max_cost: 0.05}\n"),
+      Catalog::Default(), &provider, &clock, Options());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  FleetView view;
+  view.demand = 2;
+  view.workers[1] = {"us-east-1", "lab", ""};
+  FleetTick first = (*fleet)->Tick(view);
+  EXPECT_EQ((*fleet)->live_instances(), 1);
+  EXPECT_TRUE(first.retire.empty());
+  view.workers[2] = {"us-east-1", "lab", ""};
+  FleetTick second = (*fleet)->Tick(view);
+  EXPECT_EQ((*fleet)->live_instances(), 1);
+  EXPECT_EQ(second.retire, std::vector<int64_t>{2});
+  bool refused = false;
+  for (const auto& e : second.events) {
+    refused = refused || (e.kind == "budget_refused" &&
+                          e.message.find("worker 2 not adopted into pool lab") != std::string::npos);
+  }
+  EXPECT_TRUE(refused);
+  clock.Advance(absl::Seconds(60));
+  (*fleet)->Tick(view);
+  EXPECT_NEAR((*fleet)->committed(), 60 * 2.4 / 3600, 1e-12);  // one worker's bill only
+}
+
+// A reservation that runs out is renewed only when the budget covers another whole one;
+// otherwise the pool's instances terminate.
+TEST(FleetTest, AReservationIsRenewedOnlyWithinTheBudget) {
+  for (const double cap : {10.0, 4.0}) {
+    FakeClock clock;
+    FakeProvider provider;
+    // One reservation: 2 instances x 1 h at 1.56/h = 3.12, paid whole.
+    auto fleet = Fleet::Create(
+        Spec("    - {name: res, region: us-east-1, instance: gpu.1x, market: reserved, max_instances: 2}\n",
+             absl::StrCat("budget: {max_cost: ", cap, "}\n")),
+        Catalog::Default(), &provider, &clock, Options());
+    ASSERT_TRUE(fleet.ok()) << fleet.status();
+    FleetView view;
+    view.demand = 1;
+    (*fleet)->Tick(view);
+    ASSERT_EQ(provider.live.size(), 1u) << cap;
+    RegisterAll(provider, view);
+    view.running = {{1, 7}};
+    view.demand = 0;
+    clock.Advance(absl::Hours(1) + absl::Seconds(1));
+    FleetTick t = (*fleet)->Tick(view);
+    std::set<std::string> kinds;
+    for (const auto& e : t.events) kinds.insert(e.kind);
+    if (cap == 10.0) {
+      EXPECT_TRUE(kinds.count("reservation")) << cap;
+      EXPECT_NEAR((*fleet)->committed(), 2 * 3.12, 1e-9);
+      EXPECT_EQ(provider.live.size(), 1u);
+    } else {
+      EXPECT_TRUE(kinds.count("budget_refused")) << cap;
+      EXPECT_NEAR((*fleet)->committed(), 3.12, 1e-9);  // no second reservation was bought
+      EXPECT_TRUE(provider.live.empty());
+      EXPECT_EQ(t.retire, std::vector<int64_t>{1});
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sextant

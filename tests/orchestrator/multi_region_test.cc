@@ -24,7 +24,6 @@
 #include "nlohmann/json.hpp"
 #include "orchestrator/federated_rounds_table.h"
 #include "orchestrator/run_dir.h"
-#include "rpc/certificates.h"
 #include "tests/fakes/tcp_proxy.h"
 #include "tests/orchestrator/test_util.h"
 
@@ -213,17 +212,16 @@ class MultiRegionTest : public ::testing::Test {
 // A search on static pools, one per region: each region's worker connects over TLS with its
 // certificate and token through its relay, and the trials run inside the regions.
 TEST_F(MultiRegionTest, SearchCompletesWithWorkersInThreeRegionsOverTlsThroughLossyLinks) {
+  // The README's flow: the orchestrator's certificate names the host the workers dial, and
+  // each worker host gets its own certificate.
   const std::string certs = dir_ + "/certs";
-  auto init = RunProcess({kSextant, "certs", "init", certs});
+  auto init = RunProcess({kSextant, "certs", "init", certs, "--san", kOrchestratorName});
   ASSERT_EQ(init.exit_code, 0) << init.err;
-  // The orchestrator's certificate must name the host the workers dial.
-  auto orchestrator =
-      IssueCertificate({ReadFile(certs + "/ca.pem"), ReadFile(certs + "/ca.key")}, "orchestrator",
-                       {kOrchestratorName}, 2);
-  ASSERT_TRUE(orchestrator.ok()) << orchestrator.status();
-  WriteFile(certs + "/orchestrator.pem", orchestrator->cert_pem);
-  WriteFile(certs + "/orchestrator.key", orchestrator->key_pem);
-  chmod((certs + "/orchestrator.key").c_str(), 0600);
+  for (int i = 1; i <= kRegions; ++i) {
+    auto issued = RunProcess({kSextant, "certs", "issue", certs, absl::StrCat("w-r", i), "--role",
+                              "worker", "--region", absl::StrCat("r", i), "--enroll"});
+    ASSERT_EQ(issued.exit_code, 0) << issued.err;
+  }
 
   const std::string log = dir_ + "/evaluations.log";
   WriteFile(dir_ + "/objective.sh", absl::StrCat(R"SH(#!/bin/sh
@@ -270,7 +268,8 @@ resources:
   for (int i = 1; i <= kRegions; ++i) {
     workers.push_back(std::make_unique<BackgroundProcess>(regions_.In(
         i, {kWorker, "--connect", absl::StrCat(kOrchestratorName, ":7000"), "--region",
-            absl::StrCat("r", i), "--pool", absl::StrCat("p", i), "--tls-dir", certs})));
+            absl::StrCat("r", i), "--pool", absl::StrCat("p", i), "--tls-dir", certs,
+            "--tls-name", absl::StrCat("w-r", i)})));
   }
   ASSERT_EQ(run.Wait(240), 0) << run.out() << run.err();
   for (int i = 0; i < kRegions; ++i) {
@@ -307,11 +306,12 @@ resources:
             << per_region[3] << "; segments lost: " << lost << "\n";
 }
 
-// A federated run with its regional aggregators and clients in the region namespaces: the
-// orchestrator launches them through a `sextant-worker` beside its binary that starts each one
-// in its region's namespace and points the aggregators at the region's relay. The
-// FederationService has no TLS, so the orchestrator keeps it on its namespace's loopback and
-// the relays connect from inside that namespace.
+// A secure federated run over mTLS with its regional aggregators and clients in the region
+// namespaces: the orchestrator launches them through a `sextant-worker` beside its binary that
+// starts each one in its region's namespace and points the aggregators at the orchestrator's
+// name, which in a region is its relay. Every participant has its own certificate; the
+// orchestrator's names the host they dial. The orchestrator listens on its namespace's
+// loopback and the relays connect from inside that namespace.
 TEST_F(MultiRegionTest, FederatedRunCompletesWithAggregatorsAndClientsInThreeRegions) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
   const std::string bin = dir_ + "/bin";
@@ -319,8 +319,8 @@ TEST_F(MultiRegionTest, FederatedRunCompletesWithAggregatorsAndClientsInThreeReg
   std::filesystem::copy_file(kSextant, bin + "/sextant");
   std::string cases;
   for (int i = 1; i <= kRegions; ++i) {
-    absl::StrAppend(&cases, "  r", i, ") ns=", regions_.Namespace(i), "; up=",
-                    regions_.HostEnd(i), ":7001;;\n");
+    absl::StrAppend(&cases, "  r", i, ") ns=", regions_.Namespace(i), "; up=", kOrchestratorName,
+                    ":7001;;\n");
   }
   WriteFile(bin + "/sextant-worker", absl::StrCat(R"SH(#!/bin/bash
 args=("$@"); role=; region=
@@ -345,20 +345,24 @@ objective: {metric: val_accuracy, goal: maximize}
 trial:
   builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
 federation:
-  regions: [{name: r1, clients: 1}, {name: r2, clients: 1}, {name: r3, clients: 1}]
+  regions: [{name: r1, clients: 2}, {name: r2, clients: 2}, {name: r3, clients: 2}]
   rounds: 3
   local_lr: 0.05
-  min_clients: 3
+  min_clients: 6
   round_deadline: 120s
   seed: 4
   examples_per_client: 800
   validation_examples: 500
-  secure_aggregation: false
+  secure_aggregation: true
+  hide_region_sums: true
 )");
+  const std::string certs = dir_ + "/certs";
+  auto init = RunProcess({kSextant, "certs", "init", certs, "--san", kOrchestratorName});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
   StartRelays(7001, "127.0.0.1", regions_.Path(0));
   BackgroundProcess run(regions_.In(0, {bin + "/sextant", "run", dir_ + "/fed.yaml",
                                         "--run-dir", dir_ + "/run", "--listen",
-                                        "127.0.0.1:7001"}));
+                                        "127.0.0.1:7001", "--tls-dir", certs}));
   ASSERT_EQ(run.Wait(400), 0) << run.out() << run.err();
 
   auto table = RoundsTable::Open(RunDir::DbPath(dir_ + "/run"));
@@ -373,8 +377,9 @@ federation:
   }
   ASSERT_EQ(global.size(), 3u) << run.out();
   for (int64_t round = 1; round <= 3; ++round) {
-    EXPECT_EQ(global[round].clients, 3) << "round " << round;
-    EXPECT_EQ(regions_by_round[round], (std::set<std::string>{"", "r1", "r2", "r3"}));
+    EXPECT_EQ(global[round].clients, 6) << "round " << round;
+    // hide_region_sums: the orchestrator learns only the total, no region's own sum.
+    EXPECT_EQ(regions_by_round[round], (std::set<std::string>{""}));
   }
   EXPECT_GT(global[3].accuracy, 0.4) << "chance is 0.1";
   // Each region's aggregator reached the orchestrator only through its relay, and the global

@@ -264,8 +264,11 @@ budget: {max_wall_time: 3s}
     EXPECT_TRUE(run.WaitForOutput("start workers with", 60)) << run.out() << run.err();
     std::smatch m;
     const std::string out = run.out();
-    if (!std::regex_search(out, m, std::regex("--connect (\\S+)"))) return -1;
-    BackgroundProcess worker({kWorker, "--connect", m[1].str(), "--region", "r1", "--pool", "a"});
+    if (!std::regex_search(out, m, std::regex("--connect (\\S+) .*--secret-file (\\S+)"))) {
+      return -1;
+    }
+    BackgroundProcess worker({kWorker, "--connect", m[1].str(), "--region", "r1", "--pool", "a",
+                              "--secret-file", m[2].str()});
     const int rc = run.Wait(120);
     EXPECT_EQ(worker.Wait(30), 0) << worker.err();
     *worker_err = worker.err();

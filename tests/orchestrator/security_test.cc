@@ -1,6 +1,7 @@
 // Security of the orchestrator's gRPC server with real processes: `sextant certs init`, TLS with
 // mutual authentication, per-role bearer tokens, the non-loopback rule and secret redaction.
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -12,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "rpc/certificates.h"
+#include "rpc/run_secret.h"
 #include "sextant/v1/admin_service.grpc.pb.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
 #include "tests/orchestrator/test_util.h"
@@ -28,6 +30,7 @@ using testing::RunProcess;
 using testing::WriteFile;
 
 const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
+const std::string kWorker = std::string(SEXTANT_BIN_DIR) + "/sextant-worker";
 
 std::string Experiment(int trials, const std::string& command, const std::string& extra = "") {
   return absl::StrCat(R"(name: secure
@@ -291,6 +294,68 @@ TEST_F(SecurityTest, AWorkerActsOnlyOnItsOwnLeases) {
   EXPECT_EQ(run->Wait(30), 130) << run->out() << run->err();
   auto results = RunProcess({kSextant, "results", dir_ + "/run", "--format", "json"});
   EXPECT_THAT(results.out, Not(HasSubstr("-999")));
+}
+
+// Without --tls-dir the services listen on loopback, which any local user reaches: every call
+// must carry the run's secret, which only the run's user can read.
+TEST_F(SecurityTest, LoopbackModeRefusesCallersWithoutTheRunsSecret) {
+  WriteFile(dir_ + "/slow.sh", "#!/bin/sh\nsleep 30\necho loss=1\n");
+  WriteFile(dir_ + "/exp.yaml", Experiment(1, "[sh, slow.sh]"));
+  BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
+                         "--workers", "1"});
+  ASSERT_TRUE(run.WaitForOutput("listening on", 30)) << run.err();
+  std::string out = run.out();
+  size_t at = out.find("listening on ") + 13;
+  const std::string target = out.substr(at, out.find(')', at) - at);
+  const std::string secrets = dir_ + "/run/secrets";
+  EXPECT_EQ(std::filesystem::status(secrets).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_all);
+  for (const char* f : {"worker.secret", "admin.secret"}) {
+    EXPECT_EQ(std::filesystem::status(secrets + "/" + f).permissions() & std::filesystem::perms::all,
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write)
+        << f;
+  }
+  const std::string worker_secret =
+      std::string(absl::StripAsciiWhitespace(ReadFile(secrets + "/worker.secret")));
+  const std::string admin_secret =
+      std::string(absl::StripAsciiWhitespace(ReadFile(secrets + "/admin.secret")));
+  // No secret, a made-up one, or plaintext: refused before any service runs.
+  auto local = [&](const std::string& secret) {
+    std::shared_ptr<grpc::ChannelCredentials> creds =
+        secret.empty() ? grpc::experimental::LocalCredentials(LOCAL_TCP)
+                       : LoopbackChannelCredentials(secret);
+    return grpc::CreateChannel(target, creds);
+  };
+  grpc::Status s = CallRegister(local(""));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  EXPECT_EQ(CallRegister(local(std::string(64, 'a'))).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(CallRegister(grpc::CreateChannel(target, grpc::InsecureChannelCredentials())).error_code(),
+            grpc::StatusCode::OK);
+  // The worker secret registers but may not call the admin service; the admin secret may.
+  EXPECT_TRUE(CallRegister(local(worker_secret)).ok());
+  v1::GetStatusResponse status;
+  EXPECT_EQ(CallStatus(local(worker_secret), &status).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(CallStatus(local(admin_secret), &status).ok());
+  // Another local user cannot read the secret, and without it gets UNAUTHENTICATED.
+  if (geteuid() == 0 && std::filesystem::exists("/usr/bin/setpriv")) {
+    const std::vector<std::string> nobody = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                             "--clear-groups"};
+    std::vector<std::string> argv = nobody;
+    argv.insert(argv.end(), {kWorker, "--connect", target, "--secret-file",
+                             secrets + "/worker.secret"});
+    auto with_file = RunProcess(argv, 30);
+    EXPECT_EQ(with_file.exit_code, 2) << with_file.err;
+    EXPECT_THAT(with_file.err, HasSubstr("--secret-file"));
+    argv = nobody;
+    argv.insert(argv.end(), {kWorker, "--connect", target});
+    auto without = RunProcess(argv, 30);
+    EXPECT_EQ(without.exit_code, 1) << without.err;
+    EXPECT_THAT(without.err, HasSubstr("cannot register"));
+  }
+  run.Signal(SIGINT);
+  EXPECT_EQ(run.Wait(30), 130) << run.out() << run.err();
 }
 
 TEST_F(SecurityTest, NonLoopbackListenNeedsTlsAndAuth) {

@@ -88,7 +88,8 @@ trial:
     std::string target =
         fault == Fault::kHang ? absl::StrCat("127.0.0.1:", port) : (*proxy)->address();
     setenv("FAULT_EXTERNAL", "1", 1);
-    BackgroundProcess worker({kWorker, "--connect", target, "--region", "remote"});
+    BackgroundProcess worker({kWorker, "--connect", target, "--region", "remote", "--secret-file",
+                              dir_ + "/run/secrets/worker.secret"});
     unsetenv("FAULT_EXTERNAL");
     EXPECT_TRUE(WaitFor([&] { return std::filesystem::exists(dir_ + "/marker"); }, 30))
         << run.out() << run.err() << worker.err();

@@ -10,6 +10,7 @@
 #include "aggregator/regional_aggregator.h"
 #include "federation/secure_quantizer.h"
 #include "rpc/channel_credentials.h"
+#include "rpc/run_secret.h"
 #include "rpc/server_security.h"
 #include "worker/federated/evaluator.h"
 #include "worker/federated/federated_client.h"
@@ -28,7 +29,7 @@ bool ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags
                                  "--secagg-clip", "--secagg-bits", "--secagg-max-weight",
                                  "--secagg-stage-timeout", "--hide-region-sum",
                                  "--secagg-ring-clients", "--clients", "--startup-wait",
-                                 "--max-client-weight"};
+                                 "--max-client-weight", "--secret-file"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--exit-with-parent") continue;
@@ -50,11 +51,21 @@ std::string TlsName(std::map<std::string, std::string>& f, const std::string& ro
 }
 
 // With --tls-dir an aggregator dials upstream and serves its clients as the orchestrator does:
-// TLS, mTLS against the CA and enrolled.txt, per-role bearer tokens; without it, it may listen
-// on loopback only. Returns an exit code.
+// TLS, mTLS against the CA and enrolled.txt, identities or per-role bearer tokens; without it,
+// it may listen on loopback only, and with --secret-file both its server and its upstream
+// channel need the run's secret. Returns an exit code.
 int AggregatorSecurity(std::map<std::string, std::string>& f, RegionalAggregatorOptions* o) {
   ServerSecurity security;
-  if (!f["--tls-dir"].empty()) {
+  if (f["--tls-dir"].empty() && !f["--secret-file"].empty()) {
+    absl::StatusOr<std::string> secret = ReadSecretFile(f["--secret-file"]);
+    if (!secret.ok()) {
+      std::cerr << "sextant-worker: --secret-file: " << secret.status().message() << "\n";
+      return 2;
+    }
+    security = LoopbackSecurity(*secret);
+    o->upstream_credentials = LoopbackChannelCredentials(*secret);
+    o->server_credentials = MakeServerCredentials(security);
+  } else if (!f["--tls-dir"].empty()) {
     auto loaded = LoadServerSecurity(f["--tls-dir"], TlsName(f, "aggregator"));
     auto creds = LoadChannelCredentials(f["--tls-dir"], TlsName(f, "aggregator"));
     if (!loaded.ok() || !creds.ok()) {
@@ -102,9 +113,10 @@ int RunClient(std::map<std::string, std::string>& f, const std::atomic<bool>* st
   o.job = *job;
   o.log = &std::cout;
   if (f.count("--work-dir")) o.work_dir = f["--work-dir"];
-  auto creds = LoadChannelCredentials(f["--tls-dir"], TlsName(f, "worker"));
+  auto creds = LoadChannelCredentials(f["--tls-dir"], TlsName(f, "worker"), f["--secret-file"]);
   if (!creds.ok()) {
-    std::cerr << "sextant-worker: --tls-dir: " << creds.status().message() << "\n";
+    std::cerr << "sextant-worker: " << (f["--tls-dir"].empty() ? "--secret-file" : "--tls-dir")
+              << ": " << creds.status().message() << "\n";
     return 2;
   }
   o.credentials = *creds;
