@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -14,6 +15,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "sextant/v1/federation_service.grpc.pb.h"
+#include "orchestrator/run_dir.h"
+#include "orchestrator/store.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {
@@ -80,23 +83,25 @@ class FederatedSecurityTest : public ::testing::Test {
     return reader->Finish();
   }
 
-  // One PushUpdate of a 4-float update as `sender`, claiming weight and count.
+  // One PushUpdate for round 1 of `experiment` as `sender`, claiming weight and count: an
+  // update of `size` huge values (4 by default).
   grpc::Status Push(const std::shared_ptr<grpc::Channel>& channel, const std::string& sender,
-                    double weight, int64_t count) {
+                    double weight, int64_t count, const std::string& experiment = "x",
+                    int64_t size = 4) {
     auto stub = v1::FederationService::NewStub(channel);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::UpdateReceipt receipt;
     auto writer = stub->PushUpdate(&ctx, &receipt);
     v1::ModelChunk chunk;
-    chunk.set_experiment_id("x");
+    chunk.set_experiment_id(experiment);
     chunk.set_round(1);
     chunk.set_client_id(sender);
-    chunk.set_total_size(4);
+    chunk.set_total_size(size);
     chunk.set_weight(weight);
     chunk.set_count(count);
-    const float values[4] = {1e6f, 1e6f, 1e6f, 1e6f};
-    chunk.set_data(reinterpret_cast<const char*>(values), sizeof(values));
+    const std::vector<float> values(static_cast<size_t>(size), 1e6f);
+    chunk.set_data(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
     writer->Write(chunk);
     writer->WritesDone();
     return writer->Finish();
@@ -201,15 +206,27 @@ federation:
   BackgroundProcess run({kSextant, "run", dir_ + "/fed.yaml", "--run-dir", dir_ + "/run",
                          "--tls-dir", certs_, "--listen", listen});
   ASSERT_TRUE(run.WaitForOutput("federated run", 60)) << run.err();
+  // The forgeries are well formed for round 1: this run's experiment id and model size.
+  const std::string global = dir_ + "/run/federation/global-1.f32";
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(global); }, 60));
+  const int64_t size = static_cast<int64_t>(std::filesystem::file_size(global) / sizeof(float));
+  auto store = Store::Open(RunDir::DbPath(dir_ + "/run"), false, true);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto id = (*store)->GetMeta("federation_id");
+  ASSERT_TRUE(id.ok() && id->has_value());
+  const std::string experiment = **id;
   // A client's certificate and another region's aggregator pushing east's aggregate, the
   // worker certificate, and an aggregate that claims more clients than the region has.
-  grpc::Status client = Push(Tls(listen, certs_, "east-client", ""), "east", 400, 2);
+  grpc::Status client =
+      Push(Tls(listen, certs_, "east-client", ""), "east", 400, 2, experiment, size);
   EXPECT_EQ(client.error_code(), grpc::StatusCode::PERMISSION_DENIED) << client.error_message();
-  grpc::Status west = Push(Tls(listen, certs_, "west-agg", ""), "east", 400, 2);
+  grpc::Status west = Push(Tls(listen, certs_, "west-agg", ""), "east", 400, 2, experiment, size);
   EXPECT_EQ(west.error_code(), grpc::StatusCode::PERMISSION_DENIED) << west.error_message();
-  grpc::Status worker = Push(Tls(listen, certs_, "worker", Token(certs_, "worker")), "east", 400, 2);
+  grpc::Status worker = Push(Tls(listen, certs_, "worker", Token(certs_, "worker")), "east", 400,
+                             2, experiment, size);
   EXPECT_EQ(worker.error_code(), grpc::StatusCode::PERMISSION_DENIED) << worker.error_message();
-  grpc::Status inflated = Push(Tls(listen, certs_, "west-agg", ""), "west", 400, 50);
+  grpc::Status inflated =
+      Push(Tls(listen, certs_, "west-agg", ""), "west", 400, 50, experiment, size);
   EXPECT_EQ(inflated.error_code(), grpc::StatusCode::PERMISSION_DENIED) << inflated.error_message();
   EXPECT_THAT(inflated.error_message(), HasSubstr("it has 2"));
   ASSERT_EQ(run.Wait(300), 0) << run.out() << run.err();
@@ -220,6 +237,11 @@ federation:
     const std::string line = run.out().substr(at, run.out().find('\n', at) - at);
     EXPECT_THAT(line, HasSubstr("clients=4")) << line;
   }
+  // The model moved by the real updates only: its loss fell below chance's ln(10) = 2.30 (a
+  // forged aggregate of 1e6 values sends it to about 1e10).
+  const size_t at = run.out().find("val_loss=");
+  ASSERT_NE(at, std::string::npos) << run.out();
+  EXPECT_LT(std::stod(run.out().substr(at + 9)), 2.30) << run.out();
   // Each participant dialled with its own certificate.
   for (const char* file : {"tls/east/aggregator/aggregator.pem", "tls/west/client-1/1.pem"}) {
     EXPECT_TRUE(std::filesystem::exists(dir_ + "/run/federation/" + file)) << file;
