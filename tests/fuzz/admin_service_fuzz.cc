@@ -3,19 +3,24 @@
 // token's role against the method) on fuzzed call metadata and peer certificates, then
 // CheckAdminCaller on the auth context it leaves, with the admin requests parsed from fuzzed
 // bytes. Security from a real CA made at start-up: worker, aggregator and admin tokens, and
-// (tag of the first record & 0x80) mTLS with only the worker certificate enrolled. Records
-// (internal/records.h), by tag & 3: 0 the method (tag & 0x20: one of the real ones), 1 the
-// authorization header (tag & 0x40: "Bearer " and a real token), 2 the peer certificate PEM
-// (tag & 0x10: the enrolled one, one of an unenrolled name or one from another CA), 3 a call:
-// GetStatusRequest or (tag & 4) DrainRequest from the bytes, through both checks.
-// Invariants: a call let through carries an enrolled certificate (with mTLS) and a known token
-// whose role may call the method; an admin call is let through only with the admin role.
+// (tag of the first record & 0x80) mTLS with three certificates enrolled: one without an
+// identity (as issued before identities) and two with one (sextant://worker/-/w and
+// sextant://admin/-/ops). Records (internal/records.h), by tag & 3: 0 the method (tag & 0x20:
+// one of the real ones), 1 the authorization header (tag & 0x40: "Bearer " and a real token),
+// 2 the peer certificate PEM (tag & 0x10: one of the enrolled ones, one of an unenrolled name or
+// one from another CA), 3 a call: GetStatusRequest or (tag & 4) DrainRequest from the bytes,
+// through both checks.
+// Invariants: a call let through carries an enrolled certificate (with mTLS); when that
+// certificate names an identity, the call's role and identity are the certificate's, whatever
+// token it sends, and that role may call the method; otherwise it carries a known token whose
+// role may call the method. An admin call is let through only with the admin role.
 #include <stdlib.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,8 +64,9 @@ class FuzzAuthContext final : public grpc::AuthContext {
 struct World {
   std::string tokens[3] = {"worker-token-0123456789", "aggregator-token-0123456789",
                            "admin-token-0123456789"};
-  std::string certs[3];  // enrolled, unenrolled, another CA's
-  std::string enrolled_fp;
+  // enrolled without an identity, unenrolled, another CA's, enrolled worker and admin identities
+  std::string certs[5];
+  std::set<std::string> enrolled;
   sextant::ServerSecurity with_mtls, tokens_only;
 };
 
@@ -76,7 +82,13 @@ const World& TheWorld() {
       if (!kp.ok()) abort();
       w->certs[i] = kp->cert_pem;
     }
-    w->enrolled_fp = *sextant::CertificateFingerprint(w->certs[0]);
+    const sextant::PeerIdentity identities[2] = {{Role::kWorker, "", "w"}, {Role::kAdmin, "", "ops"}};
+    for (int i = 0; i < 2; ++i) {
+      auto kp = sextant::IssueCertificate(*ca, identities[i].name, {}, 30, &identities[i]);
+      if (!kp.ok()) abort();
+      w->certs[3 + i] = kp->cert_pem;
+    }
+    for (int i : {0, 3, 4}) w->enrolled.insert(*sextant::CertificateFingerprint(w->certs[i]));
     for (sextant::ServerSecurity* s : {&w->with_mtls, &w->tokens_only}) {
       s->cert_pem = "unused";  // Process reads only the enrolment list and tokens
       s->tokens = {{w->tokens[0], Role::kWorker},
@@ -84,7 +96,7 @@ const World& TheWorld() {
                    {w->tokens[2], Role::kAdmin}};
     }
     w->with_mtls.ca_pem = ca->cert_pem;
-    w->with_mtls.enrolled = {w->enrolled_fp};
+    w->with_mtls.enrolled = w->enrolled;
     return w;
   }();
   return *world;
@@ -119,13 +131,25 @@ void Check(const World& w, const sextant::ServerSecurity& security, const Call& 
   }
   if (!security.enrolled.empty()) {
     auto fp = sextant::CertificateFingerprint(call.peer_pem);
-    if (!call.has_peer || !fp.ok() || *fp != w.enrolled_fp) abort();
+    if (!call.has_peer || !fp.ok() || !w.enrolled.count(*fp)) abort();
   }
-  const std::string bearer = "Bearer ";
-  if (!call.has_authorization || call.authorization.compare(0, bearer.size(), bearer) != 0) abort();
-  auto known = security.tokens.find(call.authorization.substr(bearer.size()));
-  if (known == security.tokens.end() || role != known->second) abort();
-  if (!sextant::AllowedRoles(call.method).count(*role)) abort();
+  std::optional<sextant::PeerIdentity> identity;
+  if (!security.ca_pem.empty() && call.has_peer) {
+    if (auto id = sextant::IdentityFromCertificate(call.peer_pem); id.ok()) identity = *id;
+  }
+  if (identity) {
+    if (role != identity->role || sextant::IdentityOf(context) != identity) abort();
+    if (!sextant::AllowedRoles(call.method, /*from_certificate=*/true).count(*role)) abort();
+  } else {
+    if (sextant::IdentityOf(context).has_value()) abort();
+    const std::string bearer = "Bearer ";
+    if (!call.has_authorization || call.authorization.compare(0, bearer.size(), bearer) != 0) {
+      abort();
+    }
+    auto known = security.tokens.find(call.authorization.substr(bearer.size()));
+    if (known == security.tokens.end() || role != known->second) abort();
+    if (!sextant::AllowedRoles(call.method).count(*role)) abort();
+  }
   if (admin_ok != (*role == Role::kAdmin)) abort();
   if (call.method.rfind("/sextant.v1.AdminService/", 0) == 0 && *role != Role::kAdmin) abort();
 }
@@ -150,7 +174,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case 2:
         call.has_peer = true;
-        call.peer_pem = (r.tag & 0x10) ? w.certs[pick % 3] : r.bytes;
+        call.peer_pem = (r.tag & 0x10) ? w.certs[pick % 5] : r.bytes;
         break;
       case 3: {
         sextant::v1::GetStatusRequest status;

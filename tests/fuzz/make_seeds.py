@@ -150,6 +150,18 @@ def federation_service_seeds():
     write(t, 'other-experiment', record(1, f_bytes(1, 'other') + f_int(7, 8)))
     write(t, 'broken-off', record(0x19, f_int(4, 0) + f_bytes(5, floats(1, 2))) + record(1, first))
     write(t, 'gap', record(1, first) + record(2, chunk(6, 1, 2)))
+    # Callers with a client certificate (tag & 0x04, sextant://client/r/N with N = (tag >> 6) % 3):
+    # r/0 as itself, r/1 asked for by certificate 0, and pushes as itself and as another.
+    write(t, 'caller-as-itself', record(0x14, get) + record(0x15, f_int(4, 0) +
+          f_bytes(5, floats(1, 2, 3, 4)) + f_double(8, 5)) + record(0x12, f_int(4, 4) +
+          f_bytes(5, floats(1, 2, 3, 4))))
+    write(t, 'caller-as-another', record(0x34, get) + record(0x35, f_int(4, 0) +
+          f_bytes(5, floats(1, 2, 3, 4)) + f_double(8, 5)) + record(0x12, f_int(4, 4) +
+          f_bytes(5, floats(1, 2, 3, 4))))
+    write(t, 'caller-weight-changes', record(0x15, f_int(4, 0) + f_bytes(5, floats(1, 2, 3, 4)) +
+          f_double(8, 5)) + record(0x12, f_int(4, 4) + f_bytes(5, floats(1, 2, 3, 4))) + record(3) +
+          record(0x15, f_int(4, 0) + f_bytes(5, floats(1, 2, 3, 4)) + f_double(8, 9)) +
+          record(0x12, f_int(4, 4) + f_bytes(5, floats(1, 2, 3, 4))))
 
 
 def admin_service_seeds():
@@ -166,6 +178,12 @@ def admin_service_seeds():
           record(3))
     write(t, 'basic-auth', record(0x20, b'\x00') + record(1, b'Basic YWRtaW46YWRtaW4=') + record(3))
     write(t, 'garbage-pem', record(0x80, b'/x') + record(2, b'-----BEGIN CERTIFICATE-----\nAAAA\n'))
+    # Identities: the enrolled worker identity with the admin token calling the admin service
+    # (refused: the certificate decides), and the admin identity with no token (let through).
+    write(t, 'identity-worker-admin-token', record(0xA0, b'\x00') + record(0x41, b'\x02') +
+          record(0x12, b'\x03') + record(3))
+    write(t, 'identity-admin-no-token', record(0xA0, b'\x01') + record(0x12, b'\x04') + record(7))
+    write(t, 'identity-worker-federation', record(0xA0, b'\x07') + record(0x12, b'\x03'))
 
 
 if __name__ == '__main__':

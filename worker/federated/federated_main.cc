@@ -84,15 +84,22 @@ int AggregatorSecurity(std::map<std::string, std::string>& f, RegionalAggregator
   return 0;
 }
 
-int RunClient(std::map<std::string, std::string>& f, const std::atomic<bool>* stop) {
-  v1::ExperimentSpec spec;
+// The experiment in --spec (a serialized ExperimentSpec); false, with a message, when it
+// cannot be read.
+bool ReadSpec(std::map<std::string, std::string>& f, v1::ExperimentSpec* spec) {
   std::ifstream in(f["--spec"], std::ios::binary);
   std::stringstream buf;
   buf << in.rdbuf();
-  if (!in || !spec.ParseFromString(buf.str())) {
+  if (!in || !spec->ParseFromString(buf.str())) {
     std::cerr << "sextant-worker: cannot read the experiment from " << f["--spec"] << "\n";
-    return 2;
+    return false;
   }
+  return true;
+}
+
+int RunClient(std::map<std::string, std::string>& f, const std::atomic<bool>* stop) {
+  v1::ExperimentSpec spec;
+  if (!ReadSpec(f, &spec)) return 2;
   FederatedClientOptions o;
   o.target = f["--connect"];
   o.experiment_id = f["--experiment-id"];
@@ -139,13 +146,7 @@ int RunClient(std::map<std::string, std::string>& f, const std::atomic<bool>* st
 // The global tier's evaluator: the experiment's model on its validation split.
 int RunEvaluatorRole(std::map<std::string, std::string>& f, const std::atomic<bool>* stop) {
   v1::ExperimentSpec spec;
-  std::ifstream in(f["--spec"], std::ios::binary);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (!in || !spec.ParseFromString(buf.str())) {
-    std::cerr << "sextant-worker: cannot read the experiment from " << f["--spec"] << "\n";
-    return 2;
-  }
+  if (!ReadSpec(f, &spec)) return 2;
   absl::StatusOr<FederatedJob> job = FederatedJobFromSpec(spec);
   if (!job.ok()) {
     std::cerr << "sextant-worker: " << job.status() << "\n";
