@@ -1,6 +1,7 @@
 // Security of the orchestrator's gRPC server with real processes: `sextant certs init`, TLS with
 // mutual authentication, per-role bearer tokens, the non-loopback rule and secret redaction.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -342,17 +343,25 @@ TEST_F(SecurityTest, LoopbackModeRefusesCallersWithoutTheRunsSecret) {
   if (geteuid() == 0 && std::filesystem::exists("/usr/bin/setpriv")) {
     const std::vector<std::string> nobody = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
                                              "--clear-groups"};
+    // The build may sit where uid 65534 cannot reach (/root): that user runs its own copy.
+    char tmpl[] = "/tmp/sextant-nobody-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::string theirs = std::string(tmpl) + "/sextant-worker";
+    std::filesystem::copy_file(kWorker, theirs);
+    ::chmod(tmpl, 0755);
+    ::chmod(theirs.c_str(), 0755);
     std::vector<std::string> argv = nobody;
-    argv.insert(argv.end(), {kWorker, "--connect", target, "--secret-file",
+    argv.insert(argv.end(), {theirs, "--connect", target, "--secret-file",
                              secrets + "/worker.secret"});
     auto with_file = RunProcess(argv, 30);
     EXPECT_EQ(with_file.exit_code, 2) << with_file.err;
     EXPECT_THAT(with_file.err, HasSubstr("--secret-file"));
     argv = nobody;
-    argv.insert(argv.end(), {kWorker, "--connect", target});
+    argv.insert(argv.end(), {theirs, "--connect", target});
     auto without = RunProcess(argv, 30);
     EXPECT_EQ(without.exit_code, 1) << without.err;
     EXPECT_THAT(without.err, HasSubstr("cannot register"));
+    std::filesystem::remove_all(tmpl);
   }
   run.Signal(SIGINT);
   EXPECT_EQ(run.Wait(30), 130) << run.out() << run.err();
