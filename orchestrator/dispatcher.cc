@@ -307,7 +307,8 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
     AssignmentContext context{e->row.id, e->row.attempts,
                               options_.checkpoints_dir.empty()
                                   ? ""
-                                  : absl::StrCat(options_.checkpoints_dir, "/trial-", e->row.id)};
+                                  : absl::StrCat(options_.checkpoints_dir, "/trial-", e->row.id),
+                              options_.tls_dir};
     absl::StatusOr<v1::Assignment> a = BuildAssignment(spec_, space_, e->params, context);
     if (!a.ok()) {
       e->row.state = kFailed;

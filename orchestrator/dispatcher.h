@@ -28,6 +28,9 @@ struct DispatcherOptions {
   std::string logs_dir;          // sent to workers; default empty (workers keep logs locally)
   std::string checkpoints_dir;   // per-trial folders go below it; default empty
   std::string working_dir;       // where trial commands run; default empty (worker's cwd)
+  // Federated tuning: the run's --tls-dir (absolute), which each trial's inner federated run
+  // serves and dials with too. Default empty: the inner runs use loopback secrets.
+  std::string tls_dir;
 };
 
 // Counts and the best value so far, for progress lines and `status`.

@@ -141,6 +141,9 @@ class Run {
     dopts.logs_dir = std::filesystem::absolute(run_dir_->logs_dir()).string();
     dopts.checkpoints_dir = std::filesystem::absolute(run_dir_->checkpoints_dir()).string();
     dopts.working_dir = spec_.trial().working_dir();
+    if (!options_.tls_dir.empty()) {
+      dopts.tls_dir = std::filesystem::absolute(options_.tls_dir).string();
+    }
     if (dopts.working_dir.empty() && !spec_.source_path().empty()) {
       dopts.working_dir = std::filesystem::path(spec_.source_path()).parent_path().string();
     }

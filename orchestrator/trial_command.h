@@ -34,6 +34,7 @@ struct AssignmentContext {
   int64_t trial_id = 0;
   int attempt = 0;
   std::string checkpoint_dir;  // this trial's folder (same for every attempt)
+  std::string tls_dir;         // federated tuning: the inner run's --tls-dir; default none
 };
 
 // Builds what the worker runs: argv with ${name} substituted (for trial.builtin, the
@@ -41,7 +42,8 @@ struct AssignmentContext {
 // the experiment's env (substituted), SEXTANT_PARAMS (JSON), SEXTANT_PARAM_<NAME> (upper case),
 // SEXTANT_TRIAL_ID, SEXTANT_ATTEMPT, SEXTANT_EXPERIMENT and SEXTANT_CHECKPOINT_DIR.
 // With a federation block the trial is a whole federated run: argv is `sextant run FILE
-// --run-dir CHECKPOINT_DIR/federation` with SEXTANT_FEDERATED_TRIAL=1 (see MaybeRunFederated).
+// --run-dir CHECKPOINT_DIR/federation [--tls-dir TLS_DIR]` with SEXTANT_FEDERATED_TRIAL=1 (see
+// MaybeRunFederated).
 absl::StatusOr<v1::Assignment> BuildAssignment(const v1::ExperimentSpec& spec,
                                                const SearchSpace& space, const Params& params,
                                                const AssignmentContext& context);

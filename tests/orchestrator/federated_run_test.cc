@@ -271,6 +271,52 @@ TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedR
 // Federated tuning: with `search:` each trial is a whole federated run (its own run directory
 // under the trial's checkpoint folder) with the trial's parameters in the federation block, and
 // the trial's value is that run's final global validation accuracy.
+// Federated tuning over TLS: each trial's inner federated run serves and dials over mTLS too,
+// its participants with certificates of their own from the run's CA.
+TEST(FederatedRunTest, SearchOverTlsRunsEveryInnerFederatedRunOverMutualTls) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  const std::string dir = testing::TempDir() + "/fl-search-tls";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/exp.yaml") << R"(name: fl-search-tls
+objective: {metric: val_accuracy, goal: maximize}
+parameters:
+  local_lr: {type: float, min: 0.02, max: 0.1, log: true}
+search: {sampler: random, seed: 4, max_trials: 2, max_concurrent: 1}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:
+  regions: [{name: east, clients: 2}, {name: west, clients: 2}]
+  rounds: 2
+  round_deadline: 60s
+  seed: 2
+  examples_per_client: 300
+  validation_examples: 500
+)";
+  const std::string bin = SEXTANT_BIN_DIR;
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "certs", "init", dir + "/certs"}, dir + "/certs.txt"),
+                     60),
+            0)
+      << Read(dir + "/certs.txt");
+  pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
+                     "--tls-dir", dir + "/certs"},
+                    dir + "/out.txt");
+  ASSERT_EQ(WaitExit(run, 400), 0) << Read(dir + "/out.txt");
+  auto trials = Query(dir + "/run/state.db", "SELECT id, state FROM trials ORDER BY id");
+  ASSERT_EQ(trials.size(), 2u) << Read(dir + "/out.txt");
+  for (const auto& t : trials) {
+    EXPECT_EQ(t[1], "COMPLETED") << t[0];
+    const std::string inner = dir + "/run/artifacts/checkpoints/trial-" + t[0] + "/federation";
+    auto rounds = Query(inner + "/state.db",
+                        "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
+    ASSERT_EQ(rounds.size(), 2u) << inner;
+    // The inner run issued its participants' certificates (it ran over mTLS) and wrote no
+    // loopback secrets.
+    EXPECT_TRUE(std::filesystem::exists(inner + "/federation/tls/west/client-1/1.pem")) << inner;
+    EXPECT_FALSE(std::filesystem::exists(inner + "/secrets")) << inner;
+  }
+}
+
 TEST(FederatedRunTest, SearchRunsEachTrialAsAFederatedRunWithItsParameters) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
   const std::string dir = testing::TempDir() + "/fl-search";

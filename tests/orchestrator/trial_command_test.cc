@@ -60,6 +60,32 @@ trial:
   EXPECT_EQ(a->timeout_seconds(), 30);
 }
 
+// Federated tuning: each trial is an inner `sextant run`, which serves and dials over the outer
+// run's TLS folder when it has one.
+TEST(TrialCommandTest, AFederatedTrialIsAnInnerRunWithTheRunsTlsFolder) {
+  v1::ExperimentSpec spec = testing::SpecFromYaml(R"(
+name: fl
+objective: {metric: val_accuracy, goal: maximize}
+parameters:
+  local_lr: {type: float, min: 0.01, max: 0.1}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist}
+federation:
+  regions: [{name: east, clients: 2}]
+)");
+  Params p = {{"local_lr", 0.05}};
+  auto plain = BuildAssignment(spec, ToSearchSpace(spec), p, {3, 1, "/ck/trial-3"});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_EQ(plain->argv_size(), 5);
+  EXPECT_EQ(plain->argv(4), "/ck/trial-3/federation");
+  EXPECT_EQ(plain->env().at("SEXTANT_FEDERATED_TRIAL"), "1");
+  auto tls = BuildAssignment(spec, ToSearchSpace(spec), p, {3, 1, "/ck/trial-3", "/etc/certs"});
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  ASSERT_EQ(tls->argv_size(), 7);
+  EXPECT_EQ(tls->argv(5), "--tls-dir");
+  EXPECT_EQ(tls->argv(6), "/etc/certs");
+}
+
 TEST(TrialCommandTest, BuiltinTrainerGetsItsHyperparametersAsFlags) {
   v1::ExperimentSpec spec = testing::SpecFromYaml(R"(
 name: builtin
