@@ -209,9 +209,21 @@ grpc::Status FederationServiceImpl::SecAggSubmit(grpc::ServerContext* context,
   receipt->set_client_id(m.client_id());
   if (m.has_masked()) return SubmitMasked(context, m, reader);
   absl::Status s;
+  if (m.has_keys() && (m.keys().certificate().size() > kMaxAttestationCertificateBytes ||
+                       m.keys().signature().size() > kMaxAttestationSignatureBytes)) {
+    secagg_->RecordRejection();
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("a key signature of at most ", kMaxAttestationSignatureBytes,
+                                     " bytes and a certificate of at most ",
+                                     kMaxAttestationCertificateBytes, " are allowed"));
+  }
   if (m.has_keys()) {
     absl::StatusOr<SecAggAdvertiseKeys> k = KeysFromProto(m);
-    s = k.ok() ? secagg_->SubmitKeys(m.client_id(), *std::move(k)) : k.status();
+    // The signature and certificate are relayed as sent: each neighbour checks them itself.
+    s = k.ok() ? secagg_->SubmitKeys(m.client_id(), *std::move(k),
+                                     PeerAttestation{m.client_id(), m.keys().certificate(),
+                                                     m.keys().signature()})
+               : k.status();
   } else if (m.has_shares()) {
     absl::StatusOr<SecAggShareKeys> k = SharesFromProto(m);
     s = k.ok() ? secagg_->SubmitShares(m.client_id(), *std::move(k)) : k.status();

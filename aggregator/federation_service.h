@@ -19,6 +19,11 @@
 
 namespace sextant {
 
+// The largest key attestation a SecAgg participant may send (its certificate and signature),
+// relayed to each of its neighbours.
+inline constexpr size_t kMaxAttestationCertificateBytes = 8192;
+inline constexpr size_t kMaxAttestationSignatureBytes = 256;
+
 // Floats per chunk by default: 1 MiB.
 inline constexpr int64_t kDefaultChunkFloats = (1 << 20) / sizeof(float);
 

@@ -232,6 +232,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
       po.round = task->round;
       po.poll_seconds = std::min(o.poll_seconds, 1.0);
       po.stage_wait_seconds = std::max(600.0, 4 * o.stage_timeout_seconds);
+      po.signer = o.signer.get();
       const int64_t clients = region.clients;
       absl::StatusOr<int64_t> sent = RunSecAggRegionParticipant(stub.get(), po, std::move(region));
       if (o.log) {

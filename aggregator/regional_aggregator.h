@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "aggregator/federation_service.h"
+#include "rpc/key_signer.h"
 
 namespace sextant {
 
@@ -53,6 +54,9 @@ struct RegionalAggregatorOptions {
   // over LoadServerSecurity(dir, "aggregator")). Default null: plaintext.
   std::shared_ptr<grpc::ChannelCredentials> upstream_credentials;
   std::shared_ptr<grpc::ServerCredentials> server_credentials;
+  // Under TLS: signs this region's keys in the regions' round and checks the other regions'
+  // (SecAggParticipantOptions::signer). Default null.
+  std::shared_ptr<const KeySigner> signer;
 };
 
 // `sextant-worker --role aggregator`: serves FederationService to its region's clients. Each

@@ -63,6 +63,7 @@ absl::Status SecAggHub::OpenWithConfig(std::vector<std::string> participants,
   first_deadline_seconds_ = first_deadline_seconds;
   min_clients_ = std::max<int64_t>(1, min_clients);
   directories_.assign(n, std::nullopt);
+  attestations_.assign(n, PeerAttestation{});
   deliveries_.assign(n, std::nullopt);
   unmask_requests_.assign(n, std::nullopt);
   metrics_.assign(n, std::nullopt);
@@ -145,7 +146,14 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id
               "secagg: ", client_id, " was dropped before the ", SecAggStageName(stage),
               " stage of round ", round));
         }
-        if (stage == SecAggStage::kShareKeys) out.directory = directories_[i];
+        if (stage == SecAggStage::kShareKeys) {
+          out.directory = directories_[i];
+          for (const SecAggPeerKeys& peer : out.directory->peers) {
+            const bool known = peer.client >= 0 &&
+                               peer.client < static_cast<int32_t>(attestations_.size());
+            out.attestations.push_back(known ? attestations_[peer.client] : PeerAttestation{});
+          }
+        }
         if (stage == SecAggStage::kMaskedInput) out.delivery = deliveries_[i];
         if (stage == SecAggStage::kUnmask) out.unmask_request = unmask_requests_[i];
         return out;
@@ -182,14 +190,20 @@ absl::Status SecAggHub::Count(absl::Status s, int32_t index) {
   return s;
 }
 
-absl::Status SecAggHub::SubmitKeys(const std::string& client_id, SecAggAdvertiseKeys m) {
+absl::Status SecAggHub::SubmitKeys(const std::string& client_id, SecAggAdvertiseKeys m,
+                                   PeerAttestation attestation) {
   std::lock_guard<std::mutex> lock(mu_);
   int32_t i = 0;
   absl::Status s = CheckClient(m.header.experiment_id, m.header.round, client_id, &i);
   if (!s.ok()) return Count(s, i);
   m.header.sender = i;
   m.header.recipient = kSecAggServer;
-  return Count(server_->HandleAdvertiseKeys(m), i);
+  s = server_->HandleAdvertiseKeys(m);
+  if (s.ok()) {
+    attestation.client_id = client_id;
+    attestations_[i] = std::move(attestation);
+  }
+  return Count(s, i);
 }
 
 absl::Status SecAggHub::SubmitShares(const std::string& client_id, SecAggShareKeys m) {

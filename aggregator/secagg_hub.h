@@ -41,11 +41,19 @@ struct SecAggRoundStart {
 
 // The aggregator's message that opens a stage for one client. Exactly one of the optionals is
 // set when the stage is open for it; none when pending (not open yet) or aborted.
+// Who advertised a directory entry's keys, and their signature (rpc/key_signer.h).
+struct PeerAttestation {
+  std::string client_id;
+  std::string certificate_pem;
+  std::string signature;  // empty without TLS
+};
+
 struct SecAggDownlink {
   SecAggStage stage = SecAggStage::kAdvertiseKeys;  // the stage asked for, or kAborted
   bool pending = false;
   std::optional<SecAggRoundStart> start;              // stage 0
   std::optional<SecAggKeyDirectory> directory;        // stage 1
+  std::vector<PeerAttestation> attestations;          // stage 1: one per directory peer
   std::optional<SecAggShareDelivery> delivery;        // stage 2
   std::optional<SecAggUnmaskRequest> unmask_request;  // stage 3
 };
@@ -126,7 +134,10 @@ class SecAggHub {
 
   // One client message. The header's experiment, round and stage come from the wire; its sender
   // and recipient are set here from client_id. Errors as above.
-  absl::Status SubmitKeys(const std::string& client_id, SecAggAdvertiseKeys message);
+  // SubmitKeys keeps the keys' attestation (empty without TLS) to relay with them in each
+  // neighbour's directory (SecAggDownlink::attestations).
+  absl::Status SubmitKeys(const std::string& client_id, SecAggAdvertiseKeys message,
+                          PeerAttestation attestation = {});
   absl::Status SubmitShares(const std::string& client_id, SecAggShareKeys message);
   // Adds the masked input to the round's sum. message.values is left as it was, for the caller
   // to give back (ReturnStaging) when it came from TakeStaging.
@@ -181,6 +192,7 @@ class SecAggHub {
   int64_t min_clients_ = 1;
   std::vector<bool> expected_, answered_;
   std::vector<std::optional<SecAggKeyDirectory>> directories_;
+  std::vector<PeerAttestation> attestations_;  // per index, as SubmitKeys received them
   std::vector<std::optional<SecAggShareDelivery>> deliveries_;
   std::vector<std::optional<SecAggUnmaskRequest>> unmask_requests_;
   std::vector<std::optional<SenderMetrics>> metrics_;

@@ -51,6 +51,10 @@ absl::StatusOr<SecAggDownlink> Await(v1::FederationService::StubInterface* stub,
   }
 }
 
+std::string KeyBytes(const SecAggPublicKey& key) {
+  return std::string(reinterpret_cast<const char*>(key.data()), key.size());
+}
+
 std::array<uint8_t, 32> Fresh() {
   std::array<uint8_t, 32> e;
   randombytes_buf(e.data(), e.size());
@@ -77,11 +81,24 @@ absl::StatusOr<int64_t> RunStages(v1::FederationService::StubInterface* stub,
                            SecAggClient::Create(start.config, start.client_index, Fresh()));
   int64_t sent = 0;
   SEXTANT_ASSIGN_OR_RETURN(SecAggAdvertiseKeys keys, client.AdvertiseKeys());
-  SEXTANT_ASSIGN_OR_RETURN(int64_t n, SubmitSecAgg(stub, KeysToProto(keys, o.client_id)));
+  v1::SecAggMessage advertised = KeysToProto(keys, o.client_id);
+  if (o.signer != nullptr) {
+    SEXTANT_ASSIGN_OR_RETURN(
+        KeyAttestation attestation,
+        o.signer->Sign(KeyBinding(o.experiment_id, o.round, start.client_index, o.client_id,
+                                  KeyBytes(keys.encryption_key), KeyBytes(keys.masking_key))));
+    advertised.mutable_keys()->set_signature(attestation.signature);
+    advertised.mutable_keys()->set_certificate(attestation.certificate_pem);
+  }
+  SEXTANT_ASSIGN_OR_RETURN(int64_t n, SubmitSecAgg(stub, advertised));
   sent += n;
 
   SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink dir, Await(stub, o, SecAggStage::kShareKeys, start.client_index));
   if (!dir.directory) return absl::InvalidArgumentError("secagg: no key directory");
+  if (o.signer != nullptr) {
+    SEXTANT_RETURN_IF_ERROR(
+        VerifyKeyDirectory(*o.signer, o.experiment_id, o.round, *dir.directory, dir.attestations));
+  }
   SEXTANT_ASSIGN_OR_RETURN(SecAggShareKeys shares, client.HandleKeyDirectory(*dir.directory));
   SEXTANT_ASSIGN_OR_RETURN(n, SubmitSecAgg(stub, SharesToProto(shares, o.client_id)));
   sent += n;
@@ -107,6 +124,26 @@ absl::StatusOr<int64_t> RunStages(v1::FederationService::StubInterface* stub,
 }
 
 }  // namespace
+
+absl::Status VerifyKeyDirectory(const KeySigner& signer, const std::string& experiment_id,
+                                int64_t round, const SecAggKeyDirectory& directory,
+                                const std::vector<PeerAttestation>& attestations) {
+  if (attestations.size() != directory.peers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("secagg: ", directory.peers.size(),
+                                                   " keys in the directory but ",
+                                                   attestations.size(), " attestations"));
+  }
+  for (size_t i = 0; i < attestations.size(); ++i) {
+    const SecAggPeerKeys& peer = directory.peers[i];
+    const PeerAttestation& a = attestations[i];
+    SEXTANT_RETURN_IF_ERROR(signer.Verify(
+        KeyAttestation{a.certificate_pem, a.signature},
+        KeyBinding(experiment_id, round, peer.client, a.client_id, KeyBytes(peer.encryption_key),
+                   KeyBytes(peer.masking_key)),
+        a.client_id.empty() ? absl::StrCat("client ", peer.client) : a.client_id));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterface* stub,
                                              const SecAggParticipantOptions& o,

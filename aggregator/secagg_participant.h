@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "aggregator/secagg_wire.h"
+#include "rpc/key_signer.h"
 #include "federation/round_coordinator.h"
 #include "sextant/v1/federation_service.grpc.pb.h"
 
@@ -28,7 +29,21 @@ struct SecAggParticipantOptions {
   // central noise (noise_multiplier * noise_sensitivity). Default 0: no noise.
   double noise_multiplier = 0;
   double noise_sensitivity = 0;
+  // Under TLS: this participant's TLS identity. Its keys go out signed, and every neighbour's
+  // keys must come with a valid signature of that neighbour (VerifyKeyDirectory), or the round
+  // is refused for this participant (PermissionDenied naming the neighbour). Default null: no
+  // signatures (the aggregator is trusted to relay keys honestly).
+  const KeySigner* signer = nullptr;
 };
+
+// Checks every key of a directory against its relayed attestation (one per peer, in order):
+// the peer's certificate must chain to the signer's CA and speak for the attested id, and its
+// signature must bind the experiment, round, the peer's index and id and both keys.
+// PermissionDenied naming the first peer that fails; InvalidArgument when the attestations do
+// not match the peers one for one.
+absl::Status VerifyKeyDirectory(const KeySigner& signer, const std::string& experiment_id,
+                                int64_t round, const SecAggKeyDirectory& directory,
+                                const std::vector<PeerAttestation>& attestations);
 
 // The client's side of one secure-aggregation round with its regional aggregator, over
 // SecAggAwait / SecAggSubmit: it fetches the round's config, runs SecAggClient's four stages

@@ -95,11 +95,17 @@ v1::SecAggMessage DownlinkToProto(const SecAggDownlink& d, const std::string& ex
     p->set_quantizer_bits(d.start->quantization.bits);
     p->set_max_weight(d.start->quantization.max_weight);
   } else if (d.directory) {
-    for (const SecAggPeerKeys& k : d.directory->peers) {
+    for (size_t i = 0; i < d.directory->peers.size(); ++i) {
+      const SecAggPeerKeys& k = d.directory->peers[i];
       v1::SecAggPeer* p = out.mutable_directory()->add_peers();
       p->set_client(k.client);
       p->set_encryption_key(Bytes(k.encryption_key));
       p->set_masking_key(Bytes(k.masking_key));
+      if (i < d.attestations.size()) {
+        p->set_client_id(d.attestations[i].client_id);
+        p->set_signature(d.attestations[i].signature);
+        p->set_certificate(d.attestations[i].certificate_pem);
+      }
     }
   } else if (d.delivery) {
     SharesTo(d.delivery->shares, out.mutable_shares());
@@ -139,6 +145,7 @@ absl::StatusOr<SecAggDownlink> DownlinkFromProto(const v1::SecAggMessage& m) {
         if (absl::Status s = CopyBytes(p.encryption_key(), k.encryption_key, "key"); !s.ok()) return s;
         if (absl::Status s = CopyBytes(p.masking_key(), k.masking_key, "key"); !s.ok()) return s;
         dir.peers.push_back(k);
+        d.attestations.push_back({p.client_id(), p.certificate(), p.signature()});
       }
       d.directory = std::move(dir);
       break;

@@ -2,6 +2,7 @@
 // travels with its update, and a sender that breaks off mid-stream frees the staging buffer.
 #include "aggregator/federation_service.h"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -22,8 +23,7 @@ class FederationServiceTest : public ::testing::Test {
     RoundCoordinatorOptions o;
     o.experiment_id = "exp";
     o.model_size = kSize;
-    hub_ = std::make_unique<FederationHub>(*RoundCoordinator::Create(o, RealClockInstance()),
-                                           RealClockInstance());
+    hub_ = std::make_unique<FederationHub>(*RoundCoordinator::Create(o, &clock_), &clock_);
     service_ = std::make_unique<FederationServiceImpl>(hub_.get(), /*chunk_floats=*/4);
     int port = 0;
     server_ = *StartFederationServer("127.0.0.1:0", service_.get(), &port);
@@ -36,6 +36,7 @@ class FederationServiceTest : public ::testing::Test {
   void TearDown() override { server_->Shutdown(std::chrono::system_clock::now()); }
 
   static constexpr int64_t kSize = 10;
+  FakeClock clock_;  // moves only when a test says: no round deadline runs here
   std::unique_ptr<FederationHub> hub_;
   std::unique_ptr<FederationServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -112,6 +113,56 @@ TEST_F(FederationServiceTest, SenderThatBreaksOffMidStreamFreesTheStagingBufferF
   EXPECT_EQ(hub_->rejections("east"), 0);
   std::vector<SenderReport> senders;
   absl::StatusOr<RoundOutcome> out = hub_->Close(&senders);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FLOAT_EQ(out->mean[0], 3.0f);
+}
+
+// A sender that stops mid-update is cut off once it has been silent for the hub's stall timeout
+// (5 s on the hub's clock) while another sender waits: the waiting one gets the staging
+// buffer, the staller is counted, and its next chunk is refused (ABORTED). Nothing of it is
+// folded in.
+TEST_F(FederationServiceTest, ASenderThatStallsMidUpdateIsCutOffForAWaitingOne) {
+  grpc::ClientContext context;
+  v1::UpdateReceipt receipt;
+  auto writer = stub_->PushUpdate(&context, &receipt);
+  v1::ModelChunk chunk;
+  chunk.set_experiment_id("exp");
+  chunk.set_round(1);
+  chunk.set_client_id("east");
+  chunk.set_total_size(kSize);
+  chunk.set_weight(1);
+  chunk.set_count(1);
+  const std::vector<float> part(4, 100.0f);
+  chunk.set_data(reinterpret_cast<const char*>(part.data()), part.size() * sizeof(float));
+  ASSERT_TRUE(writer->Write(chunk));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // east holds the buffer, then stalls
+  absl::Status west = absl::UnknownError("not done");
+  std::atomic<bool> west_done{false};
+  std::thread sender([&] {
+    west = PushUpdate(stub_.get(), {"exp", 1, "west", 1, 1, {}}, std::vector<float>(kSize, 2.0f), 4)
+               .status();
+    west_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(west_done.load());  // west waits while east is within its timeout
+  EXPECT_EQ(hub_->stalled_senders(), 0);
+  clock_.Advance(absl::Seconds(6));
+  sender.join();
+  ASSERT_TRUE(west.ok()) << west;
+  EXPECT_EQ(hub_->stalled_senders(), 1);
+  // East wakes up and goes on: refused.
+  chunk.clear_total_size();
+  chunk.set_offset(4);
+  writer->Write(chunk);
+  writer->WritesDone();
+  grpc::Status east = writer->Finish();
+  EXPECT_EQ(east.error_code(), grpc::StatusCode::ABORTED) << east.error_message();
+  EXPECT_NE(east.error_message().find("cut off"), std::string::npos) << east.error_message();
+  // East may send its update again in full; only whole updates are folded.
+  ASSERT_TRUE(
+      PushUpdate(stub_.get(), {"exp", 1, "east", 1, 1, {}}, std::vector<float>(kSize, 4.0f), 4)
+          .ok());
+  absl::StatusOr<RoundOutcome> out = hub_->Close(nullptr);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_FLOAT_EQ(out->mean[0], 3.0f);
 }

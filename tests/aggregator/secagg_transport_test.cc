@@ -18,7 +18,10 @@
 #include "federation/secagg_client.h"
 #include "federation/secagg_config.h"
 #include "federation/secure_quantizer.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/certificates.h"
+#include "rpc/key_signer.h"
 
 namespace sextant {
 namespace {
@@ -188,6 +191,78 @@ TEST_F(SecAggTransportTest, EveryDecodableSumCarriesAtLeastTheCentralNoise) {
   // 6000 coordinates estimate the variance within about 2% (one standard error).
   EXPECT_GT(variance, 0.9 * central);
   EXPECT_LT(variance, 1.1 * central);
+}
+
+// Under TLS each participant signs its keys and checks its neighbours' before using them: a
+// round of signed keys goes through, and a key directory in which the aggregator swapped one
+// client's key is refused, naming that client.
+TEST_F(SecAggTransportTest, SignedKeysGoThroughAndASwappedKeyIsRefused) {
+  const KeyPair ca = *CreateCertificateAuthority("run CA", 1);
+  std::vector<std::unique_ptr<KeySigner>> signers;
+  for (int i = 0; i < kClients; ++i) {
+    const PeerIdentity id{Role::kClient, "r", std::to_string(i)};
+    absl::StatusOr<KeyPair> cert = IssueCertificate(ca, id.name, {}, 1, &id);
+    ASSERT_TRUE(cert.ok()) << cert.status();
+    signers.push_back(*KeySigner::Create(ca.cert_pem, cert->cert_pem, cert->key_pem));
+  }
+  Open(1);
+  std::vector<std::thread> clients;
+  std::vector<absl::StatusOr<int64_t>> sent(kClients - 1, absl::UnknownError("not run"));
+  for (int i = 0; i < kClients - 1; ++i) {
+    clients.emplace_back([&, i] {
+      SecAggParticipantOptions o;
+      o.experiment_id = "exp";
+      o.client_id = Id(i);
+      o.round = 1;
+      o.poll_seconds = 1;
+      o.stage_wait_seconds = 30;
+      o.chunk_elements = 8;
+      o.signer = signers[i].get();
+      sent[i] = RunSecAggParticipant(stub_.get(), o, Update(i), 10, SenderMetrics{1, 1, 0.5, 10});
+    });
+  }
+  // The last client signs its keys by hand, checks the directory it gets, and then goes silent.
+  absl::Status honest, swapped;
+  clients.emplace_back([&] {
+    const int i = kClients - 1;
+    absl::StatusOr<SecAggDownlink> start;
+    do {
+      start = AwaitSecAgg(stub_.get(), "exp", 1, SecAggStage::kAdvertiseKeys, Id(i), 1);
+    } while (start.ok() && start->pending);
+    ASSERT_TRUE(start.ok() && start->start) << start.status();
+    std::array<uint8_t, 32> entropy{};
+    SecAggClient c = *SecAggClient::Create(start->start->config, start->start->client_index, entropy);
+    SecAggAdvertiseKeys keys = *c.AdvertiseKeys();
+    auto bytes = [](const SecAggPublicKey& k) {
+      return std::string(reinterpret_cast<const char*>(k.data()), k.size());
+    };
+    KeyAttestation mine = *signers[i]->Sign(KeyBinding("exp", 1, start->start->client_index, Id(i),
+                                                       bytes(keys.encryption_key),
+                                                       bytes(keys.masking_key)));
+    v1::SecAggMessage advertised = KeysToProto(keys, Id(i));
+    advertised.mutable_keys()->set_signature(mine.signature);
+    advertised.mutable_keys()->set_certificate(mine.certificate_pem);
+    ASSERT_TRUE(SubmitSecAgg(stub_.get(), advertised).ok());
+    absl::StatusOr<SecAggDownlink> dir;
+    do {
+      dir = AwaitSecAgg(stub_.get(), "exp", 1, SecAggStage::kShareKeys, Id(i), 1);
+    } while (dir.ok() && dir->pending);
+    ASSERT_TRUE(dir.ok() && dir->directory) << dir.status();
+    honest = VerifyKeyDirectory(*signers[i], "exp", 1, *dir->directory, dir->attestations);
+    SecAggKeyDirectory tampered = *dir->directory;
+    tampered.peers[0].masking_key = keys.masking_key;  // the aggregator's pick for peer 0
+    swapped = VerifyKeyDirectory(*signers[i], "exp", 1, tampered, dir->attestations);
+  });
+  RunAggregator();
+  for (std::thread& t : clients) t.join();
+  EXPECT_TRUE(honest.ok()) << honest;
+  EXPECT_EQ(swapped.code(), absl::StatusCode::kPermissionDenied) << swapped;
+  EXPECT_THAT(std::string(swapped.message()), ::testing::HasSubstr("'r/0'"));
+  // The signed round went through without the silent client.
+  for (int i = 0; i < kClients - 1; ++i) ASSERT_TRUE(sent[i].ok()) << sent[i].status();
+  absl::StatusOr<SecAggRoundOutcome> out = secagg_->TakeOutcome();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->contributors.size(), static_cast<size_t>(kClients - 1));
 }
 
 TEST_F(SecAggTransportTest, ClientThatDiesAfterSharingKeysIsUnmaskedOutOfTheSum) {

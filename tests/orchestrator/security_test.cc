@@ -166,6 +166,20 @@ TEST_F(SecurityTest, CertsInitWritesCaCertificatesTokensAndRefusesToOverwrite) {
   auto again = RunProcess({kSextant, "certs", "init", certs_});
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_THAT(again.err, HasSubstr("already holds a CA"));
+  // A name that would leave the folder, or replace the CA's key: refused, nothing written.
+  auto escape = RunProcess({kSextant, "certs", "issue", certs_, "../x", "--role", "worker"});
+  EXPECT_EQ(escape.exit_code, 2);
+  EXPECT_THAT(escape.err, HasSubstr("NAME '../x' holds '/'"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/x.pem"));
+  const std::string ca_key = Read("ca.key");
+  auto ca = RunProcess({kSextant, "certs", "issue", certs_, "ca"});
+  EXPECT_EQ(ca.exit_code, 2);
+  EXPECT_EQ(Read("ca.key"), ca_key);
+  auto issued = RunProcess({kSextant, "certs", "issue", certs_, "gpu-7", "--role", "worker",
+                            "--region", "eu", "--san", "gpu-7.example.org,10.1.2.3", "--enroll"});
+  EXPECT_EQ(issued.exit_code, 0) << issued.err;
+  EXPECT_THAT(issued.out, HasSubstr("sextant://worker/eu/gpu-7"));
+  EXPECT_THAT(Read("enrolled.txt"), HasSubstr(" gpu-7"));
 }
 
 TEST_F(SecurityTest, RunCompletesOverMutualTlsWithTokens) {

@@ -118,6 +118,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       so.poll_seconds = o.poll_seconds;
       so.chunk_elements = o.chunk_floats;
       so.noise_multiplier = o.job.dp_noise_multiplier;
+      so.signer = o.signer.get();
       so.noise_sensitivity = o.job.dp_clip_norm;
       sent = RunSecAggParticipant(stub.get(), so, local, static_cast<int64_t>(weight), metrics);
     } else {

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "aggregator/federation_service.h"
+#include "rpc/key_signer.h"
 #include "worker/federated/federated_job.h"
 
 namespace sextant {
@@ -29,6 +30,9 @@ struct FederatedClientOptions {
   std::string work_dir;
   // How it dials the aggregator (LoadChannelCredentials). Default null: plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Under TLS with secure aggregation: signs its SecAgg keys and checks its neighbours'
+  // (SecAggParticipantOptions::signer). Default null.
+  std::shared_ptr<const KeySigner> signer;
 };
 
 struct FederatedClientStats {

@@ -10,6 +10,7 @@
 #include "aggregator/regional_aggregator.h"
 #include "federation/secure_quantizer.h"
 #include "rpc/channel_credentials.h"
+#include "rpc/key_signer.h"
 #include "rpc/run_secret.h"
 #include "rpc/server_security.h"
 #include "worker/federated/evaluator.h"
@@ -76,6 +77,13 @@ int AggregatorSecurity(std::map<std::string, std::string>& f, RegionalAggregator
     security = *std::move(loaded);
     o->upstream_credentials = *creds;
     o->server_credentials = MakeServerCredentials(security);
+    absl::StatusOr<std::unique_ptr<KeySigner>> signer =
+        KeySigner::Load(f["--tls-dir"], TlsName(f, "aggregator"));
+    if (!signer.ok()) {
+      std::cerr << "sextant-worker: --tls-dir: " << signer.status().message() << "\n";
+      return 2;
+    }
+    o->signer = *std::move(signer);
   }
   if (absl::Status s = CheckListenAllowed(o->listen, security); !s.ok()) {
     std::cerr << "sextant-worker: " << s.message() << "\n";
@@ -127,6 +135,15 @@ int RunClient(std::map<std::string, std::string>& f, const std::atomic<bool>* st
     return 2;
   }
   o.credentials = *creds;
+  if (!f["--tls-dir"].empty()) {
+    absl::StatusOr<std::unique_ptr<KeySigner>> signer =
+        KeySigner::Load(f["--tls-dir"], TlsName(f, "worker"));
+    if (!signer.ok()) {
+      std::cerr << "sextant-worker: --tls-dir: " << signer.status().message() << "\n";
+      return 2;
+    }
+    o.signer = *std::move(signer);
+  }
   absl::StatusOr<train::FashionMnist> data =
       train::LoadFashionMnist(o.job.dataset_dir, o.job.validation_examples, o.job.seed);
   if (!data.ok()) {

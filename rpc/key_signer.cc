@@ -1,0 +1,140 @@
+#include "rpc/key_signer.h"
+
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/read_file.h"
+#include "rpc/identity.h"
+
+namespace sextant {
+namespace {
+
+struct Free {
+  void operator()(BIO* p) const { BIO_free(p); }
+  void operator()(X509* p) const { X509_free(p); }
+  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
+  void operator()(EVP_MD_CTX* p) const { EVP_MD_CTX_free(p); }
+  void operator()(X509_STORE* p) const { X509_STORE_free(p); }
+  void operator()(X509_STORE_CTX* p) const { X509_STORE_CTX_free(p); }
+};
+
+std::unique_ptr<X509, Free> ParseCert(const std::string& pem) {
+  std::unique_ptr<BIO, Free> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  return std::unique_ptr<X509, Free>(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)
+                                         : nullptr);
+}
+
+void AppendField(std::string* out, const std::string& field) {
+  const uint64_t n = field.size();
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  out->append(field);
+}
+
+absl::Status Denied(const std::string& id, const std::string& why) {
+  return absl::PermissionDeniedError(
+      absl::StrCat("secagg: the keys relayed for '", id, "' are not its own: ", why));
+}
+
+}  // namespace
+
+struct KeySigner::Keys {
+  std::unique_ptr<X509, Free> ca;
+  std::unique_ptr<EVP_PKEY, Free> key;
+};
+
+KeySigner::KeySigner(std::unique_ptr<Keys> keys) : keys_(std::move(keys)) {}
+KeySigner::~KeySigner() = default;
+
+std::string KeyBinding(const std::string& experiment_id, int64_t round, int32_t index,
+                       const std::string& participant_id, const std::string& encryption_key,
+                       const std::string& masking_key) {
+  std::string out = "sextant-secagg-keys/v1";
+  for (const std::string& f : {experiment_id, absl::StrCat(round), absl::StrCat(index),
+                               participant_id, encryption_key, masking_key}) {
+    AppendField(&out, f);
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<KeySigner>> KeySigner::Load(const std::string& tls_dir,
+                                                           const std::string& name) {
+  std::string text[3];
+  const std::string files[3] = {"ca.pem", name + ".pem", name + ".key"};
+  for (int i = 0; i < 3; ++i) {
+    std::optional<std::string> t = ReadFileIfPresent(absl::StrCat(tls_dir, "/", files[i]));
+    if (!t) return absl::NotFoundError(absl::StrCat(tls_dir, "/", files[i], ": cannot read"));
+    text[i] = *std::move(t);
+  }
+  return Create(text[0], text[1], text[2]);
+}
+
+absl::StatusOr<std::unique_ptr<KeySigner>> KeySigner::Create(const std::string& ca_pem,
+                                                             const std::string& cert_pem,
+                                                             const std::string& key_pem) {
+  auto keys = std::make_unique<Keys>();
+  keys->ca = ParseCert(ca_pem);
+  if (!keys->ca || !ParseCert(cert_pem)) return absl::InvalidArgumentError("not a PEM certificate");
+  std::unique_ptr<BIO, Free> bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())));
+  keys->key.reset(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  if (!keys->key) return absl::InvalidArgumentError("not a PEM private key");
+  std::unique_ptr<KeySigner> signer(new KeySigner(std::move(keys)));
+  signer->cert_pem_ = cert_pem;
+  return signer;
+}
+
+absl::StatusOr<KeyAttestation> KeySigner::Sign(const std::string& binding) const {
+  std::unique_ptr<EVP_MD_CTX, Free> ctx(EVP_MD_CTX_new());
+  size_t n = 0;
+  if (!ctx || EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, keys_->key.get()) != 1 ||
+      EVP_DigestSign(ctx.get(), nullptr, &n,
+                     reinterpret_cast<const unsigned char*>(binding.data()), binding.size()) != 1) {
+    return absl::InternalError("libcrypto: signing the keys failed");
+  }
+  std::string sig(n, '\0');
+  if (EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &n,
+                     reinterpret_cast<const unsigned char*>(binding.data()), binding.size()) != 1) {
+    return absl::InternalError("libcrypto: signing the keys failed");
+  }
+  sig.resize(n);
+  return KeyAttestation{cert_pem_, sig};
+}
+
+absl::Status KeySigner::Verify(const KeyAttestation& a, const std::string& binding,
+                               const std::string& participant_id) const {
+  if (a.signature.empty() || a.certificate_pem.empty()) {
+    return Denied(participant_id, "they carry no signature");
+  }
+  std::unique_ptr<X509, Free> cert = ParseCert(a.certificate_pem);
+  if (!cert) return Denied(participant_id, "its certificate does not parse");
+  std::unique_ptr<X509_STORE, Free> store(X509_STORE_new());
+  std::unique_ptr<X509_STORE_CTX, Free> ctx(X509_STORE_CTX_new());
+  if (!store || !ctx || X509_STORE_add_cert(store.get(), keys_->ca.get()) != 1 ||
+      X509_STORE_CTX_init(ctx.get(), store.get(), cert.get(), nullptr) != 1) {
+    return absl::InternalError("libcrypto: certificate store");
+  }
+  if (X509_verify_cert(ctx.get()) != 1) {
+    return Denied(participant_id, "its certificate is not from this run's CA");
+  }
+  absl::StatusOr<PeerIdentity> id = IdentityFromCertificate(a.certificate_pem);
+  if (!id.ok()) return Denied(participant_id, std::string(id.status().message()));
+  const bool speaks = (id->role == Role::kClient && id->ClientId() == participant_id) ||
+                      (id->role == Role::kAggregator && id->region == participant_id);
+  if (!speaks) {
+    return Denied(participant_id, absl::StrCat("they are signed by ", IdentityUri(*id)));
+  }
+  std::unique_ptr<EVP_MD_CTX, Free> md(EVP_MD_CTX_new());
+  if (!md || EVP_DigestVerifyInit(md.get(), nullptr, EVP_sha256(), nullptr,
+                                  X509_get0_pubkey(cert.get())) != 1 ||
+      EVP_DigestVerify(md.get(), reinterpret_cast<const unsigned char*>(a.signature.data()),
+                       a.signature.size(), reinterpret_cast<const unsigned char*>(binding.data()),
+                       binding.size()) != 1) {
+    return Denied(participant_id, "the signature does not match the keys");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sextant

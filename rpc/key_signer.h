@@ -1,0 +1,63 @@
+// Signed SecAgg+ key advertisements, against an active aggregator. Under secure aggregation the
+// aggregator relays each client's public keys to its neighbours; one that swapped them could
+// agree the pairwise masks with a client itself and unmask its update. So each participant
+// signs its keys, bound to the experiment, round, its index and id, with its TLS private key,
+// and checks every neighbour's signature against that neighbour's certificate (chained to the
+// CA, naming the neighbour's identity) before it uses the keys.
+#ifndef SEXTANT_RPC_KEY_SIGNER_H_
+#define SEXTANT_RPC_KEY_SIGNER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace sextant {
+
+// A participant's signature over its advertised keys, and the certificate to check it by.
+struct KeyAttestation {
+  std::string certificate_pem;
+  std::string signature;  // ECDSA-SHA256 (DER) over KeyBinding(...)
+};
+
+// The bytes signed: a fixed label, then the experiment, round, index, participant id and both
+// public keys, each length-prefixed.
+std::string KeyBinding(const std::string& experiment_id, int64_t round, int32_t index,
+                       const std::string& participant_id, const std::string& encryption_key,
+                       const std::string& masking_key);
+
+// Signs and checks key bindings with one participant's TLS identity. Immutable after Load;
+// thread-safe.
+class KeySigner {
+ public:
+  // From a TLS folder: ca.pem, NAME.pem and NAME.key (as LoadChannelCredentials). NotFound
+  // naming the file; InvalidArgument when the key or certificates do not parse.
+  static absl::StatusOr<std::unique_ptr<KeySigner>> Load(const std::string& tls_dir,
+                                                         const std::string& name);
+  // The same from PEM text.
+  static absl::StatusOr<std::unique_ptr<KeySigner>> Create(const std::string& ca_pem,
+                                                           const std::string& cert_pem,
+                                                           const std::string& key_pem);
+  ~KeySigner();
+
+  // This participant's attestation of `binding`. Internal on a libcrypto failure.
+  absl::StatusOr<KeyAttestation> Sign(const std::string& binding) const;
+
+  // OK when attestation's certificate chains to this signer's CA, names the identity that may
+  // speak as participant_id (a client REGION/NAME, or a region's aggregator for the region's
+  // id), and its signature over binding verifies. PermissionDenied naming participant_id and
+  // what failed otherwise.
+  absl::Status Verify(const KeyAttestation& attestation, const std::string& binding,
+                      const std::string& participant_id) const;
+
+ private:
+  struct Keys;
+  explicit KeySigner(std::unique_ptr<Keys> keys);
+  std::unique_ptr<Keys> keys_;
+  std::string cert_pem_;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_RPC_KEY_SIGNER_H_

@@ -1,0 +1,76 @@
+#include "rpc/key_signer.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rpc/certificates.h"
+#include "rpc/identity.h"
+
+namespace sextant {
+namespace {
+
+using ::testing::HasSubstr;
+
+class KeySignerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ca_ = *CreateCertificateAuthority("test CA", 1);
+    alice_ = Signer(ca_, PeerIdentity{Role::kClient, "eu", "alice"});
+    bob_ = Signer(ca_, PeerIdentity{Role::kClient, "eu", "bob"});
+    agg_ = Signer(ca_, PeerIdentity{Role::kAggregator, "eu", "agg"});
+  }
+  static std::unique_ptr<KeySigner> Signer(const KeyPair& ca, const PeerIdentity& id) {
+    auto cert = IssueCertificate(ca, id.name, {}, 1, &id);
+    EXPECT_TRUE(cert.ok()) << cert.status();
+    auto signer = KeySigner::Create(ca.cert_pem, cert->cert_pem, cert->key_pem);
+    EXPECT_TRUE(signer.ok()) << signer.status();
+    return *std::move(signer);
+  }
+  static std::string Binding(const std::string& id, const std::string& key = std::string(32, 'k'),
+                             int64_t round = 3, int32_t index = 1) {
+    return KeyBinding("exp", round, index, id, key, std::string(32, 'm'));
+  }
+  KeyPair ca_;
+  std::unique_ptr<KeySigner> alice_, bob_, agg_;
+};
+
+TEST_F(KeySignerTest, APeersOwnSignatureOverItsKeysVerifies) {
+  auto a = alice_->Sign(Binding("eu/alice"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(bob_->Verify(*a, Binding("eu/alice"), "eu/alice").ok());
+  // A region's aggregator signs for the region in the regions' round.
+  auto g = agg_->Sign(Binding("eu"));
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(alice_->Verify(*g, Binding("eu"), "eu").ok());
+}
+
+TEST_F(KeySignerTest, SwappedKeysAnotherIdentityAnotherRoundOrNoSignatureAreRefused) {
+  auto a = alice_->Sign(Binding("eu/alice"));
+  ASSERT_TRUE(a.ok());
+  // The aggregator swapped in its own key for Alice's.
+  absl::Status swapped = bob_->Verify(*a, Binding("eu/alice", std::string(32, 'X')), "eu/alice");
+  EXPECT_EQ(swapped.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(swapped.message(), HasSubstr("'eu/alice'"));
+  EXPECT_THAT(swapped.message(), HasSubstr("signature does not match"));
+  // Alice's signed keys relayed as Bob's, replayed into another round, or at another index.
+  EXPECT_THAT(bob_->Verify(*a, Binding("eu/bob"), "eu/bob").message(),
+              HasSubstr("signed by sextant://client/eu/alice"));
+  EXPECT_FALSE(bob_->Verify(*a, Binding("eu/alice", std::string(32, 'k'), 4), "eu/alice").ok());
+  EXPECT_FALSE(bob_->Verify(*a, Binding("eu/alice", std::string(32, 'k'), 3, 2), "eu/alice").ok());
+  // Nothing signed, or signed by a certificate of another CA naming Alice.
+  EXPECT_THAT(bob_->Verify(KeyAttestation{}, Binding("eu/alice"), "eu/alice").message(),
+              HasSubstr("no signature"));
+  auto mallory = Signer(*CreateCertificateAuthority("other", 1),
+                        PeerIdentity{Role::kClient, "eu", "alice"});
+  auto forged = mallory->Sign(Binding("eu/alice", std::string(32, 'X')));
+  ASSERT_TRUE(forged.ok());
+  EXPECT_THAT(bob_->Verify(*forged, Binding("eu/alice", std::string(32, 'X')), "eu/alice").message(),
+              HasSubstr("not from this run's CA"));
+  // An aggregator's certificate does not speak for a client.
+  auto g = agg_->Sign(Binding("eu/alice"));
+  EXPECT_FALSE(bob_->Verify(*g, Binding("eu/alice"), "eu/alice").ok());
+}
+
+}  // namespace
+}  // namespace sextant
