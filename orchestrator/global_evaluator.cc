@@ -12,7 +12,7 @@
 
 namespace sextant {
 namespace {
-constexpr auto kPoll = std::chrono::milliseconds(2);
+constexpr auto kPoll = std::chrono::milliseconds(1);
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GlobalEvaluator>> GlobalEvaluator::Start(

@@ -13,7 +13,7 @@ struct EvaluatorOptions {
   FederatedJob job;      // the model, its seed and the validation split. Required.
   std::string dir;       // the exchange folder (aggregator/model_evaluation.h). Required.
   int threads = 2;       // Default 2.
-  double poll_ms = 5;    // how often the folder is looked at. Default 5.
+  double poll_ms = 1;    // how often the folder is looked at. Default 1.
 };
 
 // `sextant-worker --role evaluator`: the global tier's evaluator. Builds the job's model (seeded
