@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "aggregator/secagg_wire.h"
+#include "grpc/grpc_security_constants.h"
+#include "rpc/key_signer.h"
 #include "rpc/server_security.h"
 #include "rpc/status_conversion.h"
 
@@ -17,6 +20,14 @@ namespace {
 std::optional<PeerIdentity> CallerOf(const grpc::ServerContext& context) {
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   return auth ? IdentityOf(*auth) : std::nullopt;
+}
+
+// The caller's verified certificate (PEM); empty without one.
+std::string CallerCertificate(const grpc::ServerContext& context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (!auth) return "";
+  std::vector<grpc::string_ref> pems = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+  return pems.empty() ? "" : std::string(pems[0].data(), pems[0].size());
 }
 
 // Floats travel as their native little-endian bytes (every supported host is little-endian).
@@ -153,6 +164,7 @@ grpc::Status ReceiveUpdate(FederationHub* hub, SenderGate& gate,
   }
   s = hub->Finish(header.client_id, header.num_examples, count, metrics, rejected);
   if (!s.ok()) return ToGrpcStatus(s);
+  gate.RecordClaim(header.client_id, header.num_examples);
   receipt->set_experiment_id(header.experiment_id);
   receipt->set_round(header.round);
   receipt->set_client_id(header.client_id);
@@ -183,7 +195,9 @@ grpc::Status FederationServiceImpl::SecAggAwait(grpc::ServerContext* context,
   if (request->stage() < 0 || request->stage() > static_cast<int32_t>(SecAggStage::kDone)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown secagg stage");
   }
-  const double wait = std::clamp(request->wait_seconds(), 0.0, 30.0);
+  // NaN compares false both ways, so clamp() would pass it through as an endless wait.
+  const double asked = request->wait_seconds();
+  const double wait = asked >= 0 ? std::min(asked, 30.0) : 0.0;
   absl::StatusOr<SecAggDownlink> d = secagg_->Await(
       request->experiment_id(), request->round(), static_cast<SecAggStage>(request->stage()),
       request->client_id(), absl::Seconds(wait));
@@ -219,10 +233,27 @@ grpc::Status FederationServiceImpl::SecAggSubmit(grpc::ServerContext* context,
   }
   if (m.has_keys()) {
     absl::StatusOr<SecAggAdvertiseKeys> k = KeysFromProto(m);
-    // The signature and certificate are relayed as sent: each neighbour checks them itself.
+    // A sender with a certificate must sign its keys with it; that is checked here, so that one
+    // bad signature is refused at once rather than by each neighbour (which would sink the
+    // round). The neighbours check the relayed signature again themselves.
+    std::function<absl::Status(int32_t)> check;
+    const std::string caller_pem = CallerCertificate(*context);
+    if (k.ok() && !caller_pem.empty() && CallerOf(*context)) {
+      check = [&](int32_t index) {
+        auto bytes = [](const SecAggPublicKey& key) {
+          return std::string(reinterpret_cast<const char*>(key.data()), key.size());
+        };
+        return CheckOwnAttestation(
+            KeyAttestation{m.keys().certificate(), m.keys().signature()},
+            KeyBinding(m.experiment_id(), m.round(), index, m.client_id(),
+                       bytes(k->encryption_key), bytes(k->masking_key)),
+            caller_pem);
+      };
+    }
     s = k.ok() ? secagg_->SubmitKeys(m.client_id(), *std::move(k),
                                      PeerAttestation{m.client_id(), m.keys().certificate(),
-                                                     m.keys().signature()})
+                                                     m.keys().signature()},
+                                     check)
                : k.status();
   } else if (m.has_shares()) {
     absl::StatusOr<SecAggShareKeys> k = SharesFromProto(m);

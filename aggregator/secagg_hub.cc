@@ -191,10 +191,12 @@ absl::Status SecAggHub::Count(absl::Status s, int32_t index) {
 }
 
 absl::Status SecAggHub::SubmitKeys(const std::string& client_id, SecAggAdvertiseKeys m,
-                                   PeerAttestation attestation) {
+                                   PeerAttestation attestation,
+                                   const std::function<absl::Status(int32_t index)>& check) {
   std::lock_guard<std::mutex> lock(mu_);
   int32_t i = 0;
   absl::Status s = CheckClient(m.header.experiment_id, m.header.round, client_id, &i);
+  if (s.ok() && check) s = check(i);
   if (!s.ok()) return Count(s, i);
   m.header.sender = i;
   m.header.recipient = kSecAggServer;

@@ -3,6 +3,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -136,8 +137,11 @@ class SecAggHub {
   // and recipient are set here from client_id. Errors as above.
   // SubmitKeys keeps the keys' attestation (empty without TLS) to relay with them in each
   // neighbour's directory (SecAggDownlink::attestations).
+  // check (when given) vets the attestation against the sender's index in the round before the
+  // keys are taken; its error is the call's (counted as a rejection).
   absl::Status SubmitKeys(const std::string& client_id, SecAggAdvertiseKeys message,
-                          PeerAttestation attestation = {});
+                          PeerAttestation attestation = {},
+                          const std::function<absl::Status(int32_t index)>& check = nullptr);
   absl::Status SubmitShares(const std::string& client_id, SecAggShareKeys message);
   // Adds the masked input to the round's sum. message.values is left as it was, for the caller
   // to give back (ReturnStaging) when it came from TakeStaging.

@@ -136,6 +136,13 @@ absl::Status VerifyKeyDirectory(const KeySigner& signer, const std::string& expe
   for (size_t i = 0; i < attestations.size(); ++i) {
     const SecAggPeerKeys& peer = directory.peers[i];
     const PeerAttestation& a = attestations[i];
+    // The hub numbers a round's participants in the order of their sorted ids: ids must rise
+    // with the index, so that no participant's keys can stand in for another's.
+    if (i > 0 && (peer.client <= directory.peers[i - 1].client ||
+                  a.client_id <= attestations[i - 1].client_id)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "secagg: the key directory's peers are out of order at '", a.client_id, "'"));
+    }
     SEXTANT_RETURN_IF_ERROR(signer.Verify(
         KeyAttestation{a.certificate_pem, a.signature},
         KeyBinding(experiment_id, round, peer.client, a.client_id, KeyBytes(peer.encryption_key),

@@ -89,7 +89,6 @@ absl::Status SenderGate::CheckClaim(absl::string_view sender_id, double weight, 
       return absl::ResourceExhaustedError(
           absl::StrCat("this aggregator already knows ", declared_weight_.size(), " clients"));
     }
-    declared_weight_.emplace(std::string(sender_id), weight);
     return absl::OkStatus();
   }
   if (it->second != weight) {
@@ -98,6 +97,14 @@ absl::Status SenderGate::CheckClaim(absl::string_view sender_id, double weight, 
                      it->second, " first, and a client's example count does not change"));
   }
   return absl::OkStatus();
+}
+
+void SenderGate::RecordClaim(absl::string_view sender_id, double weight) {
+  if (policy_.region.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (declared_weight_.size() < policy_.max_senders) {
+    declared_weight_.emplace(std::string(sender_id), weight);
+  }
 }
 
 }  // namespace sextant

@@ -44,11 +44,14 @@ class SenderGate {
   absl::Status CheckCaller(const std::optional<PeerIdentity>& caller,
                            absl::string_view sender_id) const;
 
-  // An update's claim: a client stands for itself (count 1) and its weight is fixed by its first
-  // accepted claim; a region stands for at most its enrolled clients. PermissionDenied naming
-  // the bound otherwise; ResourceExhausted once max_senders distinct senders are recorded.
-  // Nothing is recorded for a refused claim.
+  // An update's claim: a client stands for itself (count 1) and its weight is the one its first
+  // accepted update declared (RecordClaim); a region stands for at most its enrolled clients.
+  // PermissionDenied naming the bound otherwise; ResourceExhausted once max_senders distinct
+  // senders are recorded. Records nothing.
   absl::Status CheckClaim(absl::string_view sender_id, double weight, int64_t count);
+  // Fixes a client's weight once its update was accepted whole (a regional tier; no effect at
+  // the global tier or for a weight already recorded).
+  void RecordClaim(absl::string_view sender_id, double weight);
 
   const TierPolicy& policy() const { return policy_; }
 

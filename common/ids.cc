@@ -26,7 +26,9 @@ std::string QuotedId(absl::string_view id) {
 }
 
 bool IsValidId(absl::string_view id) {
-  if (id.empty() || id.size() > kMaxIdBytes) return false;
+  if (id.empty() || id.size() > kMaxIdBytes || !absl::ascii_isalnum(static_cast<unsigned char>(id[0]))) {
+    return false;
+  }
   for (char c : id) {
     if (!IdChar(c)) return false;
   }
@@ -38,6 +40,10 @@ absl::Status CheckId(absl::string_view field, absl::string_view id) {
   if (id.size() > kMaxIdBytes) {
     return absl::InvalidArgumentError(absl::StrCat(field, " is ", id.size(),
                                                    " bytes; at most ", kMaxIdBytes, " allowed"));
+  }
+  if (!absl::ascii_isalnum(static_cast<unsigned char>(id[0]))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " ", QuotedId(id), " must start with a letter or digit"));
   }
   for (char c : id) {
     if (!IdChar(c)) {

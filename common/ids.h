@@ -14,7 +14,8 @@ namespace sextant {
 // The longest id a peer may send (client, worker, region, experiment ids; names in certificates).
 inline constexpr size_t kMaxIdBytes = 128;
 
-// True when id is 1 to kMaxIdBytes bytes of [A-Za-z0-9._-].
+// True when id is 1 to kMaxIdBytes bytes of [A-Za-z0-9._-] starting with a letter or digit (so
+// never ".", "..", a hidden file name or something that reads as a flag).
 bool IsValidId(absl::string_view id);
 // OK, or InvalidArgument naming `field` and why (empty, too long, or the first bad character).
 // The offending id is quoted only up to 32 bytes, so a hostile one is not echoed whole.

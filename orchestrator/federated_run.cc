@@ -382,12 +382,14 @@ class FederatedRun {
     std::filesystem::create_directories(run_dir_->logs_dir());
     const std::string target = absl::StrCat("127.0.0.1:", tier_->port());
     for (const auto& r : fed().regions()) {
-      const std::string port_file = absl::StrCat(fed_dir_, "/", r.name(), ".port");
+      // Each region's files sit in regions/: no region name can meet the run's own folders.
+      std::filesystem::create_directories(fed_dir_ + "/regions");
+      const std::string port_file = absl::StrCat(fed_dir_, "/regions/", r.name(), ".port");
       std::filesystem::remove(port_file);
       std::vector<std::string> argv = {
           Bin(), "--role", "aggregator", "--region", r.name(), "--connect", target,
           "--experiment-id", experiment_id_, "--model-size", absl::StrCat(global_.size()),
-          "--work-dir", absl::StrCat(fed_dir_, "/", r.name()), "--port-file", port_file,
+          "--work-dir", absl::StrCat(fed_dir_, "/regions/", r.name()), "--port-file", port_file,
           "--clients", absl::StrCat(r.clients()), "--startup-wait",
           absl::StrCat(kStartupWaitSeconds), "--max-client-weight",
           absl::StrCat(MaxClientWeight()), "--exit-with-parent"};
@@ -416,7 +418,7 @@ class FederatedRun {
              absl::StrCat("aggregator ", r.name()));
     }
     for (const auto& r : fed().regions()) {
-      const std::string port_file = absl::StrCat(fed_dir_, "/", r.name(), ".port");
+      const std::string port_file = absl::StrCat(fed_dir_, "/regions/", r.name(), ".port");
       const absl::Time until = absl::Now() + absl::Seconds(60);
       int port = 0;
       while (absl::Now() < until && port == 0) {

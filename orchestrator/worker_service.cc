@@ -20,7 +20,7 @@ std::string IdentityKey(const grpc::ServerContextBase& context) {
 }  // namespace
 
 absl::Status WorkerServiceImpl::CheckSessionLocked(grpc::CallbackServerContext* context,
-                                                   int64_t worker_id) const {
+                                                   int64_t worker_id) {
   absl::string_view session;
   const auto& metadata = context->client_metadata();
   if (auto it = metadata.find(kSessionMetadataKey); it != metadata.end()) {
@@ -97,14 +97,14 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
                                                    v1::LeaseResponse* response) {
   std::lock_guard<std::mutex> lock(mu_);
   auto* reactor = context->DefaultReactor();
+  if (absl::Status s = CheckSessionLocked(context, request->worker_id()); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
   if (draining_) {
     response->set_done(true);
     told_done_.insert(request->worker_id());
     reactor->Finish(grpc::Status::OK);
-    return reactor;
-  }
-  if (absl::Status s = CheckSessionLocked(context, request->worker_id()); !s.ok()) {
-    reactor->Finish(ToGrpcStatus(s));
     return reactor;
   }
   auto result = dispatcher_->Lease(request->worker_id());

@@ -75,7 +75,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   void ServeWaitingLocked();
   void NoteErrorLocked(const absl::Status& status);
   // OK when the call comes from the caller that registered worker_id (WorkerSessions::Check).
-  absl::Status CheckSessionLocked(grpc::CallbackServerContext* context, int64_t worker_id) const;
+  absl::Status CheckSessionLocked(grpc::CallbackServerContext* context, int64_t worker_id);
 
   // Masks secrets in the free text of measurements (events) in place.
   void Redact(google::protobuf::RepeatedPtrField<v1::Measurement>* ms) const;

@@ -9,7 +9,8 @@
 
 namespace sextant {
 
-WorkerSessions::WorkerSessions(Random random) : random_(std::move(random)) {
+WorkerSessions::WorkerSessions(Random random, Clock* clock, absl::Duration forget_after)
+    : random_(std::move(random)), clock_(clock), forget_after_(forget_after) {
   if (!random_) {
     random_ = [](uint8_t* out, size_t n) {
       if (sodium_init() < 0) std::abort();  // no usable randomness: never hand out weak secrets
@@ -18,7 +19,16 @@ WorkerSessions::WorkerSessions(Random random) : random_(std::move(random)) {
   }
 }
 
-absl::Status WorkerSessions::CanOpen(const std::string& identity) const {
+absl::Status WorkerSessions::CanOpen(const std::string& identity) {
+  const absl::Time now = clock_->Now();
+  for (auto s = sessions_.begin(); s != sessions_.end();) {
+    if (now - s->second.used <= forget_after_) {
+      ++s;
+      continue;
+    }
+    --per_identity_[s->second.identity];
+    s = sessions_.erase(s);
+  }
   auto it = per_identity_.find(identity);
   if (it != per_identity_.end() && it->second >= kMaxRegistrationsPerIdentity) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -33,13 +43,13 @@ std::string WorkerSessions::Open(int64_t worker_id, const std::string& identity)
   random_(bytes, sizeof(bytes));
   std::string secret;
   for (uint8_t b : bytes) absl::StrAppendFormat(&secret, "%02x", b);
-  sessions_[worker_id] = Session{secret, identity};
+  sessions_[worker_id] = Session{secret, identity, clock_->Now()};
   ++per_identity_[identity];
   return secret;
 }
 
 absl::Status WorkerSessions::Check(int64_t worker_id, absl::string_view session,
-                                   const std::string& identity) const {
+                                   const std::string& identity) {
   auto it = sessions_.find(worker_id);
   if (it == sessions_.end()) {
     return absl::NotFoundError(
@@ -52,6 +62,7 @@ absl::Status WorkerSessions::Check(int64_t worker_id, absl::string_view session,
     return absl::PermissionDeniedError(
         absl::StrCat("this caller is not worker ", worker_id, " (it did not register it)"));
   }
+  it->second.used = clock_->Now();
   return absl::OkStatus();
 }
 

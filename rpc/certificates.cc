@@ -182,21 +182,27 @@ absl::StatusOr<KeyPair> IssueCertificate(const KeyPair& ca, const std::string& c
   SEXTANT_ASSIGN_OR_RETURN(Key key, NewKey());
   SEXTANT_ASSIGN_OR_RETURN(Cert cert, NewCert(key.get(), common_name, days));
   X509_set_issuer_name(cert.get(), X509_get_subject_name(ca_cert.get()));
-  std::string san = "DNS:localhost,IP:127.0.0.1";
+  // Only servers (the orchestrator, aggregators, and certificates without an identity, as
+  // issued before identities) answer on loopback and may authenticate as servers; a worker,
+  // client or admin certificate is for dialling out only.
+  const bool server = identity == nullptr || identity->role == Role::kAggregator;
+  std::string san = server ? "DNS:localhost,IP:127.0.0.1" : "";
   for (const std::string& name : extra_sans) {
     unsigned char addr[sizeof(in6_addr)];
     const bool ip = inet_pton(AF_INET, name.c_str(), addr) == 1 ||
                     inet_pton(AF_INET6, name.c_str(), addr) == 1;
-    absl::StrAppend(&san, ip ? ",IP:" : ",DNS:", name);
+    absl::StrAppend(&san, san.empty() ? "" : ",", ip ? "IP:" : "DNS:", name);
   }
-  if (identity != nullptr) absl::StrAppend(&san, ",URI:", IdentityUri(*identity));
+  if (identity != nullptr) absl::StrAppend(&san, san.empty() ? "" : ",", "URI:", IdentityUri(*identity));
   X509* issuer = ca_cert.get();
   SEXTANT_RETURN_IF_ERROR(AddExtension(cert.get(), issuer, NID_basic_constraints, "CA:FALSE"));
   SEXTANT_RETURN_IF_ERROR(
       AddExtension(cert.get(), issuer, NID_key_usage, "critical,digitalSignature,keyAgreement"));
-  SEXTANT_RETURN_IF_ERROR(
-      AddExtension(cert.get(), issuer, NID_ext_key_usage, "serverAuth,clientAuth"));
-  SEXTANT_RETURN_IF_ERROR(AddExtension(cert.get(), issuer, NID_subject_alt_name, san));
+  SEXTANT_RETURN_IF_ERROR(AddExtension(cert.get(), issuer, NID_ext_key_usage,
+                                       server ? "serverAuth,clientAuth" : "clientAuth"));
+  if (!san.empty()) {
+    SEXTANT_RETURN_IF_ERROR(AddExtension(cert.get(), issuer, NID_subject_alt_name, san));
+  }
   SEXTANT_RETURN_IF_ERROR(AddExtension(cert.get(), issuer, NID_authority_key_identifier, "keyid"));
   if (X509_sign(cert.get(), ca_key.get(), EVP_sha256()) == 0) return Crypto("X509_sign");
   return ToPem(cert.get(), key.get());
@@ -274,6 +280,9 @@ absl::Status IssueIntoDirectory(const std::string& dir, const std::string& name,
     return absl::InvalidArgumentError("NAME 'ca' is the certificate authority's own; pick another");
   }
   if (!options.region.empty()) SEXTANT_RETURN_IF_ERROR(CheckId("--region", options.region));
+  if (options.role == Role::kClient) {  // its client id, REGION/NAME, must be an id too
+    SEXTANT_RETURN_IF_ERROR(CheckClientId("REGION/NAME", absl::StrCat(options.region, "/", name)));
+  }
   if (options.region.empty() &&
       (options.role == Role::kClient || options.role == Role::kAggregator)) {
     return absl::InvalidArgumentError(

@@ -19,10 +19,11 @@ struct KeyPair {
 // Returns Internal when libcrypto fails.
 absl::StatusOr<KeyPair> CreateCertificateAuthority(const std::string& common_name, int days);
 
-// Issues a certificate for common_name signed by ca, usable for both TLS server and client
-// authentication, with subjectAltName DNS:localhost, IP:127.0.0.1, every entry of extra_sans
-// (an IPv4/IPv6 address becomes IP:, anything else DNS:) and, when identity is given, the URI
-// sextant://ROLE/REGION/NAME that services take the caller's identity from. Returns
+// Issues a certificate for common_name signed by ca with subjectAltName every entry of
+// extra_sans (an IPv4/IPv6 address becomes IP:, anything else DNS:) and, when identity is given,
+// the URI sextant://ROLE/REGION/NAME that services take the caller's identity from. A server's
+// certificate (no identity, or an aggregator's) also names DNS:localhost and IP:127.0.0.1 and
+// may authenticate TLS servers and clients; a worker's, client's or admin's only clients. Returns
 // InvalidArgument when ca does not parse or a SAN is not a host name or address, Internal on
 // libcrypto errors.
 absl::StatusOr<KeyPair> IssueCertificate(const KeyPair& ca, const std::string& common_name,

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/read_file.h"
+#include "rpc/certificates.h"
 #include "rpc/identity.h"
 
 namespace sextant {
@@ -60,6 +61,37 @@ std::string KeyBinding(const std::string& experiment_id, int64_t round, int32_t 
   return out;
 }
 
+namespace {
+
+// OK when signature is cert's over binding (ECDSA-SHA256).
+absl::Status SignatureMatches(X509* cert, const std::string& signature, const std::string& binding) {
+  std::unique_ptr<EVP_MD_CTX, Free> md(EVP_MD_CTX_new());
+  if (!md || EVP_DigestVerifyInit(md.get(), nullptr, EVP_sha256(), nullptr,
+                                  X509_get0_pubkey(cert)) != 1 ||
+      EVP_DigestVerify(md.get(), reinterpret_cast<const unsigned char*>(signature.data()),
+                       signature.size(), reinterpret_cast<const unsigned char*>(binding.data()),
+                       binding.size()) != 1) {
+    return absl::PermissionDeniedError("the signature does not match the keys");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckOwnAttestation(const KeyAttestation& a, const std::string& binding,
+                                 const std::string& caller_cert_pem) {
+  absl::StatusOr<std::string> theirs = CertificateFingerprint(a.certificate_pem);
+  absl::StatusOr<std::string> caller = CertificateFingerprint(caller_cert_pem);
+  if (a.signature.empty() || !theirs.ok() || !caller.ok() || *theirs != *caller) {
+    return absl::PermissionDeniedError(
+        "secagg: keys must come signed with the sender's own TLS certificate");
+  }
+  std::unique_ptr<X509, Free> cert = ParseCert(a.certificate_pem);
+  absl::Status s = SignatureMatches(cert.get(), a.signature, binding);
+  if (!s.ok()) return absl::PermissionDeniedError(absl::StrCat("secagg: ", s.message()));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<KeySigner>> KeySigner::Load(const std::string& tls_dir,
                                                            const std::string& name) {
   std::string text[3];
@@ -81,8 +113,19 @@ absl::StatusOr<std::unique_ptr<KeySigner>> KeySigner::Create(const std::string& 
   std::unique_ptr<BIO, Free> bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())));
   keys->key.reset(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
   if (!keys->key) return absl::InvalidArgumentError("not a PEM private key");
+  std::unique_ptr<X509, Free> own = ParseCert(cert_pem);
+  if (X509_check_private_key(own.get(), keys->key.get()) != 1) {
+    return absl::InvalidArgumentError("the private key is not the certificate's");
+  }
+  absl::StatusOr<PeerIdentity> id = IdentityFromCertificate(cert_pem);
+  if (!id.ok()) return absl::InvalidArgumentError(id.status().message());
+  if (id->role != Role::kClient && id->role != Role::kAggregator) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(IdentityUri(*id), " is not a client or an aggregator: it has no SecAgg keys"));
+  }
   std::unique_ptr<KeySigner> signer(new KeySigner(std::move(keys)));
   signer->cert_pem_ = cert_pem;
+  signer->identity_ = *std::move(id);
   return signer;
 }
 
@@ -121,17 +164,15 @@ absl::Status KeySigner::Verify(const KeyAttestation& a, const std::string& bindi
   }
   absl::StatusOr<PeerIdentity> id = IdentityFromCertificate(a.certificate_pem);
   if (!id.ok()) return Denied(participant_id, std::string(id.status().message()));
-  const bool speaks = (id->role == Role::kClient && id->ClientId() == participant_id) ||
-                      (id->role == Role::kAggregator && id->region == participant_id);
-  if (!speaks) {
+  // Who may be a peer follows from this signer's own identity, not from the relayed message.
+  const bool peer = identity_.role == Role::kClient
+                        ? id->role == Role::kClient && id->region == identity_.region &&
+                              id->ClientId() == participant_id
+                        : id->role == Role::kAggregator && id->region == participant_id;
+  if (!peer) {
     return Denied(participant_id, absl::StrCat("they are signed by ", IdentityUri(*id)));
   }
-  std::unique_ptr<EVP_MD_CTX, Free> md(EVP_MD_CTX_new());
-  if (!md || EVP_DigestVerifyInit(md.get(), nullptr, EVP_sha256(), nullptr,
-                                  X509_get0_pubkey(cert.get())) != 1 ||
-      EVP_DigestVerify(md.get(), reinterpret_cast<const unsigned char*>(a.signature.data()),
-                       a.signature.size(), reinterpret_cast<const unsigned char*>(binding.data()),
-                       binding.size()) != 1) {
+  if (!SignatureMatches(cert.get(), a.signature, binding).ok()) {
     return Denied(participant_id, "the signature does not match the keys");
   }
   return absl::OkStatus();

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "rpc/identity.h"
 
 namespace sextant {
 
@@ -32,7 +33,8 @@ std::string KeyBinding(const std::string& experiment_id, int64_t round, int32_t 
 class KeySigner {
  public:
   // From a TLS folder: ca.pem, NAME.pem and NAME.key (as LoadChannelCredentials). NotFound
-  // naming the file; InvalidArgument when the key or certificates do not parse.
+  // naming the file; InvalidArgument when the key or certificates do not parse, the key is not
+  // the certificate's, or the certificate names no client or aggregator identity.
   static absl::StatusOr<std::unique_ptr<KeySigner>> Load(const std::string& tls_dir,
                                                          const std::string& name);
   // The same from PEM text.
@@ -45,9 +47,11 @@ class KeySigner {
   absl::StatusOr<KeyAttestation> Sign(const std::string& binding) const;
 
   // OK when attestation's certificate chains to this signer's CA, names the identity that may
-  // speak as participant_id (a client REGION/NAME, or a region's aggregator for the region's
-  // id), and its signature over binding verifies. PermissionDenied naming participant_id and
-  // what failed otherwise.
+  // speak as participant_id among this signer's own peers, and its signature over binding
+  // verifies. The peers are derived from this signer's identity, never from the relayed
+  // message: a client's are the clients of its own region (participant_id REGION/NAME), an
+  // aggregator's the other regions' aggregators (participant_id the region). PermissionDenied
+  // naming participant_id and what failed otherwise.
   absl::Status Verify(const KeyAttestation& attestation, const std::string& binding,
                       const std::string& participant_id) const;
 
@@ -56,7 +60,15 @@ class KeySigner {
   explicit KeySigner(std::unique_ptr<Keys> keys);
   std::unique_ptr<Keys> keys_;
   std::string cert_pem_;
+  PeerIdentity identity_;
 };
+
+// The aggregator's check of an attestation as it arrives from its sender: the attestation's
+// certificate is the caller's own verified certificate (same fingerprint) and its signature over
+// binding verifies. PermissionDenied saying which failed. So that one participant's bad
+// signature is refused at the aggregator, not by every neighbour (which would sink the round).
+absl::Status CheckOwnAttestation(const KeyAttestation& attestation, const std::string& binding,
+                                 const std::string& caller_cert_pem);
 
 }  // namespace sextant
 

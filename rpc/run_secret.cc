@@ -11,7 +11,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/read_file.h"
 #include "common/status_macros.h"
 #include "grpc/grpc_security_constants.h"
 #include "rpc/certificates.h"
@@ -64,19 +63,29 @@ absl::StatusOr<RunSecrets> CreateRunSecrets(const std::string& dir) {
 }
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
+  // Opened once, not through a link, and checked on the open file: what is checked is read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
     return errno == EACCES ? absl::PermissionDeniedError(absl::StrCat(path, ": permission denied"))
                            : absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
   }
-  if ((st.st_mode & 077) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("%s may be read by others (mode %o); a secret must be 0600", path,
-                        st.st_mode & 0777));
+  struct stat st {};
+  std::string text;
+  absl::Status bad;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    bad = absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+  } else if ((st.st_mode & 077) != 0 || st.st_uid != ::geteuid()) {
+    bad = absl::FailedPreconditionError(absl::StrFormat(
+        "%s may be read by others (mode %o, owner %d); a secret must be 0600 and this user's",
+        path, st.st_mode & 0777, static_cast<int>(st.st_uid)));
+  } else {
+    char buf[256];
+    ssize_t n = 0;
+    while (text.size() < 4096 && (n = ::read(fd, buf, sizeof(buf))) > 0) text.append(buf, n);
   }
-  std::optional<std::string> text = ReadFileIfPresent(path);
-  if (!text) return absl::PermissionDeniedError(absl::StrCat(path, ": cannot read"));
-  std::string secret(absl::StripAsciiWhitespace(*text));
+  ::close(fd);
+  if (!bad.ok()) return bad;
+  std::string secret(absl::StripAsciiWhitespace(text));
   if (secret.empty()) return absl::FailedPreconditionError(absl::StrCat(path, " is empty"));
   return secret;
 }

@@ -170,6 +170,14 @@ grpc::Status RoleAuthProcessor::Process(const InputMetadata& auth_metadata,
     if (!role) return Unauthenticated("unknown bearer token");
     consumed_auth_metadata->insert({"authorization", header});
   }
+  // Under mTLS the federated services bind every sender to its certificate: a certificate
+  // without an identity cannot be let in there by a token.
+  if (!identity && !security_.ca_pem.empty() &&
+      absl::StartsWith(method, "/sextant.v1.FederationService/")) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "FederationService needs a client certificate with a sextant:// identity "
+                        "(`sextant certs issue DIR NAME --role client|aggregator --region R`)");
+  }
   if (!AllowedRoles(method, identity.has_value()).count(*role)) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         absl::StrCat("the ", RoleName(*role), " role may not call ", method));

@@ -70,9 +70,12 @@ TEST(SenderGateTest, ARegionClaimsAtMostItsEnrolledClientsAndTheirWeight) {
   EXPECT_EQ(gate.CheckClaim("eu", std::nan(""), 1).code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(SenderGateTest, AClientsWeightIsFixedByItsFirstClaim) {
+TEST(SenderGateTest, AClientsWeightIsFixedByItsFirstAcceptedUpdate) {
   SenderGate gate(Regional());
+  // A claim that is checked but never accepted (the hub refused the update) fixes nothing.
+  EXPECT_TRUE(gate.CheckClaim("eu/alice", 900, 1).ok());
   EXPECT_TRUE(gate.CheckClaim("eu/alice", 600, 1).ok());
+  gate.RecordClaim("eu/alice", 600);
   EXPECT_TRUE(gate.CheckClaim("eu/alice", 600, 1).ok());
   absl::Status more = gate.CheckClaim("eu/alice", 900, 1);
   EXPECT_EQ(more.code(), absl::StatusCode::kPermissionDenied);
@@ -88,7 +91,10 @@ TEST(SenderGateTest, TheTableOfDeclaredWeightsIsBounded) {
   TierPolicy p = Regional();
   p.max_senders = 3;
   SenderGate gate(p);
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(gate.CheckClaim("eu/" + std::to_string(i), 1, 1).ok());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(gate.CheckClaim("eu/" + std::to_string(i), 1, 1).ok());
+    gate.RecordClaim("eu/" + std::to_string(i), 1);
+  }
   EXPECT_EQ(gate.CheckClaim("eu/3", 1, 1).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(gate.CheckClaim("eu/0", 1, 1).ok());
 }

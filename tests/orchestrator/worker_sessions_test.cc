@@ -47,6 +47,25 @@ TEST(WorkerSessionsTest, RegistrationsPerIdentityAreCapped) {
   EXPECT_TRUE(sessions.CanOpen("sextant://worker/-/b").ok());
 }
 
+// The cap counts live workers: a session unused for forget_after is forgotten, and its worker
+// must register again.
+TEST(WorkerSessionsTest, IdleSessionsAreForgottenSoTheCapCountsLiveWorkers) {
+  FakeClock clock;
+  WorkerSessions sessions(Counter(), &clock, absl::Minutes(10));
+  std::string kept;
+  for (size_t i = 0; i < kMaxRegistrationsPerIdentity; ++i) {
+    const std::string s = sessions.Open(static_cast<int64_t>(i) + 1, "id");
+    if (i == 0) kept = s;
+  }
+  EXPECT_EQ(sessions.CanOpen("id").code(), absl::StatusCode::kResourceExhausted);
+  clock.Advance(absl::Minutes(9));
+  EXPECT_TRUE(sessions.Check(1, kept, "id").ok());  // worker 1 is alive
+  clock.Advance(absl::Minutes(2));
+  EXPECT_TRUE(sessions.CanOpen("id").ok());  // the others went quiet 11 minutes ago
+  EXPECT_TRUE(sessions.Check(1, kept, "id").ok());
+  EXPECT_EQ(sessions.Check(2, kept, "id").code(), absl::StatusCode::kNotFound);
+}
+
 TEST(WorkerSessionsTest, TheDefaultRandomnessGivesDistinctSecrets) {
   WorkerSessions sessions;
   EXPECT_NE(sessions.Open(1, ""), sessions.Open(2, ""));

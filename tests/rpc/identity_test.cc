@@ -27,8 +27,10 @@ TEST(IdentityTest, IdsAreBoundedAndPlain) {
   EXPECT_EQ(long_id.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(long_id.message(), HasSubstr("8388608 bytes; at most 128"));
   EXPECT_LT(long_id.message().size(), 200u);  // the id itself is not echoed
-  absl::Status slash = CheckId("NAME", "../x");
-  EXPECT_THAT(slash.message(), HasSubstr("holds '/'"));
+  EXPECT_THAT(CheckId("NAME", "../x").message(), HasSubstr("must start with a letter or digit"));
+  EXPECT_THAT(CheckId("NAME", "a/b").message(), HasSubstr("holds '/'"));
+  EXPECT_FALSE(IsValidId(".."));
+  EXPECT_FALSE(IsValidId("-rf"));
 }
 
 TEST(IdentityTest, ClientIdsAreRegionSlashName) {

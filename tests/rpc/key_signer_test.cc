@@ -19,6 +19,8 @@ class KeySignerTest : public ::testing::Test {
     alice_ = Signer(ca_, PeerIdentity{Role::kClient, "eu", "alice"});
     bob_ = Signer(ca_, PeerIdentity{Role::kClient, "eu", "bob"});
     agg_ = Signer(ca_, PeerIdentity{Role::kAggregator, "eu", "agg"});
+    us_agg_ = Signer(ca_, PeerIdentity{Role::kAggregator, "us", "agg"});
+    carol_ = Signer(ca_, PeerIdentity{Role::kClient, "us", "carol"});
   }
   static std::unique_ptr<KeySigner> Signer(const KeyPair& ca, const PeerIdentity& id) {
     auto cert = IssueCertificate(ca, id.name, {}, 1, &id);
@@ -32,17 +34,18 @@ class KeySignerTest : public ::testing::Test {
     return KeyBinding("exp", round, index, id, key, std::string(32, 'm'));
   }
   KeyPair ca_;
-  std::unique_ptr<KeySigner> alice_, bob_, agg_;
+  std::unique_ptr<KeySigner> alice_, bob_, agg_, us_agg_, carol_;
 };
 
 TEST_F(KeySignerTest, APeersOwnSignatureOverItsKeysVerifies) {
   auto a = alice_->Sign(Binding("eu/alice"));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_TRUE(bob_->Verify(*a, Binding("eu/alice"), "eu/alice").ok());
-  // A region's aggregator signs for the region in the regions' round.
+  // A region's aggregator signs for the region in the regions' round; the other regions'
+  // aggregators check it.
   auto g = agg_->Sign(Binding("eu"));
   ASSERT_TRUE(g.ok());
-  EXPECT_TRUE(alice_->Verify(*g, Binding("eu"), "eu").ok());
+  EXPECT_TRUE(us_agg_->Verify(*g, Binding("eu"), "eu").ok());
 }
 
 TEST_F(KeySignerTest, SwappedKeysAnotherIdentityAnotherRoundOrNoSignatureAreRefused) {
@@ -70,6 +73,27 @@ TEST_F(KeySignerTest, SwappedKeysAnotherIdentityAnotherRoundOrNoSignatureAreRefu
   // An aggregator's certificate does not speak for a client.
   auto g = agg_->Sign(Binding("eu/alice"));
   EXPECT_FALSE(bob_->Verify(*g, Binding("eu/alice"), "eu/alice").ok());
+}
+
+// Who may be a peer follows from the verifier's own identity, not from the id the aggregator
+// relays: a regional aggregator that slips in its own keys under its region's id, or a client
+// of another region, is refused by a client; a client is refused in the regions' round.
+TEST_F(KeySignerTest, PeersAreTheVerifiersOwnKindNotWhatTheRelaySays) {
+  auto own = agg_->Sign(Binding("eu"));
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(bob_->Verify(*own, Binding("eu"), "eu").code(), absl::StatusCode::kPermissionDenied);
+  auto other_region = carol_->Sign(Binding("us/carol"));
+  ASSERT_TRUE(other_region.ok());
+  EXPECT_FALSE(bob_->Verify(*other_region, Binding("us/carol"), "us/carol").ok());
+  auto client = alice_->Sign(Binding("eu/alice"));
+  EXPECT_FALSE(us_agg_->Verify(*client, Binding("eu/alice"), "eu/alice").ok());
+  // A signer is only made from a key that is its certificate's, for a client or an aggregator.
+  const PeerIdentity worker{Role::kWorker, "", "w"};
+  auto w = IssueCertificate(ca_, "w", {}, 1, &worker);
+  EXPECT_FALSE(KeySigner::Create(ca_.cert_pem, w->cert_pem, w->key_pem).ok());
+  const PeerIdentity dave{Role::kClient, "eu", "dave"};
+  auto d = IssueCertificate(ca_, "dave", {}, 1, &dave);
+  EXPECT_FALSE(KeySigner::Create(ca_.cert_pem, d->cert_pem, w->key_pem).ok());
 }
 
 }  // namespace
