@@ -222,7 +222,7 @@ TEST_F(SecAggTransportTest, SignedKeysGoThroughAndASwappedKeyIsRefused) {
     });
   }
   // The last client signs its keys by hand, checks the directory it gets, and then goes silent.
-  absl::Status honest, swapped;
+  absl::Status honest, swapped, reordered_status;
   clients.emplace_back([&] {
     const int i = kClients - 1;
     absl::StatusOr<SecAggDownlink> start;
@@ -252,12 +252,21 @@ TEST_F(SecAggTransportTest, SignedKeysGoThroughAndASwappedKeyIsRefused) {
     SecAggKeyDirectory tampered = *dir->directory;
     tampered.peers[0].masking_key = keys.masking_key;  // the aggregator's pick for peer 0
     swapped = VerifyKeyDirectory(*signers[i], "exp", 1, tampered, dir->attestations);
+    // Two peers' entries exchanged whole (keys and attestations): each signature still matches,
+    // but the ids no longer rise with the index.
+    SecAggKeyDirectory reordered = *dir->directory;
+    std::vector<PeerAttestation> reattested = dir->attestations;
+    std::swap(reordered.peers[0].encryption_key, reordered.peers[1].encryption_key);
+    std::swap(reordered.peers[0].masking_key, reordered.peers[1].masking_key);
+    std::swap(reattested[0], reattested[1]);
+    reordered_status = VerifyKeyDirectory(*signers[i], "exp", 1, reordered, reattested);
   });
   RunAggregator();
   for (std::thread& t : clients) t.join();
   EXPECT_TRUE(honest.ok()) << honest;
   EXPECT_EQ(swapped.code(), absl::StatusCode::kPermissionDenied) << swapped;
   EXPECT_THAT(std::string(swapped.message()), ::testing::HasSubstr("'r/0'"));
+  EXPECT_EQ(reordered_status.code(), absl::StatusCode::kPermissionDenied) << reordered_status;
   // The signed round went through without the silent client.
   for (int i = 0; i < kClients - 1; ++i) ASSERT_TRUE(sent[i].ok()) << sent[i].status();
   absl::StatusOr<SecAggRoundOutcome> out = secagg_->TakeOutcome();

@@ -96,5 +96,23 @@ TEST_F(KeySignerTest, PeersAreTheVerifiersOwnKindNotWhatTheRelaySays) {
   EXPECT_FALSE(KeySigner::Create(ca_.cert_pem, d->cert_pem, w->key_pem).ok());
 }
 
+// The aggregator's own check as keys arrive: signed by the caller's own certificate, over these
+// keys.
+TEST_F(KeySignerTest, TheAggregatorTakesOnlyKeysSignedWithTheCallersOwnCertificate) {
+  auto a = alice_->Sign(Binding("eu/alice"));
+  auto b = bob_->Sign(Binding("eu/bob"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(CheckOwnAttestation(*a, Binding("eu/alice"), a->certificate_pem).ok());
+  // Bob's signature sent by Alice, keys other than those signed, nothing signed.
+  EXPECT_EQ(CheckOwnAttestation(*b, Binding("eu/bob"), a->certificate_pem).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(CheckOwnAttestation(*a, Binding("eu/alice", std::string(32, 'X')), a->certificate_pem)
+                .code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_FALSE(CheckOwnAttestation(KeyAttestation{a->certificate_pem, ""}, Binding("eu/alice"),
+                                   a->certificate_pem)
+                   .ok());
+}
+
 }  // namespace
 }  // namespace sextant
