@@ -171,15 +171,17 @@ federation:
   }
 }
 
-// A client SIGKILLed while round 2 is open: the round closes at the deadline with the clients
-// that reported (min_clients), and every later round goes on without it instead of waiting.
+// A client SIGKILLed once round 1 is committed: the round open at the kill closes with the
+// clients that reported (min_clients), and every later round goes on without it, each waiting
+// out its deadline and no longer. (Rounds are short: the kill may land a round or two later
+// than round 2 on a loaded machine, so the checks count from the round open at the kill.)
 TEST(FederatedRunTest, KilledClientDoesNotBlockRoundsThatCloseWithMinClients) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
   const std::string dir = testing::TempDir() + "/fl-kill-client";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/exp.yaml")
-      << SmallExperiment("fl-kill-client", "[{name: east, clients: 3}]", 4, 2, "4s");
+      << SmallExperiment("fl-kill-client", "[{name: east, clients: 3}]", 6, 2, "4s");
   const std::string bin = SEXTANT_BIN_DIR;
   const std::string db = dir + "/run/state.db";
   pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
@@ -191,20 +193,27 @@ TEST(FederatedRunTest, KilledClientDoesNotBlockRoundsThatCloseWithMinClients) {
   const pid_t victim = std::stoi(launched[0][0].substr(launched[0][0].find("pid=") + 4));
   ASSERT_EQ(kill(victim, SIGKILL), 0);
   const auto killed_at = std::chrono::steady_clock::now();
+  const size_t committed_at_kill =
+      Query(db, "SELECT round FROM rounds WHERE region = ''").size();
+  ASSERT_LE(committed_at_kill, 4u) << "the kill landed too late to leave rounds after it";
   ASSERT_EQ(WaitExit(run, 180), 0) << Read(dir + "/out.txt");
   const double after_kill =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
   auto rounds = Query(db, "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
-  ASSERT_EQ(rounds.size(), 4u) << Read(dir + "/out.txt");
+  ASSERT_EQ(rounds.size(), 6u) << Read(dir + "/out.txt");
   // Under load a client may still be loading its data at round 1's deadline; min_clients is 2.
-  EXPECT_TRUE(rounds[0][1] == "2" || rounds[0][1] == "3") << rounds[0][1];
-  // Round 2 was open when the client died (it may have pushed before the signal landed).
-  EXPECT_TRUE(rounds[1][1] == "2" || rounds[1][1] == "3") << rounds[1][1];
-  EXPECT_EQ(rounds[2][1], "2");
-  EXPECT_EQ(rounds[3][1], "2");
-  // Rounds 3 and 4 each waited out the 4 s deadline for the dead client, and no longer.
-  EXPECT_GE(after_kill, 8.0);
-  EXPECT_LT(after_kill, 60.0);
+  // The round open at the kill may have had the client's update before the signal landed.
+  for (size_t r = 0; r <= committed_at_kill; ++r) {
+    EXPECT_TRUE(rounds[r][1] == "2" || rounds[r][1] == "3") << "round " << r + 1;
+  }
+  // Every later round went on without the dead client, each waiting out the 4 s deadline for
+  // it, and no longer.
+  const size_t later = rounds.size() - committed_at_kill - 1;
+  for (size_t r = committed_at_kill + 1; r < rounds.size(); ++r) {
+    EXPECT_EQ(rounds[r][1], "2") << "round " << r + 1;
+  }
+  EXPECT_GE(after_kill, 4.0 * static_cast<double>(later));
+  EXPECT_LT(after_kill, 90.0);
   auto exits = Query(db, "SELECT message FROM events WHERE kind = 'federation_exit'");
   bool seen = false;
   for (const auto& e : exits) seen = seen || e[0].rfind("client east/1 exited", 0) == 0;
