@@ -67,7 +67,8 @@ class SecAggTransportTest : public ::testing::Test {
     ASSERT_TRUE(secagg_->Open(round, ids, model_size_, 42 + round, 0, 1).ok());
   }
 
-  absl::StatusOr<int64_t> Participate(int64_t round, int i, int64_t weight) {
+  // Client i's options for `round`: short polls, chunks of 8.
+  static SecAggParticipantOptions Options(int64_t round, int i) {
     SecAggParticipantOptions o;
     o.experiment_id = "exp";
     o.client_id = Id(i);
@@ -75,7 +76,12 @@ class SecAggTransportTest : public ::testing::Test {
     o.poll_seconds = 1;
     o.stage_wait_seconds = 30;
     o.chunk_elements = 8;
-    return RunSecAggParticipant(stub_.get(), o, Update(i), weight, SenderMetrics{1, 1, 0.5, 10});
+    return o;
+  }
+
+  absl::StatusOr<int64_t> Participate(int64_t round, int i, int64_t weight) {
+    return RunSecAggParticipant(stub_.get(), Options(round, i), Update(i), weight,
+                                SenderMetrics{1, 1, 0.5, 10});
   }
 
   // The aggregator loop: closes stages as they are ready, moving the fake clock 1 s per 50 ms
@@ -160,12 +166,8 @@ TEST_F(SecAggTransportTest, EveryDecodableSumCarriesAtLeastTheCentralNoise) {
   std::vector<absl::StatusOr<int64_t>> sent(3, absl::UnknownError("not run"));
   for (int i = 0; i < 3; ++i) {
     clients.emplace_back([&, i] {
-      SecAggParticipantOptions o;
-      o.experiment_id = "exp";
-      o.client_id = Id(i);
-      o.round = 1;
-      o.poll_seconds = 1;
-      o.stage_wait_seconds = 30;
+      SecAggParticipantOptions o = Options(1, i);
+      o.chunk_elements = kDefaultSecAggChunkElements;
       o.noise_multiplier = sigma;
       o.noise_sensitivity = clip;
       const std::vector<float> zero(model_size_, 0.0f);
@@ -210,13 +212,7 @@ TEST_F(SecAggTransportTest, SignedKeysGoThroughAndASwappedKeyIsRefused) {
   std::vector<absl::StatusOr<int64_t>> sent(kClients - 1, absl::UnknownError("not run"));
   for (int i = 0; i < kClients - 1; ++i) {
     clients.emplace_back([&, i] {
-      SecAggParticipantOptions o;
-      o.experiment_id = "exp";
-      o.client_id = Id(i);
-      o.round = 1;
-      o.poll_seconds = 1;
-      o.stage_wait_seconds = 30;
-      o.chunk_elements = 8;
+      SecAggParticipantOptions o = Options(1, i);
       o.signer = signers[i].get();
       sent[i] = RunSecAggParticipant(stub_.get(), o, Update(i), 10, SenderMetrics{1, 1, 0.5, 10});
     });
