@@ -36,6 +36,7 @@ absl::Status FederationHub::Publish(int64_t round, const std::string& model_path
   coordinator_.SetCloseRule(deadline_seconds, min_updates);
   if (absl::Status s = coordinator_.OpenRound(round, std::move(participants)); !s.ok()) return s;
   round_ = round;
+  staging_.clear();  // an update still streaming for the old round lost its buffer with it
   model_path_ = model_path;
   tasks_ = std::move(tasks);
   model_size_ = tasks_.begin()->second.model_size;
