@@ -8,27 +8,12 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "aggregator/secagg_wire.h"
-#include "grpc/grpc_security_constants.h"
 #include "rpc/key_signer.h"
 #include "rpc/server_security.h"
 #include "rpc/status_conversion.h"
 
 namespace sextant {
 namespace {
-
-// The identity of the caller's verified certificate; nullopt without one.
-std::optional<PeerIdentity> CallerOf(const grpc::ServerContext& context) {
-  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  return auth ? IdentityOf(*auth) : std::nullopt;
-}
-
-// The caller's verified certificate (PEM); empty without one.
-std::string CallerCertificate(const grpc::ServerContext& context) {
-  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (!auth) return "";
-  std::vector<grpc::string_ref> pems = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
-  return pems.empty() ? "" : std::string(pems[0].data(), pems[0].size());
-}
 
 // Floats travel as their native little-endian bytes (every supported host is little-endian).
 absl::Span<const float> AsFloats(const std::string& bytes, std::vector<float>& scratch) {
@@ -107,7 +92,7 @@ grpc::Status FederationServiceImpl::GetRound(grpc::ServerContext* context,
                                              const v1::RoundRequest* request,
                                              grpc::ServerWriter<v1::ModelChunk>* writer) {
   return ServeRound(
-      hub_, *gate_, CallerOf(*context), chunk_floats_, *request,
+      hub_, *gate_, CallerIdentity(*context), chunk_floats_, *request,
       [&](const v1::ModelChunk& c) { return writer->Write(c); },
       [&] { return context->IsCancelled(); });
 }
@@ -176,13 +161,13 @@ grpc::Status FederationServiceImpl::PushUpdate(grpc::ServerContext* context,
                                                grpc::ServerReader<v1::ModelChunk>* reader,
                                                v1::UpdateReceipt* receipt) {
   return ReceiveUpdate(
-      hub_, *gate_, CallerOf(*context), [&](v1::ModelChunk* c) { return reader->Read(c); },
+      hub_, *gate_, CallerIdentity(*context), [&](v1::ModelChunk* c) { return reader->Read(c); },
       [&] { return context->IsCancelled(); }, receipt);
 }
 
 grpc::Status FederationServiceImpl::CheckSender(grpc::ServerContext* context,
                                                 const std::string& sender_id) const {
-  return ToGrpcStatus(gate_->CheckCaller(CallerOf(*context), sender_id));
+  return ToGrpcStatus(gate_->CheckCaller(CallerIdentity(*context), sender_id));
 }
 
 grpc::Status FederationServiceImpl::SecAggAwait(grpc::ServerContext* context,
@@ -238,15 +223,12 @@ grpc::Status FederationServiceImpl::SecAggSubmit(grpc::ServerContext* context,
     // round). The neighbours check the relayed signature again themselves.
     std::function<absl::Status(int32_t)> check;
     const std::string caller_pem = CallerCertificate(*context);
-    if (k.ok() && !caller_pem.empty() && CallerOf(*context)) {
+    if (k.ok() && !caller_pem.empty() && CallerIdentity(*context)) {
       check = [&](int32_t index) {
-        auto bytes = [](const SecAggPublicKey& key) {
-          return std::string(reinterpret_cast<const char*>(key.data()), key.size());
-        };
         return CheckOwnAttestation(
             KeyAttestation{m.keys().certificate(), m.keys().signature()},
             KeyBinding(m.experiment_id(), m.round(), index, m.client_id(),
-                       bytes(k->encryption_key), bytes(k->masking_key)),
+                       KeyBytes(k->encryption_key), KeyBytes(k->masking_key)),
             caller_pem);
       };
     }

@@ -51,10 +51,6 @@ absl::StatusOr<SecAggDownlink> Await(v1::FederationService::StubInterface* stub,
   }
 }
 
-std::string KeyBytes(const SecAggPublicKey& key) {
-  return std::string(reinterpret_cast<const char*>(key.data()), key.size());
-}
-
 std::array<uint8_t, 32> Fresh() {
   std::array<uint8_t, 32> e;
   randombytes_buf(e.data(), e.size());

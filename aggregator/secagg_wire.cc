@@ -26,6 +26,12 @@ std::string Bytes(const std::array<uint8_t, N>& a) {
   return std::string(reinterpret_cast<const char*>(a.data()), N);
 }
 
+}  // namespace
+
+std::string KeyBytes(const SecAggPublicKey& key) { return Bytes(key); }
+
+namespace {
+
 void SetHeader(v1::SecAggMessage* out, const SecAggHeader& h, const std::string& client_id) {
   out->set_experiment_id(h.experiment_id);
   out->set_round(h.round);

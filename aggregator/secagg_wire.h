@@ -32,6 +32,9 @@ absl::StatusOr<SecAggDownlink> DownlinkFromProto(const v1::SecAggMessage& m);
 
 // Client -> server, one message each. *FromProto: InvalidArgument for a malformed body (a
 // missing body, a key, commitment or nonce of the wrong size, an unknown share kind).
+// A public key's 32 bytes as a string (as the wire and key signatures carry it).
+std::string KeyBytes(const SecAggPublicKey& key);
+
 v1::SecAggMessage KeysToProto(const SecAggAdvertiseKeys& m, const std::string& client_id);
 absl::StatusOr<SecAggAdvertiseKeys> KeysFromProto(const v1::SecAggMessage& m);
 v1::SecAggMessage SharesToProto(const SecAggShareKeys& m, const std::string& client_id);

@@ -11,9 +11,7 @@ namespace {
 
 // The caller's certificate identity as a string ("" without one).
 std::string IdentityKey(const grpc::ServerContextBase& context) {
-  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (!auth) return "";
-  std::optional<PeerIdentity> id = IdentityOf(*auth);
+  std::optional<PeerIdentity> id = CallerIdentity(context);
   return id ? IdentityUri(*id) : "";
 }
 

@@ -31,6 +31,18 @@ std::optional<PeerIdentity> IdentityOf(const grpc::AuthContext& context) {
   return std::nullopt;
 }
 
+std::optional<PeerIdentity> CallerIdentity(const grpc::ServerContextBase& context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  return auth ? IdentityOf(*auth) : std::nullopt;
+}
+
+std::string CallerCertificate(const grpc::ServerContextBase& context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (!auth) return "";
+  std::vector<grpc::string_ref> pems = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+  return pems.empty() ? "" : std::string(pems[0].data(), pems[0].size());
+}
+
 absl::StatusOr<ServerSecurity> LoadServerSecurity(const std::string& dir, const std::string& name) {
   ServerSecurity s;
   for (auto [file, out] : {std::pair{absl::StrCat(name, ".pem"), &s.cert_pem},

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/security/auth_metadata_processor.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_context.h"
 #include "rpc/identity.h"
 
 namespace sextant {
@@ -27,6 +28,11 @@ std::optional<Role> RoleOf(const grpc::AuthContext& context);
 // The identity of a call's verified certificate; nullopt when the call carries none (no mTLS,
 // or a certificate without a sextant:// identity, admitted by its token instead).
 std::optional<PeerIdentity> IdentityOf(const grpc::AuthContext& context);
+
+// The same for a call being served (nullopt without an auth context).
+std::optional<PeerIdentity> CallerIdentity(const grpc::ServerContextBase& context);
+// The PEM of the call's verified client certificate; empty without one.
+std::string CallerCertificate(const grpc::ServerContextBase& context);
 
 // How the orchestrator's gRPC server protects itself. Default: nothing (loopback only).
 struct ServerSecurity {

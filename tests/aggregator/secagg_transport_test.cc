@@ -229,12 +229,9 @@ TEST_F(SecAggTransportTest, SignedKeysGoThroughAndASwappedKeyIsRefused) {
     std::array<uint8_t, 32> entropy{};
     SecAggClient c = *SecAggClient::Create(start->start->config, start->start->client_index, entropy);
     SecAggAdvertiseKeys keys = *c.AdvertiseKeys();
-    auto bytes = [](const SecAggPublicKey& k) {
-      return std::string(reinterpret_cast<const char*>(k.data()), k.size());
-    };
     KeyAttestation mine = *signers[i]->Sign(KeyBinding("exp", 1, start->start->client_index, Id(i),
-                                                       bytes(keys.encryption_key),
-                                                       bytes(keys.masking_key)));
+                                                       KeyBytes(keys.encryption_key),
+                                                       KeyBytes(keys.masking_key)));
     v1::SecAggMessage advertised = KeysToProto(keys, Id(i));
     advertised.mutable_keys()->set_signature(mine.signature);
     advertised.mutable_keys()->set_certificate(mine.certificate_pem);
