@@ -314,7 +314,9 @@ TEST_F(CommandRunnerTest, ChildGetsDefaultSignalsAndAnEmptyMask) {
   sigemptyset(&block);
   sigaddset(&block, SIGUSR1);
   ::pthread_sigmask(SIG_BLOCK, &block, &old_mask);
-  CommandSpec spec = Shell("grep -E '^Sig(Ign|Blk)' /proc/$$/status");
+  // grep replaces the shell (exec) and reads its own status: what the command inherited. Read
+  // from the shell while it forks grep, the mask showed the shell's own blocking around fork.
+  CommandSpec spec = Shell("exec grep -E '^Sig(Ign|Blk)' /proc/self/status");
   spec.stdout_path = dir_ / "status.txt";
   CommandResult result = Run(spec);
   ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
