@@ -20,7 +20,19 @@ struct Observation {
   Params params;
   Outcome outcome = Outcome::kPending;
   std::optional<double> value;  // set for kCompleted (and kPruned: the last value seen)
+  // Several objectives: every objective's value, minimised, in objective order (kCompleted;
+  // kPruned: the last values seen). Empty under a single objective, which uses `value`.
+  std::vector<double> values;
+  // Constraints, one entry per constraint in the experiment's order: <= 0 when satisfied,
+  // else by how much it is exceeded (+inf when the trial did not report the metric). Empty
+  // when the experiment has no constraints.
+  std::vector<double> violations;
+  // The trial's dollars so far (every attempt), when the ledger knows them. For cost_aware.
+  std::optional<double> cost;
 };
+
+// True when every constraint of o holds (no constraints: true).
+bool Feasible(const Observation& o);
 
 struct SampleRequest {
   int64_t trial_number = 0;                 // 0-based index of the trial being created
@@ -30,6 +42,10 @@ struct SampleRequest {
   // When set, the sampler appends one-line notes for the run's event log (e.g. "fitting on a
   // subset of 300 of 812 observations"). May be null.
   std::vector<std::string>* notes = nullptr;
+  // The share of the run's budget already spent, in [0, 1] (dollars against max_cost, or
+  // trials against max_trials without a cost cap). cost_aware samplers cool towards plain
+  // expected improvement as it rises.
+  double budget_used = 0;
 };
 
 // Proposes where the next trial goes. Deterministic: the same construction arguments and the
@@ -58,6 +74,10 @@ std::unique_ptr<Sampler> NewSobolSampler(SearchSpace space, uint64_t seed);
 
 struct BayesianOptions {
   uint64_t seed = 0;
+  int objectives = 1;         // 2..4: independent GPs and expected hypervolume improvement
+  int constraints = 0;        // modelled by GPs on the violations, as probability of feasibility
+  bool cost_aware = false;    // one objective: EI per expected dollar (a GP on log cost),
+                              // cooled towards plain EI as budget_used rises (CArBO)
   int initial_design = 0;     // Sobol points before the model is used; 0 = default (see .cc)
   int max_observations = 0;   // above this the GP is fitted on a subset; 0 = default
 };
@@ -70,6 +90,9 @@ std::unique_ptr<Sampler> NewBayesianSampler(SearchSpace space, BayesianOptions o
 
 struct TpeOptions {
   uint64_t seed = 0;
+  int objectives = 1;         // 2..4: MOTPE (split by non-dominated rank and hypervolume
+                              // contribution, as Optuna 3.1)
+  int constraints = 0;        // infeasible trials are never good
   int startup_trials = 10;    // random (Sobol) trials before the estimators are used
   int candidates = 24;        // candidates drawn from l(x) per suggestion
   bool multivariate = true;   // one joint Parzen estimator instead of one per parameter
@@ -80,6 +103,22 @@ struct TpeOptions {
 // prior, magic clip); the multivariate mode models the numeric parameters jointly with
 // per-dimension neighbour-gap bandwidths and each categorical on its own.
 std::unique_ptr<Sampler> NewTpeSampler(SearchSpace space, TpeOptions options);
+
+struct Nsga2Options {
+  uint64_t seed = 0;
+  int objectives = 2;         // 2..4
+  int population_size = 0;    // 0 = default (see .cc)
+  double crossover_probability = 0.9;
+  double mutation_probability = 0;  // per parameter; 0 = 1 / number of parameters
+};
+
+// NSGA-II (Deb et al. 2002) as an asynchronous sampler: parents are drawn by binary
+// tournament (constraint domination, then non-dominated rank, then crowding distance) from the
+// elite of the finished trials, children by SBX crossover and polynomial mutation (uniform
+// crossover and random reset for categoricals). A child equal to a running or earlier trial is
+// redrawn, so concurrent suggestions are distinct. Random (Sobol) points until the first
+// population has finished.
+std::unique_ptr<Sampler> NewNsga2Sampler(SearchSpace space, Nsga2Options options);
 
 }  // namespace sextant
 
