@@ -32,7 +32,12 @@ struct Observation {
 };
 
 // True when every constraint of o holds (no constraints: true).
-bool Feasible(const Observation& o);
+inline bool Feasible(const Observation& o) {
+  for (double v : o.violations) {
+    if (!(v <= 0)) return false;
+  }
+  return true;
+}
 
 struct SampleRequest {
   int64_t trial_number = 0;                 // 0-based index of the trial being created
