@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "strategies/internal/rung_ladder.h"
 #include "strategies/scheduler.h"
 
@@ -41,17 +42,18 @@ class AshaScheduler final : public Scheduler {
     }
   }
 
-  Decision OnReport(int64_t trial, double fidelity, double value) override {
-    const std::vector<int> recorded = ladder_.Record(trial, fidelity, value);
-    if (!options_.promotion) return StoppingDecision(recorded, value);
+  Decision OnReportValues(int64_t trial, double fidelity, absl::Span<const double> values,
+                          bool feasible) override {
+    const std::vector<int> recorded = ladder_.Record(trial, fidelity, values, feasible);
+    if (!options_.promotion) return StoppingDecision(recorded, trial, values, feasible);
     return internal::PromotionModeDecision(ladder_, trial, fidelity, options_.fidelity.name);
   }
 
   void OnEnd(int64_t trial, bool reached_target) override { ladder_.End(trial, reached_target); }
 
-  std::map<int64_t, double> ObservationsAtBestFidelity(int min_count) const override {
-    std::map<double, std::map<int64_t, double>> by_fidelity;
-    ladder_.CollectObservations(&by_fidelity);
+  std::map<int64_t, std::vector<double>> ValuesAtBestFidelity(int min_count) const override {
+    std::map<double, std::map<int64_t, std::vector<double>>> by_fidelity;
+    ladder_.CollectValues(&by_fidelity);
     return internal::AtBestFidelity(by_fidelity, min_count);
   }
 
@@ -63,17 +65,25 @@ class AshaScheduler final : public Scheduler {
 
  private:
   // Stopping mode: the trial goes on unless, at a rung below the top that it just reached, it
-  // is outside the top 1/eta of the values recorded there (its own included).
-  Decision StoppingDecision(const std::vector<int>& recorded, double value) const {
+  // is outside the top 1/eta of the entries recorded there (its own included).
+  Decision StoppingDecision(const std::vector<int>& recorded, int64_t trial,
+                            absl::Span<const double> values, bool feasible) const {
     for (int rung : recorded) {
-      if (rung == ladder_.top_rung()) continue;
-      const std::optional<double> cutoff = ladder_.Cutoff(rung);
-      if (cutoff.has_value() && !(value <= *cutoff)) {  // NaN counts as worse
-        return Decision::Stop(absl::StrCat(
-            "rung ", rung, " (", options_.fidelity.name, " ", ladder_.rungs()[rung], "): value ",
-            value, " is worse than the top-1/", options_.fidelity.reduction_factor, " cutoff ",
-            *cutoff, " of ", ladder_.RecordedAt(rung), " trials"));
+      if (rung == ladder_.top_rung() || !ladder_.OutsideTop(rung, trial)) continue;
+      const std::string where = absl::StrCat("rung ", rung, " (", options_.fidelity.name, " ",
+                                             ladder_.rungs()[rung], "): ");
+      const std::string top = absl::StrCat("top-1/", options_.fidelity.reduction_factor);
+      if (ladder_.objectives() == 1 && feasible && !values.empty()) {
+        return Decision::Stop(absl::StrCat(where, "value ", values.front(), " is worse than the ",
+                                           top, " cutoff ", *ladder_.Cutoff(rung), " of ",
+                                           ladder_.RecordedAt(rung), " trials"));
       }
+      std::string why = feasible ? "" : "infeasible, ";
+      if (ladder_.objectives() > 1) {
+        absl::StrAppend(&why, "non-dominated rank ", ladder_.ParetoRank(rung, trial), ", ");
+      }
+      return Decision::Stop(absl::StrCat(where, why, "not in the ", top, " of ",
+                                         ladder_.RecordedAt(rung), " trials"));
     }
     return Decision::Continue();
   }

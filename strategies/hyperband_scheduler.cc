@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "strategies/internal/rung_ladder.h"
 #include "strategies/scheduler.h"
 
@@ -56,10 +57,11 @@ class HyperbandScheduler final : public Scheduler {
     placements_[trial] = Placement{b, static_cast<int>(bracket.rounds.size()) - 1};
   }
 
-  Decision OnReport(int64_t trial, double fidelity, double value) override {
+  Decision OnReportValues(int64_t trial, double fidelity, absl::Span<const double> values,
+                          bool feasible) override {
     internal::RungLadder* ladder = LadderOf(trial);
     if (ladder == nullptr) return Decision::Continue();
-    ladder->Record(trial, fidelity, value);
+    ladder->Record(trial, fidelity, values, feasible);
     return internal::PromotionModeDecision(*ladder, trial, fidelity, fidelity_.name);
   }
 
@@ -67,13 +69,13 @@ class HyperbandScheduler final : public Scheduler {
     if (internal::RungLadder* ladder = LadderOf(trial)) ladder->End(trial, reached_target);
   }
 
-  std::map<int64_t, double> ObservationsAtBestFidelity(int min_count) const override {
+  std::map<int64_t, std::vector<double>> ValuesAtBestFidelity(int min_count) const override {
     // Every bracket's rungs lie on the grid max * eta^-j, so equal budgets pool across brackets
     // and rounds, as BOHB's model expects.
-    std::map<double, std::map<int64_t, double>> by_fidelity;
+    std::map<double, std::map<int64_t, std::vector<double>>> by_fidelity;
     for (const Bracket& bracket : brackets_) {
       for (const internal::RungLadder& round : bracket.rounds) {
-        round.CollectObservations(&by_fidelity);
+        round.CollectValues(&by_fidelity);
       }
     }
     return internal::AtBestFidelity(by_fidelity, min_count);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "strategies/internal/rung_ladder.h"
 #include "strategies/scheduler.h"
 
@@ -71,11 +72,14 @@ class MedianStoppingScheduler final : public Scheduler {
     histories_.try_emplace(trial);
   }
 
-  Decision OnReport(int64_t trial, double fidelity, double value) override {
+  Decision OnReportValues(int64_t trial, double fidelity, absl::Span<const double> values,
+                          bool feasible) override {
     auto it = histories_.find(trial);
     if (it == histories_.end()) return Decision::Continue();
-    if (std::isnan(value)) value = std::numeric_limits<double>::infinity();
-    ladder_.Record(trial, fidelity, value);
+    // The rule has no meaning for several objectives; it judges the first one alone.
+    double value = values.empty() ? std::numeric_limits<double>::quiet_NaN() : values.front();
+    if (std::isnan(value) || !feasible) value = std::numeric_limits<double>::infinity();
+    ladder_.Record(trial, fidelity, values, feasible);
     it->second.Add(fidelity, value);
     // Stopping at the full budget would save nothing.
     if (!internal::ReachedFidelity(fidelity, grace_) ||
@@ -96,9 +100,9 @@ class MedianStoppingScheduler final : public Scheduler {
 
   void OnEnd(int64_t trial, bool reached_target) override { ladder_.End(trial, reached_target); }
 
-  std::map<int64_t, double> ObservationsAtBestFidelity(int min_count) const override {
-    std::map<double, std::map<int64_t, double>> by_fidelity;
-    ladder_.CollectObservations(&by_fidelity);
+  std::map<int64_t, std::vector<double>> ValuesAtBestFidelity(int min_count) const override {
+    std::map<double, std::map<int64_t, std::vector<double>>> by_fidelity;
+    ladder_.CollectValues(&by_fidelity);
     return internal::AtBestFidelity(by_fidelity, min_count);
   }
 
@@ -123,7 +127,7 @@ class MedianStoppingScheduler final : public Scheduler {
 
   MedianStoppingOptions options_;
   double grace_;
-  // Used only to record values at the ASHA rungs, for ObservationsAtBestFidelity and for
+  // Used only to record values at the ASHA rungs, for ValuesAtBestFidelity and for
   // knowing which trials run.
   internal::RungLadder ladder_;
   std::map<int64_t, History> histories_;

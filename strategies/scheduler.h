@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/types/span.h"
+
 namespace sextant {
 
 // The fidelity axis of a multi-fidelity search (epochs, steps, ...).
@@ -55,8 +57,16 @@ struct Job {
 //
 // The caller's protocol: a free worker calls NextJob(); for kNew the caller creates a trial and
 // calls OnStart(trial, job); for kPromote it calls OnStart(trial, job) with the paused trial.
-// Every measurement that carries the fidelity key goes to OnReport(), whose Decision the
-// caller passes to the worker. When the attempt ends, OnEnd() says how.
+// Every measurement that carries the fidelity key goes to OnReportValues() (or OnReport() for
+// one objective), whose Decision the caller passes to the worker. When the attempt ends,
+// OnEnd() says how.
+//
+// Several objectives (MO-ASHA, Schmucker et al. 2021): a rung ranks its trials by
+// non-dominated rank, then crowding distance (larger first), then trial id; the top
+// floor(n_k / eta) by that order play the part of the best values. With one objective that
+// order is the value, then the trial id. A report's objective count should be the same for
+// every report of one search; the first report fixes it, and a later one with fewer values is
+// padded with +inf (the worst), with more is truncated.
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
@@ -71,9 +81,19 @@ class Scheduler {
   // A trial starts running towards job.target (a new trial, or a promoted one).
   virtual void OnStart(int64_t trial, const Job& job) = 0;
 
-  // The trial reported `value` at `fidelity`. Returns kStop when it should be pruned now,
-  // kPause when it has reached its target and must wait for a promotion, else kContinue.
-  virtual Decision OnReport(int64_t trial, double fidelity, double value) = 0;
+  // The trial reported `values` (one per objective, minimised, in objective order) at
+  // `fidelity`. Returns kStop when it should be pruned now, kPause when it has reached its
+  // target and must wait for a promotion, else kContinue. `feasible` false: the trial violates
+  // a constraint at this report; at a rung it ranks after every feasible trial (and among the
+  // infeasible ones by its values). A NaN value counts as +inf. Unknown trials get kContinue.
+  // Overrides must not declare another default for `feasible`.
+  virtual Decision OnReportValues(int64_t trial, double fidelity,
+                                  absl::Span<const double> values, bool feasible = true) = 0;
+
+  // One objective: exactly OnReportValues(trial, fidelity, {value}).
+  Decision OnReport(int64_t trial, double fidelity, double value) {
+    return OnReportValues(trial, fidelity, absl::MakeConstSpan(&value, 1));
+  }
 
   // The attempt of a running trial ended. `reached_target`: it exited normally at or beyond
   // its target (a paused or finished trial). Otherwise it failed or was lost, and is no longer
@@ -81,8 +101,19 @@ class Scheduler {
   virtual void OnEnd(int64_t trial, bool reached_target) = 0;
 
   // For BOHB: the highest fidelity with at least min_count observations, and each trial's
-  // value there (trial -> value). Empty when no fidelity has enough.
-  virtual std::map<int64_t, double> ObservationsAtBestFidelity(int min_count) const = 0;
+  // values there (trial -> one value per objective, as recorded: NaN as +inf, padded or
+  // truncated to the objective count). Infeasible reports are included; the caller knows which
+  // trials violate constraints. Empty when no fidelity has enough.
+  virtual std::map<int64_t, std::vector<double>> ValuesAtBestFidelity(int min_count) const = 0;
+
+  // ValuesAtBestFidelity() with each trial's first objective only (trial -> value).
+  std::map<int64_t, double> ObservationsAtBestFidelity(int min_count) const {
+    std::map<int64_t, double> out;
+    for (const auto& [trial, values] : ValuesAtBestFidelity(min_count)) {
+      if (!values.empty()) out[trial] = values.front();
+    }
+    return out;
+  }
 
   // A human-readable description of the plan (brackets, rungs), for the event log.
   virtual std::string Describe() const = 0;
@@ -113,7 +144,9 @@ struct AshaOptions {
 // floor(n_k / eta) of rung k that was not promoted yet; else a new trial to the first rung.
 // A trial that fails keeps its place in the ranking but is never promoted. Stopping mode: a
 // trial is stopped at a rung below max once eta or more values are recorded there and its
-// value is worse than the floor(n_k / eta)-th best; a value equal to it goes on.
+// value is worse than the floor(n_k / eta)-th best; a value equal to it goes on. With several
+// objectives (MO-ASHA) "best" is the rung order of the Scheduler comment, and stopping mode
+// stops a trial that is not in the top floor(n_k / eta) by that order.
 std::unique_ptr<Scheduler> NewAshaScheduler(AshaOptions options);
 
 // Hyperband with asynchronous successive halving inside each bracket, and brackets run
@@ -123,7 +156,8 @@ std::unique_ptr<Scheduler> NewAshaScheduler(AshaOptions options);
 // runs in rounds of n_0 new trials, each ranked only against its own round, so a complete round
 // promotes exactly the paper's n_i; the next new trial of the bracket opens a new round while
 // older rounds keep promoting. Promotions come first, the highest target first. Job::bracket is
-// the bracket's s. ObservationsAtBestFidelity pools equal budgets over brackets and rounds.
+// the bracket's s. With several objectives each round ranks its rungs as MO-ASHA does (the
+// Scheduler comment). ValuesAtBestFidelity pools equal budgets over brackets and rounds.
 std::unique_ptr<Scheduler> NewHyperbandScheduler(FidelitySpec fidelity);
 
 struct MedianStoppingOptions {
@@ -136,7 +170,10 @@ struct MedianStoppingOptions {
 // The others are those that have reported at t or beyond (running, finished or stopped); a
 // running average is the mean of a trial's values at steps <= t. No trial is stopped at max,
 // where stopping saves nothing. New trials run to max. ObservationsAtBestFidelity uses each
-// trial's first value at or beyond the ASHA rungs (min * eta^k, then max).
+// trial's first value at or beyond the ASHA rungs (min * eta^k, then max). The rule is not
+// defined for several objectives: OnReportValues() decides on the first objective alone (the
+// others are only recorded, for ValuesAtBestFidelity), and an infeasible report counts as
+// +inf.
 std::unique_ptr<Scheduler> NewMedianStoppingScheduler(MedianStoppingOptions options);
 
 }  // namespace sextant

@@ -7,11 +7,14 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/types/span.h"
+#include "strategies/pareto.h"
 
 namespace sextant::internal {
 namespace {
@@ -28,6 +31,32 @@ double Sanitize(double value) {
 
 // floor(n / eta), robust to eta's representation (n = 9, eta = 3 must give 3, not 2).
 int Quota(int n, double eta) { return static_cast<int>(std::floor(n / eta + kRelativeTolerance)); }
+
+bool Enough(int n, double eta) { return n >= eta - kRelativeTolerance; }
+
+// Ranks `members` (indices into points) among themselves, from rank `first` on; writes each
+// member's rank and crowding distance and returns one past the last rank used.
+int RankGroup(const std::vector<std::vector<double>>& points, const std::vector<int>& members,
+              int first, std::vector<int>* rank, std::vector<double>* crowding) {
+  if (members.empty()) return first;
+  std::vector<std::vector<double>> group;
+  group.reserve(members.size());
+  for (int m : members) group.push_back(points[m]);
+  const std::vector<int> ranks = NonDominatedRanks(group);
+  const int fronts = *std::max_element(ranks.begin(), ranks.end()) + 1;
+  std::vector<std::vector<int>> by_front(fronts);
+  for (int i = 0; i < static_cast<int>(ranks.size()); ++i) by_front[ranks[i]].push_back(i);
+  for (int f = 0; f < fronts; ++f) {
+    const std::vector<double> distances = CrowdingDistances(group, by_front[f]);
+    for (size_t j = 0; j < by_front[f].size(); ++j) {
+      const int m = members[by_front[f][j]];
+      (*rank)[m] = first + f;
+      // +inf values (NaN reports) can make a distance NaN, which would break the sort.
+      (*crowding)[m] = std::isnan(distances[j]) ? 0 : distances[j];
+    }
+  }
+  return first + fronts;
+}
 
 }  // namespace
 
@@ -81,15 +110,43 @@ bool RungLadder::StartPromoted(int64_t trial) {
   return true;
 }
 
-std::vector<int> RungLadder::Record(int64_t trial, double fidelity, double value) {
+std::vector<double> RungLadder::Normalised(absl::Span<const double> values) const {
+  std::vector<double> out(objectives_, std::numeric_limits<double>::infinity());
+  for (int i = 0; i < objectives_ && i < static_cast<int>(values.size()); ++i) {
+    out[i] = Sanitize(values[i]);
+  }
+  return out;
+}
+
+void RungLadder::Insert(Rung& rung, Entry entry) const {
+  const int index = static_cast<int>(rung.entries.size());
+  rung.entries.push_back(std::move(entry));
+  if (objectives_ > 1) {
+    rung.stale = true;
+    return;
+  }
+  // One objective: an insertion keeps the order, at O(n) rather than a re-sort per change.
+  const auto key = [&rung](int i) {
+    const Entry& e = rung.entries[i];
+    return std::make_tuple(!e.feasible, e.values.front(), e.trial);
+  };
+  const auto at = std::lower_bound(rung.order.begin(), rung.order.end(), index,
+                                   [&key](int a, int b) { return key(a) < key(b); });
+  rung.order.insert(at, index);
+}
+
+std::vector<int> RungLadder::Record(int64_t trial, double fidelity,
+                                    absl::Span<const double> values, bool feasible) {
   std::vector<int> recorded;
   auto it = trials_.find(trial);
   if (it == trials_.end()) return recorded;
+  if (objectives_ == 0) objectives_ = std::max(static_cast<int>(values.size()), 1);
   TrialState& state = it->second;
-  const std::pair<double, int64_t> entry(Sanitize(value), trial);
+  const std::vector<double> normalised = Normalised(values);
   while (state.recorded <= state.target && ReachedFidelity(fidelity, rungs_[state.recorded])) {
-    auto& rung = by_rung_[state.recorded];
-    rung.insert(std::lower_bound(rung.begin(), rung.end(), entry), entry);
+    Rung& rung = by_rung_[state.recorded];
+    state.slot.push_back(static_cast<int>(rung.entries.size()));
+    Insert(rung, Entry{trial, normalised, feasible});
     recorded.push_back(state.recorded);
     ++state.recorded;
   }
@@ -118,37 +175,90 @@ void RungLadder::End(int64_t trial, bool reached_target) {
   state.paused = reached_target && state.target < top_rung() && state.recorded > state.target;
 }
 
+void RungLadder::Rerank(Rung& rung) {
+  const int n = static_cast<int>(rung.entries.size());
+  std::vector<std::vector<double>> points;
+  points.reserve(n);
+  std::vector<int> feasible;
+  std::vector<int> infeasible;
+  for (int i = 0; i < n; ++i) {
+    points.push_back(rung.entries[i].values);
+    (rung.entries[i].feasible ? feasible : infeasible).push_back(i);
+  }
+  rung.rank.assign(n, 0);
+  std::vector<double> crowding(n, 0);
+  const int next = RankGroup(points, feasible, 0, &rung.rank, &crowding);
+  RankGroup(points, infeasible, next, &rung.rank, &crowding);
+  rung.order.resize(n);
+  for (int i = 0; i < n; ++i) rung.order[i] = i;
+  std::sort(rung.order.begin(), rung.order.end(), [&](int a, int b) {
+    if (rung.rank[a] != rung.rank[b]) return rung.rank[a] < rung.rank[b];
+    if (crowding[a] != crowding[b]) return crowding[a] > crowding[b];
+    return rung.entries[a].trial < rung.entries[b].trial;
+  });
+  rung.position.resize(n);
+  for (int i = 0; i < n; ++i) rung.position[rung.order[i]] = i;
+  rung.stale = false;
+}
+
+const RungLadder::Rung& RungLadder::Ranked(int k) const {
+  Rung& rung = by_rung_[k];
+  if (rung.stale) Rerank(rung);
+  return rung;
+}
+
 std::optional<Promotion> RungLadder::FindPromotion() const {
   for (int k = top_rung() - 1; k >= 0; --k) {
-    const auto& rung = by_rung_[k];
-    const int quota = Quota(static_cast<int>(rung.size()), eta_);
+    const Rung& rung = Ranked(k);
+    const int quota = Quota(static_cast<int>(rung.entries.size()), eta_);
     for (int i = 0; i < quota; ++i) {
-      const TrialState& state = trials_.at(rung[i].second);
-      if (state.paused && state.target == k) {
-        return Promotion{rung[i].second, k, rungs_[k + 1]};
-      }
+      const int64_t trial = rung.entries[rung.order[i]].trial;
+      const TrialState& state = trials_.at(trial);
+      if (state.paused && state.target == k) return Promotion{trial, k, rungs_[k + 1]};
     }
   }
   return std::nullopt;
 }
 
-std::optional<double> RungLadder::Cutoff(int rung) const {
-  const auto& values = by_rung_[rung];
-  const int n = static_cast<int>(values.size());
-  if (n < eta_ - kRelativeTolerance) return std::nullopt;
-  return values[Quota(n, eta_) - 1].first;
+bool RungLadder::OutsideTop(int rung, int64_t trial) const {
+  auto it = trials_.find(trial);
+  if (it == trials_.end() || it->second.recorded <= rung) return false;
+  const Rung& ranked = Ranked(rung);
+  const int n = static_cast<int>(ranked.entries.size());
+  if (!Enough(n, eta_)) return false;
+  const int quota = Quota(n, eta_);
+  const int slot = it->second.slot[rung];
+  if (objectives_ > 1) return ranked.position[slot] >= quota;
+  const Entry& entry = ranked.entries[slot];
+  const Entry& cutoff = ranked.entries[ranked.order[quota - 1]];
+  return std::make_pair(!entry.feasible, entry.values.front()) >
+         std::make_pair(!cutoff.feasible, cutoff.values.front());
 }
 
-void RungLadder::CollectObservations(std::map<double, std::map<int64_t, double>>* out) const {
+std::optional<double> RungLadder::Cutoff(int rung) const {
+  const Rung& ranked = Ranked(rung);
+  const int n = static_cast<int>(ranked.entries.size());
+  if (!Enough(n, eta_)) return std::nullopt;
+  return ranked.entries[ranked.order[Quota(n, eta_) - 1]].values.front();
+}
+
+int RungLadder::ParetoRank(int rung, int64_t trial) const {
+  auto it = trials_.find(trial);
+  if (objectives_ <= 1 || it == trials_.end() || it->second.recorded <= rung) return -1;
+  return Ranked(rung).rank[it->second.slot[rung]];
+}
+
+void RungLadder::CollectValues(
+    std::map<double, std::map<int64_t, std::vector<double>>>* out) const {
   for (size_t k = 0; k < rungs_.size(); ++k) {
-    if (by_rung_[k].empty()) continue;
+    if (by_rung_[k].entries.empty()) continue;
     auto& at = (*out)[rungs_[k]];
-    for (const auto& [value, trial] : by_rung_[k]) at[trial] = value;
+    for (const Entry& entry : by_rung_[k].entries) at[entry.trial] = entry.values;
   }
 }
 
-std::map<int64_t, double> AtBestFidelity(
-    const std::map<double, std::map<int64_t, double>>& by_fidelity, int min_count) {
+std::map<int64_t, std::vector<double>> AtBestFidelity(
+    const std::map<double, std::map<int64_t, std::vector<double>>>& by_fidelity, int min_count) {
   for (auto it = by_fidelity.rbegin(); it != by_fidelity.rend(); ++it) {
     if (static_cast<int>(it->second.size()) >= min_count) return it->second;
   }

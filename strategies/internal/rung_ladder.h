@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "strategies/scheduler.h"
 
 namespace sextant::internal {
@@ -33,7 +34,13 @@ struct Promotion {
 // One ladder of rungs for successive halving: the values each trial recorded at each rung, and
 // which trials are running, paused or promoted. ASHA is one ladder; asynchronous Hyperband is
 // one ladder per bracket round; median stopping uses a ladder only to record rung values.
-// Values are minimised. Not thread-safe; runs on the orchestrator loop.
+// Values are minimised, one per objective. A rung orders its trials best first: with one
+// objective by (infeasible, value, trial id); with several (MO-ASHA, Schmucker et al. 2021) the
+// feasible trials by non-dominated rank, then the infeasible ones likewise, each rank by
+// crowding distance (larger first), then trial id. "The top of rung k" is the first
+// floor(n_k / eta) of that order. Several objectives are ranked lazily: a rung is re-ranked
+// by the first query after it changed (so const queries update a cache).
+// Not thread-safe, not even for const calls; runs on the orchestrator loop.
 class RungLadder {
  public:
   // `rungs` is ascending and non-empty; the last rung is the full budget. `eta` >= 2.
@@ -42,6 +49,9 @@ class RungLadder {
   const std::vector<double>& rungs() const { return rungs_; }
   double eta() const { return eta_; }
   int top_rung() const { return static_cast<int>(rungs_.size()) - 1; }
+
+  // The objective count, fixed by the first Record() of a known trial; 0 before it.
+  int objectives() const { return objectives_; }
 
   // True when `trial` was ever started in this ladder.
   bool Contains(int64_t trial) const { return trials_.count(trial) > 0; }
@@ -54,10 +64,13 @@ class RungLadder {
   // Returns false (and changes nothing) when the trial is not paused below the top rung.
   bool StartPromoted(int64_t trial);
 
-  // Records `value` at every rung up to the trial's target that `fidelity` reaches and that
-  // the trial has not recorded yet (the first report at or beyond a rung counts). Returns the
-  // indices of the rungs recorded by this call, ascending; empty for an unknown trial.
-  std::vector<int> Record(int64_t trial, double fidelity, double value);
+  // Records `values` at every rung up to the trial's target that `fidelity` reaches and that
+  // the trial has not recorded yet (the first report at or beyond a rung counts). NaN is
+  // stored as +inf; values beyond objectives() are dropped and missing ones are +inf.
+  // `feasible` false ranks the entry after every feasible one. Returns the indices of the
+  // rungs recorded by this call, ascending; empty for an unknown trial.
+  std::vector<int> Record(int64_t trial, double fidelity, absl::Span<const double> values,
+                          bool feasible = true);
 
   // True when the trial is running and `fidelity` reaches its target.
   bool ReachesTarget(int64_t trial, double fidelity) const;
@@ -69,46 +82,77 @@ class RungLadder {
   // below the top is paused there and may be promoted; anything else is finished for good.
   void End(int64_t trial, bool reached_target);
 
-  // Per ASHA (Li et al. 2020, Algorithm 2): from the top rung down, the best-valued trial in
-  // the top floor(n_k / eta) of rung k that is paused there and not yet promoted. Ties in
-  // value go to the lower trial id. nullopt when there is none.
+  // Per ASHA (Li et al. 2020, Algorithm 2): from the top rung down, the first trial in the top
+  // of rung k (by the rung's order) that is paused there and not yet promoted. nullopt when
+  // there is none.
   std::optional<Promotion> FindPromotion() const;
 
-  // The value a trial must not exceed to be in the top 1/eta of rung k: the
-  // floor(n_k / eta)-th best value recorded there. nullopt while fewer than eta are recorded.
+  // Stopping mode: true when `rung` holds eta or more entries and the trial's entry there is
+  // outside the top: with one objective, its (infeasible, value) is worse than that of the
+  // floor(n_k / eta)-th entry (equal goes on); with several, it is not among the first
+  // floor(n_k / eta). False when the trial recorded nothing at `rung`.
+  bool OutsideTop(int rung, int64_t trial) const;
+
+  // The first value of the floor(n_k / eta)-th entry of rung k (with one objective, the value
+  // a trial must not exceed to be in the top 1/eta). nullopt while fewer than eta are recorded.
   std::optional<double> Cutoff(int rung) const;
 
+  // The trial's non-dominated rank at `rung` (0 = the front of the feasible entries; the
+  // infeasible ranks follow), for several objectives; -1 with one objective or no entry.
+  int ParetoRank(int rung, int64_t trial) const;
+
   // The number of values recorded at rung k.
-  int RecordedAt(int rung) const { return static_cast<int>(by_rung_[rung].size()); }
+  int RecordedAt(int rung) const { return static_cast<int>(by_rung_[rung].entries.size()); }
 
   // True while any trial of this ladder is running.
   bool AnyRunning() const { return running_ > 0; }
 
-  // Adds every recorded value to `out`, keyed by the rung's fidelity, then trial.
-  void CollectObservations(std::map<double, std::map<int64_t, double>>* out) const;
+  // Adds every recorded entry's values to `out`, keyed by the rung's fidelity, then trial.
+  void CollectValues(std::map<double, std::map<int64_t, std::vector<double>>>* out) const;
 
  private:
   struct TrialState {
     int target = 0;    // rung index the current attempt runs to
     int recorded = 0;  // rungs 0 .. recorded-1 hold a value for this trial
     bool running = false;
-    bool paused = false;  // ended at its target below the top rung; may be promoted
+    bool paused = false;   // ended at its target below the top rung; may be promoted
+    std::vector<int> slot;  // slot[k]: the trial's entry index in rung k
+  };
+  struct Entry {
+    int64_t trial = 0;
+    std::vector<double> values;  // objectives_ of them
+    bool feasible = true;
+  };
+  struct Rung {
+    std::vector<Entry> entries;  // in arrival order
+    // Entry indices, best first. One objective: kept sorted on insertion. Several: rebuilt
+    // by Rank() while `stale`, with position (entry -> index in order) and rank.
+    std::vector<int> order;
+    std::vector<int> position;
+    std::vector<int> rank;
+    bool stale = false;
   };
 
   int RungAtOrAbove(double fidelity) const;
+  std::vector<double> Normalised(absl::Span<const double> values) const;
+  void Insert(Rung& rung, Entry entry) const;
+  // Rebuilds the order of a rung with several objectives.
+  static void Rerank(Rung& rung);
+  // The rung with its order up to date.
+  const Rung& Ranked(int k) const;
 
   std::vector<double> rungs_;
   double eta_;
+  int objectives_ = 0;
   std::unordered_map<int64_t, TrialState> trials_;
-  // Per rung: (value, trial), kept sorted ascending so that the top of a rung is its prefix.
-  std::vector<std::vector<std::pair<double, int64_t>>> by_rung_;
+  mutable std::vector<Rung> by_rung_;  // mutable: the order of several objectives is a cache
   int running_ = 0;
 };
 
-// The trial -> value map at the highest fidelity with at least `min_count` values; empty when
-// none has enough. Implements Scheduler::ObservationsAtBestFidelity over collected ladders.
-std::map<int64_t, double> AtBestFidelity(
-    const std::map<double, std::map<int64_t, double>>& by_fidelity, int min_count);
+// The trial -> values map at the highest fidelity with at least `min_count` entries; empty when
+// none has enough. Implements Scheduler::ValuesAtBestFidelity over collected ladders.
+std::map<int64_t, std::vector<double>> AtBestFidelity(
+    const std::map<double, std::map<int64_t, std::vector<double>>>& by_fidelity, int min_count);
 
 // The promotion-mode decision after `ladder` recorded a report of `trial` at `fidelity`: kPause
 // when the report reaches the trial's target below the top rung, else kContinue (a trial whose
