@@ -73,6 +73,15 @@ double LogHDerivative(double z) {
   return std::exp(log_cdf_scaled + kLogSqrt2Pi - LogTailCorrection(z));
 }
 
+double LogNormalCdf(double z) {
+  if (std::isnan(z)) return z;
+  if (z > 0) return std::log1p(-0.5 * std::erfc(z / std::numbers::sqrt2));
+  if (z > -1) return std::log(NormalCdf(z));
+  if (std::isinf(z)) return -std::numeric_limits<double>::infinity();
+  // Φ(z) = erfc(-z/√2)/2 = erfcx(-z/√2)·exp(-z²/2)/2, with the exponential kept in log space.
+  return std::log(0.5 * Erfcx(-z / std::numbers::sqrt2)) - 0.5 * z * z;
+}
+
 double LogExpectedImprovement(double mean, double sd, double best) {
   const double z = (best - mean) / sd;
   if (!(sd > 0) || !std::isfinite(z)) {

@@ -28,6 +28,11 @@ struct LogEiWithGradient {
 };
 LogEiWithGradient LogExpectedImprovementWithGradient(double mean, double sd, double best);
 
+// log Φ(z), Φ the standard normal distribution function: accurate where Φ(z) underflows
+// (about -z²/2 - log(-z·sqrt(2π)) for very negative z) and where it rounds to 1. -inf for
+// z = -inf, 0 for +inf, NaN for NaN.
+double LogNormalCdf(double z);
+
 // The scaled complementary error function exp(x²)·erfc(x), for x >= 0 (accurate to about
 // 1e-14 relative); for x < 0 it is computed directly and overflows past x ≈ -26.
 double Erfcx(double x);

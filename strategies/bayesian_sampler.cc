@@ -17,9 +17,13 @@
 #include "strategies/gaussian_process.h"
 #include "strategies/internal/acquisition_optimizer.h"
 #include "strategies/internal/bayesian_tuning.h"
+#include "strategies/internal/ehvi.h"
+#include "strategies/internal/mo_gp_acquisition.h"
+#include "strategies/internal/mo_gp_data.h"
 #include "strategies/internal/output_transform.h"
 #include "strategies/internal/splitmix.h"
 #include "strategies/internal/unit_encoding.h"
+#include "strategies/pareto.h"
 #include "strategies/sampler.h"
 #include "strategies/search_space.h"
 
@@ -127,6 +131,17 @@ std::vector<Eigen::VectorXd> BestRows(const Eigen::MatrixXd& x, const Eigen::Vec
   return rows;
 }
 
+// The models of one suggestion with several objectives, constraints or a cost model.
+struct Surrogates {
+  Eigen::MatrixXd y;  // n × objectives: each objective warped and standardised
+  // One per objective and constraint, conditioned on the pending trials' believed outcomes.
+  std::vector<GaussianProcess> objectives;
+  std::vector<ConstraintModel> constraints;
+  std::vector<bool> pending_feasible;  // per pending trial: believed to satisfy every constraint
+  std::optional<double> best;          // one objective: the best feasible posterior mean, if any
+  std::optional<CostModel> cost;
+};
+
 // A GP and the incumbent its expected improvement is measured against.
 struct Model {
   GaussianProcess gp;
@@ -143,19 +158,33 @@ class BayesianSampler final : public Sampler {
                                                    : DefaultInitialDesign(space.params.size())),
         max_observations_(options.max_observations > 0 ? options.max_observations
                                                        : kDefaultMaxObservations),
-        tuning_(std::move(tuning)) {}
+        objectives_(std::max(1, options.objectives)),
+        constraints_(std::max(0, options.constraints)),
+        cost_aware_(options.cost_aware && objectives_ == 1),
+        tuning_(std::move(tuning)),
+        last_fits_(static_cast<size_t>(objectives_ + constraints_ + 1)) {}
 
   absl::StatusOr<Params> Ask(const SampleRequest& request) override {
     if (request.trial_number < 0) {
       return absl::InvalidArgumentError("trial_number must be >= 0");
     }
     if (encoding_.space().params.empty()) return Params();
-    TrainingData data = Collect(encoding_, request.history);
-    if (request.trial_number < initial_design_ ||
-        static_cast<int>(data.x.size()) < initial_design_ || data.valued == 0) {
-      return initial_->Ask(request);
+    absl::StatusOr<Params> point;
+    if (UsesPlainModel(request)) {
+      TrainingData data = Collect(encoding_, request.history);
+      if (request.trial_number < initial_design_ ||
+          static_cast<int>(data.x.size()) < initial_design_ || data.valued == 0) {
+        return initial_->Ask(request);
+      }
+      point = ModelPoint(request, std::move(data));
+    } else {
+      OutputData data = CollectOutputs(encoding_, request.history, objectives_, constraints_);
+      if (request.trial_number < initial_design_ ||
+          static_cast<int>(data.x.size()) < initial_design_ || data.valued_count == 0) {
+        return initial_->Ask(request);
+      }
+      point = OutputsModelPoint(request, std::move(data));
     }
-    absl::StatusOr<Params> point = ModelPoint(request, std::move(data));
     if (point.ok()) return point;
     // A model that cannot be fitted (which jitter makes very unlikely) degrades the search to
     // the space-filling design rather than stopping it.
@@ -171,21 +200,39 @@ class BayesianSampler final : public Sampler {
   void Subsample(const SampleRequest& request, TrainingData& data);
   absl::StatusOr<Model> FitModel(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
                                  const std::vector<Eigen::VectorXd>& pending);
-  absl::StatusOr<GpHyperparameters> FitHyperparameters(const Eigen::MatrixXd& x,
+  absl::StatusOr<GpHyperparameters> FitHyperparameters(size_t slot, const Eigen::MatrixXd& x,
                                                        const Eigen::VectorXd& y);
-  bool IsKnown(const Eigen::VectorXd& z, const TrainingData& data) const;
+  bool IsKnown(const Eigen::VectorXd& z, const std::vector<Eigen::VectorXd>& x,
+               const std::vector<Eigen::VectorXd>& pending) const;
+
+  // Several objectives, constraints or a cost model (see mo_gp_sampler below).
+  bool UsesPlainModel(const SampleRequest& request) const;
+  void SubsampleOutputs(const SampleRequest& request, OutputData& data);
+  absl::StatusOr<GaussianProcess> FitOutput(size_t slot, const Eigen::MatrixXd& x,
+                                            const Eigen::VectorXd& y);
+  absl::StatusOr<Surrogates> FitSurrogates(const SampleRequest& request, const OutputData& data);
+  absl::StatusOr<Params> OutputsModelPoint(const SampleRequest& request, OutputData data);
 
   const UnitEncoding encoding_;
   const std::unique_ptr<Sampler> initial_;
   const uint64_t seed_;
   const int initial_design_;
   const int max_observations_;
+  const int objectives_;
+  const int constraints_;
+  const bool cost_aware_;
   const BayesianTuning tuning_;
-  // The last fitted hyperparameters, the warm start of the next fit. Suggestions therefore
-  // depend on the sequence of requests, as the Sampler contract allows.
-  std::optional<GpHyperparameters> last_fit_;
+  // The last fitted hyperparameters of each output (objectives, then constraints, then log
+  // cost), the warm start of its next fit. Suggestions therefore depend on the sequence of
+  // requests, as the Sampler contract allows.
+  std::vector<std::optional<GpHyperparameters>> last_fits_;
   bool noted_subset_ = false;
 };
+
+// The share of the cost model in the acquisition: CArBO's cooling exponent 1 - budget_used.
+double CostExponent(const SampleRequest& request) {
+  return std::isfinite(request.budget_used) ? std::clamp(1 - request.budget_used, 0.0, 1.0) : 0;
+}
 
 void BayesianSampler::Subsample(const SampleRequest& request, TrainingData& data) {
   const size_t total = data.x.size();
@@ -208,14 +255,18 @@ void BayesianSampler::Subsample(const SampleRequest& request, TrainingData& data
   }
 }
 
-absl::StatusOr<GpHyperparameters> BayesianSampler::FitHyperparameters(const Eigen::MatrixXd& x,
+absl::StatusOr<GpHyperparameters> BayesianSampler::FitHyperparameters(size_t slot,
+                                                                      const Eigen::MatrixXd& x,
                                                                       const Eigen::VectorXd& y) {
   const auto n = static_cast<int>(x.rows());
+  // Output 0 keeps the seeds it had before there were other outputs.
+  const uint64_t seed = slot == 0 ? seed_ : StreamSeed(seed_, 0x6a00 + slot);
+  std::optional<GpHyperparameters>& last_fit = last_fits_[slot];
   GpFitOptions fit;
   fit.prior = tuning_.prior;
-  fit.seed = StreamSeed(seed_, static_cast<uint64_t>(n));
-  fit.warm_start = last_fit_;
-  if (last_fit_.has_value() && n > kColdFitLimit) fit.starts = 1;
+  fit.seed = StreamSeed(seed, static_cast<uint64_t>(n));
+  fit.warm_start = last_fit;
+  if (last_fit.has_value() && n > kColdFitLimit) fit.starts = 1;
   absl::StatusOr<GpHyperparameters> h;
   if (n <= kHyperparameterFitLimit) {
     h = FitGpHyperparameters(x, y, fit);
@@ -225,7 +276,7 @@ absl::StatusOr<GpHyperparameters> BayesianSampler::FitHyperparameters(const Eige
     // observation.
     const std::vector<size_t> keep =
         SubsetIndices(absl::Span<const double>(y.data(), y.size()), kHyperparameterFitLimit,
-                      StreamSeed(StreamSeed(seed_, 0x4f17), static_cast<uint64_t>(n)));
+                      StreamSeed(StreamSeed(seed, 0x4f17), static_cast<uint64_t>(n)));
     Eigen::MatrixXd sx(keep.size(), x.cols());
     Eigen::VectorXd sy(keep.size());
     for (size_t i = 0; i < keep.size(); ++i) {
@@ -234,13 +285,13 @@ absl::StatusOr<GpHyperparameters> BayesianSampler::FitHyperparameters(const Eige
     }
     h = FitGpHyperparameters(sx, sy, fit);
   }
-  if (h.ok()) last_fit_ = *h;
+  if (h.ok()) last_fit = *h;
   return h;
 }
 
 absl::StatusOr<Model> BayesianSampler::FitModel(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
                                                 const std::vector<Eigen::VectorXd>& pending) {
-  SEXTANT_ASSIGN_OR_RETURN(GpHyperparameters h, FitHyperparameters(x, y));
+  SEXTANT_ASSIGN_OR_RETURN(GpHyperparameters h, FitHyperparameters(0, x, y));
   SEXTANT_ASSIGN_OR_RETURN(GaussianProcess gp, GaussianProcess::Fit(x, y, h));
   // The incumbent is the best posterior mean at an observation rather than the best value:
   // when the fit attributes part of the spread to noise (ripples the kernel cannot follow,
@@ -266,12 +317,12 @@ absl::StatusOr<Model> BayesianSampler::FitModel(const Eigen::MatrixXd& x, const 
   return model;
 }
 
-bool BayesianSampler::IsKnown(const Eigen::VectorXd& z, const TrainingData& data) const {
+bool BayesianSampler::IsKnown(const Eigen::VectorXd& z, const std::vector<Eigen::VectorXd>& x,
+                              const std::vector<Eigen::VectorXd>& pending) const {
   const auto same = [&z](const Eigen::VectorXd& other) {
     return (other - z).squaredNorm() < 1e-20;
   };
-  return std::any_of(data.x.begin(), data.x.end(), same) ||
-         std::any_of(data.pending.begin(), data.pending.end(), same);
+  return std::any_of(x.begin(), x.end(), same) || std::any_of(pending.begin(), pending.end(), same);
 }
 
 absl::StatusOr<Params> BayesianSampler::ModelPoint(const SampleRequest& request,
@@ -287,9 +338,236 @@ absl::StatusOr<Params> BayesianSampler::ModelPoint(const SampleRequest& request,
   const Eigen::MatrixXd pending = ToMatrix(data.pending, encoding_.dimension());
   for (const ScoredPoint& candidate : MaximizeLogEi(
            model.gp, model.best, encoding_, BestRows(x, y, kAnchors), pending, acquisition)) {
-    if (!IsKnown(candidate.z, data)) return encoding_.Decode(candidate.z);
+    if (!IsKnown(candidate.z, data.x, data.pending)) return encoding_.Decode(candidate.z);
   }
   // Every candidate was tried already (a small discrete space): fall back to the design.
+  return initial_->Ask(request);
+}
+
+// With several objectives, constraints or a cost model, the sampler fits one GP per
+// objective and per constraint (and one on log cost) and maximises the sum of log
+// acquisitions: log EHVI (several objectives) or log EI below the best feasible posterior
+// mean (one), plus log P(feasible), minus (1 - budget_used)·E[log cost] (CArBO), plus the
+// repulsion from pending trials. Pending trials are kriging-believer fantasies in every
+// model, and join the front EHVI is measured against when they are believed feasible.
+
+bool BayesianSampler::UsesPlainModel(const SampleRequest& request) const {
+  // At budget_used = 1 the cost exponent is 0 and cost-aware search is plain expected
+  // improvement: the plain path then gives exactly its suggestions.
+  return objectives_ == 1 && constraints_ == 0 && (!cost_aware_ || CostExponent(request) <= 0);
+}
+
+void BayesianSampler::SubsampleOutputs(const SampleRequest& request, OutputData& data) {
+  const auto limit = static_cast<size_t>(max_observations_);
+  if (data.cost_x.size() > limit) {
+    std::vector<Eigen::VectorXd> x;
+    std::vector<double> log_cost;
+    for (size_t i : SubsetIndices(data.log_cost, limit,
+                                  StreamSeed(StreamSeed(seed_, 0xc057), data.cost_x.size()))) {
+      x.push_back(std::move(data.cost_x[i]));
+      log_cost.push_back(data.log_cost[i]);
+    }
+    data.cost_x = std::move(x);
+    data.log_cost = std::move(log_cost);
+  }
+  const size_t total = data.x.size();
+  if (total <= limit) return;
+  data = SelectRows(std::move(data),
+                    SubsetIndices(ImportanceKeys(data), limit, StreamSeed(seed_, total)));
+  if (request.notes != nullptr && !noted_subset_) {
+    request.notes->push_back(absl::StrCat(
+        "bayesian sampler: fitting on a subset of ", max_observations_, " of ", total,
+        " observations (the best in some objective first, the rest at random); raise "
+        "max_observations to use more"));
+    noted_subset_ = true;
+  }
+}
+
+absl::StatusOr<GaussianProcess> BayesianSampler::FitOutput(size_t slot, const Eigen::MatrixXd& x,
+                                                           const Eigen::VectorXd& y) {
+  SEXTANT_ASSIGN_OR_RETURN(GpHyperparameters h, FitHyperparameters(slot, x, y));
+  return GaussianProcess::Fit(x, y, std::move(h));
+}
+
+// (v - mean) / sd of v, with the mean and sd (1 when v is constant).
+struct Standardized {
+  Eigen::VectorXd values;
+  double mean = 0;
+  double sd = 1;
+};
+
+Standardized Standardize(const Eigen::VectorXd& v) {
+  Standardized out;
+  out.mean = v.mean();
+  const double sd = std::sqrt((v.array() - out.mean).square().mean());
+  out.sd = sd > 0 ? sd : 1;
+  out.values = (v.array() - out.mean) / out.sd;
+  return out;
+}
+
+absl::StatusOr<Surrogates> BayesianSampler::FitSurrogates(const SampleRequest& request,
+                                                          const OutputData& data) {
+  const Eigen::MatrixXd x = ToMatrix(data.x, encoding_.dimension());
+  const Eigen::MatrixXd pending = ToMatrix(data.pending, encoding_.dimension());
+  const auto n = static_cast<Eigen::Index>(data.x.size());
+  Surrogates s;
+  s.y.resize(n, objectives_);
+  for (int k = 0; k < objectives_; ++k) {
+    Eigen::VectorXd column(n);
+    for (Eigen::Index i = 0; i < n; ++i) column[i] = data.y[i][k];
+    s.y.col(k) = WarpAndStandardize(column, tuning_.warp);
+    SEXTANT_ASSIGN_OR_RETURN(GaussianProcess gp, FitOutput(k, x, s.y.col(k)));
+    if (objectives_ == 1) {
+      // As in FitModel, the incumbent is a posterior mean, here the best at a feasible point.
+      const Eigen::VectorXd mean = gp.Predict(x).mean;
+      for (Eigen::Index i = 0; i < n; ++i) {
+        if (data.feasible[i]) s.best = std::min(s.best.value_or(mean[i]), mean[i]);
+      }
+    }
+    SEXTANT_ASSIGN_OR_RETURN(GaussianProcess believed, gp.WithFantasies(pending));
+    s.objectives.push_back(std::move(believed));
+  }
+  s.pending_feasible.assign(data.pending.size(), true);
+  for (int j = 0; j < constraints_; ++j) {
+    Eigen::VectorXd column(n);
+    for (Eigen::Index i = 0; i < n; ++i) column[i] = data.violations[i][j];
+    const Standardized v = Standardize(column);
+    SEXTANT_ASSIGN_OR_RETURN(GaussianProcess gp, FitOutput(objectives_ + j, x, v.values));
+    SEXTANT_ASSIGN_OR_RETURN(GaussianProcess believed, gp.WithFantasies(pending));
+    const double threshold = -v.mean / v.sd;
+    for (size_t p = 0; p < data.pending.size(); ++p) {
+      const double believed_value = believed.y()[n + static_cast<Eigen::Index>(p)];
+      s.pending_feasible[p] = s.pending_feasible[p] && believed_value <= threshold;
+    }
+    s.constraints.push_back({std::move(believed), threshold});
+  }
+  if (objectives_ == 1) {
+    // Believed values can lower the incumbent, as in FitModel, when believed feasible.
+    for (size_t p = 0; p < data.pending.size(); ++p) {
+      const double believed_value = s.objectives[0].y()[n + static_cast<Eigen::Index>(p)];
+      if (s.pending_feasible[p]) s.best = std::min(s.best.value_or(believed_value), believed_value);
+    }
+  }
+  // A cost model needs costs that differ; until then cost-aware search is plain.
+  if (cost_aware_ && CostExponent(request) > 0 && data.log_cost.size() >= 2) {
+    const Standardized c = Standardize(Eigen::Map<const Eigen::VectorXd>(
+        data.log_cost.data(), static_cast<Eigen::Index>(data.log_cost.size())));
+    if (c.values.cwiseAbs().maxCoeff() > 0) {
+      SEXTANT_ASSIGN_OR_RETURN(
+          GaussianProcess gp,
+          FitOutput(objectives_ + constraints_, ToMatrix(data.cost_x, encoding_.dimension()),
+                    c.values));
+      s.cost = CostModel{std::move(gp), c.mean, c.sd};
+    }
+  }
+  return s;
+}
+
+std::vector<double> RowOf(const Eigen::MatrixXd& m, Eigen::Index row) {
+  std::vector<double> out(static_cast<size_t>(m.cols()));
+  for (Eigen::Index k = 0; k < m.cols(); ++k) out[k] = m(row, k);
+  return out;
+}
+
+// The front EHVI improves on: every feasible observation and every pending trial believed
+// feasible, at its believed values (the kriging believer for EHVI). EhviBoxes drops the
+// dominated ones.
+std::vector<std::vector<double>> FrontPoints(const Surrogates& s, const OutputData& data) {
+  std::vector<std::vector<double>> points;
+  const Eigen::Index n = s.y.rows();
+  for (Eigen::Index i = 0; i < n; ++i) {
+    if (data.feasible[i]) points.push_back(RowOf(s.y, i));
+  }
+  for (size_t p = 0; p < s.pending_feasible.size(); ++p) {
+    if (!s.pending_feasible[p]) continue;
+    std::vector<double> point;
+    for (const GaussianProcess& gp : s.objectives) {
+      point.push_back(gp.y()[n + static_cast<Eigen::Index>(p)]);
+    }
+    points.push_back(std::move(point));
+  }
+  return points;
+}
+
+// Where perturbed candidates start: the best feasible rows (one objective), or up to kAnchors
+// points spread evenly along the observed feasible front (several); with nothing feasible,
+// the rows closest to feasibility.
+std::vector<Eigen::VectorXd> Anchors(const Surrogates& s, const OutputData& data) {
+  const auto n = static_cast<size_t>(s.y.rows());
+  std::vector<size_t> rows;
+  if (s.y.cols() > 1) {
+    std::vector<std::vector<double>> feasible;
+    std::vector<size_t> index;
+    for (size_t i = 0; i < n; ++i) {
+      if (!data.feasible[i]) continue;
+      feasible.push_back(RowOf(s.y, static_cast<Eigen::Index>(i)));
+      index.push_back(i);
+    }
+    for (int f : ParetoFront(feasible)) rows.push_back(index[f]);
+    std::stable_sort(rows.begin(), rows.end(),
+                     [&s](size_t a, size_t b) { return s.y(a, 0) < s.y(b, 0); });
+    if (rows.size() > kAnchors) {
+      std::vector<size_t> spread;
+      for (size_t a = 0; a < kAnchors; ++a) {
+        spread.push_back(rows[a * (rows.size() - 1) / (kAnchors - 1)]);
+      }
+      rows = std::move(spread);
+    }
+  }
+  if (rows.empty()) {
+    // One objective, or nothing feasible: feasible rows by value, then the rest by total
+    // violation.
+    std::vector<double> violation(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      for (double v : data.violations[i]) violation[i] += std::max(v, 0.0);
+    }
+    rows.resize(n);
+    std::iota(rows.begin(), rows.end(), 0);
+    std::stable_sort(rows.begin(), rows.end(), [&](size_t a, size_t b) {
+      if (data.feasible[a] != data.feasible[b]) return static_cast<bool>(data.feasible[a]);
+      if (data.feasible[a]) return s.y(a, 0) < s.y(b, 0);
+      return violation[a] < violation[b];
+    });
+    rows.resize(std::min(rows.size(), kAnchors));
+  }
+  std::vector<Eigen::VectorXd> anchors;
+  for (size_t i : rows) anchors.push_back(data.x[i]);
+  return anchors;
+}
+
+absl::StatusOr<Params> BayesianSampler::OutputsModelPoint(const SampleRequest& request,
+                                                          OutputData data) {
+  SubsampleOutputs(request, data);
+  SEXTANT_ASSIGN_OR_RETURN(const Surrogates s, FitSurrogates(request, data));
+  const Eigen::MatrixXd pending = ToMatrix(data.pending, encoding_.dimension());
+  std::optional<EhviBoxes> boxes;
+  if (objectives_ > 1) {
+    std::vector<std::vector<double>> front = FrontPoints(s, data);
+    // With nothing feasible yet, the search looks for feasibility alone, as with one objective.
+    if (!front.empty()) boxes.emplace(front, ReferencePoint(s.y));
+  }
+  const double alpha = s.cost.has_value() ? CostExponent(request) : 0;
+  const Eigen::VectorXd& lengthscales = s.objectives[0].hyperparameters().lengthscales;
+  const double radius = tuning_.acquisition.repulsion_radius;
+  const PointScorer score = [&](const Eigen::MatrixXd& points) {
+    Eigen::VectorXd total = LogProbabilityOfFeasibility(s.constraints, points);
+    if (boxes.has_value()) {
+      total += LogExpectedHypervolumeImprovement(s.objectives, *boxes, points);
+    } else if (objectives_ == 1 && s.best.has_value()) {
+      total += LogExpectedImprovements(s.objectives[0], *s.best, points);
+    }
+    if (alpha > 0) total -= alpha * PredictedLogCost(*s.cost, points);
+    for (Eigen::Index i = 0; i < points.rows(); ++i) {
+      total[i] += RepulsionPenalty(points.row(i).transpose(), pending, lengthscales, radius);
+    }
+    return total;
+  };
+  AcquisitionOptions acquisition = tuning_.acquisition;
+  acquisition.seed = StreamSeed(seed_, static_cast<uint64_t>(request.trial_number));
+  for (const ScoredPoint& candidate :
+       MaximizeScore(score, encoding_, Anchors(s, data), acquisition)) {
+    if (!IsKnown(candidate.z, data.x, data.pending)) return encoding_.Decode(candidate.z);
+  }
   return initial_->Ask(request);
 }
 

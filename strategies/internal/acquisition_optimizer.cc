@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <numbers>
 #include <numeric>
@@ -88,19 +89,24 @@ struct Criterion {
 
 // Σ_j log(1 - exp(-r_j² / (2·radius²))), r_j the lengthscale-scaled distance to repeller j,
 // and (when gradient is set) its gradient.
-double RepulsionPenalty(const Criterion& c, const Eigen::VectorXd& z, Eigen::VectorXd* gradient) {
-  if (c.radius <= 0 || c.repellers->rows() == 0) return 0;
-  const Eigen::ArrayXd inv_l2 = c.gp->hyperparameters().lengthscales.array().square().inverse();
-  const double inv_rho2 = 1 / (c.radius * c.radius);
+double Penalty(const Eigen::VectorXd& z, const Eigen::MatrixXd& repellers,
+               const Eigen::ArrayXd& inv_l2, double radius, Eigen::VectorXd* gradient) {
+  const double inv_rho2 = 1 / (radius * radius);
   double penalty = 0;
-  for (Eigen::Index j = 0; j < c.repellers->rows(); ++j) {
-    const Eigen::ArrayXd diff = z.array() - c.repellers->row(j).transpose().array();
+  for (Eigen::Index j = 0; j < repellers.rows(); ++j) {
+    const Eigen::ArrayXd diff = z.array() - repellers.row(j).transpose().array();
     const double a = 0.5 * inv_rho2 * (diff.square() * inv_l2).sum();
     if (a > 40) continue;  // exp(-40) < 1e-17: no penalty left to speak of
     penalty += a > std::numbers::ln2 ? std::log1p(-std::exp(-a)) : std::log(-std::expm1(-a));
     if (gradient != nullptr) *gradient += ((diff * inv_l2) * (inv_rho2 / std::expm1(a))).matrix();
   }
   return penalty;
+}
+
+double RepulsionPenalty(const Criterion& c, const Eigen::VectorXd& z, Eigen::VectorXd* gradient) {
+  if (c.radius <= 0 || c.repellers->rows() == 0) return 0;
+  return Penalty(z, *c.repellers, c.gp->hyperparameters().lengthscales.array().square().inverse(),
+                 c.radius, gradient);
 }
 
 Eigen::VectorXd ScoreAll(const Criterion& c, const Eigen::MatrixXd& points) {
@@ -192,14 +198,11 @@ Eigen::MatrixXd ToMatrix(const std::vector<Eigen::VectorXd>& rows, Eigen::Index 
   return m;
 }
 
-}  // namespace
-
-std::vector<ScoredPoint> MaximizeLogEi(const GaussianProcess& gp, double best,
-                                       const UnitEncoding& encoding,
-                                       const std::vector<Eigen::VectorXd>& anchors,
-                                       const Eigen::MatrixXd& repellers,
-                                       const AcquisitionOptions& options) {
-  const Criterion criterion{&gp, best, &repellers, options.repulsion_radius};
+// The screening pool: options.sobol_candidates scrambled Sobol points, then
+// options.perturbed_candidates perturbations shared among the anchors.
+Eigen::MatrixXd ScreeningCandidates(const UnitEncoding& encoding,
+                                    const std::vector<Eigen::VectorXd>& anchors,
+                                    const AcquisitionOptions& options) {
   const size_t dims = encoding.space().params.size();
   std::vector<Eigen::VectorXd> candidates;
   for (const auto& u : SobolUnits(dims, options.sobol_candidates, options.seed)) {
@@ -215,7 +218,74 @@ std::vector<ScoredPoint> MaximizeLogEi(const GaussianProcess& gp, double best,
       candidates.push_back(encoding.FromParamUnits(u));
     }
   }
-  const Eigen::MatrixXd screened = ToMatrix(candidates, encoding.dimension());
+  return ToMatrix(candidates, encoding.dimension());
+}
+
+// Refined then screened points with their scores, best first (ties keep that order).
+std::vector<ScoredPoint> Ranked(const std::vector<Eigen::VectorXd>& refined,
+                                const Eigen::VectorXd& refined_score,
+                                const Eigen::MatrixXd& screened,
+                                const Eigen::VectorXd& screen_score) {
+  std::vector<ScoredPoint> out;
+  for (size_t i = 0; i < refined.size(); ++i) out.push_back({refined[i], refined_score[i]});
+  for (Eigen::Index i = 0; i < screened.rows(); ++i) {
+    out.push_back({screened.row(i).transpose(), screen_score[i]});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const ScoredPoint& a, const ScoredPoint& b) { return a.log_ei > b.log_ei; });
+  return out;
+}
+
+struct ScorerProblem {
+  const PointScorer* score;
+  Eigen::MatrixXd z;  // one row: the full point; the optimiser moves `free` coordinates of it
+  std::vector<int> free;
+};
+
+double NegativeScore(unsigned count, const double* x, double* /*grad*/, void* data) {
+  auto* problem = static_cast<ScorerProblem*>(data);
+  for (unsigned i = 0; i < count; ++i) problem->z(0, problem->free[i]) = x[i];
+  const double value = (*problem->score)(problem->z)[0];
+  return std::isfinite(value) ? -value : 1e300;
+}
+
+// Refine without gradients: BOBYQA's quadratic models need few evaluations in a handful of
+// coordinates; COBYLA covers the single-coordinate case BOBYQA does not take.
+std::optional<Eigen::VectorXd> RefineWithoutGradient(const PointScorer& score,
+                                                     const UnitEncoding& encoding,
+                                                     const Eigen::VectorXd& z, int evaluations) {
+  ScorerProblem problem{&score, z.transpose(), encoding.NumericCoordinates(encoding.Decode(z))};
+  if (problem.free.empty()) return std::nullopt;
+  const auto count = static_cast<unsigned>(problem.free.size());
+  std::vector<double> x(count), lower(count, 0.0), upper(count, kBelowOne);
+  for (unsigned i = 0; i < count; ++i) x[i] = z[problem.free[i]];
+  nlopt_opt opt = nlopt_create(count >= 2 ? NLOPT_LN_BOBYQA : NLOPT_LN_COBYLA, count);
+  if (opt == nullptr) return std::nullopt;
+  nlopt_set_lower_bounds(opt, lower.data());
+  nlopt_set_upper_bounds(opt, upper.data());
+  nlopt_set_min_objective(opt, &NegativeScore, &problem);
+  nlopt_set_maxeval(opt, evaluations);
+  nlopt_set_xtol_rel(opt, 1e-6);
+  // Steps of a few hundredths: the screening has already found the basin.
+  nlopt_set_initial_step1(opt, 0.02);
+  double value = 0;
+  const nlopt_result result = nlopt_optimize(opt, x.data(), &value);
+  nlopt_destroy(opt);
+  if (result < 0) return std::nullopt;
+  Eigen::VectorXd out = z;
+  for (unsigned i = 0; i < count; ++i) out[problem.free[i]] = x[i];
+  return out;
+}
+
+}  // namespace
+
+std::vector<ScoredPoint> MaximizeLogEi(const GaussianProcess& gp, double best,
+                                       const UnitEncoding& encoding,
+                                       const std::vector<Eigen::VectorXd>& anchors,
+                                       const Eigen::MatrixXd& repellers,
+                                       const AcquisitionOptions& options) {
+  const Criterion criterion{&gp, best, &repellers, options.repulsion_radius};
+  const Eigen::MatrixXd screened = ScreeningCandidates(encoding, anchors, options);
   const Eigen::VectorXd screen_score = ScoreAll(criterion, screened);
   std::vector<Eigen::VectorXd> refined;
   for (Eigen::Index i : BestDistinct(screened, screen_score, options.local_starts)) {
@@ -223,18 +293,38 @@ std::vector<ScoredPoint> MaximizeLogEi(const GaussianProcess& gp, double best,
         Refine(criterion, encoding, screened.row(i).transpose(), options.local_evaluations);
     if (z.has_value()) refined.push_back(encoding.Encode(encoding.Decode(*z)));
   }
-  std::vector<ScoredPoint> out;
+  Eigen::VectorXd refined_score;
   if (!refined.empty()) {
-    const Eigen::VectorXd refined_score =
-        ScoreAll(criterion, ToMatrix(refined, encoding.dimension()));
-    for (size_t i = 0; i < refined.size(); ++i) out.push_back({refined[i], refined_score[i]});
+    refined_score = ScoreAll(criterion, ToMatrix(refined, encoding.dimension()));
   }
-  for (Eigen::Index i = 0; i < screened.rows(); ++i) {
-    out.push_back({screened.row(i).transpose(), screen_score[i]});
+  return Ranked(refined, refined_score, screened, screen_score);
+}
+
+std::vector<ScoredPoint> MaximizeScore(const PointScorer& score, const UnitEncoding& encoding,
+                                       const std::vector<Eigen::VectorXd>& anchors,
+                                       const AcquisitionOptions& options) {
+  const PointScorer safe = [&score](const Eigen::MatrixXd& points) {
+    Eigen::VectorXd s = score(points);
+    for (double& v : s) v = std::isnan(v) ? -std::numeric_limits<double>::infinity() : v;
+    return s;
+  };
+  const Eigen::MatrixXd screened = ScreeningCandidates(encoding, anchors, options);
+  const Eigen::VectorXd screen_score = safe(screened);
+  std::vector<Eigen::VectorXd> refined;
+  for (Eigen::Index i : BestDistinct(screened, screen_score, options.local_starts)) {
+    std::optional<Eigen::VectorXd> z = RefineWithoutGradient(
+        safe, encoding, screened.row(i).transpose(), options.local_evaluations);
+    if (z.has_value()) refined.push_back(encoding.Encode(encoding.Decode(*z)));
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const ScoredPoint& a, const ScoredPoint& b) { return a.log_ei > b.log_ei; });
-  return out;
+  Eigen::VectorXd refined_score;
+  if (!refined.empty()) refined_score = safe(ToMatrix(refined, encoding.dimension()));
+  return Ranked(refined, refined_score, screened, screen_score);
+}
+
+double RepulsionPenalty(const Eigen::VectorXd& z, const Eigen::MatrixXd& repellers,
+                        const Eigen::VectorXd& lengthscales, double radius) {
+  if (radius <= 0 || repellers.rows() == 0) return 0;
+  return Penalty(z, repellers, lengthscales.array().square().inverse(), radius, nullptr);
 }
 
 }  // namespace sextant::internal

@@ -3,6 +3,7 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "strategies/gaussian_process.h"
@@ -38,6 +39,26 @@ std::vector<ScoredPoint> MaximizeLogEi(const GaussianProcess& gp, double best,
                                        const std::vector<Eigen::VectorXd>& anchors,
                                        const Eigen::MatrixXd& repellers,
                                        const AcquisitionOptions& options);
+
+// Scores encoded points, one per row of an n × dimension matrix: larger is better, -inf where
+// there is nothing to gain. Called with single rows during refinement.
+using PointScorer = std::function<Eigen::VectorXd(const Eigen::MatrixXd& points)>;
+
+// MaximizeLogEi for any acquisition: the same screening (Sobol points and perturbations of
+// anchors, from options.seed), then a derivative-free local refinement (NLopt BOBYQA, COBYLA
+// for one coordinate) of the options.local_starts best distinct candidates with
+// options.local_evaluations evaluations each. Repulsion is the scorer's to apply (see
+// RepulsionPenalty); options.repulsion_radius is ignored. Returns every feasible point
+// scored, best first (ties keep generation order). Deterministic when score is.
+std::vector<ScoredPoint> MaximizeScore(const PointScorer& score, const UnitEncoding& encoding,
+                                       const std::vector<Eigen::VectorXd>& anchors,
+                                       const AcquisitionOptions& options);
+
+// The log penalty MaximizeLogEi adds near pending trials: Σ_j log(1 - exp(-r_j²/(2ρ²))), r_j
+// the distance from z to row j of repellers in units of lengthscales and ρ = radius. 0 when
+// radius <= 0 or there are no repellers; -inf on a repeller.
+double RepulsionPenalty(const Eigen::VectorXd& z, const Eigen::MatrixXd& repellers,
+                        const Eigen::VectorXd& lengthscales, double radius);
 
 }  // namespace sextant::internal
 
