@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "strategies/internal/domain.h"
+#include "strategies/internal/mo_tpe_split.h"
 #include "strategies/internal/parzen_estimator.h"
 #include "strategies/internal/sobol_sequence.h"
 #include "strategies/internal/splitmix.h"
@@ -40,23 +41,65 @@ enum Tier { kCompleted = 0, kPruned = 1, kFailed = 2, kPending = 3 };
 struct Ranking {
   std::vector<bool> good;  // per history entry: in the good set (l); otherwise in g
   int finished = 0;        // trials no longer running
-  int valued = 0;          // completed or pruned trials with a value
+  int valued = 0;          // trials that may be good: completed (or pruned) with a value
+  // Several objectives: per history entry, the Parzen weight of a good one (MOTPE's
+  // hypervolume contribution). Empty under one objective (Optuna's default weights).
+  std::vector<double> weight;
 };
 
-Tier TierOf(const Observation& o) {
+// Under constraints an infeasible trial ranks as a failed one: never good, as under
+// Optuna's constraints_func (which gives such trials a weight of 1e-12 when it must).
+Tier TierOf(const Observation& o, bool constrained) {
   using Outcome = Observation::Outcome;
   if (o.outcome == Outcome::kPending) return kPending;
+  if (constrained && !Feasible(o)) return kFailed;
   const bool has_value = o.value.has_value() && !std::isnan(*o.value);
   if (o.outcome == Outcome::kCompleted && has_value) return kCompleted;
   if (o.outcome == Outcome::kPruned && has_value) return kPruned;
   return kFailed;
 }
 
-Ranking Rank(absl::Span<const Observation> history) {
+// Several objectives: only completed trials with every value finite can be good (Optuna's
+// MOTPE ignores pruned trials); the rest sit with the bad observations, as under one.
+bool MultiObjectiveCandidate(const Observation& o, int objectives, bool constrained) {
+  if (o.outcome != Observation::Outcome::kCompleted) return false;
+  if (constrained && !Feasible(o)) return false;
+  if (static_cast<int>(o.values.size()) != objectives) return false;
+  return std::all_of(o.values.begin(), o.values.end(), [](double v) { return std::isfinite(v); });
+}
+
+Ranking RankMultiObjective(absl::Span<const Observation> history, const TpeOptions& options) {
+  Ranking ranking;
+  std::vector<int> candidates;
+  std::vector<std::vector<double>> points;
+  for (size_t i = 0; i < history.size(); ++i) {
+    const Observation& o = history[i];
+    if (o.outcome != Observation::Outcome::kPending) ++ranking.finished;
+    if (MultiObjectiveCandidate(o, options.objectives, options.constraints > 0)) {
+      candidates.push_back(static_cast<int>(i));
+      points.push_back(o.values);
+    }
+  }
+  ranking.valued = static_cast<int>(candidates.size());
+  ranking.good.assign(history.size(), false);
+  ranking.weight.assign(history.size(), 0.0);
+  const std::vector<int> below = internal::MotpeBelow(points, Gamma(ranking.finished));
+  std::vector<std::vector<double>> below_points;
+  for (int b : below) below_points.push_back(points[b]);
+  const std::vector<double> weights = internal::MotpeBelowWeights(below_points);
+  for (size_t k = 0; k < below.size(); ++k) {
+    ranking.good[candidates[below[k]]] = true;
+    ranking.weight[candidates[below[k]]] = weights[k];
+  }
+  return ranking;
+}
+
+Ranking Rank(absl::Span<const Observation> history, const TpeOptions& options) {
+  if (options.objectives >= 2) return RankMultiObjective(history, options);
   Ranking ranking;
   std::vector<std::pair<Tier, double>> keys;
   for (const Observation& o : history) {
-    const Tier tier = TierOf(o);
+    const Tier tier = TierOf(o, options.constraints > 0);
     if (tier != kPending) ++ranking.finished;
     if (tier <= kPruned) ++ranking.valued;
     keys.emplace_back(tier, tier <= kPruned ? *o.value : 0.0);
@@ -123,7 +166,7 @@ class TpeSampler final : public Sampler {
       return absl::InvalidArgumentError("trial_number must be >= 0");
     }
     if (space_.params.empty()) return Params();
-    const Ranking ranking = Rank(request.history);
+    const Ranking ranking = Rank(request.history, options_);
     if (ranking.finished < options_.startup_trials || ranking.valued == 0) {
       return startup_->Ask(request);
     }
@@ -191,7 +234,11 @@ class TpeSampler final : public Sampler {
       for (int p : group.members) active = active && !std::isnan(encoded(i, p));
       if (active) (ranking.good[i] ? good_rows : bad_rows).push_back(i);
     }
-    const ParzenEstimator good(specs, Rows(encoded, group, good_rows));
+    std::vector<double> good_weights;
+    if (!ranking.weight.empty()) {
+      for (Eigen::Index i : good_rows) good_weights.push_back(ranking.weight[i]);
+    }
+    const ParzenEstimator good(specs, Rows(encoded, group, good_rows), std::move(good_weights));
     const ParzenEstimator bad(specs, Rows(encoded, group, bad_rows));
     const Eigen::MatrixXd candidates = good.Sample(engine, options_.candidates);
     const Eigen::VectorXd score = good.LogPdf(candidates) - bad.LogPdf(candidates);

@@ -122,9 +122,10 @@ std::vector<double> ParzenObservationWeights(int n) {
 }
 
 ParzenEstimator::ParzenEstimator(std::vector<const ParamSpec*> specs,
-                                 const Eigen::MatrixXd& observations)
-    : n_(static_cast<int>(observations.rows())) {
-  weights_ = ParzenObservationWeights(n_);
+                                 const Eigen::MatrixXd& observations,
+                                 std::vector<double> weights)
+    : n_(static_cast<int>(observations.rows())), weights_(std::move(weights)) {
+  if (weights_.empty()) weights_ = ParzenObservationWeights(n_);
   weights_.push_back(kPriorWeight);
   const double total = std::accumulate(weights_.begin(), weights_.end(), 0.0);
   for (double& w : weights_) w /= total;

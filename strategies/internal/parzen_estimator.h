@@ -42,8 +42,11 @@ std::vector<double> ParzenObservationWeights(int n);
 class ParzenEstimator {
  public:
   // specs: the modelled parameters, which must outlive the estimator. observations: one row
-  // per observation, oldest first, one EncodeForParzen column per spec.
-  ParzenEstimator(std::vector<const ParamSpec*> specs, const Eigen::MatrixXd& observations);
+  // per observation, oldest first, one EncodeForParzen column per spec. weights: empty for
+  // ParzenObservationWeights, else one positive weight per observation (MOTPE's hypervolume
+  // contributions); the prior kernel keeps weight 1 either way.
+  ParzenEstimator(std::vector<const ParamSpec*> specs, const Eigen::MatrixXd& observations,
+                  std::vector<double> weights = {});
 
   // Draws count points (rows, encoded; ints at slice centres) from the mixture.
   Eigen::MatrixXd Sample(std::mt19937_64& engine, int count) const;
