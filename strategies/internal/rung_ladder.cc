@@ -35,25 +35,34 @@ int Quota(int n, double eta) { return static_cast<int>(std::floor(n / eta + kRel
 bool Enough(int n, double eta) { return n >= eta - kRelativeTolerance; }
 
 // Ranks `members` (indices into points) among themselves, from rank `first` on; writes each
-// member's rank and crowding distance and returns one past the last rank used.
+// member's rank, and the crowding distance of the members of every front that begins within
+// the first `*ordered` (the only ones whose order decides anything: promotion order, and who
+// is in the top), and takes the members so ordered off `*ordered`. Returns one past the last
+// rank used.
 int RankGroup(const std::vector<std::vector<double>>& points, const std::vector<int>& members,
-              int first, std::vector<int>* rank, std::vector<double>* crowding) {
+              int first, int* ordered, std::vector<int>* rank, std::vector<double>* crowding) {
   if (members.empty()) return first;
-  std::vector<std::vector<double>> group;
-  group.reserve(members.size());
-  for (int m : members) group.push_back(points[m]);
+  // Most rungs have no infeasible entry; then the group is all the points, uncopied.
+  std::vector<std::vector<double>> copy;
+  if (members.size() != points.size()) {
+    copy.reserve(members.size());
+    for (int m : members) copy.push_back(points[m]);
+  }
+  const std::vector<std::vector<double>>& group = copy.empty() ? points : copy;
   const std::vector<int> ranks = NonDominatedRanks(group);
   const int fronts = *std::max_element(ranks.begin(), ranks.end()) + 1;
   std::vector<std::vector<int>> by_front(fronts);
-  for (int i = 0; i < static_cast<int>(ranks.size()); ++i) by_front[ranks[i]].push_back(i);
-  for (int f = 0; f < fronts; ++f) {
+  for (int i = 0; i < static_cast<int>(ranks.size()); ++i) {
+    by_front[ranks[i]].push_back(i);
+    (*rank)[members[i]] = first + ranks[i];
+  }
+  for (int f = 0; f < fronts && *ordered > 0; ++f) {
     const std::vector<double> distances = CrowdingDistances(group, by_front[f]);
     for (size_t j = 0; j < by_front[f].size(); ++j) {
-      const int m = members[by_front[f][j]];
-      (*rank)[m] = first + f;
       // +inf values (NaN reports) can make a distance NaN, which would break the sort.
-      (*crowding)[m] = std::isnan(distances[j]) ? 0 : distances[j];
+      (*crowding)[members[by_front[f][j]]] = std::isnan(distances[j]) ? 0 : distances[j];
     }
+    *ordered -= static_cast<int>(by_front[f].size());
   }
   return first + fronts;
 }
@@ -118,9 +127,10 @@ std::vector<double> RungLadder::Normalised(absl::Span<const double> values) cons
   return out;
 }
 
-void RungLadder::Insert(Rung& rung, Entry entry) const {
+void RungLadder::Insert(Rung& rung, Entry entry, std::vector<double> values) const {
   const int index = static_cast<int>(rung.entries.size());
-  rung.entries.push_back(std::move(entry));
+  rung.entries.push_back(entry);
+  rung.points.push_back(std::move(values));
   if (objectives_ > 1) {
     rung.stale = true;
     return;
@@ -128,7 +138,7 @@ void RungLadder::Insert(Rung& rung, Entry entry) const {
   // One objective: an insertion keeps the order, at O(n) rather than a re-sort per change.
   const auto key = [&rung](int i) {
     const Entry& e = rung.entries[i];
-    return std::make_tuple(!e.feasible, e.values.front(), e.trial);
+    return std::make_tuple(!e.feasible, rung.points[i].front(), e.trial);
   };
   const auto at = std::lower_bound(rung.order.begin(), rung.order.end(), index,
                                    [&key](int a, int b) { return key(a) < key(b); });
@@ -146,7 +156,7 @@ std::vector<int> RungLadder::Record(int64_t trial, double fidelity,
   while (state.recorded <= state.target && ReachedFidelity(fidelity, rungs_[state.recorded])) {
     Rung& rung = by_rung_[state.recorded];
     state.slot.push_back(static_cast<int>(rung.entries.size()));
-    Insert(rung, Entry{trial, normalised, feasible});
+    Insert(rung, Entry{trial, feasible}, normalised);
     recorded.push_back(state.recorded);
     ++state.recorded;
   }
@@ -175,20 +185,16 @@ void RungLadder::End(int64_t trial, bool reached_target) {
   state.paused = reached_target && state.target < top_rung() && state.recorded > state.target;
 }
 
-void RungLadder::Rerank(Rung& rung) {
+void RungLadder::Rerank(Rung& rung) const {
   const int n = static_cast<int>(rung.entries.size());
-  std::vector<std::vector<double>> points;
-  points.reserve(n);
   std::vector<int> feasible;
   std::vector<int> infeasible;
-  for (int i = 0; i < n; ++i) {
-    points.push_back(rung.entries[i].values);
-    (rung.entries[i].feasible ? feasible : infeasible).push_back(i);
-  }
+  for (int i = 0; i < n; ++i) (rung.entries[i].feasible ? feasible : infeasible).push_back(i);
   rung.rank.assign(n, 0);
   std::vector<double> crowding(n, 0);
-  const int next = RankGroup(points, feasible, 0, &rung.rank, &crowding);
-  RankGroup(points, infeasible, next, &rung.rank, &crowding);
+  int ordered = Quota(n, eta_);
+  const int next = RankGroup(rung.points, feasible, 0, &ordered, &rung.rank, &crowding);
+  RankGroup(rung.points, infeasible, next, &ordered, &rung.rank, &crowding);
   rung.order.resize(n);
   for (int i = 0; i < n; ++i) rung.order[i] = i;
   std::sort(rung.order.begin(), rung.order.end(), [&](int a, int b) {
@@ -229,17 +235,16 @@ bool RungLadder::OutsideTop(int rung, int64_t trial) const {
   const int quota = Quota(n, eta_);
   const int slot = it->second.slot[rung];
   if (objectives_ > 1) return ranked.position[slot] >= quota;
-  const Entry& entry = ranked.entries[slot];
-  const Entry& cutoff = ranked.entries[ranked.order[quota - 1]];
-  return std::make_pair(!entry.feasible, entry.values.front()) >
-         std::make_pair(!cutoff.feasible, cutoff.values.front());
+  const int cutoff = ranked.order[quota - 1];
+  return std::make_pair(!ranked.entries[slot].feasible, ranked.points[slot].front()) >
+         std::make_pair(!ranked.entries[cutoff].feasible, ranked.points[cutoff].front());
 }
 
 std::optional<double> RungLadder::Cutoff(int rung) const {
   const Rung& ranked = Ranked(rung);
   const int n = static_cast<int>(ranked.entries.size());
   if (!Enough(n, eta_)) return std::nullopt;
-  return ranked.entries[ranked.order[Quota(n, eta_) - 1]].values.front();
+  return ranked.points[ranked.order[Quota(n, eta_) - 1]].front();
 }
 
 int RungLadder::ParetoRank(int rung, int64_t trial) const {
@@ -252,8 +257,9 @@ void RungLadder::CollectValues(
     std::map<double, std::map<int64_t, std::vector<double>>>* out) const {
   for (size_t k = 0; k < rungs_.size(); ++k) {
     if (by_rung_[k].entries.empty()) continue;
+    const Rung& rung = by_rung_[k];
     auto& at = (*out)[rungs_[k]];
-    for (const Entry& entry : by_rung_[k].entries) at[entry.trial] = entry.values;
+    for (size_t i = 0; i < rung.entries.size(); ++i) at[rung.entries[i].trial] = rung.points[i];
   }
 }
 

@@ -37,7 +37,8 @@ struct Promotion {
 // Values are minimised, one per objective. A rung orders its trials best first: with one
 // objective by (infeasible, value, trial id); with several (MO-ASHA, Schmucker et al. 2021) the
 // feasible trials by non-dominated rank, then the infeasible ones likewise, each rank by
-// crowding distance (larger first), then trial id. "The top of rung k" is the first
+// crowding distance (larger first), then trial id (a front that starts past the top goes by
+// trial id alone, since its order decides nothing). "The top of rung k" is the first
 // floor(n_k / eta) of that order. Several objectives are ranked lazily: a rung is re-ranked
 // by the first query after it changed (so const queries update a cache).
 // Not thread-safe, not even for const calls; runs on the orchestrator loop.
@@ -120,11 +121,11 @@ class RungLadder {
   };
   struct Entry {
     int64_t trial = 0;
-    std::vector<double> values;  // objectives_ of them
     bool feasible = true;
   };
   struct Rung {
-    std::vector<Entry> entries;  // in arrival order
+    std::vector<Entry> entries;               // in arrival order
+    std::vector<std::vector<double>> points;  // points[i]: entries[i]'s objectives_ values
     // Entry indices, best first. One objective: kept sorted on insertion. Several: rebuilt
     // by Rank() while `stale`, with position (entry -> index in order) and rank.
     std::vector<int> order;
@@ -135,9 +136,10 @@ class RungLadder {
 
   int RungAtOrAbove(double fidelity) const;
   std::vector<double> Normalised(absl::Span<const double> values) const;
-  void Insert(Rung& rung, Entry entry) const;
-  // Rebuilds the order of a rung with several objectives.
-  static void Rerank(Rung& rung);
+  void Insert(Rung& rung, Entry entry, std::vector<double> values) const;
+  // Rebuilds the order of a rung with several objectives. Past the front that completes the
+  // top, crowding distances decide nothing and are not computed (those fronts go by trial id).
+  void Rerank(Rung& rung) const;
   // The rung with its order up to date.
   const Rung& Ranked(int k) const;
 
