@@ -150,8 +150,7 @@ class Nsga2Sampler final : public Sampler {
     if (finished < options_.population_size || parents.size() < 2) {
       return startup_->Ask(request);
     }
-    const std::vector<Individual> elite =
-        SelectElite(std::move(parents), options_.population_size);
+    const std::vector<Individual> elite = SelectElite(std::move(parents), options_.population_size);
     std::set<Params> taken;
     for (const Observation& o : request.history) taken.insert(o.params);
     // A fresh engine per trial: the answer depends on (seed, trial, history) only.

@@ -193,8 +193,7 @@ bool InsideBox(const Point& p, absl::Span<const double> reference) {
 // neighbours, except where dominated points reach into it; a dominated point reaches into
 // the rectangle of at most one front point (the only one dominating it that can), so each is
 // clipped against one rectangle and the whole is O(n log n).
-std::vector<double> Contributions2D(const std::vector<Point>& points,
-                                    const std::vector<int>& front,
+std::vector<double> Contributions2D(const std::vector<Point>& points, const std::vector<int>& front,
                                     const std::vector<int>& dominated,
                                     absl::Span<const double> ref) {
   // front is in lexicographic order: x ascending, y descending, duplicates adjacent.

@@ -122,8 +122,7 @@ std::vector<double> ParzenObservationWeights(int n) {
 }
 
 ParzenEstimator::ParzenEstimator(std::vector<const ParamSpec*> specs,
-                                 const Eigen::MatrixXd& observations,
-                                 std::vector<double> weights)
+                                 const Eigen::MatrixXd& observations, std::vector<double> weights)
     : n_(static_cast<int>(observations.rows())), weights_(std::move(weights)) {
   if (weights_.empty()) weights_ = ParzenObservationWeights(n_);
   weights_.push_back(kPriorWeight);

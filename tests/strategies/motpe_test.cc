@@ -32,7 +32,9 @@ SearchSpace UnitCube(int dims) {
   return space;
 }
 
-double X(const Params& p, int d) { return std::get<double>(p.at(std::string("x") + std::to_string(d))); }
+double X(const Params& p, int d) {
+  return std::get<double>(p.at(std::string("x") + std::to_string(d)));
+}
 
 std::vector<double> Zdt1(const Params& p) {
   const int n = static_cast<int>(p.size());
@@ -114,8 +116,7 @@ TEST(MotpeSamplerTest, SameSeedAndHistoryGiveSameSuggestions) {
   const auto hb = RunTrials(*b, Zdt1, 40);
   ASSERT_EQ(ha.size(), 40u);
   for (size_t i = 0; i < ha.size(); ++i) EXPECT_EQ(ha[i].params, hb[i].params) << i;
-  EXPECT_EQ(*a->Ask(At(30, std::vector<Observation>(ha.begin(), ha.begin() + 30))),
-            ha[30].params);
+  EXPECT_EQ(*a->Ask(At(30, std::vector<Observation>(ha.begin(), ha.begin() + 30))), ha[30].params);
 }
 
 TEST(MotpeSamplerTest, BeatsRandomSearchOnZdt1) {

@@ -42,11 +42,14 @@ SampleRequest At(int64_t n, const std::vector<Observation>& history) {
 
 SearchSpace UnitCube(int dims) {
   SearchSpace space;
-  for (int d = 0; d < dims; ++d) space.params.push_back(FloatParam(std::string("x") + std::to_string(d), 0, 1));
+  for (int d = 0; d < dims; ++d)
+    space.params.push_back(FloatParam(std::string("x") + std::to_string(d), 0, 1));
   return space;
 }
 
-double X(const Params& p, int d) { return std::get<double>(p.at(std::string("x") + std::to_string(d))); }
+double X(const Params& p, int d) {
+  return std::get<double>(p.at(std::string("x") + std::to_string(d)));
+}
 
 std::optional<std::vector<double>> Zdt1(const Params& p) {
   const int n = static_cast<int>(p.size());
@@ -112,8 +115,7 @@ TEST(Nsga2SamplerTest, SameSeedAndHistoryGiveSameSuggestions) {
   }
   EXPECT_GT(differ, 70);
   // No state carries over between calls.
-  EXPECT_EQ(*a->Ask(At(50, std::vector<Observation>(ha.begin(), ha.begin() + 50))),
-            ha[50].params);
+  EXPECT_EQ(*a->Ask(At(50, std::vector<Observation>(ha.begin(), ha.begin() + 50))), ha[50].params);
 }
 
 TEST(Nsga2SamplerTest, ConcurrentSuggestionsAreDistinct) {

@@ -111,11 +111,11 @@ TEST(ParetoTest, DominatesNeedsOneStrictImprovement) {
 
 TEST(ParetoTest, ConstrainedDominatesPrefersFeasibleThenSmallerViolation) {
   std::vector<double> good{0, 0}, bad{5, 5};
-  EXPECT_TRUE(ConstrainedDominates(bad, 0, good, 0.1));   // feasible beats infeasible
+  EXPECT_TRUE(ConstrainedDominates(bad, 0, good, 0.1));  // feasible beats infeasible
   EXPECT_FALSE(ConstrainedDominates(good, 0.1, bad, 0));
-  EXPECT_TRUE(ConstrainedDominates(bad, 1, good, 2));     // smaller violation wins
-  EXPECT_FALSE(ConstrainedDominates(good, 2, bad, 2));    // equal violations: neither
-  EXPECT_TRUE(ConstrainedDominates(good, -1, bad, 0));    // both feasible: Pareto
+  EXPECT_TRUE(ConstrainedDominates(bad, 1, good, 2));   // smaller violation wins
+  EXPECT_FALSE(ConstrainedDominates(good, 2, bad, 2));  // equal violations: neither
+  EXPECT_TRUE(ConstrainedDominates(good, -1, bad, 0));  // both feasible: Pareto
   EXPECT_FALSE(ConstrainedDominates(bad, 0, good, -3));
   EXPECT_TRUE(ConstrainedDominates(bad, 3, good, std::numeric_limits<double>::infinity()));
 }
@@ -159,8 +159,8 @@ TEST(ParetoTest, HypervolumeMatchesBruteForce) {
   for (int dims = 2; dims <= 4; ++dims) {
     for (uint64_t seed = 0; seed < 6; ++seed) {
       int n = dims == 4 ? 18 : 40;
-      Points points = seed % 3 == 2 ? SimplexFront(n, dims, seed) : RandomPoints(n, dims, seed,
-                                                                                  seed % 3 ? 5 : 0);
+      Points points = seed % 3 == 2 ? SimplexFront(n, dims, seed)
+                                    : RandomPoints(n, dims, seed, seed % 3 ? 5 : 0);
       std::vector<double> ref(dims, 0.9);
       double expected = BruteHypervolume(points, ref);
       EXPECT_NEAR(Hypervolume(points, ref), expected, 1e-12) << dims << " " << seed;
