@@ -87,8 +87,8 @@ class Scheduler {
   // a constraint at this report; at a rung it ranks after every feasible trial (and among the
   // infeasible ones by its values). A NaN value counts as +inf. Unknown trials get kContinue.
   // Overrides must not declare another default for `feasible`.
-  virtual Decision OnReportValues(int64_t trial, double fidelity,
-                                  absl::Span<const double> values, bool feasible = true) = 0;
+  virtual Decision OnReportValues(int64_t trial, double fidelity, absl::Span<const double> values,
+                                  bool feasible = true) = 0;
 
   // One objective: exactly OnReportValues(trial, fidelity, {value}).
   Decision OnReport(int64_t trial, double fidelity, double value) {

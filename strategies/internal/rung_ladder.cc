@@ -56,7 +56,8 @@ int RankGroup(const std::vector<std::vector<double>>& points, const std::vector<
     by_front[ranks[i]].push_back(i);
     (*rank)[members[i]] = first + ranks[i];
   }
-  for (int f = 0; f < fronts && *ordered > 0; ++f) {
+  for (int f = 0; f < fronts; ++f) {
+    if (*ordered <= 0) break;
     const std::vector<double> distances = CrowdingDistances(group, by_front[f]);
     for (size_t j = 0; j < by_front[f].size(); ++j) {
       // +inf values (NaN reports) can make a distance NaN, which would break the sort.
@@ -145,8 +146,8 @@ void RungLadder::Insert(Rung& rung, Entry entry, std::vector<double> values) con
   rung.order.insert(at, index);
 }
 
-std::vector<int> RungLadder::Record(int64_t trial, double fidelity,
-                                    absl::Span<const double> values, bool feasible) {
+std::vector<int> RungLadder::Record(int64_t trial, double fidelity, absl::Span<const double> values,
+                                    bool feasible) {
   std::vector<int> recorded;
   auto it = trials_.find(trial);
   if (it == trials_.end()) return recorded;

@@ -116,7 +116,7 @@ class RungLadder {
     int target = 0;    // rung index the current attempt runs to
     int recorded = 0;  // rungs 0 .. recorded-1 hold a value for this trial
     bool running = false;
-    bool paused = false;   // ended at its target below the top rung; may be promoted
+    bool paused = false;    // ended at its target below the top rung; may be promoted
     std::vector<int> slot;  // slot[k]: the trial's entry index in rung k
   };
   struct Entry {

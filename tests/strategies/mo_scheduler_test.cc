@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "gmock/gmock.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "strategies/internal/rung_ladder.h"
 #include "strategies/internal/splitmix.h"
@@ -62,8 +62,8 @@ Decision ReportAndEnd(Scheduler& scheduler, int64_t trial, double fidelity,
 // crowding distances are 2 and 6: inf; 1 (5, 2): 6/8 + 4/8; 5 (3, 5): 3/8 + 4/8;
 // 3 (2, 6): 2/8 + 4/8. Trials 0, 4, 7, 8 are dominated. So the order begins 2, 6, 1, 5, 3
 // and the top floor(9/3) = 3 are 2, 6, 1 (by the first objective alone it would be 6, 3, 5).
-const std::vector<std::vector<double>> kNinePoints = {
-    {4, 8}, {5, 2}, {9, 1}, {2, 6}, {6, 6}, {3, 5}, {1, 9}, {8, 4}, {7, 9}};
+const std::vector<std::vector<double>> kNinePoints = {{4, 8}, {5, 2}, {9, 1}, {2, 6}, {6, 6},
+                                                      {3, 5}, {1, 9}, {8, 4}, {7, 9}};
 
 // Promotes while NextJob() offers promotions; returns the promoted trials in order.
 std::vector<int64_t> DrainPromotions(Scheduler& scheduler, double expected_target) {
@@ -142,7 +142,7 @@ TEST(MoAshaSchedulerTest, StoppingModeStopsTrialsOutsideTheTopByRankAndCrowding)
   EXPECT_EQ(stop.kind, Decision::Kind::kStop);
   EXPECT_THAT(stop.reason, HasSubstr("rung 0"));
   EXPECT_THAT(stop.reason, HasSubstr("non-dominated rank 0"));
-  EXPECT_EQ(asha->OnReportValues(3, 1, {6, 6}).kind, Decision::Kind::kStop);  // rank 1
+  EXPECT_EQ(asha->OnReportValues(3, 1, {6, 6}).kind, Decision::Kind::kStop);      // rank 1
   EXPECT_EQ(asha->OnReportValues(4, 1, {0, 0}).kind, Decision::Kind::kContinue);  // the front
   // Six entries, quota 2: 4 is rank 0, 5 alone is rank 1 (it dominates all others).
   EXPECT_EQ(asha->OnReportValues(5, 1, {0.5, 0.5}).kind, Decision::Kind::kContinue);
@@ -180,8 +180,7 @@ TEST(MoHyperbandSchedulerTest, BracketRoundPromotesTheFrontByCrowdingDistance) {
   ASSERT_EQ(bracket2.size(), 9u);
   // Bracket 2's i-th trial gets the i-th of the nine points.
   for (size_t i = 0; i < 9; ++i) ReportAndEnd(*hyperband, bracket2[i], 1, kNinePoints[i]);
-  EXPECT_THAT(DrainPromotions(*hyperband, 3),
-              ElementsAre(bracket2[2], bracket2[6], bracket2[1]));
+  EXPECT_THAT(DrainPromotions(*hyperband, 3), ElementsAre(bracket2[2], bracket2[6], bracket2[1]));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -228,8 +227,7 @@ TEST(MoMedianStoppingSchedulerTest, JudgesTheFirstObjectiveOnly) {
   auto median = NewMedianStoppingScheduler(options);
   for (int64_t t = 0; t < 3; ++t) {
     StartNext(*median, t);
-    ASSERT_EQ(median->OnReportValues(t, 1, {2.0 * (t + 1), 100}).kind,
-              Decision::Kind::kContinue);
+    ASSERT_EQ(median->OnReportValues(t, 1, {2.0 * (t + 1), 100}).kind, Decision::Kind::kContinue);
   }
   // The others' averages are 2, 4, 6 (first objective): 5 is worse however good the second.
   StartNext(*median, 3);
@@ -237,8 +235,7 @@ TEST(MoMedianStoppingSchedulerTest, JudgesTheFirstObjectiveOnly) {
   StartNext(*median, 4);
   EXPECT_EQ(median->OnReportValues(4, 1, {3, 1000}).kind, Decision::Kind::kContinue);
   StartNext(*median, 5);
-  EXPECT_EQ(median->OnReportValues(5, 1, {0, 0}, /*feasible=*/false).kind,
-            Decision::Kind::kStop);
+  EXPECT_EQ(median->OnReportValues(5, 1, {0, 0}, /*feasible=*/false).kind, Decision::Kind::kStop);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -265,9 +262,9 @@ TEST(MoRungLadderTest, OutsideTopAndParetoRankFollowTheRungOrder) {
 // ---------------------------------------------------------------------------------------------
 // Simulated runs: W workers, reports at every rung fidelity up to the target.
 
-// Two conflicting objectives: the trial's position x trades one off against the other, its
-// quality q shifts both, and a gap shrinks with fidelity.
-std::vector<double> TwoObjectives(int64_t trial, double fidelity, int objectives) {
+// Up to three conflicting objectives: the trial's position x trades the first two off, its
+// quality q shifts all, and a gap shrinks with fidelity.
+std::vector<double> Objectives(int64_t trial, double fidelity, int objectives) {
   const uint64_t bits = internal::SplitMix64(static_cast<uint64_t>(trial));
   const double x = internal::UnitFromBits(bits);
   const double q = internal::UnitFromBits(internal::SplitMix64(bits));
@@ -324,10 +321,9 @@ SimulationResult Simulate(Scheduler& scheduler, const std::vector<double>& grid,
     const Running run = running[pick];
     const double fidelity = grid[next[run.trial]++];
     ++result.reports[fidelity];
-    const std::vector<double> values = TwoObjectives(run.trial, fidelity, objectives);
-    const Decision decision = one_value
-                                  ? scheduler.OnReport(run.trial, fidelity, values.front())
-                                  : scheduler.OnReportValues(run.trial, fidelity, values);
+    const std::vector<double> values = Objectives(run.trial, fidelity, objectives);
+    const Decision decision = one_value ? scheduler.OnReport(run.trial, fidelity, values.front())
+                                        : scheduler.OnReportValues(run.trial, fidelity, values);
     result.log.push_back(absl::StrCat("report ", run.trial, " ", fidelity, " ",
                                       static_cast<int>(decision.kind), " ", decision.reason));
     const bool at_end = fidelity >= run.target || next[run.trial] >= grid.size();
