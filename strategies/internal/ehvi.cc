@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numbers>
 #include <utility>
 #include <vector>
@@ -69,6 +70,7 @@ EhviBoxes::EhviBoxes(const std::vector<std::vector<double>>& front,
   }
   std::vector<int> lower(dims), upper(dims);
   Decompose(std::move(inside), dims, lower, upper);
+  IndexPairs();
 }
 
 int EhviBoxes::IndexOf(int objective, double value) const {
@@ -106,27 +108,70 @@ void EhviBoxes::Decompose(std::vector<std::vector<double>> points, int dims,
   }
 }
 
-double EhviBoxes::LogEhvi(absl::Span<const double> mean, absl::Span<const double> sd) const {
+void EhviBoxes::IndexPairs() {
   const int dims = objectives();
-  // log(sd·h((c - mean)/sd)) at every coordinate c: the log of ∫_{-inf}^{c} Φ((z-mean)/sd) dz.
-  std::vector<std::vector<double>> log_integral(dims);
+  pairs_.assign(dims, {});
+  box_pairs_.resize(bounds_.size() / 2);
   for (int k = 0; k < dims; ++k) {
-    const double s = std::max(sd[k], 1e-12);
-    for (double c : coordinates_[k]) {
-      log_integral[k].push_back(std::isinf(c) ? -kInf : LogH((c - mean[k]) / s) + std::log(s));
+    std::map<std::pair<int, int>, int> index;
+    for (int b = 0; b < boxes(); ++b) {
+      const size_t base = static_cast<size_t>(2 * dims * b);
+      const std::pair<int, int> pair(bounds_[base + k], bounds_[base + dims + k]);
+      const auto [it, added] = index.emplace(pair, static_cast<int>(pairs_[k].size()));
+      if (added) pairs_[k].push_back(pair);
+      box_pairs_[static_cast<size_t>(dims * b + k)] = it->second;
     }
   }
+}
+
+double EhviBoxes::LogEhvi(absl::Span<const double> mean, absl::Span<const double> sd) const {
+  const int dims = objectives();
+  // Per objective and distinct (lower, upper) pair: log ∫_lower^upper Φ((z - mean)/sd) dz,
+  // from log(sd·h((c - mean)/sd)) = log ∫_{-inf}^{c} at every coordinate c.
+  std::vector<std::vector<double>> log_side(dims);
+  std::vector<double> log_integral;
+  for (int k = 0; k < dims; ++k) {
+    const double s = std::max(sd[k], 1e-12);
+    log_integral.clear();
+    for (double c : coordinates_[k]) {
+      log_integral.push_back(std::isinf(c) ? -kInf : LogH((c - mean[k]) / s) + std::log(s));
+    }
+    for (const auto& [lower, upper] : pairs_[k]) {
+      const double hi = log_integral[upper];
+      const double lo = log_integral[lower];
+      log_side[k].push_back(lo == -kInf ? hi : (lo < hi ? hi + Log1mExp(lo - hi) : -kInf));
+    }
+  }
+  // Fast path: each objective's sides scaled by their largest, multiplied out in linear
+  // space; the slow path sums in log space when that underflows (deep in the dominated
+  // region).
+  double log_scale = 0;
+  std::vector<std::vector<double>> scaled(dims);
+  for (int k = 0; k < dims; ++k) {
+    const double largest = *std::max_element(log_side[k].begin(), log_side[k].end());
+    if (largest == -kInf) return -kInf;
+    log_scale += largest;
+    for (double v : log_side[k]) scaled[k].push_back(std::exp(v - largest));
+  }
+  double sum = 0;
+  for (int b = 0; b < boxes(); ++b) {
+    const int* pair = &box_pairs_[static_cast<size_t>(dims * b)];
+    double product = scaled[0][pair[0]];
+    for (int k = 1; k < dims; ++k) product *= scaled[k][pair[k]];
+    sum += product;
+  }
+  if (sum > 1e-280) return log_scale + std::log(sum);
+  return SlowLogSum(log_side);
+}
+
+double EhviBoxes::SlowLogSum(const std::vector<std::vector<double>>& log_side) const {
+  const int dims = objectives();
   std::vector<double> log_box(boxes());
   double largest = -kInf;
   for (int b = 0; b < boxes(); ++b) {
-    const int* lower = &bounds_[static_cast<size_t>(2 * dims * b)];
-    const int* upper = lower + dims;
+    const int* pair = &box_pairs_[static_cast<size_t>(dims * b)];
     double value = 0;
-    for (int k = 0; k < dims && value > -kInf; ++k) {
-      const double hi = log_integral[k][upper[k]];
-      const double lo = log_integral[k][lower[k]];
-      value += lo == -kInf ? hi : (lo < hi ? hi + Log1mExp(lo - hi) : -kInf);
-    }
+    for (int k = 0; k < dims; ++k) value += log_side[k][pair[k]];
     log_box[b] = value;
     largest = std::max(largest, value);
   }

@@ -1,6 +1,7 @@
 #ifndef SEXTANT_STRATEGIES_INTERNAL_EHVI_H_
 #define SEXTANT_STRATEGIES_INTERNAL_EHVI_H_
 
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -26,8 +27,8 @@ class EhviBoxes {
   EhviBoxes(const std::vector<std::vector<double>>& front, absl::Span<const double> reference);
 
   // log EHVI for the prediction (mean, sd), both of the reference's size. Accurate in log
-  // space where EHVI itself underflows (deep inside the dominated region it is very negative
-  // but finite); -inf when a prediction with sd = 0 cannot improve. sd is clamped at 1e-12.
+  // space where EHVI itself underflows: deep inside the dominated region it is very
+  // negative but finite (sd is clamped at 1e-12 from below). O(boxes) per call.
   double LogEhvi(absl::Span<const double> mean, absl::Span<const double> sd) const;
 
   // exp(LogEhvi(mean, sd)).
@@ -40,12 +41,18 @@ class EhviBoxes {
  private:
   void Decompose(std::vector<std::vector<double>> points, int dims, std::vector<int>& lower,
                  std::vector<int>& upper);
+  void IndexPairs();
+  double SlowLogSum(const std::vector<std::vector<double>>& log_side) const;
   int IndexOf(int objective, double value) const;
 
   // Per objective: -inf, every front coordinate, the reference; ascending and distinct.
   std::vector<std::vector<double>> coordinates_;
   // Per box: objectives() lower then objectives() upper indices into coordinates_.
   std::vector<int> bounds_;
+  // Per objective: the distinct (lower, upper) index pairs of the boxes, so that each
+  // side's integral is computed once per call; per box and objective, its pair's index.
+  std::vector<std::vector<std::pair<int, int>>> pairs_;
+  std::vector<int> box_pairs_;
 };
 
 }  // namespace sextant::internal
