@@ -375,10 +375,10 @@ void BayesianSampler::SubsampleOutputs(const SampleRequest& request, OutputData&
   data = SelectRows(std::move(data),
                     SubsetIndices(ImportanceKeys(data), limit, StreamSeed(seed_, total)));
   if (request.notes != nullptr && !noted_subset_) {
-    request.notes->push_back(absl::StrCat(
-        "bayesian sampler: fitting on a subset of ", max_observations_, " of ", total,
-        " observations (the best in some objective first, the rest at random); raise "
-        "max_observations to use more"));
+    request.notes->push_back(
+        absl::StrCat("bayesian sampler: fitting on a subset of ", max_observations_, " of ", total,
+                     " observations (the best in some objective first, the rest at random); raise "
+                     "max_observations to use more"));
     noted_subset_ = true;
   }
 }
@@ -453,10 +453,9 @@ absl::StatusOr<Surrogates> BayesianSampler::FitSurrogates(const SampleRequest& r
     const Standardized c = Standardize(Eigen::Map<const Eigen::VectorXd>(
         data.log_cost.data(), static_cast<Eigen::Index>(data.log_cost.size())));
     if (c.values.cwiseAbs().maxCoeff() > 0) {
-      SEXTANT_ASSIGN_OR_RETURN(
-          GaussianProcess gp,
-          FitOutput(objectives_ + constraints_, ToMatrix(data.cost_x, encoding_.dimension()),
-                    c.values));
+      SEXTANT_ASSIGN_OR_RETURN(GaussianProcess gp,
+                               FitOutput(objectives_ + constraints_,
+                                         ToMatrix(data.cost_x, encoding_.dimension()), c.values));
       s.cost = CostModel{std::move(gp), c.mean, c.sd};
     }
   }

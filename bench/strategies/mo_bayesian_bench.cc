@@ -83,8 +83,11 @@ void BM_WarmSuggestion(benchmark::State& state) {
   benchmark::DoNotOptimize(sampler->Ask(request));  // the cold first fit
   for (auto _ : state) benchmark::DoNotOptimize(sampler->Ask(request));
 }
-BENCHMARK(BM_WarmSuggestion)->Args({2, 0})->Args({2, 4})->Args({3, 0})->Unit(
-    benchmark::kMillisecond);
+BENCHMARK(BM_WarmSuggestion)
+    ->Args({2, 0})
+    ->Args({2, 4})
+    ->Args({3, 0})
+    ->Unit(benchmark::kMillisecond);
 
 void BM_ColdSuggestion(benchmark::State& state) {
   const auto objectives = static_cast<int>(state.range(0));

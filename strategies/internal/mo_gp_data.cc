@@ -78,8 +78,8 @@ OutputData CollectOutputs(const UnitEncoding& encoding, absl::Span<const Observa
     }
     const bool valued = ValuesOf(o, objectives, values);
     std::vector<double> violations = ViolationsOf(o, constraints);
-    data.feasible.push_back(
-        valued && std::all_of(violations.begin(), violations.end(), [](double v) { return v <= 0; }));
+    data.feasible.push_back(valued && std::all_of(violations.begin(), violations.end(),
+                                                  [](double v) { return v <= 0; }));
     data.x.push_back(std::move(z));
     data.y.push_back(values);
     data.violations.push_back(std::move(violations));

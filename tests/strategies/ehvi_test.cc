@@ -99,8 +99,7 @@ TEST(EhviBoxesTest, CertainPredictionGivesTheExactImprovement) {
               1e-6);
   const Points front2 = {{1, 3}, {2, 2}, {3, 1}};
   const EhviBoxes boxes2(front2, {4, 4});
-  EXPECT_NEAR(boxes2.Ehvi({0.5, 0.5}, {1e-9, 1e-9}),
-              Improvement(front2, {0.5, 0.5}, {4, 4}), 1e-6);
+  EXPECT_NEAR(boxes2.Ehvi({0.5, 0.5}, {1e-9, 1e-9}), Improvement(front2, {0.5, 0.5}, {4, 4}), 1e-6);
 }
 
 TEST(EhviBoxesTest, NearZeroDeepInTheDominatedRegionAndPositiveBeyondTheFront) {

@@ -145,7 +145,8 @@ TEST(MultiObjectiveBayesianTest, PendingTrialsGetDistinctSpreadOutSuggestions) {
   for (size_t i = 0; i < batch.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       double d2 = 0;
-      for (int d = 0; d < kDims; ++d) d2 += (batch[i][d] - batch[j][d]) * (batch[i][d] - batch[j][d]);
+      for (int d = 0; d < kDims; ++d)
+        d2 += (batch[i][d] - batch[j][d]) * (batch[i][d] - batch[j][d]);
       EXPECT_GT(std::sqrt(d2), 1e-3) << i << " and " << j;
     }
   }
@@ -175,7 +176,8 @@ TEST(MultiObjectiveBayesianTest, FailedTrialsAndThreeObjectivesStillAnswer) {
 Outcomes HalfFeasible(const std::vector<double>& x, int objectives) {
   Outcomes out;
   out.values.push_back((x[0] - 0.3) * (x[0] - 0.3) + (x[1] - 0.4) * (x[1] - 0.4) + 0.2 * x[1]);
-  if (objectives == 2) out.values.push_back((x[0] - 0.1) * (x[0] - 0.1) + (x[1] - 0.9) * (x[1] - 0.9));
+  if (objectives == 2)
+    out.values.push_back((x[0] - 0.1) * (x[0] - 0.1) + (x[1] - 0.9) * (x[1] - 0.9));
   out.violations.push_back(x[0] + 0.6 * x[1] - 0.65);
   return out;
 }
@@ -189,8 +191,8 @@ double FeasibleShareAfter(const std::vector<Observation>& history, size_t from) 
 TEST(ConstrainedBayesianTest, MostSuggestionsAfterTheDesignAreFeasible) {
   for (int objectives : {1, 2}) {
     auto sampler = NewBayesianSampler(UnitSpace(2), MultiObjective(13, objectives, 1));
-    const std::vector<Observation> history =
-        RunTrials(*sampler, 30, 2, [objectives](const auto& x) { return HalfFeasible(x, objectives); });
+    const std::vector<Observation> history = RunTrials(
+        *sampler, 30, 2, [objectives](const auto& x) { return HalfFeasible(x, objectives); });
     EXPECT_GE(FeasibleShareAfter(history, 5), 0.75) << objectives << " objectives";
   }
 }
@@ -203,9 +205,9 @@ TEST(ConstrainedBayesianTest, MissingViolationsCountAsInfeasibleAndTheSearchGoes
     ASSERT_TRUE(p.ok()) << p.status();
     Outcomes out = HalfFeasible(Coordinates(*p, 2), 1);
     // Nothing is feasible at first; then the metric goes missing on every other trial.
-    out.violations[0] = t < 6 ? std::abs(out.violations[0]) + 0.1
-                              : (t % 2 == 0 ? std::numeric_limits<double>::infinity()
-                                            : out.violations[0]);
+    out.violations[0] =
+        t < 6 ? std::abs(out.violations[0]) + 0.1
+              : (t % 2 == 0 ? std::numeric_limits<double>::infinity() : out.violations[0]);
     history.push_back(Finished(*p, out));
   }
 }
