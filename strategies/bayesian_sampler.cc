@@ -205,7 +205,7 @@ class BayesianSampler final : public Sampler {
   bool IsKnown(const Eigen::VectorXd& z, const std::vector<Eigen::VectorXd>& x,
                const std::vector<Eigen::VectorXd>& pending) const;
 
-  // Several objectives, constraints or a cost model (see mo_gp_sampler below).
+  // Several objectives, constraints or a cost model (see OutputsModelPoint below).
   bool UsesPlainModel(const SampleRequest& request) const;
   void SubsampleOutputs(const SampleRequest& request, OutputData& data);
   absl::StatusOr<GaussianProcess> FitOutput(size_t slot, const Eigen::MatrixXd& x,
