@@ -437,6 +437,11 @@ def write_results(args, methods, table, runs, wall_total, version_line):
     if args.out == "-":
         print(text)
     else:
+        # Keep the section cost_aware.py writes into the same file.
+        begin, end = "<!-- cost-aware: begin", "<!-- cost-aware: end -->"
+        old = open(args.out).read() if os.path.exists(args.out) else ""
+        if begin in old and end in old:
+            text += "\n" + old[old.index(begin):old.index(end) + len(end)] + "\n"
         with open(args.out, "w") as f:
             f.write(text)
         log(f"mo_bench: wrote {args.out}")
