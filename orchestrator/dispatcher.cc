@@ -7,6 +7,7 @@
 #include "nlohmann/json.hpp"
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/trial_command.h"
+#include "strategies/pareto.h"
 #include "sextant/v1/worker_service.pb.h"
 
 namespace sextant {
@@ -44,6 +45,7 @@ Dispatcher::Dispatcher(v1::ExperimentSpec spec, Store* store, std::unique_ptr<Sa
                        Clock* clock, DispatcherOptions options,
                        std::unique_ptr<Scheduler> scheduler)
     : spec_(std::move(spec)),
+      objectives_(spec_),
       space_(ToSearchSpace(spec_)),
       store_(store),
       sampler_(std::move(sampler)),
@@ -109,20 +111,24 @@ absl::Status Dispatcher::Load() {
     e.row = std::move(row);
     trials_.push_back(std::move(e));
   }
-  const std::string& metric = spec_.objective().metric();
   for (const MeasurementRow& m : ms) {
     if (m.trial_id < 1 || m.trial_id > static_cast<int64_t>(trials_.size())) continue;
     nlohmann::json j = nlohmann::json::parse(m.metrics_json, nullptr, false);
-    if (j.is_object() && j.contains(metric) && j[metric].is_number()) {
-      trials_[m.trial_id - 1].objective = j[metric].get<double>();
+    if (!j.is_object()) continue;
+    Entry& e = trials_[m.trial_id - 1];
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.value().is_number() && objectives_.Mentions(it.key())) {
+        e.latest[it.key()] = it.value().get<double>();
+      }
     }
   }
-  for (const Entry& e : trials_) {
-    Observation o{e.params, Observation::Outcome::kPending, std::nullopt};
+  for (Entry& e : trials_) {
+    auto first = e.latest.find(objectives_.objectives()[0].metric());
+    if (first != e.latest.end()) e.objective = first->second;
+    Observation o;
+    o.params = e.params;
     if (e.row.state == kCompleted && e.row.value) {
-      o.outcome = Observation::Outcome::kCompleted;
-      double v = *e.row.value;
-      o.value = spec_.objective().goal() == v1::Objective::MAXIMIZE ? -v : v;
+      o = ObservedAs(e, Observation::Outcome::kCompleted);
     } else if (e.row.state == kFailed) {
       o.outcome = Observation::Outcome::kFailed;
     }
@@ -138,7 +144,7 @@ absl::Status Dispatcher::Load() {
 }
 
 bool Dispatcher::Better(double a, double b) const {
-  return spec_.objective().goal() == v1::Objective::MAXIMIZE ? a > b : a < b;
+  return objectives_.objectives()[0].goal() == v1::Objective::MAXIMIZE ? a > b : a < b;
 }
 
 bool Dispatcher::CanCreate() const {
@@ -152,7 +158,31 @@ bool Dispatcher::Finished() const {
 }
 
 double Dispatcher::Minimised(double v) const {
-  return spec_.objective().goal() == v1::Objective::MAXIMIZE ? -v : v;
+  return objectives_.objectives()[0].goal() == v1::Objective::MAXIMIZE ? -v : v;
+}
+
+TrialEvaluation Dispatcher::EvaluateNow(const Entry& e) const {
+  double seconds = e.row.seconds;
+  if (e.attempt_started > 0) seconds += std::max(0.0, Now() - e.attempt_started);
+  return objectives_.Evaluate(e.latest, TrialCost(e.row.id), seconds);
+}
+
+void Dispatcher::EndAttemptClock(Entry& e) {
+  if (e.attempt_started > 0) e.row.seconds += std::max(0.0, Now() - e.attempt_started);
+  e.attempt_started = 0;
+}
+
+void Dispatcher::RecordOutcome(Entry& e) const {
+  const TrialEvaluation ev = EvaluateNow(e);
+  if (objectives_.multi()) e.row.values = ev.values;
+  e.row.feasible = ev.feasible();
+}
+
+Observation Dispatcher::ObservedAs(const Entry& e, Observation::Outcome outcome) const {
+  const TrialEvaluation ev = EvaluateNow(e);
+  Observation o = objectives_.ToObservation(e.params, outcome, ev, TrialCost(e.row.id));
+  if (!objectives_.multi() && !o.value && e.row.value) o.value = Minimised(*e.row.value);
+  return o;
 }
 
 void Dispatcher::AddRung(Entry& e, const std::string& decision) {
@@ -178,14 +208,20 @@ v1::TrialAction Dispatcher::ActionFor(const Entry& e) const {
 // fidelity each trial happened to reach.
 std::vector<Observation> Dispatcher::ModelHistory() const {
   const int min_count = static_cast<int>(space_.params.size()) + 2;
-  std::map<int64_t, double> at_best = scheduler_->ObservationsAtBestFidelity(min_count);
+  std::map<int64_t, std::vector<double>> at_best = scheduler_->ValuesAtBestFidelity(min_count);
   std::vector<Observation> out;
   for (const Entry& e : trials_) {
-    Observation o{e.params, Observation::Outcome::kPending, std::nullopt};
+    Observation o;
+    o.params = e.params;
     auto it = at_best.find(e.row.id);
-    if (it != at_best.end()) {
+    if (it != at_best.end() && !it->second.empty()) {
       o.outcome = Observation::Outcome::kCompleted;
-      o.value = it->second;
+      if (objectives_.multi()) {
+        o.values = it->second;
+      } else {
+        o.value = it->second[0];
+      }
+      o.violations = EvaluateNow(e).violations;
     } else if (e.row.state != kRunning) {
       continue;  // observed only at lower fidelities: not comparable
     }
@@ -231,10 +267,11 @@ absl::StatusOr<Dispatcher::Entry*> Dispatcher::CreateTrialInTx() {
   std::vector<std::string> notes;
   std::vector<Observation> model_history;
   if (bohb_ && scheduler_) model_history = ModelHistory();
-  absl::StatusOr<Params> params = sampler_->Ask(
-      SampleRequest{number, bohb_ && scheduler_ ? absl::MakeConstSpan(model_history)
-                                                : absl::MakeConstSpan(history_),
-                    &notes});
+  SampleRequest request{number, bohb_ && scheduler_ ? absl::MakeConstSpan(model_history)
+                                                     : absl::MakeConstSpan(history_),
+                        &notes};
+  request.budget_used = BudgetUsed(spec_, spend_ ? spend_() : 0.0, number);
+  absl::StatusOr<Params> params = sampler_->Ask(request);
   for (const std::string& note : notes) SEXTANT_RETURN_IF_ERROR(Event("sampler_note", 0, note));
   if (!params.ok()) {
     sampler_exhausted_ = true;
@@ -249,7 +286,7 @@ absl::StatusOr<Dispatcher::Entry*> Dispatcher::CreateTrialInTx() {
   e.row.state = kPending;
   e.row.params_json = ParamsToJson(e.params);
   e.row.created_at = Now();
-  history_.push_back(Observation{e.params, Observation::Outcome::kPending, std::nullopt});
+  history_.emplace_back().params = e.params;
   trials_.push_back(std::move(e));
   return &trials_.back();
 }
@@ -327,6 +364,7 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
     }
     e->row.state = kRunning;
     e->worker_id = worker_id;
+    e->attempt_started = Now();
     e->lease_deadline = clock_->Now() + absl::Seconds(options_.lease_seconds);
     ++running_;
     SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e->row));
@@ -440,10 +478,18 @@ absl::Status Dispatcher::ObserveFidelityInTx(Entry& e, double fidelity) {
   }
   e.attempt_fidelity = fidelity;
   e.row.fidelity = std::max(e.row.fidelity, fidelity);
-  if (!e.objective || !std::isfinite(*e.objective) || e.action != Decision::Kind::kContinue) {
-    return absl::OkStatus();
+  if (e.action != Decision::Kind::kContinue) return absl::OkStatus();
+  Decision d;
+  if (objectives_.multi()) {
+    // MO-ASHA ranks on every objective (the built-in cost and trial_seconds as of now).
+    const TrialEvaluation ev = EvaluateNow(e);
+    if (!ev.ok()) return absl::OkStatus();
+    const std::vector<double> values = objectives_.Minimised(ev.values);
+    d = scheduler_->OnReportValues(e.row.id, fidelity, values, ev.feasible());
+  } else {
+    if (!e.objective || !std::isfinite(*e.objective)) return absl::OkStatus();
+    d = scheduler_->OnReport(e.row.id, fidelity, Minimised(*e.objective));
   }
-  Decision d = scheduler_->OnReport(e.row.id, fidelity, Minimised(*e.objective));
   if (d.kind == Decision::Kind::kContinue) return absl::OkStatus();
   e.action = d.kind;
   e.action_reason = d.reason;
@@ -452,7 +498,7 @@ absl::Status Dispatcher::ObserveFidelityInTx(Entry& e, double fidelity) {
 
 absl::Status Dispatcher::StoreMeasurementsInTx(
     Entry& e, const google::protobuf::RepeatedPtrField<v1::Measurement>& ms) {
-  const std::string& metric = spec_.objective().metric();
+  const std::string& metric = objectives_.objectives()[0].metric();
   for (const v1::Measurement& m : ms) {
     SEXTANT_ASSIGN_OR_RETURN(bool inserted,
                              store_->AddMeasurement(MeasurementRow{
@@ -464,6 +510,9 @@ absl::Status Dispatcher::StoreMeasurementsInTx(
       std::string message = kind.size() < m.event().size() ? m.event().substr(kind.size() + 1) : "";
       SEXTANT_RETURN_IF_ERROR(Event(absl::StrCat("trial_", kind), e.row.id, message));
       continue;
+    }
+    for (const auto& [name, value] : m.metrics()) {
+      if (objectives_.Mentions(name)) e.latest[name] = value;
     }
     auto it = m.metrics().find(metric);
     if (it != m.metrics().end()) e.objective = it->second;
@@ -514,17 +563,16 @@ absl::StatusOr<bool> Dispatcher::FinishScheduledInTx(Entry& e,
     e.row.finished_at = Now();
     if (e.objective && std::isfinite(*e.objective)) e.row.value = *e.objective;
     AddRung(e, "pruned");
-    history_[e.row.id - 1] = Observation{e.params, Observation::Outcome::kPruned,
-                                         e.row.value ? std::optional<double>(Minimised(*e.row.value))
-                                                     : std::nullopt};
+    RecordOutcome(e);
+    history_[e.row.id - 1] = ObservedAs(e, Observation::Outcome::kPruned);
     scheduler_->OnEnd(e.row.id, /*reached_target=*/false);
     SEXTANT_RETURN_IF_ERROR(Event("trial_pruned", e.row.id, e.action_reason));
   } else if (pause && e.objective && std::isfinite(*e.objective)) {
     e.row.state = kPending;
     e.row.paused = true;
     AddRung(e, "paused");
-    history_[e.row.id - 1] = Observation{e.params, Observation::Outcome::kPruned,
-                                         Minimised(*e.objective)};
+    RecordOutcome(e);
+    history_[e.row.id - 1] = ObservedAs(e, Observation::Outcome::kPruned);
     scheduler_->OnEnd(e.row.id, /*reached_target=*/true);
   } else {
     if (exited_ok && e.attempt_fidelity < 0) {
@@ -579,6 +627,7 @@ absl::Status Dispatcher::FlushTelemetry() {
 
 absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request) {
   SEXTANT_RETURN_IF_ERROR(StoreMeasurementsInTx(e, request.measurements()));
+  EndAttemptClock(e);
   if (request.preempted()) return PreemptInTx(e, request);
   if (scheduler_) {
     SEXTANT_ASSIGN_OR_RETURN(bool handled, FinishScheduledInTx(e, request));
@@ -588,33 +637,36 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
       return store_->PutTrial(e.row);
     }
   }
-  const std::string& metric = spec_.objective().metric();
+  const std::string& metric = objectives_.objectives()[0].metric();
   std::string error;
+  const TrialEvaluation evaluation = EvaluateNow(e);
   if (!e.fidelity_error.empty()) {
     error = e.fidelity_error;
   } else if (request.exit_code() != 0 || request.timed_out() || !request.error().empty()) {
     error = request.error().empty() ? absl::StrCat("exited with status ", request.exit_code())
                                     : request.error();
-  } else if (!e.objective) {
-    error = absl::StrCat("the trial exited 0 but never reported the objective metric '", metric,
-                         "' (print a line such as '", metric, "=0.42' on stdout)");
-  } else if (!std::isfinite(*e.objective)) {
-    error = absl::StrCat("the objective metric '", metric, "' is ", FormatValue(*e.objective),
-                         "; it must be a finite number");
+  } else if (!evaluation.ok()) {
+    error = evaluation.error;
   }
   --running_;
   e.worker_id = 0;
   const int exit_code = request.exit_code();
   if (error.empty()) {
     e.row.state = kCompleted;
-    e.row.value = *e.objective;
+    e.row.value = evaluation.values[0];
     e.row.error.clear();
     e.row.finished_at = Now();
-    double v = *e.objective;
-    history_[e.row.id - 1] = Observation{
-        e.params, Observation::Outcome::kCompleted,
-        spec_.objective().goal() == v1::Objective::MAXIMIZE ? -v : v};
-    if (spec_.objective().has_target() && !Better(spec_.objective().target(), v)) {
+    const double v = evaluation.values[0];
+    RecordOutcome(e);
+    history_[e.row.id - 1] = ObservedAs(e, Observation::Outcome::kCompleted);
+    for (const std::string& missing : evaluation.missing_constraints) {
+      SEXTANT_RETURN_IF_ERROR(Event(
+          "constraint_missing", e.row.id,
+          absl::StrCat("the trial never reported the constraint metric '", missing,
+                       "'; it is infeasible")));
+    }
+    if (!objectives_.multi() && spec_.objective().has_target() && evaluation.feasible() &&
+        !Better(spec_.objective().target(), v)) {
       if (!target_reached_) {
         target_reached_ = true;
         SEXTANT_RETURN_IF_ERROR(Event("target_reached", e.row.id,
@@ -679,6 +731,7 @@ absl::StatusOr<int> Dispatcher::Tick() {
       SEXTANT_RETURN_IF_ERROR(Event("lease_expired", e.row.id, why));
       e.row.state = kPending;
       e.worker_id = 0;
+      EndAttemptClock(e);
       --running_;
       queue_.push_front(e.row.id);
       SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e.row));
@@ -699,6 +752,7 @@ absl::Status Dispatcher::Interrupt() {
                                                     "run interrupted", Now()));
       e.row.state = kCancelled;
       e.worker_id = 0;
+      EndAttemptClock(e);
       --running_;
       ++cancelled;
       SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e.row));
@@ -778,11 +832,23 @@ DispatchStats Dispatcher::Stats() const {
     ++s.by_state[e.row.state];
     s.preemptions += e.row.preemptions;
     if (IsFinal(e.row.state)) ++s.finished;
-    if (e.row.state == kCompleted && e.row.value &&
+    if (!objectives_.multi() && e.row.state == kCompleted && e.row.value && e.row.feasible &&
         (!s.best_value || Better(*e.row.value, *s.best_value))) {
       s.best_value = e.row.value;
       s.best_trial = e.row.id;
     }
+  }
+  if (objectives_.multi()) {
+    std::vector<std::vector<double>> points;
+    for (const Entry& e : trials_) {
+      if (e.row.state == kCompleted && e.row.feasible &&
+          e.row.values.size() == static_cast<size_t>(objectives_.size())) {
+        points.push_back(objectives_.Minimised(e.row.values));
+      }
+    }
+    s.front_size = static_cast<int>(ParetoFront(points).size());
+    bool derived = false;
+    s.hypervolume = Hypervolume(points, ReferencePoint(objectives_, points, &derived));
   }
   if (!CanCreate() && s.max_trials > s.created) s.max_trials = s.created;
   if (spec_.budget().has_max_cost()) s.budget = spec_.budget().max_cost();

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "orchestrator/objectives.h"
 #include "orchestrator/store.h"
 #include "sextant/v1/experiment.pb.h"
 #include "sextant/v1/worker_service.pb.h"
@@ -44,6 +46,9 @@ struct DispatchStats {
   int preemptions = 0;                  // attempts ended by a preemption notice, all trials
   std::optional<double> spend;          // committed spend, when instances are billed
   std::optional<double> budget;         // budget.max_cost, when set
+  // Several objectives: no best_value; the size of the front of feasible completed trials.
+  int front_size = 0;
+  std::optional<double> hypervolume;    // several objectives: of that front (see results.h)
 };
 
 // The queue of trials and the leases on them: the orchestrator's core, with no gRPC in it.
@@ -132,6 +137,11 @@ class Dispatcher {
   int TopRungDemand() const;
   // The worker's instance is going away: its next Lease answers `done`, so it exits.
   void RetireWorker(int64_t worker_id) { retired_.insert(worker_id); }
+  // Where the built-in metric `cost` comes from: the trial's share of the ledger so far, every
+  // attempt counted. Default: 0 (nothing is billed). The function must outlive the dispatcher.
+  void SetTrialCost(std::function<double(int64_t trial)> cost) { trial_cost_ = std::move(cost); }
+  // The run's committed spend, for cost_aware sampling's budget share. Default: 0.
+  void SetSpend(std::function<double()> spend) { spend_ = std::move(spend); }
   const v1::ExperimentSpec& spec() const { return spec_; }
 
  private:
@@ -140,7 +150,10 @@ class Dispatcher {
     Params params;
     int64_t worker_id = 0;
     absl::Time lease_deadline;
-    std::optional<double> objective;  // last reported value of the objective metric
+    std::optional<double> objective;  // last reported value of the (first) objective metric
+    std::map<std::string, double> latest;  // last value of each objective or constraint metric
+    double seconds = 0;            // wall time of the trial's finished attempts
+    double attempt_started = 0;    // when the current attempt was leased
     // Multi-fidelity bookkeeping for the current attempt.
     Decision::Kind action = Decision::Kind::kContinue;  // what the scheduler last asked
     std::string action_reason;
@@ -178,6 +191,15 @@ class Dispatcher {
   absl::Status FinalizePausedInTx();
   void AddRung(Entry& e, const std::string& decision);
   double Minimised(double v) const;
+  // The trial's objectives and constraints from its latest metrics and built-ins, now.
+  TrialEvaluation EvaluateNow(const Entry& e) const;
+  double TrialCost(int64_t trial) const { return trial_cost_ ? trial_cost_(trial) : 0.0; }
+  // The sampler's observation of e, evaluated now, with the given outcome.
+  Observation ObservedAs(const Entry& e, Observation::Outcome outcome) const;
+  // Copies the evaluation's values and feasibility into e.row.
+  void RecordOutcome(Entry& e) const;
+  // The current attempt ended: its wall time joins e.row.seconds.
+  void EndAttemptClock(Entry& e);
   std::vector<Observation> ModelHistory() const;
   v1::TrialAction ActionFor(const Entry& e) const;
   absl::Status Event(const std::string& kind, int64_t trial_id, const std::string& message);
@@ -185,6 +207,9 @@ class Dispatcher {
   auto InTransaction(F&& f) -> decltype(f());
 
   v1::ExperimentSpec spec_;
+  ObjectiveSet objectives_;
+  std::function<double(int64_t)> trial_cost_;
+  std::function<double()> spend_;
   SearchSpace space_;
   Store* store_;
   std::unique_ptr<Sampler> sampler_;

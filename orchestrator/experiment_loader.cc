@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -25,9 +26,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/duration.h"
 #include "common/ids.h"
 #include "orchestrator/cost/catalog.h"
+#include "orchestrator/cost/param_expression.h"
 #include "orchestrator/trial_command.h"
 
 namespace sextant {
@@ -112,7 +115,7 @@ int EditDistance(absl::string_view a, absl::string_view b) {
 }
 
 // The allowed key closest to a misspelt one, or "" when none is close.
-absl::string_view Nearest(absl::string_view key, std::initializer_list<absl::string_view> allowed) {
+absl::string_view Nearest(absl::string_view key, absl::Span<const absl::string_view> allowed) {
   absl::string_view best;
   int best_distance = key.size() >= 5 ? 2 : 1;
   for (absl::string_view a : allowed) {
@@ -304,7 +307,7 @@ class Reader {
 // ones (and the closest match, when one is close).
 class Section {
  public:
-  Section(Reader& r, const Field& field, std::initializer_list<absl::string_view> allowed)
+  Section(Reader& r, const Field& field, const std::vector<absl::string_view>& allowed)
       : r_(r), field_(field), ok_(field.value.IsMap()), entries_(r.Entries(field)) {
     for (const Field& e : entries_) {
       const std::string& key = e.key.Scalar();
@@ -346,8 +349,8 @@ class Section {
 
 constexpr std::array<absl::string_view, 3> kParamTypes = {"float", "int", "categorical"};
 constexpr std::array<absl::string_view, 2> kGoals = {"minimize", "maximize"};
-constexpr std::array<absl::string_view, 5> kSamplers = {"random", "grid", "sobol", "bayesian",
-                                                        "tpe"};
+constexpr std::array<absl::string_view, 6> kSamplers = {"random", "grid", "sobol", "bayesian",
+                                                        "tpe",    "nsga2"};
 constexpr std::array<absl::string_view, 2> kAshaModes = {"promotion", "stopping"};
 constexpr std::array<absl::string_view, 5> kSchedulers = {"none", "asha", "hyperband", "bohb",
                                                           "median"};
@@ -428,6 +431,10 @@ class Loader {
   void LoadRoot(const Field& root);
   void LoadName(const Section& root);
   void LoadObjective(const Section& root);
+  void LoadOneObjective(const Field& f, v1::Objective* objective, bool with_reference);
+  void LoadObjectives(const Field& f);
+  void LoadConstraints(const Field& f);
+  void CheckObjectivesAgainstSearch(const Section& root);
   void LoadParameters(const Section& root, bool may_be_empty);
   void LoadParameter(const Field& f, std::vector<PendingWhen>& whens);
   void LoadRange(const Section& s, v1::Parameter* p, bool integral);
@@ -449,6 +456,7 @@ class Loader {
   void LoadPool(const Field& f, std::set<std::string>& names, v1::Pool* pool);
   void LoadResourceOptions(const Section& s, v1::Resources* resources);
   void LoadSimulate(const Field& f);
+  void LoadTimeExpression(const Field& f, v1::Simulation* sim);
   void CheckPoolsAgainstCatalog(const Section& root);
   void LoadFederation(const Field& f);
   int64_t LoadRegions(const Section& s, v1::Federation* fed);
@@ -529,8 +537,8 @@ LoadResult Loader::Run(const std::string& yaml) {
 void Loader::LoadRoot(const Field& root) {
   Section s(
       r_, root,
-      {"name", "objective", "parameters", "search", "trial", "budget", "resources", "federation",
-       "simulate"});
+      {"name", "objective", "objectives", "constraints", "parameters", "search", "trial", "budget",
+       "resources", "federation", "simulate"});
   if (!s.ok()) return;
   spec_.set_source_path(file_);
   LoadName(s);
@@ -544,6 +552,7 @@ void Loader::LoadRoot(const Field& root) {
   if (const Field* f = s.Find("federation")) LoadFederation(*f);
   if (const Field* f = s.Find("simulate")) LoadSimulate(*f);
   CheckPoolsAgainstCatalog(s);
+  CheckObjectivesAgainstSearch(s);
 }
 
 void Loader::LoadName(const Section& root) {
@@ -561,10 +570,24 @@ void Loader::LoadName(const Section& root) {
 }
 
 void Loader::LoadObjective(const Section& root) {
-  const Field* f = root.Require("objective");
-  if (f == nullptr) return;
-  Section s(r_, *f, {"metric", "goal", "target"});
-  v1::Objective* objective = spec_.mutable_objective();
+  const Field* several = root.Find("objectives");
+  const Field* one = root.Find("objective");
+  if (several != nullptr && one != nullptr) {
+    r_.KeyError(*several, "give either objective (one) or objectives (2 to 4), not both");
+    return;
+  }
+  if (several != nullptr) {
+    LoadObjectives(*several);
+  } else if (const Field* f = root.Require("objective")) {
+    LoadOneObjective(*f, spec_.mutable_objective(), /*with_reference=*/false);
+  }
+  if (const Field* f = root.Find("constraints")) LoadConstraints(*f);
+}
+
+void Loader::LoadOneObjective(const Field& f, v1::Objective* objective, bool with_reference) {
+  Section s(r_, f,
+            with_reference ? std::vector<absl::string_view>{"metric", "goal", "reference"}
+                           : std::vector<absl::string_view>{"metric", "goal", "target"});
   objective->set_goal(v1::Objective::MINIMIZE);
   if (!s.ok()) return;
   if (const Field* metric = s.Require("metric")) {
@@ -578,6 +601,104 @@ void Loader::LoadObjective(const Section& root) {
   IfPresent<double>(
       s, "target", [&](const Field& t) { return r_.Number(t); },
       [&](double v) { objective->set_target(v); });
+  IfPresent<double>(
+      s, "reference", [&](const Field& t) { return r_.Number(t); },
+      [&](double v) { objective->set_reference(v); });
+}
+
+void Loader::LoadObjectives(const Field& f) {
+  std::vector<Field> entries = r_.Elements(f);
+  if (!f.value.IsSequence()) return;
+  if (entries.size() < 2 || entries.size() > 4) {
+    r_.ValueError(f, absl::StrCat("needs 2 to 4 entries, got ", entries.size(),
+                                  entries.size() == 1 ? " (for one, use objective:)" : ""));
+    return;
+  }
+  std::map<std::string, std::string> seen;  // metric -> the entry's path
+  for (const Field& e : entries) {
+    v1::Objective* objective = spec_.add_objectives();
+    LoadOneObjective(e, objective, /*with_reference=*/true);
+    if (objective->metric().empty()) continue;
+    auto [it, fresh] = seen.emplace(objective->metric(), e.path);
+    if (!fresh) {
+      r_.ValueError(e, absl::StrCat("metric '", objective->metric(), "' is already an objective (",
+                                    it->second, ")"));
+    }
+  }
+}
+
+void Loader::LoadConstraints(const Field& f) {
+  std::vector<Field> entries = r_.Elements(f);
+  if (f.value.IsSequence() && entries.empty()) r_.ValueError(f, "empty list; leave the key out");
+  for (const Field& e : entries) {
+    v1::Constraint* c = spec_.add_constraints();
+    Section s(r_, e, {"metric", "max", "min"});
+    if (!s.ok()) continue;
+    if (const Field* metric = s.Require("metric")) {
+      if (auto v = r_.NonEmptyString(*metric)) c->set_metric(*v);
+    }
+    IfPresent<double>(s, "max", [&](const Field& x) { return r_.Number(x); },
+                      [&](double v) { c->set_max(v); });
+    IfPresent<double>(s, "min", [&](const Field& x) { return r_.Number(x); },
+                      [&](double v) { c->set_min(v); });
+    if (s.Find("max") == nullptr && s.Find("min") == nullptr) {
+      r_.ValueError(e, "needs max or min (a bound the metric must keep)");
+    } else if (c->has_max() && c->has_min() && !(c->min() <= c->max())) {
+      r_.ValueError(*s.Find("min"), "must not exceed max");
+    }
+  }
+}
+
+// Checks what depends on both the objectives and the search or resources blocks.
+void Loader::CheckObjectivesAgainstSearch(const Section& root) {
+  const int objectives = spec_.objectives_size();
+  const v1::Search& search = spec_.search();
+  const Field* search_field = root.Find("search");
+  const Field* objectives_field = root.Find("objectives");
+  // The search block's entry `key`, already checked by LoadSearch (null when absent).
+  std::vector<std::unique_ptr<Field>> found;
+  auto search_key = [&](absl::string_view key) -> const Field* {
+    if (search_field == nullptr || !search_field->value.IsMap()) return nullptr;
+    for (const auto& kv : search_field->value) {
+      if (kv.first.IsScalar() && kv.first.Scalar() == key) {
+        found.push_back(std::make_unique<Field>(Join(search_field->path, std::string(key)),
+                                                kv.first, kv.second));
+        return found.back().get();
+      }
+    }
+    return nullptr;
+  };
+  if (search.sampler() == v1::Search::NSGA2 && objectives == 0) {
+    if (const Field* f = search_key("sampler")) {
+      r_.ValueError(*f, "nsga2 needs several objectives (objectives:); for one, use bayesian or tpe");
+    }
+  }
+  if (search.cost_aware()) {
+    const Field* f = search_key("cost_aware");
+    if (objectives > 0 && f != nullptr) {
+      r_.ValueError(*f, "cost_aware is for one objective; with objectives:, make cost one of them");
+    } else if (search.sampler() != v1::Search::BAYESIAN && f != nullptr) {
+      r_.ValueError(*f, "cost_aware needs sampler: bayesian");
+    }
+  }
+  if (objectives > 0 && search.scheduler() == v1::Search::MEDIAN) {
+    if (const Field* f = search_key("scheduler")) {
+      r_.ValueError(*f, "median stopping compares one value; with objectives:, use asha, hyperband "
+                        "or bohb (they rank by non-dominated rank and crowding distance)");
+    }
+  }
+  const v1::Resources& res = spec_.resources();
+  const bool unbilled = res.provider() == "local" && res.pools_size() == 0;
+  if (unbilled && objectives_field != nullptr && spec_.federation().regions_size() == 0) {
+    for (int i = 0; i < objectives; ++i) {
+      if (spec_.objectives(i).metric() == "cost") {
+        r_.ValueError(*objectives_field,
+                      absl::StrCat("objectives[", i, "]: cost is always 0 under the local provider "
+                                   "without pools (nothing is billed); add priced pools under "
+                                   "resources:, or try it with sextant simulate"));
+      }
+    }
+  }
 }
 
 void Loader::LoadParameters(const Section& root, bool may_be_empty) {
@@ -767,7 +888,7 @@ void Loader::LoadSearch(const Section& root) {
   if (f == nullptr) return;
   Section s(r_, *f,
             {"sampler", "scheduler", "fidelity", "seed", "max_trials", "max_concurrent",
-             "initial_design", "asha_mode"});
+             "initial_design", "asha_mode", "cost_aware"});
   if (!s.ok()) return;
   IfPresent<size_t>(
       s, "sampler", [&](const Field& x) { return r_.Choice(x, kSamplers); },
@@ -784,6 +905,9 @@ void Loader::LoadSearch(const Section& root) {
                      [&](int64_t v) { search->set_max_concurrent(v); });
   IfPresent<int64_t>(s, "initial_design", positive,
                      [&](int64_t v) { search->set_initial_design(v); });
+  IfPresent<bool>(
+      s, "cost_aware", [&](const Field& x) { return r_.Bool(x); },
+      [&](bool v) { search->set_cost_aware(v); });
   search->set_asha_mode("promotion");
   IfPresent<size_t>(
       s, "asha_mode", [&](const Field& x) { return r_.Choice(x, kAshaModes); },
@@ -1057,10 +1181,43 @@ void Loader::LoadResourceOptions(const Section& s, v1::Resources* resources) {
   }
 }
 
+// A time per unit that depends on the parameters: it must parse over the numeric parameters
+// and be a positive, finite number of seconds at the corners and the centre of the space.
+void Loader::LoadTimeExpression(const Field& f, v1::Simulation* sim) {
+  std::optional<std::string> text = r_.NonEmptyString(f);
+  if (!text) return;
+  std::vector<std::string> names;
+  std::map<std::string, double> lo, hi, mid;
+  for (const v1::Parameter& p : spec_.parameters()) {
+    if (p.type() == v1::Parameter::CATEGORICAL) continue;
+    names.push_back(p.name());
+    lo[p.name()] = p.min();
+    hi[p.name()] = p.max();
+    mid[p.name()] = (p.min() + p.max()) / 2;
+  }
+  absl::StatusOr<std::unique_ptr<ParamExpression>> e = ParamExpression::Parse(*text, names);
+  if (!e.ok()) {
+    r_.ValueError(f, absl::StrCat(e.status().message(), " (it may use the numeric parameters: ",
+                                  absl::StrJoin(names, ", "), ")"));
+    return;
+  }
+  for (const auto* at : {&lo, &mid, &hi}) {
+    const double v = (*e)->Evaluate(*at);
+    if (!(v > 0) || !std::isfinite(v)) {
+      r_.ValueError(f, absl::StrCat("must be a positive number of seconds everywhere in the space; at ",
+                                    at == &lo ? "every parameter's min" : at == &hi ? "every parameter's max" : "the centre",
+                                    " it is ", v));
+      return;
+    }
+  }
+  sim->set_seconds_per_unit_expression(*text);
+}
+
 void Loader::LoadSimulate(const Field& f) {
   Section s(r_, f,
-            {"seconds_per_unit", "seconds_per_trial", "attempt_overhead", "objective", "noise",
-             "checkpoint_every", "checkpoint_time", "boot_time", "seed", "tick"});
+            {"seconds_per_unit", "seconds_per_unit_expression", "seconds_per_trial",
+             "attempt_overhead", "objective", "noise", "checkpoint_every", "checkpoint_time",
+             "boot_time", "seed", "tick"});
   if (!s.ok()) return;
   v1::Simulation* sim = spec_.mutable_simulate();
   auto duration = [&](const Field& x) { return r_.Duration(x); };
@@ -1076,6 +1233,7 @@ void Loader::LoadSimulate(const Field& f) {
                     [&](double v) { sim->set_seconds_per_unit(v); });
   IfPresent<double>(s, "seconds_per_trial", positive_duration,
                     [&](double v) { sim->set_seconds_per_trial(v); });
+  if (const Field* x = s.Find("seconds_per_unit_expression")) LoadTimeExpression(*x, sim);
   IfPresent<double>(s, "attempt_overhead", duration,
                     [&](double v) { sim->set_attempt_overhead_seconds(v); });
   IfPresent<double>(s, "checkpoint_time", duration,

@@ -565,4 +565,14 @@ absl::Status Fleet::WriteCosts(Store* store) const {
   return store->PutMeta("fleet", doc.dump());
 }
 
+double Fleet::TrialCost(int64_t trial) const {
+  double cost = 0;
+  for (const CostRow& c : options_.prior_costs) {
+    if (c.kind == "trial" && c.ref == trial) cost += c.cost;
+  }
+  const CostBreakdown b = ledger_.Breakdown();
+  auto it = b.by_trial.find(trial);
+  return it == b.by_trial.end() ? cost : cost + it->second;
+}
+
 }  // namespace sextant

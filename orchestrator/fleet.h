@@ -132,6 +132,9 @@ class Fleet {
 
   // Everything owed now, earlier sessions of a resumed run included.
   double committed() const { return prior_committed_ + ledger_.Committed(); }
+  // A trial's share of the bills so far, every attempt and earlier session counted: the
+  // seconds it ran times its instances' rates.
+  double TrialCost(int64_t trial) const;
   int live_instances() const { return ledger_.live_instances(); }
   std::vector<FleetPoolStats> pool_stats() const;
   const Ledger& ledger() const { return ledger_; }

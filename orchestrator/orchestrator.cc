@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/redactor.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
@@ -286,7 +287,7 @@ class Run {
       if (workers_.empty()) return 1;
     }
     if (int rc = StartMetrics(); rc != 0) return rc;
-    ProgressReporter progress(env_.out, options_.tty, env_.clock, spec_.objective().metric());
+    ProgressReporter progress(env_.out, options_.tty, env_.clock, ObjectiveLabel());
     *env_.out << "sextant: running " << spec_.name() << " in " << run_dir_path_ << " with " << n
               << " workers (listening on " << Target() << ")\n"
               << std::flush;
@@ -341,6 +342,14 @@ class Run {
     }
   }
 
+  // The objective's metric, or the objectives' joined by commas.
+  std::string ObjectiveLabel() const {
+    if (spec_.objectives_size() == 0) return spec_.objective().metric();
+    std::vector<std::string> names;
+    for (const v1::Objective& o : spec_.objectives()) names.push_back(o.metric());
+    return absl::StrJoin(names, ",");
+  }
+
   // Serves /metrics on loopback when asked (--metrics-port). Returns an exit code.
   int StartMetrics() {
     if (options_.metrics_port < 0) return 0;
@@ -356,8 +365,17 @@ class Run {
     if (!metrics_) return;
     MetricsSnapshot m;
     m.experiment = spec_.name();
-    m.metric = spec_.objective().metric();
+    m.metric = ObjectiveLabel();
     m.goal = spec_.objective().goal() == v1::Objective::MAXIMIZE ? "maximize" : "minimize";
+    if (spec_.objectives_size() > 0) {
+      std::vector<std::string> goals;
+      for (const v1::Objective& o : spec_.objectives()) {
+        goals.push_back(o.goal() == v1::Objective::MAXIMIZE ? "maximize" : "minimize");
+      }
+      m.goal = absl::StrJoin(goals, ",");
+      m.front_size = stats.front_size;
+      m.hypervolume = stats.hypervolume;
+    }
     if (!spec_.budget().currency().empty()) m.currency = spec_.budget().currency();
     m.by_state = stats.by_state;
     m.max_trials = stats.max_trials;
@@ -477,6 +495,9 @@ class Run {
     std::set<std::string> barred = fleet_->PoolsOffTheTopRung(&why);
     service_->WithDispatcher([&](Dispatcher& d) {
       d.SetTopRungRule(std::move(barred), why);
+      // The built-in metric `cost`: the dispatcher runs under the same lock as the fleet.
+      d.SetTrialCost([fleet = fleet_.get()](int64_t trial) { return fleet->TrialCost(trial); });
+      d.SetSpend([fleet = fleet_.get()] { return fleet->committed(); });
       return 0;
     });
     if (kind == "static") {

@@ -40,6 +40,10 @@ std::string ProgressReporter::Line(const DispatchStats& stats, const std::string
   if (stats.best_value) {
     absl::StrAppend(&line, "  best ", metric, "=", *stats.best_value, " (#", stats.best_trial, ")");
   }
+  if (stats.hypervolume) {
+    absl::StrAppend(&line, "  front ", stats.front_size, " hypervolume ",
+                    absl::StrFormat("%.4g", *stats.hypervolume));
+  }
   if (stats.spend) {
     absl::StrAppend(&line, "  spend ", absl::StrFormat("%.2f", *stats.spend));
     if (stats.budget) absl::StrAppend(&line, absl::StrFormat("/%.2f", *stats.budget));

@@ -65,6 +65,16 @@ std::string RenderPrometheusText(const MetricsSnapshot& s) {
     Family(&out, "sextant_best_trial", "gauge", "The id of the trial with the best value so far.");
     Sample(&out, "sextant_best_trial", "", static_cast<double>(s.best_trial));
   }
+  if (s.front_size) {
+    Family(&out, "sextant_pareto_front_size", "gauge",
+           "Feasible completed trials on the Pareto front (several objectives).");
+    Sample(&out, "sextant_pareto_front_size", "", static_cast<double>(*s.front_size));
+  }
+  if (s.hypervolume) {
+    Family(&out, "sextant_hypervolume", "gauge",
+           "The hypervolume of the Pareto front against the run's reference point.");
+    Sample(&out, "sextant_hypervolume", "", *s.hypervolume);
+  }
   Family(&out, "sextant_spend", "gauge", "Money spent so far.");
   Sample(&out, "sextant_spend", absl::StrCat("currency=\"", LabelValue(s.currency), "\""), s.spend);
   if (s.budget) {

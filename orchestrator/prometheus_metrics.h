@@ -18,6 +18,8 @@ struct MetricsSnapshot {
   int max_trials = 0;
   std::optional<double> best_value;     // unset until a trial completes
   int64_t best_trial = 0;
+  std::optional<int> front_size;        // several objectives: the Pareto front's size
+  std::optional<double> hypervolume;    // and its hypervolume
   double spend = 0;                     // committed spend of billed instances (0 without pools)
   std::optional<double> budget;         // budget.max_cost when set
   int workers = 0;                      // worker processes alive

@@ -1,6 +1,8 @@
 #include "orchestrator/results.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -9,9 +11,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "orchestrator/objectives.h"
 #include "orchestrator/run_dir.h"
 #include "orchestrator/store.h"
 #include "sextant/v1/experiment.pb.h"
+#include "strategies/pareto.h"
 
 namespace sextant {
 namespace {
@@ -85,6 +89,77 @@ class FidelityCount {
   double total_ = 0;
 };
 
+// The minimised values of a trial that may enter the front: COMPLETED, feasible, and with a
+// finite value for every objective.
+std::optional<std::vector<double>> FrontCandidate(const ObjectiveSet& objectives, const TrialRow& t) {
+  if (t.state != "COMPLETED" || !t.feasible || t.values.size() != static_cast<size_t>(objectives.size())) {
+    return std::nullopt;
+  }
+  for (double v : t.values) {
+    if (!std::isfinite(v)) return std::nullopt;
+  }
+  return objectives.Minimised(t.values);
+}
+
+// "pareto", "hypervolume", "reference_point" and "hypervolume_history" (after each trial, in
+// id order, with the dollars spent on trials so far) of a run with several objectives.
+void AddParetoFront(const ObjectiveSet& objectives, const std::vector<TrialRow>& trials,
+                    const std::map<int64_t, double>& trial_cost, nlohmann::json* doc) {
+  std::vector<std::vector<double>> points;
+  std::vector<const TrialRow*> owners;
+  for (const TrialRow& t : trials) {
+    if (std::optional<std::vector<double>> p = FrontCandidate(objectives, t)) {
+      points.push_back(*std::move(p));
+      owners.push_back(&t);
+    }
+  }
+  bool derived = false;
+  const std::vector<double> ref = ReferencePoint(objectives, points, &derived);
+  nlohmann::json pareto = nlohmann::json::array();
+  for (int i : ParetoFront(points)) {
+    pareto.push_back({{"trial", owners[i]->id},
+                      {"values", owners[i]->values},
+                      {"params", nlohmann::json::parse(owners[i]->params_json, nullptr, false)}});
+  }
+  (*doc)["pareto"] = std::move(pareto);
+  const double hv = Hypervolume(points, ref);
+  (*doc)["hypervolume"] = hv;
+  nlohmann::json reference = nlohmann::json::array();
+  for (int i = 0; i < objectives.size(); ++i) {
+    const bool maximize = objectives.objectives()[i].goal() == v1::Objective::MAXIMIZE;
+    reference.push_back(maximize ? -ref[i] : ref[i]);
+  }
+  (*doc)["reference_point"] = std::move(reference);
+  (*doc)["reference_point_source"] = derived ? "derived" : "given";
+  if (points.empty()) {
+    (*doc)["hypervolume_note"] = "no trial is completed, feasible and valued in every objective";
+  } else if (hv == 0) {
+    (*doc)["hypervolume_note"] =
+        "no feasible trial dominates the reference point (each must be better than it in every "
+        "objective); set objectives[].reference to a worse point";
+  }
+  // Hypervolume after each trial, recomputed only when a trial joins the front.
+  nlohmann::json history = nlohmann::json::array();
+  std::vector<std::vector<double>> front;
+  double current = 0, spent = 0;
+  size_t next = 0;
+  for (const TrialRow& t : trials) {
+    if (auto c = trial_cost.find(t.id); c != trial_cost.end()) spent += c->second;
+    if (next < owners.size() && owners[next] == &t) {
+      const std::vector<double>& p = points[next++];
+      bool dominated = false;
+      for (const std::vector<double>& f : front) dominated |= (f == p) || Dominates(f, p);
+      if (!dominated) {
+        std::erase_if(front, [&](const std::vector<double>& f) { return Dominates(p, f); });
+        front.push_back(p);
+        current = Hypervolume(front, ref);
+      }
+    }
+    history.push_back({{"trial", t.id}, {"hypervolume", current}, {"cost", spent}});
+  }
+  (*doc)["hypervolume_history"] = std::move(history);
+}
+
 }  // namespace
 
 absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
@@ -134,8 +209,28 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
     nlohmann::json p = nlohmann::json::parse(**privacy, nullptr, false);
     if (p.is_object()) doc["privacy"] = p;
   }
-  doc["objective"] = {{"metric", spec.objective().metric()},
-                      {"goal", maximize ? "maximize" : "minimize"}};
+  const ObjectiveSet objectives(spec);
+  if (objectives.multi()) {
+    doc["objective"] = nullptr;
+    doc["objectives"] = nlohmann::json::array();
+    for (const v1::Objective& o : objectives.objectives()) {
+      doc["objectives"].push_back(
+          {{"metric", o.metric()},
+           {"goal", o.goal() == v1::Objective::MAXIMIZE ? "maximize" : "minimize"}});
+    }
+  } else {
+    doc["objective"] = {{"metric", spec.objective().metric()},
+                        {"goal", maximize ? "maximize" : "minimize"}};
+  }
+  if (!objectives.constraints().empty()) {
+    doc["constraints"] = nlohmann::json::array();
+    for (const v1::Constraint& c : objectives.constraints()) {
+      nlohmann::json j = {{"metric", c.metric()}};
+      if (c.has_max()) j["max"] = c.max();
+      if (c.has_min()) j["min"] = c.min();
+      doc["constraints"].push_back(std::move(j));
+    }
+  }
   doc["best"] = nullptr;
   doc["trials"] = nlohmann::json::array();
   const TrialRow* best = nullptr;
@@ -145,6 +240,13 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
     row["state"] = t.state;
     row["params"] = nlohmann::json::parse(t.params_json, nullptr, false);
     row["value"] = t.value ? nlohmann::json(*t.value) : nlohmann::json(nullptr);
+    row["values"] = nlohmann::json::array();
+    if (objectives.multi()) {
+      for (double v : t.values) row["values"].push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
+    } else if (t.value) {
+      row["values"].push_back(*t.value);
+    }
+    row["feasible"] = t.feasible;
     nlohmann::json m = metrics.count(t.id) ? metrics[t.id] : nlohmann::json::object();
     row["fidelity"] = nullptr;
     if (t.fidelity > 0) {
@@ -162,9 +264,10 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
     row["preemptions"] = t.preemptions;
     row["events"] = trial_events.count(t.id) ? trial_events[t.id] : nlohmann::json::array();
     row["cost"] = trial_cost.count(t.id) ? trial_cost[t.id] : 0.0;
+    row["trial_seconds"] = t.seconds;
     row["error"] = t.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.error);
     doc["trials"].push_back(std::move(row));
-    if (t.state == "COMPLETED" && t.value &&
+    if (!objectives.multi() && t.state == "COMPLETED" && t.value && t.feasible &&
         (!best || (maximize ? *t.value > *best->value : *t.value < *best->value))) {
       best = &t;
     }
@@ -174,6 +277,7 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
                    {"value", *best->value},
                    {"params", nlohmann::json::parse(best->params_json, nullptr, false)}};
   }
+  if (objectives.multi()) AddParetoFront(objectives, trials, trial_cost, &doc);
   if (!fidelity_key.empty()) doc["fidelity_consumed"] = consumed.total();
   std::string currency = spec.budget().currency().empty() ? "USD" : spec.budget().currency();
   doc["cost"] = {{"total", 0.0}, {"currency", currency}, {"by_pool", nlohmann::json::object()}};
@@ -200,7 +304,12 @@ std::string ResultsToCsv(const nlohmann::json& results) {
     for (auto& [k, v] : t["params"].items()) param_names.insert(k);
     for (auto& [k, v] : t["metrics"].items()) metric_names.insert(k);
   }
-  std::vector<std::string> header = {"id", "state", "value", "attempts", "fidelity", "cost"};
+  std::vector<std::string> objective_names;
+  if (results.contains("objectives")) {
+    for (const auto& o : results["objectives"]) objective_names.push_back(o["metric"].get<std::string>());
+  }
+  std::vector<std::string> header = {"id", "state", "value", "attempts", "fidelity", "cost", "feasible"};
+  for (const auto& o : objective_names) header.push_back("value." + o);
   for (const auto& p : param_names) header.push_back("param." + p);
   for (const auto& m : metric_names) header.push_back("metric." + m);
   header.push_back("error");
@@ -208,7 +317,11 @@ std::string ResultsToCsv(const nlohmann::json& results) {
   for (const auto& t : results["trials"]) {
     std::vector<std::string> row = {Scalar(t["id"]), Scalar(t["state"]), Scalar(t["value"]),
                                     Scalar(t["attempts"]), Scalar(t["fidelity"]),
-                                    Scalar(t["cost"])};
+                                    Scalar(t["cost"]), Scalar(t.value("feasible", nlohmann::json(true)))};
+    for (size_t i = 0; i < objective_names.size(); ++i) {
+      const bool has = t.contains("values") && t["values"].is_array() && i < t["values"].size();
+      row.push_back(has ? Scalar(t["values"][i]) : "");
+    }
     for (const auto& p : param_names) row.push_back(t["params"].contains(p) ? Scalar(t["params"][p]) : "");
     for (const auto& m : metric_names) row.push_back(t["metrics"].contains(m) ? Scalar(t["metrics"][m]) : "");
     row.push_back(Scalar(t["error"]));
@@ -224,13 +337,30 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
   std::vector<std::string> parts;
   for (const auto& [state, n] : counts) parts.push_back(absl::StrCat(n, " ", state));
   std::ostringstream os;
-  const std::string metric = results["objective"]["metric"];
+  const bool multi = results.contains("objectives");
+  std::string metric;
+  if (multi) {
+    std::vector<std::string> names;
+    for (const auto& o : results["objectives"]) names.push_back(o["metric"].get<std::string>());
+    metric = absl::StrJoin(names, ",");
+  } else {
+    metric = results["objective"]["metric"];
+  }
   os << "experiment " << Scalar(results["experiment"]) << " (" << Scalar(results["state"])
      << "): " << results["trials"].size() << " trials"
      << (parts.empty() ? "" : ", " + absl::StrJoin(parts, ", ")) << "\n";
   if (!results["best"].is_null()) {
     os << "best: trial " << Scalar(results["best"]["trial"]) << "  " << metric << "="
        << Scalar(results["best"]["value"]) << "  " << results["best"]["params"].dump() << "\n";
+  }
+  if (multi && results.contains("pareto")) {
+    os << "pareto front: " << results["pareto"].size() << " trials (";
+    std::vector<std::string> ids;
+    for (const auto& p : results["pareto"]) ids.push_back(Scalar(p["trial"]));
+    os << absl::StrJoin(ids, ", ") << "), hypervolume " << Scalar(results["hypervolume"])
+       << " (reference point " << results["reference_point"].dump() << ", "
+       << Scalar(results["reference_point_source"]) << ")\n";
+    if (results.contains("hypervolume_note")) os << "  " << Scalar(results["hypervolume_note"]) << "\n";
   }
   if (results.contains("cost") && results["cost"]["total"].is_number() &&
       results["cost"]["total"].get<double>() > 0) {
@@ -258,11 +388,21 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
   }
   std::vector<const nlohmann::json*> rows;
   for (const auto& t : results["trials"]) rows.push_back(&t);
-  const bool maximize = results["objective"]["goal"] == "maximize";
+  const bool maximize = !multi && results["objective"]["goal"] == "maximize";
+  std::set<int64_t> front;
+  if (multi && results.contains("pareto")) {
+    for (const auto& p : results["pareto"]) front.insert(p["trial"].get<int64_t>());
+  }
+  // Best first: the front (several objectives) or the best value, feasible before infeasible.
+  auto rank = [&](const nlohmann::json& t) {
+    if (t["state"] != "COMPLETED") return 3;
+    if (!t.value("feasible", true)) return 2;
+    return multi ? (front.count(t["id"].get<int64_t>()) ? 0 : 1) : 0;
+  };
   std::stable_sort(rows.begin(), rows.end(), [&](const nlohmann::json* a, const nlohmann::json* b) {
-    bool av = (*a)["state"] == "COMPLETED", bv = (*b)["state"] == "COMPLETED";
-    if (av != bv) return av;
-    if (!av) return false;
+    const int ra = rank(*a), rb = rank(*b);
+    if (ra != rb) return ra < rb;
+    if (multi || ra != 0 || !(*a)["value"].is_number() || !(*b)["value"].is_number()) return false;
     double x = (*a)["value"].get<double>(), y = (*b)["value"].get<double>();
     return maximize ? x > y : x < y;
   });
@@ -276,8 +416,18 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
       if (e.size() > 80) e = e.substr(0, 77) + "...";
       extra = "  error: " + e;
     }
+    if (!(*t).value("feasible", true)) extra += "  infeasible";
+    std::string value = Scalar((*t)["value"]);
+    if (multi) {
+      std::vector<std::string> vs;
+      if ((*t).contains("values")) {
+        for (const auto& v : (*t)["values"]) vs.push_back(v.is_number() ? absl::StrFormat("%.6g", v.get<double>()) : "-");
+      }
+      value = absl::StrJoin(vs, ",");
+      if (front.count((*t)["id"].get<int64_t>())) extra += "  pareto";
+    }
     os << absl::StrFormat("%6s  %-10s  %14s  %8s  %s%s\n", Scalar((*t)["id"]),
-                          Scalar((*t)["state"]), Scalar((*t)["value"]), Scalar((*t)["attempts"]),
+                          Scalar((*t)["state"]), value, Scalar((*t)["attempts"]),
                           (*t)["params"].dump(), extra);
   }
   if (max_rows > 0 && static_cast<int>(results["trials"].size()) > max_rows) {

@@ -3,7 +3,11 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <cmath>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 #include "common/status_macros.h"
 
 namespace sextant {
@@ -16,7 +20,8 @@ CREATE TABLE IF NOT EXISTS trials(
   failures INTEGER NOT NULL, value REAL, error TEXT NOT NULL, created_at REAL NOT NULL,
   finished_at REAL NOT NULL, fidelity REAL NOT NULL DEFAULT 0, target REAL NOT NULL DEFAULT 0,
   rungs TEXT NOT NULL DEFAULT '[]', scratch_restarts INTEGER NOT NULL DEFAULT 0,
-  paused INTEGER NOT NULL DEFAULT 0, preemptions INTEGER NOT NULL DEFAULT 0);
+  paused INTEGER NOT NULL DEFAULT 0, preemptions INTEGER NOT NULL DEFAULT 0,
+  outcome TEXT NOT NULL DEFAULT '{}');
 CREATE TABLE IF NOT EXISTS attempts(
   trial_id INTEGER NOT NULL, attempt INTEGER NOT NULL, worker_id INTEGER NOT NULL,
   started_at REAL NOT NULL, finished_at REAL, outcome TEXT, exit_code INTEGER, error TEXT,
@@ -58,6 +63,31 @@ struct StmtGuard {
   }
 };
 
+// The `outcome` column: {"values": [...], "feasible": bool, "seconds": num}; defaults left out.
+std::string OutcomeJson(const TrialRow& t) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!t.values.empty()) {
+    nlohmann::json values = nlohmann::json::array();
+    for (double v : t.values) values.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
+    j["values"] = std::move(values);
+  }
+  if (!t.feasible) j["feasible"] = false;
+  if (t.seconds > 0) j["seconds"] = t.seconds;
+  return j.dump();
+}
+
+void ReadOutcomeJson(const std::string& text, TrialRow* t) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return;
+  if (j.contains("values") && j["values"].is_array()) {
+    for (const nlohmann::json& v : j["values"]) {
+      t->values.push_back(v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN());
+    }
+  }
+  if (j.contains("feasible") && j["feasible"].is_boolean()) t->feasible = j["feasible"].get<bool>();
+  if (j.contains("seconds") && j["seconds"].is_number()) t->seconds = j["seconds"].get<double>();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, bool create,
@@ -83,7 +113,22 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, bool
     SEXTANT_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
     SEXTANT_RETURN_IF_ERROR(store->Exec(kSchema));
   }
+  SEXTANT_RETURN_IF_ERROR(store->Upgrade(read_only));
   return store;
+}
+
+absl::Status Store::Upgrade(bool read_only) {
+  SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare("SELECT name FROM pragma_table_info('trials')"));
+  StmtGuard g{s};
+  bool has_outcome = false;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) has_outcome |= ColumnText(s, 0) == "outcome";
+  if (rc != SQLITE_DONE) return Error("read the trials table's columns");
+  has_outcome_ = has_outcome;
+  if (has_outcome || read_only) return absl::OkStatus();
+  SEXTANT_RETURN_IF_ERROR(Exec("ALTER TABLE trials ADD COLUMN outcome TEXT NOT NULL DEFAULT '{}'"));
+  has_outcome_ = true;
+  return absl::OkStatus();
 }
 
 Store::~Store() {
@@ -146,7 +191,7 @@ absl::Status Store::PutTrial(const TrialRow& t) {
       sqlite3_stmt * s,
       Prepare("INSERT OR REPLACE INTO trials(id, state, params, attempts, failures, value, error,"
               " created_at, finished_at, fidelity, target, rungs, scratch_restarts, paused,"
-              " preemptions) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+              " preemptions, outcome) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   StmtGuard g{s};
   sqlite3_bind_int64(s, 1, t.id);
   BindText(s, 2, t.state);
@@ -167,6 +212,7 @@ absl::Status Store::PutTrial(const TrialRow& t) {
   sqlite3_bind_int(s, 13, t.scratch_restarts);
   sqlite3_bind_int(s, 14, t.paused ? 1 : 0);
   sqlite3_bind_int(s, 15, t.preemptions);
+  BindText(s, 16, OutcomeJson(t));
   if (sqlite3_step(s) != SQLITE_DONE) return Error("put trial");
   return absl::OkStatus();
 }
@@ -174,9 +220,13 @@ absl::Status Store::PutTrial(const TrialRow& t) {
 absl::StatusOr<std::vector<TrialRow>> Store::LoadTrials() {
   SEXTANT_ASSIGN_OR_RETURN(
       sqlite3_stmt * s,
-      Prepare("SELECT id, state, params, attempts, failures, value, error, created_at, finished_at,"
-              " fidelity, target, rungs, scratch_restarts, paused, preemptions FROM trials"
-              " ORDER BY id"));
+      Prepare(has_outcome_
+                  ? "SELECT id, state, params, attempts, failures, value, error, created_at,"
+                    " finished_at, fidelity, target, rungs, scratch_restarts, paused, preemptions,"
+                    " outcome FROM trials ORDER BY id"
+                  : "SELECT id, state, params, attempts, failures, value, error, created_at,"
+                    " finished_at, fidelity, target, rungs, scratch_restarts, paused, preemptions,"
+                    " '{}' FROM trials ORDER BY id"));
   StmtGuard g{s};
   std::vector<TrialRow> out;
   int rc;
@@ -197,6 +247,7 @@ absl::StatusOr<std::vector<TrialRow>> Store::LoadTrials() {
     t.scratch_restarts = sqlite3_column_int(s, 12);
     t.paused = sqlite3_column_int(s, 13) != 0;
     t.preemptions = sqlite3_column_int(s, 14);
+    ReadOutcomeJson(ColumnText(s, 15), &t);
     out.push_back(std::move(t));
   }
   if (rc != SQLITE_DONE) return Error("load trials");

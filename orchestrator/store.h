@@ -32,6 +32,10 @@ struct TrialRow {
   int scratch_restarts = 0;       // resumes that found no checkpoint and started over
   bool paused = false;            // PENDING while waiting for a promotion
   int preemptions = 0;            // attempts ended by a preemption notice (not failures)
+  // Several objectives and constraints (stored as one JSON column, `outcome`):
+  std::vector<double> values;     // each objective as reported, once COMPLETED (or PRUNED)
+  bool feasible = true;           // every constraint held (false when a metric was missing)
+  double seconds = 0;             // wall time of the trial's finished attempts
 };
 
 // One stored measurement (a stdout line's metrics).
@@ -135,6 +139,10 @@ class Store {
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}
+  // Adds columns that newer versions keep to a store written by an older one (read-write), or
+  // notes that they are absent (read-only: they read as their defaults).
+  absl::Status Upgrade(bool read_only);
+  bool has_outcome_ = true;  // the trials table has the `outcome` column
   absl::Status Exec(const char* sql);
   absl::StatusOr<sqlite3_stmt*> Prepare(const char* sql);
   absl::Status Error(const char* what);

@@ -1,5 +1,7 @@
 #include "orchestrator/strategy_factory.h"
 
+#include <algorithm>
+
 #include "orchestrator/experiment_loader.h"
 
 namespace sextant {
@@ -7,17 +9,30 @@ namespace sextant {
 absl::StatusOr<std::unique_ptr<Sampler>> MakeSampler(const v1::ExperimentSpec& spec) {
   SearchSpace space = ToSearchSpace(spec);
   const v1::Search& search = spec.search();
+  const int objectives = std::max(1, spec.objectives_size());
+  const int constraints = spec.constraints_size();
   if (search.sampler() == v1::Search::BAYESIAN) {
     BayesianOptions options;
     options.seed = search.seed();
     options.initial_design = search.initial_design();
+    options.objectives = objectives;
+    options.constraints = constraints;
+    options.cost_aware = search.cost_aware();
     return NewBayesianSampler(space, options);
+  }
+  if (search.sampler() == v1::Search::NSGA2) {
+    Nsga2Options options;
+    options.seed = search.seed();
+    options.objectives = objectives;
+    return NewNsga2Sampler(space, options);
   }
   // BOHB pairs Hyperband with a model: multivariate TPE (its KDE), or the GP when asked for.
   if (search.scheduler() == v1::Search::BOHB || search.sampler() == v1::Search::TPE) {
     TpeOptions options;
     options.seed = search.seed();
     options.multivariate = true;
+    options.objectives = objectives;
+    options.constraints = constraints;
     if (search.initial_design() > 0) options.startup_trials = search.initial_design();
     return NewTpeSampler(space, options);
   }

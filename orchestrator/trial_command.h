@@ -28,7 +28,7 @@ absl::StatusOr<Params> ParamsFromJson(const std::string& json, const SearchSpace
 inline const std::set<std::string> kBuiltinTrainerOptions = {
     "batch_size", "hidden",  "optimizer",     "lr",           "dropout",
     "weight_decay", "momentum", "seed",        "threads",      "memory_cap_mb",
-    "nan_patience", "checkpoint_every", "train_subset", "val_subset", "data_dir"};
+    "nan_patience", "checkpoint_every", "train_subset", "val_subset", "data_dir", "depth"};
 
 struct AssignmentContext {
   int64_t trial_id = 0;

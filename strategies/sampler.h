@@ -91,6 +91,11 @@ struct BayesianOptions {
 // hyperparameters by maximum marginal likelihood (NLopt L-BFGS, multi-start), log expected
 // improvement optimised by Sobol screening plus bounded local refinement, pending trials
 // accounted for so that concurrent suggestions spread out. Failed trials count as bad values.
+// With several objectives: one GP per objective and exact expected hypervolume improvement
+// (box decomposition, in log space) against the feasible front, pending trials fantasised at
+// the posterior mean. With constraints: one GP per constraint, and the acquisition times the
+// probability of feasibility. cost_aware: log EI minus (1 - budget_used) times the predicted
+// log cost (a GP on log cost), so exactly plain EI once the budget is spent.
 std::unique_ptr<Sampler> NewBayesianSampler(SearchSpace space, BayesianOptions options);
 
 struct TpeOptions {

@@ -22,6 +22,7 @@
 #include "orchestrator/cost/pool_offer.h"
 #include "orchestrator/cost/workload_model.h"
 #include "orchestrator/experiment_loader.h"
+#include "orchestrator/objectives.h"
 #include "orchestrator/strategy_factory.h"
 
 namespace sextant {
@@ -76,6 +77,7 @@ struct TrialRt {
   int64_t gen = 0;
   int64_t seq = 0;
   std::optional<double> objective;
+  double spu = 0;  // virtual seconds per unit of fidelity for this trial's parameters
 };
 
 struct AttemptRec {
@@ -103,6 +105,8 @@ class Simulator::Impl {
  public:
   Impl(v1::ExperimentSpec spec, Catalog catalog, SimulationSettings settings)
       : spec_(std::move(spec)),
+        objectives_(spec_),
+        uses_cost_(objectives_.Mentions(kCostMetric) || spec_.search().cost_aware()),
         catalog_(std::move(catalog)),
         settings_(std::move(settings)),
         model_(spec_),
@@ -129,7 +133,34 @@ class Simulator::Impl {
     return !sampler_exhausted_ && static_cast<int>(trials_.size()) < spec_.search().max_trials();
   }
   double Minimised(double v) const {
-    return spec_.objective().goal() == v1::Objective::MAXIMIZE ? -v : v;
+    return objectives_.objectives()[0].goal() == v1::Objective::MAXIMIZE ? -v : v;
+  }
+  // The metric the workload model reports: the objective's, or with several objectives the
+  // first that is not built in (cost and trial_seconds come from the ledger and the clock).
+  std::string ModelMetric() const {
+    for (const v1::Objective& o : objectives_.objectives()) {
+      if (o.metric() != kCostMetric && o.metric() != kTrialSecondsMetric) return o.metric();
+    }
+    return objectives_.objectives()[0].metric();
+  }
+  // The trial's objectives and constraints now, from the model's value and the built-ins.
+  TrialEvaluation EvaluateNow(const TrialRt& t) const {
+    std::map<std::string, double> metrics;
+    if (t.objective) metrics[ModelMetric()] = *t.objective;
+    return objectives_.Evaluate(metrics, TrialCostNow(t.row.id), TrialSecondsNow(t));
+  }
+  double TrialCostNow(int64_t trial) const {
+    if (!uses_cost_) return 0;
+    const CostBreakdown b = ledger_.Breakdown();
+    auto it = b.by_trial.find(trial);
+    return it == b.by_trial.end() ? 0 : it->second;
+  }
+  double TrialSecondsNow(const TrialRt& t) const {
+    double seconds = 0;
+    for (const AttemptRec& a : attempts_) {
+      if (a.trial == t.row.id) seconds += (a.end > 0 ? a.end : kEpoch + now_) - a.start;
+    }
+    return seconds;
   }
   double Tail() const {
     return draining_ ? 0
@@ -155,7 +186,7 @@ class Simulator::Impl {
     const absl::Time base = clock_.Now() - absl::Seconds(now_);
     return absl::ToDoubleSeconds(Scaler().ReleaseAt(View(id), clock_.Now()) - base);
   }
-  double Spu() const { return model_.seconds_per_unit(); }
+
   double ReservationCost(size_t pool) const {
     const PoolRt& p = pools_[pool];
     return p.offer.billing.price_per_second * p.offer.reservation_seconds * p.spec.max_instances();
@@ -182,9 +213,19 @@ class Simulator::Impl {
   void Stop(const std::string& state, const std::string& why);
   void CheckFinished();
   double CurrentProgress(const TrialRt& t) const;
+  // The sampler's observation of t now (values, feasibility and cost), recorded in t.row too.
+  Observation Observed(TrialRt& t, Observation::Outcome outcome) {
+    const TrialEvaluation ev = EvaluateNow(t);
+    if (objectives_.multi()) t.row.values = ev.values;
+    t.row.feasible = ev.feasible();
+    t.row.seconds = TrialSecondsNow(t);
+    return objectives_.ToObservation(t.params, outcome, ev, TrialCostNow(t.row.id));
+  }
   std::vector<Observation> ModelHistory() const;
 
   v1::ExperimentSpec spec_;
+  ObjectiveSet objectives_;
+  bool uses_cost_ = false;  // an objective or constraint is `cost`, or the search is cost_aware
   Catalog catalog_;
   SimulationSettings settings_;
   WorkloadModel model_;
@@ -281,9 +322,11 @@ int64_t Simulator::Impl::CreateTrial(std::string* why) {
   const int64_t number = static_cast<int64_t>(trials_.size());
   std::vector<Observation> model_history;
   if (bohb_ && scheduler_) model_history = ModelHistory();
-  absl::StatusOr<Params> params = sampler_->Ask(SampleRequest{
+  SampleRequest request{
       number, bohb_ && scheduler_ ? absl::MakeConstSpan(model_history) : absl::MakeConstSpan(history_),
-      nullptr});
+      nullptr};
+  request.budget_used = BudgetUsed(spec_, ledger_.Committed(), number);
+  absl::StatusOr<Params> params = sampler_->Ask(request);
   if (!params.ok()) {
     sampler_exhausted_ = true;
     *why = std::string(params.status().message());
@@ -296,8 +339,9 @@ int64_t Simulator::Impl::CreateTrial(std::string* why) {
   t.row.state = "PENDING";
   t.row.params_json = ParamsJson(t.params);
   t.row.created_at = kEpoch + now_;
+  t.spu = model_.seconds_per_unit(t.params);
   trials_.push_back(std::move(t));
-  history_.push_back(Observation{trials_.back().params, Observation::Outcome::kPending, std::nullopt});
+  history_.emplace_back().params = trials_.back().params;
   return number + 1;
 }
 
@@ -321,7 +365,7 @@ std::vector<PoolCandidate> Simulator::Impl::Candidates() const {
 
 double Simulator::Impl::CurrentProgress(const TrialRt& t) const {
   if (now_ <= t.boundary_time) return t.progress;
-  return std::min(t.next_step, t.progress + (now_ - t.boundary_time) / Spu());
+  return std::min(t.next_step, t.progress + (now_ - t.boundary_time) / t.spu);
 }
 
 // Everything already under way, priced to its end: running attempts to their target plus the
@@ -335,7 +379,7 @@ double Simulator::Impl::Projected() const {
   for (size_t p = 0; p < pools_.size(); ++p) {
     for (int64_t id : pools_[p].waiting) {
       const TrialRt& t = trials_[id - 1];
-      waiting[p].push_back(Overhead() + (t.target - t.checkpoint) * Spu());
+      waiting[p].push_back(Overhead() + (t.target - t.checkpoint) * t.spu);
     }
   }
   for (const Inst& in : insts_) {
@@ -343,7 +387,7 @@ double Simulator::Impl::Projected() const {
     double until;
     if (in.trial != 0) {
       const TrialRt& t = trials_[in.trial - 1];
-      until = std::max(now_, t.boundary_time) + (t.target - CurrentProgress(t)) * Spu() + Tail();
+      until = std::max(now_, t.boundary_time) + (t.target - CurrentProgress(t)) * t.spu + Tail();
     } else if (!in.ready) {
       double d = 0;
       if (!waiting[in.pool].empty()) {
@@ -424,7 +468,8 @@ void Simulator::Impl::Dispatch() {
     PoolRt& pool = pools_[pl.pool];
     const int64_t idle = pool.idle.empty() ? -1 : *pool.idle.begin();
     const double from = trial ? trials_[trial - 1].checkpoint : 0;
-    const double duration = Overhead() + (target - from) * Spu();
+    const double spu = trial ? trials_[trial - 1].spu : model_.seconds_per_unit();
+    const double duration = Overhead() + (target - from) * spu;
     const double start_in = idle >= 0 ? 0 : model_.options().boot_seconds();
     if (deadline_ > 0 && now_ + start_in + duration > deadline_) {
       refused_ = true;
@@ -566,7 +611,7 @@ void Simulator::Impl::StartAttempt(int64_t trial, int64_t inst) {
 
 void Simulator::Impl::ScheduleStep(TrialRt& t) {
   t.next_step = std::min(std::floor(t.progress + kEps) + 1, t.target);
-  Push(t.boundary_time + (t.next_step - t.progress) * Spu(), Ev::kStep, t.row.id, t.gen);
+  Push(t.boundary_time + (t.next_step - t.progress) * t.spu, Ev::kStep, t.row.id, t.gen);
 }
 
 void Simulator::Impl::AddRung(TrialRt& t, const std::string& decision) {
@@ -598,11 +643,19 @@ void Simulator::Impl::OnStep(int64_t trial, int64_t gen) {
     const double fidelity = model_.has_fidelity() ? t.progress : 0;
     const double v = model_.Value(t.params, trial, model_.has_fidelity() ? t.progress : 1);
     t.objective = v;
-    nlohmann::json m = {{spec_.objective().metric(), v}};
+    nlohmann::json m = {{ModelMetric(), v}};
     if (model_.has_fidelity()) m[spec_.search().fidelity().name()] = t.progress;
     measurements_.push_back(MeasurementRow{trial, t.row.attempts, ++t.seq, now_ - t.attempt_start, m.dump()});
     if (model_.has_fidelity()) t.row.fidelity = std::max(t.row.fidelity, fidelity);
-    if (scheduler_) d = scheduler_->OnReport(trial, t.progress, Minimised(v));
+    if (scheduler_ && objectives_.multi()) {
+      const TrialEvaluation ev = EvaluateNow(t);
+      if (ev.ok()) {
+        d = scheduler_->OnReportValues(trial, t.progress, objectives_.Minimised(ev.values),
+                                       ev.feasible());
+      }
+    } else if (scheduler_) {
+      d = scheduler_->OnReport(trial, t.progress, Minimised(v));
+    }
   }
   const bool at_target = t.progress >= t.target - kEps;
   if (d.kind == Decision::Kind::kStop) {
@@ -610,8 +663,7 @@ void Simulator::Impl::OnStep(int64_t trial, int64_t gen) {
     t.row.finished_at = kEpoch + now_;
     t.row.value = t.objective;
     AddRung(t, "pruned");
-    history_[trial - 1] = Observation{t.params, Observation::Outcome::kPruned,
-                                      std::optional<double>(Minimised(*t.objective))};
+    history_[trial - 1] = Observed(t, Observation::Outcome::kPruned);
     scheduler_->OnEnd(trial, false);
     Log("trial_pruned", trial, d.reason);
     EndAttempt(t, "PRUNED");
@@ -621,20 +673,36 @@ void Simulator::Impl::OnStep(int64_t trial, int64_t gen) {
     t.row.paused = true;
     t.checkpoint = t.progress;
     AddRung(t, "paused");
-    history_[trial - 1] = Observation{t.params, Observation::Outcome::kPruned, Minimised(*t.objective)};
+    history_[trial - 1] = Observed(t, Observation::Outcome::kPruned);
     scheduler_->OnEnd(trial, true);
     EndAttempt(t, "PAUSED");
   } else if (at_target) {
+    const TrialEvaluation ev = EvaluateNow(t);
+    if (!ev.ok()) {
+      t.row.state = "FAILED";
+      t.row.error = ev.error;
+      t.row.finished_at = kEpoch + now_;
+      history_[trial - 1].outcome = Observation::Outcome::kFailed;
+      if (scheduler_) scheduler_->OnEnd(trial, false);
+      Log("trial_failed", trial, ev.error);
+      EndAttempt(t, "FAILED");
+      return;
+    }
     t.row.state = "COMPLETED";
-    t.row.value = t.objective;
+    t.row.value = ev.values[0];
     t.row.finished_at = kEpoch + now_;
-    history_[trial - 1] = Observation{t.params, Observation::Outcome::kCompleted, Minimised(*t.objective)};
+    history_[trial - 1] = Observed(t, Observation::Outcome::kCompleted);
+    for (const std::string& missing : ev.missing_constraints) {
+      Log("constraint_missing", trial,
+          absl::StrCat("the trial never reported the constraint metric '", missing, "'; it is infeasible"));
+    }
     if (scheduler_) {
       AddRung(t, "completed");
       scheduler_->OnEnd(trial, true);
     }
     ++result_.completed;
-    if (!result_.best_value || Minimised(*t.objective) < Minimised(*result_.best_value)) {
+    if (!objectives_.multi() && t.row.feasible &&
+        (!result_.best_value || Minimised(*t.objective) < Minimised(*result_.best_value))) {
       result_.best_value = t.objective;
       result_.best_trial = trial;
     }
@@ -705,7 +773,7 @@ void Simulator::Impl::Preempt(int64_t inst, bool saved_at_notice, bool count) {
   TrialRt& t = trials_[in.trial - 1];
   const double current = CurrentProgress(t);
   const double saved = saved_at_notice ? current : t.checkpoint;
-  result_.lost_seconds += (current - saved) * Spu() + std::min(now_ - t.attempt_start, Overhead());
+  result_.lost_seconds += (current - saved) * t.spu + std::min(now_ - t.attempt_start, Overhead());
   result_.busy_seconds += std::max(0.0, now_ - std::max(t.boundary_time, t.attempt_start));
   t.checkpoint = saved;
   PoolRt& p = pools_[in.pool];
@@ -721,7 +789,7 @@ void Simulator::Impl::Preempt(int64_t inst, bool saved_at_notice, bool count) {
                       count ? (saved_at_notice ? "got a preemption notice" : "was taken back without notice")
                             : "lost its reservation",
                       model_.has_fidelity() ? spec_.search().fidelity().name() : "progress", saved,
-                      (current - saved) * Spu()));
+                      (current - saved) * t.spu));
   for (auto it = attempts_.rbegin(); it != attempts_.rend(); ++it) {
     if (it->trial == t.row.id && it->attempt == t.row.attempts) {
       it->end = kEpoch + now_;

@@ -66,6 +66,32 @@ WorkloadModel::WorkloadModel(const v1::ExperimentSpec& spec)
   for (size_t i = 0; i < space_.params.size(); ++i) {
     centres_.push_back(0.1 + 0.8 * Unit(Mix(o.seed() * 31 + i)));
   }
+  if (!o.seconds_per_unit_expression().empty()) {
+    std::vector<std::string> names;
+    for (const ParamSpec& p : space_.params) names.push_back(p.name);
+    // The loader has checked it; a spec that bypassed the loader keeps the constant.
+    auto e = ParamExpression::Parse(o.seconds_per_unit_expression(), names);
+    if (e.ok()) time_expression_ = std::shared_ptr<ParamExpression>(std::move(*e));
+  }
+}
+
+double WorkloadModel::seconds_per_unit(const Params& params) const {
+  if (!time_expression_) return seconds_per_unit();
+  std::map<std::string, double> values;
+  for (const ParamSpec& p : space_.params) {
+    auto it = params.find(p.name);
+    if (it == params.end()) continue;
+    if (const double* d = std::get_if<double>(&it->second)) {
+      values[p.name] = *d;
+    } else if (const int64_t* i = std::get_if<int64_t>(&it->second)) {
+      values[p.name] = static_cast<double>(*i);
+    } else if (const std::string* s = std::get_if<std::string>(&it->second)) {
+      auto pos = std::find(p.values.begin(), p.values.end(), *s);
+      values[p.name] = static_cast<double>(pos - p.values.begin());
+    }
+  }
+  const double v = time_expression_->Evaluate(values);
+  return v > 0 && std::isfinite(v) ? v : seconds_per_unit();
 }
 
 double WorkloadModel::seconds_per_unit() const {

@@ -2,8 +2,10 @@
 #define SEXTANT_ORCHESTRATOR_COST_WORKLOAD_MODEL_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "orchestrator/cost/param_expression.h"
 #include "sextant/v1/experiment.pb.h"
 #include "strategies/search_space.h"
 
@@ -39,6 +41,10 @@ class WorkloadModel {
   double max_fidelity() const { return max_fidelity_; }
   // Virtual seconds one unit of fidelity takes (seconds_per_trial without a fidelity).
   double seconds_per_unit() const;
+  // The same for one trial: seconds_per_unit_expression evaluated at its numeric parameters
+  // when the experiment gives one (a categorical counts as its value's index), else
+  // seconds_per_unit(). A non-positive or non-finite result falls back to seconds_per_unit().
+  double seconds_per_unit(const Params& params) const;
 
  private:
   v1::Simulation options_;
@@ -47,6 +53,7 @@ class WorkloadModel {
   double max_fidelity_ = 1;
   bool maximize_ = false;
   std::vector<double> centres_;
+  std::shared_ptr<ParamExpression> time_expression_;  // null without one
 };
 
 }  // namespace sextant

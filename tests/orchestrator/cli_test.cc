@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -384,7 +385,7 @@ TEST_F(CliTest, ResultsComeAsCsvAndTable) {
   ASSERT_EQ(RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"}).exit_code, 0);
   auto csv = RunProcess({kSextant, "results", dir_ + "/run", "--format", "csv"});
   EXPECT_EQ(csv.exit_code, 0);
-  EXPECT_THAT(csv.out, HasSubstr("id,state,value,attempts,fidelity,cost,param.n,param.x,metric.loss"));
+  EXPECT_THAT(csv.out, HasSubstr("id,state,value,attempts,fidelity,cost,feasible,param.n,param.x,metric.loss"));
   EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 4);
   auto table = RunProcess({kSextant, "results", dir_ + "/run"});
   EXPECT_THAT(table.out, HasSubstr("best: trial"));
@@ -492,6 +493,101 @@ TEST_F(CliTest, AshaTrialWithoutCheckpointRestartsFromScratchAndIsCounted) {
   EXPECT_GT(j["fidelity_consumed"].get<double>(), sum_reached);
   auto events = RunProcess({kSextant, "events", dir_ + "/run"});
   EXPECT_THAT(events.out, HasSubstr("restarted_from_scratch"));
+}
+
+}  // namespace
+}  // namespace sextant
+
+namespace sextant {
+namespace {
+
+// Two objectives and a constraint, through real trial processes: trial 3 reports NaN, trial 4
+// forgets the second objective, trial 5 forgets the constraint metric, the rest are ZDT1-like.
+TEST_F(CliTest, SeveralObjectivesGiveAParetoFrontAndBadTrialsNeverEnterIt) {
+  WriteFile(dir_ + "/mo.sh", R"(#!/bin/sh
+case "$SEXTANT_TRIAL_ID" in
+  3) echo "f1=nan f2=1 mb=1" ;;
+  4) echo "f1=0.5 mb=1" ;;
+  5) echo "f1=0.01 f2=0.01" ;;
+  *) awk -v a="$SEXTANT_PARAM_A" -v b="$SEXTANT_PARAM_B" 'BEGIN {
+       g = 1 + 9 * b; printf "f1=%.9f f2=%.9f mb=%.3f\n", a, g * (1 - sqrt(a / g)), 100 * a }' ;;
+esac
+)");
+  WriteFile(dir_ + "/mo.yaml", R"(name: mo
+objectives:
+  - {metric: f1, goal: minimize}
+  - {metric: f2, goal: minimize, reference: 11}
+constraints: [{metric: mb, max: 80}]
+parameters:
+  a: {type: float, min: 0, max: 1}
+  b: {type: float, min: 0, max: 1}
+search: {sampler: nsga2, seed: 2, max_trials: 24, max_concurrent: 2}
+trial: {command: [sh, mo.sh]}
+)");
+  auto r = RunProcess({kSextant, "run", dir_ + "/mo.yaml", "--run-dir", dir_ + "/run"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("hypervolume"));
+  nlohmann::json j = Results(dir_ + "/run");
+  EXPECT_TRUE(j["best"].is_null());
+  EXPECT_TRUE(j["objective"].is_null());
+  ASSERT_EQ(j["objectives"].size(), 2u);
+  EXPECT_EQ(j["objectives"][1]["metric"], "f2");
+  const auto& trials = j["trials"];
+  ASSERT_EQ(trials.size(), 24u);
+  EXPECT_EQ(trials[2]["state"], "FAILED");
+  EXPECT_THAT(trials[2]["error"].get<std::string>(), HasSubstr("'f1' is nan"));
+  EXPECT_EQ(trials[3]["state"], "FAILED");
+  EXPECT_THAT(trials[3]["error"].get<std::string>(),
+              HasSubstr("never reported the objective metric 'f2'"));
+  EXPECT_EQ(trials[4]["state"], "COMPLETED");
+  EXPECT_FALSE(trials[4]["feasible"].get<bool>());
+  bool event = false;
+  for (const auto& e : trials[4]["events"]) {
+    event |= e["kind"] == "constraint_missing" &&
+             e["message"].get<std::string>().find("'mb'") != std::string::npos;
+  }
+  EXPECT_TRUE(event) << trials[4].dump();
+  // The front: exactly the feasible completed trials that no other such trial dominates.
+  std::set<int> expected;
+  for (const auto& t : trials) {
+    if (t["state"] != "COMPLETED" || !t["feasible"].get<bool>()) continue;
+    ASSERT_EQ(t["values"].size(), 2u);
+    bool dominated = false;
+    for (const auto& u : trials) {
+      if (u["state"] != "COMPLETED" || !u["feasible"].get<bool>() || u["id"] == t["id"]) continue;
+      const double a0 = u["values"][0], a1 = u["values"][1], b0 = t["values"][0], b1 = t["values"][1];
+      dominated |= a0 <= b0 && a1 <= b1 && (a0 < b0 || a1 < b1);
+    }
+    if (!dominated) expected.insert(t["id"].get<int>());
+  }
+  std::set<int> front;
+  for (const auto& p : j["pareto"]) front.insert(p["trial"].get<int>());
+  EXPECT_EQ(front, expected);
+  EXPECT_FALSE(front.count(5)) << "trial 5 dominates everything but is infeasible";
+  EXPECT_GT(j["hypervolume"].get<double>(), 0);
+  EXPECT_EQ(j["reference_point"][1], 11.0);
+  EXPECT_EQ(j["reference_point_source"], "derived");  // f1's is derived
+  auto csv = RunProcess({kSextant, "results", dir_ + "/run", "--format", "csv"});
+  EXPECT_THAT(csv.out, HasSubstr("id,state,value,attempts,fidelity,cost,feasible,value.f1,value.f2"));
+  auto status = RunProcess({kSextant, "status", dir_ + "/run"});
+  EXPECT_THAT(status.out, HasSubstr("pareto front: "));
+  EXPECT_THAT(status.out, HasSubstr("hypervolume"));
+}
+
+TEST_F(CliTest, AReferencePointNoTrialBeatsGivesZeroHypervolumeAndSaysWhy) {
+  WriteFile(dir_ + "/two.sh", "#!/bin/sh\necho \"f1=$SEXTANT_PARAM_A f2=2\"\n");
+  WriteFile(dir_ + "/two.yaml", R"(name: ref
+objectives: [{metric: f1, reference: -1}, {metric: f2, reference: 1}]
+parameters: {a: {type: float, min: 0, max: 1}}
+search: {sampler: random, max_trials: 3}
+trial: {command: [sh, two.sh]}
+)");
+  ASSERT_EQ(RunProcess({kSextant, "run", dir_ + "/two.yaml", "--run-dir", dir_ + "/run"}).exit_code, 0);
+  nlohmann::json j = Results(dir_ + "/run");
+  EXPECT_EQ(j["hypervolume"], 0.0);
+  EXPECT_THAT(j["hypervolume_note"].get<std::string>(),
+              HasSubstr("no feasible trial dominates the reference point"));
+  EXPECT_EQ(j["reference_point_source"], "given");
 }
 
 }  // namespace

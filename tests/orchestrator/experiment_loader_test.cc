@@ -506,7 +506,7 @@ search:
 trial: {command: [run]}
 )"),
               ElementsAre("exp.yaml:5:12: search.sampler: unknown sampler 'annealing'; expected "
-                          "one of random, grid, sobol, bayesian, tpe"));
+                          "one of random, grid, sobol, bayesian, tpe, nsga2"));
 }
 
 TEST(ExperimentLoaderTest, UnknownSchedulerIsAnError) {
@@ -1081,3 +1081,152 @@ federation:
 }  // namespace
 }  // namespace sextant
 
+
+namespace sextant {
+namespace {
+
+constexpr std::string_view kTwoObjectives = R"(
+name: mo
+objectives:
+  - {metric: val_accuracy, goal: maximize, reference: 0.5}
+  - {metric: trial_seconds, goal: minimize}
+constraints:
+  - {metric: latency_ms, max: 20}
+  - {metric: model_mb, min: 1, max: 50}
+parameters:
+  width: {type: int, min: 16, max: 512}
+search: {sampler: nsga2, max_trials: 10}
+trial: {command: [run]}
+)";
+
+TEST(ExperimentLoaderTest, ObjectivesAndConstraintsLoadInOrder) {
+  LoadResult r = Load(kTwoObjectives);
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  ASSERT_EQ(r.spec.objectives_size(), 2);
+  EXPECT_EQ(r.spec.objectives(0).metric(), "val_accuracy");
+  EXPECT_EQ(r.spec.objectives(0).goal(), v1::Objective::MAXIMIZE);
+  EXPECT_DOUBLE_EQ(r.spec.objectives(0).reference(), 0.5);
+  EXPECT_FALSE(r.spec.objectives(1).has_reference());
+  EXPECT_FALSE(r.spec.has_objective());
+  ASSERT_EQ(r.spec.constraints_size(), 2);
+  EXPECT_DOUBLE_EQ(r.spec.constraints(0).max(), 20);
+  EXPECT_FALSE(r.spec.constraints(0).has_min());
+  EXPECT_DOUBLE_EQ(r.spec.constraints(1).min(), 1);
+  EXPECT_EQ(r.spec.search().sampler(), v1::Search::NSGA2);
+}
+
+TEST(ExperimentLoaderTest, ObjectivesMisuseIsAnErrorNamingTheKey) {
+  EXPECT_THAT(Errors(R"(
+name: mo
+objective: {metric: loss}
+objectives: [{metric: a}, {metric: b}]
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)"),
+              ElementsAre(StartsWith("exp.yaml:3:1: objectives: give either objective")));
+  EXPECT_THAT(Errors(R"(
+name: mo
+objectives: [{metric: a}]
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)"),
+              ElementsAre(HasSubstr("objectives: needs 2 to 4 entries, got 1 (for one, use objective:)")));
+  EXPECT_THAT(Errors(R"(
+name: mo
+objectives: [{metric: a}, {metric: b, goal: maximize}, {metric: a}]
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)"),
+              ElementsAre(AllOf(StartsWith("exp.yaml:2:"),
+                                HasSubstr("objectives[2]: metric 'a' is already an objective (objectives[0])"))));
+  EXPECT_THAT(Errors(R"(
+name: mo
+objectives: [{metric: a}, {metric: b, target: 3}]
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)"),
+              ElementsAre(HasSubstr("objectives[1].target: unknown key")));
+}
+
+TEST(ExperimentLoaderTest, ConstraintNeedsABound) {
+  EXPECT_THAT(Errors(R"(
+name: mo
+objective: {metric: loss}
+constraints: [{metric: latency_ms}, {metric: mb, min: 5, max: 1}]
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)"),
+              ElementsAre(HasSubstr("constraints[0]: needs max or min"),
+                          HasSubstr("constraints[1].min: must not exceed max")));
+}
+
+TEST(ExperimentLoaderTest, SearchOptionsThatNeedOneOrSeveralObjectives) {
+  EXPECT_THAT(Errors(R"(
+name: so
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+search: {sampler: nsga2}
+trial: {command: [run]}
+)"),
+              ElementsAre(StartsWith("exp.yaml:4:19: search.sampler: nsga2 needs several objectives")));
+  EXPECT_THAT(Errors(R"(
+name: so
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+search: {sampler: tpe, cost_aware: true}
+trial: {command: [run]}
+)"),
+              ElementsAre(HasSubstr("search.cost_aware: cost_aware needs sampler: bayesian")));
+  EXPECT_THAT(Errors(R"(
+name: mo
+objectives: [{metric: a}, {metric: b}]
+parameters: {x: {type: float, min: 0, max: 1}}
+search: {sampler: bayesian, cost_aware: true, scheduler: median, fidelity: {name: e, min: 1, max: 9}}
+trial: {command: [run]}
+)"),
+              ElementsAre(HasSubstr("search.cost_aware: cost_aware is for one objective"),
+                          HasSubstr("search.scheduler: median stopping compares one value")));
+}
+
+TEST(ExperimentLoaderTest, CostObjectiveUnderUnbilledLocalRunSaysItIsAlwaysZero) {
+  EXPECT_THAT(Errors(R"(
+name: mo
+objectives: [{metric: loss}, {metric: cost}]
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)"),
+              ElementsAre(HasSubstr("objectives: objectives[1]: cost is always 0 under the local "
+                                    "provider without pools")));
+  EXPECT_TRUE(Load(R"(
+name: mo
+objectives: [{metric: loss}, {metric: cost}]
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+resources:
+  provider: simulated
+  pools: [{name: p, region: us-east-1, instance: gpu.1x, market: spot, max_instances: 2}]
+)").ok());
+}
+
+TEST(ExperimentLoaderTest, TimePerUnitExpressionIsCheckedAgainstTheSpace) {
+  const std::string head = R"(name: sim
+objective: {metric: loss}
+parameters:
+  width: {type: int, min: 16, max: 512}
+  act: {type: categorical, values: [relu, tanh]}
+trial: {command: [run]}
+simulate:
+  seconds_per_unit_expression: )";
+  LoadResult ok = Load(head + "\"20 + 0.5 * width\"\n");
+  ASSERT_TRUE(ok.ok()) << ok.errors[0].ToString();
+  EXPECT_EQ(ok.spec.simulate().seconds_per_unit_expression(), "20 + 0.5 * width");
+  EXPECT_THAT(Errors(head + "\"20 + depth\"\n"),
+              ElementsAre(AllOf(StartsWith("exp.yaml:8:32: simulate.seconds_per_unit_expression:"),
+                                HasSubstr("depth"), HasSubstr("numeric parameters: width"))));
+  EXPECT_THAT(Errors(head + "\"100 - width\"\n"),
+              ElementsAre(HasSubstr("must be a positive number of seconds everywhere in the space; "
+                                    "at the centre it is -164")));
+}
+
+}  // namespace
+}  // namespace sextant

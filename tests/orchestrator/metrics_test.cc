@@ -186,6 +186,40 @@ budget: {max_cost: 25}
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err << body;
 }
 
+TEST(MetricsEndToEndTest, SeveralObjectivesShowTheFrontAndItsHypervolume) {
+  std::string dir = MakeTempDir("metrics-mo");
+  WriteFile(dir + "/two.sh",
+            "#!/bin/sh\nsleep 0.3\nawk -v x=\"$SEXTANT_PARAM_X\" 'BEGIN { printf \"f1=%.9f f2=%.9f\\n\", x, 1 - x }'\n");
+  WriteFile(dir + "/exp.yaml", R"(name: metrics-mo
+objectives: [{metric: f1, reference: 2}, {metric: f2, reference: 2}]
+parameters:
+  x: {type: float, min: 0, max: 1}
+search: {sampler: sobol, seed: 1, max_trials: 10, max_concurrent: 2}
+trial:
+  command: [sh, two.sh]
+)");
+  testing::BackgroundProcess run({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
+                                  "--metrics-port", "0"});
+  ASSERT_TRUE(run.WaitForOutput("/metrics", 30)) << run.out() << run.err();
+  std::smatch m;
+  std::string out = run.out();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("http://127\\.0\\.0\\.1:(\\d+)/metrics")));
+  int port = std::stoi(m[1].str());
+  std::string body;
+  ASSERT_TRUE(testing::WaitFor([&] {
+    body = Body(Exchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    return body.find("sextant_hypervolume ") != std::string::npos;
+  }, 30)) << body;
+  EXPECT_THAT(body, HasSubstr("metric=\"f1,f2\",goal=\"minimize,minimize\""));
+  EXPECT_THAT(body, HasSubstr("sextant_pareto_front_size "));
+  EXPECT_THAT(body, Not(HasSubstr("sextant_best_value")));
+  EXPECT_EQ(run.Wait(60), 0) << run.err();
+  if (Promtool().empty()) GTEST_SKIP() << "promtool (Debian package prometheus) is not installed";
+  WriteFile(dir + "/scrape.txt", body);
+  auto check = RunProcess({"/bin/sh", "-c", absl::StrCat(Promtool(), " check metrics < ", dir, "/scrape.txt")});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err << body;
+}
+
 TEST(MetricsEndToEndTest, BadMetricsPortIsAUsageError) {
   auto r = RunProcess({kSextant, "run", "x.yaml", "--metrics-port", "70000"});
   EXPECT_EQ(r.exit_code, 2);

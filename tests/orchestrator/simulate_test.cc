@@ -257,3 +257,100 @@ TEST(SimulatorTest, ThousandInstancesTenThousandTrialsSimulateWithinAMinute) {
 
 }  // namespace
 }  // namespace sextant
+
+namespace sextant {
+namespace {
+
+// Branin against dollars, with a time per epoch that grows with x1: simulate shows the
+// accuracy-versus-dollars front before anything is spent.
+std::string CostFrontYaml(const std::string& sampler) {
+  return absl::StrCat(R"(name: front
+objectives: [{metric: loss}, {metric: cost}]
+constraints: [{metric: trial_seconds, max: 600}]
+parameters:
+  x0: {type: float, min: -5, max: 10}
+  x1: {type: float, min: 0, max: 15}
+search: {sampler: )", sampler, R"(, seed: 4, max_trials: 40, max_concurrent: 4}
+trial: {command: [run]}
+resources:
+  provider: simulated
+  pools:
+    - {name: spot, region: us-east-1, instance: gpu.1x, market: spot, max_instances: 4}
+simulate:
+  seconds_per_trial: 600
+  seconds_per_unit_expression: "60 + 60 * x1"
+)");
+}
+
+TEST(SimulatorTest, SeveralObjectivesWithCostGiveAFrontAndCostFollowsTheTimeExpression) {
+  v1::ExperimentSpec spec = Spec(CostFrontYaml("nsga2"));
+  auto sim = Simulator::Create(spec, Catalog::Default());
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  auto r = (*sim)->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->state, "COMPLETED") << r->message;
+  EXPECT_FALSE(r->best_value.has_value());  // several objectives: no single best
+  TempDir dir;
+  {
+    auto lock = RunDir::Acquire(dir.path());
+    ASSERT_TRUE(lock.ok());
+    auto store = Store::Open(lock->db_path(), true);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*sim)->WriteTo(store->get()).ok());
+  }
+  auto results = LoadResults(dir.path());
+  ASSERT_TRUE(results.ok()) << results.status();
+  const nlohmann::json& j = *results;
+  EXPECT_TRUE(j["best"].is_null());
+  ASSERT_EQ(j["objectives"].size(), 2u);
+  double lo = 1e300, hi = 0;
+  int infeasible = 0;
+  for (const auto& t : j["trials"]) {
+    if (t["state"] != "COMPLETED") continue;
+    ASSERT_EQ(t["values"].size(), 2u) << t.dump();
+    // The cost objective is the trial's share of the ledger, as in results' "cost".
+    EXPECT_NEAR(t["values"][1].get<double>(), t["cost"].get<double>(), 1e-9) << t.dump();
+    lo = std::min(lo, t["cost"].get<double>());
+    hi = std::max(hi, t["cost"].get<double>());
+    const bool slow = t["trial_seconds"].get<double>() > 600;
+    EXPECT_EQ(t["feasible"].get<bool>(), !slow) << t.dump();
+    infeasible += slow ? 1 : 0;
+  }
+  EXPECT_GT(hi / lo, 5) << "the expression makes cost vary about 16x across x1";
+  EXPECT_GT(infeasible, 0) << "x1 above about 8.5 takes longer than 600 s";
+  ASSERT_GE(j["pareto"].size(), 2u);
+  for (const auto& p : j["pareto"]) {
+    const auto& t = j["trials"][p["trial"].get<int>() - 1];
+    EXPECT_TRUE(t["feasible"].get<bool>());
+    EXPECT_EQ(p["values"], t["values"]);
+  }
+  EXPECT_GT(j["hypervolume"].get<double>(), 0);
+  EXPECT_EQ(j["reference_point_source"], "derived");
+  EXPECT_EQ(j["hypervolume_history"].size(), j["trials"].size());
+  EXPECT_THAT(ResultsToTable(j), ::testing::HasSubstr("pareto front: "));
+}
+
+TEST(SimulatorTest, EverySamplerRunsSeveralObjectivesUnderSimulate) {
+  for (const char* sampler : {"random", "sobol", "tpe", "bayesian", "nsga2"}) {
+    v1::ExperimentSpec spec = Spec(CostFrontYaml(sampler));
+    SimulationResult r = Simulate(spec);
+    EXPECT_EQ(r.state, "COMPLETED") << sampler << ": " << r.message;
+    EXPECT_EQ(r.trials, 40) << sampler;
+  }
+}
+
+TEST(SimulatorTest, MoAshaRanksOnEveryObjective) {
+  std::string yaml = AshaYaml(
+      "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}\n",
+      30, 4, "simulate: {seconds_per_unit_expression: \"30 + 10 * x1\"}\n");
+  yaml.replace(yaml.find("objective: {metric: loss}"), 25,
+               "objectives: [{metric: loss}, {metric: cost}]");
+  v1::ExperimentSpec spec = Spec(yaml);
+  SimulationResult r = Simulate(spec);
+  EXPECT_EQ(r.state, "COMPLETED") << r.message;
+  EXPECT_EQ(r.trials, 30);
+  EXPECT_GT(r.completed, 0);
+}
+
+}  // namespace
+}  // namespace sextant

@@ -39,13 +39,14 @@ struct CommandLine {
   int threads = 2;
   int gpus = 0;
   int64_t train_subset = 0, val_subset = 0;
+  int depth = 0;  // --depth: that many hidden layers of --hidden's first width; 0 = as given
 };
 
 const char* const kValueFlags[] = {
     "--model", "--dataset", "--epochs", "--batch-size", "--hidden", "--optimizer", "--lr",
     "--dropout", "--weight-decay", "--momentum", "--seed", "--threads", "--gpus",
     "--checkpoint-dir", "--checkpoint-every", "--memory-cap-mb", "--fidelity-name",
-    "--nan-patience", "--max-steps", "--train-subset", "--val-subset", "--data-dir"};
+    "--nan-patience", "--max-steps", "--train-subset", "--val-subset", "--data-dir", "--depth"};
 
 absl::Status Bad(absl::string_view flag, absl::string_view value, absl::string_view want) {
   return absl::InvalidArgumentError(
@@ -99,6 +100,10 @@ absl::Status Apply(CommandLine& c, const std::string& flag, const std::string& v
   else if (flag == "--train-subset") return ParseInt(flag, v, &c.train_subset);
   else if (flag == "--val-subset") return ParseInt(flag, v, &c.val_subset);
   else if (flag == "--data-dir") c.data_dir = v;
+  else if (flag == "--depth") {
+    if (auto s = ParseInt(flag, v, &c.depth); !s.ok()) return s;
+    if (c.depth < 1 || c.depth > 64) return Bad(flag, v, "a number of layers in 1..64");
+  }
   return absl::OkStatus();
 }
 
@@ -125,6 +130,10 @@ absl::StatusOr<CommandLine> Parse(int argc, char** argv) {
     }
     if (auto s = Apply(c, arg, value); !s.ok()) return s;
   }
+  if (c.depth > 0) {
+    const int width = c.trainer.model.hidden.empty() ? 128 : c.trainer.model.hidden.front();
+    c.trainer.model.hidden.assign(static_cast<size_t>(c.depth), width);
+  }
   if (c.threads < 1) return Bad("--threads", std::to_string(c.threads), "a count >= 1");
   if (c.gpus < 0) return Bad("--gpus", std::to_string(c.gpus), "a count >= 0");
   if (c.train_subset < 0 || c.val_subset < 0) {
@@ -149,7 +158,7 @@ void Usage() {
                "[--weight-decay X] [--momentum X] [--seed N] [--threads N] [--gpus N] "
                "[--checkpoint-dir DIR] [--checkpoint-every STEPS] [--memory-cap-mb N] "
                "[--fidelity-name NAME] [--nan-patience N] [--max-steps N] [--train-subset N] "
-               "[--val-subset N] [--data-dir DIR]\n";
+               "[--val-subset N] [--data-dir DIR] [--depth N]\n";
 }
 
 // OpenMP threads that spin at barriers lose their core to any other busy process and then stall
