@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +33,7 @@ td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f3f3f3}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 svg.chart{display:block;max-width:100%;height:auto}
+.panels{display:grid;grid-template-columns:1fr 1fr;gap:8px}
 )css";
 
 // Fills data-render-check on <body>: "ok" when every chart has a non-empty box, otherwise the
@@ -59,6 +61,20 @@ std::string Time(double unix_seconds) {
                           absl::LocalTimeZone());
 }
 
+bool AnyCompleted(const ReportData& d) {
+  return std::any_of(d.trials.begin(), d.trials.end(),
+                     [](const TrialRow& t) { return t.state == "COMPLETED"; });
+}
+
+// A best value (one objective) or a front point (several) exists: some completed trial is
+// feasible and valued.
+bool AnyResult(const ReportData& d) {
+  if (report::MultiObjective(d)) {
+    return d.results.contains("pareto") && d.results["pareto"].is_array() && !d.results["pareto"].empty();
+  }
+  return !d.results["best"].is_null();
+}
+
 std::string Banners(const ReportData& d, bool any_completed) {
   std::string out;
   if (d.in_progress) {
@@ -71,12 +87,62 @@ std::string Banners(const ReportData& d, bool any_completed) {
                           "Continue it with <code>sextant resume ",
                     EscapeXml(d.run_dir), "</code>.</div>");
   }
+  const bool multi = report::MultiObjective(d);
   if (!any_completed) {
     absl::StrAppend(&out, "<div class=\"banner warn\" id=\"no-completed\"><strong>No trial has "
-                          "completed yet</strong>, so there is no best value; the charts below "
-                          "show what has been recorded.</div>");
+                          "completed yet</strong>, so there is no ",
+                    multi ? "Pareto front" : "best value",
+                    "; the charts below show what has been recorded.</div>");
+  } else if (!AnyResult(d)) {
+    absl::StrAppend(&out, "<div class=\"banner warn\" id=\"no-feasible\"><strong>No completed "
+                          "trial met every constraint</strong>, so there is no ",
+                    multi ? "Pareto front" : "best value",
+                    "; infeasible trials are drawn as crosses.</div>");
   }
   for (const std::string& n : d.notes) absl::StrAppend(&out, "<p class=\"note\">", EscapeXml(n), "</p>");
+  return out;
+}
+
+// The summary rows of a multi-objective run: the front's size and trials, and the hypervolume.
+template <typename Row>
+void FrontRows(const nlohmann::json& r, const Row& row) {
+  const nlohmann::json& pareto = r.contains("pareto") ? r["pareto"] : nlohmann::json::array();
+  std::vector<std::string> ids;
+  for (const auto& p : pareto) ids.push_back(absl::StrCat("#", Show(p["trial"])));
+  row("Pareto front", "summary-front-size", pareto.size(),
+      pareto.empty() ? std::string("no feasible completed trial")
+                     : absl::StrCat(pareto.size(), " trials (", absl::StrJoin(ids, ", "), ")"));
+  nlohmann::json hv = r.contains("hypervolume") ? r["hypervolume"] : nlohmann::json(nullptr);
+  std::vector<std::string> ref;
+  if (r.contains("reference_point") && r["reference_point"].is_array()) {
+    for (const auto& v : r["reference_point"]) ref.push_back(Show(v));
+  }
+  row("Hypervolume", "summary-hypervolume", hv,
+      absl::StrCat(Show(hv), " (reference point (", absl::StrJoin(ref, ", "), "), ",
+                   Show(r.value("reference_point_source", "derived")), ")"));
+}
+
+// The trials of the Pareto front with their values and parameters (at most 200 rows).
+std::string FrontTable(const nlohmann::json& r) {
+  if (!r.contains("pareto") || !r["pareto"].is_array() || r["pareto"].empty()) return "";
+  std::string out = "<h3>Trials on the Pareto front</h3><table id=\"pareto-trials\"><tr><th>trial</th>";
+  for (const auto& o : r["objectives"]) {
+    absl::StrAppend(&out, "<th>", Show(o["metric"]), " (", Show(o["goal"]), ")</th>");
+  }
+  out += "<th>parameters</th></tr>";
+  size_t shown = 0;
+  for (const auto& p : r["pareto"]) {
+    if (++shown > 200) break;
+    absl::StrAppend(&out, "<tr class=\"pareto-trial\" data-trial=\"", Attr(p["trial"]), "\"><td>#",
+                    Show(p["trial"]), "</td>");
+    for (const auto& v : p["values"]) absl::StrAppend(&out, "<td class=\"num\">", Show(v), "</td>");
+    absl::StrAppend(&out, "<td>", EscapeXml(p["params"].dump()), "</td></tr>");
+  }
+  out += "</table>";
+  if (r["pareto"].size() > 200) {
+    absl::StrAppend(&out, "<p class=\"note\">The first 200 of ", r["pareto"].size(),
+                    " front trials; <code>sextant results</code> lists them all.</p>");
+  }
   return out;
 }
 
@@ -95,15 +161,42 @@ std::string Summary(const ReportData& d) {
       absl::StrCat(Show(r["state"]), d.in_progress ? " (in progress)" : ""));
   row("Trials", "summary-trials", r["trials"].size(), absl::StrCat(r["trials"].size()));
   const nlohmann::json& best = r["best"];
-  std::string metric = r["objective"]["metric"];
-  row("Objective", "summary-objective", r["objective"],
-      absl::StrCat(EscapeXml(r["objective"]["goal"].get<std::string>()), " ", EscapeXml(metric)));
-  if (best.is_null()) {
-    row("Best trial", "summary-best-trial", nullptr, "none completed");
-    row(absl::StrCat("Best ", EscapeXml(metric)), "summary-best-value", nullptr, "&#8212;");
+  const bool multi = report::MultiObjective(d);
+  if (multi) {
+    std::vector<std::string> names;
+    for (const auto& o : r["objectives"]) {
+      names.push_back(absl::StrCat(Show(o["goal"]), " ", Show(o["metric"])));
+    }
+    row("Objectives", "summary-objectives", r["objectives"], absl::StrJoin(names, ", "));
+  } else {
+    row("Objective", "summary-objective", r["objective"],
+        absl::StrCat(Show(r["objective"]["goal"]), " ", Show(r["objective"]["metric"])));
+  }
+  if (r.contains("constraints") && r["constraints"].is_array()) {
+    std::vector<std::string> shown;
+    for (const auto& c : r["constraints"]) {
+      std::string s = Show(c["metric"]);
+      if (c.contains("min")) s = absl::StrCat(Show(c["min"]), " &#8804; ", s);
+      if (c.contains("max")) absl::StrAppend(&s, " &#8804; ", Show(c["max"]));
+      shown.push_back(s);
+    }
+    row("Constraints", "summary-constraints", r["constraints"], absl::StrJoin(shown, ", "));
+    int infeasible = 0;
+    for (const auto& t : r["trials"]) {
+      if (t["state"] == "COMPLETED" && !t.value("feasible", true)) ++infeasible;
+    }
+    row("Infeasible trials", "summary-infeasible", infeasible,
+        absl::StrCat(infeasible, " completed trials broke a constraint"));
+  }
+  if (multi) {
+    FrontRows(r, row);
+  } else if (best.is_null()) {
+    row("Best trial", "summary-best-trial", nullptr, AnyCompleted(d) ? "none feasible" : "none completed");
+    row(absl::StrCat("Best ", Show(r["objective"]["metric"])), "summary-best-value", nullptr, "&#8212;");
   } else {
     row("Best trial", "summary-best-trial", best["trial"], absl::StrCat("#", Show(best["trial"])));
-    row(absl::StrCat("Best ", EscapeXml(metric)), "summary-best-value", best["value"], Show(best["value"]));
+    row(absl::StrCat("Best ", Show(r["objective"]["metric"])), "summary-best-value", best["value"],
+        Show(best["value"]));
   }
   row("Total cost", "summary-cost-total", r["cost"]["total"],
       absl::StrCat(Show(r["cost"]["total"]), " ", Show(r["cost"]["currency"])));
@@ -116,6 +209,7 @@ std::string Summary(const ReportData& d) {
     row("Preemptions", "summary-preemptions", pre, shown);
   }
   out += "</table>";
+  if (multi) out += FrontTable(r);
   if (!best.is_null() && best["params"].is_object()) {
     out += "<h3>Parameters of the best trial</h3><table id=\"best-params\"><tr><th>parameter</th><th>value</th></tr>";
     for (const auto& [k, v] : best["params"].items()) {
@@ -155,12 +249,23 @@ std::string Events(const ReportData& d) {
   return out + "</table>";
 }
 
+// A section heading; its id ("section-" + id) lets tests and links find the section.
+std::string Section(const std::string& id, const std::string& heading) {
+  return absl::StrCat("<h2 id=\"section-", id, "\">", heading, "</h2>");
+}
+
 std::string SearchLine(const ReportData& d) {
   const v1::Search& s = d.spec.search();
   std::string out = absl::StrCat("sampler ", v1::Search::Sampler_Name(s.sampler()));
   if (s.scheduler() != v1::Search::NONE && s.scheduler() != v1::Search::SCHEDULER_UNSPECIFIED) {
     absl::StrAppend(&out, ", scheduler ", v1::Search::Scheduler_Name(s.scheduler()), " over ",
                     s.fidelity().name(), " ", s.fidelity().min(), "..", s.fidelity().max());
+  }
+  if (s.cost_aware()) absl::StrAppend(&out, ", cost-aware");
+  if (d.spec.objectives_size() > 1) absl::StrAppend(&out, ", ", d.spec.objectives_size(), " objectives");
+  if (d.spec.constraints_size() > 0) {
+    absl::StrAppend(&out, ", ", d.spec.constraints_size(),
+                    d.spec.constraints_size() == 1 ? " constraint" : " constraints");
   }
   absl::StrAppend(&out, ", seed ", s.seed(), ", up to ", s.max_trials(), " trials");
   return absl::AsciiStrToLower(out);
@@ -169,7 +274,7 @@ std::string SearchLine(const ReportData& d) {
 }  // namespace
 
 std::string RenderReportHtml(const ReportData& d) {
-  bool any_completed = !d.results["best"].is_null();
+  const bool multi = report::MultiObjective(d);
   std::string title = absl::StrCat("Sextant report: ", d.spec.name());
   std::string html = absl::StrCat(
       "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -180,14 +285,47 @@ std::string RenderReportHtml(const ReportData& d) {
       "</code> &#183; state ", EscapeXml(d.state), d.in_progress ? " (in progress)" : "",
       " &#183; ", EscapeXml(SearchLine(d)), " &#183; generated ", EscapeXml(Time(d.generated_at)),
       "</p>");
-  absl::StrAppend(&html, Banners(d, any_completed));
-  absl::StrAppend(&html, "<h2>Summary</h2>", Summary(d));
-  absl::StrAppend(&html, "<h2>Optimisation history</h2><h3>By trial number</h3>",
-                  report::HistoryChart(d, false), "<h3>By time</h3>", report::HistoryChart(d, true));
-  absl::StrAppend(&html, "<h2>Parallel coordinates</h2>", report::ParallelCoordinatesChart(d),
-                  "<p class=\"note\">One line per completed trial; red is best, blue worst. "
-                  "Log-scaled parameters have log axes; categories are evenly spaced.</p>");
-  absl::StrAppend(&html, "<h2>Parameter importance</h2>", report::ImportanceChart(d),
+  absl::StrAppend(&html, Banners(d, AnyCompleted(d)));
+  absl::StrAppend(&html, Section("summary", "Summary"), Summary(d));
+  if (multi) {
+    absl::StrAppend(&html, Section("pareto", "Pareto front"), report::ParetoFrontCharts(d),
+                    "<p class=\"note\">Every completed trial with a value for each objective. "
+                    "Red points are the Pareto front of all the objectives (feasible trials that "
+                    "no other feasible trial beats in every objective); orange crosses broke a "
+                    "constraint.",
+                    d.spec.objectives_size() > 2
+                        ? " One panel per pair of objectives: a front point may look beaten in one "
+                          "pair, since it is better in another objective."
+                        : " The line is the front's staircase: the region it bounds, towards the "
+                          "better corner, is what the front attains.",
+                    "</p>");
+    absl::StrAppend(&html, Section("hypervolume", "Hypervolume"), report::HypervolumeCharts(d));
+  }
+  const std::string one = multi ? absl::StrCat(": ", EscapeXml(report::PrimaryObjectiveLabel(d))) : "";
+  if (multi) {
+    absl::StrAppend(&html, "<p class=\"note\" id=\"first-objective-note\">The sections from "
+                           "here to Intermediate values draw one objective: the first, ",
+                    EscapeXml(report::PrimaryObjectiveLabel(d)),
+                    ". The Pareto front and Hypervolume sections above draw them all.</p>");
+  }
+  absl::StrAppend(&html, Section("history", absl::StrCat("Optimisation history", one)),
+                  "<h3>By trial number</h3>", report::HistoryChart(d, false), "<h3>By time</h3>",
+                  report::HistoryChart(d, true));
+  if (d.spec.search().cost_aware() && !multi) {
+    absl::StrAppend(&html, Section("best-cost", "Best value against dollars"),
+                    report::BestValueByCostChart(d),
+                    "<p class=\"note\">A cost-aware search chooses by expected improvement per "
+                    "expected dollar: each completed trial's value against the dollars billed "
+                    "for the trials up to it (in trial order), with the best feasible value so "
+                    "far.</p>");
+  }
+  absl::StrAppend(&html, Section("parallel", absl::StrCat("Parallel coordinates", one)),
+                  report::ParallelCoordinatesChart(d),
+                  "<p class=\"note\">One line per completed trial; red is best, blue worst",
+                  multi ? " in the first objective" : "",
+                  ". Log-scaled parameters have log axes; categories are evenly spaced.</p>");
+  absl::StrAppend(&html, Section("importance", absl::StrCat("Parameter importance", one)),
+                  report::ImportanceChart(d),
                   "<p class=\"method\" id=\"importance-method\">Method: a functional ANOVA of main "
                   "effects over binned marginals. The objective is clipped to its 5th and 95th "
                   "percentiles (so one diverged trial cannot dominate); each parameter is split into bins (one per category or distinct value when there are "
@@ -198,11 +336,12 @@ std::string RenderReportHtml(const ReportData& d) {
                   "100%: the rest is interactions and noise. It uses the completed trials' "
                   "values; when a multi-fidelity search completed fewer than 20 trials and a rung "
                   "holds more, it uses the values at that rung instead (stated above the bars).</p>");
-  absl::StrAppend(&html, "<h2>Intermediate values</h2>", report::IntermediateValuesChart(d));
-  absl::StrAppend(&html, "<h2>Cost over time</h2>", report::CostChart(d));
-  absl::StrAppend(&html, "<h2>Worker timeline</h2>", report::WorkerTimelineChart(d));
-  absl::StrAppend(&html, "<h2>Federated rounds</h2>", report::FederatedCharts(d));
-  absl::StrAppend(&html, "<h2>Events</h2>", Events(d));
+  absl::StrAppend(&html, Section("intermediate", absl::StrCat("Intermediate values", one)),
+                  report::IntermediateValuesChart(d));
+  absl::StrAppend(&html, Section("cost", "Cost over time"), report::CostChart(d));
+  absl::StrAppend(&html, Section("timeline", "Worker timeline"), report::WorkerTimelineChart(d));
+  absl::StrAppend(&html, Section("federated", "Federated rounds"), report::FederatedCharts(d));
+  absl::StrAppend(&html, Section("events", "Events"), Events(d));
   absl::StrAppend(&html, "<script>", kScript, "</script></body></html>\n");
   return html;
 }
@@ -231,7 +370,7 @@ absl::StatusOr<ReportFile> WriteReport(const std::string& run_dir, const std::st
   out.bytes = html.size();
   out.trials = d.trials.size();
   out.in_progress = d.in_progress;
-  out.any_completed = !d.results["best"].is_null();
+  out.any_completed = AnyCompleted(d);
   return out;
 }
 

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "orchestrator/param_importance.h"
 #include "orchestrator/plot_scale.h"
 #include "orchestrator/svg_canvas.h"
@@ -34,9 +36,19 @@ struct Frame {
   double y1() const { return t; }      // top
 };
 
-bool Maximize(const ReportData& d) { return d.spec.objective().goal() == v1::Objective::MAXIMIZE; }
+// The charts that draw one objective draw the first one of a multi-objective run.
+const v1::Objective& Primary(const ReportData& d) {
+  return d.spec.objectives_size() > 0 ? d.spec.objectives(0) : d.spec.objective();
+}
 
-const std::string& Metric(const ReportData& d) { return d.spec.objective().metric(); }
+bool Maximize(const ReportData& d) { return Primary(d).goal() == v1::Objective::MAXIMIZE; }
+
+const std::string& Metric(const ReportData& d) { return Primary(d).metric(); }
+
+std::vector<v1::Objective> AllObjectives(const ReportData& d) {
+  if (d.spec.objectives_size() > 0) return {d.spec.objectives().begin(), d.spec.objectives().end()};
+  return {d.spec.objective()};
+}
 
 void Axes(SvgCanvas& c, const Frame& f, const PlotScale& x, const PlotScale& y,
           const std::string& xlabel, const std::string& ylabel) {
@@ -103,6 +115,7 @@ struct TrialPoint {
   std::string state;
   double value;
   double finished_at;
+  bool feasible;
 };
 
 std::vector<TrialPoint> TrialPoints(const ReportData& d) {
@@ -118,14 +131,131 @@ std::vector<TrialPoint> TrialPoints(const ReportData& d) {
     bool finished = t.state == "COMPLETED" || t.state == "PRUNED" || t.state == "FAILED";
     if (!v || !std::isfinite(*v) || !finished) continue;
     if (t.state != "COMPLETED" && !(t.state == "PRUNED")) continue;
-    out.push_back(TrialPoint{t.id, t.state, *v, t.finished_at});
+    out.push_back(TrialPoint{t.id, t.state, *v, t.finished_at, t.feasible});
   }
   return out;
 }
 
 std::string Fmt(double v) { return absl::StrFormat("%.6g", v); }
 
+bool Better(bool maximize, double a, double b) { return maximize ? a > b : a < b; }
+
+// A completed trial of a multi-objective run with a finite value for every objective.
+struct FrontPoint {
+  int64_t id;
+  std::vector<double> values;  // objective order, the objectives' own units
+  bool feasible;
+  bool front;  // on the Pareto front of all objectives (results' "pareto")
+};
+
+std::vector<FrontPoint> FrontPoints(const ReportData& d) {
+  const size_t n = static_cast<size_t>(d.spec.objectives_size());
+  std::set<int64_t> front;
+  if (d.results.contains("pareto") && d.results["pareto"].is_array()) {
+    for (const auto& p : d.results["pareto"]) front.insert(p["trial"].get<int64_t>());
+  }
+  std::vector<FrontPoint> out;
+  for (const TrialRow& t : d.trials) {
+    if (t.state != "COMPLETED" || t.values.size() != n) continue;
+    if (!std::all_of(t.values.begin(), t.values.end(), [](double v) { return std::isfinite(v); })) continue;
+    out.push_back(FrontPoint{t.id, t.values, t.feasible, front.count(t.id) > 0});
+  }
+  return out;
+}
+
+std::string FrontTitle(const std::vector<v1::Objective>& objectives, const FrontPoint& p) {
+  std::string out = absl::StrCat("trial ", p.id, ":");
+  for (size_t k = 0; k < objectives.size(); ++k) {
+    absl::StrAppend(&out, k ? ", " : " ", objectives[k].metric(), "=", Fmt(p.values[k]));
+  }
+  if (p.front) absl::StrAppend(&out, " (Pareto front)");
+  if (!p.feasible) absl::StrAppend(&out, " (infeasible)");
+  return out;
+}
+
+// The attainment staircase of the front points in the (i, j) projection, in pixels: from the
+// worse edge of j down to the best point in i, then step by step to the worse edge of i.
+std::vector<std::pair<double, double>> Staircase(const std::vector<const FrontPoint*>& front,
+                                                 size_t i, size_t j, bool max_i, bool max_j,
+                                                 const PlotScale& x, const PlotScale& y,
+                                                 const Frame& f) {
+  std::vector<std::pair<double, double>> m;  // minimised
+  for (const FrontPoint* p : front) {
+    m.emplace_back(max_i ? -p->values[i] : p->values[i], max_j ? -p->values[j] : p->values[j]);
+  }
+  std::sort(m.begin(), m.end());
+  std::vector<std::pair<double, double>> steps;  // only those no other projected point dominates
+  for (const auto& p : m) {
+    if (steps.empty() || p.second < steps.back().second) steps.push_back(p);
+  }
+  auto px = [&](double v) { return x(max_i ? -v : v); };
+  auto py = [&](double v) { return y(max_j ? -v : v); };
+  std::vector<std::pair<double, double>> out;
+  if (steps.empty()) return out;
+  out.emplace_back(px(steps[0].first), max_j ? f.y0() : f.y1());
+  for (size_t k = 0; k < steps.size(); ++k) {
+    if (k) out.emplace_back(px(steps[k].first), py(steps[k - 1].second));
+    out.emplace_back(px(steps[k].first), py(steps[k].second));
+  }
+  out.emplace_back(max_i ? f.x0() : f.x1(), py(steps.back().second));
+  return out;
+}
+
+// One scatter of objective j against objective i. Marks: one per point, plus the staircase.
+std::string FrontScatter(const std::string& id, const std::vector<v1::Objective>& objectives,
+                         const std::vector<FrontPoint>& pts, size_t i, size_t j, const Frame& f,
+                         bool staircase) {
+  SvgCanvas c(id, f.w, f.h);
+  std::vector<double> xs, ys;
+  for (const FrontPoint& p : pts) {
+    xs.push_back(p.values[i]);
+    ys.push_back(p.values[j]);
+  }
+  PlotScale x = ValueScale(xs, f.x0(), f.x1());
+  PlotScale y = ValueScale(ys, f.y0(), f.y1());
+  Axes(c, f, x, y, ObjectiveLabel(objectives[i]), ObjectiveLabel(objectives[j]));
+  const bool max_i = objectives[i].goal() == v1::Objective::MAXIMIZE;
+  const bool max_j = objectives[j].goal() == v1::Objective::MAXIMIZE;
+  std::vector<const FrontPoint*> front;
+  bool any_infeasible = false;
+  // Dominated feasible points first, then the infeasible crosses, then the front on top.
+  for (int layer = 0; layer < 3; ++layer) {
+    for (const FrontPoint& p : pts) {
+      int l = p.front ? 2 : p.feasible ? 0 : 1;
+      if (l != layer) continue;
+      double px = x(p.values[i]), py = y(p.values[j]);
+      if (l == 0) c.Circle(px, py, 3, kBlue, FrontTitle(objectives, p));
+      if (l == 1) c.Cross(px, py, 3.5, kOrange, FrontTitle(objectives, p));
+      if (l == 2) c.Circle(px, py, 4.5, kRed, FrontTitle(objectives, p), "#ffffff");
+      if (l == 1) any_infeasible = true;
+      if (l == 2) front.push_back(&p);
+      c.CountData();
+    }
+  }
+  if (staircase && !front.empty()) {
+    c.Polyline(Staircase(front, i, j, max_i, max_j, x, y, f), kRed, 1.5, 0.8,
+               absl::StrCat("Pareto front: ", front.size(), " trials"));
+    c.CountData();
+  }
+  std::vector<LegendItem> legend = {{kBlue, "feasible"}, {kRed, "Pareto front"}};
+  if (any_infeasible) legend.push_back({kOrange, "infeasible"});
+  Legend(c, f, legend);
+  return c.Finish();
+}
+
 }  // namespace
+
+bool MultiObjective(const ReportData& d) { return d.spec.objectives_size() > 1; }
+
+std::string ObjectiveLabel(const v1::Objective& o) {
+  return absl::StrCat(o.metric(), o.goal() == v1::Objective::MAXIMIZE ? " (maximize)" : " (minimize)");
+}
+
+std::string PrimaryObjectiveLabel(const ReportData& d) {
+  if (!MultiObjective(d)) return Metric(d);
+  return absl::StrCat(Metric(d), " (objective 1 of ", d.spec.objectives_size(), ", ",
+                      Maximize(d) ? "maximize" : "minimize", ")");
+}
 
 std::string NoData(const std::string& id, const std::string& why) {
   return absl::StrCat("<div class=\"nodata\" id=\"", EscapeXml(id),
@@ -161,29 +291,41 @@ std::string HistoryChart(const ReportData& d, bool by_time) {
   }
   PlotScale x = PlotScale::Linear(by_time ? 0 : 0, xmax * 1.02, f.x0(), f.x1());
   Axes(c, f, x, y, by_time ? absl::StrCat("time since start (", unit.name, ")") : "trial",
-       Metric(d));
+       PrimaryObjectiveLabel(d));
   auto xof = [&](const TrialPoint& p) {
     return by_time ? (p.finished_at - d.started_at) / unit.seconds : static_cast<double>(p.id);
   };
   const bool max = Maximize(d);
   std::vector<std::pair<double, double>> best_line;
   std::optional<double> best;
+  bool any_infeasible = false;
   for (const auto& p : pts) {
     bool done = p.state == "COMPLETED";
-    std::string title = absl::StrCat("trial ", p.id, " (", p.state, "): ", Metric(d), "=", Fmt(p.value));
-    c.Circle(x(xof(p)), y(p.value), done ? 3.5 : 2.5, done ? kBlue : kGrey, title);
+    std::string title = absl::StrCat("trial ", p.id, " (", p.state, p.feasible ? "" : ", infeasible",
+                                     "): ", Metric(d), "=", Fmt(p.value));
+    if (done && !p.feasible) {
+      c.Cross(x(xof(p)), y(p.value), 3.5, kOrange, title);
+      any_infeasible = true;
+    } else {
+      c.Circle(x(xof(p)), y(p.value), done ? 3.5 : 2.5, done ? kBlue : kGrey, title);
+    }
     c.CountData();
-    if (!done) continue;
-    if (!best || (max ? p.value > *best : p.value < *best)) {
+    if (!done || !p.feasible) continue;  // the best is feasible, as in results
+    if (!best || Better(max, p.value, *best)) {
       if (best) best_line.emplace_back(x(xof(p)), y(*best));
       best = p.value;
       best_line.emplace_back(x(xof(p)), y(*best));
     }
   }
-  best_line.emplace_back(f.x1(), y(*best));
-  c.Polyline(best_line, kRed, 2, 1, absl::StrCat("best so far: ", Fmt(*best)));
-  c.CountData();
-  Legend(c, f, {{kBlue, "completed"}, {kGrey, "pruned (last value)"}, {kRed, "best so far"}});
+  const std::string best_label = MultiObjective(d) ? "best of this objective alone" : "best so far";
+  if (best) {
+    best_line.emplace_back(f.x1(), y(*best));
+    c.Polyline(best_line, kRed, 2, 1, absl::StrCat(best_label, ": ", Fmt(*best)));
+    c.CountData();
+  }
+  std::vector<LegendItem> legend = {{kBlue, "completed"}, {kGrey, "pruned (last value)"}, {kRed, best_label}};
+  if (any_infeasible) legend.push_back({kOrange, "infeasible"});
+  Legend(c, f, legend);
   return c.Finish();
 }
 
@@ -267,7 +409,7 @@ std::string ParallelCoordinatesChart(const ReportData& d) {
   for (int a = 0; a < axes; ++a) {
     double px = axis_x(a);
     c.Line(px, f.y0(), px, f.y1(), "#555555");
-    std::string name = a + 1 == axes ? Metric(d) : params[a].name();
+    std::string name = a + 1 == axes ? PrimaryObjectiveLabel(d) : params[a].name();
     if (a + 1 < axes && params[a].log()) absl::StrAppend(&name, " (log)");
     c.Text(px, f.y1() - 14, name, "middle", 12, "#111");
     for (const auto& [v, label] : scales[a].Ticks(5)) {
@@ -366,7 +508,8 @@ std::string ImportanceChart(const ReportData& d) {
   f.t = 24;
   f.b = 30;
   SvgCanvas c(id, f.w, f.h);
-  c.Text(f.x0(), 14, absl::StrCat("from ", sample.source, ", n=", y.size()), "start", 11, "#555");
+  c.Text(f.x0(), 14, absl::StrCat("of ", PrimaryObjectiveLabel(d), ", from ", sample.source, ", n=", y.size()),
+         "start", 11, "#555");
   PlotScale x = PlotScale::Linear(0, 1, f.x0(), f.x1());
   for (const auto& [v, label] : x.Ticks(5)) {
     c.Line(x(v), f.y1(), x(v), f.y0(), "#eeeeee");
@@ -434,7 +577,7 @@ std::string IntermediateValuesChart(const ReportData& d) {
                       : PlotScale::Linear(std::min(0.0, xmin), xmax, f.x0(), f.x1());
   PlotScale y = ValueScale(values, f.y0(), f.y1());
   Axes(c, f, x, y, any_fidelity ? absl::StrCat(fkey, log_x ? " (log)" : "") : "report number",
-       metric);
+       PrimaryObjectiveLabel(d));
   // Rungs: min * eta^k up to max, as the successive-halving schedulers place them.
   std::set<double> rungs;
   auto sched = d.spec.search().scheduler();
@@ -725,6 +868,185 @@ std::string FederatedCharts(const ReportData& d) {
   Legend(c, f, {{kBlue, "participated"}, {kRed, "rejected"}});
   absl::StrAppend(&out, c.Finish());
   return out;
+}
+
+std::string ParetoFrontCharts(const ReportData& d) {
+  if (!MultiObjective(d)) return NoData("chart-pareto", "This run has one objective.");
+  const std::vector<v1::Objective> objectives = AllObjectives(d);
+  const std::vector<FrontPoint> pts = FrontPoints(d);
+  if (pts.empty()) {
+    return NoData("chart-pareto", "No trial has completed with a value for every objective yet.");
+  }
+  if (objectives.size() == 2) {
+    Frame f;
+    f.h = 420;
+    return FrontScatter("chart-pareto", objectives, pts, 0, 1, f, true);
+  }
+  // Three or four objectives: one small panel per pair, two to a row.
+  std::string out = "<div class=\"panels\" id=\"pareto-panels\">";
+  Frame f;
+  f.w = 460;
+  f.h = 330;
+  f.l = 62;
+  for (size_t i = 0; i < objectives.size(); ++i) {
+    for (size_t j = i + 1; j < objectives.size(); ++j) {
+      absl::StrAppend(&out, FrontScatter(absl::StrCat("chart-pareto-", i + 1, "-", j + 1), objectives,
+                                         pts, i, j, f, false));
+    }
+  }
+  return out + "</div>";
+}
+
+namespace {
+
+// Hypervolume after each trial against the trial number or the dollars spent so far.
+// Marks: the step line, and one dot for each trial that raised the hypervolume.
+std::string HypervolumeChart(const ReportData& d, bool by_cost) {
+  const std::string id = by_cost ? "chart-hypervolume-cost" : "chart-hypervolume-trial";
+  const nlohmann::json& history = d.results.contains("hypervolume_history")
+                                      ? d.results["hypervolume_history"]
+                                      : nlohmann::json::array();
+  if (!history.is_array() || history.empty()) return NoData(id, "No trial has been recorded yet.");
+  double xmax = 0, hmax = 0;
+  for (const auto& h : history) {
+    xmax = std::max(xmax, by_cost ? h.value("cost", 0.0) : h.value("trial", 0.0));
+    hmax = std::max(hmax, h.value("hypervolume", 0.0));
+  }
+  std::string currency = d.results["cost"].value("currency", "USD");
+  if (by_cost && xmax <= 0) {
+    return NoData(id, absl::StrCat("Nothing was billed: every trial's cost is 0 ", currency,
+                                   " (a local run is not billed), so there is no dollar axis."));
+  }
+  Frame f;
+  f.h = 280;
+  SvgCanvas c(id, f.w, f.h);
+  PlotScale x = PlotScale::Linear(0, xmax * 1.02, f.x0(), f.x1());
+  PlotScale y = PlotScale::Linear(0, hmax > 0 ? hmax * 1.08 : 1, f.y0(), f.y1());
+  Axes(c, f, x, y, by_cost ? absl::StrCat("dollars spent on trials (", currency, ")") : "trial",
+       "hypervolume");
+  std::vector<std::pair<double, double>> line = {{x(0), y(0)}};
+  double prev = 0;
+  std::vector<std::tuple<double, double, std::string>> raised;
+  for (const auto& h : history) {
+    double at = by_cost ? h.value("cost", 0.0) : h.value("trial", 0.0);
+    double hv = h.value("hypervolume", 0.0);
+    line.emplace_back(x(at), y(prev));
+    line.emplace_back(x(at), y(hv));
+    if (hv > prev) {
+      raised.emplace_back(x(at), y(hv),
+                          absl::StrCat("trial ", h.value("trial", 0), ": hypervolume ", Fmt(hv),
+                                       ", ", Fmt(h.value("cost", 0.0)), " ", currency, " spent"));
+    }
+    prev = hv;
+  }
+  line.emplace_back(f.x1(), y(prev));
+  c.Polyline(line, kBlue, 2, 1, absl::StrCat("hypervolume: ", Fmt(prev)));
+  c.CountData();
+  for (const auto& [px, py, title] : raised) {
+    c.Circle(px, py, 3.5, kRed, title);
+    c.CountData();
+  }
+  Legend(c, f, {{kBlue, "hypervolume"}, {kRed, "a trial raised it"}});
+  return c.Finish();
+}
+
+std::string HypervolumeNote(const ReportData& d) {
+  const nlohmann::json& r = d.results;
+  const std::vector<v1::Objective> objectives = AllObjectives(d);
+  std::vector<std::string> ref;
+  if (r.contains("reference_point") && r["reference_point"].is_array()) {
+    for (size_t k = 0; k < r["reference_point"].size() && k < objectives.size(); ++k) {
+      const nlohmann::json& v = r["reference_point"][k];
+      ref.push_back(absl::StrCat(objectives[k].metric(), " ",
+                                 v.is_number() ? Fmt(v.get<double>()) : v.dump()));
+    }
+  }
+  bool given = r.value("reference_point_source", "") == "given";
+  std::string out = absl::StrCat(
+      "<p class=\"note\" id=\"hypervolume-reference\" data-source=\"", given ? "given" : "derived",
+      "\">Hypervolume ", r.contains("hypervolume") && r["hypervolume"].is_number() ? Fmt(r["hypervolume"].get<double>()) : "0",
+      ": the region that the feasible completed trials dominate, bounded by the reference point (",
+      EscapeXml(absl::StrJoin(ref, ", ")), "), ",
+      given ? "given in the experiment (objectives[].reference)."
+            : "derived from the trials: each objective without a reference: in the experiment "
+              "takes its worst feasible value plus 10% of its range.",
+      "</p>");
+  if (r.contains("hypervolume_note") && r["hypervolume_note"].is_string()) {
+    absl::StrAppend(&out, "<p class=\"note\" id=\"hypervolume-note\">Why it is 0: ",
+                    EscapeXml(r["hypervolume_note"].get<std::string>()), ".</p>");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string HypervolumeCharts(const ReportData& d) {
+  if (!MultiObjective(d)) return NoData("chart-hypervolume-trial", "This run has one objective.");
+  return absl::StrCat("<h3>By trial number</h3>", HypervolumeChart(d, false),
+                      "<h3>By dollars spent</h3>", HypervolumeChart(d, true), HypervolumeNote(d));
+}
+
+std::string BestValueByCostChart(const ReportData& d) {
+  const std::string id = "chart-best-cost";
+  const nlohmann::json& trials = d.results["trials"];
+  std::string currency = d.results["cost"].value("currency", "USD");
+  struct Point {
+    int64_t id;
+    double spent, value;
+    bool feasible;
+  };
+  std::map<int64_t, double> cost;
+  for (const auto& t : trials) {
+    if (t.contains("cost") && t["cost"].is_number()) cost[t["id"].get<int64_t>()] = t["cost"].get<double>();
+  }
+  std::vector<Point> pts;
+  double spent = 0;
+  for (const TrialRow& row : d.trials) {  // in id order
+    if (auto c = cost.find(row.id); c != cost.end()) spent += c->second;
+    if (row.state == "COMPLETED" && row.value && std::isfinite(*row.value)) {
+      pts.push_back(Point{row.id, spent, *row.value, row.feasible});
+    }
+  }
+  if (spent <= 0) {
+    return NoData(id, absl::StrCat("Nothing was billed: every trial's cost is 0 ", currency,
+                                   " (a local run is not billed), so there is no dollar axis."));
+  }
+  if (pts.empty()) return NoData(id, "No trial has completed with a value for the objective yet.");
+  Frame f;
+  SvgCanvas c(id, f.w, f.h);
+  std::vector<double> values;
+  for (const Point& p : pts) values.push_back(p.value);
+  PlotScale x = PlotScale::Linear(0, spent * 1.02, f.x0(), f.x1());
+  PlotScale y = ValueScale(values, f.y0(), f.y1());
+  Axes(c, f, x, y, absl::StrCat("dollars spent on trials (", currency, ")"), Metric(d));
+  const bool max = Maximize(d);
+  std::optional<double> best;
+  std::vector<std::pair<double, double>> line;
+  bool any_infeasible = false;
+  for (const Point& p : pts) {
+    std::string title = absl::StrCat("trial ", p.id, ": ", Metric(d), "=", Fmt(p.value), " after ",
+                                     Fmt(p.spent), " ", currency, p.feasible ? "" : " (infeasible)");
+    if (p.feasible) {
+      c.Circle(x(p.spent), y(p.value), 3.5, kBlue, title);
+    } else {
+      c.Cross(x(p.spent), y(p.value), 3.5, kOrange, title);
+      any_infeasible = true;
+    }
+    c.CountData();
+    if (!p.feasible || (best && !Better(max, p.value, *best))) continue;
+    if (best) line.emplace_back(x(p.spent), y(*best));
+    best = p.value;
+    line.emplace_back(x(p.spent), y(*best));
+  }
+  if (best) {
+    line.emplace_back(f.x1(), y(*best));
+    c.Polyline(line, kRed, 2, 1, absl::StrCat("best so far: ", Fmt(*best)));
+    c.CountData();
+  }
+  std::vector<LegendItem> legend = {{kBlue, "completed"}, {kRed, "best so far"}};
+  if (any_infeasible) legend.push_back({kOrange, "infeasible"});
+  Legend(c, f, legend);
+  return c.Finish();
 }
 
 }  // namespace sextant::report

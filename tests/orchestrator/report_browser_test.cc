@@ -120,6 +120,80 @@ TEST_F(ReportBrowserTest, ThousandTrialReportRendersInUnderThreeSeconds) {
             << " ms in Chromium, whole chromium process " << r.wall_seconds << " s\n";
 }
 
+// The chart's element in a DOM dump, from its opening tag to its end ("" when absent).
+std::string ChartIn(const std::string& dom, const std::string& id) {
+  size_t at = dom.find(absl::StrCat("id=\"", id, "\""));
+  if (at == std::string::npos) return "";
+  at = dom.rfind('<', at);
+  return dom.substr(at, dom.find("</svg>", at) - at);
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Two objectives with infeasible trials and dollars, and three objectives in pairwise panels:
+// Chromium loads both without errors, every chart has ink, and the DOM holds one drawn mark
+// per trial in each front chart.
+TEST_F(ReportBrowserTest, MultiObjectiveReportsLoadCleanlyAndEveryChartHasInk) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(n);
+    testing::ObjectivesRunOptions o;
+    o.objectives = n;
+    o.trials = 60;
+    o.infeasible_every = 5;
+    o.failed_every = 11;
+    const std::string run = absl::StrCat(dir_, "/run", n);
+    testing::BuildObjectivesRun(run, o);
+    std::string html = MakeReport(run);
+    const int completed = 60 - 60 / 11, infeasible = 60 / 5 - 1;  // trial 55 failed first
+
+    testing::BrowserRender r = testing::DumpDom(html, kWidth, 900);
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+    ExpectNoPageErrors(r);
+    ASSERT_EQ(testing::BodyAttribute(r.dom, "data-render-check"), "ok") << r.stderr_text;
+    nlohmann::json boxes =
+        nlohmann::json::parse(testing::BodyAttribute(r.dom, "data-chart-boxes"), nullptr, false);
+    ASSERT_TRUE(boxes.is_object());
+    std::vector<std::string> charts = {"chart-hypervolume-trial", "chart-hypervolume-cost",
+                                       "chart-history-trial", "chart-parallel"};
+    std::vector<std::string> fronts;
+    if (n == 2) {
+      fronts = {"chart-pareto"};
+    } else {
+      fronts = {"chart-pareto-1-2", "chart-pareto-1-3", "chart-pareto-2-3"};
+    }
+    for (const std::string& id : fronts) {
+      charts.push_back(id);
+      std::string svg = ChartIn(r.dom, id);
+      ASSERT_FALSE(svg.empty()) << id;
+      // Feasible trials are circles and infeasible ones crosses (paths), each with a tooltip.
+      EXPECT_EQ(Count(svg, "<path "), static_cast<size_t>(infeasible)) << id;
+      EXPECT_EQ(Count(svg, "<circle ") + Count(svg, "<path "), static_cast<size_t>(completed)) << id;
+      EXPECT_EQ(Count(svg, "<polyline "), n == 2 ? 1u : 0u) << id;  // the staircase
+      EXPECT_EQ(std::stoi(testing::AttributeOf(svg, id, "data-marks")), completed + (n == 2)) << id;
+    }
+    int height = std::stoi(testing::BodyAttribute(r.dom, "data-page-height"));
+    std::string png = absl::StrCat(dir_, "/report", n, ".png"), log;
+    ASSERT_EQ(testing::Screenshot(html, png, kWidth, height, &log), 0) << log;
+    testing::Image image;
+    std::string error;
+    ASSERT_TRUE(testing::DecodePng(ReadFile(png), &image, &error)) << error;
+    for (const std::string& id : charts) {
+      ASSERT_TRUE(boxes.contains(id)) << id << " in " << boxes.dump();
+      auto b = boxes[id];
+      EXPECT_GT(b[2].get<int>(), 100) << id;
+      EXPECT_GT(testing::GreyVariance(image, b[0], b[1], b[2], b[3]), 100) << id << " looks blank";
+    }
+    if (n == 3) {  // two panels to a row
+      EXPECT_EQ(boxes["chart-pareto-1-2"][1], boxes["chart-pareto-1-3"][1]);
+      EXPECT_LT(boxes["chart-pareto-1-2"][0].get<int>(), boxes["chart-pareto-1-3"][0].get<int>());
+    }
+  }
+}
+
 TEST_F(ReportBrowserTest, RealFederatedReportShowsRoundsPerRegion) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";

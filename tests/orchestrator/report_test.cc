@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -350,6 +351,253 @@ TEST_F(ReportTest, CostAndRoundTablesOfTheDocumentedShapesAreDrawn) {
   EXPECT_GT(Marks(html, "chart-federated-clients"), 0);
   EXPECT_GT(Marks(html, "chart-federated-epsilon"), 0);
   EXPECT_THAT(html, HasSubstr("east-spot: 1.25 USD"));
+}
+
+nlohmann::json Results(const std::string& run_dir) {
+  auto r = RunProcess({kSextant, "results", run_dir, "--format", "json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return nlohmann::json::parse(r.out, nullptr, false);
+}
+
+// The <svg> element whose id is id ("" when there is none).
+std::string Svg(const std::string& html, const std::string& id) {
+  size_t at = html.find(absl::StrCat("<svg class=\"chart\" id=\"", id, "\""));
+  if (at == std::string::npos) return "";
+  return html.substr(at, html.find("</svg>", at) - at);
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Trials the Pareto charts draw: COMPLETED with a value for every objective.
+int ValuedTrials(const nlohmann::json& j) {
+  int n = 0;
+  for (const auto& t : j["trials"]) {
+    bool valued = t["values"].size() == j["objectives"].size();
+    for (const auto& v : t["values"]) valued &= v.is_number();
+    n += t["state"] == "COMPLETED" && valued;
+  }
+  return n;
+}
+
+int CompletedInfeasible(const nlohmann::json& j) {
+  int n = 0;
+  for (const auto& t : j["trials"]) n += t["state"] == "COMPLETED" && !t["feasible"].get<bool>();
+  return n;
+}
+
+// The hypervolume chart's marks: its line and one dot per trial that raised the hypervolume.
+int HypervolumeMarks(const nlohmann::json& j) {
+  int n = 1;
+  double prev = 0;
+  for (const auto& h : j["hypervolume_history"]) {
+    n += h["hypervolume"].get<double>() > prev;
+    prev = h["hypervolume"].get<double>();
+  }
+  return n;
+}
+
+void ExpectFrontSummaryMatchesResults(const std::string& html, const nlohmann::json& j) {
+  auto value = [&](const std::string& id) {
+    return nlohmann::json::parse(AttributeOf(html, id, "data-value"), nullptr, false);
+  };
+  EXPECT_EQ(value("summary-trials"), j["trials"].size());
+  EXPECT_EQ(value("summary-objectives"), j["objectives"]);
+  EXPECT_EQ(value("summary-front-size"), j["pareto"].size());
+  EXPECT_DOUBLE_EQ(value("summary-hypervolume").get<double>(), j["hypervolume"].get<double>());
+  EXPECT_EQ(Count(html, "class=\"pareto-trial\""), j["pareto"].size());
+  // No best of one objective, and no objective without a name.
+  EXPECT_THAT(html, Not(HasSubstr("id=\"summary-best-trial\"")));
+  EXPECT_THAT(html, Not(HasSubstr("id=\"summary-objective\"")));
+  EXPECT_THAT(html, Not(HasSubstr(" ()")));
+  EXPECT_THAT(html, Not(HasSubstr("=\"\" ")));
+}
+
+// Two objectives and a constraint through real trial processes: trial 3 fails (NaN), trial 5
+// forgets the constraint metric and trials with a > 0.8 break it, so some are infeasible.
+TEST_F(ReportTest, RealTwoObjectiveRunGetsAParetoFrontAndHypervolume) {
+  WriteFile(dir_ + "/mo.sh", R"(#!/bin/sh
+case "$SEXTANT_TRIAL_ID" in
+  3) echo "f1=nan f2=1 mb=1" ;;
+  5) echo "f1=0.01 f2=0.01" ;;
+  *) awk -v a="$SEXTANT_PARAM_A" -v b="$SEXTANT_PARAM_B" 'BEGIN {
+       g = 1 + 9 * b; printf "f1=%.9f f2=%.9f mb=%.3f\n", a, g * (1 - sqrt(a / g)), 100 * a }' ;;
+esac
+)");
+  WriteFile(dir_ + "/mo.yaml", R"(name: mo-report
+objectives:
+  - {metric: f1, goal: minimize}
+  - {metric: f2, goal: minimize, reference: 11}
+constraints: [{metric: mb, max: 80}]
+parameters:
+  a: {type: float, min: 0, max: 1}
+  b: {type: float, min: 0, max: 1}
+search: {sampler: nsga2, seed: 2, max_trials: 24, max_concurrent: 2}
+trial: {command: [sh, mo.sh]}
+)");
+  auto run = RunProcess({kSextant, "run", dir_ + "/mo.yaml", "--run-dir", dir_ + "/run"}, 180);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  testing::CommandOutput out;
+  std::string html = Report(dir_ + "/run", &out);
+  ASSERT_FALSE(html.empty());
+  EXPECT_THAT(out.err, Not(HasSubstr("no trial has completed")));
+  nlohmann::json j = Results(dir_ + "/run");
+  ASSERT_FALSE(j["pareto"].empty());
+  ASSERT_GT(CompletedInfeasible(j), 0);
+  for (const char* id : {"section-summary", "section-pareto", "section-hypervolume", "section-history",
+                         "section-parallel", "section-importance", "section-intermediate",
+                         "section-cost", "section-timeline", "section-events"}) {
+    EXPECT_THAT(html, HasSubstr(absl::StrCat("<h2 id=\"", id, "\">"))) << id;
+  }
+  EXPECT_THAT(html, Not(HasSubstr("id=\"section-best-cost\"")));
+  // One mark per valued trial and the staircase; the front in red, infeasible trials crossed.
+  EXPECT_EQ(Marks(html, "chart-pareto"), ValuedTrials(j) + 1);
+  std::string pareto = Svg(html, "chart-pareto");
+  EXPECT_EQ(Count(pareto, "(Pareto front)</title>"), j["pareto"].size());
+  EXPECT_EQ(Count(pareto, "(infeasible)</title>"), static_cast<size_t>(CompletedInfeasible(j)));
+  EXPECT_EQ(Count(pareto, "<path "), static_cast<size_t>(CompletedInfeasible(j)));
+  EXPECT_THAT(pareto, HasSubstr(">f1 (minimize)<"));
+  EXPECT_THAT(pareto, HasSubstr(">f2 (minimize)<"));
+  EXPECT_THAT(pareto, HasSubstr(">infeasible<"));
+  EXPECT_THAT(pareto, HasSubstr("trial 5: f1=0.01, f2=0.01 (infeasible)"));
+  // Hypervolume by trial; a local run bills nothing, so the dollar chart says so.
+  EXPECT_EQ(Marks(html, "chart-hypervolume-trial"), HypervolumeMarks(j));
+  EXPECT_TRUE(IsPlaceholder(html, "chart-hypervolume-cost"));
+  EXPECT_THAT(html, HasSubstr("Nothing was billed"));
+  EXPECT_EQ(AttributeOf(html, "hypervolume-reference", "data-source"), "derived");
+  EXPECT_THAT(html, HasSubstr("f2 11)"));  // the given part of the reference point
+  EXPECT_THAT(html, Not(HasSubstr("id=\"hypervolume-note\"")));
+  // The one-objective charts draw the first objective and say so.
+  EXPECT_GT(Marks(html, "chart-history-trial"), 0);
+  EXPECT_GT(Marks(html, "chart-parallel"), 0);
+  EXPECT_THAT(html, HasSubstr("f1 (objective 1 of 2, minimize)"));
+  EXPECT_THAT(html, HasSubstr("id=\"first-objective-note\""));
+  EXPECT_THAT(html, Not(HasSubstr("id=\"no-completed\"")));
+  EXPECT_THAT(html, Not(HasSubstr("id=\"no-feasible\"")));
+  ExpectFrontSummaryMatchesResults(html, j);
+}
+
+TEST_F(ReportTest, ThreeAndFourObjectivesGetOnePanelPerPairAndDollarHypervolume) {
+  for (int n : {3, 4}) {
+    SCOPED_TRACE(n);
+    testing::ObjectivesRunOptions o;
+    o.objectives = n;
+    o.trials = 50;
+    o.infeasible_every = 7;
+    o.failed_every = 9;
+    const std::string run = absl::StrCat(dir_, "/run", n);
+    testing::BuildObjectivesRun(run, o);
+    std::string html = Report(run);
+    nlohmann::json j = Results(run);
+    ASSERT_EQ(j["objectives"].size(), static_cast<size_t>(n));
+    EXPECT_EQ(Marks(html, "chart-pareto"), -1);  // panels instead
+    int panels = 0;
+    for (int a = 1; a <= n; ++a) {
+      for (int b = a + 1; b <= n; ++b, ++panels) {
+        const std::string id = absl::StrCat("chart-pareto-", a, "-", b);
+        EXPECT_EQ(Marks(html, id), ValuedTrials(j)) << id;
+        std::string svg = Svg(html, id);
+        EXPECT_EQ(Count(svg, "(Pareto front)</title>"), j["pareto"].size()) << id;
+        EXPECT_EQ(Count(svg, "(infeasible)</title>"), static_cast<size_t>(CompletedInfeasible(j))) << id;
+        EXPECT_THAT(svg, HasSubstr(absl::StrCat(">f", a, a == 2 ? " (maximize)<" : " (minimize)<")));
+      }
+    }
+    EXPECT_EQ(panels, n == 3 ? 3 : 6);
+    EXPECT_EQ(Count(html, "<svg class=\"chart\" id=\"chart-pareto-"), static_cast<size_t>(panels));
+    EXPECT_EQ(Marks(html, "chart-hypervolume-trial"), HypervolumeMarks(j));
+    EXPECT_EQ(Marks(html, "chart-hypervolume-cost"), HypervolumeMarks(j));
+    EXPECT_FALSE(IsPlaceholder(html, "chart-hypervolume-cost"));
+    EXPECT_THAT(Svg(html, "chart-hypervolume-cost"), HasSubstr(">dollars spent on trials (USD)<"));
+    EXPECT_THAT(html, HasSubstr(absl::StrCat("f1 (objective 1 of ", n, ", minimize)")));
+    EXPECT_GT(Marks(html, "chart-importance"), 0);
+    ExpectFrontSummaryMatchesResults(html, j);
+  }
+}
+
+TEST_F(ReportTest, InfeasibleTrialsAreCrossesOffTheFrontAndOutOfTheBest) {
+  testing::ObjectivesRunOptions o;
+  o.trials = 45;
+  o.infeasible_every = 3;
+  testing::BuildObjectivesRun(dir_ + "/mo", o);
+  std::string html = Report(dir_ + "/mo");
+  nlohmann::json j = Results(dir_ + "/mo");
+  ASSERT_EQ(CompletedInfeasible(j), 15);
+  std::string svg = Svg(html, "chart-pareto");
+  EXPECT_EQ(Marks(html, "chart-pareto"), 46);  // 45 trials and the staircase
+  EXPECT_EQ(Count(svg, "(infeasible)</title>"), 15u);
+  EXPECT_EQ(Count(svg, "(Pareto front) (infeasible)"), 0u);
+  EXPECT_EQ(AttributeOf(html, "summary-infeasible", "data-value"), "15");
+  // One objective with the same constraint: the best is feasible, and the history says so.
+  o.objectives = 1;
+  testing::BuildObjectivesRun(dir_ + "/one", o);
+  html = Report(dir_ + "/one");
+  j = Results(dir_ + "/one");
+  ExpectSummaryMatchesResults(html, dir_ + "/one");
+  std::string history = Svg(html, "chart-history-trial");
+  EXPECT_EQ(Marks(html, "chart-history-trial"), 46);  // 45 trials and the best-so-far line
+  EXPECT_EQ(Count(history, ", infeasible): "), 15u);
+  EXPECT_NE(j["best"]["trial"].get<int>() % 3, 0);
+  EXPECT_THAT(history, HasSubstr(absl::StrFormat("best so far: %.6g", j["best"]["value"].get<double>())));
+  EXPECT_THAT(history, HasSubstr(">infeasible<"));
+  // Every completed trial infeasible: no front and no best, and the banner says why.
+  o.objectives = 2;
+  o.trials = 6;
+  o.infeasible_every = 1;
+  testing::BuildObjectivesRun(dir_ + "/none", o);
+  testing::CommandOutput out;
+  html = Report(dir_ + "/none", &out);
+  EXPECT_THAT(html, HasSubstr("id=\"no-feasible\""));
+  EXPECT_THAT(html, Not(HasSubstr("id=\"no-completed\"")));
+  EXPECT_EQ(Marks(html, "chart-pareto"), 6);  // no front, so no staircase
+  EXPECT_THAT(html, HasSubstr("id=\"hypervolume-note\""));
+  EXPECT_EQ(AttributeOf(html, "summary-front-size", "data-value"), "0");
+}
+
+TEST_F(ReportTest, CostAwareRunGetsBestValueAgainstDollars) {
+  testing::ObjectivesRunOptions o;
+  o.objectives = 1;
+  o.cost_aware = true;
+  o.trials = 30;
+  o.failed_every = 6;
+  testing::BuildObjectivesRun(dir_ + "/run", o);
+  std::string html = Report(dir_ + "/run");
+  nlohmann::json j = Results(dir_ + "/run");
+  EXPECT_THAT(html, HasSubstr("<h2 id=\"section-best-cost\">"));
+  EXPECT_THAT(html, Not(HasSubstr("id=\"section-pareto\"")));
+  EXPECT_THAT(html, Not(HasSubstr("id=\"section-hypervolume\"")));
+  EXPECT_EQ(Marks(html, "chart-best-cost"), 25 + 1);  // 25 completed and the best-so-far line
+  std::string svg = Svg(html, "chart-best-cost");
+  double spent = 0;
+  for (const auto& t : j["trials"]) spent += t["cost"].get<double>();
+  ASSERT_GT(spent, 0);
+  EXPECT_THAT(svg, HasSubstr(">dollars spent on trials (USD)<"));
+  EXPECT_THAT(svg, HasSubstr(absl::StrCat("best so far: ", absl::StrFormat("%.6g", j["best"]["value"].get<double>()))));
+  EXPECT_THAT(html, HasSubstr("cost-aware"));
+  ExpectSummaryMatchesResults(html, dir_ + "/run");
+  // Nothing billed: the section stays, with a placeholder that says why.
+  o.billed = false;
+  testing::BuildObjectivesRun(dir_ + "/free", o);
+  html = Report(dir_ + "/free");
+  EXPECT_TRUE(IsPlaceholder(html, "chart-best-cost"));
+  EXPECT_THAT(html, HasSubstr("Nothing was billed"));
+}
+
+TEST_F(ReportTest, MultiObjectiveRunWithNoCompletedTrialGetsPlaceholders) {
+  testing::ObjectivesRunOptions o;
+  o.trials = 5;
+  o.failed_every = 1;
+  testing::BuildObjectivesRun(dir_ + "/run", o);
+  testing::CommandOutput out;
+  std::string html = Report(dir_ + "/run", &out);
+  EXPECT_THAT(out.err, HasSubstr("no trial has completed"));
+  EXPECT_THAT(html, HasSubstr("id=\"no-completed\""));
+  for (const char* id : {"chart-pareto", "chart-history-trial", "chart-parallel", "chart-importance"}) {
+    EXPECT_TRUE(IsPlaceholder(html, id)) << id;
+  }
+  EXPECT_EQ(AttributeOf(html, "summary-front-size", "data-value"), "0");
 }
 
 TEST_F(ReportTest, BadInputGetsAClearMessageAndExitCodeTwo) {

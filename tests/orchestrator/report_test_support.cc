@@ -153,6 +153,105 @@ void BuildSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
   Check(store.Commit());
 }
 
+namespace {
+
+std::string ObjectivesYaml(const ObjectivesRunOptions& o) {
+  std::string out = absl::StrCat("name: ", o.name, "\n");
+  if (o.objectives == 1) {
+    absl::StrAppend(&out, "objective: {metric: f1, goal: minimize}\n");
+  } else {
+    absl::StrAppend(&out, "objectives:\n");
+    for (int k = 1; k <= o.objectives; ++k) {
+      absl::StrAppend(&out, "  - {metric: f", k, ", goal: ", k == 2 ? "maximize" : "minimize", "}\n");
+    }
+  }
+  if (o.infeasible_every > 0) absl::StrAppend(&out, "constraints: [{metric: mem, max: 50}]\n");
+  absl::StrAppend(&out, R"(parameters:
+  a: {type: float, min: 0, max: 1}
+  b: {type: float, min: 0, max: 1}
+  c: {type: float, min: 0, max: 1}
+search:
+)");
+  absl::StrAppend(&out, o.objectives > 1 ? "  sampler: nsga2\n" : "  sampler: bayesian\n");
+  if (o.cost_aware) absl::StrAppend(&out, "  cost_aware: true\n");
+  absl::StrAppend(&out, "  seed: 5\n  max_trials: ", o.trials, "\n  max_concurrent: 2\n",
+                  "trial:\n  command: [sh, train.sh]\n");
+  return out;
+}
+
+// ZDT1-like in (f1, f2) with f2 flipped to be maximised, and two more objectives in c.
+std::vector<double> ObjectiveValues(int n, double a, double b, double c) {
+  const double g = 1 + 4 * b;
+  std::vector<double> v = {a, 10 - g * (1 - std::sqrt(a / g)), c + 0.5 * b, (1 - a) * (1 - c) + b};
+  if (n == 1) return {(a - 0.3) * (a - 0.3) + 0.1 * b + 0.05 * c};
+  v.resize(n);
+  return v;
+}
+
+}  // namespace
+
+void BuildObjectivesRun(const std::string& dir, const ObjectivesRunOptions& o) {
+  std::filesystem::create_directories(dir);
+  v1::ExperimentSpec spec = SpecFromYaml(ObjectivesYaml(o));
+  auto opened = Store::Open(dir + "/state.db", /*create=*/true);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Store& store = **opened;
+  const double t0 = 1.7e9;
+  Check(store.Begin());
+  Check(store.PutMeta("spec", spec.SerializeAsString()));
+  Check(store.PutMeta("started_at", absl::StrCat(static_cast<int64_t>(t0))));
+  Check(store.PutMeta("state", "COMPLETED"));
+  for (int w = 1; w <= 2; ++w) Check(store.AddWorker(w, "local", "local", "host", 1000 + w, t0));
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(0, 1);
+  double free_at[2] = {t0, t0};
+  for (int i = 1; i <= o.trials; ++i) {
+    const double a = u(rng), b = u(rng), c = u(rng);
+    const int w = free_at[0] <= free_at[1] ? 0 : 1;
+    const double seconds = 5 + 20 * a, start = free_at[w], end = start + seconds;
+    free_at[w] = end;
+    TrialRow t;
+    t.id = i;
+    t.params_json = nlohmann::json{{"a", a}, {"b", b}, {"c", c}}.dump();
+    t.attempts = 1;
+    t.created_at = start;
+    t.finished_at = end;
+    t.seconds = seconds;
+    Check(store.StartAttempt(i, 1, w + 1, start));
+    const bool failed = o.failed_every > 0 && i % o.failed_every == 0;
+    const bool infeasible = o.infeasible_every > 0 && i % o.infeasible_every == 0;
+    nlohmann::json m = {{"mem", infeasible ? 80.0 : 20.0}};
+    if (failed) {
+      t.state = "FAILED";
+      t.failures = 1;
+      t.error = "exited with status 1";
+    } else {
+      t.state = "COMPLETED";
+      t.values = ObjectiveValues(o.objectives, a, b, c);
+      t.value = t.values[0];
+      if (o.objectives == 1) t.values.clear();  // one objective keeps `value` only
+      t.feasible = !infeasible;
+      std::vector<double> v = ObjectiveValues(o.objectives, a, b, c);
+      for (size_t k = 0; k < v.size(); ++k) m[absl::StrCat("f", k + 1)] = v[k];
+    }
+    auto added = store.AddMeasurement(MeasurementRow{i, 1, 1, seconds, m.dump()});
+    ASSERT_TRUE(added.ok());
+    Check(store.FinishAttempt(i, 1, t.state, failed ? 1 : 0, t.error, end));
+    if (o.billed) {
+      Check(store.AddCost(CostRow{"trial", i, "", "", "", start - t0, end - t0, 0.01 * seconds}));
+    }
+    Check(store.PutTrial(t));
+  }
+  if (o.billed) {
+    for (int w = 0; w < 2; ++w) {
+      Check(store.AddCost(CostRow{"instance", w + 1, "gpu-spot", "east", "spot", 0, free_at[w] - t0,
+                                  0.01 * (free_at[w] - t0)}));
+    }
+  }
+  Check(store.AddEvent(std::max(free_at[0], free_at[1]), "run_finished", 0, "COMPLETED"));
+  Check(store.Commit());
+}
+
 // --- PNG ---------------------------------------------------------------------------------
 
 namespace {

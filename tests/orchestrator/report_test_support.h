@@ -25,6 +25,23 @@ struct SyntheticRunOptions {
 // attempts on several workers, per-epoch measurements and events. Deterministic.
 void BuildSyntheticRun(const std::string& dir, const SyntheticRunOptions& options);
 
+struct ObjectivesRunOptions {
+  int objectives = 2;        // 1 (`objective:`) or 2 to 4 (`objectives:`)
+  int trials = 40;
+  int infeasible_every = 0;  // every k-th trial breaks the constraint mem <= 50 (0: no constraint)
+  int failed_every = 0;      // every k-th trial FAILED (0: none)
+  bool cost_aware = false;   // one objective: sampler bayesian with search.cost_aware
+  bool billed = true;        // each trial has a trial cost row (dollars > 0), and workers
+                             // instance rows
+  std::string name = "objectives";
+};
+
+// Writes a finished run directory through the real Store API for the objectives named f1
+// (minimize), f2 (maximize), f3 and f4 (minimize) over parameters a, b, c: trials with their
+// values, feasibility and seconds, attempts on two workers, one measurement each, and (billed)
+// cost rows. Deterministic.
+void BuildObjectivesRun(const std::string& dir, const ObjectivesRunOptions& options);
+
 // An RGBA image decoded from a PNG (8-bit RGB or RGBA, not interlaced).
 struct Image {
   int width = 0, height = 0;
