@@ -149,6 +149,22 @@ std::string Promtool() {
   return "";
 }
 
+// The port a run serves /metrics on (from its first lines of output), or 0.
+int MetricsPort(testing::BackgroundProcess& run) {
+  if (!run.WaitForOutput("/metrics", 30)) return 0;
+  std::smatch m;
+  const std::string out = run.out();
+  if (!std::regex_search(out, m, std::regex("http://127\\.0\\.0\\.1:(\\d+)/metrics"))) return 0;
+  return std::stoi(m[1].str());
+}
+
+// promtool accepts the scraped text.
+void ExpectValidForPromtool(const std::string& dir, const std::string& body) {
+  WriteFile(dir + "/scrape.txt", body);
+  auto check = RunProcess({"/bin/sh", "-c", absl::StrCat(Promtool(), " check metrics < ", dir, "/scrape.txt")});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err << body;
+}
+
 TEST(MetricsEndToEndTest, ScrapeDuringARealRunIsValidPrometheusText) {
   std::string dir = MakeTempDir("metrics");
   WriteFile(dir + "/slow.sh", "#!/bin/sh\nsleep 0.4\necho \"loss=$SEXTANT_PARAM_X\"\n");
@@ -163,11 +179,8 @@ budget: {max_cost: 25}
 )");
   testing::BackgroundProcess run({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
                                   "--metrics-port", "0"});
-  ASSERT_TRUE(run.WaitForOutput("/metrics", 30)) << run.out() << run.err();
-  std::smatch m;
-  std::string out = run.out();
-  ASSERT_TRUE(std::regex_search(out, m, std::regex("http://127\\.0\\.0\\.1:(\\d+)/metrics")));
-  int port = std::stoi(m[1].str());
+  const int port = MetricsPort(run);
+  ASSERT_GT(port, 0) << run.out() << run.err();
   // Scrape until a trial has completed, while the run is still going.
   std::string body;
   ASSERT_TRUE(testing::WaitFor([&] {
@@ -181,9 +194,7 @@ budget: {max_cost: 25}
   EXPECT_THAT(body, HasSubstr("sextant_trials{state=\"COMPLETED\"} "));
   EXPECT_EQ(run.Wait(60), 0) << run.err();
   if (Promtool().empty()) GTEST_SKIP() << "promtool (Debian package prometheus) is not installed";
-  WriteFile(dir + "/scrape.txt", body);
-  auto check = RunProcess({"/bin/sh", "-c", absl::StrCat(Promtool(), " check metrics < ", dir, "/scrape.txt")});
-  EXPECT_EQ(check.exit_code, 0) << check.out << check.err << body;
+  ExpectValidForPromtool(dir, body);
 }
 
 TEST(MetricsEndToEndTest, SeveralObjectivesShowTheFrontAndItsHypervolume) {
@@ -200,11 +211,8 @@ trial:
 )");
   testing::BackgroundProcess run({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
                                   "--metrics-port", "0"});
-  ASSERT_TRUE(run.WaitForOutput("/metrics", 30)) << run.out() << run.err();
-  std::smatch m;
-  std::string out = run.out();
-  ASSERT_TRUE(std::regex_search(out, m, std::regex("http://127\\.0\\.0\\.1:(\\d+)/metrics")));
-  int port = std::stoi(m[1].str());
+  const int port = MetricsPort(run);
+  ASSERT_GT(port, 0) << run.out() << run.err();
   std::string body;
   ASSERT_TRUE(testing::WaitFor([&] {
     body = Body(Exchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"));
@@ -215,9 +223,7 @@ trial:
   EXPECT_THAT(body, Not(HasSubstr("sextant_best_value")));
   EXPECT_EQ(run.Wait(60), 0) << run.err();
   if (Promtool().empty()) GTEST_SKIP() << "promtool (Debian package prometheus) is not installed";
-  WriteFile(dir + "/scrape.txt", body);
-  auto check = RunProcess({"/bin/sh", "-c", absl::StrCat(Promtool(), " check metrics < ", dir, "/scrape.txt")});
-  EXPECT_EQ(check.exit_code, 0) << check.out << check.err << body;
+  ExpectValidForPromtool(dir, body);
 }
 
 TEST(MetricsEndToEndTest, BadMetricsPortIsAUsageError) {

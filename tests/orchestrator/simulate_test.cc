@@ -68,6 +68,18 @@ class TempDir {
   std::string path_;
 };
 
+// Writes the simulation's run directory into dir and reads it back as `sextant results` does.
+absl::StatusOr<nlohmann::json> WriteAndLoadResults(const Simulator& sim, const std::string& dir) {
+  {
+    absl::StatusOr<RunDir> lock = RunDir::Acquire(dir);
+    if (!lock.ok()) return lock.status();
+    auto store = Store::Open(lock->db_path(), true);
+    if (!store.ok()) return store.status();
+    if (absl::Status s = sim.WriteTo(store->get()); !s.ok()) return s;
+  }
+  return LoadResults(dir);
+}
+
 TEST(SimulatorTest, AshaRunCompletesAndWritesARunDirectoryThatResultsReads) {
   v1::ExperimentSpec spec = Spec(AshaYaml(
       "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}\n",
@@ -83,14 +95,7 @@ TEST(SimulatorTest, AshaRunCompletesAndWritesARunDirectoryThatResultsReads) {
   ASSERT_TRUE(r->best_value.has_value());
   EXPECT_GT(r->cost, 0);
   TempDir dir;
-  {
-    auto lock = RunDir::Acquire(dir.path());
-    ASSERT_TRUE(lock.ok());
-    auto store = Store::Open(lock->db_path(), true);
-    ASSERT_TRUE(store.ok());
-    ASSERT_TRUE((*sim)->WriteTo(store->get()).ok());
-  }
-  auto results = LoadResults(dir.path());
+  absl::StatusOr<nlohmann::json> results = WriteAndLoadResults(**sim, dir.path());
   ASSERT_TRUE(results.ok()) << results.status();
   EXPECT_EQ((*results)["state"], "COMPLETED");
   EXPECT_EQ((*results)["trials"].size(), 27u);
@@ -291,14 +296,7 @@ TEST(SimulatorTest, SeveralObjectivesWithCostGiveAFrontAndCostFollowsTheTimeExpr
   EXPECT_EQ(r->state, "COMPLETED") << r->message;
   EXPECT_FALSE(r->best_value.has_value());  // several objectives: no single best
   TempDir dir;
-  {
-    auto lock = RunDir::Acquire(dir.path());
-    ASSERT_TRUE(lock.ok());
-    auto store = Store::Open(lock->db_path(), true);
-    ASSERT_TRUE(store.ok());
-    ASSERT_TRUE((*sim)->WriteTo(store->get()).ok());
-  }
-  auto results = LoadResults(dir.path());
+  absl::StatusOr<nlohmann::json> results = WriteAndLoadResults(**sim, dir.path());
   ASSERT_TRUE(results.ok()) << results.status();
   const nlohmann::json& j = *results;
   EXPECT_TRUE(j["best"].is_null());
