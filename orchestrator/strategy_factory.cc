@@ -1,10 +1,30 @@
 #include "orchestrator/strategy_factory.h"
 
 #include <algorithm>
+#include <limits>
+#include <vector>
 
 #include "orchestrator/experiment_loader.h"
 
 namespace sextant {
+namespace {
+
+// The objectives' `reference:` in the samplers' minimised units (negated for maximize), NaN
+// where an objective has none; empty under one objective.
+std::vector<double> MinimisedReference(const v1::ExperimentSpec& spec) {
+  std::vector<double> reference;
+  if (spec.objectives_size() < 2) return reference;
+  for (const v1::Objective& o : spec.objectives()) {
+    if (!o.has_reference()) {
+      reference.push_back(std::numeric_limits<double>::quiet_NaN());
+    } else {
+      reference.push_back(o.goal() == v1::Objective::MAXIMIZE ? -o.reference() : o.reference());
+    }
+  }
+  return reference;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Sampler>> MakeSampler(const v1::ExperimentSpec& spec) {
   SearchSpace space = ToSearchSpace(spec);
@@ -18,6 +38,7 @@ absl::StatusOr<std::unique_ptr<Sampler>> MakeSampler(const v1::ExperimentSpec& s
     options.objectives = objectives;
     options.constraints = constraints;
     options.cost_aware = search.cost_aware();
+    options.reference = MinimisedReference(spec);
     return NewBayesianSampler(space, options);
   }
   if (search.sampler() == v1::Search::NSGA2) {
@@ -30,9 +51,14 @@ absl::StatusOr<std::unique_ptr<Sampler>> MakeSampler(const v1::ExperimentSpec& s
   if (search.scheduler() == v1::Search::BOHB || search.sampler() == v1::Search::TPE) {
     TpeOptions options;
     options.seed = search.seed();
-    options.multivariate = true;
+    // Several objectives: one estimator per parameter, as Optuna's MOTPE by default. The
+    // joint estimator's narrow per-dimension bandwidths around a handful of good points that
+    // spread along a front (not around one optimum) did worse than random on 6-D DTLZ2 with
+    // 3 objectives; per-parameter estimators beat it at 50 and 100 trials.
+    options.multivariate = objectives == 1;
     options.objectives = objectives;
     options.constraints = constraints;
+    options.reference = MinimisedReference(spec);
     if (search.initial_design() > 0) options.startup_trials = search.initial_design();
     return NewTpeSampler(space, options);
   }

@@ -82,9 +82,16 @@ struct BayesianOptions {
   int objectives = 1;         // 2..4: independent GPs and expected hypervolume improvement
   int constraints = 0;        // modelled by GPs on the violations, as probability of feasibility
   bool cost_aware = false;    // one objective: EI per expected dollar (a GP on log cost),
-                              // cooled towards plain EI as budget_used rises (CArBO)
-  int initial_design = 0;     // Sobol points before the model is used; 0 = default (see .cc)
+                              // cooled towards plain EI as budget_used rises, after a design
+                              // that continues with cheap Sobol points (CArBO)
+  int initial_design = 0;     // Sobol points before the model is used; 0 = default (see .cc;
+                              // larger with several objectives)
   int max_observations = 0;   // above this the GP is fitted on a subset; 0 = default
+  // Several objectives: the hypervolume reference point, per objective in minimised units
+  // (the experiment's `reference:`, negated for maximize). EHVI then counts only improvement
+  // that is better than it in every objective. Empty (the default), or NaN for one objective:
+  // derived from the observations (see ReferencePoint in internal/mo_gp_data.h).
+  std::vector<double> reference;
 };
 
 // Gaussian-process Bayesian optimisation: Matérn-5/2 ARD kernel on the unit-cube encoding,
@@ -106,6 +113,11 @@ struct TpeOptions {
   int startup_trials = 10;    // random (Sobol) trials before the estimators are used
   int candidates = 24;        // candidates drawn from l(x) per suggestion
   bool multivariate = true;   // one joint Parzen estimator instead of one per parameter
+  // Several objectives: the reference point of MOTPE's hypervolume subset and weights, per
+  // objective in minimised units (the experiment's `reference:`, negated for maximize). Empty
+  // (the default), or NaN for one objective: Optuna's, derived from the points (see
+  // MotpeReference); also derived when no point is better than it in every objective.
+  std::vector<double> reference;
 };
 
 // Tree-structured Parzen estimators (Bergstra et al.): splits observations into good and bad,

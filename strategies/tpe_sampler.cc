@@ -83,10 +83,10 @@ Ranking RankMultiObjective(absl::Span<const Observation> history, const TpeOptio
   ranking.valued = static_cast<int>(candidates.size());
   ranking.good.assign(history.size(), false);
   ranking.weight.assign(history.size(), 0.0);
-  const std::vector<int> below = internal::MotpeBelow(points, Gamma(ranking.finished));
+  const std::vector<int> below = internal::MotpeBelow(points, Gamma(ranking.finished), options.reference);
   std::vector<std::vector<double>> below_points;
   for (int b : below) below_points.push_back(points[b]);
-  const std::vector<double> weights = internal::MotpeBelowWeights(below_points);
+  const std::vector<double> weights = internal::MotpeBelowWeights(below_points, options.reference);
   for (size_t k = 0; k < below.size(); ++k) {
     ranking.good[candidates[below[k]]] = true;
     ranking.weight[candidates[below[k]]] = weights[k];

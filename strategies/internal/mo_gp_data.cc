@@ -10,6 +10,8 @@
 namespace sextant::internal {
 namespace {
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 bool Finished(const Observation& o) {
   return o.outcome == Observation::Outcome::kCompleted ||
          o.outcome == Observation::Outcome::kPruned;
@@ -139,6 +141,24 @@ std::vector<double> ReferencePoint(const Eigen::MatrixXd& y) {
     reference.push_back(worst + (range > 0 ? 0.1 * range : 1.0));
   }
   return reference;
+}
+
+double WarpedValue(const Eigen::VectorXd& raw, const Eigen::VectorXd& warped, double v) {
+  // Distinct raw values, ascending, with their warped images.
+  std::vector<std::pair<double, double>> knots;
+  for (Eigen::Index i = 0; i < raw.size(); ++i) knots.emplace_back(raw[i], warped[i]);
+  std::sort(knots.begin(), knots.end());
+  knots.erase(std::unique(knots.begin(), knots.end(),
+                          [](const auto& a, const auto& b) { return a.first == b.first; }),
+              knots.end());
+  if (knots.empty()) return v;
+  if (knots.size() == 1) return v - knots[0].first + knots[0].second;
+  auto upper = std::lower_bound(knots.begin(), knots.end(), std::make_pair(v, -kInf));
+  if (upper == knots.begin()) ++upper;
+  if (upper == knots.end()) --upper;
+  const auto& [x1, w1] = *upper;
+  const auto& [x0, w0] = *(upper - 1);
+  return w0 + (v - x0) * (w1 - w0) / (x1 - x0);
 }
 
 }  // namespace sextant::internal

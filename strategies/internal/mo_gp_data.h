@@ -48,6 +48,12 @@ OutputData SelectRows(OutputData data, absl::Span<const size_t> keep);
 // BoTorch's infer_reference_point does from the front's nadir.
 std::vector<double> ReferencePoint(const Eigen::MatrixXd& y);
 
+// A value v of one objective (minimised units, e.g. a given reference) in the model's output
+// space, where raw[i] became warped[i] under a monotone increasing warp: linear between the
+// nearest observed values (exact at them), and beyond them extrapolated along the outermost
+// two distinct ones. With a single distinct raw value, v - raw[0] + warped[0].
+double WarpedValue(const Eigen::VectorXd& raw, const Eigen::VectorXd& warped, double v);
+
 }  // namespace sextant::internal
 
 #endif  // SEXTANT_STRATEGIES_INTERNAL_MO_GP_DATA_H_

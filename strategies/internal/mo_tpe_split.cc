@@ -1,6 +1,7 @@
 #include "strategies/internal/mo_tpe_split.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "strategies/pareto.h"
@@ -19,6 +20,22 @@ std::vector<double> MotpeReference(const std::vector<std::vector<double>>& point
   }
   for (double& w : worst) w = w == 0 ? kEps : std::max(1.1 * w, 0.9 * w);
   return worst;
+}
+
+std::vector<double> MotpeReference(const std::vector<std::vector<double>>& points,
+                                   absl::Span<const double> given) {
+  const std::vector<double> derived = MotpeReference(points);
+  std::vector<double> reference = derived;
+  for (size_t d = 0; d < reference.size() && d < given.size(); ++d) {
+    if (std::isfinite(given[d])) reference[d] = given[d];
+  }
+  const auto inside = [&reference](const std::vector<double>& p) {
+    for (size_t d = 0; d < reference.size(); ++d) {
+      if (!(p[d] < reference[d])) return false;
+    }
+    return true;
+  };
+  return std::any_of(points.begin(), points.end(), inside) ? reference : derived;
 }
 
 std::vector<int> GreedyHypervolumeSubset(const std::vector<std::vector<double>>& points,
@@ -49,7 +66,8 @@ std::vector<int> GreedyHypervolumeSubset(const std::vector<std::vector<double>>&
   return chosen;
 }
 
-std::vector<int> MotpeBelow(const std::vector<std::vector<double>>& points, int n_below) {
+std::vector<int> MotpeBelow(const std::vector<std::vector<double>>& points, int n_below,
+                            absl::Span<const double> reference) {
   n_below = std::clamp<int>(n_below, 0, static_cast<int>(points.size()));
   if (n_below == 0) return {};
   const std::vector<int> ranks = NonDominatedRanks(points);
@@ -67,16 +85,17 @@ std::vector<int> MotpeBelow(const std::vector<std::vector<double>>& points, int 
     std::vector<std::vector<double>> front;
     for (int i : by_rank[rank]) front.push_back(points[i]);
     const std::vector<int> picked =
-        GreedyHypervolumeSubset(points, by_rank[rank], rest, MotpeReference(front));
+        GreedyHypervolumeSubset(points, by_rank[rank], rest, MotpeReference(front, reference));
     below.insert(below.end(), picked.begin(), picked.end());
   }
   std::sort(below.begin(), below.end());
   return below;
 }
 
-std::vector<double> MotpeBelowWeights(const std::vector<std::vector<double>>& below) {
+std::vector<double> MotpeBelowWeights(const std::vector<std::vector<double>>& below,
+                                      absl::Span<const double> reference) {
   if (below.size() <= 1) return std::vector<double>(below.size(), 1.0);
-  std::vector<double> weights = HypervolumeContributions(below, MotpeReference(below));
+  std::vector<double> weights = HypervolumeContributions(below, MotpeReference(below, reference));
   for (double& w : weights) w += kEps;
   const double top = *std::max_element(weights.begin(), weights.end());
   for (double& w : weights) w = std::clamp(w / top, 0.0, 1.0);

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
+#include "strategies/internal/mo_gp_data.h"
 #include "strategies/pareto.h"
 #include "strategies/sampler.h"
 #include "strategies/search_space.h"
@@ -128,6 +130,45 @@ TEST(MultiObjectiveBayesianTest, BeatsRandomOnZdt1InSixtyTrials) {
   EXPECT_GT(bayes_hv, 11.0);
 }
 
+// f1 = x0 and f2 = 1 - x0 + x1: every point with x1 = 0 is on the front.
+Outcomes LinearFront(const std::vector<double>& x) { return {{x[0], 1 - x[0] + x[1]}, {}, 0}; }
+
+// The x0 of the suggestions after an 8-point design, 10 of them.
+std::vector<double> SuggestedX0(std::vector<double> reference) {
+  BayesianOptions options = MultiObjective(29);
+  options.initial_design = 8;
+  options.reference = std::move(reference);
+  auto sampler = NewBayesianSampler(UnitSpace(2), options);
+  const std::vector<Observation> history = RunTrials(*sampler, 18, 2, LinearFront);
+  std::vector<double> x0;
+  for (size_t i = 8; i < history.size(); ++i) x0.push_back(history[i].values[0]);
+  return x0;
+}
+
+TEST(MultiObjectiveBayesianTest, GivenReferenceKeepsTheSearchInsideIt) {
+  // Only f1 < 0.3 improves the hypervolume against (0.3, 2): the search stays there.
+  const std::vector<double> inside = SuggestedX0({0.3, 2});
+  EXPECT_GE(std::count_if(inside.begin(), inside.end(), [](double v) { return v < 0.3; }), 9)
+      << absl::StrJoin(inside, ", ");
+  // Derived from the observations, the reference lets the whole front count.
+  const std::vector<double> derived = SuggestedX0({});
+  EXPECT_GE(std::count_if(derived.begin(), derived.end(), [](double v) { return v > 0.4; }), 3)
+      << absl::StrJoin(derived, ", ");
+  // NaN entries are derived too.
+  EXPECT_EQ(SuggestedX0({NAN, NAN}), derived);
+}
+
+TEST(MultiObjectiveModelDataTest, WarpedValueFollowsTheWarpBetweenAndBeyondObservations) {
+  const Eigen::VectorXd raw = (Eigen::VectorXd(4) << 3, 1, 2, 5).finished();
+  const Eigen::VectorXd warped = (Eigen::VectorXd(4) << 0.5, -1, 0, 1).finished();
+  EXPECT_DOUBLE_EQ(internal::WarpedValue(raw, warped, 2), 0);    // at an observation
+  EXPECT_DOUBLE_EQ(internal::WarpedValue(raw, warped, 4), 0.75);  // between 3 and 5
+  EXPECT_DOUBLE_EQ(internal::WarpedValue(raw, warped, 7), 1.5);   // along 3..5 beyond 5
+  EXPECT_DOUBLE_EQ(internal::WarpedValue(raw, warped, 0), -2);    // along 1..2 below 1
+  const Eigen::VectorXd same = Eigen::VectorXd::Constant(3, 2.0);
+  EXPECT_DOUBLE_EQ(internal::WarpedValue(same, Eigen::VectorXd::Zero(3), 3.5), 1.5);
+}
+
 TEST(MultiObjectiveBayesianTest, PendingTrialsGetDistinctSpreadOutSuggestions) {
   constexpr int kDims = 3;
   auto sampler = NewBayesianSampler(UnitSpace(kDims), MultiObjective(11));
@@ -237,6 +278,26 @@ TEST(CostAwareBayesianTest, EarlySuggestionsFavourCheapRegions) {
     const double aware = EarlyLogCost(cost_aware);
     const double unaware = EarlyLogCost(plain);
     EXPECT_LT(aware, unaware - 0.05) << "seed " << seed;
+  }
+}
+
+TEST(CostAwareBayesianTest, DesignContinuesWithCheapSobolPoints) {
+  // The 5-point design is followed by 5 more, each the cheapest of a block of Sobol points.
+  for (uint64_t seed : {1, 2, 3}) {
+    BayesianOptions options;
+    options.seed = seed;
+    options.cost_aware = true;
+    auto sampler = NewBayesianSampler(UnitSpace(2), options);
+    auto sobol = NewSobolSampler(UnitSpace(2), seed);
+    const std::vector<Observation> history = RunTrials(*sampler, 10, 2, Periodic, 0.0);
+    const std::vector<Observation> plain = RunTrials(*sobol, 10, 2, Periodic, 0.0);
+    double cheap = 0, spread = 0;
+    for (size_t i = 5; i < 10; ++i) {
+      EXPECT_LT(Coordinates(history[i].params, 2)[0], 0.5) << "seed " << seed << " trial " << i;
+      cheap += *history[i].cost;
+      spread += *plain[i].cost;
+    }
+    EXPECT_LT(cheap, 0.6 * spread) << "seed " << seed;
   }
 }
 

@@ -109,6 +109,28 @@ TEST(MotpeSplitTest, WeightsFollowHypervolumeContribution) {
   EXPECT_EQ(internal::MotpeBelowWeights({{1, 2}}), std::vector<double>{1.0});
 }
 
+TEST(MotpeSplitTest, GivenReferenceReplacesTheDerivedOneWhereSet) {
+  const std::vector<std::vector<double>> points{{1, 2}, {2, 1}};
+  EXPECT_EQ(internal::MotpeReference(points), (std::vector<double>{2.2, 2.2}));
+  EXPECT_EQ(internal::MotpeReference(points, {NAN, 1.5}), (std::vector<double>{2.2, 1.5}));
+  // No point is better than (0.5, 0.5) in both objectives: it would weigh nothing.
+  EXPECT_EQ(internal::MotpeReference(points, {0.5, 0.5}), (std::vector<double>{2.2, 2.2}));
+}
+
+TEST(MotpeSplitTest, GivenReferenceSteersTheGreedySubset) {
+  const std::vector<std::vector<double>> points{{0, 3}, {1, 1}, {3, 0}};
+  // Against the derived (3.3, 3.3), (1, 1) bounds the largest box.
+  EXPECT_EQ(internal::MotpeBelow(points, 1), (std::vector<int>{1}));
+  // Only f1 < 0.5 counts: (0, 3) is the one point that adds anything.
+  const std::vector<double> reference{0.5, 4};
+  EXPECT_EQ(internal::MotpeBelow(points, 1, reference), (std::vector<int>{0}));
+  const std::vector<double> w =
+      internal::MotpeBelowWeights({{0, 3}, {1, 1}, {3, 0}}, reference);
+  EXPECT_DOUBLE_EQ(w[0], 1.0);
+  EXPECT_LT(w[1], 1e-9);
+  EXPECT_LT(w[2], 1e-9);
+}
+
 TEST(MotpeSamplerTest, SameSeedAndHistoryGiveSameSuggestions) {
   auto a = NewTpeSampler(UnitCube(4), Motpe(3));
   auto b = NewTpeSampler(UnitCube(4), Motpe(3));
