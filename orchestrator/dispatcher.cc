@@ -1,6 +1,7 @@
 #include "orchestrator/dispatcher.h"
 
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -176,13 +177,26 @@ void Dispatcher::RecordOutcome(Entry& e) const {
   const TrialEvaluation ev = EvaluateNow(e);
   if (objectives_.multi()) e.row.values = ev.values;
   e.row.feasible = ev.feasible();
+  e.row.violations = ev.violations;
+  e.row.cost = TrialCost(e.row.id);
 }
 
+// From the stored row alone, so that a resumed run's sampler sees what the first session saw
+// (the ledger of an earlier session is not live when the store is loaded).
 Observation Dispatcher::ObservedAs(const Entry& e, Observation::Outcome outcome) const {
-  const TrialEvaluation ev = EvaluateNow(e);
-  Observation o = objectives_.ToObservation(e.params, outcome, ev, TrialCost(e.row.id));
-  if (!objectives_.multi() && !o.value && e.row.value) o.value = Minimised(*e.row.value);
-  return o;
+  TrialEvaluation ev;
+  if (objectives_.multi()) {
+    ev.values = e.row.values;
+  } else if (e.row.value) {
+    ev.values = {*e.row.value};
+  }
+  ev.violations = e.row.violations;
+  if (ev.violations.size() != objectives_.constraints().size()) {
+    // A row from before violations were stored: what is known is whether it was feasible.
+    ev.violations.assign(objectives_.constraints().size(),
+                         e.row.feasible ? 0.0 : std::numeric_limits<double>::infinity());
+  }
+  return objectives_.ToObservation(e.params, outcome, ev, e.row.cost);
 }
 
 void Dispatcher::AddRung(Entry& e, const std::string& decision) {

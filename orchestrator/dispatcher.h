@@ -194,7 +194,7 @@ class Dispatcher {
   // The trial's objectives and constraints from its latest metrics and built-ins, now.
   TrialEvaluation EvaluateNow(const Entry& e) const;
   double TrialCost(int64_t trial) const { return trial_cost_ ? trial_cost_(trial) : 0.0; }
-  // The sampler's observation of e, evaluated now, with the given outcome.
+  // The sampler's observation of e as its row records it (RecordOutcome), with that outcome.
   Observation ObservedAs(const Entry& e, Observation::Outcome outcome) const;
   // Copies the evaluation's values and feasibility into e.row.
   void RecordOutcome(Entry& e) const;

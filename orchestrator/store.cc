@@ -63,7 +63,8 @@ struct StmtGuard {
   }
 };
 
-// The `outcome` column: {"values": [...], "feasible": bool, "seconds": num}; defaults left out.
+// The `outcome` column: {"values": [...], "feasible": bool, "seconds": num, "violations": [...],
+// "cost": num} (non-finite numbers as null); defaults left out.
 std::string OutcomeJson(const TrialRow& t) {
   nlohmann::json j = nlohmann::json::object();
   if (!t.values.empty()) {
@@ -72,6 +73,12 @@ std::string OutcomeJson(const TrialRow& t) {
     j["values"] = std::move(values);
   }
   if (!t.feasible) j["feasible"] = false;
+  if (!t.violations.empty()) {
+    nlohmann::json violations = nlohmann::json::array();
+    for (double v : t.violations) violations.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
+    j["violations"] = std::move(violations);
+  }
+  if (t.cost) j["cost"] = *t.cost;
   if (t.seconds > 0) j["seconds"] = t.seconds;
   return j.dump();
 }
@@ -86,6 +93,12 @@ void ReadOutcomeJson(const std::string& text, TrialRow* t) {
   }
   if (j.contains("feasible") && j["feasible"].is_boolean()) t->feasible = j["feasible"].get<bool>();
   if (j.contains("seconds") && j["seconds"].is_number()) t->seconds = j["seconds"].get<double>();
+  if (j.contains("violations") && j["violations"].is_array()) {
+    for (const nlohmann::json& v : j["violations"]) {
+      t->violations.push_back(v.is_number() ? v.get<double>() : std::numeric_limits<double>::infinity());
+    }
+  }
+  if (j.contains("cost") && j["cost"].is_number()) t->cost = j["cost"].get<double>();
 }
 
 }  // namespace

@@ -36,6 +36,8 @@ struct TrialRow {
   std::vector<double> values;     // each objective as reported, once COMPLETED (or PRUNED)
   bool feasible = true;           // every constraint held (false when a metric was missing)
   double seconds = 0;             // wall time of the trial's finished attempts
+  std::vector<double> violations; // each constraint's violation (<= 0 holds; +inf missing)
+  std::optional<double> cost;     // its dollars when it finished (what the sampler saw)
 };
 
 // One stored measurement (a stdout line's metrics).

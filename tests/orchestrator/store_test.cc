@@ -1,5 +1,9 @@
 #include "orchestrator/store.h"
 
+#include <cmath>
+#include <limits>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "tests/orchestrator/test_util.h"
 
@@ -60,6 +64,72 @@ TEST(StoreTest, DuplicateMeasurementIsIgnored) {
 TEST(StoreTest, MissingStoreIsNotFound) {
   auto r = Store::Open("/nonexistent/state.db", false, true);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace sextant
+
+namespace sextant {
+namespace {
+
+TEST(StoreTest, ObjectiveValuesViolationsAndCostSurviveAReopen) {
+  std::string dir = testing::MakeTempDir("store-outcome");
+  {
+    auto store = *Store::Open(dir + "/state.db", true);
+    TrialRow t;
+    t.id = 1;
+    t.state = "COMPLETED";
+    t.params_json = "{}";
+    t.values = {0.91, 2.5};
+    t.feasible = false;
+    t.violations = {-1, std::numeric_limits<double>::infinity()};
+    t.cost = 0.125;
+    t.seconds = 42;
+    ASSERT_TRUE(store->PutTrial(t).ok());
+  }
+  auto store = *Store::Open(dir + "/state.db", false, true);
+  auto rows = *store->LoadTrials();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].values, (std::vector<double>{0.91, 2.5}));
+  EXPECT_FALSE(rows[0].feasible);
+  ASSERT_EQ(rows[0].violations.size(), 2u);
+  EXPECT_EQ(rows[0].violations[0], -1);
+  EXPECT_TRUE(std::isinf(rows[0].violations[1]));
+  EXPECT_EQ(rows[0].cost, 0.125);
+  EXPECT_EQ(rows[0].seconds, 42);
+}
+
+// A run directory written before trials had an `outcome` column: read-only opens read the
+// defaults, and a read-write open (resume) adds the column and keeps every row.
+TEST(StoreTest, StoreFromBeforeOutcomesIsReadAndUpgraded) {
+  std::string dir = testing::MakeTempDir("store-old");
+  const std::string db = dir + "/state.db";
+  auto r = testing::RunProcess({"sqlite3", db,
+                                "CREATE TABLE trials(id INTEGER PRIMARY KEY, state TEXT NOT NULL,"
+                                " params TEXT NOT NULL, attempts INTEGER NOT NULL, failures INTEGER"
+                                " NOT NULL, value REAL, error TEXT NOT NULL, created_at REAL NOT NULL,"
+                                " finished_at REAL NOT NULL, fidelity REAL NOT NULL DEFAULT 0, target"
+                                " REAL NOT NULL DEFAULT 0, rungs TEXT NOT NULL DEFAULT '[]',"
+                                " scratch_restarts INTEGER NOT NULL DEFAULT 0, paused INTEGER NOT NULL"
+                                " DEFAULT 0, preemptions INTEGER NOT NULL DEFAULT 0);"
+                                " INSERT INTO trials VALUES(1, 'COMPLETED', '{}', 1, 0, 0.5, '', 1, 2,"
+                                " 0, 0, '[]', 0, 0, 0);"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  {
+    auto store = Store::Open(db, false, true);
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto rows = (*store)->LoadTrials();
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_EQ(rows->size(), 1u);
+    EXPECT_EQ((*rows)[0].value, 0.5);
+    EXPECT_TRUE((*rows)[0].feasible);
+  }
+  auto store = Store::Open(db, false);
+  ASSERT_TRUE(store.ok()) << store.status();
+  TrialRow t = (*(*store)->LoadTrials())[0];
+  t.values = {1, 2};
+  ASSERT_TRUE((*store)->PutTrial(t).ok());
+  EXPECT_EQ((*(*store)->LoadTrials())[0].values, (std::vector<double>{1, 2}));
 }
 
 }  // namespace
