@@ -142,7 +142,8 @@ std::vector<Eigen::VectorXd> BestRows(const Eigen::MatrixXd& x, const Eigen::Vec
 
 // The models of one suggestion with several objectives, constraints or a cost model.
 struct Surrogates {
-  Eigen::MatrixXd y;  // n × objectives: each objective warped and standardised
+  // n × objectives: each objective standardised (one objective: also warped, tuning_.warp)
+  Eigen::MatrixXd y;
   // Several objectives: the hypervolume reference point in y's space, the given one where
   // there is one and else derived (ReferencePoint).
   std::vector<double> reference;

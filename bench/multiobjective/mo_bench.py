@@ -323,15 +323,22 @@ def write_results(args, methods, table, runs, wall_total, version_line):
              "Optuna: the values are stored as a user attribute and passed through "
              "`constraints_func` to `NSGAIISampler` and `TPESampler` (RandomSampler takes none).")
     L.append("- Samplers are used with their defaults plus the seed (seed s = 1..N on both sides): "
-             "Sextant nsga2 (population 20), tpe (MOTPE, 10 startup trials), bayesian (GPs + "
-             "EHVI), random; Optuna 3.1 `NSGAIISampler` (population 50), `TPESampler` (MOTPE, "
-             "10 startup trials, independent), `RandomSampler`.")
+             "Sextant nsga2 (population 20), tpe (MOTPE, 10 startup trials, one estimator per "
+             "parameter), bayesian (one GP per objective + EHVI, after a Sobol design of 2(d+1) "
+             "points, 14 here), random; Optuna 3.1 `NSGAIISampler` (population 50), "
+             "`TPESampler` (MOTPE, 10 startup trials, independent), `RandomSampler`.")
     L.append("- Hypervolume: one implementation, `bench/multiobjective/hypervolume.py` (exact; 2-D "
              "sweep, 3-D slicing; self-test against Monte Carlo), over the feasible completed trials "
              "among the first k created (creation order = Sextant trial id, Optuna trial number), "
              "against the fixed reference point of the problem below. Points not strictly better "
-             "than the reference in every objective add nothing. The same reference is given to "
-             "Sextant as each objective's `reference:`.")
+             "than the reference in every objective add nothing.")
+    L.append("- **The reference point is given to Sextant and not to Optuna.** Each Sextant "
+             "experiment states it as the objectives' `reference:` (the user's region of "
+             "interest), and Sextant's samplers use it: bayesian measures EHVI against it (a "
+             "point beyond it in some objective improves nothing), tpe uses it for MOTPE's "
+             "hypervolume subset and weights; nsga2 and random ignore it. Optuna 3.1's samplers "
+             "have no option for a reference point (its MOTPE derives one from the points, 1.1x "
+             "the worst), so Optuna searches without knowing the region the score counts.")
     L.append(f"- Raw per-seed numbers: `bench/multiobjective/{os.path.basename(args.csv)}`.")
     if args.reused:
         L.append(f"- {args.reused} searches were reused from an earlier invocation with the same "
