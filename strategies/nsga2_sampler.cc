@@ -10,7 +10,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "strategies/internal/sobol_sequence.h"
 #include "strategies/internal/splitmix.h"
 #include "strategies/pareto.h"
 #include "strategies/sampler.h"
@@ -131,9 +130,7 @@ class Nsga2Sampler final : public Sampler {
     if (options_.mutation_probability <= 0) {
       options_.mutation_probability = 1.0 / std::max<size_t>(space_.params.size(), 1);
     }
-    startup_ = space_.params.size() <= internal::SobolSequence::kMaxDimension
-                   ? NewSobolSampler(space_, options_.seed)
-                   : NewRandomSampler(space_, options_.seed);
+    startup_ = NewStartupSampler(space_, options_.seed);
   }
 
   absl::StatusOr<Params> Ask(const SampleRequest& request) override {

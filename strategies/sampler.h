@@ -77,6 +77,10 @@ std::unique_ptr<Sampler> NewGridSampler(SearchSpace space);
 // every dimension. Trial i gets point i.
 std::unique_ptr<Sampler> NewSobolSampler(SearchSpace space, uint64_t seed);
 
+// The start-up design of the model-based samplers: Sobol points (NewSobolSampler) when Boost's
+// table covers the space's dimension, else independent uniform draws (NewRandomSampler).
+std::unique_ptr<Sampler> NewStartupSampler(const SearchSpace& space, uint64_t seed);
+
 struct BayesianOptions {
   uint64_t seed = 0;
   int objectives = 1;         // 2..4: independent GPs and expected hypervolume improvement

@@ -55,6 +55,12 @@ class SobolSampler final : public Sampler {
 
 }  // namespace
 
+std::unique_ptr<Sampler> NewStartupSampler(const SearchSpace& space, uint64_t seed) {
+  return space.params.size() <= internal::SobolSequence::kMaxDimension
+             ? NewSobolSampler(space, seed)
+             : NewRandomSampler(space, seed);
+}
+
 std::unique_ptr<Sampler> NewSobolSampler(SearchSpace space, uint64_t seed) {
   return std::make_unique<SobolSampler>(std::move(space), seed);
 }

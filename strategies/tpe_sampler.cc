@@ -15,7 +15,6 @@
 #include "strategies/internal/domain.h"
 #include "strategies/internal/mo_tpe_split.h"
 #include "strategies/internal/parzen_estimator.h"
-#include "strategies/internal/sobol_sequence.h"
 #include "strategies/internal/splitmix.h"
 #include "strategies/sampler.h"
 #include "strategies/search_space.h"
@@ -155,10 +154,7 @@ class TpeSampler final : public Sampler {
         options_(options),
         groups_(MakeGroups(space_, options.multivariate)) {
     if (options_.candidates <= 0) options_.candidates = kDefaultCandidates;
-    // Boost's Sobol table covers thousands of dimensions; beyond it, start uniformly.
-    startup_ = space_.params.size() <= internal::SobolSequence::kMaxDimension
-                   ? NewSobolSampler(space_, options_.seed)
-                   : NewRandomSampler(space_, options_.seed);
+    startup_ = NewStartupSampler(space_, options_.seed);
   }
 
   absl::StatusOr<Params> Ask(const SampleRequest& request) override {
