@@ -20,7 +20,8 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PY = "/usr/bin/python3"   # Debian's python with python3-optuna 3.1, not a pyenv one on PATH
+sys.path.insert(0, os.path.dirname(HERE))
+from bench_env import PY, cpu_model, fmt_s, loadavg, log, versions  # noqa: E402
 
 OPTUNA_LABELS = {
     "tpe": "optuna TPE",
@@ -38,10 +39,6 @@ EST_PER_100 = {
     ("optuna", "qmc"): 4.5, ("optuna", "random"): 4,
 }
 STARTUP_S = {"sextant": 0.3, "optuna": 1.8}   # optuna: importing it
-
-
-def log(*args):
-    print(*args, file=sys.stderr, flush=True)
 
 
 def label(tool, sampler):
@@ -131,11 +128,6 @@ def preflight(args, problems, work):
             run_optuna(args, problems[-1], sampler, 0, 2)
         except RuntimeError as e:
             sys.exit(f"hpo_bench: Optuna sampler '{sampler}' does not run:\n{e}")
-
-
-def fmt_s(s):
-    s = int(round(s))
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
 def run_searches(args, problems, work):
@@ -523,40 +515,6 @@ def write_results(args, problems, runs, lat, wall_total, versions):
     return text
 
 
-def loadavg():
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "unknown"
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def versions(args):
-    sextant = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True).stdout.strip() or "unknown"
-    dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--", "../../strategies",
-                            "../../orchestrator"], capture_output=True, text=True).stdout.strip()
-    peer = subprocess.run([PY, "-c", "import optuna, numpy, sys; print(optuna.__version__, "
-                           "numpy.__version__, sys.version.split()[0])"],
-                          capture_output=True, text=True).stdout.split()
-    s = f"Sextant: the tree at commit {sextant} when the run started" + (
-        " (with uncommitted changes in strategies/ or orchestrator/)" if dirty else "")
-    if len(peer) == 3:
-        s += f"; Optuna {peer[0]} (numpy {peer[1]}, Python {peer[2]}, Debian packages)"
-    return s
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("build", help="CMake build directory (bin/sextant, bench/hpo_objective, "
@@ -633,7 +591,7 @@ def main():
         import tempfile
         work = tempfile.mkdtemp(prefix="sextant-hpo-bench.")
     log(f"hpo_bench: scratch {work}")
-    version_line = versions(args)   # the tree the binaries were (presumably) built from
+    version_line = versions()   # the tree the binaries were (presumably) built from
     start = time.perf_counter()
     preflight(args, problems, work)
     runs = run_searches(args, problems, work)

@@ -23,7 +23,8 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PY = "/usr/bin/python3"   # Debian's python with python3-optuna 3.1, not a pyenv one on PATH
+sys.path.insert(0, os.path.dirname(HERE))
+from bench_env import PY, fmt_s, loadavg, log, versions  # noqa: E402
 sys.path.insert(0, HERE)
 import hypervolume  # noqa: E402
 import problems  # noqa: E402
@@ -40,17 +41,8 @@ EST_PER_100 = {("sextant", "bayesian"): 60, ("optuna", "tpe"): 25}
 EST_DEFAULT = {"sextant": 12, "optuna": 4}
 
 
-def log(*args):
-    print(*args, file=sys.stderr, flush=True)
-
-
 def label(tool, sampler):
     return LABELS.get((tool, sampler), f"{tool} {sampler}")
-
-
-def fmt_s(s):
-    s = int(round(s))
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
 def sextant_yaml(name, spec, sampler, seed, trials, max_concurrent):
@@ -264,29 +256,6 @@ def targets(args, methods, table):
             f"a median hypervolume at or above every Optuna sampler's median: **{wins}/{total} "
             f"pairs ({frac:.0%}) — {'met' if frac >= 0.8 else 'not met'}**.")
     return [head, ""] + lines
-
-
-def versions():
-    rev = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True).stdout.strip() or "unknown"
-    dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--", "../../strategies",
-                            "../../orchestrator"], capture_output=True, text=True).stdout.strip()
-    peer = subprocess.run([PY, "-c", "import optuna, numpy, sys; print(optuna.__version__, "
-                           "numpy.__version__, sys.version.split()[0])"],
-                          capture_output=True, text=True).stdout.split()
-    s = f"Sextant: the tree at commit {rev} when the run started" + (
-        " (with uncommitted changes in strategies/ or orchestrator/)" if dirty else "")
-    if len(peer) == 3:
-        s += f"; Optuna {peer[0]} (numpy {peer[1]}, Python {peer[2]}, Debian packages)"
-    return s
-
-
-def loadavg():
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "unknown"
 
 
 PROBLEM_NOTES = {
