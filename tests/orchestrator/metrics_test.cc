@@ -158,6 +158,14 @@ int MetricsPort(testing::BackgroundProcess& run) {
   return std::stoi(m[1].str());
 }
 
+// Scrapes /metrics until the text holds `needle` (30 s at most); *body is the last scrape.
+bool ScrapeUntil(int port, const std::string& needle, std::string* body) {
+  return testing::WaitFor([&] {
+    *body = Body(Exchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    return body->find(needle) != std::string::npos;
+  }, 30);
+}
+
 // promtool accepts the scraped text.
 void ExpectValidForPromtool(const std::string& dir, const std::string& body) {
   WriteFile(dir + "/scrape.txt", body);
@@ -183,10 +191,7 @@ budget: {max_cost: 25}
   ASSERT_GT(port, 0) << run.out() << run.err();
   // Scrape until a trial has completed, while the run is still going.
   std::string body;
-  ASSERT_TRUE(testing::WaitFor([&] {
-    body = Body(Exchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"));
-    return body.find("sextant_best_value") != std::string::npos;
-  }, 30)) << body;
+  ASSERT_TRUE(ScrapeUntil(port, "sextant_best_value", &body)) << body;
   EXPECT_THAT(body, HasSubstr("sextant_run_info{experiment=\"metrics-e2e\""));
   EXPECT_THAT(body, HasSubstr("sextant_trials_max 12\n"));
   EXPECT_THAT(body, HasSubstr("sextant_workers 2\n"));
@@ -214,10 +219,7 @@ trial:
   const int port = MetricsPort(run);
   ASSERT_GT(port, 0) << run.out() << run.err();
   std::string body;
-  ASSERT_TRUE(testing::WaitFor([&] {
-    body = Body(Exchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"));
-    return body.find("sextant_hypervolume ") != std::string::npos;
-  }, 30)) << body;
+  ASSERT_TRUE(ScrapeUntil(port, "sextant_hypervolume ", &body)) << body;
   EXPECT_THAT(body, HasSubstr("metric=\"f1,f2\",goal=\"minimize,minimize\""));
   EXPECT_THAT(body, HasSubstr("sextant_pareto_front_size "));
   EXPECT_THAT(body, Not(HasSubstr("sextant_best_value")));
