@@ -62,14 +62,16 @@ def format_metrics(metrics):
     return " ".join(tokens)
 
 
-def report(**metrics):
+def report(metrics=None, **more):
     """Prints one metric line for the worker that launched this trial, e.g.
-    sextant.report(epoch=3, val_loss=0.412) prints "epoch=3 val_loss=0.412" and flushes stdout.
-    Under a scheduler the fidelity key (e.g. epoch) marks the step. Raises NotInTrialError
-    outside a worker-launched trial and ValueError for a bad name or value."""
+    sextant.report(epoch=3, val_loss=0.412) prints "epoch=3 val_loss=0.412" and flushes stdout;
+    names that are no Python identifier go in metrics={"val/loss": 0.4}. Under a scheduler the
+    fidelity key (e.g. epoch) marks the step. Raises NotInTrialError outside a worker-launched
+    trial and ValueError for a bad name or value."""
     _require_trial("report")
-    if not metrics:
+    values = dict(metrics or {}, **more)
+    if not values:
         raise ValueError("sextant.report: no metrics given")
-    line = format_metrics(metrics)
+    line = format_metrics(values)
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
