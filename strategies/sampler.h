@@ -146,6 +146,25 @@ struct Nsga2Options {
 // population has finished.
 std::unique_ptr<Sampler> NewNsga2Sampler(SearchSpace space, Nsga2Options options);
 
+// `search.enqueue`: returns first[i] for trial i < first.size(), in order, without asking
+// `then`; later trials are then's. The enqueued trials are ordinary trials: they appear in
+// every later request's history. With renumber, `then` sees trial numbers that start at 0
+// after the enqueued ones (the samplers that follow a fixed sequence by trial number: grid,
+// sobol, random, so that none of their points is skipped); without, it sees the run's own
+// numbers (the model-based samplers, whose start-up design the enqueued trials are part of).
+// Returns `then` itself when first is empty.
+std::unique_ptr<Sampler> NewEnqueuedSampler(std::vector<Params> first,
+                                            std::unique_ptr<Sampler> then, bool renumber);
+
+// `search.warm_start`: asks `inner` with the priors (earlier runs' completed trials, as
+// observations in this run's minimised units) ahead of each request's history, and with the
+// trial number moved on by priors.size(), so that inner treats them as trials it has already
+// seen (a start-up design they fill is skipped). For the samplers that learn from
+// observations (bayesian, tpe, nsga2, BOHB's model); one that only follows its sequence would
+// merely skip points. Returns `inner` itself when priors is empty.
+std::unique_ptr<Sampler> NewWarmStartedSampler(std::vector<Observation> priors,
+                                               std::unique_ptr<Sampler> inner);
+
 }  // namespace sextant
 
 #endif  // SEXTANT_STRATEGIES_SAMPLER_H_
