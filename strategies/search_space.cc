@@ -8,6 +8,8 @@
 #include <system_error>
 #include <type_traits>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "strategies/internal/domain.h"
 
 namespace sextant {
@@ -179,6 +181,73 @@ std::string FormatParamValue(const ParamValue& value) {
         }
       },
       value);
+}
+
+namespace {
+
+// Why value does not fit spec's domain, or "".
+std::string OutsideDomain(const ParamSpec& spec, const ParamValue& value) {
+  const std::string shown = FormatParamValue(value);
+  if (spec.kind == ParamSpec::Kind::kCategorical) {
+    const std::string* s = std::get_if<std::string>(&value);
+    if (s == nullptr) return "expected one of the values, got the number " + shown;
+    if (std::find(spec.values.begin(), spec.values.end(), *s) != spec.values.end()) return "";
+    return absl::StrCat("'", *s, "' is not one of ", absl::StrJoin(spec.values, ", "));
+  }
+  const bool integral = spec.kind == ParamSpec::Kind::kInt;
+  if (std::holds_alternative<std::string>(value)) {
+    return absl::StrCat("expected ", integral ? "an integer" : "a number", ", got '", shown, "'");
+  }
+  if (integral && !std::holds_alternative<int64_t>(value)) {
+    return "expected an integer, got " + shown;
+  }
+  const double x = std::visit(
+      [](const auto& v) -> double {
+        if constexpr (std::is_arithmetic_v<std::decay_t<decltype(v)>>) {
+          return static_cast<double>(v);
+        } else {
+          return 0;
+        }
+      },
+      value);
+  auto bound = [&](double b) {
+    return integral ? std::to_string(static_cast<int64_t>(b)) : FormatDouble(b);
+  };
+  if (!std::isfinite(x)) return "expected a finite number, got " + shown;
+  if (x < spec.min) return absl::StrCat(shown, " is below min ", bound(spec.min));
+  if (x > spec.max) return absl::StrCat(shown, " is above max ", bound(spec.max));
+  return "";
+}
+
+}  // namespace
+
+std::vector<ParamProblem> CheckParams(const SearchSpace& space, const Params& params) {
+  std::vector<ParamProblem> problems;
+  for (const ParamSpec& spec : space.params) {
+    const auto it = params.find(spec.name);
+    const bool active = IsActive(spec, params);
+    if (it == params.end()) {
+      if (active) {
+        problems.push_back({spec.name, ParamProblem::Kind::kMissing, spec.name + ": missing"});
+      }
+      continue;
+    }
+    if (!active) {
+      problems.push_back({spec.name, ParamProblem::Kind::kInactive,
+                          spec.name + ": set, but inactive (its when: conditions do not hold)"});
+      continue;
+    }
+    if (std::string why = OutsideDomain(spec, it->second); !why.empty()) {
+      problems.push_back({spec.name, ParamProblem::Kind::kOutside, spec.name + ": " + why});
+    }
+  }
+  for (const auto& [name, value] : params) {
+    if (space.IndexOf(name) < 0) {
+      problems.push_back(
+          {name, ParamProblem::Kind::kUnknown, name + ": not a parameter of this space"});
+    }
+  }
+  return problems;
 }
 
 namespace internal {

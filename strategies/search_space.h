@@ -52,6 +52,25 @@ Params FromUnitCube(const SearchSpace& space, absl::Span<const double> u);
 // True when spec's `when` conditions hold in params.
 bool IsActive(const ParamSpec& spec, const Params& params);
 
+// One way a set of parameters does not fit a search space.
+struct ParamProblem {
+  enum class Kind {
+    kUnknown,   // not a parameter of the space
+    kMissing,   // an active parameter without a value
+    kInactive,  // a value for a conditional parameter whose conditions do not hold
+    kOutside,   // of the wrong type, or outside the parameter's bounds or values
+  };
+  std::string param;
+  Kind kind = Kind::kUnknown;
+  std::string message;  // says why, naming the parameter, e.g. "width: 512 is above max 256"
+};
+
+// Every problem with params as one point of space (empty when it fits): names that are not
+// parameters, active parameters without a value, values for inactive ones, and values of the
+// wrong type (an int parameter takes only int64_t) or out of their bounds or values. In the
+// space's parameter order, unknown names last.
+std::vector<ParamProblem> CheckParams(const SearchSpace& space, const Params& params);
+
 // Formats a value the way it appears in commands and conditions: floats with up to 17
 // significant digits ("0.001", "3.5"), ints in decimal, categories verbatim.
 std::string FormatParamValue(const ParamValue& value);

@@ -226,5 +226,50 @@ TEST(SearchSpaceTest, IndexOfFindsParameterByName) {
   EXPECT_EQ(space.IndexOf("c"), -1);
 }
 
+// lr, width and act; depth only when act is relu.
+SearchSpace ConditionalSpace() {
+  SearchSpace space;
+  space.params = {Float("lr", 1e-5, 1e-1, true), Int("width", 16, 256),
+                  Categorical("act", {"relu", "tanh"}), Int("depth", 1, 4)};
+  space.params[3].when = {{"act", "relu"}};
+  return space;
+}
+
+TEST(CheckParamsTest, AcceptsAPointOfTheSpaceWithItsActiveParametersOnly) {
+  const SearchSpace space = ConditionalSpace();
+  EXPECT_TRUE(CheckParams(space, {{"lr", 0.001}, {"width", int64_t{256}}, {"act", std::string("tanh")}})
+                  .empty());
+  std::vector<ParamProblem> p = CheckParams(
+      space, {{"lr", int64_t{0}}, {"width", int64_t{16}}, {"act", std::string("relu")},
+              {"depth", int64_t{4}}});
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].message, "lr: 0 is below min 1e-05");
+}
+
+TEST(CheckParamsTest, NamesEachUnknownMissingInactiveAndOutOfRangeParameter) {
+  const SearchSpace space = ConditionalSpace();
+  std::vector<ParamProblem> p = CheckParams(
+      space, {{"lr", 0.5}, {"act", std::string("tanh")}, {"depth", int64_t{2}}, {"mom", 0.9}});
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0].kind, ParamProblem::Kind::kOutside);
+  EXPECT_EQ(p[0].message, "lr: 0.5 is above max 0.1");
+  EXPECT_EQ(p[1].kind, ParamProblem::Kind::kMissing);
+  EXPECT_EQ(p[1].param, "width");
+  EXPECT_EQ(p[2].kind, ParamProblem::Kind::kInactive);
+  EXPECT_EQ(p[2].param, "depth");
+  EXPECT_EQ(p[3].kind, ParamProblem::Kind::kUnknown);
+  EXPECT_EQ(p[3].message, "mom: not a parameter of this space");
+}
+
+TEST(CheckParamsTest, RejectsValuesOfTheWrongType) {
+  const SearchSpace space = ConditionalSpace();
+  std::vector<ParamProblem> p = CheckParams(
+      space, {{"lr", std::string("fast")}, {"width", 64.5}, {"act", std::string("gelu")}});
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].message, "lr: expected a number, got 'fast'");
+  EXPECT_EQ(p[1].message, "width: expected an integer, got 64.5");
+  EXPECT_EQ(p[2].message, "act: 'gelu' is not one of relu, tanh");
+}
+
 }  // namespace
 }  // namespace sextant
