@@ -69,7 +69,7 @@ class LiveRun:
             try:
                 with open(self.address_file) as f:
                     text = f.read().strip()
-                if text:
+                if text.endswith("}"):  # written whole (renamed into place), but be sure
                     return text
             except OSError:
                 pass
@@ -78,8 +78,8 @@ class LiveRun:
 
     @property
     def address(self):
-        """The run's TrialService address ("HOST:PORT", the first line of DIR/address)."""
-        return self.wait_for_address().splitlines()[0].strip()
+        """The run's TrialService address ("HOST:PORT"), from DIR/address (one JSON object)."""
+        return json.loads(self.wait_for_address())["address"]
 
     def output(self):
         try:

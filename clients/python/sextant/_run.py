@@ -1,5 +1,10 @@
 """connect() to a live run by its address, or open_run() on a run directory."""
+import json
+import os
+import shutil
+
 from sextant._live import LiveBackend
+from sextant._offline import OfflineBackend
 from sextant._study import Study
 
 
@@ -23,7 +28,43 @@ def connect(address, tls_dir=None, *, tls_name="worker", secret_file=None, retry
 
 
 def open_run(run_dir, *, tls_dir=None, tls_name="worker", sextant=None, retry_seconds=30.0):
-    """A Study on the run in run_dir: the live run when a `sextant run` or `sextant resume`
-    process holds it, else the run directory itself through the `sextant ask` and `sextant tell`
-    commands (sextant: the binary, by default `sextant` on PATH)."""
-    raise NotImplementedError("open_run: waiting for the server's address file")
+    """A Study on the run in run_dir. While a `sextant run` or `sextant resume` process serves
+    it (its address is in RUN_DIR/address), the live run, dialed as that file says: TLS with
+    the run's --tls-dir (or tls_dir, for a certificate of the client's own: tls_name), or the
+    run's worker secret on loopback. Otherwise the run directory itself, through the `sextant
+    ask` and `sextant tell` commands (sextant: the binary; default $SEXTANT_BIN, else `sextant`
+    on PATH), which load the run for each call: slower, and a held trial is not touched.
+    Raises FileNotFoundError when run_dir holds no run, or when it is offline and no binary
+    is found."""
+    if not os.path.exists(os.path.join(run_dir, "state.db")):
+        raise FileNotFoundError(f"open_run: {run_dir} is not a Sextant run directory (no state.db)")
+    live = _live_address(run_dir)
+    if live is not None:
+        tls = tls_dir or live.get("tls_dir") or None
+        return Study(LiveBackend(live["address"], tls_dir=tls, tls_name=tls_name,
+                                 secret_file=None if tls else live.get("secret_file"),
+                                 retry_seconds=retry_seconds))
+    binary = sextant or os.environ.get("SEXTANT_BIN") or shutil.which("sextant")
+    if not binary:
+        raise FileNotFoundError(f"open_run: no process serves {run_dir}, and there is no "
+                                "`sextant` binary on PATH to drive it offline (pass sextant=...)")
+    return Study(OfflineBackend(run_dir, binary))
+
+
+def _live_address(run_dir):
+    """RUN_DIR/address as a dict when the process it names is alive, else None (no live run,
+    or one that died without removing the file)."""
+    try:
+        with open(os.path.join(run_dir, "address")) as f:
+            address = json.load(f)
+    except (OSError, ValueError):
+        return None
+    try:
+        pid = int(address.get("pid", 0))
+        if pid > 0:
+            os.kill(pid, 0)
+    except PermissionError:
+        pass  # alive, another user's
+    except (OSError, ValueError, TypeError):
+        return None
+    return address if address.get("address") else None

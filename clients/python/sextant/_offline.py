@@ -1,0 +1,106 @@
+"""A run directory that no process holds, through the `sextant ask` and `sextant tell` commands
+(each loads the run, does one operation, commits it and lets the directory go)."""
+import json
+import os
+import sqlite3
+import subprocess
+import time
+
+from sextant._errors import SextantError
+from sextant._study import Told
+from sextant.v1 import experiment_pb2
+
+
+def _number(v):
+    return repr(float(v))  # "nan"/"inf" pass through and are refused by the run, naming the trial
+
+
+def _metric_list(metrics):
+    return ",".join(f"{k}={_number(v)}" for k, v in metrics.items())
+
+
+class OfflineBackend:
+    """Not thread-safe across processes beyond what the commands' own locking gives: each
+    command takes the run directory for the length of one operation."""
+
+    # No process serves the run, so nothing lapses while this client holds a trial: an asked
+    # lease is checked against its deadline when the next command loads the run.
+    keeps_leases = False
+
+    def __init__(self, run_dir, sextant):
+        self.run_dir = run_dir
+        self._sextant = sextant
+        self._objectives = None
+
+    def close(self):
+        pass
+
+    def _run(self, what, args):
+        out = subprocess.run([self._sextant, *args], capture_output=True, text=True)
+        return out.returncode, out.stdout, out.stderr.strip().removeprefix("sextant: ")
+
+    def _fail(self, what, rc, err):
+        raise SextantError(what, "COMMAND", f"{err} (exit {rc})" if err else f"exit {rc}")
+
+    def ask(self, count, wait_seconds):
+        rc, out, err = self._run("ask", ["ask", self.run_dir, "--n", str(count)])
+        if rc == 1 and "no trial can start now" in err:
+            time.sleep(min(wait_seconds, 0.5))  # another client must tell one first
+            return [], False
+        if rc != 0:
+            self._fail("ask", rc, err)
+        trials = []
+        for line in out.splitlines():
+            t = json.loads(line)
+            t["trial_id"] = t.pop("trial")
+            trials.append(t)
+        return trials, not trials
+
+    def report_step(self, trial, metrics, sequence):
+        step = metrics.get(trial.fidelity_key, sequence)
+        rc, out, err = self._run(f"report (trial {trial.id})",
+                                 ["tell", self.run_dir, str(trial.id), "--attempt",
+                                  str(trial.attempt), "--step", _number(step), "--metrics",
+                                  _metric_list(metrics)])
+        if rc != 0:
+            self._fail(f"report (trial {trial.id})", rc, err)
+        return out.strip()
+
+    def touch(self, trial):
+        return trial.action
+
+    def tell(self, trial, outcome, metrics, values, error):
+        what = f"tell (trial {trial.id})"
+        args = ["tell", self.run_dir, str(trial.id), "--attempt", str(trial.attempt)]
+        if outcome != "completed":
+            args += ["--state", outcome]
+        else:
+            # The command takes the objectives' values; a tell by metric names them.
+            values = values or self._objective_values(what, metrics)
+            args += ["--values", ",".join(_number(v) for v in values)]
+        if metrics:
+            args += ["--metrics", _metric_list(metrics)]
+        if error:
+            args += ["--error", error]
+        rc, out, err = self._run(what, args)
+        if rc != 0:
+            self._fail(what, rc, err)
+        r = json.loads(out.splitlines()[-1])
+        return Told(state=r["state"], already_told=r["already_told"], metrics=r["values"])
+
+    def _objective_values(self, what, metrics):
+        if self._objectives is None:
+            spec = experiment_pb2.ExperimentSpec()
+            db = sqlite3.connect(f"file:{os.path.join(self.run_dir, 'state.db')}?mode=ro",
+                                 uri=True)
+            try:
+                row = db.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone()
+            finally:
+                db.close()
+            spec.ParseFromString(row[0])
+            self._objectives = ([o.metric for o in spec.objectives] or [spec.objective.metric])
+        missing = [m for m in self._objectives if m not in metrics]
+        if missing:
+            raise ValueError(f"{what}: no value for the objective {', '.join(missing)} "
+                             f"(give {', '.join(self._objectives)} or values=[...])")
+        return [metrics[m] for m in self._objectives]
