@@ -68,6 +68,9 @@ double Dispatcher::Now() const { return absl::ToDoubleSeconds(clock_->Now() - ab
 
 template <typename F>
 auto Dispatcher::InTransaction(F&& f) -> decltype(f()) {
+  // Inside a caller's transaction (ask/tell records its lease with the change), the caller
+  // commits or rolls back both.
+  if (store_->InTransaction()) return f();
   SEXTANT_RETURN_IF_ERROR(store_->Begin());
   auto result = f();
   if (!result.ok()) {
@@ -91,6 +94,7 @@ absl::Status Dispatcher::Load() {
   SEXTANT_ASSIGN_OR_RETURN(next_worker_id_, store_->MaxWorkerId());
   ++next_worker_id_;
   SEXTANT_RETURN_IF_ERROR(store_->Begin());
+  int held = 0;
   for (TrialRow& row : rows) {
     if (row.id != static_cast<int64_t>(trials_.size()) + 1) {
       store_->Rollback();
@@ -98,12 +102,18 @@ absl::Status Dispatcher::Load() {
     }
     Entry e;
     SEXTANT_ASSIGN_OR_RETURN(e.params, ParamsFromJson(row.params_json, space_));
-    if (!IsFinal(row.state)) {
+    bool lapsed = false;
+    if (row.state == kRunning && KeepHeldOnLoad(e, row, &lapsed)) {
+      ++held;
+    } else if (!IsFinal(row.state)) {
       // A fresh scheduler knows nothing of paused trials: they continue to their last target.
       row.paused = false;
       if (row.state == kRunning) {
-        SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(row.id, row.attempts, "lost", -1,
-                                                      "orchestrator stopped", Now()));
+        SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
+            row.id, row.attempts, "lost", -1,
+            lapsed ? absl::StrCat("lease lapsed (not told within ", options_.lease_seconds, "s)")
+                   : "orchestrator stopped",
+            Now()));
       }
       row.state = kPending;
       SEXTANT_RETURN_IF_ERROR(store_->PutTrial(row));
@@ -135,13 +145,34 @@ absl::Status Dispatcher::Load() {
     }
     history_.push_back(std::move(o));
   }
-  if (!trials_.empty()) {
-    SEXTANT_RETURN_IF_ERROR(Event("run_resumed", 0,
-                                  absl::StrCat(trials_.size(), " trials stored, ", queue_.size(),
-                                               " requeued")));
+  if (!trials_.empty() && !(options_.quiet_load && queue_.empty())) {
+    SEXTANT_RETURN_IF_ERROR(Event(
+        "run_resumed", 0,
+        absl::StrCat(trials_.size(), " trials stored, ", queue_.size(), " requeued",
+                     held > 0 ? absl::StrCat(", ", held, " still held by their askers") : "")));
   }
   SEXTANT_RETURN_IF_ERROR(store_->PutMeta("state", kRunning));
   return store_->Commit();
+}
+
+bool Dispatcher::KeepHeldOnLoad(Entry& e, const TrialRow& row, bool* lapsed) {
+  auto it = options_.held_leases.find(row.id);
+  if (it == options_.held_leases.end() || it->second.attempt != row.attempts) return false;
+  const HeldLease& lease = it->second;
+  if (lease.deadline <= clock_->Now()) {
+    *lapsed = true;
+    return false;
+  }
+  e.worker_id = lease.worker_id;
+  e.lease_deadline = lease.deadline;
+  e.attempt_started = lease.started;
+  ++running_;
+  if (scheduler_) {
+    // The fresh scheduler learns of the running attempt as if it had just started.
+    scheduler_->OnStart(row.id, Job::New(row.target > 0 ? row.target : spec_.search().fidelity().max()));
+    scheduler_known_.insert(row.id);
+  }
+  return true;
 }
 
 bool Dispatcher::Better(double a, double b) const {
@@ -573,14 +604,7 @@ absl::StatusOr<bool> Dispatcher::FinishScheduledInTx(Entry& e,
                (exited_ok && e.row.target > 0 && e.row.target < max &&
                 e.row.fidelity >= e.row.target && e.action == Decision::Kind::kContinue);
   if (e.action == Decision::Kind::kStop) {
-    e.row.state = kPruned;
-    e.row.finished_at = Now();
-    if (e.objective && std::isfinite(*e.objective)) e.row.value = *e.objective;
-    AddRung(e, "pruned");
-    RecordOutcome(e);
-    history_[e.row.id - 1] = ObservedAs(e, Observation::Outcome::kPruned);
-    scheduler_->OnEnd(e.row.id, /*reached_target=*/false);
-    SEXTANT_RETURN_IF_ERROR(Event("trial_pruned", e.row.id, e.action_reason));
+    SEXTANT_RETURN_IF_ERROR(PruneInTx(e, e.action_reason));
   } else if (pause && e.objective && std::isfinite(*e.objective)) {
     e.row.state = kPending;
     e.row.paused = true;
@@ -601,6 +625,17 @@ absl::StatusOr<bool> Dispatcher::FinishScheduledInTx(Entry& e,
                                                 e.row.paused ? "PAUSED" : kPruned,
                                                 request.exit_code(), "", Now()));
   return true;
+}
+
+absl::Status Dispatcher::PruneInTx(Entry& e, const std::string& why) {
+  e.row.state = kPruned;
+  e.row.finished_at = Now();
+  if (e.objective && std::isfinite(*e.objective)) e.row.value = *e.objective;
+  if (scheduler_) AddRung(e, "pruned");
+  RecordOutcome(e);
+  history_[e.row.id - 1] = ObservedAs(e, Observation::Outcome::kPruned);
+  if (scheduler_) scheduler_->OnEnd(e.row.id, /*reached_target=*/false);
+  return Event("trial_pruned", e.row.id, why);
 }
 
 absl::Status Dispatcher::PreemptInTx(Entry& e, const v1::CompleteRequest& request) {
@@ -643,6 +678,15 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
   SEXTANT_RETURN_IF_ERROR(StoreMeasurementsInTx(e, request.measurements()));
   EndAttemptClock(e);
   if (request.preempted()) return PreemptInTx(e, request);
+  // A client's own prune; one the scheduler asked for is the scheduler's (below).
+  if (request.pruned() && !(scheduler_ && e.action == Decision::Kind::kStop)) {
+    --running_;
+    e.worker_id = 0;
+    SEXTANT_RETURN_IF_ERROR(PruneInTx(e, "pruned by its client"));
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, kPruned,
+                                                  request.exit_code(), "", Now()));
+    return store_->PutTrial(e.row);
+  }
   if (scheduler_) {
     SEXTANT_ASSIGN_OR_RETURN(bool handled, FinishScheduledInTx(e, request));
     if (handled) {

@@ -24,6 +24,14 @@
 
 namespace sextant {
 
+// An asked trial's lease as recorded with the run (ask/tell across processes).
+struct HeldLease {
+  int attempt = 0;
+  int64_t worker_id = 0;
+  absl::Time deadline;  // it lapses then
+  double started = 0;   // unix seconds when the attempt was leased
+};
+
 struct DispatcherOptions {
   double lease_seconds = 15;     // a lease lapses this long after the last sign of life; default 15
   double heartbeat_seconds = 2;  // how often workers heartbeat; default 2
@@ -33,6 +41,13 @@ struct DispatcherOptions {
   // Federated tuning: the run's --tls-dir (absolute), which each trial's inner federated run
   // serves and dials with too. Default empty: the inner runs use loopback secrets.
   std::string tls_dir;
+  // Ask/tell across processes: a trial RUNNING in the store whose attempt is held here with a
+  // deadline still ahead stays RUNNING on load, with that lease, instead of being requeued.
+  // Default: none (every RUNNING trial is requeued, as after a crash).
+  std::map<int64_t, HeldLease> held_leases;
+  // Load without the run_resumed event when nothing was requeued (an offline `sextant ask` or
+  // `sextant tell` opens the run for one call). Default false.
+  bool quiet_load = false;
 };
 
 // Counts and the best value so far, for progress lines and `status`.
@@ -82,8 +97,8 @@ class Dispatcher {
   // the trial (continue, stop, pause). Aborted for a stale attempt (nothing stored).
   absl::StatusOr<v1::TrialAction> Report(const v1::ReportRequest& request);
 
-  // Ends an attempt: COMPLETED (exit 0 and a finite objective), PRUNED or paused when the
-  // scheduler asked, or FAILED with the reason (requeued while failures <= max_restarts). With
+  // Ends an attempt: COMPLETED (exit 0 and a finite objective), PRUNED when the scheduler asked
+  // or the request says so (pruned), paused when the scheduler asked, or FAILED with the reason (requeued while failures <= max_restarts). With
   // lease_next, the next lease is made in the same transaction. Aborted for a stale attempt.
   absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& request);
 
@@ -108,6 +123,13 @@ class Dispatcher {
 
   // True when no trial is pending or running and no further trial will be created.
   bool Finished() const;
+  // The stored row of trial id as of now; null when the run has no such trial.
+  const TrialRow* trial_row(int64_t id) const {
+    return id >= 1 && id <= static_cast<int64_t>(trials_.size()) ? &trials_[id - 1].row : nullptr;
+  }
+  int64_t trial_count() const { return static_cast<int64_t>(trials_.size()); }
+  // The lease length (options.lease_seconds).
+  double lease_seconds() const { return options_.lease_seconds; }
   DispatchStats Stats() const;
 
   // For the instance fleet (orchestrator/fleet.h):
@@ -177,6 +199,11 @@ class Dispatcher {
   // A preemption notice ended the attempt: PREEMPTED, requeued first, to resume from its
   // checkpoint; it does not count against max_restarts.
   absl::Status PreemptInTx(Entry& e, const v1::CompleteRequest& request);
+  // The trial stops for good: PRUNED at the fidelity it reached, with its last value.
+  absl::Status PruneInTx(Entry& e, const std::string& why);
+  // On load: whether the RUNNING row is held by a lease from options.held_leases that has
+  // not lapsed; if so e keeps it. *lapsed: it was held, but the lease ran out.
+  bool KeepHeldOnLoad(Entry& e, const TrialRow& row, bool* lapsed);
   absl::Status FlushTelemetry();
   // Applies the outcome of an attempt that the scheduler paused or pruned, or that ran to its
   // target. Returns false when the attempt is not the scheduler's business (an ordinary end).

@@ -352,6 +352,7 @@ constexpr std::array<absl::string_view, 2> kGoals = {"minimize", "maximize"};
 constexpr std::array<absl::string_view, 6> kSamplers = {"random", "grid", "sobol", "bayesian",
                                                         "tpe",    "nsga2"};
 constexpr std::array<absl::string_view, 2> kAshaModes = {"promotion", "stopping"};
+constexpr std::array<absl::string_view, 2> kSearchModes = {"commands", "ask_tell"};
 constexpr std::array<absl::string_view, 5> kSchedulers = {"none", "asha", "hyperband", "bohb",
                                                           "median"};
 constexpr std::array<absl::string_view, 4> kProviders = {"local", "slurm", "simulated", "static"};
@@ -443,6 +444,10 @@ class Loader {
   std::optional<std::string> ConditionValue(const v1::Parameter& target, const Field& f);
   void CheckConditionCycles(const std::vector<ConditionEdge>& edges);
   void LoadSearch(const Section& root);
+  // search.mode and search.lease.
+  void LoadSearchMode(const Section& s, v1::Search* search);
+  void LoadAskTellTrial(const Field& f, v1::TrialSpec* trial);
+  void CheckAskTell(const Section& root);
   void LoadFidelity(const Field& f, v1::Fidelity* fidelity);
   void LoadTrial(const Section& root);
   void LoadCommand(const Field& f, v1::TrialSpec* trial);
@@ -553,6 +558,24 @@ void Loader::LoadRoot(const Field& root) {
   if (const Field* f = s.Find("simulate")) LoadSimulate(*f);
   CheckPoolsAgainstCatalog(s);
   CheckObjectivesAgainstSearch(s);
+  if (spec_.search().mode() == v1::Search::ASK_TELL) CheckAskTell(s);
+}
+
+// An ask/tell run launches nothing: no instances, no federated rounds.
+void Loader::CheckAskTell(const Section& root) {
+  if (const Field* f = root.Find("federation")) {
+    r_.KeyError(*f, "cannot be combined with search.mode: ask_tell (a federated run launches "
+                    "its clients)");
+  }
+  const Field* resources = root.Find("resources");
+  if (resources == nullptr || !resources->value.IsMap()) return;
+  for (const auto& kv : resources->value) {
+    if (kv.first.IsScalar() && kv.first.Scalar() == "pools") {
+      Field pools(Join(resources->path, "pools"), kv.first, kv.second);
+      r_.KeyError(pools, "search.mode is ask_tell: clients run the trials, so no instances are "
+                         "launched; remove resources.pools");
+    }
+  }
 }
 
 void Loader::LoadName(const Section& root) {
@@ -888,7 +911,7 @@ void Loader::LoadSearch(const Section& root) {
   if (f == nullptr) return;
   Section s(r_, *f,
             {"sampler", "scheduler", "fidelity", "seed", "max_trials", "max_concurrent",
-             "initial_design", "asha_mode", "cost_aware"});
+             "initial_design", "asha_mode", "cost_aware", "mode", "lease"});
   if (!s.ok()) return;
   IfPresent<size_t>(
       s, "sampler", [&](const Field& x) { return r_.Choice(x, kSamplers); },
@@ -912,6 +935,7 @@ void Loader::LoadSearch(const Section& root) {
   IfPresent<size_t>(
       s, "asha_mode", [&](const Field& x) { return r_.Choice(x, kAshaModes); },
       [&](size_t i) { search->set_asha_mode(std::string(kAshaModes[i])); });
+  LoadSearchMode(s, search);
   const Field* fidelity = s.Find("fidelity");
   if (fidelity != nullptr) {
     LoadFidelity(*fidelity, search->mutable_fidelity());
@@ -919,6 +943,22 @@ void Loader::LoadSearch(const Section& root) {
     const Field* scheduler = s.Find("scheduler");
     r_.Error(ValuePos(*scheduler), Join(f->path, "fidelity"),
              absl::StrCat("required with scheduler: ", scheduler->value.Scalar()));
+  }
+}
+
+void Loader::LoadSearchMode(const Section& s, v1::Search* search) {
+  search->set_mode(v1::Search::COMMANDS);
+  IfPresent<size_t>(
+      s, "mode", [&](const Field& x) { return r_.Choice(x, kSearchModes); },
+      [&](size_t i) { search->set_mode(static_cast<v1::Search::Mode>(i + 1)); });
+  const Field* lease = s.Find("lease");
+  if (lease == nullptr) return;
+  if (search->mode() != v1::Search::ASK_TELL) {
+    r_.KeyError(*lease, "only with mode: ask_tell (workers' leases are set by --lease-timeout)");
+  } else if (std::optional<double> v = r_.Duration(*lease); v && *v <= 0) {
+    r_.ValueError(*lease, "must be a positive duration (e.g. 10m)");
+  } else if (v) {
+    search->set_lease_seconds(*v);
   }
 }
 
@@ -946,10 +986,15 @@ void Loader::LoadFidelity(const Field& f, v1::Fidelity* fidelity) {
 }
 
 void Loader::LoadTrial(const Section& root) {
-  const Field* f = root.Require("trial");
+  const bool ask_tell = spec_.search().mode() == v1::Search::ASK_TELL;
+  const Field* f = ask_tell ? root.Find("trial") : root.Require("trial");
   if (f == nullptr) return;
   v1::TrialSpec* trial = spec_.mutable_trial();
   trial->set_working_dir(WorkingDir(""));
+  if (ask_tell) {
+    LoadAskTellTrial(*f, trial);
+    return;
+  }
   Section s(r_, *f, {"command", "timeout", "env", "working_dir", "max_restarts", "builtin"});
   if (!s.ok()) return;
   const Field* command = s.Find("command");
@@ -972,6 +1017,20 @@ void Loader::LoadTrial(const Section& root) {
   IfPresent<int64_t>(
       s, "max_restarts", [&](const Field& x) { return r_.Integer(x, 0, kInt32Max); },
       [&](int64_t v) { trial->set_max_restarts(v); });
+}
+
+// Clients run ask/tell trials themselves: of the trial block only max_restarts (re-asks after a
+// FAILED tell) means anything.
+void Loader::LoadAskTellTrial(const Field& f, v1::TrialSpec* trial) {
+  for (const Field& e : r_.Entries(f)) {
+    const std::string& key = e.key.Scalar();
+    if (key == "max_restarts") {
+      if (auto v = r_.Integer(e, 0, kInt32Max)) trial->set_max_restarts(*v);
+    } else {
+      r_.KeyError(e, absl::StrCat("search.mode is ask_tell: clients run the trials, so trial.",
+                                  key, " is not used; remove it (or use mode: commands)"));
+    }
+  }
 }
 
 void Loader::LoadCommand(const Field& f, v1::TrialSpec* trial) {

@@ -25,6 +25,7 @@
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/admin_service.h"
+#include "orchestrator/ask_tell.h"
 #include "orchestrator/dispatcher.h"
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/federated_run.h"
@@ -35,11 +36,13 @@
 #include "orchestrator/prometheus_metrics.h"
 #include "orchestrator/report.h"
 #include "orchestrator/results.h"
+#include "orchestrator/run_address.h"
 #include "orchestrator/run_dir.h"
 #include "orchestrator/slurm_provider.h"
 #include "orchestrator/static_provider.h"
 #include "orchestrator/store.h"
 #include "orchestrator/strategy_factory.h"
+#include "orchestrator/trial_service.h"
 #include "orchestrator/worker_service.h"
 #include "rpc/run_secret.h"
 #include "rpc/server_security.h"
@@ -152,6 +155,14 @@ class Run {
     if (!dopts.working_dir.empty()) {
       dopts.working_dir = std::filesystem::absolute(dopts.working_dir).lexically_normal().string();
     }
+    if (AskTellMode()) {
+      // Clients hold asked trials for the experiment's lease; those asked before a restart
+      // (or by an offline `sextant ask`) stay theirs.
+      dopts.lease_seconds = AskTellLeaseSeconds(spec_);
+      auto held = LoadHeldLeases(*store_);
+      if (!held.ok()) return Fail(held.status());
+      dopts.held_leases = *std::move(held);
+    }
     auto dispatcher = Dispatcher::Create(spec_, store_.get(), *std::move(sampler), env_.clock,
                                          dopts, MakeScheduler(spec_));
     if (!dispatcher.ok()) return Fail(dispatcher.status());
@@ -190,9 +201,21 @@ class Run {
     service_ = std::make_unique<WorkerServiceImpl>(dispatcher_.get(),
                                                    Redactor::FromEnvironment(trial_env));
     admin_ = std::make_unique<AdminServiceImpl>(service_.get(), security_.auth());
+    if (AskTellMode()) {
+      auto core = service_->WithDispatcher(
+          [&](Dispatcher& d) { return AskTell::Create(&d, store_.get(), env_.clock); });
+      if (!core.ok()) return Fail(core.status());
+      ask_tell_ = *std::move(core);
+      trial_service_ = std::make_unique<TrialServiceImpl>(service_.get(), ask_tell_.get());
+    }
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.listen, MakeServerCredentials(security_), &port_);
-    builder.RegisterService(service_.get());
+    // An ask/tell run serves clients, not workers.
+    if (trial_service_) {
+      builder.RegisterService(trial_service_.get());
+    } else {
+      builder.RegisterService(service_.get());
+    }
     builder.RegisterService(admin_.get());
     // The limits hold for every service on this server: the worker and admin services carry
     // small messages (a report batch is far below 16 MiB).
@@ -280,7 +303,9 @@ class Run {
   int Loop() {
     int n = options_.workers > 0 ? options_.workers : std::max(1, spec_.search().max_concurrent());
     respawns_left_ = 3 * n;
-    if (spec_.resources().pools_size() > 0) {
+    if (trial_service_) {
+      if (int rc = AnnounceAskTell(); rc != 0) return rc;
+    } else if (spec_.resources().pools_size() > 0) {
       if (int rc = StartFleet(); rc != 0) return rc;
     } else {
       for (int i = 0; i < n; ++i) LaunchWorker(i);
@@ -288,15 +313,19 @@ class Run {
     }
     if (int rc = StartMetrics(); rc != 0) return rc;
     ProgressReporter progress(env_.out, options_.tty, env_.clock, ObjectiveLabel());
-    *env_.out << "sextant: running " << spec_.name() << " in " << run_dir_path_ << " with " << n
-              << " workers (listening on " << Target() << ")\n"
-              << std::flush;
+    if (!trial_service_) {
+      *env_.out << "sextant: running " << spec_.name() << " in " << run_dir_path_ << " with " << n
+                << " workers (listening on " << Target() << ")\n"
+                << std::flush;
+    }
     const absl::Time start = env_.clock->Now();
     const double wall = spec_.budget().max_wall_time_seconds();
     while (true) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       absl::Status tick = service_->Tick();
+      if (trial_service_) trial_service_->Tick();
       absl::Status fatal = service_->fatal_error();
+      if (fatal.ok() && trial_service_) fatal = trial_service_->fatal_error();
       if (!fatal.ok()) {
         progress.Finish(Stats());
         (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("FAILED"); });
@@ -332,6 +361,7 @@ class Run {
                   << run_dir_path_ << "\n";
         return 130;
       }
+      if (trial_service_) continue;  // no workers: clients come and go
       ReapWorkers(/*replace=*/true);
       if (workers_.empty()) {
         *env_.err << "sextant: every local worker has exited; see " << run_dir_->logs_dir()
@@ -340,6 +370,33 @@ class Run {
         return 1;
       }
     }
+  }
+
+  bool AskTellMode() const { return spec_.search().mode() == v1::Search::ASK_TELL; }
+
+  // Records where clients reach this ask/tell run (RUN_DIR/address) and says so. Returns an
+  // exit code.
+  int AnnounceAskTell() {
+    RunAddress a;
+    a.address = Target();
+    a.run_id = ask_tell_->run_id();
+    a.pid = getpid();
+    if (!options_.tls_dir.empty()) {
+      a.tls_dir = std::filesystem::absolute(options_.tls_dir).string();
+    } else {
+      a.secret_file = secrets_.worker_file;
+    }
+    if (absl::Status s = WriteRunAddress(run_dir_path_, a); !s.ok()) return Fail(s);
+    *env_.out << "sextant: serving ask/tell for " << spec_.name() << " in " << run_dir_path_
+              << " on " << a.address << " (run " << a.run_id << ", lease "
+              << AskTellLeaseSeconds(spec_) << " s)\n"
+              << "sextant: ask with `sextant ask " << run_dir_path_ << "`, tell with `sextant tell "
+              << run_dir_path_ << " TRIAL --value V`; clients dial " << a.address
+              << (a.tls_dir.empty() ? " with the bearer token in " + a.secret_file
+                                    : " with TLS and the worker certificate in " + a.tls_dir)
+              << "\n"
+              << std::flush;
+    return 0;
   }
 
   // The objective's metric, or the objectives' joined by commas.
@@ -420,6 +477,10 @@ class Run {
   // Lets workers see `done` and exit, then stops whatever is left, then the server.
   void Teardown() {
     if (!server_) return;
+    if (trial_service_) {
+      RemoveRunAddress(run_dir_path_);
+      trial_service_->Drain();  // waiting asks hear `done`
+    }
     if (fleet_) {
       FleetTeardown();
       return;
@@ -680,6 +741,8 @@ class Run {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<WorkerServiceImpl> service_;
+  std::unique_ptr<AskTell> ask_tell_;                 // search.mode: ask_tell
+  std::unique_ptr<TrialServiceImpl> trial_service_;  // search.mode: ask_tell
   ServerSecurity security_;  // TLS from --tls-dir, or loopback with the run's secrets
   RunSecrets secrets_;       // without --tls-dir
   std::unique_ptr<AdminServiceImpl> admin_;

@@ -177,6 +177,7 @@ absl::StatusOr<sqlite3_stmt*> Store::Prepare(const char* sql) {
 absl::Status Store::Begin() { return Exec("BEGIN IMMEDIATE"); }
 absl::Status Store::Commit() { return Exec("COMMIT"); }
 void Store::Rollback() { (void)Exec("ROLLBACK"); }
+bool Store::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
 
 absl::Status Store::PutMeta(const std::string& key, const std::string& value) {
   SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s,

@@ -99,6 +99,8 @@ class Store {
   absl::Status Begin();
   absl::Status Commit();  // durable on return (fsync of the WAL)
   void Rollback();
+  // True between Begin() and Commit() or Rollback().
+  bool InTransaction() const;
 
   absl::Status PutMeta(const std::string& key, const std::string& value);
   // Returns nullopt when key is absent.

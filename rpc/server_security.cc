@@ -110,6 +110,8 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const ServerSecur
 
 std::set<Role> AllowedRoles(const std::string& method, bool from_certificate) {
   if (absl::StartsWith(method, "/sextant.v1.WorkerService/")) return {Role::kWorker, Role::kAdmin};
+  // Ask/tell clients train as workers do, with the worker's certificate or token.
+  if (absl::StartsWith(method, "/sextant.v1.TrialService/")) return {Role::kWorker, Role::kAdmin};
   if (absl::StartsWith(method, "/sextant.v1.FederationService/")) {
     if (from_certificate) return {Role::kClient, Role::kAggregator};
     return {Role::kClient, Role::kAggregator, Role::kWorker};
