@@ -196,7 +196,7 @@ class AskTellTest(Workdir):
                          sorted(ids))
 
     def test_keep_alive_holds_a_trial_past_its_lease_and_a_dropped_one_is_requeued(self):
-        exp = ask_tell_experiment("lease", 3, extra_search="  lease_seconds: 1.5\n")
+        exp = ask_tell_experiment("lease", 3, extra_search="  lease: 2s\n")
         with LiveRun(self.work, exp) as run:
             with sextant.open_run(run.dir) as study:
                 held = study.ask()
@@ -204,7 +204,7 @@ class AskTellTest(Workdir):
                 dropped = sextant.open_run(run.dir)
                 lost = dropped.ask()
                 dropped.close()
-                time.sleep(4.5)  # three leases: only the keep-alive holds `held`
+                time.sleep(6)  # three leases: only the keep-alive holds `held`
                 self.assertIsNone(held.lost)
                 self.assertEqual(study.tell(held, loss=1.0).state, "COMPLETED")
                 # The dropped trial came back as its next attempt, with the same parameters.

@@ -76,12 +76,13 @@ def _action(value):
 
 class LiveBackend:
     """TrialService calls with retries of transient failures for up to retry_seconds.
-    Thread-safe (a gRPC channel is)."""
+    ended: a callable that says whether the run has ended (open_run: its address file is gone),
+    asked when an Ask finds the run unreachable. Thread-safe (a gRPC channel is)."""
 
     keeps_leases = True
 
     def __init__(self, address, tls_dir=None, tls_name="worker", secret_file=None,
-                 retry_seconds=30.0, call_timeout=30.0, server_name=None):
+                 retry_seconds=30.0, call_timeout=30.0, server_name=None, ended=None):
         creds, self._metadata = credentials(tls_dir, tls_name, secret_file)
         options = [("grpc.max_receive_message_length", 16 << 20)]
         if server_name:
@@ -91,13 +92,14 @@ class LiveBackend:
                          else grpc.insecure_channel(address, options))
         self._stub = pb_grpc.TrialServiceStub(self._channel)
         self._retry_seconds = retry_seconds
+        self._ended = ended  # () -> True once the run is known to have ended
         self._call_timeout = call_timeout
         self.run_id = ""
 
     def close(self):
         self._channel.close()
 
-    def _call(self, what, method, request, transient, timeout):
+    def _call(self, what, method, request, transient, timeout, hopeless=None):
         give_up = time.monotonic() + self._retry_seconds
         delay = 0.02
         while True:
@@ -105,7 +107,8 @@ class LiveBackend:
                 return method(request, metadata=self._metadata, timeout=timeout)
             except grpc.RpcError as e:
                 code = e.code()
-                if code in transient and time.monotonic() + delay < give_up:
+                if (code in transient and time.monotonic() + delay < give_up and
+                        not (hopeless and hopeless())):
                     time.sleep(delay)
                     delay = min(delay * 2, 1.0)
                     continue
@@ -113,9 +116,16 @@ class LiveBackend:
                                    e.details() or str(code)) from None
 
     def ask(self, count, wait_seconds):
-        r = self._call("ask", self._stub.Ask,
-                       pb.AskRequest(count=count, wait_seconds=wait_seconds), _TRANSIENT,
-                       wait_seconds + self._call_timeout)
+        try:
+            r = self._call("ask", self._stub.Ask,
+                           pb.AskRequest(count=count, wait_seconds=wait_seconds), _TRANSIENT,
+                           wait_seconds + self._call_timeout, hopeless=self._ended)
+        except SextantError as e:
+            # A run that ended stops serving soon after: when its address file is gone too,
+            # that is the end of the search rather than a failure.
+            if e.code == "UNAVAILABLE" and self._ended is not None and self._ended():
+                return [], True
+            raise
         trials = []
         for t in r.trials:
             self.run_id = t.run_id or self.run_id

@@ -43,7 +43,8 @@ def open_run(run_dir, *, tls_dir=None, tls_name="worker", sextant=None, retry_se
         tls = tls_dir or live.get("tls_dir") or None
         return Study(LiveBackend(live["address"], tls_dir=tls, tls_name=tls_name,
                                  secret_file=None if tls else live.get("secret_file"),
-                                 retry_seconds=retry_seconds))
+                                 retry_seconds=retry_seconds,
+                                 ended=lambda: _live_address(run_dir) != live))
     binary = sextant or os.environ.get("SEXTANT_BIN") or shutil.which("sextant")
     if not binary:
         raise FileNotFoundError(f"open_run: no process serves {run_dir}, and there is no "

@@ -120,6 +120,8 @@ class Study:
         count = 1 if n is None else int(n)
         if not 1 <= count <= 1024:
             raise ValueError(f"ask: n must be 1 to 1024, not {n}")
+        if self.done:
+            return None if n is None else []
         limit = None if timeout is None else time.monotonic() + timeout
         while True:
             wait = 10.0 if limit is None else max(0.0, min(10.0, limit - time.monotonic()))
