@@ -1,0 +1,292 @@
+// The TrialService over a real gRPC server on loopback: plain, and over mTLS with the
+// certificates of `sextant certs init`, where an asked trial is bound to its asker.
+#include "orchestrator/trial_service.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "orchestrator/strategy_factory.h"
+#include "rpc/certificates.h"
+#include "rpc/channel_credentials.h"
+#include "rpc/server_security.h"
+#include "tests/orchestrator/test_util.h"
+
+namespace sextant {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::MakeTempDir;
+using testing::SpecFromYaml;
+
+std::string Yaml(int trials, int concurrent, const std::string& sampler = "sobol") {
+  return absl::StrCat(R"(
+name: served
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: 0, max: 1}
+  n: {type: int, min: 0, max: 1000}
+search: {mode: ask_tell, sampler: )",
+                      sampler, ", seed: 7, max_trials: ", trials,
+                      ", max_concurrent: ", concurrent, "}\n");
+}
+
+// A run's store, dispatcher and services behind a server on 127.0.0.1:0, ticked in the
+// background as `sextant run` ticks them.
+class ServedRun {
+ public:
+  ServedRun(const std::string& dir, const std::string& yaml, const ServerSecurity& security) {
+    spec_ = SpecFromYaml(yaml);
+    store_ = *Store::Open(dir + "/state.db", true);
+    DispatcherOptions options;
+    options.lease_seconds = AskTellLeaseSeconds(spec_);
+    dispatcher_ = *Dispatcher::Create(spec_, store_.get(), *MakeSampler(spec_), RealClockInstance(),
+                                      options, MakeScheduler(spec_));
+    workers_ = std::make_unique<WorkerServiceImpl>(dispatcher_.get());
+    core_ = *AskTell::Create(dispatcher_.get(), store_.get(), RealClockInstance());
+    service_ = std::make_unique<TrialServiceImpl>(workers_.get(), core_.get());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", MakeServerCredentials(security), &port_);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ticker_ = std::thread([this] {
+      while (!stop_) {
+        (void)workers_->Tick();
+        service_->Tick();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+  }
+  ~ServedRun() {
+    stop_ = true;
+    ticker_.join();
+    service_->Drain();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+  int port() const { return port_; }
+  const std::string& run_id() const { return core_->run_id(); }
+  bool Finished() {
+    return workers_->WithDispatcher([](Dispatcher& d) { return d.Finished(); });
+  }
+  Store& store() { return *store_; }
+
+ private:
+  v1::ExperimentSpec spec_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<WorkerServiceImpl> workers_;
+  std::unique_ptr<AskTell> core_;
+  std::unique_ptr<TrialServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread ticker_;
+};
+
+class Client {
+ public:
+  explicit Client(std::shared_ptr<grpc::Channel> channel)
+      : stub_(v1::TrialService::NewStub(std::move(channel))) {}
+
+  grpc::Status Ask(int count, double wait, v1::AskResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(40));
+    v1::AskRequest r;
+    r.set_count(count);
+    r.set_wait_seconds(wait);
+    return stub_->Ask(&context, r, response);
+  }
+  grpc::Status Tell(const v1::AskedTrial& t, double loss, v1::TellResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::TellRequest r;
+    r.set_run_id(t.run_id());
+    r.set_trial_id(t.trial_id());
+    r.set_attempt(t.attempt());
+    r.add_values(loss);
+    return stub_->Tell(&context, r, response);
+  }
+  grpc::Status Step(const v1::AskedTrial& t, double loss, v1::ReportStepResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ReportStepRequest r;
+    r.set_run_id(t.run_id());
+    r.set_trial_id(t.trial_id());
+    r.set_attempt(t.attempt());
+    (*r.mutable_metrics())["loss"] = loss;
+    return stub_->ReportStep(&context, r, response);
+  }
+
+ private:
+  std::unique_ptr<v1::TrialService::Stub> stub_;
+};
+
+std::shared_ptr<grpc::Channel> Plain(int port) {
+  return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+}
+
+class TrialServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = MakeTempDir("trial_service"); }
+  std::string dir_;
+};
+
+TEST_F(TrialServiceTest, ConcurrentAskersGetDistinctTrialsUntilDone) {
+  ServedRun run(dir_, Yaml(40, 4), ServerSecurity());
+  std::mutex mu;
+  std::map<int64_t, int> seen;       // trial id -> times handed out
+  std::set<std::pair<double, int64_t>> configurations;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> askers;
+  for (int i = 0; i < 6; ++i) {
+    askers.emplace_back([&] {
+      Client client(Plain(run.port()));
+      while (true) {
+        v1::AskResponse asked;
+        if (!client.Ask(1, 5, &asked).ok()) {
+          ++failures;
+          return;
+        }
+        if (asked.done()) return;
+        for (const v1::AskedTrial& t : asked.trials()) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            ++seen[t.trial_id()];
+            configurations.insert({t.params().at("x").number(), t.params().at("n").integer()});
+          }
+          v1::ReportStepResponse step;
+          if (!client.Step(t, 1.0, &step).ok()) ++failures;
+          v1::TellResponse told;
+          if (!client.Tell(t, t.params().at("x").number(), &told).ok() ||
+              told.state() != v1::COMPLETED) {
+            ++failures;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& t : askers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(seen.size(), 40u);
+  for (const auto& [id, times] : seen) EXPECT_EQ(times, 1) << "trial " << id;
+  EXPECT_EQ(configurations.size(), 40u);
+  EXPECT_TRUE(run.Finished());
+}
+
+TEST_F(TrialServiceTest, AWaitingAskGetsTheSlotATellFrees) {
+  ServedRun run(dir_, Yaml(2, 1), ServerSecurity());
+  Client alice(Plain(run.port())), bob(Plain(run.port()));
+  v1::AskResponse first;
+  ASSERT_TRUE(alice.Ask(1, 0, &first).ok());
+  ASSERT_EQ(first.trials_size(), 1);
+  v1::AskResponse none;
+  ASSERT_TRUE(bob.Ask(1, 0, &none).ok());
+  EXPECT_EQ(none.trials_size(), 0);
+  EXPECT_FALSE(none.done());
+  v1::AskResponse second;
+  std::thread waiter([&] { ASSERT_TRUE(bob.Ask(1, 20, &second).ok()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto told_at = std::chrono::steady_clock::now();
+  v1::TellResponse told;
+  ASSERT_TRUE(alice.Tell(first.trials(0), 0.5, &told).ok());
+  waiter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - told_at, std::chrono::seconds(5));
+  ASSERT_EQ(second.trials_size(), 1);
+  EXPECT_NE(second.trials(0).trial_id(), first.trials(0).trial_id());
+  ASSERT_TRUE(bob.Tell(second.trials(0), 0.4, &told).ok());
+  v1::AskResponse done;
+  ASSERT_TRUE(alice.Ask(1, 5, &done).ok());
+  EXPECT_TRUE(done.done());
+}
+
+TEST_F(TrialServiceTest, RefusalsArriveAsTheirCodes) {
+  ServedRun run(dir_, Yaml(2, 1), ServerSecurity());
+  Client client(Plain(run.port()));
+  v1::AskResponse asked;
+  ASSERT_TRUE(client.Ask(1, 0, &asked).ok());
+  v1::AskedTrial t = asked.trials(0);
+  v1::TellResponse told;
+  t.set_trial_id(99);
+  grpc::Status unknown = client.Tell(t, 0.5, &told);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(unknown.error_message(), HasSubstr("trial 99"));
+  t = asked.trials(0);
+  grpc::Status nan = client.Tell(t, std::nan(""), &told);
+  EXPECT_EQ(nan.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(nan.error_message(), HasSubstr("trial 1"));
+  v1::AskResponse too_many;
+  EXPECT_EQ(client.Ask(5000, 0, &too_many).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_TRUE(client.Tell(t, 0.5, &told).ok());
+  ASSERT_TRUE(client.Tell(t, 0.7, &told).ok());
+  EXPECT_TRUE(told.already_told());
+  EXPECT_DOUBLE_EQ(told.metrics().at("loss"), 0.5);
+}
+
+class TrialServiceTlsTest : public TrialServiceTest {
+ protected:
+  void SetUp() override {
+    TrialServiceTest::SetUp();
+    certs_ = dir_ + "/certs";
+    ASSERT_TRUE(InitCertificateDirectory(certs_).ok());
+    IssueOptions bob;
+    bob.role = Role::kWorker;
+    bob.enroll = true;
+    ASSERT_TRUE(IssueIntoDirectory(certs_, "bob", bob).ok());
+    IssueOptions client;
+    client.role = Role::kClient;
+    client.region = "eu";
+    client.enroll = true;
+    ASSERT_TRUE(IssueIntoDirectory(certs_, "carol", client).ok());
+    auto security = LoadServerSecurity(certs_);
+    ASSERT_TRUE(security.ok()) << security.status();
+    security_ = *security;
+  }
+
+  std::shared_ptr<grpc::Channel> As(const std::string& name, int port) {
+    auto creds = LoadChannelCredentials(certs_, name);
+    EXPECT_TRUE(creds.ok()) << creds.status();
+    return grpc::CreateChannel(absl::StrCat("localhost:", port), *creds);
+  }
+
+  std::string certs_;
+  ServerSecurity security_;
+};
+
+TEST_F(TrialServiceTlsTest, AnAskedTrialIsBoundToItsAskersCertificate) {
+  ServedRun run(dir_, Yaml(2, 2), security_);
+  Client worker(As("worker", run.port())), bob(As("bob", run.port()));
+  v1::AskResponse asked;
+  grpc::Status s = worker.Ask(1, 0, &asked);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(asked.trials_size(), 1);
+  v1::TellResponse told;
+  grpc::Status denied = bob.Tell(asked.trials(0), 0.5, &told);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(denied.error_message(), HasSubstr("sextant://worker/-/worker"));
+  v1::ReportStepResponse step;
+  EXPECT_EQ(bob.Step(asked.trials(0), 0.5, &step).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(run.store().LoadMeasurements()->size(), 0u);
+  s = worker.Tell(asked.trials(0), 0.5, &told);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(told.state(), v1::COMPLETED);
+}
+
+TEST_F(TrialServiceTlsTest, OnlyWorkerAndAdminRolesMayAsk) {
+  ServedRun run(dir_, Yaml(2, 2), security_);
+  v1::AskResponse asked;
+  EXPECT_EQ(Client(As("carol", run.port())).Ask(1, 0, &asked).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(Client(As("admin", run.port())).Ask(1, 0, &asked).ok());
+  EXPECT_EQ(Client(Plain(run.port())).Ask(1, 0, &asked).error_code(),
+            grpc::StatusCode::UNAVAILABLE);  // no TLS: no handshake
+}
+
+}  // namespace
+}  // namespace sextant
