@@ -1,8 +1,10 @@
-// sextant: the command-line interface (run, resume, validate, status, results, events).
+// sextant: the command-line interface (run, resume, validate, status, results, events, report,
+// simulate, certs), parsed with CLI11: `sextant COMMAND --help` describes each verb.
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -11,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -19,6 +22,7 @@
 #include "common/clock.h"
 #include "common/duration.h"
 #include "nlohmann/json.hpp"
+#include "orchestrator/ask_tell_command.h"
 #include "orchestrator/cost/simulate_command.h"
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/local_launcher.h"
@@ -32,75 +36,21 @@
 namespace sextant {
 namespace {
 
-constexpr const char* kUsage = R"(usage:
-  sextant run FILE [--run-dir DIR] [--workers N] [--listen ADDR] [--metrics-port PORT]
-              [--time-scale X] [--slurm-partition P] [--slurm-spot-partition P]
-              [--tls-dir DIR] [--max-cost AMOUNT] [--max-wall-time DURATION]
-  sextant resume DIR [--workers N] [--metrics-port PORT] [--tls-dir DIR]
-              [--max-cost AMOUNT] [--max-wall-time DURATION]  (raise a spent budget)
-  sextant certs init DIR [--san HOST,...]
-  sextant certs issue DIR NAME [--role worker|client|aggregator|admin] [--region REGION]
-              [--san HOST,...] [--enroll]
-  sextant validate FILE
-  sextant status DIR [--watch]
-  sextant results DIR [--format table|json|csv]
-  sextant events DIR
-  sextant report DIR -o FILE.html
-  sextant simulate FILE [--run-dir DIR]
-)";
-
-int Usage(const std::string& why) {
-  if (!why.empty()) std::cerr << "sextant: " << why << "\n";
-  std::cerr << kUsage;
+// A usage error: the message and a pointer to --help on stderr, exit 2 (the contract's code for
+// invalid input).
+int UsageError(const std::string& why) {
+  std::cerr << "sextant: " << why << "\nRun 'sextant --help' or 'sextant COMMAND --help' for usage.\n";
   return 2;
 }
 
-// Splits "cmd POSITIONAL --flag value ..." into one positional and the flags.
+// What the verbs read from the command line (CLI11 fills it).
 struct Args {
-  std::string positional;
-  std::map<std::string, std::string> flags;
-  std::string error;
+  std::string positional;  // FILE or DIR
+  std::map<std::string, std::string> flags;  // flag name (no dashes) -> value, when given
 };
 
-Args ParseArgs(int argc, char** argv, int start, const std::set<std::string>& valued,
-               const std::set<std::string>& boolean) {
-  Args a;
-  for (int i = start; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) == 0) {
-      std::string name = arg.substr(2), value;
-      size_t eq = name.find('=');
-      if (eq != std::string::npos) {
-        value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-      }
-      if (boolean.count(name)) {
-        a.flags.insert_or_assign(name, std::string(1, '1'));
-      } else if (valued.count(name)) {
-        if (eq == std::string::npos) {
-          if (i + 1 >= argc) {
-            a.error = absl::StrCat("--", name, " needs a value");
-            return a;
-          }
-          value = argv[++i];
-        }
-        a.flags.insert_or_assign(name, value);
-      } else {
-        a.error = absl::StrCat("unknown option ", arg);
-        return a;
-      }
-    } else if (a.positional.empty()) {
-      a.positional = arg;
-    } else {
-      a.error = absl::StrCat("unexpected argument ", arg);
-      return a;
-    }
-  }
-  return a;
-}
-
 int Validate(const Args& a) {
-  if (a.positional.empty()) return Usage("validate needs a FILE");
+  if (a.positional.empty()) return UsageError("validate needs a FILE");
   LoadResult r = LoadExperimentFile(a.positional);
   for (const LoadError& e : r.errors) std::cerr << e.ToString() << "\n";
   if (!r.ok()) return 2;
@@ -110,7 +60,7 @@ int Validate(const Args& a) {
 }
 
 int Run(const Args& a, bool resume) {
-  if (a.positional.empty()) return Usage(resume ? "resume needs a DIR" : "run needs a FILE");
+  if (a.positional.empty()) return UsageError(resume ? "resume needs a DIR" : "run needs a FILE");
   RunOptions options;
   options.resume = resume;
   if (resume) {
@@ -123,16 +73,16 @@ int Run(const Args& a, bool resume) {
   if (a.flags.count("tls-dir")) options.tls_dir = a.flags.at("tls-dir");
   if (a.flags.count("workers") &&
       (!absl::SimpleAtoi(a.flags.at("workers"), &options.workers) || options.workers < 1)) {
-    return Usage("--workers must be a positive integer");
+    return UsageError("--workers must be a positive integer");
   }
   if (a.flags.count("metrics-port") &&
       (!absl::SimpleAtoi(a.flags.at("metrics-port"), &options.metrics_port) ||
        options.metrics_port < 0 || options.metrics_port > 65535)) {
-    return Usage("--metrics-port must be a port number (0 picks a free one)");
+    return UsageError("--metrics-port must be a port number (0 picks a free one)");
   }
   if (a.flags.count("time-scale") &&
       (!absl::SimpleAtod(a.flags.at("time-scale"), &options.time_scale) || options.time_scale <= 0)) {
-    return Usage("--time-scale must be a positive number");
+    return UsageError("--time-scale must be a positive number");
   }
   if (a.flags.count("slurm-partition")) options.slurm_partition = a.flags.at("slurm-partition");
   if (a.flags.count("slurm-spot-partition")) {
@@ -141,19 +91,19 @@ int Run(const Args& a, bool resume) {
   if (a.flags.count("max-cost")) {
     double v = 0;
     if (!absl::SimpleAtod(a.flags.at("max-cost"), &v) || !(v > 0)) {
-      return Usage("--max-cost must be a positive amount");
+      return UsageError("--max-cost must be a positive amount");
     }
     options.max_cost = v;
   }
   if (a.flags.count("max-wall-time")) {
     auto v = ParseDurationSeconds(a.flags.at("max-wall-time"));
-    if (!v.ok() || *v <= 0) return Usage("--max-wall-time: invalid duration (e.g. 90s, 2h)");
+    if (!v.ok() || *v <= 0) return UsageError("--max-wall-time: invalid duration (e.g. 90s, 2h)");
     options.max_wall_time_seconds = *v;
   }
   for (const char* name : {"lease-timeout", "heartbeat"}) {
     if (!a.flags.count(name)) continue;
     auto v = ParseDurationSeconds(a.flags.at(name));
-    if (!v.ok() || *v <= 0) return Usage(absl::StrCat("--", name, ": invalid duration"));
+    if (!v.ok() || *v <= 0) return UsageError(absl::StrCat("--", name, ": invalid duration"));
     (std::string(name) == "lease-timeout" ? options.lease_seconds : options.heartbeat_seconds) = *v;
   }
   options.tty = isatty(STDOUT_FILENO);
@@ -162,49 +112,34 @@ int Run(const Args& a, bool resume) {
   return RunExperiment(options, RunEnv{RealClockInstance(), launcher.get(), &std::cout, &std::cerr});
 }
 
+// What `certs init` and `certs issue` read from the command line.
+struct CertsArgs {
+  std::string dir;
+  std::string name;  // issue: the certificate's name
+  std::string role;  // issue: empty = worker
+  std::string region;
+  std::string sans;  // HOST,...
+  bool enroll = false;
+};
+
 // sextant certs init DIR [--san HOST,...] |
 // sextant certs issue DIR NAME [--role R] [--region REG] [--san HOST,...] [--enroll]
-int Certs(int argc, char** argv) {
-  constexpr const char* kCertsUsage =
-      "certs takes: init DIR [--san HOST,...] | issue DIR NAME [--role worker|client|aggregator|"
-      "admin] [--region REGION] [--san HOST,...] [--enroll]";
-  std::vector<std::string> args;
+int Certs(const CertsArgs& c, bool init) {
   IssueOptions issue;
-  bool role_given = false;
-  for (int i = 2; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--enroll") {
-      issue.enroll = true;
-    } else if (arg == "--role" || arg == "--region" || arg == "--san") {
-      if (i + 1 >= argc) return Usage(absl::StrCat(arg, " needs a value"));
-      const std::string value = argv[++i];
-      if (arg == "--region") {
-        issue.region = value;
-      } else if (arg == "--san") {
-        for (absl::string_view san : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
-          issue.sans.emplace_back(absl::StripAsciiWhitespace(san));
-        }
-      } else {
-        std::optional<Role> role = ParseRole(value);
-        if (!role) return Usage(absl::StrCat("--role '", value, "': not worker, client, aggregator or admin"));
-        issue.role = *role;
-        role_given = true;
-      }
-    } else if (absl::StartsWith(arg, "--")) {
-      return Usage(absl::StrCat("certs: unknown flag ", arg));
-    } else {
-      args.push_back(arg);
+  issue.region = c.region;
+  issue.enroll = c.enroll;
+  for (absl::string_view san : absl::StrSplit(c.sans, ',', absl::SkipWhitespace())) {
+    issue.sans.emplace_back(absl::StripAsciiWhitespace(san));
+  }
+  if (!c.role.empty()) {
+    std::optional<Role> role = ParseRole(c.role);
+    if (!role) {
+      return UsageError(absl::StrCat("--role '", c.role, "': not worker, client, aggregator or admin"));
     }
+    issue.role = *role;
   }
-  absl::Status s;
-  if (args.size() == 2 && args[0] == "init" && !role_given && issue.region.empty() &&
-      !issue.enroll) {
-    s = InitCertificateDirectory(args[1], issue.sans);
-  } else if (args.size() == 3 && args[0] == "issue") {
-    s = IssueIntoDirectory(args[1], args[2], issue);
-  } else {
-    return Usage(kCertsUsage);
-  }
+  absl::Status s = init ? InitCertificateDirectory(c.dir, issue.sans)
+                        : IssueIntoDirectory(c.dir, c.name, issue);
   if (!s.ok()) {
     std::cerr << "sextant: certs: " << s.message() << "\n";
     return s.code() == absl::StatusCode::kAlreadyExists ||
@@ -212,21 +147,21 @@ int Certs(int argc, char** argv) {
                ? 2
                : 1;
   }
-  if (args[0] == "init") {
-    std::cout << "sextant: wrote a private CA, certificates and tokens in " << args[1] << "\n";
+  if (init) {
+    std::cout << "sextant: wrote a private CA, certificates and tokens in " << c.dir << "\n";
   } else {
-    std::cout << "sextant: wrote certificate " << args[2] << " ("
-              << IdentityUri(PeerIdentity{issue.role, issue.region, args[2]}) << ") in "
-              << args[1] << "\n";
+    std::cout << "sextant: wrote certificate " << c.name << " ("
+              << IdentityUri(PeerIdentity{issue.role, issue.region, c.name}) << ") in " << c.dir
+              << "\n";
   }
   return 0;
 }
 
 int Results(const Args& a) {
-  if (a.positional.empty()) return Usage("results needs a DIR");
+  if (a.positional.empty()) return UsageError("results needs a DIR");
   std::string format = a.flags.count("format") ? a.flags.at("format") : "table";
   if (format != "table" && format != "json" && format != "csv") {
-    return Usage("--format must be table, json or csv");
+    return UsageError("--format must be table, json or csv");
   }
   auto r = LoadResults(a.positional);
   if (!r.ok()) {
@@ -271,7 +206,7 @@ int ShowStatus(const std::string& dir) {
 }
 
 int Status(const Args& a) {
-  if (a.positional.empty()) return Usage("status needs a DIR");
+  if (a.positional.empty()) return UsageError("status needs a DIR");
   if (!a.flags.count("watch")) return ShowStatus(a.positional);
   while (true) {
     if (isatty(STDOUT_FILENO)) std::cout << "\033[H\033[2J";
@@ -285,7 +220,7 @@ int Status(const Args& a) {
 }
 
 int Events(const Args& a) {
-  if (a.positional.empty()) return Usage("events needs a DIR");
+  if (a.positional.empty()) return UsageError("events needs a DIR");
   auto store = Store::Open(RunDir::DbPath(a.positional), false, true);
   if (!store.ok()) {
     std::cerr << "sextant: " << store.status().message() << "\n";
@@ -305,9 +240,9 @@ int Events(const Args& a) {
 }
 
 int Report(const Args& a) {
-  if (a.positional.empty()) return Usage("report needs a DIR");
+  if (a.positional.empty()) return UsageError("report needs a DIR");
   if (!a.flags.count("output") || a.flags.at("output").empty()) {
-    return Usage("report needs -o FILE.html");
+    return UsageError("report needs -o FILE.html");
   }
   const std::string& out = a.flags.at("output");
   auto r = WriteReport(a.positional, out, absl::Now());
@@ -329,50 +264,153 @@ int Report(const Args& a) {
 
 int main(int argc, char** argv) {
   using namespace sextant;
-  if (argc < 2) return Usage("");
-  std::string cmd = argv[1];
-  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
-    std::cout << kUsage;
-    return 0;
-  }
-  if (cmd == "certs") return Certs(argc, argv);
+  CLI::App app("sextant: hyperparameter search and federated learning, driven by one experiment "
+               "file.",
+               "sextant");
+  app.require_subcommand(1);
+  app.failure_message(CLI::FailureMessage::simple);
+
   Args a;
-  if (cmd == "run" || cmd == "resume") {
-    a = ParseArgs(argc, argv, 2,
-                  {"run-dir", "workers", "listen", "lease-timeout", "heartbeat", "metrics-port",
-                   "time-scale", "slurm-partition", "slurm-spot-partition", "tls-dir",
-                   "max-cost", "max-wall-time"},
-                  {});
-  } else if (cmd == "results") {
-    a = ParseArgs(argc, argv, 2, {"format"}, {});
-  } else if (cmd == "status") {
-    a = ParseArgs(argc, argv, 2, {}, {"watch"});
-  } else if (cmd == "simulate") {
-    a = ParseArgs(argc, argv, 2, {"run-dir"}, {});
-  } else if (cmd == "report") {
-    // -o FILE is the one short option; it means --output FILE.
-    std::vector<char*> args(argv, argv + argc);
-    std::string output_flag = "--output";
-    for (char*& arg : args) {
-      if (std::string(arg) == "-o") arg = output_flag.data();
-    }
-    a = ParseArgs(argc, args.data(), 2, {"output"}, {});
-  } else if (cmd == "validate" || cmd == "events") {
-    a = ParseArgs(argc, argv, 2, {}, {});
-  } else {
-    return Usage("unknown command '" + cmd + "'");
-  }
-  if (!a.error.empty()) return Usage(a.error);
-  if (cmd == "run") return Run(a, false);
-  if (cmd == "resume") return Run(a, true);
-  if (cmd == "simulate") {
-    if (a.positional.empty()) return Usage("simulate needs a FILE");
+  // Adds a flag that takes a value, recorded in a.flags under its name when given.
+  auto valued = [&a](CLI::App* verb, const std::string& name, const std::string& help) {
+    return verb->add_option_function<std::string>(
+        "--" + name, [&a, name](const std::string& v) { a.flags.insert_or_assign(name, v); }, help);
+  };
+  auto boolean = [&a](CLI::App* verb, const std::string& name, const std::string& help) {
+    return verb->add_flag_callback("--" + name, [&a, name] { a.flags.insert_or_assign(name, "1"); },
+                                   help);
+  };
+
+  std::map<std::string, std::function<int()>> actions;
+  auto run_flags = [&](CLI::App* verb) {
+    valued(verb, "workers", "local workers (default: search.max_concurrent)");
+    valued(verb, "metrics-port", "serve Prometheus /metrics on 127.0.0.1:PORT (0: any port)");
+    valued(verb, "tls-dir", "serve TLS with the certificates of `sextant certs init DIR`");
+    valued(verb, "max-cost", "replace budget.max_cost");
+    valued(verb, "max-wall-time", "replace budget.max_wall_time (e.g. 90s, 2h)");
+    valued(verb, "listen", "the worker service's address (default 127.0.0.1:0)");
+    valued(verb, "lease-timeout", "a lease lapses this long after the last heartbeat (default 15s)");
+    valued(verb, "heartbeat", "how often workers heartbeat (default 2s)");
+    valued(verb, "time-scale", "multiply spot interruption times and notices by X");
+    valued(verb, "slurm-partition", "slurm: the partition of on-demand and reserved jobs");
+    valued(verb, "slurm-spot-partition", "slurm: the partition of spot jobs");
+  };
+
+  CLI::App* run = app.add_subcommand("run", "Run an experiment file to its end");
+  run->add_option("FILE", a.positional, "the experiment file (YAML)")->required();
+  valued(run, "run-dir", "the run directory (default runs/<name>)");
+  run_flags(run);
+  actions["run"] = [&] { return Run(a, false); };
+
+  CLI::App* resume = app.add_subcommand("resume", "Continue a run from its run directory");
+  resume->add_option("DIR", a.positional, "the run directory")->required();
+  run_flags(resume);
+  actions["resume"] = [&] { return Run(a, true); };
+
+  CLI::App* validate = app.add_subcommand("validate", "Check an experiment file");
+  validate->add_option("FILE", a.positional, "the experiment file (YAML)")->required();
+  actions["validate"] = [&] { return Validate(a); };
+
+  CLI::App* status = app.add_subcommand("status", "Show a run's trials, workers and events");
+  status->add_option("DIR", a.positional, "the run directory")->required();
+  boolean(status, "watch", "redraw every second until the run ends");
+  actions["status"] = [&] { return Status(a); };
+
+  CLI::App* results = app.add_subcommand("results", "Print a run's results");
+  results->add_option("DIR", a.positional, "the run directory")->required();
+  valued(results, "format", "table (default), json or csv");
+  actions["results"] = [&] { return Results(a); };
+
+  CLI::App* events = app.add_subcommand("events", "Print a run's event log as JSON lines");
+  events->add_option("DIR", a.positional, "the run directory")->required();
+  actions["events"] = [&] { return Events(a); };
+
+  CLI::App* report = app.add_subcommand("report", "Write a run's HTML report");
+  report->add_option("DIR", a.positional, "the run directory")->required();
+  report
+      ->add_option_function<std::string>(
+          "-o,--output", [&a](const std::string& v) { a.flags["output"] = v; },
+          "the HTML file to write")
+      ->required();
+  actions["report"] = [&] { return Report(a); };
+
+  CLI::App* simulate = app.add_subcommand(
+      "simulate", "Forecast an experiment's time and cost on virtual time");
+  simulate->add_option("FILE", a.positional, "the experiment file (YAML)")->required();
+  valued(simulate, "run-dir", "the run directory (default runs/<name>)");
+  actions["simulate"] = [&] {
     return RunSimulateCommand(a.positional, a.flags.count("run-dir") ? a.flags.at("run-dir") : "",
                               std::cout, std::cerr);
+  };
+
+  // Ask and tell (search.mode: ask_tell), against a live run or offline on its directory.
+  AskOptions ask_args;
+  CLI::App* ask = app.add_subcommand("ask", "Ask an ask/tell run for trials (one JSON line each)");
+  ask->add_option("DIR", ask_args.run_dir, "the run directory (a live run, or one no process holds)")
+      ->required();
+  ask->add_option("--n", ask_args.count, "how many trials (default 1, at most 1024)");
+  ask->add_option("--wait", ask_args.wait_seconds,
+                  "live: wait up to this many seconds (at most 30) for a trial to start");
+  actions["ask"] = [&] { return RunAskCommand(ask_args, std::cout, std::cerr); };
+
+  TellFlags tell_args;
+  CLI::App* tell = app.add_subcommand(
+      "tell", "Tell an ask/tell run a trial's result, or report an intermediate --step");
+  tell->add_option("DIR", tell_args.run_dir, "the run directory (a live run, or one no process holds)")
+      ->required();
+  tell->add_option("TRIAL", tell_args.trial, "the trial id")->required();
+  tell->add_option("--value", tell_args.value, "the objective's value");
+  tell->add_option("--values", tell_args.values, "V1,V2,...: each objective's value, in order");
+  tell->add_option("--state", tell_args.state, "pruned or failed (instead of a value)");
+  tell->add_option("--metrics", tell_args.metrics, "NAME=VALUE,...: further metrics (with --step: the step's)");
+  tell->add_option("--step", tell_args.step,
+                   "report an intermediate step S (the fidelity) with --metrics; prints continue, "
+                   "stop or pause");
+  tell->add_option("--attempt", tell_args.attempt, "the attempt (default: the one holding it)");
+  tell->add_option("--error", tell_args.error, "with --state failed: why");
+  actions["tell"] = [&] { return RunTellCommandLine(tell_args, std::cout, std::cerr); };
+
+  CertsArgs certs_args;
+  CLI::App* certs = app.add_subcommand("certs", "Make the certificates and tokens of a TLS run");
+  certs->require_subcommand(1);
+  CLI::App* certs_init = certs->add_subcommand("init", "Write a private CA, certificates and tokens");
+  certs_init->add_option("DIR", certs_args.dir, "where to write them")->required();
+  certs_init->add_option("--san", certs_args.sans, "HOST,...: names the servers answer to");
+  CLI::App* certs_issue = certs->add_subcommand("issue", "Issue one more certificate from the CA");
+  certs_issue->add_option("DIR", certs_args.dir, "a directory from `certs init`")->required();
+  certs_issue->add_option("NAME", certs_args.name, "the certificate's name")->required();
+  certs_issue->add_option("--role", certs_args.role, "worker (default), client, aggregator or admin");
+  certs_issue->add_option("--region", certs_args.region, "the region it belongs to");
+  certs_issue->add_option("--san", certs_args.sans, "HOST,...: names the holder serves under");
+  certs_issue->add_flag("--enroll", certs_args.enroll, "also write an enrolment token");
+  actions["certs init"] = [&] { return Certs(certs_args, true); };
+  actions["certs issue"] = [&] { return Certs(certs_args, false); };
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "help") args[0] = "--help";
+  if (!args.empty() && args[0].rfind("-", 0) != 0 && !actions.count(args[0]) &&
+      args[0] != "certs") {
+    return UsageError("unknown command '" + args[0] + "'");
   }
-  if (cmd == "validate") return Validate(a);
-  if (cmd == "results") return Results(a);
-  if (cmd == "status") return Status(a);
-  if (cmd == "report") return Report(a);
-  return Events(a);
+  const bool no_args = args.empty();
+  std::reverse(args.begin(), args.end());  // CLI11 takes them last-first, and consumes them
+  try {
+    app.parse(args);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (no_args) {
+      std::cerr << app.help();
+      return 2;
+    }
+    return UsageError(e.what());
+  }
+  for (CLI::App* verb : app.get_subcommands()) {
+    std::string name = verb->get_name();
+    for (CLI::App* sub : verb->get_subcommands()) name += " " + sub->get_name();
+    return actions.at(name)();
+  }
+  return UsageError("no command");
 }
