@@ -43,11 +43,24 @@ search:
 """
 
 
-def summary(name, seconds, asks, pairs):
+def summary(name, seconds, asks, pairs, client_cpu, server_cpu=None):
+    """One repeat: its rate, ask latencies, and the CPU time per pair of the client process
+    (all its threads) and, for Sextant, of the `sextant run` process (its whole life, start-up
+    included, as it reports it)."""
     asks = sorted(asks)
     return {"system": name, "pairs": pairs, "seconds": seconds, "rate": pairs / seconds,
             "ask_p50_ms": 1e3 * asks[len(asks) // 2],
-            "ask_p99_ms": 1e3 * asks[min(len(asks) - 1, math.ceil(0.99 * len(asks)) - 1)]}
+            "ask_p99_ms": 1e3 * asks[min(len(asks) - 1, math.ceil(0.99 * len(asks)) - 1)],
+            "client_cpu_ms_per_pair": 1e3 * client_cpu / pairs,
+            "server_cpu_ms_per_pair": None if server_cpu is None else 1e3 * server_cpu / pairs}
+
+
+def server_cpu_seconds(output):
+    """The CPU time `sextant run` reports when it ends ("orchestrator cpu: 3.3 s")."""
+    for line in output.splitlines():
+        if line.startswith("orchestrator cpu:"):
+            return float(line.split()[2])
+    return None
 
 
 def run_sextant(work, pairs, seed):
@@ -58,13 +71,13 @@ def run_sextant(work, pairs, seed):
         with sextant.open_run(run.dir) as study:
             study.ask(timeout=60)  # connects and warms the channel; told below, not timed
             study.tell(study.held[0], loss=1.0)
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             for _ in range(pairs - 1):
                 t0 = time.perf_counter()
                 trial = study.ask()
                 asks.append(time.perf_counter() - t0)
                 study.tell(trial, loss=objective(trial.params["x"], trial.params["y"]))
-            seconds = time.perf_counter() - start
+            seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
             if study.ask() is not None:
                 raise RuntimeError("the run served more trials than max_trials")
         rc = run.wait(60)
@@ -73,7 +86,8 @@ def run_sextant(work, pairs, seed):
         told = sum(t["state"] == "COMPLETED" for t in run.results()["trials"])
         if told != pairs:
             raise RuntimeError(f"the run stored {told} completed trials, not {pairs}")
-    return summary("Sextant (live run, Python client)", seconds, asks, pairs - 1)
+    return summary("Sextant (live run, Python client)", seconds, asks, pairs - 1, cpu,
+                   server_cpu_seconds(run.output()))
 
 
 def run_optuna(work, pairs, seed, storage):
@@ -88,34 +102,38 @@ def run_optuna(work, pairs, seed, storage):
     trial = study.ask(dists)  # the first pair, as for Sextant: not timed
     study.tell(trial, 1.0)
     asks = []
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(pairs - 1):
         t0 = time.perf_counter()
         trial = study.ask(dists)  # samples every parameter, as Sextant's ask does
         asks.append(time.perf_counter() - t0)
         study.tell(trial, objective(trial.params["x"], trial.params["y"]))
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     if len(study.trials) != pairs:
         raise RuntimeError(f"optuna stored {len(study.trials)} trials, not {pairs}")
     name = "Optuna in-memory" if storage == "memory" else "Optuna SQLite"
-    return summary(name, seconds, asks, pairs - 1)
+    return summary(name, seconds, asks, pairs - 1, cpu)
 
 
-def table(rows, repeats):
+def table(rows):
     by = {}
     for r in rows:
         by.setdefault(r["system"], []).append(r)
     base = statistics.median(r["rate"] for r in by.get("Optuna SQLite", [])) if "Optuna SQLite" in by else None
-    lines = ["| system | pairs/s (median) | range | vs Optuna SQLite | ask p50 | ask p99 |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| system | pairs/s (median) | range | vs Optuna SQLite | ask p50 | ask p99 | "
+             "client CPU / pair | server CPU / pair |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, rs in by.items():
         rate = statistics.median(r["rate"] for r in rs)
         lo, hi = min(r["rate"] for r in rs), max(r["rate"] for r in rs)
         p50 = statistics.median(r["ask_p50_ms"] for r in rs)
         p99 = statistics.median(r["ask_p99_ms"] for r in rs)
         ratio = f"{rate / base:.2f}x" if base else "-"
+        client = statistics.median(r["client_cpu_ms_per_pair"] for r in rs)
+        servers = [r["server_cpu_ms_per_pair"] for r in rs if r["server_cpu_ms_per_pair"]]
+        server = f"{statistics.median(servers):.2f} ms" if servers else "-"
         lines.append(f"| {name} | {rate:,.0f} | {lo:,.0f}-{hi:,.0f} | {ratio} | {p50:.2f} ms | "
-                     f"{p99:.2f} ms |")
+                     f"{p99:.2f} ms | {client:.2f} ms | {server} |")
     return "\n".join(lines)
 
 
@@ -155,7 +173,7 @@ def main():
           f"and {bench_env.loadavg()} after; scratch on {work}.")
     print(bench_env.versions())
     print()
-    print(table(rows, args.repeats))
+    print(table(rows))
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
 
