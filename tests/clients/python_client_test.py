@@ -7,6 +7,8 @@ SEXTANT_BIN_DIR the binaries; or by hand:
 import json
 import math
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -281,6 +283,45 @@ class AskTellTest(Workdir):
                 with sextant.connect(run.address, retry_seconds=0.5) as plain:
                     plain.ask(timeout=1)
             run.stop()
+
+
+class RestartTest(Workdir):
+    def test_a_tell_is_retried_until_the_resumed_run_takes_it(self):
+        certs = os.path.join(self.work, "certs")
+        subprocess.run([sextant_binary(), "certs", "init", certs], check=True,
+                       capture_output=True)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            address = f"127.0.0.1:{s.getsockname()[1]}"
+        flags = ["--tls-dir", certs, "--listen", address]
+        run = LiveRun(self.work, ask_tell_experiment("restart", 3), args=flags).start()
+        study = sextant.connect(address, tls_dir=certs)
+        trial = study.ask()
+        # The run dies (a crash: its asked lease is in the store) and comes back a moment later.
+        os.killpg(run.proc.pid, signal.SIGKILL)
+        run.proc.wait()
+        resumed = []
+        timer = threading.Timer(1.0, lambda: resumed.append(subprocess.Popen(
+            [sextant_binary(), "resume", run.dir, *flags], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)))
+        timer.start()
+        try:
+            told = study.tell(trial, loss=1.0)
+            self.assertEqual(told.state, "COMPLETED")
+            self.assertFalse(told.already_told)
+            while (t := study.ask()) is not None:
+                study.tell(t, loss=2.0)
+            study.close()
+            timer.join()
+            self.assertEqual(resumed[0].wait(60), 0)
+        finally:
+            timer.cancel()
+            for p in resumed:
+                if p.poll() is None:
+                    p.kill()
+        r = results(run.dir)
+        self.assertEqual([t["state"] for t in r["trials"]], ["COMPLETED"] * 3)
+        self.assertEqual(next(t for t in r["trials"] if t["id"] == trial.id)["value"], 1.0)
 
 
 class OfflineTest(Workdir):

@@ -82,8 +82,12 @@ class LiveBackend:
     keeps_leases = True
 
     def __init__(self, address, tls_dir=None, tls_name="worker", secret_file=None,
-                 retry_seconds=30.0, call_timeout=30.0, server_name=None, ended=None):
+                 retry_seconds=60.0, call_timeout=30.0, server_name=None, ended=None):
         creds, self._metadata = credentials(tls_dir, tls_name, secret_file)
+        # gRPC's own reconnect backoff stays as it is (after a failed connection it tries
+        # again after 20 s; a shorter minimum also shortens the time a TLS handshake is given,
+        # and handshakes to a restarted run then failed), so a run that restarts (`sextant
+        # resume`) is reached within about 20 s of its return, inside retry_seconds.
         options = [("grpc.max_receive_message_length", 16 << 20)]
         if server_name:
             options.append(("grpc.ssl_target_name_override", server_name))

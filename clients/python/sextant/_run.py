@@ -8,7 +8,7 @@ from sextant._offline import OfflineBackend
 from sextant._study import Study
 
 
-def connect(address, tls_dir=None, *, tls_name="worker", secret_file=None, retry_seconds=30.0,
+def connect(address, tls_dir=None, *, tls_name="worker", secret_file=None, retry_seconds=60.0,
             server_name=None):
     """A Study on the live run serving TrialService at address ("HOST:PORT"), which
     `sextant run` prints when it starts an ask_tell experiment.
@@ -27,7 +27,7 @@ def connect(address, tls_dir=None, *, tls_name="worker", secret_file=None, retry
                              server_name=server_name))
 
 
-def open_run(run_dir, *, tls_dir=None, tls_name="worker", sextant=None, retry_seconds=30.0):
+def open_run(run_dir, *, tls_dir=None, tls_name="worker", sextant=None, retry_seconds=60.0):
     """A Study on the run in run_dir. While a `sextant run` or `sextant resume` process serves
     it (its address is in RUN_DIR/address), the live run, dialed as that file says: TLS with
     the run's --tls-dir (or tls_dir, for a certificate of the client's own: tls_name), or the
