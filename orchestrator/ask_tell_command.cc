@@ -351,4 +351,44 @@ int RunTellCommand(const TellOptions& options, std::ostream& out, std::ostream& 
   return 0;
 }
 
+int RunTellCommandLine(const TellFlags& flags, std::ostream& out, std::ostream& err,
+                       Clock* clock) {
+  TellOptions options;
+  options.run_dir = flags.run_dir;
+  auto bad = [&](absl::string_view why) {
+    err << "sextant: tell " << flags.trial << ": " << why << "\n";
+    return 2;
+  };
+  if (!absl::SimpleAtoi(flags.trial, &options.trial) || options.trial < 1) {
+    return bad("TRIAL must be a trial id (1, 2, ...)");
+  }
+  if (!flags.attempt.empty() &&
+      (!absl::SimpleAtoi(flags.attempt, &options.attempt) || options.attempt < 1)) {
+    return bad("--attempt must be a positive integer");
+  }
+  if (!flags.value.empty()) {
+    absl::StatusOr<double> v = ParseNumber(flags.value, "--value");
+    if (!v.ok()) return bad(v.status().message());
+    options.value = *v;
+  }
+  if (!flags.values.empty()) {
+    absl::StatusOr<std::vector<double>> v = ParseValueList(flags.values);
+    if (!v.ok()) return bad(v.status().message());
+    options.values = *std::move(v);
+  }
+  if (!flags.metrics.empty()) {
+    absl::StatusOr<std::map<std::string, double>> m = ParseMetricList(flags.metrics);
+    if (!m.ok()) return bad(m.status().message());
+    options.metrics = *std::move(m);
+  }
+  if (!flags.step.empty()) {
+    absl::StatusOr<double> v = ParseNumber(flags.step, "--step");
+    if (!v.ok()) return bad(v.status().message());
+    options.step = *v;
+  }
+  options.state = flags.state;
+  options.error = flags.error;
+  return RunTellCommand(options, out, err, clock);
+}
+
 }  // namespace sextant

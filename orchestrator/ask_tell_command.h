@@ -57,6 +57,18 @@ int RunAskCommand(const AskOptions& options, std::ostream& out, std::ostream& er
 int RunTellCommand(const TellOptions& options, std::ostream& out, std::ostream& err,
                    Clock* clock = RealClockInstance());
 
+// `sextant tell`'s command line as given: each field is the flag's text, empty when absent.
+// RunTellCommandLine parses the numbers itself, so that a bad one is named with the trial.
+struct TellFlags {
+  std::string run_dir, trial;
+  std::string attempt, value, values, state, metrics, step, error;
+};
+
+// Parses flags into TellOptions and runs RunTellCommand. A bad number, a bad --metrics entry or
+// a missing or extra choice of --value/--values/--state/--step is exit 2 with the reason.
+int RunTellCommandLine(const TellFlags& flags, std::ostream& out, std::ostream& err,
+                       Clock* clock = RealClockInstance());
+
 }  // namespace sextant
 
 #endif  // SEXTANT_ORCHESTRATOR_ASK_TELL_COMMAND_H_
