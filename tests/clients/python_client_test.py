@@ -61,7 +61,10 @@ class AskTellTest(Workdir):
         with LiveRun(self.work, ask_tell_experiment("complete", 12)) as run:
             told = {}
             with sextant.connect(run.address, secret_file=self.secret(run)) as study:
-                while (trial := study.ask()) is not None:
+                # Twelve asks: the run ends with the last tell, and connect() has no run
+                # directory in which to see that it then went away (open_run does; below).
+                for _ in range(12):
+                    trial = study.ask()
                     self.assertEqual(set(trial.params), {"x0", "x1"})
                     self.assertTrue(trial.checkpoint_dir)
                     value = branin(trial.params["x0"], trial.params["x1"])
@@ -70,13 +73,11 @@ class AskTellTest(Workdir):
                     self.assertFalse(result.already_told)
                     self.assertAlmostEqual(result.metrics["loss"], value, places=12)
                     told[trial.id] = (trial, value)
-                self.assertTrue(study.done)
-                self.assertEqual(study.ask(2), [])
-                # A second tell returns the first result unchanged.
-                first, value = told[min(told)]
-                again = study.tell(first, loss=value + 100)
-                self.assertTrue(again.already_told)
-                self.assertAlmostEqual(again.metrics["loss"], value, places=12)
+                    if len(told) == 1:
+                        # A second tell returns the first result unchanged.
+                        again = study.tell(trial, loss=value + 100)
+                        self.assertTrue(again.already_told)
+                        self.assertAlmostEqual(again.metrics["loss"], value, places=12)
             self.assertEqual(run.wait(60), 0, run.output())
             r = run.results()
         self.assertEqual(len(told), 12)
@@ -264,14 +265,11 @@ class AskTellTest(Workdir):
                        capture_output=True)
         with LiveRun(self.work, ask_tell_experiment("tls", 3), args=["--tls-dir", certs]) as run:
             with sextant.connect(run.address, tls_dir=certs) as study:
-                n = 0
-                while (trial := study.ask()) is not None:
+                for _ in range(3):
+                    trial = study.ask()
                     study.tell(trial, loss=branin(trial.params["x0"], trial.params["x1"]))
-                    n += 1
-            self.assertEqual(n, 3)
             self.assertEqual(run.wait(60), 0, run.output())
-        # Without the certificates the server's TLS cannot be dialed.
-        self.assertTrue(os.path.exists(os.path.join(certs, "worker.pem")))
+            self.assertEqual([t["state"] for t in run.results()["trials"]], ["COMPLETED"] * 3)
 
     def test_tls_refuses_a_client_without_a_certificate(self):
         certs = os.path.join(self.work, "certs")
@@ -309,8 +307,8 @@ class RestartTest(Workdir):
             told = study.tell(trial, loss=1.0)
             self.assertEqual(told.state, "COMPLETED")
             self.assertFalse(told.already_told)
-            while (t := study.ask()) is not None:
-                study.tell(t, loss=2.0)
+            for _ in range(2):
+                study.tell(study.ask(), loss=2.0)
             study.close()
             timer.join()
             self.assertEqual(resumed[0].wait(60), 0)

@@ -125,9 +125,10 @@ class LiveBackend:
                            pb.AskRequest(count=count, wait_seconds=wait_seconds), _TRANSIENT,
                            wait_seconds + self._call_timeout, hopeless=self._ended)
         except SextantError as e:
-            # A run that ended stops serving soon after: when its address file is gone too,
-            # that is the end of the search rather than a failure.
-            if e.code == "UNAVAILABLE" and self._ended is not None and self._ended():
+            # A run that ended stops serving soon after (an ask that reaches it as its server
+            # shuts down is cancelled): when its address file is gone too, that is the end of
+            # the search rather than a failure.
+            if e.code in ("UNAVAILABLE", "CANCELLED") and self._ended is not None and self._ended():
                 return [], True
             raise
         trials = []
