@@ -1,5 +1,6 @@
 // sextant: the command-line interface (run, resume, validate, status, results, events, report,
-// simulate, certs), parsed with CLI11: `sextant COMMAND --help` describes each verb.
+// simulate, ask, tell, import, certs), parsed with CLI11: `sextant COMMAND --help` describes
+// each verb.
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "orchestrator/ask_tell_command.h"
 #include "orchestrator/cost/simulate_command.h"
 #include "orchestrator/experiment_loader.h"
+#include "orchestrator/import/optuna_import.h"
 #include "orchestrator/local_launcher.h"
 #include "orchestrator/orchestrator.h"
 #include "orchestrator/report.h"
@@ -370,6 +372,28 @@ int main(int argc, char** argv) {
   tell->add_option("--error", tell_args.error, "with --state failed: why");
   actions["tell"] = [&] { return RunTellCommandLine(tell_args, std::cout, std::cerr); };
 
+  // sextant import optuna: an Optuna study, read from its SQLite storage, as a run directory.
+  OptunaImportOptions import_args;
+  std::string import_metrics;
+  CLI::App* import = app.add_subcommand("import", "Import another tool's study as a run directory");
+  import->require_subcommand(1);
+  CLI::App* import_optuna = import->add_subcommand(
+      "optuna", "Import an Optuna study from its SQLite storage (read directly; no Python)");
+  import_optuna->add_option("STORAGE", import_args.storage, "the Optuna SQLite file")->required();
+  import_optuna->add_option("--study", import_args.study, "the study's name")->required();
+  import_optuna->add_option("-o,--output", import_args.output_dir,
+                            "the run directory to write (default runs/<study name>)");
+  import_optuna->add_option("--metric", import_metrics,
+                            "NAME[,NAME...]: the objectives' metrics (default value, or values_0,...)");
+  import_optuna->add_option("--max-trials", import_args.max_trials,
+                            "search.max_trials, counting the imported trials (default: their number)");
+  actions["import optuna"] = [&] {
+    for (absl::string_view m : absl::StrSplit(import_metrics, ',', absl::SkipWhitespace())) {
+      import_args.metrics.emplace_back(absl::StripAsciiWhitespace(m));
+    }
+    return RunOptunaImport(import_args, RealClockInstance(), std::cout, std::cerr);
+  };
+
   CertsArgs certs_args;
   CLI::App* certs = app.add_subcommand("certs", "Make the certificates and tokens of a TLS run");
   certs->require_subcommand(1);
@@ -389,7 +413,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "help") args[0] = "--help";
   if (!args.empty() && args[0].rfind("-", 0) != 0 && !actions.count(args[0]) &&
-      args[0] != "certs") {
+      args[0] != "certs" && args[0] != "import") {
     return UsageError("unknown command '" + args[0] + "'");
   }
   const bool no_args = args.empty();

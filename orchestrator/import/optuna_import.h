@@ -1,0 +1,62 @@
+#ifndef SEXTANT_ORCHESTRATOR_IMPORT_OPTUNA_IMPORT_H_
+#define SEXTANT_ORCHESTRATOR_IMPORT_OPTUNA_IMPORT_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+
+namespace sextant {
+
+// `sextant import optuna STORAGE.db --study NAME [-o DIR] [--metric NAME[,NAME...]]`.
+struct OptunaImportOptions {
+  std::string storage;     // the Optuna SQLite file. Required.
+  std::string study;       // the study's name. Required.
+  std::string output_dir;  // default: runs/<the study's name in [a-z0-9_-]>
+  // The objectives' metric names, one per objective. Default: the study's metric names when
+  // it stores them (Optuna >= 3.2's set_metric_names), else "value" for one objective and
+  // "values_0", "values_1", ... for several (the columns of Optuna's trials_dataframe).
+  std::vector<std::string> metrics;
+  // search.max_trials of the run written; the imported trials count toward it. 0 (the
+  // default): their number, so the search is complete; more leaves trials to ask for.
+  int max_trials = 0;
+};
+
+// What an import wrote.
+struct OptunaImportSummary {
+  std::string run_dir;          // the directory written
+  std::string experiment_file;  // run_dir/experiment.yaml
+  int trials = 0;               // trials imported
+  int completed = 0;            // of them COMPLETED
+  std::vector<std::string> notes;  // what did not map one to one (steps, renames, constants)
+};
+
+// Reads the study (orchestrator/import/optuna_storage.h) and writes a Sextant run directory:
+// state.db through Store (the spec, the trials, their measurements, attempts and events, and
+// meta "optuna_import" with everything Optuna stored that has no Sextant column) and
+// experiment.yaml. The directory is built beside the target under a temporary name and renamed
+// into place at the end, so on any error nothing is left behind. How Optuna's study maps onto a
+// Sextant run is described in README.md ("Importing Optuna studies").
+// The run is in ask/tell mode (search.mode: ask_tell), as an Optuna study is driven.
+// Errors: InvalidArgument for a storage or study that cannot be imported (the message names
+// the file, the study, the distribution, the schema version or the parameter) or a max_trials
+// below the number of trials;
+// AlreadyExists when the output directory exists and is not empty; Internal when writing fails.
+absl::StatusOr<OptunaImportSummary> ImportOptunaStudy(const OptunaImportOptions& options,
+                                                      Clock* clock);
+
+// The command: runs ImportOptunaStudy and prints what it wrote (out) or the error (err).
+// Returns the exit code: 0 imported, 2 bad input (including an existing output directory),
+// 1 other failures.
+int RunOptunaImport(const OptunaImportOptions& options, Clock* clock, std::ostream& out,
+                    std::ostream& err);
+
+// The default output directory's name for a study: lower case, each run of characters outside
+// [a-z0-9_-] replaced by one '-', '-' trimmed at both ends; "optuna-study" when nothing is left.
+std::string SanitizedStudyName(const std::string& study);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_IMPORT_OPTUNA_IMPORT_H_

@@ -1,0 +1,63 @@
+#ifndef SEXTANT_ORCHESTRATOR_IMPORT_OPTUNA_SPACE_H_
+#define SEXTANT_ORCHESTRATOR_IMPORT_OPTUNA_SPACE_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "orchestrator/import/optuna_storage.h"
+#include "strategies/search_space.h"
+
+namespace sextant {
+
+// One Sextant parameter made from the distributions an Optuna study used for one name.
+struct ImportedParameter {
+  std::string name;         // the Sextant name: the Optuna name with [^A-Za-z0-9_] as '_'
+  std::string optuna_name;  // as Optuna stored it
+  OptunaDistribution::Kind kind = OptunaDistribution::Kind::kFloat;
+  double min = 0, max = 0;  // float and int: the union of the trials' ranges
+  bool log = false;         // float and int: every distribution was log
+  std::vector<std::string> values;            // categorical: choices as Python's str(), first seen first
+  std::map<std::string, std::string> when;    // an inferred condition (parent -> value)
+  std::vector<std::string> notes;             // what did not map one to one, for the YAML comment
+  nlohmann::json distributions = nlohmann::json::array();  // the distinct stored distributions
+  std::vector<int64_t> absent_in;             // numbers of the finished trials without it
+};
+
+// The space of a study and each trial's parameters in it.
+struct ImportedSpace {
+  std::vector<ImportedParameter> parameters;  // in order of first suggestion
+  // Parameters with a single possible value (low == high, or one choice): not searchable in
+  // Sextant (min < max, two values at least), so left out of the space and of the trials'
+  // params; {optuna name: {"value": v, "distribution": d}}.
+  nlohmann::json constants = nlohmann::json::object();
+  std::vector<Params> trial_params;  // by index into study.trials; empty for WAITING trials
+};
+
+// Infers the space (conditions included) from every trial's parameters. The rules, in
+// README.md "Importing Optuna studies": kinds must agree across trials; ranges are united;
+// a step is not kept (noted); a parameter missing from some COMPLETE trial gets `when: {C: v}`
+// when an earlier int or categorical parameter C has the value v in every trial that has it
+// and every COMPLETE trial with C = v has it, and otherwise stays unconditional with the
+// trials that lack it recorded in absent_in. Returns InvalidArgument naming the parameter when
+// its kind changes between trials, two choices print the same, two names sanitise alike, or a
+// choice is not a JSON scalar.
+absl::StatusOr<ImportedSpace> InferOptunaSpace(const OptunaStudy& study);
+
+// The parameters an enqueued (WAITING) trial was given (its system attribute "fixed_params",
+// in Optuna's external form), mapped into the space. Returns InvalidArgument naming a
+// parameter the space lacks, a value of the wrong type, or an unconditional parameter the
+// trial does not fix (Sextant cannot sample the rest of an enqueued trial).
+absl::StatusOr<Params> FixedParams(const ImportedSpace& space, const nlohmann::json& fixed);
+
+// A categorical choice as Python's str() prints it: strings verbatim, None, True, False,
+// integers in decimal and floats as repr() does (shortest round trip: "0.1", "1e-05", "2.0").
+// InvalidArgument for a list or an object.
+absl::StatusOr<std::string> PythonStr(const nlohmann::json& choice);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_IMPORT_OPTUNA_SPACE_H_

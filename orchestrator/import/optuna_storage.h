@@ -1,0 +1,85 @@
+#ifndef SEXTANT_ORCHESTRATOR_IMPORT_OPTUNA_STORAGE_H_
+#define SEXTANT_ORCHESTRATOR_IMPORT_OPTUNA_STORAGE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace sextant {
+
+// One parameter distribution as Optuna stores it (trial_params.distribution_json), with the
+// legacy names of Optuna < 3.0 folded onto the current three.
+struct OptunaDistribution {
+  enum class Kind { kFloat, kInt, kCategorical };
+  Kind kind = Kind::kFloat;
+  std::string name;                 // as stored: "FloatDistribution", "LogUniformDistribution", ...
+  double low = 0, high = 0;         // float and int
+  bool log = false;                 // float and int
+  std::optional<double> step;       // float: the step or q; int: the step (1 for none)
+  nlohmann::json choices;           // categorical: the choices, as stored (a JSON array)
+  nlohmann::json stored;            // the whole distribution_json, parsed
+};
+
+// Parses a distribution_json text. Accepts FloatDistribution, IntDistribution,
+// CategoricalDistribution and the legacy UniformDistribution, LogUniformDistribution,
+// DiscreteUniformDistribution, IntUniformDistribution, IntLogUniformDistribution.
+// Returns InvalidArgument naming an unknown distribution, or saying which attribute is missing
+// or malformed.
+absl::StatusOr<OptunaDistribution> ParseOptunaDistribution(const std::string& json);
+
+// One trial_params row.
+struct OptunaParam {
+  std::string name;
+  double internal = 0;  // param_value: the value, or a categorical's index into its choices
+  OptunaDistribution distribution;
+};
+
+// One trial of a study, with everything the storage holds about it.
+struct OptunaTrial {
+  int64_t trial_id = 0;  // unique across the storage's studies
+  int64_t number = 0;    // 0-based within the study
+  std::string state;     // RUNNING | COMPLETE | PRUNED | FAIL | WAITING
+  std::string datetime_start;     // as stored ("2024-05-01 12:00:00.123456", local time); may be empty
+  std::string datetime_complete;  // may be empty
+  std::vector<OptunaParam> params;  // in suggestion order
+  // By objective index; nullopt when the objective has no stored value. +-inf as stored by
+  // value_type INF_POS / INF_NEG.
+  std::vector<std::optional<double>> values;
+  std::vector<std::pair<int64_t, double>> intermediate;  // (step, value) by step; NaN allowed
+  nlohmann::json user_attrs = nlohmann::json::object();    // key -> parsed value_json
+  nlohmann::json system_attrs = nlohmann::json::object();
+};
+
+struct OptunaStudy {
+  std::string storage;  // the file it was read from
+  int64_t study_id = 0;
+  std::string name;
+  std::vector<std::string> directions;  // MINIMIZE | MAXIMIZE, by objective index
+  nlohmann::json user_attrs = nlohmann::json::object();
+  nlohmann::json system_attrs = nlohmann::json::object();
+  std::vector<OptunaTrial> trials;  // by number
+  int schema_version = 0;           // version_info.schema_version
+  std::string library_version;      // version_info.library_version (the Optuna that wrote it)
+  std::string alembic_version;      // alembic_version.version_num, e.g. "v3.0.0.d"
+};
+
+// The alembic revisions whose tables ReadOptunaStudy reads: Optuna 2.4 to 3.x (v2.4.0.a
+// introduced several objectives; v3.0.0.d is current as of Optuna 3.1).
+const std::vector<std::string>& SupportedOptunaSchemas();
+
+// Reads one study of an Optuna RDB storage in SQLite, read-only, with the SQLite C API.
+// Errors (all InvalidArgument, naming the file): the file cannot be opened, is not an SQLite
+// database or is corrupt, has no Optuna tables, has a schema version not in
+// SupportedOptunaSchemas() (naming it), holds no study called `study` (listing the studies it
+// holds), or holds a row that cannot be read (a distribution ParseOptunaDistribution refuses, a
+// categorical index out of range, malformed attribute JSON).
+absl::StatusOr<OptunaStudy> ReadOptunaStudy(const std::string& path, const std::string& study);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_IMPORT_OPTUNA_STORAGE_H_
