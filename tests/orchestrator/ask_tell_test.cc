@@ -4,10 +4,12 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "orchestrator/experiment_loader.h"
 #include "orchestrator/strategy_factory.h"
 #include "tests/orchestrator/test_util.h"
 
@@ -425,6 +427,108 @@ TEST_F(AskTellTest, AshaStopsAPoorTrialThroughReportStep) {
   auto told = core_->Tell(TellOf(t[2], 0.9), "");
   ASSERT_TRUE(told.ok()) << told.status();
   EXPECT_EQ(told->state(), v1::PRUNED);
+}
+
+// Every sampler under every scheduler: a client that reports each epoch and obeys the answer
+// finishes the search, and no configuration is handed out twice.
+class AskTellStrategiesTest
+    : public AskTellTest,
+      public ::testing::WithParamInterface<std::tuple<std::string, std::string>> {};
+
+TEST_P(AskTellStrategiesTest, AClientThatObeysFinishesTheSearch) {
+  const auto& [sampler, scheduler] = GetParam();
+  Open(absl::StrCat(R"(
+name: sweep
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: 0, max: 1}
+  k: {type: int, min: 1, max: 50}
+search:
+  mode: ask_tell
+  sampler: )", sampler, "\n  scheduler: ", scheduler, R"(
+  fidelity: {name: epoch, min: 1, max: 9, reduction_factor: 3}
+  initial_design: 3
+  seed: 4
+  max_trials: 10
+  max_concurrent: 3
+)"));
+  std::set<std::string> configurations;
+  int calls = 0;
+  while (++calls < 500) {
+    v1::AskRequest r;
+    r.set_count(3);
+    auto asked = core_->Ask(r, "");
+    ASSERT_TRUE(asked.ok()) << asked.status();
+    if (asked->done()) break;
+    ASSERT_GT(asked->trials_size(), 0) << "nothing to ask, nothing running";
+    for (const v1::AskedTrial& t : asked->trials()) {
+      if (t.attempt() == 1) {
+        EXPECT_TRUE(configurations
+                        .insert(absl::StrCat(t.params().at("x").number(), ",",
+                                             t.params().at("k").integer()))
+                        .second)
+            << "trial " << t.trial_id();
+      }
+      const double x = t.params().at("x").number();
+      const double target = t.fidelity_target() > 0 ? t.fidelity_target() : 9;
+      double loss = 1;
+      for (int epoch = 1; epoch <= target; ++epoch) {
+        loss = (x - 0.3) * (x - 0.3) + 1.0 / epoch;
+        auto step = core_->ReportStep(StepOf(t, epoch, epoch, loss), "");
+        ASSERT_TRUE(step.ok()) << step.status();
+        if (step->action() != v1::ACTION_CONTINUE) break;
+      }
+      auto told = core_->Tell(TellOf(t, loss), "");
+      ASSERT_TRUE(told.ok()) << told.status();
+    }
+  }
+  EXPECT_TRUE(dispatcher_->Finished());
+  int final_states = 0;
+  const std::vector<TrialRow> rows = *store_->LoadTrials();
+  for (const TrialRow& row : rows) {
+    final_states += row.state == "COMPLETED" || row.state == "PRUNED";
+  }
+  EXPECT_EQ(final_states, static_cast<int>(rows.size()));
+  EXPECT_EQ(rows.size(), 10u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EverySamplerAndScheduler, AskTellStrategiesTest,
+    ::testing::Combine(::testing::Values("random", "sobol", "grid", "bayesian", "tpe"),
+                       ::testing::Values("none", "asha", "hyperband", "bohb", "median")),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+    });
+
+TEST(AskTellLoaderTest, ModeAndLeaseAreChecked) {
+  const std::string head = R"(name: m
+objective: {metric: loss}
+parameters:
+  x: {type: float, min: 0, max: 1}
+)";
+  LoadResult ok = LoadExperimentFromString(head + "search: {mode: ask_tell, lease: 5m}\n", "f.yaml");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok.spec.search().mode(), v1::Search::ASK_TELL);
+  EXPECT_EQ(ok.spec.search().lease_seconds(), 300);
+  EXPECT_EQ(AskTellLeaseSeconds(ok.spec), 300);
+  auto first_error = [&](const std::string& yaml) {
+    LoadResult r = LoadExperimentFromString(head + yaml, "f.yaml");
+    return r.errors.empty() ? std::string("no error") : r.errors[0].ToString();
+  };
+  EXPECT_EQ(first_error("search: {lease: 5m}\ntrial: {command: [t]}\n"),
+            "f.yaml:5:10: search.lease: only with mode: ask_tell (workers' leases are set by "
+            "--lease-timeout)");
+  EXPECT_THAT(first_error("search: {mode: ask, max_trials: 2}\ntrial: {command: [t]}\n"),
+              HasSubstr("f.yaml:5:16: search.mode"));
+  EXPECT_THAT(first_error("search: {mode: ask_tell, lease: 0s}\n"),
+              HasSubstr("search.lease: must be a positive duration"));
+  EXPECT_THAT(first_error("search: {mode: ask_tell}\ntrial: {builtin: {model: mlp}}\n"),
+              HasSubstr("f.yaml:6:9: trial.builtin: search.mode is ask_tell"));
+  EXPECT_THAT(first_error("search: {mode: ask_tell}\nresources:\n  pools:\n    - {name: a, region: "
+                          "r, instance: gpu.1x}\n"),
+              HasSubstr("f.yaml:7:3: resources.pools: search.mode is ask_tell"));
+  // Without mode: ask_tell the trial block is required, as before.
+  EXPECT_EQ(first_error("search: {max_trials: 2}\n"), "f.yaml:1:1: trial: required key is missing");
 }
 
 }  // namespace

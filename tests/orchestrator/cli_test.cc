@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/orchestrator/test_util.h"
+#include "tests/support/component.h"
 
 namespace sextant {
 namespace {
@@ -404,7 +405,8 @@ namespace sextant {
 namespace {
 
 TEST_F(CliTest, ProgressLineIsRedrawnInPlaceOnATerminal) {
-  if (access("/usr/bin/script", X_OK) != 0) GTEST_SKIP() << "util-linux script(1) is not installed";
+  SEXTANT_REQUIRE_COMPONENT(access("/usr/bin/script", X_OK) == 0,
+                            "util-linux script(1) is not installed");
   WriteFile(dir_ + "/exp.yaml", Experiment("tty", 4, 2, R"([sh, objective.sh, "${n}"])"));
   // script(1) gives sextant a pseudo-terminal as stdout and copies what it draws to a file.
   std::string typescript = dir_ + "/typescript";

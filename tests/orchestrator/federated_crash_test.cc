@@ -31,6 +31,7 @@
 #include "worker/federated/federated_job.h"
 #include "worker/federated/local_trainer.h"
 #include "worker/train/dataset.h"
+#include "tests/support/component.h"
 
 extern char** environ;
 
@@ -178,7 +179,7 @@ federation:
 }
 
 TEST(FederatedCrashTest, TwentySigkillsKeepEveryListedRoundAndEndWithTheLastRoundsModel) {
-  if (!std::filesystem::exists(train::kFashionMnistDir)) GTEST_SKIP() << "no Fashion-MNIST";
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists(train::kFashionMnistDir), "no Fashion-MNIST");
   const std::string dir = MakeTempDir("fl-crash");
   WriteFile(dir + "/exp.yaml", Experiment());
   const std::string run_dir = dir + "/run";

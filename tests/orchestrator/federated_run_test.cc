@@ -18,6 +18,7 @@
 
 #include "federation/rdp_accountant.h"
 #include "gtest/gtest.h"
+#include "tests/support/component.h"
 
 namespace {
 
@@ -114,7 +115,8 @@ federation:
 }
 
 TEST(FederatedRunTest, TwoRegionsOfThreeClientsLearnAndSendOnlyModelSizedUpdates) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
   const std::string dir = testing::TempDir() + "/fl-e2e";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -176,7 +178,8 @@ federation:
 // out its deadline and no longer. (Rounds are short: the kill may land a round or two later
 // than round 2 on a loaded machine, so the checks count from the round open at the kill.)
 TEST(FederatedRunTest, KilledClientDoesNotBlockRoundsThatCloseWithMinClients) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
   const std::string dir = testing::TempDir() + "/fl-kill-client";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -227,7 +230,8 @@ TEST(FederatedRunTest, KilledClientDoesNotBlockRoundsThatCloseWithMinClients) {
 // resume` continues after the last checkpointed round with the same federation, and the rounds
 // table ends with every round exactly once.
 TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedRound) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
   const std::string dir = testing::TempDir() + "/fl-kill-orchestrator";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -283,7 +287,8 @@ TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedR
 // Federated tuning over TLS: each trial's inner federated run serves and dials over mTLS too,
 // its participants with certificates of their own from the run's CA.
 TEST(FederatedRunTest, SearchOverTlsRunsEveryInnerFederatedRunOverMutualTls) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
   const std::string dir = testing::TempDir() + "/fl-search-tls";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -327,7 +332,8 @@ federation:
 }
 
 TEST(FederatedRunTest, SearchRunsEachTrialAsAFederatedRunWithItsParameters) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
   const std::string dir = testing::TempDir() + "/fl-search";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -373,10 +379,10 @@ federation:
 // examples/federated/pytorch-client: every client trains with its own PyTorch code through
 // `federation.client_command`; the global model still learns.
 TEST(FederatedRunTest, PytorchCommandClientExampleLearns) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
-  if (std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "python3-torch is not installed (scripts/install-deps --bench)";
-  }
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  SEXTANT_REQUIRE_COMPONENT(std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") == 0,
+                            "python3-torch is not installed (scripts/install-deps --test)");
   const std::string dir = testing::TempDir() + "/fl-torch";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -463,7 +469,8 @@ KilledRun RunKillingEast1(const std::string& dir, const std::string& yaml) {
 // within 0.5% of the plaintext run's accuracy (the 16-bit quantisation moves the mean by at most
 // 4/32767 per coordinate).
 TEST(FederatedRunTest, SecureAggregationWithAKilledClientMatchesThePlaintextRun) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
   const std::string base = testing::TempDir() + "/fl-secure";
   secure::KilledRun plain = secure::RunKillingEast1(base + "-plain", secure::TenClients("fl-plain", false));
   secure::KilledRun masked = secure::RunKillingEast1(base + "-masked", secure::TenClients("fl-masked", true));
@@ -518,7 +525,8 @@ TEST(FederatedRunTest, SecureAggregationWithAKilledClientMatchesThePlaintextRun)
 // of the Gaussian mechanism, q = 1) lands in the rounds table and in `results --format json`,
 // and the run stops, with its state recorded, before the round that would pass the target.
 TEST(FederatedRunTest, DifferentialPrivacyRecordsEpsilonPerRoundAndStopsAtTheTarget) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
   const std::string dir = testing::TempDir() + "/fl-dp";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);

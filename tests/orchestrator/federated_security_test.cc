@@ -18,6 +18,7 @@
 #include "orchestrator/run_dir.h"
 #include "orchestrator/store.h"
 #include "tests/orchestrator/test_util.h"
+#include "tests/support/component.h"
 
 namespace sextant {
 namespace {
@@ -180,7 +181,8 @@ TEST_F(FederatedSecurityTest, AggregatorLetsEachClientSpeakOnlyAsItself) {
 // and forged regional aggregates pushed to the orchestrator meanwhile are refused with their
 // codes while the run completes as if they had not been sent.
 TEST_F(FederatedSecurityTest, ForgedRegionalAggregatesAreRefusedAndTheRunCompletes) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"east-client", "--role", "client", "--region", "east",
                                  "--enroll"},

@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/orchestrator/test_util.h"
+#include "tests/support/component.h"
 
 namespace sextant {
 namespace {
@@ -13,7 +14,8 @@ namespace {
 using testing::ReadFile;
 
 TEST(FederatedSmokeTest, TwoRegionsOfTwoClientsRunTwoSecureRoundsWithEveryClientInEachRound) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
   const std::string dir = testing::MakeTempDir("fl-smoke");
   testing::WriteFile(dir + "/exp.yaml", R"(name: fl-smoke
 objective: {metric: val_accuracy, goal: maximize}

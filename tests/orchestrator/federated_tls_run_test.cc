@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/orchestrator/test_util.h"
+#include "tests/support/component.h"
 
 namespace sextant {
 namespace {
@@ -23,7 +24,8 @@ using testing::WriteFile;
 const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
 
 TEST(FederatedTlsRunTest, FederatedRunCompletesOverMutualTlsWithEachParticipantsOwnCertificate) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
   const std::string dir = MakeTempDir("fed-tls-run");
   const std::string certs = dir + "/certs";
   auto init = RunProcess({kSextant, "certs", "init", certs});

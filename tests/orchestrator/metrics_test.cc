@@ -16,6 +16,7 @@
 #include "orchestrator/metrics_http_server.h"
 #include "orchestrator/prometheus_metrics.h"
 #include "tests/orchestrator/test_util.h"
+#include "tests/support/component.h"
 
 namespace sextant {
 namespace {
@@ -198,7 +199,8 @@ budget: {max_cost: 25}
   EXPECT_THAT(body, HasSubstr("sextant_budget{currency=\"USD\"} 25\n"));
   EXPECT_THAT(body, HasSubstr("sextant_trials{state=\"COMPLETED\"} "));
   EXPECT_EQ(run.Wait(60), 0) << run.err();
-  if (Promtool().empty()) GTEST_SKIP() << "promtool (Debian package prometheus) is not installed";
+  SEXTANT_REQUIRE_COMPONENT(!Promtool().empty(),
+                            "promtool (Debian package prometheus) is not installed");
   ExpectValidForPromtool(dir, body);
 }
 
@@ -224,7 +226,8 @@ trial:
   EXPECT_THAT(body, HasSubstr("sextant_pareto_front_size "));
   EXPECT_THAT(body, Not(HasSubstr("sextant_best_value")));
   EXPECT_EQ(run.Wait(60), 0) << run.err();
-  if (Promtool().empty()) GTEST_SKIP() << "promtool (Debian package prometheus) is not installed";
+  SEXTANT_REQUIRE_COMPONENT(!Promtool().empty(),
+                            "promtool (Debian package prometheus) is not installed");
   ExpectValidForPromtool(dir, body);
 }
 

@@ -26,6 +26,7 @@
 #include "orchestrator/run_dir.h"
 #include "tests/fakes/tcp_proxy.h"
 #include "tests/orchestrator/test_util.h"
+#include "tests/support/component.h"
 
 namespace sextant {
 namespace {
@@ -182,7 +183,8 @@ TEST(LossyRelayTest, AddsLatencyEachWayAndStallsOnLoss) {
 class MultiRegionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::string why = regions_.Create(); !why.empty()) GTEST_SKIP() << why;
+    const std::string why = regions_.Create();
+    SEXTANT_REQUIRE_COMPONENT(why.empty(), why);
     dir_ = MakeTempDir("regions");
   }
 
@@ -313,7 +315,8 @@ resources:
 // orchestrator's names the host they dial. The orchestrator listens on its namespace's
 // loopback and the relays connect from inside that namespace.
 TEST_F(MultiRegionTest, FederatedRunCompletesWithAggregatorsAndClientsInThreeRegions) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no dataset";
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
   const std::string bin = dir_ + "/bin";
   std::filesystem::create_directories(bin);
   std::filesystem::copy_file(kSextant, bin + "/sextant");

@@ -11,6 +11,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/orchestrator/report_test_support.h"
 #include "tests/orchestrator/test_util.h"
+#include "tests/support/component.h"
 
 namespace sextant {
 namespace {
@@ -27,9 +28,8 @@ constexpr int kWidth = 1000;
 class ReportBrowserTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (testing::ChromiumPath().empty()) {
-      GTEST_SKIP() << "chromium is not installed (scripts/install-deps installs it)";
-    }
+    SEXTANT_REQUIRE_COMPONENT(!testing::ChromiumPath().empty(),
+                              "chromium is not installed (scripts/install-deps installs it)");
     dir_ = MakeTempDir("report-browser");
   }
 
@@ -195,9 +195,8 @@ TEST_F(ReportBrowserTest, MultiObjectiveReportsLoadCleanlyAndEveryChartHasInk) {
 }
 
 TEST_F(ReportBrowserTest, RealFederatedReportShowsRoundsPerRegion) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) {
-    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  }
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "dataset-fashion-mnist is not installed");
   // The 2-region x 3-client FedAvg example, shortened to 3 rounds.
   std::string yaml = ReadFile(std::string(SEXTANT_SOURCE_DIR) +
                               "/examples/federated/fashion-mnist-fedavg.yaml");

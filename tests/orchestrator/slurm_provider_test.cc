@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/orchestrator/slurm_cluster.h"
 #include "tests/orchestrator/test_util.h"
+#include "tests/support/component.h"
 
 namespace sextant {
 namespace {
@@ -31,7 +32,7 @@ TEST(SlurmProviderTest, SixTrialSearchRunsEveryWorkerAsASlurmJobInItsPoolsPartit
   const std::string dir = MakeTempDir("slurm");
   SlurmCluster cluster;
   const std::string why = cluster.Start(dir + "/cluster");
-  if (!why.empty()) GTEST_SKIP() << "no Slurm cluster here: " << why;
+  SEXTANT_REQUIRE_COMPONENT(why.empty(), "no Slurm cluster here: " << why);
 
   WriteFile(dir + "/steps.sh", CheckpointingStepsScript(5));
   WriteFile(dir + "/catalog.yaml", R"(regions: [r1]

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "worker/federated/command_trainer.h"
 #include "worker/federated/npy.h"
+#include "tests/support/component.h"
 
 namespace sextant {
 namespace {
@@ -42,7 +43,7 @@ TEST(NpyTest, WritesWhatNumpyWritesAndReadsItBack) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_THAT(back->shape, ElementsAre(2, 3));
   EXPECT_THAT(back->data, ElementsAre(0, 1, 2, 3, 4, 5));
-  if (!HasNumpy()) GTEST_SKIP() << "no numpy for the byte comparison";
+  SEXTANT_REQUIRE_COMPONENT(HasNumpy(), "no numpy for the byte comparison");
   ASSERT_EQ(std::system(("/usr/bin/python3 -c \"import numpy as np; np.save('" + d +
                          "/numpy.npy', np.arange(6, dtype=np.float32).reshape(2, 3)); "
                          "np.save('" +
@@ -127,7 +128,7 @@ TEST(CommandTrainerTest, RunsTheCommandWithTheModelFileAndReadsWeightsAndNumExam
 }
 
 TEST(CommandTrainerTest, NumpyCommandSeesItsShareAndItsWeightsComeBack) {
-  if (!HasNumpy()) GTEST_SKIP() << "no numpy";
+  SEXTANT_REQUIRE_COMPONENT(HasNumpy(), "no numpy");
   const std::string d = Dir("numpy");
   std::ofstream(d + "/client.py") << R"(import os, numpy as np
 w = np.load(os.environ["SEXTANT_GLOBAL_MODEL"])

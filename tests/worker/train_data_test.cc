@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "worker/train/dataset.h"
 #include "worker/train/idx_reader.h"
+#include "tests/support/component.h"
 
 namespace sextant::train {
 namespace {
@@ -119,7 +120,7 @@ TEST(FashionMnistTest, WrongImageDimensionsAreNamed) {
 }
 
 TEST(FashionMnistTest, LoadsTheRealPackageWithADeterministicSplit) {
-  if (!fs::exists(kFashionMnistDir)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  SEXTANT_REQUIRE_COMPONENT(fs::exists(kFashionMnistDir), "dataset-fashion-mnist is not installed");
   auto a = LoadFashionMnist(kFashionMnistDir, 10000, 7);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->train.size(), 50000);
