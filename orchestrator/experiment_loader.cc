@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <limits>
@@ -32,6 +33,7 @@
 #include "orchestrator/cost/catalog.h"
 #include "orchestrator/cost/param_expression.h"
 #include "orchestrator/trial_command.h"
+#include "orchestrator/warm_start.h"
 
 namespace sextant {
 namespace {
@@ -446,6 +448,10 @@ class Loader {
   void LoadSearch(const Section& root);
   // search.mode and search.lease.
   void LoadSearchMode(const Section& s, v1::Search* search);
+  // search.enqueue and search.warm_start.
+  void LoadEnqueue(const Field& f, v1::Search* search);
+  std::optional<ParamValue> EnqueuedValue(const ParamSpec& spec, const Field& f);
+  void LoadWarmStart(const Field& f, v1::Search* search);
   void LoadAskTellTrial(const Field& f, v1::TrialSpec* trial);
   void CheckAskTell(const Section& root);
   void LoadFidelity(const Field& f, v1::Fidelity* fidelity);
@@ -911,7 +917,8 @@ void Loader::LoadSearch(const Section& root) {
   if (f == nullptr) return;
   Section s(r_, *f,
             {"sampler", "scheduler", "fidelity", "seed", "max_trials", "max_concurrent",
-             "initial_design", "asha_mode", "cost_aware", "mode", "lease"});
+             "initial_design", "asha_mode", "cost_aware", "mode", "lease", "enqueue",
+             "warm_start"});
   if (!s.ok()) return;
   IfPresent<size_t>(
       s, "sampler", [&](const Field& x) { return r_.Choice(x, kSamplers); },
@@ -936,6 +943,8 @@ void Loader::LoadSearch(const Section& root) {
       s, "asha_mode", [&](const Field& x) { return r_.Choice(x, kAshaModes); },
       [&](size_t i) { search->set_asha_mode(std::string(kAshaModes[i])); });
   LoadSearchMode(s, search);
+  if (const Field* e = s.Find("enqueue")) LoadEnqueue(*e, search);
+  if (const Field* w = s.Find("warm_start")) LoadWarmStart(*w, search);
   const Field* fidelity = s.Find("fidelity");
   if (fidelity != nullptr) {
     LoadFidelity(*fidelity, search->mutable_fidelity());
@@ -959,6 +968,119 @@ void Loader::LoadSearchMode(const Section& s, v1::Search* search) {
     r_.ValueError(*lease, "must be a positive duration (e.g. 10m)");
   } else if (v) {
     search->set_lease_seconds(*v);
+  }
+}
+
+// Each entry is one point of the space, checked as the samplers' points are (CheckParams).
+void Loader::LoadEnqueue(const Field& f, v1::Search* search) {
+  std::vector<Field> entries = r_.Elements(f);
+  if (f.value.IsSequence() && entries.empty()) r_.ValueError(f, "empty list; leave the key out");
+  if (static_cast<int64_t>(entries.size()) > search->max_trials()) {
+    r_.ValueError(f, absl::StrCat(entries.size(), " configurations, but search.max_trials is ",
+                                  search->max_trials(), " (enqueued configurations are trials)"));
+  }
+  const SearchSpace space = ToSearchSpace(spec_);
+  std::vector<absl::string_view> names;
+  for (const ParamSpec& p : space.params) names.push_back(p.name);
+  for (const Field& e : entries) {
+    if (!e.value.IsMap()) {
+      r_.ValueError(e, absl::StrCat("expected a mapping of parameter values (e.g. {",
+                                    names.empty() ? "lr" : names[0], ": ...}), got ",
+                                    Describe(e.value)));
+      continue;
+    }
+    const std::vector<Field> values = r_.Entries(e);
+    Params params;
+    std::map<std::string, const Field*> at;
+    std::set<std::string> bad;  // reported already
+    for (const Field& v : values) {
+      const std::string& name = v.key.Scalar();
+      const int index = space.IndexOf(name);
+      if (index < 0) {
+        std::string message =
+            absl::StrCat("unknown parameter; parameters: ", absl::StrJoin(names, ", "));
+        if (absl::string_view near = Nearest(name, names); !near.empty()) {
+          absl::StrAppend(&message, " (did you mean '", near, "'?)");
+        }
+        r_.KeyError(v, message);
+        continue;
+      }
+      std::optional<ParamValue> value = EnqueuedValue(space.params[index], v);
+      if (!value) {
+        bad.insert(name);
+        continue;
+      }
+      params[name] = *value;
+      at.emplace(name, &v);
+    }
+    for (const ParamProblem& p : CheckParams(space, params)) {
+      if (bad.contains(p.param) || p.kind == ParamProblem::Kind::kUnknown) continue;
+      if (p.kind == ParamProblem::Kind::kMissing) {
+        r_.ValueError(e, absl::StrCat("no value for the parameter '", p.param, "'",
+                                      space.params[space.IndexOf(p.param)].when.empty()
+                                          ? ""
+                                          : " (its when: conditions hold here)"));
+      } else {
+        r_.ValueError(*at.at(p.param), absl::string_view(p.message).substr(p.param.size() + 2));
+      }
+    }
+    v1::EnqueuedTrial* trial = search->add_enqueue();
+    for (const auto& [name, value] : params) {
+      v1::ParamValue& out = (*trial->mutable_params())[name];
+      if (const double* d = std::get_if<double>(&value)) {
+        out.set_number(*d);
+      } else if (const int64_t* i = std::get_if<int64_t>(&value)) {
+        out.set_integer(*i);
+      } else {
+        out.set_category(std::get<std::string>(value));
+      }
+    }
+  }
+}
+
+// The value typed as the parameter takes it; its range is CheckParams's to judge.
+std::optional<ParamValue> Loader::EnqueuedValue(const ParamSpec& spec, const Field& f) {
+  switch (spec.kind) {
+    case ParamSpec::Kind::kFloat:
+      if (std::optional<double> v = r_.Number(f)) return ParamValue(*v);
+      return std::nullopt;
+    case ParamSpec::Kind::kInt:
+      if (std::optional<int64_t> v = r_.Integer(f, -kMaxExactInt, kMaxExactInt)) {
+        return ParamValue(*v);
+      }
+      return std::nullopt;
+    case ParamSpec::Kind::kCategorical:
+      if (std::optional<std::string> v = r_.String(f)) return ParamValue(*v);
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// Relative run directories are joined to the experiment file's folder, as working_dir is.
+// Each must exist and share the objectives (CheckWarmStartRun); its trials are read at start.
+void Loader::LoadWarmStart(const Field& f, v1::Search* search) {
+  Section s(r_, f, {"runs"});
+  if (!s.ok()) return;
+  const Field* runs = s.Require("runs");
+  if (runs == nullptr) return;
+  std::vector<Field> entries = r_.Elements(*runs);
+  if (runs->value.IsSequence() && entries.empty()) {
+    r_.ValueError(*runs, "empty list; leave warm_start out");
+  }
+  std::set<std::string> seen;
+  for (const Field& e : entries) {
+    std::optional<std::string> v = r_.NonEmptyString(e);
+    if (!v) continue;
+    const std::string dir = WorkingDir(*v);
+    if (!seen.insert(std::filesystem::path(dir).lexically_normal().string()).second) {
+      r_.ValueError(e, absl::StrCat(dir, " is listed twice"));
+      continue;
+    }
+    if (absl::StatusOr<v1::ExperimentSpec> old = CheckWarmStartRun(dir, spec_); !old.ok()) {
+      r_.ValueError(e, old.status().message());
+      continue;
+    }
+    search->mutable_warm_start()->add_runs(dir);
   }
 }
 

@@ -43,6 +43,7 @@
 #include "orchestrator/store.h"
 #include "orchestrator/strategy_factory.h"
 #include "orchestrator/trial_service.h"
+#include "orchestrator/warm_start.h"
 #include "orchestrator/worker_service.h"
 #include "rpc/run_secret.h"
 #include "rpc/server_security.h"
@@ -134,7 +135,8 @@ class Run {
       if (!s.ok()) return Fail(s);
     }
     if (absl::Status s = KeepSlurmPartitions(); !s.ok()) return Fail(s);
-    auto sampler = MakeSampler(spec_);
+    auto sampler = MakeRunSampler(spec_, store_.get(),
+                                  absl::ToDoubleSeconds(env_.clock->Now() - absl::UnixEpoch()));
     if (!sampler.ok()) {
       *env_.err << "sextant: " << sampler.status().message() << "\n";
       return 2;

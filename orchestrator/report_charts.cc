@@ -140,6 +140,47 @@ std::string Fmt(double v) { return absl::StrFormat("%.6g", v); }
 
 bool Better(bool maximize, double a, double b) { return maximize ? a > b : a < b; }
 
+// A warm start's prior observation: the first objective's value, where it came from.
+struct PriorPoint {
+  std::string run;
+  int64_t trial;
+  double value;
+  bool feasible;
+};
+
+std::vector<PriorPoint> PriorPoints(const ReportData& d) {
+  std::vector<PriorPoint> out;
+  if (!d.warm_start) return out;
+  for (const PriorTrial& t : d.warm_start->trials) {
+    if (t.values.empty() || !std::isfinite(t.values[0])) continue;
+    const bool feasible = std::all_of(t.violations.begin(), t.violations.end(),
+                                      [](double v) { return v <= 0; });
+    const size_t run = static_cast<size_t>(t.run);
+    out.push_back(PriorPoint{run < d.warm_start->from.size() ? d.warm_start->from[run] : "",
+                             t.trial, t.values[0], feasible});
+  }
+  return out;
+}
+
+// The priors as their own series: green triangles in one column at x (before the run's first
+// trial), and the best feasible prior as a dashed line across.
+void DrawPriors(SvgCanvas& c, const ReportData& d,
+                                 const std::vector<PriorPoint>& priors, const Frame& f, double x,
+                                 const PlotScale& y) {
+  std::optional<double> best;
+  for (const PriorPoint& p : priors) {
+    c.Triangle(x, y(p.value), 3, kGreen,
+               absl::StrCat("prior observation (warm start): ", p.run, " trial ", p.trial, ": ",
+                            Metric(d), "=", Fmt(p.value), p.feasible ? "" : ", infeasible"));
+    c.CountData();
+    if (p.feasible && (!best || Better(Maximize(d), p.value, *best))) best = p.value;
+  }
+  if (best) {
+    c.Line(f.x0(), y(*best), f.x1(), y(*best), kGreen, 1.2, "5 4");
+    c.CountData();
+  }
+}
+
 // A completed trial of a multi-objective run with a finite value for every objective.
 struct FrontPoint {
   int64_t id;
@@ -274,15 +315,21 @@ std::string HistoryChart(const ReportData& d, bool by_time) {
     });
   }
   bool any_completed = std::any_of(pts.begin(), pts.end(), [](const TrialPoint& p) { return p.state == "COMPLETED"; });
-  if (!any_completed) return NoData(id, "No trial has completed with a value for the objective yet.");
+  const std::vector<PriorPoint> priors = PriorPoints(d);
+  if (!any_completed && priors.empty()) {
+    return NoData(id, "No trial has completed with a value for the objective yet.");
+  }
   Frame f;
   SvgCanvas c(id, f.w, f.h);
   std::vector<double> values;
   for (const auto& p : pts) values.push_back(p.value);
+  for (const auto& p : priors) values.push_back(p.value);
   PlotScale y = ValueScale(values, f.y0(), f.y1());
   double xmax = 1;
   TimeUnit unit{1, "seconds"};
-  if (by_time) {
+  if (by_time && pts.empty()) {
+    xmax = 1;
+  } else if (by_time) {
     double span = pts.back().finished_at - d.started_at;
     unit = UnitFor(span);
     xmax = std::max(span / unit.seconds, 1e-3);
@@ -296,6 +343,7 @@ std::string HistoryChart(const ReportData& d, bool by_time) {
     return by_time ? (p.finished_at - d.started_at) / unit.seconds : static_cast<double>(p.id);
   };
   const bool max = Maximize(d);
+  DrawPriors(c, d, priors, f, x(0), y);
   std::vector<std::pair<double, double>> best_line;
   std::optional<double> best;
   bool any_infeasible = false;
@@ -325,6 +373,9 @@ std::string HistoryChart(const ReportData& d, bool by_time) {
   }
   std::vector<LegendItem> legend = {{kBlue, "completed"}, {kGrey, "pruned (last value)"}, {kRed, best_label}};
   if (any_infeasible) legend.push_back({kOrange, "infeasible"});
+  if (!priors.empty()) {
+    legend.push_back({kGreen, absl::StrCat("warm start: ", priors.size(), " prior observations")});
+  }
   Legend(c, f, legend);
   return c.Finish();
 }

@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "orchestrator/results.h"
 #include "orchestrator/run_dir.h"
+#include "orchestrator/warm_start.h"
 
 namespace sextant {
 namespace {
@@ -208,6 +209,7 @@ absl::StatusOr<ReportData> LoadReportData(const std::string& run_dir, absl::Time
   SEXTANT_ASSIGN_OR_RETURN(d.trials, store->LoadTrials());
   SEXTANT_ASSIGN_OR_RETURN(d.measurements, store->LoadMeasurements());
   SEXTANT_ASSIGN_OR_RETURN(d.events, store->LoadEvents());
+  SEXTANT_ASSIGN_OR_RETURN(d.warm_start, LoadStoredWarmStart(store.get(), d.spec));
   SEXTANT_ASSIGN_OR_RETURN(RawReader db, RawReader::Open(RunDir::DbPath(run_dir)));
   SEXTANT_ASSIGN_OR_RETURN(auto tables,
                            db.Query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"));

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/store.h"
+#include "orchestrator/warm_start.h"
 #include "sextant/v1/experiment.pb.h"
 
 namespace sextant {
@@ -81,6 +82,7 @@ struct ReportData {
   std::vector<CostRecord> costs;
   std::vector<TelemetryRecord> telemetry;
   std::vector<RoundRecord> rounds;
+  std::optional<WarmStart> warm_start;  // search.warm_start's priors, when the run had them
   std::vector<std::string> notes;  // tables present but unreadable, and similar
 };
 

@@ -14,6 +14,7 @@
 #include "orchestrator/objectives.h"
 #include "orchestrator/run_dir.h"
 #include "orchestrator/store.h"
+#include "orchestrator/warm_start.h"
 #include "sextant/v1/experiment.pb.h"
 #include "strategies/pareto.h"
 
@@ -295,6 +296,12 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
   if (spec.budget().has_max_cost()) doc["cost"]["budget"] = spec.budget().max_cost();
   SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> fleet, store->GetMeta("fleet"));
   doc["preemptions"] = PreemptionCounts(trials, fleet);
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<WarmStart> warm, LoadStoredWarmStart(store.get(), spec));
+  if (warm) {
+    doc["warm_start"] = {{"observations", warm->trials.size()},
+                         {"from", warm->from},
+                         {"dropped", warm->dropped_count()}};
+  }
   return doc;
 }
 
@@ -349,6 +356,11 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
   os << "experiment " << Scalar(results["experiment"]) << " (" << Scalar(results["state"])
      << "): " << results["trials"].size() << " trials"
      << (parts.empty() ? "" : ", " + absl::StrJoin(parts, ", ")) << "\n";
+  if (results.contains("warm_start")) {
+    const nlohmann::json& w = results["warm_start"];
+    os << "warm start: " << Scalar(w["observations"]) << " prior observations from "
+       << absl::StrJoin(w["from"].get<std::vector<std::string>>(), ", ") << "\n";
+  }
   if (!results["best"].is_null()) {
     os << "best: trial " << Scalar(results["best"]["trial"]) << "  " << metric << "="
        << Scalar(results["best"]["value"]) << "  " << results["best"]["params"].dump() << "\n";

@@ -14,7 +14,8 @@ namespace sextant {
 //   {"experiment", "state", "objective": {"metric", "goal"}, "best": {...} | null,
 //    "trials": [{"id", "state", "params", "value", "metrics", "fidelity", "attempts", "cost",
 //                "preemptions", "error"}], "cost": {"total", "currency", "by_pool"},
-//    "preemptions": {"total", "by_trial": {"ID": n}, "by_pool": {"POOL": n}}}
+//    "preemptions": {"total", "by_trial": {"ID": n}, "by_pool": {"POOL": n}},
+//    "warm_start": {"observations", "from": [run dirs], "dropped"}   (only with search.warm_start)}
 // A trial's preemptions are the attempts a preemption notice ended; a pool's are the trials
 // running on its instances when the market took them back (live fleet or simulation).
 // metrics hold the last value of each metric reported; non-finite values appear as the strings

@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/status_macros.h"
 #include "orchestrator/experiment_loader.h"
 
 namespace sextant {
@@ -24,9 +25,29 @@ std::vector<double> MinimisedReference(const v1::ExperimentSpec& spec) {
   return reference;
 }
 
-}  // namespace
+// search.enqueue as Params.
+std::vector<Params> Enqueued(const v1::ExperimentSpec& spec) {
+  std::vector<Params> out;
+  for (const v1::EnqueuedTrial& e : spec.search().enqueue()) {
+    Params& params = out.emplace_back();
+    for (const auto& [name, v] : e.params()) {
+      switch (v.kind_case()) {
+        case v1::ParamValue::kNumber:
+          params[name] = v.number();
+          break;
+        case v1::ParamValue::kInteger:
+          params[name] = v.integer();
+          break;
+        default:
+          params[name] = v.category();
+      }
+    }
+  }
+  return out;
+}
 
-absl::StatusOr<std::unique_ptr<Sampler>> MakeSampler(const v1::ExperimentSpec& spec) {
+// The sampler itself, before enqueued configurations and priors.
+absl::StatusOr<std::unique_ptr<Sampler>> ModelOrSequence(const v1::ExperimentSpec& spec) {
   SearchSpace space = ToSearchSpace(spec);
   const v1::Search& search = spec.search();
   const int objectives = std::max(1, spec.objectives_size());
@@ -70,6 +91,22 @@ absl::StatusOr<std::unique_ptr<Sampler>> MakeSampler(const v1::ExperimentSpec& s
     default:
       return NewRandomSampler(space, search.seed());
   }
+}
+
+}  // namespace
+
+bool LearnsFromObservations(const v1::ExperimentSpec& spec) {
+  const v1::Search& search = spec.search();
+  return search.scheduler() == v1::Search::BOHB || search.sampler() == v1::Search::BAYESIAN ||
+         search.sampler() == v1::Search::TPE || search.sampler() == v1::Search::NSGA2;
+}
+
+absl::StatusOr<std::unique_ptr<Sampler>> MakeSampler(const v1::ExperimentSpec& spec,
+                                                     std::vector<Observation> priors) {
+  SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<Sampler> sampler, ModelOrSequence(spec));
+  const bool learns = LearnsFromObservations(spec);
+  if (learns) sampler = NewWarmStartedSampler(std::move(priors), std::move(sampler));
+  return NewEnqueuedSampler(Enqueued(spec), std::move(sampler), /*renumber=*/!learns);
 }
 
 std::unique_ptr<Scheduler> MakeScheduler(const v1::ExperimentSpec& spec) {

@@ -24,6 +24,7 @@
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/objectives.h"
 #include "orchestrator/strategy_factory.h"
+#include "orchestrator/warm_start.h"
 
 namespace sextant {
 namespace {
@@ -237,6 +238,7 @@ class Simulator::Impl {
   Autoscaler autoscaler_;
   InterruptionSampler interruptions_;
   std::unique_ptr<Sampler> sampler_;
+  WarmStart warm_;  // search.warm_start's priors, recorded with the run
   std::unique_ptr<Scheduler> scheduler_;
   bool bohb_ = false;
 
@@ -290,7 +292,8 @@ absl::Status Simulator::Impl::Init() {
     rt.summary = PoolSummary{p.name(), p.region(), MarketName(rt.offer.market), 0, 0, 0};
     pools_.push_back(std::move(rt));
   }
-  SEXTANT_ASSIGN_OR_RETURN(sampler_, MakeSampler(spec_));
+  SEXTANT_ASSIGN_OR_RETURN(warm_, ReadWarmStart(spec_));
+  SEXTANT_ASSIGN_OR_RETURN(sampler_, MakeSampler(spec_, warm_.Observations(objectives_)));
   scheduler_ = MakeScheduler(spec_);
   bohb_ = spec_.search().scheduler() == v1::Search::BOHB;
   if (scheduler_) Log("schedule", 0, scheduler_->Describe());
@@ -1000,6 +1003,7 @@ absl::Status Simulator::Impl::WriteTo(Store* store) const {
       }
     }
     for (const MeasurementRow& m : measurements_) SEXTANT_RETURN_IF_ERROR(store->AddMeasurement(m).status());
+    SEXTANT_RETURN_IF_ERROR(RecordWarmStart(warm_, spec_, store, kEpoch));
     for (const EventRow& e : log_) SEXTANT_RETURN_IF_ERROR(store->AddEvent(e.time, e.kind, e.trial_id, e.message));
     for (const InstanceBill& b : ledger_.Bills()) {
       SEXTANT_RETURN_IF_ERROR(store->AddCost(CostRow{b.reservation ? "reservation" : "instance", b.id,
