@@ -18,6 +18,7 @@
 #include "orchestrator/import/optuna_storage.h"
 #include "orchestrator/run_dir.h"
 #include "orchestrator/store.h"
+#include "orchestrator/warm_start.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {
@@ -359,6 +360,32 @@ TEST(OptunaImportTest, ContinuesTheSearchByAskAndTell) {
   EXPECT_EQ(results["best"]["trial"], 4);
   // The search is now at max_trials: nothing more to ask.
   EXPECT_EQ(RunProcess({kSextant, "ask", dir}).out, "");
+}
+
+// An imported directory seeds a new run's sampler through search.warm_start.
+TEST(OptunaImportTest, AnImportedRunWarmStartsANewOne) {
+  const std::string tmp = MakeTempDir("optuna-warm");
+  const Json truth = MakeStudies(tmp, kTinyStudy)["tiny"];
+  const std::string dir = tmp + "/imported";
+  ASSERT_TRUE(Import(tmp + "/tiny.db", "tiny", dir).ok());
+  LoadResult loaded = LoadExperimentFromString(absl::StrCat(R"(
+name: tiny-more
+objective: {metric: value, goal: minimize}
+parameters:
+  x: {type: float, min: 0, max: 1}
+  k: {type: int, min: 1, max: 3}
+search: {sampler: tpe, max_trials: 5, warm_start: {runs: [)", dir, R"(]}}
+trial: {command: [python3, objective.py, "--x=${x}", "--k=${k}"]}
+)"), tmp + "/more.yaml");
+  ASSERT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].ToString());
+  auto warm = ReadWarmStart(loaded.spec);
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  ASSERT_EQ(warm->trials.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(warm->trials[i].trial, static_cast<int64_t>(i) + 1);
+    ASSERT_EQ(warm->trials[i].values.size(), 1u);
+    EXPECT_DOUBLE_EQ(warm->trials[i].values[0], truth["trials"][i]["values"][0].get<double>());
+  }
 }
 
 // The verb on the command line: the default directory, --help, and an error's exit code.
