@@ -246,7 +246,8 @@ std::string ParameterYaml(const ImportedParameter& p) {
   return out + "}\n";
 }
 
-std::string HeaderYaml(const Plan& plan, const std::string& dir) {
+std::string HeaderYaml(const Plan& plan, const std::string& given_dir) {
+  const std::string dir = fs::path(given_dir).lexically_normal().string();
   const OptunaStudy& s = plan.study;
   std::map<std::string, int> states;
   for (const OptunaTrial& t : s.trials) ++states[t.state];
@@ -267,9 +268,11 @@ std::string HeaderYaml(const Plan& plan, const std::string& dir) {
       "# ask/tell mode: your own loop asks for trials and tells their results. The imported\n"
       "# trials count toward search.max_trials (set by `import optuna --max-trials`); while it\n"
       "# leaves room, continue the search with\n"
-      "#   sextant resume ", dir, "   and ask/tell from Python: sextant.open_run(\"", dir, "\")\n"
-      "#   or, with no process running: sextant ask ", dir, " / sextant tell ", dir,
-      " TRIAL --value", plan.metrics.size() > 1 ? "s V1,V2" : " V", "\n"
+      "#   sextant resume ", dir, "\n"
+      "#     and ask and tell from Python: sextant.open_run(\"", dir, "\")\n"
+      "#   or, with no process running:\n"
+      "#     sextant ask ", dir, "\n"
+      "#     sextant tell ", dir, " TRIAL --value", plan.metrics.size() > 1 ? "s V1,V2" : " V", "\n"
       "# Intermediate values are reported at \"", kStepKey, "\" (tell --step S --metrics ",
       plan.metrics[0], "=V).\n"
       "#\n"
