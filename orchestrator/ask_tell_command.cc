@@ -18,6 +18,7 @@
 #include "orchestrator/run_dir.h"
 #include "orchestrator/store.h"
 #include "orchestrator/strategy_factory.h"
+#include "orchestrator/warm_start.h"
 #include "rpc/channel_credentials.h"
 #include "rpc/status_conversion.h"
 #include "sextant/v1/trial_service.grpc.pb.h"
@@ -135,7 +136,9 @@ class OfflineSession final : public Session {
     }
     SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> state, store_->GetMeta("state"));
     state_ = state.value_or("");
-    SEXTANT_ASSIGN_OR_RETURN(auto sampler, MakeSampler(spec_));
+    SEXTANT_ASSIGN_OR_RETURN(
+        auto sampler,
+        MakeRunSampler(spec_, store_.get(), absl::ToDoubleSeconds(clock->Now() - absl::UnixEpoch())));
     DispatcherOptions options;
     options.lease_seconds = AskTellLeaseSeconds(spec_);
     options.logs_dir = std::filesystem::absolute(dir_.logs_dir()).string();

@@ -129,6 +129,20 @@ TEST_F(AskTellCliTest, LiveRunFinishesTheSearchWithTwoAskers) {
   ExpectAllCompleted(run, 6);
 }
 
+TEST_F(AskTellCliTest, LiveRunOverTlsIsReachedWithTheWorkerCertificate) {
+  const std::string run = dir_ + "/run", certs = dir_ + "/certs";
+  auto init = RunProcess({kSextant, "certs", "init", certs});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  WriteFile(dir_ + "/exp.yaml", Experiment("tls", 2, 1));
+  BackgroundProcess server({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", run, "--tls-dir", certs});
+  ASSERT_TRUE(server.WaitForOutput("serving ask/tell", 30)) << server.err();
+  EXPECT_THAT(testing::ReadFile(run + "/address"), HasSubstr("\"tls_dir\""));
+  EXPECT_NE(AskAndTell(run), 0);
+  EXPECT_NE(AskAndTell(run), 0);
+  EXPECT_EQ(server.Wait(30), 0) << server.err();
+  ExpectAllCompleted(run, 2);
+}
+
 TEST_F(AskTellCliTest, BadTellsAreRefusedLiveWithExitTwo) {
   const std::string run = dir_ + "/run";
   WriteFile(dir_ + "/exp.yaml", Experiment("refusals", 2, 1));
