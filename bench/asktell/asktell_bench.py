@@ -150,6 +150,7 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix="asktell-bench-", dir="/var/tmp")
     os.makedirs(work, exist_ok=True)
     load_before = bench_env.loadavg()
+    version_line = bench_env.versions()  # the tree as the run starts
     bench_env.log(f"asktell: {args.pairs} pairs x {args.repeats} repeats in {work}, load {load_before}")
     rows = []
     started = time.monotonic()
@@ -171,7 +172,7 @@ def main():
           f"{args.repeats} repeats, {bench_env.fmt_s(time.monotonic() - started)}; "
           f"{os.cpu_count()} cores ({bench_env.cpu_model()}), load average {load_before} before "
           f"and {bench_env.loadavg()} after; scratch on {work}.")
-    print(bench_env.versions())
+    print(version_line)
     print()
     print(table(rows))
     if args.work is None:
