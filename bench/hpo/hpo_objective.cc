@@ -3,6 +3,14 @@
 // training script would be.
 //
 //   hpo_objective --problem NAME --x0=V --x1=V ...   prints "loss=<value>" (17 digits)
+//   hpo_objective --problem NAME --shift F ...        the same problem with its inputs moved:
+//                                                     each float or int parameter is evaluated
+//                                                     at x + F * (max - min) (ints: rounded),
+//                                                     so the minimiser moves by -F * range and
+//                                                     the minimum keeps its value while the
+//                                                     moved minimiser stays in the box (the
+//                                                     warm-start benchmark's earlier runs,
+//                                                     bench/warmstart/run.sh)
 //   hpo_objective --list                              prints the problems as JSON (name,
 //                                                     optimum, parameters), which the driver
 //                                                     reads so that the domains live here only
@@ -164,6 +172,20 @@ double Mixed(const Args& a) {
   return (x0 - 1.7) * (x0 - 1.7) + (x1 + 0.8) * (x1 + 0.8) + 0.3 * (n - 7) * (n - 7) + offset;
 }
 
+// Moves every numeric input by shift times its parameter's range (see --shift).
+void Shift(const Problem& p, double shift, Args& args) {
+  for (const Param& q : p.params) {
+    if (q.values.size() > 0) continue;
+    const auto it = args.find(q.name);
+    if (it == args.end()) continue;
+    double delta = shift * (q.max - q.min);
+    if (std::string(q.type) == "int") delta = std::round(delta);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", Number(args, q.name) + delta);
+    it->second = buf;
+  }
+}
+
 void List() {
   std::string out = "[";
   for (const Problem& p : Problems()) {
@@ -195,6 +217,7 @@ void List() {
 
 int main(int argc, char** argv) {
   std::string problem;
+  double shift = 0;
   Args args;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -215,6 +238,12 @@ int main(int argc, char** argv) {
     }
     if (key == "problem") {
       problem = value;
+    } else if (key == "shift") {
+      char* end = nullptr;
+      shift = std::strtod(value.c_str(), &end);
+      if (end == value.c_str() || *end != '\0' || !std::isfinite(shift)) {
+        Fail("--shift: not a number: '" + value + "'");
+      }
     } else if (!args.emplace(key, value).second) {
       Fail("--" + key + " given twice");
     }
@@ -229,6 +258,7 @@ int main(int argc, char** argv) {
     for (const Param& q : p->params) known = known || q.name == key;
     if (!known) Fail("unknown parameter --" + key + " for " + problem);
   }
+  if (shift != 0) Shift(*p, shift, args);
   const std::string name = p->name;
   double loss = name == "branin"      ? Branin(args)
                 : name == "hartmann6" ? Hartmann6(args)

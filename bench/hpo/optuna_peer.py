@@ -2,12 +2,13 @@
 """Optuna peer for the HPO benchmark (bench/hpo/run.sh). Run with Debian's /usr/bin/python3
 (python3-optuna 3.1, python3-cmaes for CmaEsSampler, python3-scipy for QMCSampler).
 
-  optuna_peer.py run OBJECTIVE PROBLEM SAMPLER SEED TRIALS
+  optuna_peer.py run OBJECTIVE PROBLEM SAMPLER SEED TRIALS [ENQUEUE_JSON]
       One study (in-memory storage, one process, trials one after another, as Sextant's
       max_concurrent: 1) of TRIALS trials; each trial runs `OBJECTIVE --problem PROBLEM
       --x0=... ...` through subprocess, exactly the command Sextant's trial.command runs, and
       reads `loss=` from its stdout. Prints one JSON object: {"values": [value or null, in trial
-      order], "wall_s", "optuna"}.
+      order], "wall_s", "optuna"}. With ENQUEUE_JSON (a file holding a list of parameter
+      objects), study.enqueue_trial() queues each first, in order (bench/warmstart).
 
   optuna_peer.py latency SAMPLERS NS DIM REPS MAX_SECONDS
       Suggestion latency: for each sampler (comma list) and N (comma list), a study holding N
@@ -61,7 +62,7 @@ def fmt(v):
     return repr(v) if isinstance(v, float) else str(v)
 
 
-def run(objective, problem, sampler, seed, trials):
+def run(objective, problem, sampler, seed, trials, enqueue=None):
     spec = problem_spec(objective, problem)
 
     def evaluate(trial):
@@ -83,6 +84,10 @@ def run(objective, problem, sampler, seed, trials):
 
     study = optuna.create_study(direction="minimize", sampler=SAMPLERS[sampler](seed))
     start = time.perf_counter()
+    if enqueue:
+        with open(enqueue) as f:
+            for params in json.load(f):
+                study.enqueue_trial(params)
     study.optimize(evaluate, n_trials=trials, gc_after_trial=False, catch=(Exception,))
     wall = time.perf_counter() - start
     trials_sorted = sorted(study.trials, key=lambda t: t.number)
@@ -148,11 +153,12 @@ def latency(samplers, ns, dim, reps, max_seconds):
 
 def main():
     quiet()
-    if len(sys.argv) == 7 and sys.argv[1] == "run":
-        _, _, objective, problem, sampler, seed, trials = sys.argv
+    if len(sys.argv) in (7, 8) and sys.argv[1] == "run":
+        objective, problem, sampler, seed, trials = sys.argv[2:7]
         if sampler not in SAMPLERS:
             sys.exit(f"optuna_peer: unknown sampler {sampler} (one of {', '.join(SAMPLERS)})")
-        run(objective, problem, sampler, int(seed), int(trials))
+        run(objective, problem, sampler, int(seed), int(trials),
+            sys.argv[7] if len(sys.argv) == 8 else None)
     elif len(sys.argv) == 7 and sys.argv[1] == "latency":
         _, _, samplers, ns, dim, reps, max_seconds = sys.argv
         samplers = [s for s in samplers.split(",") if s]
