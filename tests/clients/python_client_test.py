@@ -331,7 +331,9 @@ class OfflineTest(Workdir):
         with sextant.open_run(run.dir, sextant=sextant_binary()) as study:
             trials = study.ask(2)
             self.assertEqual(len(trials), 2)
+            self.assertEqual(trials[0].report(loss=3.0), "continue")
             self.assertEqual(study.tell(trials[0], loss=2.5).state, "COMPLETED")
+            self.assertTrue(study.tell(trials[0], loss=9.0).already_told)
             self.assertEqual(study.tell(trials[1], state="failed").state, "FAILED")
         values = {t["id"]: (t["state"], t["value"]) for t in results(run.dir)["trials"]}
         self.assertEqual(values[trials[0].id], ("COMPLETED", 2.5))
