@@ -2,6 +2,7 @@
 # A stand-in for a training script that checkpoints: it trains "epochs" up to SEXTANT_FIDELITY,
 # saving its position in SEXTANT_CHECKPOINT_DIR after each one, and resumes from there when
 # promoted. The loss falls with the epochs towards a floor set by the learning rate and width.
+# EPOCH_SECONDS (default 0.02) is how long one epoch takes.
 set -eu
 ckpt="${SEXTANT_CHECKPOINT_DIR:-.}/state"
 # --no-checkpoint: behave like a script that never saves (every promotion starts over).
@@ -11,7 +12,7 @@ epoch=0
 [ -f "$ckpt" ] && epoch=$(cat "$ckpt")
 while [ "$epoch" -lt "${target%.*}" ]; do
   epoch=$((epoch + 1))
-  sleep 0.02
+  sleep "${EPOCH_SECONDS:-0.02}"
   awk -v e="$epoch" -v lr="$SEXTANT_PARAM_LR" -v w="$SEXTANT_PARAM_WIDTH" 'BEGIN {
     l = log(lr) / log(10) + 2.5
     floor = 0.1 + 0.05 * l * l + 0.2 / w

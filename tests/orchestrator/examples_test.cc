@@ -1,5 +1,7 @@
-// Runs examples/cost-accuracy: the live search on a local spot pool (the built-in trainer on
-// Fashion-MNIST, real processes and a real ledger) and its simulated twin.
+// Runs the examples that show the cost features: examples/cost-accuracy (the live search on a
+// local spot pool, the built-in trainer on Fashion-MNIST, real processes and a real ledger, and
+// its simulated twin), examples/spot-budget (spot interruptions, an on-demand fallback and a cap
+// that runs out, live) and examples/simulate (a 32-GPU what-if on virtual time).
 #include <filesystem>
 #include <string>
 
@@ -77,6 +79,55 @@ TEST(CostAccuracyExampleTest, SimulatedTwinShowsSpotFirstCheaperThanOnDemand) {
     hi = std::max(hi, per_epoch);
   }
   EXPECT_GT(hi / lo, 5);
+}
+
+TEST(SpotBudgetExampleTest, LiveSpotSearchIsPreemptedFallsBackToOnDemandAndStopsAtTheCap) {
+  const std::string example = std::string(SEXTANT_SOURCE_DIR) + "/examples/spot-budget";
+  const std::string dir = MakeTempDir("spot-budget");
+  // As a user runs it: from the example's folder, with its own catalog and the shared script.
+  auto r = RunProcess({"sh", "-c",
+                       "cd " + example + " && " + kSextant + " run experiment.yaml --run-dir " + dir +
+                           "/run"},
+                      300);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  nlohmann::json j = Results(dir + "/run");
+  EXPECT_EQ(j["state"], "BUDGET_EXHAUSTED");
+  const double total = j["cost"]["total"].get<double>();
+  EXPECT_LE(total, 1.5) << "the cap holds";
+  EXPECT_GT(total, 1.0) << "most of the cap was used before it ran out";
+  EXPECT_GT(j["cost"]["by_pool"]["spot"].get<double>(), 0);
+  EXPECT_GT(j["cost"]["by_pool"]["on-demand"].get<double>(), 0) << "the top rung ran on demand";
+  EXPECT_GE(j["preemptions"]["by_pool"]["spot"].get<int>(), 1) << j["preemptions"].dump();
+  int completed = 0;
+  for (const auto& t : j["trials"]) {
+    if (t["state"] == "COMPLETED") {
+      ++completed;
+      EXPECT_EQ(t["fidelity"], 27.0) << t.dump();  // resumed to the exact target after reclaims
+    }
+  }
+  EXPECT_GE(completed, 1);
+  EXPECT_THAT(r.out, HasSubstr("preemptions:"));
+}
+
+TEST(SimulateExampleTest, WhatIfOn32GpusForecastsTheCapAndMixedPaysForOnDemand) {
+  const std::string example = std::string(SEXTANT_SOURCE_DIR) + "/examples/simulate";
+  const std::string dir = MakeTempDir("simulate-example");
+  auto mixed = RunProcess({kSextant, "simulate", example + "/experiment.yaml", "--run-dir", dir + "/mixed"});
+  ASSERT_EQ(mixed.exit_code, 0) << mixed.out << mixed.err;
+  EXPECT_THAT(mixed.out, HasSubstr("at most 32 instances"));
+  EXPECT_THAT(mixed.out, HasSubstr("(virtual)"));
+  nlohmann::json a = Results(dir + "/mixed");
+  EXPECT_EQ(a["state"], "BUDGET_EXHAUSTED") << "300 trials do not fit in $150";
+  EXPECT_LE(a["cost"]["total"].get<double>(), 150.0);
+  EXPECT_GT(a["cost"]["by_pool"]["us-on-demand"].get<double>(), a["cost"]["by_pool"]["us-spot"].get<double>())
+      << "mixed placement runs the top rung on demand, at 3.3 times the spot price";
+  // The what-if the comment suggests: spot first buys more of the search for the same cap.
+  WriteFile(dir + "/spot.yaml", absl::StrReplaceAll(ReadFile(example + "/experiment.yaml"),
+                                                    {{"policy: mixed", "policy: spot_first"}}));
+  auto spot = RunProcess({kSextant, "simulate", dir + "/spot.yaml", "--run-dir", dir + "/spot"});
+  ASSERT_EQ(spot.exit_code, 0) << spot.out << spot.err;
+  nlohmann::json b = Results(dir + "/spot");
+  EXPECT_GT(b["trials"].size(), a["trials"].size());
 }
 
 }  // namespace
