@@ -143,6 +143,14 @@ void Fleet::Attribute(const FleetView& view) {
   }
 }
 
+std::set<int64_t> Fleet::LiveWorkers() const {
+  std::set<int64_t> out;
+  for (const Instance& inst : instances_) {
+    if (inst.worker != 0 && !inst.terminating && !inst.billed_off) out.insert(inst.worker);
+  }
+  return out;
+}
+
 void Fleet::EndBill(Instance& inst) {
   if (inst.billed_off) return;
   ledger_.Terminate(inst.ledger_id).IgnoreError();

@@ -136,6 +136,9 @@ class Fleet {
   // seconds it ran times its instances' rates.
   double TrialCost(int64_t trial) const;
   int live_instances() const { return ledger_.live_instances(); }
+  // The registered workers of instances that are up: bound to an instance that is neither
+  // terminating nor gone (retired workers are not among them).
+  std::set<int64_t> LiveWorkers() const;
   std::vector<FleetPoolStats> pool_stats() const;
   const Ledger& ledger() const { return ledger_; }
 

@@ -1,6 +1,7 @@
 #ifndef SEXTANT_ORCHESTRATOR_METRICS_HTTP_SERVER_H_
 #define SEXTANT_ORCHESTRATOR_METRICS_HTTP_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -10,37 +11,51 @@
 
 namespace sextant {
 
+// The HTML page `/` serves, made when asked; an error is answered 503 with its message.
+using PageSource = std::function<absl::StatusOr<std::string>()>;
+
 struct MetricsHttpOptions {
   size_t max_request_bytes = 8192;  // a longer request head gets 431; default 8 KiB
-  double request_timeout_seconds = 2;  // a client that takes longer is dropped; default 2
+  // A client that has not sent its whole request head this long after connecting is dropped;
+  // default 2.
+  double request_timeout_seconds = 2;
+  // A client that has not taken the whole response this long after it began is dropped;
+  // default 10.
+  double response_timeout_seconds = 10;
+  PageSource page;  // serves GET `/` when set; default none (404)
 };
 
-// A minimal HTTP/1.x server for Prometheus scrapes: GET /metrics answers the last published
-// text (Content-Type text/plain; version=0.0.4); other paths get 404, other methods 405.
-// One connection at a time, closed after each response, each bounded in size and time, so a
-// slow or hostile client delays scrapes by at most request_timeout_seconds.
-// Thread-safe: Publish may be called from any thread while the server thread answers.
+// The HTTP server of --metrics-port, on cpp-httplib: GET /metrics answers the last published
+// text (Content-Type text/plain; version=0.0.4) and GET / the page (text/html) when there is
+// one; other paths get 404, other methods on those two 405, a malformed request 400. Each
+// connection carries one request and is closed after the response. A request head is read
+// whole, within max_request_bytes and request_timeout_seconds, before httplib parses it, so a
+// slow or hostile client holds one of httplib's threads for at most the timeouts and never
+// makes the server buffer more than the limit.
+// Thread-safe: Publish may be called from any thread while the server's threads answer.
 class MetricsHttpServer {
  public:
   // Listens on host:port (port 0 picks a free one; read it back with port()). host must be a
-  // numeric IPv4 address. InvalidArgument for a bad host, Unavailable when the port is taken.
+  // numeric IPv4 address. InvalidArgument for a bad host or port, Unavailable when the port is
+  // taken.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
       const std::string& host, int port, MetricsHttpOptions options = {});
-  ~MetricsHttpServer();  // stops the thread and closes the socket
+  ~MetricsHttpServer();  // stops listening, waits for the server thread
 
   int port() const { return port_; }
   // Replaces the text that /metrics serves.
   void Publish(std::string body);
 
  private:
-  MetricsHttpServer(int listen_fd, int wake_read, int wake_write, int port, MetricsHttpOptions o);
-  void Serve();
-  void Handle(int fd);
+  class Http;  // httplib::Server with the bounded request head (metrics_http_server.cc)
 
-  int listen_fd_, wake_read_, wake_write_, port_;
-  MetricsHttpOptions options_;
+  MetricsHttpServer() = default;
+  std::string Published();
+
+  int port_ = 0;
   std::mutex mu_;
   std::string body_;  // guarded by mu_
+  std::unique_ptr<Http> http_;
   std::thread thread_;
 };
 

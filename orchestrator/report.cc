@@ -75,12 +75,15 @@ bool AnyResult(const ReportData& d) {
   return !d.results["best"].is_null();
 }
 
-std::string Banners(const ReportData& d, bool any_completed) {
+std::string Banners(const ReportData& d, bool any_completed, int refresh_seconds) {
   std::string out;
   if (d.in_progress) {
     absl::StrAppend(&out, "<div class=\"banner live\" id=\"run-in-progress\"><strong>Run in "
                           "progress.</strong> This report shows the run so far, as of ",
-                    EscapeXml(Time(d.generated_at)), "; run <code>sextant report</code> again for newer data.</div>");
+                    EscapeXml(Time(d.generated_at)),
+                    refresh_seconds > 0
+                        ? absl::StrCat("; this page reloads every ", refresh_seconds, " s.</div>")
+                        : "; run <code>sextant report</code> again for newer data.</div>");
   } else if (d.state == "RUNNING") {
     absl::StrAppend(&out, "<div class=\"banner warn\" id=\"run-stopped\"><strong>The run stopped "
                           "without finishing</strong> (no orchestrator holds its directory). "
@@ -273,11 +276,13 @@ std::string SearchLine(const ReportData& d) {
 
 }  // namespace
 
-std::string RenderReportHtml(const ReportData& d) {
+std::string RenderReportHtml(const ReportData& d, const ReportHtmlOptions& options) {
   const bool multi = report::MultiObjective(d);
+  const int refresh = d.in_progress ? options.refresh_seconds : 0;
   std::string title = absl::StrCat("Sextant report: ", d.spec.name());
   std::string html = absl::StrCat(
-      "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+      refresh > 0 ? absl::StrCat("<meta http-equiv=\"refresh\" content=\"", refresh, "\">") : "",
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
       "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
       "<title>", EscapeXml(title), "</title><style>", kStyle, "</style></head><body>",
@@ -285,7 +290,7 @@ std::string RenderReportHtml(const ReportData& d) {
       "</code> &#183; state ", EscapeXml(d.state), d.in_progress ? " (in progress)" : "",
       " &#183; ", EscapeXml(SearchLine(d)), " &#183; generated ", EscapeXml(Time(d.generated_at)),
       "</p>");
-  absl::StrAppend(&html, Banners(d, AnyCompleted(d)));
+  absl::StrAppend(&html, Banners(d, AnyCompleted(d), refresh));
   absl::StrAppend(&html, Section("summary", "Summary"), Summary(d));
   if (multi) {
     absl::StrAppend(&html, Section("pareto", "Pareto front"), report::ParetoFrontCharts(d),

@@ -18,7 +18,13 @@ namespace sextant {
 //   carrying data-value (JSON text of the value in `results --format json`), tr.best-param
 //   [data-name][data-value] and td.state-count[data-state][data-value];
 //   div#run-in-progress when the run is live, div#no-completed when nothing completed.
-std::string RenderReportHtml(const ReportData& data);
+struct ReportHtmlOptions {
+  // The live page (`/` of --metrics-port): while the run is in progress the page reloads
+  // itself this often (a meta refresh) and says so. 0 = a file (`sextant report`), which never
+  // reloads; default 0.
+  int refresh_seconds = 0;
+};
+std::string RenderReportHtml(const ReportData& data, const ReportHtmlOptions& options = {});
 
 struct ReportFile {
   size_t bytes = 0;

@@ -1,0 +1,59 @@
+#ifndef SEXTANT_ORCHESTRATOR_RUN_MONITOR_H_
+#define SEXTANT_ORCHESTRATOR_RUN_MONITOR_H_
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "orchestrator/live_report.h"
+#include "orchestrator/metrics_http_server.h"
+#include "orchestrator/prometheus_metrics.h"
+#include "sextant/v1/experiment.pb.h"
+
+namespace sextant {
+
+// The objective's metric, or the objectives' metrics joined by commas.
+std::string ObjectiveMetricsLabel(const v1::ExperimentSpec& spec);
+
+// What --metrics-port serves while a run goes on, for both run drivers (search and
+// federated): the Prometheus text at /metrics and the live HTML report at /, on one loopback
+// port. The driver publishes a snapshot as the run moves; the report is read from the run
+// directory when a browser asks.
+// Thread-safe.
+class RunMonitor {
+ public:
+  // Serves on 127.0.0.1:port (0 picks a free one) and prints both addresses on out.
+  // run_dir holds the run (its spec is stored); clock (not owned) must outlive the monitor.
+  // InvalidArgument for a port outside 0..65535, Unavailable when it is taken.
+  static absl::StatusOr<std::unique_ptr<RunMonitor>> Start(int port,
+                                                           const v1::ExperimentSpec& spec,
+                                                           const std::string& run_dir,
+                                                           Clock* clock, std::ostream& out,
+                                                           LiveReportOptions report = {});
+
+  // A snapshot with what the spec says (experiment, objective metrics and goals, currency,
+  // budget) and the seconds since Start; the driver fills in the rest.
+  MetricsSnapshot Snapshot() const;
+  // Serves the snapshot on /metrics from now on.
+  void Publish(const MetricsSnapshot& snapshot);
+  // The run has ended (its final state is stored): the live report stops reloading.
+  void RunEnded() { report_->RunEnded(); }
+
+  int port() const { return server_->port(); }
+
+ private:
+  RunMonitor(const v1::ExperimentSpec& spec, Clock* clock) : spec_(spec), clock_(clock) {}
+
+  const v1::ExperimentSpec spec_;
+  Clock* const clock_;
+  const absl::Time start_ = clock_->Now();
+  std::unique_ptr<LiveReport> report_;
+  std::unique_ptr<MetricsHttpServer> server_;  // last: stopped before the report goes
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_RUN_MONITOR_H_
