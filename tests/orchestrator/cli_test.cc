@@ -254,6 +254,8 @@ TEST_F(CliTest, EveryExampleValidates) {
   for (const auto& entry :
        std::filesystem::recursive_directory_iterator(std::string(SEXTANT_SOURCE_DIR) + "/examples")) {
     if (entry.path().extension() != ".yaml") continue;
+    // A price catalog (*-catalog.yaml) is checked through the experiment that names it.
+    if (entry.path().stem().string().ends_with("-catalog")) continue;
     auto r = RunProcess({kSextant, "validate", entry.path().string()});
     EXPECT_EQ(r.exit_code, 0) << entry.path() << ": " << r.err;
     ++count;
