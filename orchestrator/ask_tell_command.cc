@@ -218,8 +218,10 @@ const char* ActionWord(v1::TrialAction action) {
       return "continue";
     case v1::ACTION_STOP:
       return "stop";
+    case v1::ACTION_NOTICE:
+      return "notice";  // the run winds down: save a checkpoint and tell
     default:
-      return "pause";  // a rung reached, or the run's notice: save a checkpoint and tell
+      return "pause";  // a rung reached: save a checkpoint and tell
   }
 }
 

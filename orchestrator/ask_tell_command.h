@@ -50,7 +50,8 @@ int RunAskCommand(const AskOptions& options, std::ostream& out, std::ostream& er
 
 // Tells a trial's result and prints one JSON line {"trial", "attempt", "state",
 // "already_told", "values"}; with step, reports an intermediate measurement instead (the
-// fidelity key, or "step" without a scheduler, set to it) and prints continue, stop or pause.
+// fidelity key, or "step" without a scheduler, set to it) and prints continue, stop, pause
+// or notice.
 // Returns 0, 2 on invalid input (an unknown trial, one that no longer holds its lease, a value
 // that is not a finite number, a count that does not match the objectives), 1 on other
 // failures.

@@ -176,6 +176,22 @@ TEST_F(AskTellCliTest, BadTellsAreRefusedLiveWithExitTwo) {
   EXPECT_EQ(Results(run)["trials"][0]["value"].get<double>(), 0.5);
 }
 
+TEST_F(AskTellCliTest, StepDuringTheBudgetWindDownPrintsNotice) {
+  const std::string run = dir_ + "/run";
+  WriteFile(dir_ + "/exp.yaml", Experiment("notice", 4, 1, "budget: {max_wall_time: 1s}\n"));
+  BackgroundProcess server({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", run});
+  ASSERT_TRUE(server.WaitForOutput("serving ask/tell", 30)) << server.err();
+  auto asked = RunProcess({kSextant, "ask", run});
+  ASSERT_EQ(asked.exit_code, 0) << asked.err;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // past the wall time
+  auto step = RunProcess({kSextant, "tell", run, "1", "--step", "1", "--metrics", "loss=0.4"});
+  EXPECT_EQ(step.exit_code, 0) << step.err;
+  EXPECT_EQ(step.out, "notice\n");
+  auto told = RunProcess({kSextant, "tell", run, "1", "--value", "0.4"});
+  EXPECT_EQ(told.exit_code, 0) << told.err;
+  server.Wait(30);
+}
+
 TEST_F(AskTellCliTest, OfflineAskAndTellFinishTheSearch) {
   const std::string run = dir_ + "/run";
   WriteFile(dir_ + "/exp.yaml", Experiment("offline", 4, 2));
