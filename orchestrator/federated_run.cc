@@ -43,6 +43,7 @@
 #include "orchestrator/global_evaluator.h"
 #include "orchestrator/results.h"
 #include "orchestrator/run_dir.h"
+#include "orchestrator/run_monitor.h"
 #include "orchestrator/store.h"
 #include "rpc/certificates.h"
 #include "rpc/run_secret.h"
@@ -113,6 +114,10 @@ class FederatedRun {
   int Main() {
     int rc = Prepare();
     if (rc == 0) rc = Rounds();
+    if (monitor_) {
+      PublishMetrics();
+      monitor_->RunEnded();
+    }
     Teardown();
     return rc;
   }
@@ -565,6 +570,7 @@ class FederatedRun {
     (void)store_->AddEvent(Seconds(), "round", 0, line);
     *env_.out << "sextant: " << line << "\n" << std::flush;
     last_round_ = round;
+    PublishMetrics();
     return 0;
   }
 
@@ -602,6 +608,7 @@ class FederatedRun {
               << global_.size() << " parameters, rounds " << last_round_ + 1 << ".." << fed().rounds()
               << "\n" << std::flush;
     PutTrial("RUNNING");
+    if (int rc = StartMetrics(); rc != 0) return rc;
     if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
     if (last_round_ < fed().rounds()) {
       if (absl::Status s = PublishRound(last_round_ + 1); !s.ok()) return Fail(s);
@@ -654,6 +661,7 @@ class FederatedRun {
   // Why a wait must end now: a stop (Cancelled), the wall-time budget (ResourceExhausted) or an
   // aggregator that exited (Unavailable); OK to go on waiting.
   absl::Status Interruption() {
+    PublishMetrics();  // waits poll this often
     if (Stopping()) return absl::CancelledError("INTERRUPTED");
     if (PastWallBudget()) return absl::ResourceExhaustedError("BUDGET_EXHAUSTED");
     if (!AggregatorsAlive()) return AggregatorExited();
@@ -693,6 +701,39 @@ class FederatedRun {
     return true;
   }
 
+  // Serves /metrics and the live report on loopback when asked (--metrics-port), as search
+  // runs do. Returns an exit code.
+  int StartMetrics() {
+    if (options_.metrics_port < 0) return 0;
+    auto monitor = RunMonitor::Start(options_.metrics_port, spec_, run_dir_path_, env_.clock, *env_.out);
+    if (!monitor.ok()) return Fail(monitor.status());
+    monitor_ = *std::move(monitor);
+    PublishMetrics();
+    return 0;
+  }
+
+  // The run as one trial whose fidelity is rounds; its workers are the client processes alive,
+  // busy while sampled for the round in progress.
+  void PublishMetrics() {
+    if (!monitor_) return;
+    MetricsSnapshot m = monitor_->Snapshot();
+    m.max_trials = 1;
+    if (!trial_.state.empty()) m.by_state[trial_.state] = 1;
+    if (trial_.value) {
+      m.best_value = trial_.value;
+      m.best_trial = trial_.id;
+    }
+    m.rounds_total = static_cast<int>(fed().rounds());
+    m.rounds_done = static_cast<int>(last_round_);
+    m.workers = static_cast<int>(std::count_if(children_.begin(), children_.end(), [](const Child& c) {
+      return absl::StartsWith(c.what, "client");
+    }));
+    if (published_round_ > last_round_) {
+      m.busy_workers = static_cast<int>(std::min<int64_t>(ClientsPerRound(fed()), m.workers));
+    }
+    monitor_->Publish(m);
+  }
+
   void PutTrial(const std::string& state) {
     TrialRow t;
     t.id = 1;
@@ -707,6 +748,7 @@ class FederatedRun {
       t.finished_at = absl::ToUnixMicros(env_.clock->Now()) / 1e6;
     }
     (void)store_->PutTrial(t);
+    trial_ = t;
   }
 
   // The epsilon target is reached: the run ends normally before the round that would pass it.
@@ -796,6 +838,8 @@ class FederatedRun {
   ModelScore last_eval_;
   absl::Time start_;
   std::vector<Child> children_;
+  TrialRow trial_;                        // the run as trial 1, as last stored
+  std::unique_ptr<RunMonitor> monitor_;  // null without --metrics-port
 };
 
 // The loader fills search defaults whatever the file says; a federated search has parameters.

@@ -31,13 +31,12 @@
 #include "orchestrator/federated_run.h"
 #include "orchestrator/fleet.h"
 #include "orchestrator/local_provider.h"
-#include "orchestrator/metrics_http_server.h"
 #include "orchestrator/progress.h"
-#include "orchestrator/prometheus_metrics.h"
 #include "orchestrator/report.h"
 #include "orchestrator/results.h"
 #include "orchestrator/run_address.h"
 #include "orchestrator/run_dir.h"
+#include "orchestrator/run_monitor.h"
 #include "orchestrator/slurm_provider.h"
 #include "orchestrator/static_provider.h"
 #include "orchestrator/store.h"
@@ -76,6 +75,10 @@ class Run {
     int rc = Prepare();
     if (rc != 0) return rc;
     rc = Loop();
+    if (monitor_) {
+      PublishMetrics(Stats());
+      monitor_->RunEnded();
+    }
     Teardown();
     return rc;
   }
@@ -335,7 +338,7 @@ class Run {
       }
       DispatchStats stats = Stats();
       progress.Update(stats);
-      PublishMetrics(stats, start);
+      PublishMetrics(stats);
       if (service_->WithDispatcher([](Dispatcher& d) { return d.Finished(); })) {
         progress.Finish(stats);
         absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("COMPLETED"); });
@@ -402,52 +405,49 @@ class Run {
   }
 
   // The objective's metric, or the objectives' joined by commas.
-  std::string ObjectiveLabel() const {
-    if (spec_.objectives_size() == 0) return spec_.objective().metric();
-    std::vector<std::string> names;
-    for (const v1::Objective& o : spec_.objectives()) names.push_back(o.metric());
-    return absl::StrJoin(names, ",");
-  }
+  std::string ObjectiveLabel() const { return ObjectiveMetricsLabel(spec_); }
 
-  // Serves /metrics on loopback when asked (--metrics-port). Returns an exit code.
+  // Serves /metrics and the live report on loopback when asked (--metrics-port). Returns an
+  // exit code.
   int StartMetrics() {
     if (options_.metrics_port < 0) return 0;
-    auto server = MetricsHttpServer::Start("127.0.0.1", options_.metrics_port);
-    if (!server.ok()) return Fail(server.status());
-    metrics_ = *std::move(server);
-    *env_.out << "sextant: metrics on http://127.0.0.1:" << metrics_->port() << "/metrics\n"
-              << std::flush;
+    auto monitor = RunMonitor::Start(options_.metrics_port, spec_, run_dir_path_, env_.clock, *env_.out);
+    if (!monitor.ok()) return Fail(monitor.status());
+    monitor_ = *std::move(monitor);
     return 0;
   }
 
-  void PublishMetrics(const DispatchStats& stats, absl::Time start) {
-    if (!metrics_) return;
-    MetricsSnapshot m;
-    m.experiment = spec_.name();
-    m.metric = ObjectiveLabel();
-    m.goal = spec_.objective().goal() == v1::Objective::MAXIMIZE ? "maximize" : "minimize";
+  void PublishMetrics(const DispatchStats& stats) {
+    if (!monitor_) return;
+    MetricsSnapshot m = monitor_->Snapshot();
     if (spec_.objectives_size() > 0) {
-      std::vector<std::string> goals;
-      for (const v1::Objective& o : spec_.objectives()) {
-        goals.push_back(o.goal() == v1::Objective::MAXIMIZE ? "maximize" : "minimize");
-      }
-      m.goal = absl::StrJoin(goals, ",");
       m.front_size = stats.front_size;
       m.hypervolume = stats.hypervolume;
     }
-    if (!spec_.budget().currency().empty()) m.currency = spec_.budget().currency();
     m.by_state = stats.by_state;
     m.max_trials = stats.max_trials;
     m.best_value = stats.best_value;
     m.best_trial = stats.best_trial;
-    if (spec_.budget().has_max_cost()) m.budget = spec_.budget().max_cost();
     if (stats.spend) m.spend = *stats.spend;  // the live ledger's committed spend
+    CountWorkers(stats, m);
+    monitor_->Publish(m);
+  }
+
+  // The workers that can take a trial now and those running one: in a pool run the workers
+  // of live instances (not retired ones), otherwise the local worker processes.
+  void CountWorkers(const DispatchStats& stats, MetricsSnapshot& m) {
+    if (fleet_) {
+      service_->WithDispatcher([&](Dispatcher& d) {  // the fleet is ticked under this lock
+        const std::set<int64_t> live = fleet_->LiveWorkers();
+        m.workers = static_cast<int>(live.size());
+        for (const auto& [worker, trial] : d.RunningByWorker()) m.busy_workers += live.count(worker);
+        return 0;
+      });
+      return;
+    }
     m.workers = static_cast<int>(workers_.size());
     auto running = stats.by_state.find("RUNNING");
     m.busy_workers = running == stats.by_state.end() ? 0 : std::min(running->second, m.workers);
-    if (spec_.federation().rounds() > 0) m.rounds_total = spec_.federation().rounds();
-    m.elapsed_seconds = absl::ToDoubleSeconds(env_.clock->Now() - start);
-    metrics_->Publish(RenderPrometheusText(m));
   }
 
   DispatchStats Stats() {
@@ -749,7 +749,7 @@ class Run {
   RunSecrets secrets_;       // without --tls-dir
   std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<MetricsHttpServer> metrics_;  // null without --metrics-port
+  std::unique_ptr<RunMonitor> monitor_;  // null without --metrics-port
   int port_ = 0;
   std::vector<Local> workers_;
   int respawns_left_ = 0;
