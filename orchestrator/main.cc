@@ -332,8 +332,8 @@ int main(int argc, char** argv) {
   report
       ->add_option_function<std::string>(
           "-o,--output", [&a](const std::string& v) { a.flags["output"] = v; },
-          "the HTML file to write")
-      ->required();
+          "the HTML file to write (required)")
+      ->type_name("FILE.html");
   actions["report"] = [&] { return Report(a); };
 
   CLI::App* simulate = app.add_subcommand(
