@@ -299,9 +299,12 @@ int RunTellCommand(const TellOptions& options, std::ostream& out, std::ostream& 
   const std::string trial = absl::StrCat("trial ", options.trial);
   const int given = (options.value ? 1 : 0) + (options.values.empty() ? 0 : 1) +
                     (options.state.empty() ? 0 : 1) + (options.step ? 1 : 0);
-  if (given != 1) {
+  // --metrics alone is a completed tell by metric names; the run checks they name every
+  // objective.
+  if (given > 1 || (given == 0 && options.metrics.empty())) {
     err << "sextant: tell " << options.trial
-        << " takes one of --value V, --values V1,V2, --state pruned|failed, --step S\n";
+        << " takes one of --value V, --values V1,V2, --metrics NAME=V,..., --state "
+           "pruned|failed, --step S\n";
     return 2;
   }
   if (options.step && options.metrics.empty()) {

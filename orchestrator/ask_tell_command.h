@@ -49,7 +49,8 @@ int RunAskCommand(const AskOptions& options, std::ostream& out, std::ostream& er
                   Clock* clock = RealClockInstance());
 
 // Tells a trial's result and prints one JSON line {"trial", "attempt", "state",
-// "already_told", "values"}; with step, reports an intermediate measurement instead (the
+// "already_told", "values"}; metrics alone (no value, values, state or step) tell it completed
+// when they name every objective (InvalidArgument naming a missing one otherwise); with step, reports an intermediate measurement instead (the
 // fidelity key, or "step" without a scheduler, set to it) and prints continue, stop, pause
 // or notice.
 // Returns 0, 2 on invalid input (an unknown trial, one that no longer holds its lease, a value

@@ -164,8 +164,12 @@ TEST_F(AskTellCliTest, BadTellsAreRefusedLiveWithExitTwo) {
   EXPECT_THAT(two.err, HasSubstr("2 values told, but the experiment has 1"));
   auto none = RunProcess({kSextant, "tell", run, "1"});
   EXPECT_EQ(none.exit_code, 2);
-  auto first = RunProcess({kSextant, "tell", run, "1", "--value", "0.5"});
+  auto unnamed = RunProcess({kSextant, "tell", run, "1", "--metrics", "acc=0.9"});
+  EXPECT_EQ(unnamed.exit_code, 2);
+  EXPECT_THAT(unnamed.err, HasSubstr("trial 1: a completed tell needs the objective loss"));
+  auto first = RunProcess({kSextant, "tell", run, "1", "--metrics", "loss=0.5,acc=0.9"});
   EXPECT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(JsonLines(first.out).at(0)["state"], "COMPLETED");
   auto again = RunProcess({kSextant, "tell", run, "1", "--value", "0.9"});
   EXPECT_EQ(again.exit_code, 0) << again.err;
   nlohmann::json r = JsonLines(again.out).at(0);

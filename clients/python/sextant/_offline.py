@@ -1,14 +1,11 @@
 """A run directory that no process holds, through the `sextant ask` and `sextant tell` commands
 (each loads the run, does one operation, commits it and lets the directory go)."""
 import json
-import os
-import sqlite3
 import subprocess
 import time
 
 from sextant._errors import SextantError
 from sextant._study import Told
-from sextant.v1 import experiment_pb2
 
 
 def _number(v):
@@ -30,7 +27,6 @@ class OfflineBackend:
     def __init__(self, run_dir, sextant):
         self.run_dir = run_dir
         self._sextant = sextant
-        self._objectives = None
 
     def close(self):
         pass
@@ -74,9 +70,7 @@ class OfflineBackend:
         args = ["tell", self.run_dir, str(trial.id), "--attempt", str(trial.attempt)]
         if outcome != "completed":
             args += ["--state", outcome]
-        else:
-            # The command takes the objectives' values; a tell by metric names them.
-            values = values or self._objective_values(what, metrics)
+        elif values:
             args += ["--values", ",".join(_number(v) for v in values)]
         if metrics:
             args += ["--metrics", _metric_list(metrics)]
@@ -87,20 +81,3 @@ class OfflineBackend:
             self._fail(what, rc, err)
         r = json.loads(out.splitlines()[-1])
         return Told(state=r["state"], already_told=r["already_told"], metrics=r["values"])
-
-    def _objective_values(self, what, metrics):
-        if self._objectives is None:
-            spec = experiment_pb2.ExperimentSpec()
-            db = sqlite3.connect(f"file:{os.path.join(self.run_dir, 'state.db')}?mode=ro",
-                                 uri=True)
-            try:
-                row = db.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone()
-            finally:
-                db.close()
-            spec.ParseFromString(row[0])
-            self._objectives = ([o.metric for o in spec.objectives] or [spec.objective.metric])
-        missing = [m for m in self._objectives if m not in metrics]
-        if missing:
-            raise ValueError(f"{what}: no value for the objective {', '.join(missing)} "
-                             f"(give {', '.join(self._objectives)} or values=[...])")
-        return [metrics[m] for m in self._objectives]
