@@ -1,7 +1,9 @@
 #include "orchestrator/trial_service.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
+#include <thread>
 
 #include "rpc/server_security.h"
 #include "rpc/status_conversion.h"
@@ -130,7 +132,9 @@ void TrialServiceImpl::Tick() {
 }
 
 void TrialServiceImpl::Drain() {
-  workers_->WithDispatcher([&](Dispatcher&) {
+  bool linger = false;
+  workers_->WithDispatcher([&](Dispatcher& d) {
+    linger = !draining_ && d.Finished();
     draining_ = true;
     for (Waiting& w : waiting_) {
       w.response->set_done(true);
@@ -139,6 +143,12 @@ void TrialServiceImpl::Drain() {
     waiting_.clear();
     return 0;
   });
+  // Clients that are between their last tell and their next ask would otherwise find the port
+  // closed (UNAVAILABLE) instead of hearing that the search is done.
+  if (linger) {
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(static_cast<int64_t>(kFinishedGraceSeconds * 1000)));
+  }
 }
 
 }  // namespace sextant

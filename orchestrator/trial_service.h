@@ -17,6 +17,9 @@ namespace sextant {
 // its verified certificate's sextant:// URI ("" without one). An Ask that gets no trial waits
 // (long-poll, at most kMaxAskWaitSeconds) until one can start, the run ends, or its wait runs
 // out. Thread-safe.
+// How long a finished run keeps answering asks `done` before its server stops.
+inline constexpr double kFinishedGraceSeconds = 2;
+
 class TrialServiceImpl final : public v1::TrialService::CallbackService {
  public:
   // workers provides the lock and must outlive this; so must core and clock (which times the
@@ -39,7 +42,10 @@ class TrialServiceImpl final : public v1::TrialService::CallbackService {
   // Answers waiting asks that can now get trials, and those whose wait ran out. Call it after
   // the dispatcher's Tick (lapsed leases requeue trials).
   void Tick();
-  // Answers every waiting Ask with done, and every later one at once (the run is ending).
+  // Answers every waiting Ask with done, and every later one at once (the run is ending). When
+  // the search has finished, returns only after kFinishedGraceSeconds more, so that a client
+  // that asks right after the last tell hears done rather than finding the server gone. A
+  // second call returns at once.
   void Drain();
   // The first store or internal error met while serving (OK when none).
   absl::Status fatal_error();

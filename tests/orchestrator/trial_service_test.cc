@@ -69,6 +69,7 @@ class ServedRun {
     service_->Drain();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }
+  void Drain() { service_->Drain(); }
   int port() const { return port_; }
   const std::string& run_id() const { return core_->run_id(); }
   bool Finished() {
@@ -203,6 +204,26 @@ TEST_F(TrialServiceTest, AWaitingAskGetsTheSlotATellFrees) {
   v1::AskResponse done;
   ASSERT_TRUE(alice.Ask(1, 5, &done).ok());
   EXPECT_TRUE(done.done());
+}
+
+TEST_F(TrialServiceTest, AFinishedRunAnswersAsksDoneWhileItDrains) {
+  ServedRun run(dir_, Yaml(1, 1), ServerSecurity());
+  Client client(Plain(run.port()));
+  v1::AskResponse asked;
+  ASSERT_TRUE(client.Ask(1, 0, &asked).ok());
+  ASSERT_EQ(asked.trials_size(), 1);
+  v1::TellResponse told;
+  ASSERT_TRUE(client.Tell(asked.trials(0), 0.5, &told).ok());
+  ASSERT_TRUE(run.Finished());
+  const auto start = std::chrono::steady_clock::now();
+  std::thread drainer([&] { run.Drain(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  v1::AskResponse late;
+  EXPECT_TRUE(client.Ask(1, 5, &late).ok());
+  EXPECT_TRUE(late.done());
+  drainer.join();
+  EXPECT_GE(std::chrono::steady_clock::now() - start,
+            std::chrono::milliseconds(static_cast<int64_t>(kFinishedGraceSeconds * 1000)));
 }
 
 TEST_F(TrialServiceTest, RefusalsArriveAsTheirCodes) {
