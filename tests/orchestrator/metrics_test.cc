@@ -1,10 +1,9 @@
 // The Prometheus /metrics endpoint: the text format, the HTTP server's limits, and a scrape of
 // a real run validated by promtool.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <regex>
@@ -24,44 +23,14 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
+using testing::ConnectLoopback;
+using testing::HttpBody;
+using testing::HttpExchange;
 using testing::MakeTempDir;
 using testing::RunProcess;
 using testing::WriteFile;
 
 const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
-
-int Connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    close(fd);
-    return -1;
-  }
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  return fd;
-}
-
-// Sends request and returns everything the server answers before closing.
-std::string Exchange(int port, const std::string& request) {
-  int fd = Connect(port);
-  if (fd < 0) return "";
-  (void)!send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, n);
-  close(fd);
-  return out;
-}
-
-std::string Body(const std::string& response) {
-  size_t at = response.find("\r\n\r\n");
-  return at == std::string::npos ? "" : response.substr(at + 4);
-}
 
 TEST(PrometheusTextTest, EveryTrialStateIsListedAndLabelValuesAreEscaped) {
   MetricsSnapshot s;
@@ -97,14 +66,42 @@ TEST(MetricsHttpServerTest, ServesTheLatestPublishedTextOnMetricsOnly) {
   ASSERT_GT(port, 0);
   (*server)->Publish("a 1\n");
   (*server)->Publish("b 2\n");
-  std::string r = Exchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string r = HttpExchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n"));
   EXPECT_THAT(r, HasSubstr("Content-Type: text/plain; version=0.0.4"));
-  EXPECT_EQ(Body(r), "b 2\n");
-  EXPECT_THAT(Exchange(port, "GET /metrics?x=1 HTTP/1.0\r\n\r\n"), StartsWith("HTTP/1.1 200"));
-  EXPECT_THAT(Exchange(port, "GET / HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404"));
-  EXPECT_THAT(Exchange(port, "POST /metrics HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 405"));
-  EXPECT_THAT(Exchange(port, "garbage\r\n\r\n"), StartsWith("HTTP/1.1 400"));
+  EXPECT_EQ(HttpBody(r), "b 2\n");
+  EXPECT_THAT(HttpExchange(port, "GET /metrics?x=1 HTTP/1.0\r\n\r\n"), StartsWith("HTTP/1.1 200"));
+  std::string head = HttpExchange(port, "HEAD /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(head, StartsWith("HTTP/1.1 200"));
+  EXPECT_EQ(HttpBody(head), "");
+  EXPECT_THAT(HttpExchange(port, "GET / HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404"));  // no page
+  EXPECT_THAT(HttpExchange(port, "GET /other HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404"));
+  std::string post = HttpExchange(port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_THAT(post, StartsWith("HTTP/1.1 405"));
+  EXPECT_THAT(post, HasSubstr("Allow: GET, HEAD"));
+  EXPECT_THAT(HttpExchange(port, "DELETE /metrics HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 405"));
+  EXPECT_THAT(HttpExchange(port, "garbage\r\n\r\n"), StartsWith("HTTP/1.1 400"));
+}
+
+TEST(MetricsHttpServerTest, ServesThePageAtTheRootAndItsErrorAs503) {
+  std::atomic<int> calls{0};
+  MetricsHttpOptions o;
+  o.page = [&]() -> absl::StatusOr<std::string> {
+    if (++calls == 2) return absl::NotFoundError("no run yet");
+    return std::string("<html>page</html>");
+  };
+  auto server = MetricsHttpServer::Start("127.0.0.1", 0, o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  std::string r = HttpExchange(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(r, HasSubstr("Content-Type: text/html"));
+  EXPECT_EQ(HttpBody(r), "<html>page</html>");
+  r = HttpExchange(port, "GET / HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(r, StartsWith("HTTP/1.1 503"));
+  EXPECT_THAT(HttpBody(r), HasSubstr("no run yet"));
+  EXPECT_THAT(HttpExchange(port, "POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n"), StartsWith("HTTP/1.1 405"));
+  EXPECT_EQ(calls, 2);  // a refused method never makes the page
 }
 
 TEST(MetricsHttpServerTest, OversizedRequestIsRefusedWithoutReadingItAll) {
@@ -113,9 +110,14 @@ TEST(MetricsHttpServerTest, OversizedRequestIsRefusedWithoutReadingItAll) {
   auto server = MetricsHttpServer::Start("127.0.0.1", 0, o);
   ASSERT_TRUE(server.ok());
   std::string huge = "GET /metrics HTTP/1.1\r\nX: " + std::string(64 << 10, 'a') + "\r\n\r\n";
-  EXPECT_THAT(Exchange((*server)->port(), huge), StartsWith("HTTP/1.1 431"));
+  EXPECT_THAT(HttpExchange((*server)->port(), huge), StartsWith("HTTP/1.1 431"));
+  // Many short header lines count together: the bound is on the whole head.
+  std::string many = "GET /metrics HTTP/1.1\r\n";
+  for (int i = 0; i < 200; ++i) absl::StrAppend(&many, "X-", i, ": ", std::string(40, 'b'), "\r\n");
+  many += "\r\n";
+  EXPECT_THAT(HttpExchange((*server)->port(), many), StartsWith("HTTP/1.1 431"));
   (*server)->Publish("ok 1\n");
-  EXPECT_EQ(Body(Exchange((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n")), "ok 1\n");
+  EXPECT_EQ(HttpBody(HttpExchange((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n")), "ok 1\n");
 }
 
 TEST(MetricsHttpServerTest, SilentClientIsDroppedAfterTheTimeoutAndScrapesGoOn) {
@@ -124,10 +126,10 @@ TEST(MetricsHttpServerTest, SilentClientIsDroppedAfterTheTimeoutAndScrapesGoOn) 
   auto server = MetricsHttpServer::Start("127.0.0.1", 0, o);
   ASSERT_TRUE(server.ok());
   (*server)->Publish("x 1\n");
-  int silent = Connect((*server)->port());
+  int silent = ConnectLoopback((*server)->port());
   ASSERT_GE(silent, 0);
   auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(Body(Exchange((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n")), "x 1\n");
+  EXPECT_EQ(HttpBody(HttpExchange((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n")), "x 1\n");
   double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(waited, 2.0);
   char c;
@@ -162,7 +164,7 @@ int MetricsPort(testing::BackgroundProcess& run) {
 // Scrapes /metrics until the text holds `needle` (30 s at most); *body is the last scrape.
 bool ScrapeUntil(int port, const std::string& needle, std::string* body) {
   return testing::WaitFor([&] {
-    *body = Body(Exchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    *body = HttpBody(HttpExchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"));
     return body->find(needle) != std::string::npos;
   }, 30);
 }
@@ -190,6 +192,8 @@ budget: {max_cost: 25}
                                   "--metrics-port", "0"});
   const int port = MetricsPort(run);
   ASSERT_GT(port, 0) << run.out() << run.err();
+  EXPECT_THAT(run.out(), HasSubstr(absl::StrCat("sextant: live report on http://127.0.0.1:", port,
+                                                "/ , metrics on http://127.0.0.1:", port, "/metrics\n")));
   // Scrape until a trial has completed, while the run is still going.
   std::string body;
   ASSERT_TRUE(ScrapeUntil(port, "sextant_best_value", &body)) << body;
@@ -225,6 +229,46 @@ trial:
   EXPECT_THAT(body, HasSubstr("metric=\"f1,f2\",goal=\"minimize,minimize\""));
   EXPECT_THAT(body, HasSubstr("sextant_pareto_front_size "));
   EXPECT_THAT(body, Not(HasSubstr("sextant_best_value")));
+  EXPECT_EQ(run.Wait(60), 0) << run.err();
+  SEXTANT_REQUIRE_COMPONENT(!Promtool().empty(),
+                            "promtool (Debian package prometheus) is not installed");
+  ExpectValidForPromtool(dir, body);
+}
+
+// The value of an unlabelled sample in a scrape, or -1 when it is missing.
+double Gauge(const std::string& body, const std::string& name) {
+  std::smatch m;
+  if (!std::regex_search(body, m, std::regex("(^|\n)" + name + " ([^\n]+)\n"))) return -1;
+  return std::stod(m[2].str());
+}
+
+// A run on a pool of instances has no local worker processes: the workers counted are those
+// of the live instances, as the fleet binds them.
+TEST(MetricsEndToEndTest, PoolRunCountsTheWorkersOfLiveInstances) {
+  std::string dir = MakeTempDir("metrics-pool");
+  WriteFile(dir + "/slow.sh", "#!/bin/sh\nsleep 1\necho \"loss=$SEXTANT_PARAM_X\"\n");
+  WriteFile(dir + "/exp.yaml", R"(name: metrics-pool
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: 0, max: 1}
+search: {sampler: sobol, seed: 1, max_trials: 8, max_concurrent: 2}
+trial:
+  command: [sh, slow.sh]
+resources:
+  provider: local
+  pools:
+    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 2}
+)");
+  testing::BackgroundProcess run({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
+                                  "--metrics-port", "0"});
+  const int port = MetricsPort(run);
+  ASSERT_GT(port, 0) << run.out() << run.err();
+  std::string body;
+  ASSERT_TRUE(ScrapeUntil(port, "sextant_workers_busy 2\n", &body)) << body;
+  EXPECT_THAT(body, HasSubstr("sextant_workers 2\n"));
+  EXPECT_THAT(body, HasSubstr("sextant_worker_utilisation 1\n"));
+  ASSERT_TRUE(ScrapeUntil(port, "sextant_best_value", &body)) << body;
+  EXPECT_GT(Gauge(body, "sextant_spend\\{currency=\"USD\"\\}"), 0) << body;
   EXPECT_EQ(run.Wait(60), 0) << run.err();
   SEXTANT_REQUIRE_COMPONENT(!Promtool().empty(),
                             "promtool (Debian package prometheus) is not installed");

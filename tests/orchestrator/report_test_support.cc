@@ -416,9 +416,13 @@ std::vector<std::string> ChromiumArgs(int width, int height) {
 }  // namespace
 
 BrowserRender DumpDom(const std::string& html_path, int width, int height) {
+  return DumpDomUrl("file://" + std::filesystem::absolute(html_path).string(), width, height);
+}
+
+BrowserRender DumpDomUrl(const std::string& url, int width, int height) {
   std::vector<std::string> argv = ChromiumArgs(width, height);
   argv.push_back("--dump-dom");
-  argv.push_back("file://" + std::filesystem::absolute(html_path).string());
+  argv.push_back(url);
   auto start = std::chrono::steady_clock::now();
   CommandOutput r = RunProcess(argv, 120);
   BrowserRender out;

@@ -64,6 +64,8 @@ struct BrowserRender {
 };
 // Loads file in headless Chromium and returns the DOM after load.
 BrowserRender DumpDom(const std::string& html_path, int width, int height);
+// The same for a URL (a live page served over HTTP).
+BrowserRender DumpDomUrl(const std::string& url, int width, int height);
 // Takes a screenshot of file at width x height into png_path; returns the exit code.
 int Screenshot(const std::string& html_path, const std::string& png_path, int width, int height,
                std::string* log);

@@ -58,6 +58,14 @@ class BackgroundProcess {
 // none could be found.
 int FreePort();
 
+// A TCP connection to 127.0.0.1:port whose reads time out after 10 s; -1 when refused.
+int ConnectLoopback(int port);
+// Sends request to 127.0.0.1:port and returns all the server answers before it closes the
+// connection ("" when nothing listens there).
+std::string HttpExchange(int port, const std::string& request);
+// The body of a response HttpExchange returned ("" without one).
+std::string HttpBody(const std::string& response);
+
 // Polls cond every 20 ms until it holds or timeout_seconds pass.
 bool WaitFor(const std::function<bool()>& cond, double timeout_seconds);
 

@@ -1,0 +1,165 @@
+// The live report on --metrics-port, loaded in Debian's headless Chromium while real runs go
+// on: a search (the page renders, and its counts move as trials finish) and a federated run
+// (which serves /metrics and the live report too, with its rounds, valid for promtool).
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/orchestrator/report_test_support.h"
+#include "tests/orchestrator/test_util.h"
+#include "tests/support/component.h"
+
+namespace sextant {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::MakeTempDir;
+using testing::WriteFile;
+
+const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
+
+// The port of the live report a run announces, or 0.
+int LivePort(testing::BackgroundProcess& run) {
+  if (!run.WaitForOutput("/metrics", 60)) return 0;
+  std::smatch m;
+  const std::string out = run.out();
+  if (!std::regex_search(out, m, std::regex("live report on http://127\\.0\\.0\\.1:(\\d+)/ "))) return 0;
+  return std::stoi(m[1].str());
+}
+
+// /metrics now ("" when the server is gone).
+std::string Scrape(int port) {
+  return testing::HttpBody(testing::HttpExchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+}
+
+// The value of a sample in a scrape (the name with its labels, as written), or -1.
+double Sample(const std::string& body, const std::string& name) {
+  const size_t at = body.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(body.substr(at + name.size() + 2));
+}
+
+// The count of `state` in the page's table of trials by state, or -1.
+int StateCount(const std::string& dom, const std::string& state) {
+  std::smatch m;
+  if (!std::regex_search(dom, m, std::regex(absl::StrCat("data-state=\"", state, "\" data-value=\"(\\d+)\"")))) {
+    return -1;
+  }
+  return std::stoi(m[1].str());
+}
+
+// The page loaded, drew its charts and logged nothing to the console.
+void ExpectRendered(const testing::BrowserRender& r) {
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stderr_text, Not(HasSubstr("Uncaught")));
+  EXPECT_THAT(r.stderr_text, Not(HasSubstr(":CONSOLE")));
+  EXPECT_EQ(testing::BodyAttribute(r.dom, "data-render-check"), "ok") << r.stderr_text;
+  EXPECT_THAT(r.dom, HasSubstr("id=\"run-in-progress\""));
+  EXPECT_THAT(r.dom, HasSubstr("<meta http-equiv=\"refresh\" content=\"5\">"));
+}
+
+class LiveReportBrowserTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SEXTANT_REQUIRE_COMPONENT(!testing::ChromiumPath().empty(),
+                              "chromium is not installed (scripts/install-deps installs it)");
+    dir_ = MakeTempDir("live-report");
+  }
+  std::string dir_;
+};
+
+TEST_F(LiveReportBrowserTest, SearchPageRendersWhileTheRunGoesAndItsCountsMove) {
+  WriteFile(dir_ + "/slow.sh", "#!/bin/sh\nsleep 0.8\necho \"loss=$SEXTANT_PARAM_X\"\n");
+  WriteFile(dir_ + "/exp.yaml", R"(name: live-search
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: 0, max: 1}
+search: {sampler: sobol, seed: 1, max_trials: 40, max_concurrent: 2}
+trial:
+  command: [sh, slow.sh]
+)");
+  testing::BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
+                                  "--metrics-port", "0"});
+  const int port = LivePort(run);
+  ASSERT_GT(port, 0) << run.out() << run.err();
+  const std::string url = absl::StrCat("http://127.0.0.1:", port, "/");
+  const std::string completed = "sextant_trials{state=\"COMPLETED\"}";
+  ASSERT_TRUE(testing::WaitFor([&] { return Sample(Scrape(port), completed) >= 2; }, 60));
+
+  testing::BrowserRender first = testing::DumpDomUrl(url, 1000, 900);
+  ExpectRendered(first);
+  EXPECT_THAT(first.dom, HasSubstr("id=\"chart-history-trial\""));
+  EXPECT_THAT(first.dom, HasSubstr("id=\"chart-timeline\""));
+  const int done_first = StateCount(first.dom, "COMPLETED");
+  ASSERT_GE(done_first, 2) << first.dom;
+  const int marks_first = std::stoi(testing::AttributeOf(first.dom, "chart-history-trial", "data-marks"));
+
+  // Three more trials finish (and the cached page is older than its two seconds).
+  ASSERT_TRUE(testing::WaitFor([&] { return Sample(Scrape(port), completed) >= done_first + 3; }, 60));
+  testing::BrowserRender second = testing::DumpDomUrl(url, 1000, 900);
+  ExpectRendered(second);
+  EXPECT_GE(StateCount(second.dom, "COMPLETED"), done_first + 3);
+  EXPECT_GT(std::stoi(testing::AttributeOf(second.dom, "chart-history-trial", "data-marks")), marks_first);
+
+  EXPECT_EQ(run.Wait(120), 0) << run.err();
+}
+
+TEST_F(LiveReportBrowserTest, FederatedRunServesMetricsWithItsRoundsAndTheLivePage) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "dataset-fashion-mnist is not installed");
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/bin/promtool"),
+                            "promtool (Debian package prometheus) is not installed");
+  WriteFile(dir_ + "/fed.yaml", R"(name: live-fed
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:
+  regions: [{name: east, clients: 2}, {name: west, clients: 2}]
+  rounds: 8
+  min_clients: 2
+  round_deadline: 2s
+  examples_per_client: 400
+  validation_examples: 200
+)");
+  testing::BackgroundProcess run({kSextant, "run", dir_ + "/fed.yaml", "--run-dir", dir_ + "/run",
+                                  "--metrics-port", "0"});
+  const int port = LivePort(run);
+  ASSERT_GT(port, 0) << run.out() << run.err();
+  std::string body;
+  ASSERT_TRUE(testing::WaitFor([&] {
+    body = Scrape(port);
+    return Sample(body, "sextant_rounds_done") >= 1;
+  }, 180)) << body << run.out() << run.err();
+  EXPECT_THAT(body, HasSubstr("sextant_run_info{experiment=\"live-fed\",metric=\"val_accuracy\",goal=\"maximize\"} 1\n"));
+  EXPECT_THAT(body, HasSubstr("\nsextant_rounds_total 8\n"));
+  EXPECT_THAT(body, HasSubstr("\nsextant_trials{state=\"RUNNING\"} 1\n"));
+  EXPECT_THAT(body, HasSubstr("\nsextant_workers 4\n"));  // the client processes
+  WriteFile(dir_ + "/scrape.txt", body);
+  auto check = testing::RunProcess(
+      {"/bin/sh", "-c", absl::StrCat("/usr/bin/promtool check metrics < ", dir_, "/scrape.txt")});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err << body;
+
+  testing::BrowserRender page = testing::DumpDomUrl(absl::StrCat("http://127.0.0.1:", port, "/"), 1000, 900);
+  ExpectRendered(page);
+  EXPECT_THAT(page.dom, HasSubstr("id=\"chart-federated-accuracy\""));
+
+  // rounds_done follows the rounds to the last (served until the run's process exits).
+  double last = Sample(body, "sextant_rounds_done");
+  bool monotonic = true;
+  EXPECT_TRUE(testing::WaitFor([&] {
+    const double now = Sample(Scrape(port), "sextant_rounds_done");
+    if (now < 0) return false;
+    monotonic = monotonic && now >= last;
+    last = now;
+    return now == 8;
+  }, 180)) << last << run.out();
+  EXPECT_TRUE(monotonic);
+  EXPECT_EQ(run.Wait(180), 0) << run.out() << run.err();
+}
+
+}  // namespace
+}  // namespace sextant
