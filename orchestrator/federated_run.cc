@@ -723,7 +723,7 @@ class FederatedRun {
       m.best_value = trial_.value;
       m.best_trial = trial_.id;
     }
-    m.rounds_total = static_cast<int>(fed().rounds());
+    m.rounds_max = static_cast<int>(fed().rounds());
     m.rounds_done = static_cast<int>(last_round_);
     m.workers = static_cast<int>(std::count_if(children_.begin(), children_.end(), [](const Child& c) {
       return absl::StartsWith(c.what, "client");

@@ -92,11 +92,11 @@ std::string RenderPrometheusText(const MetricsSnapshot& s) {
     Family(&out, "sextant_gpu_utilisation", "gauge", "Mean GPU utilisation over workers, 0 to 1.");
     Sample(&out, "sextant_gpu_utilisation", "", *s.gpu_utilisation);
   }
-  if (s.rounds_total) {
+  if (s.rounds_max) {
     Family(&out, "sextant_rounds_done", "gauge", "Federated rounds finished.");
     Sample(&out, "sextant_rounds_done", "", s.rounds_done);
-    Family(&out, "sextant_rounds_total", "gauge", "Federated rounds configured.");
-    Sample(&out, "sextant_rounds_total", "", *s.rounds_total);
+    Family(&out, "sextant_rounds_max", "gauge", "Federated rounds configured (federation.rounds).");
+    Sample(&out, "sextant_rounds_max", "", *s.rounds_max);
   }
   Family(&out, "sextant_elapsed_seconds", "gauge", "Seconds since this orchestrator started the run.");
   Sample(&out, "sextant_elapsed_seconds", "", s.elapsed_seconds);

@@ -25,8 +25,8 @@ struct MetricsSnapshot {
   int workers = 0;                      // worker processes alive
   int busy_workers = 0;                 // workers running a trial
   std::optional<double> gpu_utilisation;  // mean over workers, in [0, 1], when reported
-  std::optional<int> rounds_total;      // federated runs only
-  int rounds_done = 0;
+  std::optional<int> rounds_max;        // federated runs only: federation.rounds
+  int rounds_done = 0;                  // federated runs: rounds finished
   double elapsed_seconds = 0;
 };
 
@@ -35,7 +35,8 @@ struct MetricsSnapshot {
 // Families: sextant_run_info, sextant_trials{state}, sextant_trials_max, sextant_best_value,
 // sextant_best_trial, sextant_spend, sextant_budget, sextant_workers, sextant_workers_busy,
 // sextant_worker_utilisation, sextant_gpu_utilisation, sextant_rounds_done,
-// sextant_rounds_total, sextant_elapsed_seconds. Optional ones are left out when unset.
+// sextant_rounds_max, sextant_elapsed_seconds. Optional ones are left out when unset. (A
+// gauge may not end in _total, which Prometheus keeps for counters.)
 std::string RenderPrometheusText(const MetricsSnapshot& s);
 
 }  // namespace sextant
