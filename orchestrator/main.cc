@@ -286,7 +286,8 @@ int main(int argc, char** argv) {
   std::map<std::string, std::function<int()>> actions;
   auto run_flags = [&](CLI::App* verb) {
     valued(verb, "workers", "local workers (default: search.max_concurrent)");
-    valued(verb, "metrics-port", "serve Prometheus /metrics on 127.0.0.1:PORT (0: any port)");
+    valued(verb, "metrics-port",
+           "serve the live report (/) and Prometheus /metrics on 127.0.0.1:PORT (0: any port)");
     valued(verb, "tls-dir", "serve TLS with the certificates of `sextant certs init DIR`");
     valued(verb, "max-cost", "replace budget.max_cost");
     valued(verb, "max-wall-time", "replace budget.max_wall_time (e.g. 90s, 2h)");

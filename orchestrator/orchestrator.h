@@ -21,7 +21,7 @@ struct RunOptions {
   double heartbeat_seconds = 2;    // default 2
   std::string worker_binary;       // default: sextant-worker beside this binary
   bool tty = false;                // draw the progress line in place
-  int metrics_port = -1;           // serve Prometheus /metrics on 127.0.0.1:PORT; -1 = off, 0 = any
+  int metrics_port = -1;           // the live report and /metrics on 127.0.0.1:PORT; -1 = off, 0 = any
   // With resources.pools, instances are launched, billed and scaled by the fleet
   // (orchestrator/fleet.h) through the spec's provider:
   double time_scale = 1;           // multiplies spot interruption times and notices; default 1
