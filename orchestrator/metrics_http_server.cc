@@ -54,11 +54,14 @@ std::string IpOf(const sockaddr_in& a) {
 enum class Head { kComplete, kTooLarge, kGone };
 
 // Reads the request head (up to and including its blank line) into *head, never holding more
-// than max + 1 bytes. Bytes after the blank line that came in the same read stay in *head.
+// than max + 1 bytes. Bytes after the blank line that came in the same read stay in *head. A
+// head ended by bare line feeds is complete too, so that httplib answers it 400 at once.
 Head ReadHead(int fd, size_t max, SteadyTime deadline, std::string* head) {
   char buf[4096];
   while (true) {
-    if (head->find("\r\n\r\n") != std::string::npos) return Head::kComplete;
+    if (head->find("\r\n\r\n") != std::string::npos || head->find("\n\n") != std::string::npos) {
+      return Head::kComplete;
+    }
     if (head->size() > max) return Head::kTooLarge;
     if (!Ready(fd, POLLIN, deadline)) return Head::kGone;
     ssize_t n = recv(fd, buf, std::min(sizeof(buf), max + 1 - head->size()), 0);

@@ -81,6 +81,7 @@ TEST(MetricsHttpServerTest, ServesTheLatestPublishedTextOnMetricsOnly) {
   EXPECT_THAT(post, HasSubstr("Allow: GET, HEAD"));
   EXPECT_THAT(HttpExchange(port, "DELETE /metrics HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 405"));
   EXPECT_THAT(HttpExchange(port, "garbage\r\n\r\n"), StartsWith("HTTP/1.1 400"));
+  EXPECT_THAT(HttpExchange(port, "GET /metrics HTTP/1.0\n\n"), StartsWith("HTTP/1.1 400"));
 }
 
 TEST(MetricsHttpServerTest, ServesThePageAtTheRootAndItsErrorAs503) {
