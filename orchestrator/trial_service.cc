@@ -19,20 +19,7 @@ std::string IdentityKey(const grpc::ServerContextBase& context) {
 }  // namespace
 
 void TrialServiceImpl::NoteErrorLocked(const absl::Status& status) {
-  // The callers' mistakes are theirs; anything else means the store failed, and the run must
-  // stop rather than acknowledge what it cannot keep.
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kResourceExhausted:
-      return;
-    default:
-      if (fatal_.ok()) fatal_ = status;
-  }
+  if (!IsCallersBusiness(status) && fatal_.ok()) fatal_ = status;
 }
 
 absl::Status TrialServiceImpl::fatal_error() {

@@ -28,20 +28,7 @@ absl::Status WorkerServiceImpl::CheckSessionLocked(grpc::CallbackServerContext* 
 }
 
 void WorkerServiceImpl::NoteErrorLocked(const absl::Status& status) {
-  // Aborted, NotFound and FailedPrecondition are a caller's problem; anything else means the
-  // store failed, and the orchestrator must stop rather than acknowledge what it cannot keep.
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kResourceExhausted:
-      return;
-    default:
-      if (fatal_.ok()) fatal_ = status;
-  }
+  if (!IsCallersBusiness(status) && fatal_.ok()) fatal_ = status;
 }
 
 absl::Status WorkerServiceImpl::fatal_error() {
