@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/experiment_loader.h"
+#include "orchestrator/rung_record.h"
 #include "orchestrator/trial_command.h"
 #include "strategies/pareto.h"
 #include "sextant/v1/worker_service.pb.h"
@@ -231,14 +232,7 @@ Observation Dispatcher::ObservedAs(const Entry& e, Observation::Outcome outcome)
 }
 
 void Dispatcher::AddRung(Entry& e, const std::string& decision) {
-  nlohmann::json rungs = nlohmann::json::parse(e.row.rungs_json, nullptr, false);
-  if (!rungs.is_array()) rungs = nlohmann::json::array();
-  nlohmann::json r = {{"fidelity", e.row.fidelity}, {"decision", decision}};
-  r["value"] = e.objective && std::isfinite(*e.objective) ? nlohmann::json(*e.objective)
-                                                          : nlohmann::json(nullptr);
-  if (decision == "promoted") r["target"] = e.row.target;
-  rungs.push_back(std::move(r));
-  e.row.rungs_json = rungs.dump();
+  AppendRung(e.row, e.objective, decision);
 }
 
 v1::TrialAction Dispatcher::ActionFor(const Entry& e) const {
@@ -252,27 +246,12 @@ v1::TrialAction Dispatcher::ActionFor(const Entry& e) const {
 // BOHB fits its model on the highest fidelity that has enough observations, not on whatever
 // fidelity each trial happened to reach.
 std::vector<Observation> Dispatcher::ModelHistory() const {
-  const int min_count = static_cast<int>(space_.params.size()) + 2;
-  std::map<int64_t, std::vector<double>> at_best = scheduler_->ValuesAtBestFidelity(min_count);
-  std::vector<Observation> out;
-  for (const Entry& e : trials_) {
-    Observation o;
-    o.params = e.params;
-    auto it = at_best.find(e.row.id);
-    if (it != at_best.end() && !it->second.empty()) {
-      o.outcome = Observation::Outcome::kCompleted;
-      if (objectives_.multi()) {
-        o.values = it->second;
-      } else {
-        o.value = it->second[0];
-      }
-      o.violations = EvaluateNow(e).violations;
-    } else if (e.row.state != kRunning) {
-      continue;  // observed only at lower fidelities: not comparable
-    }
-    out.push_back(std::move(o));
-  }
-  return out;
+  return BestFidelityHistory(
+      *scheduler_, static_cast<int>(space_.params.size()), objectives_.multi(),
+      static_cast<int64_t>(trials_.size()),
+      [this](int64_t id) -> const Params& { return trials_[id - 1].params; },
+      [this](int64_t id) { return trials_[id - 1].row.state == kRunning; },
+      [this](int64_t id) { return EvaluateNow(trials_[id - 1]).violations; });
 }
 
 absl::StatusOr<v1::RegisterResponse> Dispatcher::Register(const v1::RegisterRequest& request) {
@@ -440,9 +419,8 @@ absl::StatusOr<Dispatcher::Entry*> Dispatcher::NextScheduledInTx(double* target,
       e.row.paused = false;
       e.row.target = job.target;
       AddRung(e, "promoted");
-      SEXTANT_RETURN_IF_ERROR(Event("trial_promoted", e.row.id,
-                                    absl::StrCat("to ", spec_.search().fidelity().name(), "=",
-                                                 FormatParamValue(job.target))));
+      SEXTANT_RETURN_IF_ERROR(
+          Event("trial_promoted", e.row.id, PromotionMessage(spec_, job.target)));
       scheduler_->OnStart(e.row.id, job);
       scheduler_known_.insert(e.row.id);
       *target = job.target;
@@ -475,13 +453,9 @@ absl::StatusOr<Dispatcher::Entry*> Dispatcher::NextScheduledInTx(double* target,
 // they reached.
 absl::Status Dispatcher::FinalizePausedInTx() {
   for (Entry& e : trials_) {
-    if (!e.row.paused) continue;
-    e.row.paused = false;
-    e.row.state = kPruned;
-    e.row.finished_at = Now();
-    if (e.objective && std::isfinite(*e.objective)) e.row.value = *e.objective;
-    AddRung(e, "pruned");  // where it stopped, for the learning-curve plots
-    SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e.row));
+    if (PrunePausedAtScheduleEnd(e.row, e.objective, Now())) {
+      SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e.row));
+    }
   }
   return Event("schedule_finished", 0, scheduler_->Describe());
 }

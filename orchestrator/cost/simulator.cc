@@ -23,7 +23,9 @@
 #include "orchestrator/cost/workload_model.h"
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/objectives.h"
+#include "orchestrator/rung_record.h"
 #include "orchestrator/strategy_factory.h"
+#include "orchestrator/trial_command.h"
 #include "orchestrator/warm_start.h"
 
 namespace sextant {
@@ -79,6 +81,9 @@ struct TrialRt {
   int64_t seq = 0;
   std::optional<double> objective;
   double spu = 0;  // virtual seconds per unit of fidelity for this trial's parameters
+  // Kept as attempts start and end so that no step scans every attempt of the run.
+  size_t attempt_rec = 0;         // index in attempts_ of the latest attempt (attempts >= 1)
+  double finished_seconds = 0;    // wall time of the attempts that have ended
 };
 
 struct AttemptRec {
@@ -88,16 +93,6 @@ struct AttemptRec {
   double start, end = 0;
   std::string outcome;
 };
-
-std::string ParamsJson(const Params& params) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : params) {
-    if (const double* d = std::get_if<double>(&v)) j[k] = *d;
-    else if (const int64_t* i = std::get_if<int64_t>(&v)) j[k] = *i;
-    else j[k] = std::get<std::string>(v);
-  }
-  return j.dump();
-}
 
 }  // namespace
 
@@ -157,11 +152,21 @@ class Simulator::Impl {
     return it == b.by_trial.end() ? 0 : it->second;
   }
   double TrialSecondsNow(const TrialRt& t) const {
-    double seconds = 0;
-    for (const AttemptRec& a : attempts_) {
-      if (a.trial == t.row.id) seconds += (a.end > 0 ? a.end : kEpoch + now_) - a.start;
-    }
-    return seconds;
+    if (t.row.attempts == 0) return 0;
+    const AttemptRec& a = attempts_[t.attempt_rec];
+    return a.end > 0 ? t.finished_seconds : t.finished_seconds + ((kEpoch + now_) - a.start);
+  }
+  // The trial's current attempt ends now with `outcome`.
+  void CloseAttempt(TrialRt& t, const std::string& outcome) {
+    AttemptRec& a = attempts_[t.attempt_rec];
+    a.end = kEpoch + now_;
+    a.outcome = outcome;
+    t.finished_seconds += a.end - a.start;
+  }
+  // The ledger's committed spend, read only when something depends on it (it prices every
+  // bill of the run, so reading it on every event would grow with the fleet).
+  double CommittedIfBudgeted() const {
+    return guard_.max_cost() ? ledger_.Committed() : 0.0;
   }
   double Tail() const {
     return draining_ ? 0
@@ -304,43 +309,38 @@ absl::Status Simulator::Impl::Init() {
 }
 
 std::vector<Observation> Simulator::Impl::ModelHistory() const {
-  const int min_count = static_cast<int>(ToSearchSpace(spec_).params.size()) + 2;
-  std::map<int64_t, double> at_best = scheduler_->ObservationsAtBestFidelity(min_count);
-  std::vector<Observation> out;
-  for (const TrialRt& t : trials_) {
-    Observation o{t.params, Observation::Outcome::kPending, std::nullopt};
-    auto it = at_best.find(t.row.id);
-    if (it != at_best.end()) {
-      o.outcome = Observation::Outcome::kCompleted;
-      o.value = it->second;
-    } else if (t.row.state != "RUNNING") {
-      continue;
-    }
-    out.push_back(std::move(o));
-  }
-  return out;
+  return BestFidelityHistory(
+      *scheduler_, static_cast<int>(ToSearchSpace(spec_).params.size()), objectives_.multi(),
+      static_cast<int64_t>(trials_.size()),
+      [this](int64_t id) -> const Params& { return trials_[id - 1].params; },
+      [this](int64_t id) { return trials_[id - 1].row.state == "RUNNING"; },
+      [this](int64_t id) { return EvaluateNow(trials_[id - 1]).violations; });
 }
 
 int64_t Simulator::Impl::CreateTrial(std::string* why) {
   const int64_t number = static_cast<int64_t>(trials_.size());
   std::vector<Observation> model_history;
   if (bohb_ && scheduler_) model_history = ModelHistory();
+  std::vector<std::string> notes;
   SampleRequest request{
       number, bohb_ && scheduler_ ? absl::MakeConstSpan(model_history) : absl::MakeConstSpan(history_),
-      nullptr};
-  request.budget_used = BudgetUsed(spec_, ledger_.Committed(), number);
+      &notes};
+  request.budget_used = BudgetUsed(spec_, CommittedIfBudgeted(), number);
   absl::StatusOr<Params> params = sampler_->Ask(request);
+  // The same events as the Dispatcher's (CreateTrialInTx).
+  for (const std::string& note : notes) Log("sampler_note", 0, note);
   if (!params.ok()) {
     sampler_exhausted_ = true;
     *why = std::string(params.status().message());
-    Log("sampler_exhausted", 0, *why);
+    const bool out_of_range = params.status().code() == absl::StatusCode::kOutOfRange;
+    Log(out_of_range ? "sampler_exhausted" : "sampler_error", 0, *why);
     return 0;
   }
   TrialRt t;
   t.params = *std::move(params);
   t.row.id = number + 1;
   t.row.state = "PENDING";
-  t.row.params_json = ParamsJson(t.params);
+  t.row.params_json = ParamsToJson(t.params);
   t.row.created_at = kEpoch + now_;
   t.spu = model_.seconds_per_unit(t.params);
   trials_.push_back(std::move(t));
@@ -505,7 +505,7 @@ void Simulator::Impl::Dispatch() {
       t.row.paused = false;
       t.row.target = target;
       AddRung(t, "promoted");
-      Log("trial_promoted", trial, absl::StrCat("to ", spec_.search().fidelity().name(), "=", target));
+      Log("trial_promoted", trial, PromotionMessage(spec_, target));
       scheduler_->OnStart(trial, job);
     }
     TrialRt& t = trials_[trial - 1];
@@ -608,6 +608,7 @@ void Simulator::Impl::StartAttempt(int64_t trial, int64_t inst) {
   t.seq = 0;
   ++t.gen;
   (void)ledger_.StartTrial(in.ledger_id, trial);
+  t.attempt_rec = attempts_.size();
   attempts_.push_back(AttemptRec{trial, t.row.attempts, inst + 1, kEpoch + now_, 0, ""});
   ScheduleStep(t);
 }
@@ -618,14 +619,7 @@ void Simulator::Impl::ScheduleStep(TrialRt& t) {
 }
 
 void Simulator::Impl::AddRung(TrialRt& t, const std::string& decision) {
-  if (!scheduler_) return;
-  nlohmann::json rungs = nlohmann::json::parse(t.row.rungs_json, nullptr, false);
-  if (!rungs.is_array()) rungs = nlohmann::json::array();
-  nlohmann::json r = {{"fidelity", t.row.fidelity}, {"decision", decision}};
-  r["value"] = t.objective ? nlohmann::json(*t.objective) : nlohmann::json(nullptr);
-  if (decision == "promoted") r["target"] = t.row.target;
-  rungs.push_back(std::move(r));
-  t.row.rungs_json = rungs.dump();
+  if (scheduler_) AppendRung(t.row, t.objective, decision);
 }
 
 // Long because each way a step can end the attempt (pruned, paused, completed) needs its own
@@ -716,13 +710,7 @@ void Simulator::Impl::OnStep(int64_t trial, int64_t gen) {
 }
 
 void Simulator::Impl::EndAttempt(TrialRt& t, const std::string& outcome) {
-  for (auto it = attempts_.rbegin(); it != attempts_.rend(); ++it) {
-    if (it->trial == t.row.id && it->attempt == t.row.attempts) {
-      it->end = kEpoch + now_;
-      it->outcome = outcome;
-      break;
-    }
-  }
+  CloseAttempt(t, outcome);
   const int64_t inst = t.inst;
   t.inst = -1;
   ++t.gen;
@@ -793,13 +781,7 @@ void Simulator::Impl::Preempt(int64_t inst, bool saved_at_notice, bool count) {
                             : "lost its reservation",
                       model_.has_fidelity() ? spec_.search().fidelity().name() : "progress", saved,
                       (current - saved) * t.spu));
-  for (auto it = attempts_.rbegin(); it != attempts_.rend(); ++it) {
-    if (it->trial == t.row.id && it->attempt == t.row.attempts) {
-      it->end = kEpoch + now_;
-      it->outcome = "PREEMPTED";
-      break;
-    }
-  }
+  CloseAttempt(t, "PREEMPTED");
   (void)ledger_.EndTrial(in.ledger_id);
   in.trial = 0;
   t.inst = -1;
@@ -873,7 +855,7 @@ void Simulator::Impl::Handle(const Event& e) {
       Stop("BUDGET_EXHAUSTED", "max_wall_time reached");
       return;
   }
-  if (guard_.Exhausted(ledger_.Committed())) {
+  if (guard_.Exhausted(CommittedIfBudgeted())) {
     Stop("BUDGET_EXHAUSTED", "max_cost reached");
     return;
   }
@@ -889,13 +871,7 @@ void Simulator::Impl::CheckFinished() {
   }
   if (scheduler_) {
     if (scheduler_->NextJob(CanCreate()).kind == Job::Kind::kDone) {
-      for (TrialRt& t : trials_) {
-        if (!t.row.paused) continue;
-        t.row.paused = false;
-        t.row.state = "PRUNED";
-        t.row.finished_at = kEpoch + now_;
-        t.row.value = t.objective;
-      }
+      for (TrialRt& t : trials_) PrunePausedAtScheduleEnd(t.row, t.objective, kEpoch + now_);
       Log("schedule_finished", 0, scheduler_->Describe());
       Stop("COMPLETED", "the schedule finished");
       return;
@@ -917,13 +893,7 @@ void Simulator::Impl::Stop(const std::string& state, const std::string& why) {
       TrialRt& t = trials_[in.trial - 1];
       t.checkpoint = CurrentProgress(t);
       t.row.state = "CANCELLED";
-      for (auto it = attempts_.rbegin(); it != attempts_.rend(); ++it) {
-        if (it->trial == t.row.id && it->attempt == t.row.attempts) {
-          it->end = kEpoch + now_;
-          it->outcome = "CANCELLED";
-          break;
-        }
-      }
+      CloseAttempt(t, "CANCELLED");
       (void)ledger_.EndTrial(in.ledger_id);
       in.trial = 0;
     }

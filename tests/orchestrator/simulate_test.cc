@@ -6,17 +6,23 @@
 #include <random>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "common/clock.h"
 #include "orchestrator/cost/catalog.h"
 #include "orchestrator/cost/simulator.h"
+#include "orchestrator/cost/workload_model.h"
+#include "orchestrator/dispatcher.h"
 #include "orchestrator/experiment_loader.h"
 #include "orchestrator/results.h"
 #include "orchestrator/run_dir.h"
 #include "orchestrator/store.h"
+#include "orchestrator/strategy_factory.h"
+#include "orchestrator/trial_command.h"
 
 namespace sextant {
 namespace {
@@ -241,6 +247,132 @@ TEST(SimulatorTest, WallTimeLimitEndsTheRunBeforeTheDeadline) {
   SimulationResult r = Simulate(spec);
   EXPECT_EQ(r.state, "BUDGET_EXHAUSTED");
   EXPECT_LE(r.wall_seconds, 3600);
+}
+
+// The scheduler's side of a run, as stored: every trial's row and the decision events, in order.
+struct Decisions {
+  std::vector<TrialRow> trials;
+  std::vector<std::string> events;  // "kind trial message" of promotions, prunes, the end
+};
+
+Decisions StoredDecisions(Store* store) {
+  Decisions d;
+  d.trials = *store->LoadTrials();
+  const std::vector<EventRow> events = *store->LoadEvents();
+  for (const EventRow& e : events) {
+    if (e.kind == "trial_promoted" || e.kind == "trial_pruned" || e.kind == "schedule_finished") {
+      d.events.push_back(absl::StrCat(e.kind, " ", e.trial_id, " ", e.message));
+    }
+  }
+  return d;
+}
+
+// Drives the real Dispatcher (what `sextant run` serves) with one worker on a FakeClock that
+// reports, epoch by epoch from where the trial stopped, what the workload model says.
+Decisions DispatchWithModelWorker(const v1::ExperimentSpec& spec, const std::string& dir) {
+  FakeClock clock;
+  auto store = Store::Open(dir + "/run.db", true);
+  EXPECT_TRUE(store.ok()) << store.status();
+  auto sampler = MakeSampler(spec, {});
+  EXPECT_TRUE(sampler.ok()) << sampler.status();
+  auto d = Dispatcher::Create(spec, store->get(), *std::move(sampler), &clock,
+                              DispatcherOptions{}, MakeScheduler(spec));
+  EXPECT_TRUE(d.ok()) << d.status();
+  Dispatcher& dispatcher = **d;
+  const WorkloadModel model(spec);
+  const SearchSpace space = ToSearchSpace(spec);
+  v1::RegisterRequest reg;
+  reg.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
+  reg.set_region("us-east-1");
+  const int64_t w = dispatcher.Register(reg)->worker_id();
+  std::map<int64_t, int> reached;  // trial -> last epoch reported (its checkpoint)
+  for (int leases = 0; leases < 10000; ++leases) {
+    auto lease = dispatcher.Lease(w);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    if (!lease.ok() || lease->done() || !lease->has_assignment()) break;
+    const v1::Assignment& a = lease->assignment();
+    auto parsed = ParamsFromJson(dispatcher.trial_row(a.trial_id())->params_json, space);
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    const Params params = *parsed;
+    int64_t seq = 0;
+    for (int epoch = reached[a.trial_id()] + 1; epoch <= a.fidelity_target(); ++epoch) {
+      clock.Advance(absl::Seconds(model.seconds_per_unit(params)));
+      v1::ReportRequest r;
+      r.set_worker_id(w);
+      v1::Measurement* m = r.add_measurements();
+      m->set_trial_id(a.trial_id());
+      m->set_attempt(a.attempt());
+      m->set_sequence(++seq);
+      (*m->mutable_metrics())["loss"] = model.Value(params, a.trial_id(), epoch);
+      (*m->mutable_metrics())["epoch"] = epoch;
+      auto action = dispatcher.Report(r);
+      EXPECT_TRUE(action.ok()) << action.status();
+      reached[a.trial_id()] = epoch;
+      if (!action.ok() || *action != v1::ACTION_CONTINUE) break;
+    }
+    v1::CompleteRequest done;
+    done.set_worker_id(w);
+    done.set_trial_id(a.trial_id());
+    done.set_attempt(a.attempt());
+    EXPECT_TRUE(dispatcher.Complete(done).ok());
+  }
+  EXPECT_TRUE(dispatcher.Finished());
+  return StoredDecisions(store->get());
+}
+
+// One trial at a time, ASHA decides from the order of the reports alone, so `run`'s dispatcher
+// and `simulate` must make the same decisions: the same trials, rungs (fidelity, value,
+// decision, target), final states and values, attempts, and promotion and pruning events.
+TEST(SimulatorTest, SimulateMakesTheSameSchedulerDecisionsAsTheDispatcher) {
+  // ASHA promoting, ASHA stopping, Hyperband's brackets, and BOHB (its model is fitted on the
+  // values at the best fidelity).
+  const std::vector<std::pair<std::string, std::string>> variants = {
+      {"scheduler: asha\n", "scheduler: asha\n"},
+      {"scheduler: asha\n", "scheduler: asha\n  asha_mode: stopping\n"},
+      {"scheduler: asha\n", "scheduler: hyperband\n"},
+      {"scheduler: asha\n", "scheduler: bohb\n"}};
+  for (const auto& [from, to] : variants) {
+    SCOPED_TRACE(to);
+    std::string yaml = AshaYaml(
+        "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 1}\n",
+        30, 1, "simulate: {seed: 7}\n");
+    yaml.replace(yaml.find(from), from.size(), to);
+    LoadResult loaded = LoadExperimentFromString(yaml, "sim.yaml");
+    ASSERT_TRUE(loaded.ok()) << loaded.errors[0].ToString();
+    const v1::ExperimentSpec& spec = loaded.spec;
+    TempDir dir;
+    const Decisions run = DispatchWithModelWorker(spec, dir.path());
+    auto sim = Simulator::Create(spec, Catalog::Default());
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    ASSERT_TRUE((*sim)->Run().ok());
+    auto store = Store::Open(dir.path() + "/sim.db", true);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*sim)->WriteTo(store->get()).ok());
+    const Decisions simulated = StoredDecisions(store->get());
+    ASSERT_EQ(run.trials.size(), simulated.trials.size());
+    int promoted = 0, pruned = 0, finalised = 0;
+    for (size_t i = 0; i < run.trials.size(); ++i) {
+      const TrialRow& a = run.trials[i];
+      const TrialRow& b = simulated.trials[i];
+      SCOPED_TRACE(absl::StrCat("trial ", a.id));
+      EXPECT_EQ(a.params_json, b.params_json);
+      EXPECT_EQ(a.state, b.state);
+      EXPECT_EQ(a.attempts, b.attempts);
+      EXPECT_EQ(a.fidelity, b.fidelity);
+      EXPECT_EQ(a.target, b.target);
+      EXPECT_EQ(a.value, b.value);
+      EXPECT_EQ(a.paused, b.paused);
+      EXPECT_EQ(a.rungs_json, b.rungs_json);
+      promoted += a.attempts > 1;
+      pruned += a.state == "PRUNED";
+      finalised += a.state == "PRUNED" && absl::StrContains(a.rungs_json, "\"paused\"");
+    }
+    EXPECT_EQ(run.events, simulated.events);
+    // The comparison covered decisions past the first rung, not only first rungs.
+    EXPECT_GT(to.find("stopping") == std::string::npos ? promoted : pruned, 3);
+    // Trials still paused when the schedule ended were pruned there, on both sides alike.
+    if (to.find("stopping") == std::string::npos) EXPECT_GT(finalised, 0);
+  }
 }
 
 TEST(SimulatorTest, ThousandInstancesTenThousandTrialsSimulateWithinAMinute) {
