@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "aggregator/regional_aggregator.h"
 #include "federation/secure_quantizer.h"
@@ -20,30 +21,74 @@
 namespace sextant {
 namespace {
 
-// --flag value pairs; false (with a message) on a dangling or unknown flag.
-bool ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags) {
-  static const char* kKnown[] = {"--role", "--region", "--connect", "--experiment-id", "--index",
-                                 "--spec", "--threads", "--model-size", "--work-dir", "--listen",
-                                 "--port-file", "--chunk-floats", "--aggregation",
-                                 "--trim-fraction", "--byzantine", "--krum-selected",
-                                 "--tls-dir", "--tls-name", "--secure-aggregation",
-                                 "--secagg-clip", "--secagg-bits", "--secagg-max-weight",
-                                 "--secagg-stage-timeout", "--hide-region-sum",
-                                 "--secagg-ring-clients", "--clients", "--startup-wait",
-                                 "--max-client-weight", "--secret-file"};
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--exit-with-parent") continue;
-    bool known = false;
-    for (const char* k : kKnown) known = known || a == k;
-    if (!known || i + 1 >= argc) {
-      std::cerr << "sextant-worker: " << (known ? "missing value for " : "unknown argument ") << a
-                << "\n";
-      return false;
-    }
-    (*flags)[a] = argv[++i];
+// The federated roles' flags and what each is for (`sextant-worker --role aggregator --help`).
+struct FlagHelp {
+  const char* name;
+  const char* help;
+};
+constexpr FlagHelp kFlags[] = {
+    {"--role", "client, aggregator or evaluator (required)"},
+    {"--region", "the region served or joined (required but for an evaluator)"},
+    {"--connect", "HOST:PORT upstream: the orchestrator, or a client's aggregator (required "
+                  "but for an evaluator)"},
+    {"--experiment-id", "the federation's id (required but for an evaluator)"},
+    {"--index", "client: its index in its region"},
+    {"--spec", "client, evaluator: the experiment (a serialized ExperimentSpec)"},
+    {"--threads", "client, evaluator: training threads"},
+    {"--model-size", "aggregator: the model's floats (required)"},
+    {"--work-dir", "aggregator, evaluator (required); client: the command client's exchange "
+                   "folder"},
+    {"--listen", "aggregator: the address to serve clients on (default loopback, any port)"},
+    {"--port-file", "aggregator: where to write the port it listens on"},
+    {"--chunk-floats", "floats per streamed chunk"},
+    {"--aggregation", "aggregator: fedavg, median, trimmed_mean, krum or multi_krum"},
+    {"--trim-fraction", "aggregator: trimmed_mean's fraction cut from each end (default 0.1)"},
+    {"--byzantine", "aggregator: krum's tolerated faulty clients (default 1)"},
+    {"--krum-selected", "aggregator: multi_krum's selected updates"},
+    {"--tls-dir", "certificates from `sextant certs init`: TLS upstream and to clients"},
+    {"--tls-name", "the certificate and token to present (default: the role's)"},
+    {"--secure-aggregation", "aggregator: 1 for secure aggregation"},
+    {"--secagg-clip", "aggregator: secure aggregation's clipping bound"},
+    {"--secagg-bits", "aggregator: secure aggregation's quantisation bits"},
+    {"--secagg-max-weight", "aggregator: the largest client weight secure aggregation encodes"},
+    {"--secagg-stage-timeout", "aggregator: seconds each secure aggregation stage waits"},
+    {"--hide-region-sum", "aggregator: 1 to pass only a masked regional sum upstream"},
+    {"--secagg-ring-clients", "aggregator: SecAgg+ neighbours per client"},
+    {"--clients", "aggregator: the region's clients, <region>/0..N-1"},
+    {"--startup-wait", "aggregator: seconds to wait for them before round 1 (default 120)"},
+    {"--max-client-weight", "aggregator: the largest weight a client may claim"},
+    {"--secret-file", "without TLS: the run's secret (RUN_DIR/secrets/worker.secret)"},
+};
+
+// The flags, parsed with CLI11 into `flags` (name -> value, the last one when a flag is
+// repeated; absent when not given). Returns -1 to go on, or an exit code: 0 after --help, 2
+// (with a message) on an unknown flag or one without its value.
+int ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags) {
+  CLI::App app("sextant-worker, federated roles: a client trains on its partition, a regional "
+               "aggregator folds its region's updates, an evaluator scores the global model.",
+               "sextant-worker");
+  app.failure_message(CLI::FailureMessage::simple);
+  std::map<std::string, std::string> values;  // stable addresses for CLI11 to fill
+  std::map<std::string, CLI::Option*> options;
+  for (const FlagHelp& f : kFlags) {
+    options[f.name] = app.add_option(f.name, values[f.name], f.help)
+                          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   }
-  return true;
+  bool exit_with_parent = false;  // acted on by main before the role starts
+  app.add_flag("--exit-with-parent", exit_with_parent, "exit when the launching process dies");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "sextant-worker: " << e.what()
+              << "\nRun 'sextant-worker --role aggregator --help' for usage.\n";
+    return 2;
+  }
+  for (const auto& [name, option] : options) {
+    if (option->count() > 0) (*flags)[name] = values[name];
+  }
+  return -1;
 }
 
 // --tls-name, or the role's own certificate and token.
@@ -273,8 +318,14 @@ int RunAggregator(std::map<std::string, std::string>& f, const std::atomic<bool>
 
 bool IsFederatedInvocation(int argc, char** argv) {
   bool aggregator = false, client = false, spec = false;
-  for (int i = 1; i + 1 < argc; ++i) {
-    std::string a = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i], v = i + 1 < argc ? argv[i + 1] : "";
+    if (a.rfind("--role=", 0) == 0) {
+      v = a.substr(7);
+      a = "--role";
+    } else if (a.rfind("--spec=", 0) == 0) {
+      a = "--spec";
+    }
     aggregator = aggregator || (a == "--role" && (v == "aggregator" || v == "evaluator"));
     client = client || (a == "--role" && v == "client");
     spec = spec || a == "--spec";
@@ -284,7 +335,7 @@ bool IsFederatedInvocation(int argc, char** argv) {
 
 int RunFederatedMain(int argc, char** argv, const std::atomic<bool>* stop) {
   std::map<std::string, std::string> f;
-  if (!ParseFlags(argc, argv, &f)) return 2;
+  if (int rc = ParseFlags(argc, argv, &f); rc >= 0) return rc;
   if (f["--role"] == "evaluator") return RunEvaluatorRole(f, stop);
   for (const char* required : {"--region", "--connect", "--experiment-id"}) {
     if (f[required].empty()) {

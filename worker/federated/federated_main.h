@@ -6,7 +6,8 @@
 namespace sextant {
 
 // True when argv asks for a federated role: `--role aggregator` or `--role evaluator`, or
-// `--role client` with `--spec` (a plain `--role client` is a trial worker).
+// `--role client` with `--spec` (a plain `--role client` is a trial worker); the `--role=R` and
+// `--spec=FILE` forms count too.
 bool IsFederatedInvocation(int argc, char** argv);
 
 // `sextant-worker --role client|aggregator --region R --connect HOST:PORT --experiment-id ID ...`:
@@ -19,7 +20,10 @@ bool IsFederatedInvocation(int argc, char** argv);
 //               connect, up to --startup-wait S seconds, default 120, before its first round)
 // `sextant-worker --role evaluator --spec FILE --work-dir DIR [--threads N]`: the global tier's
 //               evaluator (evaluator.h); needs none of --region, --connect, --experiment-id.
-// Returns the exit code: 0 when the experiment ended, 2 on bad arguments, 1 on failure.
+// Flags are parsed with CLI11 (`--flag value` or `--flag=value`; a repeated flag keeps its last
+// value); `--help` lists them. Returns the exit code: 0 when the experiment ended or after
+// --help, 2 on bad arguments (an unknown flag, a flag without its value, a bad value), 1 on
+// failure.
 int RunFederatedMain(int argc, char** argv, const std::atomic<bool>* stop);
 
 }  // namespace sextant
