@@ -7,13 +7,18 @@
 #include <chrono>
 #include <filesystem>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/clock.h"
 #include "orchestrator/metrics_http_server.h"
 #include "orchestrator/prometheus_metrics.h"
+#include "orchestrator/run_dir.h"
+#include "orchestrator/run_monitor.h"
+#include "orchestrator/store.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
 
@@ -57,6 +62,68 @@ TEST(PrometheusTextTest, EveryTrialStateIsListedAndLabelValuesAreEscaped) {
   text = RenderPrometheusText(s);
   EXPECT_THAT(text, HasSubstr("sextant_rounds_max 20\n"));
   EXPECT_THAT(text, HasSubstr("sextant_budget{currency=\"USD\"} 50\n"));
+}
+
+// A worker's latest telemetry sample, as its heartbeat leaves it in state.db.
+TelemetryRow Sample(double time, int64_t worker, int gpus, double gpu_percent) {
+  TelemetryRow t;
+  t.time = time;
+  t.worker_id = worker;
+  t.gpu_count = gpus;
+  t.gpu_utilization = gpu_percent;
+  return t;
+}
+
+TEST(MeanGpuUtilisationTest, MeanOverFreshSamplesOfWorkersWithAGpu) {
+  const double now = 1000;
+  EXPECT_EQ(MeanGpuUtilisation({}, now, 30), std::nullopt);
+  EXPECT_EQ(MeanGpuUtilisation({Sample(now, 1, 0, 0)}, now, 30), std::nullopt);  // CPU only
+  EXPECT_DOUBLE_EQ(*MeanGpuUtilisation({Sample(now - 1, 1, 2, 40), Sample(now - 2, 2, 1, 80),
+                                        Sample(now, 3, 0, 0)},
+                                       now, 30),
+                   0.6);
+  // A worker silent for longer than the window no longer counts; a reading above 100% is 1.
+  EXPECT_DOUBLE_EQ(*MeanGpuUtilisation({Sample(now - 31, 1, 1, 10), Sample(now, 2, 1, 130)}, now, 30),
+                   1.0);
+}
+
+// The GPU figures that workers send with their heartbeats reach /metrics: the monitor reads the
+// run's telemetry from state.db, as the dispatcher stores it.
+TEST(RunMonitorTest, PublishesTheWorkersMeanGpuUtilisationFromTheRunsTelemetry) {
+  const std::string dir = MakeTempDir("monitor-gpu");
+  auto store = Store::Open(RunDir::DbPath(dir), /*create=*/true);
+  ASSERT_TRUE(store.ok()) << store.status();
+  FakeClock clock;
+  const double now = absl::ToDoubleSeconds(clock.Now() - absl::UnixEpoch());
+  for (const TelemetryRow& t : {Sample(now - 4, 1, 1, 90), Sample(now - 2, 1, 1, 25),
+                                Sample(now - 1, 2, 2, 75), Sample(now - 1, 3, 0, 0)}) {
+    ASSERT_TRUE((*store)->AddTelemetry(t).ok());
+  }
+  v1::ExperimentSpec spec;
+  spec.set_name("gpu");
+  std::ostringstream out;
+  auto monitor = RunMonitor::Start(0, spec, dir, &clock, out);
+  ASSERT_TRUE(monitor.ok()) << monitor.status();
+  auto scrape = [&] {
+    return HttpBody(HttpExchange((*monitor)->port(), "GET /metrics HTTP/1.1\r\n\r\n"));
+  };
+  EXPECT_THAT(scrape(), HasSubstr("sextant_gpu_utilisation 0.5\n"));  // workers 1 (25) and 2 (75)
+
+  // Newer samples are read once the cache lapses; a driver's own figure wins.
+  ASSERT_TRUE((*store)->AddTelemetry(Sample(now + 5, 1, 1, 100)).ok());
+  ASSERT_TRUE((*store)->AddTelemetry(Sample(now + 5, 2, 2, 100)).ok());
+  clock.Advance(absl::Seconds(6));
+  (*monitor)->Publish((*monitor)->Snapshot());
+  EXPECT_THAT(scrape(), HasSubstr("sextant_gpu_utilisation 1\n"));
+  MetricsSnapshot given = (*monitor)->Snapshot();
+  given.gpu_utilisation = 0.25;
+  (*monitor)->Publish(given);
+  EXPECT_THAT(scrape(), HasSubstr("sextant_gpu_utilisation 0.25\n"));
+
+  // Workers that stopped reporting leave the gauge out rather than frozen at their last value.
+  clock.Advance(absl::Seconds(60));
+  (*monitor)->Publish((*monitor)->Snapshot());
+  EXPECT_THAT(scrape(), Not(HasSubstr("sextant_gpu_utilisation")));
 }
 
 TEST(MetricsHttpServerTest, ServesTheLatestPublishedTextOnMetricsOnly) {
