@@ -283,7 +283,7 @@ class FederatedRun {
       return;
     }
     children_.push_back({*pid, what});
-    (void)store_->AddEvent(Seconds(), "federation_launch", 0, absl::StrCat(what, " pid=", *pid));
+    (void)store_->AddEvent(EventTime(), "federation_launch", 0, absl::StrCat(what, " pid=", *pid));
   }
 
   // Where a participant's own certificate goes: its region's aggregator (index -1) or client.
@@ -369,7 +369,11 @@ class FederatedRun {
     return q;
   }
 
+  // Seconds since the run started: round rows, the wall-time budget, messages.
   double Seconds() const { return absl::ToDoubleSeconds(env_.clock->Now() - start_); }
+  // An event's time: unix seconds, as every other writer of the events table records it and
+  // as `sextant events`, `status` and the report read it.
+  double EventTime() const { return absl::ToUnixMicros(env_.clock->Now()) / 1e6; }
 
   // Each secure-aggregation stage after the first closes this long after it opened.
   double StageTimeout() const {
@@ -567,7 +571,7 @@ class FederatedRun {
         absl::StrFormat("round=%d accuracy=%.4f loss=%.4f clients=%d rejected=%d", round,
                         last_eval_.accuracy, last_eval_.loss, outcome.count, rejected);
     if (epsilon) absl::StrAppendFormat(&line, " epsilon=%.4f", *epsilon);
-    (void)store_->AddEvent(Seconds(), "round", 0, line);
+    (void)store_->AddEvent(EventTime(), "round", 0, line);
     *env_.out << "sextant: " << line << "\n" << std::flush;
     last_round_ = round;
     PublishMetrics();
@@ -650,7 +654,7 @@ class FederatedRun {
     if (!missing.ok()) return StoppedBy(missing.status());
     tier_->hub().RestartDeadline();
     (void)store_->AddEvent(
-        Seconds(), "federation_ready", 0,
+        EventTime(), "federation_ready", 0,
         missing->empty()
             ? absl::StrFormat("every region's clients are up after %.1f s", Seconds())
             : absl::StrCat("regions not up when round ", published_round_,
@@ -690,7 +694,7 @@ class FederatedRun {
     for (auto it = children_.begin(); it != children_.end();) {
       if (auto status = env_.launcher->Poll(it->pid)) {
         const bool aggregator = absl::StartsWith(it->what, "aggregator");
-        (void)store_->AddEvent(Seconds(), "federation_exit", 0,
+        (void)store_->AddEvent(EventTime(), "federation_exit", 0,
                                absl::StrCat(it->what, " exited (status ", *status, ")"));
         it = children_.erase(it);
         if (aggregator) return false;
@@ -761,7 +765,7 @@ class FederatedRun {
                                           ": the privacy budget is spent (", why.message(), ")");
     absl::Status s = store_->PutMeta("state", "EPSILON_EXHAUSTED");
     if (s.ok()) s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
-    if (s.ok()) s = store_->AddEvent(Seconds(), "run_finished", 0, absl::StrCat("EPSILON_EXHAUSTED: ", line));
+    if (s.ok()) s = store_->AddEvent(EventTime(), "run_finished", 0, absl::StrCat("EPSILON_EXHAUSTED: ", line));
     if (!s.ok()) return Fail(s);
     *env_.out << "sextant: " << spec_.name() << " " << line << "; val_accuracy="
               << absl::StrFormat("%.4f", last_eval_.accuracy) << "\n";
@@ -782,7 +786,7 @@ class FederatedRun {
     PutTrial("COMPLETED");
     absl::Status s = store_->PutMeta("state", "COMPLETED");
     if (s.ok()) s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
-    if (s.ok()) s = store_->AddEvent(Seconds(), "run_finished", 0, "COMPLETED");
+    if (s.ok()) s = store_->AddEvent(EventTime(), "run_finished", 0, "COMPLETED");
     if (!s.ok()) return Fail(s);
     *env_.out << absl::StrFormat("sextant: %s finished: val_accuracy=%.4f val_loss=%.4f after %d rounds\n",
                                  spec_.name(), last_eval_.accuracy, last_eval_.loss, last_round_);

@@ -887,12 +887,16 @@ std::string FederatedCharts(const ReportData& d) {
   absl::StrAppend(&out, "<h3>Loss per round</h3>", line_chart("chart-federated-loss", "loss", &RoundRecord::loss));
   absl::StrAppend(&out, "<h3>Cumulative privacy loss (&#949;)</h3>",
                   line_chart("chart-federated-epsilon", "epsilon", &RoundRecord::epsilon));
-  // Participation: clients and rejections per round, summed over regions.
-  std::map<int64_t, std::pair<int64_t, int64_t>> part;
+  // Participation: clients and rejections per round. The global row ("") already counts every
+  // client behind the accepted regional updates and every rejection (its own and the regions'),
+  // so it is the round's figure; the regional rows are summed only for a round without one.
+  std::map<int64_t, std::pair<int64_t, int64_t>> part, regions;
   for (const RoundRecord& r : d.rounds) {
-    if (r.clients) part[r.round].first += *r.clients;
-    if (r.rejected) part[r.round].second += *r.rejected;
+    auto& into = r.region.empty() ? part : regions;
+    if (r.clients) into[r.round].first += *r.clients;
+    if (r.rejected) into[r.round].second += *r.rejected;
   }
+  for (const auto& [round, p] : regions) part.emplace(round, p);  // keeps a global row's
   absl::StrAppend(&out, "<h3>Client participation and rejections</h3>");
   if (part.empty()) {
     absl::StrAppend(&out, NoData("chart-federated-clients", "No round recorded its participants."));

@@ -42,7 +42,9 @@ struct WorkerRecord {
 //   telemetry(time REAL, worker_id INTEGER, trial_id INTEGER, cpu_percent REAL,
 //             gpu_count INTEGER, gpu_utilization REAL, ...)   percentages; gpu_count 0 = no GPU
 //   rounds(round INTEGER, time REAL, region TEXT, accuracy REAL, loss REAL, clients INTEGER,
-//          rejected INTEGER, epsilon REAL)          region '' or 'global' for the global model
+//          rejected INTEGER, epsilon REAL)          region '' or 'global' for the global model,
+//          whose clients and rejected are the round's totals (the regional rows are its parts);
+//          time in seconds since the run started
 struct CostRecord {
   double start = 0, end = 0;  // seconds since the run started; the charge accrues in between
   std::string pool;
@@ -58,7 +60,7 @@ struct TelemetryRecord {
 
 struct RoundRecord {
   int64_t round = 0;
-  double time = 0;
+  double time = 0;  // seconds since the run started
   std::string region;  // "" for the global model
   std::optional<double> accuracy, loss, epsilon;
   std::optional<int64_t> clients, rejected;

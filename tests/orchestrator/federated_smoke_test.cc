@@ -1,10 +1,15 @@
 // The quick end-to-end check of a federated run in the default suite: `sextant run` on 2 regions
 // x 2 clients for 2 rounds with secure aggregation (the default), real processes and
-// Fashion-MNIST. The slow suite (federated_run_test) covers the rest.
+// Fashion-MNIST; then its events and its report (event times, participation). The slow suite
+// (federated_run_test) covers the rest.
+#include <cmath>
 #include <filesystem>
 #include <string>
 
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
 
@@ -30,6 +35,7 @@ federation:
   validation_examples: 200
 )");
   const std::string bin = SEXTANT_BIN_DIR;
+  const double started = std::floor(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
   testing::CommandOutput run =
       testing::RunProcess({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 240);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
@@ -45,6 +51,30 @@ federation:
     const std::string log = ReadFile(dir + "/run/logs/aggregator-" + std::string(region) + ".log");
     EXPECT_NE(log.find("clients_connected=2/2"), std::string::npos) << log;
   }
+  const double finished = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+
+  // Events carry unix times, as a search run's do: never before the run started.
+  testing::CommandOutput events = testing::RunProcess({bin + "/sextant", "events", dir + "/run"});
+  ASSERT_EQ(events.exit_code, 0) << events.err;
+  int rounds = 0;
+  for (absl::string_view line : absl::StrSplit(events.out, '\n', absl::SkipEmpty())) {
+    nlohmann::json e = nlohmann::json::parse(line);
+    EXPECT_GE(e["time"].get<double>(), started - 1) << line;
+    EXPECT_LE(e["time"].get<double>(), finished + 1) << line;
+    rounds += e["kind"] == "round";
+  }
+  EXPECT_EQ(rounds, 2) << events.out;
+  // The report lists them as offsets from the start, and counts each of the four clients once.
+  testing::CommandOutput report =
+      testing::RunProcess({bin + "/sextant", "report", dir + "/run", "-o", dir + "/report.html"});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const std::string html = ReadFile(dir + "/report.html");
+  EXPECT_NE(html.find("<td>+"), std::string::npos);
+  EXPECT_EQ(html.find("<td>+-"), std::string::npos) << "negative event offsets";
+  for (const char* round : {"round 1: 4 clients", "round 2: 4 clients"}) {
+    EXPECT_NE(html.find(round), std::string::npos) << round;
+  }
+  EXPECT_EQ(html.find(": 8 clients"), std::string::npos);
 }
 
 }  // namespace

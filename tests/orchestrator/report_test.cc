@@ -353,6 +353,35 @@ TEST_F(ReportTest, CostAndRoundTablesOfTheDocumentedShapesAreDrawn) {
   EXPECT_THAT(html, HasSubstr("east-spot: 1.25 USD"));
 }
 
+// A round's global row ("") already counts every client behind its regional updates and every
+// rejection: the participation chart shows that row, not it plus its regions' rows. A round
+// with regional rows only is their sum.
+TEST_F(ReportTest, ParticipationCountsEachClientOfARoundOnce) {
+  testing::SyntheticRunOptions o;
+  o.trials = 3;
+  testing::BuildSyntheticRun(dir_ + "/run", o);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/run/state.db").c_str(), &db), SQLITE_OK);
+  const char* sql = R"sql(
+    CREATE TABLE rounds(round INTEGER, time REAL, region TEXT, accuracy REAL, loss REAL,
+                        clients INTEGER, rejected INTEGER, epsilon REAL);
+    INSERT INTO rounds VALUES (1, 10, '', 0.5, 1.2, 4, 1, NULL),
+                              (1, 10, 'east', 0.45, 1.3, 2, 1, NULL),
+                              (1, 10, 'west', 0.55, 1.1, 2, 0, NULL),
+                              (2, 20, 'east', 0.6, 1.0, 2, 0, NULL),
+                              (2, 20, 'west', 0.6, 1.0, 1, 0, NULL);
+  )sql";
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+  std::string html = Report(dir_ + "/run");
+  EXPECT_THAT(html, HasSubstr("round 1: 4 clients"));
+  EXPECT_THAT(html, HasSubstr("round 1: 1 rejected"));
+  EXPECT_THAT(html, Not(HasSubstr("round 1: 8 clients")));
+  EXPECT_THAT(html, Not(HasSubstr("round 1: 2 rejected")));
+  EXPECT_THAT(html, HasSubstr("round 2: 3 clients"));
+}
+
 nlohmann::json Results(const std::string& run_dir) {
   auto r = RunProcess({kSextant, "results", run_dir, "--format", "json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
