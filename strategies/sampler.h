@@ -29,6 +29,10 @@ struct Observation {
   std::vector<double> violations;
   // The trial's dollars so far (every attempt), when the ledger knows them. For cost_aware.
   std::optional<double> cost;
+  // An earlier run's trial (search.warm_start), not one of this run: the model-based samplers
+  // treat it as evidence about a related problem, weaker than this run's own trials (see
+  // NewBayesianSampler, NewTpeSampler). Set by NewWarmStartedSampler.
+  bool prior = false;
 };
 
 // True when every constraint of o holds (no constraints: true).
@@ -106,7 +110,10 @@ struct BayesianOptions {
 // (box decomposition, in log space) against the feasible front, pending trials fantasised at
 // the posterior mean. With constraints: one GP per constraint, and the acquisition times the
 // probability of feasibility. cost_aware: log EI minus (1 - budget_used) times the predicted
-// log cost (a GP on log cost), so exactly plain EI once the budget is spent.
+// log cost (a GP on log cost), so exactly plain EI once the budget is spent. Warm-started
+// (observations marked `prior`), with one objective and no constraints or cost: a GP on the
+// priors plus a GP on this run's differences from it (stacked residuals), so that own results
+// override the priors near them; otherwise the priors join the observations as they are.
 std::unique_ptr<Sampler> NewBayesianSampler(SearchSpace space, BayesianOptions options);
 
 struct TpeOptions {
@@ -127,7 +134,9 @@ struct TpeOptions {
 // Tree-structured Parzen estimators (Bergstra et al.): splits observations into good and bad,
 // and picks the candidate maximising l(x)/g(x). Follows Optuna 3.1's TPE (gamma, weights,
 // prior, magic clip); the multivariate mode models the numeric parameters jointly with
-// per-dimension neighbour-gap bandwidths and each categorical on its own.
+// per-dimension neighbour-gap bandwidths and each categorical on its own. Warm-started
+// (observations marked `prior`), one objective: once this run has finished trials, priors and
+// own trials form their good sets apart, and the priors' weight fades as own trials finish.
 std::unique_ptr<Sampler> NewTpeSampler(SearchSpace space, TpeOptions options);
 
 struct Nsga2Options {
@@ -157,9 +166,9 @@ std::unique_ptr<Sampler> NewEnqueuedSampler(std::vector<Params> first,
                                             std::unique_ptr<Sampler> then, bool renumber);
 
 // `search.warm_start`: asks `inner` with the priors (earlier runs' completed trials, as
-// observations in this run's minimised units) ahead of each request's history, and with the
-// trial number moved on by priors.size(), so that inner treats them as trials it has already
-// seen (a start-up design they fill is skipped). For the samplers that learn from
+// observations in this run's minimised units), marked `prior`, ahead of each request's
+// history, and with the trial number moved on by priors.size(), so that inner treats them as
+// trials it has already seen (a start-up design they fill is skipped). For the samplers that learn from
 // observations (bayesian, tpe, nsga2, BOHB's model); one that only follows its sequence would
 // merely skip points. Returns `inner` itself when priors is empty.
 std::unique_ptr<Sampler> NewWarmStartedSampler(std::vector<Observation> priors,

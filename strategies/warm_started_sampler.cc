@@ -12,7 +12,9 @@ namespace {
 class WarmStartedSampler final : public Sampler {
  public:
   WarmStartedSampler(std::vector<Observation> priors, std::unique_ptr<Sampler> inner)
-      : priors_(priors.size()), history_(std::move(priors)), inner_(std::move(inner)) {}
+      : priors_(priors.size()), history_(std::move(priors)), inner_(std::move(inner)) {
+    for (Observation& o : history_) o.prior = true;
+  }
 
   absl::StatusOr<Params> Ask(const SampleRequest& request) override {
     if (request.trial_number < 0) {

@@ -155,7 +155,8 @@ def run_all(args, problems):
         record({"method": "earlier run (sextant tpe, shifted)", "problem": p["name"], "seed": s,
                 "values": old["values"], "wall_s": old["wall_s"], "best": old["best"],
                 "regret": regret_at(old["values"], p["optimum"], len(old["values"]))})
-    jobs = [(p, s, m) for s in range(1, args.seeds + 1) for p in problems for m in METHODS]
+    jobs = [(p, s, m) for s in range(1, args.seeds + 1) for p in problems for m in METHODS
+            if not args.methods or m[0] in args.methods.split(",")]
 
     def one(job):
         p, s, m = job
@@ -310,6 +311,8 @@ def main():
     ap.add_argument("--raw", default=os.path.join(HERE, "runs.jsonl"))
     ap.add_argument("--work", default="")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--methods", default="",
+                    help="only these method keys (comma-separated); writes the raw records only")
     ap.add_argument("--load-before", default="")
     ap.add_argument("--cmdline", default="")
     args = ap.parse_args()
@@ -340,7 +343,14 @@ def main():
     records = run_all(args, problems)
     wall = time.perf_counter() - start
     log(f"warmstart_bench: done in {fmt_s(wall)}")
-    write_results(args, problems, records, wall, version_line)
+    if args.methods:
+        by = {}
+        for r in records:
+            by.setdefault((r["method"], r["problem"]), []).append(r["regret"])
+        for (m, p), regrets in sorted(by.items()):
+            log(f"{m} {p}: median regret {fmt_regret(statistics.median(regrets))}")
+    else:
+        write_results(args, problems, records, wall, version_line)
     if not args.keep:
         shutil.rmtree(args.work, ignore_errors=True)
 

@@ -1,5 +1,6 @@
 // NewEnqueuedSampler and NewWarmStartedSampler: what runs first, and what the model has seen
 // before the first trial.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -133,6 +134,11 @@ TEST(WarmStartedSamplerTest, PutsPriorsAheadOfTheHistoryAndMovesTheTrialNumberOn
   EXPECT_EQ(asked.last_history[59].value, priors[59].value);
   EXPECT_EQ(asked.last_history[60].params, history[0].params);
   EXPECT_EQ(asked.last_history[61].outcome, Outcome::kPending);
+  // Marked, so that the model-based samplers can tell them from this run's own trials.
+  EXPECT_TRUE(asked.last_history[0].prior);
+  EXPECT_TRUE(asked.last_history[59].prior);
+  EXPECT_FALSE(asked.last_history[60].prior);
+  EXPECT_FALSE(asked.last_history[61].prior);
 }
 
 TEST(WarmStartedSamplerTest, TpeSeededWithPriorsProposesNearThePriorOptimumFromTheFirstTrial) {
@@ -165,6 +171,85 @@ TEST(WarmStartedSamplerTest, BayesianSeededWithPriorsSkipsItsDesignAndProposesNe
   EXPECT_LT(DistanceToOptimum(*w), 0.05);
   // Cold: the first Sobol point of the design, which knows nothing of the bowl.
   EXPECT_EQ(*c, *NewSobolSampler(UnitSquare(), 2)->Ask(At(0)));
+}
+
+// 60 completed observations of the bowl moved by (0.1, -0.1): an earlier run of a related
+// problem whose optimum, at (0.4, 0.6), is not this one's.
+std::vector<Observation> ShiftedBowlPriors() {
+  std::vector<Observation> priors = BowlPriors();
+  for (Observation& o : priors) {
+    Params at = {{"x", X(o.params, "x") - 0.1}, {"y", X(o.params, "y") + 0.1}};
+    o.value = Bowl(at);
+  }
+  return priors;
+}
+
+// Runs `trials` trials one at a time on the bowl and returns the best distance to its optimum
+// after each.
+std::vector<double> BestDistances(Sampler& sampler, int trials) {
+  std::vector<Observation> history;
+  std::vector<double> best;
+  for (int n = 0; n < trials; ++n) {
+    absl::StatusOr<Params> p = sampler.Ask(At(n, history));
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (!p.ok()) break;
+    Observation o;
+    o.params = *p;
+    o.outcome = Outcome::kCompleted;
+    o.value = Bowl(*p);
+    history.push_back(o);
+    const double d = DistanceToOptimum(*p);
+    best.push_back(best.empty() ? d : std::min(best.back(), d));
+  }
+  return best;
+}
+
+TEST(WarmStartedSamplerTest, BayesianSeededWithAShiftedProblemLeavesTheOldOptimumForTheNewOne) {
+  BayesianOptions options;
+  options.seed = 3;
+  std::unique_ptr<Sampler> warm =
+      NewWarmStartedSampler(ShiftedBowlPriors(), NewBayesianSampler(UnitSquare(), options));
+  const std::vector<double> warm_best = BestDistances(*warm, 12);
+  ASSERT_EQ(warm_best.size(), 12u);
+  // The first trial goes where the earlier run did best, 0.14 from this optimum...
+  EXPECT_GT(warm_best[0], 0.08);
+  // ...and this run's own results then move the search to the new optimum, which 60 priors
+  // that disagree with them must not hold it away from.
+  EXPECT_LT(warm_best[11], 0.02);
+  std::unique_ptr<Sampler> cold = NewBayesianSampler(UnitSquare(), options);
+  const std::vector<double> cold_best = BestDistances(*cold, 12);
+  ASSERT_EQ(cold_best.size(), 12u);
+  EXPECT_LT(warm_best[11], cold_best[11]);
+}
+
+TEST(WarmStartedSamplerTest, TpeKeepsItsOwnBestTrialInTheGoodSetWhenEveryPriorBeatsIt) {
+  // This run's problem has its optimum at (0.8, 0.2), where the priors' bowl is poor; its
+  // values all lie above the priors' (a related problem with another offset). Pooled with
+  // the priors, every own trial would rank below them and sit in g(x); ranked among
+  // themselves, the own best is in l(x) and draws suggestions to it.
+  const auto own_value = [](double x, double y) {
+    return 2 + std::hypot(x - 0.8, y - 0.2);
+  };
+  std::vector<Observation> history;
+  for (int i = 0; i < 12; ++i) {
+    Observation o;
+    const double x = i == 0 ? 0.8 : (i % 4 + 0.5) / 4.0, y = i == 0 ? 0.2 : (i % 3 + 0.5) / 3.0;
+    o.params = {{"x", x}, {"y", y}};
+    o.outcome = Outcome::kCompleted;
+    o.value = own_value(x, y);
+    history.push_back(std::move(o));
+  }
+  TpeOptions options;
+  options.seed = 4;
+  std::unique_ptr<Sampler> warm =
+      NewWarmStartedSampler(BowlPriors(), NewTpeSampler(UnitSquare(), options));
+  int near_own_best = 0;
+  for (int n = 12; n < 42; ++n) {
+    absl::StatusOr<Params> p = warm->Ask(At(n, history));
+    ASSERT_TRUE(p.ok()) << p.status();
+    near_own_best += std::hypot(X(*p, "x") - 0.8, X(*p, "y") - 0.2) < 0.1;
+  }
+  EXPECT_GE(near_own_best, 5);
 }
 
 TEST(WarmStartedSamplerTest, NoPriorsReturnsTheSamplerItself) {
