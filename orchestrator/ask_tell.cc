@@ -257,8 +257,14 @@ absl::StatusOr<std::pair<int64_t, AskTell::Lease*>> AskTell::Held(const std::str
     } else if (row->state == "RUNNING") {
       now = absl::StrCat("the trial runs as attempt ", row->attempts);
     } else {
-      now = absl::StrCat("its lease lapsed (no tell, report or touch for ",
-                         dispatcher_->lease_seconds(), "s) and the trial was requeued");
+      SEXTANT_ASSIGN_OR_RETURN(std::optional<AttemptRow> ended, store_->LoadAttempt(trial_id, attempt));
+      if (ended.has_value() && ended->outcome == "CANCELLED") {
+        now = "the run was interrupted while it ran, which cancelled it; the trial is asked "
+              "again once the run resumes";
+      } else {
+        now = absl::StrCat("its lease lapsed (no tell, report or touch for ",
+                           dispatcher_->lease_seconds(), "s) and the trial was requeued");
+      }
     }
     return absl::AbortedError(absl::StrCat("trial ", trial_id, " attempt ", attempt,
                                            " no longer holds its lease: ", now, "; ask again"));
@@ -365,6 +371,18 @@ absl::StatusOr<v1::TellResponse> AskTell::Tell(const v1::TellRequest& request,
       v1::TellResponse response = Result(id, attempt);
       response.set_already_told(true);
       return response;
+    }
+    // A repeated FAILED tell, the trial since requeued for another attempt (or ended by a
+    // later one): the attempt's own outcome, as stored.
+    if (!held && attempt > 0 && attempt <= row->attempts) {
+      SEXTANT_ASSIGN_OR_RETURN(std::optional<AttemptRow> ended, store_->LoadAttempt(id, attempt));
+      if (ended.has_value() && ended->outcome == "FAILED") {
+        v1::TellResponse response;
+        response.set_state(StateOf(ended->outcome));
+        response.set_attempt(attempt);
+        response.set_already_told(true);
+        return response;
+      }
     }
   }
   SEXTANT_ASSIGN_OR_RETURN(auto found, Held(request.run_id(), id, request.attempt(), identity));

@@ -299,6 +299,29 @@ absl::Status Store::FinishAttempt(int64_t trial_id, int attempt, const std::stri
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::optional<AttemptRow>> Store::LoadAttempt(int64_t trial_id, int attempt) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("SELECT worker_id, started_at, finished_at, outcome, exit_code, error FROM attempts"
+              " WHERE trial_id = ? AND attempt = ?"));
+  StmtGuard g{s};
+  sqlite3_bind_int64(s, 1, trial_id);
+  sqlite3_bind_int(s, 2, attempt);
+  const int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) return std::nullopt;
+  if (rc != SQLITE_ROW) return Error("load attempt");
+  AttemptRow a;
+  a.trial_id = trial_id;
+  a.attempt = attempt;
+  a.worker_id = sqlite3_column_int64(s, 0);
+  a.started_at = sqlite3_column_double(s, 1);
+  if (sqlite3_column_type(s, 2) != SQLITE_NULL) a.finished_at = sqlite3_column_double(s, 2);
+  a.outcome = ColumnText(s, 3);
+  a.exit_code = sqlite3_column_int(s, 4);
+  a.error = ColumnText(s, 5);
+  return a;
+}
+
 absl::StatusOr<bool> Store::AddMeasurement(const MeasurementRow& m) {
   SEXTANT_ASSIGN_OR_RETURN(
       sqlite3_stmt * s,

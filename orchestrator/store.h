@@ -62,6 +62,18 @@ struct TelemetryRow {
   int64_t gpu_memory_total_bytes = 0;
 };
 
+// One row of the attempts table.
+struct AttemptRow {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  int64_t worker_id = 0;
+  double started_at = 0;
+  std::optional<double> finished_at;  // unset while the attempt runs
+  std::string outcome;                // e.g. COMPLETED, FAILED, CANCELLED, lost; "" while it runs
+  int exit_code = 0;
+  std::string error;
+};
+
 struct EventRow {
   int64_t id = 0;
   double time = 0;
@@ -114,6 +126,8 @@ class Store {
   absl::Status StartAttempt(int64_t trial_id, int attempt, int64_t worker_id, double time);
   absl::Status FinishAttempt(int64_t trial_id, int attempt, const std::string& outcome,
                              int exit_code, const std::string& error, double time);
+  // The attempt's row; nullopt when it was never started.
+  absl::StatusOr<std::optional<AttemptRow>> LoadAttempt(int64_t trial_id, int attempt);
 
   // Inserts a measurement unless (trial_id, attempt, sequence) is already stored.
   // Returns true when inserted, false when it was a duplicate.

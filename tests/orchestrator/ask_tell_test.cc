@@ -300,6 +300,48 @@ TEST_F(AskTellTest, TellOfAFinishedTrialsEarlierAttemptIsRefused) {
   EXPECT_EQ(Stored(), before);
 }
 
+TEST_F(AskTellTest, RepeatedFailedTellOfARequeuedTrialIsAlreadyTold) {
+  Open(std::string(kYaml) + "trial: {max_restarts: 1}\n");
+  v1::AskedTrial t = Ask(1).at(0);
+  v1::TellRequest failed = TellOf(t, 0);
+  failed.clear_values();
+  failed.set_outcome(v1::TellRequest::FAILED);
+  auto first = core_->Tell(failed, "");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(store_->LoadTrials()->at(0).state, "PENDING");  // requeued for attempt 2
+  const Snapshot before = Stored();
+  auto again = core_->Tell(failed, "");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->already_told());
+  EXPECT_EQ(again->state(), v1::FAILED);
+  EXPECT_EQ(again->attempt(), 1);
+  // A different payload for the same attempt is a repeat too: the first result stands.
+  auto other = core_->Tell(TellOf(t, 0.5), "");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_TRUE(other->already_told());
+  EXPECT_EQ(other->state(), v1::FAILED);
+  EXPECT_EQ(Stored(), before);
+  // The requeued attempt is asked and told as usual.
+  v1::AskedTrial retry = Ask(1).at(0);
+  EXPECT_EQ(retry.trial_id(), t.trial_id());
+  EXPECT_EQ(retry.attempt(), 2);
+  EXPECT_EQ(core_->Tell(TellOf(retry, 0.5), "")->state(), v1::COMPLETED);
+}
+
+TEST_F(AskTellTest, TellOfATrialCancelledByAnInterruptSaysSo) {
+  Open();
+  v1::AskedTrial t = Ask(1).at(0);
+  ASSERT_TRUE(dispatcher_->Interrupt().ok());  // Ctrl-C in `sextant run`
+  ASSERT_TRUE(dispatcher_->MarkRunState("INTERRUPTED").ok());
+  Open();  // `sextant tell` offline, or `sextant resume`
+  const Snapshot before = Stored();
+  auto late = core_->Tell(TellOf(t, 0.5), "");
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(late.status().message(), HasSubstr("the run was interrupted while it ran"));
+  EXPECT_THAT(late.status().message(), ::testing::Not(HasSubstr("lapsed")));
+  EXPECT_EQ(Stored(), before);
+}
+
 TEST_F(AskTellTest, AnotherIdentityIsDenied) {
   Open();
   v1::AskedTrial t = Ask(1, "sextant://worker/-/alice").at(0);
