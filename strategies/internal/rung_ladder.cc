@@ -113,6 +113,7 @@ bool RungLadder::StartPromoted(int64_t trial) {
   auto it = trials_.find(trial);
   if (it == trials_.end() || !it->second.paused || it->second.target >= top_rung()) return false;
   TrialState& state = it->second;
+  if (objectives_ <= 1) by_rung_[state.target].paused.erase(KeyAt(state.target, state));
   state.paused = false;
   state.running = true;
   ++state.target;
@@ -184,6 +185,13 @@ void RungLadder::End(int64_t trial, bool reached_target) {
   // A trial that claims success without a value at its target rung has nothing to be ranked
   // by there, so it cannot be promoted.
   state.paused = reached_target && state.target < top_rung() && state.recorded > state.target;
+  if (state.paused && objectives_ <= 1) by_rung_[state.target].paused.insert(KeyAt(state.target, state));
+}
+
+std::tuple<bool, double, int64_t> RungLadder::KeyAt(int k, const TrialState& state) const {
+  const Rung& rung = by_rung_[k];
+  const int slot = state.slot[k];
+  return {!rung.entries[slot].feasible, rung.points[slot].front(), rung.entries[slot].trial};
 }
 
 void RungLadder::Rerank(Rung& rung) const {
@@ -215,6 +223,24 @@ const RungLadder::Rung& RungLadder::Ranked(int k) const {
 }
 
 std::optional<Promotion> RungLadder::FindPromotion() const {
+  if (objectives_ <= 1) {
+    // The best paused entry of a rung is in its top exactly when fewer than quota entries
+    // order before it: O(log n) per rung instead of a walk over the top.
+    for (int k = top_rung() - 1; k >= 0; --k) {
+      const Rung& rung = by_rung_[k];
+      if (rung.paused.empty()) continue;
+      const int quota = Quota(static_cast<int>(rung.entries.size()), eta_);
+      const auto& best = *rung.paused.begin();
+      const auto key = [&rung](int i) {
+        const Entry& e = rung.entries[i];
+        return std::make_tuple(!e.feasible, rung.points[i].front(), e.trial);
+      };
+      const auto at = std::lower_bound(rung.order.begin(), rung.order.end(), best,
+                                       [&key](int a, const auto& b) { return key(a) < b; });
+      if (at - rung.order.begin() < quota) return Promotion{std::get<2>(best), k, rungs_[k + 1]};
+    }
+    return std::nullopt;
+  }
   for (int k = top_rung() - 1; k >= 0; --k) {
     const Rung& rung = Ranked(k);
     const int quota = Quota(static_cast<int>(rung.entries.size()), eta_);

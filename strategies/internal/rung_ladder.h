@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -132,7 +134,12 @@ class RungLadder {
     std::vector<int> position;
     std::vector<int> rank;
     bool stale = false;
+    // One objective: the order keys of the trials paused at this rung, so that
+    // FindPromotion() finds the best of them without walking the top of the rung.
+    std::set<std::tuple<bool, double, int64_t>> paused;
   };
+  // The order key of the trial's entry at rung k (one objective).
+  std::tuple<bool, double, int64_t> KeyAt(int k, const TrialState& state) const;
 
   int RungAtOrAbove(double fidelity) const;
   std::vector<double> Normalised(absl::Span<const double> values) const;
