@@ -272,7 +272,7 @@ class TrialServiceTlsTest : public TrialServiceTest {
   std::shared_ptr<grpc::Channel> As(const std::string& name, int port) {
     auto creds = LoadChannelCredentials(certs_, name);
     EXPECT_TRUE(creds.ok()) << creds.status();
-    return grpc::CreateChannel(absl::StrCat("localhost:", port), *creds);
+    return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), *creds);
   }
 
   std::string certs_;
