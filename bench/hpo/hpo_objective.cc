@@ -24,6 +24,8 @@
 //   mixed       x0, x1 floats in [-5,5], n int in [0,10], c categorical {red,green,blue,gray}:
 //               (x0-1.7)^2 + (x1+0.8)^2 + 0.3 (n-7)^2 + offset(c),
 //               offsets red 0.8, green 0, blue 0.35, gray 1.5    optimum 0 at (1.7,-0.8,7,green)
+//   mixed6      mixed with a third float x2 in [-5,5] and a second int m in [1,20]:
+//               mixed + 0.5 (x2-2.3)^2 + 0.05 (m-13)^2          optimum 0 at x2 = 2.3, m = 13
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -75,6 +77,11 @@ const std::vector<Problem>& Problems() {
     mixed.push_back({"n", "int", 0, 10, {}});
     mixed.push_back({"c", "categorical", 0, 0, kColours});
     p.push_back({"mixed", 0.0, mixed});
+    std::vector<Param> mixed6 = Floats(3, -5, 5);
+    mixed6.push_back({"n", "int", 0, 10, {}});
+    mixed6.push_back({"m", "int", 1, 20, {}});
+    mixed6.push_back({"c", "categorical", 0, 0, kColours});
+    p.push_back({"mixed6", 0.0, mixed6});
     return p;
   }();
   return problems;
@@ -172,6 +179,15 @@ double Mixed(const Args& a) {
   return (x0 - 1.7) * (x0 - 1.7) + (x1 + 0.8) * (x1 + 0.8) + 0.3 * (n - 7) * (n - 7) + offset;
 }
 
+double Mixed6(const Args& a) {
+  const double x2 = Number(a, "x2"), m = Number(a, "m");
+  if (m != std::floor(m)) Fail("--m: not an integer");
+  Args four = a;
+  four.erase("x2");
+  four.erase("m");
+  return Mixed(four) + 0.5 * (x2 - 2.3) * (x2 - 2.3) + 0.05 * (m - 13) * (m - 13);
+}
+
 // Moves every numeric input by shift times its parameter's range (see --shift).
 void Shift(const Problem& p, double shift, Args& args) {
   for (const Param& q : p.params) {
@@ -264,6 +280,7 @@ int main(int argc, char** argv) {
                 : name == "hartmann6" ? Hartmann6(args)
                 : name == "rosenbrock" ? Rosenbrock(args)
                 : name == "ackley"     ? Ackley(args)
+                : name == "mixed6"     ? Mixed6(args)
                                        : Mixed(args);
   std::printf("loss=%.17g\n", loss);
   return 0;

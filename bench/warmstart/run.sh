@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Warm-start benchmark, Sextant vs Optuna side by side in one invocation: on Branin, Hartmann6
-# and the mixed float/int/categorical problem of bench/hpo (4 parameters), a new 20-trial run
+# and the 6-D mixed float/int/categorical problem of bench/hpo (mixed6), a new 20-trial run
 # seeded by an earlier 100-trial run of the same problem with its optimum shifted by 0.1 of
 # each range; median regret after 20 trials over 10 seeds, cold vs search.warm_start (bayesian, tpe), search.enqueue of the old
 # best 10 (tpe), and Optuna TPE cold vs enqueue_trial of the same best 10. Writes
@@ -12,7 +12,7 @@
 # options (all passed to warmstart_bench.py):
 #   --quick                    2 seeds
 #   --seeds N (10)  --trials T (20)  --old-trials T (100)  --shift F (0.1)
-#   --problems LIST            (branin,hartmann6,mixed)
+#   --problems LIST            (branin,hartmann6,mixed6)
 #   --jobs N (2, at most 2)    searches run at once
 #   --out FILE (bench/warmstart/RESULTS.md; - for stdout)  --raw FILE (bench/warmstart/runs.jsonl)
 #   --work DIR  --keep         scratch directory, and keep every run directory in it

@@ -206,7 +206,7 @@ def write_results(args, problems, records, wall, version_line):
              f"{args.shift:g} of each range (`hpo_objective --shift {args.shift:g}`: a float or "
              f"int parameter x is evaluated at x + {args.shift:g} (max - min), ints rounded), so "
              f"its minimiser sits {args.shift:g} of the range below the new problem's in every "
-             "numeric parameter (the categorical of `mixed` is not shifted) and the minimum "
+             "numeric parameter (the categorical of `mixed6` is not shifted) and the minimum "
              "keeps its value.")
     L.append(f"- The new runs: {args.trials} trials on the unshifted problem, seed s "
              f"(s = 1..{args.seeds}), through the same objective command as bench/hpo. "
@@ -305,7 +305,7 @@ def main():
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--old-trials", type=int, default=100)
     ap.add_argument("--shift", type=float, default=0.1)
-    ap.add_argument("--problems", default="branin,hartmann6,mixed")
+    ap.add_argument("--problems", default="branin,hartmann6,mixed6")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     ap.add_argument("--raw", default=os.path.join(HERE, "runs.jsonl"))
