@@ -118,7 +118,9 @@ bool ReadSide(Pair& p, int from, Link& link, std::atomic<int64_t>* bytes,
 bool WriteSide(Pair& p, int from, SteadyTime now) {
   std::string& b = p.buf[from];
   if (const size_t ready = p.Ready(from, now); ready > 0) {
-    ssize_t n = write(p.fd[1 - from], b.data(), ready);
+    // MSG_NOSIGNAL: a peer that has gone is EPIPE (the pair ends), not a SIGPIPE that kills
+    // the test process hosting the relay.
+    ssize_t n = send(p.fd[1 - from], b.data(), ready, MSG_NOSIGNAL);
     if (n < 0) return errno == EAGAIN || errno == EINTR;
     b.erase(0, static_cast<size_t>(n));
     size_t left = static_cast<size_t>(n);

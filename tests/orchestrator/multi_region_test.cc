@@ -144,7 +144,7 @@ TEST(LossyRelayTest, AddsLatencyEachWayAndStallsOnLoss) {
     for (int connection = 0; connection < 2; ++connection) {
       int c = accept(server, nullptr, nullptr);
       char buf[256];
-      for (ssize_t n; (n = read(c, buf, sizeof(buf))) > 0;) (void)!write(c, buf, n);
+      for (ssize_t n; (n = read(c, buf, sizeof(buf))) > 0;) (void)!send(c, buf, n, MSG_NOSIGNAL);
       close(c);
     }
   });
