@@ -140,6 +140,22 @@ std::vector<size_t> SubsetIndices(absl::Span<const double> y, size_t limit, uint
   return order;
 }
 
+// Keeps only SubsetIndices(y, limit, seed) of the rows (x[i], y[i]) when there are more than
+// limit of them; returns whether it dropped any.
+bool KeepSubset(std::vector<Eigen::VectorXd>& x, std::vector<double>& y, size_t limit,
+                uint64_t seed) {
+  if (y.size() <= limit) return false;
+  std::vector<Eigen::VectorXd> kept_x;
+  std::vector<double> kept_y;
+  for (size_t i : SubsetIndices(y, limit, seed)) {
+    kept_x.push_back(std::move(x[i]));
+    kept_y.push_back(y[i]);
+  }
+  x = std::move(kept_x);
+  y = std::move(kept_y);
+  return true;
+}
+
 Eigen::MatrixXd ToMatrix(const std::vector<Eigen::VectorXd>& rows, int cols) {
   Eigen::MatrixXd m(static_cast<Eigen::Index>(rows.size()), cols);
   for (size_t i = 0; i < rows.size(); ++i) m.row(static_cast<Eigen::Index>(i)) = rows[i];
@@ -279,18 +295,10 @@ double CostExponent(const SampleRequest& request) {
 
 void BayesianSampler::Subsample(const SampleRequest& request, TrainingData& data) {
   const size_t total = data.x.size();
-  if (total <= static_cast<size_t>(max_observations_)) return;
-  TrainingData subset;
-  for (size_t i :
-       SubsetIndices(data.y, static_cast<size_t>(max_observations_), StreamSeed(seed_, total))) {
-    subset.x.push_back(std::move(data.x[i]));
-    subset.y.push_back(data.y[i]);
+  if (!KeepSubset(data.x, data.y, static_cast<size_t>(max_observations_),
+                  StreamSeed(seed_, total))) {
+    return;
   }
-  subset.pending = std::move(data.pending);
-  subset.valued = data.valued;
-  subset.prior_x = std::move(data.prior_x);
-  subset.prior_y = std::move(data.prior_y);
-  data = std::move(subset);
   if (request.notes != nullptr && !noted_subset_) {
     request.notes->push_back(absl::StrCat(
         "bayesian sampler: fitting on a subset of ", max_observations_, " of ", total,
@@ -412,17 +420,8 @@ absl::StatusOr<Params> BayesianSampler::TransferPoint(const SampleRequest& reque
                                                       TrainingData data) {
   Subsample(request, data);
   const auto dim = encoding_.dimension();
-  if (data.prior_x.size() > static_cast<size_t>(max_observations_)) {
-    std::vector<Eigen::VectorXd> x;
-    std::vector<double> y;
-    for (size_t i : SubsetIndices(data.prior_y, static_cast<size_t>(max_observations_),
-                                  StreamSeed(seed_, 0x9a10))) {
-      x.push_back(std::move(data.prior_x[i]));
-      y.push_back(data.prior_y[i]);
-    }
-    data.prior_x = std::move(x);
-    data.prior_y = std::move(y);
-  }
+  KeepSubset(data.prior_x, data.prior_y, static_cast<size_t>(max_observations_),
+             StreamSeed(seed_, 0x9a10));
   const auto n0 = static_cast<Eigen::Index>(data.prior_y.size());
   const auto n1 = static_cast<Eigen::Index>(data.y.size());
   Eigen::VectorXd pooled(n0 + n1);
@@ -501,17 +500,8 @@ bool BayesianSampler::UsesPlainModel(const SampleRequest& request) const {
 
 void BayesianSampler::SubsampleOutputs(const SampleRequest& request, OutputData& data) {
   const auto limit = static_cast<size_t>(max_observations_);
-  if (data.cost_x.size() > limit) {
-    std::vector<Eigen::VectorXd> x;
-    std::vector<double> log_cost;
-    for (size_t i : SubsetIndices(data.log_cost, limit,
-                                  StreamSeed(StreamSeed(seed_, 0xc057), data.cost_x.size()))) {
-      x.push_back(std::move(data.cost_x[i]));
-      log_cost.push_back(data.log_cost[i]);
-    }
-    data.cost_x = std::move(x);
-    data.log_cost = std::move(log_cost);
-  }
+  KeepSubset(data.cost_x, data.log_cost, limit,
+             StreamSeed(StreamSeed(seed_, 0xc057), data.cost_x.size()));
   const size_t total = data.x.size();
   if (total <= limit) return;
   data = SelectRows(std::move(data),
