@@ -340,7 +340,8 @@ class Run {
       progress.Update(stats);
       PublishMetrics(stats);
       if (service_->WithDispatcher([](Dispatcher& d) { return d.Finished(); })) {
-        progress.Finish(stats);
+        // The last trial may have ended between Stats() above and Finished(): draw them anew.
+        progress.Finish(Stats());
         absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("COMPLETED"); });
         if (!s.ok()) return Fail(s);
         PrintSummary();
@@ -354,11 +355,11 @@ class Run {
                         "--max-wall-time DURATION");
       }
       if (fleet_ && sig == 0) {
-        if (std::optional<int> rc = FleetStep(progress, stats)) return *rc;
+        if (std::optional<int> rc = FleetStep(progress)) return *rc;
         continue;
       }
       if (sig != 0) {
-        progress.Finish(stats);
+        progress.Finish(Stats());
         absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
         if (s.ok()) s = service_->WithDispatcher([&](Dispatcher& d) { return d.MarkRunState("INTERRUPTED"); });
         if (!s.ok()) return Fail(s);
@@ -633,7 +634,7 @@ class Run {
   }
 
   // One fleet round. Returns the exit code once the run ends.
-  std::optional<int> FleetStep(ProgressReporter& progress, const DispatchStats& stats) {
+  std::optional<int> FleetStep(ProgressReporter& progress) {
     bool exhausted = false;
     std::string stuck;
     absl::Status s = FleetRound(&exhausted, &stuck);
@@ -643,7 +644,7 @@ class Run {
                       "--max-cost AMOUNT");
     }
     if (stuck.empty()) return std::nullopt;
-    progress.Finish(stats);
+    progress.Finish(Stats());
     if (!absl::StartsWith(stuck, "the budget")) {
       (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("FAILED"); });
       *env_.err << "sextant: " << stuck << "; see " << run_dir_->logs_dir() << "\n";
