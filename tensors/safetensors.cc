@@ -1,0 +1,214 @@
+#include "tensors/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "tensors/internal/header.h"
+
+namespace sextant {
+namespace {
+
+constexpr uint64_t kLengthBytes = 8;
+
+uint64_t LoadU64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);  // little-endian host (static_assert in dtype.cc)
+  return v;
+}
+
+// The header's length from the first 8 bytes of a `total`-byte file, checked before anything
+// is sized from it.
+absl::StatusOr<uint64_t> HeaderLength(const char* first8, uint64_t total) {
+  const uint64_t n = LoadU64(first8);
+  if (n > kMaxSafetensorsHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the header length ", n, " is over the limit of ", kMaxSafetensorsHeaderBytes));
+  }
+  if (n > total - kLengthBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the header length ", n, " goes past the end of the ", total, "-byte file"));
+  }
+  return n;
+}
+
+absl::Status TooShort(uint64_t total) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("the ", total, "-byte file is too short for the 8-byte header length"));
+}
+
+// `what` and the current errno's text, under the code errno maps to (NotFound, ...).
+absl::Status Errno(absl::string_view what) { return absl::ErrnoToStatus(errno, what); }
+
+// The same, prefixed with "PATH: " (errno is read before the message is built).
+absl::Status Errno(const std::string& path, absl::string_view what) {
+  const int err = errno;
+  return absl::ErrnoToStatus(err, absl::StrCat(path, ": ", what));
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  // Closes now, reporting the error close() returns (for a file just written).
+  int Close() { return ::close(std::exchange(fd_, -1)); }
+
+ private:
+  int fd_;
+};
+
+// Reads exactly `size` bytes at `offset`; InvalidArgument when the file ends first.
+absl::Status ReadAt(int fd, char* out, uint64_t size, uint64_t offset) {
+  while (size > 0) {
+    const ssize_t got = ::pread(fd, out, size, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return Errno("cannot read");
+    if (got == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the file ended at byte ", offset, " (was it changed while read?)"));
+    }
+    out += got;
+    size -= static_cast<uint64_t>(got);
+    offset += static_cast<uint64_t>(got);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteAll(int fd, const std::string& path, absl::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t put = ::write(fd, bytes.data(), bytes.size());
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0) return Errno(path, "cannot write");
+    bytes.remove_prefix(static_cast<size_t>(put));
+  }
+  return absl::OkStatus();
+}
+
+// The tensors of `header`, each data buffer filled by read(begin, out).
+template <typename ReadFn>
+absl::StatusOr<TensorFile> Assemble(internal::Header header, ReadFn read) {
+  TensorFile file;
+  file.metadata = std::move(header.metadata);
+  file.tensors.reserve(header.entries.size());
+  for (internal::HeaderEntry& e : header.entries) {
+    Tensor t;
+    t.name = std::move(e.name);
+    t.dtype = e.dtype;
+    t.shape = std::move(e.shape);
+    t.data.resize(e.end - e.begin);  // within the actual data buffer: ParseHeader checked it
+    SEXTANT_RETURN_IF_ERROR(read(e.begin, t.data));
+    file.tensors.push_back(std::move(t));
+  }
+  return file;
+}
+
+// Reads the open file; the errors carry no path.
+absl::StatusOr<TensorFile> ReadOpen(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Errno("cannot stat");
+  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError("not a regular file");
+  const uint64_t total = static_cast<uint64_t>(st.st_size);
+  if (total < kLengthBytes) return TooShort(total);
+  char first8[kLengthBytes];
+  SEXTANT_RETURN_IF_ERROR(ReadAt(fd, first8, kLengthBytes, 0));
+  SEXTANT_ASSIGN_OR_RETURN(const uint64_t n, HeaderLength(first8, total));
+  std::string json(n, '\0');
+  SEXTANT_RETURN_IF_ERROR(ReadAt(fd, json.data(), n, kLengthBytes));
+  const uint64_t data_start = kLengthBytes + n;
+  SEXTANT_ASSIGN_OR_RETURN(internal::Header header,
+                           internal::ParseHeader(json, total - data_start));
+  return Assemble(std::move(header), [&](uint64_t begin, std::string& out) {
+    return ReadAt(fd, out.data(), out.size(), data_start + begin);
+  });
+}
+
+void FsyncDirectoryOf(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  // Best effort: the rename is already done, and not every filesystem can fsync a directory.
+  if (fd.get() >= 0) (void)::fsync(fd.get());
+}
+
+absl::Status WriteFileBody(int fd, const std::string& tmp, const std::string& header,
+                           const TensorFile& file) {
+  char length[kLengthBytes];
+  const uint64_t n = header.size();
+  std::memcpy(length, &n, sizeof n);
+  SEXTANT_RETURN_IF_ERROR(WriteAll(fd, tmp, absl::string_view(length, kLengthBytes)));
+  SEXTANT_RETURN_IF_ERROR(WriteAll(fd, tmp, header));
+  for (const Tensor& t : file.tensors) SEXTANT_RETURN_IF_ERROR(WriteAll(fd, tmp, t.data));
+  if (::fsync(fd) != 0) return Errno(tmp, "cannot fsync");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TensorFile> ReadSafetensors(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (ReadOpen then refuses it); reads of a
+  // regular file ignore the flag.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) return Errno(path, "cannot open");
+  absl::StatusOr<TensorFile> file = ReadOpen(fd.get());
+  if (!file.ok()) {
+    return absl::Status(file.status().code(), absl::StrCat(path, ": ", file.status().message()));
+  }
+  return file;
+}
+
+absl::StatusOr<TensorFile> ParseSafetensors(absl::string_view bytes) {
+  if (bytes.size() < kLengthBytes) return TooShort(bytes.size());
+  SEXTANT_ASSIGN_OR_RETURN(const uint64_t n, HeaderLength(bytes.data(), bytes.size()));
+  const absl::string_view data = bytes.substr(kLengthBytes + n);
+  SEXTANT_ASSIGN_OR_RETURN(internal::Header header,
+                           internal::ParseHeader(bytes.substr(kLengthBytes, n), data.size()));
+  return Assemble(std::move(header), [&](uint64_t begin, std::string& out) {
+    if (!out.empty()) std::memcpy(out.data(), data.data() + begin, out.size());
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::string> SerializeSafetensors(const TensorFile& file) {
+  SEXTANT_ASSIGN_OR_RETURN(const std::string header, internal::BuildHeader(file));
+  std::string out(kLengthBytes, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(out.data(), &n, sizeof n);
+  out += header;
+  for (const Tensor& t : file.tensors) out += t.data;
+  return out;
+}
+
+absl::Status WriteSafetensors(const std::string& path, const TensorFile& file) {
+  SEXTANT_ASSIGN_OR_RETURN(const std::string header, internal::BuildHeader(file));
+  std::string tmp = path + ".tmp-XXXXXX";
+  Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  if (fd.get() < 0) return Errno(path, "cannot create a temporary file beside it");
+  // mkostemp creates the file 0600; a model file is as readable as any other output.
+  absl::Status s = ::fchmod(fd.get(), 0644) == 0 ? absl::OkStatus() : Errno(tmp, "cannot chmod");
+  if (s.ok()) s = WriteFileBody(fd.get(), tmp, header, file);
+  if (fd.Close() != 0 && s.ok()) s = Errno(tmp, "cannot close");
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    s = Errno(path, "cannot rename the temporary file into place");
+  }
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  FsyncDirectoryOf(path);
+  return absl::OkStatus();
+}
+
+}  // namespace sextant
