@@ -109,11 +109,13 @@ struct BayesianOptions {
 // With several objectives: one GP per objective and exact expected hypervolume improvement
 // (box decomposition, in log space) against the feasible front, pending trials fantasised at
 // the posterior mean. With constraints: one GP per constraint, and the acquisition times the
-// probability of feasibility. cost_aware: log EI minus (1 - budget_used) times the predicted
-// log cost (a GP on log cost), so exactly plain EI once the budget is spent. Warm-started
-// (observations marked `prior`), with one objective and no constraints or cost: a GP on the
-// priors plus a GP on this run's differences from it (stacked residuals), so that own results
-// override the priors near them; otherwise the priors join the observations as they are.
+// probability of feasibility. cost_aware: log EI minus α times the predicted log cost (a GP on
+// log cost), α = (1 - budget_used) / (1 - the budget_used at the design's end) as in CArBO, so
+// the cost counts in full right after the design and it is exactly plain EI once the budget is
+// spent. Warm-started (observations marked `prior`), with one objective and no constraints or
+// cost: a GP on the priors plus a GP on this run's differences from it (stacked residuals), so
+// that own results override the priors near them; otherwise the priors join the observations
+// as they are.
 std::unique_ptr<Sampler> NewBayesianSampler(SearchSpace space, BayesianOptions options);
 
 struct TpeOptions {

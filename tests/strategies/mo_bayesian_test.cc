@@ -321,5 +321,45 @@ TEST(CostAwareBayesianTest, WithTheBudgetSpentItChoosesWhatPlainEiChooses) {
   EXPECT_NE(*pc, *pb);
 }
 
+TEST(CostAwareBayesianTest, CostCountsInFullRightAfterTheDesign) {
+  // CArBO cools the cost's exponent from 1 after the design, not from 1 at the first trial:
+  // right after the 10-trial design (5 Sobol points, 5 cheap ones) the suggestion is the same
+  // whether the design used 20% of the budget or none of it.
+  for (uint64_t seed : {1, 2, 3}) {
+    BayesianOptions cost_aware;
+    cost_aware.seed = seed;
+    cost_aware.cost_aware = true;
+    auto runner = NewBayesianSampler(UnitSpace(2), cost_aware);
+    const std::vector<Observation> history = RunTrials(*runner, 10, 2, Periodic, 0.0);
+    auto a = NewBayesianSampler(UnitSpace(2), cost_aware);
+    auto b = NewBayesianSampler(UnitSpace(2), cost_aware);
+    absl::StatusOr<Params> pa = a->Ask(At(10, history, 0.2));
+    absl::StatusOr<Params> pb = b->Ask(At(10, history, 0.0));
+    ASSERT_TRUE(pa.ok() && pb.ok());
+    EXPECT_EQ(*pa, *pb) << "seed " << seed;
+  }
+}
+
+TEST(CostAwareBayesianTest, CostExponentCoolsOverTheBudgetLeftAfterTheDesign) {
+  // A sampler that saw the design end at half the budget weighs the cost at 75% used as one
+  // that saw it end at none weighs it at 50% used: (1 - 0.75) / (1 - 0.5) = 1 - 0.5.
+  for (uint64_t seed : {5, 6, 7}) {
+    BayesianOptions cost_aware;
+    cost_aware.seed = seed;
+    cost_aware.cost_aware = true;
+    auto runner = NewBayesianSampler(UnitSpace(2), cost_aware);
+    const std::vector<Observation> history = RunTrials(*runner, 14, 2, Periodic, 0.0);
+    const absl::Span<const Observation> design(history.data(), 10);
+    auto a = NewBayesianSampler(UnitSpace(2), cost_aware);
+    auto b = NewBayesianSampler(UnitSpace(2), cost_aware);
+    ASSERT_TRUE(a->Ask(At(10, design, 0.5)).ok());
+    ASSERT_TRUE(b->Ask(At(10, design, 0.0)).ok());
+    absl::StatusOr<Params> pa = a->Ask(At(14, history, 0.75));
+    absl::StatusOr<Params> pb = b->Ask(At(14, history, 0.5));
+    ASSERT_TRUE(pa.ok() && pb.ok());
+    EXPECT_EQ(*pa, *pb) << "seed " << seed;
+  }
+}
+
 }  // namespace
 }  // namespace sextant
