@@ -8,19 +8,23 @@
 
 namespace sextant {
 
-// A source of time. Everything that waits or times out takes a Clock, so that tests can use
-// FakeClock. Thread-safe.
+// A source of time. Everything that reads the time, waits or times out takes a Clock, so that
+// tests can use FakeClock. Thread-safe.
 class Clock {
  public:
   virtual ~Clock() = default;
   // Returns the current wall-clock time.
   virtual absl::Time Now() const = 0;
+  // Waits for d (d <= 0: returns at once). A polling loop sleeps through this, so that under
+  // a FakeClock its deadlines pass without real waiting.
+  virtual void SleepFor(absl::Duration d) = 0;
 };
 
 // The real wall clock. Thread-safe.
 class RealClock : public Clock {
  public:
   absl::Time Now() const override { return absl::Now(); }
+  void SleepFor(absl::Duration d) override { absl::SleepFor(d); }
 };
 
 // Returns a process-wide RealClock (stateless, so sharing it is safe).
@@ -34,6 +38,8 @@ class FakeClock : public Clock {
   absl::Time Now() const override { return absl::FromUnixNanos(now_ns_.load()); }
   // Moves the clock forward by d (d >= 0).
   void Advance(absl::Duration d) { now_ns_ += absl::ToInt64Nanoseconds(d); }
+  // Moves the clock forward by d at once (d <= 0: not at all), and lets other threads run.
+  void SleepFor(absl::Duration d) override;
 
  private:
   std::atomic<int64_t> now_ns_;
