@@ -6,20 +6,13 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <cctype>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <optional>
 #include <random>
-#include <thread>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -58,9 +51,6 @@ constexpr double kStartupWaitSeconds = 120;
 // score one model.
 constexpr absl::Duration kEvaluatorStartup = absl::Seconds(120);
 constexpr absl::Duration kEvaluationTimeout = absl::Seconds(600);
-
-std::atomic<int> g_fed_stop{0};
-void OnFedStop(int sig) { g_fed_stop.store(sig); }
 
 std::string SelfDir() {
   std::error_code ec;
@@ -108,79 +98,62 @@ std::vector<Participant> SampleClients(const v1::Federation& f, int64_t round) {
 
 class FederatedRun {
  public:
-  FederatedRun(const RunOptions& options, const RunEnv& env, v1::ExperimentSpec spec)
-      : options_(options), env_(env), spec_(std::move(spec)) {}
+  explicit FederatedRun(RunSession& session)
+      : session_(session),
+        options_(session.options()),
+        env_(session.env()),
+        spec_(session.spec()),
+        run_dir_path_(session.path()),
+        run_dir_(&session.run_dir()),
+        store_(&session.store()),
+        start_(env_.clock->Now()) {}
 
-  int Main() {
-    int rc = Prepare();
-    if (rc == 0) rc = Rounds();
-    if (monitor_) {
+  absl::Status Main() {
+    absl::Status s = Prepare();
+    if (s.ok()) s = Rounds();
+    if (session_.monitor()) {
       PublishMetrics();
-      monitor_->RunEnded();
+      session_.monitor()->RunEnded();
     }
     Teardown();
-    return rc;
+    return s;
   }
 
  private:
   const v1::Federation& fed() const { return spec_.federation(); }
 
-  int Fail(const absl::Status& s, int code = 1) {
-    *env_.err << "sextant: " << s.message() << "\n";
-    return code;
-  }
-
-  int Prepare() {
-    run_dir_path_ = options_.run_dir.empty() ? "runs/" + spec_.name() : options_.run_dir;
-    auto dir = RunDir::Acquire(run_dir_path_);
-    if (!dir.ok()) return Fail(dir.status());
-    run_dir_ = std::make_unique<RunDir>(*std::move(dir));
-    auto store = Store::Open(run_dir_->db_path(), true);
-    if (!store.ok()) return Fail(store.status());
-    store_ = *std::move(store);
-    auto stored = store_->GetMeta("spec");
-    if (!stored.ok()) return Fail(stored.status());
-    if (!options_.resume && *stored) {
-      *env_.err << "sextant: " << run_dir_path_ << " already holds a run; continue it with "
-                << "`sextant resume " << run_dir_path_ << "` or pick another --run-dir\n";
-      return 2;
+  absl::Status Prepare() {
+    // The federation id names this run to its participants for all its sessions; a run
+    // stopped before its first session stored one gets it now (no round has run under another).
+    SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> id, store_->GetMeta("federation_id"));
+    if (!id) {
+      id = absl::StrCat(spec_.name(), "-", absl::ToUnixMicros(env_.clock->Now()));
+      SEXTANT_RETURN_IF_ERROR(store_->PutMeta("federation_id", *id));
     }
-    start_ = env_.clock->Now();
-    if (!options_.resume) {
-      // The spec goes last: a run killed before it holds no run yet and can simply be started
-      // again, rather than being resumable without a federation id.
-      absl::Status s = store_->PutMeta("started_at", absl::StrCat(absl::ToUnixSeconds(start_)));
-      if (s.ok()) s = store_->PutMeta("federation_id", absl::StrCat(spec_.name(), "-", absl::ToUnixMicros(start_)));
-      if (s.ok()) s = store_->PutMeta("spec", spec_.SerializeAsString());
-      if (!s.ok()) return Fail(s);
-    }
-    auto id = store_->GetMeta("federation_id");
-    if (!id.ok() || !*id) return Fail(absl::DataLossError("the run has no federation id"));
-    experiment_id_ = **id;
+    experiment_id_ = *id;
     if (auto started = store_->GetMeta("started_at"); started.ok() && *started) {
       int64_t t = 0;
       if (absl::SimpleAtoi(**started, &t)) start_ = absl::FromUnixSeconds(t);
     }
-    auto rounds = RoundsTable::Open(run_dir_->db_path());
-    if (!rounds.ok()) return Fail(rounds.status());
-    rounds_ = std::make_unique<RoundsTable>(*std::move(rounds));
+    SEXTANT_ASSIGN_OR_RETURN(RoundsTable rounds, RoundsTable::Open(run_dir_->db_path()));
+    rounds_ = std::make_unique<RoundsTable>(std::move(rounds));
     optimizer_ = MakeServerOptimizer(fed());
     fed_dir_ = std::filesystem::absolute(run_dir_->path() + "/federation").string();
     ckpt_dir_ = std::filesystem::absolute(run_dir_->checkpoints_dir() + "/federation").string();
     std::filesystem::create_directories(fed_dir_);
     spec_file_ = fed_dir_ + "/spec.pb";
     std::ofstream(spec_file_, std::ios::binary) << spec_.SerializeAsString();
-    if (int rc = StartEvaluator(); rc != 0) return rc;
+    SEXTANT_RETURN_IF_ERROR(StartEvaluator());
     global_ = evaluator_->initial_weights();
-    if (int rc = Restore(); rc != 0) return rc;
-    if (int rc = PrepareAccountant(); rc != 0) return rc;
+    SEXTANT_RETURN_IF_ERROR(Restore());
+    SEXTANT_RETURN_IF_ERROR(PrepareAccountant());
     return StartServer();
   }
 
   // Client-level DP: the sampled fraction is accounted as Poisson sampling at that rate (the
   // usual approximation for fixed-size sampling); a resumed run composes its completed rounds.
-  int PrepareAccountant() {
-    if (!fed().has_dp()) return 0;
+  absl::Status PrepareAccountant() {
+    if (!fed().has_dp()) return absl::OkStatus();
     const v1::DifferentialPrivacy& dp = fed().dp();
     RdpAccountantOptions a;
     a.noise_multiplier = dp.noise_multiplier();
@@ -193,10 +166,10 @@ class FederatedRun {
       for (double order : {80.0, 96.0, 128.0, 256.0}) a.orders.push_back(order);
     }
     auto accountant = RdpAccountant::Create(a);
-    if (!accountant.ok()) return Fail(accountant.status(), 2);
+    if (!accountant.ok()) return absl::InvalidArgumentError(accountant.status().message());
     accountant_.emplace(*std::move(accountant));
     accountant_->Compose(last_round_);
-    return 0;
+    return absl::OkStatus();
   }
 
   // Central DP noise on the round's mean: N(0, (sigma C)^2) on the sum of `count` clipped
@@ -217,25 +190,25 @@ class FederatedRun {
     return WriteCheckpoint(ckpt_dir_, round, EncodeGlobalCheckpoint(c)).status();
   }
 
-  int Restore() {
+  absl::Status Restore() {
     auto ck = LoadLatestCheckpoint(ckpt_dir_);
-    if (!ck.ok()) return 0;  // nothing completed yet
+    if (!ck.ok()) return absl::OkStatus();  // nothing completed yet
     absl::StatusOr<GlobalCheckpoint> c = DecodeGlobalCheckpoint(ck->payload, global_.size());
-    if (!c.ok()) return Fail(c.status());
-    if (absl::Status s = optimizer_->Restore(std::move(c->optimizer)); !s.ok()) return Fail(s);
+    if (!c.ok()) return c.status();
+    SEXTANT_RETURN_IF_ERROR(optimizer_->Restore(std::move(c->optimizer)));
     // A kill between the checkpoint and the rounds table's commit left the rows out.
     if (!c->rows.empty()) {
-      if (absl::Status s = rounds_->Put(c->rows); !s.ok()) return Fail(s);
+      SEXTANT_RETURN_IF_ERROR(rounds_->Put(c->rows));
     }
     global_ = std::move(c->model);
     last_round_ = c->round;
     *env_.out << "sextant: resuming after round " << last_round_ << "\n";
-    return 0;
+    return absl::OkStatus();
   }
 
   // The global tier: the regions' aggregators send to it. With hide_region_sums its SecAgg hub
   // runs the regions' round, in which the aggregators are the clients.
-  int StartServer() {
+  absl::Status StartServer() {
     TierOptions o;
     o.listen = options_.listen;
     o.coordinator.experiment_id = experiment_id_;
@@ -248,26 +221,16 @@ class FederatedRun {
     o.secure = fed().hide_region_sums();
     o.secagg.stage_timeout_seconds = StageTimeout();
     o.secagg.quantization = Quantization();
-    // The same TLS/mTLS and token rules as the worker service (orchestrator.cc).
-    ServerSecurity security;
-    if (!options_.tls_dir.empty()) {
-      auto loaded = LoadServerSecurity(options_.tls_dir);
-      if (!loaded.ok()) return Fail(loaded.status(), 2);
-      security = *std::move(loaded);
-      if (absl::Status s = IssueParticipantCertificates(&security); !s.ok()) return Fail(s, 2);
-    } else {
-      // Loopback: every call must carry this run's secret, which only this user can read.
-      auto secrets = CreateRunSecrets(std::filesystem::absolute(run_dir_->path() + "/secrets"));
-      if (!secrets.ok()) return Fail(secrets.status());
-      secrets_ = *std::move(secrets);
-      security = LoopbackSecurity(secrets_);
+    // The session's TLS/mTLS and token rules, as for the worker service (orchestrator.cc).
+    ServerSecurity& security = session_.security();
+    if (!session_.tls_dir().empty()) {
+      if (absl::Status s = IssueParticipantCertificates(&security); !s.ok()) {
+        return absl::InvalidArgumentError(s.message());
+      }
     }
-    if (absl::Status s = CheckListenAllowed(options_.listen, security); !s.ok()) return Fail(s, 2);
     o.credentials = MakeServerCredentials(security);
-    auto tier = Tier::Start(std::move(o), env_.clock);
-    if (!tier.ok()) return Fail(tier.status());
-    tier_ = *std::move(tier);
-    return 0;
+    SEXTANT_ASSIGN_OR_RETURN(tier_, Tier::Start(std::move(o), env_.clock));
+    return absl::OkStatus();
   }
 
   bool hide_region_sums() const { return fed().hide_region_sums(); }
@@ -300,12 +263,12 @@ class FederatedRun {
     for (const auto& r : fed().regions()) {
       SEXTANT_ASSIGN_OR_RETURN(
           std::string fingerprint,
-          IssueParticipantDirectory(options_.tls_dir, ParticipantTlsDir(r.name(), -1),
+          IssueParticipantDirectory(session_.tls_dir(), ParticipantTlsDir(r.name(), -1),
                                     PeerIdentity{Role::kAggregator, r.name(), "aggregator"}));
       security->enrolled.insert(fingerprint);
       for (int i = 0; i < r.clients(); ++i) {
         SEXTANT_RETURN_IF_ERROR(IssueParticipantDirectory(
-                                    options_.tls_dir, ParticipantTlsDir(r.name(), i),
+                                    session_.tls_dir(), ParticipantTlsDir(r.name(), i),
                                     PeerIdentity{Role::kClient, r.name(), absl::StrCat(i)})
                                     .status());
       }
@@ -316,8 +279,8 @@ class FederatedRun {
   // A participant dials and serves with its own certificate (IssueParticipantCertificates),
   // or on loopback with the run's secret.
   void AddCredentials(std::vector<std::string>* argv, const std::string& region, int index) const {
-    if (options_.tls_dir.empty()) {
-      argv->insert(argv->end(), {"--secret-file", secrets_.worker_file});
+    if (session_.tls_dir().empty()) {
+      argv->insert(argv->end(), {"--secret-file", session_.secrets().worker_file});
       return;
     }
     argv->insert(argv->end(), {"--tls-dir", ParticipantTlsDir(region, index), "--tls-name",
@@ -333,16 +296,16 @@ class FederatedRun {
 
   // The model lives in the evaluator process (the only one here that runs the trainer): it
   // gives the seeded starting weights and scores the global model after each evaluated round.
-  int StartEvaluator() {
+  absl::Status StartEvaluator() {
     std::filesystem::create_directories(run_dir_->logs_dir());
     auto evaluator = GlobalEvaluator::Start(
         env_.launcher,
         {Bin(), "--role", "evaluator", "--spec", spec_file_, "--work-dir", fed_dir_ + "/eval",
          "--threads", "2", "--exit-with-parent"},
         fed_dir_ + "/eval", run_dir_->logs_dir() + "/evaluator.log", kEvaluatorStartup);
-    if (!evaluator.ok()) return Fail(evaluator.status());
+    if (!evaluator.ok()) return evaluator.status();
     evaluator_ = *std::move(evaluator);
-    return 0;
+    return absl::OkStatus();
   }
 
   // The global model's score after `round`; last_eval_ on success.
@@ -387,7 +350,7 @@ class FederatedRun {
   }
 
   // One aggregator per region, then its clients once it serves (it writes its port to a file).
-  int LaunchParticipants() {
+  absl::Status LaunchParticipants() {
     std::filesystem::create_directories(run_dir_->logs_dir());
     const std::string target = absl::StrCat("127.0.0.1:", tier_->port());
     for (const auto& r : fed().regions()) {
@@ -428,17 +391,17 @@ class FederatedRun {
     }
     for (const auto& r : fed().regions()) {
       const std::string port_file = absl::StrCat(fed_dir_, "/regions/", r.name(), ".port");
-      const absl::Time until = absl::Now() + absl::Seconds(60);
+      const absl::Time until = env_.clock->Now() + absl::Seconds(60);
       int port = 0;
-      while (absl::Now() < until && port == 0) {
+      while (env_.clock->Now() < until && port == 0) {
         std::ifstream in(port_file);
         if (!(in >> port)) port = 0;
-        if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (port == 0) env_.clock->SleepFor(absl::Milliseconds(50));
       }
       if (port == 0) {
-        *env_.err << "sextant: the aggregator of region " << r.name() << " did not start; see "
-                  << run_dir_->logs_dir() << "/aggregator-" << r.name() << ".log\n";
-        return 1;
+        return absl::UnavailableError(absl::StrCat("the aggregator of region ", r.name(),
+                                                   " did not start; see ", run_dir_->logs_dir(),
+                                                   "/aggregator-", r.name(), ".log"));
       }
       for (int i = 0; i < r.clients(); ++i) {
         std::vector<std::string> argv = {
@@ -451,7 +414,7 @@ class FederatedRun {
                absl::StrCat("client ", ClientId(r.name(), i)));
       }
     }
-    return 0;
+    return absl::OkStatus();
   }
 
   // Opens the regions' round `round` (every region takes part, with zeros when none of its
@@ -532,12 +495,12 @@ class FederatedRun {
   }
 
   // Finishes one closed round: server step, evaluation, checkpoint, rows. Returns an exit code.
-  int CompleteRound(int64_t round, const RoundOutcome& outcome,
+  absl::Status CompleteRound(int64_t round, const RoundOutcome& outcome,
                     const std::vector<SenderReport>& senders) {
     std::vector<float> mean(outcome.mean.begin(), outcome.mean.end());
-    if (absl::Status s = AddCentralNoise(mean, outcome.total_weight); !s.ok()) return Fail(s);
+    SEXTANT_RETURN_IF_ERROR(AddCentralNoise(mean, outcome.total_weight));
     if (absl::Status s = optimizer_->Step(absl::MakeSpan(global_), mean); !s.ok()) {
-      return Fail(s);
+      return s;
     }
     std::optional<double> epsilon;
     if (accountant_) {
@@ -548,7 +511,7 @@ class FederatedRun {
     const bool eval = round == fed().rounds() || fed().eval_every() <= 1 ||
                       round % fed().eval_every() == 0;
     if (eval) {
-      if (absl::Status s = Evaluate(round); !s.ok()) return Fail(s);
+      SEXTANT_RETURN_IF_ERROR(Evaluate(round));
     }
     // Rejections: regional updates turned away here plus client updates each region rejected.
     int64_t rejected = outcome.rejected;
@@ -562,10 +525,10 @@ class FederatedRun {
     // The checkpoint is the commit point and carries the rows: a round is listed only once it
     // is committed (so a listed round is never redone with other values), and a kill before
     // the rows reach the table is repaired from the checkpoint on resume.
-    if (absl::Status s = Checkpoint(round, rows); !s.ok()) return Fail(s);
-    if (absl::Status s = rounds_->Put(rows); !s.ok()) return Fail(s);
+    SEXTANT_RETURN_IF_ERROR(Checkpoint(round, rows));
+    SEXTANT_RETURN_IF_ERROR(rounds_->Put(rows));
     if (epsilon) {
-      if (absl::Status s = PutPrivacy(*epsilon, round); !s.ok()) return Fail(s);
+      SEXTANT_RETURN_IF_ERROR(PutPrivacy(*epsilon, round));
     }
     std::string line =
         absl::StrFormat("round=%d accuracy=%.4f loss=%.4f clients=%d rejected=%d", round,
@@ -575,7 +538,7 @@ class FederatedRun {
     *env_.out << "sextant: " << line << "\n" << std::flush;
     last_round_ = round;
     PublishMetrics();
-    return 0;
+    return absl::OkStatus();
   }
 
   // The privacy spent so far, for `results` (meta "privacy", a JSON object).
@@ -599,30 +562,25 @@ class FederatedRun {
     return accountant_->CheckNextRound();
   }
 
-  bool Stopping() const { return g_fed_stop.load() != 0; }
+  bool Stopping() const { return session_.stop_signal() != 0; }
 
-  int Rounds() {
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = OnFedStop;
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
+  absl::Status Rounds() {
     *env_.out << "sextant: federated run " << spec_.name() << " in " << run_dir_path_ << ": "
               << fed().regions_size() << " regions, " << TotalClients(fed()) << " clients, "
               << global_.size() << " parameters, rounds " << last_round_ + 1 << ".." << fed().rounds()
               << "\n" << std::flush;
     PutTrial("RUNNING");
-    if (int rc = StartMetrics(); rc != 0) return rc;
+    PublishMetrics();
     if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
     if (last_round_ < fed().rounds()) {
-      if (absl::Status s = PublishRound(last_round_ + 1); !s.ok()) return Fail(s);
-      if (int rc = LaunchParticipants(); rc != 0) return rc;
-      if (int rc = AwaitRegions(); rc != 0) return rc;
+      SEXTANT_RETURN_IF_ERROR(PublishRound(last_round_ + 1));
+      SEXTANT_RETURN_IF_ERROR(LaunchParticipants());
+      SEXTANT_RETURN_IF_ERROR(AwaitRegions());
     }
     for (int64_t round = last_round_ + 1; round <= fed().rounds(); ++round) {
       if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
       if (round != published_round_) {
-        if (absl::Status s = PublishRound(round); !s.ok()) return Fail(s);
+        SEXTANT_RETURN_IF_ERROR(PublishRound(round));
       }
       absl::Status ready = tier_->AwaitClosable(
           hide_region_sums() ? Tier::Close::kSecure : Tier::Close::kPlain, [&] { return Interruption(); });
@@ -632,12 +590,12 @@ class FederatedRun {
       auto outcome = hide_region_sums() ? CloseRegionsRound(round, &regions_mean)
                                         : tier_->hub().Close(&senders);
       if (!outcome.ok()) {
-        return Fail(hide_region_sums() ? absl::AbortedError(absl::StrCat(
+        return (hide_region_sums() ? absl::AbortedError(absl::StrCat(
                                          "the regions' secure round ", round, " failed: ",
                                          outcome.status().message()))
                                    : outcome.status());
       }
-      if (int rc = CompleteRound(round, *outcome, senders); rc != 0) return rc;
+      SEXTANT_RETURN_IF_ERROR(CompleteRound(round, *outcome, senders));
     }
     return Finish();
   }
@@ -646,7 +604,7 @@ class FederatedRun {
   // once its clients are up, or after its own startup wait), then starts that round's deadline
   // afresh: a deadline that ran while the participants were starting would close the first
   // round without the slow starters, as if they were dead. Returns an exit code.
-  int AwaitRegions() {
+  absl::Status AwaitRegions() {
     std::vector<std::string> regions;
     for (const auto& r : fed().regions()) regions.push_back(r.name());
     absl::StatusOr<std::vector<std::string>> missing = tier_->AwaitContact(
@@ -659,7 +617,7 @@ class FederatedRun {
             ? absl::StrFormat("every region's clients are up after %.1f s", Seconds())
             : absl::StrCat("regions not up when round ", published_round_,
                            "'s deadline started: ", absl::StrJoin(*missing, ", ")));
-    return 0;
+    return absl::OkStatus();
   }
 
   // Why a wait must end now: a stop (Cancelled), the wall-time budget (ResourceExhausted) or an
@@ -673,10 +631,10 @@ class FederatedRun {
   }
 
   // The exit code for a wait that Interruption() ended.
-  int StoppedBy(const absl::Status& why) {
+  absl::Status StoppedBy(const absl::Status& why) {
     if (absl::IsCancelled(why)) return Interrupted("INTERRUPTED");
     if (absl::IsResourceExhausted(why)) return Interrupted("BUDGET_EXHAUSTED");
-    return Fail(why);
+    return why;
   }
 
   // True once the run has used its budget's max_wall_time (none: never).
@@ -705,22 +663,12 @@ class FederatedRun {
     return true;
   }
 
-  // Serves /metrics and the live report on loopback when asked (--metrics-port), as search
-  // runs do. Returns an exit code.
-  int StartMetrics() {
-    if (options_.metrics_port < 0) return 0;
-    auto monitor = RunMonitor::Start(options_.metrics_port, spec_, run_dir_path_, env_.clock, *env_.out);
-    if (!monitor.ok()) return Fail(monitor.status());
-    monitor_ = *std::move(monitor);
-    PublishMetrics();
-    return 0;
-  }
-
   // The run as one trial whose fidelity is rounds; its workers are the client processes alive,
   // busy while sampled for the round in progress.
   void PublishMetrics() {
-    if (!monitor_) return;
-    MetricsSnapshot m = monitor_->Snapshot();
+    RunMonitor* monitor = session_.monitor();
+    if (monitor == nullptr) return;
+    MetricsSnapshot m = monitor->Snapshot();
     m.max_trials = 1;
     if (!trial_.state.empty()) m.by_state[trial_.state] = 1;
     if (trial_.value) {
@@ -735,7 +683,7 @@ class FederatedRun {
     if (published_round_ > last_round_) {
       m.busy_workers = static_cast<int>(std::min<int64_t>(ClientsPerRound(fed()), m.workers));
     }
-    monitor_->Publish(m);
+    monitor->Publish(m);
   }
 
   void PutTrial(const std::string& state) {
@@ -756,7 +704,7 @@ class FederatedRun {
   }
 
   // The epsilon target is reached: the run ends normally before the round that would pass it.
-  int EpsilonReached(const absl::Status& why) {
+  absl::Status EpsilonReached(const absl::Status& why) {
     if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed: evaluate the model again
       (void)Evaluate(last_round_);
     }
@@ -766,20 +714,20 @@ class FederatedRun {
     absl::Status s = store_->PutMeta("state", "EPSILON_EXHAUSTED");
     if (s.ok()) s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
     if (s.ok()) s = store_->AddEvent(EventTime(), "run_finished", 0, absl::StrCat("EPSILON_EXHAUSTED: ", line));
-    if (!s.ok()) return Fail(s);
+    SEXTANT_RETURN_IF_ERROR(s);
     *env_.out << "sextant: " << spec_.name() << " " << line << "; val_accuracy="
               << absl::StrFormat("%.4f", last_eval_.accuracy) << "\n";
-    return 0;
+    return absl::OkStatus();
   }
 
-  int Interrupted(const std::string& state) {
+  absl::Status Interrupted(const std::string& state) {
     (void)store_->PutMeta("state", state);
     *env_.out << "sextant: stopped after round " << last_round_ << "; continue with: sextant resume "
               << run_dir_path_ << "\n";
-    return state == "INTERRUPTED" ? 130 : 0;
+    return state == "INTERRUPTED" ? absl::CancelledError("interrupted") : absl::OkStatus();
   }
 
-  int Finish() {
+  absl::Status Finish() {
     if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed at the end: evaluate again
       (void)Evaluate(last_round_);
     }
@@ -787,10 +735,10 @@ class FederatedRun {
     absl::Status s = store_->PutMeta("state", "COMPLETED");
     if (s.ok()) s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
     if (s.ok()) s = store_->AddEvent(EventTime(), "run_finished", 0, "COMPLETED");
-    if (!s.ok()) return Fail(s);
+    SEXTANT_RETURN_IF_ERROR(s);
     *env_.out << absl::StrFormat("sextant: %s finished: val_accuracy=%.4f val_loss=%.4f after %d rounds\n",
                                  spec_.name(), last_eval_.accuracy, last_eval_.loss, last_round_);
-    return 0;
+    return absl::OkStatus();
   }
 
   // Ends the experiment for every participant, then stops what is left. The grace covers a
@@ -801,17 +749,17 @@ class FederatedRun {
       tier_->hub().SetDone();
       if (hide_region_sums()) tier_->secagg().SetDone();
     }
-    const absl::Time until = absl::Now() + absl::Seconds(15);
-    while (!children_.empty() && absl::Now() < until) {
+    const absl::Time until = env_.clock->Now() + absl::Seconds(15);
+    while (!children_.empty() && env_.clock->Now() < until) {
       for (auto it = children_.begin(); it != children_.end();) {
         it = env_.launcher->Poll(it->pid) ? children_.erase(it) : it + 1;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      env_.clock->SleepFor(absl::Milliseconds(50));
     }
     for (const Child& c : children_) env_.launcher->Signal(c.pid, SIGKILL);
     for (const Child& c : children_) {
       for (int i = 0; i < 100 && !env_.launcher->Poll(c.pid); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        env_.clock->SleepFor(absl::Milliseconds(10));
       }
     }
     if (tier_) tier_->Shutdown(absl::ZeroDuration());
@@ -822,19 +770,20 @@ class FederatedRun {
     std::string what;
   };
 
-  RunOptions options_;
-  RunEnv env_;
-  v1::ExperimentSpec spec_;
-  std::string run_dir_path_, fed_dir_, ckpt_dir_, experiment_id_, previous_file_;
-  std::unique_ptr<RunDir> run_dir_;
-  std::unique_ptr<Store> store_;
+  RunSession& session_;
+  const RunOptions& options_;
+  const RunEnv env_;
+  const v1::ExperimentSpec& spec_;
+  const std::string run_dir_path_;
+  RunDir* const run_dir_;
+  Store* const store_;
+  std::string fed_dir_, ckpt_dir_, experiment_id_, previous_file_;
   std::unique_ptr<RoundsTable> rounds_;
   std::string spec_file_;  // the experiment, for the participants and the evaluator
   std::unique_ptr<GlobalEvaluator> evaluator_;
   std::vector<float> global_;
   std::unique_ptr<ServerOptimizer> optimizer_;
   std::optional<RdpAccountant> accountant_;
-  RunSecrets secrets_;             // without --tls-dir: the run's loopback secrets
   std::unique_ptr<Tier> tier_;     // the global tier of the rounds
   int64_t region_rejections_ = 0;  // the regions' round's rejections already counted
   int64_t last_round_ = 0;
@@ -843,94 +792,10 @@ class FederatedRun {
   absl::Time start_;
   std::vector<Child> children_;
   TrialRow trial_;                        // the run as trial 1, as last stored
-  std::unique_ptr<RunMonitor> monitor_;  // null without --metrics-port
 };
-
-// The loader fills search defaults whatever the file says; a federated search has parameters.
-bool IsPlainFederated(const v1::ExperimentSpec& spec) {
-  return spec.has_federation() && spec.parameters_size() == 0;
-}
-
-// One trial of a federated search: its parameters (value(name), nullopt when inactive) go into
-// the federation block, which then runs as a plain federated experiment.
-absl::Status ApplyFederatedTrialParams(
-    v1::ExperimentSpec& spec,
-    const std::function<std::optional<std::string>(const std::string&)>& value) {
-  v1::Federation* f = spec.mutable_federation();
-  for (const v1::Parameter& p : spec.parameters()) {
-    std::optional<std::string> v = value(p.name());
-    if (!v) continue;
-    double x = 0;
-    if (!absl::SimpleAtod(*v, &x)) {
-      if (p.name() == "server_optimizer") {
-        f->set_server_optimizer(*v);
-        continue;
-      }
-      return absl::InvalidArgumentError(absl::StrCat("parameter ", p.name(), "='", *v, "'"));
-    }
-    const std::string& n = p.name();
-    if (n == "local_lr" || n == "client_lr") {
-      f->set_local_lr(x);
-    } else if (n == "local_epochs") {
-      f->set_local_epochs(static_cast<int32_t>(x));
-    } else if (n == "local_batch_size") {
-      f->set_local_batch_size(static_cast<int32_t>(x));
-    } else if (n == "server_lr") {
-      f->set_server_lr(x);
-    } else if (n == "proximal_mu" || n == "mu") {
-      f->set_proximal_mu(x);
-    } else if (n == "clients_per_round") {
-      f->set_clients_per_round(x);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parameter '", n, "' is not a federation hyperparameter (local_lr, client_lr, "
-          "local_epochs, local_batch_size, server_lr, proximal_mu, mu, clients_per_round, "
-          "server_optimizer)"));
-    }
-  }
-  spec.clear_parameters();
-  return absl::OkStatus();
-}
-
-std::optional<std::string> TrialParamFromEnv(const std::string& name) {
-  std::string var = "SEXTANT_PARAM_";
-  for (char c : name) {
-    var += std::isalnum(static_cast<unsigned char>(c)) ? absl::ascii_toupper(c) : '_';
-  }
-  const char* v = std::getenv(var.c_str());
-  if (v == nullptr) return std::nullopt;
-  return std::string(v);
-}
 
 }  // namespace
 
-std::optional<int> MaybeRunFederated(const RunOptions& options, const RunEnv& env) {
-  v1::ExperimentSpec spec;
-  if (options.resume) {
-    auto store = Store::Open(RunDir::DbPath(options.run_dir), false, true);
-    if (!store.ok()) return std::nullopt;
-    auto stored = (*store)->GetMeta("spec");
-    if (!stored.ok() || !*stored || !spec.ParseFromString(**stored)) return std::nullopt;
-  } else {
-    LoadResult loaded = LoadExperimentFile(options.experiment_file);
-    if (!loaded.ok()) return std::nullopt;  // the caller reports the errors
-    spec = loaded.spec;
-  }
-  RunOptions run_options = options;
-  // A trial of a federated search (trial_command.h) runs with its parameters in the environment;
-  // a retried attempt continues the trial's own federated run.
-  const char* trial = std::getenv("SEXTANT_FEDERATED_TRIAL");
-  if (!options.resume && trial != nullptr && std::string(trial) == "1" && spec.has_federation() &&
-      spec.parameters_size() > 0) {
-    if (absl::Status s = ApplyFederatedTrialParams(spec, TrialParamFromEnv); !s.ok()) {
-      *env.err << "sextant: " << s.message() << "\n";
-      return 2;
-    }
-    run_options.resume = std::filesystem::exists(RunDir::DbPath(options.run_dir));
-  }
-  if (!IsPlainFederated(spec)) return std::nullopt;
-  FederatedRun run(run_options, env, std::move(spec));
-  return run.Main();
-}
+absl::Status RunFederated(RunSession& session) { return FederatedRun(session).Main(); }
 
 }  // namespace sextant

@@ -1,24 +1,24 @@
 #ifndef SEXTANT_ORCHESTRATOR_FEDERATED_RUN_H_
 #define SEXTANT_ORCHESTRATOR_FEDERATED_RUN_H_
 
-#include <optional>
-
-#include "orchestrator/orchestrator.h"
+#include "absl/status/status.h"
+#include "orchestrator/run_session.h"
 
 namespace sextant {
 
-// Runs (or resumes) a plain federated experiment (a `federation:` block and no `search:`): the
-// global tier of hierarchical FedAvg. It launches one `sextant-worker --role aggregator` per
-// region and its clients as local processes, serves FederationService to the aggregators on
-// loopback, and per round samples clients (seeded), streams the global model once per region,
-// folds the regional aggregates weighted by example counts, steps the server optimiser,
-// evaluates on the validation split, checkpoints the global model and records the round in the
-// `rounds` table (round, region ('' = global), accuracy, loss, clients, rejected, epsilon, time)
-// and as events. `sextant resume` continues after the last completed round. The final global
-// metric is trial 1's value, so that `results` reports it as the objective.
-// Returns nullopt when the experiment (options.experiment_file, or the stored one on resume) is
-// not a plain federated one, so that the caller runs it as a search; otherwise the exit code.
-std::optional<int> MaybeRunFederated(const RunOptions& options, const RunEnv& env);
+// The federated loop: runs (or resumes) the session's plain federated experiment (a
+// `federation:` block and no parameters; RunSession::federated()): the global tier of
+// hierarchical FedAvg. It launches one `sextant-worker --role aggregator` per region and its
+// clients as local processes, serves FederationService to the aggregators on loopback, and per
+// round samples clients (seeded), streams the global model once per region, folds the regional
+// aggregates weighted by example counts, steps the server optimiser, evaluates on the
+// validation split, checkpoints the global model and records the round in the `rounds` table
+// (round, region ('' = global), accuracy, loss, clients, rejected, epsilon, time) and as
+// events. `sextant resume` continues after the last completed round. The final global metric
+// is trial 1's value, so that `results` reports it as the objective.
+// OK when the rounds end (or the privacy or wall-time budget stops them); Cancelled when
+// interrupted (it can be resumed); otherwise the error.
+absl::Status RunFederated(RunSession& session);
 
 }  // namespace sextant
 
