@@ -212,8 +212,8 @@ def section(args, tables, wall):
              "budget is spent; here the budget is `max_trials`).")
     L.append("")
     L.append("- Problems (`cost_problem.py`): width in [16, 1024] (log), x0 in [-5, 10], x1 in "
-             "[0, 15]; a trial sleeps 3 s x width / 1024 (0.047-3 s, 64x) in both, and the loss "
-             "is given under each table.")
+             "[0, 15]; a trial sleeps 3 s x width / 1024 (0.047-3 s, 64x) in both, and each "
+             "problem's loss is given under its heading.")
     L.append("- Cost: `sextant run` with a local pool of one on-demand `cpu.small` instance "
              "(0.20 USD/h, per-second billing); a trial's dollars are its share of the ledger "
              "(`cost` in `results --format json`), which is also what the sampler sees. The "
