@@ -9,11 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "aggregator/secagg_participant.h"
 #include "aggregator/tier.h"
 #include "common/status_macros.h"
@@ -103,7 +101,7 @@ absl::StatusOr<RoundOutcome> SecureRound(const RegionalAggregatorOptions& o, Tie
 
 }  // namespace
 
-absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
+absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* clock,
                                    const std::atomic<bool>* stop) {
   TierOptions to;
   to.listen = o.listen;
@@ -119,7 +117,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
   to.secagg.stage_timeout_seconds = o.stage_timeout_seconds;
   to.secagg.quantization = o.quantization;
   if (o.hide_region_sum) to.secagg.ring_clients = o.ring_clients;
-  SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, Tier::Start(to, RealClockInstance()));
+  SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, Tier::Start(to, clock));
   FederationHub& hub = tier->hub();
   std::vector<float> secure_mean;
   int64_t secure_rejections = 0;
@@ -137,14 +135,14 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
   if (!o.clients.empty()) {
     // Upstream may have opened round 1 already; it starts that round's deadline once every
     // region has asked for it, so this region asks only once its clients are up.
-    const absl::Time start = absl::Now();
+    const absl::Time start = clock->Now();
     std::vector<std::string> missing =
         tier->AwaitContact(o.clients, absl::Seconds(o.startup_wait_seconds),
                            [&] { return StopStatus(stop); })
             .value_or(o.clients);
     if (o.log) {
       *o.log << "clients_connected=" << o.clients.size() - missing.size() << "/"
-             << o.clients.size() << " after=" << absl::ToDoubleSeconds(absl::Now() - start)
+             << o.clients.size() << " after=" << absl::ToDoubleSeconds(clock->Now() - start)
              << "s";
       if (!missing.empty()) *o.log << " missing=" << absl::StrJoin(missing, ",");
       *o.log << "\n" << std::flush;
@@ -165,12 +163,12 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
         PullRound(stub.get(), o.experiment_id, o.region, after, o.poll_seconds, sink);
     out->Close();
     if (absl::IsUnavailable(task.status()) || absl::IsDeadlineExceeded(task.status())) {
-      if (unreachable_since == absl::InfiniteFuture()) unreachable_since = absl::Now();
-      if (absl::Now() - unreachable_since > absl::Seconds(o.connect_timeout_seconds)) {
+      if (unreachable_since == absl::InfiniteFuture()) unreachable_since = clock->Now();
+      if (clock->Now() - unreachable_since > absl::Seconds(o.connect_timeout_seconds)) {
         result = absl::UnavailableError(absl::StrCat("upstream ", o.upstream, " unreachable"));
         break;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      clock->SleepFor(absl::Milliseconds(200));
       continue;
     }
     unreachable_since = absl::InfiniteFuture();
@@ -234,7 +232,8 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o,
       po.stage_wait_seconds = std::max(600.0, 4 * o.stage_timeout_seconds);
       po.signer = o.signer.get();
       const int64_t clients = region.clients;
-      absl::StatusOr<int64_t> sent = RunSecAggRegionParticipant(stub.get(), po, std::move(region));
+      absl::StatusOr<int64_t> sent =
+          RunSecAggRegionParticipant(stub.get(), po, clock, std::move(region));
       if (o.log) {
         *o.log << "round=" << task->round << " clients=" << clients
                << " regions_round=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"

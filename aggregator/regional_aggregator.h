@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "aggregator/federation_service.h"
+#include "common/clock.h"
 #include "rpc/key_signer.h"
 
 namespace sextant {
@@ -73,7 +74,9 @@ struct RegionalAggregatorOptions {
 // pushes upstream as above. A round that aborts (fewer than t survivors) or that has fewer than
 // two sampled clients in the region (one client's "sum" would be its update) pushes nothing:
 // the global round closes at its deadline without this region.
-absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& options,
+// clock (not owned) times the startup wait, the rounds, the retries and every wait; it must
+// outlive the call.
+absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& options, Clock* clock,
                                    const std::atomic<bool>* stop);
 
 }  // namespace sextant

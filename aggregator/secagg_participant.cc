@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "federation/dp_noise.h"
 #include "federation/secagg_client.h"
@@ -22,9 +21,9 @@ namespace {
 // Polls until `stage` opens for this client. Aborted when the round aborted or the wait ran out;
 // FailedPrecondition (dropped) becomes Aborted too: the client sits this round out.
 absl::StatusOr<SecAggDownlink> Await(v1::FederationService::StubInterface* stub,
-                                     const SecAggParticipantOptions& o, SecAggStage stage,
-                                     int32_t index = kSecAggServer) {
-  const absl::Time until = absl::Now() + absl::Seconds(o.stage_wait_seconds);
+                                     const SecAggParticipantOptions& o, Clock* clock,
+                                     SecAggStage stage, int32_t index = kSecAggServer) {
+  const absl::Time until = clock->Now() + absl::Seconds(o.stage_wait_seconds);
   while (true) {
     absl::StatusOr<SecAggDownlink> d =
         AwaitSecAgg(stub, o.experiment_id, o.round, stage, o.client_id, o.poll_seconds);
@@ -44,7 +43,7 @@ absl::StatusOr<SecAggDownlink> Await(v1::FederationService::StubInterface* stub,
       }
       return d;
     }
-    if (absl::Now() > until) {
+    if (clock->Now() > until) {
       return absl::AbortedError(absl::StrCat("the ", SecAggStageName(stage),
                                              " stage did not open in time"));
     }
@@ -63,11 +62,12 @@ using Encoder = std::function<absl::StatusOr<std::vector<uint64_t>>(const SecAgg
 // The four stages for one input. `clients` (a region's; nullopt for a client) and `rejected` go
 // in the clear with the masked input.
 absl::StatusOr<int64_t> RunStages(v1::FederationService::StubInterface* stub,
-                                  const SecAggParticipantOptions& o, const Encoder& encode,
-                                  const SenderMetrics& metrics,
+                                  const SecAggParticipantOptions& o, Clock* clock,
+                                  const Encoder& encode, const SenderMetrics& metrics,
                                   std::optional<int64_t> clients, int64_t rejected) {
   if (sodium_init() < 0) return absl::InternalError("libsodium failed to start");
-  SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink first, Await(stub, o, SecAggStage::kAdvertiseKeys));
+  SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink first,
+                           Await(stub, o, clock, SecAggStage::kAdvertiseKeys));
   if (!first.start) return absl::InvalidArgumentError("secagg: the round start has no config");
   const SecAggRoundStart& start = *first.start;
   if (start.config.experiment_id != o.experiment_id || start.config.round != o.round) {
@@ -89,7 +89,8 @@ absl::StatusOr<int64_t> RunStages(v1::FederationService::StubInterface* stub,
   SEXTANT_ASSIGN_OR_RETURN(int64_t n, SubmitSecAgg(stub, advertised));
   sent += n;
 
-  SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink dir, Await(stub, o, SecAggStage::kShareKeys, start.client_index));
+  SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink dir,
+                           Await(stub, o, clock, SecAggStage::kShareKeys, start.client_index));
   if (!dir.directory) return absl::InvalidArgumentError("secagg: no key directory");
   if (o.signer != nullptr) {
     SEXTANT_RETURN_IF_ERROR(
@@ -99,7 +100,8 @@ absl::StatusOr<int64_t> RunStages(v1::FederationService::StubInterface* stub,
   SEXTANT_ASSIGN_OR_RETURN(n, SubmitSecAgg(stub, SharesToProto(shares, o.client_id)));
   sent += n;
 
-  SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink del, Await(stub, o, SecAggStage::kMaskedInput, start.client_index));
+  SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink del,
+                           Await(stub, o, clock, SecAggStage::kMaskedInput, start.client_index));
   if (!del.delivery) return absl::InvalidArgumentError("secagg: no share delivery");
   SEXTANT_RETURN_IF_ERROR(client.HandleShareDelivery(*del.delivery));
   {  // The O(d) buffer lives only until the masked input is sent.
@@ -111,7 +113,8 @@ absl::StatusOr<int64_t> RunStages(v1::FederationService::StubInterface* stub,
     sent += n;
   }
 
-  SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink req, Await(stub, o, SecAggStage::kUnmask, start.client_index));
+  SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink req,
+                           Await(stub, o, clock, SecAggStage::kUnmask, start.client_index));
   if (!req.unmask_request) return absl::InvalidArgumentError("secagg: no unmask request");
   SEXTANT_ASSIGN_OR_RETURN(SecAggUnmaskResponse reveal,
                            client.HandleUnmaskRequest(*req.unmask_request));
@@ -149,7 +152,7 @@ absl::Status VerifyKeyDirectory(const KeySigner& signer, const std::string& expe
 }
 
 absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterface* stub,
-                                             const SecAggParticipantOptions& o,
+                                             const SecAggParticipantOptions& o, Clock* clock,
                                              absl::Span<const float> update, int64_t weight,
                                              const SenderMetrics& metrics) {
   auto encode = [&](const SecAggRoundStart& start) -> absl::StatusOr<std::vector<uint64_t>> {
@@ -181,11 +184,11 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
     }
     return encoded;
   };
-  return RunStages(stub, o, encode, metrics, std::nullopt, 0);
+  return RunStages(stub, o, clock, encode, metrics, std::nullopt, 0);
 }
 
 absl::StatusOr<int64_t> RunSecAggRegionParticipant(v1::FederationService::StubInterface* stub,
-                                                   const SecAggParticipantOptions& o,
+                                                   const SecAggParticipantOptions& o, Clock* clock,
                                                    RegionSum region) {
   auto encode = [&](const SecAggRoundStart& start) -> absl::StatusOr<std::vector<uint64_t>> {
     if (start.config.vector_length != region.sum.size() ||
@@ -197,7 +200,7 @@ absl::StatusOr<int64_t> RunSecAggRegionParticipant(v1::FederationService::StubIn
     }
     return std::move(region.sum);
   };
-  return RunStages(stub, o, encode, region.metrics, region.clients, region.rejected);
+  return RunStages(stub, o, clock, encode, region.metrics, region.clients, region.rejected);
 }
 
 }  // namespace sextant

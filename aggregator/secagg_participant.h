@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "aggregator/secagg_wire.h"
+#include "common/clock.h"
 #include "rpc/key_signer.h"
 #include "federation/round_coordinator.h"
 #include "sextant/v1/federation_service.grpc.pb.h"
@@ -54,8 +55,9 @@ absl::Status VerifyKeyDirectory(const KeySigner& signer, const std::string& expe
 // message came too late), or the transport's status; InvalidArgument when the update's length
 // does not match the round's vectors or the weight is outside [1, max_weight] (after the
 // client's keys went out: it then drops out of the round like a client that went silent).
+// clock (not owned) times stage_wait_seconds and must outlive the call.
 absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterface* stub,
-                                             const SecAggParticipantOptions& options,
+                                             const SecAggParticipantOptions& options, Clock* clock,
                                              absl::Span<const float> update, int64_t weight,
                                              const SenderMetrics& metrics);
 
@@ -71,10 +73,10 @@ struct RegionSum {
 // A regional aggregator's side of the regions' round with the orchestrator: the same four
 // stages, with the region's sum (already encoded in the ring) as its input, so that the
 // orchestrator learns only the regions' total. InvalidArgument when the sum's length or ring
-// does not match the round's; otherwise as RunSecAggParticipant.
+// does not match the round's; otherwise as RunSecAggParticipant (clock included).
 absl::StatusOr<int64_t> RunSecAggRegionParticipant(v1::FederationService::StubInterface* stub,
                                                    const SecAggParticipantOptions& options,
-                                                   RegionSum region);
+                                                   Clock* clock, RegionSum region);
 
 }  // namespace sextant
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 #include <utility>
 
 namespace sextant {
@@ -10,8 +9,8 @@ namespace {
 constexpr absl::Duration kPoll = absl::Milliseconds(200);
 }  // namespace
 
-Tier::Tier(TierOptions options, std::unique_ptr<FederationHub> hub)
-    : options_(std::move(options)), hub_(std::move(hub)), gate_(options_.policy) {}
+Tier::Tier(TierOptions options, Clock* clock, std::unique_ptr<FederationHub> hub)
+    : options_(std::move(options)), clock_(clock), hub_(std::move(hub)), gate_(options_.policy) {}
 
 Tier::~Tier() {
   if (server_) Shutdown(absl::ZeroDuration());
@@ -22,7 +21,7 @@ absl::StatusOr<std::unique_ptr<Tier>> Tier::Start(TierOptions options, Clock* cl
       RoundCoordinator::Create(options.coordinator, clock);
   if (!coordinator.ok()) return coordinator.status();
   auto hub = std::make_unique<FederationHub>(*std::move(coordinator), clock, options.stall_timeout);
-  std::unique_ptr<Tier> tier(new Tier(std::move(options), std::move(hub)));
+  std::unique_ptr<Tier> tier(new Tier(std::move(options), clock, std::move(hub)));
   TierOptions& o = tier->options_;
   if (o.secure) {
     o.secagg.experiment_id = o.coordinator.experiment_id;
@@ -51,10 +50,10 @@ absl::Status Tier::AwaitClosable(Close how, const std::function<absl::Status()>&
 absl::StatusOr<std::vector<std::string>> Tier::AwaitContact(
     const std::vector<std::string>& ids, absl::Duration wait,
     const std::function<absl::Status()>& interrupt) {
-  const absl::Time until = absl::Now() + wait;
+  const absl::Time until = clock_->Now() + wait;
   std::vector<std::string> missing = ids;
-  while (!missing.empty() && absl::Now() < until) {
-    missing = hub_->WaitForContact(ids, std::min(kPoll, until - absl::Now()));
+  while (!missing.empty() && clock_->Now() < until) {
+    missing = hub_->WaitForContact(ids, std::min(kPoll, until - clock_->Now()));
     if (absl::Status s = interrupt(); !s.ok()) return s;
   }
   return missing;
@@ -63,7 +62,7 @@ absl::StatusOr<std::vector<std::string>> Tier::AwaitContact(
 void Tier::Shutdown(absl::Duration grace) {
   hub_->SetDone();
   if (secagg_) secagg_->SetDone();
-  if (grace > absl::ZeroDuration()) std::this_thread::sleep_for(absl::ToChronoNanoseconds(grace));
+  clock_->SleepFor(grace);
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     server_.reset();

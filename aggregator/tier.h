@@ -47,8 +47,8 @@ struct TierOptions {
 // Not thread-safe itself (its owner's loop calls it); the hubs it owns are, and serve the RPCs.
 class Tier {
  public:
-  // Starts serving. InvalidArgument for bad coordinator options; Unavailable when it cannot
-  // listen.
+  // Starts serving; clock (not owned) times its rounds and waits and must outlive the tier.
+  // InvalidArgument for bad coordinator options; Unavailable when it cannot listen.
   static absl::StatusOr<std::unique_ptr<Tier>> Start(TierOptions options, Clock* clock);
   ~Tier();  // Shutdown(absl::ZeroDuration()) unless already shut down
 
@@ -66,21 +66,22 @@ class Tier {
   // ends the wait with that status. OK once the round may close.
   absl::Status AwaitClosable(Close how, const std::function<absl::Status()>& interrupt);
 
-  // Waits (up to `wait` on the real clock, asking interrupt() every 200 ms) until every one of
+  // Waits (up to `wait` on the tier's clock, asking interrupt() every 200 ms) until every one of
   // ids has asked for a round. Returns those that have not (empty when all have), or
   // interrupt()'s status.
   absl::StatusOr<std::vector<std::string>> AwaitContact(
       const std::vector<std::string>& ids, absl::Duration wait,
       const std::function<absl::Status()>& interrupt);
 
-  // Ends the experiment for every participant (kDone), lets waiting callers see it for `grace`,
-  // then stops the server.
+  // Ends the experiment for every participant (kDone), lets waiting callers see it for `grace`
+  // (on the tier's clock), then stops the server.
   void Shutdown(absl::Duration grace);
 
  private:
-  Tier(TierOptions options, std::unique_ptr<FederationHub> hub);
+  Tier(TierOptions options, Clock* clock, std::unique_ptr<FederationHub> hub);
 
   TierOptions options_;
+  Clock* clock_;
   std::unique_ptr<FederationHub> hub_;
   std::unique_ptr<SecAggHub> secagg_;
   SenderGate gate_;

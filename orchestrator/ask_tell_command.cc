@@ -3,7 +3,6 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
-#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -183,19 +182,18 @@ absl::StatusOr<std::unique_ptr<Session>> OpenSession(const std::string& dir, Clo
   if (!std::filesystem::exists(RunDir::DbPath(dir))) {
     return absl::InvalidArgumentError(absl::StrCat(dir, " is not a Sextant run directory (no state.db)"));
   }
-  const auto give_up = std::chrono::steady_clock::now() +
-                       std::chrono::milliseconds(static_cast<int>(kLockWaitSeconds * 1000));
+  const absl::Time give_up = clock->Now() + absl::Seconds(kLockWaitSeconds);
   while (true) {
     absl::StatusOr<RunDir> held = RunDir::Acquire(dir);
     if (held.ok()) return OfflineSession::Open(*std::move(held), clock);
     if (held.status().code() != absl::StatusCode::kFailedPrecondition) return held.status();
     absl::StatusOr<RunAddress> address = ReadRunAddress(dir);
     if (address.ok()) return LiveSession::Dial(dir, *address);
-    if (std::chrono::steady_clock::now() > give_up) {
+    if (clock->Now() > give_up) {
       return absl::UnavailableError(absl::StrCat(
           held.status().message(), ", and it serves no ask/tell (no ", RunAddressPath(dir), ")"));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    clock->SleepFor(absl::Milliseconds(50));
   }
 }
 

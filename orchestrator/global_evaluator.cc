@@ -2,37 +2,34 @@
 
 #include <signal.h>
 
-#include <chrono>
 #include <filesystem>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/status_macros.h"
 
 namespace sextant {
 namespace {
-constexpr auto kPoll = std::chrono::milliseconds(1);
+constexpr absl::Duration kPoll = absl::Milliseconds(1);
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GlobalEvaluator>> GlobalEvaluator::Start(
     ProcessLauncher* launcher, const std::vector<std::string>& argv, const std::string& dir,
-    const std::string& log_path, absl::Duration startup_timeout) {
+    const std::string& log_path, absl::Duration startup_timeout, Clock* clock) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // no request or score of an earlier process
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   SEXTANT_ASSIGN_OR_RETURN(pid_t pid, launcher->Launch(argv, log_path));
-  std::unique_ptr<GlobalEvaluator> e(new GlobalEvaluator(launcher, pid, dir, log_path));
-  const absl::Time until = absl::Now() + startup_timeout;
+  std::unique_ptr<GlobalEvaluator> e(new GlobalEvaluator(launcher, clock, pid, dir, log_path));
+  const absl::Time until = clock->Now() + startup_timeout;
   while (!std::filesystem::exists(e->files_.ready())) {
     SEXTANT_RETURN_IF_ERROR(e->CheckAlive());
-    if (absl::Now() > until) {
+    if (clock->Now() > until) {
       return absl::DeadlineExceededError(
           absl::StrCat("the evaluator did not start within ", absl::FormatDuration(startup_timeout),
                        "; see ", log_path));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    clock->SleepFor(absl::Milliseconds(10));
   }
   SEXTANT_ASSIGN_OR_RETURN(e->initial_, ReadFloats(e->files_.initial()));
   return e;
@@ -42,7 +39,7 @@ GlobalEvaluator::~GlobalEvaluator() {
   if (exited_) return;
   launcher_->Signal(pid_, SIGKILL);
   for (int i = 0; i < 200 && !launcher_->Poll(pid_); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    clock_->SleepFor(absl::Milliseconds(5));
   }
 }
 
@@ -69,7 +66,7 @@ absl::StatusOr<ModelScore> GlobalEvaluator::Evaluate(int64_t round,
   const std::string score_path = files_.score(round);
   std::filesystem::remove(score_path);
   SEXTANT_RETURN_IF_ERROR(WriteFloatsAtomically(files_.request(round), weights));
-  const absl::Time until = absl::Now() + timeout;
+  const absl::Time until = clock_->Now() + timeout;
   while (true) {
     absl::StatusOr<ModelScore> score = ReadScore(score_path);
     if (score.ok() || !absl::IsNotFound(score.status())) {
@@ -77,12 +74,12 @@ absl::StatusOr<ModelScore> GlobalEvaluator::Evaluate(int64_t round,
       return score;
     }
     SEXTANT_RETURN_IF_ERROR(CheckAlive());
-    if (absl::Now() > until) {
+    if (clock_->Now() > until) {
       return absl::DeadlineExceededError(absl::StrCat(
           "the evaluator did not score round ", round, " within ",
           absl::FormatDuration(timeout), "; see ", log_path_));
     }
-    std::this_thread::sleep_for(kPoll);
+    clock_->SleepFor(kPoll);
   }
 }
 

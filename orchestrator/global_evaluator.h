@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "aggregator/model_evaluation.h"
+#include "common/clock.h"
 #include "orchestrator/local_launcher.h"
 
 namespace sextant {
@@ -24,9 +25,12 @@ class GlobalEvaluator {
   // Launches argv (an evaluator command line whose --work-dir is dir) with its output in
   // log_path and waits up to startup_timeout for the model's initial weights. Unavailable
   // naming the log when the process exits first; DeadlineExceeded when it takes longer.
+  // clock (not owned) times every wait of the evaluator and must outlive it; default: the
+  // real clock.
   static absl::StatusOr<std::unique_ptr<GlobalEvaluator>> Start(
       ProcessLauncher* launcher, const std::vector<std::string>& argv, const std::string& dir,
-      const std::string& log_path, absl::Duration startup_timeout);
+      const std::string& log_path, absl::Duration startup_timeout,
+      Clock* clock = RealClockInstance());
   ~GlobalEvaluator();  // stops the process
 
   // The model's seeded starting weights.
@@ -38,12 +42,18 @@ class GlobalEvaluator {
                                       absl::Duration timeout);
 
  private:
-  GlobalEvaluator(ProcessLauncher* launcher, pid_t pid, std::string dir, std::string log_path)
-      : launcher_(launcher), pid_(pid), files_{std::move(dir)}, log_path_(std::move(log_path)) {}
+  GlobalEvaluator(ProcessLauncher* launcher, Clock* clock, pid_t pid, std::string dir,
+                  std::string log_path)
+      : launcher_(launcher),
+        clock_(clock),
+        pid_(pid),
+        files_{std::move(dir)},
+        log_path_(std::move(log_path)) {}
   // Unavailable (naming the log) once the process has exited.
   absl::Status CheckAlive();
 
   ProcessLauncher* launcher_;
+  Clock* clock_;
   pid_t pid_;
   bool exited_ = false;
   EvaluationFiles files_;

@@ -11,7 +11,6 @@
 #include <set>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -61,7 +60,7 @@ int Validate(const Args& a) {
   return 0;
 }
 
-int Run(const Args& a, bool resume) {
+int Run(const Args& a, bool resume, Clock* clock) {
   if (a.positional.empty()) return UsageError(resume ? "resume needs a DIR" : "run needs a FILE");
   RunOptions options;
   options.resume = resume;
@@ -111,7 +110,7 @@ int Run(const Args& a, bool resume) {
   options.tty = isatty(STDOUT_FILENO);
   auto launcher = NewPosixProcessLauncher();
   InstallStopHandlers();
-  return RunExperiment(options, RunEnv{RealClockInstance(), launcher.get(), &std::cout, &std::cerr});
+  return RunExperiment(options, RunEnv{clock, launcher.get(), &std::cout, &std::cerr});
 }
 
 // What `certs init` and `certs issue` read from the command line.
@@ -180,7 +179,7 @@ int Results(const Args& a) {
   return 0;
 }
 
-int ShowStatus(const std::string& dir) {
+int ShowStatus(const std::string& dir, Clock* clock) {
   auto r = LoadResults(dir);
   if (!r.ok()) {
     std::cerr << "sextant: " << r.status().message() << "\n";
@@ -190,7 +189,9 @@ int ShowStatus(const std::string& dir) {
   auto store = Store::Open(RunDir::DbPath(dir), false, true);
   if (store.ok()) {
     auto telemetry = (*store)->LoadTelemetry(/*latest_only=*/true);
-    if (telemetry.ok()) std::cout << TelemetryTable(*telemetry, absl::ToUnixMicros(absl::Now()) / 1e6);
+    if (telemetry.ok()) {
+      std::cout << TelemetryTable(*telemetry, absl::ToUnixMicros(clock->Now()) / 1e6);
+    }
     auto events = (*store)->LoadEvents(0, 0);
     if (events.ok()) {
       size_t from = events->size() > 5 ? events->size() - 5 : 0;
@@ -207,17 +208,17 @@ int ShowStatus(const std::string& dir) {
   return 0;
 }
 
-int Status(const Args& a) {
+int Status(const Args& a, Clock* clock) {
   if (a.positional.empty()) return UsageError("status needs a DIR");
-  if (!a.flags.count("watch")) return ShowStatus(a.positional);
+  if (!a.flags.count("watch")) return ShowStatus(a.positional, clock);
   while (true) {
     if (isatty(STDOUT_FILENO)) std::cout << "\033[H\033[2J";
-    int rc = ShowStatus(a.positional);
+    int rc = ShowStatus(a.positional, clock);
     if (rc != 0) return rc;
     auto r = LoadResults(a.positional);
     if (!r.ok() || (*r)["state"] != "RUNNING") return 0;
     std::cout << std::flush;
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    clock->SleepFor(absl::Seconds(1));
   }
 }
 
@@ -241,13 +242,13 @@ int Events(const Args& a) {
   return 0;
 }
 
-int Report(const Args& a) {
+int Report(const Args& a, Clock* clock) {
   if (a.positional.empty()) return UsageError("report needs a DIR");
   if (!a.flags.count("output") || a.flags.at("output").empty()) {
     return UsageError("report needs -o FILE.html");
   }
   const std::string& out = a.flags.at("output");
-  auto r = WriteReport(a.positional, out, absl::Now());
+  auto r = WriteReport(a.positional, out, clock->Now());
   if (!r.ok()) {
     std::cerr << "sextant: " << r.status().message() << "\n";
     return r.status().code() == absl::StatusCode::kNotFound ? 2 : 1;
@@ -266,6 +267,7 @@ int Report(const Args& a) {
 
 int main(int argc, char** argv) {
   using namespace sextant;
+  Clock* const clock = RealClockInstance();
   CLI::App app("sextant: hyperparameter search and federated learning, driven by one experiment "
                "file.",
                "sextant");
@@ -303,12 +305,12 @@ int main(int argc, char** argv) {
   run->add_option("FILE", a.positional, "the experiment file (YAML)")->required();
   valued(run, "run-dir", "the run directory (default runs/<name>)");
   run_flags(run);
-  actions["run"] = [&] { return Run(a, false); };
+  actions["run"] = [&] { return Run(a, false, clock); };
 
   CLI::App* resume = app.add_subcommand("resume", "Continue a run from its run directory");
   resume->add_option("DIR", a.positional, "the run directory")->required();
   run_flags(resume);
-  actions["resume"] = [&] { return Run(a, true); };
+  actions["resume"] = [&] { return Run(a, true, clock); };
 
   CLI::App* validate = app.add_subcommand("validate", "Check an experiment file");
   validate->add_option("FILE", a.positional, "the experiment file (YAML)")->required();
@@ -317,7 +319,7 @@ int main(int argc, char** argv) {
   CLI::App* status = app.add_subcommand("status", "Show a run's trials, workers and events");
   status->add_option("DIR", a.positional, "the run directory")->required();
   boolean(status, "watch", "redraw every second until the run ends");
-  actions["status"] = [&] { return Status(a); };
+  actions["status"] = [&] { return Status(a, clock); };
 
   CLI::App* results = app.add_subcommand("results", "Print a run's results");
   results->add_option("DIR", a.positional, "the run directory")->required();
@@ -335,7 +337,7 @@ int main(int argc, char** argv) {
           "-o,--output", [&a](const std::string& v) { a.flags["output"] = v; },
           "the HTML file to write (required)")
       ->type_name("FILE.html");
-  actions["report"] = [&] { return Report(a); };
+  actions["report"] = [&] { return Report(a, clock); };
 
   CLI::App* simulate = app.add_subcommand(
       "simulate", "Forecast an experiment's time and cost on virtual time");
@@ -354,7 +356,7 @@ int main(int argc, char** argv) {
   ask->add_option("--n", ask_args.count, "how many trials (default 1, at most 1024)");
   ask->add_option("--wait", ask_args.wait_seconds,
                   "live: wait up to this many seconds (at most 30) for a trial to start");
-  actions["ask"] = [&] { return RunAskCommand(ask_args, std::cout, std::cerr); };
+  actions["ask"] = [&] { return RunAskCommand(ask_args, std::cout, std::cerr, clock); };
 
   TellFlags tell_args;
   CLI::App* tell = app.add_subcommand(
@@ -371,7 +373,7 @@ int main(int argc, char** argv) {
                    "stop or pause");
   tell->add_option("--attempt", tell_args.attempt, "the attempt (default: the one holding it)");
   tell->add_option("--error", tell_args.error, "with --state failed: why");
-  actions["tell"] = [&] { return RunTellCommandLine(tell_args, std::cout, std::cerr); };
+  actions["tell"] = [&] { return RunTellCommandLine(tell_args, std::cout, std::cerr, clock); };
 
   // sextant import optuna: an Optuna study, read from its SQLite storage, as a run directory.
   OptunaImportOptions import_args;
@@ -392,7 +394,7 @@ int main(int argc, char** argv) {
     for (absl::string_view m : absl::StrSplit(import_metrics, ',', absl::SkipWhitespace())) {
       import_args.metrics.emplace_back(absl::StripAsciiWhitespace(m));
     }
-    return RunOptunaImport(import_args, RealClockInstance(), std::cout, std::cerr);
+    return RunOptunaImport(import_args, clock, std::cout, std::cerr);
   };
 
   CertsArgs certs_args;

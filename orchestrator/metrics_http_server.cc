@@ -211,7 +211,7 @@ class MetricsHttpServer::Http : public httplib::Server {
 };
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& host, int port, MetricsHttpOptions options) {
+    const std::string& host, int port, Clock* clock, MetricsHttpOptions options) {
   in_addr parsed{};
   if (port < 0 || port > 65535 || inet_pton(AF_INET, host.c_str(), &parsed) != 1) {
     return absl::InvalidArgumentError(absl::StrCat("metrics: bad address ", host, ":", port));
@@ -269,7 +269,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   // stop() only stops a server that is already listening: wait for it, so that a server
   // destroyed at once still shuts down.
   while (!http.is_running() && !returned->load()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    clock->SleepFor(absl::Milliseconds(1));
   }
   if (!http.is_running()) {
     s->thread_.join();

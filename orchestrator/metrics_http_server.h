@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 
 namespace sextant {
 
@@ -37,9 +38,10 @@ class MetricsHttpServer {
  public:
   // Listens on host:port (port 0 picks a free one; read it back with port()). host must be a
   // numeric IPv4 address. InvalidArgument for a bad host or port, Unavailable when the port is
-  // taken.
+  // taken. clock (not owned) paces the wait for the server thread to listen; it need not
+  // outlive Start.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
-      const std::string& host, int port, MetricsHttpOptions options = {});
+      const std::string& host, int port, Clock* clock, MetricsHttpOptions options = {});
   ~MetricsHttpServer();  // stops listening, waits for the server thread
 
   int port() const { return port_; }

@@ -52,7 +52,7 @@ absl::StatusOr<std::unique_ptr<RunMonitor>> RunMonitor::Start(int port,
   MetricsHttpOptions http;
   http.page = [r = m->report_.get()] { return r->Page(); };
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server =
-      MetricsHttpServer::Start("127.0.0.1", port, std::move(http));
+      MetricsHttpServer::Start("127.0.0.1", port, clock, std::move(http));
   if (!server.ok()) return server.status();
   m->server_ = *std::move(server);
   m->Publish(m->Snapshot());

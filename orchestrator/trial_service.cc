@@ -1,9 +1,7 @@
 #include "orchestrator/trial_service.h"
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
-#include <thread>
 
 #include "rpc/server_security.h"
 #include "rpc/status_conversion.h"
@@ -133,8 +131,7 @@ void TrialServiceImpl::Drain() {
   // Clients that are between their last tell and their next ask would otherwise find the port
   // closed (UNAVAILABLE) instead of hearing that the search is done.
   if (linger) {
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(static_cast<int64_t>(kFinishedGraceSeconds * 1000)));
+    clock_->SleepFor(absl::Seconds(kFinishedGraceSeconds));
   }
 }
 

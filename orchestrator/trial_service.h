@@ -23,7 +23,7 @@ inline constexpr double kFinishedGraceSeconds = 2;
 class TrialServiceImpl final : public v1::TrialService::CallbackService {
  public:
   // workers provides the lock and must outlive this; so must core and clock (which times the
-  // long-polls).
+  // long-polls and Drain's grace).
   TrialServiceImpl(WorkerServiceImpl* workers, AskTell* core, Clock* clock = RealClockInstance())
       : workers_(workers), core_(core), clock_(clock) {}
 

@@ -96,8 +96,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
   NoteErrorLocked(result.status());
   if (result.ok() && result->has_retry() && request->wait_seconds() > 0) {
     double wait = std::min(request->wait_seconds(), 30.0);
-    waiting_.push_back(
-        Waiting{context, reactor, request->worker_id(), response, absl::Now() + absl::Seconds(wait)});
+    waiting_.push_back(Waiting{context, reactor, request->worker_id(), response,
+                               clock_->Now() + absl::Seconds(wait)});
     return reactor;
   }
   if (result.ok()) *response = *std::move(result);
@@ -160,7 +160,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(grpc::CallbackServerContex
 }
 
 void WorkerServiceImpl::ServeWaitingLocked() {
-  absl::Time now = absl::Now();
+  absl::Time now = clock_->Now();
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (it->context->IsCancelled()) {
       it->reactor->Finish(grpc::Status::CANCELLED);

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <set>
 
+#include "common/clock.h"
 #include "common/redactor.h"
 #include "grpcpp/grpcpp.h"
 #include "orchestrator/dispatcher.h"
@@ -22,9 +23,14 @@ namespace sextant {
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
   // redactor masks secrets in trial errors and events before they are stored; default: none.
+  // clock (not owned) times the long-polls and must outlive this; default: the real clock.
   explicit WorkerServiceImpl(Dispatcher* dispatcher, Redactor redactor = Redactor(),
-                             WorkerSessions sessions = WorkerSessions())
-      : dispatcher_(dispatcher), redactor_(std::move(redactor)), sessions_(std::move(sessions)) {}
+                             WorkerSessions sessions = WorkerSessions(),
+                             Clock* clock = RealClockInstance())
+      : dispatcher_(dispatcher),
+        redactor_(std::move(redactor)),
+        sessions_(std::move(sessions)),
+        clock_(clock) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::RegisterRequest* request,
@@ -87,6 +93,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   bool draining_ = false;        // set by Drain
   std::set<int64_t> told_done_;  // workers answered `done`
   WorkerSessions sessions_;
+  Clock* clock_;
   absl::Status fatal_;
 };
 

@@ -8,7 +8,6 @@
 #include <sstream>
 #include <iostream>
 #include <optional>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -310,7 +309,7 @@ class Worker {
         std::cerr << "sextant-worker: orchestrator unreachable: " << s.error_message() << "\n";
         return 1;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      clock_->SleepFor(absl::Milliseconds(200));
     }
     return 0;
   }
@@ -442,7 +441,7 @@ class Worker {
         }
         return s.error_code() == grpc::StatusCode::ABORTED || Retryable(s) ? -1 : 1;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      clock_->SleepFor(absl::Milliseconds(200));
     }
   }
 

@@ -54,7 +54,7 @@ int Train(const std::vector<std::string>& args) {
 }
 
 // A federated role: the flags are federated_main's. Returns the exit code.
-int FederatedRole(int argc, char** argv) {
+int FederatedRole(int argc, char** argv, sextant::Clock* clock) {
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) != "--exit-with-parent") continue;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -67,11 +67,12 @@ int FederatedRole(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  return sextant::RunFederatedMain(argc, argv, &g_stop);
+  return sextant::RunFederatedMain(argc, argv, clock, &g_stop);
 }
 
 // A trial worker until the experiment ends. Returns the exit code.
-int TrialWorker(const sextant::WorkerOptions& options, bool exit_with_parent) {
+int TrialWorker(const sextant::WorkerOptions& options, bool exit_with_parent,
+                sextant::Clock* clock) {
   if (exit_with_parent) {
     // A local worker must not outlive an orchestrator that was killed outright.
     prctl(PR_SET_PDEATHSIG, SIGINT);
@@ -84,14 +85,17 @@ int TrialWorker(const sextant::WorkerOptions& options, bool exit_with_parent) {
   sa.sa_handler = OnPreemptSignal;
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  return sextant::RunWorker(options, sextant::RealClockInstance(), &g_stop, &g_preempt);
+  return sextant::RunWorker(options, clock, &g_stop, &g_preempt);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  sextant::Clock* const clock = sextant::RealClockInstance();
   const bool train_first = argc > 1 && std::string(argv[1]) == "train";
-  if (!train_first && sextant::IsFederatedInvocation(argc, argv)) return FederatedRole(argc, argv);
+  if (!train_first && sextant::IsFederatedInvocation(argc, argv)) {
+    return FederatedRole(argc, argv, clock);
+  }
 
   CLI::App app("sextant-worker: joins a running experiment (sextant run) and runs the trials it "
                "leases.",
@@ -153,5 +157,5 @@ int main(int argc, char** argv) {
     return UsageError("--preempt-notice takes seconds >= 0");
   }
   if (options.target.empty()) return UsageError("--connect HOST:PORT is required");
-  return TrialWorker(options, exit_with_parent);
+  return TrialWorker(options, exit_with_parent, clock);
 }

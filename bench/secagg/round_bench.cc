@@ -157,7 +157,7 @@ struct Bench {
           o.client_id = Id(i);
           o.round = round;
           o.poll_seconds = 5;
-          return RunSecAggParticipant(stub.get(), o, update, 600, {});
+          return RunSecAggParticipant(stub.get(), o, RealClockInstance(), update, 600, {});
         },
         &r);
     aggregator.join();

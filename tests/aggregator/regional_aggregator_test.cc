@@ -88,7 +88,8 @@ int64_t RoundOneClients(const std::string& dir, bool wait_for_clients, std::stri
   std::ostringstream log;
   o.log = &log;
   std::atomic<bool> stop{false};
-  std::thread aggregator([&] { EXPECT_TRUE(RunRegionalAggregator(o, &stop).ok()); });
+  std::thread aggregator(
+      [&] { EXPECT_TRUE(RunRegionalAggregator(o, RealClockInstance(), &stop).ok()); });
   int port = 0;
   for (int i = 0; i < 200 && port == 0; ++i) {
     std::ifstream in(o.port_file);
@@ -150,9 +151,46 @@ TEST(RegionalAggregatorTest, AClientThatNeverStartsIsWaitedForOnlyUntilTheStartu
   std::ostringstream log;
   o.log = &log;
   std::atomic<bool> stop{false};
-  std::thread aggregator([&] { EXPECT_TRUE(RunRegionalAggregator(o, &stop).ok()); });
+  std::thread aggregator(
+      [&] { EXPECT_TRUE(RunRegionalAggregator(o, RealClockInstance(), &stop).ok()); });
   EXPECT_TRUE(up.hub->WaitForContact({"r"}, absl::Seconds(30)).empty());
   up.hub->SetDone();
+  aggregator.join();
+  EXPECT_NE(log.str().find("clients_connected=0/1"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("missing=r/0"), std::string::npos) << log.str();
+}
+
+// The startup wait runs on the aggregator's clock: an hour-long wait for a client that never
+// starts ends once that clock passes the hour, after well under a second of real time.
+TEST(RegionalAggregatorTest, TheStartupWaitEndsOnTheInjectedClockWithoutRealWaiting) {
+  const std::string dir = testing::TempDir() + "/agg-fake-clock";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  Upstream up;
+  RegionalAggregatorOptions o;
+  o.upstream = "127.0.0.1:" + std::to_string(up.port);
+  o.experiment_id = "exp";
+  o.region = "r";
+  o.model_size = kSize;
+  o.work_dir = dir + "/work";
+  o.poll_seconds = 0.5;
+  o.clients = {"r/0"};
+  o.startup_wait_seconds = 3600;
+  std::ostringstream log;
+  o.log = &log;
+  FakeClock clock;
+  std::atomic<bool> stop{false};
+  std::thread aggregator([&] { EXPECT_TRUE(RunRegionalAggregator(o, &clock, &stop).ok()); });
+  // Upstream hears from the region only once the startup wait is over. 20 s of real time would
+  // be far too short for the hour on a real clock.
+  std::vector<std::string> silent = {"r"};
+  for (int i = 0; i < 200 && !silent.empty(); ++i) {
+    clock.Advance(absl::Minutes(30));
+    silent = up.hub->WaitForContact({"r"}, absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(silent.empty());
+  up.hub->SetDone();
+  if (!silent.empty()) stop = true;
   aggregator.join();
   EXPECT_NE(log.str().find("clients_connected=0/1"), std::string::npos) << log.str();
   EXPECT_NE(log.str().find("missing=r/0"), std::string::npos) << log.str();

@@ -79,9 +79,10 @@ class SecAggTransportTest : public ::testing::Test {
     return o;
   }
 
+  // The participants' own stage waits run on the real clock: the fake one races ahead.
   absl::StatusOr<int64_t> Participate(int64_t round, int i, int64_t weight) {
-    return RunSecAggParticipant(stub_.get(), Options(round, i), Update(i), weight,
-                                SenderMetrics{1, 1, 0.5, 10});
+    return RunSecAggParticipant(stub_.get(), Options(round, i), RealClockInstance(), Update(i),
+                                weight, SenderMetrics{1, 1, 0.5, 10});
   }
 
   // The aggregator loop: closes stages as they are ready, moving the fake clock 1 s per 50 ms
@@ -171,7 +172,7 @@ TEST_F(SecAggTransportTest, EveryDecodableSumCarriesAtLeastTheCentralNoise) {
       o.noise_multiplier = sigma;
       o.noise_sensitivity = clip;
       const std::vector<float> zero(model_size_, 0.0f);
-      sent[i] = RunSecAggParticipant(stub_.get(), o, zero, 1, SenderMetrics{});
+      sent[i] = RunSecAggParticipant(stub_.get(), o, RealClockInstance(), zero, 1, SenderMetrics{});
     });
   }
   for (int i = 3; i < kClients; ++i) clients.emplace_back([&, i] { AdvertiseAndShareThenDie(1, i); });
@@ -214,7 +215,8 @@ TEST_F(SecAggTransportTest, SignedKeysGoThroughAndASwappedKeyIsRefused) {
     clients.emplace_back([&, i] {
       SecAggParticipantOptions o = Options(1, i);
       o.signer = signers[i].get();
-      sent[i] = RunSecAggParticipant(stub_.get(), o, Update(i), 10, SenderMetrics{1, 1, 0.5, 10});
+      sent[i] = RunSecAggParticipant(stub_.get(), o, RealClockInstance(), Update(i), 10,
+                                     SenderMetrics{1, 1, 0.5, 10});
     });
   }
   // The last client signs its keys by hand, checks the directory it gets, and then goes silent.
@@ -413,7 +415,7 @@ TEST_F(SecAggTransportTest, RegionsRoundOverLoopbackYieldsOnlyTheTotalOfTheRegio
         o.poll_seconds = 1;
         o.stage_wait_seconds = 30;
         o.chunk_elements = 8;
-        sent[r] = RunSecAggRegionParticipant(stub_.get(), o, sums[r]);
+        sent[r] = RunSecAggRegionParticipant(stub_.get(), o, RealClockInstance(), sums[r]);
       });
     }
     RunAggregator();

@@ -127,7 +127,7 @@ TEST(RunMonitorTest, PublishesTheWorkersMeanGpuUtilisationFromTheRunsTelemetry) 
 }
 
 TEST(MetricsHttpServerTest, ServesTheLatestPublishedTextOnMetricsOnly) {
-  auto server = MetricsHttpServer::Start("127.0.0.1", 0);
+  auto server = MetricsHttpServer::Start("127.0.0.1", 0, RealClockInstance());
   ASSERT_TRUE(server.ok()) << server.status();
   int port = (*server)->port();
   ASSERT_GT(port, 0);
@@ -158,7 +158,7 @@ TEST(MetricsHttpServerTest, ServesThePageAtTheRootAndItsErrorAs503) {
     if (++calls == 2) return absl::NotFoundError("no run yet");
     return std::string("<html>page</html>");
   };
-  auto server = MetricsHttpServer::Start("127.0.0.1", 0, o);
+  auto server = MetricsHttpServer::Start("127.0.0.1", 0, RealClockInstance(), o);
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
   std::string r = HttpExchange(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -175,7 +175,7 @@ TEST(MetricsHttpServerTest, ServesThePageAtTheRootAndItsErrorAs503) {
 TEST(MetricsHttpServerTest, OversizedRequestIsRefusedWithoutReadingItAll) {
   MetricsHttpOptions o;
   o.max_request_bytes = 1024;
-  auto server = MetricsHttpServer::Start("127.0.0.1", 0, o);
+  auto server = MetricsHttpServer::Start("127.0.0.1", 0, RealClockInstance(), o);
   ASSERT_TRUE(server.ok());
   std::string huge = "GET /metrics HTTP/1.1\r\nX: " + std::string(64 << 10, 'a') + "\r\n\r\n";
   EXPECT_THAT(HttpExchange((*server)->port(), huge), StartsWith("HTTP/1.1 431"));
@@ -191,7 +191,7 @@ TEST(MetricsHttpServerTest, OversizedRequestIsRefusedWithoutReadingItAll) {
 TEST(MetricsHttpServerTest, SilentClientIsDroppedAfterTheTimeoutAndScrapesGoOn) {
   MetricsHttpOptions o;
   o.request_timeout_seconds = 0.3;
-  auto server = MetricsHttpServer::Start("127.0.0.1", 0, o);
+  auto server = MetricsHttpServer::Start("127.0.0.1", 0, RealClockInstance(), o);
   ASSERT_TRUE(server.ok());
   (*server)->Publish("x 1\n");
   int silent = ConnectLoopback((*server)->port());
@@ -206,10 +206,12 @@ TEST(MetricsHttpServerTest, SilentClientIsDroppedAfterTheTimeoutAndScrapesGoOn) 
 }
 
 TEST(MetricsHttpServerTest, RefusesABadAddressAndATakenPort) {
-  EXPECT_EQ(MetricsHttpServer::Start("not-an-ip", 0).status().code(), absl::StatusCode::kInvalidArgument);
-  auto first = MetricsHttpServer::Start("127.0.0.1", 0);
+  Clock* clock = RealClockInstance();
+  EXPECT_EQ(MetricsHttpServer::Start("not-an-ip", 0, clock).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto first = MetricsHttpServer::Start("127.0.0.1", 0, clock);
   ASSERT_TRUE(first.ok());
-  EXPECT_EQ(MetricsHttpServer::Start("127.0.0.1", (*first)->port()).status().code(),
+  EXPECT_EQ(MetricsHttpServer::Start("127.0.0.1", (*first)->port(), clock).status().code(),
             absl::StatusCode::kUnavailable);
 }
 

@@ -1,11 +1,9 @@
 #include "worker/federated/evaluator.h"
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -30,7 +28,7 @@ std::map<int64_t, std::string> Requests(const std::string& dir) {
 
 }  // namespace
 
-absl::Status RunEvaluator(const EvaluatorOptions& o, const std::atomic<bool>* stop) {
+absl::Status RunEvaluator(const EvaluatorOptions& o, Clock* clock, const std::atomic<bool>* stop) {
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<LocalTrainer> trainer,
                            LocalTrainer::Create(o.job.model, o.job.seed, o.threads));
   SEXTANT_ASSIGN_OR_RETURN(
@@ -47,7 +45,7 @@ absl::Status RunEvaluator(const EvaluatorOptions& o, const std::atomic<bool>* st
   while (stop == nullptr || !stop->load()) {
     std::map<int64_t, std::string> requests = Requests(o.dir);
     if (requests.empty()) {
-      std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(o.poll_ms * 1000)));
+      clock->SleepFor(absl::Milliseconds(o.poll_ms));
       continue;
     }
     for (const auto& [round, path] : requests) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/clock.h"
 #include "worker/federated/federated_job.h"
 
 namespace sextant {
@@ -21,8 +22,10 @@ struct EvaluatorOptions {
 // eval-R.f32 that appears with eval-R.score (lowest round first) and removes the request.
 // Returns OK when *stop reads true; the model or data's error when they cannot be built;
 // DataLoss for a request of the wrong size (answered by no score: the orchestrator waits on
-// the process and reports its log).
-absl::Status RunEvaluator(const EvaluatorOptions& options, const std::atomic<bool>* stop);
+// the process and reports its log). clock (not owned) paces the polling and must outlive the
+// call.
+absl::Status RunEvaluator(const EvaluatorOptions& options, Clock* clock,
+                          const std::atomic<bool>* stop);
 
 }  // namespace sextant
 

@@ -2,11 +2,9 @@
 
 #include <functional>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "aggregator/secagg_participant.h"
 #include "common/status_macros.h"
 #include "federation/dp_noise.h"
@@ -21,6 +19,7 @@ bool Stopped(const std::atomic<bool>* stop) { return stop != nullptr && stop->lo
 
 absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOptions& o,
                                                         const train::FashionMnist& data,
+                                                        Clock* clock,
                                                         const std::atomic<bool>* stop) {
   SEXTANT_ASSIGN_OR_RETURN(ClientData mine, PartitionForClient(data, o.job, o.global_index));
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<LocalTrainer> trainer,
@@ -46,7 +45,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
              {"SEXTANT_EPOCHS", absl::StrCat(o.job.local.epochs)},
              {"SEXTANT_BATCH_SIZE", absl::StrCat(o.job.local.batch_size)},
              {"SEXTANT_MU", absl::StrCat(o.job.local.proximal_mu)}};
-    SEXTANT_ASSIGN_OR_RETURN(CommandTrainer ct, CommandTrainer::Create(c, RealClockInstance()));
+    SEXTANT_ASSIGN_OR_RETURN(CommandTrainer ct, CommandTrainer::Create(c, clock));
     SEXTANT_RETURN_IF_ERROR(ct.WriteClientShare(mine.train));
     command.emplace(std::move(ct));
   }
@@ -64,12 +63,12 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
         PullRound(stub.get(), o.experiment_id, id, after, o.poll_seconds, sink);
     if (absl::IsUnavailable(task.status()) || absl::IsDeadlineExceeded(task.status())) {
       // The aggregator is starting or restarting: retry, within a bound.
-      if (unreachable_since == absl::InfiniteFuture()) unreachable_since = absl::Now();
-      if (absl::Now() - unreachable_since > absl::Seconds(o.connect_timeout_seconds)) {
+      if (unreachable_since == absl::InfiniteFuture()) unreachable_since = clock->Now();
+      if (clock->Now() - unreachable_since > absl::Seconds(o.connect_timeout_seconds)) {
         return absl::UnavailableError(absl::StrCat("aggregator ", o.target, " unreachable: ",
                                                    task.status().message()));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      clock->SleepFor(absl::Milliseconds(200));
       continue;
     }
     unreachable_since = absl::InfiniteFuture();
@@ -120,7 +119,8 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       so.noise_multiplier = o.job.dp_noise_multiplier;
       so.signer = o.signer.get();
       so.noise_sensitivity = o.job.dp_clip_norm;
-      sent = RunSecAggParticipant(stub.get(), so, local, static_cast<int64_t>(weight), metrics);
+      sent = RunSecAggParticipant(stub.get(), so, clock, local, static_cast<int64_t>(weight),
+                                  metrics);
     } else {
       PushHeader header{o.experiment_id, task->round, id, weight, 1, metrics};
       sent = PushUpdate(stub.get(), header, local, o.chunk_floats);

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "aggregator/federation_service.h"
+#include "common/clock.h"
 #include "rpc/key_signer.h"
 #include "worker/federated/federated_job.h"
 
@@ -51,8 +52,11 @@ struct FederatedClientStats {
 // Returns when the experiment ends or *stop reads true.
 // Errors: a bad job or data; Unavailable when the aggregator cannot be reached for
 // connect_timeout_seconds.
+// clock (not owned) times the retries, the SecAgg stage waits and the command client; it must
+// outlive the call.
 absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOptions& options,
                                                         const train::FashionMnist& data,
+                                                        Clock* clock,
                                                         const std::atomic<bool>* stop);
 
 }  // namespace sextant

@@ -150,7 +150,7 @@ bool ReadSpec(std::map<std::string, std::string>& f, v1::ExperimentSpec* spec) {
   return true;
 }
 
-int RunClient(std::map<std::string, std::string>& f, const std::atomic<bool>* stop) {
+int RunClient(std::map<std::string, std::string>& f, Clock* clock, const std::atomic<bool>* stop) {
   v1::ExperimentSpec spec;
   if (!ReadSpec(f, &spec)) return 2;
   FederatedClientOptions o;
@@ -195,7 +195,7 @@ int RunClient(std::map<std::string, std::string>& f, const std::atomic<bool>* st
     std::cerr << "sextant-worker: " << data.status() << "\n";
     return 1;
   }
-  absl::StatusOr<FederatedClientStats> stats = RunFederatedClient(o, *data, stop);
+  absl::StatusOr<FederatedClientStats> stats = RunFederatedClient(o, *data, clock, stop);
   if (!stats.ok()) {
     std::cerr << "sextant-worker: " << stats.status() << "\n";
     return 1;
@@ -206,7 +206,8 @@ int RunClient(std::map<std::string, std::string>& f, const std::atomic<bool>* st
 }
 
 // The global tier's evaluator: the experiment's model on its validation split.
-int RunEvaluatorRole(std::map<std::string, std::string>& f, const std::atomic<bool>* stop) {
+int RunEvaluatorRole(std::map<std::string, std::string>& f, Clock* clock,
+                     const std::atomic<bool>* stop) {
   v1::ExperimentSpec spec;
   if (!ReadSpec(f, &spec)) return 2;
   absl::StatusOr<FederatedJob> job = FederatedJobFromSpec(spec);
@@ -222,7 +223,7 @@ int RunEvaluatorRole(std::map<std::string, std::string>& f, const std::atomic<bo
     return 2;
   }
   if (f.count("--threads")) (void)absl::SimpleAtoi(f["--threads"], &o.threads);
-  absl::Status s = RunEvaluator(o, stop);
+  absl::Status s = RunEvaluator(o, clock, stop);
   if (!s.ok()) {
     std::cerr << "sextant-worker: evaluator: " << s << "\n";
     return 1;
@@ -230,7 +231,8 @@ int RunEvaluatorRole(std::map<std::string, std::string>& f, const std::atomic<bo
   return 0;
 }
 
-int RunAggregator(std::map<std::string, std::string>& f, const std::atomic<bool>* stop) {
+int RunAggregator(std::map<std::string, std::string>& f, Clock* clock,
+                  const std::atomic<bool>* stop) {
   RegionalAggregatorOptions o;
   o.upstream = f["--connect"];
   o.experiment_id = f["--experiment-id"];
@@ -306,7 +308,7 @@ int RunAggregator(std::map<std::string, std::string>& f, const std::atomic<bool>
   }
   o.log = &std::cout;
   if (int rc = AggregatorSecurity(f, &o); rc != 0) return rc;
-  absl::Status s = RunRegionalAggregator(o, stop);
+  absl::Status s = RunRegionalAggregator(o, clock, stop);
   if (!s.ok()) {
     std::cerr << "sextant-worker: " << s << "\n";
     return 1;
@@ -333,17 +335,17 @@ bool IsFederatedInvocation(int argc, char** argv) {
   return aggregator || (client && spec);
 }
 
-int RunFederatedMain(int argc, char** argv, const std::atomic<bool>* stop) {
+int RunFederatedMain(int argc, char** argv, Clock* clock, const std::atomic<bool>* stop) {
   std::map<std::string, std::string> f;
   if (int rc = ParseFlags(argc, argv, &f); rc >= 0) return rc;
-  if (f["--role"] == "evaluator") return RunEvaluatorRole(f, stop);
+  if (f["--role"] == "evaluator") return RunEvaluatorRole(f, clock, stop);
   for (const char* required : {"--region", "--connect", "--experiment-id"}) {
     if (f[required].empty()) {
       std::cerr << "sextant-worker: " << required << " is required for a federated role\n";
       return 2;
     }
   }
-  return f["--role"] == "aggregator" ? RunAggregator(f, stop) : RunClient(f, stop);
+  return f["--role"] == "aggregator" ? RunAggregator(f, clock, stop) : RunClient(f, clock, stop);
 }
 
 }  // namespace sextant

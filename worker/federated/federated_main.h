@@ -3,6 +3,8 @@
 
 #include <atomic>
 
+#include "common/clock.h"
+
 namespace sextant {
 
 // True when argv asks for a federated role: `--role aggregator` or `--role evaluator`, or
@@ -23,8 +25,8 @@ bool IsFederatedInvocation(int argc, char** argv);
 // Flags are parsed with CLI11 (`--flag value` or `--flag=value`; a repeated flag keeps its last
 // value); `--help` lists them. Returns the exit code: 0 when the experiment ended or after
 // --help, 2 on bad arguments (an unknown flag, a flag without its value, a bad value), 1 on
-// failure.
-int RunFederatedMain(int argc, char** argv, const std::atomic<bool>* stop);
+// failure. clock (not owned) is every role's time and waits and must outlive the call.
+int RunFederatedMain(int argc, char** argv, Clock* clock, const std::atomic<bool>* stop);
 
 }  // namespace sextant
 
