@@ -20,10 +20,6 @@ constexpr char kRunIdKey[] = "run_id";
 // A tell's own measurement: above every step sequence, so it never collides with one.
 constexpr int64_t kTellSequence = kMaxStepSequence;
 
-bool IsFinal(const std::string& state) {
-  return state == "COMPLETED" || state == "PRUNED" || state == "FAILED";
-}
-
 v1::TrialState StateOf(const std::string& state) {
   v1::TrialState s = v1::TRIAL_STATE_UNSPECIFIED;
   v1::TrialState_Parse(state, &s);
@@ -146,7 +142,7 @@ auto AskTell::Transaction(F&& f) -> decltype(f()) {
 void AskTell::ForgetEnded() {
   for (auto it = leases_.begin(); it != leases_.end();) {
     const TrialRow* row = dispatcher_->trial_row(it->first);
-    const bool runs = row != nullptr && row->state == "RUNNING" && row->attempts == it->second.attempt;
+    const bool runs = row != nullptr && row->state == v1::RUNNING && row->attempts == it->second.attempt;
     it = runs ? std::next(it) : leases_.erase(it);
   }
 }
@@ -252,9 +248,9 @@ absl::StatusOr<std::pair<int64_t, AskTell::Lease*>> AskTell::Held(const std::str
   auto it = leases_.find(trial_id);
   if (it == leases_.end() || it->second.attempt != attempt) {
     std::string now;
-    if (IsFinal(row->state)) {
-      now = absl::StrCat("the trial ended ", row->state, " in attempt ", row->attempts);
-    } else if (row->state == "RUNNING") {
+    if (TrialEnded(row->state)) {
+      now = absl::StrCat("the trial ended ", TrialStateName(row->state), " in attempt ", row->attempts);
+    } else if (row->state == v1::RUNNING) {
       now = absl::StrCat("the trial runs as attempt ", row->attempts);
     } else {
       SEXTANT_ASSIGN_OR_RETURN(std::optional<AttemptRow> ended, store_->LoadAttempt(trial_id, attempt));
@@ -342,7 +338,7 @@ absl::StatusOr<v1::TouchResponse> AskTell::Touch(const v1::TouchRequest& request
 v1::TellResponse AskTell::Result(int64_t trial_id, int attempt) const {
   v1::TellResponse response;
   const TrialRow& row = *dispatcher_->trial_row(trial_id);
-  response.set_state(StateOf(row.state));
+  response.set_state(row.state);
   response.set_attempt(attempt);
   const ObjectiveSet objectives(dispatcher_->spec());
   if (objectives.multi()) {
@@ -367,7 +363,7 @@ absl::StatusOr<v1::TellResponse> AskTell::Tell(const v1::TellRequest& request,
     const int attempt = request.attempt() == 0 ? row->attempts : request.attempt();
     ForgetEnded();
     const bool held = leases_.count(id) && leases_.at(id).attempt == attempt;
-    if (!held && attempt == row->attempts && attempt > 0 && (IsFinal(row->state) || row->paused)) {
+    if (!held && attempt == row->attempts && attempt > 0 && (TrialEnded(row->state) || row->paused)) {
       v1::TellResponse response = Result(id, attempt);
       response.set_already_told(true);
       return response;

@@ -15,18 +15,6 @@
 namespace sextant {
 namespace {
 
-constexpr const char* kPending = "PENDING";
-constexpr const char* kRunning = "RUNNING";
-constexpr const char* kCompleted = "COMPLETED";
-constexpr const char* kFailed = "FAILED";
-constexpr const char* kCancelled = "CANCELLED";
-constexpr const char* kPruned = "PRUNED";
-constexpr const char* kPreempted = "PREEMPTED";
-
-bool IsFinal(const std::string& state) {
-  return state == kCompleted || state == kFailed || state == "PRUNED";
-}
-
 std::string FormatValue(double v) { return absl::StrCat(v); }
 
 }  // namespace
@@ -104,19 +92,19 @@ absl::Status Dispatcher::Load() {
     Entry e;
     SEXTANT_ASSIGN_OR_RETURN(e.params, ParamsFromJson(row.params_json, space_));
     bool lapsed = false;
-    if (row.state == kRunning && KeepHeldOnLoad(e, row, &lapsed)) {
+    if (row.state == v1::RUNNING && KeepHeldOnLoad(e, row, &lapsed)) {
       ++held;
-    } else if (!IsFinal(row.state)) {
+    } else if (!TrialEnded(row.state)) {
       // A fresh scheduler knows nothing of paused trials: they continue to their last target.
       row.paused = false;
-      if (row.state == kRunning) {
+      if (row.state == v1::RUNNING) {
         SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
             row.id, row.attempts, "lost", -1,
             lapsed ? absl::StrCat("lease lapsed (not told within ", options_.lease_seconds, "s)")
                    : "orchestrator stopped",
             Now()));
       }
-      row.state = kPending;
+      row.state = v1::PENDING;
       SEXTANT_RETURN_IF_ERROR(store_->PutTrial(row));
       queue_.push_back(row.id);
     }
@@ -139,9 +127,9 @@ absl::Status Dispatcher::Load() {
     if (first != e.latest.end()) e.objective = first->second;
     Observation o;
     o.params = e.params;
-    if (e.row.state == kCompleted && e.row.value) {
+    if (e.row.state == v1::COMPLETED && e.row.value) {
       o = ObservedAs(e, Observation::Outcome::kCompleted);
-    } else if (e.row.state == kFailed) {
+    } else if (e.row.state == v1::FAILED) {
       o.outcome = Observation::Outcome::kFailed;
     }
     history_.push_back(std::move(o));
@@ -152,7 +140,7 @@ absl::Status Dispatcher::Load() {
         absl::StrCat(trials_.size(), " trials stored, ", queue_.size(), " requeued",
                      held > 0 ? absl::StrCat(", ", held, " still held by their askers") : "")));
   }
-  SEXTANT_RETURN_IF_ERROR(store_->PutMeta("state", kRunning));
+  SEXTANT_RETURN_IF_ERROR(store_->PutMeta("state", "RUNNING"));
   return store_->Commit();
 }
 
@@ -250,7 +238,7 @@ std::vector<Observation> Dispatcher::ModelHistory() const {
       *scheduler_, static_cast<int>(space_.params.size()), objectives_.multi(),
       static_cast<int64_t>(trials_.size()),
       [this](int64_t id) -> const Params& { return trials_[id - 1].params; },
-      [this](int64_t id) { return trials_[id - 1].row.state == kRunning; },
+      [this](int64_t id) { return trials_[id - 1].row.state == v1::RUNNING; },
       [this](int64_t id) { return EvaluateNow(trials_[id - 1]).violations; });
 }
 
@@ -307,7 +295,7 @@ absl::StatusOr<Dispatcher::Entry*> Dispatcher::CreateTrialInTx() {
   Entry e;
   e.params = *std::move(params);
   e.row.id = number + 1;
-  e.row.state = kPending;
+  e.row.state = v1::PENDING;
   e.row.params_json = ParamsToJson(e.params);
   e.row.created_at = Now();
   history_.emplace_back().params = e.params;
@@ -344,7 +332,7 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
       if (low_only && TopRung(target)) {
         // Not on this worker's pool: the job waits for a worker of a pool placement allows.
         e->row.target = target;
-        e->row.state = kPending;
+        e->row.state = v1::PENDING;
         queue_.push_back(e->row.id);
         SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e->row));
         SEXTANT_RETURN_IF_ERROR(Event("placement", e->row.id,
@@ -372,7 +360,7 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
                               options_.tls_dir};
     absl::StatusOr<v1::Assignment> a = BuildAssignment(spec_, space_, e->params, context);
     if (!a.ok()) {
-      e->row.state = kFailed;
+      e->row.state = v1::FAILED;
       e->row.error = std::string(a.status().message());
       e->row.finished_at = Now();
       history_[e->row.id - 1].outcome = Observation::Outcome::kFailed;
@@ -386,7 +374,7 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
                                                  FormatParamValue(target), ") runs on worker ", worker_id,
                                                  " of pool ", workers_[worker_id].pool, ": ", top_rung_why_)));
     }
-    e->row.state = kRunning;
+    e->row.state = v1::RUNNING;
     e->worker_id = worker_id;
     e->attempt_started = Now();
     e->lease_deadline = clock_->Now() + absl::Seconds(options_.lease_seconds);
@@ -466,7 +454,7 @@ absl::StatusOr<Dispatcher::Entry*> Dispatcher::Current(int64_t trial_id, int att
     return absl::NotFoundError(absl::StrCat("no trial ", trial_id));
   }
   Entry& e = trials_[trial_id - 1];
-  if (e.row.state != kRunning || e.row.attempts != attempt || e.worker_id != worker_id) {
+  if (e.row.state != v1::RUNNING || e.row.attempts != attempt || e.worker_id != worker_id) {
     return absl::AbortedError(absl::StrCat("trial ", trial_id, " attempt ", attempt,
                                            " no longer holds the lease (stale)"));
   }
@@ -580,7 +568,7 @@ absl::StatusOr<bool> Dispatcher::FinishScheduledInTx(Entry& e,
   if (e.action == Decision::Kind::kStop) {
     SEXTANT_RETURN_IF_ERROR(PruneInTx(e, e.action_reason));
   } else if (pause && e.objective && std::isfinite(*e.objective)) {
-    e.row.state = kPending;
+    e.row.state = v1::PENDING;
     e.row.paused = true;
     AddRung(e, "paused");
     RecordOutcome(e);
@@ -596,13 +584,13 @@ absl::StatusOr<bool> Dispatcher::FinishScheduledInTx(Entry& e,
     return false;
   }
   SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts,
-                                                e.row.paused ? "PAUSED" : kPruned,
+                                                e.row.paused ? "PAUSED" : TrialStateName(v1::PRUNED),
                                                 request.exit_code(), "", Now()));
   return true;
 }
 
 absl::Status Dispatcher::PruneInTx(Entry& e, const std::string& why) {
-  e.row.state = kPruned;
+  e.row.state = v1::PRUNED;
   e.row.finished_at = Now();
   if (e.objective && std::isfinite(*e.objective)) e.row.value = *e.objective;
   if (scheduler_) AddRung(e, "pruned");
@@ -617,19 +605,19 @@ absl::Status Dispatcher::PreemptInTx(Entry& e, const v1::CompleteRequest& reques
   const int64_t worker = e.worker_id;
   e.worker_id = 0;
   if (stopping_) {
-    e.row.state = kCancelled;
+    e.row.state = v1::CANCELLED;
     const std::string why = absl::StrCat("checkpointed and stopped: ", stop_reason_);
-    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, kCancelled,
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, TrialStateName(v1::CANCELLED),
                                                   request.exit_code(), why, Now()));
     SEXTANT_RETURN_IF_ERROR(Event("trial_stopped", e.row.id,
                                   absl::StrCat(why, "; `sextant resume` continues it from its checkpoint")));
     return store_->PutTrial(e.row);
   }
   e.row.preemptions += 1;
-  e.row.state = kPreempted;
+  e.row.state = v1::PREEMPTED;
   std::string why = absl::StrCat("worker ", worker, " got a preemption notice");
   if (request.exit_code() != 0) absl::StrAppend(&why, " (the command exited ", request.exit_code(), ")");
-  SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, kPreempted,
+  SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, TrialStateName(v1::PREEMPTED),
                                                 request.exit_code(), why, Now()));
   if (!interrupted_) queue_.push_front(e.row.id);  // after an interrupt, resume requeues it
   SEXTANT_RETURN_IF_ERROR(Event("trial_preempted", e.row.id,
@@ -657,7 +645,7 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
     --running_;
     e.worker_id = 0;
     SEXTANT_RETURN_IF_ERROR(PruneInTx(e, "pruned by its client"));
-    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, kPruned,
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, TrialStateName(v1::PRUNED),
                                                   request.exit_code(), "", Now()));
     return store_->PutTrial(e.row);
   }
@@ -684,7 +672,7 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
   e.worker_id = 0;
   const int exit_code = request.exit_code();
   if (error.empty()) {
-    e.row.state = kCompleted;
+    e.row.state = v1::COMPLETED;
     e.row.value = evaluation.values[0];
     e.row.error.clear();
     e.row.finished_at = Now();
@@ -709,19 +697,19 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
       AddRung(e, "completed");
       scheduler_->OnEnd(e.row.id, /*reached_target=*/true);
     }
-    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, kCompleted, exit_code,
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, TrialStateName(v1::COMPLETED), exit_code,
                                                   "", Now()));
   } else {
     e.row.failures += 1;
     e.row.error = error;
-    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, kFailed, exit_code,
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, TrialStateName(v1::FAILED), exit_code,
                                                   error, Now()));
     if (e.row.failures <= spec_.trial().max_restarts() && !interrupted_) {
-      e.row.state = kPending;
+      e.row.state = v1::PENDING;
       queue_.push_back(e.row.id);
       SEXTANT_RETURN_IF_ERROR(Event("trial_restarted", e.row.id, error));
     } else {
-      e.row.state = kFailed;
+      e.row.state = v1::FAILED;
       e.row.finished_at = Now();
       history_[e.row.id - 1].outcome = Observation::Outcome::kFailed;
       if (scheduler_) scheduler_->OnEnd(e.row.id, /*reached_target=*/false);
@@ -749,7 +737,7 @@ absl::StatusOr<int> Dispatcher::Tick() {
   if (now - telemetry_flushed_ >= absl::Seconds(5)) SEXTANT_RETURN_IF_ERROR(FlushTelemetry());
   std::vector<Entry*> lapsed;
   for (Entry& e : trials_) {
-    if (e.row.state == kRunning && e.lease_deadline < now) lapsed.push_back(&e);
+    if (e.row.state == v1::RUNNING && e.lease_deadline < now) lapsed.push_back(&e);
   }
   if (lapsed.empty()) return 0;
   SEXTANT_RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {
@@ -761,7 +749,7 @@ absl::StatusOr<int> Dispatcher::Tick() {
       SEXTANT_RETURN_IF_ERROR(
           store_->FinishAttempt(e.row.id, e.row.attempts, "lost", -1, why, Now()));
       SEXTANT_RETURN_IF_ERROR(Event("lease_expired", e.row.id, why));
-      e.row.state = kPending;
+      e.row.state = v1::PENDING;
       e.worker_id = 0;
       EndAttemptClock(e);
       --running_;
@@ -779,10 +767,10 @@ absl::Status Dispatcher::Interrupt() {
     interrupted_ = true;
     int cancelled = 0;
     for (Entry& e : trials_) {
-      if (e.row.state != kRunning) continue;
-      SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, kCancelled, -1,
+      if (e.row.state != v1::RUNNING) continue;
+      SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, TrialStateName(v1::CANCELLED), -1,
                                                     "run interrupted", Now()));
-      e.row.state = kCancelled;
+      e.row.state = v1::CANCELLED;
       e.worker_id = 0;
       EndAttemptClock(e);
       --running_;
@@ -851,7 +839,7 @@ int Dispatcher::TopRungDemand() const {
 std::map<int64_t, int64_t> Dispatcher::RunningByWorker() const {
   std::map<int64_t, int64_t> out;
   for (const Entry& e : trials_) {
-    if (e.row.state == kRunning && e.worker_id != 0) out[e.worker_id] = e.row.id;
+    if (e.row.state == v1::RUNNING && e.worker_id != 0) out[e.worker_id] = e.row.id;
   }
   return out;
 }
@@ -861,10 +849,10 @@ DispatchStats Dispatcher::Stats() const {
   s.max_trials = spec_.search().max_trials();
   s.created = static_cast<int>(trials_.size());
   for (const Entry& e : trials_) {
-    ++s.by_state[e.row.state];
+    ++s.by_state[TrialStateName(e.row.state)];
     s.preemptions += e.row.preemptions;
-    if (IsFinal(e.row.state)) ++s.finished;
-    if (!objectives_.multi() && e.row.state == kCompleted && e.row.value && e.row.feasible &&
+    if (TrialEnded(e.row.state)) ++s.finished;
+    if (!objectives_.multi() && e.row.state == v1::COMPLETED && e.row.value && e.row.feasible &&
         (!s.best_value || Better(*e.row.value, *s.best_value))) {
       s.best_value = e.row.value;
       s.best_trial = e.row.id;
@@ -873,7 +861,7 @@ DispatchStats Dispatcher::Stats() const {
   if (objectives_.multi()) {
     std::vector<std::vector<double>> points;
     for (const Entry& e : trials_) {
-      if (e.row.state == kCompleted && e.row.feasible &&
+      if (e.row.state == v1::COMPLETED && e.row.feasible &&
           e.row.values.size() == static_cast<size_t>(objectives_.size())) {
         points.push_back(objectives_.Minimised(e.row.values));
       }

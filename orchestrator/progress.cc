@@ -28,11 +28,11 @@ std::string ProgressReporter::Line(const DispatchStats& stats, const std::string
     line = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '-'), "] ");
   }
   absl::StrAppend(&line, done, "/", stats.max_trials, " trials");
-  auto running = stats.by_state.find("RUNNING");
+  auto running = stats.by_state.find(TrialStateName(v1::RUNNING));
   if (running != stats.by_state.end() && running->second > 0) {
     absl::StrAppend(&line, " (", running->second, " running)");
   }
-  auto failed = stats.by_state.find("FAILED");
+  auto failed = stats.by_state.find(TrialStateName(v1::FAILED));
   if (failed != stats.by_state.end() && failed->second > 0) {
     absl::StrAppend(&line, " ", failed->second, " failed");
   }

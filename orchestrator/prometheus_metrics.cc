@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sextant/v1/trial.pb.h"
 
 namespace sextant {
 namespace {
@@ -51,8 +52,8 @@ std::string RenderPrometheusText(const MetricsSnapshot& s) {
          1);
   Family(&out, "sextant_trials", "gauge", "Trials by state.");
   std::map<std::string, int> states = s.by_state;
-  for (const char* st : {"PENDING", "RUNNING", "COMPLETED", "PRUNED", "PREEMPTED", "FAILED", "CANCELLED"}) {
-    states.emplace(st, 0);
+  for (int st = v1::TrialState_MIN; st <= v1::TrialState_MAX; ++st) {
+    if (st != v1::TRIAL_STATE_UNSPECIFIED) states.emplace(v1::TrialState_Name(st), 0);
   }
   for (const auto& [state, n] : states) {
     Sample(&out, "sextant_trials", absl::StrCat("state=\"", LabelValue(state), "\""), n);

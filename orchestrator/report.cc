@@ -63,7 +63,7 @@ std::string Time(double unix_seconds) {
 
 bool AnyCompleted(const ReportData& d) {
   return std::any_of(d.trials.begin(), d.trials.end(),
-                     [](const TrialRow& t) { return t.state == "COMPLETED"; });
+                     [](const TrialRow& t) { return t.state == v1::COMPLETED; });
 }
 
 // A best value (one objective) or a front point (several) exists: some completed trial is

@@ -112,7 +112,7 @@ TimeUnit UnitFor(double span) {
 // A trial's objective for plotting: the final value when COMPLETED, else the last reported one.
 struct TrialPoint {
   int64_t id;
-  std::string state;
+  v1::TrialState state;
   double value;
   double finished_at;
   bool feasible;
@@ -128,9 +128,8 @@ std::vector<TrialPoint> TrialPoints(const ReportData& d) {
       const nlohmann::json& m = trials[i]["metrics"];
       if (m.contains(Metric(d)) && m[Metric(d)].is_number()) v = m[Metric(d)].get<double>();
     }
-    bool finished = t.state == "COMPLETED" || t.state == "PRUNED" || t.state == "FAILED";
-    if (!v || !std::isfinite(*v) || !finished) continue;
-    if (t.state != "COMPLETED" && !(t.state == "PRUNED")) continue;
+    // Ended with a value: FAILED trials have none worth drawing.
+    if (!v || !std::isfinite(*v) || !(t.state == v1::COMPLETED || t.state == v1::PRUNED)) continue;
     out.push_back(TrialPoint{t.id, t.state, *v, t.finished_at, t.feasible});
   }
   return out;
@@ -197,7 +196,7 @@ std::vector<FrontPoint> FrontPoints(const ReportData& d) {
   }
   std::vector<FrontPoint> out;
   for (const TrialRow& t : d.trials) {
-    if (t.state != "COMPLETED" || t.values.size() != n) continue;
+    if (t.state != v1::COMPLETED || t.values.size() != n) continue;
     if (!std::all_of(t.values.begin(), t.values.end(), [](double v) { return std::isfinite(v); })) continue;
     out.push_back(FrontPoint{t.id, t.values, t.feasible, front.count(t.id) > 0});
   }
@@ -314,7 +313,7 @@ std::string HistoryChart(const ReportData& d, bool by_time) {
       return a.finished_at < b.finished_at;
     });
   }
-  bool any_completed = std::any_of(pts.begin(), pts.end(), [](const TrialPoint& p) { return p.state == "COMPLETED"; });
+  bool any_completed = std::any_of(pts.begin(), pts.end(), [](const TrialPoint& p) { return p.state == v1::COMPLETED; });
   const std::vector<PriorPoint> priors = PriorPoints(d);
   if (!any_completed && priors.empty()) {
     return NoData(id, "No trial has completed with a value for the objective yet.");
@@ -348,8 +347,8 @@ std::string HistoryChart(const ReportData& d, bool by_time) {
   std::optional<double> best;
   bool any_infeasible = false;
   for (const auto& p : pts) {
-    bool done = p.state == "COMPLETED";
-    std::string title = absl::StrCat("trial ", p.id, " (", p.state, p.feasible ? "" : ", infeasible",
+    bool done = p.state == v1::COMPLETED;
+    std::string title = absl::StrCat("trial ", p.id, " (", TrialStateName(p.state), p.feasible ? "" : ", infeasible",
                                      "): ", Metric(d), "=", Fmt(p.value));
     if (done && !p.feasible) {
       c.Cross(x(xof(p)), y(p.value), 3.5, kOrange, title);
@@ -391,7 +390,7 @@ std::string ParallelCoordinatesChart(const ReportData& d) {
   std::vector<nlohmann::json> parsed(d.trials.size());
   for (size_t i = 0; i < d.trials.size(); ++i) {
     const TrialRow& t = d.trials[i];
-    if (t.state != "COMPLETED" || !t.value || !std::isfinite(*t.value)) continue;
+    if (t.state != v1::COMPLETED || !t.value || !std::isfinite(*t.value)) continue;
     parsed[i] = nlohmann::json::parse(t.params_json, nullptr, false);
     if (parsed[i].is_object()) rows.push_back(Row{&parsed[i], *t.value, t.id});
   }
@@ -484,7 +483,7 @@ ImportanceSample ImportanceSource(const ReportData& d) {
   ImportanceSample completed;
   completed.source = "completed trials";
   for (const TrialRow& t : d.trials) {
-    if (t.state == "COMPLETED" && t.value && std::isfinite(*t.value)) completed.trials.emplace_back(&t, *t.value);
+    if (t.state == v1::COMPLETED && t.value && std::isfinite(*t.value)) completed.trials.emplace_back(&t, *t.value);
   }
   if (completed.trials.size() >= 20) return completed;
   std::map<double, std::map<int64_t, std::pair<const TrialRow*, double>>> at_rung;
@@ -644,15 +643,16 @@ std::string IntermediateValuesChart(const ReportData& d) {
   for (const TrialRow& t : d.trials) by_id[t.id] = &t;
   for (const auto& [trial, segs] : curves) {
     const TrialRow* t = by_id.count(trial) ? by_id[trial] : nullptr;
-    std::string state = t ? t->state : "?";
-    const char* colour = state == "COMPLETED" ? kBlue : state == "PRUNED" ? kGrey : kOrange;
+    const v1::TrialState state = t ? t->state : v1::TRIAL_STATE_UNSPECIFIED;
+    const char* colour = state == v1::COMPLETED ? kBlue : state == v1::PRUNED ? kGrey : kOrange;
     for (const auto& s : segs) {
       std::vector<std::pair<double, double>> pts;
       size_t stride = (s.size() + kMaxCurvePoints - 1) / kMaxCurvePoints;
       for (size_t i = 0; i < s.size(); i += std::max<size_t>(stride, 1)) pts.emplace_back(x(s[i].x), y(s[i].y));
       if ((s.size() - 1) % std::max<size_t>(stride, 1) != 0) pts.emplace_back(x(s.back().x), y(s.back().y));
       if (pts.size() == 1) c.Circle(pts[0].first, pts[0].second, 2, colour);
-      c.Polyline(pts, colour, 1, state == "COMPLETED" ? 0.8 : 0.5, absl::StrCat("trial ", trial, " (", state, ")"));
+      c.Polyline(pts, colour, 1, state == v1::COMPLETED ? 0.8 : 0.5,
+                 absl::StrCat("trial ", trial, " (", t ? TrialStateName(state) : "?", ")"));
       c.CountData();
     }
   }
@@ -1058,7 +1058,7 @@ std::string BestValueByCostChart(const ReportData& d) {
   double spent = 0;
   for (const TrialRow& row : d.trials) {  // in id order
     if (auto c = cost.find(row.id); c != cost.end()) spent += c->second;
-    if (row.state == "COMPLETED" && row.value && std::isfinite(*row.value)) {
+    if (row.state == v1::COMPLETED && row.value && std::isfinite(*row.value)) {
       pts.push_back(Point{row.id, spent, *row.value, row.feasible});
     }
   }

@@ -93,7 +93,7 @@ class FidelityCount {
 // The minimised values of a trial that may enter the front: COMPLETED, feasible, and with a
 // finite value for every objective.
 std::optional<std::vector<double>> FrontCandidate(const ObjectiveSet& objectives, const TrialRow& t) {
-  if (t.state != "COMPLETED" || !t.feasible || t.values.size() != static_cast<size_t>(objectives.size())) {
+  if (t.state != v1::COMPLETED || !t.feasible || t.values.size() != static_cast<size_t>(objectives.size())) {
     return std::nullopt;
   }
   for (double v : t.values) {
@@ -238,7 +238,7 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
   for (const TrialRow& t : trials) {
     nlohmann::json row;
     row["id"] = t.id;
-    row["state"] = t.state;
+    row["state"] = TrialStateName(t.state);
     row["params"] = nlohmann::json::parse(t.params_json, nullptr, false);
     row["value"] = t.value ? nlohmann::json(*t.value) : nlohmann::json(nullptr);
     row["values"] = nlohmann::json::array();
@@ -268,7 +268,7 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
     row["trial_seconds"] = t.seconds;
     row["error"] = t.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.error);
     doc["trials"].push_back(std::move(row));
-    if (!objectives.multi() && t.state == "COMPLETED" && t.value && t.feasible &&
+    if (!objectives.multi() && t.state == v1::COMPLETED && t.value && t.feasible &&
         (!best || (maximize ? *t.value > *best->value : *t.value < *best->value))) {
       best = &t;
     }

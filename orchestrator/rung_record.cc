@@ -22,7 +22,7 @@ void AppendRung(TrialRow& row, std::optional<double> value, std::string_view dec
 bool PrunePausedAtScheduleEnd(TrialRow& row, std::optional<double> value, double now) {
   if (!row.paused) return false;
   row.paused = false;
-  row.state = "PRUNED";
+  row.state = v1::PRUNED;
   row.finished_at = now;
   if (value && std::isfinite(*value)) row.value = *value;
   AppendRung(row, value, "pruned");  // where it stopped, for the learning-curve plots

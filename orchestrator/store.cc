@@ -200,6 +200,12 @@ absl::StatusOr<std::optional<std::string>> Store::GetMeta(const std::string& key
   return std::optional<std::string>(std::string(data ? data : "", sqlite3_column_bytes(s, 0)));
 }
 
+const std::string& TrialStateName(v1::TrialState state) { return v1::TrialState_Name(state); }
+
+bool TrialEnded(v1::TrialState state) {
+  return state == v1::COMPLETED || state == v1::PRUNED || state == v1::FAILED;
+}
+
 absl::Status Store::PutTrial(const TrialRow& t) {
   SEXTANT_ASSIGN_OR_RETURN(
       sqlite3_stmt * s,
@@ -208,7 +214,7 @@ absl::Status Store::PutTrial(const TrialRow& t) {
               " preemptions, outcome) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   StmtGuard g{s};
   sqlite3_bind_int64(s, 1, t.id);
-  BindText(s, 2, t.state);
+  BindText(s, 2, TrialStateName(t.state));
   BindText(s, 3, t.params_json);
   sqlite3_bind_int(s, 4, t.attempts);
   sqlite3_bind_int(s, 5, t.failures);
@@ -247,7 +253,11 @@ absl::StatusOr<std::vector<TrialRow>> Store::LoadTrials() {
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     TrialRow t;
     t.id = sqlite3_column_int64(s, 0);
-    t.state = ColumnText(s, 1);
+    const std::string state = ColumnText(s, 1);
+    if (!v1::TrialState_Parse(state, &t.state) || t.state == v1::TRIAL_STATE_UNSPECIFIED) {
+      return absl::DataLossError(absl::StrCat("trial ", t.id, " has the unknown state '",
+                                              state.substr(0, 64), "'"));
+    }
     t.params_json = ColumnText(s, 2);
     t.attempts = sqlite3_column_int(s, 3);
     t.failures = sqlite3_column_int(s, 4);

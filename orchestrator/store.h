@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sextant/v1/trial.pb.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -15,9 +16,14 @@ struct sqlite3_stmt;
 namespace sextant {
 
 // One row of the trials table.
+// The name a trial state is stored, reported and shown under: "COMPLETED".
+const std::string& TrialStateName(v1::TrialState state);
+// COMPLETED, PRUNED or FAILED: the trial has ended and will not run again.
+bool TrialEnded(v1::TrialState state);
+
 struct TrialRow {
   int64_t id = 0;                 // 1-based, in creation order
-  std::string state;              // PENDING | RUNNING | COMPLETED | PRUNED | PREEMPTED | FAILED | CANCELLED
+  v1::TrialState state = v1::PENDING;  // stored and shown by name (TrialStateName)
   std::string params_json;        // {"name": value, ...}
   int attempts = 0;               // times it was leased
   int failures = 0;               // attempts that ended in a real failure

@@ -114,7 +114,7 @@ absl::Status ReadRun(const std::string& dir, const v1::ExperimentSpec& old,
   const ObjectiveSet objectives(spec), earlier(old);
   const int run = static_cast<int>(warm->from.size()) - 1;
   for (const TrialRow& row : rows) {
-    if (row.state != "COMPLETED") continue;
+    if (row.state != v1::COMPLETED) continue;
     ++warm->completed;
     const nlohmann::json j = nlohmann::json::parse(row.params_json, nullptr, false);
     Params params = Retype(j.is_object() ? j : nlohmann::json::object(), space);

@@ -313,7 +313,7 @@ std::vector<Observation> Simulator::Impl::ModelHistory() const {
       *scheduler_, static_cast<int>(ToSearchSpace(spec_).params.size()), objectives_.multi(),
       static_cast<int64_t>(trials_.size()),
       [this](int64_t id) -> const Params& { return trials_[id - 1].params; },
-      [this](int64_t id) { return trials_[id - 1].row.state == "RUNNING"; },
+      [this](int64_t id) { return trials_[id - 1].row.state == v1::RUNNING; },
       [this](int64_t id) { return EvaluateNow(trials_[id - 1]).violations; });
 }
 
@@ -339,7 +339,7 @@ int64_t Simulator::Impl::CreateTrial(std::string* why) {
   TrialRt t;
   t.params = *std::move(params);
   t.row.id = number + 1;
-  t.row.state = "PENDING";
+  t.row.state = v1::PENDING;
   t.row.params_json = ParamsToJson(t.params);
   t.row.created_at = kEpoch + now_;
   t.spu = model_.seconds_per_unit(t.params);
@@ -518,7 +518,7 @@ void Simulator::Impl::Dispatch() {
       StartAttempt(trial, idle);
     } else {
       pool.waiting.push_back(trial);
-      t.row.state = "PENDING";
+      t.row.state = v1::PENDING;
     }
   }
   Scale();
@@ -601,7 +601,7 @@ void Simulator::Impl::StartAttempt(int64_t trial, int64_t inst) {
   ++in.gen;
   t.inst = inst;
   t.row.attempts += 1;
-  t.row.state = "RUNNING";
+  t.row.state = v1::RUNNING;
   t.progress = t.checkpoint;
   t.attempt_start = now_;
   t.boundary_time = now_ + Overhead();
@@ -656,7 +656,7 @@ void Simulator::Impl::OnStep(int64_t trial, int64_t gen) {
   }
   const bool at_target = t.progress >= t.target - kEps;
   if (d.kind == Decision::Kind::kStop) {
-    t.row.state = "PRUNED";
+    t.row.state = v1::PRUNED;
     t.row.finished_at = kEpoch + now_;
     t.row.value = t.objective;
     AddRung(t, "pruned");
@@ -666,7 +666,7 @@ void Simulator::Impl::OnStep(int64_t trial, int64_t gen) {
     EndAttempt(t, "PRUNED");
   } else if (scheduler_ && (d.kind == Decision::Kind::kPause ||
                             (at_target && t.target < model_.max_fidelity() - kEps))) {
-    t.row.state = "PENDING";
+    t.row.state = v1::PENDING;
     t.row.paused = true;
     t.checkpoint = t.progress;
     AddRung(t, "paused");
@@ -676,7 +676,7 @@ void Simulator::Impl::OnStep(int64_t trial, int64_t gen) {
   } else if (at_target) {
     const TrialEvaluation ev = EvaluateNow(t);
     if (!ev.ok()) {
-      t.row.state = "FAILED";
+      t.row.state = v1::FAILED;
       t.row.error = ev.error;
       t.row.finished_at = kEpoch + now_;
       history_[trial - 1].outcome = Observation::Outcome::kFailed;
@@ -685,7 +685,7 @@ void Simulator::Impl::OnStep(int64_t trial, int64_t gen) {
       EndAttempt(t, "FAILED");
       return;
     }
-    t.row.state = "COMPLETED";
+    t.row.state = v1::COMPLETED;
     t.row.value = ev.values[0];
     t.row.finished_at = kEpoch + now_;
     history_[trial - 1] = Observed(t, Observation::Outcome::kCompleted);
@@ -773,7 +773,7 @@ void Simulator::Impl::Preempt(int64_t inst, bool saved_at_notice, bool count) {
     ++result_.preemptions;
     ++p.summary.preemptions;
   }
-  t.row.state = "PREEMPTED";
+  t.row.state = v1::PREEMPTED;
   Log("trial_preempted", t.row.id,
       absl::StrFormat("instance %d in %s (%s) %s; %s=%g saved, %.0f s of work lost; requeued",
                       inst + 1, p.spec.name(), p.spec.region(),
@@ -892,7 +892,7 @@ void Simulator::Impl::Stop(const std::string& state, const std::string& why) {
     if (in.trial != 0) {
       TrialRt& t = trials_[in.trial - 1];
       t.checkpoint = CurrentProgress(t);
-      t.row.state = "CANCELLED";
+      t.row.state = v1::CANCELLED;
       CloseAttempt(t, "CANCELLED");
       (void)ledger_.EndTrial(in.ledger_id);
       in.trial = 0;
@@ -900,10 +900,10 @@ void Simulator::Impl::Stop(const std::string& state, const std::string& why) {
     Terminate(static_cast<int64_t>(i));
   }
   for (PoolRt& p : pools_) {
-    for (int64_t id : p.waiting) trials_[id - 1].row.state = "CANCELLED";
+    for (int64_t id : p.waiting) trials_[id - 1].row.state = v1::CANCELLED;
     p.waiting.clear();
   }
-  for (int64_t id : requeue_) trials_[id - 1].row.state = "CANCELLED";
+  for (int64_t id : requeue_) trials_[id - 1].row.state = v1::CANCELLED;
   result_.state = state;
   result_.message = why;
   Log("run_finished", 0, absl::StrCat(state, ": ", why));

@@ -145,16 +145,16 @@ absl::Status MapState(const Plan& plan, size_t index, ImportedTrial& out) {
   TrialRow& row = out.row;
   Params params = plan.space.trial_params[index];
   if (t.state == "COMPLETE") {
-    row.state = "COMPLETED";
+    row.state = v1::COMPLETED;
   } else if (t.state == "PRUNED") {
-    row.state = "PRUNED";
+    row.state = v1::PRUNED;
   } else if (t.state == "FAIL") {
-    row.state = "FAILED";
+    row.state = v1::FAILED;
     row.failures = 1;
     const Json& why = t.system_attrs.contains("fail_reason") ? t.system_attrs["fail_reason"] : Json();
     row.error = why.is_string() ? why.get<std::string>() : "FAIL in Optuna (it stores no reason)";
   } else if (t.state == "RUNNING") {
-    row.state = "CANCELLED";
+    row.state = v1::CANCELLED;
     out.note = "RUNNING in Optuna when imported (no result was told): CANCELLED here, so it "
                "is asked for again when the search continues";
   } else if (t.state == "WAITING") {
@@ -163,10 +163,10 @@ absl::Status MapState(const Plan& plan, size_t index, ImportedTrial& out) {
     absl::StatusOr<Params> p = FixedParams(plan.space, fixed);
     if (p.ok()) {
       params = *std::move(p);
-      row.state = "PENDING";
+      row.state = v1::PENDING;
       out.note = "WAITING (enqueued) in Optuna: PENDING here, with the parameters it was given";
     } else {
-      row.state = "FAILED";
+      row.state = v1::FAILED;
       row.error = absl::StrCat("enqueued in Optuna with ", fixed.dump(), ", which ", p.status().message());
       out.note = row.error;
     }
@@ -185,15 +185,15 @@ absl::StatusOr<ImportedTrial> MapTrial(const Plan& plan, size_t index) {
   SEXTANT_RETURN_IF_ERROR(MapState(plan, index, out));
   const double start = ParseOptunaTime(t.datetime_start);
   const double end = ParseOptunaTime(t.datetime_complete);
-  const bool started = row.state != "PENDING" && t.state != "WAITING";
+  const bool started = row.state != v1::PENDING && t.state != "WAITING";
   row.attempts = started ? 1 : 0;
   out.started = started ? (start > 0 ? start : plan.imported_at) : 0;
   row.created_at = start > 0 ? start : plan.imported_at;
-  if (row.state == "COMPLETED" || row.state == "PRUNED" || row.state == "FAILED") {
+  if (row.state == v1::COMPLETED || row.state == v1::PRUNED || row.state == v1::FAILED) {
     row.finished_at = end > 0 ? end : row.created_at;
   }
   if (start > 0 && end >= start) row.seconds = end - start;
-  if (row.state == "COMPLETED" || row.state == "PRUNED") {
+  if (row.state == v1::COMPLETED || row.state == v1::PRUNED) {
     if (!t.values.empty() && t.values[0]) row.value = *t.values[0];
     if (plan.metrics.size() > 1 && t.values.size() == plan.metrics.size() &&
         std::all_of(t.values.begin(), t.values.end(), [](const auto& v) { return v.has_value(); })) {
@@ -207,7 +207,7 @@ absl::StatusOr<ImportedTrial> MapTrial(const Plan& plan, size_t index) {
   if (std::string final = FinalMeasurement(plan.metrics, t); !final.empty()) {
     out.measurements.push_back(std::move(final));
   }
-  if (row.state == "FAILED" && started && out.note.empty()) out.note = row.error;
+  if (row.state == v1::FAILED && started && out.note.empty()) out.note = row.error;
   return out;
 }
 
@@ -373,10 +373,10 @@ absl::Status WriteTrial(Store& store, const ImportedTrial& t) {
   SEXTANT_RETURN_IF_ERROR(store.PutTrial(t.row));
   if (t.row.attempts > 0) {
     SEXTANT_RETURN_IF_ERROR(store.StartAttempt(t.row.id, 1, /*worker_id=*/0, t.started));
-    const int exit_code = t.row.state == "FAILED" ? 1 : t.row.state == "CANCELLED" ? -1 : 0;
-    const std::string error = t.row.state == "CANCELLED" ? "RUNNING in Optuna when imported" : t.row.error;
+    const int exit_code = t.row.state == v1::FAILED ? 1 : t.row.state == v1::CANCELLED ? -1 : 0;
+    const std::string error = t.row.state == v1::CANCELLED ? "RUNNING in Optuna when imported" : t.row.error;
     SEXTANT_RETURN_IF_ERROR(store.FinishAttempt(
-        t.row.id, 1, t.row.state, exit_code, error,
+        t.row.id, 1, TrialStateName(t.row.state), exit_code, error,
         t.row.finished_at > 0 ? t.row.finished_at : t.started));
   }
   for (size_t i = 0; i < t.measurements.size(); ++i) {
@@ -399,7 +399,7 @@ absl::Status WriteStore(const Plan& plan, const std::string& db_path) {
   for (const ImportedTrial& t : plan.trials) {
     started = std::min(started, t.row.created_at);
     finished = std::max(finished, t.row.finished_at);
-    open |= t.row.state == "PENDING" || t.row.state == "CANCELLED";
+    open |= t.row.state == v1::PENDING || t.row.state == v1::CANCELLED;
   }
   absl::Status s = store->PutMeta("spec", plan.spec.SerializeAsString());
   if (s.ok()) s = store->PutMeta("started_at", absl::StrCat(started));
@@ -554,7 +554,7 @@ absl::StatusOr<OptunaImportSummary> ImportOptunaStudy(const OptunaImportOptions&
   summary.run_dir = dir;
   summary.experiment_file = (fs::path(dir) / "experiment.yaml").string();
   summary.trials = static_cast<int>(plan.trials.size());
-  for (const ImportedTrial& t : plan.trials) summary.completed += t.row.state == "COMPLETED";
+  for (const ImportedTrial& t : plan.trials) summary.completed += t.row.state == v1::COMPLETED;
   for (const ImportedParameter& p : plan.space.parameters) {
     for (const std::string& note : p.notes) summary.notes.push_back(absl::StrCat(p.name, ": ", note));
   }

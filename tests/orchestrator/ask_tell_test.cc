@@ -121,7 +121,7 @@ class AskTellTest : public ::testing::Test {
     s.measurements = store_->LoadMeasurements()->size();
     s.events = store_->LoadEvents()->size();
     const std::vector<TrialRow> rows = *store_->LoadTrials();
-    for (const TrialRow& row : rows) s.states.push_back(row.state);
+    for (const TrialRow& row : rows) s.states.push_back(TrialStateName(row.state));
     return s;
   }
 
@@ -144,7 +144,7 @@ TEST_F(AskTellTest, AskGivesDistinctTrialsUpToMaxConcurrent) {
   EXPECT_EQ(trials[0].run_id(), core_->run_id());
   EXPECT_THAT(trials[0].checkpoint_dir(), HasSubstr("trial-1"));
   EXPECT_TRUE(Ask(1).empty());  // every slot is asked
-  EXPECT_EQ(store_->LoadTrials()->at(0).state, "RUNNING");
+  EXPECT_EQ(store_->LoadTrials()->at(0).state, v1::RUNNING);
 }
 
 TEST_F(AskTellTest, AskCountIsBounded) {
@@ -176,7 +176,7 @@ TEST_F(AskTellTest, TellCompletesAndTheSearchEnds) {
   EXPECT_EQ(told, 4);
   EXPECT_TRUE(dispatcher_->Finished());
   const std::vector<TrialRow> rows = *store_->LoadTrials();
-  for (const TrialRow& row : rows) EXPECT_EQ(row.state, "COMPLETED");
+  for (const TrialRow& row : rows) EXPECT_EQ(row.state, v1::COMPLETED);
 }
 
 TEST_F(AskTellTest, LapsedLeaseRequeuesTheTrial) {
@@ -193,7 +193,7 @@ TEST_F(AskTellTest, LapsedLeaseRequeuesTheTrial) {
   EXPECT_EQ(*dispatcher_->Tick(), 0);
   clock_.Advance(absl::Seconds(16));
   EXPECT_EQ(*dispatcher_->Tick(), 1);
-  EXPECT_EQ(store_->LoadTrials()->at(0).state, "PENDING");
+  EXPECT_EQ(store_->LoadTrials()->at(0).state, v1::PENDING);
 
   const Snapshot before = Stored();
   auto late = core_->Tell(TellOf(t, 0.5), "");
@@ -308,7 +308,7 @@ TEST_F(AskTellTest, RepeatedFailedTellOfARequeuedTrialIsAlreadyTold) {
   failed.set_outcome(v1::TellRequest::FAILED);
   auto first = core_->Tell(failed, "");
   ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_EQ(store_->LoadTrials()->at(0).state, "PENDING");  // requeued for attempt 2
+  ASSERT_EQ(store_->LoadTrials()->at(0).state, v1::PENDING);  // requeued for attempt 2
   const Snapshot before = Stored();
   auto again = core_->Tell(failed, "");
   ASSERT_TRUE(again.ok()) << again.status();
@@ -393,7 +393,7 @@ TEST_F(AskTellTest, AnAskedTrialStaysHeldAcrossProcesses) {
   v1::AskedTrial t = Ask(1).at(0);
   ASSERT_TRUE(core_->ReportStep(StepOf(t, 1, 1, 0.6), "").ok());
   Open();  // another process loads the run
-  EXPECT_EQ(store_->LoadTrials()->at(0).state, "RUNNING");
+  EXPECT_EQ(store_->LoadTrials()->at(0).state, v1::RUNNING);
   v1::AskedTrial next = Ask(1).at(0);  // the held trial is not handed out again
   EXPECT_EQ(next.trial_id(), 2);
   ASSERT_TRUE(core_->ReportStep(StepOf(t, 0, 2, 0.5), "").ok());
@@ -406,7 +406,7 @@ TEST_F(AskTellTest, AnAskedTrialStaysHeldAcrossProcesses) {
   clock_.Advance(absl::Seconds(61));
   Open();
   auto rows = *store_->LoadTrials();
-  EXPECT_EQ(rows[1].state, "PENDING");
+  EXPECT_EQ(rows[1].state, v1::PENDING);
   auto late = core_->Tell(TellOf(next, 0.3), "");
   EXPECT_EQ(late.status().code(), absl::StatusCode::kAborted);
 }
@@ -420,7 +420,7 @@ TEST_F(AskTellTest, CommandTrialsAreStillRequeuedOnResume) {
   auto d = Dispatcher::Create(spec_, store_.get(), *MakeSampler(spec_), &clock_,
                               DispatcherOptions{}, nullptr);
   ASSERT_TRUE(d.ok());
-  EXPECT_EQ(store_->LoadTrials()->at(0).state, "PENDING");
+  EXPECT_EQ(store_->LoadTrials()->at(0).state, v1::PENDING);
 }
 
 TEST_F(AskTellTest, AshaDecidesThroughReportStep) {
@@ -528,7 +528,7 @@ search:
   int final_states = 0;
   const std::vector<TrialRow> rows = *store_->LoadTrials();
   for (const TrialRow& row : rows) {
-    final_states += row.state == "COMPLETED" || row.state == "PRUNED";
+    final_states += row.state == v1::COMPLETED || row.state == v1::PRUNED;
   }
   EXPECT_EQ(final_states, static_cast<int>(rows.size()));
   EXPECT_EQ(rows.size(), 10u);

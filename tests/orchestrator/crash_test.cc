@@ -48,7 +48,7 @@ Snapshot TakeSnapshot(const std::string& run_dir) {
   if (!trials.ok() || !ms.ok()) return s;
   s.trials = *trials;
   s.measurements = *ms;
-  for (const TrialRow& t : s.trials) s.running += t.state == "RUNNING";
+  for (const TrialRow& t : s.trials) s.running += t.state == v1::RUNNING;
   return s;
 }
 
@@ -111,7 +111,7 @@ trial:
   int completed_at_last_kill = 0;
   for (const Snapshot& s : snapshots) {
     completed_at_last_kill = 0;
-    for (const TrialRow& t : s.trials) completed_at_last_kill += t.state == "COMPLETED";
+    for (const TrialRow& t : s.trials) completed_at_last_kill += t.state == v1::COMPLETED;
     mid_search_kills += completed_at_last_kill < kTrials;
   }
   ASSERT_GE(mid_search_kills, 10) << "the search ended before most kills";
@@ -143,9 +143,9 @@ trial:
       EXPECT_EQ(it->second, metrics);
     }
     for (const TrialRow& t : snapshots[k].trials) {
-      if (t.state != "COMPLETED") continue;
+      if (t.state != v1::COMPLETED) continue;
       const TrialRow& now = final_state.trials[t.id - 1];
-      EXPECT_EQ(now.state, "COMPLETED");
+      EXPECT_EQ(now.state, v1::COMPLETED);
       EXPECT_EQ(now.attempts, t.attempts) << "trial " << t.id << " ran again after completing";
       EXPECT_EQ(now.value, t.value);
     }

@@ -105,7 +105,7 @@ TEST_F(DispatcherTest, LeasesSubstitutedCommandsWithTheSextantEnvironment) {
   EXPECT_EQ(a.argv(1), "x=" + a.env().at("SEXTANT_PARAM_X"));
   EXPECT_EQ(a.env().at("SEXTANT_TRIAL_ID"), "1");
   EXPECT_NE(a.env().at("SEXTANT_PARAMS").find("\"x\":"), std::string::npos);
-  EXPECT_EQ(Row(1).state, "RUNNING");
+  EXPECT_EQ(Row(1).state, v1::RUNNING);
 }
 
 TEST_F(DispatcherTest, CompletesWithTheLastObjectiveValueAndEndsAfterMaxTrials) {
@@ -168,7 +168,7 @@ TEST_F(DispatcherTest, LapsedLeaseRequeuesTheTrialAsANewAttemptAndRejectsTheOldO
   EXPECT_EQ(*dispatcher_->Tick(), 0);  // the heartbeat renewed it
   clock_.Advance(absl::Seconds(2));
   EXPECT_EQ(*dispatcher_->Tick(), 1);
-  EXPECT_EQ(Row(1).state, "PENDING");
+  EXPECT_EQ(Row(1).state, v1::PENDING);
   v1::Assignment again = MustLease(w2);
   EXPECT_EQ(again.trial_id(), a.trial_id());
   EXPECT_EQ(again.attempt(), 2);
@@ -189,7 +189,7 @@ TEST_F(DispatcherTest, NonFiniteObjectiveFailsTheTrialWithAReason) {
   EXPECT_EQ(b.trial_id(), a.trial_id());
   ASSERT_TRUE(Complete(w, b, 0, std::numeric_limits<double>::infinity()).ok());
   TrialRow row = Row(1);
-  EXPECT_EQ(row.state, "FAILED");
+  EXPECT_EQ(row.state, v1::FAILED);
   EXPECT_NE(row.error.find("'loss' is inf"), std::string::npos) << row.error;
   // The reported values are kept, not dropped.
   auto ms = *store_->LoadMeasurements(1);
@@ -237,7 +237,7 @@ TEST_F(DispatcherTest, InterruptCancelsRunningTrialsAndLeasesNothingMore) {
   int64_t w = RegisterWorker();
   MustLease(w);
   ASSERT_TRUE(dispatcher_->Interrupt().ok());
-  EXPECT_EQ(Row(1).state, "CANCELLED");
+  EXPECT_EQ(Row(1).state, v1::CANCELLED);
   EXPECT_TRUE(dispatcher_->Lease(w)->done());
 }
 
@@ -317,7 +317,7 @@ TEST_F(ScheduledDispatcherTest, PausesAtTheRungAndPromotesTheBestWithItsTarget) 
     ExitOk(w, first[i]);
   }
   EXPECT_TRUE(Row(1).paused);
-  EXPECT_EQ(Row(1).state, "PENDING");
+  EXPECT_EQ(Row(1).state, v1::PENDING);
   v1::Assignment promoted = MustLease(w);  // the best of three (trial 2) goes on to epoch 3
   EXPECT_EQ(promoted.trial_id(), 2);
   EXPECT_EQ(promoted.attempt(), 2);
@@ -332,11 +332,11 @@ TEST_F(ScheduledDispatcherTest, PausesAtTheRungAndPromotesTheBestWithItsTarget) 
   ASSERT_TRUE(done.ok());
   EXPECT_TRUE(done->done());
   EXPECT_TRUE(dispatcher_->Finished());
-  EXPECT_EQ(Row(2).state, "PRUNED");
+  EXPECT_EQ(Row(2).state, v1::PRUNED);
   EXPECT_EQ(Row(2).fidelity, 3);
   EXPECT_EQ(*Row(2).value, 0.1);
   EXPECT_NE(Row(2).rungs_json.find("\"promoted\""), std::string::npos) << Row(2).rungs_json;
-  EXPECT_EQ(Row(1).state, "PRUNED");
+  EXPECT_EQ(Row(1).state, v1::PRUNED);
   EXPECT_EQ(Row(1).fidelity, 1);
   EXPECT_EQ(*Row(1).value, 0.5);
 }
@@ -359,7 +359,7 @@ TEST_F(ScheduledDispatcherTest, TrialPromotedToTheMaximumCompletes) {
     ExitOk(w, a);
   }
   EXPECT_TRUE(dispatcher_->Lease(w)->done());
-  EXPECT_EQ(Row(1).state, "COMPLETED");
+  EXPECT_EQ(Row(1).state, v1::COMPLETED);
   EXPECT_EQ(*Row(1).value, 1.0 / 9);
   EXPECT_EQ(Row(1).fidelity, 9);
   EXPECT_EQ(Row(1).attempts, 3);
@@ -381,7 +381,7 @@ TEST_F(ScheduledDispatcherTest, StoppingModePrunesATrialOutsideTheTopThird) {
   req.set_exit_code(-15);
   req.set_stopped_for(v1::ACTION_STOP);
   ASSERT_TRUE(dispatcher_->Complete(req).ok());
-  EXPECT_EQ(Row(3).state, "PRUNED");
+  EXPECT_EQ(Row(3).state, v1::PRUNED);
   EXPECT_EQ(Row(3).fidelity, 1);
 }
 
@@ -392,7 +392,7 @@ TEST_F(ScheduledDispatcherTest, FidelityGoingBackwardsFailsTheTrialNamingTheKey)
   ReportEpoch(w, a, 1, 2, 0.5);
   EXPECT_EQ(ReportEpoch(w, a, 2, 1, 0.4), v1::ACTION_STOP);
   ExitOk(w, a);
-  EXPECT_EQ(Row(1).state, "FAILED");
+  EXPECT_EQ(Row(1).state, v1::FAILED);
   EXPECT_NE(Row(1).error.find("fidelity 'epoch' went backwards"), std::string::npos) << Row(1).error;
 }
 

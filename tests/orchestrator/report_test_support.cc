@@ -134,18 +134,18 @@ void BuildSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
     t.target = stop;
     t.rungs_json = rungs.dump();
     if (running) {
-      t.state = "RUNNING";
+      t.state = v1::RUNNING;
       t.finished_at = 0;
     } else if (failed) {
-      t.state = "FAILED";
+      t.state = v1::FAILED;
       t.failures = 1;
       t.error = "exit 1: <oops> & \"quotes\"";
       Check(store.AddEvent(t.finished_at, "trial_failed", t.id, t.error));
     } else if (stop == 27) {
-      t.state = "COMPLETED";
+      t.state = v1::COMPLETED;
       t.value = loss(27);
     } else {
-      t.state = "PRUNED";
+      t.state = v1::PRUNED;
     }
     Check(store.PutTrial(t));
   }
@@ -222,11 +222,11 @@ void BuildObjectivesRun(const std::string& dir, const ObjectivesRunOptions& o) {
     const bool infeasible = o.infeasible_every > 0 && i % o.infeasible_every == 0;
     nlohmann::json m = {{"mem", infeasible ? 80.0 : 20.0}};
     if (failed) {
-      t.state = "FAILED";
+      t.state = v1::FAILED;
       t.failures = 1;
       t.error = "exited with status 1";
     } else {
-      t.state = "COMPLETED";
+      t.state = v1::COMPLETED;
       t.values = ObjectiveValues(o.objectives, a, b, c);
       t.value = t.values[0];
       if (o.objectives == 1) t.values.clear();  // one objective keeps `value` only
@@ -236,7 +236,7 @@ void BuildObjectivesRun(const std::string& dir, const ObjectivesRunOptions& o) {
     }
     auto added = store.AddMeasurement(MeasurementRow{i, 1, 1, seconds, m.dump()});
     ASSERT_TRUE(added.ok());
-    Check(store.FinishAttempt(i, 1, t.state, failed ? 1 : 0, t.error, end));
+    Check(store.FinishAttempt(i, 1, TrialStateName(t.state), failed ? 1 : 0, t.error, end));
     if (o.billed) {
       Check(store.AddCost(CostRow{"trial", i, "", "", "", start - t0, end - t0, 0.01 * seconds}));
     }

@@ -153,12 +153,12 @@ TEST(SimulatorTest, PreemptedTrialsResumeFromCheckpointAndEndExactlyAtTheirTarge
     const std::vector<double>& e = epochs[t.id];
     // Every step is reported exactly once, in order, whatever the preemptions.
     for (size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i], static_cast<double>(i + 1)) << t.id;
-    if (t.state == "COMPLETED") {
+    if (t.state == v1::COMPLETED) {
       EXPECT_EQ(t.fidelity, 9);
       EXPECT_EQ(e.back(), 9);
       if (t.preemptions > 0) ++preempted_completed;
     }
-    EXPECT_NE(t.state, "FAILED");
+    EXPECT_NE(t.state, v1::FAILED);
   }
   EXPECT_GT(preempted_completed, 0);
   // `results` counts them per trial (from the store) and per pool (the simulation's counters).
@@ -364,8 +364,8 @@ TEST(SimulatorTest, SimulateMakesTheSameSchedulerDecisionsAsTheDispatcher) {
       EXPECT_EQ(a.paused, b.paused);
       EXPECT_EQ(a.rungs_json, b.rungs_json);
       promoted += a.attempts > 1;
-      pruned += a.state == "PRUNED";
-      finalised += a.state == "PRUNED" && absl::StrContains(a.rungs_json, "\"paused\"");
+      pruned += a.state == v1::PRUNED;
+      finalised += a.state == v1::PRUNED && absl::StrContains(a.rungs_json, "\"paused\"");
     }
     EXPECT_EQ(run.events, simulated.events);
     // The comparison covered decisions past the first rung, not only first rungs.

@@ -24,7 +24,7 @@ void CommitTrial(Store& store, int64_t id) {
   ASSERT_TRUE(store.Begin().ok());
   TrialRow row;
   row.id = id;
-  row.state = "COMPLETED";
+  row.state = v1::COMPLETED;
   row.params_json = absl::StrCat("{\"x\":", id, ",\"pad\":\"", std::string(300, 'p'), "\"}");
   row.attempts = 1;
   row.value = static_cast<double>(id);

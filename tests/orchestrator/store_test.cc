@@ -17,7 +17,7 @@ TEST(StoreTest, OpensInWalModeAndKeepsCommittedRowsAcrossReopen) {
     ASSERT_TRUE(store->Begin().ok());
     TrialRow t;
     t.id = 1;
-    t.state = "COMPLETED";
+    t.state = v1::COMPLETED;
     t.params_json = R"({"x":1.5})";
     t.attempts = 1;
     t.value = 0.25;
@@ -78,7 +78,7 @@ TEST(StoreTest, ObjectiveValuesViolationsAndCostSurviveAReopen) {
     auto store = *Store::Open(dir + "/state.db", true);
     TrialRow t;
     t.id = 1;
-    t.state = "COMPLETED";
+    t.state = v1::COMPLETED;
     t.params_json = "{}";
     t.values = {0.91, 2.5};
     t.feasible = false;

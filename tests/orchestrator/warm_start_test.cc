@@ -249,7 +249,7 @@ TEST(EnqueueRunTest, EnqueuedConfigurationsRunFirstInOrderAndCountInMaxTrials) {
     EXPECT_EQ(leased[1].at("y").number(), 0.7);
     auto rows = *run.store()->LoadTrials();
     EXPECT_EQ(rows.size(), 4u);
-    EXPECT_EQ(rows[1].state, "COMPLETED");
+    EXPECT_EQ(rows[1].state, v1::COMPLETED);
     EXPECT_EQ(*rows[1].value, 0.0);
   }
 }
