@@ -302,7 +302,7 @@ class FederatedRun {
         env_.launcher,
         {Bin(), "--role", "evaluator", "--spec", spec_file_, "--work-dir", fed_dir_ + "/eval",
          "--threads", "2", "--exit-with-parent"},
-        fed_dir_ + "/eval", run_dir_->logs_dir() + "/evaluator.log", kEvaluatorStartup);
+        fed_dir_ + "/eval", run_dir_->logs_dir() + "/evaluator.log", kEvaluatorStartup, env_.clock);
     if (!evaluator.ok()) return evaluator.status();
     evaluator_ = *std::move(evaluator);
     return absl::OkStatus();
@@ -569,7 +569,7 @@ class FederatedRun {
               << fed().regions_size() << " regions, " << TotalClients(fed()) << " clients, "
               << global_.size() << " parameters, rounds " << last_round_ + 1 << ".." << fed().rounds()
               << "\n" << std::flush;
-    PutTrial("RUNNING");
+    PutTrial(v1::RUNNING);
     PublishMetrics();
     if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
     if (last_round_ < fed().rounds()) {
@@ -670,7 +670,7 @@ class FederatedRun {
     if (monitor == nullptr) return;
     MetricsSnapshot m = monitor->Snapshot();
     m.max_trials = 1;
-    if (!trial_.state.empty()) m.by_state[trial_.state] = 1;
+    if (trial_.id != 0) m.by_state[TrialStateName(trial_.state)] = 1;  // once stored
     if (trial_.value) {
       m.best_value = trial_.value;
       m.best_trial = trial_.id;
@@ -686,7 +686,7 @@ class FederatedRun {
     monitor->Publish(m);
   }
 
-  void PutTrial(const std::string& state) {
+  void PutTrial(v1::TrialState state) {
     TrialRow t;
     t.id = 1;
     t.state = state;
@@ -694,7 +694,7 @@ class FederatedRun {
     t.attempts = 1;
     t.created_at = absl::ToUnixMicros(start_) / 1e6;
     t.fidelity = static_cast<double>(std::max<int64_t>(last_round_, 0));
-    if (state == "COMPLETED") {
+    if (state == v1::COMPLETED) {
       const bool loss = spec_.objective().metric().find("loss") != std::string::npos;
       t.value = loss ? last_eval_.loss : last_eval_.accuracy;
       t.finished_at = absl::ToUnixMicros(env_.clock->Now()) / 1e6;
@@ -708,7 +708,7 @@ class FederatedRun {
     if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed: evaluate the model again
       (void)Evaluate(last_round_);
     }
-    PutTrial("COMPLETED");
+    PutTrial(v1::COMPLETED);
     const std::string line = absl::StrCat("stopped after round ", last_round_,
                                           ": the privacy budget is spent (", why.message(), ")");
     absl::Status s = store_->PutMeta("state", "EPSILON_EXHAUSTED");
@@ -731,7 +731,7 @@ class FederatedRun {
     if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed at the end: evaluate again
       (void)Evaluate(last_round_);
     }
-    PutTrial("COMPLETED");
+    PutTrial(v1::COMPLETED);
     absl::Status s = store_->PutMeta("state", "COMPLETED");
     if (s.ok()) s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
     if (s.ok()) s = store_->AddEvent(EventTime(), "run_finished", 0, "COMPLETED");

@@ -120,14 +120,15 @@ class SearchRun {
   absl::Status StartServer() {
     std::map<std::string, std::string> trial_env(spec_.trial().env().begin(),
                                                  spec_.trial().env().end());
-    service_ = std::make_unique<WorkerServiceImpl>(dispatcher_.get(),
-                                                   Redactor::FromEnvironment(trial_env));
+    service_ = std::make_unique<WorkerServiceImpl>(
+        dispatcher_.get(), Redactor::FromEnvironment(trial_env),
+        WorkerSessions(/*random=*/nullptr, env_.clock), env_.clock);
     admin_ = std::make_unique<AdminServiceImpl>(service_.get(), session_.security().auth());
     if (AskTellMode()) {
       SEXTANT_ASSIGN_OR_RETURN(ask_tell_, service_->WithDispatcher([&](Dispatcher& d) {
         return AskTell::Create(&d, store_, env_.clock);
       }));
-      trial_service_ = std::make_unique<TrialServiceImpl>(service_.get(), ask_tell_.get());
+      trial_service_ = std::make_unique<TrialServiceImpl>(service_.get(), ask_tell_.get(), env_.clock);
     }
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.listen, MakeServerCredentials(session_.security()), &port_);
@@ -346,7 +347,7 @@ class SearchRun {
       return;
     }
     m.workers = static_cast<int>(workers_.size());
-    auto running = stats.by_state.find("RUNNING");
+    auto running = stats.by_state.find(TrialStateName(v1::RUNNING));
     m.busy_workers = running == stats.by_state.end() ? 0 : std::min(running->second, m.workers);
   }
 
