@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/checkpoint.h"
@@ -21,6 +22,7 @@ namespace sextant::train {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kTrainer = std::string(SEXTANT_BIN_DIR) + "/sextant-train";
 
@@ -158,6 +160,73 @@ TEST(TrainCommandTest, BadArgumentsExitTwoNamingTheProblem) {
   EXPECT_EQ(RunToEnd({"--learning-rate", "0.1"}, dir), kTrainExitBadArgs);
   EXPECT_THAT(ReadFile(dir + "/stderr"), HasSubstr("unknown option '--learning-rate'"));
   EXPECT_EQ(RunToEnd({"--dataset", "synthetic", "--hidden", "64,x"}, dir), kTrainExitBadArgs);
+}
+
+TEST(TrainCommandTest, HelpListsEveryFlagOnStdoutAndExitsZero) {
+  for (const char* help : {"--help", "-h"}) {
+    const std::string dir = TempDir(help[1] == '-' ? "long" : "short");
+    EXPECT_EQ(RunToEnd({"--epochs", "3", help}, dir), kTrainExitOk);
+    const std::string out = ReadFile(dir + "/stdout");
+    EXPECT_THAT(out, HasSubstr("Usage: sextant-train"));
+    for (const char* flag :
+         {"--model", "--dataset", "--epochs", "--batch-size", "--hidden", "--optimizer", "--lr",
+          "--dropout", "--weight-decay", "--momentum", "--seed", "--threads", "--gpus",
+          "--checkpoint-dir", "--checkpoint-every", "--memory-cap-mb", "--fidelity-name",
+          "--nan-patience", "--max-steps", "--train-subset", "--val-subset", "--data-dir",
+          "--depth"}) {
+      EXPECT_THAT(out, HasSubstr(std::string("\n  ") + flag + " ")) << help;
+    }
+    EXPECT_THAT(out, Not(HasSubstr("epoch=1")));  // it trained nothing
+  }
+}
+
+TEST(TrainCommandTest, UnknownFlagIsRefusedNamingItWithExitTwo) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--dataset", "synthetic", "--learning-rate", "0.1"},
+                                             {"--learning-rate=0.1", "--dataset", "synthetic"}}) {
+    const std::string dir = TempDir(args[0].substr(2, 4));
+    EXPECT_EQ(RunToEnd(args, dir), kTrainExitBadArgs);
+    const std::string err = ReadFile(dir + "/stderr");
+    EXPECT_THAT(err, HasSubstr("sextant-train: unknown option '--learning-rate'\n"));
+    EXPECT_THAT(err, HasSubstr("sextant-train --help"));
+    EXPECT_EQ(ReadFile(dir + "/stdout"), "");
+  }
+  const std::string dir = TempDir("positional");
+  EXPECT_EQ(RunToEnd({"--dataset", "synthetic", "extra"}, dir), kTrainExitBadArgs);
+  EXPECT_THAT(ReadFile(dir + "/stderr"), HasSubstr("unknown option 'extra'"));
+}
+
+TEST(TrainCommandTest, BadNumericValueNamesTheFlag) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--epochs", "ten"}, "--epochs: 'ten' is not an integer"},
+      {{"--batch-size=1.5"}, "--batch-size: '1.5' is not an integer"},
+      {{"--dropout", "half"}, "--dropout: 'half' is not a number"},
+      {{"--memory-cap-mb", "-1"}, "--memory-cap-mb: '-1' is not a size >= 0"},
+      {{"--threads", "0"}, "--threads: '0' is not a count >= 1"},
+      {{"--depth", "65"}, "--depth: '65' is not a number of layers in 1..64"},
+      {{"--seed", "1", "--seed"}, "--seed needs a value"},
+  };
+  for (const auto& [args, message] : cases) {
+    const std::string dir = TempDir(args[0].substr(2, 5));
+    std::vector<std::string> argv = {"--dataset", "synthetic"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    EXPECT_EQ(RunToEnd(argv, dir), kTrainExitBadArgs) << message;
+    EXPECT_THAT(ReadFile(dir + "/stderr"), HasSubstr("sextant-train: " + message));
+  }
+}
+
+TEST(TrainCommandTest, RepeatedFlagTakesItsLastValueAndTheFirstBadOneIsReported) {
+  const std::string dir = TempDir("last");
+  ASSERT_EQ(RunToEnd({"--dataset", "synthetic", "--train-subset", "200", "--val-subset", "50",
+                      "--epochs", "3", "--batch-size", "50", "--hidden", "8", "--epochs=1"},
+                     dir),
+            0)
+      << ReadFile(dir + "/stderr");
+  EXPECT_THAT(ReadFile(dir + "/stdout"), Not(HasSubstr("epoch=2")));
+  const std::string bad = TempDir("bad");
+  EXPECT_EQ(RunToEnd({"--lr", "fast", "--dataset", "synthetic", "--lr", "0.01"}, bad),
+            kTrainExitBadArgs);
+  EXPECT_THAT(ReadFile(bad + "/stderr"), HasSubstr("--lr: 'fast' is not a number"));
 }
 
 TEST(TrainCommandTest, GpusWithoutCudaDeviceFailsClearly) {

@@ -109,10 +109,12 @@ TEST(WorkerCliTest, DevicesListsTheGpus) {
 TEST(WorkerCliTest, TrainHandsEveryArgumentToTheTrainer) {
   Output help = RunWorker({"train", "--help"});
   EXPECT_EQ(help.exit_code, 0) << help.err;
-  EXPECT_THAT(help.err, HasSubstr("usage: train"));
+  EXPECT_THAT(help.out, HasSubstr("Usage: sextant-worker train"));
+  EXPECT_THAT(help.out, HasSubstr("--batch-size"));
   Output bad = RunWorker({"train", "--bogus", "1"});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_THAT(bad.err, HasSubstr("--bogus"));
+  EXPECT_THAT(bad.err, HasSubstr("unknown option '--bogus'"));
+  EXPECT_THAT(bad.err, HasSubstr("sextant-worker train --help"));
   EXPECT_THAT(bad.err, Not(HasSubstr("sextant-worker --help")));  // the trainer's own message
 }
 

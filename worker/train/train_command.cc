@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -41,12 +42,6 @@ struct CommandLine {
   int64_t train_subset = 0, val_subset = 0;
   int depth = 0;  // --depth: that many hidden layers of --hidden's first width; 0 = as given
 };
-
-const char* const kValueFlags[] = {
-    "--model", "--dataset", "--epochs", "--batch-size", "--hidden", "--optimizer", "--lr",
-    "--dropout", "--weight-decay", "--momentum", "--seed", "--threads", "--gpus",
-    "--checkpoint-dir", "--checkpoint-every", "--memory-cap-mb", "--fidelity-name",
-    "--nan-patience", "--max-steps", "--train-subset", "--val-subset", "--data-dir", "--depth"};
 
 absl::Status Bad(absl::string_view flag, absl::string_view value, absl::string_view want) {
   return absl::InvalidArgumentError(
@@ -107,28 +102,65 @@ absl::Status Apply(CommandLine& c, const std::string& flag, const std::string& v
   return absl::OkStatus();
 }
 
-absl::StatusOr<CommandLine> Parse(int argc, char** argv) {
+// The trainer's flags, each taking one value (also as --name=value), with their --help lines.
+// The values stay strings for CLI11: Apply converts them with absl, as before (CLI11 would read
+// "010" as octal) and with the same messages.
+void AddFlags(CLI::App& app) {
+  auto flag = [&app](const std::string& name, const std::string& value, const std::string& help) {
+    app.add_option(name, help)
+        ->type_name(value)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  };
+  flag("--model", "mlp|cnn", "the model (default mlp)");
+  flag("--dataset", "NAME", "fashion-mnist (default) or synthetic");
+  flag("--epochs", "N", "epochs to train (default 10; $SEXTANT_FIDELITY overrides it)");
+  flag("--batch-size", "N", "examples per optimiser step (default 128)");
+  flag("--hidden", "W,W,...", "hidden layer widths (default 512,256)");
+  flag("--optimizer", "adam|sgd", "the optimiser (default adam)");
+  flag("--lr", "X", "learning rate (default 0.001)");
+  flag("--dropout", "P", "drop probability after each hidden layer, in [0, 1) (default 0)");
+  flag("--weight-decay", "X", "L2 coefficient (default 0)");
+  flag("--momentum", "X", "sgd's momentum (default 0.9)");
+  flag("--seed", "N", "initial weights, shuffling and dropout (default 0)");
+  flag("--threads", "N", "CPU backend threads (default 2)");
+  flag("--gpus", "N", "train on N CUDA devices, one replica each (default 0: the CPU backend)");
+  flag("--checkpoint-dir", "DIR",
+       "checkpoint to and resume from DIR (default $SEXTANT_CHECKPOINT_DIR, else none)");
+  flag("--checkpoint-every", "STEPS",
+       "also checkpoint every STEPS optimiser steps (default 0: at epoch ends only)");
+  flag("--memory-cap-mb", "N",
+       "working-memory cap; the micro-batch halves until it fits (default 0: none)");
+  flag("--fidelity-name", "NAME", "the epoch counter's key in the metrics lines (default epoch)");
+  flag("--nan-patience", "N", "non-finite losses in a row before failing as diverged (default 3)");
+  flag("--max-steps", "N",
+       "stop after N optimiser steps in all, with a checkpoint (default 0: no limit)");
+  flag("--train-subset", "N",
+       "train on the first N examples (default 0: all; synthetic data: 6000)");
+  flag("--val-subset", "N",
+       "validate on the first N examples (default 0: all; synthetic data: 1000)");
+  flag("--data-dir", "DIR",
+       absl::StrCat("the Fashion-MNIST files (default ", kFashionMnistDir, ")"));
+  flag("--depth", "N",
+       "N hidden layers (1..64), all of --hidden's first width (default: as --hidden)");
+}
+
+// The command line from the flags `app` parsed. InvalidArgument naming the flag when one is
+// unknown, or a value is not what the flag takes.
+absl::StatusOr<CommandLine> ToCommandLine(const CLI::App& app) {
   CommandLine c;
   if (const char* dir = std::getenv("SEXTANT_CHECKPOINT_DIR"); dir != nullptr) {
     c.trainer.checkpoint_dir = dir;
   }
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    const size_t eq = arg.find('=');
-    bool inline_value = false;
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      inline_value = true;
-    }
-    bool known = false;
-    for (const char* f : kValueFlags) known = known || arg == f;
-    if (!known) return absl::InvalidArgumentError(absl::StrCat("unknown option '", arg, "'"));
-    if (!inline_value) {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
-      value = argv[++i];
-    }
-    if (auto s = Apply(c, arg, value); !s.ok()) return s;
+  if (std::vector<std::string> extra = app.remaining(); !extra.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown option '", extra.front().substr(0, extra.front().find('=')), "'"));
+  }
+  // In the order given, as the hand-written parser did: a repeated flag's last value wins, and
+  // the first bad value is the one reported.
+  std::map<const CLI::Option*, size_t> taken;
+  for (const CLI::Option* option : app.parse_order()) {
+    const std::string& value = option->results()[taken[option]++];
+    if (auto s = Apply(c, option->get_name(), value); !s.ok()) return s;
   }
   if (c.depth > 0) {
     const int width = c.trainer.model.hidden.empty() ? 128 : c.trainer.model.hidden.front();
@@ -150,15 +182,6 @@ Dataset Head(const Dataset& d, int64_t n) {
   std::vector<int64_t> idx(n);
   for (int64_t i = 0; i < n; ++i) idx[i] = i;
   return d.Subset(idx);
-}
-
-void Usage() {
-  std::cerr << "usage: train --model mlp|cnn --dataset fashion-mnist|synthetic --epochs N "
-               "--batch-size N --hidden 512,256 --optimizer adam|sgd --lr X [--dropout P] "
-               "[--weight-decay X] [--momentum X] [--seed N] [--threads N] [--gpus N] "
-               "[--checkpoint-dir DIR] [--checkpoint-every STEPS] [--memory-cap-mb N] "
-               "[--fidelity-name NAME] [--nan-patience N] [--max-steps N] [--train-subset N] "
-               "[--val-subset N] [--data-dir DIR] [--depth N]\n";
 }
 
 // OpenMP threads that spin at barriers lose their core to any other busy process and then stall
@@ -190,13 +213,32 @@ int Fail(int code, const absl::Status& s) {
 
 int RunTrainCommand(int argc, char** argv) {
   ReexecWithPassiveOpenMpWaits();
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      Usage();
-      return kTrainExitOk;
-    }
+  // argv[0] is "train" under `sextant-worker train`.
+  const std::string command =
+      argc > 0 && std::string(argv[0]) == "train" ? "sextant-worker train" : "sextant-train";
+  CLI::App app("Trains a model with the built-in trainer and prints one metrics line per epoch "
+               "on stdout.",
+               command);
+  app.footer("Flags also take the --name=value form. $SEXTANT_CHECKPOINT_DIR is the default "
+             "--checkpoint-dir; $SEXTANT_FIDELITY (>= 1), when set, is the epoch to train to. "
+             "SIGTERM checkpoints and exits 75.");
+  // Left-over arguments are kept, so that ToCommandLine can name the unknown flag.
+  app.allow_extras();
+  AddFlags(app);
+  absl::StatusOr<CommandLine> parsed;
+  try {
+    app.parse(argc, argv);
+    parsed = ToCommandLine(app);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ArgumentMismatch& e) {
+    // A flag at the end without its value; CLI11's message starts with the flag's name.
+    const std::string what = e.what();
+    parsed = absl::InvalidArgumentError(absl::StrCat(what.substr(0, what.find(':')),
+                                                     " needs a value"));
+  } catch (const CLI::ParseError& e) {
+    parsed = absl::InvalidArgumentError(e.what());
   }
-  absl::StatusOr<CommandLine> parsed = Parse(argc, argv);
   // Under a multi-fidelity scheduler the orchestrator sets the epoch to train to; the
   // checkpoint carries the run from the previous rung.
   if (const char* f = std::getenv("SEXTANT_FIDELITY"); parsed.ok() && f != nullptr) {
@@ -206,8 +248,8 @@ int RunTrainCommand(int argc, char** argv) {
     }
   }
   if (!parsed.ok()) {
-    Fail(kTrainExitBadArgs, parsed.status());
-    Usage();
+    std::cerr << "sextant-train: " << parsed.status().message() << "\nRun '" << command
+              << " --help' for usage.\n";
     return kTrainExitBadArgs;
   }
   CommandLine& c = *parsed;

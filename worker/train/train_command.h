@@ -17,8 +17,11 @@ inline constexpr int kTrainExitPreempted = 75;  // EX_TEMPFAIL: stopped by SIGTE
 //   --hidden 512,256  --optimizer adam|sgd  --lr X  [--dropout P] [--weight-decay X]
 //   [--momentum X] [--seed N] [--threads N] [--gpus N] [--checkpoint-dir DIR]
 //   [--checkpoint-every STEPS] [--memory-cap-mb N] [--fidelity-name epoch] [--nan-patience N]
-//   [--max-steps N] [--train-subset N] [--val-subset N] [--data-dir DIR]
-// Options also take the --name=value form. --checkpoint-dir defaults to $SEXTANT_CHECKPOINT_DIR.
+//   [--max-steps N] [--train-subset N] [--val-subset N] [--data-dir DIR] [--depth N]
+// Options also take the --name=value form; a repeated one keeps its last value. Parsed with
+// CLI11: -h/--help lists them on stdout and returns kTrainExitOk. An unknown option, a missing
+// value or a bad one prints "sextant-train: " and a message naming the option on stderr and
+// returns kTrainExitBadArgs. --checkpoint-dir defaults to $SEXTANT_CHECKPOINT_DIR.
 // Each epoch prints "<fidelity>=E train_loss=.. val_loss=.. val_accuracy=.. samples_per_sec=.."
 // to stdout (flushed); events go to stdout too, in order with the metrics, as
 // "sextant-event: oom micro_batch=64 reason=...". Errors go to stderr.
