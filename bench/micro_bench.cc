@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
-#include "orchestrator/store.h"
+#include "orchestrator/core/store.h"
 #include "strategies/sampler.h"
 #include "worker/metric_parser.h"
 

@@ -24,8 +24,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
-#include "orchestrator/run_dir.h"
-#include "orchestrator/store.h"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/core/store.h"
 #include "rpc/channel_credentials.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
 

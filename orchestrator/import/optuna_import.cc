@@ -19,13 +19,13 @@
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "orchestrator/dispatcher.h"
-#include "orchestrator/experiment_loader.h"
+#include "orchestrator/core/dispatcher.h"
+#include "orchestrator/core/experiment_loader.h"
 #include "orchestrator/import/optuna_space.h"
 #include "orchestrator/import/optuna_storage.h"
-#include "orchestrator/run_dir.h"
-#include "orchestrator/store.h"
-#include "orchestrator/trial_command.h"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/core/store.h"
+#include "orchestrator/core/trial_command.h"
 
 namespace sextant {
 namespace {

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "grpc/grpc_security_constants.h"
-#include "orchestrator/admin_service.h"
+#include "orchestrator/service/admin_service.h"
 #include "rpc/certificates.h"
 #include "rpc/server_security.h"
 #include "sextant/v1/admin_service.pb.h"

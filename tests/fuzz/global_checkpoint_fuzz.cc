@@ -1,4 +1,4 @@
-// Fuzz target: the federated run's global-model checkpoint (orchestrator/global_checkpoint.h),
+// Fuzz target: the federated run's global-model checkpoint (orchestrator/federated/global_checkpoint.h),
 // read back on `sextant resume`. The input is written as the newest checkpoint beside a valid
 // older one; the newest that verifies is decoded for a 4-float model. Decoding any payload must
 // give a checkpoint or an error without allocating more than the model's size, and whatever
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "common/checkpoint.h"
-#include "orchestrator/global_checkpoint.h"
+#include "orchestrator/federated/global_checkpoint.h"
 
 namespace {
 

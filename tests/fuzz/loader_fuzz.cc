@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "orchestrator/experiment_loader.h"
+#include "orchestrator/core/experiment_loader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string yaml(reinterpret_cast<const char*>(data), size);

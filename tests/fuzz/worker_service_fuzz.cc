@@ -19,10 +19,10 @@
 
 #include "common/clock.h"
 #include "common/redactor.h"
-#include "orchestrator/dispatcher.h"
-#include "orchestrator/experiment_loader.h"
-#include "orchestrator/store.h"
-#include "orchestrator/strategy_factory.h"
+#include "orchestrator/core/dispatcher.h"
+#include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/core/store.h"
+#include "orchestrator/core/strategy_factory.h"
 #include "tests/fuzz/internal/records.h"
 
 namespace {

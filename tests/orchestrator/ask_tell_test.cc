@@ -1,5 +1,5 @@
 // The ask/tell core over a real Dispatcher and SQLite store, on a fake clock.
-#include "orchestrator/ask_tell.h"
+#include "orchestrator/ask_tell/ask_tell.h"
 
 #include <cmath>
 #include <limits>
@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "orchestrator/experiment_loader.h"
-#include "orchestrator/strategy_factory.h"
+#include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/core/strategy_factory.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {

@@ -15,8 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "orchestrator/run_dir.h"
-#include "orchestrator/store.h"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/core/store.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {

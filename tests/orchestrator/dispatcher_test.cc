@@ -1,12 +1,12 @@
-#include "orchestrator/dispatcher.h"
+#include "orchestrator/core/dispatcher.h"
 
 #include <cmath>
 #include <limits>
 
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
-#include "orchestrator/experiment_loader.h"
-#include "orchestrator/store.h"
+#include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/core/store.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {

@@ -1,4 +1,4 @@
-#include "orchestrator/experiment_loader.h"
+#include "orchestrator/core/experiment_loader.h"
 
 #include <unistd.h>
 

@@ -15,8 +15,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "sextant/v1/federation_service.grpc.pb.h"
-#include "orchestrator/run_dir.h"
-#include "orchestrator/store.h"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/core/store.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
 

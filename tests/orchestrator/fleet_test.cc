@@ -1,4 +1,4 @@
-#include "orchestrator/fleet.h"
+#include "orchestrator/fleet/fleet.h"
 
 #include <map>
 #include <set>
@@ -8,7 +8,7 @@
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "orchestrator/static_provider.h"
+#include "orchestrator/fleet/static_provider.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {

@@ -1,12 +1,12 @@
 // The live report that --metrics-port serves at `/`: the run directory's report, made at most
 // once per max_age, reloading itself only while the run goes on.
-#include "orchestrator/live_report.h"
+#include "orchestrator/monitor/live_report.h"
 
 #include <filesystem>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "orchestrator/run_dir.h"
+#include "orchestrator/core/run_dir.h"
 #include "tests/orchestrator/report_test_support.h"
 #include "tests/orchestrator/test_util.h"
 

@@ -1,11 +1,11 @@
-#include "orchestrator/objectives.h"
+#include "orchestrator/core/objectives.h"
 
 #include <cmath>
 #include <limits>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "orchestrator/experiment_loader.h"
+#include "orchestrator/core/experiment_loader.h"
 
 namespace sextant {
 namespace {

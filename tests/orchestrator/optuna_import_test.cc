@@ -14,11 +14,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "orchestrator/experiment_loader.h"
+#include "orchestrator/core/experiment_loader.h"
 #include "orchestrator/import/optuna_storage.h"
-#include "orchestrator/run_dir.h"
-#include "orchestrator/store.h"
-#include "orchestrator/warm_start.h"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/core/store.h"
+#include "orchestrator/core/warm_start.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {

@@ -12,12 +12,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "orchestrator/param_importance.h"
-#include "orchestrator/plot_scale.h"
-#include "orchestrator/report.h"
-#include "orchestrator/run_dir.h"
-#include "orchestrator/store.h"
-#include "orchestrator/svg_canvas.h"
+#include "orchestrator/report/param_importance.h"
+#include "orchestrator/report/plot_scale.h"
+#include "orchestrator/report/report.h"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/core/store.h"
+#include "orchestrator/report/svg_canvas.h"
 #include "tests/orchestrator/report_test_support.h"
 #include "tests/orchestrator/test_util.h"
 
@@ -317,7 +317,7 @@ TEST_F(ReportTest, ZeroCompletedTrialsGetANoteAndPlaceholders) {
 }
 
 // The cost ledger's table and a rounds table of the shape documented in
-// orchestrator/report_data.h (federated rounds are not stored yet) are drawn instead of
+// orchestrator/report/report_data.h (federated rounds are not stored yet) are drawn instead of
 // placeholders.
 TEST_F(ReportTest, CostAndRoundTablesOfTheDocumentedShapesAreDrawn) {
   testing::SyntheticRunOptions o;

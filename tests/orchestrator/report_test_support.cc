@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "orchestrator/store.h"
+#include "orchestrator/core/store.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant::testing {

@@ -1,6 +1,6 @@
 // RunSession: what the search and federated loops share, opened on real run directories (a
 // real SQLite store, the real lock) with a FakeClock.
-#include "orchestrator/run_session.h"
+#include "orchestrator/session/run_session.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "orchestrator/local_launcher.h"
+#include "orchestrator/core/local_launcher.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {

@@ -1,4 +1,4 @@
-#include "orchestrator/store.h"
+#include "orchestrator/core/store.h"
 
 #include <cmath>
 #include <limits>

@@ -17,7 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "orchestrator/experiment_loader.h"
+#include "orchestrator/core/experiment_loader.h"
 
 extern char** environ;
 

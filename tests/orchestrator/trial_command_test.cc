@@ -1,7 +1,7 @@
-#include "orchestrator/trial_command.h"
+#include "orchestrator/core/trial_command.h"
 
 #include "gtest/gtest.h"
-#include "orchestrator/experiment_loader.h"
+#include "orchestrator/core/experiment_loader.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {

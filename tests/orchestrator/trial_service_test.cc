@@ -1,6 +1,6 @@
 // The TrialService over a real gRPC server on loopback: plain, and over mTLS with the
 // certificates of `sextant certs init`, where an asked trial is bound to its asker.
-#include "orchestrator/trial_service.h"
+#include "orchestrator/service/trial_service.h"
 
 #include <atomic>
 #include <map>
@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "orchestrator/strategy_factory.h"
+#include "orchestrator/core/strategy_factory.h"
 #include "rpc/certificates.h"
 #include "rpc/channel_credentials.h"
 #include "rpc/server_security.h"

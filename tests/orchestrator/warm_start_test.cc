@@ -1,7 +1,7 @@
 // search.enqueue and search.warm_start: the loader's checks, the order trials run in, resume,
 // the priors a sampler is seeded with, and how results and the report show them. Runs go
 // through the real Dispatcher over real SQLite stores; the last tests run the binaries.
-#include "orchestrator/warm_start.h"
+#include "orchestrator/core/warm_start.h"
 
 #include <cmath>
 #include <filesystem>
@@ -17,13 +17,13 @@
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "orchestrator/dispatcher.h"
-#include "orchestrator/experiment_loader.h"
-#include "orchestrator/report.h"
-#include "orchestrator/report_data.h"
-#include "orchestrator/results.h"
-#include "orchestrator/store.h"
-#include "orchestrator/strategy_factory.h"
+#include "orchestrator/core/dispatcher.h"
+#include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/report/report.h"
+#include "orchestrator/report/report_data.h"
+#include "orchestrator/core/results.h"
+#include "orchestrator/core/store.h"
+#include "orchestrator/core/strategy_factory.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {

@@ -14,8 +14,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "orchestrator/run_dir.h"
-#include "orchestrator/store.h"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/core/store.h"
 #include "tests/fakes/tcp_proxy.h"
 #include "tests/orchestrator/test_util.h"
 

@@ -1,4 +1,4 @@
-#include "orchestrator/worker_sessions.h"
+#include "orchestrator/service/worker_sessions.h"
 
 #include <cstring>
 #include <memory>

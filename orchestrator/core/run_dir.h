@@ -1,0 +1,39 @@
+#ifndef SEXTANT_ORCHESTRATOR_CORE_RUN_DIR_H_
+#define SEXTANT_ORCHESTRATOR_CORE_RUN_DIR_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace sextant {
+
+// A run directory: state.db, logs/ (trial and worker output), artifacts/checkpoints/.
+// Holding a RunDir holds an exclusive lock on it (flock on DIR/lock), so there is exactly one
+// writer. The lock is released when the RunDir is destroyed or the process dies.
+class RunDir {
+ public:
+  // Creates the folders if needed and takes the lock. Returns FailedPrecondition naming the
+  // holder's pid when another process holds it, or Internal on filesystem errors.
+  static absl::StatusOr<RunDir> Acquire(const std::string& path);
+
+  RunDir(RunDir&& other) noexcept;
+  RunDir& operator=(RunDir&&) = delete;
+  ~RunDir();
+
+  const std::string& path() const { return path_; }
+  std::string db_path() const { return path_ + "/state.db"; }
+  std::string logs_dir() const { return path_ + "/logs"; }
+  std::string checkpoints_dir() const { return path_ + "/artifacts/checkpoints"; }
+
+  // The path of the store inside a run directory, for readers that take no lock.
+  static std::string DbPath(const std::string& dir) { return dir + "/state.db"; }
+
+ private:
+  RunDir(std::string path, int fd) : path_(std::move(path)), lock_fd_(fd) {}
+  std::string path_;
+  int lock_fd_ = -1;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_CORE_RUN_DIR_H_

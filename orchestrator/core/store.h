@@ -1,0 +1,180 @@
+#ifndef SEXTANT_ORCHESTRATOR_CORE_STORE_H_
+#define SEXTANT_ORCHESTRATOR_CORE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sextant/v1/trial.pb.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace sextant {
+
+// One row of the trials table.
+// The name a trial state is stored, reported and shown under: "COMPLETED".
+const std::string& TrialStateName(v1::TrialState state);
+// COMPLETED, PRUNED or FAILED: the trial has ended and will not run again.
+bool TrialEnded(v1::TrialState state);
+
+struct TrialRow {
+  int64_t id = 0;                 // 1-based, in creation order
+  v1::TrialState state = v1::PENDING;  // stored and shown by name (TrialStateName)
+  std::string params_json;        // {"name": value, ...}
+  int attempts = 0;               // times it was leased
+  int failures = 0;               // attempts that ended in a real failure
+  std::optional<double> value;    // the objective, once COMPLETED
+  std::string error;              // why it FAILED
+  double created_at = 0;          // unix seconds
+  double finished_at = 0;         // 0 while not finished
+  // Multi-fidelity search (all 0 or empty without a scheduler):
+  double fidelity = 0;            // the highest fidelity reported
+  double target = 0;              // the fidelity the current or last attempt runs to
+  std::string rungs_json = "[]";  // [{"fidelity", "value", "decision"}], oldest first
+  int scratch_restarts = 0;       // resumes that found no checkpoint and started over
+  bool paused = false;            // PENDING while waiting for a promotion
+  int preemptions = 0;            // attempts ended by a preemption notice (not failures)
+  // Several objectives and constraints (stored as one JSON column, `outcome`):
+  std::vector<double> values;     // each objective as reported, once COMPLETED (or PRUNED)
+  bool feasible = true;           // every constraint held (false when a metric was missing)
+  double seconds = 0;             // wall time of the trial's finished attempts
+  std::vector<double> violations; // each constraint's violation (<= 0 holds; +inf missing)
+  std::optional<double> cost;     // its dollars when it finished (what the sampler saw)
+};
+
+// One stored measurement (a stdout line's metrics).
+struct MeasurementRow {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  int64_t sequence = 0;
+  double elapsed = 0;
+  std::string metrics_json;  // {"loss": 0.4, "bad": "nan"}: non-finite values as strings
+};
+
+// One telemetry sample from a worker's heartbeat (the trial's processes, or its GPUs).
+struct TelemetryRow {
+  double time = 0;              // unix seconds
+  int64_t worker_id = 0;
+  int64_t trial_id = 0;         // 0 when idle
+  double cpu_percent = 0;       // of one core, summed over the trial's processes
+  int64_t rss_bytes = 0;
+  int gpu_count = 0;            // 0: no GPU
+  double gpu_utilization = 0;   // percent, averaged over the worker's GPUs
+  int64_t gpu_memory_bytes = 0;
+  int64_t gpu_memory_total_bytes = 0;
+};
+
+// One row of the attempts table.
+struct AttemptRow {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  int64_t worker_id = 0;
+  double started_at = 0;
+  std::optional<double> finished_at;  // unset while the attempt runs
+  std::string outcome;                // e.g. COMPLETED, FAILED, CANCELLED, lost; "" while it runs
+  int exit_code = 0;
+  std::string error;
+};
+
+struct EventRow {
+  int64_t id = 0;
+  double time = 0;
+  std::string kind;
+  int64_t trial_id = 0;  // 0 when not about a trial
+  std::string message;
+};
+
+// One row of the cost ledger as stored: an instance's or a reservation's whole bill, or the
+// cost attributed to a trial (the seconds it ran times its instance's rate).
+struct CostRow {
+  std::string kind;    // "instance" | "reservation" | "trial"
+  int64_t ref = 0;     // the instance, reservation or trial id
+  std::string pool;    // empty for "trial"
+  std::string region;  // empty for "trial"
+  std::string market;  // spot | on_demand | reserved; empty for "trial"
+  double start = 0;    // seconds since the run started
+  double end = 0;
+  double cost = 0;
+};
+
+// The run's durable state: SQLite in WAL mode with synchronous=FULL, so a committed
+// transaction survives a crash or power cut. A caller groups a state change in
+// Begin()/Commit() and acknowledges it only after Commit() returns OK.
+// Not thread-safe: the orchestrator owns one Store on its dispatch lock; readers
+// (`sextant status`, `results`) open their own read-only Store.
+class Store {
+ public:
+  // Opens (creating when create is true) the database at path and its schema.
+  // Returns NotFound when it does not exist and create is false, or Internal on SQLite errors.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path, bool create,
+                                                     bool read_only = false);
+  ~Store();
+
+  absl::Status Begin();
+  absl::Status Commit();  // durable on return (fsync of the WAL)
+  void Rollback();
+  // True between Begin() and Commit() or Rollback().
+  bool InTransaction() const;
+
+  absl::Status PutMeta(const std::string& key, const std::string& value);
+  // Returns nullopt when key is absent.
+  absl::StatusOr<std::optional<std::string>> GetMeta(const std::string& key);
+
+  // Inserts or replaces the whole row.
+  absl::Status PutTrial(const TrialRow& trial);
+  absl::StatusOr<std::vector<TrialRow>> LoadTrials();
+
+  // Records the start and the end of an attempt.
+  absl::Status StartAttempt(int64_t trial_id, int attempt, int64_t worker_id, double time);
+  absl::Status FinishAttempt(int64_t trial_id, int attempt, const std::string& outcome,
+                             int exit_code, const std::string& error, double time);
+  // The attempt's row; nullopt when it was never started.
+  absl::StatusOr<std::optional<AttemptRow>> LoadAttempt(int64_t trial_id, int attempt);
+
+  // Inserts a measurement unless (trial_id, attempt, sequence) is already stored.
+  // Returns true when inserted, false when it was a duplicate.
+  absl::StatusOr<bool> AddMeasurement(const MeasurementRow& m);
+  // All measurements of a trial (all trials when trial_id is 0), by trial, attempt, sequence.
+  absl::StatusOr<std::vector<MeasurementRow>> LoadMeasurements(int64_t trial_id = 0);
+
+  absl::Status AddEvent(double time, const std::string& kind, int64_t trial_id,
+                        const std::string& message);
+  // Events with id > after_id, oldest first, at most limit (0: all).
+  absl::StatusOr<std::vector<EventRow>> LoadEvents(int64_t after_id = 0, int limit = 0);
+
+  absl::Status AddWorker(int64_t id, const std::string& region, const std::string& pool,
+                         const std::string& hostname, int64_t pid, double time);
+  absl::Status AddTelemetry(const TelemetryRow& t);
+  // All samples by worker and time, or only each worker's latest when latest_only.
+  absl::StatusOr<std::vector<TelemetryRow>> LoadTelemetry(bool latest_only);
+  // Cost rows (written by `sextant simulate` and the cost ledger); all of them, in order.
+  // A store created before the costs table existed holds none (read-only opens see an error).
+  absl::Status AddCost(const CostRow& cost);
+  // Deletes every cost row (the live ledger rewrites its rows as they grow). Call inside a
+  // transaction together with the AddCost calls that replace them.
+  absl::Status ClearCosts();
+  absl::StatusOr<std::vector<CostRow>> LoadCosts();
+  // The largest worker id stored (0 when none), so that ids stay unique across resumes.
+  absl::StatusOr<int64_t> MaxWorkerId();
+
+ private:
+  explicit Store(sqlite3* db) : db_(db) {}
+  // Adds columns that newer versions keep to a store written by an older one (read-write), or
+  // notes that they are absent (read-only: they read as their defaults).
+  absl::Status Upgrade(bool read_only);
+  bool has_outcome_ = true;  // the trials table has the `outcome` column
+  absl::Status Exec(const char* sql);
+  absl::StatusOr<sqlite3_stmt*> Prepare(const char* sql);
+  absl::Status Error(const char* what);
+
+  sqlite3* db_;
+  std::vector<std::pair<const char*, sqlite3_stmt*>> cache_;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_CORE_STORE_H_

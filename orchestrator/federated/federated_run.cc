@@ -1,0 +1,801 @@
+#include "orchestrator/federated/federated_run.h"
+
+#include <signal.h>
+#include <sodium.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "aggregator/federation_plan.h"
+#include "aggregator/federation_service.h"
+#include "aggregator/secagg_hub.h"
+#include "aggregator/tier.h"
+#include "common/checkpoint.h"
+#include "common/ids.h"
+#include "common/status_macros.h"
+#include "federation/dp_noise.h"
+#include "federation/rdp_accountant.h"
+#include "federation/secagg_config.h"
+#include "federation/secure_quantizer.h"
+#include "federation/server_optimizer.h"
+#include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/federated/federated_rounds_table.h"
+#include "orchestrator/federated/global_checkpoint.h"
+#include "orchestrator/federated/global_evaluator.h"
+#include "orchestrator/core/results.h"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/monitor/run_monitor.h"
+#include "orchestrator/core/store.h"
+#include "rpc/certificates.h"
+#include "rpc/run_secret.h"
+#include "rpc/server_security.h"
+
+namespace sextant {
+namespace {
+
+// How long an aggregator waits for its clients to connect before its first round.
+constexpr double kStartupWaitSeconds = 120;
+// How long the evaluator may take to build the model and load the validation split, and to
+// score one model.
+constexpr absl::Duration kEvaluatorStartup = absl::Seconds(120);
+constexpr absl::Duration kEvaluationTimeout = absl::Seconds(600);
+
+std::string SelfDir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : p.parent_path().string();
+}
+
+std::unique_ptr<ServerOptimizer> MakeServerOptimizer(const v1::Federation& f) {
+  const double lr = f.server_lr() > 0 ? f.server_lr() : 1.0;
+  if (f.server_optimizer() == "fedavgm") return NewFedAvgMOptimizer({lr, 0.9});
+  AdaptiveOptions a;
+  a.server_lr = lr;
+  if (f.server_optimizer() == "fedadam") return NewFedAdamOptimizer(a);
+  if (f.server_optimizer() == "fedyogi") return NewFedYogiOptimizer(a);
+  if (f.server_optimizer() == "fedadagrad") return NewFedAdagradOptimizer(a);
+  return NewFedAvgOptimizer({lr});
+}
+
+struct Participant {
+  std::string region;
+  int index;
+};
+
+// Clients sampled per round.
+int64_t ClientsPerRound(const v1::Federation& f) {
+  const int64_t total = TotalClients(f);
+  const double per = f.clients_per_round();
+  int64_t k = per <= 1 ? static_cast<int64_t>(std::ceil(per * static_cast<double>(total)))
+                       : static_cast<int64_t>(per);
+  return std::clamp<int64_t>(std::max<int64_t>(k, f.min_clients()), 1, std::max<int64_t>(total, 1));
+}
+
+// Seeded per round, independent of earlier rounds, so a resumed run samples the same clients.
+std::vector<Participant> SampleClients(const v1::Federation& f, int64_t round) {
+  std::vector<Participant> all;
+  for (const auto& r : f.regions()) {
+    for (int i = 0; i < r.clients(); ++i) all.push_back({r.name(), i});
+  }
+  const int64_t k = ClientsPerRound(f);
+  std::mt19937_64 rng(f.seed() * 1000003ULL + static_cast<uint64_t>(round));
+  std::shuffle(all.begin(), all.end(), rng);
+  all.resize(k);
+  return all;
+}
+
+class FederatedRun {
+ public:
+  explicit FederatedRun(RunSession& session)
+      : session_(session),
+        options_(session.options()),
+        env_(session.env()),
+        spec_(session.spec()),
+        run_dir_path_(session.path()),
+        run_dir_(&session.run_dir()),
+        store_(&session.store()),
+        start_(env_.clock->Now()) {}
+
+  absl::Status Main() {
+    absl::Status s = Prepare();
+    if (s.ok()) s = Rounds();
+    if (session_.monitor()) {
+      PublishMetrics();
+      session_.monitor()->RunEnded();
+    }
+    Teardown();
+    return s;
+  }
+
+ private:
+  const v1::Federation& fed() const { return spec_.federation(); }
+
+  absl::Status Prepare() {
+    // The federation id names this run to its participants for all its sessions; a run
+    // stopped before its first session stored one gets it now (no round has run under another).
+    SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> id, store_->GetMeta("federation_id"));
+    if (!id) {
+      id = absl::StrCat(spec_.name(), "-", absl::ToUnixMicros(env_.clock->Now()));
+      SEXTANT_RETURN_IF_ERROR(store_->PutMeta("federation_id", *id));
+    }
+    experiment_id_ = *id;
+    if (auto started = store_->GetMeta("started_at"); started.ok() && *started) {
+      int64_t t = 0;
+      if (absl::SimpleAtoi(**started, &t)) start_ = absl::FromUnixSeconds(t);
+    }
+    SEXTANT_ASSIGN_OR_RETURN(RoundsTable rounds, RoundsTable::Open(run_dir_->db_path()));
+    rounds_ = std::make_unique<RoundsTable>(std::move(rounds));
+    optimizer_ = MakeServerOptimizer(fed());
+    fed_dir_ = std::filesystem::absolute(run_dir_->path() + "/federation").string();
+    ckpt_dir_ = std::filesystem::absolute(run_dir_->checkpoints_dir() + "/federation").string();
+    std::filesystem::create_directories(fed_dir_);
+    spec_file_ = fed_dir_ + "/spec.pb";
+    std::ofstream(spec_file_, std::ios::binary) << spec_.SerializeAsString();
+    SEXTANT_RETURN_IF_ERROR(StartEvaluator());
+    global_ = evaluator_->initial_weights();
+    SEXTANT_RETURN_IF_ERROR(Restore());
+    SEXTANT_RETURN_IF_ERROR(PrepareAccountant());
+    return StartServer();
+  }
+
+  // Client-level DP: the sampled fraction is accounted as Poisson sampling at that rate (the
+  // usual approximation for fixed-size sampling); a resumed run composes its completed rounds.
+  absl::Status PrepareAccountant() {
+    if (!fed().has_dp()) return absl::OkStatus();
+    const v1::DifferentialPrivacy& dp = fed().dp();
+    RdpAccountantOptions a;
+    a.noise_multiplier = dp.noise_multiplier();
+    a.sampling_rate = static_cast<double>(ClientsPerRound(fed())) /
+                      static_cast<double>(std::max<int64_t>(1, TotalClients(fed())));
+    a.delta = dp.delta() > 0 ? dp.delta() : 1e-5;
+    if (dp.target_epsilon() > 0) a.target_epsilon = dp.target_epsilon();
+    if (a.sampling_rate < 1) {
+      for (int order = 2; order <= 64; ++order) a.orders.push_back(order);
+      for (double order : {80.0, 96.0, 128.0, 256.0}) a.orders.push_back(order);
+    }
+    auto accountant = RdpAccountant::Create(a);
+    if (!accountant.ok()) return absl::InvalidArgumentError(accountant.status().message());
+    accountant_.emplace(*std::move(accountant));
+    accountant_->Compose(last_round_);
+    return absl::OkStatus();
+  }
+
+  // Central DP noise on the round's mean: N(0, (sigma C)^2) on the sum of `count` clipped
+  // updates of weight 1 is N(0, (sigma C / count)^2) on their mean.
+  absl::Status AddCentralNoise(std::vector<float>& mean, double total_weight) {
+    const v1::DifferentialPrivacy& dp = fed().dp();
+    if (!fed().has_dp() || dp.noise() == "distributed") return absl::OkStatus();
+    std::array<uint8_t, 32> seed;
+    randombytes_buf(seed.data(), seed.size());
+    const double stddev =
+        dp.noise_multiplier() * dp.clip_norm() / std::max(1.0, total_weight);
+    return AddGaussianNoise(absl::MakeSpan(mean), stddev, seed);
+  }
+
+  // Payload: see global_checkpoint.h (the round's rows travel with it).
+  absl::Status Checkpoint(int64_t round, const std::vector<RoundRow>& rows) {
+    GlobalCheckpoint c{round, global_, optimizer_->state(), rows};
+    return WriteCheckpoint(ckpt_dir_, round, EncodeGlobalCheckpoint(c)).status();
+  }
+
+  absl::Status Restore() {
+    auto ck = LoadLatestCheckpoint(ckpt_dir_);
+    if (!ck.ok()) return absl::OkStatus();  // nothing completed yet
+    absl::StatusOr<GlobalCheckpoint> c = DecodeGlobalCheckpoint(ck->payload, global_.size());
+    if (!c.ok()) return c.status();
+    SEXTANT_RETURN_IF_ERROR(optimizer_->Restore(std::move(c->optimizer)));
+    // A kill between the checkpoint and the rounds table's commit left the rows out.
+    if (!c->rows.empty()) {
+      SEXTANT_RETURN_IF_ERROR(rounds_->Put(c->rows));
+    }
+    global_ = std::move(c->model);
+    last_round_ = c->round;
+    *env_.out << "sextant: resuming after round " << last_round_ << "\n";
+    return absl::OkStatus();
+  }
+
+  // The global tier: the regions' aggregators send to it. With hide_region_sums its SecAgg hub
+  // runs the regions' round, in which the aggregators are the clients.
+  absl::Status StartServer() {
+    TierOptions o;
+    o.listen = options_.listen;
+    o.coordinator.experiment_id = experiment_id_;
+    o.coordinator.model_size = global_.size();
+    o.coordinator.min_updates = std::max(1, fed().min_clients());
+    o.coordinator.deadline_seconds = fed().round_deadline_seconds();
+    // Only a region's own aggregator speaks for it, for at most its clients.
+    for (const auto& r : fed().regions()) o.policy.region_clients[r.name()] = r.clients();
+    o.policy.max_client_weight = MaxClientWeight();
+    o.secure = fed().hide_region_sums();
+    o.secagg.stage_timeout_seconds = StageTimeout();
+    o.secagg.quantization = Quantization();
+    // The session's TLS/mTLS and token rules, as for the worker service (search/search_run.cc).
+    ServerSecurity& security = session_.security();
+    if (!session_.tls_dir().empty()) {
+      if (absl::Status s = IssueParticipantCertificates(&security); !s.ok()) {
+        return absl::InvalidArgumentError(s.message());
+      }
+    }
+    o.credentials = MakeServerCredentials(security);
+    SEXTANT_ASSIGN_OR_RETURN(tier_, Tier::Start(std::move(o), env_.clock));
+    return absl::OkStatus();
+  }
+
+  bool hide_region_sums() const { return fed().hide_region_sums(); }
+
+  std::string Bin() const {
+    return options_.worker_binary.empty() ? SelfDir() + "/sextant-worker" : options_.worker_binary;
+  }
+
+  void Launch(const std::vector<std::string>& argv, const std::string& log, const std::string& what) {
+    auto pid = env_.launcher->Launch(argv, absl::StrCat(run_dir_->logs_dir(), "/", log));
+    if (!pid.ok()) {
+      *env_.err << "sextant: " << pid.status().message() << "\n";
+      return;
+    }
+    children_.push_back({*pid, what});
+    (void)store_->AddEvent(EventTime(), "federation_launch", 0, absl::StrCat(what, " pid=", *pid));
+  }
+
+  // Where a participant's own certificate goes: its region's aggregator (index -1) or client.
+  std::string ParticipantTlsDir(const std::string& region, int index) const {
+    return index < 0 ? absl::StrCat(fed_dir_, "/tls/", region, "/aggregator")
+                     : absl::StrCat(fed_dir_, "/tls/", region, "/client-", index);
+  }
+
+  // Every participant this run starts gets a certificate of its own identity
+  // (sextant://aggregator/R/aggregator, sextant://client/R/I) from the CA in --tls-dir, so that
+  // each may speak only as itself. The aggregators' certificates are enrolled here: only they
+  // call this server.
+  absl::Status IssueParticipantCertificates(ServerSecurity* security) {
+    for (const auto& r : fed().regions()) {
+      SEXTANT_ASSIGN_OR_RETURN(
+          std::string fingerprint,
+          IssueParticipantDirectory(session_.tls_dir(), ParticipantTlsDir(r.name(), -1),
+                                    PeerIdentity{Role::kAggregator, r.name(), "aggregator"}));
+      security->enrolled.insert(fingerprint);
+      for (int i = 0; i < r.clients(); ++i) {
+        SEXTANT_RETURN_IF_ERROR(IssueParticipantDirectory(
+                                    session_.tls_dir(), ParticipantTlsDir(r.name(), i),
+                                    PeerIdentity{Role::kClient, r.name(), absl::StrCat(i)})
+                                    .status());
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // A participant dials and serves with its own certificate (IssueParticipantCertificates),
+  // or on loopback with the run's secret.
+  void AddCredentials(std::vector<std::string>* argv, const std::string& region, int index) const {
+    if (session_.tls_dir().empty()) {
+      argv->insert(argv->end(), {"--secret-file", session_.secrets().worker_file});
+      return;
+    }
+    argv->insert(argv->end(), {"--tls-dir", ParticipantTlsDir(region, index), "--tls-name",
+                               index < 0 ? "aggregator" : absl::StrCat(index)});
+  }
+
+  // The most weight one client may declare: its example share (or the training split), 1 under
+  // DP; unbounded for a command client, whose data is its own.
+  double MaxClientWeight() const {
+    if (!fed().client_command().empty()) return 0;
+    return static_cast<double>(Quantization().max_weight);
+  }
+
+  // The model lives in the evaluator process (the only one here that runs the trainer): it
+  // gives the seeded starting weights and scores the global model after each evaluated round.
+  absl::Status StartEvaluator() {
+    std::filesystem::create_directories(run_dir_->logs_dir());
+    auto evaluator = GlobalEvaluator::Start(
+        env_.launcher,
+        {Bin(), "--role", "evaluator", "--spec", spec_file_, "--work-dir", fed_dir_ + "/eval",
+         "--threads", "2", "--exit-with-parent"},
+        fed_dir_ + "/eval", run_dir_->logs_dir() + "/evaluator.log", kEvaluatorStartup, env_.clock);
+    if (!evaluator.ok()) return evaluator.status();
+    evaluator_ = *std::move(evaluator);
+    return absl::OkStatus();
+  }
+
+  // The global model's score after `round`; last_eval_ on success.
+  absl::Status Evaluate(int64_t round) {
+    absl::StatusOr<ModelScore> score = evaluator_->Evaluate(round, global_, kEvaluationTimeout);
+    if (!score.ok()) return score.status();
+    last_eval_ = *score;
+    return absl::OkStatus();
+  }
+
+  // The quantisation of secure aggregation. Weights are example counts (at most a client's
+  // share: examples_per_client, or the whole training split), or 1 under DP. Each coordinate of
+  // an update is clipped to [-4, 4], or to C plus six standard deviations of distributed noise
+  // under DP, at 16 bits: the decoded mean is within 4 / 32767 of the plaintext one.
+  SecAggQuantization Quantization() const {
+    SecAggQuantization q;
+    q.bits = 16;
+    q.clip = 4.0;
+    q.max_weight = fed().examples_per_client() > 0 ? fed().examples_per_client() : 60000;
+    if (fed().has_dp()) {
+      q.max_weight = 1;
+      q.clip = std::max(q.clip, DpClipNorm(fed()) + 6 * MaxClientNoiseStddev(fed()));
+    }
+    return q;
+  }
+
+  // Seconds since the run started: round rows, the wall-time budget, messages.
+  double Seconds() const { return absl::ToDoubleSeconds(env_.clock->Now() - start_); }
+  // An event's time: unix seconds, as every other writer of the events table records it and
+  // as `sextant events`, `status` and the report read it.
+  double EventTime() const { return absl::ToUnixMicros(env_.clock->Now()) / 1e6; }
+
+  // Each secure-aggregation stage after the first closes this long after it opened.
+  double StageTimeout() const {
+    return fed().round_deadline_seconds() > 0 ? fed().round_deadline_seconds() : 30.0;
+  }
+
+  // The ring of every secure sum when the regions' sums are hidden: it holds all clients' total.
+  int RegionsRingBits() const {
+    const SecAggQuantization q = Quantization();
+    return SecureQuantizer::RequiredRingBits(q.bits, TotalClients(fed()), q.max_weight);
+  }
+
+  // One aggregator per region, then its clients once it serves (it writes its port to a file).
+  absl::Status LaunchParticipants() {
+    std::filesystem::create_directories(run_dir_->logs_dir());
+    const std::string target = absl::StrCat("127.0.0.1:", tier_->port());
+    for (const auto& r : fed().regions()) {
+      // Each region's files sit in regions/: no region name can meet the run's own folders.
+      std::filesystem::create_directories(fed_dir_ + "/regions");
+      const std::string port_file = absl::StrCat(fed_dir_, "/regions/", r.name(), ".port");
+      std::filesystem::remove(port_file);
+      std::vector<std::string> argv = {
+          Bin(), "--role", "aggregator", "--region", r.name(), "--connect", target,
+          "--experiment-id", experiment_id_, "--model-size", absl::StrCat(global_.size()),
+          "--work-dir", absl::StrCat(fed_dir_, "/regions/", r.name()), "--port-file", port_file,
+          "--clients", absl::StrCat(r.clients()), "--startup-wait",
+          absl::StrCat(kStartupWaitSeconds), "--max-client-weight",
+          absl::StrCat(MaxClientWeight()), "--exit-with-parent"};
+      AddCredentials(&argv, r.name(), -1);
+      // Robust rules run where client updates are in the clear: at the regional aggregators.
+      if (!fed().aggregation().empty() && fed().aggregation() != "fedavg") {
+        argv.insert(argv.end(),
+                    {"--aggregation", fed().aggregation(), "--trim-fraction",
+                     absl::StrCat(fed().trim_fraction()), "--byzantine",
+                     absl::StrCat(fed().byzantine_clients()), "--krum-selected",
+                     absl::StrCat(fed().krum_selected())});
+      }
+      if (fed().secure_aggregation()) {
+        const SecAggQuantization q = Quantization();
+        argv.insert(argv.end(),
+                    {"--secure-aggregation", "1", "--secagg-clip", absl::StrCat(q.clip),
+                     "--secagg-bits", absl::StrCat(q.bits), "--secagg-max-weight",
+                     absl::StrCat(q.max_weight), "--secagg-stage-timeout",
+                     absl::StrCat(StageTimeout())});
+        if (fed().hide_region_sums()) {
+          argv.insert(argv.end(), {"--hide-region-sum", "1", "--secagg-ring-clients",
+                                   absl::StrCat(TotalClients(fed()))});
+        }
+      }
+      Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
+             absl::StrCat("aggregator ", r.name()));
+    }
+    for (const auto& r : fed().regions()) {
+      const std::string port_file = absl::StrCat(fed_dir_, "/regions/", r.name(), ".port");
+      const absl::Time until = env_.clock->Now() + absl::Seconds(60);
+      int port = 0;
+      while (env_.clock->Now() < until && port == 0) {
+        std::ifstream in(port_file);
+        if (!(in >> port)) port = 0;
+        if (port == 0) env_.clock->SleepFor(absl::Milliseconds(50));
+      }
+      if (port == 0) {
+        return absl::UnavailableError(absl::StrCat("the aggregator of region ", r.name(),
+                                                   " did not start; see ", run_dir_->logs_dir(),
+                                                   "/aggregator-", r.name(), ".log"));
+      }
+      for (int i = 0; i < r.clients(); ++i) {
+        std::vector<std::string> argv = {
+            Bin(), "--role", "client", "--region", r.name(), "--index", absl::StrCat(i),
+            "--connect", absl::StrCat("127.0.0.1:", port), "--experiment-id", experiment_id_,
+            "--spec", spec_file_, "--threads", "1", "--work-dir",
+            absl::StrCat(fed_dir_, "/client-", r.name(), "-", i), "--exit-with-parent"};
+        AddCredentials(&argv, r.name(), i);
+        Launch(argv, absl::StrCat("client-", r.name(), "-", i, ".log"),
+               absl::StrCat("client ", ClientId(r.name(), i)));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Opens the regions' round `round` (every region takes part, with zeros when none of its
+  // clients was sampled), before the round is published so that no region finds it closed.
+  absl::Status OpenRegionsRound(int64_t round) {
+    std::vector<std::string> regions;
+    for (const auto& r : fed().regions()) regions.push_back(r.name());
+    SEXTANT_ASSIGN_OR_RETURN(
+        SecAggConfig config,
+        RegionalLayerConfig(experiment_id_, round, static_cast<int32_t>(regions.size()),
+                            RegionsRingBits(), global_.size() + 1,
+                            fed().seed() * 0x2545F4914F6CDD1DULL + static_cast<uint64_t>(round)));
+    return tier_->secagg().OpenWithConfig(std::move(regions), std::move(config), 0, 1);
+  }
+
+  // The regions' round's outcome as a round outcome: the decoded mean of every client's update
+  // (the orchestrator never sees a region's own sum). Aborted when the round aborted.
+  absl::StatusOr<RoundOutcome> CloseRegionsRound(int64_t round, std::vector<float>* mean) {
+    SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, tier_->secagg().TakeOutcome());
+    SEXTANT_ASSIGN_OR_RETURN(
+        SecureQuantizer quantizer,
+        MakeQuantizer(Quantization(), TotalClients(fed()), out.config.ring_bits));
+    mean->resize(global_.size());
+    SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.DecodeMean(out.sum, absl::MakeSpan(*mean)));
+    RoundOutcome r;
+    r.round = round;
+    r.mean = *mean;
+    r.total_weight = static_cast<double>(weight);
+    r.count = out.count;
+    r.senders = static_cast<int64_t>(out.contributors.size());
+    // The regions' rejections of their clients, plus the regions' messages turned away here.
+    const int64_t here = tier_->secagg().rejections();
+    r.rejected = out.rejected + (here - region_rejections_);
+    region_rejections_ = here;
+    r.metrics = out.metrics;
+    return r;
+  }
+
+  absl::Status PublishRound(int64_t round) {
+    if (hide_region_sums()) SEXTANT_RETURN_IF_ERROR(OpenRegionsRound(round));
+    const std::string file = absl::StrCat(fed_dir_, "/global-", round, ".f32");
+    {
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(global_.data()), global_.size() * sizeof(float));
+      if (!out) return absl::InternalError(absl::StrCat("cannot write ", file));
+    }
+    std::map<std::string, RoundTask> tasks;
+    auto task_of = [&](const std::string& region) -> RoundTask& {
+      RoundTask& t = tasks[region];
+      t.model_size = static_cast<int64_t>(global_.size());
+      t.seed = fed().seed() * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(round);
+      t.deadline_seconds = fed().round_deadline_seconds();
+      return t;
+    };
+    // Every region takes part in the regions' round, those without a sampled client too.
+    if (hide_region_sums()) {
+      for (const auto& r : fed().regions()) task_of(r.name());
+    }
+    for (const Participant& p : SampleClients(fed(), round)) {
+      task_of(p.region).participants.push_back(ClientId(p.region, p.index));
+    }
+    // Each region may close at the deadline once it is short by no more than the round's slack
+    // (sampled - min_clients): with one region that is min_clients itself, and the global tier
+    // still waits until min_clients are in over all regions.
+    int64_t sampled = 0;
+    for (const auto& [region, t] : tasks) sampled += static_cast<int64_t>(t.participants.size());
+    const int64_t slack = std::max<int64_t>(0, sampled - std::max(1, fed().min_clients()));
+    for (auto& [region, t] : tasks) {
+      t.min_updates = std::max<int64_t>(1, static_cast<int64_t>(t.participants.size()) - slack);
+    }
+    SEXTANT_RETURN_IF_ERROR(tier_->hub().Publish(round, file, std::move(tasks),
+                                          fed().round_deadline_seconds(),
+                                          std::max(1, fed().min_clients())));
+    if (!previous_file_.empty()) std::filesystem::remove(previous_file_);
+    previous_file_ = file;
+    published_round_ = round;
+    return absl::OkStatus();
+  }
+
+  // Finishes one closed round: server step, evaluation, checkpoint, rows. Returns an exit code.
+  absl::Status CompleteRound(int64_t round, const RoundOutcome& outcome,
+                    const std::vector<SenderReport>& senders) {
+    std::vector<float> mean(outcome.mean.begin(), outcome.mean.end());
+    SEXTANT_RETURN_IF_ERROR(AddCentralNoise(mean, outcome.total_weight));
+    if (absl::Status s = optimizer_->Step(absl::MakeSpan(global_), mean); !s.ok()) {
+      return s;
+    }
+    std::optional<double> epsilon;
+    if (accountant_) {
+      accountant_->Compose(round - accountant_->rounds());
+      epsilon = accountant_->Epsilon();
+    }
+    std::vector<RoundRow> rows;
+    const bool eval = round == fed().rounds() || fed().eval_every() <= 1 ||
+                      round % fed().eval_every() == 0;
+    if (eval) {
+      SEXTANT_RETURN_IF_ERROR(Evaluate(round));
+    }
+    // Rejections: regional updates turned away here plus client updates each region rejected.
+    int64_t rejected = outcome.rejected;
+    for (const SenderReport& s : senders) rejected += s.rejected;
+    rows.push_back({round, "", last_eval_.accuracy, last_eval_.loss, outcome.count, rejected,
+                    epsilon, Seconds()});
+    for (const SenderReport& s : senders) {
+      rows.push_back({round, s.client_id, s.metrics.eval_accuracy, s.metrics.eval_loss, s.count,
+                      s.rejected, std::nullopt, Seconds()});
+    }
+    // The checkpoint is the commit point and carries the rows: a round is listed only once it
+    // is committed (so a listed round is never redone with other values), and a kill before
+    // the rows reach the table is repaired from the checkpoint on resume.
+    SEXTANT_RETURN_IF_ERROR(Checkpoint(round, rows));
+    SEXTANT_RETURN_IF_ERROR(rounds_->Put(rows));
+    if (epsilon) {
+      SEXTANT_RETURN_IF_ERROR(PutPrivacy(*epsilon, round));
+    }
+    std::string line =
+        absl::StrFormat("round=%d accuracy=%.4f loss=%.4f clients=%d rejected=%d", round,
+                        last_eval_.accuracy, last_eval_.loss, outcome.count, rejected);
+    if (epsilon) absl::StrAppendFormat(&line, " epsilon=%.4f", *epsilon);
+    (void)store_->AddEvent(EventTime(), "round", 0, line);
+    *env_.out << "sextant: " << line << "\n" << std::flush;
+    last_round_ = round;
+    PublishMetrics();
+    return absl::OkStatus();
+  }
+
+  // The privacy spent so far, for `results` (meta "privacy", a JSON object).
+  absl::Status PutPrivacy(double epsilon, int64_t round) {
+    const v1::DifferentialPrivacy& dp = fed().dp();
+    std::string json = absl::StrFormat(
+        "{\"epsilon\": %.17g, \"delta\": %.17g, \"rounds\": %d, \"noise_multiplier\": %.17g, "
+        "\"clip_norm\": %.17g, \"noise\": \"%s\", \"sampling_rate\": %.17g",
+        epsilon, dp.delta() > 0 ? dp.delta() : 1e-5, round, dp.noise_multiplier(),
+        dp.clip_norm(), dp.noise(),
+        static_cast<double>(ClientsPerRound(fed())) /
+            static_cast<double>(std::max<int64_t>(1, TotalClients(fed()))));
+    if (dp.target_epsilon() > 0) absl::StrAppendFormat(&json, ", \"target_epsilon\": %.17g", dp.target_epsilon());
+    json += "}";
+    return store_->PutMeta("privacy", json);
+  }
+
+  // ResourceExhausted (with the message) when the next round would pass the epsilon target.
+  absl::Status CheckPrivacyBudget() const {
+    if (!accountant_) return absl::OkStatus();
+    return accountant_->CheckNextRound();
+  }
+
+  bool Stopping() const { return session_.stop_signal() != 0; }
+
+  absl::Status Rounds() {
+    *env_.out << "sextant: federated run " << spec_.name() << " in " << run_dir_path_ << ": "
+              << fed().regions_size() << " regions, " << TotalClients(fed()) << " clients, "
+              << global_.size() << " parameters, rounds " << last_round_ + 1 << ".." << fed().rounds()
+              << "\n" << std::flush;
+    PutTrial(v1::RUNNING);
+    PublishMetrics();
+    if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
+    if (last_round_ < fed().rounds()) {
+      SEXTANT_RETURN_IF_ERROR(PublishRound(last_round_ + 1));
+      SEXTANT_RETURN_IF_ERROR(LaunchParticipants());
+      SEXTANT_RETURN_IF_ERROR(AwaitRegions());
+    }
+    for (int64_t round = last_round_ + 1; round <= fed().rounds(); ++round) {
+      if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
+      if (round != published_round_) {
+        SEXTANT_RETURN_IF_ERROR(PublishRound(round));
+      }
+      absl::Status ready = tier_->AwaitClosable(
+          hide_region_sums() ? Tier::Close::kSecure : Tier::Close::kPlain, [&] { return Interruption(); });
+      if (!ready.ok()) return StoppedBy(ready);
+      std::vector<SenderReport> senders;
+      std::vector<float> regions_mean;
+      auto outcome = hide_region_sums() ? CloseRegionsRound(round, &regions_mean)
+                                        : tier_->hub().Close(&senders);
+      if (!outcome.ok()) {
+        return (hide_region_sums() ? absl::AbortedError(absl::StrCat(
+                                         "the regions' secure round ", round, " failed: ",
+                                         outcome.status().message()))
+                                   : outcome.status());
+      }
+      SEXTANT_RETURN_IF_ERROR(CompleteRound(round, *outcome, senders));
+    }
+    return Finish();
+  }
+
+  // Waits until every region's aggregator has asked for the round just published (it asks
+  // once its clients are up, or after its own startup wait), then starts that round's deadline
+  // afresh: a deadline that ran while the participants were starting would close the first
+  // round without the slow starters, as if they were dead. Returns an exit code.
+  absl::Status AwaitRegions() {
+    std::vector<std::string> regions;
+    for (const auto& r : fed().regions()) regions.push_back(r.name());
+    absl::StatusOr<std::vector<std::string>> missing = tier_->AwaitContact(
+        regions, absl::Seconds(kStartupWaitSeconds + 60), [&] { return Interruption(); });
+    if (!missing.ok()) return StoppedBy(missing.status());
+    tier_->hub().RestartDeadline();
+    (void)store_->AddEvent(
+        EventTime(), "federation_ready", 0,
+        missing->empty()
+            ? absl::StrFormat("every region's clients are up after %.1f s", Seconds())
+            : absl::StrCat("regions not up when round ", published_round_,
+                           "'s deadline started: ", absl::StrJoin(*missing, ", ")));
+    return absl::OkStatus();
+  }
+
+  // Why a wait must end now: a stop (Cancelled), the wall-time budget (ResourceExhausted) or an
+  // aggregator that exited (Unavailable); OK to go on waiting.
+  absl::Status Interruption() {
+    PublishMetrics();  // waits poll this often
+    if (Stopping()) return absl::CancelledError("INTERRUPTED");
+    if (PastWallBudget()) return absl::ResourceExhaustedError("BUDGET_EXHAUSTED");
+    if (!AggregatorsAlive()) return AggregatorExited();
+    return absl::OkStatus();
+  }
+
+  // The exit code for a wait that Interruption() ended.
+  absl::Status StoppedBy(const absl::Status& why) {
+    if (absl::IsCancelled(why)) return Interrupted("INTERRUPTED");
+    if (absl::IsResourceExhausted(why)) return Interrupted("BUDGET_EXHAUSTED");
+    return why;
+  }
+
+  // True once the run has used its budget's max_wall_time (none: never).
+  bool PastWallBudget() const {
+    const double wall = spec_.budget().max_wall_time_seconds();
+    return wall > 0 && Seconds() > wall;
+  }
+
+  absl::Status AggregatorExited() const {
+    return absl::UnavailableError(
+        absl::StrCat("an aggregator exited; see ", run_dir_->logs_dir(), "/aggregator-*.log"));
+  }
+
+  bool AggregatorsAlive() {
+    for (auto it = children_.begin(); it != children_.end();) {
+      if (auto status = env_.launcher->Poll(it->pid)) {
+        const bool aggregator = absl::StartsWith(it->what, "aggregator");
+        (void)store_->AddEvent(EventTime(), "federation_exit", 0,
+                               absl::StrCat(it->what, " exited (status ", *status, ")"));
+        it = children_.erase(it);
+        if (aggregator) return false;
+      } else {
+        ++it;
+      }
+    }
+    return true;
+  }
+
+  // The run as one trial whose fidelity is rounds; its workers are the client processes alive,
+  // busy while sampled for the round in progress.
+  void PublishMetrics() {
+    RunMonitor* monitor = session_.monitor();
+    if (monitor == nullptr) return;
+    MetricsSnapshot m = monitor->Snapshot();
+    m.max_trials = 1;
+    if (trial_.id != 0) m.by_state[TrialStateName(trial_.state)] = 1;  // once stored
+    if (trial_.value) {
+      m.best_value = trial_.value;
+      m.best_trial = trial_.id;
+    }
+    m.rounds_max = static_cast<int>(fed().rounds());
+    m.rounds_done = static_cast<int>(last_round_);
+    m.workers = static_cast<int>(std::count_if(children_.begin(), children_.end(), [](const Child& c) {
+      return absl::StartsWith(c.what, "client");
+    }));
+    if (published_round_ > last_round_) {
+      m.busy_workers = static_cast<int>(std::min<int64_t>(ClientsPerRound(fed()), m.workers));
+    }
+    monitor->Publish(m);
+  }
+
+  void PutTrial(v1::TrialState state) {
+    TrialRow t;
+    t.id = 1;
+    t.state = state;
+    t.params_json = "{}";
+    t.attempts = 1;
+    t.created_at = absl::ToUnixMicros(start_) / 1e6;
+    t.fidelity = static_cast<double>(std::max<int64_t>(last_round_, 0));
+    if (state == v1::COMPLETED) {
+      const bool loss = spec_.objective().metric().find("loss") != std::string::npos;
+      t.value = loss ? last_eval_.loss : last_eval_.accuracy;
+      t.finished_at = absl::ToUnixMicros(env_.clock->Now()) / 1e6;
+    }
+    (void)store_->PutTrial(t);
+    trial_ = t;
+  }
+
+  // The epsilon target is reached: the run ends normally before the round that would pass it.
+  absl::Status EpsilonReached(const absl::Status& why) {
+    if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed: evaluate the model again
+      (void)Evaluate(last_round_);
+    }
+    PutTrial(v1::COMPLETED);
+    const std::string line = absl::StrCat("stopped after round ", last_round_,
+                                          ": the privacy budget is spent (", why.message(), ")");
+    absl::Status s = store_->PutMeta("state", "EPSILON_EXHAUSTED");
+    if (s.ok()) s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
+    if (s.ok()) s = store_->AddEvent(EventTime(), "run_finished", 0, absl::StrCat("EPSILON_EXHAUSTED: ", line));
+    SEXTANT_RETURN_IF_ERROR(s);
+    *env_.out << "sextant: " << spec_.name() << " " << line << "; val_accuracy="
+              << absl::StrFormat("%.4f", last_eval_.accuracy) << "\n";
+    return absl::OkStatus();
+  }
+
+  absl::Status Interrupted(const std::string& state) {
+    (void)store_->PutMeta("state", state);
+    *env_.out << "sextant: stopped after round " << last_round_ << "; continue with: sextant resume "
+              << run_dir_path_ << "\n";
+    return state == "INTERRUPTED" ? absl::CancelledError("interrupted") : absl::OkStatus();
+  }
+
+  absl::Status Finish() {
+    if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed at the end: evaluate again
+      (void)Evaluate(last_round_);
+    }
+    PutTrial(v1::COMPLETED);
+    absl::Status s = store_->PutMeta("state", "COMPLETED");
+    if (s.ok()) s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
+    if (s.ok()) s = store_->AddEvent(EventTime(), "run_finished", 0, "COMPLETED");
+    SEXTANT_RETURN_IF_ERROR(s);
+    *env_.out << absl::StrFormat("sextant: %s finished: val_accuracy=%.4f val_loss=%.4f after %d rounds\n",
+                                 spec_.name(), last_eval_.accuracy, last_eval_.loss, last_round_);
+    return absl::OkStatus();
+  }
+
+  // Ends the experiment for every participant, then stops what is left. The grace covers a
+  // loaded machine: DONE reaches a client through its aggregator's next poll, and a client
+  // still in a secure-aggregation stage learns it only when that stage's poll returns.
+  void Teardown() {
+    if (tier_) {
+      tier_->hub().SetDone();
+      if (hide_region_sums()) tier_->secagg().SetDone();
+    }
+    const absl::Time until = env_.clock->Now() + absl::Seconds(15);
+    while (!children_.empty() && env_.clock->Now() < until) {
+      for (auto it = children_.begin(); it != children_.end();) {
+        it = env_.launcher->Poll(it->pid) ? children_.erase(it) : it + 1;
+      }
+      env_.clock->SleepFor(absl::Milliseconds(50));
+    }
+    for (const Child& c : children_) env_.launcher->Signal(c.pid, SIGKILL);
+    for (const Child& c : children_) {
+      for (int i = 0; i < 100 && !env_.launcher->Poll(c.pid); ++i) {
+        env_.clock->SleepFor(absl::Milliseconds(10));
+      }
+    }
+    if (tier_) tier_->Shutdown(absl::ZeroDuration());
+  }
+
+  struct Child {
+    pid_t pid;
+    std::string what;
+  };
+
+  RunSession& session_;
+  const RunOptions& options_;
+  const RunEnv env_;
+  const v1::ExperimentSpec& spec_;
+  const std::string run_dir_path_;
+  RunDir* const run_dir_;
+  Store* const store_;
+  std::string fed_dir_, ckpt_dir_, experiment_id_, previous_file_;
+  std::unique_ptr<RoundsTable> rounds_;
+  std::string spec_file_;  // the experiment, for the participants and the evaluator
+  std::unique_ptr<GlobalEvaluator> evaluator_;
+  std::vector<float> global_;
+  std::unique_ptr<ServerOptimizer> optimizer_;
+  std::optional<RdpAccountant> accountant_;
+  std::unique_ptr<Tier> tier_;     // the global tier of the rounds
+  int64_t region_rejections_ = 0;  // the regions' round's rejections already counted
+  int64_t last_round_ = 0;
+  int64_t published_round_ = -1;
+  ModelScore last_eval_;
+  absl::Time start_;
+  std::vector<Child> children_;
+  TrialRow trial_;                        // the run as trial 1, as last stored
+};
+
+}  // namespace
+
+absl::Status RunFederated(RunSession& session) { return FederatedRun(session).Main(); }
+
+}  // namespace sextant

@@ -1,0 +1,44 @@
+#ifndef SEXTANT_ORCHESTRATOR_REPORT_REPORT_H_
+#define SEXTANT_ORCHESTRATOR_REPORT_REPORT_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "orchestrator/report/report_data.h"
+
+namespace sextant {
+
+// The report as one self-contained HTML page: inline CSS, inline SVG charts, and one small
+// inline script that only checks the charts rendered (it sets data-render-check on <body>);
+// nothing is fetched. Every text from the run is escaped. Stable hooks for tools and tests:
+//   svg.chart#chart-* or div.nodata#chart-* per chart, with data-marks = marks drawn from data;
+//   table#summary with td#summary-{experiment,state,trials,best-trial,best-value,cost-total}
+//   carrying data-value (JSON text of the value in `results --format json`), tr.best-param
+//   [data-name][data-value] and td.state-count[data-state][data-value];
+//   div#run-in-progress when the run is live, div#no-completed when nothing completed.
+struct ReportHtmlOptions {
+  // The live page (`/` of --metrics-port): while the run is in progress the page reloads
+  // itself this often (a meta refresh) and says so. 0 = a file (`sextant report`), which never
+  // reloads; default 0.
+  int refresh_seconds = 0;
+};
+std::string RenderReportHtml(const ReportData& data, const ReportHtmlOptions& options = {});
+
+struct ReportFile {
+  size_t bytes = 0;
+  size_t trials = 0;
+  bool in_progress = false;
+  bool any_completed = false;
+};
+
+// Loads run_dir (read-only) and writes the report to out_path atomically (a temporary file
+// renamed into place). Returns NotFound for a missing or non-Sextant directory (nothing
+// written), Internal when the file cannot be written.
+absl::StatusOr<ReportFile> WriteReport(const std::string& run_dir, const std::string& out_path,
+                                       absl::Time now);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_REPORT_REPORT_H_

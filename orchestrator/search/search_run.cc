@@ -1,0 +1,665 @@
+#include "orchestrator/search/search_run.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/redactor.h"
+#include "common/status_macros.h"
+#include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
+#include "orchestrator/service/admin_service.h"
+#include "orchestrator/ask_tell/ask_tell.h"
+#include "orchestrator/core/dispatcher.h"
+#include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/federated/federated_run.h"
+#include "orchestrator/fleet/fleet.h"
+#include "orchestrator/fleet/local_provider.h"
+#include "orchestrator/search/progress.h"
+#include "orchestrator/report/report.h"
+#include "orchestrator/core/results.h"
+#include "orchestrator/ask_tell/run_address.h"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/monitor/run_monitor.h"
+#include "orchestrator/fleet/slurm_provider.h"
+#include "orchestrator/fleet/static_provider.h"
+#include "orchestrator/core/store.h"
+#include "orchestrator/core/strategy_factory.h"
+#include "orchestrator/service/trial_service.h"
+#include "orchestrator/core/warm_start.h"
+#include "orchestrator/service/worker_service.h"
+#include "rpc/run_secret.h"
+#include "rpc/server_security.h"
+#include "strategies/scheduler.h"
+
+namespace sextant {
+namespace {
+
+// How long running trials get to checkpoint and stop when the budget is spent: the grace each
+// worker gives its trial after the notice (--preempt-notice) and the fleet's projection.
+constexpr double kWindDownSeconds = 10;
+// How often the loop wakes: the dispatcher's tick, the fleet's round, the progress line.
+constexpr absl::Duration kLoopPeriod = absl::Milliseconds(50);
+
+std::string SelfDir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : p.parent_path().string();
+}
+
+// The search loop of one session: the dispatcher, the server and the workers, with their
+// lifetimes tied together. Long-lived objects are members so that teardown happens in one
+// place.
+class SearchRun {
+ public:
+  explicit SearchRun(RunSession& session)
+      : session_(session),
+        options_(session.options()),
+        env_(session.env()),
+        spec_(session.spec()),
+        run_dir_path_(session.path()),
+        run_dir_(&session.run_dir()),
+        store_(&session.store()) {}
+
+  absl::Status Main() {
+    absl::Status s = Prepare();
+    if (s.ok()) s = Loop();
+    if (session_.monitor()) {
+      if (service_) PublishMetrics(Stats());
+      session_.monitor()->RunEnded();
+    }
+    Teardown();
+    return s;
+  }
+
+ private:
+  // Builds the dispatcher and starts the server.
+  absl::Status Prepare() {
+    SEXTANT_RETURN_IF_ERROR(KeepSlurmPartitions());
+    auto sampler = MakeRunSampler(spec_, store_,
+                                  absl::ToDoubleSeconds(env_.clock->Now() - absl::UnixEpoch()));
+    if (!sampler.ok()) return absl::InvalidArgumentError(sampler.status().message());
+    DispatcherOptions dopts;
+    dopts.lease_seconds = options_.lease_seconds;
+    dopts.heartbeat_seconds = options_.heartbeat_seconds;
+    dopts.logs_dir = std::filesystem::absolute(run_dir_->logs_dir()).string();
+    dopts.checkpoints_dir = std::filesystem::absolute(run_dir_->checkpoints_dir()).string();
+    dopts.working_dir = spec_.trial().working_dir();
+    dopts.tls_dir = session_.tls_dir();
+    if (dopts.working_dir.empty() && !spec_.source_path().empty()) {
+      dopts.working_dir = std::filesystem::path(spec_.source_path()).parent_path().string();
+    }
+    // Absolute, so that a resume from another directory runs commands in the same place.
+    if (!dopts.working_dir.empty()) {
+      dopts.working_dir = std::filesystem::absolute(dopts.working_dir).lexically_normal().string();
+    }
+    if (AskTellMode()) {
+      // Clients hold asked trials for the experiment's lease; those asked before a restart
+      // (or by an offline `sextant ask`) stay theirs.
+      dopts.lease_seconds = AskTellLeaseSeconds(spec_);
+      SEXTANT_ASSIGN_OR_RETURN(dopts.held_leases, LoadHeldLeases(*store_));
+    }
+    SEXTANT_ASSIGN_OR_RETURN(dispatcher_,
+                             Dispatcher::Create(spec_, store_, *std::move(sampler), env_.clock,
+                                                dopts, MakeScheduler(spec_)));
+    return StartServer();
+  }
+
+  absl::Status StartServer() {
+    std::map<std::string, std::string> trial_env(spec_.trial().env().begin(),
+                                                 spec_.trial().env().end());
+    service_ = std::make_unique<WorkerServiceImpl>(
+        dispatcher_.get(), Redactor::FromEnvironment(trial_env),
+        WorkerSessions(/*random=*/nullptr, env_.clock), env_.clock);
+    admin_ = std::make_unique<AdminServiceImpl>(service_.get(), session_.security().auth());
+    if (AskTellMode()) {
+      SEXTANT_ASSIGN_OR_RETURN(ask_tell_, service_->WithDispatcher([&](Dispatcher& d) {
+        return AskTell::Create(&d, store_, env_.clock);
+      }));
+      trial_service_ = std::make_unique<TrialServiceImpl>(service_.get(), ask_tell_.get(), env_.clock);
+    }
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(options_.listen, MakeServerCredentials(session_.security()), &port_);
+    // An ask/tell run serves clients, not workers.
+    if (trial_service_) {
+      builder.RegisterService(trial_service_.get());
+    } else {
+      builder.RegisterService(service_.get());
+    }
+    builder.RegisterService(admin_.get());
+    // The limits hold for every service on this server: the worker and admin services carry
+    // small messages (a report batch is far below 16 MiB).
+    builder.SetMaxReceiveMessageSize(16 << 20);
+    builder.SetMaxSendMessageSize(16 << 20);
+    server_ = builder.BuildAndStart();
+    if (!server_ || port_ == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen));
+    }
+    return absl::OkStatus();
+  }
+
+  // The Slurm partitions belong to the run: they are recorded with it, and `resume` uses them
+  // unless its own flags name others (which are then recorded instead).
+  absl::Status KeepSlurmPartitions() {
+    for (auto [key, value] : {std::pair{"slurm_partition", &options_.slurm_partition},
+                              std::pair{"slurm_spot_partition", &options_.slurm_spot_partition}}) {
+      if (value->empty() && options_.resume) {
+        SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> stored, store_->GetMeta(key));
+        if (stored) *value = *stored;
+      }
+      if (!value->empty()) SEXTANT_RETURN_IF_ERROR(store_->PutMeta(key, *value));
+    }
+    return absl::OkStatus();
+  }
+
+  // How the workers this run starts dial it.
+  WorkerCredentials WorkerDial() const {
+    WorkerCredentials c;
+    c.tls_dir = session_.tls_dir();
+    if (c.tls_dir.empty()) c.secret_file = session_.secrets().worker_file;
+    return c;
+  }
+
+  std::string Target() const {
+    std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
+    // Local workers reach a wildcard listener on loopback (which the certificates name).
+    if (host == "0.0.0.0" || host == "[::]" || host.empty()) host = "127.0.0.1";
+    return absl::StrCat(host, ":", port_);
+  }
+
+  absl::Status LaunchWorker(int index) {
+    std::string bin = options_.worker_binary.empty() ? SelfDir() + "/sextant-worker"
+                                                     : options_.worker_binary;
+    std::vector<std::string> argv = {bin, "--connect", Target(), "--region", "local",
+                                     "--pool", "local", "--launch-token",
+                                     absl::StrCat("local-", index), "--exit-with-parent",
+                                     "--preempt-notice", absl::StrCat(kWindDownSeconds)};
+    WorkerDial().AppendFlags(&argv);
+    SEXTANT_ASSIGN_OR_RETURN(
+        pid_t pid,
+        env_.launcher->Launch(argv, absl::StrCat(run_dir_->logs_dir(), "/worker-", index, ".log")));
+    workers_.push_back(Local{pid, index});
+    return absl::OkStatus();
+  }
+
+  // Reaps exited workers and replaces them while the run goes on (a bounded number of times).
+  void ReapWorkers(bool replace) {
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      std::optional<int> status = env_.launcher->Poll(it->pid);
+      if (!status) {
+        ++it;
+        continue;
+      }
+      int index = it->index;
+      it = workers_.erase(it);
+      if (replace && respawns_left_ > 0) {
+        --respawns_left_;
+        if (absl::Status s = LaunchWorker(index); !s.ok()) *env_.err << "sextant: " << s.message() << "\n";
+        return;  // the iterator is stale after push_back
+      }
+    }
+  }
+
+  absl::Status Loop() {
+    int n = options_.workers > 0 ? options_.workers : std::max(1, spec_.search().max_concurrent());
+    respawns_left_ = 3 * n;
+    if (trial_service_) {
+      SEXTANT_RETURN_IF_ERROR(AnnounceAskTell());
+    } else if (spec_.resources().pools_size() > 0) {
+      SEXTANT_RETURN_IF_ERROR(StartFleet());
+    } else {
+      // Each worker that starts takes trials; the run fails only when none does.
+      absl::Status launched;
+      for (int i = 0; i < n; ++i) {
+        if (absl::Status s = LaunchWorker(i); !s.ok()) {
+          if (i + 1 < n || !workers_.empty()) *env_.err << "sextant: " << s.message() << "\n";
+          launched = s;
+        }
+      }
+      if (workers_.empty()) return launched;
+    }
+    ProgressReporter progress(env_.out, options_.tty, env_.clock, ObjectiveLabel());
+    if (!trial_service_) {
+      *env_.out << "sextant: running " << spec_.name() << " in " << run_dir_path_ << " with " << n
+                << " workers (listening on " << Target() << ")\n"
+                << std::flush;
+    }
+    const absl::Time start = env_.clock->Now();
+    const double wall = spec_.budget().max_wall_time_seconds();
+    while (true) {
+      env_.clock->SleepFor(kLoopPeriod);
+      absl::Status tick = service_->Tick();
+      if (trial_service_) trial_service_->Tick();
+      absl::Status fatal = service_->fatal_error();
+      if (fatal.ok() && trial_service_) fatal = trial_service_->fatal_error();
+      if (!fatal.ok()) {
+        progress.Finish(Stats());
+        (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("FAILED"); });
+        return fatal;
+      }
+      DispatchStats stats = Stats();
+      progress.Update(stats);
+      PublishMetrics(stats);
+      if (service_->WithDispatcher([](Dispatcher& d) { return d.Finished(); })) {
+        // The last trial may have ended between Stats() above and Finished(): draw them anew.
+        progress.Finish(Stats());
+        SEXTANT_RETURN_IF_ERROR(
+            service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("COMPLETED"); }));
+        PrintSummary();
+        return absl::OkStatus();
+      }
+      int sig = session_.stop_signal();
+      if (sig == 0 && admin_->drain_requested()) sig = SIGINT;  // AdminService.Drain
+      bool out_of_time = wall > 0 && absl::ToDoubleSeconds(env_.clock->Now() - start) > wall;
+      if (sig == 0 && out_of_time) {
+        return WindDown(progress, absl::StrCat("budget.max_wall_time reached (", wall, " s)"),
+                        "--max-wall-time DURATION");
+      }
+      if (fleet_ && sig == 0) {
+        if (std::optional<absl::Status> end = FleetStep(progress)) return *end;
+        continue;
+      }
+      if (sig != 0) {
+        progress.Finish(Stats());
+        absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
+        if (s.ok()) s = service_->WithDispatcher([&](Dispatcher& d) { return d.MarkRunState("INTERRUPTED"); });
+        SEXTANT_RETURN_IF_ERROR(s);
+        *env_.out << "sextant: interrupted; running trials were cancelled. Continue with: sextant resume "
+                  << run_dir_path_ << "\n";
+        return absl::CancelledError("interrupted");
+      }
+      if (trial_service_) continue;  // no workers: clients come and go
+      ReapWorkers(/*replace=*/true);
+      if (workers_.empty()) {
+        (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("FAILED"); });
+        return absl::UnavailableError(absl::StrCat("every local worker has exited; see ",
+                                                   run_dir_->logs_dir(), "/worker-*.log"));
+      }
+    }
+  }
+
+  bool AskTellMode() const { return spec_.search().mode() == v1::Search::ASK_TELL; }
+
+  // Records where clients reach this ask/tell run (RUN_DIR/address) and says so.
+  absl::Status AnnounceAskTell() {
+    RunAddress a;
+    a.address = Target();
+    a.run_id = ask_tell_->run_id();
+    a.pid = getpid();
+    const WorkerCredentials dial = WorkerDial();
+    a.tls_dir = dial.tls_dir;
+    a.secret_file = dial.secret_file;
+    SEXTANT_RETURN_IF_ERROR(WriteRunAddress(run_dir_path_, a));
+    *env_.out << "sextant: serving ask/tell for " << spec_.name() << " in " << run_dir_path_
+              << " on " << a.address << " (run " << a.run_id << ", lease "
+              << AskTellLeaseSeconds(spec_) << " s)\n"
+              << "sextant: ask with `sextant ask " << run_dir_path_ << "`, tell with `sextant tell "
+              << run_dir_path_ << " TRIAL --value V`; clients dial " << a.address
+              << (a.tls_dir.empty() ? " with the bearer token in " + a.secret_file
+                                    : " with TLS and the worker certificate in " + a.tls_dir)
+              << "\n"
+              << std::flush;
+    return absl::OkStatus();
+  }
+
+  // The objective's metric, or the objectives' joined by commas.
+  std::string ObjectiveLabel() const { return ObjectiveMetricsLabel(spec_); }
+
+  void PublishMetrics(const DispatchStats& stats) {
+    RunMonitor* monitor = session_.monitor();
+    if (monitor == nullptr) return;
+    MetricsSnapshot m = monitor->Snapshot();
+    if (spec_.objectives_size() > 0) {
+      m.front_size = stats.front_size;
+      m.hypervolume = stats.hypervolume;
+    }
+    m.by_state = stats.by_state;
+    m.max_trials = stats.max_trials;
+    m.best_value = stats.best_value;
+    m.best_trial = stats.best_trial;
+    if (stats.spend) m.spend = *stats.spend;  // the live ledger's committed spend
+    CountWorkers(stats, m);
+    monitor->Publish(m);
+  }
+
+  // The workers that can take a trial now and those running one: in a pool run the workers
+  // of live instances (not retired ones), otherwise the local worker processes.
+  void CountWorkers(const DispatchStats& stats, MetricsSnapshot& m) {
+    if (fleet_) {
+      service_->WithDispatcher([&](Dispatcher& d) {  // the fleet is ticked under this lock
+        const std::set<int64_t> live = fleet_->LiveWorkers();
+        m.workers = static_cast<int>(live.size());
+        for (const auto& [worker, trial] : d.RunningByWorker()) m.busy_workers += live.count(worker);
+        return 0;
+      });
+      return;
+    }
+    m.workers = static_cast<int>(workers_.size());
+    auto running = stats.by_state.find(TrialStateName(v1::RUNNING));
+    m.busy_workers = running == stats.by_state.end() ? 0 : std::min(running->second, m.workers);
+  }
+
+  DispatchStats Stats() {
+    return service_->WithDispatcher([this](Dispatcher& d) {
+      DispatchStats s = d.Stats();
+      if (fleet_) s.spend = fleet_->committed();  // the fleet is ticked under the same lock
+      return s;
+    });
+  }
+
+  // Records and prints the orchestrator's own CPU time (not its workers' or trials').
+  void RecordCpu() {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+                 ru.ru_stime.tv_usec / 1e6;
+    (void)service_->WithDispatcher([&](Dispatcher&) {
+      return store_->PutMeta("orchestrator_cpu_seconds", absl::StrCat(cpu));
+    });
+    *env_.out << "orchestrator cpu: " << cpu << " s\n";
+  }
+
+  void PrintSummary() {
+    RecordCpu();
+    auto results = LoadResults(run_dir_path_);
+    if (results.ok()) *env_.out << ResultsToTable(*results, 10);
+  }
+
+  // Lets workers see `done` and exit, then stops whatever is left, then the server.
+  void Teardown() {
+    if (!server_) return;
+    if (trial_service_) {
+      RemoveRunAddress(run_dir_path_);
+      trial_service_->Drain();  // waiting asks hear `done`
+    }
+    if (fleet_) {
+      FleetTeardown();
+      return;
+    }
+    const absl::Time deadline = env_.clock->Now() + absl::Seconds(3);
+    bool stopping = session_.stop_signal() != 0;
+    if (stopping) {
+      for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGINT);
+    }
+    while (!workers_.empty() && env_.clock->Now() < deadline) {
+      service_->Tick().IgnoreError();
+      ReapWorkers(/*replace=*/false);
+      env_.clock->SleepFor(absl::Milliseconds(20));
+    }
+    for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGINT);
+    const absl::Time kill_at = env_.clock->Now() + absl::Seconds(2);
+    while (!workers_.empty() && env_.clock->Now() < kill_at) {
+      ReapWorkers(false);
+      env_.clock->SleepFor(absl::Milliseconds(20));
+    }
+    for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGKILL);
+    ReapWorkers(false);
+    service_->Drain();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+
+  // Builds the provider and the fleet that launches, bills and scales the spec's pools.
+  absl::Status StartFleet() {
+    Catalog catalog = Catalog::Default();
+    if (!spec_.resources().catalog().empty()) {
+      std::ifstream in(spec_.resources().catalog());
+      std::stringstream text;
+      text << in.rdbuf();
+      std::vector<CatalogError> errors;
+      catalog = Catalog::Parse(text.str(), &errors);
+      if (!errors.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(spec_.resources().catalog(), ":",
+                                                       errors[0].line, ":", errors[0].col, ": ",
+                                                       errors[0].message));
+      }
+    }
+    const std::string bin = options_.worker_binary.empty() ? SelfDir() + "/sextant-worker"
+                                                           : options_.worker_binary;
+    const std::string& kind = spec_.resources().provider();
+    if (kind == "static") {
+      provider_ = std::make_unique<StaticProvider>();
+    } else if (kind == "slurm") {
+      provider_ = std::make_unique<SlurmProvider>(
+          SlurmOptions{bin, options_.slurm_partition, options_.slurm_spot_partition, ""});
+    } else if (kind == "local" || kind.empty()) {
+      provider_ = std::make_unique<LocalProvider>(env_.launcher, bin);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("provider ", kind, " runs only under `sextant simulate`"));
+    }
+    FleetOptions fo;
+    fo.connect = Target();
+    fo.logs_dir = std::filesystem::absolute(run_dir_->logs_dir()).string();
+    fo.credentials = WorkerDial();
+    fo.time_scale = options_.time_scale;
+    fo.seed = spec_.search().seed();
+    fo.wind_down_seconds = kWindDownSeconds;
+    if (options_.resume) SEXTANT_RETURN_IF_ERROR(LoadPriorBills(fo));
+    auto fleet = Fleet::Create(spec_, std::move(catalog), provider_.get(), env_.clock, fo);
+    if (!fleet.ok()) return absl::InvalidArgumentError(fleet.status().message());
+    fleet_ = *std::move(fleet);
+    std::string why;
+    std::set<std::string> barred = fleet_->PoolsOffTheTopRung(&why);
+    service_->WithDispatcher([&](Dispatcher& d) {
+      d.SetTopRungRule(std::move(barred), why);
+      // The built-in metric `cost`: the dispatcher runs under the same lock as the fleet.
+      d.SetTrialCost([fleet = fleet_.get()](int64_t trial) { return fleet->TrialCost(trial); });
+      d.SetSpend([fleet = fleet_.get()] { return fleet->committed(); });
+      return 0;
+    });
+    if (kind == "static") {
+      *env_.out << "sextant: start workers with: sextant-worker --connect " << Target()
+                << " --region REGION --pool POOL"
+                << (options_.tls_dir.empty() ? " --secret-file " + session_.secrets().worker_file
+                                             : " --tls-dir DIR --tls-name NAME")
+                << "\n";
+    }
+    return absl::OkStatus();
+  }
+
+  // A resumed run keeps the bills and pool counters of its earlier sessions.
+  absl::Status LoadPriorBills(FleetOptions& fo) {
+    SEXTANT_ASSIGN_OR_RETURN(fo.prior_costs, store_->LoadCosts());
+    auto started = store_->GetMeta("started_at");
+    double t0 = 0;
+    if (started.ok() && *started && absl::SimpleAtod(**started, &t0)) {
+      fo.epoch_offset_seconds = std::max(0.0, absl::ToUnixMicros(env_.clock->Now()) / 1e6 - t0);
+    }
+    auto fleet = store_->GetMeta("fleet");
+    if (!fleet.ok() || !*fleet) return absl::OkStatus();
+    nlohmann::json doc = nlohmann::json::parse(**fleet, nullptr, false);
+    if (!doc.is_object() || !doc.contains("pools") || !doc["pools"].is_object()) {
+      return absl::OkStatus();
+    }
+    for (const auto& [name, p] : doc["pools"].items()) {
+      FleetPoolStats& st = fo.prior_pools[name];
+      st.name = name;
+      st.launched = p.value("launched", 0);
+      st.launch_failures = p.value("launch_failures", 0);
+      st.interruptions = p.value("interruptions", 0);
+      st.preemptions = p.value("preemptions", 0);
+    }
+    return absl::OkStatus();
+  }
+
+  // One fleet round under the dispatch lock: ticks the fleet, applies its decisions to the
+  // dispatcher and stores its events and bills. *exhausted: the budget is spent; *stuck: why
+  // waiting work can never run (empty when it can).
+  absl::Status FleetRound(bool* exhausted, std::string* stuck) {
+    const absl::Time now = env_.clock->Now();
+    return service_->WithDispatcher([&](Dispatcher& d) -> absl::Status {
+      FleetView view;
+      view.demand = d.Demand();
+      view.top_rung_demand = d.TopRungDemand();
+      view.running = d.RunningByWorker();
+      for (const auto& [id, w] : d.workers()) view.workers[id] = {w.region, w.pool, w.launch_token};
+      FleetTick tick = fleet_->Tick(view);
+      d.SetHold(tick.hold || fleet_->exhausted());
+      for (int64_t w : tick.retire) d.RetireWorker(w);
+      SEXTANT_RETURN_IF_ERROR(store_->Begin());
+      absl::Status st;
+      for (const FleetTick::Event& e : tick.events) {
+        if (st.ok()) st = store_->AddEvent(absl::ToUnixMicros(now) / 1e6, e.kind, e.trial, e.message);
+      }
+      const bool write = !tick.events.empty() || now - last_cost_write_ >= absl::Seconds(1);
+      if (st.ok() && write) {
+        st = fleet_->WriteCosts(store_);
+        last_cost_write_ = now;
+      }
+      if (!st.ok()) {
+        store_->Rollback();
+        return st;
+      }
+      *exhausted = fleet_->exhausted();
+      if (!*exhausted && view.demand > 0) (void)fleet_->Stuck(stuck);
+      return store_->Commit();
+    });
+  }
+
+  // One fleet round. Returns how the run ended once it has.
+  std::optional<absl::Status> FleetStep(ProgressReporter& progress) {
+    bool exhausted = false;
+    std::string stuck;
+    absl::Status s = FleetRound(&exhausted, &stuck);
+    if (!s.ok()) return s;
+    if (exhausted) {
+      return WindDown(progress, absl::StrCat("budget.max_cost reached (", spec_.budget().max_cost(), ")"),
+                      "--max-cost AMOUNT");
+    }
+    if (stuck.empty()) return std::nullopt;
+    progress.Finish(Stats());
+    if (!absl::StartsWith(stuck, "the budget")) {
+      (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("FAILED"); });
+      return absl::UnavailableError(absl::StrCat(stuck, "; see ", run_dir_->logs_dir()));
+    }
+    return WindDown(progress, absl::StrCat("budget.max_cost reached: ", stuck), "--max-cost AMOUNT");
+  }
+
+  // The budget is spent: nothing new starts, running trials get the preemption-style notice
+  // (SIGTERM to their worker, through the provider for instances) so that they write their
+  // checkpoint and hand themselves back; those still running after the wind-down are
+  // cancelled. The run ends BUDGET_EXHAUSTED with its report: OK.
+  absl::Status WindDown(ProgressReporter& progress, const std::string& why, const std::string& raise) {
+    progress.Finish(Stats());
+    SEXTANT_RETURN_IF_ERROR(service_->WithDispatcher([&](Dispatcher& d) {
+      d.SetHold(true);
+      return d.BeginStop(why);
+    }));
+    if (fleet_) {
+      (void)service_->WithDispatcher([&](Dispatcher&) { return fleet_->NoticeAll(); });
+    } else {
+      for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGTERM);
+    }
+    const absl::Time deadline = env_.clock->Now() + absl::Seconds(kWindDownSeconds + 5);
+    auto running = [&] { return service_->WithDispatcher([](Dispatcher& d) { return d.running(); }); };
+    while (running() > 0 && env_.clock->Now() < deadline) {
+      env_.clock->SleepFor(absl::Milliseconds(50));
+      service_->Tick().IgnoreError();
+      if (fleet_) {
+        bool exhausted = false;
+        std::string stuck;
+        FleetRound(&exhausted, &stuck).IgnoreError();
+      } else {
+        ReapWorkers(/*replace=*/false);
+      }
+    }
+    absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
+    if (s.ok()) s = service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("BUDGET_EXHAUSTED"); });
+    SEXTANT_RETURN_IF_ERROR(s);
+    *env_.out << "sextant: " << why << "; running trials checkpointed and stopped. Continue with a "
+              << "raised budget: sextant resume " << run_dir_path_ << " " << raise << "\n";
+    if (fleet_) FleetTeardown();
+    PrintSummary();
+    // The run ends with its report (DESIGN: "the run ends cleanly with a report"); a report that
+    // cannot be written is said, and does not change the outcome.
+    const std::string report = run_dir_path_ + "/report.html";
+    auto written = WriteReport(run_dir_path_, report, env_.clock->Now());
+    if (written.ok()) {
+      *env_.out << "sextant: wrote " << report << "\n";
+    } else {
+      *env_.err << "sextant: cannot write the report: " << written.status().message() << "\n";
+    }
+    return absl::OkStatus();
+  }
+
+  // Lets workers see `done` and exit, stops every instance, and writes the final bills.
+  void FleetTeardown() {
+    if (torn_down_) return;
+    torn_down_ = true;
+    fleet_->TerminateAll();
+    const absl::Time deadline = env_.clock->Now() + absl::Seconds(5);
+    while (fleet_->Reap(false) > 0 && env_.clock->Now() < deadline) {
+      service_->Tick().IgnoreError();
+      env_.clock->SleepFor(absl::Milliseconds(50));
+    }
+    fleet_->Reap(/*force=*/true);
+    (void)service_->WithDispatcher([&](Dispatcher&) -> absl::Status {
+      SEXTANT_RETURN_IF_ERROR(store_->Begin());
+      absl::Status st = fleet_->WriteCosts(store_);
+      if (!st.ok()) {
+        store_->Rollback();
+        return st;
+      }
+      return store_->Commit();
+    });
+    service_->Drain();
+    // A hand-started worker learns that the run is over only from its next Lease, which on a
+    // slow link may still be on its way: keep answering `done` (briefly) until each has heard.
+    const absl::Time told_by = env_.clock->Now() + absl::Seconds(5);
+    while (!provider_->launches() && !service_->AllToldDone() && env_.clock->Now() < told_by) {
+      env_.clock->SleepFor(absl::Milliseconds(20));
+    }
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+
+  struct Local {
+    pid_t pid;
+    int index;
+  };
+
+  RunSession& session_;
+  RunOptions options_;  // the session's, with the Slurm partitions the run keeps
+  const RunEnv env_;
+  const v1::ExperimentSpec& spec_;
+  const std::string run_dir_path_;
+  RunDir* const run_dir_;
+  Store* const store_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<WorkerServiceImpl> service_;
+  std::unique_ptr<AskTell> ask_tell_;                 // search.mode: ask_tell
+  std::unique_ptr<TrialServiceImpl> trial_service_;  // search.mode: ask_tell
+  std::unique_ptr<AdminServiceImpl> admin_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::vector<Local> workers_;
+  int respawns_left_ = 0;
+  std::unique_ptr<Provider> provider_;  // with resources.pools
+  std::unique_ptr<Fleet> fleet_;        // with resources.pools
+  absl::Time last_cost_write_ = absl::InfinitePast();
+  bool torn_down_ = false;
+};
+
+}  // namespace
+
+absl::Status RunSearch(RunSession& session) { return SearchRun(session).Main(); }
+
+int RunExperiment(const RunOptions& options, const RunEnv& env) {
+  absl::StatusOr<std::unique_ptr<RunSession>> session = RunSession::Open(options, env);
+  if (!session.ok()) return ExitCode(session.status(), *env.err);
+  absl::Status end = (*session)->federated() ? RunFederated(**session) : RunSearch(**session);
+  return ExitCode(end, *env.err);
+}
+
+}  // namespace sextant

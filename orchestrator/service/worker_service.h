@@ -1,0 +1,102 @@
+#ifndef SEXTANT_ORCHESTRATOR_SERVICE_WORKER_SERVICE_H_
+#define SEXTANT_ORCHESTRATOR_SERVICE_WORKER_SERVICE_H_
+
+#include <deque>
+#include <mutex>
+#include <set>
+
+#include "common/clock.h"
+#include "common/redactor.h"
+#include "grpcpp/grpcpp.h"
+#include "orchestrator/core/dispatcher.h"
+#include "orchestrator/service/worker_sessions.h"
+#include "rpc/status_conversion.h"
+#include "sextant/v1/worker_service.grpc.pb.h"
+
+namespace sextant {
+
+// The gRPC adapter over a Dispatcher: each RPC converts, calls the dispatcher under one lock
+// and converts back. Register opens a session (WorkerSessions) for the caller's identity; every
+// other call must carry that session for its worker id, or it is refused before the dispatcher
+// sees it (NOT_FOUND for a worker id never registered, PERMISSION_DENIED for another's). A Lease that finds no work waits (long-poll) until work appears, the run
+// ends, or its wait runs out. Thread-safe.
+class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
+ public:
+  // redactor masks secrets in trial errors and events before they are stored; default: none.
+  // clock (not owned) times the long-polls and must outlive this; default: the real clock.
+  explicit WorkerServiceImpl(Dispatcher* dispatcher, Redactor redactor = Redactor(),
+                             WorkerSessions sessions = WorkerSessions(),
+                             Clock* clock = RealClockInstance())
+      : dispatcher_(dispatcher),
+        redactor_(std::move(redactor)),
+        sessions_(std::move(sessions)),
+        clock_(clock) {}
+
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
+                                     const v1::RegisterRequest* request,
+                                     v1::RegisterResponse* response) override;
+  grpc::ServerUnaryReactor* Lease(grpc::CallbackServerContext* context,
+                                  const v1::LeaseRequest* request,
+                                  v1::LeaseResponse* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
+                                      const v1::HeartbeatRequest* request,
+                                      v1::HeartbeatResponse* response) override;
+  grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* context,
+                                   const v1::ReportRequest* request,
+                                   v1::ReportResponse* response) override;
+  grpc::ServerUnaryReactor* Complete(grpc::CallbackServerContext* context,
+                                     const v1::CompleteRequest* request,
+                                     v1::CompleteResponse* response) override;
+
+  // Runs the dispatcher's periodic work (lease expiry) and answers waiting leases.
+  // Returns the dispatcher's error, if any.
+  absl::Status Tick();
+  // Finishes every waiting Lease (with `done`), before the server shuts down; a Lease that
+  // arrives afterwards (still in flight on a slow link) is answered `done` at once.
+  void Drain();
+  // Whether every registered worker has been answered `done` (by Lease or Drain).
+  bool AllToldDone();
+  // Runs f on the dispatcher under the service's lock.
+  template <typename F>
+  auto WithDispatcher(F&& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return f(*dispatcher_);
+  }
+  // The first store or internal error met while serving (OK when none).
+  absl::Status fatal_error();
+
+ private:
+  struct Waiting {
+    grpc::CallbackServerContext* context;
+    grpc::ServerUnaryReactor* reactor;
+    int64_t worker_id;
+    v1::LeaseResponse* response;
+    absl::Time deadline;
+  };
+  // Runs f (returning absl::Status) under the lock and finishes the call with its status;
+  // with serve_waiting, then also answers waiting leases that may now get work.
+  template <typename F>
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, bool serve_waiting, F&& f);
+  // Gives work to waiting leases that can take it; finishes those whose wait ran out.
+  void ServeWaitingLocked();
+  void NoteErrorLocked(const absl::Status& status);
+  // OK when the call comes from the caller that registered worker_id (WorkerSessions::Check).
+  absl::Status CheckSessionLocked(grpc::CallbackServerContext* context, int64_t worker_id);
+
+  // Masks secrets in the free text of measurements (events) in place.
+  void Redact(google::protobuf::RepeatedPtrField<v1::Measurement>* ms) const;
+
+  std::mutex mu_;
+  Dispatcher* dispatcher_;
+  const Redactor redactor_;
+  std::deque<Waiting> waiting_;
+  bool draining_ = false;        // set by Drain
+  std::set<int64_t> told_done_;  // workers answered `done`
+  WorkerSessions sessions_;
+  Clock* clock_;
+  absl::Status fatal_;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_SERVICE_WORKER_SERVICE_H_

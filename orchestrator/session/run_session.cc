@@ -1,0 +1,214 @@
+#include "orchestrator/session/run_session.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "orchestrator/core/experiment_loader.h"
+
+namespace sextant {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+void OnStopSignal(int sig) { g_stop_signal.store(sig); }
+
+// Marks RunSession::Open's error for an experiment file that did not load.
+constexpr char kLoadErrorPayload[] = "sextant/load-error";
+
+// One trial of a federated search: its parameters (value(name), nullopt when inactive) go into
+// the federation block, which then runs as a plain federated experiment.
+absl::Status ApplyFederatedTrialParams(
+    v1::ExperimentSpec& spec,
+    const std::function<std::optional<std::string>(const std::string&)>& value) {
+  v1::Federation* f = spec.mutable_federation();
+  for (const v1::Parameter& p : spec.parameters()) {
+    std::optional<std::string> v = value(p.name());
+    if (!v) continue;
+    double x = 0;
+    if (!absl::SimpleAtod(*v, &x)) {
+      if (p.name() == "server_optimizer") {
+        f->set_server_optimizer(*v);
+        continue;
+      }
+      return absl::InvalidArgumentError(absl::StrCat("parameter ", p.name(), "='", *v, "'"));
+    }
+    const std::string& n = p.name();
+    if (n == "local_lr" || n == "client_lr") {
+      f->set_local_lr(x);
+    } else if (n == "local_epochs") {
+      f->set_local_epochs(static_cast<int32_t>(x));
+    } else if (n == "local_batch_size") {
+      f->set_local_batch_size(static_cast<int32_t>(x));
+    } else if (n == "server_lr") {
+      f->set_server_lr(x);
+    } else if (n == "proximal_mu" || n == "mu") {
+      f->set_proximal_mu(x);
+    } else if (n == "clients_per_round") {
+      f->set_clients_per_round(x);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter '", n, "' is not a federation hyperparameter (local_lr, client_lr, "
+          "local_epochs, local_batch_size, server_lr, proximal_mu, mu, clients_per_round, "
+          "server_optimizer)"));
+    }
+  }
+  spec.clear_parameters();
+  return absl::OkStatus();
+}
+
+std::optional<std::string> TrialParamFromEnv(const std::string& name) {
+  std::string var = "SEXTANT_PARAM_";
+  for (char c : name) {
+    var += std::isalnum(static_cast<unsigned char>(c)) ? absl::ascii_toupper(c) : '_';
+  }
+  const char* v = std::getenv(var.c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RunSession>> RunSession::Open(const RunOptions& options,
+                                                             const RunEnv& env) {
+  std::unique_ptr<RunSession> s(new RunSession(options, env));
+  SEXTANT_RETURN_IF_ERROR(s->ReadExperiment());
+  SEXTANT_RETURN_IF_ERROR(s->OpenStore());
+  SEXTANT_RETURN_IF_ERROR(s->LoadSecurity());
+  if (options.metrics_port >= 0) {
+    SEXTANT_ASSIGN_OR_RETURN(s->monitor_, RunMonitor::Start(options.metrics_port, s->spec_,
+                                                            s->path_, env.clock, *env.out));
+  }
+  return s;
+}
+
+RunSession::~RunSession() = default;
+
+absl::Status RunSession::ReadExperiment() {
+  if (options_.resume) {
+    path_ = options_.run_dir;
+    if (!std::filesystem::exists(RunDir::DbPath(path_))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, " is not a Sextant run directory (no state.db)"));
+    }
+    return absl::OkStatus();  // the spec is the stored one (OpenStore)
+  }
+  LoadResult loaded = LoadExperimentFile(options_.experiment_file);
+  if (!loaded.ok()) {
+    std::vector<std::string> lines;
+    for (const LoadError& e : loaded.errors) lines.push_back(e.ToString());
+    absl::Status s = absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
+    s.SetPayload(kLoadErrorPayload, absl::Cord("1"));
+    return s;
+  }
+  spec_ = std::move(loaded.spec);
+  ApplyBudgetOverrides();
+  // Stored paths are absolute, so that `resume` from any directory finds the same files.
+  const std::string wd = spec_.trial().working_dir().empty() ? "." : spec_.trial().working_dir();
+  spec_.mutable_trial()->set_working_dir(std::filesystem::absolute(wd).lexically_normal().string());
+  spec_.set_source_path(std::filesystem::absolute(spec_.source_path()).string());
+  path_ = options_.run_dir.empty() ? "runs/" + spec_.name() : options_.run_dir;
+  // One trial of a federated search runs with its parameters in the environment
+  // (trial_command.h); a retried attempt continues the trial's own federated run.
+  const char* trial = std::getenv("SEXTANT_FEDERATED_TRIAL");
+  if (trial != nullptr && std::string(trial) == "1" && spec_.has_federation() &&
+      spec_.parameters_size() > 0) {
+    SEXTANT_RETURN_IF_ERROR(ApplyFederatedTrialParams(spec_, TrialParamFromEnv));
+    options_.resume = std::filesystem::exists(RunDir::DbPath(path_));
+  }
+  return absl::OkStatus();
+}
+
+void RunSession::ApplyBudgetOverrides() {
+  if (options_.max_cost) spec_.mutable_budget()->set_max_cost(*options_.max_cost);
+  if (options_.max_wall_time_seconds) {
+    spec_.mutable_budget()->set_max_wall_time_seconds(*options_.max_wall_time_seconds);
+  }
+}
+
+absl::Status RunSession::OpenStore() {
+  SEXTANT_ASSIGN_OR_RETURN(RunDir dir, RunDir::Acquire(path_));
+  run_dir_ = std::make_unique<RunDir>(std::move(dir));
+  const bool existed = std::filesystem::exists(run_dir_->db_path());
+  SEXTANT_ASSIGN_OR_RETURN(store_, Store::Open(run_dir_->db_path(), /*create=*/true));
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> stored, store_->GetMeta("spec"));
+  if (options_.resume) {
+    // A federated trial's retry keeps the spec it has (the one its first attempt stored).
+    if (spec_.name().empty() && (!stored || !spec_.ParseFromString(*stored))) {
+      return absl::InvalidArgumentError(absl::StrCat(path_, " holds no experiment to resume"));
+    }
+    if (options_.max_cost || options_.max_wall_time_seconds) {
+      ApplyBudgetOverrides();
+      SEXTANT_RETURN_IF_ERROR(store_->PutMeta("spec", spec_.SerializeAsString()));
+    }
+    return absl::OkStatus();
+  }
+  if (existed && stored) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, " already holds a run; continue it with `sextant resume ", path_,
+                     "` or pick another --run-dir"));
+  }
+  SEXTANT_RETURN_IF_ERROR(store_->PutMeta("spec", spec_.SerializeAsString()));
+  return store_->PutMeta("started_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
+}
+
+absl::Status RunSession::LoadSecurity() {
+  if (!options_.tls_dir.empty()) {
+    tls_dir_ = std::filesystem::absolute(options_.tls_dir).string();
+    absl::StatusOr<ServerSecurity> loaded = LoadServerSecurity(options_.tls_dir);
+    if (!loaded.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--tls-dir: ", loaded.status().message()));
+    }
+    security_ = *std::move(loaded);
+  } else {
+    // Loopback: every call must carry this run's secret, which only this user can read.
+    SEXTANT_ASSIGN_OR_RETURN(secrets_,
+                             CreateRunSecrets(std::filesystem::absolute(path_ + "/secrets")));
+    security_ = LoopbackSecurity(secrets_);
+  }
+  if (absl::Status s = CheckListenAllowed(options_.listen, security_); !s.ok()) {
+    return absl::InvalidArgumentError(s.message());
+  }
+  return absl::OkStatus();
+}
+
+int RunSession::stop_signal() const { return g_stop_signal.load(); }
+
+void RunSession::RequestStop(int sig) { g_stop_signal.store(sig); }
+
+void InstallStopHandlers() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnStopSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+bool IsLoadError(const absl::Status& status) {
+  return status.GetPayload(kLoadErrorPayload).has_value();
+}
+
+int ExitCode(const absl::Status& status, std::ostream& err) {
+  if (status.ok()) return 0;
+  if (absl::IsCancelled(status)) return 130;
+  if (IsLoadError(status)) {
+    err << status.message() << "\n";
+  } else {
+    err << "sextant: " << status.message() << "\n";
+  }
+  return absl::IsInvalidArgument(status) ? 2 : 1;
+}
+
+}  // namespace sextant
