@@ -52,12 +52,6 @@ constexpr double kStartupWaitSeconds = 120;
 constexpr absl::Duration kEvaluatorStartup = absl::Seconds(120);
 constexpr absl::Duration kEvaluationTimeout = absl::Seconds(600);
 
-std::string SelfDir() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? "." : p.parent_path().string();
-}
-
 std::unique_ptr<ServerOptimizer> MakeServerOptimizer(const v1::Federation& f) {
   const double lr = f.server_lr() > 0 ? f.server_lr() : 1.0;
   if (f.server_optimizer() == "fedavgm") return NewFedAvgMOptimizer({lr, 0.9});
@@ -235,9 +229,7 @@ class FederatedRun {
 
   bool hide_region_sums() const { return fed().hide_region_sums(); }
 
-  std::string Bin() const {
-    return options_.worker_binary.empty() ? SelfDir() + "/sextant-worker" : options_.worker_binary;
-  }
+  std::string Bin() const { return session_.worker_binary(); }
 
   void Launch(const std::vector<std::string>& argv, const std::string& log, const std::string& what) {
     auto pid = env_.launcher->Launch(argv, absl::StrCat(run_dir_->logs_dir(), "/", log));

@@ -53,12 +53,6 @@ constexpr double kWindDownSeconds = 10;
 // How often the loop wakes: the dispatcher's tick, the fleet's round, the progress line.
 constexpr absl::Duration kLoopPeriod = absl::Milliseconds(50);
 
-std::string SelfDir() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? "." : p.parent_path().string();
-}
-
 // The search loop of one session: the dispatcher, the server and the workers, with their
 // lifetimes tied together. Long-lived objects are members so that teardown happens in one
 // place.
@@ -180,8 +174,7 @@ class SearchRun {
   }
 
   absl::Status LaunchWorker(int index) {
-    std::string bin = options_.worker_binary.empty() ? SelfDir() + "/sextant-worker"
-                                                     : options_.worker_binary;
+    const std::string bin = session_.worker_binary();
     std::vector<std::string> argv = {bin, "--connect", Target(), "--region", "local",
                                      "--pool", "local", "--launch-token",
                                      absl::StrCat("local-", index), "--exit-with-parent",
@@ -425,8 +418,7 @@ class SearchRun {
                                                        errors[0].message));
       }
     }
-    const std::string bin = options_.worker_binary.empty() ? SelfDir() + "/sextant-worker"
-                                                           : options_.worker_binary;
+    const std::string bin = session_.worker_binary();
     const std::string& kind = spec_.resources().provider();
     if (kind == "static") {
       provider_ = std::make_unique<StaticProvider>();

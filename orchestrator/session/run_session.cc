@@ -183,6 +183,13 @@ absl::Status RunSession::LoadSecurity() {
   return absl::OkStatus();
 }
 
+std::string RunSession::worker_binary() const {
+  if (!options_.worker_binary.empty()) return options_.worker_binary;
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (ec ? std::string(".") : self.parent_path().string()) + "/sextant-worker";
+}
+
 int RunSession::stop_signal() const { return g_stop_signal.load(); }
 
 void RunSession::RequestStop(int sig) { g_stop_signal.store(sig); }

@@ -94,6 +94,8 @@ class RunSession {
   const RunSecrets& secrets() const { return secrets_; }
   // --tls-dir made absolute; empty without one.
   const std::string& tls_dir() const { return tls_dir_; }
+  // The sextant-worker the run starts: --worker-binary, or the one beside this executable.
+  std::string worker_binary() const;
 
   // The live report and /metrics (--metrics-port), started by Open; null without the flag.
   RunMonitor* monitor() { return monitor_.get(); }

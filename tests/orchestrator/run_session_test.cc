@@ -190,6 +190,20 @@ federation:
   EXPECT_DOUBLE_EQ((*retry)->spec().federation().local_lr(), 0.025);
 }
 
+TEST_F(RunSessionTest, WorkersAreTheGivenBinaryOrTheOneBesideThisExecutable) {
+  RunOptions o = NewRun(kSearch);
+  auto beside = RunSession::Open(o, env_);
+  ASSERT_TRUE(beside.ok()) << beside.status();
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+  EXPECT_EQ((*beside)->worker_binary(), self.parent_path().string() + "/sextant-worker");
+  beside->reset();
+  o.run_dir = dir_ + "/run2";
+  o.worker_binary = "/opt/sextant/bin/sextant-worker";
+  auto given = RunSession::Open(o, env_);
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ((*given)->worker_binary(), "/opt/sextant/bin/sextant-worker");
+}
+
 TEST_F(RunSessionTest, ExitCodesFollowTheContract) {
   std::ostringstream err;
   EXPECT_EQ(ExitCode(absl::OkStatus(), err), 0);
