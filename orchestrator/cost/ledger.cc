@@ -16,7 +16,9 @@ int64_t Ledger::Launch(const CostOwner& owner, const BillingTerms& terms, int64_
   a.prepaid_by = reservation;
   accounts_.push_back(a);
   ++live_;
-  return static_cast<int64_t>(accounts_.size());
+  const int64_t id = static_cast<int64_t>(accounts_.size());
+  live_ids_.insert(id);
+  return id;
 }
 
 absl::Status Ledger::Terminate(int64_t instance) {
@@ -32,6 +34,8 @@ absl::Status Ledger::Terminate(int64_t instance) {
   a.trial = 0;
   a.terminated = clock_->Now();
   --live_;
+  live_ids_.erase(instance);
+  closed_ += Bill(a, a.terminated);
   return absl::OkStatus();
 }
 
@@ -45,6 +49,7 @@ int64_t Ledger::Reserve(const CostOwner& owner, const BillingTerms& terms, int c
   a.reservation = true;
   a.reserved_cost = terms.price_per_second * seconds * count;
   accounts_.push_back(a);
+  closed_ += a.reserved_cost;
   return static_cast<int64_t>(accounts_.size());
 }
 
@@ -91,8 +96,8 @@ double Ledger::Bill(const Account& a, absl::Time at) const {
 
 double Ledger::Committed() const {
   const absl::Time now = clock_->Now();
-  double total = 0;
-  for (const Account& a : accounts_) total += Bill(a, now);
+  double total = closed_;
+  for (int64_t id : live_ids_) total += Bill(accounts_[id - 1], now);
   return total;
 }
 

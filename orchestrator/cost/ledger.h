@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,10 @@ class Ledger {
   std::vector<Account> accounts_;  // accounts_[id - 1]
   std::map<int64_t, double> trial_cost_;
   int live_ = 0;
+  // Committed() in time with the live instances, not all those ever launched: the final bills
+  // of terminated instances and reservations (which no longer change), and the live ids.
+  double closed_ = 0;
+  std::set<int64_t> live_ids_;
 };
 
 }  // namespace sextant
