@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -15,6 +16,11 @@ namespace sextant {
 namespace {
 // Contacts are kept for WaitForContact; a sender naming ever new ids cannot grow them past this.
 constexpr size_t kMaxContacts = 1 << 16;
+
+// The time left until deadline on the steady clock; not positive once it has passed.
+absl::Duration Remaining(std::chrono::steady_clock::time_point deadline) {
+  return absl::FromChrono(deadline - std::chrono::steady_clock::now());
+}
 }  // namespace
 
 FederationHub::FederationHub(RoundCoordinator coordinator, Clock* clock,
@@ -32,7 +38,7 @@ absl::Status FederationHub::Publish(int64_t round, const std::string& model_path
     task.kind = RoundTask::Kind::kTrain;
     task.round = round;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   coordinator_.SetCloseRule(deadline_seconds, min_updates);
   if (absl::Status s = coordinator_.OpenRound(round, std::move(participants)); !s.ok()) return s;
   round_ = round;
@@ -41,25 +47,25 @@ absl::Status FederationHub::Publish(int64_t round, const std::string& model_path
   tasks_ = std::move(tasks);
   model_size_ = tasks_.begin()->second.model_size;
   senders_.clear();
-  cv_.notify_all();
+  cv_.SignalAll();
   return absl::OkStatus();
 }
 
 void FederationHub::SetDone() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   done_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experiment_id,
                                                       const std::string& client_id,
                                                       int64_t after_round, absl::Duration wait) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (experiment_id != experiment_id_) {
     return absl::AbortedError(absl::StrCat("experiment '", experiment_id, "', this is '",
                                            experiment_id_, "'"));
   }
-  if (contacted_.size() < kMaxContacts && contacted_.insert(client_id).second) cv_.notify_all();
+  if (contacted_.size() < kMaxContacts && contacted_.insert(client_id).second) cv_.SignalAll();
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
   while (true) {
     if (done_) {
@@ -71,14 +77,15 @@ absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experim
       auto it = tasks_.find(client_id);
       if (it != tasks_.end()) return it->second;
     }
-    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) return RoundTask{};
+    cv_.WaitWithTimeout(&mu_, Remaining(deadline));
+    if (std::chrono::steady_clock::now() >= deadline) return RoundTask{};
   }
 }
 
 absl::Status FederationHub::ReadModel(int64_t round, int64_t offset, absl::Span<float> out) {
   std::string path;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (round != round_) {
       return absl::AbortedError(absl::StrCat("round ", round, " was replaced by ", round_));
     }
@@ -101,7 +108,7 @@ absl::Status FederationHub::ReadModel(int64_t round, int64_t offset, absl::Span<
 
 absl::Status FederationHub::Begin(const UpdateHeader& header, size_t total_size, int64_t count,
                                   absl::Duration wait) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
   while (true) {
     absl::Status s = coordinator_.Begin(header, total_size, count);
@@ -120,14 +127,14 @@ absl::Status FederationHub::Begin(const UpdateHeader& header, size_t total_size,
     // Wake up now and then to look at the holder's progress on the injected clock.
     const auto next = std::min(deadline, std::chrono::steady_clock::now() +
                                              std::chrono::milliseconds(100));
-    cv_.wait_until(lock, next);
+    cv_.WaitWithTimeout(&mu_, Remaining(next));
     if (std::chrono::steady_clock::now() >= deadline) return s;
   }
 }
 
 absl::Status FederationHub::AddChunk(const std::string& client_id, size_t offset,
                                      absl::Span<const float> v) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (staging_ != client_id) {
     return absl::AbortedError(absl::StrCat(
         "the update of '", client_id, "' was cut off: no chunk for ",
@@ -137,35 +144,35 @@ absl::Status FederationHub::AddChunk(const std::string& client_id, size_t offset
   staging_active_ = clock_->Now();
   if (!s.ok()) {
     staging_.clear();
-    cv_.notify_all();  // the staging buffer is free again
+    cv_.SignalAll();  // the staging buffer is free again
   }
   return s;
 }
 
 absl::Status FederationHub::Finish(const std::string& client_id, double weight, int64_t count,
                                    const SenderMetrics& metrics, int64_t rejected) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (staging_ != client_id) {
     return absl::AbortedError(absl::StrCat("the update of '", client_id, "' was cut off"));
   }
   staging_.clear();
   absl::Status s = coordinator_.Finish(client_id, metrics);
   if (s.ok()) senders_.push_back({client_id, weight, count, metrics, rejected});
-  cv_.notify_all();
+  cv_.SignalAll();
   return s;
 }
 
 void FederationHub::Abandon(const std::string& client_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (staging_ != client_id) return;  // cut off already; the buffer is someone else's
   staging_.clear();
   coordinator_.Abandon(client_id);
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 std::vector<std::string> FederationHub::WaitForContact(const std::vector<std::string>& ids,
                                                        absl::Duration wait) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
   std::vector<std::string> missing;
   while (true) {
@@ -174,46 +181,46 @@ std::vector<std::string> FederationHub::WaitForContact(const std::vector<std::st
       if (!contacted_.contains(id)) missing.push_back(id);
     }
     if (missing.empty() || std::chrono::steady_clock::now() >= until) return missing;
-    cv_.wait_until(lock, until);
+    cv_.WaitWithTimeout(&mu_, Remaining(until));
   }
 }
 
 void FederationHub::RestartDeadline() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   coordinator_.RestartDeadline();
 }
 
 bool FederationHub::WaitReadyToClose(absl::Duration wait) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // The deadline is measured on the injected clock, so poll it rather than sleep until it.
   const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
   while (!coordinator_.ReadyToClose()) {
     if (std::chrono::steady_clock::now() >= until) return false;
-    cv_.wait_for(lock, std::chrono::milliseconds(20));
+    cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
   }
   return true;
 }
 
 absl::StatusOr<RoundOutcome> FederationHub::Close(std::vector<SenderReport>* senders) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::StatusOr<RoundOutcome> out = coordinator_.Close();
   if (out.ok() && senders != nullptr) *senders = senders_;
-  cv_.notify_all();
+  cv_.SignalAll();
   return out;
 }
 
 int64_t FederationHub::total_rejections() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return coordinator_.total_rejections();
 }
 
 int64_t FederationHub::stalled_senders() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return stalled_;
 }
 
 int64_t FederationHub::rejections(const std::string& client_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return coordinator_.gate().rejections(client_id);
 }
 

@@ -1,16 +1,16 @@
 #ifndef SEXTANT_AGGREGATOR_FEDERATION_HUB_H_
 #define SEXTANT_AGGREGATOR_FEDERATION_HUB_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/clock.h"
@@ -56,68 +56,72 @@ class FederationHub {
   // deadline_seconds and min_updates set the round's close rule (RoundCoordinator).
   absl::Status Publish(int64_t round, const std::string& model_path,
                        std::map<std::string, RoundTask> tasks, double deadline_seconds = 0,
-                       int64_t min_updates = 1);
+                       int64_t min_updates = 1) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the experiment: every waiting and later caller gets kDone.
-  void SetDone();
+  void SetDone() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits up to `wait` (on the real clock) for a round above after_round that includes client_id.
   // Returns kWait on timeout, kDone when the experiment ended. Aborted for another experiment.
   absl::StatusOr<RoundTask> WaitForRound(const std::string& experiment_id,
                                          const std::string& client_id, int64_t after_round,
-                                         absl::Duration wait);
+                                         absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
   // Reads floats [offset, offset + out.size()) of round's model. Aborted when the round was
   // replaced meanwhile; DataLoss when the file is short.
-  absl::Status ReadModel(int64_t round, int64_t offset, absl::Span<float> out);
+  absl::Status ReadModel(int64_t round, int64_t offset, absl::Span<float> out)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // RoundCoordinator's calls, serialised. Begin waits (up to `wait`) while another update is
   // being staged, then fails Unavailable. A staged update that has sent nothing for
   // stall_timeout is cut off meanwhile (counted in stalled_senders()): its buffer goes to the
   // waiting sender, and its own next AddChunk fails Aborted.
   absl::Status Begin(const UpdateHeader& header, size_t total_size, int64_t count,
-                     absl::Duration wait);
-  absl::Status AddChunk(const std::string& client_id, size_t offset, absl::Span<const float> v);
+                     absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status AddChunk(const std::string& client_id, size_t offset, absl::Span<const float> v)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // `rejected` (an aggregator's rejections this round) is reported with the sender.
   absl::Status Finish(const std::string& client_id, double weight, int64_t count,
-                      const SenderMetrics& metrics, int64_t rejected = 0);
-  void Abandon(const std::string& client_id);
+                      const SenderMetrics& metrics, int64_t rejected = 0) ABSL_LOCKS_EXCLUDED(mu_);
+  void Abandon(const std::string& client_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits up to `wait` (on the real clock) until every one of `ids` has called WaitForRound
   // at least once since this hub was made, so that a participant still starting is not taken
   // for a dead one. Returns those of `ids` that have not (empty when all have).
   std::vector<std::string> WaitForContact(const std::vector<std::string>& ids,
-                                          absl::Duration wait);
+                                          absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
   // The open round's deadline counts from now (RoundCoordinator::RestartDeadline).
-  void RestartDeadline();
+  void RestartDeadline() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits up to `wait` until the open round may close (RoundCoordinator::ReadyToClose).
-  bool WaitReadyToClose(absl::Duration wait);
+  bool WaitReadyToClose(absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
   // Closes the round. The outcome's mean stays valid until the next Publish; senders lists the
   // accepted updates. Errors as RoundCoordinator::Close.
-  absl::StatusOr<RoundOutcome> Close(std::vector<SenderReport>* senders);
+  absl::StatusOr<RoundOutcome> Close(std::vector<SenderReport>* senders) ABSL_LOCKS_EXCLUDED(mu_);
 
-  int64_t total_rejections();
+  int64_t total_rejections() ABSL_LOCKS_EXCLUDED(mu_);
   // Senders cut off for stalling mid-update (see Begin).
-  int64_t stalled_senders();
-  int64_t rejections(const std::string& client_id);
+  int64_t stalled_senders() ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t rejections(const std::string& client_id) ABSL_LOCKS_EXCLUDED(mu_);
   const std::string& experiment_id() const { return experiment_id_; }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
   Clock* clock_;
-  RoundCoordinator coordinator_;
+  RoundCoordinator coordinator_ ABSL_GUARDED_BY(mu_);
   std::string experiment_id_;
-  int64_t round_ = -1;
-  bool done_ = false;
-  std::string model_path_;
-  int64_t model_size_ = 0;
-  std::map<std::string, RoundTask> tasks_;
-  std::vector<SenderReport> senders_;
-  std::set<std::string> contacted_;  // every caller of WaitForRound so far (bounded)
+  int64_t round_ ABSL_GUARDED_BY(mu_) = -1;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::string model_path_ ABSL_GUARDED_BY(mu_);
+  int64_t model_size_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, RoundTask> tasks_ ABSL_GUARDED_BY(mu_);
+  std::vector<SenderReport> senders_ ABSL_GUARDED_BY(mu_);
+  // Every caller of WaitForRound so far (bounded).
+  std::set<std::string> contacted_ ABSL_GUARDED_BY(mu_);
   const absl::Duration stall_timeout_;
-  std::string staging_;        // the sender whose update is being staged; empty: none
-  absl::Time staging_active_;  // its last Begin or chunk
-  int64_t stalled_ = 0;
+  // The sender whose update is being staged; empty: none.
+  std::string staging_ ABSL_GUARDED_BY(mu_);
+  absl::Time staging_active_ ABSL_GUARDED_BY(mu_);  // its last Begin or chunk
+  int64_t stalled_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sextant

@@ -8,6 +8,14 @@
 #include "federation/secure_quantizer.h"
 
 namespace sextant {
+namespace {
+
+// The time left until deadline on the steady clock; not positive once it has passed.
+absl::Duration Remaining(std::chrono::steady_clock::time_point deadline) {
+  return absl::FromChrono(deadline - std::chrono::steady_clock::now());
+}
+
+}  // namespace
 
 absl::StatusOr<SecureQuantizer> MakeQuantizer(const SecAggQuantization& q, int64_t max_clients,
                                               int ring_bits) {
@@ -50,7 +58,7 @@ absl::Status SecAggHub::OpenWithConfig(std::vector<std::string> participants,
                                                    config.num_clients, " clients, not ", n));
   }
   const int64_t round = config.round;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (round <= round_) {
     return absl::InvalidArgumentError(
         absl::StrCat("secagg: round ", round, " is not above round ", round_));
@@ -78,9 +86,9 @@ absl::Status SecAggHub::OpenWithConfig(std::vector<std::string> participants,
 }
 
 void SecAggHub::SetDone() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   done_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void SecAggHub::OpenStage(SecAggStage stage, std::vector<int32_t> expected) {
@@ -89,7 +97,7 @@ void SecAggHub::OpenStage(SecAggStage stage, std::vector<int32_t> expected) {
   expected_.assign(participants_.size(), false);
   answered_.assign(participants_.size(), false);
   for (int32_t i : expected) expected_[i] = true;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 absl::Status SecAggHub::CheckClient(const std::string& experiment_id, int64_t round,
@@ -114,7 +122,7 @@ absl::Status SecAggHub::CheckClient(const std::string& experiment_id, int64_t ro
 absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id, int64_t round,
                                                 SecAggStage stage, const std::string& client_id,
                                                 absl::Duration wait) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
   SecAggDownlink out;
   out.stage = stage;
@@ -162,7 +170,8 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id
       return absl::AbortedError(absl::StrCat("secagg: experiment '", experiment_id,
                                              "', this is '", options_.experiment_id, "'"));
     }
-    if (cv_.wait_until(lock, until) == std::cv_status::timeout) {
+    cv_.WaitWithTimeout(&mu_, Remaining(until));
+    if (std::chrono::steady_clock::now() >= until) {
       out.pending = true;
       return out;
     }
@@ -171,7 +180,7 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id
 
 absl::StatusOr<SecAggConfig> SecAggHub::RoundConfig(const std::string& experiment_id, int64_t round,
                                                const std::string& client_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int32_t i = 0;
   if (absl::Status s = CheckClient(experiment_id, round, client_id, &i); !s.ok()) {
     ++rejections_;
@@ -183,7 +192,7 @@ absl::StatusOr<SecAggConfig> SecAggHub::RoundConfig(const std::string& experimen
 absl::Status SecAggHub::Count(absl::Status s, int32_t index) {
   if (s.ok()) {
     answered_[index] = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   } else {
     ++rejections_;
   }
@@ -193,7 +202,7 @@ absl::Status SecAggHub::Count(absl::Status s, int32_t index) {
 absl::Status SecAggHub::SubmitKeys(const std::string& client_id, SecAggAdvertiseKeys m,
                                    PeerAttestation attestation,
                                    const std::function<absl::Status(int32_t index)>& check) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int32_t i = 0;
   absl::Status s = CheckClient(m.header.experiment_id, m.header.round, client_id, &i);
   if (s.ok() && check) s = check(i);
@@ -209,7 +218,7 @@ absl::Status SecAggHub::SubmitKeys(const std::string& client_id, SecAggAdvertise
 }
 
 absl::Status SecAggHub::SubmitShares(const std::string& client_id, SecAggShareKeys m) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int32_t i = 0;
   absl::Status s = CheckClient(m.header.experiment_id, m.header.round, client_id, &i);
   if (!s.ok()) return Count(s, i);
@@ -221,7 +230,7 @@ absl::Status SecAggHub::SubmitShares(const std::string& client_id, SecAggShareKe
 absl::Status SecAggHub::SubmitMasked(const std::string& client_id, SecAggMaskedInput& m,
                                      const SenderMetrics& metrics, int64_t count,
                                      int64_t rejected) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int32_t i = 0;
   absl::Status s = CheckClient(m.header.experiment_id, m.header.round, client_id, &i);
   if (!s.ok()) return Count(s, i);
@@ -237,38 +246,41 @@ absl::Status SecAggHub::SubmitMasked(const std::string& client_id, SecAggMaskedI
 }
 
 absl::StatusOr<std::vector<uint64_t>> SecAggHub::TakeStaging(size_t length, absl::Duration wait) {
-  std::unique_lock<std::mutex> lock(mu_);
-  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
-  const int limit = std::max(1, options_.max_staged_inputs);
-  while (!done_ && staged_ >= limit) {
-    if (cv_.wait_until(lock, until) == std::cv_status::timeout) break;
-  }
-  if (done_) return absl::AbortedError("secagg: the experiment is done");
-  if (staged_ >= limit) {
-    return absl::UnavailableError("secagg: every staging buffer is in use; retry");
-  }
-  ++staged_;
   std::vector<uint64_t> buffer;
-  if (!staging_.empty()) {
-    buffer = std::move(staging_.back());
-    staging_.pop_back();
+  {
+    absl::MutexLock lock(&mu_);
+    const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+    const int limit = std::max(1, options_.max_staged_inputs);
+    while (!done_ && staged_ >= limit) {
+      cv_.WaitWithTimeout(&mu_, Remaining(until));
+      if (std::chrono::steady_clock::now() >= until) break;
+    }
+    if (done_) return absl::AbortedError("secagg: the experiment is done");
+    if (staged_ >= limit) {
+      return absl::UnavailableError("secagg: every staging buffer is in use; retry");
+    }
+    ++staged_;
+    if (!staging_.empty()) {
+      buffer = std::move(staging_.back());
+      staging_.pop_back();
+    }
   }
-  lock.unlock();
+  // Sized outside the lock: growing a buffer may take a while.
   buffer.resize(length);
   return buffer;
 }
 
 void SecAggHub::ReturnStaging(std::vector<uint64_t> buffer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   staged_ = std::max(0, staged_ - 1);
   if (buffer.capacity() > 0 && static_cast<int>(staging_.size()) < options_.max_staged_inputs) {
     staging_.push_back(std::move(buffer));
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 absl::Status SecAggHub::SubmitReveal(const std::string& client_id, SecAggUnmaskResponse m) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int32_t i = 0;
   absl::Status s = CheckClient(m.header.experiment_id, m.header.round, client_id, &i);
   if (!s.ok()) return Count(s, i);
@@ -361,7 +373,7 @@ void SecAggHub::CloseStage() {
       }
       outcome_ = std::move(o);
       stage_ = SecAggStage::kDone;
-      cv_.notify_all();
+      cv_.SignalAll();
       return;
     }
     default:
@@ -369,11 +381,11 @@ void SecAggHub::CloseStage() {
   }
   stage_ = SecAggStage::kAborted;
   abort_reason_ = failed;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 SecAggStage SecAggHub::Advance() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!server_ || stage_ == SecAggStage::kDone || stage_ == SecAggStage::kAborted) return stage_;
   if (StageReady()) CloseStage();
   return stage_;
@@ -385,14 +397,14 @@ bool SecAggHub::WaitAndAdvance(absl::Duration wait) {
   while (true) {
     const SecAggStage s = Advance();
     if (s == SecAggStage::kDone || s == SecAggStage::kAborted) return true;
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (std::chrono::steady_clock::now() >= until) return false;
-    cv_.wait_for(lock, std::chrono::milliseconds(20));
+    cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
   }
 }
 
 absl::StatusOr<SecAggRoundOutcome> SecAggHub::TakeOutcome() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (stage_ == SecAggStage::kAborted) {
     return absl::AbortedError(absl::StrCat("secagg round ", round_, " aborted: ",
                                            abort_reason_.message()));
@@ -406,12 +418,12 @@ absl::StatusOr<SecAggRoundOutcome> SecAggHub::TakeOutcome() {
 }
 
 void SecAggHub::RecordRejection() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++rejections_;
 }
 
 int64_t SecAggHub::rejections() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return rejections_;
 }
 

@@ -1,16 +1,16 @@
 #ifndef SEXTANT_AGGREGATOR_SECAGG_HUB_H_
 #define SEXTANT_AGGREGATOR_SECAGG_HUB_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "federation/round_coordinator.h"
@@ -115,23 +115,25 @@ class SecAggHub {
   // passed with at least max(min_clients, t) in. InvalidArgument for a bad round or settings (no ring
   // fits n and the quantisation).
   absl::Status Open(int64_t round, std::vector<std::string> participants, size_t model_size,
-                    uint64_t graph_seed, double first_deadline_seconds, int64_t min_clients);
+                    uint64_t graph_seed, double first_deadline_seconds, int64_t min_clients)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The same with a given protocol config (e.g. RegionalLayerConfig for the regions' round):
   // config.num_clients must equal the number of participants.
   absl::Status OpenWithConfig(std::vector<std::string> participants, SecAggConfig config,
-                              double first_deadline_seconds, int64_t min_clients);
+                              double first_deadline_seconds, int64_t min_clients)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the experiment: every waiting caller is answered (aborted) and later rounds refused.
-  void SetDone();
+  void SetDone() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits up to `wait` (real time) until `stage` opens for client_id and returns its message;
   // pending on timeout; stage kAborted when the round aborted. Errors as above.
   absl::StatusOr<SecAggDownlink> Await(const std::string& experiment_id, int64_t round,
                                        SecAggStage stage, const std::string& client_id,
-                                       absl::Duration wait);
+                                       absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
   // The open round's config, for the transport to assemble client_id's masked input (its
   // vector_length and ring_bits). Errors as above (checked before any chunk is stored).
   absl::StatusOr<SecAggConfig> RoundConfig(const std::string& experiment_id, int64_t round,
-                                           const std::string& client_id);
+                                           const std::string& client_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // One client message. The header's experiment, round and stage come from the wire; its sender
   // and recipient are set here from client_id. Errors as above.
@@ -141,70 +143,81 @@ class SecAggHub {
   // keys are taken; its error is the call's (counted as a rejection).
   absl::Status SubmitKeys(const std::string& client_id, SecAggAdvertiseKeys message,
                           PeerAttestation attestation = {},
-                          const std::function<absl::Status(int32_t index)>& check = nullptr);
-  absl::Status SubmitShares(const std::string& client_id, SecAggShareKeys message);
+                          const std::function<absl::Status(int32_t index)>& check = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status SubmitShares(const std::string& client_id, SecAggShareKeys message)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Adds the masked input to the round's sum. message.values is left as it was, for the caller
   // to give back (ReturnStaging) when it came from TakeStaging.
   absl::Status SubmitMasked(const std::string& client_id, SecAggMaskedInput& message,
                             const SenderMetrics& metrics, int64_t count = 1,
-                            int64_t rejected = 0);
+                            int64_t rejected = 0) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A buffer of `length` words to assemble a masked input in, from a pool of at most
   // max_staged_inputs: waits up to `wait` (real time) for one to be free. Unavailable when none
   // freed in time (the caller retries, or gives up when its stream is cancelled); Aborted once
   // the experiment is done. Its contents are stale: the caller overwrites every element. Give it
   // back with ReturnStaging.
-  absl::StatusOr<std::vector<uint64_t>> TakeStaging(size_t length, absl::Duration wait);
-  void ReturnStaging(std::vector<uint64_t> buffer);
-  absl::Status SubmitReveal(const std::string& client_id, SecAggUnmaskResponse message);
+  absl::StatusOr<std::vector<uint64_t>> TakeStaging(size_t length, absl::Duration wait)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void ReturnStaging(std::vector<uint64_t> buffer) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status SubmitReveal(const std::string& client_id, SecAggUnmaskResponse message)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Closes the open stage when it is ready (see the class comment) and returns the stage open
   // afterwards (kDone or kAborted at the end of a round; kAborted also when no round is open).
-  SecAggStage Advance();
+  SecAggStage Advance() ABSL_LOCKS_EXCLUDED(mu_);
   // Calls Advance until the round ends (returns true) or `wait` passes (false).
-  bool WaitAndAdvance(absl::Duration wait);
+  bool WaitAndAdvance(absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
   // The finished round's outcome (moved out: call once). FailedPrecondition while the round
   // runs; Aborted with the reason when it aborted.
-  absl::StatusOr<SecAggRoundOutcome> TakeOutcome();
+  absl::StatusOr<SecAggRoundOutcome> TakeOutcome() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Rejected client messages so far (all rounds), including those the transport turned away
   // itself (RecordRejection: e.g. a malformed masked-input stream).
-  int64_t rejections();
-  void RecordRejection();
+  int64_t rejections() ABSL_LOCKS_EXCLUDED(mu_);
+  void RecordRejection() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::Status CheckClient(const std::string& experiment_id, int64_t round,
-                           const std::string& client_id, int32_t* index) const;
-  absl::Status Count(absl::Status s, int32_t index);
-  bool StageReady() const;
-  void CloseStage();
-  void OpenStage(SecAggStage stage, std::vector<int32_t> expected);
+                           const std::string& client_id, int32_t* index) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Count(absl::Status s, int32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool StageReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseStage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OpenStage(SecAggStage stage, std::vector<int32_t> expected)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
   SecAggHubOptions options_;
   Clock* clock_;
-  bool done_ = false;
-  int64_t round_ = -1;
-  std::optional<SecAggServer> server_;
-  std::vector<uint64_t> accumulator_;  // the last round's sum, reused as the next one's memory
-  std::vector<std::string> participants_;  // sorted: index -> client id
-  SecAggStage stage_ = SecAggStage::kAborted;
-  absl::Status abort_reason_;
-  absl::Time stage_opened_;
-  double first_deadline_seconds_ = 0;
-  int64_t min_clients_ = 1;
-  std::vector<bool> expected_, answered_;
-  std::vector<std::optional<SecAggKeyDirectory>> directories_;
-  std::vector<PeerAttestation> attestations_;  // per index, as SubmitKeys received them
-  std::vector<std::optional<SecAggShareDelivery>> deliveries_;
-  std::vector<std::optional<SecAggUnmaskRequest>> unmask_requests_;
-  std::vector<std::optional<SenderMetrics>> metrics_;
-  std::vector<int64_t> counts_, rejected_;  // per participant, from its masked input
-  std::optional<SecAggRoundOutcome> outcome_;
-  int64_t rejections_ = 0;
-  int staged_ = 0;                              // staging buffers handed out
-  std::vector<std::vector<uint64_t>> staging_;  // free staging buffers
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t round_ ABSL_GUARDED_BY(mu_) = -1;
+  std::optional<SecAggServer> server_ ABSL_GUARDED_BY(mu_);
+  // The last round's sum, reused as the next one's memory.
+  std::vector<uint64_t> accumulator_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> participants_ ABSL_GUARDED_BY(mu_);  // sorted: index -> client id
+  SecAggStage stage_ ABSL_GUARDED_BY(mu_) = SecAggStage::kAborted;
+  absl::Status abort_reason_ ABSL_GUARDED_BY(mu_);
+  absl::Time stage_opened_ ABSL_GUARDED_BY(mu_);
+  double first_deadline_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t min_clients_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<bool> expected_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> answered_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::optional<SecAggKeyDirectory>> directories_ ABSL_GUARDED_BY(mu_);
+  // Per index, as SubmitKeys received them.
+  std::vector<PeerAttestation> attestations_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::optional<SecAggShareDelivery>> deliveries_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::optional<SecAggUnmaskRequest>> unmask_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::optional<SenderMetrics>> metrics_ ABSL_GUARDED_BY(mu_);
+  // Per participant, from its masked input.
+  std::vector<int64_t> counts_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> rejected_ ABSL_GUARDED_BY(mu_);
+  std::optional<SecAggRoundOutcome> outcome_ ABSL_GUARDED_BY(mu_);
+  int64_t rejections_ ABSL_GUARDED_BY(mu_) = 0;
+  int staged_ ABSL_GUARDED_BY(mu_) = 0;  // staging buffers handed out
+  std::vector<std::vector<uint64_t>> staging_ ABSL_GUARDED_BY(mu_);  // free staging buffers
 };
 
 }  // namespace sextant

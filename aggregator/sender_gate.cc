@@ -82,7 +82,7 @@ absl::Status SenderGate::CheckClaim(absl::string_view sender_id, double weight, 
     return absl::PermissionDeniedError(absl::StrCat("client '", sender_id, "' claims weight ",
                                                     weight, "; at most ", max_weight));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = declared_weight_.find(std::string(sender_id));
   if (it == declared_weight_.end()) {
     if (declared_weight_.size() >= policy_.max_senders) {
@@ -101,7 +101,7 @@ absl::Status SenderGate::CheckClaim(absl::string_view sender_id, double weight, 
 
 void SenderGate::RecordClaim(absl::string_view sender_id, double weight) {
   if (policy_.region.empty()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (declared_weight_.size() < policy_.max_senders) {
     declared_weight_.emplace(std::string(sender_id), weight);
   }

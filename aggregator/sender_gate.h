@@ -4,12 +4,13 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "rpc/identity.h"
 
 namespace sextant {
@@ -48,17 +49,19 @@ class SenderGate {
   // accepted update declared (RecordClaim); a region stands for at most its enrolled clients.
   // PermissionDenied naming the bound otherwise; ResourceExhausted once max_senders distinct
   // senders are recorded. Records nothing.
-  absl::Status CheckClaim(absl::string_view sender_id, double weight, int64_t count);
+  absl::Status CheckClaim(absl::string_view sender_id, double weight, int64_t count)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Fixes a client's weight once its update was accepted whole (a regional tier; no effect at
   // the global tier or for a weight already recorded).
-  void RecordClaim(absl::string_view sender_id, double weight);
+  void RecordClaim(absl::string_view sender_id, double weight) ABSL_LOCKS_EXCLUDED(mu_);
 
   const TierPolicy& policy() const { return policy_; }
 
  private:
   const TierPolicy policy_;
-  std::mutex mu_;
-  std::map<std::string, double> declared_weight_;  // per client (regional tier)
+  absl::Mutex mu_;
+  // Per client (regional tier).
+  std::map<std::string, double> declared_weight_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sextant

@@ -13,7 +13,7 @@ LiveReport::LiveReport(std::string run_dir, Clock* clock, LiveReportOptions opti
     : run_dir_(std::move(run_dir)), clock_(clock), options_(options) {}
 
 absl::StatusOr<std::string> LiveReport::Page() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   if (!page_.empty() && now - made_ < options_.max_age) return page_;
   absl::StatusOr<std::string> page = Make();
@@ -25,7 +25,7 @@ absl::StatusOr<std::string> LiveReport::Page() {
 
 void LiveReport::RunEnded() {
   ended_.store(true);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   page_.clear();
 }
 

@@ -2,10 +2,11 @@
 #define SEXTANT_ORCHESTRATOR_MONITOR_LIVE_REPORT_H_
 
 #include <atomic>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 
@@ -30,11 +31,11 @@ class LiveReport {
 
   // The page: cached while younger than max_age, else made afresh. NotFound when the run
   // directory holds no run yet, Internal on a store error or a failure to render.
-  absl::StatusOr<std::string> Page();
+  absl::StatusOr<std::string> Page() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The run has ended (its final state is stored): pages made from now on no longer reload
   // or say that the run is in progress, and the cached page is dropped.
-  void RunEnded();
+  void RunEnded() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::StatusOr<std::string> Make();
@@ -43,9 +44,9 @@ class LiveReport {
   Clock* const clock_;
   const LiveReportOptions options_;
   std::atomic<bool> ended_{false};
-  std::mutex mu_;
-  std::string page_;                             // guarded by mu_
-  absl::Time made_ = absl::InfinitePast();      // guarded by mu_
+  absl::Mutex mu_;
+  std::string page_ ABSL_GUARDED_BY(mu_);
+  absl::Time made_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace sextant

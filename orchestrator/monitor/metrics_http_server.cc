@@ -284,12 +284,12 @@ MetricsHttpServer::~MetricsHttpServer() {
 }
 
 void MetricsHttpServer::Publish(std::string body) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   body_ = std::move(body);
 }
 
 std::string MetricsHttpServer::Published() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return body_;
 }
 

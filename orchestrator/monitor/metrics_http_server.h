@@ -3,11 +3,12 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 
 namespace sextant {
@@ -46,17 +47,17 @@ class MetricsHttpServer {
 
   int port() const { return port_; }
   // Replaces the text that /metrics serves.
-  void Publish(std::string body);
+  void Publish(std::string body) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   class Http;  // httplib::Server with the bounded request head (metrics_http_server.cc)
 
   MetricsHttpServer() = default;
-  std::string Published();
+  std::string Published() ABSL_LOCKS_EXCLUDED(mu_);
 
   int port_ = 0;
-  std::mutex mu_;
-  std::string body_;  // guarded by mu_
+  absl::Mutex mu_;
+  std::string body_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Http> http_;
   std::thread thread_;
 };

@@ -90,7 +90,7 @@ void RunMonitor::Publish(const MetricsSnapshot& snapshot) {
 }
 
 std::optional<double> RunMonitor::GpuUtilisation() {
-  std::lock_guard<std::mutex> lock(gpu_mu_);
+  absl::MutexLock lock(&gpu_mu_);
   const absl::Time now = clock_->Now();
   if (now - gpu_read_at_ < kGpuRefresh) return gpu_utilisation_;
   gpu_read_at_ = now;

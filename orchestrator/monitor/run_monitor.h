@@ -2,13 +2,14 @@
 #define SEXTANT_ORCHESTRATOR_MONITOR_RUN_MONITOR_H_
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "orchestrator/monitor/live_report.h"
@@ -64,15 +65,15 @@ class RunMonitor {
       : spec_(spec), run_dir_(run_dir), clock_(clock) {}
 
   // The workers' mean GPU utilisation from state.db, cached for a few seconds.
-  std::optional<double> GpuUtilisation();
+  std::optional<double> GpuUtilisation() ABSL_LOCKS_EXCLUDED(gpu_mu_);
 
   const v1::ExperimentSpec spec_;
   const std::string run_dir_;
   Clock* const clock_;
   const absl::Time start_ = clock_->Now();
-  std::mutex gpu_mu_;
-  absl::Time gpu_read_at_ = absl::InfinitePast();  // guarded by gpu_mu_
-  std::optional<double> gpu_utilisation_;          // guarded by gpu_mu_
+  absl::Mutex gpu_mu_;
+  absl::Time gpu_read_at_ ABSL_GUARDED_BY(gpu_mu_) = absl::InfinitePast();
+  std::optional<double> gpu_utilisation_ ABSL_GUARDED_BY(gpu_mu_);
   std::unique_ptr<LiveReport> report_;
   std::unique_ptr<MetricsHttpServer> server_;  // last: stopped before the report goes
 };

@@ -32,7 +32,7 @@ void WorkerServiceImpl::NoteErrorLocked(const absl::Status& status) {
 }
 
 absl::Status WorkerServiceImpl::fatal_error() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return fatal_;
 }
 
@@ -41,7 +41,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Serve(grpc::CallbackServerContext* 
                                                    bool serve_waiting, F&& f) {
   absl::Status status;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     status = f();
     NoteErrorLocked(status);
     // A finished trial may end the run or free a concurrency slot for a waiting worker.
@@ -65,7 +65,7 @@ void SetAction(v1::TrialAction action, Response* response) {
 grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
                                                       const v1::RegisterRequest* request,
                                                       v1::RegisterResponse* response) {
-  return Serve(context, /*serve_waiting=*/false, [&] {
+  return Serve(context, /*serve_waiting=*/false, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string identity = IdentityKey(*context);
     if (absl::Status s = sessions_.CanOpen(identity); !s.ok()) return s;
     auto result = dispatcher_->Register(*request);
@@ -80,7 +80,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* context,
                                                    const v1::LeaseRequest* request,
                                                    v1::LeaseResponse* response) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto* reactor = context->DefaultReactor();
   if (absl::Status s = CheckSessionLocked(context, request->worker_id()); !s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
@@ -109,7 +109,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
                                                        const v1::HeartbeatRequest* request,
                                                        v1::HeartbeatResponse* response) {
-  return Serve(context, /*serve_waiting=*/false, [&] {
+  return Serve(context, /*serve_waiting=*/false, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     SEXTANT_RETURN_IF_ERROR(CheckSessionLocked(context, request->worker_id()));
     auto result = dispatcher_->Heartbeat(*request);
     if (result.ok()) SetAction(*result, response);
@@ -132,7 +132,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext*
     Redact(redacted.mutable_measurements());
     request = &redacted;
   }
-  return Serve(context, /*serve_waiting=*/false, [&] {
+  return Serve(context, /*serve_waiting=*/false, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     SEXTANT_RETURN_IF_ERROR(CheckSessionLocked(context, request->worker_id()));
     auto result = dispatcher_->Report(*request);
     if (result.ok()) SetAction(*result, response);
@@ -150,7 +150,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(grpc::CallbackServerContex
     Redact(redacted.mutable_measurements());
     request = &redacted;
   }
-  return Serve(context, /*serve_waiting=*/true, [&] {
+  return Serve(context, /*serve_waiting=*/true, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     SEXTANT_RETURN_IF_ERROR(CheckSessionLocked(context, request->worker_id()));
     auto result = dispatcher_->Complete(*request);
     if (result.ok()) *response = *std::move(result);
@@ -181,7 +181,7 @@ void WorkerServiceImpl::ServeWaitingLocked() {
 }
 
 void WorkerServiceImpl::Drain() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   draining_ = true;
   for (Waiting& w : waiting_) {
     w.response->set_done(true);
@@ -192,7 +192,7 @@ void WorkerServiceImpl::Drain() {
 }
 
 bool WorkerServiceImpl::AllToldDone() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const auto& [id, info] : dispatcher_->workers()) {
     if (!told_done_.count(id)) return false;
   }
@@ -200,7 +200,7 @@ bool WorkerServiceImpl::AllToldDone() {
 }
 
 absl::Status WorkerServiceImpl::Tick() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto expired = dispatcher_->Tick();
   NoteErrorLocked(expired.status());
   ServeWaitingLocked();

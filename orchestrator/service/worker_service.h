@@ -2,9 +2,10 @@
 #define SEXTANT_ORCHESTRATOR_SERVICE_WORKER_SERVICE_H_
 
 #include <deque>
-#include <mutex>
 #include <set>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/redactor.h"
 #include "grpcpp/grpcpp.h"
@@ -34,36 +35,40 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::RegisterRequest* request,
-                                     v1::RegisterResponse* response) override;
+                                     v1::RegisterResponse* response) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   grpc::ServerUnaryReactor* Lease(grpc::CallbackServerContext* context,
                                   const v1::LeaseRequest* request,
-                                  v1::LeaseResponse* response) override;
+                                  v1::LeaseResponse* response) override ABSL_LOCKS_EXCLUDED(mu_);
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
                                       const v1::HeartbeatRequest* request,
-                                      v1::HeartbeatResponse* response) override;
+                                      v1::HeartbeatResponse* response) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* context,
                                    const v1::ReportRequest* request,
-                                   v1::ReportResponse* response) override;
+                                   v1::ReportResponse* response) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   grpc::ServerUnaryReactor* Complete(grpc::CallbackServerContext* context,
                                      const v1::CompleteRequest* request,
-                                     v1::CompleteResponse* response) override;
+                                     v1::CompleteResponse* response) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Runs the dispatcher's periodic work (lease expiry) and answers waiting leases.
   // Returns the dispatcher's error, if any.
-  absl::Status Tick();
+  absl::Status Tick() ABSL_LOCKS_EXCLUDED(mu_);
   // Finishes every waiting Lease (with `done`), before the server shuts down; a Lease that
   // arrives afterwards (still in flight on a slow link) is answered `done` at once.
-  void Drain();
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
   // Whether every registered worker has been answered `done` (by Lease or Drain).
-  bool AllToldDone();
+  bool AllToldDone() ABSL_LOCKS_EXCLUDED(mu_);
   // Runs f on the dispatcher under the service's lock.
   template <typename F>
-  auto WithDispatcher(F&& f) {
-    std::lock_guard<std::mutex> lock(mu_);
+  auto WithDispatcher(F&& f) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     return f(*dispatcher_);
   }
   // The first store or internal error met while serving (OK when none).
-  absl::Status fatal_error();
+  absl::Status fatal_error() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Waiting {
@@ -74,27 +79,30 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
     absl::Time deadline;
   };
   // Runs f (returning absl::Status) under the lock and finishes the call with its status;
-  // with serve_waiting, then also answers waiting leases that may now get work.
+  // with serve_waiting, then also answers waiting leases that may now get work. f is a lambda
+  // declared ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_).
   template <typename F>
-  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, bool serve_waiting, F&& f);
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, bool serve_waiting, F&& f)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Gives work to waiting leases that can take it; finishes those whose wait ran out.
-  void ServeWaitingLocked();
-  void NoteErrorLocked(const absl::Status& status);
+  void ServeWaitingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteErrorLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK when the call comes from the caller that registered worker_id (WorkerSessions::Check).
-  absl::Status CheckSessionLocked(grpc::CallbackServerContext* context, int64_t worker_id);
+  absl::Status CheckSessionLocked(grpc::CallbackServerContext* context, int64_t worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Masks secrets in the free text of measurements (events) in place.
   void Redact(google::protobuf::RepeatedPtrField<v1::Measurement>* ms) const;
 
-  std::mutex mu_;
-  Dispatcher* dispatcher_;
+  absl::Mutex mu_;
+  Dispatcher* dispatcher_ ABSL_PT_GUARDED_BY(mu_);
   const Redactor redactor_;
-  std::deque<Waiting> waiting_;
-  bool draining_ = false;        // set by Drain
-  std::set<int64_t> told_done_;  // workers answered `done`
-  WorkerSessions sessions_;
+  std::deque<Waiting> waiting_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;        // set by Drain
+  std::set<int64_t> told_done_ ABSL_GUARDED_BY(mu_);  // workers answered `done`
+  WorkerSessions sessions_ ABSL_GUARDED_BY(mu_);
   Clock* clock_;
-  absl::Status fatal_;
+  absl::Status fatal_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sextant
