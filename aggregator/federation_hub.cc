@@ -25,12 +25,14 @@ absl::Duration Remaining(std::chrono::steady_clock::time_point deadline) {
 
 FederationHub::FederationHub(RoundCoordinator coordinator, Clock* clock,
                              absl::Duration stall_timeout)
-    : clock_(clock), coordinator_(std::move(coordinator)),
-      experiment_id_(coordinator_.experiment_id()), stall_timeout_(stall_timeout) {}
+    : clock_(clock),
+      coordinator_(std::move(coordinator)),
+      experiment_id_(coordinator_.experiment_id()),
+      stall_timeout_(stall_timeout) {}
 
 absl::Status FederationHub::Publish(int64_t round, const std::string& model_path,
-                                    std::map<std::string, RoundTask> tasks,
-                                    double deadline_seconds, int64_t min_updates) {
+                                    std::map<std::string, RoundTask> tasks, double deadline_seconds,
+                                    int64_t min_updates) {
   if (tasks.empty()) return absl::InvalidArgumentError("a round needs participants");
   std::vector<std::string> participants;
   for (auto& [id, task] : tasks) {
@@ -62,8 +64,8 @@ absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experim
                                                       int64_t after_round, absl::Duration wait) {
   absl::MutexLock lock(&mu_);
   if (experiment_id != experiment_id_) {
-    return absl::AbortedError(absl::StrCat("experiment '", experiment_id, "', this is '",
-                                           experiment_id_, "'"));
+    return absl::AbortedError(
+        absl::StrCat("experiment '", experiment_id, "', this is '", experiment_id_, "'"));
   }
   if (contacted_.size() < kMaxContacts && contacted_.insert(client_id).second) cv_.SignalAll();
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
@@ -125,8 +127,8 @@ absl::Status FederationHub::Begin(const UpdateHeader& header, size_t total_size,
       continue;
     }
     // Wake up now and then to look at the holder's progress on the injected clock.
-    const auto next = std::min(deadline, std::chrono::steady_clock::now() +
-                                             std::chrono::milliseconds(100));
+    const auto next =
+        std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
     cv_.WaitWithTimeout(&mu_, Remaining(next));
     if (std::chrono::steady_clock::now() >= deadline) return s;
   }
@@ -136,9 +138,9 @@ absl::Status FederationHub::AddChunk(const std::string& client_id, size_t offset
                                      absl::Span<const float> v) {
   absl::MutexLock lock(&mu_);
   if (staging_ != client_id) {
-    return absl::AbortedError(absl::StrCat(
-        "the update of '", client_id, "' was cut off: no chunk for ",
-        absl::FormatDuration(stall_timeout_), " while another sender waited"));
+    return absl::AbortedError(
+        absl::StrCat("the update of '", client_id, "' was cut off: no chunk for ",
+                     absl::FormatDuration(stall_timeout_), " while another sender waited"));
   }
   absl::Status s = coordinator_.AddChunk(client_id, offset, v);
   staging_active_ = clock_->Now();

@@ -86,8 +86,8 @@ class FederationHub {
   // Waits up to `wait` (on the real clock) until every one of `ids` has called WaitForRound
   // at least once since this hub was made, so that a participant still starting is not taken
   // for a dead one. Returns those of `ids` that have not (empty when all have).
-  std::vector<std::string> WaitForContact(const std::vector<std::string>& ids,
-                                          absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<std::string> WaitForContact(const std::vector<std::string>& ids, absl::Duration wait)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The open round's deadline counts from now (RoundCoordinator::RestartDeadline).
   void RestartDeadline() ABSL_LOCKS_EXCLUDED(mu_);
 

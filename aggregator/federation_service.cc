@@ -107,7 +107,8 @@ grpc::Status ReceiveUpdate(FederationHub* hub, SenderGate& gate,
   }
   UpdateHeader header{chunk.experiment_id(), chunk.round(), chunk.client_id(), chunk.weight()};
   const int64_t count = std::max<int64_t>(chunk.count(), 1);
-  if (chunk.total_size() < 0) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "total_size < 0");
+  if (chunk.total_size() < 0)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "total_size < 0");
   absl::Status s = gate.CheckCaller(caller, header.client_id);
   if (s.ok()) s = gate.CheckClaim(header.client_id, header.num_examples, count);
   if (!s.ok()) return ToGrpcStatus(s);
@@ -126,7 +127,8 @@ grpc::Status ReceiveUpdate(FederationHub* hub, SenderGate& gate,
     if (chunk.experiment_id() != header.experiment_id || chunk.round() != header.round ||
         chunk.client_id() != header.client_id) {
       hub->Abandon(header.client_id);
-      return grpc::Status(grpc::StatusCode::ABORTED, "chunk of another experiment, round or client");
+      return grpc::Status(grpc::StatusCode::ABORTED,
+                          "chunk of another experiment, round or client");
     }
     if (chunk.data().size() % sizeof(float) != 0) {
       hub->Abandon(header.client_id);
@@ -183,9 +185,9 @@ grpc::Status FederationServiceImpl::SecAggAwait(grpc::ServerContext* context,
   // NaN compares false both ways, so clamp() would pass it through as an endless wait.
   const double asked = request->wait_seconds();
   const double wait = asked >= 0 ? std::min(asked, 30.0) : 0.0;
-  absl::StatusOr<SecAggDownlink> d = secagg_->Await(
-      request->experiment_id(), request->round(), static_cast<SecAggStage>(request->stage()),
-      request->client_id(), absl::Seconds(wait));
+  absl::StatusOr<SecAggDownlink> d = secagg_->Await(request->experiment_id(), request->round(),
+                                                    static_cast<SecAggStage>(request->stage()),
+                                                    request->client_id(), absl::Seconds(wait));
   if (!d.ok()) return ToGrpcStatus(d.status());
   *reply = DownlinkToProto(*d, request->experiment_id(), request->round(), request->client_id());
   return grpc::Status::OK;
@@ -232,10 +234,10 @@ grpc::Status FederationServiceImpl::SecAggSubmit(grpc::ServerContext* context,
             caller_pem);
       };
     }
-    s = k.ok() ? secagg_->SubmitKeys(m.client_id(), *std::move(k),
-                                     PeerAttestation{m.client_id(), m.keys().certificate(),
-                                                     m.keys().signature()},
-                                     check)
+    s = k.ok() ? secagg_->SubmitKeys(
+                     m.client_id(), *std::move(k),
+                     PeerAttestation{m.client_id(), m.keys().certificate(), m.keys().signature()},
+                     check)
                : k.status();
   } else if (m.has_shares()) {
     absl::StatusOr<SecAggShareKeys> k = SharesFromProto(m);
@@ -254,8 +256,7 @@ grpc::Status FederationServiceImpl::SecAggSubmit(grpc::ServerContext* context,
 
 // The masked vector arrives in packed chunks and is assembled here (the hub checks its length
 // before any chunk is stored, so a wrong-length vector is refused up front).
-grpc::Status FederationServiceImpl::SubmitMasked(grpc::ServerContext* context,
-                                                 v1::SecAggMessage& m,
+grpc::Status FederationServiceImpl::SubmitMasked(grpc::ServerContext* context, v1::SecAggMessage& m,
                                                  grpc::ServerReader<v1::SecAggMessage>* reader) {
   absl::StatusOr<SecAggHeader> header = HeaderFromProto(m);
   if (!header.ok()) return ToGrpcStatus(header.status());
@@ -270,8 +271,8 @@ grpc::Status FederationServiceImpl::SubmitMasked(grpc::ServerContext* context,
   };
   if (m.masked().total_size() != static_cast<int64_t>(*length)) {
     return reject(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("masked input of ", m.masked().total_size(),
-                                     " elements, the round's vectors have ", *length));
+                  absl::StrCat("masked input of ", m.masked().total_size(),
+                               " elements, the round's vectors have ", *length));
   }
   const v1::UpdateMetrics& um = m.masked().metrics();
   const SenderMetrics metrics{um.train_loss(), um.eval_loss(), um.eval_accuracy(),
@@ -288,7 +289,8 @@ grpc::Status FederationServiceImpl::SubmitMasked(grpc::ServerContext* context,
   SecAggMaskedInput input;
   input.header = *header;
   while (true) {
-    absl::StatusOr<std::vector<uint64_t>> buffer = secagg_->TakeStaging(*length, absl::Milliseconds(200));
+    absl::StatusOr<std::vector<uint64_t>> buffer =
+        secagg_->TakeStaging(*length, absl::Milliseconds(200));
     if (buffer.ok()) {
       input.values = *std::move(buffer);
       break;
@@ -311,21 +313,22 @@ grpc::Status FederationServiceImpl::SubmitMasked(grpc::ServerContext* context,
     if (c.offset() != received || c.count() < 0 ||
         c.count() > static_cast<int64_t>(*length) - received) {
       return reject(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("masked chunk at ", c.offset(), " of ", c.count(),
-                                       " elements does not follow ", received, " of ", *length));
+                    absl::StrCat("masked chunk at ", c.offset(), " of ", c.count(),
+                                 " elements does not follow ", received, " of ", *length));
     }
     absl::Status unpacked = UnpackRingVectorInto(
         c.packed(), ring_bits, absl::MakeSpan(input.values).subspan(received, c.count()));
-    if (!unpacked.ok()) return reject(grpc::StatusCode::INVALID_ARGUMENT, std::string(unpacked.message()));
+    if (!unpacked.ok())
+      return reject(grpc::StatusCode::INVALID_ARGUMENT, std::string(unpacked.message()));
     received += c.count();
   } while (reader->Read(&m));
   if (context->IsCancelled()) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the masked input stream broke off");
   }
   if (received != static_cast<int64_t>(*length)) {
-    return reject(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("masked input ended after ", received, " of ", *length,
-                                     " elements"));
+    return reject(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("masked input ended after ", received, " of ", *length, " elements"));
   }
   return ToGrpcStatus(secagg_->SubmitMasked(client, input, metrics, count, rejected));
 }
@@ -341,7 +344,8 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
   builder.SetMaxReceiveMessageSize(8 << 20);
   builder.SetMaxSendMessageSize(8 << 20);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || *port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+  if (!server || *port == 0)
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
   return server;
 }
 
@@ -380,8 +384,8 @@ absl::StatusOr<RoundTask> PullRound(
   if (!sink_status.ok()) return sink_status;
   if (!s.ok()) return s;
   if (task.kind == RoundTask::Kind::kTrain && received != task.model_size) {
-    return absl::DataLossError(absl::StrCat("model stream ended after ", received, " of ",
-                                            task.model_size, " values"));
+    return absl::DataLossError(
+        absl::StrCat("model stream ended after ", received, " of ", task.model_size, " values"));
   }
   return task;
 }
@@ -413,7 +417,7 @@ absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
     chunk.set_data(reinterpret_cast<const char*>(values.data() + off), n * sizeof(float));
     sent += static_cast<int64_t>(chunk.ByteSizeLong());
     if (!writer->Write(chunk)) break;  // the server ended the call; Finish says why
-    if (off == 0) {  // header fields go with the first chunk only
+    if (off == 0) {                    // header fields go with the first chunk only
       chunk.clear_total_size();
       chunk.clear_weight();
       chunk.clear_count();

@@ -38,7 +38,9 @@ class FederationServiceImpl final : public v1::FederationService::Service {
   // policy).
   explicit FederationServiceImpl(FederationHub* hub, int64_t chunk_floats = kDefaultChunkFloats,
                                  SecAggHub* secagg = nullptr, SenderGate* gate = nullptr)
-      : hub_(hub), chunk_floats_(chunk_floats), secagg_(secagg),
+      : hub_(hub),
+        chunk_floats_(chunk_floats),
+        secagg_(secagg),
         gate_(gate != nullptr ? gate : &own_gate_) {}
 
   grpc::Status GetRound(grpc::ServerContext* context, const v1::RoundRequest* request,
@@ -112,8 +114,8 @@ struct PushHeader {
   std::string experiment_id;
   int64_t round = 0;
   std::string client_id;
-  double weight = 0;   // num_examples, or a region's total weight
-  int64_t count = 1;   // client updates behind it
+  double weight = 0;  // num_examples, or a region's total weight
+  int64_t count = 1;  // client updates behind it
   SenderMetrics metrics;
   int64_t rejected = 0;  // from an aggregator: client updates it rejected this round
 };

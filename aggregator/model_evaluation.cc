@@ -23,7 +23,8 @@ absl::Status WriteAtomically(const std::string& path, const char* data, size_t s
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(data, static_cast<std::streamsize>(size));
     out.flush();
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
+    if (!out)
+      return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
@@ -52,9 +53,9 @@ absl::StatusOr<std::vector<float>> ReadFloats(const std::string& path, int64_t e
   if (ec) return absl::DataLossError(absl::StrCat(path, ": ", ec.message()));
   if (bytes % sizeof(float) != 0 ||
       (expected_size >= 0 && bytes != static_cast<uintmax_t>(expected_size) * sizeof(float))) {
-    return absl::DataLossError(absl::StrCat(path, " holds ", bytes, " bytes, not ",
-                                            expected_size >= 0 ? absl::StrCat(expected_size) : "whole",
-                                            " float32 values"));
+    return absl::DataLossError(absl::StrCat(
+        path, " holds ", bytes, " bytes, not ",
+        expected_size >= 0 ? absl::StrCat(expected_size) : "whole", " float32 values"));
   }
   std::vector<float> values(bytes / sizeof(float));
   std::ifstream in(path, std::ios::binary);

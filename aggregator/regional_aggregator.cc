@@ -70,7 +70,8 @@ absl::StatusOr<RoundOutcome> SecureRound(const RegionalAggregatorOptions& o, Tie
                                       static_cast<size_t>(o.model_size),
                                       ClientSeed(task.seed, o.region), task.deadline_seconds,
                                       std::max<int64_t>(1, task.min_updates)));
-  SEXTANT_RETURN_IF_ERROR(tier.AwaitClosable(Tier::Close::kSecure, [&] { return StopStatus(stop); }));
+  SEXTANT_RETURN_IF_ERROR(
+      tier.AwaitClosable(Tier::Close::kSecure, [&] { return StopStatus(stop); }));
   SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, secagg.TakeOutcome());
   if (region_sum != nullptr) {  // goes on, still encoded, to the regions' round
     region_sum->ring_bits = out.config.ring_bits;
@@ -84,9 +85,9 @@ absl::StatusOr<RoundOutcome> SecureRound(const RegionalAggregatorOptions& o, Tie
     r.metrics = out.metrics;
     return r;
   }
-  SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer,
-                           MakeQuantizer(out.quantization, out.config.num_clients,
-                                         out.config.ring_bits));
+  SEXTANT_ASSIGN_OR_RETURN(
+      SecureQuantizer quantizer,
+      MakeQuantizer(out.quantization, out.config.num_clients, out.config.ring_bits));
   mean->resize(static_cast<size_t>(o.model_size));
   SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.DecodeMean(out.sum, absl::MakeSpan(*mean)));
   RoundOutcome r;
@@ -128,7 +129,8 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     std::ofstream(tmp) << port << "\n";
     std::filesystem::rename(tmp, o.port_file);
   }
-  if (o.log) *o.log << "aggregator " << o.region << " serving on port " << port << "\n" << std::flush;
+  if (o.log)
+    *o.log << "aggregator " << o.region << " serving on port " << port << "\n" << std::flush;
   auto stub = v1::FederationService::NewStub(
       grpc::CreateChannel(o.upstream, o.upstream_credentials ? o.upstream_credentials
                                                              : grpc::InsecureChannelCredentials()));
@@ -141,9 +143,8 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
                            [&] { return StopStatus(stop); })
             .value_or(o.clients);
     if (o.log) {
-      *o.log << "clients_connected=" << o.clients.size() - missing.size() << "/"
-             << o.clients.size() << " after=" << absl::ToDoubleSeconds(clock->Now() - start)
-             << "s";
+      *o.log << "clients_connected=" << o.clients.size() - missing.size() << "/" << o.clients.size()
+             << " after=" << absl::ToDoubleSeconds(clock->Now() - start) << "s";
       if (!missing.empty()) *o.log << " missing=" << absl::StrJoin(missing, ",");
       *o.log << "\n" << std::flush;
     }
@@ -191,10 +192,10 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     if (tasks.empty() && !o.hide_region_sum) continue;
     // The orchestrator says how many of this region's clients the round needs (min_clients).
     const bool sampled = !tasks.empty();
-    absl::Status s = sampled ? hub.Publish(task->round, file, std::move(tasks),
-                                           task->deadline_seconds,
-                                           std::max<int64_t>(1, task->min_updates))
-                             : absl::OkStatus();
+    absl::Status s = sampled
+                         ? hub.Publish(task->round, file, std::move(tasks), task->deadline_seconds,
+                                       std::max<int64_t>(1, task->min_updates))
+                         : absl::OkStatus();
     if (!s.ok()) {
       result = s;
       break;
@@ -214,15 +215,16 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
         region.rejected = rejections - secure_rejections;
         secure_rejections = rejections;
         if (!outcome.ok() && o.log) {
-          *o.log << "round=" << task->round << " secure aggregation: " << outcome.status() << "\n" << std::flush;
+          *o.log << "round=" << task->round << " secure aggregation: " << outcome.status() << "\n"
+                 << std::flush;
         }
       }
       if (region.sum.empty()) {  // its rejections still count
         region.clients = 0;
         region.metrics = SenderMetrics{};
         region.sum.assign(static_cast<size_t>(o.model_size) + 1, 0);
-        region.ring_bits = SecureQuantizer::RequiredRingBits(
-            o.quantization.bits, o.ring_clients, o.quantization.max_weight);
+        region.ring_bits = SecureQuantizer::RequiredRingBits(o.quantization.bits, o.ring_clients,
+                                                             o.quantization.max_weight);
       }
       SecAggParticipantOptions po;
       po.experiment_id = o.experiment_id;
@@ -248,7 +250,9 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
       if (outcome.ok()) outcome->rejected = rejections - secure_rejections;
       secure_rejections = rejections;
       if (!outcome.ok()) {
-        if (o.log) *o.log << "round=" << task->round << " secure aggregation: " << outcome.status() << "\n" << std::flush;
+        if (o.log)
+          *o.log << "round=" << task->round << " secure aggregation: " << outcome.status() << "\n"
+                 << std::flush;
         continue;
       }
     } else {
@@ -257,8 +261,8 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
       outcome = hub.Close(&senders);
       if (!outcome.ok()) continue;
     }
-    PushHeader header{o.experiment_id, task->round, o.region, outcome->total_weight, outcome->count,
-                      outcome->metrics, outcome->rejected};
+    PushHeader header{o.experiment_id, task->round,      o.region,         outcome->total_weight,
+                      outcome->count,  outcome->metrics, outcome->rejected};
     absl::StatusOr<int64_t> sent = PushUpdate(stub.get(), header, outcome->mean, o.chunk_floats);
     if (o.log) {
       *o.log << "round=" << task->round << " clients=" << outcome->count

@@ -26,16 +26,16 @@ SecAggHub::SecAggHub(SecAggHubOptions options, Clock* clock)
     : options_(std::move(options)), clock_(clock) {}
 
 absl::Status SecAggHub::Open(int64_t round, std::vector<std::string> participants,
-                             size_t model_size, uint64_t graph_seed,
-                             double first_deadline_seconds, int64_t min_clients) {
+                             size_t model_size, uint64_t graph_seed, double first_deadline_seconds,
+                             int64_t min_clients) {
   const int32_t n = static_cast<int32_t>(participants.size());
   const SecAggQuantization& q = options_.quantization;
   const int64_t ring_clients = std::max<int64_t>(n, options_.ring_clients);
   const int ring_bits = SecureQuantizer::RequiredRingBits(q.bits, ring_clients, q.max_weight);
   if (ring_bits > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "secagg: no ring of up to 64 bits holds the sum of ", ring_clients, " clients at ",
-        q.bits, " bits with weights up to ", q.max_weight));
+    return absl::InvalidArgumentError(
+        absl::StrCat("secagg: no ring of up to 64 bits holds the sum of ", ring_clients,
+                     " clients at ", q.bits, " bits with weights up to ", q.max_weight));
   }
   absl::StatusOr<SecAggConfig> config =
       PlanSecAggRound(options_.experiment_id, round, n, options_.dropout_rate, ring_bits,
@@ -45,17 +45,16 @@ absl::Status SecAggHub::Open(int64_t round, std::vector<std::string> participant
                         min_clients);
 }
 
-absl::Status SecAggHub::OpenWithConfig(std::vector<std::string> participants,
-                                       SecAggConfig config, double first_deadline_seconds,
-                                       int64_t min_clients) {
+absl::Status SecAggHub::OpenWithConfig(std::vector<std::string> participants, SecAggConfig config,
+                                       double first_deadline_seconds, int64_t min_clients) {
   std::sort(participants.begin(), participants.end());
   if (std::adjacent_find(participants.begin(), participants.end()) != participants.end()) {
     return absl::InvalidArgumentError("secagg: a participant is listed twice");
   }
   const int32_t n = static_cast<int32_t>(participants.size());
   if (config.num_clients != n) {
-    return absl::InvalidArgumentError(absl::StrCat("secagg: the config is for ",
-                                                   config.num_clients, " clients, not ", n));
+    return absl::InvalidArgumentError(
+        absl::StrCat("secagg: the config is for ", config.num_clients, " clients, not ", n));
   }
   const int64_t round = config.round;
   absl::MutexLock lock(&mu_);
@@ -150,15 +149,15 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id
                          std::binary_search(outcome_->contributors.begin(),
                                             outcome_->contributors.end(), client_id));
         if (!ok) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "secagg: ", client_id, " was dropped before the ", SecAggStageName(stage),
-              " stage of round ", round));
+          return absl::FailedPreconditionError(
+              absl::StrCat("secagg: ", client_id, " was dropped before the ",
+                           SecAggStageName(stage), " stage of round ", round));
         }
         if (stage == SecAggStage::kShareKeys) {
           out.directory = directories_[i];
           for (const SecAggPeerKeys& peer : out.directory->peers) {
-            const bool known = peer.client >= 0 &&
-                               peer.client < static_cast<int32_t>(attestations_.size());
+            const bool known =
+                peer.client >= 0 && peer.client < static_cast<int32_t>(attestations_.size());
             out.attestations.push_back(known ? attestations_[peer.client] : PeerAttestation{});
           }
         }
@@ -167,8 +166,8 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id
         return out;
       }
     } else if (experiment_id != options_.experiment_id) {
-      return absl::AbortedError(absl::StrCat("secagg: experiment '", experiment_id,
-                                             "', this is '", options_.experiment_id, "'"));
+      return absl::AbortedError(absl::StrCat("secagg: experiment '", experiment_id, "', this is '",
+                                             options_.experiment_id, "'"));
     }
     cv_.WaitWithTimeout(&mu_, Remaining(until));
     if (std::chrono::steady_clock::now() >= until) {
@@ -179,7 +178,7 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id
 }
 
 absl::StatusOr<SecAggConfig> SecAggHub::RoundConfig(const std::string& experiment_id, int64_t round,
-                                               const std::string& client_id) {
+                                                    const std::string& client_id) {
   absl::MutexLock lock(&mu_);
   int32_t i = 0;
   if (absl::Status s = CheckClient(experiment_id, round, client_id, &i); !s.ok()) {
@@ -406,8 +405,8 @@ bool SecAggHub::WaitAndAdvance(absl::Duration wait) {
 absl::StatusOr<SecAggRoundOutcome> SecAggHub::TakeOutcome() {
   absl::MutexLock lock(&mu_);
   if (stage_ == SecAggStage::kAborted) {
-    return absl::AbortedError(absl::StrCat("secagg round ", round_, " aborted: ",
-                                           abort_reason_.message()));
+    return absl::AbortedError(
+        absl::StrCat("secagg round ", round_, " aborted: ", abort_reason_.message()));
   }
   if (stage_ != SecAggStage::kDone || !outcome_) {
     return absl::FailedPreconditionError("secagg: the round has not finished");

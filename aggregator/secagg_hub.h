@@ -23,9 +23,9 @@ namespace sextant {
 
 // How clients encode their update for the round (SecureQuantizerOptions; max_clients is n).
 struct SecAggQuantization {
-  double clip = 1.0;        // per-coordinate clip of the update; default 1
-  int bits = 16;            // quantiser bits; default 16
-  int64_t max_weight = 1;   // client weights are clamped to [1, max_weight]; default 1
+  double clip = 1.0;       // per-coordinate clip of the update; default 1
+  int bits = 16;           // quantiser bits; default 16
+  int64_t max_weight = 1;  // client weights are clamped to [1, max_weight]; default 1
 };
 
 // The quantiser of a round in a ring_bits ring whose sums hold up to max_clients inputs.
@@ -76,11 +76,11 @@ struct SecAggRoundOutcome {
 };
 
 struct SecAggHubOptions {
-  std::string experiment_id;           // the only experiment accepted. Required.
+  std::string experiment_id;  // the only experiment accepted. Required.
   // Stages 1..3 close when every client that was sent the stage's message answered, or this long
   // after the stage opened (the late ones are dropped). Default 30.
   double stage_timeout_seconds = 30;
-  double dropout_rate = 0.1;           // expected dropouts, for ChooseSecAggGraph; default 0.1
+  double dropout_rate = 0.1;  // expected dropouts, for ChooseSecAggGraph; default 0.1
   SecAggQuantization quantization;
   // Masked inputs the transport may assemble at once (TakeStaging), each vector_length words:
   // the aggregator's memory stays O(d) however many clients send together. Default 2.
@@ -112,8 +112,8 @@ class SecAggHub {
   // Opens `round` (above every earlier one) for `participants` (distinct client ids; a client's
   // index is its position in sorted order) with vectors of model_size + 1 ring elements. Stage 0
   // closes when every participant advertised keys, or once first_deadline_seconds (0: never)
-  // passed with at least max(min_clients, t) in. InvalidArgument for a bad round or settings (no ring
-  // fits n and the quantisation).
+  // passed with at least max(min_clients, t) in. InvalidArgument for a bad round or settings (no
+  // ring fits n and the quantisation).
   absl::Status Open(int64_t round, std::vector<std::string> participants, size_t model_size,
                     uint64_t graph_seed, double first_deadline_seconds, int64_t min_clients)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -150,8 +150,8 @@ class SecAggHub {
   // Adds the masked input to the round's sum. message.values is left as it was, for the caller
   // to give back (ReturnStaging) when it came from TakeStaging.
   absl::Status SubmitMasked(const std::string& client_id, SecAggMaskedInput& message,
-                            const SenderMetrics& metrics, int64_t count = 1,
-                            int64_t rejected = 0) ABSL_LOCKS_EXCLUDED(mu_);
+                            const SenderMetrics& metrics, int64_t count = 1, int64_t rejected = 0)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // A buffer of `length` words to assemble a masked input in, from a pool of at most
   // max_staged_inputs: waits up to `wait` (real time) for one to be free. Unavailable when none
@@ -216,7 +216,7 @@ class SecAggHub {
   std::vector<int64_t> rejected_ ABSL_GUARDED_BY(mu_);
   std::optional<SecAggRoundOutcome> outcome_ ABSL_GUARDED_BY(mu_);
   int64_t rejections_ ABSL_GUARDED_BY(mu_) = 0;
-  int staged_ ABSL_GUARDED_BY(mu_) = 0;  // staging buffers handed out
+  int staged_ ABSL_GUARDED_BY(mu_) = 0;                              // staging buffers handed out
   std::vector<std::vector<uint64_t>> staging_ ABSL_GUARDED_BY(mu_);  // free staging buffers
 };
 

@@ -44,8 +44,8 @@ absl::StatusOr<SecAggDownlink> Await(v1::FederationService::StubInterface* stub,
       return d;
     }
     if (clock->Now() > until) {
-      return absl::AbortedError(absl::StrCat("the ", SecAggStageName(stage),
-                                             " stage did not open in time"));
+      return absl::AbortedError(
+          absl::StrCat("the ", SecAggStageName(stage), " stage did not open in time"));
     }
   }
 }
@@ -107,9 +107,8 @@ absl::StatusOr<int64_t> RunStages(v1::FederationService::StubInterface* stub,
   {  // The O(d) buffer lives only until the masked input is sent.
     SEXTANT_ASSIGN_OR_RETURN(std::vector<uint64_t> encoded, encode(start));
     SEXTANT_ASSIGN_OR_RETURN(SecAggMaskedInput masked, client.MaskInput(std::move(encoded)));
-    SEXTANT_ASSIGN_OR_RETURN(n, SubmitMaskedInput(stub, masked, o.client_id,
-                                                  start.config.ring_bits, metrics,
-                                                  o.chunk_elements, clients, rejected));
+    SEXTANT_ASSIGN_OR_RETURN(n, SubmitMaskedInput(stub, masked, o.client_id, start.config.ring_bits,
+                                                  metrics, o.chunk_elements, clients, rejected));
     sent += n;
   }
 
@@ -142,11 +141,11 @@ absl::Status VerifyKeyDirectory(const KeySigner& signer, const std::string& expe
       return absl::PermissionDeniedError(absl::StrCat(
           "secagg: the key directory's peers are out of order at '", a.client_id, "'"));
     }
-    SEXTANT_RETURN_IF_ERROR(signer.Verify(
-        KeyAttestation{a.certificate_pem, a.signature},
-        KeyBinding(experiment_id, round, peer.client, a.client_id, KeyBytes(peer.encryption_key),
-                   KeyBytes(peer.masking_key)),
-        a.client_id.empty() ? absl::StrCat("client ", peer.client) : a.client_id));
+    SEXTANT_RETURN_IF_ERROR(
+        signer.Verify(KeyAttestation{a.certificate_pem, a.signature},
+                      KeyBinding(experiment_id, round, peer.client, a.client_id,
+                                 KeyBytes(peer.encryption_key), KeyBytes(peer.masking_key)),
+                      a.client_id.empty() ? absl::StrCat("client ", peer.client) : a.client_id));
   }
   return absl::OkStatus();
 }
@@ -158,24 +157,26 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
   auto encode = [&](const SecAggRoundStart& start) -> absl::StatusOr<std::vector<uint64_t>> {
     if (start.config.vector_length != update.size() + 1) {
       return absl::InvalidArgumentError(absl::StrCat("secagg: the round's vectors hold ",
-                                                     start.config.vector_length, " elements, this "
-                                                     "update ", update.size(), " + 1"));
+                                                     start.config.vector_length,
+                                                     " elements, this "
+                                                     "update ",
+                                                     update.size(), " + 1"));
     }
     if (weight < 1 || weight > start.quantization.max_weight) {
       return absl::InvalidArgumentError(absl::StrCat(
           "secagg: weight ", weight, " is outside [1, ", start.quantization.max_weight,
           "] (the round's max_weight: a client's examples up to examples_per_client)"));
     }
-    SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer,
-                             MakeQuantizer(start.quantization, start.config.num_clients,
-                                           start.config.ring_bits));
+    SEXTANT_ASSIGN_OR_RETURN(
+        SecureQuantizer quantizer,
+        MakeQuantizer(start.quantization, start.config.num_clients, start.config.ring_bits));
     std::vector<uint64_t> encoded(update.size() + 1);
     uint64_t rounding_seed = 0;
     randombytes_buf(&rounding_seed, sizeof(rounding_seed));
     if (o.noise_multiplier > 0) {
       std::vector<float> x(update.begin(), update.end());
-      const double stddev = DistributedNoiseStddev(o.noise_multiplier, o.noise_sensitivity,
-                                                   start.config.threshold);
+      const double stddev =
+          DistributedNoiseStddev(o.noise_multiplier, o.noise_sensitivity, start.config.threshold);
       SEXTANT_RETURN_IF_ERROR(AddGaussianNoise(absl::MakeSpan(x), stddev, Fresh()));
       SEXTANT_RETURN_IF_ERROR(quantizer.Encode(x, weight, rounding_seed, absl::MakeSpan(encoded)));
     } else {
@@ -195,8 +196,8 @@ absl::StatusOr<int64_t> RunSecAggRegionParticipant(v1::FederationService::StubIn
         start.config.ring_bits != region.ring_bits) {
       return absl::InvalidArgumentError(absl::StrCat(
           "secagg: the regions' round takes ", start.config.vector_length, " elements in a ",
-          start.config.ring_bits, "-bit ring; this region's sum has ", region.sum.size(),
-          " in a ", region.ring_bits, "-bit ring"));
+          start.config.ring_bits, "-bit ring; this region's sum has ", region.sum.size(), " in a ",
+          region.ring_bits, "-bit ring"));
     }
     return std::move(region.sum);
   };

@@ -8,8 +8,8 @@
 #include "absl/types/span.h"
 #include "aggregator/secagg_wire.h"
 #include "common/clock.h"
-#include "rpc/key_signer.h"
 #include "federation/round_coordinator.h"
+#include "rpc/key_signer.h"
 #include "sextant/v1/federation_service.grpc.pb.h"
 
 namespace sextant {
@@ -18,7 +18,7 @@ struct SecAggParticipantOptions {
   std::string experiment_id;  // Required.
   std::string client_id;      // "<region>/<index>". Required.
   int64_t round = 0;
-  double poll_seconds = 5;    // long-poll bound per SecAggAwait. Default 5.
+  double poll_seconds = 5;  // long-poll bound per SecAggAwait. Default 5.
   // Give up the round when a stage has not opened for this client after this long (the
   // aggregator's own stage deadlines are normally shorter). Default 600.
   double stage_wait_seconds = 600;

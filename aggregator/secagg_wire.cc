@@ -134,8 +134,13 @@ absl::StatusOr<SecAggDownlink> DownlinkFromProto(const v1::SecAggMessage& m) {
     case v1::SecAggMessage::kConfig: {
       const v1::SecAggRoundConfig& p = m.config();
       SecAggRoundStart s;
-      s.config = {m.experiment_id(), m.round(), p.num_clients(), p.degree(), p.threshold(),
-                  p.ring_bits(), static_cast<size_t>(std::max<int64_t>(p.vector_length(), 0)),
+      s.config = {m.experiment_id(),
+                  m.round(),
+                  p.num_clients(),
+                  p.degree(),
+                  p.threshold(),
+                  p.ring_bits(),
+                  static_cast<size_t>(std::max<int64_t>(p.vector_length(), 0)),
                   p.graph_seed()};
       s.client_index = p.client_index();
       s.quantization = {p.clip(), p.quantizer_bits(), p.max_weight()};
@@ -148,7 +153,8 @@ absl::StatusOr<SecAggDownlink> DownlinkFromProto(const v1::SecAggMessage& m) {
       for (const v1::SecAggPeer& p : m.directory().peers()) {
         SecAggPeerKeys k;
         k.client = p.client();
-        if (absl::Status s = CopyBytes(p.encryption_key(), k.encryption_key, "key"); !s.ok()) return s;
+        if (absl::Status s = CopyBytes(p.encryption_key(), k.encryption_key, "key"); !s.ok())
+          return s;
         if (absl::Status s = CopyBytes(p.masking_key(), k.masking_key, "key"); !s.ok()) return s;
         dir.peers.push_back(k);
         d.attestations.push_back({p.client_id(), p.certificate(), p.signature()});

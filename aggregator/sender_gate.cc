@@ -7,9 +7,10 @@
 namespace sextant {
 namespace {
 
-absl::Status Denied(const PeerIdentity& caller, absl::string_view sender_id, absl::string_view why) {
-  return absl::PermissionDeniedError(absl::StrCat(IdentityUri(caller), " may not send as '",
-                                                  sender_id, "': ", why));
+absl::Status Denied(const PeerIdentity& caller, absl::string_view sender_id,
+                    absl::string_view why) {
+  return absl::PermissionDeniedError(
+      absl::StrCat(IdentityUri(caller), " may not send as '", sender_id, "': ", why));
 }
 
 }  // namespace
@@ -52,25 +53,25 @@ absl::Status SenderGate::CheckCaller(const std::optional<PeerIdentity>& caller,
 
 absl::Status SenderGate::CheckClaim(absl::string_view sender_id, double weight, int64_t count) {
   if (!std::isfinite(weight) || weight < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("weight ", weight, " of '", sender_id,
-                                                   "' is not a finite count of examples"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight ", weight, " of '", sender_id, "' is not a finite count of examples"));
   }
   const double max_weight = policy_.max_client_weight;
   if (policy_.region.empty()) {
     if (policy_.region_clients.empty()) return absl::OkStatus();
     auto it = policy_.region_clients.find(std::string(sender_id));
     if (it == policy_.region_clients.end()) {
-      return absl::PermissionDeniedError(absl::StrCat("'", sender_id, "' is not a region of this run"));
+      return absl::PermissionDeniedError(
+          absl::StrCat("'", sender_id, "' is not a region of this run"));
     }
     if (count < 1 || count > it->second) {
       return absl::PermissionDeniedError(
-          absl::StrCat("region '", sender_id, "' claims ", count, " clients; it has ",
-                       it->second));
+          absl::StrCat("region '", sender_id, "' claims ", count, " clients; it has ", it->second));
     }
     if (max_weight > 0 && weight > max_weight * static_cast<double>(count)) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("region '", sender_id, "' claims weight ", weight, " for ", count,
-                       " clients; at most ", max_weight * static_cast<double>(count)));
+      return absl::PermissionDeniedError(absl::StrCat("region '", sender_id, "' claims weight ",
+                                                      weight, " for ", count, " clients; at most ",
+                                                      max_weight * static_cast<double>(count)));
     }
     return absl::OkStatus();
   }
@@ -79,8 +80,8 @@ absl::Status SenderGate::CheckClaim(absl::string_view sender_id, double weight, 
         absl::StrCat("client '", sender_id, "' claims to stand for ", count, " updates"));
   }
   if (max_weight > 0 && weight > max_weight) {
-    return absl::PermissionDeniedError(absl::StrCat("client '", sender_id, "' claims weight ",
-                                                    weight, "; at most ", max_weight));
+    return absl::PermissionDeniedError(
+        absl::StrCat("client '", sender_id, "' claims weight ", weight, "; at most ", max_weight));
   }
   absl::MutexLock lock(&mu_);
   auto it = declared_weight_.find(std::string(sender_id));

@@ -40,8 +40,8 @@ absl::StatusOr<std::unique_ptr<Tier>> Tier::Start(TierOptions options, Clock* cl
 
 absl::Status Tier::AwaitClosable(Close how, const std::function<absl::Status()>& interrupt) {
   while (true) {
-    const bool ready = how == Close::kSecure ? secagg_->WaitAndAdvance(kPoll)
-                                             : hub_->WaitReadyToClose(kPoll);
+    const bool ready =
+        how == Close::kSecure ? secagg_->WaitAndAdvance(kPoll) : hub_->WaitReadyToClose(kPoll);
     if (ready) return absl::OkStatus();
     if (absl::Status s = interrupt(); !s.ok()) return s;
   }

@@ -102,8 +102,8 @@ absl::StatusOr<Checkpoint> ReadOne(int64_t step, const std::string& path) {
   uint64_t stored_step = GetU64(bytes.data() + 8);
   uint64_t length = GetU64(bytes.data() + 16);
   if (static_cast<int64_t>(stored_step) != step) {
-    return absl::DataLossError(absl::StrCat(path, ": header step ", stored_step,
-                                            " does not match the file name"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": header step ", stored_step, " does not match the file name"));
   }
   if (bytes.size() - kHeaderBytes != length) {
     return absl::DataLossError(absl::StrCat(path, ": truncated (", bytes.size() - kHeaderBytes,
@@ -138,14 +138,15 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int64_t step
   std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return absl::PermissionDeniedError(absl::StrCat("checkpoint directory ", dir,
-                                                    " is not writable: ", std::strerror(errno)));
+    return absl::PermissionDeniedError(
+        absl::StrCat("checkpoint directory ", dir, " is not writable: ", std::strerror(errno)));
   }
   absl::Status s = WriteAll(fd, header, tmp);
   if (s.ok()) s = WriteAll(fd, payload, tmp);
   if (s.ok() && ::fsync(fd) != 0) s = Errno("cannot fsync checkpoint", tmp);
   ::close(fd);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = Errno("cannot rename checkpoint", tmp);
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    s = Errno("cannot rename checkpoint", tmp);
   if (!s.ok()) {
     ::unlink(tmp.c_str());
     return s;

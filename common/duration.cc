@@ -3,9 +3,9 @@
 #include <cmath>
 #include <string>
 
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace sextant {
 

@@ -26,7 +26,8 @@ std::string QuotedId(absl::string_view id) {
 }
 
 bool IsValidId(absl::string_view id) {
-  if (id.empty() || id.size() > kMaxIdBytes || !absl::ascii_isalnum(static_cast<unsigned char>(id[0]))) {
+  if (id.empty() || id.size() > kMaxIdBytes ||
+      !absl::ascii_isalnum(static_cast<unsigned char>(id[0]))) {
     return false;
   }
   for (char c : id) {
@@ -38,8 +39,8 @@ bool IsValidId(absl::string_view id) {
 absl::Status CheckId(absl::string_view field, absl::string_view id) {
   if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
   if (id.size() > kMaxIdBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " is ", id.size(),
-                                                   " bytes; at most ", kMaxIdBytes, " allowed"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is ", id.size(), " bytes; at most ", kMaxIdBytes, " allowed"));
   }
   if (!absl::ascii_isalnum(static_cast<unsigned char>(id[0]))) {
     return absl::InvalidArgumentError(
@@ -47,9 +48,9 @@ absl::Status CheckId(absl::string_view field, absl::string_view id) {
   }
   for (char c : id) {
     if (!IdChar(c)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, " ", QuotedId(id), " holds '", absl::CHexEscape(std::string(1, c)),
-                       "'; ids are [A-Za-z0-9._-]"));
+      return absl::InvalidArgumentError(absl::StrCat(field, " ", QuotedId(id), " holds '",
+                                                     absl::CHexEscape(std::string(1, c)),
+                                                     "'; ids are [A-Za-z0-9._-]"));
     }
   }
   return absl::OkStatus();

@@ -5,10 +5,10 @@
 #include "absl/status/statusor.h"
 
 // Returns from the enclosing function when expr yields a non-OK absl::Status.
-#define SEXTANT_RETURN_IF_ERROR(expr)                 \
-  do {                                                \
-    ::absl::Status _sx_status = (expr);               \
-    if (!_sx_status.ok()) return _sx_status;          \
+#define SEXTANT_RETURN_IF_ERROR(expr)        \
+  do {                                       \
+    ::absl::Status _sx_status = (expr);      \
+    if (!_sx_status.ok()) return _sx_status; \
   } while (0)
 
 #define SEXTANT_CONCAT_INNER_(a, b) a##b

@@ -24,16 +24,16 @@ absl::Status AddProximalGradient(absl::Span<float> gradient, absl::Span<const fl
                                  absl::Span<const float> global, double mu) {
   if (absl::Status s = CheckProx(weights.size(), global.size(), mu); !s.ok()) return s;
   if (gradient.size() != weights.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("gradient has ", gradient.size(),
-                                                   " values but the weights have ", weights.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gradient has ", gradient.size(), " values but the weights have ", weights.size()));
   }
   const float m = static_cast<float>(mu);
   for (size_t i = 0; i < gradient.size(); ++i) gradient[i] += m * (weights[i] - global[i]);
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> ProximalLoss(absl::Span<const float> weights,
-                                    absl::Span<const float> global, double mu) {
+absl::StatusOr<double> ProximalLoss(absl::Span<const float> weights, absl::Span<const float> global,
+                                    double mu) {
   if (absl::Status s = CheckProx(weights.size(), global.size(), mu); !s.ok()) return s;
   double sum = 0;
   for (size_t i = 0; i < weights.size(); ++i) {

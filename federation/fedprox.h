@@ -18,8 +18,8 @@ absl::Status AddProximalGradient(absl::Span<float> gradient, absl::Span<const fl
 
 // Returns (mu / 2) ||weights - global||^2, computed in double: the term's contribution to the
 // loss. InvalidArgument as above.
-absl::StatusOr<double> ProximalLoss(absl::Span<const float> weights,
-                                    absl::Span<const float> global, double mu);
+absl::StatusOr<double> ProximalLoss(absl::Span<const float> weights, absl::Span<const float> global,
+                                    double mu);
 
 }  // namespace sextant
 

@@ -31,8 +31,8 @@ double RdpAccountant::GaussianRdp(double q, double sigma, double order) {
   return log_a / (order - 1);
 }
 
-double RdpAccountant::EpsilonFromRdp(absl::Span<const double> orders,
-                                     absl::Span<const double> rdp, double delta) {
+double RdpAccountant::EpsilonFromRdp(absl::Span<const double> orders, absl::Span<const double> rdp,
+                                     double delta) {
   double best = INFINITY;
   for (size_t i = 0; i < orders.size(); ++i) {
     const double a = orders[i];
@@ -87,9 +87,9 @@ double RdpAccountant::EpsilonAfter(int64_t more_rounds) const {
 absl::Status RdpAccountant::CheckNextRound() const {
   const double next = EpsilonAfter(1);
   if (next > options_.target_epsilon) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "dp: round ", rounds_ + 1, " would bring epsilon to ", next, " > target ",
-        options_.target_epsilon, " (delta ", options_.delta, ")"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("dp: round ", rounds_ + 1, " would bring epsilon to ", next, " > target ",
+                     options_.target_epsilon, " (delta ", options_.delta, ")"));
   }
   return absl::OkStatus();
 }

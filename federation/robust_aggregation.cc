@@ -15,8 +15,8 @@ absl::Status CheckShapes(Updates updates, size_t out_size) {
   if (updates.empty()) return absl::InvalidArgumentError("no updates to aggregate");
   for (size_t i = 0; i < updates.size(); ++i) {
     if (updates[i].size() != out_size) {
-      return absl::InvalidArgumentError(absl::StrCat("update ", i, " has ", updates[i].size(),
-                                                     " values, expected ", out_size));
+      return absl::InvalidArgumentError(
+          absl::StrCat("update ", i, " has ", updates[i].size(), " values, expected ", out_size));
     }
   }
   return absl::OkStatus();
@@ -48,8 +48,8 @@ absl::Status CoordinateMedian(Updates updates, absl::Span<float> out) {
   if (absl::Status s = CheckShapes(updates, out.size()); !s.ok()) return s;
   const size_t n = updates.size();
   ForEachSortedColumn(updates, out.size(), [&](size_t j, const std::vector<float>& c) {
-    out[j] = n % 2 ? c[n / 2]
-                   : static_cast<float>((static_cast<double>(c[n / 2 - 1]) + c[n / 2]) / 2);
+    out[j] =
+        n % 2 ? c[n / 2] : static_cast<float>((static_cast<double>(c[n / 2 - 1]) + c[n / 2]) / 2);
   });
   return absl::OkStatus();
 }
@@ -96,7 +96,8 @@ absl::StatusOr<std::vector<double>> KrumScores(Updates updates, size_t f) {
       if (j != i) row.push_back(dist[i * n + j]);
     }
     std::partial_sort(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(nearest), row.end());
-    scores[i] = std::accumulate(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(nearest), 0.0);
+    scores[i] =
+        std::accumulate(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(nearest), 0.0);
   }
   return scores;
 }

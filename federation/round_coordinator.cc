@@ -71,7 +71,8 @@ RoundCoordinator::RoundCoordinator(RoundCoordinatorOptions options, Clock* clock
 
 int64_t RoundCoordinator::total_rejections() const {
   int64_t total = 0;
-  for (size_t r = 0; r < kNumRejectReasons; ++r) total += gate_.rejections(static_cast<RejectReason>(r));
+  for (size_t r = 0; r < kNumRejectReasons; ++r)
+    total += gate_.rejections(static_cast<RejectReason>(r));
   return total;
 }
 
@@ -148,8 +149,9 @@ absl::Status RoundCoordinator::Finish(absl::string_view client_id, const SenderM
   if (staging_owner_ != client_id) return gate_.Accept(client_id);
   if (staged_ != options_.model_size) {
     gate_.Abandon(client_id);
-    return Drop(client_id, absl::InvalidArgumentError(absl::StrCat(
-                               "update ended after ", staged_, " of ", options_.model_size, " values")));
+    return Drop(client_id,
+                absl::InvalidArgumentError(absl::StrCat("update ended after ", staged_, " of ",
+                                                        options_.model_size, " values")));
   }
   if (absl::Status s = gate_.Accept(client_id); !s.ok()) return Drop(client_id, s);
   staging_owner_.clear();

@@ -65,11 +65,11 @@ struct RoundOutcome {
   int64_t round = 0;
   absl::Span<const float> mean;  // the weighted mean (or the robust rule's aggregate)
   double total_weight = 0;
-  int64_t count = 0;             // clients behind the accepted updates
-  int64_t senders = 0;           // accepted updates
-  int64_t rejected = 0;          // updates turned away while this round was current
-  SenderMetrics metrics;         // weighted means over the accepted senders
-  int64_t excluded = 0;          // accepted updates a Krum rule left out of the aggregate
+  int64_t count = 0;      // clients behind the accepted updates
+  int64_t senders = 0;    // accepted updates
+  int64_t rejected = 0;   // updates turned away while this round was current
+  SenderMetrics metrics;  // weighted means over the accepted senders
+  int64_t excluded = 0;   // accepted updates a Krum rule left out of the aggregate
 };
 
 // One tier of a federated round: the global orchestrator over its regions, or a regional

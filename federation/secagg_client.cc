@@ -25,8 +25,7 @@ bool HasDuplicates(Container ids) {
 }
 }  // namespace
 
-SecAggClient::SecAggClient(SecAggConfig config, int32_t id,
-                           const std::array<uint8_t, 32>& entropy)
+SecAggClient::SecAggClient(SecAggConfig config, int32_t id, const std::array<uint8_t, 32>& entropy)
     : config_(std::move(config)), id_(id), entropy_(entropy) {
   holders_ = SecAggGraph(config_).holders(id_);
   ChaChaDrbg keys(entropy_, kKeysStream);
@@ -63,8 +62,7 @@ absl::Status SecAggClient::CheckHeader(const SecAggHeader& h, SecAggStage stage,
                                            " to ", h.recipient, " is not for this client"));
   }
   if (h.stage != stage || state_ != expected) {
-    return absl::AbortedError(absl::StrCat("secagg client ", id_, ": ",
-                                           SecAggStageName(h.stage),
+    return absl::AbortedError(absl::StrCat("secagg client ", id_, ": ", SecAggStageName(h.stage),
                                            " message out of order or replayed"));
   }
   return absl::OkStatus();
@@ -110,9 +108,9 @@ absl::StatusOr<SecAggShareKeys> SecAggClient::HandleKeyDirectory(const SecAggKey
     return absl::InvalidArgumentError("secagg: directory lacks this client's own keys");
   }
   if (static_cast<int32_t>(dir.peers.size()) < config_.threshold) {
-    return absl::AbortedError(absl::StrCat("secagg client ", id_, ": ", dir.peers.size(),
-                                           " peers advertised keys, fewer than t = ",
-                                           config_.threshold));
+    return absl::AbortedError(
+        absl::StrCat("secagg client ", id_, ": ", dir.peers.size(),
+                     " peers advertised keys, fewer than t = ", config_.threshold));
   }
   std::vector<uint32_t> xs;
   for (const SecAggPeerKeys& p : dir.peers) xs.push_back(static_cast<uint32_t>(p.client) + 1);
@@ -130,8 +128,8 @@ absl::StatusOr<SecAggShareKeys> SecAggClient::HandleKeyDirectory(const SecAggKey
       held_[id_] = HeldShares{key_shares[i], seed_shares[i]};
       continue;
     }
-    absl::StatusOr<Key32> key = secagg_internal::AgreeKey(encryption_sk_, encryption_pk_,
-                                                          p.encryption_key, enc_context);
+    absl::StatusOr<Key32> key =
+        secagg_internal::AgreeKey(encryption_sk_, encryption_pk_, p.encryption_key, enc_context);
     if (!key.ok()) return key.status();
     uint8_t plain[secagg_internal::kSharePlaintextBytes];
     std::memcpy(plain, &id_, 4);
@@ -170,8 +168,8 @@ absl::Status SecAggClient::HandleShareDelivery(const SecAggShareDelivery& delive
       return absl::InvalidArgumentError(
           absl::StrCat("secagg client ", id_, ": two shares from ", share.sender));
     }
-    absl::StatusOr<Key32> key = secagg_internal::AgreeKey(
-        encryption_sk_, encryption_pk_, peer->second.encryption_key, enc_context);
+    absl::StatusOr<Key32> key = secagg_internal::AgreeKey(encryption_sk_, encryption_pk_,
+                                                          peer->second.encryption_key, enc_context);
     if (!key.ok()) return key.status();
     absl::StatusOr<std::vector<uint8_t>> plain = secagg_internal::Open(
         *key, share.nonce, secagg_internal::ShareAd(config_, share.sender, share.recipient),
@@ -192,8 +190,8 @@ absl::Status SecAggClient::HandleShareDelivery(const SecAggShareDelivery& delive
     received[share.sender] = held;
   }
   if (static_cast<int32_t>(received.size()) + 1 < config_.threshold) {
-    return absl::AbortedError(absl::StrCat("secagg client ", id_, ": shares from ",
-                                           received.size(), " peers, fewer than t - 1"));
+    return absl::AbortedError(absl::StrCat("secagg client ", id_, ": shares from ", received.size(),
+                                           " peers, fewer than t - 1"));
   }
   for (auto& [owner, held] : received) {
     held_[owner] = held;
@@ -216,8 +214,7 @@ absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(std::vector<uint64_t>&
   }
   if (input.size() != config_.vector_length) {
     return absl::InvalidArgumentError(absl::StrCat("secagg: input has ", input.size(),
-                                                   " elements, expected ",
-                                                   config_.vector_length));
+                                                   " elements, expected ", config_.vector_length));
   }
   const uint64_t ring = secagg_internal::RingMask(config_.ring_bits);
   for (uint64_t v : input) {
@@ -229,8 +226,8 @@ absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(std::vector<uint64_t>&
   std::vector<secagg_internal::MaskTerm> masks = {{self_seed_, false}};
   const std::string context = secagg_internal::MaskContext(config_);
   for (int32_t v : mask_peers_) {
-    absl::StatusOr<Key32> seed = secagg_internal::AgreeKey(
-        masking_sk_, masking_pk_, directory_.at(v).masking_key, context);
+    absl::StatusOr<Key32> seed =
+        secagg_internal::AgreeKey(masking_sk_, masking_pk_, directory_.at(v).masking_key, context);
     if (!seed.ok()) return seed.status();
     masks.push_back({*seed, /*subtract=*/id_ > v});
   }

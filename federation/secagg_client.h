@@ -91,7 +91,7 @@ class SecAggClient {
   secagg_internal::Key32 encryption_sk_, encryption_pk_, masking_sk_, masking_pk_, self_seed_;
   absl::flat_hash_map<int32_t, SecAggPeerKeys> directory_;
   absl::flat_hash_map<int32_t, HeldShares> held_;  // owner -> its shares held here (incl. own)
-  std::vector<int32_t> mask_peers_;                 // sorted delivery senders
+  std::vector<int32_t> mask_peers_;                // sorted delivery senders
 };
 
 }  // namespace sextant

@@ -15,14 +15,13 @@ absl::Status ValidateSecAggConfig(const SecAggConfig& c) {
   const bool complete = c.degree == c.num_clients - 1;
   if (c.degree < 1 || c.degree > c.num_clients - 1 || (!complete && c.degree % 2 != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "secagg: degree ", c.degree, " must be even and < n, or n - 1 (n = ", c.num_clients,
-        ")"));
+        "secagg: degree ", c.degree, " must be even and < n, or n - 1 (n = ", c.num_clients, ")"));
   }
   const int32_t holders = c.degree + 1;
   if (c.threshold <= holders / 2 || c.threshold > holders) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("secagg: threshold ", c.threshold, " must be a strict majority of the ",
-                     holders, " share holders"));
+    return absl::InvalidArgumentError(absl::StrCat("secagg: threshold ", c.threshold,
+                                                   " must be a strict majority of the ", holders,
+                                                   " share holders"));
   }
   if (c.ring_bits < 1 || c.ring_bits > 64) {
     return absl::InvalidArgumentError("secagg: ring_bits must be in 1..64");
@@ -105,11 +104,10 @@ absl::StatusOr<SecAggGraphChoice> ChooseSecAggGraph(int32_t n, double dropout_ra
     SecAggGraphChoice c;
     c.degree = k;
     c.threshold = (k + 1) / 2 + 1;
-    const double log_fail =
-        dropout_rate == 0
-            ? -INFINITY
-            : std::log(static_cast<double>(n)) +
-                  LogBinomialTailBelow(k + 1, 1 - dropout_rate, c.threshold);
+    const double log_fail = dropout_rate == 0
+                                ? -INFINITY
+                                : std::log(static_cast<double>(n)) +
+                                      LogBinomialTailBelow(k + 1, 1 - dropout_rate, c.threshold);
     c.failure_probability = std::min(1.0, std::exp(log_fail));
     c.meets_target = log_fail <= log_target;
     if (c.meets_target || k == n - 1) return c;
@@ -158,8 +156,8 @@ absl::StatusOr<SecAggConfig> RegionalLayerConfig(std::string experiment_id, int6
 
 absl::Status ValidateSecureAggregationRule(absl::string_view rule) {
   if (rule == "fedavg" || rule == "mean" || rule == "weighted_mean") return absl::OkStatus();
-  if (rule == "median" || rule == "coordinate_median" || rule == "trimmed_mean" ||
-      rule == "krum" || rule == "multi_krum") {
+  if (rule == "median" || rule == "coordinate_median" || rule == "trimmed_mean" || rule == "krum" ||
+      rule == "multi_krum") {
     return absl::InvalidArgumentError(absl::StrCat(
         "aggregation rule '", rule,
         "' cannot run under secure aggregation: it needs every client's update in the clear "

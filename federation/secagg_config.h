@@ -29,9 +29,9 @@ struct SecAggConfig {
   // t: shares needed among the k + 1 holders; (k + 1) / 2 < t <= k + 1, so that the server can
   // never gather t shares of both secrets of one client. Default 0 (refused).
   int32_t threshold = 0;
-  int32_t ring_bits = 32;     // values are in Z_{2^ring_bits}, 1..64; default 32
-  size_t vector_length = 0;   // ring elements per masked input, >= 1; default 0 (refused)
-  uint64_t graph_seed = 0;    // public relabelling of the graph; default 0
+  int32_t ring_bits = 32;    // values are in Z_{2^ring_bits}, 1..64; default 32
+  size_t vector_length = 0;  // ring elements per masked input, >= 1; default 0 (refused)
+  uint64_t graph_seed = 0;   // public relabelling of the graph; default 0
 };
 
 // OK, or InvalidArgument naming the first bad field.

@@ -8,12 +8,18 @@ namespace sextant {
 
 absl::string_view SecAggStageName(SecAggStage stage) {
   switch (stage) {
-    case SecAggStage::kAdvertiseKeys: return "advertise_keys";
-    case SecAggStage::kShareKeys: return "share_keys";
-    case SecAggStage::kMaskedInput: return "masked_input";
-    case SecAggStage::kUnmask: return "unmask";
-    case SecAggStage::kDone: return "done";
-    case SecAggStage::kAborted: return "aborted";
+    case SecAggStage::kAdvertiseKeys:
+      return "advertise_keys";
+    case SecAggStage::kShareKeys:
+      return "share_keys";
+    case SecAggStage::kMaskedInput:
+      return "masked_input";
+    case SecAggStage::kUnmask:
+      return "unmask";
+    case SecAggStage::kDone:
+      return "done";
+    case SecAggStage::kAborted:
+      return "aborted";
   }
   return "unknown";
 }

@@ -75,8 +75,8 @@ absl::Status SecAggServer::HandleAdvertiseKeys(const SecAggAdvertiseKeys& m) {
   const std::string enc(m.encryption_key.begin(), m.encryption_key.end());
   const std::string mask(m.masking_key.begin(), m.masking_key.end());
   if (enc == mask || public_keys_.contains(enc) || public_keys_.contains(mask)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "secagg server: client ", m.header.sender, " advertised a duplicated public key"));
+    return absl::InvalidArgumentError(absl::StrCat("secagg server: client ", m.header.sender,
+                                                   " advertised a duplicated public key"));
   }
   public_keys_.insert(enc);
   public_keys_.insert(mask);
@@ -98,9 +98,8 @@ absl::StatusOr<std::vector<SecAggKeyDirectory>> SecAggServer::FinishAdvertiseKey
   for (int32_t u = 0; u < config_.num_clients; ++u) {
     Client& c = clients_[u];
     if (!c.advertised) continue;
-    SecAggKeyDirectory dir{{config_.experiment_id, config_.round, SecAggStage::kShareKeys,
-                            kSecAggServer, u},
-                           {}};
+    SecAggKeyDirectory dir{
+        {config_.experiment_id, config_.round, SecAggStage::kShareKeys, kSecAggServer, u}, {}};
     for (int32_t v : graph_.holders(u)) {
       if (!clients_[v].advertised) continue;
       c.directory.push_back(v);
@@ -139,9 +138,9 @@ absl::Status SecAggServer::HandleShareKeys(const SecAggShareKeys& m) {
     if (v != u) expected.push_back(v);
   }
   if (recipients != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "secagg server: client ", u, " must send one share to each of its ", expected.size(),
-        " peers"));
+    return absl::InvalidArgumentError(absl::StrCat("secagg server: client ", u,
+                                                   " must send one share to each of its ",
+                                                   expected.size(), " peers"));
   }
   for (const SecAggEncryptedShare& s : m.shares) clients_[s.recipient].inbox.push_back(s);
   c.shared = true;
@@ -162,9 +161,9 @@ absl::StatusOr<std::vector<SecAggShareDelivery>> SecAggServer::FinishShareKeys()
       c.inbox.clear();
       continue;
     }
-    SecAggShareDelivery d{{config_.experiment_id, config_.round, SecAggStage::kMaskedInput,
-                           kSecAggServer, v},
-                          std::move(c.inbox)};
+    SecAggShareDelivery d{
+        {config_.experiment_id, config_.round, SecAggStage::kMaskedInput, kSecAggServer, v},
+        std::move(c.inbox)};
     c.inbox.clear();
     out.push_back(std::move(d));
   }
@@ -218,9 +217,9 @@ absl::Status SecAggServer::CheckRecoverable() const {
       }
     }
     if (needed && alive < config_.threshold) {
-      return absl::AbortedError(absl::StrCat("secagg server: client ", u, " has ", alive,
-                                             " surviving share holders, fewer than t = ",
-                                             config_.threshold));
+      return absl::AbortedError(
+          absl::StrCat("secagg server: client ", u, " has ", alive,
+                       " surviving share holders, fewer than t = ", config_.threshold));
     }
   }
   return absl::OkStatus();
@@ -306,13 +305,15 @@ absl::Status SecAggServer::RemoveMasks() {
       absl::StatusOr<Key32> seed =
           secagg_internal::ShamirReconstruct(c.seed_shares, config_.threshold);
       if (!seed.ok()) {
-        return absl::AbortedError(absl::StrCat("secagg server: self-mask seed of client ", u,
-                                               ": ", seed.status().message()));
+        return absl::AbortedError(absl::StrCat("secagg server: self-mask seed of client ", u, ": ",
+                                               seed.status().message()));
       }
       if (secagg_internal::Commit(*seed, secagg_internal::SeedCommitmentContext(config_, u)) !=
           c.seed_commitment) {
-        return absl::AbortedError(absl::StrCat("secagg server: reconstructed self-mask seed of "
-                                               "client ", u, " does not match its commitment"));
+        return absl::AbortedError(
+            absl::StrCat("secagg server: reconstructed self-mask seed of "
+                         "client ",
+                         u, " does not match its commitment"));
       }
       masks.push_back({*seed, /*subtract=*/true});
       continue;
@@ -320,12 +321,12 @@ absl::Status SecAggServer::RemoveMasks() {
     if (!c.shared || c.key_shares.empty()) continue;
     absl::StatusOr<Key32> sk = secagg_internal::ShamirReconstruct(c.key_shares, config_.threshold);
     if (!sk.ok()) {
-      return absl::AbortedError(absl::StrCat("secagg server: masking key of client ", u, ": ",
-                                             sk.status().message()));
+      return absl::AbortedError(
+          absl::StrCat("secagg server: masking key of client ", u, ": ", sk.status().message()));
     }
     if (secagg_internal::PublicKey(*sk) != c.masking_key) {
-      return absl::AbortedError(absl::StrCat(
-          "secagg server: reconstructed masking key of client ", u, " does not match its key"));
+      return absl::AbortedError(absl::StrCat("secagg server: reconstructed masking key of client ",
+                                             u, " does not match its key"));
     }
     for (int32_t v : c.directory) {
       if (v == u || !clients_[v].masked) continue;
@@ -355,9 +356,9 @@ absl::StatusOr<SecAggResult> SecAggServer::FinishUnmask() {
     const size_t have = needs_seed ? c.seed_shares.size() : c.key_shares.size();
     if ((needs_seed || needs_key || dropped_with_survivor) &&
         have < static_cast<size_t>(config_.threshold)) {
-      return Abort(absl::AbortedError(absl::StrCat("secagg server: only ", have,
-                                                   " shares to unmask client ", u,
-                                                   ", fewer than t = ", config_.threshold)));
+      return Abort(
+          absl::AbortedError(absl::StrCat("secagg server: only ", have, " shares to unmask client ",
+                                          u, ", fewer than t = ", config_.threshold)));
     }
   }
   if (absl::Status s = RemoveMasks(); !s.ok()) return Abort(s);

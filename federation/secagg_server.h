@@ -36,8 +36,9 @@ namespace sextant {
 // peers or of the wrong kind). A rejected message changes nothing. Finish*: FailedPrecondition
 // when called out of order; Aborted when fewer than t clients remain, or when some secret that
 // is needed has fewer than t holders left, or when a reconstructed secret does not match the
-// client's public key or seed commitment (a corrupted share: no wrong sum is ever returned). An aborted round stays aborted, discards the masked
-// sum and reveals nothing; the next round is a new server object.
+// client's public key or seed commitment (a corrupted share: no wrong sum is ever returned). An
+// aborted round stays aborted, discards the masked sum and reveals nothing; the next round is a new
+// server object.
 //
 // Not thread-safe; runs on the aggregator's loop.
 class SecAggServer {

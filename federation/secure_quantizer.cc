@@ -19,8 +19,7 @@ uint64_t RingMask(int bits) { return bits == 64 ? ~uint64_t{0} : (uint64_t{1} <<
 
 int SecureQuantizer::RequiredRingBits(int bits, int64_t max_clients, int64_t max_weight) {
   const U128 levels = (U128{1} << (bits - 1)) - 1;
-  const U128 bound = 2 * levels * static_cast<U128>(max_clients) *
-                                  static_cast<U128>(max_weight);
+  const U128 bound = 2 * levels * static_cast<U128>(max_clients) * static_cast<U128>(max_weight);
   for (int k = 1; k <= 64; ++k) {
     if (bound < (U128{1} << k)) return k;
   }
@@ -44,9 +43,9 @@ absl::StatusOr<SecureQuantizer> SecureQuantizer::Create(const SecureQuantizerOpt
   }
   const int need = RequiredRingBits(o.bits, o.max_clients, o.max_weight);
   if (need > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "secure quantizer: ", o.max_clients, " clients x weight ", o.max_weight, " at ", o.bits,
-        " bits need a ring over 64 bits; lower bits or max_weight"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("secure quantizer: ", o.max_clients, " clients x weight ", o.max_weight,
+                     " at ", o.bits, " bits need a ring over 64 bits; lower bits or max_weight"));
   }
   const int k = o.ring_bits == 0 ? need : o.ring_bits;
   if (k < need || k > 64) {
@@ -97,8 +96,9 @@ absl::StatusOr<int64_t> SecureQuantizer::DecodeMean(absl::Span<const uint64_t> s
   for (size_t i = 0; i < mean.size(); ++i) {
     uint64_t v = sum[i];
     // Two's complement in Z_{2^k}: values >= 2^(k-1) are negative.
-    const int64_t s = v >= half ? static_cast<int64_t>(v - half) - static_cast<int64_t>(half - 1) - 1
-                                : static_cast<int64_t>(v);
+    const int64_t s = v >= half
+                          ? static_cast<int64_t>(v - half) - static_cast<int64_t>(half - 1) - 1
+                          : static_cast<int64_t>(v);
     mean[i] = static_cast<float>(static_cast<double>(s) * factor);
   }
   return static_cast<int64_t>(total);

@@ -11,11 +11,11 @@ namespace sextant {
 
 // Options of SecureQuantizer.
 struct SecureQuantizerOptions {
-  double clip = 1.0;         // each coordinate is clipped to [-clip, clip]; default 1
-  int bits = 16;             // levels: x -> q in [-L, L], L = 2^(bits-1) - 1; 2..32; default 16
-  int64_t max_weight = 1;    // client weights are integers in [1, max_weight]; default 1
-  int64_t max_clients = 0;   // n, the most inputs one sum may hold; default 0 (refused)
-  int ring_bits = 0;         // Z_{2^ring_bits}; 0 (default) picks RequiredRingBits
+  double clip = 1.0;        // each coordinate is clipped to [-clip, clip]; default 1
+  int bits = 16;            // levels: x -> q in [-L, L], L = 2^(bits-1) - 1; 2..32; default 16
+  int64_t max_weight = 1;   // client weights are integers in [1, max_weight]; default 1
+  int64_t max_clients = 0;  // n, the most inputs one sum may hold; default 0 (refused)
+  int ring_bits = 0;        // Z_{2^ring_bits}; 0 (default) picks RequiredRingBits
 };
 
 // Encodes a client's update for secure weighted averaging, and decodes the masked sum into the

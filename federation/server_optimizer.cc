@@ -99,7 +99,8 @@ class AdaptiveOptimizer final : public ServerOptimizer {
       const double v = NextV(v_[i], d * d);
       m_[i] = static_cast<float>(m);
       v_[i] = static_cast<float>(v);
-      model[i] = static_cast<float>(model[i] + options_.server_lr * m / (std::sqrt(v) + options_.tau));
+      model[i] =
+          static_cast<float>(model[i] + options_.server_lr * m / (std::sqrt(v) + options_.tau));
     }
     ++rounds_;
     return absl::OkStatus();
@@ -107,8 +108,8 @@ class AdaptiveOptimizer final : public ServerOptimizer {
   State state() const override { return {rounds_, m_, v_}; }
   absl::Status Restore(State state) override {
     if (state.m.size() != state.v.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("m has ", state.m.size(), " values but v has ",
-                                                     state.v.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("m has ", state.m.size(), " values but v has ", state.v.size()));
     }
     rounds_ = state.rounds;
     m_ = std::move(state.m);

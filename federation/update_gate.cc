@@ -54,9 +54,10 @@ void UpdateGate::CloseRound() {
 
 absl::Status UpdateGate::NotInFlight(absl::string_view client_id) {
   if (cut_off_.erase(client_id) > 0) {
-    return Reject(client_id, RejectReason::kStaleRound,
-                  absl::AbortedError(absl::StrCat("round ", round_, " closed while the update from '",
-                                                  client_id, "' was arriving")));
+    return Reject(
+        client_id, RejectReason::kStaleRound,
+        absl::AbortedError(absl::StrCat("round ", round_, " closed while the update from '",
+                                        client_id, "' was arriving")));
   }
   return absl::FailedPreconditionError(
       absl::StrCat("client '", client_id, "' has no update in flight"));
@@ -71,8 +72,8 @@ absl::Status UpdateGate::Admit(const UpdateHeader& h, size_t declared_size) {
   }
   if (h.round < round_ || (h.round == round_ && !open_)) {
     return Reject(c, RejectReason::kStaleRound,
-                  absl::AbortedError(absl::StrCat("stale update for round ", h.round,
-                                                  "; round ", round_, open_ ? " is open" : " closed")));
+                  absl::AbortedError(absl::StrCat("stale update for round ", h.round, "; round ",
+                                                  round_, open_ ? " is open" : " closed")));
   }
   if (h.round > round_) {
     return Reject(c, RejectReason::kFutureRound,
@@ -80,9 +81,9 @@ absl::Status UpdateGate::Admit(const UpdateHeader& h, size_t declared_size) {
                                                   " before it opened (current ", round_, ")")));
   }
   if (delivered_.contains(c) || in_flight_.contains(c)) {
-    return Reject(c, RejectReason::kDuplicate,
-                  absl::AbortedError(absl::StrCat("duplicate update from '", c, "' in round ",
-                                                  h.round)));
+    return Reject(
+        c, RejectReason::kDuplicate,
+        absl::AbortedError(absl::StrCat("duplicate update from '", c, "' in round ", h.round)));
   }
   if (!sampled_.empty() && !sampled_.contains(c)) {
     return Reject(c, RejectReason::kNotSampled,
@@ -91,8 +92,8 @@ absl::Status UpdateGate::Admit(const UpdateHeader& h, size_t declared_size) {
   }
   if (!std::isfinite(h.num_examples) || h.num_examples <= 0) {
     return Reject(c, RejectReason::kBadWeight,
-                  absl::InvalidArgumentError(absl::StrCat(
-                      "num_examples must be finite and > 0, got ", h.num_examples)));
+                  absl::InvalidArgumentError(
+                      absl::StrCat("num_examples must be finite and > 0, got ", h.num_examples)));
   }
   if (declared_size != model_size_) {
     return Reject(c, RejectReason::kWrongShape,
@@ -103,15 +104,15 @@ absl::Status UpdateGate::Admit(const UpdateHeader& h, size_t declared_size) {
   return absl::OkStatus();
 }
 
-absl::Status UpdateGate::CheckValues(absl::string_view client_id,
-                                     absl::Span<const float> chunk) {
+absl::Status UpdateGate::CheckValues(absl::string_view client_id, absl::Span<const float> chunk) {
   if (!in_flight_.contains(client_id)) return NotInFlight(client_id);
   for (size_t i = 0; i < chunk.size(); ++i) {
     if (!std::isfinite(chunk[i])) {
       in_flight_.erase(client_id);
-      return Reject(client_id, RejectReason::kNonFinite,
-                    absl::InvalidArgumentError(absl::StrCat(
-                        "update from '", client_id, "' has a non-finite value at chunk index ", i)));
+      return Reject(
+          client_id, RejectReason::kNonFinite,
+          absl::InvalidArgumentError(absl::StrCat("update from '", client_id,
+                                                  "' has a non-finite value at chunk index ", i)));
     }
   }
   return absl::OkStatus();

@@ -94,7 +94,7 @@ class UpdateGate {
   size_t model_size_;
   int64_t round_ = -1;
   bool open_ = false;
-  absl::flat_hash_set<std::string> sampled_;    // empty: any client
+  absl::flat_hash_set<std::string> sampled_;  // empty: any client
   absl::flat_hash_set<std::string> in_flight_;
   absl::flat_hash_set<std::string> cut_off_;  // in flight when the round closed
   absl::flat_hash_set<std::string> delivered_;

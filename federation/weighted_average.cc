@@ -157,9 +157,9 @@ absl::Status WeightedAverage::AddWeightedSum(absl::Span<const float> weighted_su
   if (count < 1) return absl::InvalidArgumentError(absl::StrCat("count must be >= 1, got ", count));
   std::vector<absl::Status> statuses(1);
   if (!AllFinite(weighted_sum.data(), weighted_sum.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "weighted sum has a non-finite value at ",
-        FirstNonFinite(weighted_sum.data(), weighted_sum.size())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weighted sum has a non-finite value at ",
+                     FirstNonFinite(weighted_sum.data(), weighted_sum.size())));
   }
   Fold({{weighted_sum.data(), 1.0, total_weight, 0, count}}, statuses);
   return statuses[0];
@@ -171,8 +171,7 @@ void WeightedAverage::Fold(std::vector<Item> items, std::vector<absl::Status>& s
   const size_t d = mean_.size();
   // Contiguous ranges of whole blocks, one per thread, each at least kMinBlocksPerPart blocks.
   const size_t blocks = (d + kBlock - 1) / kBlock;
-  const size_t parts =
-      std::max<size_t>(1, std::min(partials_.size(), blocks / kMinBlocksPerPart));
+  const size_t parts = std::max<size_t>(1, std::min(partials_.size(), blocks / kMinBlocksPerPart));
   std::vector<Part> results(parts);
   auto run = [&](size_t r) {
     const size_t begin = std::min(d, blocks * r / parts * kBlock);

@@ -113,9 +113,9 @@ class WeightedAverage {
   // What one thread's fold of coordinates [begin, end) did.
   struct Part {
     size_t begin, end;
-    std::vector<size_t> kept;                              // items folded into the range
-    std::vector<std::pair<size_t, std::string>> dropped;   // items with a NaN/Inf in it
-    double total;                                          // total weight behind the range
+    std::vector<size_t> kept;                             // items folded into the range
+    std::vector<std::pair<size_t, std::string>> dropped;  // items with a NaN/Inf in it
+    double total;                                         // total weight behind the range
   };
   void Fold(std::vector<Item> items, std::vector<absl::Status>& statuses);
   // Folds [begin, end) of every item, block by block, with `partial` (kBlock doubles) as the
@@ -124,8 +124,8 @@ class WeightedAverage {
                  double old_total);
   // Folds one block of every item into s, then stores it. Returns items.size(), or the index of
   // an item with a NaN/Inf in this block (nothing then stored).
-  size_t FoldBlock(size_t begin, size_t len, const std::vector<Item>& items, double* s,
-                   double keep, double total);
+  size_t FoldBlock(size_t begin, size_t len, const std::vector<Item>& items, double* s, double keep,
+                   double total);
   // Takes `bad` back out of coordinates [begin, end) of the mean.
   void Unfold(size_t begin, size_t end, const Item& bad, double old_total, double new_total);
   void MaterialiseZeros() const;
@@ -134,7 +134,7 @@ class WeightedAverage {
   // logically zero), so that a round costs one pass over the mean, not two.
   mutable std::vector<float> mean_;
   mutable bool dirty_ = false;
-  std::vector<std::vector<double>> partials_;  // per thread, kBlock doubles: its block
+  std::vector<std::vector<double>> partials_;          // per thread, kBlock doubles: its block
   std::unique_ptr<boost::asio::thread_pool> helpers_;  // threads - 1; null for one thread
   double total_weight_ = 0;
   int64_t count_ = 0;

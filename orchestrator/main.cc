@@ -6,33 +6,33 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <set>
-#include <iostream>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/duration.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/ask_tell/ask_tell_command.h"
-#include "orchestrator/simulate/simulate_command.h"
 #include "orchestrator/core/experiment_loader.h"
-#include "orchestrator/import/optuna_import.h"
 #include "orchestrator/core/local_launcher.h"
-#include "orchestrator/search/search_run.h"
-#include "orchestrator/report/report.h"
 #include "orchestrator/core/results.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
+#include "orchestrator/import/optuna_import.h"
+#include "orchestrator/report/report.h"
+#include "orchestrator/search/search_run.h"
+#include "orchestrator/simulate/simulate_command.h"
 #include "rpc/certificates.h"
 
 namespace sextant {
@@ -41,13 +41,14 @@ namespace {
 // A usage error: the message and a pointer to --help on stderr, exit 2 (the contract's code for
 // invalid input).
 int UsageError(const std::string& why) {
-  std::cerr << "sextant: " << why << "\nRun 'sextant --help' or 'sextant COMMAND --help' for usage.\n";
+  std::cerr << "sextant: " << why
+            << "\nRun 'sextant --help' or 'sextant COMMAND --help' for usage.\n";
   return 2;
 }
 
 // What the verbs read from the command line (CLI11 fills it).
 struct Args {
-  std::string positional;  // FILE or DIR
+  std::string positional;                    // FILE or DIR
   std::map<std::string, std::string> flags;  // flag name (no dashes) -> value, when given
 };
 
@@ -83,7 +84,8 @@ int Run(const Args& a, bool resume, Clock* clock) {
     return UsageError("--metrics-port must be a port number (0 picks a free one)");
   }
   if (a.flags.count("time-scale") &&
-      (!absl::SimpleAtod(a.flags.at("time-scale"), &options.time_scale) || options.time_scale <= 0)) {
+      (!absl::SimpleAtod(a.flags.at("time-scale"), &options.time_scale) ||
+       options.time_scale <= 0)) {
     return UsageError("--time-scale must be a positive number");
   }
   if (a.flags.count("slurm-partition")) options.slurm_partition = a.flags.at("slurm-partition");
@@ -136,12 +138,13 @@ int Certs(const CertsArgs& c, bool init) {
   if (!c.role.empty()) {
     std::optional<Role> role = ParseRole(c.role);
     if (!role) {
-      return UsageError(absl::StrCat("--role '", c.role, "': not worker, client, aggregator or admin"));
+      return UsageError(
+          absl::StrCat("--role '", c.role, "': not worker, client, aggregator or admin"));
     }
     issue.role = *role;
   }
-  absl::Status s = init ? InitCertificateDirectory(c.dir, issue.sans)
-                        : IssueIntoDirectory(c.dir, c.name, issue);
+  absl::Status s =
+      init ? InitCertificateDirectory(c.dir, issue.sans) : IssueIntoDirectory(c.dir, c.name, issue);
   if (!s.ok()) {
     std::cerr << "sextant: certs: " << s.message() << "\n";
     return s.code() == absl::StatusCode::kAlreadyExists ||
@@ -199,8 +202,9 @@ int ShowStatus(const std::string& dir, Clock* clock) {
       if (from < events->size()) std::cout << "recent events:\n";
       for (size_t i = from; i < events->size(); ++i) {
         const EventRow& e = (*events)[i];
-        std::cout << "  " << absl::FormatTime("%H:%M:%S", absl::FromUnixMicros(e.time * 1e6),
-                                              absl::LocalTimeZone())
+        std::cout << "  "
+                  << absl::FormatTime("%H:%M:%S", absl::FromUnixMicros(e.time * 1e6),
+                                      absl::LocalTimeZone())
                   << " " << e.kind << (e.trial_id ? absl::StrCat(" trial ", e.trial_id) : "")
                   << ": " << e.message << "\n";
       }
@@ -254,8 +258,8 @@ int Report(const Args& a, Clock* clock) {
     std::cerr << "sextant: " << r.status().message() << "\n";
     return r.status().code() == absl::StatusCode::kNotFound ? 2 : 1;
   }
-  std::cout << "sextant: wrote " << out << " (" << r->trials << " trials, " << (r->bytes + 1023) / 1024
-            << " KiB)\n";
+  std::cout << "sextant: wrote " << out << " (" << r->trials << " trials, "
+            << (r->bytes + 1023) / 1024 << " KiB)\n";
   if (r->in_progress) {
     std::cerr << "sextant: the run is still in progress; the report shows it so far\n";
   }
@@ -273,9 +277,10 @@ int main(int argc, char** argv) {
   // did with std::mutex. A real deadlock still shows as one, without the abort.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   Clock* const clock = RealClockInstance();
-  CLI::App app("sextant: hyperparameter search and federated learning, driven by one experiment "
-               "file.",
-               "sextant");
+  CLI::App app(
+      "sextant: hyperparameter search and federated learning, driven by one experiment "
+      "file.",
+      "sextant");
   app.require_subcommand(1);
   app.failure_message(CLI::FailureMessage::simple);
 
@@ -286,8 +291,8 @@ int main(int argc, char** argv) {
         "--" + name, [&a, name](const std::string& v) { a.flags.insert_or_assign(name, v); }, help);
   };
   auto boolean = [&a](CLI::App* verb, const std::string& name, const std::string& help) {
-    return verb->add_flag_callback("--" + name, [&a, name] { a.flags.insert_or_assign(name, "1"); },
-                                   help);
+    return verb->add_flag_callback(
+        "--" + name, [&a, name] { a.flags.insert_or_assign(name, "1"); }, help);
   };
 
   std::map<std::string, std::function<int()>> actions;
@@ -299,7 +304,8 @@ int main(int argc, char** argv) {
     valued(verb, "max-cost", "replace budget.max_cost");
     valued(verb, "max-wall-time", "replace budget.max_wall_time (e.g. 90s, 2h)");
     valued(verb, "listen", "the worker service's address (default 127.0.0.1:0)");
-    valued(verb, "lease-timeout", "a lease lapses this long after the last heartbeat (default 15s)");
+    valued(verb, "lease-timeout",
+           "a lease lapses this long after the last heartbeat (default 15s)");
     valued(verb, "heartbeat", "how often workers heartbeat (default 2s)");
     valued(verb, "time-scale", "multiply spot interruption times and notices by X");
     valued(verb, "slurm-partition", "slurm: the partition of on-demand and reserved jobs");
@@ -344,8 +350,8 @@ int main(int argc, char** argv) {
       ->type_name("FILE.html");
   actions["report"] = [&] { return Report(a, clock); };
 
-  CLI::App* simulate = app.add_subcommand(
-      "simulate", "Forecast an experiment's time and cost on virtual time");
+  CLI::App* simulate =
+      app.add_subcommand("simulate", "Forecast an experiment's time and cost on virtual time");
   simulate->add_option("FILE", a.positional, "the experiment file (YAML)")->required();
   valued(simulate, "run-dir", "the run directory (default runs/<name>)");
   actions["simulate"] = [&] {
@@ -356,7 +362,8 @@ int main(int argc, char** argv) {
   // Ask and tell (search.mode: ask_tell), against a live run or offline on its directory.
   AskOptions ask_args;
   CLI::App* ask = app.add_subcommand("ask", "Ask an ask/tell run for trials (one JSON line each)");
-  ask->add_option("DIR", ask_args.run_dir, "the run directory (a live run, or one no process holds)")
+  ask->add_option("DIR", ask_args.run_dir,
+                  "the run directory (a live run, or one no process holds)")
       ->required();
   ask->add_option("--n", ask_args.count, "how many trials (default 1, at most 1024)");
   ask->add_option("--wait", ask_args.wait_seconds,
@@ -366,13 +373,15 @@ int main(int argc, char** argv) {
   TellFlags tell_args;
   CLI::App* tell = app.add_subcommand(
       "tell", "Tell an ask/tell run a trial's result, or report an intermediate --step");
-  tell->add_option("DIR", tell_args.run_dir, "the run directory (a live run, or one no process holds)")
+  tell->add_option("DIR", tell_args.run_dir,
+                   "the run directory (a live run, or one no process holds)")
       ->required();
   tell->add_option("TRIAL", tell_args.trial, "the trial id")->required();
   tell->add_option("--value", tell_args.value, "the objective's value");
   tell->add_option("--values", tell_args.values, "V1,V2,...: each objective's value, in order");
   tell->add_option("--state", tell_args.state, "pruned or failed (instead of a value)");
-  tell->add_option("--metrics", tell_args.metrics, "NAME=VALUE,...: further metrics (with --step: the step's)");
+  tell->add_option("--metrics", tell_args.metrics,
+                   "NAME=VALUE,...: further metrics (with --step: the step's)");
   tell->add_option("--step", tell_args.step,
                    "report an intermediate step S (the fidelity) with --metrics; prints continue, "
                    "stop or pause");
@@ -391,10 +400,12 @@ int main(int argc, char** argv) {
   import_optuna->add_option("--study", import_args.study, "the study's name")->required();
   import_optuna->add_option("-o,--output", import_args.output_dir,
                             "the run directory to write (default runs/<study name>)");
-  import_optuna->add_option("--metric", import_metrics,
-                            "NAME[,NAME...]: the objectives' metrics (default value, or values_0,...)");
-  import_optuna->add_option("--max-trials", import_args.max_trials,
-                            "search.max_trials, counting the imported trials (default: their number)");
+  import_optuna->add_option(
+      "--metric", import_metrics,
+      "NAME[,NAME...]: the objectives' metrics (default value, or values_0,...)");
+  import_optuna->add_option(
+      "--max-trials", import_args.max_trials,
+      "search.max_trials, counting the imported trials (default: their number)");
   actions["import optuna"] = [&] {
     for (absl::string_view m : absl::StrSplit(import_metrics, ',', absl::SkipWhitespace())) {
       import_args.metrics.emplace_back(absl::StripAsciiWhitespace(m));
@@ -405,13 +416,15 @@ int main(int argc, char** argv) {
   CertsArgs certs_args;
   CLI::App* certs = app.add_subcommand("certs", "Make the certificates and tokens of a TLS run");
   certs->require_subcommand(1);
-  CLI::App* certs_init = certs->add_subcommand("init", "Write a private CA, certificates and tokens");
+  CLI::App* certs_init =
+      certs->add_subcommand("init", "Write a private CA, certificates and tokens");
   certs_init->add_option("DIR", certs_args.dir, "where to write them")->required();
   certs_init->add_option("--san", certs_args.sans, "HOST,...: names the servers answer to");
   CLI::App* certs_issue = certs->add_subcommand("issue", "Issue one more certificate from the CA");
   certs_issue->add_option("DIR", certs_args.dir, "a directory from `certs init`")->required();
   certs_issue->add_option("NAME", certs_args.name, "the certificate's name")->required();
-  certs_issue->add_option("--role", certs_args.role, "worker (default), client, aggregator or admin");
+  certs_issue->add_option("--role", certs_args.role,
+                          "worker (default), client, aggregator or admin");
   certs_issue->add_option("--region", certs_args.region, "the region it belongs to");
   certs_issue->add_option("--san", certs_args.sans, "HOST,...: names the holder serves under");
   certs_issue->add_flag("--enroll", certs_args.enroll, "also write an enrolment token");

@@ -165,12 +165,12 @@ absl::Status CheckSubjectAltName(const std::string& san) {
   bool ok = !host.empty() && host.size() <= 253;
   for (absl::string_view label : absl::StrSplit(host, '.')) {
     ok = ok && !label.empty() && label.size() <= 63 && label.front() != '-' && label.back() != '-';
-    for (char c : label) ok = ok && (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-');
+    for (char c : label)
+      ok = ok && (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-');
   }
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--san '", absl::CHexEscape(san.substr(0, 64)),
-      "' is neither an IP address nor a DNS host name"));
+  return absl::InvalidArgumentError(absl::StrCat("--san '", absl::CHexEscape(san.substr(0, 64)),
+                                                 "' is neither an IP address nor a DNS host name"));
 }
 
 absl::StatusOr<KeyPair> IssueCertificate(const KeyPair& ca, const std::string& common_name,
@@ -189,11 +189,12 @@ absl::StatusOr<KeyPair> IssueCertificate(const KeyPair& ca, const std::string& c
   std::string san = server ? "DNS:localhost,IP:127.0.0.1" : "";
   for (const std::string& name : extra_sans) {
     unsigned char addr[sizeof(in6_addr)];
-    const bool ip = inet_pton(AF_INET, name.c_str(), addr) == 1 ||
-                    inet_pton(AF_INET6, name.c_str(), addr) == 1;
+    const bool ip =
+        inet_pton(AF_INET, name.c_str(), addr) == 1 || inet_pton(AF_INET6, name.c_str(), addr) == 1;
     absl::StrAppend(&san, san.empty() ? "" : ",", ip ? "IP:" : "DNS:", name);
   }
-  if (identity != nullptr) absl::StrAppend(&san, san.empty() ? "" : ",", "URI:", IdentityUri(*identity));
+  if (identity != nullptr)
+    absl::StrAppend(&san, san.empty() ? "" : ",", "URI:", IdentityUri(*identity));
   X509* issuer = ca_cert.get();
   SEXTANT_RETURN_IF_ERROR(AddExtension(cert.get(), issuer, NID_basic_constraints, "CA:FALSE"));
   SEXTANT_RETURN_IF_ERROR(
@@ -228,7 +229,8 @@ absl::StatusOr<std::string> NewToken() {
 
 absl::Status InitCertificateDirectory(const std::string& dir,
                                       const std::vector<std::string>& orchestrator_sans) {
-  for (const std::string& san : orchestrator_sans) SEXTANT_RETURN_IF_ERROR(CheckSubjectAltName(san));
+  for (const std::string& san : orchestrator_sans)
+    SEXTANT_RETURN_IF_ERROR(CheckSubjectAltName(san));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(dir, ": ", ec.message()));
@@ -242,7 +244,8 @@ absl::Status InitCertificateDirectory(const std::string& dir,
   SEXTANT_RETURN_IF_ERROR(WritePair(dir, "orchestrator", orchestrator));
   for (Role role : {Role::kAggregator, Role::kWorker, Role::kAdmin}) {
     const PeerIdentity identity{role, "", RoleName(role)};
-    SEXTANT_ASSIGN_OR_RETURN(KeyPair pair, IssueCertificate(ca, RoleName(role), {}, 825, &identity));
+    SEXTANT_ASSIGN_OR_RETURN(KeyPair pair,
+                             IssueCertificate(ca, RoleName(role), {}, 825, &identity));
     SEXTANT_RETURN_IF_ERROR(WritePair(dir, RoleName(role), pair));
     SEXTANT_RETURN_IF_ERROR(Enroll(dir, pair, RoleName(role)));
   }
@@ -260,14 +263,15 @@ absl::StatusOr<std::string> IssueParticipantDirectory(const std::string& ca_dir,
   auto key = ReadText(ca_dir + "/ca.key");
   if (!cert.ok() || !key.ok()) {
     return absl::NotFoundError(absl::StrCat(
-        ca_dir, " holds no ca.key: the participants that `sextant run` starts get their own "
-                "certificates from the CA, so --tls-dir must be the `sextant certs init` folder"));
+        ca_dir,
+        " holds no ca.key: the participants that `sextant run` starts get their own "
+        "certificates from the CA, so --tls-dir must be the `sextant certs init` folder"));
   }
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(out_dir, ": ", ec.message()));
-  SEXTANT_ASSIGN_OR_RETURN(KeyPair pair,
-                           IssueCertificate(KeyPair{*cert, *key}, identity.name, {}, 825, &identity));
+  SEXTANT_ASSIGN_OR_RETURN(
+      KeyPair pair, IssueCertificate(KeyPair{*cert, *key}, identity.name, {}, 825, &identity));
   SEXTANT_RETURN_IF_ERROR(WriteSecret(out_dir + "/ca.pem", *cert, false));
   SEXTANT_RETURN_IF_ERROR(WritePair(out_dir, identity.name, pair));
   return CertificateFingerprint(pair.cert_pem);
@@ -292,7 +296,8 @@ absl::Status IssueIntoDirectory(const std::string& dir, const std::string& name,
   auto cert = ReadText(dir + "/ca.pem");
   auto key = ReadText(dir + "/ca.key");
   if (!cert.ok() || !key.ok()) {
-    return absl::NotFoundError(absl::StrCat(dir, " holds no CA; run `sextant certs init ", dir, "`"));
+    return absl::NotFoundError(
+        absl::StrCat(dir, " holds no CA; run `sextant certs init ", dir, "`"));
   }
   if (std::filesystem::exists(absl::StrCat(dir, "/", name, ".key"))) {
     return absl::AlreadyExistsError(

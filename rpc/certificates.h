@@ -54,10 +54,10 @@ absl::Status InitCertificateDirectory(const std::string& dir,
 
 // What `sextant certs issue` issues.
 struct IssueOptions {
-  Role role = Role::kWorker;  // --role; default worker
-  std::string region;         // --region; required for client and aggregator, else optional
+  Role role = Role::kWorker;      // --role; default worker
+  std::string region;             // --region; required for client and aggregator, else optional
   std::vector<std::string> sans;  // --san: the host's names and addresses; default none
-  bool enroll = false;        // --enroll: append the fingerprint to enrolled.txt
+  bool enroll = false;            // --enroll: append the fingerprint to enrolled.txt
 };
 
 // `sextant certs issue DIR NAME --role R [--region REG] [--san ...] [--enroll]`: a per-host

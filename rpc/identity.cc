@@ -80,9 +80,10 @@ absl::StatusOr<PeerIdentity> IdentityFromCertificate(const std::string& cert_pem
     void operator()(X509* p) const { X509_free(p); }
     void operator()(GENERAL_NAMES* p) const { GENERAL_NAMES_free(p); }
   };
-  std::unique_ptr<BIO, Free> bio(BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size())));
-  std::unique_ptr<X509, Free> cert(
-      bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  std::unique_ptr<BIO, Free> bio(
+      BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size())));
+  std::unique_ptr<X509, Free> cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)
+                                       : nullptr);
   if (!cert) return absl::InvalidArgumentError("not a PEM certificate");
   std::unique_ptr<GENERAL_NAMES, Free> names(static_cast<GENERAL_NAMES*>(
       X509_get_ext_d2i(cert.get(), NID_subject_alt_name, nullptr, nullptr)));

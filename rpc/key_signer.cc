@@ -64,10 +64,11 @@ std::string KeyBinding(const std::string& experiment_id, int64_t round, int32_t 
 namespace {
 
 // OK when signature is cert's over binding (ECDSA-SHA256).
-absl::Status SignatureMatches(X509* cert, const std::string& signature, const std::string& binding) {
+absl::Status SignatureMatches(X509* cert, const std::string& signature,
+                              const std::string& binding) {
   std::unique_ptr<EVP_MD_CTX, Free> md(EVP_MD_CTX_new());
-  if (!md || EVP_DigestVerifyInit(md.get(), nullptr, EVP_sha256(), nullptr,
-                                  X509_get0_pubkey(cert)) != 1 ||
+  if (!md ||
+      EVP_DigestVerifyInit(md.get(), nullptr, EVP_sha256(), nullptr, X509_get0_pubkey(cert)) != 1 ||
       EVP_DigestVerify(md.get(), reinterpret_cast<const unsigned char*>(signature.data()),
                        signature.size(), reinterpret_cast<const unsigned char*>(binding.data()),
                        binding.size()) != 1) {
@@ -132,9 +133,10 @@ absl::StatusOr<std::unique_ptr<KeySigner>> KeySigner::Create(const std::string& 
 absl::StatusOr<KeyAttestation> KeySigner::Sign(const std::string& binding) const {
   std::unique_ptr<EVP_MD_CTX, Free> ctx(EVP_MD_CTX_new());
   size_t n = 0;
-  if (!ctx || EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, keys_->key.get()) != 1 ||
-      EVP_DigestSign(ctx.get(), nullptr, &n,
-                     reinterpret_cast<const unsigned char*>(binding.data()), binding.size()) != 1) {
+  if (!ctx ||
+      EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, keys_->key.get()) != 1 ||
+      EVP_DigestSign(ctx.get(), nullptr, &n, reinterpret_cast<const unsigned char*>(binding.data()),
+                     binding.size()) != 1) {
     return absl::InternalError("libcrypto: signing the keys failed");
   }
   std::string sig(n, '\0');

@@ -76,8 +76,8 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
     bad = absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
   } else if ((st.st_mode & 077) != 0 || st.st_uid != ::geteuid()) {
     bad = absl::FailedPreconditionError(absl::StrFormat(
-        "%s may be read by others (mode %o, owner %d); a secret must be 0600 and this user's",
-        path, st.st_mode & 0777, static_cast<int>(st.st_uid)));
+        "%s may be read by others (mode %o, owner %d); a secret must be 0600 and this user's", path,
+        st.st_mode & 0777, static_cast<int>(st.st_uid)));
   } else {
     char buf[256];
     ssize_t n = 0;

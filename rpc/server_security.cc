@@ -58,9 +58,9 @@ absl::StatusOr<ServerSecurity> LoadServerSecurity(const std::string& dir, const 
       if (!parts.empty()) s.enrolled.insert(absl::AsciiStrToLower(parts[0]));
     }
   }
-  for (auto [name, role] : {std::pair{"worker", Role::kWorker},
-                            std::pair{"aggregator", Role::kAggregator},
-                            std::pair{"admin", Role::kAdmin}}) {
+  for (auto [name, role] :
+       {std::pair{"worker", Role::kWorker}, std::pair{"aggregator", Role::kAggregator},
+        std::pair{"admin", Role::kAdmin}}) {
     if (auto token = ReadFileIfPresent(absl::StrCat(dir, "/", name, ".token"))) {
       std::string t(absl::StripAsciiWhitespace(*token));
       if (!t.empty()) s.tokens[t] = role;
@@ -93,7 +93,8 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const ServerSecur
   if (!security.tls()) {
     if (!security.local) return grpc::InsecureServerCredentials();
     auto creds = grpc::experimental::LocalServerCredentials(LOCAL_TCP);
-    if (security.auth()) creds->SetAuthMetadataProcessor(std::make_shared<RoleAuthProcessor>(security));
+    if (security.auth())
+      creds->SetAuthMetadataProcessor(std::make_shared<RoleAuthProcessor>(security));
     return creds;
   }
   grpc::SslServerCredentialsOptions opts(
@@ -141,8 +142,7 @@ grpc::Status Unauthenticated(const std::string& why) {
 
 grpc::Status RoleAuthProcessor::Process(const InputMetadata& auth_metadata,
                                         grpc::AuthContext* context,
-                                        OutputMetadata* consumed_auth_metadata,
-                                        OutputMetadata*) {
+                                        OutputMetadata* consumed_auth_metadata, OutputMetadata*) {
   std::string method;
   if (auto it = auth_metadata.find(":path"); it != auth_metadata.end()) {
     method.assign(it->second.data(), it->second.size());

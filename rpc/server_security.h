@@ -72,10 +72,10 @@ absl::Status CheckListenAllowed(const std::string& listen, const ServerSecurity&
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const ServerSecurity& security);
 
 // The roles allowed to call a full method name ("/sextant.v1.AdminService/Drain"): the
-// WorkerService and the TrialService (ask/tell) take worker and admin, the AdminService admin only, the FederationService
-// client and aggregator (and, from a bearer token only, worker: the shared token that
-// identity-less clients use); anything else admin only. from_certificate: the role comes from a
-// certificate's identity.
+// WorkerService and the TrialService (ask/tell) take worker and admin, the AdminService admin only,
+// the FederationService client and aggregator (and, from a bearer token only, worker: the shared
+// token that identity-less clients use); anything else admin only. from_certificate: the role comes
+// from a certificate's identity.
 std::set<Role> AllowedRoles(const std::string& method, bool from_certificate = false);
 
 // Checks every call before it reaches a service. Under mTLS the client certificate must be

@@ -283,8 +283,8 @@ class BayesianSampler final : public Sampler {
   const std::vector<double> reference_;  // minimised units; NaN or missing: derived
   const BayesianTuning tuning_;
   // The last fitted hyperparameters of each output (objectives, then constraints, then log
-  // cost, then the warm start's prior model), the warm start of its next fit. Suggestions therefore depend on the sequence of
-  // requests, as the Sampler contract allows.
+  // cost, then the warm start's prior model), the warm start of its next fit. Suggestions therefore
+  // depend on the sequence of requests, as the Sampler contract allows.
   std::vector<std::optional<GpHyperparameters>> last_fits_;
   bool noted_subset_ = false;
   // cost_aware: the share of the budget the design used up (see CostExponent), known from the
@@ -752,8 +752,7 @@ double BayesianSampler::CostExponent(const SampleRequest& request) {
   if (request.trial_number < CheapDesignEnd()) return 1;
   if (!design_budget_used_.has_value()) {
     const double at = static_cast<double>(std::max<int64_t>(request.trial_number, 1));
-    design_budget_used_ =
-        (1 - left) * std::min(1.0, static_cast<double>(CheapDesignEnd()) / at);
+    design_budget_used_ = (1 - left) * std::min(1.0, static_cast<double>(CheapDesignEnd()) / at);
   }
   const double design_left = 1 - *design_budget_used_;
   return design_left > 0 ? std::min(1.0, left / design_left) : 0;

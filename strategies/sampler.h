@@ -44,10 +44,10 @@ inline bool Feasible(const Observation& o) {
 }
 
 struct SampleRequest {
-  int64_t trial_number = 0;                 // 0-based index of the trial being created
-  absl::Span<const Observation> history;    // every earlier trial, in creation order; those
-                                            // still running are kPending (batch suggestions
-                                            // must account for them)
+  int64_t trial_number = 0;               // 0-based index of the trial being created
+  absl::Span<const Observation> history;  // every earlier trial, in creation order; those
+                                          // still running are kPending (batch suggestions
+                                          // must account for them)
   // When set, the sampler appends one-line notes for the run's event log (e.g. "fitting on a
   // subset of 300 of 812 observations"). May be null.
   std::vector<std::string>* notes = nullptr;
@@ -87,14 +87,14 @@ std::unique_ptr<Sampler> NewStartupSampler(const SearchSpace& space, uint64_t se
 
 struct BayesianOptions {
   uint64_t seed = 0;
-  int objectives = 1;         // 2..4: independent GPs and expected hypervolume improvement
-  int constraints = 0;        // modelled by GPs on the violations, as probability of feasibility
-  bool cost_aware = false;    // one objective: EI per expected dollar (a GP on log cost),
-                              // cooled towards plain EI as budget_used rises, after a design
-                              // that continues with cheap Sobol points (CArBO)
-  int initial_design = 0;     // Sobol points before the model is used; 0 = default (see .cc;
-                              // larger with several objectives)
-  int max_observations = 0;   // above this the GP is fitted on a subset; 0 = default
+  int objectives = 1;        // 2..4: independent GPs and expected hypervolume improvement
+  int constraints = 0;       // modelled by GPs on the violations, as probability of feasibility
+  bool cost_aware = false;   // one objective: EI per expected dollar (a GP on log cost),
+                             // cooled towards plain EI as budget_used rises, after a design
+                             // that continues with cheap Sobol points (CArBO)
+  int initial_design = 0;    // Sobol points before the model is used; 0 = default (see .cc;
+                             // larger with several objectives)
+  int max_observations = 0;  // above this the GP is fitted on a subset; 0 = default
   // Several objectives: the hypervolume reference point, per objective in minimised units
   // (the experiment's `reference:`, negated for maximize). EHVI then counts only improvement
   // that is better than it in every objective. Empty (the default), or NaN for one objective:
@@ -120,12 +120,12 @@ std::unique_ptr<Sampler> NewBayesianSampler(SearchSpace space, BayesianOptions o
 
 struct TpeOptions {
   uint64_t seed = 0;
-  int objectives = 1;         // 2..4: MOTPE (split by non-dominated rank and hypervolume
-                              // contribution, as Optuna 3.1)
-  int constraints = 0;        // infeasible trials are never good
-  int startup_trials = 10;    // random (Sobol) trials before the estimators are used
-  int candidates = 24;        // candidates drawn from l(x) per suggestion
-  bool multivariate = true;   // one joint Parzen estimator instead of one per parameter
+  int objectives = 1;        // 2..4: MOTPE (split by non-dominated rank and hypervolume
+                             // contribution, as Optuna 3.1)
+  int constraints = 0;       // infeasible trials are never good
+  int startup_trials = 10;   // random (Sobol) trials before the estimators are used
+  int candidates = 24;       // candidates drawn from l(x) per suggestion
+  bool multivariate = true;  // one joint Parzen estimator instead of one per parameter
   // Several objectives: the reference point of MOTPE's hypervolume subset and weights, per
   // objective in minimised units (the experiment's `reference:`, negated for maximize). Empty
   // (the default), or NaN for one objective: Optuna's, derived from the points (see
@@ -143,8 +143,8 @@ std::unique_ptr<Sampler> NewTpeSampler(SearchSpace space, TpeOptions options);
 
 struct Nsga2Options {
   uint64_t seed = 0;
-  int objectives = 2;         // 2..4
-  int population_size = 0;    // 0 = default (see .cc)
+  int objectives = 2;       // 2..4
+  int population_size = 0;  // 0 = default (see .cc)
   double crossover_probability = 0.9;
   double mutation_probability = 0;  // per parameter; 0 = 1 / number of parameters
 };
@@ -170,8 +170,8 @@ std::unique_ptr<Sampler> NewEnqueuedSampler(std::vector<Params> first,
 // `search.warm_start`: asks `inner` with the priors (earlier runs' completed trials, as
 // observations in this run's minimised units), marked `prior`, ahead of each request's
 // history, and with the trial number moved on by priors.size(), so that inner treats them as
-// trials it has already seen (a start-up design they fill is skipped). For the samplers that learn from
-// observations (bayesian, tpe, nsga2, BOHB's model); one that only follows its sequence would
+// trials it has already seen (a start-up design they fill is skipped). For the samplers that learn
+// from observations (bayesian, tpe, nsga2, BOHB's model); one that only follows its sequence would
 // merely skip points. Returns `inner` itself when priors is empty.
 std::unique_ptr<Sampler> NewWarmStartedSampler(std::vector<Observation> priors,
                                                std::unique_ptr<Sampler> inner);

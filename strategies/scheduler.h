@@ -39,9 +39,9 @@ struct Job {
     kDone,     // the schedule is finished
   };
   Kind kind = Kind::kWait;
-  int64_t trial = 0;    // kPromote: which trial
-  double target = 0;    // kNew, kPromote: the fidelity to run to
-  int bracket = 0;      // the bracket the trial belongs to (0 for single-bracket schedulers)
+  int64_t trial = 0;  // kPromote: which trial
+  double target = 0;  // kNew, kPromote: the fidelity to run to
+  int bracket = 0;    // the bracket the trial belongs to (0 for single-bracket schedulers)
 
   static Job New(double target, int bracket = 0) { return {Kind::kNew, 0, target, bracket}; }
   static Job Promote(int64_t trial, double target, int bracket = 0) {
@@ -121,9 +121,9 @@ class Scheduler {
 
 // One bracket of Hyperband: n_i configurations at r_i, for each rung i.
 struct BracketPlan {
-  int s = 0;                  // the bracket index (s_max .. 0)
-  std::vector<int> n;         // n_i: configurations entering rung i
-  std::vector<double> r;      // r_i: the budget at rung i
+  int s = 0;              // the bracket index (s_max .. 0)
+  std::vector<int> n;     // n_i: configurations entering rung i
+  std::vector<double> r;  // r_i: the budget at rung i
 };
 
 // The brackets of Hyperband (Li et al. 2018) for the given fidelity: s_max = floor(log_eta(R/r)),
@@ -162,8 +162,8 @@ std::unique_ptr<Scheduler> NewHyperbandScheduler(FidelitySpec fidelity);
 
 struct MedianStoppingOptions {
   FidelitySpec fidelity;
-  int min_trials = 3;       // trials that must have reached a step before any is stopped; default 3
-  double grace = 0;         // no stopping below this fidelity; 0 = fidelity.min
+  int min_trials = 3;  // trials that must have reached a step before any is stopped; default 3
+  double grace = 0;    // no stopping below this fidelity; 0 = fidelity.min
 };
 // Median stopping (Golovin et al. 2017): a trial is stopped at step t when its best value so
 // far is worse than the median of the other trials' running averages up to t.

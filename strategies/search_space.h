@@ -17,9 +17,9 @@ struct ParamSpec {
   enum class Kind { kFloat, kInt, kCategorical };
   std::string name;
   Kind kind = Kind::kFloat;
-  double min = 0;      // float and int: inclusive bounds
+  double min = 0;  // float and int: inclusive bounds
   double max = 1;
-  bool log = false;    // float and int: sample uniformly in log space (min > 0)
+  bool log = false;                 // float and int: sample uniformly in log space (min > 0)
   std::vector<std::string> values;  // categorical
   int grid_points = 0;              // grid sampler, float: 0 = default (5)
   // Active only when each named parameter has the given value (its formatted value).

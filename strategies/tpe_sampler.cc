@@ -84,7 +84,8 @@ Ranking RankMultiObjective(absl::Span<const Observation> history, const TpeOptio
   ranking.valued = static_cast<int>(candidates.size());
   ranking.good.assign(history.size(), false);
   ranking.weight.assign(history.size(), 0.0);
-  const std::vector<int> below = internal::MotpeBelow(points, Gamma(ranking.finished), options.reference);
+  const std::vector<int> below =
+      internal::MotpeBelow(points, Gamma(ranking.finished), options.reference);
   std::vector<std::vector<double>> below_points;
   for (int b : below) below_points.push_back(points[b]);
   const std::vector<double> weights = internal::MotpeBelowWeights(below_points, options.reference);

@@ -18,11 +18,11 @@ struct CommandSpec {
   std::string working_dir;                 // empty: the current directory
   std::string stdout_path;                 // capture files; empty: not kept
   std::string stderr_path;
-  double timeout_seconds = 0;              // 0: no timeout
-  double tick_seconds = 0.2;               // how often Observer::OnTick runs
-  double kill_grace_seconds = 2;           // SIGTERM then SIGKILL after this, when stopping
-  size_t max_line_bytes = 1 << 20;         // a longer stdout line is cut here (and counted)
-  size_t stderr_tail_bytes = 4096;         // how much of stderr's end CommandResult keeps
+  double timeout_seconds = 0;       // 0: no timeout
+  double tick_seconds = 0.2;        // how often Observer::OnTick runs
+  double kill_grace_seconds = 2;    // SIGTERM then SIGKILL after this, when stopping
+  size_t max_line_bytes = 1 << 20;  // a longer stdout line is cut here (and counted)
+  size_t stderr_tail_bytes = 4096;  // how much of stderr's end CommandResult keeps
 };
 
 // Receives what the command produces, on the calling thread, while RunCommand runs.
@@ -50,14 +50,14 @@ class CommandObserver {
 };
 
 struct CommandResult {
-  int exit_code = 0;          // the exit status; -N when killed by signal N
-  bool timed_out = false;     // killed because timeout_seconds passed
-  bool stopped = false;       // killed because OnTick returned false
-  bool spawn_failed = false;  // it never started (e.g. command not found); see error
-  std::string error;          // a one-line reason when it did not exit 0
-  std::string stderr_tail;    // the last stderr_tail_bytes of stderr
-  int64_t long_lines = 0;     // stdout lines cut at max_line_bytes
-  int64_t ignored_tokens = 0; // name=value tokens that did not parse
+  int exit_code = 0;           // the exit status; -N when killed by signal N
+  bool timed_out = false;      // killed because timeout_seconds passed
+  bool stopped = false;        // killed because OnTick returned false
+  bool spawn_failed = false;   // it never started (e.g. command not found); see error
+  std::string error;           // a one-line reason when it did not exit 0
+  std::string stderr_tail;     // the last stderr_tail_bytes of stderr
+  int64_t long_lines = 0;      // stdout lines cut at max_line_bytes
+  int64_t ignored_tokens = 0;  // name=value tokens that did not parse
 };
 
 // Runs the command in a new process group, streaming its stdout through ParseMetricLine to the

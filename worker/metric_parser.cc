@@ -117,7 +117,8 @@ bool ParseEventLine(std::string_view line, EventLine* out) {
   line.remove_prefix(kEventPrefix.size());
   auto trim = [](std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+      s.remove_suffix(1);
     return s;
   };
   line = trim(line);

@@ -67,8 +67,8 @@ ProcessSample ProcessGroupSampler::Sample(absl::Time now) {
   ::closedir(dir);
   if (last_cpu_seconds_ >= 0 && now > last_time_) {
     // Processes that exited since the last sample take their time with them; never go negative.
-    s.cpu_percent = std::max(0.0, 100.0 * (cpu - last_cpu_seconds_) /
-                                      absl::ToDoubleSeconds(now - last_time_));
+    s.cpu_percent =
+        std::max(0.0, 100.0 * (cpu - last_cpu_seconds_) / absl::ToDoubleSeconds(now - last_time_));
   }
   last_cpu_seconds_ = cpu;
   last_time_ = now;

@@ -37,10 +37,10 @@ class ProcessGroupSampler {
 };
 
 struct GpuSample {
-  int count = 0;                    // GPUs sampled
-  double utilization_percent = 0;   // mean over them
-  int64_t memory_used_bytes = 0;    // summed
-  int64_t memory_total_bytes = 0;   // summed
+  int count = 0;                   // GPUs sampled
+  double utilization_percent = 0;  // mean over them
+  int64_t memory_used_bytes = 0;   // summed
+  int64_t memory_total_bytes = 0;  // summed
 };
 
 // NVML through dlopen. Thread-compatible.

@@ -4,10 +4,10 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <sstream>
 #include <iostream>
+#include <map>
 #include <optional>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -48,8 +48,8 @@ class TrialReporter : public CommandObserver {
   struct Setup {
     const std::atomic<bool>* preempt = nullptr;  // may be null
     double preempt_notice_seconds = 30;
-    const GpuMonitor* gpus = nullptr;             // null: no NVML
-    std::vector<int> gpu_indices;                 // empty: all
+    const GpuMonitor* gpus = nullptr;  // null: no NVML
+    std::vector<int> gpu_indices;      // empty: all
   };
 
   TrialReporter(WorkerService::Stub* stub, int64_t worker_id, std::string session,
@@ -284,9 +284,7 @@ class Worker {
     return s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ? 2 : 1;
   }
 
-  bool Stopping() const {
-    return stop_->load() || (preempt_ != nullptr && preempt_->load());
-  }
+  bool Stopping() const { return stop_->load() || (preempt_ != nullptr && preempt_->load()); }
 
   // Returns -1 to go on, or an exit code.
   int LeaseNext(v1::LeaseResponse* lease) {
@@ -365,10 +363,9 @@ class Worker {
       std::filesystem::create_directories(a.checkpoint_dir(), ec);
       checkpoint_missing = a.resume() && std::filesystem::is_empty(a.checkpoint_dir(), ec);
     }
-    TrialReporter reporter(stub_.get(), reg_.worker_id(), session_, a, reg_.heartbeat_seconds(),
-                           clock_, stop_,
-                           TrialReporter::Setup{preempt_, options_.preempt_notice_seconds,
-                                                  gpus_.get(), gpu_indices_});
+    TrialReporter reporter(
+        stub_.get(), reg_.worker_id(), session_, a, reg_.heartbeat_seconds(), clock_, stop_,
+        TrialReporter::Setup{preempt_, options_.preempt_notice_seconds, gpus_.get(), gpu_indices_});
     absl::StatusOr<CommandResult> result = RunCommand(SpecFor(a), &reporter, clock_);
     // A notice or a stop may also arrive as the command ends, before a tick sees it; the worker
     // then leases nothing more. A clean exit is the trial's own end and is reported, or a
@@ -454,7 +451,7 @@ class Worker {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<WorkerService::Stub> stub_;
   v1::RegisterResponse reg_;
-  std::string session_;  // sent with every call after Register
+  std::string session_;      // sent with every call after Register
   std::string creds_error_;  // why the TLS credentials could not be built
 };
 

@@ -9,13 +9,14 @@
 namespace sextant {
 
 struct WorkerOptions {
-  std::string target;                // orchestrator HOST:PORT; required
-  std::string region = "local";      // default "local"
-  std::string pool;                  // default empty
-  std::string launch_token;          // set by the provider that launched this worker
-  int protocol_version = 1;          // default: the current protocol (tests change it)
-  double lease_wait_seconds = 5;     // long-poll length for Lease; default 5
-  double connect_timeout_seconds = 30;  // give up when the orchestrator stays unreachable; default 30
+  std::string target;             // orchestrator HOST:PORT; required
+  std::string region = "local";   // default "local"
+  std::string pool;               // default empty
+  std::string launch_token;       // set by the provider that launched this worker
+  int protocol_version = 1;       // default: the current protocol (tests change it)
+  double lease_wait_seconds = 5;  // long-poll length for Lease; default 5
+  double connect_timeout_seconds =
+      30;  // give up when the orchestrator stays unreachable; default 30
   // After a preemption notice, how long the running trial has to checkpoint and exit before it
   // is killed; default 30 s.
   double preempt_notice_seconds = 30;

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/numbers.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "worker/cuda/device_query.h"
 #include "worker/federated/federated_main.h"
@@ -102,12 +102,14 @@ int main(int argc, char** argv) {
     return FederatedRole(argc, argv, clock);
   }
 
-  CLI::App app("sextant-worker: joins a running experiment (sextant run) and runs the trials it "
-               "leases.",
-               "sextant-worker");
+  CLI::App app(
+      "sextant-worker: joins a running experiment (sextant run) and runs the trials it "
+      "leases.",
+      "sextant-worker");
   app.failure_message(CLI::FailureMessage::simple);
-  app.footer("Federated roles: sextant-worker --role aggregator|evaluator --help, or "
-             "--role client --spec FILE --help.");
+  app.footer(
+      "Federated roles: sextant-worker --role aggregator|evaluator --help, or "
+      "--role client --spec FILE --help.");
   sextant::WorkerOptions options;
   std::string preempt_notice, role;
   bool exit_with_parent = false;
@@ -153,7 +155,8 @@ int main(int argc, char** argv) {
   if (train->parsed()) return Train(train->remaining());
   if (devices->parsed()) return Devices();
   if (!role.empty() && role != "client") {
-    return UsageError("--role " + role + ": a trial worker's role is client; aggregator and "
+    return UsageError("--role " + role +
+                      ": a trial worker's role is client; aggregator and "
                       "evaluator are federated roles (with their own flags)");
   }
   if (!preempt_notice.empty() &&

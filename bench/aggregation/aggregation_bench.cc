@@ -99,9 +99,10 @@ int RunCopy(size_t mib, int reps, int threads) {
   }
   const double bytes = static_cast<double>(n) * sizeof(float);
   const double copy = Median(t_copy), read = Median(t_read);
-  std::printf("bench=copy mib=%zu reps=%d threads=%d copy_median_s=%.6f copy_gbps=%.3f "
-              "read_median_s=%.6f read_gbps=%.3f sink=%g\n",
-              mib, reps, threads, copy, 2 * bytes / copy / 1e9, read, bytes / read / 1e9, sink);
+  std::printf(
+      "bench=copy mib=%zu reps=%d threads=%d copy_median_s=%.6f copy_gbps=%.3f "
+      "read_median_s=%.6f read_gbps=%.3f sink=%g\n",
+      mib, reps, threads, copy, 2 * bytes / copy / 1e9, read, bytes / read / 1e9, sink);
   return 0;
 }
 
@@ -180,10 +181,11 @@ int RunFedAvg(size_t n, size_t d, const std::string& mode, int reps, int threads
   for (float x : avg.mean()) checksum += x;
   const double med = Median(times);
   const double bytes = static_cast<double>(n) * static_cast<double>(d) * sizeof(float);
-  std::printf("bench=fedavg impl=sextant mode=%s n=%zu d=%zu reps=%d threads=%d median_s=%.6f "
-              "min_s=%.6f gbps=%.3f checksum=%.9e\n",
-              mode.c_str(), n, d, reps, threads, med, *std::min_element(times.begin(), times.end()),
-              bytes / med / 1e9, checksum);
+  std::printf(
+      "bench=fedavg impl=sextant mode=%s n=%zu d=%zu reps=%d threads=%d median_s=%.6f "
+      "min_s=%.6f gbps=%.3f checksum=%.9e\n",
+      mode.c_str(), n, d, reps, threads, med, *std::min_element(times.begin(), times.end()),
+      bytes / med / 1e9, checksum);
   return 0;
 }
 

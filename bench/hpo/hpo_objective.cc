@@ -69,7 +69,8 @@ const double kAckleyShift[] = {1.283, -2.417, 0.659, 3.142, -1.871};
 const std::vector<Problem>& Problems() {
   static const std::vector<Problem> problems = [] {
     std::vector<Problem> p;
-    p.push_back({"branin", 0.39788735772973816, {{"x0", "float", -5, 10, {}}, {"x1", "float", 0, 15, {}}}});
+    p.push_back(
+        {"branin", 0.39788735772973816, {{"x0", "float", -5, 10, {}}, {"x1", "float", 0, 15, {}}}});
     p.push_back({"hartmann6", -3.322368011415515, Floats(6, 0, 1)});
     p.push_back({"rosenbrock", 0.0, Floats(4, -2, 2)});
     p.push_back({"ackley", 0.0, Floats(5, -5, 5)});
@@ -276,8 +277,8 @@ int main(int argc, char** argv) {
   }
   if (shift != 0) Shift(*p, shift, args);
   const std::string name = p->name;
-  double loss = name == "branin"      ? Branin(args)
-                : name == "hartmann6" ? Hartmann6(args)
+  double loss = name == "branin"       ? Branin(args)
+                : name == "hartmann6"  ? Hartmann6(args)
                 : name == "rosenbrock" ? Rosenbrock(args)
                 : name == "ackley"     ? Ackley(args)
                 : name == "mixed6"     ? Mixed6(args)

@@ -12,10 +12,10 @@
 // (at least 5 are always done). `random` and `sobol` are accepted too, as a floor.
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <numbers>
 #include <random>
@@ -193,8 +193,8 @@ int Main(int argc, char** argv) {
           return 1;
         }
         if (params->size() != static_cast<size_t>(flags.dim)) {
-          std::fprintf(stderr, "sampler_latency: %s returned %zu of %d parameters\n",
-                       name.c_str(), params->size(), flags.dim);
+          std::fprintf(stderr, "sampler_latency: %s returned %zu of %d parameters\n", name.c_str(),
+                       params->size(), flags.dim);
           return 1;
         }
         if (rep < 0) {

@@ -37,7 +37,7 @@ using Clock = std::chrono::steady_clock;
 
 struct WorkerResult {
   int64_t trial_id = 0;
-  int64_t acked = 0;   // measurements acknowledged (reports + the completion's)
+  int64_t acked = 0;  // measurements acknowledged (reports + the completion's)
   int64_t errors = 0;
   std::string first_error;
   std::vector<double> latency_ms;
@@ -70,8 +70,9 @@ void RunWorker(const std::string& target, const std::string& secret_file, int in
   args.SetInt("sextant.bench.worker", index);  // one connection per worker, as in production
   // The workers' own credentials: local TCP with the run's secret, as sextant-worker dials.
   auto creds = sextant::LoadChannelCredentials("", "worker", secret_file);
-  if (!creds.ok()) return Fail(r, "credentials", grpc::Status(grpc::StatusCode::INTERNAL,
-                                                              std::string(creds.status().message())));
+  if (!creds.ok())
+    return Fail(r, "credentials",
+                grpc::Status(grpc::StatusCode::INTERNAL, std::string(creds.status().message())));
   auto channel = grpc::CreateCustomChannel(target, *creds, args);
   auto stub = sextant::v1::WorkerService::NewStub(channel);
   sextant::v1::RegisterRequest reg;
@@ -154,8 +155,8 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& out) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, (out + ".err").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, (out + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
   std::vector<char*> args;
   for (const auto& s : argv) args.push_back(const_cast<char*>(s.c_str()));
   args.push_back(nullptr);
@@ -180,11 +181,12 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   // One trial more than the bench's workers: the single local worker holds it (sleeping), so
   // the run stays up until the bench ends it.
-  std::ofstream(dir + "/exp.yaml") << "name: load\nobjective: {metric: loss, goal: minimize}\n"
-                                   << "parameters:\n  x: {type: float, min: 0, max: 1}\n"
-                                   << "search: {sampler: random, seed: 1, max_trials: "
-                                   << workers + 1 << ", max_concurrent: " << workers + 1 << "}\n"
-                                   << "trial:\n  command: [sleep, \"100000\"]\n";
+  std::ofstream(dir + "/exp.yaml")
+      << "name: load\nobjective: {metric: loss, goal: minimize}\n"
+      << "parameters:\n  x: {type: float, min: 0, max: 1}\n"
+      << "search: {sampler: random, seed: 1, max_trials: " << workers + 1
+      << ", max_concurrent: " << workers + 1 << "}\n"
+      << "trial:\n  command: [sleep, \"100000\"]\n";
   pid_t orchestrator = Spawn({sextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
                               "--workers", "1", "--lease-timeout", "30s"},
                              dir + "/sextant.out");
@@ -201,7 +203,8 @@ int main(int argc, char** argv) {
     }
   }
   if (target.empty()) {
-    std::cerr << "load_bench: the orchestrator did not start\n" << ReadAll(dir + "/sextant.out.err");
+    std::cerr << "load_bench: the orchestrator did not start\n"
+              << ReadAll(dir + "/sextant.out.err");
     kill(orchestrator, SIGKILL);
     return 1;
   }
@@ -209,8 +212,8 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   auto end = Clock::now() + std::chrono::seconds(seconds);
   for (int i = 0; i < workers; ++i) {
-    threads.emplace_back(RunWorker, target, dir + "/run/secrets/worker.secret", i, end,
-                         interval_ms, &results[i]);
+    threads.emplace_back(RunWorker, target, dir + "/run/secrets/worker.secret", i, end, interval_ms,
+                         &results[i]);
   }
   for (auto& t : threads) t.join();
   kill(orchestrator, SIGINT);
@@ -235,9 +238,10 @@ int main(int argc, char** argv) {
     mismatched += n != r.acked;
   }
   std::printf("workers=%d seconds=%d interval_ms=%d\n", workers, seconds, interval_ms);
-  std::printf("reports_acknowledged=%lld stored=%lld workers_with_count_mismatch=%lld errors=%lld\n",
-              static_cast<long long>(acked), static_cast<long long>(stored),
-              static_cast<long long>(mismatched), static_cast<long long>(errors));
+  std::printf(
+      "reports_acknowledged=%lld stored=%lld workers_with_count_mismatch=%lld errors=%lld\n",
+      static_cast<long long>(acked), static_cast<long long>(stored),
+      static_cast<long long>(mismatched), static_cast<long long>(errors));
   std::printf("report_rate_per_s=%.1f (target %.1f)\n", all.size() / static_cast<double>(seconds),
               workers * 1000.0 / interval_ms);
   std::printf("report_latency_ms p50=%.2f p90=%.2f p99=%.2f max=%.2f\n", Percentile(all, 0.5),

@@ -99,7 +99,8 @@ struct Bench {
         "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
     std::map<std::string, RoundTask> tasks;
     for (int i = 0; i < n; ++i) tasks[Id(i)].model_size = static_cast<int64_t>(d);
-    if (absl::Status s = hub.Publish(round, model_file, std::move(tasks)); !s.ok()) Die(s, "publish");
+    if (absl::Status s = hub.Publish(round, model_file, std::move(tasks)); !s.ok())
+      Die(s, "publish");
     Result r;
     const double wall0 = Now(CLOCK_MONOTONIC), cpu0 = Now(CLOCK_PROCESS_CPUTIME_ID);
     std::thread aggregator([&] {
@@ -167,7 +168,8 @@ struct Bench {
     absl::StatusOr<SecureQuantizer> quantizer = SecureQuantizer::Create(q);
     if (!quantizer.ok()) Die(quantizer.status(), "quantizer");
     std::vector<float> mean(d);
-    if (absl::StatusOr<int64_t> w = quantizer->DecodeMean(out->sum, absl::MakeSpan(mean)); !w.ok()) {
+    if (absl::StatusOr<int64_t> w = quantizer->DecodeMean(out->sum, absl::MakeSpan(mean));
+        !w.ok()) {
       Die(w.status(), "decode");
     }
     r.wall = Now(CLOCK_MONOTONIC) - wall0;
@@ -181,10 +183,11 @@ struct Bench {
 };
 
 void Print(const char* path, int rep, const Bench& b, const Result& r) {
-  std::printf("path=%s rep=%d n=%d d=%zu wall_s=%.3f cpu_s=%.3f client_cpu_s=%.3f "
-              "max_client_cpu_s=%.3f bytes_per_client=%lld max_abs_err=%.3g\n",
-              path, rep, b.n, b.d, r.wall, r.cpu, r.client_cpu, r.max_client_cpu,
-              static_cast<long long>(r.bytes), r.max_abs_err);
+  std::printf(
+      "path=%s rep=%d n=%d d=%zu wall_s=%.3f cpu_s=%.3f client_cpu_s=%.3f "
+      "max_client_cpu_s=%.3f bytes_per_client=%lld max_abs_err=%.3g\n",
+      path, rep, b.n, b.d, r.wall, r.cpu, r.client_cpu, r.max_client_cpu,
+      static_cast<long long>(r.bytes), r.max_abs_err);
   std::fflush(stdout);
 }
 
@@ -196,12 +199,17 @@ int main(int argc, char** argv) {
   int reps = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--n") b.n = std::atoi(argv[i + 1]);
-    else if (a == "--d") b.d = static_cast<size_t>(std::atof(argv[i + 1]));
-    else if (a == "--reps") reps = std::atoi(argv[i + 1]);
-    else if (a == "--dropout-rate") b.dropout_rate = std::atof(argv[i + 1]);
+    if (a == "--n")
+      b.n = std::atoi(argv[i + 1]);
+    else if (a == "--d")
+      b.d = static_cast<size_t>(std::atof(argv[i + 1]));
+    else if (a == "--reps")
+      reps = std::atoi(argv[i + 1]);
+    else if (a == "--dropout-rate")
+      b.dropout_rate = std::atof(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: secagg_round_bench [--n N] [--d D] [--reps R] [--dropout-rate F]\n");
+      std::fprintf(stderr,
+                   "usage: secagg_round_bench [--n N] [--d D] [--reps R] [--dropout-rate F]\n");
       return 2;
     }
   }

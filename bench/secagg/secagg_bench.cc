@@ -9,20 +9,20 @@
 //   client_bytes / plain_bytes   bytes one client sends vs a plaintext float32 update
 //   server_bytes             bytes the server sends in all (directories, deliveries, requests)
 //   plain_server_s           the plaintext server: n weighted folds of d floats (WeightedAverage)
-// All single-threaded; times are thread CPU seconds. The clients run one after another in this process; every client does
-// the same work, so one representative client's time is reported. When n * (k + 1) * d is large,
-// only the representative client masks its vector and the other survivors submit copies of it:
-// the server's work does not depend on the values, but then the unmasked sum is not checked
-// (verified=0); below that size every client masks its own input and the sum is checked against
-// the plaintext sum (verified=1).
+// All single-threaded; times are thread CPU seconds. The clients run one after another in this
+// process; every client does the same work, so one representative client's time is reported. When n
+// * (k + 1) * d is large, only the representative client masks its vector and the other survivors
+// submit copies of it: the server's work does not depend on the values, but then the unmasked sum
+// is not checked (verified=0); below that size every client masks its own input and the sum is
+// checked against the plaintext sum (verified=1).
 //   secagg_bench chacha
 //   secagg_bench round --n N --d D --dropout F [--bits 16] [--max-weight 128]
 #include <algorithm>
 #include <array>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <random>
 #include <string>
@@ -134,8 +134,7 @@ int RunRound(const Args& a) {
   std::vector<uint64_t> server_memory(config.vector_length, 1);
   std::vector<uint64_t> client_memory(config.vector_length, 1);
   std::vector<uint64_t> encoded(config.vector_length, 1);
-  SecAggServer server =
-      Check(SecAggServer::Create(config, std::move(server_memory)), "server");
+  SecAggServer server = Check(SecAggServer::Create(config, std::move(server_memory)), "server");
   std::vector<std::optional<SecAggClient>> clients;
   // Without `real`, the clients other than the representative mask a 1-element vector: the
   // vector length enters no key, context or header, and the server receives copies of the
@@ -143,8 +142,8 @@ int RunRound(const Args& a) {
   SecAggConfig small = config;
   small.vector_length = 1;
   for (int32_t i = 0; i < a.n; ++i) {
-    clients.emplace_back(Check(
-        SecAggClient::Create(real || i == rep ? config : small, i, Entropy(3, i)), "client"));
+    clients.emplace_back(
+        Check(SecAggClient::Create(real || i == rep ? config : small, i, Entropy(3, i)), "client"));
   }
   double server_s = 0, client_s = 0;
   size_t client_bytes = 0, server_bytes = 0;
@@ -158,8 +157,9 @@ int RunRound(const Args& a) {
 
   // Stage 0.
   for (int32_t i = 0; i < a.n; ++i) {
-    auto m = Check(timed(i == rep ? client_s : scratch, [&] { return clients[i]->AdvertiseKeys(); }),
-                   "advertise");
+    auto m =
+        Check(timed(i == rep ? client_s : scratch, [&] { return clients[i]->AdvertiseKeys(); }),
+              "advertise");
     if (i == rep) client_bytes += WireSize(m);
     Check(timed(server_s, [&] { return server.HandleAdvertiseKeys(m); }), "handle advertise");
   }
@@ -168,13 +168,14 @@ int RunRound(const Args& a) {
   for (const auto& dir : dirs) {
     server_bytes += WireSize(dir);
     const int32_t i = dir.header.recipient;
-    auto m = Check(timed(i == rep ? client_s : scratch,
-                         [&] { return clients[i]->HandleKeyDirectory(dir); }),
-                   "share keys");
+    auto m = Check(
+        timed(i == rep ? client_s : scratch, [&] { return clients[i]->HandleKeyDirectory(dir); }),
+        "share keys");
     if (i == rep) client_bytes += WireSize(m);
     Check(timed(server_s, [&] { return server.HandleShareKeys(m); }), "handle share");
   }
-  auto deliveries = Check(timed(server_s, [&] { return server.FinishShareKeys(); }), "finish share");
+  auto deliveries =
+      Check(timed(server_s, [&] { return server.FinishShareKeys(); }), "finish share");
   // Stage 2: quantise, mask, send.
   std::vector<float> update(a.d);
   std::mt19937_64 vals(5);
@@ -188,20 +189,24 @@ int RunRound(const Args& a) {
     const int32_t i = del.header.recipient;
     if (dropped[i]) continue;
     if (i == rep) rep_mask_peers = del.shares.size();
-    Check(timed(i == rep ? client_s : scratch,
-                [&] { return clients[i]->HandleShareDelivery(del); }),
-          "delivery");
+    Check(
+        timed(i == rep ? client_s : scratch, [&] { return clients[i]->HandleShareDelivery(del); }),
+        "delivery");
     if (i != rep && !real) {
       const uint64_t zero = 0;
       Check(clients[i]->MaskInput(absl::MakeConstSpan(&zero, 1)).status(), "mask small");
       continue;
     }
-    SecAggMaskedInput m = Check(timed(i == rep ? client_s : scratch, [&] {
-      Check(quantizer.Encode(update, 1 + i % a.max_weight, 100 + i, absl::MakeSpan(encoded)),
-            "encode");
-      return i == rep ? clients[i]->MaskInput(encoded, std::move(client_memory))
-                      : clients[i]->MaskInput(encoded);
-    }), "mask");
+    SecAggMaskedInput m =
+        Check(timed(i == rep ? client_s : scratch,
+                    [&] {
+                      Check(quantizer.Encode(update, 1 + i % a.max_weight, 100 + i,
+                                             absl::MakeSpan(encoded)),
+                            "encode");
+                      return i == rep ? clients[i]->MaskInput(encoded, std::move(client_memory))
+                                      : clients[i]->MaskInput(encoded);
+                    }),
+              "mask");
     for (size_t j = 0; j < encoded.size(); ++j) expected[j] += encoded[j];
     if (i == rep) {
       client_bytes += WireSize(m, config.ring_bits);
@@ -216,18 +221,18 @@ int RunRound(const Args& a) {
       if (dropped[i]) continue;
       SecAggMaskedInput copy = *rep_masked;
       copy.header.sender = i;
-      Check(timed(server_input_s, [&] { return server.HandleMaskedInput(copy); }),
-            "handle masked");
+      Check(timed(server_input_s, [&] { return server.HandleMaskedInput(copy); }), "handle masked");
     }
   }
-  auto requests = Check(timed(server_s, [&] { return server.FinishMaskedInput(); }), "finish masked");
+  auto requests =
+      Check(timed(server_s, [&] { return server.FinishMaskedInput(); }), "finish masked");
   // Stage 3.
   for (const auto& req : requests) {
     server_bytes += WireSize(req);
     const int32_t i = req.header.recipient;
-    auto m = Check(timed(i == rep ? client_s : scratch,
-                         [&] { return clients[i]->HandleUnmaskRequest(req); }),
-                   "unmask");
+    auto m = Check(
+        timed(i == rep ? client_s : scratch, [&] { return clients[i]->HandleUnmaskRequest(req); }),
+        "unmask");
     if (i == rep) client_bytes += WireSize(m);
     Check(timed(server_s, [&] { return server.HandleUnmaskResponse(m); }), "handle unmask");
   }
@@ -276,9 +281,9 @@ int RunRound(const Args& a) {
       "server_masks=%.0f client_bytes=%zu plain_bytes=%zu expansion=%.4f server_bytes=%zu "
       "plain_server_s=%.4f chacha_gbps=%.3f\n",
       a.n, a.d, a.dropout, num_dropped, config.degree, config.threshold, config.ring_bits,
-      real ? 1 : 0, verified, client_s, server_s, server_input_s, server_unmask_s, client_prg, server_prg, server_masks,
-      client_bytes, plain_bytes, static_cast<double>(client_bytes) / plain_bytes, server_bytes,
-      plain_server_s, chacha / 1e9);
+      real ? 1 : 0, verified, client_s, server_s, server_input_s, server_unmask_s, client_prg,
+      server_prg, server_masks, client_bytes, plain_bytes,
+      static_cast<double>(client_bytes) / plain_bytes, server_bytes, plain_server_s, chacha / 1e9);
   std::fflush(stdout);
   return 0;
 }
@@ -300,11 +305,16 @@ int main(int argc, char** argv) {
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const char* v = argv[i + 1];
-    if (k == "--n") a.n = std::atoi(v);
-    else if (k == "--d") a.d = static_cast<size_t>(std::atof(v));
-    else if (k == "--dropout") a.dropout = std::atof(v);
-    else if (k == "--bits") a.bits = std::atoi(v);
-    else if (k == "--max-weight") a.max_weight = std::atoll(v);
+    if (k == "--n")
+      a.n = std::atoi(v);
+    else if (k == "--d")
+      a.d = static_cast<size_t>(std::atof(v));
+    else if (k == "--dropout")
+      a.dropout = std::atof(v);
+    else if (k == "--bits")
+      a.bits = std::atoi(v);
+    else if (k == "--max-weight")
+      a.max_weight = std::atoll(v);
     else {
       std::fprintf(stderr, "unknown flag %s\n", k.c_str());
       return 2;

@@ -43,12 +43,11 @@ template <int N>
 
 // FoldGroup<N> built for one instruction set. With AVX-512 the conversions to double, which
 // bound the fold's speed with AVX2, take 8 floats at once.
-#define SEXTANT_FOLD_KERNEL(Name, ...)                                                      \
-  template <int N>                                                                          \
-  __VA_ARGS__ void Name(double* __restrict s, size_t n, bool start,                         \
-                        const float* __restrict acc, double keep, const float* const* p,    \
-                        const double* c) {                                                  \
-    FoldGroup<N>(s, n, start, acc, keep, p, c);                                             \
+#define SEXTANT_FOLD_KERNEL(Name, ...)                                                           \
+  template <int N>                                                                               \
+  __VA_ARGS__ void Name(double* __restrict s, size_t n, bool start, const float* __restrict acc, \
+                        double keep, const float* const* p, const double* c) {                   \
+    FoldGroup<N>(s, n, start, acc, keep, p, c);                                                  \
   }
 SEXTANT_FOLD_KERNEL(FoldPlain)
 #ifdef SEXTANT_X86_BUILDS

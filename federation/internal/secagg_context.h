@@ -34,9 +34,7 @@ inline constexpr size_t kSharePlaintextBytes = 8 + 2 * 5 * 8;
 // With the 16-byte Poly1305 tag.
 inline constexpr size_t kShareCiphertextBytes = kSharePlaintextBytes + 16;
 
-inline uint64_t RingMask(int bits) {
-  return bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
-}
+inline uint64_t RingMask(int bits) { return bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
 
 }  // namespace sextant::secagg_internal
 

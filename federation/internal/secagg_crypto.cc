@@ -61,8 +61,7 @@ absl::StatusOr<Key32> AgreeKey(const Key32& secret_key, const Key32& own_public_
   crypto_generichash_update(&st, shared, sizeof(shared));
   crypto_generichash_update(&st, lo.data(), lo.size());
   crypto_generichash_update(&st, hi.data(), hi.size());
-  crypto_generichash_update(&st, reinterpret_cast<const uint8_t*>(context.data()),
-                            context.size());
+  crypto_generichash_update(&st, reinterpret_cast<const uint8_t*>(context.data()), context.size());
   Key32 key;
   crypto_generichash_final(&st, key.data(), key.size());
   sodium_memzero(shared, sizeof(shared));
@@ -73,8 +72,7 @@ Key32 Commit(const Key32& secret, absl::string_view context) {
   EnsureSodium();
   crypto_generichash_state st;
   crypto_generichash_init(&st, nullptr, 0, 32);
-  crypto_generichash_update(&st, reinterpret_cast<const uint8_t*>(context.data()),
-                            context.size());
+  crypto_generichash_update(&st, reinterpret_cast<const uint8_t*>(context.data()), context.size());
   crypto_generichash_update(&st, secret.data(), secret.size());
   Key32 out;
   crypto_generichash_final(&st, out.data(), out.size());
@@ -135,9 +133,9 @@ std::vector<uint8_t> Seal(const Key32& key, const Nonce24& nonce, absl::string_v
   EnsureSodium();
   std::vector<uint8_t> out(plaintext.size() + crypto_aead_xchacha20poly1305_ietf_ABYTES);
   unsigned long long len = 0;
-  crypto_aead_xchacha20poly1305_ietf_encrypt(
-      out.data(), &len, plaintext.data(), plaintext.size(),
-      reinterpret_cast<const uint8_t*>(ad.data()), ad.size(), nullptr, nonce.data(), key.data());
+  crypto_aead_xchacha20poly1305_ietf_encrypt(out.data(), &len, plaintext.data(), plaintext.size(),
+                                             reinterpret_cast<const uint8_t*>(ad.data()), ad.size(),
+                                             nullptr, nonce.data(), key.data());
   out.resize(len);
   return out;
 }
@@ -153,8 +151,7 @@ absl::StatusOr<std::vector<uint8_t>> Open(const Key32& key, const Nonce24& nonce
   unsigned long long len = 0;
   if (crypto_aead_xchacha20poly1305_ietf_decrypt(
           out.data(), &len, nullptr, ciphertext.data(), ciphertext.size(),
-          reinterpret_cast<const uint8_t*>(ad.data()), ad.size(), nonce.data(),
-          key.data()) != 0) {
+          reinterpret_cast<const uint8_t*>(ad.data()), ad.size(), nonce.data(), key.data()) != 0) {
     return absl::InvalidArgumentError(
         "secagg: share ciphertext failed authentication (wrong key, sender or recipient)");
   }

@@ -23,9 +23,7 @@ uint64_t Add(uint64_t a, uint64_t b) {
   return r >= kShamirPrime ? r - kShamirPrime : r;
 }
 uint64_t Sub(uint64_t a, uint64_t b) { return a >= b ? a - b : a + kShamirPrime - b; }
-uint64_t Mul(uint64_t a, uint64_t b) {
-  return Reduce(static_cast<unsigned __int128>(a) * b);
-}
+uint64_t Mul(uint64_t a, uint64_t b) { return Reduce(static_cast<unsigned __int128>(a) * b); }
 uint64_t Inverse(uint64_t a) {
   uint64_t result = 1, base = a, e = kShamirPrime - 2;
   while (e) {
@@ -64,8 +62,8 @@ std::vector<FieldShare> ShamirSplit(const Key32& secret, int threshold,
   return shares;
 }
 
-absl::StatusOr<Key32> ShamirReconstruct(
-    absl::Span<const std::pair<uint32_t, FieldShare>> shares, int threshold) {
+absl::StatusOr<Key32> ShamirReconstruct(absl::Span<const std::pair<uint32_t, FieldShare>> shares,
+                                        int threshold) {
   if (threshold < 1 || shares.size() < static_cast<size_t>(threshold)) {
     return absl::InvalidArgumentError("shamir: fewer shares than the threshold");
   }

@@ -26,8 +26,8 @@ std::vector<FieldShare> ShamirSplit(const Key32& secret, int threshold,
 // The secret from at least `threshold` shares (x, share); uses the first `threshold`.
 // InvalidArgument for too few shares, repeated or zero x, elements outside the field, or a result
 // that does not decode to 32 bytes (shares that do not belong together).
-absl::StatusOr<Key32> ShamirReconstruct(
-    absl::Span<const std::pair<uint32_t, FieldShare>> shares, int threshold);
+absl::StatusOr<Key32> ShamirReconstruct(absl::Span<const std::pair<uint32_t, FieldShare>> shares,
+                                        int threshold);
 
 }  // namespace sextant::secagg_internal
 

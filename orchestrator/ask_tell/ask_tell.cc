@@ -142,7 +142,8 @@ auto AskTell::Transaction(F&& f) -> decltype(f()) {
 void AskTell::ForgetEnded() {
   for (auto it = leases_.begin(); it != leases_.end();) {
     const TrialRow* row = dispatcher_->trial_row(it->first);
-    const bool runs = row != nullptr && row->state == v1::RUNNING && row->attempts == it->second.attempt;
+    const bool runs =
+        row != nullptr && row->state == v1::RUNNING && row->attempts == it->second.attempt;
     it = runs ? std::next(it) : leases_.erase(it);
   }
 }
@@ -166,10 +167,10 @@ absl::Status AskTell::SaveLeasesInTx() {
 
 absl::Status AskTell::CheckRunId(const std::string& run_id) const {
   if (run_id == run_id_) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      run_id.empty() ? absl::StrCat("run_id is missing; this run is ", run_id_)
-                     : absl::StrCat("run_id ", run_id.substr(0, 128), " is another run's; this run is ",
-                                    run_id_));
+  return absl::InvalidArgumentError(run_id.empty()
+                                        ? absl::StrCat("run_id is missing; this run is ", run_id_)
+                                        : absl::StrCat("run_id ", run_id.substr(0, 128),
+                                                       " is another run's; this run is ", run_id_));
 }
 
 absl::StatusOr<int64_t> AskTell::WorkerFor(const std::string& identity) {
@@ -201,9 +202,9 @@ absl::StatusOr<v1::AskResponse> AskTell::Ask(const v1::AskRequest& request,
     v1::AskResponse response;
     SEXTANT_ASSIGN_OR_RETURN(int64_t worker, WorkerFor(identity));
     const std::string& fidelity = dispatcher_->spec().search().fidelity().name();
-    const bool scheduled = dispatcher_->spec().search().scheduler() != v1::Search::NONE &&
-                           dispatcher_->spec().search().scheduler() !=
-                               v1::Search::SCHEDULER_UNSPECIFIED;
+    const bool scheduled =
+        dispatcher_->spec().search().scheduler() != v1::Search::NONE &&
+        dispatcher_->spec().search().scheduler() != v1::Search::SCHEDULER_UNSPECIFIED;
     while (response.trials_size() < count) {
       SEXTANT_ASSIGN_OR_RETURN(v1::LeaseResponse lease, dispatcher_->Lease(worker));
       if (lease.done()) {
@@ -223,8 +224,8 @@ absl::StatusOr<v1::AskResponse> AskTell::Ask(const v1::AskRequest& request,
       t->set_run_id(run_id_);
       if (scheduled) t->set_fidelity_key(fidelity);
       Lease& l = leases_[a.trial_id()];
-      l = Lease{a.attempt(), worker, clock_->Now() + absl::Seconds(dispatcher_->lease_seconds()),
-                Now(), identity, 0};
+      l = Lease{a.attempt(), worker,   clock_->Now() + absl::Seconds(dispatcher_->lease_seconds()),
+                Now(),       identity, 0};
     }
     return response;
   });
@@ -249,14 +250,17 @@ absl::StatusOr<std::pair<int64_t, AskTell::Lease*>> AskTell::Held(const std::str
   if (it == leases_.end() || it->second.attempt != attempt) {
     std::string now;
     if (TrialEnded(row->state)) {
-      now = absl::StrCat("the trial ended ", TrialStateName(row->state), " in attempt ", row->attempts);
+      now = absl::StrCat("the trial ended ", TrialStateName(row->state), " in attempt ",
+                         row->attempts);
     } else if (row->state == v1::RUNNING) {
       now = absl::StrCat("the trial runs as attempt ", row->attempts);
     } else {
-      SEXTANT_ASSIGN_OR_RETURN(std::optional<AttemptRow> ended, store_->LoadAttempt(trial_id, attempt));
+      SEXTANT_ASSIGN_OR_RETURN(std::optional<AttemptRow> ended,
+                               store_->LoadAttempt(trial_id, attempt));
       if (ended.has_value() && ended->outcome == "CANCELLED") {
-        now = "the run was interrupted while it ran, which cancelled it; the trial is asked "
-              "again once the run resumes";
+        now =
+            "the run was interrupted while it ran, which cancelled it; the trial is asked "
+            "again once the run resumes";
       } else {
         now = absl::StrCat("its lease lapsed (no tell, report or touch for ",
                            dispatcher_->lease_seconds(), "s) and the trial was requeued");
@@ -285,8 +289,8 @@ absl::StatusOr<v1::ReportStepResponse> AskTell::ReportStep(const v1::ReportStepR
                                                    request.sequence(), " is out of bounds"));
   }
   const std::string& key = dispatcher_->spec().search().fidelity().name();
-  if (auto f = request.metrics().find(key); !key.empty() && f != request.metrics().end() &&
-                                            !std::isfinite(f->second)) {
+  if (auto f = request.metrics().find(key);
+      !key.empty() && f != request.metrics().end() && !std::isfinite(f->second)) {
     return absl::InvalidArgumentError(
         absl::StrCat("trial ", request.trial_id(), ": the fidelity ", key, " is ", f->second));
   }
@@ -323,14 +327,15 @@ absl::StatusOr<v1::TouchResponse> AskTell::Touch(const v1::TouchRequest& request
   heartbeat.set_worker_id(lease.worker_id);
   heartbeat.set_trial_id(request.trial_id());
   heartbeat.set_attempt(lease.attempt);
-  absl::StatusOr<v1::TouchResponse> result = Transaction([&]() -> absl::StatusOr<v1::TouchResponse> {
-    SEXTANT_ASSIGN_OR_RETURN(v1::TrialAction action, dispatcher_->Heartbeat(heartbeat));
-    lease.deadline = clock_->Now() + absl::Seconds(dispatcher_->lease_seconds());
-    v1::TouchResponse response;
-    response.set_action(action);
-    response.set_lease_seconds(dispatcher_->lease_seconds());
-    return response;
-  });
+  absl::StatusOr<v1::TouchResponse> result =
+      Transaction([&]() -> absl::StatusOr<v1::TouchResponse> {
+        SEXTANT_ASSIGN_OR_RETURN(v1::TrialAction action, dispatcher_->Heartbeat(heartbeat));
+        lease.deadline = clock_->Now() + absl::Seconds(dispatcher_->lease_seconds());
+        v1::TouchResponse response;
+        response.set_action(action);
+        response.set_lease_seconds(dispatcher_->lease_seconds());
+        return response;
+      });
   if (!result.ok()) lease = before;
   return result;
 }
@@ -363,7 +368,8 @@ absl::StatusOr<v1::TellResponse> AskTell::Tell(const v1::TellRequest& request,
     const int attempt = request.attempt() == 0 ? row->attempts : request.attempt();
     ForgetEnded();
     const bool held = leases_.count(id) && leases_.at(id).attempt == attempt;
-    if (!held && attempt == row->attempts && attempt > 0 && (TrialEnded(row->state) || row->paused)) {
+    if (!held && attempt == row->attempts && attempt > 0 &&
+        (TrialEnded(row->state) || row->paused)) {
       v1::TellResponse response = Result(id, attempt);
       response.set_already_told(true);
       return response;
@@ -407,9 +413,9 @@ absl::StatusOr<v1::TellResponse> AskTell::Tell(const v1::TellRequest& request,
   if (outcome == v1::TellRequest::COMPLETED) {
     for (const std::string& name : names) {
       if (!metrics.contains(name)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "trial ", id, ": a completed tell needs the objective ", name,
-            " (values, or metrics with ", name, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("trial ", id, ": a completed tell needs the objective ", name,
+                         " (values, or metrics with ", name, ")"));
       }
     }
   }

@@ -20,12 +20,12 @@
 namespace sextant {
 
 // Bounds on what one caller may send.
-inline constexpr int kMaxAskCount = 1024;             // AskRequest.count
-inline constexpr int kMaxTellMetrics = 256;           // metrics in one report or tell
+inline constexpr int kMaxAskCount = 1024;    // AskRequest.count
+inline constexpr int kMaxTellMetrics = 256;  // metrics in one report or tell
 inline constexpr size_t kMaxMetricNameBytes = 256;
-inline constexpr size_t kMaxTellErrorBytes = 4096;    // a longer error is cut
+inline constexpr size_t kMaxTellErrorBytes = 4096;             // a longer error is cut
 inline constexpr int64_t kMaxStepSequence = int64_t{1} << 40;  // ReportStep sequences below it
-inline constexpr double kMaxAskWaitSeconds = 30;      // a longer long-poll is cut
+inline constexpr double kMaxAskWaitSeconds = 30;               // a longer long-poll is cut
 // How long an asked trial is held after its last ask, report or touch when the experiment's
 // search.lease is not set.
 inline constexpr double kDefaultAskTellLeaseSeconds = 600;
@@ -88,9 +88,9 @@ class AskTell {
     int attempt = 0;
     int64_t worker_id = 0;
     absl::Time deadline;
-    double started = 0;     // unix seconds
+    double started = 0;  // unix seconds
     std::string identity;
-    int64_t sequence = 0;   // the largest step sequence stored in this attempt
+    int64_t sequence = 0;  // the largest step sequence stored in this attempt
   };
 
   AskTell(Dispatcher* dispatcher, Store* store, Clock* clock)
@@ -114,9 +114,9 @@ class AskTell {
   Store* store_;
   Clock* clock_;
   std::string run_id_;
-  std::map<int64_t, Lease> leases_;               // trial id -> its asked attempt's lease
-  std::map<std::string, int64_t> workers_;        // identity -> dispatcher worker id
-  std::string saved_leases_;                      // the lease record as last written
+  std::map<int64_t, Lease> leases_;         // trial id -> its asked attempt's lease
+  std::map<std::string, int64_t> workers_;  // identity -> dispatcher worker id
+  std::string saved_leases_;                // the lease record as last written
 };
 
 }  // namespace sextant

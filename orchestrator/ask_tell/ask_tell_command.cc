@@ -12,8 +12,8 @@
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/ask_tell/ask_tell.h"
-#include "orchestrator/core/dispatcher.h"
 #include "orchestrator/ask_tell/run_address.h"
+#include "orchestrator/core/dispatcher.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/core/strategy_factory.h"
@@ -53,7 +53,8 @@ class LiveSession final : public Session {
     std::unique_ptr<LiveSession> s(new LiveSession);
     s->run_id_ = a.run_id;
     // The experiment, from the store (readers need no lock), for its fidelity key.
-    SEXTANT_ASSIGN_OR_RETURN(auto store, Store::Open(RunDir::DbPath(dir), false, /*read_only=*/true));
+    SEXTANT_ASSIGN_OR_RETURN(auto store,
+                             Store::Open(RunDir::DbPath(dir), false, /*read_only=*/true));
     SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> spec, store->GetMeta("spec"));
     v1::ExperimentSpec parsed;
     if (spec && parsed.ParseFromString(*spec)) s->fidelity_key_ = parsed.search().fidelity().name();
@@ -76,11 +77,13 @@ class LiveSession final : public Session {
  private:
   template <typename Request, typename Response>
   absl::StatusOr<Response> Call(const Request& request, double wait,
-                                    grpc::Status (v1::TrialService::Stub::*method)(
-                                        grpc::ClientContext*, const Request&, Response*)) {
+                                grpc::Status (v1::TrialService::Stub::*method)(grpc::ClientContext*,
+                                                                               const Request&,
+                                                                               Response*)) {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::milliseconds(static_cast<int64_t>((wait + kCallSeconds) * 1000)));
+    context.set_deadline(
+        std::chrono::system_clock::now() +
+        std::chrono::milliseconds(static_cast<int64_t>((wait + kCallSeconds) * 1000)));
     Response response;
     grpc::Status status = (stub_.get()->*method)(&context, request, &response);
     if (!status.ok()) return FromGrpcStatus(status);
@@ -112,7 +115,9 @@ class OfflineSession final : public Session {
   }
   const std::string& run_id() const override { return core_->run_id(); }
   std::string fidelity_key() const override { return spec_.search().fidelity().name(); }
-  absl::StatusOr<v1::AskResponse> Ask(const v1::AskRequest& r) override { return core_->Ask(r, ""); }
+  absl::StatusOr<v1::AskResponse> Ask(const v1::AskRequest& r) override {
+    return core_->Ask(r, "");
+  }
   absl::StatusOr<v1::ReportStepResponse> ReportStep(const v1::ReportStepRequest& r) override {
     return core_->ReportStep(r, "");
   }
@@ -136,16 +141,17 @@ class OfflineSession final : public Session {
     SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> state, store_->GetMeta("state"));
     state_ = state.value_or("");
     SEXTANT_ASSIGN_OR_RETURN(
-        auto sampler,
-        MakeRunSampler(spec_, store_.get(), absl::ToDoubleSeconds(clock->Now() - absl::UnixEpoch())));
+        auto sampler, MakeRunSampler(spec_, store_.get(),
+                                     absl::ToDoubleSeconds(clock->Now() - absl::UnixEpoch())));
     DispatcherOptions options;
     options.lease_seconds = AskTellLeaseSeconds(spec_);
     options.logs_dir = std::filesystem::absolute(dir_.logs_dir()).string();
     options.checkpoints_dir = std::filesystem::absolute(dir_.checkpoints_dir()).string();
     options.quiet_load = true;
     SEXTANT_ASSIGN_OR_RETURN(options.held_leases, LoadHeldLeases(*store_));
-    SEXTANT_ASSIGN_OR_RETURN(dispatcher_, Dispatcher::Create(spec_, store_.get(), std::move(sampler),
-                                                             clock, options, MakeScheduler(spec_)));
+    SEXTANT_ASSIGN_OR_RETURN(
+        dispatcher_, Dispatcher::Create(spec_, store_.get(), std::move(sampler), clock, options,
+                                        MakeScheduler(spec_)));
     SEXTANT_ASSIGN_OR_RETURN(core_, AskTell::Create(dispatcher_.get(), store_.get(), clock));
     return absl::OkStatus();
   }
@@ -180,7 +186,8 @@ int Fail(std::ostream& err, const absl::Status& s) {
 // The live run that holds dir, or the directory itself when none does.
 absl::StatusOr<std::unique_ptr<Session>> OpenSession(const std::string& dir, Clock* clock) {
   if (!std::filesystem::exists(RunDir::DbPath(dir))) {
-    return absl::InvalidArgumentError(absl::StrCat(dir, " is not a Sextant run directory (no state.db)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, " is not a Sextant run directory (no state.db)"));
   }
   const absl::Time give_up = clock->Now() + absl::Seconds(kLockWaitSeconds);
   while (true) {
@@ -236,7 +243,8 @@ absl::StatusOr<double> ParseNumber(absl::string_view text, absl::string_view wha
 absl::StatusOr<std::map<std::string, double>> ParseMetricList(const std::string& text) {
   std::map<std::string, double> out;
   for (absl::string_view entry : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(entry, absl::MaxSplits('=', 1));
     absl::string_view name = absl::StripAsciiWhitespace(kv.first);
     if (name.empty() || entry.find('=') == absl::string_view::npos) {
       return absl::InvalidArgumentError(
@@ -272,12 +280,9 @@ int RunAskCommand(const AskOptions& options, std::ostream& out, std::ostream& er
   for (const v1::AskedTrial& t : response->trials()) {
     nlohmann::json params = nlohmann::json::object();
     for (const auto& [name, value] : t.params()) params[name] = ParamJson(value);
-    nlohmann::json line = {{"trial", t.trial_id()},
-                           {"attempt", t.attempt()},
-                           {"params", params},
-                           {"checkpoint_dir", t.checkpoint_dir()},
-                           {"resume", t.resume()},
-                           {"lease_seconds", t.lease_seconds()},
+    nlohmann::json line = {{"trial", t.trial_id()}, {"attempt", t.attempt()},
+                           {"params", params},      {"checkpoint_dir", t.checkpoint_dir()},
+                           {"resume", t.resume()},  {"lease_seconds", t.lease_seconds()},
                            {"run_id", t.run_id()}};
     if (t.fidelity_target() > 0) line["fidelity_target"] = t.fidelity_target();
     if (!t.fidelity_key().empty()) line["fidelity_key"] = t.fidelity_key();
@@ -357,8 +362,7 @@ int RunTellCommand(const TellOptions& options, std::ostream& out, std::ostream& 
   return 0;
 }
 
-int RunTellCommandLine(const TellFlags& flags, std::ostream& out, std::ostream& err,
-                       Clock* clock) {
+int RunTellCommandLine(const TellFlags& flags, std::ostream& out, std::ostream& err, Clock* clock) {
   TellOptions options;
   options.run_dir = flags.run_dir;
   auto bad = [&](absl::string_view why) {

@@ -24,13 +24,13 @@ struct AskOptions {
 struct TellOptions {
   std::string run_dir;
   int64_t trial = 0;
-  int attempt = 0;                       // --attempt; default 0: the one that holds it now
-  std::optional<double> value;           // --value: the one objective
-  std::vector<double> values;            // --values: one per objective, in order
-  std::string state;                     // --state: "", "pruned" or "failed"
+  int attempt = 0;                        // --attempt; default 0: the one that holds it now
+  std::optional<double> value;            // --value: the one objective
+  std::vector<double> values;             // --values: one per objective, in order
+  std::string state;                      // --state: "", "pruned" or "failed"
   std::map<std::string, double> metrics;  // --metrics k=v,...
-  std::optional<double> step;            // --step: an intermediate report, not a tell
-  std::string error;                     // --error: why it failed
+  std::optional<double> step;             // --step: an intermediate report, not a tell
+  std::string error;                      // --error: why it failed
 };
 
 // "k=v,k2=v2" as a map. InvalidArgument naming the bad entry (no '=', an empty name, a value
@@ -50,12 +50,11 @@ int RunAskCommand(const AskOptions& options, std::ostream& out, std::ostream& er
 
 // Tells a trial's result and prints one JSON line {"trial", "attempt", "state",
 // "already_told", "values"}; metrics alone (no value, values, state or step) tell it completed
-// when they name every objective (InvalidArgument naming a missing one otherwise); with step, reports an intermediate measurement instead (the
-// fidelity key, or "step" without a scheduler, set to it) and prints continue, stop, pause
-// or notice.
-// Returns 0, 2 on invalid input (an unknown trial, one that no longer holds its lease, a value
-// that is not a finite number, a count that does not match the objectives), 1 on other
-// failures.
+// when they name every objective (InvalidArgument naming a missing one otherwise); with step,
+// reports an intermediate measurement instead (the fidelity key, or "step" without a scheduler, set
+// to it) and prints continue, stop, pause or notice. Returns 0, 2 on invalid input (an unknown
+// trial, one that no longer holds its lease, a value that is not a finite number, a count that does
+// not match the objectives), 1 on other failures.
 int RunTellCommand(const TellOptions& options, std::ostream& out, std::ostream& err,
                    Clock* clock = RealClockInstance());
 

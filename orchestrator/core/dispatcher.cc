@@ -9,8 +9,8 @@
 #include "orchestrator/core/experiment_loader.h"
 #include "orchestrator/core/rung_record.h"
 #include "orchestrator/core/trial_command.h"
-#include "strategies/pareto.h"
 #include "sextant/v1/worker_service.pb.h"
+#include "strategies/pareto.h"
 
 namespace sextant {
 namespace {
@@ -158,7 +158,8 @@ bool Dispatcher::KeepHeldOnLoad(Entry& e, const TrialRow& row, bool* lapsed) {
   ++running_;
   if (scheduler_) {
     // The fresh scheduler learns of the running attempt as if it had just started.
-    scheduler_->OnStart(row.id, Job::New(row.target > 0 ? row.target : spec_.search().fidelity().max()));
+    scheduler_->OnStart(row.id,
+                        Job::New(row.target > 0 ? row.target : spec_.search().fidelity().max()));
     scheduler_known_.insert(row.id);
   }
   return true;
@@ -255,9 +256,8 @@ absl::StatusOr<v1::RegisterResponse> Dispatcher::Register(const v1::RegisterRequ
     SEXTANT_RETURN_IF_ERROR(store_->AddWorker(id, request.region(), request.pool(),
                                               request.hostname(), request.pid(), Now()));
     return Event("worker_registered", 0,
-                 absl::StrCat("worker ", id, " region=", request.region(), " pool=",
-                              request.pool(), " host=", request.hostname(), " pid=",
-                              request.pid()));
+                 absl::StrCat("worker ", id, " region=", request.region(), " pool=", request.pool(),
+                              " host=", request.hostname(), " pid=", request.pid()));
   }));
   v1::RegisterResponse response;
   response.set_worker_id(id);
@@ -279,9 +279,10 @@ absl::StatusOr<Dispatcher::Entry*> Dispatcher::CreateTrialInTx() {
   std::vector<std::string> notes;
   std::vector<Observation> model_history;
   if (bohb_ && scheduler_) model_history = ModelHistory();
-  SampleRequest request{number, bohb_ && scheduler_ ? absl::MakeConstSpan(model_history)
-                                                     : absl::MakeConstSpan(history_),
-                        &notes};
+  SampleRequest request{
+      number,
+      bohb_ && scheduler_ ? absl::MakeConstSpan(model_history) : absl::MakeConstSpan(history_),
+      &notes};
   request.budget_used = BudgetUsed(spec_, spend_ ? spend_() : 0.0, number);
   absl::StatusOr<Params> params = sampler_->Ask(request);
   for (const std::string& note : notes) SEXTANT_RETURN_IF_ERROR(Event("sampler_note", 0, note));
@@ -320,12 +321,15 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
       resume = e->row.attempts > 0;
       // After a resume the scheduler is new: it learns of requeued trials as they restart.
       if (scheduler_ && scheduler_known_.insert(e->row.id).second) {
-        scheduler_->OnStart(e->row.id, Job::New(target > 0 ? target : spec_.search().fidelity().max()));
+        scheduler_->OnStart(e->row.id,
+                            Job::New(target > 0 ? target : spec_.search().fidelity().max()));
       }
     } else if (scheduler_) {
       bool wait = false;
       // Jobs parked for other pools hold their slots.
-      if (running_ + static_cast<int>(queue_.size()) >= std::max(1, spec_.search().max_concurrent())) break;
+      if (running_ + static_cast<int>(queue_.size()) >=
+          std::max(1, spec_.search().max_concurrent()))
+        break;
       SEXTANT_ASSIGN_OR_RETURN(e, NextScheduledInTx(&target, &resume, &wait));
       if (wait) break;
       if (e == nullptr) continue;  // a new trial could not be made, or the schedule ended
@@ -335,10 +339,11 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
         e->row.state = v1::PENDING;
         queue_.push_back(e->row.id);
         SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e->row));
-        SEXTANT_RETURN_IF_ERROR(Event("placement", e->row.id,
-                                      absl::StrCat("top rung (", spec_.search().fidelity().name(), "=",
-                                                   FormatParamValue(target), ") waits for a worker off pool ",
-                                                   workers_[worker_id].pool, ": ", top_rung_why_)));
+        SEXTANT_RETURN_IF_ERROR(
+            Event("placement", e->row.id,
+                  absl::StrCat("top rung (", spec_.search().fidelity().name(), "=",
+                               FormatParamValue(target), ") waits for a worker off pool ",
+                               workers_[worker_id].pool, ": ", top_rung_why_)));
         break;
       }
     } else if (CanCreate()) {
@@ -369,10 +374,11 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
       continue;
     }
     if (TopRung(target) && !top_rung_barred_.empty()) {
-      SEXTANT_RETURN_IF_ERROR(Event("placement", e->row.id,
-                                    absl::StrCat("top rung (", spec_.search().fidelity().name(), "=",
-                                                 FormatParamValue(target), ") runs on worker ", worker_id,
-                                                 " of pool ", workers_[worker_id].pool, ": ", top_rung_why_)));
+      SEXTANT_RETURN_IF_ERROR(
+          Event("placement", e->row.id,
+                absl::StrCat("top rung (", spec_.search().fidelity().name(), "=",
+                             FormatParamValue(target), ") runs on worker ", worker_id, " of pool ",
+                             workers_[worker_id].pool, ": ", top_rung_why_)));
     }
     e->row.state = v1::RUNNING;
     e->worker_id = worker_id;
@@ -477,9 +483,9 @@ absl::Status Dispatcher::ObserveFidelityInTx(Entry& e, double fidelity) {
   const std::string& key = spec_.search().fidelity().name();
   if (e.attempt_fidelity >= 0 && fidelity < e.attempt_fidelity) {
     if (e.fidelity_error.empty()) {
-      e.fidelity_error = absl::StrCat("the fidelity '", key, "' went backwards: ",
-                                      FormatParamValue(fidelity), " after ",
-                                      FormatParamValue(e.attempt_fidelity));
+      e.fidelity_error =
+          absl::StrCat("the fidelity '", key, "' went backwards: ", FormatParamValue(fidelity),
+                       " after ", FormatParamValue(e.attempt_fidelity));
     }
     return absl::OkStatus();
   }
@@ -507,10 +513,9 @@ absl::Status Dispatcher::StoreMeasurementsInTx(
     Entry& e, const google::protobuf::RepeatedPtrField<v1::Measurement>& ms) {
   const std::string& metric = objectives_.objectives()[0].metric();
   for (const v1::Measurement& m : ms) {
-    SEXTANT_ASSIGN_OR_RETURN(bool inserted,
-                             store_->AddMeasurement(MeasurementRow{
-                                 e.row.id, e.row.attempts, m.sequence(), m.elapsed_seconds(),
-                                 MetricsToJson(m.metrics())}));
+    SEXTANT_ASSIGN_OR_RETURN(bool inserted, store_->AddMeasurement(MeasurementRow{
+                                                e.row.id, e.row.attempts, m.sequence(),
+                                                m.elapsed_seconds(), MetricsToJson(m.metrics())}));
     if (!inserted) continue;  // a retried report: already stored once
     if (!m.event().empty()) {
       std::string kind = m.event().substr(0, m.event().find(' '));
@@ -537,8 +542,7 @@ absl::StatusOr<v1::TrialAction> Dispatcher::Report(const v1::ReportRequest& requ
   return InTransaction([&]() -> absl::StatusOr<v1::TrialAction> {
     v1::TrialAction action = interrupted_ ? v1::ACTION_STOP : v1::ACTION_CONTINUE;
     for (const v1::Measurement& m : request.measurements()) {
-      SEXTANT_ASSIGN_OR_RETURN(Entry * e,
-                               Current(m.trial_id(), m.attempt(), request.worker_id()));
+      SEXTANT_ASSIGN_OR_RETURN(Entry * e, Current(m.trial_id(), m.attempt(), request.worker_id()));
       google::protobuf::RepeatedPtrField<v1::Measurement> one;
       *one.Add() = m;
       SEXTANT_RETURN_IF_ERROR(StoreMeasurementsInTx(*e, one));
@@ -551,16 +555,17 @@ absl::StatusOr<v1::TrialAction> Dispatcher::Report(const v1::ReportRequest& requ
 
 // Long because each way an attempt can end under a scheduler needs its own bookkeeping: the
 // scheduler paused it at a rung, pruned it, or it ran to its target by itself.
-absl::StatusOr<bool> Dispatcher::FinishScheduledInTx(Entry& e,
-                                                     const v1::CompleteRequest& request) {
+absl::StatusOr<bool> Dispatcher::FinishScheduledInTx(Entry& e, const v1::CompleteRequest& request) {
   const std::string& key = spec_.search().fidelity().name();
   if (request.checkpoint_missing()) {
     e.row.scratch_restarts += 1;
-    SEXTANT_RETURN_IF_ERROR(Event("restarted_from_scratch", e.row.id,
-                                  "no checkpoint in SEXTANT_CHECKPOINT_DIR; the trial started over"));
+    SEXTANT_RETURN_IF_ERROR(
+        Event("restarted_from_scratch", e.row.id,
+              "no checkpoint in SEXTANT_CHECKPOINT_DIR; the trial started over"));
   }
   if (!e.fidelity_error.empty()) return false;  // an ordinary failure, with that reason
-  const bool exited_ok = request.exit_code() == 0 && !request.timed_out() && request.error().empty();
+  const bool exited_ok =
+      request.exit_code() == 0 && !request.timed_out() && request.error().empty();
   const double max = spec_.search().fidelity().max();
   bool pause = e.action == Decision::Kind::kPause ||
                (exited_ok && e.row.target > 0 && e.row.target < max &&
@@ -576,16 +581,16 @@ absl::StatusOr<bool> Dispatcher::FinishScheduledInTx(Entry& e,
     scheduler_->OnEnd(e.row.id, /*reached_target=*/true);
   } else {
     if (exited_ok && e.attempt_fidelity < 0) {
-      SEXTANT_RETURN_IF_ERROR(Event(
-          "fidelity_missing", e.row.id,
-          absl::StrCat("the trial never reported the fidelity key '", key, "' (print '", key,
-                       "=N' each step); the scheduler could not stop or pause it")));
+      SEXTANT_RETURN_IF_ERROR(
+          Event("fidelity_missing", e.row.id,
+                absl::StrCat("the trial never reported the fidelity key '", key, "' (print '", key,
+                             "=N' each step); the scheduler could not stop or pause it")));
     }
     return false;
   }
-  SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts,
-                                                e.row.paused ? "PAUSED" : TrialStateName(v1::PRUNED),
-                                                request.exit_code(), "", Now()));
+  SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
+      e.row.id, e.row.attempts, e.row.paused ? "PAUSED" : TrialStateName(v1::PRUNED),
+      request.exit_code(), "", Now()));
   return true;
 }
 
@@ -607,18 +612,20 @@ absl::Status Dispatcher::PreemptInTx(Entry& e, const v1::CompleteRequest& reques
   if (stopping_) {
     e.row.state = v1::CANCELLED;
     const std::string why = absl::StrCat("checkpointed and stopped: ", stop_reason_);
-    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, TrialStateName(v1::CANCELLED),
-                                                  request.exit_code(), why, Now()));
-    SEXTANT_RETURN_IF_ERROR(Event("trial_stopped", e.row.id,
-                                  absl::StrCat(why, "; `sextant resume` continues it from its checkpoint")));
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
+        e.row.id, e.row.attempts, TrialStateName(v1::CANCELLED), request.exit_code(), why, Now()));
+    SEXTANT_RETURN_IF_ERROR(
+        Event("trial_stopped", e.row.id,
+              absl::StrCat(why, "; `sextant resume` continues it from its checkpoint")));
     return store_->PutTrial(e.row);
   }
   e.row.preemptions += 1;
   e.row.state = v1::PREEMPTED;
   std::string why = absl::StrCat("worker ", worker, " got a preemption notice");
-  if (request.exit_code() != 0) absl::StrAppend(&why, " (the command exited ", request.exit_code(), ")");
-  SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, TrialStateName(v1::PREEMPTED),
-                                                request.exit_code(), why, Now()));
+  if (request.exit_code() != 0)
+    absl::StrAppend(&why, " (the command exited ", request.exit_code(), ")");
+  SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
+      e.row.id, e.row.attempts, TrialStateName(v1::PREEMPTED), request.exit_code(), why, Now()));
   if (!interrupted_) queue_.push_front(e.row.id);  // after an interrupt, resume requeues it
   SEXTANT_RETURN_IF_ERROR(Event("trial_preempted", e.row.id,
                                 absl::StrCat(why, "; requeued to resume from its checkpoint")));
@@ -645,8 +652,8 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
     --running_;
     e.worker_id = 0;
     SEXTANT_RETURN_IF_ERROR(PruneInTx(e, "pruned by its client"));
-    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, TrialStateName(v1::PRUNED),
-                                                  request.exit_code(), "", Now()));
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
+        e.row.id, e.row.attempts, TrialStateName(v1::PRUNED), request.exit_code(), "", Now()));
     return store_->PutTrial(e.row);
   }
   if (scheduler_) {
@@ -680,30 +687,29 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
     RecordOutcome(e);
     history_[e.row.id - 1] = ObservedAs(e, Observation::Outcome::kCompleted);
     for (const std::string& missing : evaluation.missing_constraints) {
-      SEXTANT_RETURN_IF_ERROR(Event(
-          "constraint_missing", e.row.id,
-          absl::StrCat("the trial never reported the constraint metric '", missing,
-                       "'; it is infeasible")));
+      SEXTANT_RETURN_IF_ERROR(Event("constraint_missing", e.row.id,
+                                    absl::StrCat("the trial never reported the constraint metric '",
+                                                 missing, "'; it is infeasible")));
     }
     if (!objectives_.multi() && spec_.objective().has_target() && evaluation.feasible() &&
         !Better(spec_.objective().target(), v)) {
       if (!target_reached_) {
         target_reached_ = true;
-        SEXTANT_RETURN_IF_ERROR(Event("target_reached", e.row.id,
-                                      absl::StrCat(metric, "=", FormatValue(v))));
+        SEXTANT_RETURN_IF_ERROR(
+            Event("target_reached", e.row.id, absl::StrCat(metric, "=", FormatValue(v))));
       }
     }
     if (scheduler_) {
       AddRung(e, "completed");
       scheduler_->OnEnd(e.row.id, /*reached_target=*/true);
     }
-    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, TrialStateName(v1::COMPLETED), exit_code,
-                                                  "", Now()));
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
+        e.row.id, e.row.attempts, TrialStateName(v1::COMPLETED), exit_code, "", Now()));
   } else {
     e.row.failures += 1;
     e.row.error = error;
-    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, TrialStateName(v1::FAILED), exit_code,
-                                                  error, Now()));
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
+        e.row.id, e.row.attempts, TrialStateName(v1::FAILED), exit_code, error, Now()));
     if (e.row.failures <= spec_.trial().max_restarts() && !interrupted_) {
       e.row.state = v1::PENDING;
       queue_.push_back(e.row.id);
@@ -721,8 +727,8 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
 
 absl::StatusOr<v1::CompleteResponse> Dispatcher::Complete(const v1::CompleteRequest& request) {
   return InTransaction([&]() -> absl::StatusOr<v1::CompleteResponse> {
-    SEXTANT_ASSIGN_OR_RETURN(
-        Entry * e, Current(request.trial_id(), request.attempt(), request.worker_id()));
+    SEXTANT_ASSIGN_OR_RETURN(Entry * e,
+                             Current(request.trial_id(), request.attempt(), request.worker_id()));
     SEXTANT_RETURN_IF_ERROR(FinishInTx(*e, request));
     v1::CompleteResponse response;
     if (request.lease_next()) {
@@ -768,8 +774,8 @@ absl::Status Dispatcher::Interrupt() {
     int cancelled = 0;
     for (Entry& e : trials_) {
       if (e.row.state != v1::RUNNING) continue;
-      SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, TrialStateName(v1::CANCELLED), -1,
-                                                    "run interrupted", Now()));
+      SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
+          e.row.id, e.row.attempts, TrialStateName(v1::CANCELLED), -1, "run interrupted", Now()));
       e.row.state = v1::CANCELLED;
       e.worker_id = 0;
       EndAttemptClock(e);
@@ -786,8 +792,9 @@ absl::Status Dispatcher::BeginStop(const std::string& why) {
   stopping_ = true;
   stop_reason_ = why;
   return InTransaction([&]() -> absl::Status {
-    return Event("run_stopping", 0,
-                 absl::StrCat(why, "; ", running_, " running trials get the notice to checkpoint and stop"));
+    return Event(
+        "run_stopping", 0,
+        absl::StrCat(why, "; ", running_, " running trials get the notice to checkpoint and stop"));
   });
 }
 

@@ -58,12 +58,12 @@ struct DispatchStats {
   int finished = 0;                     // COMPLETED + PRUNED + FAILED
   std::optional<double> best_value;
   int64_t best_trial = 0;
-  int preemptions = 0;                  // attempts ended by a preemption notice, all trials
-  std::optional<double> spend;          // committed spend, when instances are billed
-  std::optional<double> budget;         // budget.max_cost, when set
+  int preemptions = 0;           // attempts ended by a preemption notice, all trials
+  std::optional<double> spend;   // committed spend, when instances are billed
+  std::optional<double> budget;  // budget.max_cost, when set
   // Several objectives: no best_value; the size of the front of feasible completed trials.
   int front_size = 0;
-  std::optional<double> hypervolume;    // several objectives: of that front (see results.h)
+  std::optional<double> hypervolume;  // several objectives: of that front (see results.h)
 };
 
 // The queue of trials and the leases on them: the orchestrator's core, with no gRPC in it.
@@ -98,8 +98,9 @@ class Dispatcher {
   absl::StatusOr<v1::TrialAction> Report(const v1::ReportRequest& request);
 
   // Ends an attempt: COMPLETED (exit 0 and a finite objective), PRUNED when the scheduler asked
-  // or the request says so (pruned), paused when the scheduler asked, or FAILED with the reason (requeued while failures <= max_restarts). With
-  // lease_next, the next lease is made in the same transaction. Aborted for a stale attempt.
+  // or the request says so (pruned), paused when the scheduler asked, or FAILED with the reason
+  // (requeued while failures <= max_restarts). With lease_next, the next lease is made in the same
+  // transaction. Aborted for a stale attempt.
   absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& request);
 
   // Expires lapsed leases: their trials go back to the queue, to run as a new attempt.
@@ -172,10 +173,10 @@ class Dispatcher {
     Params params;
     int64_t worker_id = 0;
     absl::Time lease_deadline;
-    std::optional<double> objective;  // last reported value of the (first) objective metric
+    std::optional<double> objective;       // last reported value of the (first) objective metric
     std::map<std::string, double> latest;  // last value of each objective or constraint metric
-    double seconds = 0;            // wall time of the trial's finished attempts
-    double attempt_started = 0;    // when the current attempt was leased
+    double seconds = 0;                    // wall time of the trial's finished attempts
+    double attempt_started = 0;            // when the current attempt was leased
     // Multi-fidelity bookkeeping for the current attempt.
     Decision::Kind action = Decision::Kind::kContinue;  // what the scheduler last asked
     std::string action_reason;
@@ -183,8 +184,8 @@ class Dispatcher {
     std::string fidelity_error;    // set when the fidelity went backwards
   };
 
-  Dispatcher(v1::ExperimentSpec spec, Store* store, std::unique_ptr<Sampler> sampler,
-             Clock* clock, DispatcherOptions options, std::unique_ptr<Scheduler> scheduler);
+  Dispatcher(v1::ExperimentSpec spec, Store* store, std::unique_ptr<Sampler> sampler, Clock* clock,
+             DispatcherOptions options, std::unique_ptr<Scheduler> scheduler);
   absl::Status Load();
   double Now() const;
   bool CanCreate() const;
@@ -193,8 +194,8 @@ class Dispatcher {
   // The *Locked methods run inside an open store transaction.
   absl::StatusOr<v1::LeaseResponse> LeaseInTx(int64_t worker_id);
   absl::StatusOr<Entry*> CreateTrialInTx();
-  absl::Status StoreMeasurementsInTx(
-      Entry& e, const google::protobuf::RepeatedPtrField<v1::Measurement>& ms);
+  absl::Status StoreMeasurementsInTx(Entry& e,
+                                     const google::protobuf::RepeatedPtrField<v1::Measurement>& ms);
   absl::Status FinishInTx(Entry& e, const v1::CompleteRequest& request);
   // A preemption notice ended the attempt: PREEMPTED, requeued first, to resume from its
   // checkpoint; it does not count against max_restarts.
@@ -243,11 +244,11 @@ class Dispatcher {
   std::unique_ptr<Scheduler> scheduler_;  // may be null
   bool bohb_ = false;                     // fit the sampler on the best fidelity's values
   bool scheduler_done_ = false;
-  std::set<int64_t> scheduler_known_;     // trials the scheduler has seen start
+  std::set<int64_t> scheduler_known_;  // trials the scheduler has seen start
   Clock* clock_;
   DispatcherOptions options_;
-  std::vector<Entry> trials_;      // trials_[id - 1]
-  std::deque<int64_t> queue_;      // PENDING trial ids, oldest first
+  std::vector<Entry> trials_;  // trials_[id - 1]
+  std::deque<int64_t> queue_;  // PENDING trial ids, oldest first
   std::vector<Observation> history_;
   int running_ = 0;
   int64_t next_worker_id_ = 1;
@@ -255,7 +256,7 @@ class Dispatcher {
   bool interrupted_ = false;
   bool target_reached_ = false;
   bool hold_ = false;
-  bool stopping_ = false;    // BeginStop: winding down for the budget
+  bool stopping_ = false;                  // BeginStop: winding down for the budget
   std::set<std::string> top_rung_barred_;  // SetTopRungRule
   std::string top_rung_why_;
   std::string stop_reason_;

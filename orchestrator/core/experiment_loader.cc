@@ -30,10 +30,10 @@
 #include "absl/types/span.h"
 #include "common/duration.h"
 #include "common/ids.h"
-#include "orchestrator/cost/catalog.h"
-#include "orchestrator/cost/param_expression.h"
 #include "orchestrator/core/trial_command.h"
 #include "orchestrator/core/warm_start.h"
+#include "orchestrator/cost/catalog.h"
+#include "orchestrator/cost/param_expression.h"
 
 namespace sextant {
 namespace {
@@ -351,8 +351,8 @@ class Section {
 
 constexpr std::array<absl::string_view, 3> kParamTypes = {"float", "int", "categorical"};
 constexpr std::array<absl::string_view, 2> kGoals = {"minimize", "maximize"};
-constexpr std::array<absl::string_view, 6> kSamplers = {"random", "grid", "sobol", "bayesian",
-                                                        "tpe",    "nsga2"};
+constexpr std::array<absl::string_view, 6> kSamplers = {"random",   "grid", "sobol",
+                                                        "bayesian", "tpe",  "nsga2"};
 constexpr std::array<absl::string_view, 2> kAshaModes = {"promotion", "stopping"};
 constexpr std::array<absl::string_view, 2> kSearchModes = {"commands", "ask_tell"};
 constexpr std::array<absl::string_view, 5> kSchedulers = {"none", "asha", "hyperband", "bohb",
@@ -546,10 +546,9 @@ LoadResult Loader::Run(const std::string& yaml) {
 }
 
 void Loader::LoadRoot(const Field& root) {
-  Section s(
-      r_, root,
-      {"name", "objective", "objectives", "constraints", "parameters", "search", "trial", "budget",
-       "resources", "federation", "simulate"});
+  Section s(r_, root,
+            {"name", "objective", "objectives", "constraints", "parameters", "search", "trial",
+             "budget", "resources", "federation", "simulate"});
   if (!s.ok()) return;
   spec_.set_source_path(file_);
   LoadName(s);
@@ -570,16 +569,18 @@ void Loader::LoadRoot(const Field& root) {
 // An ask/tell run launches nothing: no instances, no federated rounds.
 void Loader::CheckAskTell(const Section& root) {
   if (const Field* f = root.Find("federation")) {
-    r_.KeyError(*f, "cannot be combined with search.mode: ask_tell (a federated run launches "
-                    "its clients)");
+    r_.KeyError(*f,
+                "cannot be combined with search.mode: ask_tell (a federated run launches "
+                "its clients)");
   }
   const Field* resources = root.Find("resources");
   if (resources == nullptr || !resources->value.IsMap()) return;
   for (const auto& kv : resources->value) {
     if (kv.first.IsScalar() && kv.first.Scalar() == "pools") {
       Field pools(Join(resources->path, "pools"), kv.first, kv.second);
-      r_.KeyError(pools, "search.mode is ask_tell: clients run the trials, so no instances are "
-                         "launched; remove resources.pools");
+      r_.KeyError(pools,
+                  "search.mode is ask_tell: clients run the trials, so no instances are "
+                  "launched; remove resources.pools");
     }
   }
 }
@@ -666,10 +667,10 @@ void Loader::LoadConstraints(const Field& f) {
     if (const Field* metric = s.Require("metric")) {
       if (auto v = r_.NonEmptyString(*metric)) c->set_metric(*v);
     }
-    IfPresent<double>(s, "max", [&](const Field& x) { return r_.Number(x); },
-                      [&](double v) { c->set_max(v); });
-    IfPresent<double>(s, "min", [&](const Field& x) { return r_.Number(x); },
-                      [&](double v) { c->set_min(v); });
+    IfPresent<double>(
+        s, "max", [&](const Field& x) { return r_.Number(x); }, [&](double v) { c->set_max(v); });
+    IfPresent<double>(
+        s, "min", [&](const Field& x) { return r_.Number(x); }, [&](double v) { c->set_min(v); });
     if (s.Find("max") == nullptr && s.Find("min") == nullptr) {
       r_.ValueError(e, "needs max or min (a bound the metric must keep)");
     } else if (c->has_max() && c->has_min() && !(c->min() <= c->max())) {
@@ -699,7 +700,8 @@ void Loader::CheckObjectivesAgainstSearch(const Section& root) {
   };
   if (search.sampler() == v1::Search::NSGA2 && objectives == 0) {
     if (const Field* f = search_key("sampler")) {
-      r_.ValueError(*f, "nsga2 needs several objectives (objectives:); for one, use bayesian or tpe");
+      r_.ValueError(*f,
+                    "nsga2 needs several objectives (objectives:); for one, use bayesian or tpe");
     }
   }
   if (search.cost_aware()) {
@@ -712,8 +714,9 @@ void Loader::CheckObjectivesAgainstSearch(const Section& root) {
   }
   if (objectives > 0 && search.scheduler() == v1::Search::MEDIAN) {
     if (const Field* f = search_key("scheduler")) {
-      r_.ValueError(*f, "median stopping compares one value; with objectives:, use asha, hyperband "
-                        "or bohb (they rank by non-dominated rank and crowding distance)");
+      r_.ValueError(*f,
+                    "median stopping compares one value; with objectives:, use asha, hyperband "
+                    "or bohb (they rank by non-dominated rank and crowding distance)");
     }
   }
   const v1::Resources& res = spec_.resources();
@@ -722,7 +725,8 @@ void Loader::CheckObjectivesAgainstSearch(const Section& root) {
     for (int i = 0; i < objectives; ++i) {
       if (spec_.objectives(i).metric() == "cost") {
         r_.ValueError(*objectives_field,
-                      absl::StrCat("objectives[", i, "]: cost is always 0 under the local provider "
+                      absl::StrCat("objectives[", i,
+                                   "]: cost is always 0 under the local provider "
                                    "without pools (nothing is billed); add priced pools under "
                                    "resources:, or try it with sextant simulate"));
       }
@@ -915,10 +919,10 @@ void Loader::LoadSearch(const Section& root) {
   search->set_max_concurrent(1);
   const Field* f = root.Find("search");
   if (f == nullptr) return;
-  Section s(r_, *f,
-            {"sampler", "scheduler", "fidelity", "seed", "max_trials", "max_concurrent",
-             "initial_design", "asha_mode", "cost_aware", "mode", "lease", "enqueue",
-             "warm_start"});
+  Section s(
+      r_, *f,
+      {"sampler", "scheduler", "fidelity", "seed", "max_trials", "max_concurrent", "initial_design",
+       "asha_mode", "cost_aware", "mode", "lease", "enqueue", "warm_start"});
   if (!s.ok()) return;
   IfPresent<size_t>(
       s, "sampler", [&](const Field& x) { return r_.Choice(x, kSamplers); },
@@ -984,9 +988,9 @@ void Loader::LoadEnqueue(const Field& f, v1::Search* search) {
   for (const ParamSpec& p : space.params) names.push_back(p.name);
   for (const Field& e : entries) {
     if (!e.value.IsMap()) {
-      r_.ValueError(e, absl::StrCat("expected a mapping of parameter values (e.g. {",
-                                    names.empty() ? "lr" : names[0], ": ...}), got ",
-                                    Describe(e.value)));
+      r_.ValueError(
+          e, absl::StrCat("expected a mapping of parameter values (e.g. {",
+                          names.empty() ? "lr" : names[0], ": ...}), got ", Describe(e.value)));
       continue;
     }
     const std::vector<Field> values = r_.Entries(e);
@@ -1149,8 +1153,8 @@ void Loader::LoadAskTellTrial(const Field& f, v1::TrialSpec* trial) {
     if (key == "max_restarts") {
       if (auto v = r_.Integer(e, 0, kInt32Max)) trial->set_max_restarts(*v);
     } else {
-      r_.KeyError(e, absl::StrCat("search.mode is ask_tell: clients run the trials, so trial.",
-                                  key, " is not used; remove it (or use mode: commands)"));
+      r_.KeyError(e, absl::StrCat("search.mode is ask_tell: clients run the trials, so trial.", key,
+                                  " is not used; remove it (or use mode: commands)"));
     }
   }
 }
@@ -1385,9 +1389,12 @@ void Loader::LoadTimeExpression(const Field& f, v1::Simulation* sim) {
   for (const auto* at : {&lo, &mid, &hi}) {
     const double v = (*e)->Evaluate(*at);
     if (!(v > 0) || !std::isfinite(v)) {
-      r_.ValueError(f, absl::StrCat("must be a positive number of seconds everywhere in the space; at ",
-                                    at == &lo ? "every parameter's min" : at == &hi ? "every parameter's max" : "the centre",
-                                    " it is ", v));
+      r_.ValueError(
+          f, absl::StrCat("must be a positive number of seconds everywhere in the space; at ",
+                          at == &lo   ? "every parameter's min"
+                          : at == &hi ? "every parameter's max"
+                                      : "the centre",
+                          " it is ", v));
       return;
     }
   }
@@ -1395,10 +1402,10 @@ void Loader::LoadTimeExpression(const Field& f, v1::Simulation* sim) {
 }
 
 void Loader::LoadSimulate(const Field& f) {
-  Section s(r_, f,
-            {"seconds_per_unit", "seconds_per_unit_expression", "seconds_per_trial",
-             "attempt_overhead", "objective", "noise", "checkpoint_every", "checkpoint_time",
-             "boot_time", "seed", "tick"});
+  Section s(
+      r_, f,
+      {"seconds_per_unit", "seconds_per_unit_expression", "seconds_per_trial", "attempt_overhead",
+       "objective", "noise", "checkpoint_every", "checkpoint_time", "boot_time", "seed", "tick"});
   if (!s.ok()) return;
   v1::Simulation* sim = spec_.mutable_simulate();
   auto duration = [&](const Field& x) { return r_.Duration(x); };
@@ -1466,7 +1473,8 @@ void Loader::CheckPoolsAgainstCatalog(const Section& root) {
     std::string text;
     char buf[65536];
     size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof(buf), fp)) > 0 && text.size() < (4u << 20)) text.append(buf, n);
+    while ((n = std::fread(buf, 1, sizeof(buf), fp)) > 0 && text.size() < (4u << 20))
+      text.append(buf, n);
     std::fclose(fp);
     std::vector<CatalogError> errors;
     catalog = Catalog::Parse(text, &errors);
@@ -1493,8 +1501,9 @@ void Loader::CheckPoolsAgainstCatalog(const Section& root) {
     if (!pool.instance().empty() && !catalog.FindInstance(pool.instance())) {
       std::vector<std::string> names;
       for (const InstanceType& t : catalog.instances()) names.push_back(t.name);
-      r_.ValueError(*pf.instance, absl::StrCat("unknown instance type '", pool.instance(), "' (",
-                                               catalog_name, " has ", absl::StrJoin(names, ", "), ")"));
+      r_.ValueError(*pf.instance,
+                    absl::StrCat("unknown instance type '", pool.instance(), "' (", catalog_name,
+                                 " has ", absl::StrJoin(names, ", "), ")"));
       ok = false;
     }
     if (!ok || pool.region().empty() || pool.instance().empty()) continue;
@@ -1520,12 +1529,12 @@ void Loader::CheckPoolsAgainstCatalog(const Section& root) {
     }
   }
   (void)root;
-  if (cheapest > 0 && spec_.budget().has_max_cost() &&
-      spec_.budget().max_cost() < cheapest) {
+  if (cheapest > 0 && spec_.budget().has_max_cost() && spec_.budget().max_cost() < cheapest) {
     if (max_cost_field_) {
-      r_.ValueError(*max_cost_field_, absl::StrCat("max_cost ", spec_.budget().max_cost(),
-                                      " is less than one billing increment of the cheapest pool (",
-                                      cheapest, ")"));
+      r_.ValueError(*max_cost_field_,
+                    absl::StrCat("max_cost ", spec_.budget().max_cost(),
+                                 " is less than one billing increment of the cheapest pool (",
+                                 cheapest, ")"));
     }
   }
 }
@@ -1547,13 +1556,32 @@ void Loader::LoadFederation(const Field& f) {
   fed->set_secure_aggregation(true);
   fed->set_trim_fraction(0.1);
   fed->set_byzantine_clients(1);
-  Section s(
-      r_, f,
-      {"regions", "rounds", "clients_per_round", "local_epochs", "local_batch_size", "local_lr",
-       "proximal_mu", "aggregation", "server_optimizer", "server_lr", "min_clients",
-       "round_deadline", "eval_every", "partition", "dirichlet_alpha", "secure_aggregation",
-       "seed", "examples_per_client", "validation_examples", "trim_fraction",
-       "byzantine_clients", "krum_selected", "client_command", "dp", "hide_region_sums"});
+  Section s(r_, f,
+            {"regions",
+             "rounds",
+             "clients_per_round",
+             "local_epochs",
+             "local_batch_size",
+             "local_lr",
+             "proximal_mu",
+             "aggregation",
+             "server_optimizer",
+             "server_lr",
+             "min_clients",
+             "round_deadline",
+             "eval_every",
+             "partition",
+             "dirichlet_alpha",
+             "secure_aggregation",
+             "seed",
+             "examples_per_client",
+             "validation_examples",
+             "trim_fraction",
+             "byzantine_clients",
+             "krum_selected",
+             "client_command",
+             "dp",
+             "hide_region_sums"});
   if (!s.ok()) return;
   const int64_t total = LoadRegions(s, fed);
   LoadFederationOptions(s, fed);
@@ -1597,19 +1625,22 @@ void Loader::LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed) 
     }
   }
   if (fed->hide_region_sums() && (!fed->secure_aggregation() || fed->regions_size() < 2)) {
-    r_.ValueError(*s.Find("hide_region_sums"),
-                  !fed->secure_aggregation()
-                      ? "needs secure_aggregation: true (the regions' sums are masked sums of "
-                        "securely aggregated clients)"
-                      : "needs at least 2 regions (with one region the total is that region's sum)");
+    r_.ValueError(
+        *s.Find("hide_region_sums"),
+        !fed->secure_aggregation()
+            ? "needs secure_aggregation: true (the regions' sums are masked sums of "
+              "securely aggregated clients)"
+            : "needs at least 2 regions (with one region the total is that region's sum)");
   }
   const bool robust = fed->aggregation() != "fedavg";
   if (robust && fed->secure_aggregation()) {
     const Field* at = s.Find("aggregation");
-    r_.ValueError(*at, absl::StrCat(
-        "'", fed->aggregation(), "' needs each client's update in the clear, which secure "
-        "aggregation hides; use aggregation: fedavg, or set secure_aggregation: false "
-        "(secure_aggregation defaults to true)"));
+    r_.ValueError(
+        *at,
+        absl::StrCat("'", fed->aggregation(),
+                     "' needs each client's update in the clear, which secure "
+                     "aggregation hides; use aggregation: fedavg, or set secure_aggregation: false "
+                     "(secure_aggregation defaults to true)"));
   }
 }
 
@@ -1645,9 +1676,10 @@ void Loader::LoadDifferentialPrivacy(const Field& f, v1::Federation* fed) {
       s, "noise", [&](const Field& x) { return r_.Choice(x, kDpNoise); },
       [&](size_t i) { dp->set_noise(std::string(kDpNoise[i])); });
   if (dp->noise() == "distributed" && !fed->secure_aggregation()) {
-    r_.ValueError(*s.Find("noise"), "distributed noise needs secure_aggregation: true (otherwise "
-                                    "the aggregator sees each client's update with only its share "
-                                    "of the noise); use noise: central");
+    r_.ValueError(*s.Find("noise"),
+                  "distributed noise needs secure_aggregation: true (otherwise "
+                  "the aggregator sees each client's update with only its share "
+                  "of the noise); use noise: central");
   }
   if (fed->aggregation() != "fedavg") {
     r_.ValueError(f, absl::StrCat("differential privacy needs aggregation: fedavg (the "

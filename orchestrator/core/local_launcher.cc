@@ -21,8 +21,8 @@ class PosixProcessLauncher : public ProcessLauncher {
                                const std::string& log_path) override {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
@@ -42,7 +42,8 @@ class PosixProcessLauncher : public ProcessLauncher {
     int rc = posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
-    if (rc != 0) return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", strerror(rc)));
+    if (rc != 0)
+      return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", strerror(rc)));
     return pid;
   }
 

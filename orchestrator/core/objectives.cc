@@ -51,9 +51,9 @@ TrialEvaluation ObjectiveSet::Evaluate(const std::map<std::string, double>& metr
     std::optional<double> v = MetricValue(o.metric(), metrics, cost, seconds);
     if (!v) {
       if (e.error.empty()) {
-        e.error = absl::StrCat("the trial exited 0 but never reported the objective metric '",
-                               o.metric(), "' (print a line such as '", o.metric(),
-                               "=0.42' on stdout)");
+        e.error =
+            absl::StrCat("the trial exited 0 but never reported the objective metric '", o.metric(),
+                         "' (print a line such as '", o.metric(), "=0.42' on stdout)");
       }
       e.values.push_back(std::numeric_limits<double>::quiet_NaN());
       continue;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -26,8 +26,8 @@ namespace {
 // took them back (meta "fleet", written by the live fleet and by `sextant simulate`).
 nlohmann::json PreemptionCounts(const std::vector<TrialRow>& trials,
                                 const std::optional<std::string>& fleet) {
-  nlohmann::json out = {{"total", 0}, {"by_trial", nlohmann::json::object()},
-                        {"by_pool", nlohmann::json::object()}};
+  nlohmann::json out = {
+      {"total", 0}, {"by_trial", nlohmann::json::object()}, {"by_pool", nlohmann::json::object()}};
   int total = 0;
   for (const TrialRow& t : trials) {
     total += t.preemptions;
@@ -42,7 +42,6 @@ nlohmann::json PreemptionCounts(const std::vector<TrialRow>& trials,
   }
   return out;
 }
-
 
 std::string Scalar(const nlohmann::json& v) {
   if (v.is_null()) return "";
@@ -92,8 +91,10 @@ class FidelityCount {
 
 // The minimised values of a trial that may enter the front: COMPLETED, feasible, and with a
 // finite value for every objective.
-std::optional<std::vector<double>> FrontCandidate(const ObjectiveSet& objectives, const TrialRow& t) {
-  if (t.state != v1::COMPLETED || !t.feasible || t.values.size() != static_cast<size_t>(objectives.size())) {
+std::optional<std::vector<double>> FrontCandidate(const ObjectiveSet& objectives,
+                                                  const TrialRow& t) {
+  if (t.state != v1::COMPLETED || !t.feasible ||
+      t.values.size() != static_cast<size_t>(objectives.size())) {
     return std::nullopt;
   }
   for (double v : t.values) {
@@ -184,7 +185,8 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
   std::map<int64_t, nlohmann::json> trial_events;
   for (const EventRow& e : events) {
     if (e.trial_id == 0) continue;
-    trial_events[e.trial_id].push_back({{"time", e.time}, {"kind", e.kind}, {"message", e.message}});
+    trial_events[e.trial_id].push_back(
+        {{"time", e.time}, {"kind", e.kind}, {"message", e.message}});
   }
 
   const std::string& fidelity_key = spec.search().fidelity().name();
@@ -243,7 +245,8 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
     row["value"] = t.value ? nlohmann::json(*t.value) : nlohmann::json(nullptr);
     row["values"] = nlohmann::json::array();
     if (objectives.multi()) {
-      for (double v : t.values) row["values"].push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
+      for (double v : t.values)
+        row["values"].push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
     } else if (t.value) {
       row["values"].push_back(*t.value);
     }
@@ -313,24 +316,32 @@ std::string ResultsToCsv(const nlohmann::json& results) {
   }
   std::vector<std::string> objective_names;
   if (results.contains("objectives")) {
-    for (const auto& o : results["objectives"]) objective_names.push_back(o["metric"].get<std::string>());
+    for (const auto& o : results["objectives"])
+      objective_names.push_back(o["metric"].get<std::string>());
   }
-  std::vector<std::string> header = {"id", "state", "value", "attempts", "fidelity", "cost", "feasible"};
+  std::vector<std::string> header = {"id",       "state", "value",   "attempts",
+                                     "fidelity", "cost",  "feasible"};
   for (const auto& o : objective_names) header.push_back("value." + o);
   for (const auto& p : param_names) header.push_back("param." + p);
   for (const auto& m : metric_names) header.push_back("metric." + m);
   header.push_back("error");
   std::string out = absl::StrJoin(header, ",") + "\n";
   for (const auto& t : results["trials"]) {
-    std::vector<std::string> row = {Scalar(t["id"]), Scalar(t["state"]), Scalar(t["value"]),
-                                    Scalar(t["attempts"]), Scalar(t["fidelity"]),
-                                    Scalar(t["cost"]), Scalar(t.value("feasible", nlohmann::json(true)))};
+    std::vector<std::string> row = {Scalar(t["id"]),
+                                    Scalar(t["state"]),
+                                    Scalar(t["value"]),
+                                    Scalar(t["attempts"]),
+                                    Scalar(t["fidelity"]),
+                                    Scalar(t["cost"]),
+                                    Scalar(t.value("feasible", nlohmann::json(true)))};
     for (size_t i = 0; i < objective_names.size(); ++i) {
       const bool has = t.contains("values") && t["values"].is_array() && i < t["values"].size();
       row.push_back(has ? Scalar(t["values"][i]) : "");
     }
-    for (const auto& p : param_names) row.push_back(t["params"].contains(p) ? Scalar(t["params"][p]) : "");
-    for (const auto& m : metric_names) row.push_back(t["metrics"].contains(m) ? Scalar(t["metrics"][m]) : "");
+    for (const auto& p : param_names)
+      row.push_back(t["params"].contains(p) ? Scalar(t["params"][p]) : "");
+    for (const auto& m : metric_names)
+      row.push_back(t["metrics"].contains(m) ? Scalar(t["metrics"][m]) : "");
     row.push_back(Scalar(t["error"]));
     for (auto& f : row) f = CsvField(f);
     out += absl::StrJoin(row, ",") + "\n";
@@ -372,15 +383,18 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
     os << absl::StrJoin(ids, ", ") << "), hypervolume " << Scalar(results["hypervolume"])
        << " (reference point " << results["reference_point"].dump() << ", "
        << Scalar(results["reference_point_source"]) << ")\n";
-    if (results.contains("hypervolume_note")) os << "  " << Scalar(results["hypervolume_note"]) << "\n";
+    if (results.contains("hypervolume_note"))
+      os << "  " << Scalar(results["hypervolume_note"]) << "\n";
   }
   if (results.contains("cost") && results["cost"]["total"].is_number() &&
       results["cost"]["total"].get<double>() > 0) {
     const nlohmann::json& cost = results["cost"];
     os << absl::StrFormat("cost: %.2f %s", cost["total"].get<double>(), Scalar(cost["currency"]));
-    if (cost.contains("budget")) os << absl::StrFormat(" of budget %.2f", cost["budget"].get<double>());
+    if (cost.contains("budget"))
+      os << absl::StrFormat(" of budget %.2f", cost["budget"].get<double>());
     std::vector<std::string> pools;
-    for (auto& [pool, v] : cost["by_pool"].items()) pools.push_back(absl::StrFormat("%s %.2f", pool, v.get<double>()));
+    for (auto& [pool, v] : cost["by_pool"].items())
+      pools.push_back(absl::StrFormat("%s %.2f", pool, v.get<double>()));
     if (!pools.empty()) os << " (by pool: " << absl::StrJoin(pools, ", ") << ")";
     os << "\n";
   }
@@ -433,7 +447,8 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
     if (multi) {
       std::vector<std::string> vs;
       if ((*t).contains("values")) {
-        for (const auto& v : (*t)["values"]) vs.push_back(v.is_number() ? absl::StrFormat("%.6g", v.get<double>()) : "-");
+        for (const auto& v : (*t)["values"])
+          vs.push_back(v.is_number() ? absl::StrFormat("%.6g", v.get<double>()) : "-");
       }
       value = absl::StrJoin(vs, ",");
       if (front.count((*t)["id"].get<int64_t>())) extra += "  pareto";

@@ -29,9 +29,9 @@ absl::StatusOr<RunDir> RunDir::Acquire(const std::string& path) {
     close(fd);
     std::string holder = n > 0 ? std::string(buf, n) : "unknown";
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "run directory ", path, " is in use by another sextant process (pid ", holder,
-        "); there is exactly one writer per run directory"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("run directory ", path, " is in use by another sextant process (pid ", holder,
+                     "); there is exactly one writer per run directory"));
   }
   std::string pid = absl::StrCat(getpid(), "\n");
   if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {

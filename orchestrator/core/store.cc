@@ -7,8 +7,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace sextant {
 namespace {
@@ -69,13 +69,15 @@ std::string OutcomeJson(const TrialRow& t) {
   nlohmann::json j = nlohmann::json::object();
   if (!t.values.empty()) {
     nlohmann::json values = nlohmann::json::array();
-    for (double v : t.values) values.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
+    for (double v : t.values)
+      values.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
     j["values"] = std::move(values);
   }
   if (!t.feasible) j["feasible"] = false;
   if (!t.violations.empty()) {
     nlohmann::json violations = nlohmann::json::array();
-    for (double v : t.violations) violations.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
+    for (double v : t.violations)
+      violations.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
     j["violations"] = std::move(violations);
   }
   if (t.cost) j["cost"] = *t.cost;
@@ -88,14 +90,16 @@ void ReadOutcomeJson(const std::string& text, TrialRow* t) {
   if (!j.is_object()) return;
   if (j.contains("values") && j["values"].is_array()) {
     for (const nlohmann::json& v : j["values"]) {
-      t->values.push_back(v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN());
+      t->values.push_back(v.is_number() ? v.get<double>()
+                                        : std::numeric_limits<double>::quiet_NaN());
     }
   }
   if (j.contains("feasible") && j["feasible"].is_boolean()) t->feasible = j["feasible"].get<bool>();
   if (j.contains("seconds") && j["seconds"].is_number()) t->seconds = j["seconds"].get<double>();
   if (j.contains("violations") && j["violations"].is_array()) {
     for (const nlohmann::json& v : j["violations"]) {
-      t->violations.push_back(v.is_number() ? v.get<double>() : std::numeric_limits<double>::infinity());
+      t->violations.push_back(v.is_number() ? v.get<double>()
+                                            : std::numeric_limits<double>::infinity());
     }
   }
   if (j.contains("cost") && j["cost"].is_number()) t->cost = j["cost"].get<double>();
@@ -107,7 +111,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, bool
                                                    bool read_only) {
   struct stat st;
   if (!create && stat(path.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat(path, ": no such store (not a Sextant run directory?)"));
+    return absl::NotFoundError(
+        absl::StrCat(path, ": no such store (not a Sextant run directory?)"));
   }
   sqlite3* db = nullptr;
   int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
@@ -131,7 +136,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, bool
 }
 
 absl::Status Store::Upgrade(bool read_only) {
-  SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare("SELECT name FROM pragma_table_info('trials')"));
+  SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s,
+                           Prepare("SELECT name FROM pragma_table_info('trials')"));
   StmtGuard g{s};
   bool has_outcome = false;
   int rc;
@@ -255,8 +261,8 @@ absl::StatusOr<std::vector<TrialRow>> Store::LoadTrials() {
     t.id = sqlite3_column_int64(s, 0);
     const std::string state = ColumnText(s, 1);
     if (!v1::TrialState_Parse(state, &t.state) || t.state == v1::TRIAL_STATE_UNSPECIFIED) {
-      return absl::DataLossError(absl::StrCat("trial ", t.id, " has the unknown state '",
-                                              state.substr(0, 64), "'"));
+      return absl::DataLossError(
+          absl::StrCat("trial ", t.id, " has the unknown state '", state.substr(0, 64), "'"));
     }
     t.params_json = ColumnText(s, 2);
     t.attempts = sqlite3_column_int(s, 3);
@@ -349,9 +355,8 @@ absl::StatusOr<bool> Store::AddMeasurement(const MeasurementRow& m) {
 
 absl::StatusOr<std::vector<MeasurementRow>> Store::LoadMeasurements(int64_t trial_id) {
   SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("SELECT trial_id, attempt, seq, elapsed, metrics FROM measurements"
-              " WHERE ?1 = 0 OR trial_id = ?1 ORDER BY trial_id, attempt, seq"));
+      sqlite3_stmt * s, Prepare("SELECT trial_id, attempt, seq, elapsed, metrics FROM measurements"
+                                " WHERE ?1 = 0 OR trial_id = ?1 ORDER BY trial_id, attempt, seq"));
   StmtGuard g{s};
   sqlite3_bind_int64(s, 1, trial_id);
   std::vector<MeasurementRow> out;
@@ -425,9 +430,8 @@ absl::StatusOr<std::vector<CostRow>> Store::LoadCosts() {
 
 absl::StatusOr<std::vector<EventRow>> Store::LoadEvents(int64_t after_id, int limit) {
   SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("SELECT id, time, kind, trial_id, message FROM events WHERE id > ?"
-              " ORDER BY id LIMIT ?"));
+      sqlite3_stmt * s, Prepare("SELECT id, time, kind, trial_id, message FROM events WHERE id > ?"
+                                " ORDER BY id LIMIT ?"));
   StmtGuard g{s};
   sqlite3_bind_int64(s, 1, after_id);
   sqlite3_bind_int64(s, 2, limit > 0 ? limit : -1);

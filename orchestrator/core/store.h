@@ -22,15 +22,15 @@ const std::string& TrialStateName(v1::TrialState state);
 bool TrialEnded(v1::TrialState state);
 
 struct TrialRow {
-  int64_t id = 0;                 // 1-based, in creation order
+  int64_t id = 0;                      // 1-based, in creation order
   v1::TrialState state = v1::PENDING;  // stored and shown by name (TrialStateName)
-  std::string params_json;        // {"name": value, ...}
-  int attempts = 0;               // times it was leased
-  int failures = 0;               // attempts that ended in a real failure
-  std::optional<double> value;    // the objective, once COMPLETED
-  std::string error;              // why it FAILED
-  double created_at = 0;          // unix seconds
-  double finished_at = 0;         // 0 while not finished
+  std::string params_json;             // {"name": value, ...}
+  int attempts = 0;                    // times it was leased
+  int failures = 0;                    // attempts that ended in a real failure
+  std::optional<double> value;         // the objective, once COMPLETED
+  std::string error;                   // why it FAILED
+  double created_at = 0;               // unix seconds
+  double finished_at = 0;              // 0 while not finished
   // Multi-fidelity search (all 0 or empty without a scheduler):
   double fidelity = 0;            // the highest fidelity reported
   double target = 0;              // the fidelity the current or last attempt runs to
@@ -39,11 +39,11 @@ struct TrialRow {
   bool paused = false;            // PENDING while waiting for a promotion
   int preemptions = 0;            // attempts ended by a preemption notice (not failures)
   // Several objectives and constraints (stored as one JSON column, `outcome`):
-  std::vector<double> values;     // each objective as reported, once COMPLETED (or PRUNED)
-  bool feasible = true;           // every constraint held (false when a metric was missing)
-  double seconds = 0;             // wall time of the trial's finished attempts
-  std::vector<double> violations; // each constraint's violation (<= 0 holds; +inf missing)
-  std::optional<double> cost;     // its dollars when it finished (what the sampler saw)
+  std::vector<double> values;      // each objective as reported, once COMPLETED (or PRUNED)
+  bool feasible = true;            // every constraint held (false when a metric was missing)
+  double seconds = 0;              // wall time of the trial's finished attempts
+  std::vector<double> violations;  // each constraint's violation (<= 0 holds; +inf missing)
+  std::optional<double> cost;      // its dollars when it finished (what the sampler saw)
 };
 
 // One stored measurement (a stdout line's metrics).
@@ -57,13 +57,13 @@ struct MeasurementRow {
 
 // One telemetry sample from a worker's heartbeat (the trial's processes, or its GPUs).
 struct TelemetryRow {
-  double time = 0;              // unix seconds
+  double time = 0;  // unix seconds
   int64_t worker_id = 0;
-  int64_t trial_id = 0;         // 0 when idle
-  double cpu_percent = 0;       // of one core, summed over the trial's processes
+  int64_t trial_id = 0;    // 0 when idle
+  double cpu_percent = 0;  // of one core, summed over the trial's processes
   int64_t rss_bytes = 0;
-  int gpu_count = 0;            // 0: no GPU
-  double gpu_utilization = 0;   // percent, averaged over the worker's GPUs
+  int gpu_count = 0;           // 0: no GPU
+  double gpu_utilization = 0;  // percent, averaged over the worker's GPUs
   int64_t gpu_memory_bytes = 0;
   int64_t gpu_memory_total_bytes = 0;
 };

@@ -86,7 +86,8 @@ v1::ParamValue ToProto(const ParamValue& value) {
 
 std::string EnvName(const std::string& param) {
   std::string out = "SEXTANT_PARAM_";
-  for (char c : param) out += std::isalnum(static_cast<unsigned char>(c)) ? absl::ascii_toupper(c) : '_';
+  for (char c : param)
+    out += std::isalnum(static_cast<unsigned char>(c)) ? absl::ascii_toupper(c) : '_';
   return out;
 }
 
@@ -106,9 +107,10 @@ absl::StatusOr<std::vector<std::string>> BuiltinArgv(const v1::ExperimentSpec& s
                                                      const SearchSpace& space,
                                                      const Params& params) {
   const v1::BuiltinTrainer& b = spec.trial().builtin();
-  std::vector<std::string> argv = {"sextant-worker", "train", "--model",
-                                   b.model().empty() ? "mlp" : b.model(), "--dataset",
-                                   b.dataset().empty() ? "fashion-mnist" : b.dataset()};
+  std::vector<std::string> argv = {
+      "sextant-worker", "train",
+      "--model",        b.model().empty() ? "mlp" : b.model(),
+      "--dataset",      b.dataset().empty() ? "fashion-mnist" : b.dataset()};
   if (b.epochs() > 0) argv.insert(argv.end(), {"--epochs", absl::StrCat(b.epochs())});
   if (b.gpus() > 0) argv.insert(argv.end(), {"--gpus", absl::StrCat(b.gpus())});
   if (!spec.search().fidelity().name().empty()) {

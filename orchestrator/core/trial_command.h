@@ -26,9 +26,10 @@ absl::StatusOr<Params> ParamsFromJson(const std::string& json, const SearchSpace
 // names is passed to it as the matching flag (batch_size -> --batch-size); builtin.args may
 // name them too, with values that hold ${param}.
 inline const std::set<std::string> kBuiltinTrainerOptions = {
-    "batch_size", "hidden",  "optimizer",     "lr",           "dropout",
-    "weight_decay", "momentum", "seed",        "threads",      "memory_cap_mb",
-    "nan_patience", "checkpoint_every", "train_subset", "val_subset", "data_dir", "depth"};
+    "batch_size",   "hidden",        "optimizer",    "lr",
+    "dropout",      "weight_decay",  "momentum",     "seed",
+    "threads",      "memory_cap_mb", "nan_patience", "checkpoint_every",
+    "train_subset", "val_subset",    "data_dir",     "depth"};
 
 struct AssignmentContext {
   int64_t trial_id = 0;

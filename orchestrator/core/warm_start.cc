@@ -165,10 +165,8 @@ std::vector<Observation> WarmStart::Observations(const ObjectiveSet& objectives)
     TrialEvaluation ev;
     ev.values = t.values;
     ev.violations = t.violations;
-    ev.violations.resize(objectives.constraints().size(),
-                         std::numeric_limits<double>::infinity());
-    out.push_back(
-        objectives.ToObservation(t.params, Observation::Outcome::kCompleted, ev, t.cost));
+    ev.violations.resize(objectives.constraints().size(), std::numeric_limits<double>::infinity());
+    out.push_back(objectives.ToObservation(t.params, Observation::Outcome::kCompleted, ev, t.cost));
   }
   return out;
 }
@@ -181,9 +179,8 @@ std::string WarmStart::Summary() const {
     runs.push_back(absl::StrCat(from[i], ": ", used[i], " used"));
   }
   std::string s = absl::StrCat(trials.size(), " prior observations from ", from.size(),
-                               from.size() == 1 ? " run" : " runs", " (",
-                               absl::StrJoin(runs, "; "), "), of ", completed,
-                               " completed trials");
+                               from.size() == 1 ? " run" : " runs", " (", absl::StrJoin(runs, "; "),
+                               "), of ", completed, " completed trials");
   if (dropped.empty()) return s;
   std::vector<std::string> why;
   for (const auto& [reason, count] : dropped) why.push_back(absl::StrCat(count, " ", reason));
@@ -213,7 +210,8 @@ std::string WarmStart::ToJson() const {
 absl::StatusOr<WarmStart> WarmStart::FromJson(const std::string& json, const SearchSpace& space) {
   const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
   auto corrupt = [](const std::string& what) {
-    return absl::DataLossError(absl::StrCat("store: the recorded warm start is corrupt (", what, ")"));
+    return absl::DataLossError(
+        absl::StrCat("store: the recorded warm start is corrupt (", what, ")"));
   };
   if (!j.is_object() || !j.contains("from") || !j["from"].is_array() ||
       !j.value("trials", nlohmann::json()).is_array()) {
@@ -223,7 +221,8 @@ absl::StatusOr<WarmStart> WarmStart::FromJson(const std::string& json, const Sea
   for (const auto& f : j["from"]) w.from.push_back(f.is_string() ? f.get<std::string>() : "");
   w.completed = j.value("completed", 0);
   if (j.contains("dropped") && j["dropped"].is_object()) {
-    for (const auto& [why, n] : j["dropped"].items()) w.dropped[why] = n.is_number() ? n.get<int>() : 0;
+    for (const auto& [why, n] : j["dropped"].items())
+      w.dropped[why] = n.is_number() ? n.get<int>() : 0;
   }
   for (const auto& t : j["trials"]) {
     if (!t.is_object() || !t.contains("params")) return corrupt("a trial without params");
@@ -231,7 +230,8 @@ absl::StatusOr<WarmStart> WarmStart::FromJson(const std::string& json, const Sea
     p.run = t.value("run", 0);
     p.trial = t.value("trial", int64_t{0});
     SEXTANT_ASSIGN_OR_RETURN(p.params, ParamsFromJson(t["params"].dump(), space));
-    for (const auto& v : t.value("values", nlohmann::json::array())) p.values.push_back(NumberFrom(v));
+    for (const auto& v : t.value("values", nlohmann::json::array()))
+      p.values.push_back(NumberFrom(v));
     for (const auto& v : t.value("violations", nlohmann::json::array())) {
       p.violations.push_back(NumberFrom(v));
     }
@@ -248,8 +248,7 @@ absl::StatusOr<v1::ExperimentSpec> CheckWarmStartRun(const std::string& dir,
     return absl::NotFoundError(absl::StrCat("run directory ", dir, " does not exist"));
   }
   if (!std::filesystem::exists(RunDir::DbPath(dir), ec)) {
-    return absl::NotFoundError(
-        absl::StrCat(dir, " is not a Sextant run directory (no state.db)"));
+    return absl::NotFoundError(absl::StrCat(dir, " is not a Sextant run directory (no state.db)"));
   }
   SEXTANT_ASSIGN_OR_RETURN(auto store, Store::Open(RunDir::DbPath(dir), /*create=*/false,
                                                    /*read_only=*/true));
@@ -274,9 +273,9 @@ absl::StatusOr<v1::ExperimentSpec> CheckWarmStartRun(const std::string& dir,
           absl::StrJoin(theirs, ", "), "; warm start needs runs of the same metric"));
     }
     if (match->goal() != o.goal()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "run ", dir, " had the goal ", GoalName(*match), " for '", o.metric(),
-          "', this experiment has ", GoalName(o), "; warm start needs the same goal"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("run ", dir, " had the goal ", GoalName(*match), " for '", o.metric(),
+                       "', this experiment has ", GoalName(o), "; warm start needs the same goal"));
     }
   }
   return old;

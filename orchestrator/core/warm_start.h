@@ -31,10 +31,10 @@ struct PriorTrial {
 // starts, and kept in the run's own store (meta "warm_start"), so that a resume, `results`
 // and `report` see the same priors after the earlier runs have changed or are gone.
 struct WarmStart {
-  std::vector<std::string> from;      // the earlier run directories, in the experiment's order
-  std::vector<PriorTrial> trials;     // the priors used, run by run, in trial id order
-  int completed = 0;                  // COMPLETED trials found in them (used + dropped)
-  std::map<std::string, int> dropped; // why a completed trial was not used -> how many
+  std::vector<std::string> from;       // the earlier run directories, in the experiment's order
+  std::vector<PriorTrial> trials;      // the priors used, run by run, in trial id order
+  int completed = 0;                   // COMPLETED trials found in them (used + dropped)
+  std::map<std::string, int> dropped;  // why a completed trial was not used -> how many
 
   bool empty() const { return from.empty(); }
   int dropped_count() const;

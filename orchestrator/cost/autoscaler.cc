@@ -6,10 +6,12 @@ namespace sextant {
 
 absl::Time Autoscaler::ReleaseAt(const ScalingInstance& instance, absl::Time now) const {
   if (!instance.idle) return absl::InfiniteFuture();
-  const absl::Time t = std::max(now, instance.idle_since + absl::Seconds(options_.idle_timeout_seconds));
+  const absl::Time t =
+      std::max(now, instance.idle_since + absl::Seconds(options_.idle_timeout_seconds));
   // The paid increment that is running at t ends at paid_end; release within the window of it.
   const double elapsed = absl::ToDoubleSeconds(t - instance.launched);
-  const absl::Time paid_end = instance.launched + absl::Seconds(BilledSeconds(elapsed, instance.billing));
+  const absl::Time paid_end =
+      instance.launched + absl::Seconds(BilledSeconds(elapsed, instance.billing));
   const absl::Time earliest = paid_end - absl::Seconds(options_.release_window_seconds);
   if (earliest <= t) return t;
   // The window lies ahead in this increment; BilledSeconds is constant until paid_end.

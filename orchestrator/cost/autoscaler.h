@@ -21,16 +21,16 @@ struct AutoscalerOptions {
 struct ScalingPool {
   int min_instances = 0;
   int max_instances = 1;
-  int live = 0;      // launched and not terminated, booting included
-  int booting = 0;   // launched, not ready yet
-  int waiting = 0;   // jobs placed on this pool that no instance has taken yet
+  int live = 0;          // launched and not terminated, booting included
+  int booting = 0;       // launched, not ready yet
+  int waiting = 0;       // jobs placed on this pool that no instance has taken yet
   bool prepaid = false;  // reserved capacity: releasing it saves nothing
 };
 
 // One live, ready instance.
 struct ScalingInstance {
   int64_t id = 0;
-  int pool = 0;           // index into the pools
+  int pool = 0;  // index into the pools
   bool idle = false;
   absl::Time idle_since;  // when idle
   absl::Time launched;
@@ -39,8 +39,8 @@ struct ScalingInstance {
 
 // What to do now: instances to launch per pool, and instances to terminate.
 struct ScalingPlan {
-  std::vector<int> launch;          // launch[pool]
-  std::vector<int64_t> terminate;   // instance ids
+  std::vector<int> launch;         // launch[pool]
+  std::vector<int64_t> terminate;  // instance ids
 };
 
 // Grows pools from the queue and shrinks idle instances. Growth happens within one call: a

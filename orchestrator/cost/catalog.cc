@@ -17,7 +17,8 @@ namespace sextant {
 namespace {
 
 // Kept as text so that README, `Catalog::DefaultYaml()` and `Catalog::Default()` agree.
-constexpr const char* kDefaultCatalog = R"yaml(# Sextant's built-in price catalog (USD). Spot is 70% and reserved 35% off on-demand.
+constexpr const char* kDefaultCatalog =
+    R"yaml(# Sextant's built-in price catalog (USD). Spot is 70% and reserved 35% off on-demand.
 regions: [us-east-1, eu-west-1, ap-south-1, cn-east-1, cn-west-1]
 instances:
   gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}
@@ -134,8 +135,9 @@ class CatalogReader {
       std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
       if (!allowed.count(key)) {
         Error(kv.first, absl::StrCat(path, path.empty() ? "" : ".", key),
-              absl::StrCat("unknown key; allowed keys: ",
-                           absl::StrJoin(std::vector<std::string>(allowed.begin(), allowed.end()), ", ")));
+              absl::StrCat(
+                  "unknown key; allowed keys: ",
+                  absl::StrJoin(std::vector<std::string>(allowed.begin(), allowed.end()), ", ")));
         ok = false;
       }
     }
@@ -230,8 +232,10 @@ Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* error
     if (r.Keys(b, "billing", {"increment", "minimum"})) {
       if (b["increment"]) {
         if (auto v = r.Duration(b["increment"], "billing.increment")) {
-          if (*v <= 0) r.Error(b["increment"], "billing.increment", "must be > 0");
-          else defaults.increment_seconds = *v;
+          if (*v <= 0)
+            r.Error(b["increment"], "billing.increment", "must be > 0");
+          else
+            defaults.increment_seconds = *v;
         }
       }
       if (b["minimum"]) {
@@ -241,8 +245,10 @@ Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* error
   }
   if (YAML::Node res = root["reservation"]) {
     if (auto v = r.Duration(res, "reservation")) {
-      if (*v <= 0) r.Error(res, "reservation", "must be > 0");
-      else reservation = *v;
+      if (*v <= 0)
+        r.Error(res, "reservation", "must be > 0");
+      else
+        reservation = *v;
     }
   }
   YAML::Node regions = root["regions"];
@@ -251,24 +257,33 @@ Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* error
   } else {
     for (size_t i = 0; i < regions.size(); ++i) {
       if (auto v = r.Text(regions[i], absl::StrCat("regions[", i, "]"))) {
-        if (c.HasRegion(*v)) r.Error(regions[i], "regions", absl::StrCat("duplicate region '", *v, "'"));
-        else c.regions_.push_back(*v);
+        if (c.HasRegion(*v))
+          r.Error(regions[i], "regions", absl::StrCat("duplicate region '", *v, "'"));
+        else
+          c.regions_.push_back(*v);
       }
     }
   }
   YAML::Node instances = root["instances"];
   if (!instances || !instances.IsMap() || instances.size() == 0) {
-    r.Error(instances ? instances : root, "instances", "expected a non-empty mapping of instance types");
+    r.Error(instances ? instances : root, "instances",
+            "expected a non-empty mapping of instance types");
   } else {
     for (const auto& kv : instances) {
       std::string path = absl::StrCat("instances.", kv.first.Scalar());
       if (!r.Keys(kv.second, path, {"gpus", "gpu_memory_gb", "cpus"})) continue;
       InstanceType t;
       t.name = kv.first.Scalar();
-      if (auto v = kv.second["gpus"] ? r.Number(kv.second["gpus"], path + ".gpus") : 0.0) t.gpus = static_cast<int>(*v);
-      if (auto v = kv.second["gpu_memory_gb"] ? r.Number(kv.second["gpu_memory_gb"], path + ".gpu_memory_gb") : 0.0) t.gpu_memory_gb = *v;
-      if (auto v = kv.second["cpus"] ? r.Number(kv.second["cpus"], path + ".cpus") : 0.0) t.cpus = static_cast<int>(*v);
-      if (t.gpus < 0 || t.cpus < 0 || t.gpu_memory_gb < 0) r.Error(kv.second, path, "counts must be >= 0");
+      if (auto v = kv.second["gpus"] ? r.Number(kv.second["gpus"], path + ".gpus") : 0.0)
+        t.gpus = static_cast<int>(*v);
+      if (auto v = kv.second["gpu_memory_gb"]
+                       ? r.Number(kv.second["gpu_memory_gb"], path + ".gpu_memory_gb")
+                       : 0.0)
+        t.gpu_memory_gb = *v;
+      if (auto v = kv.second["cpus"] ? r.Number(kv.second["cpus"], path + ".cpus") : 0.0)
+        t.cpus = static_cast<int>(*v);
+      if (t.gpus < 0 || t.cpus < 0 || t.gpu_memory_gb < 0)
+        r.Error(kv.second, path, "counts must be >= 0");
       c.instances_.push_back(t);
     }
   }
@@ -281,8 +296,9 @@ Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* error
   for (size_t i = 0; i < offers.size(); ++i) {
     const YAML::Node o = offers[i];
     const std::string path = absl::StrCat("offers[", i, "]");
-    if (!r.Keys(o, path, {"region", "instance", "market", "price_per_hour", "price_per_second",
-                          "increment", "minimum", "interruption", "reservation"})) {
+    if (!r.Keys(o, path,
+                {"region", "instance", "market", "price_per_hour", "price_per_second", "increment",
+                 "minimum", "interruption", "reservation"})) {
       continue;
     }
     Offer offer;
@@ -292,14 +308,20 @@ Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* error
     auto instance = o["instance"] ? r.Text(o["instance"], path + ".instance") : std::nullopt;
     auto market_text = o["market"] ? r.Text(o["market"], path + ".market") : std::nullopt;
     if (!region || !instance || !market_text) {
-      if (!o["region"] || !o["instance"] || !o["market"]) r.Error(o, path, "needs region, instance and market");
+      if (!o["region"] || !o["instance"] || !o["market"])
+        r.Error(o, path, "needs region, instance and market");
       continue;
     }
-    if (!c.HasRegion(*region)) r.Error(o["region"], path + ".region", absl::StrCat("unknown region '", *region, "'"));
-    if (!c.FindInstance(*instance)) r.Error(o["instance"], path + ".instance", absl::StrCat("unknown instance type '", *instance, "'"));
+    if (!c.HasRegion(*region))
+      r.Error(o["region"], path + ".region", absl::StrCat("unknown region '", *region, "'"));
+    if (!c.FindInstance(*instance))
+      r.Error(o["instance"], path + ".instance",
+              absl::StrCat("unknown instance type '", *instance, "'"));
     std::optional<Market> market = ParseMarket(*market_text);
     if (!market) {
-      r.Error(o["market"], path + ".market", absl::StrCat("unknown market '", *market_text, "'; expected one of spot, on_demand, reserved"));
+      r.Error(o["market"], path + ".market",
+              absl::StrCat("unknown market '", *market_text,
+                           "'; expected one of spot, on_demand, reserved"));
       continue;
     }
     offer.region = *region;
@@ -308,16 +330,20 @@ Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* error
     if (o["price_per_hour"] && o["price_per_second"]) {
       r.Error(o, path, "give price_per_hour or price_per_second, not both");
     } else if (o["price_per_hour"]) {
-      if (auto v = r.Positive(o["price_per_hour"], path + ".price_per_hour")) offer.billing.price_per_second = *v / 3600;
+      if (auto v = r.Positive(o["price_per_hour"], path + ".price_per_hour"))
+        offer.billing.price_per_second = *v / 3600;
     } else if (o["price_per_second"]) {
-      if (auto v = r.Positive(o["price_per_second"], path + ".price_per_second")) offer.billing.price_per_second = *v;
+      if (auto v = r.Positive(o["price_per_second"], path + ".price_per_second"))
+        offer.billing.price_per_second = *v;
     } else {
       r.Error(o, path, "needs price_per_hour or price_per_second");
     }
     if (o["increment"]) {
       if (auto v = r.Duration(o["increment"], path + ".increment")) {
-        if (*v <= 0) r.Error(o["increment"], path + ".increment", "must be > 0");
-        else offer.billing.increment_seconds = *v;
+        if (*v <= 0)
+          r.Error(o["increment"], path + ".increment", "must be > 0");
+        else
+          offer.billing.increment_seconds = *v;
       }
     }
     if (o["minimum"]) {
@@ -325,8 +351,10 @@ Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* error
     }
     if (o["reservation"]) {
       if (auto v = r.Duration(o["reservation"], path + ".reservation")) {
-        if (*v <= 0) r.Error(o["reservation"], path + ".reservation", "must be > 0");
-        else offer.reservation_seconds = *v;
+        if (*v <= 0)
+          r.Error(o["reservation"], path + ".reservation", "must be > 0");
+        else
+          offer.reservation_seconds = *v;
       }
     }
     if (YAML::Node in = o["interruption"]) {
@@ -335,24 +363,30 @@ Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* error
       if (r.Keys(in, ip, {"rate_per_day", "notice", "notice_probability"})) {
         if (in["rate_per_day"]) {
           if (auto v = r.Number(in["rate_per_day"], ip + ".rate_per_day")) {
-            if (*v < 0) r.Error(in["rate_per_day"], ip + ".rate_per_day", "must be >= 0");
-            else offer.interruption.rate_per_day = *v;
+            if (*v < 0)
+              r.Error(in["rate_per_day"], ip + ".rate_per_day", "must be >= 0");
+            else
+              offer.interruption.rate_per_day = *v;
           }
         }
         if (in["notice"]) {
-          if (auto v = r.Duration(in["notice"], ip + ".notice")) offer.interruption.notice_seconds = *v;
+          if (auto v = r.Duration(in["notice"], ip + ".notice"))
+            offer.interruption.notice_seconds = *v;
         }
         if (in["notice_probability"]) {
           if (auto v = r.Number(in["notice_probability"], ip + ".notice_probability")) {
-            if (*v < 0 || *v > 1) r.Error(in["notice_probability"], ip + ".notice_probability", "must be in [0, 1]");
-            else offer.interruption.notice_probability = *v;
+            if (*v < 0 || *v > 1)
+              r.Error(in["notice_probability"], ip + ".notice_probability", "must be in [0, 1]");
+            else
+              offer.interruption.notice_probability = *v;
           }
         }
       }
     }
     if (!seen.insert({offer.region, offer.instance, static_cast<int>(offer.market)}).second) {
-      r.Error(o, path, absl::StrCat("duplicate offer for ", offer.region, " ", offer.instance, " ",
-                                    MarketName(offer.market)));
+      r.Error(o, path,
+              absl::StrCat("duplicate offer for ", offer.region, " ", offer.instance, " ",
+                           MarketName(offer.market)));
     }
     c.offers_.push_back(offer);
   }

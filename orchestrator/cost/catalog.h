@@ -16,7 +16,7 @@ const char* MarketName(Market market);
 
 // An instance type: what one instance offers a trial.
 struct InstanceType {
-  std::string name;          // e.g. "gpu.4x"
+  std::string name;  // e.g. "gpu.4x"
   int gpus = 0;
   double gpu_memory_gb = 0;  // per GPU
   int cpus = 0;
@@ -24,17 +24,17 @@ struct InstanceType {
 
 // When spot capacity is taken back: a Poisson process per instance, with an optional notice.
 struct InterruptionModel {
-  double rate_per_day = 0;         // expected interruptions per instance-day; default 0
-  double notice_seconds = 120;     // warning before the instance goes; default 120
-  double notice_probability = 1;   // chance that the warning arrives at all; default 1
+  double rate_per_day = 0;        // expected interruptions per instance-day; default 0
+  double notice_seconds = 120;    // warning before the instance goes; default 120
+  double notice_probability = 1;  // chance that the warning arrives at all; default 1
 };
 
 // How an instance is billed: per second, rounded up to `increment_seconds`, never less than
 // `minimum_seconds` in all.
 struct BillingTerms {
   double price_per_second = 0;
-  double increment_seconds = 1;   // default 1
-  double minimum_seconds = 60;    // default 60
+  double increment_seconds = 1;  // default 1
+  double minimum_seconds = 60;   // default 60
 };
 
 // The seconds billed for an instance that ran `seconds` (>= 0): rounded up to the increment,

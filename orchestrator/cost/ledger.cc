@@ -28,7 +28,8 @@ absl::Status Ledger::Terminate(int64_t instance) {
   }
   Account& a = accounts_[instance - 1];
   if (a.terminated != absl::InfiniteFuture()) {
-    return absl::FailedPreconditionError(absl::StrCat("instance ", instance, " already terminated"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("instance ", instance, " already terminated"));
   }
   Attribute(a, clock_->Now());
   a.trial = 0;
@@ -116,7 +117,8 @@ double Ledger::LaunchCost(const BillingTerms& terms, double seconds) {
 absl::Time Ledger::PaidUntil(int64_t instance) const {
   const Account& a = accounts_[instance - 1];
   const absl::Time now = std::min(clock_->Now(), a.terminated);
-  return a.launched + absl::Seconds(BilledSeconds(absl::ToDoubleSeconds(now - a.launched), a.terms));
+  return a.launched +
+         absl::Seconds(BilledSeconds(absl::ToDoubleSeconds(now - a.launched), a.terms));
 }
 
 CostBreakdown Ledger::Breakdown() const {

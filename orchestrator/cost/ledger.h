@@ -92,10 +92,10 @@ class Ledger {
     BillingTerms terms;
     absl::Time launched;
     absl::Time terminated = absl::InfiniteFuture();
-    bool reservation = false;   // a Reserve() entry rather than an instance
-    int64_t prepaid_by = 0;     // instance on reserved capacity
-    double reserved_cost = 0;   // Reserve(): the whole charge
-    int64_t trial = 0;          // running now, 0 when idle
+    bool reservation = false;  // a Reserve() entry rather than an instance
+    int64_t prepaid_by = 0;    // instance on reserved capacity
+    double reserved_cost = 0;  // Reserve(): the whole charge
+    int64_t trial = 0;         // running now, 0 when idle
     absl::Time trial_since;
   };
   double Bill(const Account& a, absl::Time at) const;

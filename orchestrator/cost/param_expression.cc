@@ -26,7 +26,8 @@ absl::StatusOr<std::unique_ptr<ParamExpression>> ParamExpression::Parse(
   impl.names = variables;
   impl.slots.assign(variables.size(), 0.0);
   try {
-    for (size_t i = 0; i < variables.size(); ++i) impl.parser.DefineVar(variables[i], &impl.slots[i]);
+    for (size_t i = 0; i < variables.size(); ++i)
+      impl.parser.DefineVar(variables[i], &impl.slots[i]);
     impl.parser.SetExpr(text);
     impl.parser.Eval();  // parses now, so that an unknown name is an error here
   } catch (const mu::Parser::exception_type& ex) {

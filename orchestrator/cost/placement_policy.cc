@@ -21,8 +21,9 @@ absl::StatusOr<PlacementOptions::Mode> ParsePlacementMode(absl::string_view name
   if (name == "spot_first") return Mode::kSpotFirst;
   if (name == "on_demand") return Mode::kOnDemand;
   if (name == "mixed") return Mode::kMixed;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown placement policy '", name, "'; expected one of cheapest, spot_first, on_demand, mixed"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown placement policy '", name,
+                   "'; expected one of cheapest, spot_first, on_demand, mixed"));
 }
 
 const char* PlacementModeName(PlacementOptions::Mode mode) {
@@ -72,12 +73,13 @@ bool PlacementPolicy::SpotAllowed(const PlacementRequest& request,
   return true;
 }
 
-bool PlacementPolicy::Admits(const PlacementRequest& request, const std::vector<PoolCandidate>& pools,
-                             int pool) const {
+bool PlacementPolicy::Admits(const PlacementRequest& request,
+                             const std::vector<PoolCandidate>& pools, int pool) const {
   if (pool < 0 || pool >= static_cast<int>(pools.size())) return false;
   const PoolCandidate& p = pools[pool];
   std::string unused;
-  return Fits(request, p.instance) && (p.market != Market::kSpot || SpotAllowed(request, pools, &unused));
+  return Fits(request, p.instance) &&
+         (p.market != Market::kSpot || SpotAllowed(request, pools, &unused));
 }
 
 // Long because the reason string is assembled from each rule that shaped the choice.
@@ -111,11 +113,12 @@ Placement PlacementPolicy::Place(const PlacementRequest& request,
       best_key = key;
     }
   }
-  const std::string need = absl::StrCat(request.gpus, " GPU", request.gpus == 1 ? "" : "s",
-                                        request.cpus > 0 ? absl::StrCat(", ", request.cpus, " CPUs") : "");
+  const std::string need =
+      absl::StrCat(request.gpus, " GPU", request.gpus == 1 ? "" : "s",
+                   request.cpus > 0 ? absl::StrCat(", ", request.cpus, " CPUs") : "");
   if (best < 0) {
-    return Placement::None(absl::StrCat("no pool with a free slot fits ", need,
-                                        spot_allowed ? "" : " off spot"));
+    return Placement::None(
+        absl::StrCat("no pool with a free slot fits ", need, spot_allowed ? "" : " off spot"));
   }
   const PoolCandidate& p = pools[best];
   std::string why = absl::StrFormat(

@@ -19,17 +19,17 @@ struct PoolCandidate {
   Market market = Market::kOnDemand;
   double price_per_second = 0;  // for reserved pools: the reservation's rate
   InstanceType instance;
-  int free_slots = 0;           // idle instances plus room to launch (0: full)
-  bool prepaid_idle = false;    // reserved: an idle instance is already paid for
+  int free_slots = 0;         // idle instances plus room to launch (0: full)
+  bool prepaid_idle = false;  // reserved: an idle instance is already paid for
 };
 
 // What a job needs.
 struct PlacementRequest {
   int gpus = 1;
-  double gpu_memory_gb = 0;    // per GPU
+  double gpu_memory_gb = 0;  // per GPU
   int cpus = 0;
-  bool checkpoints = true;     // the trial can resume from a checkpoint after a preemption
-  bool top_rung = false;       // the run to the top rung or a final evaluation
+  bool checkpoints = true;  // the trial can resume from a checkpoint after a preemption
+  bool top_rung = false;    // the run to the top rung or a final evaluation
 };
 
 // The chosen pool (an index into the candidates), or none, with the reason for the event log.
@@ -57,10 +57,11 @@ absl::StatusOr<PlacementOptions::Mode> ParsePlacementMode(absl::string_view name
 const char* PlacementModeName(PlacementOptions::Mode mode);
 
 // Cost-aware placement: among pools that fit the request and have a free slot, prepaid
-// reserved capacity first, then the market preferred by the mode, then pools in regions without a preemption in the cool-down
-// window, then the lowest marginal price (an idle prepaid reserved instance costs nothing
-// more). Spot is never chosen for a job that must not run on spot while a non-spot pool
-// exists (full or not): the job waits instead. Not thread-safe; runs on the orchestrator loop.
+// reserved capacity first, then the market preferred by the mode, then pools in regions without a
+// preemption in the cool-down window, then the lowest marginal price (an idle prepaid reserved
+// instance costs nothing more). Spot is never chosen for a job that must not run on spot while a
+// non-spot pool exists (full or not): the job waits instead. Not thread-safe; runs on the
+// orchestrator loop.
 class PlacementPolicy {
  public:
   explicit PlacementPolicy(PlacementOptions options) : options_(options) {}

@@ -69,7 +69,8 @@ absl::Status RoundsTable::Put(const std::vector<RoundRow>& rows) {
     }
   }
   sqlite3_finalize(st);
-  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return Err(db_, "commit");
+  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
+    return Err(db_, "commit");
   return absl::OkStatus();
 }
 

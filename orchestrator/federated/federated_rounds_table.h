@@ -16,8 +16,8 @@ namespace sextant {
 // One row of the `rounds` table of a run's state.db.
 struct RoundRow {
   int64_t round = 0;
-  std::string region;             // "" for the global model
-  double accuracy = 0;            // global: validation accuracy; region: its clients' held-out
+  std::string region;   // "" for the global model
+  double accuracy = 0;  // global: validation accuracy; region: its clients' held-out
   double loss = 0;
   int64_t clients = 0;            // updates aggregated
   int64_t rejected = 0;           // updates turned away

@@ -31,13 +31,13 @@
 #include "federation/secure_quantizer.h"
 #include "federation/server_optimizer.h"
 #include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/core/results.h"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/core/store.h"
 #include "orchestrator/federated/federated_rounds_table.h"
 #include "orchestrator/federated/global_checkpoint.h"
 #include "orchestrator/federated/global_evaluator.h"
-#include "orchestrator/core/results.h"
-#include "orchestrator/core/run_dir.h"
 #include "orchestrator/monitor/run_monitor.h"
-#include "orchestrator/core/store.h"
 #include "rpc/certificates.h"
 #include "rpc/run_secret.h"
 #include "rpc/server_security.h"
@@ -173,8 +173,7 @@ class FederatedRun {
     if (!fed().has_dp() || dp.noise() == "distributed") return absl::OkStatus();
     std::array<uint8_t, 32> seed;
     randombytes_buf(seed.data(), seed.size());
-    const double stddev =
-        dp.noise_multiplier() * dp.clip_norm() / std::max(1.0, total_weight);
+    const double stddev = dp.noise_multiplier() * dp.clip_norm() / std::max(1.0, total_weight);
     return AddGaussianNoise(absl::MakeSpan(mean), stddev, seed);
   }
 
@@ -231,7 +230,8 @@ class FederatedRun {
 
   std::string Bin() const { return session_.worker_binary(); }
 
-  void Launch(const std::vector<std::string>& argv, const std::string& log, const std::string& what) {
+  void Launch(const std::vector<std::string>& argv, const std::string& log,
+              const std::string& what) {
     auto pid = env_.launcher->Launch(argv, absl::StrCat(run_dir_->logs_dir(), "/", log));
     if (!pid.ok()) {
       *env_.err << "sextant: " << pid.status().message() << "\n";
@@ -259,10 +259,10 @@ class FederatedRun {
                                     PeerIdentity{Role::kAggregator, r.name(), "aggregator"}));
       security->enrolled.insert(fingerprint);
       for (int i = 0; i < r.clients(); ++i) {
-        SEXTANT_RETURN_IF_ERROR(IssueParticipantDirectory(
-                                    session_.tls_dir(), ParticipantTlsDir(r.name(), i),
-                                    PeerIdentity{Role::kClient, r.name(), absl::StrCat(i)})
-                                    .status());
+        SEXTANT_RETURN_IF_ERROR(
+            IssueParticipantDirectory(session_.tls_dir(), ParticipantTlsDir(r.name(), i),
+                                      PeerIdentity{Role::kClient, r.name(), absl::StrCat(i)})
+                .status());
       }
     }
     return absl::OkStatus();
@@ -350,29 +350,42 @@ class FederatedRun {
       std::filesystem::create_directories(fed_dir_ + "/regions");
       const std::string port_file = absl::StrCat(fed_dir_, "/regions/", r.name(), ".port");
       std::filesystem::remove(port_file);
-      std::vector<std::string> argv = {
-          Bin(), "--role", "aggregator", "--region", r.name(), "--connect", target,
-          "--experiment-id", experiment_id_, "--model-size", absl::StrCat(global_.size()),
-          "--work-dir", absl::StrCat(fed_dir_, "/regions/", r.name()), "--port-file", port_file,
-          "--clients", absl::StrCat(r.clients()), "--startup-wait",
-          absl::StrCat(kStartupWaitSeconds), "--max-client-weight",
-          absl::StrCat(MaxClientWeight()), "--exit-with-parent"};
+      std::vector<std::string> argv = {Bin(),
+                                       "--role",
+                                       "aggregator",
+                                       "--region",
+                                       r.name(),
+                                       "--connect",
+                                       target,
+                                       "--experiment-id",
+                                       experiment_id_,
+                                       "--model-size",
+                                       absl::StrCat(global_.size()),
+                                       "--work-dir",
+                                       absl::StrCat(fed_dir_, "/regions/", r.name()),
+                                       "--port-file",
+                                       port_file,
+                                       "--clients",
+                                       absl::StrCat(r.clients()),
+                                       "--startup-wait",
+                                       absl::StrCat(kStartupWaitSeconds),
+                                       "--max-client-weight",
+                                       absl::StrCat(MaxClientWeight()),
+                                       "--exit-with-parent"};
       AddCredentials(&argv, r.name(), -1);
       // Robust rules run where client updates are in the clear: at the regional aggregators.
       if (!fed().aggregation().empty() && fed().aggregation() != "fedavg") {
-        argv.insert(argv.end(),
-                    {"--aggregation", fed().aggregation(), "--trim-fraction",
-                     absl::StrCat(fed().trim_fraction()), "--byzantine",
-                     absl::StrCat(fed().byzantine_clients()), "--krum-selected",
-                     absl::StrCat(fed().krum_selected())});
+        argv.insert(argv.end(), {"--aggregation", fed().aggregation(), "--trim-fraction",
+                                 absl::StrCat(fed().trim_fraction()), "--byzantine",
+                                 absl::StrCat(fed().byzantine_clients()), "--krum-selected",
+                                 absl::StrCat(fed().krum_selected())});
       }
       if (fed().secure_aggregation()) {
         const SecAggQuantization q = Quantization();
-        argv.insert(argv.end(),
-                    {"--secure-aggregation", "1", "--secagg-clip", absl::StrCat(q.clip),
-                     "--secagg-bits", absl::StrCat(q.bits), "--secagg-max-weight",
-                     absl::StrCat(q.max_weight), "--secagg-stage-timeout",
-                     absl::StrCat(StageTimeout())});
+        argv.insert(argv.end(), {"--secure-aggregation", "1", "--secagg-clip", absl::StrCat(q.clip),
+                                 "--secagg-bits", absl::StrCat(q.bits), "--secagg-max-weight",
+                                 absl::StrCat(q.max_weight), "--secagg-stage-timeout",
+                                 absl::StrCat(StageTimeout())});
         if (fed().hide_region_sums()) {
           argv.insert(argv.end(), {"--hide-region-sum", "1", "--secagg-ring-clients",
                                    absl::StrCat(TotalClients(fed()))});
@@ -396,11 +409,24 @@ class FederatedRun {
                                                    "/aggregator-", r.name(), ".log"));
       }
       for (int i = 0; i < r.clients(); ++i) {
-        std::vector<std::string> argv = {
-            Bin(), "--role", "client", "--region", r.name(), "--index", absl::StrCat(i),
-            "--connect", absl::StrCat("127.0.0.1:", port), "--experiment-id", experiment_id_,
-            "--spec", spec_file_, "--threads", "1", "--work-dir",
-            absl::StrCat(fed_dir_, "/client-", r.name(), "-", i), "--exit-with-parent"};
+        std::vector<std::string> argv = {Bin(),
+                                         "--role",
+                                         "client",
+                                         "--region",
+                                         r.name(),
+                                         "--index",
+                                         absl::StrCat(i),
+                                         "--connect",
+                                         absl::StrCat("127.0.0.1:", port),
+                                         "--experiment-id",
+                                         experiment_id_,
+                                         "--spec",
+                                         spec_file_,
+                                         "--threads",
+                                         "1",
+                                         "--work-dir",
+                                         absl::StrCat(fed_dir_, "/client-", r.name(), "-", i),
+                                         "--exit-with-parent"};
         AddCredentials(&argv, r.name(), i);
         Launch(argv, absl::StrCat("client-", r.name(), "-", i, ".log"),
                absl::StrCat("client ", ClientId(r.name(), i)));
@@ -478,8 +504,8 @@ class FederatedRun {
       t.min_updates = std::max<int64_t>(1, static_cast<int64_t>(t.participants.size()) - slack);
     }
     SEXTANT_RETURN_IF_ERROR(tier_->hub().Publish(round, file, std::move(tasks),
-                                          fed().round_deadline_seconds(),
-                                          std::max(1, fed().min_clients())));
+                                                 fed().round_deadline_seconds(),
+                                                 std::max(1, fed().min_clients())));
     if (!previous_file_.empty()) std::filesystem::remove(previous_file_);
     previous_file_ = file;
     published_round_ = round;
@@ -488,7 +514,7 @@ class FederatedRun {
 
   // Finishes one closed round: server step, evaluation, checkpoint, rows. Returns an exit code.
   absl::Status CompleteRound(int64_t round, const RoundOutcome& outcome,
-                    const std::vector<SenderReport>& senders) {
+                             const std::vector<SenderReport>& senders) {
     std::vector<float> mean(outcome.mean.begin(), outcome.mean.end());
     SEXTANT_RETURN_IF_ERROR(AddCentralNoise(mean, outcome.total_weight));
     if (absl::Status s = optimizer_->Step(absl::MakeSpan(global_), mean); !s.ok()) {
@@ -500,8 +526,8 @@ class FederatedRun {
       epsilon = accountant_->Epsilon();
     }
     std::vector<RoundRow> rows;
-    const bool eval = round == fed().rounds() || fed().eval_every() <= 1 ||
-                      round % fed().eval_every() == 0;
+    const bool eval =
+        round == fed().rounds() || fed().eval_every() <= 1 || round % fed().eval_every() == 0;
     if (eval) {
       SEXTANT_RETURN_IF_ERROR(Evaluate(round));
     }
@@ -539,11 +565,12 @@ class FederatedRun {
     std::string json = absl::StrFormat(
         "{\"epsilon\": %.17g, \"delta\": %.17g, \"rounds\": %d, \"noise_multiplier\": %.17g, "
         "\"clip_norm\": %.17g, \"noise\": \"%s\", \"sampling_rate\": %.17g",
-        epsilon, dp.delta() > 0 ? dp.delta() : 1e-5, round, dp.noise_multiplier(),
-        dp.clip_norm(), dp.noise(),
+        epsilon, dp.delta() > 0 ? dp.delta() : 1e-5, round, dp.noise_multiplier(), dp.clip_norm(),
+        dp.noise(),
         static_cast<double>(ClientsPerRound(fed())) /
             static_cast<double>(std::max<int64_t>(1, TotalClients(fed()))));
-    if (dp.target_epsilon() > 0) absl::StrAppendFormat(&json, ", \"target_epsilon\": %.17g", dp.target_epsilon());
+    if (dp.target_epsilon() > 0)
+      absl::StrAppendFormat(&json, ", \"target_epsilon\": %.17g", dp.target_epsilon());
     json += "}";
     return store_->PutMeta("privacy", json);
   }
@@ -559,8 +586,9 @@ class FederatedRun {
   absl::Status Rounds() {
     *env_.out << "sextant: federated run " << spec_.name() << " in " << run_dir_path_ << ": "
               << fed().regions_size() << " regions, " << TotalClients(fed()) << " clients, "
-              << global_.size() << " parameters, rounds " << last_round_ + 1 << ".." << fed().rounds()
-              << "\n" << std::flush;
+              << global_.size() << " parameters, rounds " << last_round_ + 1 << ".."
+              << fed().rounds() << "\n"
+              << std::flush;
     PutTrial(v1::RUNNING);
     PublishMetrics();
     if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
@@ -574,18 +602,19 @@ class FederatedRun {
       if (round != published_round_) {
         SEXTANT_RETURN_IF_ERROR(PublishRound(round));
       }
-      absl::Status ready = tier_->AwaitClosable(
-          hide_region_sums() ? Tier::Close::kSecure : Tier::Close::kPlain, [&] { return Interruption(); });
+      absl::Status ready =
+          tier_->AwaitClosable(hide_region_sums() ? Tier::Close::kSecure : Tier::Close::kPlain,
+                               [&] { return Interruption(); });
       if (!ready.ok()) return StoppedBy(ready);
       std::vector<SenderReport> senders;
       std::vector<float> regions_mean;
       auto outcome = hide_region_sums() ? CloseRegionsRound(round, &regions_mean)
                                         : tier_->hub().Close(&senders);
       if (!outcome.ok()) {
-        return (hide_region_sums() ? absl::AbortedError(absl::StrCat(
-                                         "the regions' secure round ", round, " failed: ",
-                                         outcome.status().message()))
-                                   : outcome.status());
+        return (hide_region_sums()
+                    ? absl::AbortedError(absl::StrCat("the regions' secure round ", round,
+                                                      " failed: ", outcome.status().message()))
+                    : outcome.status());
       }
       SEXTANT_RETURN_IF_ERROR(CompleteRound(round, *outcome, senders));
     }
@@ -605,10 +634,9 @@ class FederatedRun {
     tier_->hub().RestartDeadline();
     (void)store_->AddEvent(
         EventTime(), "federation_ready", 0,
-        missing->empty()
-            ? absl::StrFormat("every region's clients are up after %.1f s", Seconds())
-            : absl::StrCat("regions not up when round ", published_round_,
-                           "'s deadline started: ", absl::StrJoin(*missing, ", ")));
+        missing->empty() ? absl::StrFormat("every region's clients are up after %.1f s", Seconds())
+                         : absl::StrCat("regions not up when round ", published_round_,
+                                        "'s deadline started: ", absl::StrJoin(*missing, ", ")));
     return absl::OkStatus();
   }
 
@@ -669,9 +697,10 @@ class FederatedRun {
     }
     m.rounds_max = static_cast<int>(fed().rounds());
     m.rounds_done = static_cast<int>(last_round_);
-    m.workers = static_cast<int>(std::count_if(children_.begin(), children_.end(), [](const Child& c) {
-      return absl::StartsWith(c.what, "client");
-    }));
+    m.workers =
+        static_cast<int>(std::count_if(children_.begin(), children_.end(), [](const Child& c) {
+          return absl::StartsWith(c.what, "client");
+        }));
     if (published_round_ > last_round_) {
       m.busy_workers = static_cast<int>(std::min<int64_t>(ClientsPerRound(fed()), m.workers));
     }
@@ -704,18 +733,21 @@ class FederatedRun {
     const std::string line = absl::StrCat("stopped after round ", last_round_,
                                           ": the privacy budget is spent (", why.message(), ")");
     absl::Status s = store_->PutMeta("state", "EPSILON_EXHAUSTED");
-    if (s.ok()) s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
-    if (s.ok()) s = store_->AddEvent(EventTime(), "run_finished", 0, absl::StrCat("EPSILON_EXHAUSTED: ", line));
+    if (s.ok())
+      s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
+    if (s.ok())
+      s = store_->AddEvent(EventTime(), "run_finished", 0,
+                           absl::StrCat("EPSILON_EXHAUSTED: ", line));
     SEXTANT_RETURN_IF_ERROR(s);
-    *env_.out << "sextant: " << spec_.name() << " " << line << "; val_accuracy="
-              << absl::StrFormat("%.4f", last_eval_.accuracy) << "\n";
+    *env_.out << "sextant: " << spec_.name() << " " << line
+              << "; val_accuracy=" << absl::StrFormat("%.4f", last_eval_.accuracy) << "\n";
     return absl::OkStatus();
   }
 
   absl::Status Interrupted(const std::string& state) {
     (void)store_->PutMeta("state", state);
-    *env_.out << "sextant: stopped after round " << last_round_ << "; continue with: sextant resume "
-              << run_dir_path_ << "\n";
+    *env_.out << "sextant: stopped after round " << last_round_
+              << "; continue with: sextant resume " << run_dir_path_ << "\n";
     return state == "INTERRUPTED" ? absl::CancelledError("interrupted") : absl::OkStatus();
   }
 
@@ -725,11 +757,13 @@ class FederatedRun {
     }
     PutTrial(v1::COMPLETED);
     absl::Status s = store_->PutMeta("state", "COMPLETED");
-    if (s.ok()) s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
+    if (s.ok())
+      s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
     if (s.ok()) s = store_->AddEvent(EventTime(), "run_finished", 0, "COMPLETED");
     SEXTANT_RETURN_IF_ERROR(s);
-    *env_.out << absl::StrFormat("sextant: %s finished: val_accuracy=%.4f val_loss=%.4f after %d rounds\n",
-                                 spec_.name(), last_eval_.accuracy, last_eval_.loss, last_round_);
+    *env_.out << absl::StrFormat(
+        "sextant: %s finished: val_accuracy=%.4f val_loss=%.4f after %d rounds\n", spec_.name(),
+        last_eval_.accuracy, last_eval_.loss, last_round_);
     return absl::OkStatus();
   }
 
@@ -783,7 +817,7 @@ class FederatedRun {
   ModelScore last_eval_;
   absl::Time start_;
   std::vector<Child> children_;
-  TrialRow trial_;                        // the run as trial 1, as last stored
+  TrialRow trial_;  // the run as trial 1, as last stored
 };
 
 }  // namespace

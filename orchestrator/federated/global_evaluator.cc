@@ -25,9 +25,9 @@ absl::StatusOr<std::unique_ptr<GlobalEvaluator>> GlobalEvaluator::Start(
   while (!std::filesystem::exists(e->files_.ready())) {
     SEXTANT_RETURN_IF_ERROR(e->CheckAlive());
     if (clock->Now() > until) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("the evaluator did not start within ", absl::FormatDuration(startup_timeout),
-                       "; see ", log_path));
+      return absl::DeadlineExceededError(absl::StrCat("the evaluator did not start within ",
+                                                      absl::FormatDuration(startup_timeout),
+                                                      "; see ", log_path));
     }
     clock->SleepFor(absl::Milliseconds(10));
   }
@@ -47,21 +47,19 @@ absl::Status GlobalEvaluator::CheckAlive() {
   if (!exited_) {
     if (std::optional<int> status = launcher_->Poll(pid_)) {
       exited_ = true;
-      return absl::UnavailableError(absl::StrCat("the evaluator exited (status ", *status,
-                                                 "); see ", log_path_));
+      return absl::UnavailableError(
+          absl::StrCat("the evaluator exited (status ", *status, "); see ", log_path_));
     }
     return absl::OkStatus();
   }
   return absl::UnavailableError(absl::StrCat("the evaluator exited; see ", log_path_));
 }
 
-absl::StatusOr<ModelScore> GlobalEvaluator::Evaluate(int64_t round,
-                                                     absl::Span<const float> weights,
+absl::StatusOr<ModelScore> GlobalEvaluator::Evaluate(int64_t round, absl::Span<const float> weights,
                                                      absl::Duration timeout) {
   if (weights.size() != initial_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("a model of ", weights.size(),
-                                                   " values; the evaluator's has ",
-                                                   initial_.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a model of ", weights.size(), " values; the evaluator's has ", initial_.size()));
   }
   const std::string score_path = files_.score(round);
   std::filesystem::remove(score_path);
@@ -75,9 +73,9 @@ absl::StatusOr<ModelScore> GlobalEvaluator::Evaluate(int64_t round,
     }
     SEXTANT_RETURN_IF_ERROR(CheckAlive());
     if (clock_->Now() > until) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "the evaluator did not score round ", round, " within ",
-          absl::FormatDuration(timeout), "; see ", log_path_));
+      return absl::DeadlineExceededError(absl::StrCat("the evaluator did not score round ", round,
+                                                      " within ", absl::FormatDuration(timeout),
+                                                      "; see ", log_path_));
     }
     clock_->SleepFor(kPoll);
   }

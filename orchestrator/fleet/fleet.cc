@@ -30,9 +30,9 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const v1::ExperimentSpec& s
   const v1::Resources& res = spec.resources();
   if (res.pools_size() == 0) return absl::InvalidArgumentError("resources.pools is empty");
   PlacementOptions popts;
-  SEXTANT_ASSIGN_OR_RETURN(popts.mode, ParsePlacementMode(res.placement().policy().empty()
-                                                              ? "spot_first"
-                                                              : res.placement().policy()));
+  SEXTANT_ASSIGN_OR_RETURN(
+      popts.mode, ParsePlacementMode(res.placement().policy().empty() ? "spot_first"
+                                                                      : res.placement().policy()));
   popts.preemption_cooldown_seconds = res.placement().preemption_cooldown_seconds();
   AutoscalerOptions aopts;
   aopts.idle_timeout_seconds = res.idle_timeout_seconds();
@@ -106,11 +106,10 @@ void Fleet::Bind(const FleetView& view, FleetTick& tick) {
     std::string why;
     if (exhausted_ || !guard_.Allows(committed(), WindDown(), ActionCost(*pool), &why)) {
       tick.retire.push_back(id);
-      tick.events.push_back({"budget_refused", 0,
-                             absl::StrCat("worker ", id, " not adopted into pool ",
-                                          pool->spec.name(), ": ",
-                                          exhausted_ ? "the budget is spent" : why,
-                                          "; it gets no work")});
+      tick.events.push_back(
+          {"budget_refused", 0,
+           absl::StrCat("worker ", id, " not adopted into pool ", pool->spec.name(), ": ",
+                        exhausted_ ? "the budget is spent" : why, "; it gets no work")});
       continue;
     }
     Instance inst;
@@ -123,9 +122,9 @@ void Fleet::Bind(const FleetView& view, FleetTick& tick) {
     ++pool->stats.launched;
     instances_.push_back(inst);
     by_worker_[id] = instances_.size() - 1;
-    tick.events.push_back({"instance_adopted", 0,
-                           absl::StrCat("worker ", id, " joins pool ", pool->spec.name(),
-                                        "; billed from now")});
+    tick.events.push_back(
+        {"instance_adopted", 0,
+         absl::StrCat("worker ", id, " joins pool ", pool->spec.name(), "; billed from now")});
   }
 }
 
@@ -266,16 +265,16 @@ void Fleet::CheckBudget(FleetTick& tick) {
   if (!guard_.Allows(committed(), WindDown(), 0, &why)) {
     exhausted_ = true;
     tick.hold = true;
-    tick.events.push_back({"budget_exhausted", 0,
-                           absl::StrCat(why, "; running trials stop, instances terminate")});
+    tick.events.push_back(
+        {"budget_exhausted", 0, absl::StrCat(why, "; running trials stop, instances terminate")});
   }
 }
 
 double Fleet::ActionCost(const Pool& p) const {
   if (p.offer.market == Market::kReserved) {
-    return p.reservation == 0
-               ? p.offer.billing.price_per_second * p.offer.reservation_seconds * p.spec.max_instances()
-               : 0;
+    return p.reservation == 0 ? p.offer.billing.price_per_second * p.offer.reservation_seconds *
+                                    p.spec.max_instances()
+                              : 0;
   }
   // The new instance's minimum bill and its own wind-down.
   return Ledger::LaunchCost(p.offer.billing, 0) +
@@ -288,7 +287,8 @@ std::vector<PoolCandidate> Fleet::Candidates() const {
   for (size_t i = 0; i < pools_.size(); ++i) {
     const Pool& p = pools_[i];
     int live = 0;
-    for (const Instance& inst : instances_) live += !inst.billed_off && inst.pool == static_cast<int>(i);
+    for (const Instance& inst : instances_)
+      live += !inst.billed_off && inst.pool == static_cast<int>(i);
     PoolCandidate c;
     c.name = p.spec.name();
     c.region = p.spec.region();
@@ -362,7 +362,8 @@ void Fleet::Scale(const FleetView& view, FleetTick& tick) {
   }
   for (int64_t id : plan.terminate) {
     for (Instance& inst : instances_) {
-      if (inst.ledger_id == id) Release(inst, tick, "idle past the idle timeout, paid increment ending");
+      if (inst.ledger_id == id)
+        Release(inst, tick, "idle past the idle timeout, paid increment ending");
     }
   }
 }
@@ -377,7 +378,8 @@ void Fleet::Launch(int index, FleetTick& tick) {
     tick.hold = ledger_.live_instances() > 0 ? tick.hold : true;
     if (why != last_refusal_) {
       last_refusal_ = why;
-      tick.events.push_back({"budget_refused", 0, absl::StrCat("launch in pool ", p.spec.name(), ": ", why)});
+      tick.events.push_back(
+          {"budget_refused", 0, absl::StrCat("launch in pool ", p.spec.name(), ": ", why)});
     }
     return;
   }
@@ -385,28 +387,37 @@ void Fleet::Launch(int index, FleetTick& tick) {
   Instance inst;
   inst.pool = index;
   inst.token = absl::StrCat(p.spec.name(), "-", next_token_++);
-  InstanceRequest req{p.spec.name(), p.spec.region(), p.spec.instance(), p.offer.market, inst.token,
-                      options_.connect, absl::StrCat(options_.logs_dir, "/worker-", inst.token, ".log"), 0,
+  InstanceRequest req{p.spec.name(),
+                      p.spec.region(),
+                      p.spec.instance(),
+                      p.offer.market,
+                      inst.token,
+                      options_.connect,
+                      absl::StrCat(options_.logs_dir, "/worker-", inst.token, ".log"),
+                      0,
                       options_.credentials};
   Interruption intr;
   // A stop at the budget gives a trial on a non-spot instance the wind-down the budget projected.
   req.preempt_notice_seconds = std::max(0.5, options_.wind_down_seconds);
   if (p.offer.market == Market::kSpot) {
     intr = sampler_.Sample(p.offer.interruption);
-    req.preempt_notice_seconds = intr.notice ? std::max(0.5, intr.notice_seconds * options_.time_scale) : 0;
+    req.preempt_notice_seconds =
+        intr.notice ? std::max(0.5, intr.notice_seconds * options_.time_scale) : 0;
   }
   absl::StatusOr<std::string> handle = provider_->Launch(req);
   if (!handle.ok()) {
     ++p.failures;
     ++p.stats.launch_failures;
-    const double backoff = std::min(60.0, options_.launch_backoff_seconds * std::pow(2.0, p.failures - 1));
+    const double backoff =
+        std::min(60.0, options_.launch_backoff_seconds * std::pow(2.0, p.failures - 1));
     p.retry_at = now + absl::Seconds(backoff);
     p.given_up = p.failures >= options_.max_launch_failures;
     tick.events.push_back(
         {"launch_failed", 0,
          absl::StrFormat("pool %s: %s; %s", p.spec.name(), handle.status().message(),
-                         p.given_up ? "giving this pool up, other pools take its work"
-                                    : absl::StrFormat("retrying in %.0f s, other pools first", backoff))});
+                         p.given_up
+                             ? "giving this pool up, other pools take its work"
+                             : absl::StrFormat("retrying in %.0f s, other pools first", backoff))});
     return;
   }
   p.failures = 0;
@@ -461,7 +472,8 @@ std::set<std::string> Fleet::PoolsOffTheTopRung(std::string* why) const {
   }
   *why = absl::StrCat(PlacementModeName(placement_.options().mode),
                       " placement runs the top rung and final evaluations on on-demand or reserved "
-                      "pools, not on ", absl::StrJoin(out, ", "));
+                      "pools, not on ",
+                      absl::StrJoin(out, ", "));
   return out;
 }
 
@@ -470,7 +482,8 @@ bool Fleet::Stuck(std::string* why) const {
     if (!inst.billed_off) return false;
   }
   if (!provider_->launches()) return false;  // hand-started workers may still come
-  const bool all_given_up = std::all_of(pools_.begin(), pools_.end(), [](const Pool& p) { return p.given_up; });
+  const bool all_given_up =
+      std::all_of(pools_.begin(), pools_.end(), [](const Pool& p) { return p.given_up; });
   if (all_given_up) {
     *why = "every pool failed to launch instances";
     return true;
@@ -550,11 +563,10 @@ absl::Status Fleet::WriteCosts(Store* store) const {
   }
   const double off = options_.epoch_offset_seconds;
   for (const InstanceBill& b : ledger_.Bills()) {
-    SEXTANT_RETURN_IF_ERROR(store->AddCost(CostRow{b.reservation ? "reservation" : "instance",
-                                                   first_id + b.id, b.owner.pool, b.owner.region,
-                                                   MarketName(b.owner.market), off + b.launched_at,
-                                                   b.terminated_at > 0 ? off + b.terminated_at : 0,
-                                                   b.cost}));
+    SEXTANT_RETURN_IF_ERROR(store->AddCost(
+        CostRow{b.reservation ? "reservation" : "instance", first_id + b.id, b.owner.pool,
+                b.owner.region, MarketName(b.owner.market), off + b.launched_at,
+                b.terminated_at > 0 ? off + b.terminated_at : 0, b.cost}));
   }
   for (const auto& [trial, cost] : ledger_.Breakdown().by_trial) by_trial[trial] += cost;
   for (const auto& [trial, cost] : by_trial) {
@@ -562,9 +574,12 @@ absl::Status Fleet::WriteCosts(Store* store) const {
   }
   nlohmann::json pools = nlohmann::json::object();
   for (const Pool& p : pools_) {
-    pools[p.spec.name()] = {{"region", p.stats.region},        {"market", p.stats.market},
-                            {"launched", p.stats.launched},    {"launch_failures", p.stats.launch_failures},
-                            {"interruptions", p.stats.interruptions}, {"preemptions", p.stats.preemptions}};
+    pools[p.spec.name()] = {{"region", p.stats.region},
+                            {"market", p.stats.market},
+                            {"launched", p.stats.launched},
+                            {"launch_failures", p.stats.launch_failures},
+                            {"interruptions", p.stats.interruptions},
+                            {"preemptions", p.stats.preemptions}};
   }
   nlohmann::json doc = {{"provider", provider_->name()},
                         {"committed", committed()},

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "orchestrator/core/store.h"
 #include "orchestrator/cost/autoscaler.h"
 #include "orchestrator/cost/budget_guard.h"
 #include "orchestrator/cost/catalog.h"
@@ -19,7 +20,6 @@
 #include "orchestrator/cost/ledger.h"
 #include "orchestrator/cost/placement_policy.h"
 #include "orchestrator/fleet/provider.h"
-#include "orchestrator/core/store.h"
 #include "sextant/v1/experiment.pb.h"
 
 namespace sextant {
@@ -34,8 +34,8 @@ struct FleetPoolStats {
 };
 
 struct FleetOptions {
-  std::string connect;    // HOST:PORT the workers dial; required
-  std::string logs_dir;   // worker logs go to LOGS_DIR/worker-TOKEN.log; required
+  std::string connect;            // HOST:PORT the workers dial; required
+  std::string logs_dir;           // worker logs go to LOGS_DIR/worker-TOKEN.log; required
   WorkerCredentials credentials;  // every InstanceRequest's; default: plaintext
   // Multiplies the drawn spot interruption times and notices, so that a test sees the
   // market's behaviour in seconds; default 1.
@@ -54,20 +54,20 @@ struct FleetOptions {
   // A resumed run: each pool's counters from its earlier sessions (meta "fleet"), which this
   // session's counts add to. Default none.
   std::map<std::string, FleetPoolStats> prior_pools;
-  uint64_t seed = 1;                   // spot interruptions; default 1
-  int max_launch_failures = 5;         // a pool failing this many launches in a row is given up; default 5
-  double launch_backoff_seconds = 1;   // doubled after each failure, at most 60 s; default 1
+  uint64_t seed = 1;            // spot interruptions; default 1
+  int max_launch_failures = 5;  // a pool failing this many launches in a row is given up; default 5
+  double launch_backoff_seconds = 1;  // doubled after each failure, at most 60 s; default 1
 };
 
 // The dispatcher's state as the fleet needs it, read under the dispatch lock.
 struct FleetView {
-  int demand = 0;                        // trials that would start now with free workers
-  int top_rung_demand = 0;               // of those, top-rung jobs kept off the barred pools
-  std::map<int64_t, int64_t> running;    // worker id -> trial id
+  int demand = 0;                      // trials that would start now with free workers
+  int top_rung_demand = 0;             // of those, top-rung jobs kept off the barred pools
+  std::map<int64_t, int64_t> running;  // worker id -> trial id
   struct Worker {
     std::string region, pool, launch_token;
   };
-  std::map<int64_t, Worker> workers;     // every registered worker
+  std::map<int64_t, Worker> workers;  // every registered worker
 };
 
 // What the fleet did in a tick, for the event log and the dispatcher.
@@ -81,7 +81,6 @@ struct FleetTick {
   std::vector<int64_t> retire;  // workers that must get no more work (their instance goes)
   bool hold = false;            // the budget pays for no new work: lease nothing
 };
-
 
 // The live instances of a run: launches them through a Provider, charges each per second on
 // the Ledger from launch to termination (idle time included, reserved capacity whole),
@@ -150,7 +149,7 @@ class Fleet {
     CostOwner owner;
     int64_t reservation = 0;  // ledger id of the current reservation (reserved pools)
     absl::Time reservation_end;
-    int failures = 0;         // launch failures in a row
+    int failures = 0;  // launch failures in a row
     absl::Time retry_at = absl::InfinitePast();
     bool given_up = false;
     FleetPoolStats stats;
@@ -160,11 +159,11 @@ class Fleet {
     std::string token, handle;
     int64_t ledger_id = 0;
     absl::Time launched;
-    int64_t worker = 0;     // 0 until its worker registers
-    int64_t trial = 0;      // running now
+    int64_t worker = 0;  // 0 until its worker registers
+    int64_t trial = 0;   // running now
     absl::Time idle_since;
     bool terminating = false;
-    bool billed_off = false;  // the ledger stopped charging it
+    bool billed_off = false;                           // the ledger stopped charging it
     absl::Time interrupt_at = absl::InfiniteFuture();  // spot: when the market takes it
     absl::Time notice_at = absl::InfiniteFuture();
     bool noticed = false;
@@ -202,9 +201,9 @@ class Fleet {
   std::map<int64_t, size_t> by_worker_;  // worker id -> instances_ index
   int64_t next_token_ = 1;
   bool exhausted_ = false;
-  bool stopping_ = false;        // NoticeAll: no more interruptions are injected
-  double prior_committed_ = 0;   // bills of earlier sessions (options_.prior_costs)
-  bool launch_refused_ = false;  // the budget refused the last launch wanted
+  bool stopping_ = false;                   // NoticeAll: no more interruptions are injected
+  double prior_committed_ = 0;              // bills of earlier sessions (options_.prior_costs)
+  bool launch_refused_ = false;             // the budget refused the last launch wanted
   std::map<int, std::string> last_reason_;  // pool -> last placement reason logged
   std::string last_refusal_;
   absl::Time last_poll_ = absl::InfinitePast();

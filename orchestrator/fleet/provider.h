@@ -33,13 +33,13 @@ struct WorkerCredentials {
 struct InstanceRequest {
   std::string pool;
   std::string region;
-  std::string instance;             // the catalog's instance type, e.g. "gpu.1x"
+  std::string instance;  // the catalog's instance type, e.g. "gpu.1x"
   Market market = Market::kOnDemand;
-  std::string launch_token;         // unique per instance; the worker registers with it
-  std::string connect;              // HOST:PORT of the worker service
-  std::string log_path;             // where the worker's stdout and stderr go
+  std::string launch_token;           // unique per instance; the worker registers with it
+  std::string connect;                // HOST:PORT of the worker service
+  std::string log_path;               // where the worker's stdout and stderr go
   double preempt_notice_seconds = 0;  // the worker's --preempt-notice; 0 = the worker's default
-  WorkerCredentials credentials;  // how the worker dials; default: plaintext
+  WorkerCredentials credentials;      // how the worker dials; default: plaintext
 };
 
 // What a provider knows of an instance it launched.

@@ -64,9 +64,10 @@ std::string SlurmProvider::Command(const char* name) const {
 }
 
 absl::StatusOr<std::string> SlurmProvider::Launch(const InstanceRequest& request) {
-  std::vector<std::string> worker = {options_.worker_binary, "--connect", request.connect,
-                                     "--region", request.region, "--pool", request.pool,
-                                     "--launch-token", request.launch_token};
+  std::vector<std::string> worker = {
+      options_.worker_binary, "--connect", request.connect, "--region",
+      request.region,         "--pool",    request.pool,    "--launch-token",
+      request.launch_token};
   if (request.preempt_notice_seconds > 0) {
     worker.push_back("--preempt-notice");
     worker.push_back(absl::StrCat(request.preempt_notice_seconds));
@@ -77,10 +78,9 @@ absl::StatusOr<std::string> SlurmProvider::Launch(const InstanceRequest& request
   const bool spot = request.market == Market::kSpot;
   const std::string partition =
       spot && !options_.spot_partition.empty() ? options_.spot_partition : options_.partition;
-  std::vector<std::string> argv = {Command("sbatch"), "--parsable",
-                                   absl::StrCat("--job-name=sextant-", request.launch_token),
-                                   absl::StrCat("--output=", request.log_path),
-                                   spot ? "--requeue" : "--no-requeue"};
+  std::vector<std::string> argv = {
+      Command("sbatch"), "--parsable", absl::StrCat("--job-name=sextant-", request.launch_token),
+      absl::StrCat("--output=", request.log_path), spot ? "--requeue" : "--no-requeue"};
   if (!partition.empty()) argv.push_back(absl::StrCat("--partition=", partition));
   argv.push_back(absl::StrCat("--wrap=exec ", absl::StrJoin(quoted, " ")));
   std::string out;
@@ -99,7 +99,8 @@ absl::StatusOr<std::string> SlurmProvider::Launch(const InstanceRequest& request
   std::string last = text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
   std::string id = last.substr(0, last.find(';'));
   int64_t n = 0;
-  if (!absl::SimpleAtoi(id, &n)) return absl::InternalError(absl::StrCat("sbatch printed no job id: ", text));
+  if (!absl::SimpleAtoi(id, &n))
+    return absl::InternalError(absl::StrCat("sbatch printed no job id: ", text));
   return id;
 }
 
@@ -107,7 +108,8 @@ absl::Status SlurmProvider::Terminate(const std::string& handle) {
   std::string out;
   absl::StatusOr<int> rc = RunCommandForOutput({Command("scancel"), handle}, &out);
   if (!rc.ok()) return rc.status();
-  if (*rc != 0 && !absl::StrContains(out, "Invalid job id") && !absl::StrContains(out, "already completing")) {
+  if (*rc != 0 && !absl::StrContains(out, "Invalid job id") &&
+      !absl::StrContains(out, "already completing")) {
     return absl::InternalError(absl::StrCat("scancel ", handle, ": ", out));
   }
   return absl::OkStatus();
@@ -115,7 +117,8 @@ absl::Status SlurmProvider::Terminate(const std::string& handle) {
 
 InstanceStatus SlurmProvider::Poll(const std::string& handle) {
   std::string out;
-  absl::StatusOr<int> rc = RunCommandForOutput({Command("squeue"), "-h", "-j", handle, "-o", "%T"}, &out);
+  absl::StatusOr<int> rc =
+      RunCommandForOutput({Command("squeue"), "-h", "-j", handle, "-o", "%T"}, &out);
   if (!rc.ok()) return InstanceStatus::Running();  // cannot tell: assume it still runs
   std::string state(absl::StripAsciiWhitespace(out));
   if (*rc != 0) {
@@ -123,8 +126,10 @@ InstanceStatus SlurmProvider::Poll(const std::string& handle) {
     return InstanceStatus::Running();
   }
   if (state.empty()) return InstanceStatus::Gone("job left the queue");
-  if (state == "PENDING" || state == "CONFIGURING" || state == "REQUEUED") return InstanceStatus::Pending();
-  if (state == "RUNNING" || state == "COMPLETING" || state == "SUSPENDED") return InstanceStatus::Running();
+  if (state == "PENDING" || state == "CONFIGURING" || state == "REQUEUED")
+    return InstanceStatus::Pending();
+  if (state == "RUNNING" || state == "COMPLETING" || state == "SUSPENDED")
+    return InstanceStatus::Running();
   return InstanceStatus::Gone(absl::StrCat("job ", absl::AsciiStrToLower(state)));
 }
 

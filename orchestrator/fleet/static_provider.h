@@ -17,9 +17,10 @@ class StaticProvider : public Provider {
   bool launches() const override { return false; }
   // Always FailedPrecondition, naming the command to start a worker by hand.
   absl::StatusOr<std::string> Launch(const InstanceRequest& request) override {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "pool ", request.pool, " is static: start its workers by hand with `sextant-worker --connect ",
-        request.connect, " --region ", request.region, " --pool ", request.pool, "`"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("pool ", request.pool,
+                     " is static: start its workers by hand with `sextant-worker --connect ",
+                     request.connect, " --region ", request.region, " --pool ", request.pool, "`"));
   }
   // Nothing to do: a hand-started worker is told `done` by the orchestrator and exits.
   absl::Status Terminate(const std::string&) override { return absl::OkStatus(); }

@@ -21,11 +21,11 @@
 #include "nlohmann/json.hpp"
 #include "orchestrator/core/dispatcher.h"
 #include "orchestrator/core/experiment_loader.h"
-#include "orchestrator/import/optuna_space.h"
-#include "orchestrator/import/optuna_storage.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/core/trial_command.h"
+#include "orchestrator/import/optuna_space.h"
+#include "orchestrator/import/optuna_storage.h"
 
 namespace sextant {
 namespace {
@@ -101,16 +101,18 @@ absl::StatusOr<std::vector<std::string>> MetricNames(const OptunaImportOptions& 
   }
   if (names.size() != n) {
     return absl::InvalidArgumentError(absl::StrCat("--metric names ", names.size(), " metric",
-                                                   names.size() == 1 ? "" : "s", "; the study has ", n,
-                                                   " objective", n == 1 ? "" : "s"));
+                                                   names.size() == 1 ? "" : "s", "; the study has ",
+                                                   n, " objective", n == 1 ? "" : "s"));
   }
   std::set<std::string> seen;
   for (const std::string& m : names) {
     if (m.empty() || m == kStepKey || m.find_first_of(" \t\n=") != std::string::npos ||
         absl::StartsWith(m, kUserAttrPrefix) || !seen.insert(m).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "metric name ", Quoted(m), " cannot be used: names must be distinct, non-empty, without "
-          "spaces or '=', and not '", kStepKey, "' or ", kUserAttrPrefix, "..."));
+      return absl::InvalidArgumentError(
+          absl::StrCat("metric name ", Quoted(m),
+                       " cannot be used: names must be distinct, non-empty, without "
+                       "spaces or '=', and not '",
+                       kStepKey, "' or ", kUserAttrPrefix, "..."));
     }
   }
   return names;
@@ -151,15 +153,17 @@ absl::Status MapState(const Plan& plan, size_t index, ImportedTrial& out) {
   } else if (t.state == "FAIL") {
     row.state = v1::FAILED;
     row.failures = 1;
-    const Json& why = t.system_attrs.contains("fail_reason") ? t.system_attrs["fail_reason"] : Json();
+    const Json& why =
+        t.system_attrs.contains("fail_reason") ? t.system_attrs["fail_reason"] : Json();
     row.error = why.is_string() ? why.get<std::string>() : "FAIL in Optuna (it stores no reason)";
   } else if (t.state == "RUNNING") {
     row.state = v1::CANCELLED;
-    out.note = "RUNNING in Optuna when imported (no result was told): CANCELLED here, so it "
-               "is asked for again when the search continues";
+    out.note =
+        "RUNNING in Optuna when imported (no result was told): CANCELLED here, so it "
+        "is asked for again when the search continues";
   } else if (t.state == "WAITING") {
-    const Json fixed = t.system_attrs.contains("fixed_params") ? t.system_attrs["fixed_params"]
-                                                               : Json::object();
+    const Json fixed =
+        t.system_attrs.contains("fixed_params") ? t.system_attrs["fixed_params"] : Json::object();
     absl::StatusOr<Params> p = FixedParams(plan.space, fixed);
     if (p.ok()) {
       params = *std::move(p);
@@ -167,11 +171,13 @@ absl::Status MapState(const Plan& plan, size_t index, ImportedTrial& out) {
       out.note = "WAITING (enqueued) in Optuna: PENDING here, with the parameters it was given";
     } else {
       row.state = v1::FAILED;
-      row.error = absl::StrCat("enqueued in Optuna with ", fixed.dump(), ", which ", p.status().message());
+      row.error =
+          absl::StrCat("enqueued in Optuna with ", fixed.dump(), ", which ", p.status().message());
       out.note = row.error;
     }
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("trial ", t.number, ": unknown state ", Quoted(t.state)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("trial ", t.number, ": unknown state ", Quoted(t.state)));
   }
   row.params_json = ParamsToJson(params);
   return absl::OkStatus();
@@ -196,7 +202,8 @@ absl::StatusOr<ImportedTrial> MapTrial(const Plan& plan, size_t index) {
   if (row.state == v1::COMPLETED || row.state == v1::PRUNED) {
     if (!t.values.empty() && t.values[0]) row.value = *t.values[0];
     if (plan.metrics.size() > 1 && t.values.size() == plan.metrics.size() &&
-        std::all_of(t.values.begin(), t.values.end(), [](const auto& v) { return v.has_value(); })) {
+        std::all_of(t.values.begin(), t.values.end(),
+                    [](const auto& v) { return v.has_value(); })) {
       for (const auto& v : t.values) row.values.push_back(*v);
     }
   }
@@ -240,7 +247,8 @@ std::string ParameterYaml(const ImportedParameter& p) {
   if (p.log) absl::StrAppend(&out, ", log: true");
   if (!p.when.empty()) {
     std::vector<std::string> conds;
-    for (const auto& [parent, value] : p.when) conds.push_back(absl::StrCat(parent, ": ", Quoted(value)));
+    for (const auto& [parent, value] : p.when)
+      conds.push_back(absl::StrCat(parent, ": ", Quoted(value)));
     absl::StrAppend(&out, ", when: {", absl::StrJoin(conds, ", "), "}");
   }
   return out + "}\n";
@@ -268,24 +276,40 @@ std::string HeaderYaml(const Plan& plan, const std::string& given_dir) {
       "# ask/tell mode: your own loop asks for trials and tells their results. The imported\n"
       "# trials count toward search.max_trials (set by `import optuna --max-trials`); while it\n"
       "# leaves room, continue the search with\n"
-      "#   sextant resume ", dir, "\n"
-      "#     and ask and tell from Python: sextant.open_run(\"", dir, "\")\n"
+      "#   sextant resume ",
+      dir,
+      "\n"
+      "#     and ask and tell from Python: sextant.open_run(\"",
+      dir,
+      "\")\n"
       "#   or, with no process running:\n"
-      "#     sextant ask ", dir, "\n"
-      "#     sextant tell ", dir, " TRIAL --value", plan.metrics.size() > 1 ? "s V1,V2" : " V", "\n"
-      "# Intermediate values are reported at \"", kStepKey, "\" (tell --step S --metrics ",
-      plan.metrics[0], "=V).\n"
+      "#     sextant ask ",
+      dir,
+      "\n"
+      "#     sextant tell ",
+      dir, " TRIAL --value", plan.metrics.size() > 1 ? "s V1,V2" : " V",
+      "\n"
+      "# Intermediate values are reported at \"",
+      kStepKey, "\" (tell --step S --metrics ", plan.metrics[0],
+      "=V).\n"
       "#\n"
       "# To run your objective as a command instead: replace `mode: ask_tell` by a trial block,\n"
-      "#   trial: {command: [python3, objective.py, \"--", plan.space.parameters[0].name, "=${",
-      plan.space.parameters[0].name, "}\"]}\n"
+      "#   trial: {command: [python3, objective.py, \"--",
+      plan.space.parameters[0].name, "=${", plan.space.parameters[0].name,
+      "}\"]}\n"
       "# (parameters arrive as ${name}, SEXTANT_PARAMS and SEXTANT_PARAM_<NAME>; it prints\n"
-      "# \"", absl::StrJoin(tokens, " "), "\"), add `warm_start: {runs: [", abs_dir, "]}`\n"
+      "# \"",
+      absl::StrJoin(tokens, " "), "\"), add `warm_start: {runs: [", abs_dir,
+      "]}`\n"
       "# under search: so that the sampler starts from these trials, and start a new run:\n"
-      "#   sextant run ", dir, "/experiment.yaml --run-dir runs/", plan.name, "-2\n"
+      "#   sextant run ",
+      dir, "/experiment.yaml --run-dir runs/", plan.name,
+      "-2\n"
       "#\n"
       "# Categorical values are Python's str() of Optuna's choices. User attributes are the\n"
-      "# metrics ", kUserAttrPrefix, "<key>; everything else Optuna stored is in state.db's meta "
+      "# metrics ",
+      kUserAttrPrefix,
+      "<key>; everything else Optuna stored is in state.db's meta "
       "\"optuna_import\".\n");
   if (!plan.space.constants.empty()) {
     absl::StrAppend(&out, "# Constant in every trial, so not searched here:\n");
@@ -301,13 +325,13 @@ std::string ExperimentYaml(const Plan& plan, const std::string& dir) {
   absl::StrAppend(&out, "name: ", plan.name, "\n");
   auto goal = [](const std::string& d) { return d == "MAXIMIZE" ? "maximize" : "minimize"; };
   if (plan.metrics.size() == 1) {
-    absl::StrAppend(&out, "objective: {metric: ", Quoted(plan.metrics[0]), ", goal: ",
-                    goal(plan.study.directions[0]), "}\n");
+    absl::StrAppend(&out, "objective: {metric: ", Quoted(plan.metrics[0]),
+                    ", goal: ", goal(plan.study.directions[0]), "}\n");
   } else {
     absl::StrAppend(&out, "objectives:\n");
     for (size_t i = 0; i < plan.metrics.size(); ++i) {
-      absl::StrAppend(&out, "  - {metric: ", Quoted(plan.metrics[i]), ", goal: ",
-                      goal(plan.study.directions[i]), "}\n");
+      absl::StrAppend(&out, "  - {metric: ", Quoted(plan.metrics[i]),
+                      ", goal: ", goal(plan.study.directions[i]), "}\n");
     }
   }
   absl::StrAppend(&out, "parameters:\n");
@@ -319,11 +343,12 @@ std::string ExperimentYaml(const Plan& plan, const std::string& dir) {
                                   [](const OptunaTrial& t) { return t.state == "PRUNED"; });
   if (auto steps = StepRange(plan.study)) {
     if (pruned && plan.metrics.size() == 1) {
-      absl::StrAppend(&out, "  # Some trials were pruned: Optuna's default pruner is the median rule.\n"
-                            "  scheduler: median\n");
+      absl::StrAppend(&out,
+                      "  # Some trials were pruned: Optuna's default pruner is the median rule.\n"
+                      "  scheduler: median\n");
     }
-    absl::StrAppend(&out, "  fidelity: {name: ", kStepKey, ", min: ", steps->first, ", max: ",
-                    steps->second, "}\n");
+    absl::StrAppend(&out, "  fidelity: {name: ", kStepKey, ", min: ", steps->first,
+                    ", max: ", steps->second, "}\n");
   }
   absl::StrAppend(&out, "  max_trials: ", plan.max_trials, "\n");
   return out;
@@ -347,26 +372,40 @@ Json ImportRecord(const Plan& plan) {
   const OptunaStudy& s = plan.study;
   Json params = Json::array();
   for (const ImportedParameter& p : plan.space.parameters) {
-    params.push_back({{"name", p.name}, {"optuna_name", p.optuna_name},
-                      {"distributions", p.distributions}, {"absent_in", p.absent_in},
+    params.push_back({{"name", p.name},
+                      {"optuna_name", p.optuna_name},
+                      {"distributions", p.distributions},
+                      {"absent_in", p.absent_in},
                       {"notes", p.notes}});
   }
   Json trials = Json::array();
   for (size_t i = 0; i < s.trials.size(); ++i) {
     const OptunaTrial& t = s.trials[i];
-    trials.push_back({{"id", i + 1}, {"number", t.number}, {"trial_id", t.trial_id},
-                      {"state", t.state}, {"datetime_start", t.datetime_start},
-                      {"datetime_complete", t.datetime_complete}, {"user_attrs", t.user_attrs},
+    trials.push_back({{"id", i + 1},
+                      {"number", t.number},
+                      {"trial_id", t.trial_id},
+                      {"state", t.state},
+                      {"datetime_start", t.datetime_start},
+                      {"datetime_complete", t.datetime_complete},
+                      {"user_attrs", t.user_attrs},
                       {"system_attrs", t.system_attrs}});
   }
   return {{"storage", fs::absolute(s.storage).lexically_normal().string()},
-          {"study", s.name}, {"study_id", s.study_id}, {"alembic_version", s.alembic_version},
-          {"schema_version", s.schema_version}, {"library_version", s.library_version},
-          {"directions", s.directions}, {"metrics", plan.metrics},
-          {"fidelity_key", kStepKey}, {"user_attrs_prefix", kUserAttrPrefix},
-          {"user_attrs", s.user_attrs}, {"system_attrs", s.system_attrs},
-          {"imported_at", plan.imported_at}, {"parameters", std::move(params)},
-          {"constants", plan.space.constants}, {"trials", std::move(trials)}};
+          {"study", s.name},
+          {"study_id", s.study_id},
+          {"alembic_version", s.alembic_version},
+          {"schema_version", s.schema_version},
+          {"library_version", s.library_version},
+          {"directions", s.directions},
+          {"metrics", plan.metrics},
+          {"fidelity_key", kStepKey},
+          {"user_attrs_prefix", kUserAttrPrefix},
+          {"user_attrs", s.user_attrs},
+          {"system_attrs", s.system_attrs},
+          {"imported_at", plan.imported_at},
+          {"parameters", std::move(params)},
+          {"constants", plan.space.constants},
+          {"trials", std::move(trials)}};
 }
 
 absl::Status WriteTrial(Store& store, const ImportedTrial& t) {
@@ -374,10 +413,11 @@ absl::Status WriteTrial(Store& store, const ImportedTrial& t) {
   if (t.row.attempts > 0) {
     SEXTANT_RETURN_IF_ERROR(store.StartAttempt(t.row.id, 1, /*worker_id=*/0, t.started));
     const int exit_code = t.row.state == v1::FAILED ? 1 : t.row.state == v1::CANCELLED ? -1 : 0;
-    const std::string error = t.row.state == v1::CANCELLED ? "RUNNING in Optuna when imported" : t.row.error;
-    SEXTANT_RETURN_IF_ERROR(store.FinishAttempt(
-        t.row.id, 1, TrialStateName(t.row.state), exit_code, error,
-        t.row.finished_at > 0 ? t.row.finished_at : t.started));
+    const std::string error =
+        t.row.state == v1::CANCELLED ? "RUNNING in Optuna when imported" : t.row.error;
+    SEXTANT_RETURN_IF_ERROR(
+        store.FinishAttempt(t.row.id, 1, TrialStateName(t.row.state), exit_code, error,
+                            t.row.finished_at > 0 ? t.row.finished_at : t.started));
   }
   for (size_t i = 0; i < t.measurements.size(); ++i) {
     MeasurementRow m;
@@ -403,20 +443,24 @@ absl::Status WriteStore(const Plan& plan, const std::string& db_path) {
   }
   absl::Status s = store->PutMeta("spec", plan.spec.SerializeAsString());
   if (s.ok()) s = store->PutMeta("started_at", absl::StrCat(started));
-  if (s.ok()) s = store->PutMeta("finished_at", absl::StrCat(finished > 0 ? finished : plan.imported_at));
+  if (s.ok())
+    s = store->PutMeta("finished_at", absl::StrCat(finished > 0 ? finished : plan.imported_at));
   if (s.ok()) s = store->PutMeta("state", open ? "INTERRUPTED" : "COMPLETED");
   if (s.ok()) s = store->PutMeta("optuna_import", ImportRecord(plan).dump());
   for (size_t i = 0; s.ok() && i < plan.trials.size(); ++i) s = WriteTrial(*store, plan.trials[i]);
   for (size_t i = 0; s.ok() && i < plan.trials.size(); ++i) {
     if (!plan.trials[i].note.empty()) {
-      s = store->AddEvent(plan.imported_at, "optuna_import", plan.trials[i].row.id, plan.trials[i].note);
+      s = store->AddEvent(plan.imported_at, "optuna_import", plan.trials[i].row.id,
+                          plan.trials[i].note);
     }
   }
   if (s.ok()) {
-    s = store->AddEvent(plan.imported_at, "optuna_import", 0, absl::StrCat(
-        "imported ", plan.trials.size(), " trials of the Optuna study ", Quoted(plan.study.name),
-        " from ", fs::absolute(plan.study.storage).lexically_normal().string(), " (schema ",
-        plan.study.alembic_version, ", Optuna ", plan.study.library_version, ")"));
+    s = store->AddEvent(
+        plan.imported_at, "optuna_import", 0,
+        absl::StrCat("imported ", plan.trials.size(), " trials of the Optuna study ",
+                     Quoted(plan.study.name), " from ",
+                     fs::absolute(plan.study.storage).lexically_normal().string(), " (schema ",
+                     plan.study.alembic_version, ", Optuna ", plan.study.library_version, ")"));
   }
   if (!s.ok()) {
     store->Rollback();
@@ -450,7 +494,8 @@ absl::Status WriteRunDir(Plan& plan, const std::string& dir) {
     if (!p.has_parent_path() || p.parent_path() == p) break;
   }
   fs::create_directories(parent, ec);
-  if (ec) return absl::InternalError(absl::StrCat(parent.string(), ": cannot create: ", ec.message()));
+  if (ec)
+    return absl::InternalError(absl::StrCat(parent.string(), ": cannot create: ", ec.message()));
   const fs::path tmp = parent / absl::StrCat(".", target.filename().string(), ".import-", getpid());
   absl::Status s = [&]() -> absl::Status {
     fs::remove_all(tmp, ec);
@@ -460,10 +505,13 @@ absl::Status WriteRunDir(Plan& plan, const std::string& dir) {
     }
     SEXTANT_RETURN_IF_ERROR(WriteFile((tmp / "experiment.yaml").string(), plan.yaml));
     if (ExistsNonEmpty(target.string())) {
-      return absl::AlreadyExistsError(absl::StrCat(dir, " appeared while importing; nothing written"));
+      return absl::AlreadyExistsError(
+          absl::StrCat(dir, " appeared while importing; nothing written"));
     }
     fs::rename(tmp, target, ec);
-    if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp.string(), " to ", dir, ": ", ec.message()));
+    if (ec)
+      return absl::InternalError(
+          absl::StrCat("cannot rename ", tmp.string(), " to ", dir, ": ", ec.message()));
     return absl::OkStatus();
   }();
   if (!s.ok()) {
@@ -479,9 +527,11 @@ absl::StatusOr<Plan> MakePlan(const OptunaImportOptions& options, const std::str
   plan.imported_at = UnixSeconds(clock->Now());
   SEXTANT_ASSIGN_OR_RETURN(plan.study, ReadOptunaStudy(options.storage, options.study));
   const std::string where = absl::StrCat(options.storage, ": study ", Quoted(options.study));
-  if (plan.study.directions.empty()) return absl::InvalidArgumentError(absl::StrCat(where, " has no directions"));
+  if (plan.study.directions.empty())
+    return absl::InvalidArgumentError(absl::StrCat(where, " has no directions"));
   if (plan.study.trials.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, " has no trials; there is nothing to import"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " has no trials; there is nothing to import"));
   }
   for (const std::string& d : plan.study.directions) {
     if (d != "MINIMIZE" && d != "MAXIMIZE") {
@@ -489,21 +539,24 @@ absl::StatusOr<Plan> MakePlan(const OptunaImportOptions& options, const std::str
     }
   }
   auto metrics = MetricNames(options, plan.study);
-  if (!metrics.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", metrics.status().message()));
+  if (!metrics.ok())
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", metrics.status().message()));
   plan.metrics = *std::move(metrics);
   auto space = InferOptunaSpace(plan.study);
-  if (!space.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", space.status().message()));
+  if (!space.ok())
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", space.status().message()));
   plan.space = *std::move(space);
   if (plan.space.parameters.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, " has no parameter that varies; Sextant needs a search space"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " has no parameter that varies; Sextant needs a search space"));
   }
   plan.name = SanitizedStudyName(plan.study.name);
   const int n = static_cast<int>(plan.study.trials.size());
   plan.max_trials = options.max_trials == 0 ? n : options.max_trials;
   if (plan.max_trials < n) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max-trials ", options.max_trials, " is below the ", n, " trials of ", where,
-        " (they count toward it)"));
+    return absl::InvalidArgumentError(absl::StrCat("--max-trials ", options.max_trials,
+                                                   " is below the ", n, " trials of ", where,
+                                                   " (they count toward it)"));
   }
   for (size_t i = 0; i < plan.study.trials.size(); ++i) {
     auto t = MapTrial(plan, i);
@@ -511,7 +564,8 @@ absl::StatusOr<Plan> MakePlan(const OptunaImportOptions& options, const std::str
     plan.trials.push_back(*std::move(t));
   }
   plan.yaml = ExperimentYaml(plan, dir);
-  absl::Status s = LoadSpec(plan, (fs::absolute(dir).lexically_normal() / "experiment.yaml").string());
+  absl::Status s =
+      LoadSpec(plan, (fs::absolute(dir).lexically_normal() / "experiment.yaml").string());
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
   return plan;
 }
@@ -545,8 +599,8 @@ absl::StatusOr<OptunaImportSummary> ImportOptunaStudy(const OptunaImportOptions&
                               ? absl::StrCat("runs/", SanitizedStudyName(options.study))
                               : options.output_dir;
   if (ExistsNonEmpty(dir)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        dir, " already exists and is not empty; pick another directory with -o"));
+    return absl::AlreadyExistsError(
+        absl::StrCat(dir, " already exists and is not empty; pick another directory with -o"));
   }
   SEXTANT_ASSIGN_OR_RETURN(Plan plan, MakePlan(options, dir, clock));
   SEXTANT_RETURN_IF_ERROR(WriteRunDir(plan, dir));
@@ -556,7 +610,8 @@ absl::StatusOr<OptunaImportSummary> ImportOptunaStudy(const OptunaImportOptions&
   summary.trials = static_cast<int>(plan.trials.size());
   for (const ImportedTrial& t : plan.trials) summary.completed += t.row.state == v1::COMPLETED;
   for (const ImportedParameter& p : plan.space.parameters) {
-    for (const std::string& note : p.notes) summary.notes.push_back(absl::StrCat(p.name, ": ", note));
+    for (const std::string& note : p.notes)
+      summary.notes.push_back(absl::StrCat(p.name, ": ", note));
   }
   for (const auto& [name, c] : plan.space.constants.items()) {
     summary.notes.push_back(absl::StrCat(name, ": constant ", c["value"].dump(), ", not searched"));
@@ -570,10 +625,13 @@ int RunOptunaImport(const OptunaImportOptions& options, Clock* clock, std::ostre
   if (!r.ok()) {
     err << "sextant: import optuna: " << r.status().message() << "\n";
     const absl::StatusCode code = r.status().code();
-    return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kAlreadyExists ? 2 : 1;
+    return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kAlreadyExists
+               ? 2
+               : 1;
   }
-  out << "sextant: imported " << r->trials << " trials (" << r->completed << " completed) of the Optuna study "
-      << Quoted(options.study) << " into " << r->run_dir << "\n";
+  out << "sextant: imported " << r->trials << " trials (" << r->completed
+      << " completed) of the Optuna study " << Quoted(options.study) << " into " << r->run_dir
+      << "\n";
   for (const std::string& note : r->notes) out << "  " << note << "\n";
   out << "sextant: " << r->experiment_file
       << " is its experiment (ask/tell mode); its comments say how to continue the search\n";

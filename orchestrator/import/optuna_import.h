@@ -26,10 +26,10 @@ struct OptunaImportOptions {
 
 // What an import wrote.
 struct OptunaImportSummary {
-  std::string run_dir;          // the directory written
-  std::string experiment_file;  // run_dir/experiment.yaml
-  int trials = 0;               // trials imported
-  int completed = 0;            // of them COMPLETED
+  std::string run_dir;             // the directory written
+  std::string experiment_file;     // run_dir/experiment.yaml
+  int trials = 0;                  // trials imported
+  int completed = 0;               // of them COMPLETED
   std::vector<std::string> notes;  // what did not map one to one (steps, renames, constants)
 };
 

@@ -49,7 +49,8 @@ std::string PythonFloat(double v) {
 
 std::string SextantName(const std::string& optuna_name) {
   std::string out;
-  for (char c : optuna_name) out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
+  for (char c : optuna_name)
+    out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
   if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out.insert(0, "p_");
   return out;
 }
@@ -79,9 +80,9 @@ absl::Status Merge(ImportedParameter& p, const OptunaDistribution& d, bool first
     for (const Json& choice : d.choices) {
       SEXTANT_ASSIGN_OR_RETURN(std::string s, PythonStr(choice));
       if (!own.insert(s).second) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "parameter ", Json(p.optuna_name).dump(), ": two choices print as ", Json(s).dump(),
-            " (Sextant's categorical values are strings)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("parameter ", Json(p.optuna_name).dump(), ": two choices print as ",
+                         Json(s).dump(), " (Sextant's categorical values are strings)"));
       }
       if (std::find(p.values.begin(), p.values.end(), s) == p.values.end()) p.values.push_back(s);
     }
@@ -92,9 +93,9 @@ absl::Status Merge(ImportedParameter& p, const OptunaDistribution& d, bool first
   p.log = p.log && d.log;
   const bool stepped = d.kind == Kind::kInt ? d.step.value_or(1) != 1 : d.step.has_value();
   if (stepped) {
-    p.notes.push_back(absl::StrCat(
-        "Optuna step ", PythonFloat(*d.step), ": Sextant's ", KindName(d.kind),
-        "s have no step (the imported values lie on it, new trials need not)"));
+    p.notes.push_back(
+        absl::StrCat("Optuna step ", PythonFloat(*d.step), ": Sextant's ", KindName(d.kind),
+                     "s have no step (the imported values lie on it, new trials need not)"));
   }
   return absl::OkStatus();
 }
@@ -161,9 +162,9 @@ absl::Status CheckNames(const std::vector<ImportedParameter>& params) {
   for (const ImportedParameter& p : params) {
     auto [it, fresh] = seen.emplace(p.name, p.optuna_name);
     if (!fresh) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parameters ", Json(it->second).dump(), " and ", Json(p.optuna_name).dump(),
-          " would both be named '", p.name, "' in Sextant (names are [A-Za-z0-9_])"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameters ", Json(it->second).dump(), " and ", Json(p.optuna_name).dump(),
+                       " would both be named '", p.name, "' in Sextant (names are [A-Za-z0-9_])"));
     }
   }
   return absl::OkStatus();
@@ -190,9 +191,10 @@ void AddConditions(const OptunaStudy& study, ImportedSpace& space) {
       p.notes.push_back(absl::StrCat("conditional: present in exactly the completed trials with ",
                                      when->first, " = ", when->second));
     } else {
-      p.notes.push_back(absl::StrCat(
-          "absent in ", p.absent_in.size(), " trials, and no earlier int or categorical "
-          "parameter decides when: kept unconditional, those trials keep it absent"));
+      p.notes.push_back(
+          absl::StrCat("absent in ", p.absent_in.size(),
+                       " trials, and no earlier int or categorical "
+                       "parameter decides when: kept unconditional, those trials keep it absent"));
     }
   }
 }
@@ -221,7 +223,8 @@ absl::StatusOr<ImportedSpace> InferOptunaSpace(const OptunaStudy& study) {
         space.parameters.back().name = SextantName(op.name);
       }
       absl::Status s = Merge(space.parameters[it->second], op.distribution, fresh);
-      if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("trial ", t.number, ": ", s.message()));
+      if (!s.ok())
+        return absl::InvalidArgumentError(absl::StrCat("trial ", t.number, ": ", s.message()));
     }
   }
   SplitConstants(space);
@@ -256,11 +259,13 @@ absl::StatusOr<Params> FixedParams(const ImportedSpace& space, const Json& fixed
     if (p.kind == Kind::kCategorical) {
       SEXTANT_ASSIGN_OR_RETURN(std::string s, PythonStr(v));
       if (std::find(p.values.begin(), p.values.end(), s) == p.values.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(p.optuna_name, " = ", v.dump(), " is not one of its choices"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(p.optuna_name, " = ", v.dump(), " is not one of its choices"));
       }
       out[p.name] = s;
     } else if (!v.is_number()) {
-      return absl::InvalidArgumentError(absl::StrCat(p.optuna_name, " = ", v.dump(), " is not a number"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(p.optuna_name, " = ", v.dump(), " is not a number"));
     } else if (p.kind == Kind::kInt) {
       out[p.name] = static_cast<int64_t>(std::llround(v.get<double>()));
     } else {
@@ -269,15 +274,15 @@ absl::StatusOr<Params> FixedParams(const ImportedSpace& space, const Json& fixed
   }
   for (const auto& [name, v] : fixed.items()) {
     if (!used.contains(name) && !space.constants.contains(name)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "fixes ", Json(name).dump(), ", which no trial of the study suggested"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("fixes ", Json(name).dump(), ", which no trial of the study suggested"));
     }
   }
   for (const ImportedParameter& p : space.parameters) {
     if (p.when.empty() && !out.contains(p.name)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "does not fix ", Json(p.optuna_name).dump(),
-          "; Sextant runs an enqueued trial with the parameters it was given"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("does not fix ", Json(p.optuna_name).dump(),
+                       "; Sextant runs an enqueued trial with the parameters it was given"));
     }
   }
   return out;

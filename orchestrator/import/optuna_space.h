@@ -18,13 +18,13 @@ struct ImportedParameter {
   std::string name;         // the Sextant name: the Optuna name with [^A-Za-z0-9_] as '_'
   std::string optuna_name;  // as Optuna stored it
   OptunaDistribution::Kind kind = OptunaDistribution::Kind::kFloat;
-  double min = 0, max = 0;  // float and int: the union of the trials' ranges
-  bool log = false;         // float and int: every distribution was log
-  std::vector<std::string> values;            // categorical: choices as Python's str(), first seen first
-  std::map<std::string, std::string> when;    // an inferred condition (parent -> value)
-  std::vector<std::string> notes;             // what did not map one to one, for the YAML comment
+  double min = 0, max = 0;          // float and int: the union of the trials' ranges
+  bool log = false;                 // float and int: every distribution was log
+  std::vector<std::string> values;  // categorical: choices as Python's str(), first seen first
+  std::map<std::string, std::string> when;  // an inferred condition (parent -> value)
+  std::vector<std::string> notes;           // what did not map one to one, for the YAML comment
   nlohmann::json distributions = nlohmann::json::array();  // the distinct stored distributions
-  std::vector<int64_t> absent_in;             // numbers of the finished trials without it
+  std::vector<int64_t> absent_in;  // numbers of the finished trials without it
 };
 
 // The space of a study and each trial's parameters in it.

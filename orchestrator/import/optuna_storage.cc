@@ -18,11 +18,18 @@ namespace {
 using Json = nlohmann::json;
 
 // The tables every supported schema has.
-constexpr const char* kTables[] = {
-    "studies",          "study_directions",      "study_user_attributes",
-    "study_system_attributes", "trials",         "trial_params",
-    "trial_values",     "trial_intermediate_values", "trial_user_attributes",
-    "trial_system_attributes", "version_info",   "alembic_version"};
+constexpr const char* kTables[] = {"studies",
+                                   "study_directions",
+                                   "study_user_attributes",
+                                   "study_system_attributes",
+                                   "trials",
+                                   "trial_params",
+                                   "trial_values",
+                                   "trial_intermediate_values",
+                                   "trial_user_attributes",
+                                   "trial_system_attributes",
+                                   "version_info",
+                                   "alembic_version"};
 
 // A read-only connection and the statements run on it; every failure becomes InvalidArgument
 // naming the file, because a storage that SQLite cannot read is bad input, not our fault.
@@ -58,8 +65,8 @@ class Db {
   }
 
   absl::Status Error() const {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path_, ": not a readable SQLite database (", sqlite3_errmsg(db_), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": not a readable SQLite database (", sqlite3_errmsg(db_), ")"));
   }
 
  private:
@@ -93,11 +100,11 @@ std::optional<double> TypedValue(sqlite3_stmt* s, int value_col, int type_col) {
 
 absl::StatusOr<std::set<std::string>> Columns(Db& db, const std::string& table) {
   std::set<std::string> out;
-  SEXTANT_RETURN_IF_ERROR(db.Query(absl::StrCat("SELECT name FROM pragma_table_info('", table, "')"),
-                                   {}, [&](sqlite3_stmt* s) {
-                                     out.insert(Text(s, 0));
-                                     return absl::OkStatus();
-                                   }));
+  SEXTANT_RETURN_IF_ERROR(db.Query(
+      absl::StrCat("SELECT name FROM pragma_table_info('", table, "')"), {}, [&](sqlite3_stmt* s) {
+        out.insert(Text(s, 0));
+        return absl::OkStatus();
+      }));
   return out;
 }
 
@@ -109,27 +116,29 @@ absl::Status CheckStorage(Db& db, const std::string& path, OptunaStudy* study) {
     return absl::OkStatus();
   }));
   if (check != "ok") {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": the SQLite database is corrupt (", check, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the SQLite database is corrupt (", check, ")"));
   }
   std::set<std::string> tables;
-  SEXTANT_RETURN_IF_ERROR(db.Query("SELECT name FROM sqlite_master WHERE type = 'table'", {},
-                                   [&](sqlite3_stmt* s) {
-                                     tables.insert(Text(s, 0));
-                                     return absl::OkStatus();
-                                   }));
+  SEXTANT_RETURN_IF_ERROR(
+      db.Query("SELECT name FROM sqlite_master WHERE type = 'table'", {}, [&](sqlite3_stmt* s) {
+        tables.insert(Text(s, 0));
+        return absl::OkStatus();
+      }));
   std::vector<std::string> missing;
   for (const char* t : kTables) {
     if (!tables.contains(t)) missing.push_back(t);
   }
   if (!missing.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not an Optuna storage (an SQLite database without the table",
-        missing.size() > 1 ? "s " : " ", absl::StrJoin(missing, ", "), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not an Optuna storage (an SQLite database without the table",
+                     missing.size() > 1 ? "s " : " ", absl::StrJoin(missing, ", "), ")"));
   }
-  SEXTANT_RETURN_IF_ERROR(db.Query("SELECT version_num FROM alembic_version", {}, [&](sqlite3_stmt* s) {
-    study->alembic_version = Text(s, 0);
-    return absl::OkStatus();
-  }));
+  SEXTANT_RETURN_IF_ERROR(
+      db.Query("SELECT version_num FROM alembic_version", {}, [&](sqlite3_stmt* s) {
+        study->alembic_version = Text(s, 0);
+        return absl::OkStatus();
+      }));
   SEXTANT_RETURN_IF_ERROR(db.Query("SELECT schema_version, library_version FROM version_info", {},
                                    [&](sqlite3_stmt* s) {
                                      study->schema_version = sqlite3_column_int(s, 0);
@@ -158,7 +167,8 @@ absl::Status FindStudy(Db& db, const std::string& path, const std::string& name,
   SEXTANT_RETURN_IF_ERROR(db.Query("SELECT study_id, study_name FROM studies ORDER BY study_id", {},
                                    [&](sqlite3_stmt* s) {
                                      names.push_back(Text(s, 1));
-                                     if (names.back() == name) study->study_id = sqlite3_column_int64(s, 0);
+                                     if (names.back() == name)
+                                       study->study_id = sqlite3_column_int64(s, 0);
                                      return absl::OkStatus();
                                    }));
   if (study->study_id != 0) {
@@ -166,25 +176,25 @@ absl::Status FindStudy(Db& db, const std::string& path, const std::string& name,
     return absl::OkStatus();
   }
   for (std::string& n : names) n = Json(n).dump();
-  return absl::InvalidArgumentError(absl::StrCat(
-      path, ": no study named ", Json(name).dump(), "; ",
-      names.empty() ? "the storage holds no study"
-                    : absl::StrCat("its studies: ", absl::StrJoin(names, ", "))));
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": no study named ", Json(name).dump(), "; ",
+                   names.empty() ? "the storage holds no study"
+                                 : absl::StrCat("its studies: ", absl::StrJoin(names, ", "))));
 }
 
 absl::Status ReadStudyRows(Db& db, OptunaStudy* study) {
   const int64_t id = study->study_id;
-  SEXTANT_RETURN_IF_ERROR(db.Query(
-      "SELECT direction FROM study_directions WHERE study_id = ? ORDER BY objective", {id},
-      [&](sqlite3_stmt* s) {
-        study->directions.push_back(Text(s, 0));
-        return absl::OkStatus();
-      }));
+  SEXTANT_RETURN_IF_ERROR(
+      db.Query("SELECT direction FROM study_directions WHERE study_id = ? ORDER BY objective", {id},
+               [&](sqlite3_stmt* s) {
+                 study->directions.push_back(Text(s, 0));
+                 return absl::OkStatus();
+               }));
   for (auto [table, into] : {std::pair{"study_user_attributes", &study->user_attrs},
                              std::pair{"study_system_attributes", &study->system_attrs}}) {
     SEXTANT_RETURN_IF_ERROR(db.Query(
-        absl::StrCat("SELECT key, value_json FROM ", table, " WHERE study_id = ? ORDER BY key"), {id},
-        [&](sqlite3_stmt* s) {
+        absl::StrCat("SELECT key, value_json FROM ", table, " WHERE study_id = ? ORDER BY key"),
+        {id}, [&](sqlite3_stmt* s) {
           (*into)[Text(s, 0)] = AttrValue(Text(s, 1));
           return absl::OkStatus();
         }));
@@ -212,7 +222,8 @@ absl::Status ReadTrialRows(Db& db, const std::string& path, OptunaStudy* study) 
   const int64_t id = study->study_id;
   SEXTANT_RETURN_IF_ERROR(db.Query(
       absl::StrCat("SELECT trial_id, param_name, param_value, distribution_json FROM trial_params "
-                   "WHERE ", of_study, " ORDER BY trial_id, param_id"),
+                   "WHERE ",
+                   of_study, " ORDER BY trial_id, param_id"),
       {id}, [&](sqlite3_stmt* s) -> absl::Status {
         OptunaTrial* t = by_id[sqlite3_column_int64(s, 0)];
         OptunaParam p;
@@ -220,9 +231,9 @@ absl::Status ReadTrialRows(Db& db, const std::string& path, OptunaStudy* study) 
         p.internal = sqlite3_column_double(s, 2);
         auto d = ParseOptunaDistribution(Text(s, 3));
         if (!d.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(path, ": study ", Json(study->name).dump(),
-                                                         ", trial ", t->number, ", parameter ",
-                                                         Json(p.name).dump(), ": ", d.status().message()));
+          return absl::InvalidArgumentError(
+              absl::StrCat(path, ": study ", Json(study->name).dump(), ", trial ", t->number,
+                           ", parameter ", Json(p.name).dump(), ": ", d.status().message()));
         }
         p.distribution = *std::move(d);
         if (p.distribution.kind == OptunaDistribution::Kind::kCategorical &&
@@ -237,23 +248,26 @@ absl::Status ReadTrialRows(Db& db, const std::string& path, OptunaStudy* study) 
       }));
   SEXTANT_ASSIGN_OR_RETURN(std::set<std::string> value_cols, Columns(db, "trial_values"));
   SEXTANT_RETURN_IF_ERROR(db.Query(
-      absl::StrCat("SELECT trial_id, objective, value", value_cols.contains("value_type") ? ", value_type" : "",
+      absl::StrCat("SELECT trial_id, objective, value",
+                   value_cols.contains("value_type") ? ", value_type" : "",
                    " FROM trial_values WHERE ", of_study, " ORDER BY trial_id, objective"),
       {id}, [&](sqlite3_stmt* s) {
         OptunaTrial* t = by_id[sqlite3_column_int64(s, 0)];
         const int64_t objective = sqlite3_column_int64(s, 1);
         if (objective < 0 || objective > 1000) {
-          return absl::InvalidArgumentError(absl::StrCat(path, ": trial ", t->number,
-                                                         ": objective index ", objective));
+          return absl::InvalidArgumentError(
+              absl::StrCat(path, ": trial ", t->number, ": objective index ", objective));
         }
         if (t->values.size() <= static_cast<size_t>(objective)) t->values.resize(objective + 1);
         t->values[objective] = TypedValue(s, 2, value_cols.contains("value_type") ? 3 : -1);
         return absl::OkStatus();
       }));
-  SEXTANT_ASSIGN_OR_RETURN(std::set<std::string> step_cols, Columns(db, "trial_intermediate_values"));
+  SEXTANT_ASSIGN_OR_RETURN(std::set<std::string> step_cols,
+                           Columns(db, "trial_intermediate_values"));
   const bool typed = step_cols.contains("intermediate_value_type");
   SEXTANT_RETURN_IF_ERROR(db.Query(
-      absl::StrCat("SELECT trial_id, step, intermediate_value", typed ? ", intermediate_value_type" : "",
+      absl::StrCat("SELECT trial_id, step, intermediate_value",
+                   typed ? ", intermediate_value_type" : "",
                    " FROM trial_intermediate_values WHERE ", of_study, " ORDER BY trial_id, step"),
       {id}, [&](sqlite3_stmt* s) {
         std::optional<double> v = TypedValue(s, 2, typed ? 3 : -1);
@@ -261,16 +275,16 @@ absl::Status ReadTrialRows(Db& db, const std::string& path, OptunaStudy* study) 
             sqlite3_column_int64(s, 1), v.value_or(std::numeric_limits<double>::quiet_NaN()));
         return absl::OkStatus();
       }));
-  for (auto [table, user] : {std::pair{"trial_user_attributes", true},
-                             std::pair{"trial_system_attributes", false}}) {
-    SEXTANT_RETURN_IF_ERROR(db.Query(
-        absl::StrCat("SELECT trial_id, key, value_json FROM ", table, " WHERE ", of_study,
-                     " ORDER BY trial_id, key"),
-        {id}, [&](sqlite3_stmt* s) {
-          OptunaTrial* t = by_id[sqlite3_column_int64(s, 0)];
-          (user ? t->user_attrs : t->system_attrs)[Text(s, 1)] = AttrValue(Text(s, 2));
-          return absl::OkStatus();
-        }));
+  for (auto [table, user] :
+       {std::pair{"trial_user_attributes", true}, std::pair{"trial_system_attributes", false}}) {
+    SEXTANT_RETURN_IF_ERROR(db.Query(absl::StrCat("SELECT trial_id, key, value_json FROM ", table,
+                                                  " WHERE ", of_study, " ORDER BY trial_id, key"),
+                                     {id}, [&](sqlite3_stmt* s) {
+                                       OptunaTrial* t = by_id[sqlite3_column_int64(s, 0)];
+                                       (user ? t->user_attrs : t->system_attrs)[Text(s, 1)] =
+                                           AttrValue(Text(s, 2));
+                                       return absl::OkStatus();
+                                     }));
   }
   return absl::OkStatus();
 }
@@ -288,8 +302,8 @@ absl::StatusOr<double> Attribute(const Json& attributes, const std::string& key,
 }  // namespace
 
 const std::vector<std::string>& SupportedOptunaSchemas() {
-  static const auto* kSupported = new std::vector<std::string>{
-      "v2.4.0.a", "v2.6.0.a", "v3.0.0.a", "v3.0.0.b", "v3.0.0.c", "v3.0.0.d"};
+  static const auto* kSupported = new std::vector<std::string>{"v2.4.0.a", "v2.6.0.a", "v3.0.0.a",
+                                                               "v3.0.0.b", "v3.0.0.c", "v3.0.0.d"};
   return *kSupported;
 }
 
@@ -307,7 +321,8 @@ absl::StatusOr<OptunaDistribution> ParseOptunaDistribution(const std::string& js
   using Kind = OptunaDistribution::Kind;
   if (d.name == "CategoricalDistribution") {
     if (!a.contains("choices") || !a["choices"].is_array() || a["choices"].empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(d.name, ": attribute 'choices' is missing or empty"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(d.name, ": attribute 'choices' is missing or empty"));
     }
     d.kind = Kind::kCategorical;
     d.choices = a["choices"];
@@ -338,7 +353,8 @@ absl::StatusOr<OptunaDistribution> ParseOptunaDistribution(const std::string& js
   if (a.contains(step_key) && a[step_key].is_number()) {
     d.step = a[step_key].get<double>();
   } else if (d.name == "DiscreteUniformDistribution") {
-    return absl::InvalidArgumentError(absl::StrCat(d.name, ": attribute 'q' is missing or not a number"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(d.name, ": attribute 'q' is missing or not a number"));
   } else if (d.kind == Kind::kInt) {
     d.step = 1;
   }

@@ -17,12 +17,12 @@ namespace sextant {
 struct OptunaDistribution {
   enum class Kind { kFloat, kInt, kCategorical };
   Kind kind = Kind::kFloat;
-  std::string name;                 // as stored: "FloatDistribution", "LogUniformDistribution", ...
-  double low = 0, high = 0;         // float and int
-  bool log = false;                 // float and int
-  std::optional<double> step;       // float: the step or q; int: the step (1 for none)
-  nlohmann::json choices;           // categorical: the choices, as stored (a JSON array)
-  nlohmann::json stored;            // the whole distribution_json, parsed
+  std::string name;            // as stored: "FloatDistribution", "LogUniformDistribution", ...
+  double low = 0, high = 0;    // float and int
+  bool log = false;            // float and int
+  std::optional<double> step;  // float: the step or q; int: the step (1 for none)
+  nlohmann::json choices;      // categorical: the choices, as stored (a JSON array)
+  nlohmann::json stored;       // the whole distribution_json, parsed
 };
 
 // Parses a distribution_json text. Accepts FloatDistribution, IntDistribution,
@@ -41,17 +41,17 @@ struct OptunaParam {
 
 // One trial of a study, with everything the storage holds about it.
 struct OptunaTrial {
-  int64_t trial_id = 0;  // unique across the storage's studies
-  int64_t number = 0;    // 0-based within the study
-  std::string state;     // RUNNING | COMPLETE | PRUNED | FAIL | WAITING
-  std::string datetime_start;     // as stored ("2024-05-01 12:00:00.123456", local time); may be empty
-  std::string datetime_complete;  // may be empty
+  int64_t trial_id = 0;        // unique across the storage's studies
+  int64_t number = 0;          // 0-based within the study
+  std::string state;           // RUNNING | COMPLETE | PRUNED | FAIL | WAITING
+  std::string datetime_start;  // as stored ("2024-05-01 12:00:00.123456", local time); may be empty
+  std::string datetime_complete;    // may be empty
   std::vector<OptunaParam> params;  // in suggestion order
   // By objective index; nullopt when the objective has no stored value. +-inf as stored by
   // value_type INF_POS / INF_NEG.
   std::vector<std::optional<double>> values;
   std::vector<std::pair<int64_t, double>> intermediate;  // (step, value) by step; NaN allowed
-  nlohmann::json user_attrs = nlohmann::json::object();    // key -> parsed value_json
+  nlohmann::json user_attrs = nlohmann::json::object();  // key -> parsed value_json
   nlohmann::json system_attrs = nlohmann::json::object();
 };
 

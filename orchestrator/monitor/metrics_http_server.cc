@@ -176,12 +176,14 @@ class MetricsHttpServer::Http : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override {
     // The orchestrator starts workers: none of them may inherit a client's connection.
     fcntl(sock, F_SETFD, FD_CLOEXEC);
-    const SteadyTime deadline = std::chrono::steady_clock::now() + Millis(options_.request_timeout_seconds);
+    const SteadyTime deadline =
+        std::chrono::steady_clock::now() + Millis(options_.request_timeout_seconds);
     std::string head;
     bool ok = false;
     switch (ReadHead(sock, options_.max_request_bytes, deadline, &head)) {
       case Head::kComplete: {
-        const size_t budget = options_.max_request_bytes - std::min(options_.max_request_bytes, head.size());
+        const size_t budget =
+            options_.max_request_bytes - std::min(options_.max_request_bytes, head.size());
         ConnectionStream stream(sock, std::move(head), budget, deadline,
                                 options_.response_timeout_seconds);
         bool closed = false;
@@ -249,13 +251,14 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
         res.set_content(*std::move(html), "text/html; charset=utf-8");
       } else {
         res.status = 503;
-        res.set_content(absl::StrCat("the report is not available: ", html.status().message(), "\n"),
-                        "text/plain");
+        res.set_content(
+            absl::StrCat("the report is not available: ", html.status().message(), "\n"),
+            "text/plain");
       }
     });
   }
-  const bool bound = port == 0 ? (s->port_ = http.bind_to_any_port(host)) > 0
-                               : http.bind_to_port(host, port);
+  const bool bound =
+      port == 0 ? (s->port_ = http.bind_to_any_port(host)) > 0 : http.bind_to_port(host, port);
   if (!bound) {
     return absl::UnavailableError(
         absl::StrCat("metrics: cannot listen on ", host, ":", port, " (is the port in use?)"));

@@ -41,8 +41,9 @@ class MetricsHttpServer {
   // numeric IPv4 address. InvalidArgument for a bad host or port, Unavailable when the port is
   // taken. clock (not owned) paces the wait for the server thread to listen; it need not
   // outlive Start.
-  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
-      const std::string& host, int port, Clock* clock, MetricsHttpOptions options = {});
+  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(const std::string& host, int port,
+                                                                  Clock* clock,
+                                                                  MetricsHttpOptions options = {});
   ~MetricsHttpServer();  // stops listening, waits for the server thread
 
   int port() const { return port_; }

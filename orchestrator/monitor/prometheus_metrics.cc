@@ -38,7 +38,8 @@ void Family(std::string* out, const std::string& name, const std::string& type,
 }
 
 void Sample(std::string* out, const std::string& name, const std::string& labels, double v) {
-  absl::StrAppend(out, name, labels.empty() ? "" : absl::StrCat("{", labels, "}"), " ", Value(v), "\n");
+  absl::StrAppend(out, name, labels.empty() ? "" : absl::StrCat("{", labels, "}"), " ", Value(v),
+                  "\n");
 }
 
 }  // namespace
@@ -47,8 +48,8 @@ std::string RenderPrometheusText(const MetricsSnapshot& s) {
   std::string out;
   Family(&out, "sextant_run_info", "gauge", "The experiment being run (always 1).");
   Sample(&out, "sextant_run_info",
-         absl::StrCat("experiment=\"", LabelValue(s.experiment), "\",metric=\"", LabelValue(s.metric),
-                      "\",goal=\"", LabelValue(s.goal), "\""),
+         absl::StrCat("experiment=\"", LabelValue(s.experiment), "\",metric=\"",
+                      LabelValue(s.metric), "\",goal=\"", LabelValue(s.goal), "\""),
          1);
   Family(&out, "sextant_trials", "gauge", "Trials by state.");
   std::map<std::string, int> states = s.by_state;
@@ -58,7 +59,8 @@ std::string RenderPrometheusText(const MetricsSnapshot& s) {
   for (const auto& [state, n] : states) {
     Sample(&out, "sextant_trials", absl::StrCat("state=\"", LabelValue(state), "\""), n);
   }
-  Family(&out, "sextant_trials_max", "gauge", "The most trials the search creates (search.max_trials).");
+  Family(&out, "sextant_trials_max", "gauge",
+         "The most trials the search creates (search.max_trials).");
   Sample(&out, "sextant_trials_max", "", s.max_trials);
   if (s.best_value) {
     Family(&out, "sextant_best_value", "gauge", "The best objective value so far.");
@@ -80,7 +82,8 @@ std::string RenderPrometheusText(const MetricsSnapshot& s) {
   Sample(&out, "sextant_spend", absl::StrCat("currency=\"", LabelValue(s.currency), "\""), s.spend);
   if (s.budget) {
     Family(&out, "sextant_budget", "gauge", "The budget (budget.max_cost).");
-    Sample(&out, "sextant_budget", absl::StrCat("currency=\"", LabelValue(s.currency), "\""), *s.budget);
+    Sample(&out, "sextant_budget", absl::StrCat("currency=\"", LabelValue(s.currency), "\""),
+           *s.budget);
   }
   Family(&out, "sextant_workers", "gauge", "Worker processes alive.");
   Sample(&out, "sextant_workers", "", s.workers);
@@ -99,7 +102,8 @@ std::string RenderPrometheusText(const MetricsSnapshot& s) {
     Family(&out, "sextant_rounds_max", "gauge", "Federated rounds configured (federation.rounds).");
     Sample(&out, "sextant_rounds_max", "", *s.rounds_max);
   }
-  Family(&out, "sextant_elapsed_seconds", "gauge", "Seconds since this orchestrator started the run.");
+  Family(&out, "sextant_elapsed_seconds", "gauge",
+         "Seconds since this orchestrator started the run.");
   Sample(&out, "sextant_elapsed_seconds", "", s.elapsed_seconds);
   return out;
 }

@@ -11,22 +11,22 @@ namespace sextant {
 // What /metrics shows about a run at one moment.
 struct MetricsSnapshot {
   std::string experiment;
-  std::string metric;            // the objective's metric name
-  std::string goal;              // minimize | maximize
-  std::string currency = "USD";  // default USD
+  std::string metric;                   // the objective's metric name
+  std::string goal;                     // minimize | maximize
+  std::string currency = "USD";         // default USD
   std::map<std::string, int> by_state;  // missing states are shown as 0
   int max_trials = 0;
-  std::optional<double> best_value;     // unset until a trial completes
+  std::optional<double> best_value;  // unset until a trial completes
   int64_t best_trial = 0;
-  std::optional<int> front_size;        // several objectives: the Pareto front's size
-  std::optional<double> hypervolume;    // and its hypervolume
-  double spend = 0;                     // committed spend of billed instances (0 without pools)
-  std::optional<double> budget;         // budget.max_cost when set
-  int workers = 0;                      // worker processes alive
-  int busy_workers = 0;                 // workers running a trial
+  std::optional<int> front_size;          // several objectives: the Pareto front's size
+  std::optional<double> hypervolume;      // and its hypervolume
+  double spend = 0;                       // committed spend of billed instances (0 without pools)
+  std::optional<double> budget;           // budget.max_cost when set
+  int workers = 0;                        // worker processes alive
+  int busy_workers = 0;                   // workers running a trial
   std::optional<double> gpu_utilisation;  // mean over workers, in [0, 1], when reported
-  std::optional<int> rounds_max;        // federated runs only: federation.rounds
-  int rounds_done = 0;                  // federated runs: rounds finished
+  std::optional<int> rounds_max;          // federated runs only: federation.rounds
+  int rounds_done = 0;                    // federated runs: rounds finished
   double elapsed_seconds = 0;
 };
 

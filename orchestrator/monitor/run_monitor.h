@@ -12,10 +12,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "orchestrator/core/store.h"
 #include "orchestrator/monitor/live_report.h"
 #include "orchestrator/monitor/metrics_http_server.h"
 #include "orchestrator/monitor/prometheus_metrics.h"
-#include "orchestrator/core/store.h"
 #include "sextant/v1/experiment.pb.h"
 
 namespace sextant {
@@ -40,10 +40,9 @@ class RunMonitor {
   // Serves on 127.0.0.1:port (0 picks a free one) and prints both addresses on out.
   // run_dir holds the run (its spec is stored); clock (not owned) must outlive the monitor.
   // InvalidArgument for a port outside 0..65535, Unavailable when it is taken.
-  static absl::StatusOr<std::unique_ptr<RunMonitor>> Start(int port,
-                                                           const v1::ExperimentSpec& spec,
-                                                           const std::string& run_dir,
-                                                           Clock* clock, std::ostream& out,
+  static absl::StatusOr<std::unique_ptr<RunMonitor>> Start(int port, const v1::ExperimentSpec& spec,
+                                                           const std::string& run_dir, Clock* clock,
+                                                           std::ostream& out,
                                                            LiveReportOptions report = {});
 
   // A snapshot with what the spec says (experiment, objective metrics and goals, currency,

@@ -27,7 +27,8 @@ std::vector<int> Bin(const ImportanceInput& p, int* bins) {
   for (double v : p.values) {
     if (!std::isnan(v)) distinct.emplace(v, 0);
   }
-  bool has_missing = std::any_of(p.values.begin(), p.values.end(), [](double v) { return std::isnan(v); });
+  bool has_missing =
+      std::any_of(p.values.begin(), p.values.end(), [](double v) { return std::isnan(v); });
   if (p.categorical || distinct.size() <= 8) {
     int next = 0;
     for (auto& [v, id] : distinct) id = next++;

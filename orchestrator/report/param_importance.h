@@ -27,7 +27,8 @@ struct ParamImportance {
 //   2. each parameter's values are split into bins: one per category (or per distinct value
 //      when there are at most 8), otherwise up to min(8, n/5) equal-count bins of the
 //      (log-)value;
-//   3. the share of the objective's variance explained by the per-bin means (eta squared) is reduced
+//   3. the share of the objective's variance explained by the per-bin means (eta squared) is
+//   reduced
 //      by the share that noise alone would explain with that many bins, (B-1)/(n-1), and
 //      rescaled: max(0, (eta2 - e) / (1 - e)).
 // Shares do not sum to 1: the rest is interactions and noise. Returns the parameters in input

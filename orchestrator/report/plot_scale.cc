@@ -79,7 +79,8 @@ std::vector<std::pair<double, std::string>> PlotScale::Ticks(int n) const {
     int a = static_cast<int>(std::ceil(std::log10(lo_) - 1e-9));
     int b = static_cast<int>(std::floor(std::log10(hi_) + 1e-9));
     int step = std::max(1, (b - a + 1 + n - 1) / n);
-    for (int k = a; k <= b; k += step) out.emplace_back(std::pow(10.0, k), Label(std::pow(10.0, k)));
+    for (int k = a; k <= b; k += step)
+      out.emplace_back(std::pow(10.0, k), Label(std::pow(10.0, k)));
     if (out.size() < 2) {
       out.clear();
       out.emplace_back(lo_, Label(lo_));

@@ -10,8 +10,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "orchestrator/report/internal/report_charts.h"
 #include "orchestrator/report/svg_canvas.h"
@@ -57,7 +57,8 @@ std::string Show(const nlohmann::json& v) {
 }
 
 std::string Time(double unix_seconds) {
-  return absl::FormatTime("%Y-%m-%d %H:%M:%S %Z", absl::FromUnixMicros(static_cast<int64_t>(unix_seconds * 1e6)),
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S %Z",
+                          absl::FromUnixMicros(static_cast<int64_t>(unix_seconds * 1e6)),
                           absl::LocalTimeZone());
 }
 
@@ -70,7 +71,8 @@ bool AnyCompleted(const ReportData& d) {
 // feasible and valued.
 bool AnyResult(const ReportData& d) {
   if (report::MultiObjective(d)) {
-    return d.results.contains("pareto") && d.results["pareto"].is_array() && !d.results["pareto"].empty();
+    return d.results.contains("pareto") && d.results["pareto"].is_array() &&
+           !d.results["pareto"].empty();
   }
   return !d.results["best"].is_null();
 }
@@ -78,31 +80,36 @@ bool AnyResult(const ReportData& d) {
 std::string Banners(const ReportData& d, bool any_completed, int refresh_seconds) {
   std::string out;
   if (d.in_progress) {
-    absl::StrAppend(&out, "<div class=\"banner live\" id=\"run-in-progress\"><strong>Run in "
-                          "progress.</strong> This report shows the run so far, as of ",
+    absl::StrAppend(&out,
+                    "<div class=\"banner live\" id=\"run-in-progress\"><strong>Run in "
+                    "progress.</strong> This report shows the run so far, as of ",
                     EscapeXml(Time(d.generated_at)),
                     refresh_seconds > 0
                         ? absl::StrCat("; this page reloads every ", refresh_seconds, " s.</div>")
                         : "; run <code>sextant report</code> again for newer data.</div>");
   } else if (d.state == "RUNNING") {
-    absl::StrAppend(&out, "<div class=\"banner warn\" id=\"run-stopped\"><strong>The run stopped "
-                          "without finishing</strong> (no orchestrator holds its directory). "
-                          "Continue it with <code>sextant resume ",
+    absl::StrAppend(&out,
+                    "<div class=\"banner warn\" id=\"run-stopped\"><strong>The run stopped "
+                    "without finishing</strong> (no orchestrator holds its directory). "
+                    "Continue it with <code>sextant resume ",
                     EscapeXml(d.run_dir), "</code>.</div>");
   }
   const bool multi = report::MultiObjective(d);
   if (!any_completed) {
-    absl::StrAppend(&out, "<div class=\"banner warn\" id=\"no-completed\"><strong>No trial has "
-                          "completed yet</strong>, so there is no ",
+    absl::StrAppend(&out,
+                    "<div class=\"banner warn\" id=\"no-completed\"><strong>No trial has "
+                    "completed yet</strong>, so there is no ",
                     multi ? "Pareto front" : "best value",
                     "; the charts below show what has been recorded.</div>");
   } else if (!AnyResult(d)) {
-    absl::StrAppend(&out, "<div class=\"banner warn\" id=\"no-feasible\"><strong>No completed "
-                          "trial met every constraint</strong>, so there is no ",
+    absl::StrAppend(&out,
+                    "<div class=\"banner warn\" id=\"no-feasible\"><strong>No completed "
+                    "trial met every constraint</strong>, so there is no ",
                     multi ? "Pareto front" : "best value",
                     "; infeasible trials are drawn as crosses.</div>");
   }
-  for (const std::string& n : d.notes) absl::StrAppend(&out, "<p class=\"note\">", EscapeXml(n), "</p>");
+  for (const std::string& n : d.notes)
+    absl::StrAppend(&out, "<p class=\"note\">", EscapeXml(n), "</p>");
   return out;
 }
 
@@ -128,7 +135,8 @@ void FrontRows(const nlohmann::json& r, const Row& row) {
 // The trials of the Pareto front with their values and parameters (at most 200 rows).
 std::string FrontTable(const nlohmann::json& r) {
   if (!r.contains("pareto") || !r["pareto"].is_array() || r["pareto"].empty()) return "";
-  std::string out = "<h3>Trials on the Pareto front</h3><table id=\"pareto-trials\"><tr><th>trial</th>";
+  std::string out =
+      "<h3>Trials on the Pareto front</h3><table id=\"pareto-trials\"><tr><th>trial</th>";
   for (const auto& o : r["objectives"]) {
     absl::StrAppend(&out, "<th>", Show(o["metric"]), " (", Show(o["goal"]), ")</th>");
   }
@@ -194,8 +202,10 @@ std::string Summary(const ReportData& d) {
   if (multi) {
     FrontRows(r, row);
   } else if (best.is_null()) {
-    row("Best trial", "summary-best-trial", nullptr, AnyCompleted(d) ? "none feasible" : "none completed");
-    row(absl::StrCat("Best ", Show(r["objective"]["metric"])), "summary-best-value", nullptr, "&#8212;");
+    row("Best trial", "summary-best-trial", nullptr,
+        AnyCompleted(d) ? "none feasible" : "none completed");
+    row(absl::StrCat("Best ", Show(r["objective"]["metric"])), "summary-best-value", nullptr,
+        "&#8212;");
   } else {
     row("Best trial", "summary-best-trial", best["trial"], absl::StrCat("#", Show(best["trial"])));
     row(absl::StrCat("Best ", Show(r["objective"]["metric"])), "summary-best-value", best["value"],
@@ -207,17 +217,21 @@ std::string Summary(const ReportData& d) {
     const nlohmann::json& pre = r["preemptions"];
     std::string shown = Show(pre["total"]);
     std::vector<std::string> pools;
-    for (const auto& [pool, n] : pre["by_pool"].items()) pools.push_back(absl::StrCat(EscapeXml(pool), " ", Show(n)));
+    for (const auto& [pool, n] : pre["by_pool"].items())
+      pools.push_back(absl::StrCat(EscapeXml(pool), " ", Show(n)));
     if (!pools.empty()) absl::StrAppend(&shown, " (by pool: ", absl::StrJoin(pools, ", "), ")");
     row("Preemptions", "summary-preemptions", pre, shown);
   }
   out += "</table>";
   if (multi) out += FrontTable(r);
   if (!best.is_null() && best["params"].is_object()) {
-    out += "<h3>Parameters of the best trial</h3><table id=\"best-params\"><tr><th>parameter</th><th>value</th></tr>";
+    out +=
+        "<h3>Parameters of the best trial</h3><table "
+        "id=\"best-params\"><tr><th>parameter</th><th>value</th></tr>";
     for (const auto& [k, v] : best["params"].items()) {
-      absl::StrAppend(&out, "<tr class=\"best-param\" data-name=\"", EscapeXml(k), "\" data-value=\"",
-                      Attr(v), "\"><td>", EscapeXml(k), "</td><td class=\"num\">", Show(v), "</td></tr>");
+      absl::StrAppend(&out, "<tr class=\"best-param\" data-name=\"", EscapeXml(k),
+                      "\" data-value=\"", Attr(v), "\"><td>", EscapeXml(k),
+                      "</td><td class=\"num\">", Show(v), "</td></tr>");
     }
     out += "</table>";
   }
@@ -240,14 +254,17 @@ std::string Events(const ReportData& d) {
   for (const auto& [k, n] : kinds) {
     absl::StrAppend(&out, "<tr><td>", EscapeXml(k), "</td><td class=\"num\">", n, "</td></tr>");
   }
-  out += "</table><h3>Latest events</h3><table id=\"events\"><tr><th>time</th><th>event</th><th>trial</th><th>message</th></tr>";
+  out +=
+      "</table><h3>Latest events</h3><table "
+      "id=\"events\"><tr><th>time</th><th>event</th><th>trial</th><th>message</th></tr>";
   size_t from = d.events.size() > 30 ? d.events.size() - 30 : 0;
   for (size_t i = from; i < d.events.size(); ++i) {
     const EventRow& e = d.events[i];
     std::string msg = e.message.size() > 300 ? e.message.substr(0, 300) + "..." : e.message;
-    absl::StrAppend(&out, "<tr><td>", absl::StrFormat("+%.1f s", e.time - d.started_at), "</td><td>",
-                    EscapeXml(e.kind), "</td><td>", e.trial_id ? absl::StrCat(e.trial_id) : "",
-                    "</td><td>", EscapeXml(msg), "</td></tr>");
+    absl::StrAppend(&out, "<tr><td>", absl::StrFormat("+%.1f s", e.time - d.started_at),
+                    "</td><td>", EscapeXml(e.kind), "</td><td>",
+                    e.trial_id ? absl::StrCat(e.trial_id) : "", "</td><td>", EscapeXml(msg),
+                    "</td></tr>");
   }
   return out + "</table>";
 }
@@ -265,7 +282,8 @@ std::string SearchLine(const ReportData& d) {
                     s.fidelity().name(), " ", s.fidelity().min(), "..", s.fidelity().max());
   }
   if (s.cost_aware()) absl::StrAppend(&out, ", cost-aware");
-  if (d.spec.objectives_size() > 1) absl::StrAppend(&out, ", ", d.spec.objectives_size(), " objectives");
+  if (d.spec.objectives_size() > 1)
+    absl::StrAppend(&out, ", ", d.spec.objectives_size(), " objectives");
   if (d.spec.constraints_size() > 0) {
     absl::StrAppend(&out, ", ", d.spec.constraints_size(),
                     d.spec.constraints_size() == 1 ? " constraint" : " constraints");
@@ -285,8 +303,9 @@ std::string RenderReportHtml(const ReportData& d, const ReportHtmlOptions& optio
       refresh > 0 ? absl::StrCat("<meta http-equiv=\"refresh\" content=\"", refresh, "\">") : "",
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
       "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
-      "<title>", EscapeXml(title), "</title><style>", kStyle, "</style></head><body>",
-      "<h1>", EscapeXml(title), "</h1><p class=\"meta\">Run directory <code>", EscapeXml(d.run_dir),
+      "<title>",
+      EscapeXml(title), "</title><style>", kStyle, "</style></head><body>", "<h1>",
+      EscapeXml(title), "</h1><p class=\"meta\">Run directory <code>", EscapeXml(d.run_dir),
       "</code> &#183; state ", EscapeXml(d.state), d.in_progress ? " (in progress)" : "",
       " &#183; ", EscapeXml(SearchLine(d)), " &#183; generated ", EscapeXml(Time(d.generated_at)),
       "</p>");
@@ -306,10 +325,12 @@ std::string RenderReportHtml(const ReportData& d, const ReportHtmlOptions& optio
                     "</p>");
     absl::StrAppend(&html, Section("hypervolume", "Hypervolume"), report::HypervolumeCharts(d));
   }
-  const std::string one = multi ? absl::StrCat(": ", EscapeXml(report::PrimaryObjectiveLabel(d))) : "";
+  const std::string one =
+      multi ? absl::StrCat(": ", EscapeXml(report::PrimaryObjectiveLabel(d))) : "";
   if (multi) {
-    absl::StrAppend(&html, "<p class=\"note\" id=\"first-objective-note\">The sections from "
-                           "here to Intermediate values draw one objective: the first, ",
+    absl::StrAppend(&html,
+                    "<p class=\"note\" id=\"first-objective-note\">The sections from "
+                    "here to Intermediate values draw one objective: the first, ",
                     EscapeXml(report::PrimaryObjectiveLabel(d)),
                     ". The Pareto front and Hypervolume sections above draw them all.</p>");
   }
@@ -329,18 +350,20 @@ std::string RenderReportHtml(const ReportData& d, const ReportHtmlOptions& optio
                   "<p class=\"note\">One line per completed trial; red is best, blue worst",
                   multi ? " in the first objective" : "",
                   ". Log-scaled parameters have log axes; categories are evenly spaced.</p>");
-  absl::StrAppend(&html, Section("importance", absl::StrCat("Parameter importance", one)),
-                  report::ImportanceChart(d),
-                  "<p class=\"method\" id=\"importance-method\">Method: a functional ANOVA of main "
-                  "effects over binned marginals. The objective is clipped to its 5th and 95th "
-                  "percentiles (so one diverged trial cannot dominate); each parameter is split into bins (one per category or distinct value when there are "
-                  "at most 8, otherwise up to min(8, n/5) equal-count bins of the value, or of its "
-                  "logarithm for log-scaled parameters); the importance is the share of the objective's "
-                  "variance explained by the bin means, less the share that noise alone would "
-                  "explain with that many bins ((B-1)/(n-1)), rescaled. Shares need not add up to "
-                  "100%: the rest is interactions and noise. It uses the completed trials' "
-                  "values; when a multi-fidelity search completed fewer than 20 trials and a rung "
-                  "holds more, it uses the values at that rung instead (stated above the bars).</p>");
+  absl::StrAppend(
+      &html, Section("importance", absl::StrCat("Parameter importance", one)),
+      report::ImportanceChart(d),
+      "<p class=\"method\" id=\"importance-method\">Method: a functional ANOVA of main "
+      "effects over binned marginals. The objective is clipped to its 5th and 95th "
+      "percentiles (so one diverged trial cannot dominate); each parameter is split into bins (one "
+      "per category or distinct value when there are "
+      "at most 8, otherwise up to min(8, n/5) equal-count bins of the value, or of its "
+      "logarithm for log-scaled parameters); the importance is the share of the objective's "
+      "variance explained by the bin means, less the share that noise alone would "
+      "explain with that many bins ((B-1)/(n-1)), rescaled. Shares need not add up to "
+      "100%: the rest is interactions and noise. It uses the completed trials' "
+      "values; when a multi-fidelity search completed fewer than 20 trials and a rung "
+      "holds more, it uses the values at that rung instead (stated above the bars).</p>");
   absl::StrAppend(&html, Section("intermediate", absl::StrCat("Intermediate values", one)),
                   report::IntermediateValuesChart(d));
   absl::StrAppend(&html, Section("cost", "Cost over time"), report::CostChart(d));

@@ -152,8 +152,8 @@ std::vector<PriorPoint> PriorPoints(const ReportData& d) {
   if (!d.warm_start) return out;
   for (const PriorTrial& t : d.warm_start->trials) {
     if (t.values.empty() || !std::isfinite(t.values[0])) continue;
-    const bool feasible = std::all_of(t.violations.begin(), t.violations.end(),
-                                      [](double v) { return v <= 0; });
+    const bool feasible =
+        std::all_of(t.violations.begin(), t.violations.end(), [](double v) { return v <= 0; });
     const size_t run = static_cast<size_t>(t.run);
     out.push_back(PriorPoint{run < d.warm_start->from.size() ? d.warm_start->from[run] : "",
                              t.trial, t.values[0], feasible});
@@ -163,9 +163,8 @@ std::vector<PriorPoint> PriorPoints(const ReportData& d) {
 
 // The priors as their own series: green triangles in one column at x (before the run's first
 // trial), and the best feasible prior as a dashed line across.
-void DrawPriors(SvgCanvas& c, const ReportData& d,
-                                 const std::vector<PriorPoint>& priors, const Frame& f, double x,
-                                 const PlotScale& y) {
+void DrawPriors(SvgCanvas& c, const ReportData& d, const std::vector<PriorPoint>& priors,
+                const Frame& f, double x, const PlotScale& y) {
   std::optional<double> best;
   for (const PriorPoint& p : priors) {
     c.Triangle(x, y(p.value), 3, kGreen,
@@ -197,7 +196,8 @@ std::vector<FrontPoint> FrontPoints(const ReportData& d) {
   std::vector<FrontPoint> out;
   for (const TrialRow& t : d.trials) {
     if (t.state != v1::COMPLETED || t.values.size() != n) continue;
-    if (!std::all_of(t.values.begin(), t.values.end(), [](double v) { return std::isfinite(v); })) continue;
+    if (!std::all_of(t.values.begin(), t.values.end(), [](double v) { return std::isfinite(v); }))
+      continue;
     out.push_back(FrontPoint{t.id, t.values, t.feasible, front.count(t.id) > 0});
   }
   return out;
@@ -288,7 +288,8 @@ std::string FrontScatter(const std::string& id, const std::vector<v1::Objective>
 bool MultiObjective(const ReportData& d) { return d.spec.objectives_size() > 1; }
 
 std::string ObjectiveLabel(const v1::Objective& o) {
-  return absl::StrCat(o.metric(), o.goal() == v1::Objective::MAXIMIZE ? " (maximize)" : " (minimize)");
+  return absl::StrCat(o.metric(),
+                      o.goal() == v1::Objective::MAXIMIZE ? " (maximize)" : " (minimize)");
 }
 
 std::string PrimaryObjectiveLabel(const ReportData& d) {
@@ -307,13 +308,15 @@ std::string HistoryChart(const ReportData& d, bool by_time) {
   const std::string id = by_time ? "chart-history-time" : "chart-history-trial";
   std::vector<TrialPoint> pts = TrialPoints(d);
   if (by_time) {
-    pts.erase(std::remove_if(pts.begin(), pts.end(), [](const TrialPoint& p) { return p.finished_at <= 0; }),
+    pts.erase(std::remove_if(pts.begin(), pts.end(),
+                             [](const TrialPoint& p) { return p.finished_at <= 0; }),
               pts.end());
     std::stable_sort(pts.begin(), pts.end(), [](const TrialPoint& a, const TrialPoint& b) {
       return a.finished_at < b.finished_at;
     });
   }
-  bool any_completed = std::any_of(pts.begin(), pts.end(), [](const TrialPoint& p) { return p.state == v1::COMPLETED; });
+  bool any_completed = std::any_of(pts.begin(), pts.end(),
+                                   [](const TrialPoint& p) { return p.state == v1::COMPLETED; });
   const std::vector<PriorPoint> priors = PriorPoints(d);
   if (!any_completed && priors.empty()) {
     return NoData(id, "No trial has completed with a value for the objective yet.");
@@ -348,8 +351,9 @@ std::string HistoryChart(const ReportData& d, bool by_time) {
   bool any_infeasible = false;
   for (const auto& p : pts) {
     bool done = p.state == v1::COMPLETED;
-    std::string title = absl::StrCat("trial ", p.id, " (", TrialStateName(p.state), p.feasible ? "" : ", infeasible",
-                                     "): ", Metric(d), "=", Fmt(p.value));
+    std::string title =
+        absl::StrCat("trial ", p.id, " (", TrialStateName(p.state),
+                     p.feasible ? "" : ", infeasible", "): ", Metric(d), "=", Fmt(p.value));
     if (done && !p.feasible) {
       c.Cross(x(xof(p)), y(p.value), 3.5, kOrange, title);
       any_infeasible = true;
@@ -370,7 +374,8 @@ std::string HistoryChart(const ReportData& d, bool by_time) {
     c.Polyline(best_line, kRed, 2, 1, absl::StrCat(best_label, ": ", Fmt(*best)));
     c.CountData();
   }
-  std::vector<LegendItem> legend = {{kBlue, "completed"}, {kGrey, "pruned (last value)"}, {kRed, best_label}};
+  std::vector<LegendItem> legend = {
+      {kBlue, "completed"}, {kGrey, "pruned (last value)"}, {kRed, best_label}};
   if (any_infeasible) legend.push_back({kOrange, "infeasible"});
   if (!priors.empty()) {
     legend.push_back({kGreen, absl::StrCat("warm start: ", priors.size(), " prior observations")});
@@ -466,7 +471,8 @@ std::string ParallelCoordinatesChart(const ReportData& d) {
       double py = scales[a](v);
       if (py < f.y1() - 0.5 || py > f.y0() + 0.5) continue;
       c.Line(px - 3, py, px + 3, py, "#555555");
-      c.Text(px + 5, py + 4, label.size() > 14 ? label.substr(0, 13) + "\xE2\x80\xA6" : label, "start", 10);
+      c.Text(px + 5, py + 4, label.size() > 14 ? label.substr(0, 13) + "\xE2\x80\xA6" : label,
+             "start", 10);
     }
   }
   return c.Finish();
@@ -483,7 +489,8 @@ ImportanceSample ImportanceSource(const ReportData& d) {
   ImportanceSample completed;
   completed.source = "completed trials";
   for (const TrialRow& t : d.trials) {
-    if (t.state == v1::COMPLETED && t.value && std::isfinite(*t.value)) completed.trials.emplace_back(&t, *t.value);
+    if (t.state == v1::COMPLETED && t.value && std::isfinite(*t.value))
+      completed.trials.emplace_back(&t, *t.value);
   }
   if (completed.trials.size() >= 20) return completed;
   std::map<double, std::map<int64_t, std::pair<const TrialRow*, double>>> at_rung;
@@ -546,7 +553,8 @@ std::string ImportanceChart(const ReportData& d) {
   }
   if (y.size() < 4 || inputs.empty()) {
     return NoData(id, absl::StrCat("Parameter importance needs at least 4 trials with a value; "
-                                   "this run has ", y.size(), "."));
+                                   "this run has ",
+                                   y.size(), "."));
   }
   std::vector<ParamImportance> imp = MainEffectImportance(inputs, y);
   std::stable_sort(imp.begin(), imp.end(), [](const ParamImportance& a, const ParamImportance& b) {
@@ -558,7 +566,8 @@ std::string ImportanceChart(const ReportData& d) {
   f.t = 24;
   f.b = 30;
   SvgCanvas c(id, f.w, f.h);
-  c.Text(f.x0(), 14, absl::StrCat("of ", PrimaryObjectiveLabel(d), ", from ", sample.source, ", n=", y.size()),
+  c.Text(f.x0(), 14,
+         absl::StrCat("of ", PrimaryObjectiveLabel(d), ", from ", sample.source, ", n=", y.size()),
          "start", 11, "#555");
   PlotScale x = PlotScale::Linear(0, 1, f.x0(), f.x1());
   for (const auto& [v, label] : x.Ticks(5)) {
@@ -633,7 +642,8 @@ std::string IntermediateValuesChart(const ReportData& d) {
   auto sched = d.spec.search().scheduler();
   if (any_fidelity && fid.reduction_factor() > 1 && fid.min() > 0 &&
       (sched == v1::Search::ASHA || sched == v1::Search::HYPERBAND || sched == v1::Search::BOHB)) {
-    for (double r = fid.min(); r <= fid.max() * (1 + 1e-9); r *= fid.reduction_factor()) rungs.insert(r);
+    for (double r = fid.min(); r <= fid.max() * (1 + 1e-9); r *= fid.reduction_factor())
+      rungs.insert(r);
   }
   for (double r : rungs) {
     c.Line(x(r), f.y0(), x(r), f.y1(), "#888888", 1, "4 3");
@@ -648,8 +658,10 @@ std::string IntermediateValuesChart(const ReportData& d) {
     for (const auto& s : segs) {
       std::vector<std::pair<double, double>> pts;
       size_t stride = (s.size() + kMaxCurvePoints - 1) / kMaxCurvePoints;
-      for (size_t i = 0; i < s.size(); i += std::max<size_t>(stride, 1)) pts.emplace_back(x(s[i].x), y(s[i].y));
-      if ((s.size() - 1) % std::max<size_t>(stride, 1) != 0) pts.emplace_back(x(s.back().x), y(s.back().y));
+      for (size_t i = 0; i < s.size(); i += std::max<size_t>(stride, 1))
+        pts.emplace_back(x(s[i].x), y(s[i].y));
+      if ((s.size() - 1) % std::max<size_t>(stride, 1) != 0)
+        pts.emplace_back(x(s.back().x), y(s.back().y));
       if (pts.size() == 1) c.Circle(pts[0].first, pts[0].second, 2, colour);
       c.Polyline(pts, colour, 1, state == v1::COMPLETED ? 0.8 : 0.5,
                  absl::StrCat("trial ", trial, " (", t ? TrialStateName(state) : "?", ")"));
@@ -681,9 +693,12 @@ std::string IntermediateValuesChart(const ReportData& d) {
       }
     }
   }
-  Legend(c, f, {{kBlue, "completed"}, {kGrey, "pruned"}, {kOrange, "other"},
-                {kGreen, absl::StrCat("promoted (", promoted, ")")},
-                {kRed, absl::StrCat("pruned at rung (", pruned, ")")}});
+  Legend(c, f,
+         {{kBlue, "completed"},
+          {kGrey, "pruned"},
+          {kOrange, "other"},
+          {kGreen, absl::StrCat("promoted (", promoted, ")")},
+          {kRed, absl::StrCat("pruned at rung (", pruned, ")")}});
   return c.Finish();
 }
 
@@ -694,9 +709,11 @@ std::string CostChart(const ReportData& d) {
     if (e.kind.find("preempt") != std::string::npos) ++preemptions;
   }
   if (d.costs.empty()) {
-    return NoData(id, absl::StrCat("The store holds no cost records (provider '",
-                                   d.spec.resources().provider().empty() ? "local" : d.spec.resources().provider(),
-                                   "'); ", preemptions, " preemption events."));
+    return NoData(
+        id, absl::StrCat(
+                "The store holds no cost records (provider '",
+                d.spec.resources().provider().empty() ? "local" : d.spec.resources().provider(),
+                "'); ", preemptions, " preemption events."));
   }
   // Cumulative spend per pool, sampled at evenly spaced times: bounded size for any ledger.
   double tmax = 0, total = 0;
@@ -729,27 +746,32 @@ std::string CostChart(const ReportData& d) {
   PlotScale x = PlotScale::Linear(0, std::max(tmax / unit.seconds, 1e-3) * 1.02, f.x0(), f.x1());
   PlotScale y = PlotScale::Linear(0, ymax * 1.08 + 1e-9, f.y0(), f.y1());
   std::string currency = d.spec.budget().currency().empty() ? "USD" : d.spec.budget().currency();
-  Axes(c, f, x, y, absl::StrCat("time since start (", unit.name, ")"), absl::StrCat("cost (", currency, ")"));
+  Axes(c, f, x, y, absl::StrCat("time since start (", unit.name, ")"),
+       absl::StrCat("cost (", currency, ")"));
   std::vector<LegendItem> legend;
   size_t k = 0;
   for (const auto& [pool, pts] : by_pool) {
     std::string colour = pool == "total" ? "#111111" : kPalette[k++ % 10];
     std::vector<std::pair<double, double>> line;
     for (const auto& [t, v] : pts) line.emplace_back(x(t / unit.seconds), y(v));
-    c.Polyline(line, colour, pool == "total" ? 2 : 1.5, 1, absl::StrCat(pool, ": ", Fmt(pts.back().second), " ", currency));
+    c.Polyline(line, colour, pool == "total" ? 2 : 1.5, 1,
+               absl::StrCat(pool, ": ", Fmt(pts.back().second), " ", currency));
     c.CountData();
     legend.push_back({colour, pool});
   }
   if (d.spec.budget().has_max_cost()) {
     double b = y(d.spec.budget().max_cost());
     c.Line(f.x0(), b, f.x1(), b, kRed, 1.5, "6 4");
-    c.Text(f.x1() - 4, b - 4, absl::StrCat("budget ", Fmt(d.spec.budget().max_cost())), "end", 11, kRed);
+    c.Text(f.x1() - 4, b - 4, absl::StrCat("budget ", Fmt(d.spec.budget().max_cost())), "end", 11,
+           kRed);
   }
   for (const EventRow& e : d.events) {
     if (e.kind.find("preempt") == std::string::npos) continue;
     double px = x((e.time - d.started_at) / unit.seconds);
     c.Line(px, f.y0(), px, f.y0() - 10, kOrange, 2);
-    c.Triangle(px, f.y0() - 14, 4, kOrange, absl::StrCat(e.kind, e.trial_id ? absl::StrCat(" trial ", e.trial_id) : "", ": ", e.message));
+    c.Triangle(px, f.y0() - 14, 4, kOrange,
+               absl::StrCat(e.kind, e.trial_id ? absl::StrCat(" trial ", e.trial_id) : "", ": ",
+                            e.message));
     c.CountData();
   }
   legend.push_back({kOrange, "preemption"});
@@ -767,7 +789,8 @@ std::string WorkerTimelineChart(const ReportData& d) {
   std::map<int64_t, const WorkerRecord*> info;
   for (const WorkerRecord& w : d.workers) info[w.id] = &w;
   double end = 0;
-  for (const AttemptRecord& a : d.attempts) end = std::max(end, a.finished_at.value_or(a.started_at));
+  for (const AttemptRecord& a : d.attempts)
+    end = std::max(end, a.finished_at.value_or(a.started_at));
   if (d.in_progress) end = std::max(end, d.generated_at);
   const double span = std::max(end - d.started_at, 1e-3);
   TimeUnit unit = UnitFor(span);
@@ -781,22 +804,26 @@ std::string WorkerTimelineChart(const ReportData& d) {
     c.Line(x(v), f.y1(), x(v), f.y0() + 4, "#eeeeee");
     c.Text(x(v), f.y0() + 16, label, "middle");
   }
-  c.Text((f.x0() + f.x1()) / 2, f.h - 8, absl::StrCat("time since start (", unit.name, ")"), "middle", 12);
+  c.Text((f.x0() + f.x1()) / 2, f.h - 8, absl::StrCat("time since start (", unit.name, ")"),
+         "middle", 12);
   for (const auto& [w, r] : row) {
     std::string label = absl::StrCat("worker ", w);
     if (info.count(w) && !info[w]->pool.empty()) absl::StrAppend(&label, " ", info[w]->pool);
-    if (lane >= 10) c.Text(f.x0() - 6, f.y1() + lane * r + lane / 2 + 4, label, "end", lane >= 14 ? 11 : 9);
+    if (lane >= 10)
+      c.Text(f.x0() - 6, f.y1() + lane * r + lane / 2 + 4, label, "end", lane >= 14 ? 11 : 9);
   }
   for (const AttemptRecord& a : d.attempts) {
     double t0 = (a.started_at - d.started_at) / unit.seconds;
-    double t1 = (a.finished_at.value_or(d.in_progress ? d.generated_at : end) - d.started_at) / unit.seconds;
-    std::string outcome = a.outcome.empty() ? (d.in_progress ? "RUNNING" : "unfinished") : a.outcome;
-    const char* colour = outcome == "COMPLETED" ? kBlue
-                         : outcome == "PRUNED"  ? kGrey
-                         : outcome == "PAUSED"  ? "#9ecae1"
+    double t1 = (a.finished_at.value_or(d.in_progress ? d.generated_at : end) - d.started_at) /
+                unit.seconds;
+    std::string outcome =
+        a.outcome.empty() ? (d.in_progress ? "RUNNING" : "unfinished") : a.outcome;
+    const char* colour = outcome == "COMPLETED"                     ? kBlue
+                         : outcome == "PRUNED"                      ? kGrey
+                         : outcome == "PAUSED"                      ? "#9ecae1"
                          : outcome == "FAILED" || outcome == "lost" ? kRed
-                         : outcome == "RUNNING" ? kGreen
-                         : kOrange;
+                         : outcome == "RUNNING"                     ? kGreen
+                                                                    : kOrange;
     double top = f.y1() + lane * row[a.worker_id] + 1;
     c.Rect(x(t0), top, std::max(1.0, x(t1) - x(t0)), lane - 2, colour,
            absl::StrCat("trial ", a.trial_id, " attempt ", a.attempt, " on worker ", a.worker_id,
@@ -822,19 +849,27 @@ std::string WorkerTimelineChart(const ReportData& d) {
                absl::StrCat("worker ", w, any_gpu ? " GPU utilisation" : " CPU (cores busy)"));
     c.CountData();
   }
-  Legend(c, f, {{kBlue, "completed"}, {"#9ecae1", "paused"}, {kGrey, "pruned"}, {kRed, "failed/lost"},
-                {kOrange, "cancelled/other"}, {kGreen, "running"}});
+  Legend(c, f,
+         {{kBlue, "completed"},
+          {"#9ecae1", "paused"},
+          {kGrey, "pruned"},
+          {kRed, "failed/lost"},
+          {kOrange, "cancelled/other"},
+          {kGreen, "running"}});
   std::string out = c.Finish();
   if (d.telemetry.empty()) {
-    absl::StrAppend(&out, "<p class=\"note\" id=\"gpu-util-note\">GPU utilisation: no data "
-                          "recorded for this run (no telemetry in the store).</p>");
+    absl::StrAppend(&out,
+                    "<p class=\"note\" id=\"gpu-util-note\">GPU utilisation: no data "
+                    "recorded for this run (no telemetry in the store).</p>");
   } else if (!any_gpu) {
-    absl::StrAppend(&out, "<p class=\"note\" id=\"gpu-util-note\">GPU utilisation: the workers "
-                          "reported no GPUs; the black line in each lane is CPU use of the trial "
-                          "(cores busy, the lane's height is one core).</p>");
+    absl::StrAppend(&out,
+                    "<p class=\"note\" id=\"gpu-util-note\">GPU utilisation: the workers "
+                    "reported no GPUs; the black line in each lane is CPU use of the trial "
+                    "(cores busy, the lane's height is one core).</p>");
   } else {
-    absl::StrAppend(&out, "<p class=\"note\" id=\"gpu-util-note\">The black line in each lane "
-                          "is GPU utilisation (0 to 100% of the lane's height).</p>");
+    absl::StrAppend(&out,
+                    "<p class=\"note\" id=\"gpu-util-note\">The black line in each lane "
+                    "is GPU utilisation (0 to 100% of the lane's height).</p>");
   }
   return out;
 }
@@ -843,8 +878,9 @@ std::string FederatedCharts(const ReportData& d) {
   if (d.rounds.empty()) {
     bool configured = d.spec.federation().regions_size() > 0;
     return NoData("chart-federated",
-                  configured ? "The experiment is federated but the store holds no rounds yet."
-                             : "This is not a federated run (no federation block in the experiment).");
+                  configured
+                      ? "The experiment is federated but the store holds no rounds yet."
+                      : "This is not a federated run (no federation block in the experiment).");
   }
   std::map<std::string, std::vector<const RoundRecord*>> by_region;
   int64_t max_round = 0;
@@ -872,7 +908,8 @@ std::string FederatedCharts(const ReportData& d) {
       std::string colour = region == "global" ? "#111111" : kPalette[k++ % 10];
       std::vector<std::pair<double, double>> pts;
       for (const RoundRecord* r : rs) {
-        if ((r->*field) && std::isfinite(*(r->*field))) pts.emplace_back(x(r->round), y(*(r->*field)));
+        if ((r->*field) && std::isfinite(*(r->*field)))
+          pts.emplace_back(x(r->round), y(*(r->*field)));
       }
       if (pts.empty()) continue;
       std::sort(pts.begin(), pts.end());
@@ -883,8 +920,10 @@ std::string FederatedCharts(const ReportData& d) {
     Legend(c, f, legend);
     return c.Finish();
   };
-  absl::StrAppend(&out, "<h3>Accuracy per round</h3>", line_chart("chart-federated-accuracy", "accuracy", &RoundRecord::accuracy));
-  absl::StrAppend(&out, "<h3>Loss per round</h3>", line_chart("chart-federated-loss", "loss", &RoundRecord::loss));
+  absl::StrAppend(&out, "<h3>Accuracy per round</h3>",
+                  line_chart("chart-federated-accuracy", "accuracy", &RoundRecord::accuracy));
+  absl::StrAppend(&out, "<h3>Loss per round</h3>",
+                  line_chart("chart-federated-loss", "loss", &RoundRecord::loss));
   absl::StrAppend(&out, "<h3>Cumulative privacy loss (&#949;)</h3>",
                   line_chart("chart-federated-epsilon", "epsilon", &RoundRecord::epsilon));
   // Participation: clients and rejections per round. The global row ("") already counts every
@@ -945,8 +984,8 @@ std::string ParetoFrontCharts(const ReportData& d) {
   f.l = 62;
   for (size_t i = 0; i < objectives.size(); ++i) {
     for (size_t j = i + 1; j < objectives.size(); ++j) {
-      absl::StrAppend(&out, FrontScatter(absl::StrCat("chart-pareto-", i + 1, "-", j + 1), objectives,
-                                         pts, i, j, f, false));
+      absl::StrAppend(&out, FrontScatter(absl::StrCat("chart-pareto-", i + 1, "-", j + 1),
+                                         objectives, pts, i, j, f, false));
     }
   }
   return out + "</div>";
@@ -1019,7 +1058,10 @@ std::string HypervolumeNote(const ReportData& d) {
   bool given = r.value("reference_point_source", "") == "given";
   std::string out = absl::StrCat(
       "<p class=\"note\" id=\"hypervolume-reference\" data-source=\"", given ? "given" : "derived",
-      "\">Hypervolume ", r.contains("hypervolume") && r["hypervolume"].is_number() ? Fmt(r["hypervolume"].get<double>()) : "0",
+      "\">Hypervolume ",
+      r.contains("hypervolume") && r["hypervolume"].is_number()
+          ? Fmt(r["hypervolume"].get<double>())
+          : "0",
       ": the region that the feasible completed trials dominate, bounded by the reference point (",
       EscapeXml(absl::StrJoin(ref, ", ")), "), ",
       given ? "given in the experiment (objectives[].reference)."
@@ -1052,7 +1094,8 @@ std::string BestValueByCostChart(const ReportData& d) {
   };
   std::map<int64_t, double> cost;
   for (const auto& t : trials) {
-    if (t.contains("cost") && t["cost"].is_number()) cost[t["id"].get<int64_t>()] = t["cost"].get<double>();
+    if (t.contains("cost") && t["cost"].is_number())
+      cost[t["id"].get<int64_t>()] = t["cost"].get<double>();
   }
   std::vector<Point> pts;
   double spent = 0;
@@ -1079,8 +1122,9 @@ std::string BestValueByCostChart(const ReportData& d) {
   std::vector<std::pair<double, double>> line;
   bool any_infeasible = false;
   for (const Point& p : pts) {
-    std::string title = absl::StrCat("trial ", p.id, ": ", Metric(d), "=", Fmt(p.value), " after ",
-                                     Fmt(p.spent), " ", currency, p.feasible ? "" : " (infeasible)");
+    std::string title =
+        absl::StrCat("trial ", p.id, ": ", Metric(d), "=", Fmt(p.value), " after ", Fmt(p.spent),
+                     " ", currency, p.feasible ? "" : " (infeasible)");
     if (p.feasible) {
       c.Circle(x(p.spent), y(p.value), 3.5, kBlue, title);
     } else {

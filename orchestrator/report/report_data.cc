@@ -25,8 +25,8 @@ class RawReader {
  public:
   static absl::StatusOr<RawReader> Open(const std::string& path) {
     sqlite3* db = nullptr;
-    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
-                        nullptr) != SQLITE_OK) {
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) !=
+        SQLITE_OK) {
       std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
       sqlite3_close(db);
       return absl::InternalError(absl::StrCat(path, ": ", msg));
@@ -50,13 +50,19 @@ class RawReader {
       for (int i = 0; i < sqlite3_column_count(s); ++i) {
         std::string name = sqlite3_column_name(s, i);
         switch (sqlite3_column_type(s, i)) {
-          case SQLITE_INTEGER: row[name] = sqlite3_column_int64(s, i); break;
-          case SQLITE_FLOAT: row[name] = sqlite3_column_double(s, i); break;
-          case SQLITE_NULL: row[name] = nullptr; break;
+          case SQLITE_INTEGER:
+            row[name] = sqlite3_column_int64(s, i);
+            break;
+          case SQLITE_FLOAT:
+            row[name] = sqlite3_column_double(s, i);
+            break;
+          case SQLITE_NULL:
+            row[name] = nullptr;
+            break;
           default: {
             const unsigned char* t = sqlite3_column_text(s, i);
-            row[name] = std::string(t ? reinterpret_cast<const char*>(t) : "",
-                                    sqlite3_column_bytes(s, i));
+            row[name] =
+                std::string(t ? reinterpret_cast<const char*>(t) : "", sqlite3_column_bytes(s, i));
           }
         }
       }
@@ -112,10 +118,11 @@ absl::Status LoadCore(RawReader& db, ReportData& d) {
     d.attempts.push_back(std::move(a));
   }
   SEXTANT_ASSIGN_OR_RETURN(
-      auto workers, db.Query("SELECT id, region, pool, hostname, registered_at FROM workers ORDER BY id"));
+      auto workers,
+      db.Query("SELECT id, region, pool, hostname, registered_at FROM workers ORDER BY id"));
   for (const auto& r : workers) {
-    d.workers.push_back(WorkerRecord{r["id"].get<int64_t>(), Text(r, {"region"}),
-                                     Text(r, {"pool"}), Text(r, {"hostname"}),
+    d.workers.push_back(WorkerRecord{r["id"].get<int64_t>(), Text(r, {"region"}), Text(r, {"pool"}),
+                                     Text(r, {"hostname"}),
                                      Number(r, {"registered_at"}).value_or(0)});
   }
   return absl::OkStatus();
@@ -128,7 +135,8 @@ void LoadOptional(RawReader& db, ReportData& d) {
     if (!Has(d.tables, table)) return {};
     auto rows = db.Query(absl::StrCat("SELECT * FROM \"", table, "\""), 500000);
     if (!rows.ok()) {
-      d.notes.push_back(absl::StrCat("table ", table, " could not be read: ", rows.status().message()));
+      d.notes.push_back(
+          absl::StrCat("table ", table, " could not be read: ", rows.status().message()));
       return {};
     }
     return *std::move(rows);
@@ -211,8 +219,8 @@ absl::StatusOr<ReportData> LoadReportData(const std::string& run_dir, absl::Time
   SEXTANT_ASSIGN_OR_RETURN(d.events, store->LoadEvents());
   SEXTANT_ASSIGN_OR_RETURN(d.warm_start, LoadStoredWarmStart(store.get(), d.spec));
   SEXTANT_ASSIGN_OR_RETURN(RawReader db, RawReader::Open(RunDir::DbPath(run_dir)));
-  SEXTANT_ASSIGN_OR_RETURN(auto tables,
-                           db.Query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"));
+  SEXTANT_ASSIGN_OR_RETURN(
+      auto tables, db.Query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"));
   for (const auto& t : tables) d.tables.push_back(Text(t, {"name"}));
   SEXTANT_RETURN_IF_ERROR(LoadCore(db, d));
 

@@ -60,7 +60,7 @@ struct TelemetryRecord {
 
 struct RoundRecord {
   int64_t round = 0;
-  double time = 0;  // seconds since the run started
+  double time = 0;     // seconds since the run started
   std::string region;  // "" for the global model
   std::optional<double> accuracy, loss, epsilon;
   std::optional<int64_t> clients, rejected;
@@ -70,8 +70,8 @@ struct RoundRecord {
 struct ReportData {
   std::string run_dir;
   v1::ExperimentSpec spec;
-  nlohmann::json results;  // LoadResults(run_dir): the summary uses exactly these numbers
-  std::string state;       // the run's stored state (RUNNING, COMPLETED, INTERRUPTED, ...)
+  nlohmann::json results;    // LoadResults(run_dir): the summary uses exactly these numbers
+  std::string state;         // the run's stored state (RUNNING, COMPLETED, INTERRUPTED, ...)
   bool in_progress = false;  // another process holds the run directory's lock
   double started_at = 0;     // unix seconds: the run's start (its first record when unknown)
   double generated_at = 0;   // unix seconds: when the report was made
@@ -85,7 +85,7 @@ struct ReportData {
   std::vector<TelemetryRecord> telemetry;
   std::vector<RoundRecord> rounds;
   std::optional<WarmStart> warm_start;  // search.warm_start's priors, when the run had them
-  std::vector<std::string> notes;  // tables present but unreadable, and similar
+  std::vector<std::string> notes;       // tables present but unreadable, and similar
 };
 
 // Reads a run directory for a report, read-only (safe while the run is live). Returns

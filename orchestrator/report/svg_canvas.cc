@@ -34,11 +34,21 @@ std::string EscapeXml(const std::string& text) {
   out.reserve(text.size());
   for (unsigned char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
       default:
         if (c < 0x20 && c != '\t' && c != '\n') {
           out += "\xEF\xBF\xBD";
@@ -55,18 +65,18 @@ SvgCanvas::SvgCanvas(std::string id, int width, int height)
 
 void SvgCanvas::Line(double x1, double y1, double x2, double y2, const std::string& stroke,
                      double stroke_width, const std::string& dash) {
-  absl::StrAppend(&body_, "<line x1=\"", Num(x1), "\" y1=\"", Num(y1), "\" x2=\"", Num(x2),
-                  "\" y2=\"", Num(y2), "\" stroke=\"", EscapeXml(stroke), "\"",
-                  stroke_width != 1 ? absl::StrCat(" stroke-width=\"", Num(stroke_width), "\"") : "",
-                  dash.empty() ? "" : absl::StrCat(" stroke-dasharray=\"", EscapeXml(dash), "\""),
-                  "/>");
+  absl::StrAppend(
+      &body_, "<line x1=\"", Num(x1), "\" y1=\"", Num(y1), "\" x2=\"", Num(x2), "\" y2=\"", Num(y2),
+      "\" stroke=\"", EscapeXml(stroke), "\"",
+      stroke_width != 1 ? absl::StrCat(" stroke-width=\"", Num(stroke_width), "\"") : "",
+      dash.empty() ? "" : absl::StrCat(" stroke-dasharray=\"", EscapeXml(dash), "\""), "/>");
 }
 
 void SvgCanvas::Rect(double x, double y, double w, double h, const std::string& fill,
                      const std::string& title, const std::string& stroke) {
-  std::string attrs = absl::StrCat(" x=\"", Num(x), "\" y=\"", Num(y), "\" width=\"",
-                                   Num(std::max(w, 0.0)), "\" height=\"", Num(std::max(h, 0.0)),
-                                   "\" fill=\"", EscapeXml(fill), "\"");
+  std::string attrs =
+      absl::StrCat(" x=\"", Num(x), "\" y=\"", Num(y), "\" width=\"", Num(std::max(w, 0.0)),
+                   "\" height=\"", Num(std::max(h, 0.0)), "\" fill=\"", EscapeXml(fill), "\"");
   if (!stroke.empty()) absl::StrAppend(&attrs, " stroke=\"", EscapeXml(stroke), "\"");
   absl::StrAppend(&body_, Element("rect", attrs, title));
 }
@@ -81,21 +91,22 @@ void SvgCanvas::Circle(double cx, double cy, double r, const std::string& fill,
 
 void SvgCanvas::Cross(double cx, double cy, double r, const std::string& stroke,
                       const std::string& title) {
-  std::string d = absl::StrCat("M", Num(cx - r), " ", Num(cy - r), "L", Num(cx + r), " ",
-                               Num(cy + r), "M", Num(cx - r), " ", Num(cy + r), "L", Num(cx + r),
-                               " ", Num(cy - r));
-  absl::StrAppend(&body_, Element("path", absl::StrCat(" d=\"", d, "\" stroke=\"",
-                                                       EscapeXml(stroke), "\" stroke-width=\"2\""),
+  std::string d =
+      absl::StrCat("M", Num(cx - r), " ", Num(cy - r), "L", Num(cx + r), " ", Num(cy + r), "M",
+                   Num(cx - r), " ", Num(cy + r), "L", Num(cx + r), " ", Num(cy - r));
+  absl::StrAppend(&body_, Element("path",
+                                  absl::StrCat(" d=\"", d, "\" stroke=\"", EscapeXml(stroke),
+                                               "\" stroke-width=\"2\""),
                                   title));
 }
 
 void SvgCanvas::Triangle(double cx, double cy, double r, const std::string& fill,
                          const std::string& title) {
-  std::string pts = absl::StrCat(Num(cx), ",", Num(cy - r), " ", Num(cx + r), ",", Num(cy + r),
-                                 " ", Num(cx - r), ",", Num(cy + r));
-  absl::StrAppend(&body_, Element("polygon", absl::StrCat(" points=\"", pts, "\" fill=\"",
-                                                          EscapeXml(fill), "\""),
-                                  title));
+  std::string pts = absl::StrCat(Num(cx), ",", Num(cy - r), " ", Num(cx + r), ",", Num(cy + r), " ",
+                                 Num(cx - r), ",", Num(cy + r));
+  absl::StrAppend(
+      &body_, Element("polygon",
+                      absl::StrCat(" points=\"", pts, "\" fill=\"", EscapeXml(fill), "\""), title));
 }
 
 void SvgCanvas::Polyline(const std::vector<std::pair<double, double>>& points,
@@ -107,10 +118,11 @@ void SvgCanvas::Polyline(const std::vector<std::pair<double, double>>& points,
   for (size_t i = 0; i < points.size(); ++i) {
     absl::StrAppend(&pts, i ? " " : "", Num(points[i].first), ",", Num(points[i].second));
   }
-  std::string attrs = absl::StrCat(" points=\"", pts, "\" fill=\"none\" stroke=\"",
-                                   EscapeXml(stroke), "\"");
+  std::string attrs =
+      absl::StrCat(" points=\"", pts, "\" fill=\"none\" stroke=\"", EscapeXml(stroke), "\"");
   if (stroke_width != 1) absl::StrAppend(&attrs, " stroke-width=\"", Num(stroke_width), "\"");
-  if (opacity < 1) absl::StrAppend(&attrs, " stroke-opacity=\"", absl::StrFormat("%.2f", opacity), "\"");
+  if (opacity < 1)
+    absl::StrAppend(&attrs, " stroke-opacity=\"", absl::StrFormat("%.2f", opacity), "\"");
   absl::StrAppend(&body_, Element("polyline", attrs, title));
 }
 
@@ -121,15 +133,15 @@ void SvgCanvas::Text(double x, double y, const std::string& text, const std::str
                   size == 11 ? "" : absl::StrCat(" font-size=\"", size, "\""),
                   fill == "#333" ? "" : absl::StrCat(" fill=\"", EscapeXml(fill), "\""),
                   rotate == 0 ? ""
-                              : absl::StrCat(" transform=\"rotate(", Num(rotate), " ", Num(x),
-                                             " ", Num(y), ")\""),
+                              : absl::StrCat(" transform=\"rotate(", Num(rotate), " ", Num(x), " ",
+                                             Num(y), ")\""),
                   ">", EscapeXml(text), "</text>");
 }
 
 std::string SvgCanvas::Finish() const {
-  return absl::StrCat("<svg class=\"chart\" id=\"", EscapeXml(id_), "\" data-marks=\"",
-                      data_marks_, "\" width=\"", width_, "\" height=\"", height_,
-                      "\" viewBox=\"0 0 ", width_, " ", height_,
+  return absl::StrCat("<svg class=\"chart\" id=\"", EscapeXml(id_), "\" data-marks=\"", data_marks_,
+                      "\" width=\"", width_, "\" height=\"", height_, "\" viewBox=\"0 0 ", width_,
+                      " ", height_,
                       "\" xmlns=\"http://www.w3.org/2000/svg\" font-family=\"sans-serif\" "
                       "font-size=\"11\">",
                       body_, "</svg>");

@@ -20,25 +20,25 @@
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
-#include "orchestrator/service/admin_service.h"
 #include "orchestrator/ask_tell/ask_tell.h"
+#include "orchestrator/ask_tell/run_address.h"
 #include "orchestrator/core/dispatcher.h"
 #include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/core/results.h"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/core/store.h"
+#include "orchestrator/core/strategy_factory.h"
+#include "orchestrator/core/warm_start.h"
 #include "orchestrator/federated/federated_run.h"
 #include "orchestrator/fleet/fleet.h"
 #include "orchestrator/fleet/local_provider.h"
-#include "orchestrator/search/progress.h"
-#include "orchestrator/report/report.h"
-#include "orchestrator/core/results.h"
-#include "orchestrator/ask_tell/run_address.h"
-#include "orchestrator/core/run_dir.h"
-#include "orchestrator/monitor/run_monitor.h"
 #include "orchestrator/fleet/slurm_provider.h"
 #include "orchestrator/fleet/static_provider.h"
-#include "orchestrator/core/store.h"
-#include "orchestrator/core/strategy_factory.h"
+#include "orchestrator/monitor/run_monitor.h"
+#include "orchestrator/report/report.h"
+#include "orchestrator/search/progress.h"
+#include "orchestrator/service/admin_service.h"
 #include "orchestrator/service/trial_service.h"
-#include "orchestrator/core/warm_start.h"
 #include "orchestrator/service/worker_service.h"
 #include "rpc/run_secret.h"
 #include "rpc/server_security.h"
@@ -82,8 +82,8 @@ class SearchRun {
   // Builds the dispatcher and starts the server.
   absl::Status Prepare() {
     SEXTANT_RETURN_IF_ERROR(KeepSlurmPartitions());
-    auto sampler = MakeRunSampler(spec_, store_,
-                                  absl::ToDoubleSeconds(env_.clock->Now() - absl::UnixEpoch()));
+    auto sampler =
+        MakeRunSampler(spec_, store_, absl::ToDoubleSeconds(env_.clock->Now() - absl::UnixEpoch()));
     if (!sampler.ok()) return absl::InvalidArgumentError(sampler.status().message());
     DispatcherOptions dopts;
     dopts.lease_seconds = options_.lease_seconds;
@@ -105,9 +105,9 @@ class SearchRun {
       dopts.lease_seconds = AskTellLeaseSeconds(spec_);
       SEXTANT_ASSIGN_OR_RETURN(dopts.held_leases, LoadHeldLeases(*store_));
     }
-    SEXTANT_ASSIGN_OR_RETURN(dispatcher_,
-                             Dispatcher::Create(spec_, store_, *std::move(sampler), env_.clock,
-                                                dopts, MakeScheduler(spec_)));
+    SEXTANT_ASSIGN_OR_RETURN(
+        dispatcher_, Dispatcher::Create(spec_, store_, *std::move(sampler), env_.clock, dopts,
+                                        MakeScheduler(spec_)));
     return StartServer();
   }
 
@@ -122,7 +122,8 @@ class SearchRun {
       SEXTANT_ASSIGN_OR_RETURN(ask_tell_, service_->WithDispatcher([&](Dispatcher& d) {
         return AskTell::Create(&d, store_, env_.clock);
       }));
-      trial_service_ = std::make_unique<TrialServiceImpl>(service_.get(), ask_tell_.get(), env_.clock);
+      trial_service_ =
+          std::make_unique<TrialServiceImpl>(service_.get(), ask_tell_.get(), env_.clock);
     }
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.listen, MakeServerCredentials(session_.security()), &port_);
@@ -175,10 +176,18 @@ class SearchRun {
 
   absl::Status LaunchWorker(int index) {
     const std::string bin = session_.worker_binary();
-    std::vector<std::string> argv = {bin, "--connect", Target(), "--region", "local",
-                                     "--pool", "local", "--launch-token",
-                                     absl::StrCat("local-", index), "--exit-with-parent",
-                                     "--preempt-notice", absl::StrCat(kWindDownSeconds)};
+    std::vector<std::string> argv = {bin,
+                                     "--connect",
+                                     Target(),
+                                     "--region",
+                                     "local",
+                                     "--pool",
+                                     "local",
+                                     "--launch-token",
+                                     absl::StrCat("local-", index),
+                                     "--exit-with-parent",
+                                     "--preempt-notice",
+                                     absl::StrCat(kWindDownSeconds)};
     WorkerDial().AppendFlags(&argv);
     SEXTANT_ASSIGN_OR_RETURN(
         pid_t pid,
@@ -199,7 +208,8 @@ class SearchRun {
       it = workers_.erase(it);
       if (replace && respawns_left_ > 0) {
         --respawns_left_;
-        if (absl::Status s = LaunchWorker(index); !s.ok()) *env_.err << "sextant: " << s.message() << "\n";
+        if (absl::Status s = LaunchWorker(index); !s.ok())
+          *env_.err << "sextant: " << s.message() << "\n";
         return;  // the iterator is stale after push_back
       }
     }
@@ -267,10 +277,13 @@ class SearchRun {
       if (sig != 0) {
         progress.Finish(Stats());
         absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
-        if (s.ok()) s = service_->WithDispatcher([&](Dispatcher& d) { return d.MarkRunState("INTERRUPTED"); });
+        if (s.ok())
+          s = service_->WithDispatcher(
+              [&](Dispatcher& d) { return d.MarkRunState("INTERRUPTED"); });
         SEXTANT_RETURN_IF_ERROR(s);
-        *env_.out << "sextant: interrupted; running trials were cancelled. Continue with: sextant resume "
-                  << run_dir_path_ << "\n";
+        *env_.out
+            << "sextant: interrupted; running trials were cancelled. Continue with: sextant resume "
+            << run_dir_path_ << "\n";
         return absl::CancelledError("interrupted");
       }
       if (trial_service_) continue;  // no workers: clients come and go
@@ -334,7 +347,8 @@ class SearchRun {
       service_->WithDispatcher([&](Dispatcher& d) {  // the fleet is ticked under this lock
         const std::set<int64_t> live = fleet_->LiveWorkers();
         m.workers = static_cast<int>(live.size());
-        for (const auto& [worker, trial] : d.RunningByWorker()) m.busy_workers += live.count(worker);
+        for (const auto& [worker, trial] : d.RunningByWorker())
+          m.busy_workers += live.count(worker);
         return 0;
       });
       return;
@@ -503,7 +517,8 @@ class SearchRun {
       SEXTANT_RETURN_IF_ERROR(store_->Begin());
       absl::Status st;
       for (const FleetTick::Event& e : tick.events) {
-        if (st.ok()) st = store_->AddEvent(absl::ToUnixMicros(now) / 1e6, e.kind, e.trial, e.message);
+        if (st.ok())
+          st = store_->AddEvent(absl::ToUnixMicros(now) / 1e6, e.kind, e.trial, e.message);
       }
       const bool write = !tick.events.empty() || now - last_cost_write_ >= absl::Seconds(1);
       if (st.ok() && write) {
@@ -527,7 +542,8 @@ class SearchRun {
     absl::Status s = FleetRound(&exhausted, &stuck);
     if (!s.ok()) return s;
     if (exhausted) {
-      return WindDown(progress, absl::StrCat("budget.max_cost reached (", spec_.budget().max_cost(), ")"),
+      return WindDown(progress,
+                      absl::StrCat("budget.max_cost reached (", spec_.budget().max_cost(), ")"),
                       "--max-cost AMOUNT");
     }
     if (stuck.empty()) return std::nullopt;
@@ -536,14 +552,16 @@ class SearchRun {
       (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("FAILED"); });
       return absl::UnavailableError(absl::StrCat(stuck, "; see ", run_dir_->logs_dir()));
     }
-    return WindDown(progress, absl::StrCat("budget.max_cost reached: ", stuck), "--max-cost AMOUNT");
+    return WindDown(progress, absl::StrCat("budget.max_cost reached: ", stuck),
+                    "--max-cost AMOUNT");
   }
 
   // The budget is spent: nothing new starts, running trials get the preemption-style notice
   // (SIGTERM to their worker, through the provider for instances) so that they write their
   // checkpoint and hand themselves back; those still running after the wind-down are
   // cancelled. The run ends BUDGET_EXHAUSTED with its report: OK.
-  absl::Status WindDown(ProgressReporter& progress, const std::string& why, const std::string& raise) {
+  absl::Status WindDown(ProgressReporter& progress, const std::string& why,
+                        const std::string& raise) {
     progress.Finish(Stats());
     SEXTANT_RETURN_IF_ERROR(service_->WithDispatcher([&](Dispatcher& d) {
       d.SetHold(true);
@@ -555,7 +573,9 @@ class SearchRun {
       for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGTERM);
     }
     const absl::Time deadline = env_.clock->Now() + absl::Seconds(kWindDownSeconds + 5);
-    auto running = [&] { return service_->WithDispatcher([](Dispatcher& d) { return d.running(); }); };
+    auto running = [&] {
+      return service_->WithDispatcher([](Dispatcher& d) { return d.running(); });
+    };
     while (running() > 0 && env_.clock->Now() < deadline) {
       env_.clock->SleepFor(absl::Milliseconds(50));
       service_->Tick().IgnoreError();
@@ -568,7 +588,9 @@ class SearchRun {
       }
     }
     absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
-    if (s.ok()) s = service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("BUDGET_EXHAUSTED"); });
+    if (s.ok())
+      s = service_->WithDispatcher(
+          [](Dispatcher& d) { return d.MarkRunState("BUDGET_EXHAUSTED"); });
     SEXTANT_RETURN_IF_ERROR(s);
     *env_.out << "sextant: " << why << "; running trials checkpointed and stopped. Continue with a "
               << "raised budget: sextant resume " << run_dir_path_ << " " << raise << "\n";
@@ -630,7 +652,7 @@ class SearchRun {
   Store* const store_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<WorkerServiceImpl> service_;
-  std::unique_ptr<AskTell> ask_tell_;                 // search.mode: ask_tell
+  std::unique_ptr<AskTell> ask_tell_;                // search.mode: ask_tell
   std::unique_ptr<TrialServiceImpl> trial_service_;  // search.mode: ask_tell
   std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<grpc::Server> server_;

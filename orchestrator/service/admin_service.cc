@@ -24,7 +24,8 @@ grpc::ServerUnaryReactor* AdminServiceImpl::GetStatus(grpc::CallbackServerContex
       DispatchStats stats = d.Stats();
       response->set_experiment(d.spec().name());
       response->set_max_trials(stats.max_trials);
-      for (const auto& [state, n] : stats.by_state) (*response->mutable_trials_by_state())[state] = n;
+      for (const auto& [state, n] : stats.by_state)
+        (*response->mutable_trials_by_state())[state] = n;
       return 0;
     });
     response->set_draining(drain_.load());

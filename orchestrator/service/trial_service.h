@@ -27,8 +27,8 @@ class TrialServiceImpl final : public v1::TrialService::CallbackService {
   TrialServiceImpl(WorkerServiceImpl* workers, AskTell* core, Clock* clock = RealClockInstance())
       : workers_(workers), core_(core), clock_(clock) {}
 
-  grpc::ServerUnaryReactor* Ask(grpc::CallbackServerContext* context,
-                                const v1::AskRequest* request, v1::AskResponse* response) override;
+  grpc::ServerUnaryReactor* Ask(grpc::CallbackServerContext* context, const v1::AskRequest* request,
+                                v1::AskResponse* response) override;
   grpc::ServerUnaryReactor* ReportStep(grpc::CallbackServerContext* context,
                                        const v1::ReportStepRequest* request,
                                        v1::ReportStepResponse* response) override;

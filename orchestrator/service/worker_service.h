@@ -19,8 +19,9 @@ namespace sextant {
 // The gRPC adapter over a Dispatcher: each RPC converts, calls the dispatcher under one lock
 // and converts back. Register opens a session (WorkerSessions) for the caller's identity; every
 // other call must carry that session for its worker id, or it is refused before the dispatcher
-// sees it (NOT_FOUND for a worker id never registered, PERMISSION_DENIED for another's). A Lease that finds no work waits (long-poll) until work appears, the run
-// ends, or its wait runs out. Thread-safe.
+// sees it (NOT_FOUND for a worker id never registered, PERMISSION_DENIED for another's). A Lease
+// that finds no work waits (long-poll) until work appears, the run ends, or its wait runs out.
+// Thread-safe.
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
   // redactor masks secrets in trial errors and events before they are stored; default: none.
@@ -46,8 +47,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
       ABSL_LOCKS_EXCLUDED(mu_);
   grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* context,
                                    const v1::ReportRequest* request,
-                                   v1::ReportResponse* response) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+                                   v1::ReportResponse* response) override ABSL_LOCKS_EXCLUDED(mu_);
   grpc::ServerUnaryReactor* Complete(grpc::CallbackServerContext* context,
                                      const v1::CompleteRequest* request,
                                      v1::CompleteResponse* response) override

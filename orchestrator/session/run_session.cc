@@ -59,7 +59,8 @@ absl::Status ApplyFederatedTrialParams(
       f->set_clients_per_round(x);
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "parameter '", n, "' is not a federation hyperparameter (local_lr, client_lr, "
+          "parameter '", n,
+          "' is not a federation hyperparameter (local_lr, client_lr, "
           "local_epochs, local_batch_size, server_lr, proximal_mu, mu, clients_per_round, "
           "server_optimizer)"));
     }

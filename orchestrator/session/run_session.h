@@ -11,8 +11,8 @@
 #include "common/clock.h"
 #include "orchestrator/core/local_launcher.h"
 #include "orchestrator/core/run_dir.h"
-#include "orchestrator/monitor/run_monitor.h"
 #include "orchestrator/core/store.h"
+#include "orchestrator/monitor/run_monitor.h"
 #include "rpc/run_secret.h"
 #include "rpc/server_security.h"
 #include "sextant/v1/experiment.pb.h"
@@ -20,20 +20,20 @@
 namespace sextant {
 
 struct RunOptions {
-  std::string experiment_file;     // `run`: the YAML file
-  std::string run_dir;             // default: runs/<name> for run; required for resume
-  bool resume = false;             // continue the run in run_dir
-  int workers = 0;                 // local workers; 0 = search.max_concurrent
+  std::string experiment_file;         // `run`: the YAML file
+  std::string run_dir;                 // default: runs/<name> for run; required for resume
+  bool resume = false;                 // continue the run in run_dir
+  int workers = 0;                     // local workers; 0 = search.max_concurrent
   std::string listen = "127.0.0.1:0";  // the worker service's address; port 0 picks one
-  double lease_seconds = 15;       // default 15
-  double heartbeat_seconds = 2;    // default 2
-  std::string worker_binary;       // default: sextant-worker beside this binary
-  bool tty = false;                // draw the progress line in place
-  int metrics_port = -1;           // the live report and /metrics on 127.0.0.1:PORT; -1 = off, 0 = any
+  double lease_seconds = 15;           // default 15
+  double heartbeat_seconds = 2;        // default 2
+  std::string worker_binary;           // default: sextant-worker beside this binary
+  bool tty = false;                    // draw the progress line in place
+  int metrics_port = -1;  // the live report and /metrics on 127.0.0.1:PORT; -1 = off, 0 = any
   // With resources.pools, instances are launched, billed and scaled by the fleet
   // (orchestrator/fleet/fleet.h) through the spec's provider:
-  double time_scale = 1;           // multiplies spot interruption times and notices; default 1
-  std::string slurm_partition;     // slurm: on-demand and reserved jobs; default: Slurm's default
+  double time_scale = 1;             // multiplies spot interruption times and notices; default 1
+  std::string slurm_partition;       // slurm: on-demand and reserved jobs; default: Slurm's default
   std::string slurm_spot_partition;  // slurm: spot jobs (preemptible, requeued); default: as above
   // A directory from `sextant certs init`: serve TLS with mTLS and per-role bearer tokens, and
   // give local workers the worker certificate and token. Default empty: plaintext, loopback.
@@ -46,10 +46,10 @@ struct RunOptions {
 
 // The process-wide parts a run uses. All are required and must outlive the run.
 struct RunEnv {
-  Clock* clock;                // every time read and wait of the run
-  ProcessLauncher* launcher;   // workers, participants, the evaluator
-  std::ostream* out;           // progress and the final table
-  std::ostream* err;           // errors
+  Clock* clock;               // every time read and wait of the run
+  ProcessLauncher* launcher;  // workers, participants, the evaluator
+  std::ostream* out;          // progress and the final table
+  std::ostream* err;          // errors
 };
 
 // One run of an experiment, whatever its kind: what the search loop (search/search_run.cc) and the

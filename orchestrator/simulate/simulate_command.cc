@@ -6,12 +6,12 @@
 
 #include "absl/strings/str_format.h"
 #include "common/duration.h"
-#include "orchestrator/cost/catalog.h"
-#include "orchestrator/simulate/simulator.h"
 #include "orchestrator/core/experiment_loader.h"
 #include "orchestrator/core/results.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
+#include "orchestrator/cost/catalog.h"
+#include "orchestrator/simulate/simulator.h"
 
 namespace sextant {
 
@@ -34,7 +34,8 @@ int RunSimulateCommand(const std::string& file, const std::string& run_dir, std:
     catalog = Catalog::Parse(text.str(), &errors);
     if (!errors.empty()) {
       for (const CatalogError& e : errors) {
-        err << spec.resources().catalog() << ":" << e.line << ":" << e.col << ": " << e.message << "\n";
+        err << spec.resources().catalog() << ":" << e.line << ":" << e.col << ": " << e.message
+            << "\n";
       }
       return 2;
     }
@@ -67,18 +68,20 @@ int RunSimulateCommand(const std::string& file, const std::string& run_dir, std:
   }
   const SimulationResult& r = *result;
   const std::string currency = spec.budget().currency().empty() ? "USD" : spec.budget().currency();
-  out << absl::StrFormat("sextant: simulated %s in %s (%s: %s)\n", spec.name(), dir, r.state, r.message);
+  out << absl::StrFormat("sextant: simulated %s in %s (%s: %s)\n", spec.name(), dir, r.state,
+                         r.message);
   out << absl::StrFormat("cost:        %.2f %s%s\n", r.cost, currency,
                          spec.budget().has_max_cost()
                              ? absl::StrFormat(" of budget %.2f", spec.budget().max_cost())
                              : "");
   for (const PoolSummary& p : r.pools) {
-    out << absl::StrFormat("  pool %-16s %-9s %-11s %8.2f %s  %d launched, %d preemptions\n", p.name,
-                           p.market, p.region, p.cost, currency, p.launched, p.preemptions);
+    out << absl::StrFormat("  pool %-16s %-9s %-11s %8.2f %s  %d launched, %d preemptions\n",
+                           p.name, p.market, p.region, p.cost, currency, p.launched, p.preemptions);
   }
   out << absl::StrFormat("wall time:   %s (virtual)\n", FormatClock(r.wall_seconds));
-  out << absl::StrFormat("preemptions: %d (%d spot interruptions; %.0f instance-seconds of work lost)\n",
-                         r.preemptions, r.interruptions, r.lost_seconds);
+  out << absl::StrFormat(
+      "preemptions: %d (%d spot interruptions; %.0f instance-seconds of work lost)\n",
+      r.preemptions, r.interruptions, r.lost_seconds);
   out << absl::StrFormat("trials:      %d (%d completed), at most %d instances\n", r.trials,
                          r.completed, r.max_live_instances);
   if (r.best_value) {

@@ -14,6 +14,12 @@
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/core/objectives.h"
+#include "orchestrator/core/rung_record.h"
+#include "orchestrator/core/strategy_factory.h"
+#include "orchestrator/core/trial_command.h"
+#include "orchestrator/core/warm_start.h"
 #include "orchestrator/cost/autoscaler.h"
 #include "orchestrator/cost/budget_guard.h"
 #include "orchestrator/cost/interruption_sampler.h"
@@ -21,12 +27,6 @@
 #include "orchestrator/cost/placement_policy.h"
 #include "orchestrator/cost/pool_offer.h"
 #include "orchestrator/simulate/workload_model.h"
-#include "orchestrator/core/experiment_loader.h"
-#include "orchestrator/core/objectives.h"
-#include "orchestrator/core/rung_record.h"
-#include "orchestrator/core/strategy_factory.h"
-#include "orchestrator/core/trial_command.h"
-#include "orchestrator/core/warm_start.h"
 
 namespace sextant {
 namespace {
@@ -50,12 +50,12 @@ struct PoolRt {
   Offer offer;
   InstanceType type;
   CostOwner owner;
-  std::set<int64_t> idle;        // ready, idle, not draining
-  std::deque<int64_t> waiting;   // trials placed here that no instance has taken yet
+  std::set<int64_t> idle;       // ready, idle, not draining
+  std::deque<int64_t> waiting;  // trials placed here that no instance has taken yet
   int live = 0;
   int booting = 0;
-  int64_t reservation = 0;       // the current reservation's ledger id (reserved pools)
-  bool closed = false;           // a reservation lapsed for want of budget
+  int64_t reservation = 0;  // the current reservation's ledger id (reserved pools)
+  bool closed = false;      // a reservation lapsed for want of budget
   PoolSummary summary;
 };
 
@@ -82,8 +82,8 @@ struct TrialRt {
   std::optional<double> objective;
   double spu = 0;  // virtual seconds per unit of fidelity for this trial's parameters
   // Kept as attempts start and end so that no step scans every attempt of the run.
-  size_t attempt_rec = 0;         // index in attempts_ of the latest attempt (attempts >= 1)
-  double finished_seconds = 0;    // wall time of the attempts that have ended
+  size_t attempt_rec = 0;       // index in attempts_ of the latest attempt (attempts >= 1)
+  double finished_seconds = 0;  // wall time of the attempts that have ended
 };
 
 struct AttemptRec {
@@ -165,9 +165,7 @@ class Simulator::Impl {
   }
   // The ledger's committed spend, read only when something depends on it (it prices every
   // bill of the run, so reading it on every event would grow with the fleet).
-  double CommittedIfBudgeted() const {
-    return guard_.max_cost() ? ledger_.Committed() : 0.0;
-  }
+  double CommittedIfBudgeted() const { return guard_.max_cost() ? ledger_.Committed() : 0.0; }
   double Tail() const {
     return draining_ ? 0
                      : autoscaler_.options().idle_timeout_seconds +
@@ -177,14 +175,18 @@ class Simulator::Impl {
   // The autoscaler in force: under budget pressure idle instances go as soon as their paid
   // increment allows, without waiting for the idle timeout.
   Autoscaler Scaler() const {
-    return draining_ ? Autoscaler(AutoscalerOptions{0, autoscaler_.options().release_window_seconds})
-                     : autoscaler_;
+    return draining_
+               ? Autoscaler(AutoscalerOptions{0, autoscaler_.options().release_window_seconds})
+               : autoscaler_;
   }
   ScalingInstance View(int64_t id) const {
     const Inst& in = insts_[id];
     const absl::Time base = clock_.Now() - absl::Seconds(now_);
-    return ScalingInstance{id, in.pool, in.trial == 0 && in.ready && !in.dead,
-                           base + absl::Seconds(in.idle_since), base + absl::Seconds(in.launched),
+    return ScalingInstance{id,
+                           in.pool,
+                           in.trial == 0 && in.ready && !in.dead,
+                           base + absl::Seconds(in.idle_since),
+                           base + absl::Seconds(in.launched),
                            pools_[in.pool].offer.billing};
   }
   // Virtual seconds at which the idle instance will be released.
@@ -261,7 +263,7 @@ class Simulator::Impl {
   int live_ = 0;
   bool sampler_exhausted_ = false;
   bool draining_ = false;
-  bool refused_ = false;       // the last dispatch stopped on the budget or the wall time
+  bool refused_ = false;  // the last dispatch stopped on the budget or the wall time
   std::string refused_why_;
   std::string stall_why_;
   bool finished_ = false;
@@ -288,9 +290,12 @@ absl::Status Simulator::Impl::Init() {
     rt.spec = p;
     rt.offer = resolved.offer;
     if (rt.offer.market == Market::kSpot) {
-      if (settings_.spot_rate_per_day) rt.offer.interruption.rate_per_day = *settings_.spot_rate_per_day;
-      if (settings_.notice_seconds) rt.offer.interruption.notice_seconds = *settings_.notice_seconds;
-      if (settings_.notice_probability) rt.offer.interruption.notice_probability = *settings_.notice_probability;
+      if (settings_.spot_rate_per_day)
+        rt.offer.interruption.rate_per_day = *settings_.spot_rate_per_day;
+      if (settings_.notice_seconds)
+        rt.offer.interruption.notice_seconds = *settings_.notice_seconds;
+      if (settings_.notice_probability)
+        rt.offer.interruption.notice_probability = *settings_.notice_probability;
     }
     rt.type = resolved.type;
     rt.owner = resolved.owner;
@@ -303,8 +308,9 @@ absl::Status Simulator::Impl::Init() {
   bohb_ = spec_.search().scheduler() == v1::Search::BOHB;
   if (scheduler_) Log("schedule", 0, scheduler_->Describe());
   Log("simulation", 0,
-      absl::StrCat("placement ", PlacementModeName(popts.mode), ", ", pools_.size(), " pools, seed ",
-                   model_.options().seed(), ", objective ", model_.options().objective()));
+      absl::StrCat("placement ", PlacementModeName(popts.mode), ", ", pools_.size(),
+                   " pools, seed ", model_.options().seed(), ", objective ",
+                   model_.options().objective()));
   return absl::OkStatus();
 }
 
@@ -323,7 +329,8 @@ int64_t Simulator::Impl::CreateTrial(std::string* why) {
   if (bohb_ && scheduler_) model_history = ModelHistory();
   std::vector<std::string> notes;
   SampleRequest request{
-      number, bohb_ && scheduler_ ? absl::MakeConstSpan(model_history) : absl::MakeConstSpan(history_),
+      number,
+      bohb_ && scheduler_ ? absl::MakeConstSpan(model_history) : absl::MakeConstSpan(history_),
       &notes};
   request.budget_used = BudgetUsed(spec_, CommittedIfBudgeted(), number);
   absl::StatusOr<Params> params = sampler_->Ask(request);
@@ -410,7 +417,8 @@ double Simulator::Impl::Projected() const {
       continue;
     }
     for (double d : waiting[p]) {
-      total += Ledger::LaunchCost(pools_[p].offer.billing, model_.options().boot_seconds() + d + Tail());
+      total +=
+          Ledger::LaunchCost(pools_[p].offer.billing, model_.options().boot_seconds() + d + Tail());
     }
   }
   return total;
@@ -427,7 +435,8 @@ double Simulator::Impl::JobExtra(int pool, int64_t idle_inst, double duration) c
   const Inst& in = insts_[idle_inst];
   const absl::Time base = clock_.Now() - absl::Seconds(now_);
   const absl::Time release = base + absl::Seconds(IdleRelease(idle_inst));
-  const double with = ledger_.ExtraUntil(in.ledger_id, clock_.Now() + absl::Seconds(duration + Tail()));
+  const double with =
+      ledger_.ExtraUntil(in.ledger_id, clock_.Now() + absl::Seconds(duration + Tail()));
   return std::max(0.0, with - ledger_.ExtraUntil(in.ledger_id, release));
 }
 
@@ -450,8 +459,10 @@ void Simulator::Impl::Dispatch() {
       job = scheduler_->NextJob(CanCreate());
       if (job.kind == Job::Kind::kWait || job.kind == Job::Kind::kDone) break;
       target = job.target;
-      if (job.kind == Job::Kind::kPromote) trial = job.trial;
-      else fresh = true;
+      if (job.kind == Job::Kind::kPromote)
+        trial = job.trial;
+      else
+        fresh = true;
     } else {
       if (!CanCreate()) break;
       fresh = true;
@@ -488,7 +499,8 @@ void Simulator::Impl::Dispatch() {
       if (!draining_) {
         draining_ = true;
         std::vector<int64_t> idle_now;
-        for (const PoolRt& p : pools_) idle_now.insert(idle_now.end(), p.idle.begin(), p.idle.end());
+        for (const PoolRt& p : pools_)
+          idle_now.insert(idle_now.end(), p.idle.begin(), p.idle.end());
         for (int64_t id : idle_now) ReviewIdle(id, insts_[id].gen);
       }
       break;
@@ -539,8 +551,9 @@ void Simulator::Impl::Scale() {
   ScalingPlan plan = autoscaler_.Plan(clock_.Now(), sp, {});
   for (size_t p = 0; p < plan.launch.size(); ++p) {
     if (plan.launch[p] > 0) {
-      Log("autoscale", 0, absl::StrCat("pool ", pools_[p].spec.name(), ": launching ", plan.launch[p],
-                                       " for ", sp[p].waiting, " waiting jobs (", sp[p].live, " live)"));
+      Log("autoscale", 0,
+          absl::StrCat("pool ", pools_[p].spec.name(), ": launching ", plan.launch[p], " for ",
+                       sp[p].waiting, " waiting jobs (", sp[p].live, " live)"));
     }
     for (int i = 0; i < plan.launch[p]; ++i) Launch(static_cast<int>(p));
   }
@@ -552,8 +565,9 @@ void Simulator::Impl::Launch(int pool) {
     p.reservation = ledger_.Reserve(p.owner, p.offer.billing, p.spec.max_instances(),
                                     p.offer.reservation_seconds);
     Push(now_ + p.offer.reservation_seconds, Ev::kRenew, pool);
-    Log("reservation", 0, absl::StrCat("pool ", p.spec.name(), ": ", p.spec.max_instances(),
-                                       " instances reserved for ", p.offer.reservation_seconds, " s"));
+    Log("reservation", 0,
+        absl::StrCat("pool ", p.spec.name(), ": ", p.spec.max_instances(),
+                     " instances reserved for ", p.offer.reservation_seconds, " s"));
   }
   Inst in;
   in.pool = pool;
@@ -642,7 +656,8 @@ void Simulator::Impl::OnStep(int64_t trial, int64_t gen) {
     t.objective = v;
     nlohmann::json m = {{ModelMetric(), v}};
     if (model_.has_fidelity()) m[spec_.search().fidelity().name()] = t.progress;
-    measurements_.push_back(MeasurementRow{trial, t.row.attempts, ++t.seq, now_ - t.attempt_start, m.dump()});
+    measurements_.push_back(
+        MeasurementRow{trial, t.row.attempts, ++t.seq, now_ - t.attempt_start, m.dump()});
     if (model_.has_fidelity()) t.row.fidelity = std::max(t.row.fidelity, fidelity);
     if (scheduler_ && objectives_.multi()) {
       const TrialEvaluation ev = EvaluateNow(t);
@@ -691,7 +706,8 @@ void Simulator::Impl::OnStep(int64_t trial, int64_t gen) {
     history_[trial - 1] = Observed(t, Observation::Outcome::kCompleted);
     for (const std::string& missing : ev.missing_constraints) {
       Log("constraint_missing", trial,
-          absl::StrCat("the trial never reported the constraint metric '", missing, "'; it is infeasible"));
+          absl::StrCat("the trial never reported the constraint metric '", missing,
+                       "'; it is infeasible"));
     }
     if (scheduler_) {
       AddRung(t, "completed");
@@ -743,14 +759,19 @@ void Simulator::Impl::ReviewIdle(int64_t inst, int64_t gen) {
   const PoolRt& p = pools_[in.pool];
   const absl::Time base = clock_.Now() - absl::Seconds(now_);
   const ScalingInstance si = View(inst);
-  ScalingPool sp{p.spec.min_instances(), p.spec.max_instances(), p.live, p.booting,
-                 static_cast<int>(p.waiting.size()), p.offer.market == Market::kReserved};
+  ScalingPool sp{p.spec.min_instances(),
+                 p.spec.max_instances(),
+                 p.live,
+                 p.booting,
+                 static_cast<int>(p.waiting.size()),
+                 p.offer.market == Market::kReserved};
   std::vector<ScalingPool> pools(pools_.size());
   pools[in.pool] = sp;
   const Autoscaler scaler = Scaler();
   ScalingPlan plan = scaler.Plan(clock_.Now(), pools, {si});
   if (!plan.terminate.empty()) {
-    Log("autoscale", 0, absl::StrCat("pool ", p.spec.name(), ": released idle instance ", inst + 1));
+    Log("autoscale", 0,
+        absl::StrCat("pool ", p.spec.name(), ": released idle instance ", inst + 1));
     Terminate(inst);
     return;
   }
@@ -775,12 +796,13 @@ void Simulator::Impl::Preempt(int64_t inst, bool saved_at_notice, bool count) {
   }
   t.row.state = v1::PREEMPTED;
   Log("trial_preempted", t.row.id,
-      absl::StrFormat("instance %d in %s (%s) %s; %s=%g saved, %.0f s of work lost; requeued",
-                      inst + 1, p.spec.name(), p.spec.region(),
-                      count ? (saved_at_notice ? "got a preemption notice" : "was taken back without notice")
-                            : "lost its reservation",
-                      model_.has_fidelity() ? spec_.search().fidelity().name() : "progress", saved,
-                      (current - saved) * t.spu));
+      absl::StrFormat(
+          "instance %d in %s (%s) %s; %s=%g saved, %.0f s of work lost; requeued", inst + 1,
+          p.spec.name(), p.spec.region(),
+          count ? (saved_at_notice ? "got a preemption notice" : "was taken back without notice")
+                : "lost its reservation",
+          model_.has_fidelity() ? spec_.search().fidelity().name() : "progress", saved,
+          (current - saved) * t.spu));
   CloseAttempt(t, "PREEMPTED");
   (void)ledger_.EndTrial(in.ledger_id);
   in.trial = 0;
@@ -797,13 +819,15 @@ void Simulator::Impl::Renew(int pool) {
   for (const Inst& in : insts_) used = used || (!in.dead && in.pool == pool && in.trial != 0);
   const double cost = ReservationCost(pool);
   if (used && guard_.Allows(ledger_.Committed(), Projected(), cost)) {
-    p.reservation = ledger_.Reserve(p.owner, p.offer.billing, p.spec.max_instances(), p.offer.reservation_seconds);
+    p.reservation = ledger_.Reserve(p.owner, p.offer.billing, p.spec.max_instances(),
+                                    p.offer.reservation_seconds);
     Push(now_ + p.offer.reservation_seconds, Ev::kRenew, pool);
     Log("reservation", 0, absl::StrCat("pool ", p.spec.name(), ": renewed"));
     return;
   }
   // The reservation lapses: its instances go, their trials checkpoint and are requeued.
-  Log("reservation_lapsed", 0, absl::StrCat("pool ", p.spec.name(), used ? ": not renewed within the budget" : ": unused"));
+  Log("reservation_lapsed", 0,
+      absl::StrCat("pool ", p.spec.name(), used ? ": not renewed within the budget" : ": unused"));
   p.reservation = 0;
   p.closed = used;
   for (size_t i = 0; i < insts_.size(); ++i) {
@@ -839,8 +863,8 @@ void Simulator::Impl::Handle(const Event& e) {
       if (in.dead) return;
       ++result_.interruptions;
       placement_.OnPreemption(pools_[in.pool].spec.region(), clock_.Now());
-      const bool saved = e.type == Ev::kNotice &&
-                         in.notice_seconds >= model_.options().checkpoint_seconds();
+      const bool saved =
+          e.type == Ev::kNotice && in.notice_seconds >= model_.options().checkpoint_seconds();
       if (in.trial != 0) Preempt(e.a, saved, true);
       Terminate(e.a);
       break;
@@ -930,7 +954,9 @@ absl::StatusOr<SimulationResult> Simulator::Impl::Run() {
     ++result_.events;
     Handle(e);
   }
-  if (!finished_) Stop("FAILED", absl::StrCat("nothing more can run: ", stall_why_.empty() ? "no event left" : stall_why_));
+  if (!finished_)
+    Stop("FAILED",
+         absl::StrCat("nothing more can run: ", stall_why_.empty() ? "no event left" : stall_why_));
   result_.wall_seconds = now_;
   CostBreakdown b = ledger_.Breakdown();
   result_.cost = b.total;
@@ -938,7 +964,8 @@ absl::StatusOr<SimulationResult> Simulator::Impl::Run() {
   for (PoolRt& p : pools_) {
     p.summary.cost = b.by_pool.count(p.spec.name()) ? b.by_pool[p.spec.name()] : 0;
     result_.pools.push_back(p.summary);
-    result_.overshoot_allowance += p.offer.billing.price_per_second * p.offer.billing.increment_seconds *
+    result_.overshoot_allowance += p.offer.billing.price_per_second *
+                                   p.offer.billing.increment_seconds *
                                    std::min(p.spec.max_instances(), result_.max_live_instances);
   }
   result_.real_seconds =
@@ -953,14 +980,19 @@ absl::Status Simulator::Impl::WriteTo(Store* store) const {
     SEXTANT_RETURN_IF_ERROR(store->PutMeta("started_at", absl::StrCat(kEpoch)));
     SEXTANT_RETURN_IF_ERROR(store->PutMeta("finished_at", absl::StrCat(kEpoch + now_)));
     SEXTANT_RETURN_IF_ERROR(store->PutMeta("state", result_.state));
-    nlohmann::json summary = {{"cost", result_.cost},           {"wall_seconds", result_.wall_seconds},
-                              {"preemptions", result_.preemptions}, {"lost_seconds", result_.lost_seconds},
-                              {"events", result_.events},       {"simulated", true}};
+    nlohmann::json summary = {{"cost", result_.cost},
+                              {"wall_seconds", result_.wall_seconds},
+                              {"preemptions", result_.preemptions},
+                              {"lost_seconds", result_.lost_seconds},
+                              {"events", result_.events},
+                              {"simulated", true}};
     SEXTANT_RETURN_IF_ERROR(store->PutMeta("simulation", summary.dump()));
     // The same per-pool counters as a live run's fleet, for `results` and the report.
     nlohmann::json pools = nlohmann::json::object();
     for (const PoolSummary& p : result_.pools) {
-      pools[p.name] = {{"region", p.region}, {"market", p.market}, {"launched", p.launched},
+      pools[p.name] = {{"region", p.region},
+                       {"market", p.market},
+                       {"launched", p.launched},
                        {"preemptions", p.preemptions}};
     }
     SEXTANT_RETURN_IF_ERROR(store->PutMeta(
@@ -972,14 +1004,15 @@ absl::Status Simulator::Impl::WriteTo(Store* store) const {
         SEXTANT_RETURN_IF_ERROR(store->FinishAttempt(a.trial, a.attempt, a.outcome, 0, "", a.end));
       }
     }
-    for (const MeasurementRow& m : measurements_) SEXTANT_RETURN_IF_ERROR(store->AddMeasurement(m).status());
+    for (const MeasurementRow& m : measurements_)
+      SEXTANT_RETURN_IF_ERROR(store->AddMeasurement(m).status());
     SEXTANT_RETURN_IF_ERROR(RecordWarmStart(warm_, spec_, store, kEpoch));
-    for (const EventRow& e : log_) SEXTANT_RETURN_IF_ERROR(store->AddEvent(e.time, e.kind, e.trial_id, e.message));
+    for (const EventRow& e : log_)
+      SEXTANT_RETURN_IF_ERROR(store->AddEvent(e.time, e.kind, e.trial_id, e.message));
     for (const InstanceBill& b : ledger_.Bills()) {
-      SEXTANT_RETURN_IF_ERROR(store->AddCost(CostRow{b.reservation ? "reservation" : "instance", b.id,
-                                                     b.owner.pool, b.owner.region,
-                                                     MarketName(b.owner.market), b.launched_at,
-                                                     b.terminated_at, b.cost}));
+      SEXTANT_RETURN_IF_ERROR(store->AddCost(
+          CostRow{b.reservation ? "reservation" : "instance", b.id, b.owner.pool, b.owner.region,
+                  MarketName(b.owner.market), b.launched_at, b.terminated_at, b.cost}));
     }
     for (const auto& [trial, cost] : ledger_.Breakdown().by_trial) {
       SEXTANT_RETURN_IF_ERROR(store->AddCost(CostRow{"trial", trial, "", "", "", 0, 0, cost}));
@@ -997,7 +1030,8 @@ absl::Status Simulator::Impl::WriteTo(Store* store) const {
 Simulator::Simulator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Simulator::~Simulator() = default;
 
-absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(v1::ExperimentSpec spec, Catalog catalog,
+absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(v1::ExperimentSpec spec,
+                                                             Catalog catalog,
                                                              SimulationSettings settings) {
   auto impl = std::make_unique<Impl>(std::move(spec), std::move(catalog), std::move(settings));
   SEXTANT_RETURN_IF_ERROR(impl->Init());

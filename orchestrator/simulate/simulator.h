@@ -8,18 +8,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "orchestrator/cost/catalog.h"
 #include "orchestrator/core/store.h"
+#include "orchestrator/cost/catalog.h"
 #include "sextant/v1/experiment.pb.h"
 
 namespace sextant {
 
 // Overrides for experiments run side by side (benchmarks, tests); unset = the spec's value.
 struct SimulationSettings {
-  std::optional<std::string> placement;            // cheapest | spot_first | on_demand | mixed
-  std::optional<double> spot_rate_per_day;         // every spot offer's interruption rate
-  std::optional<double> notice_seconds;            // every spot offer's notice
-  std::optional<double> notice_probability;        // every spot offer's notice probability
+  std::optional<std::string> placement;      // cheapest | spot_first | on_demand | mixed
+  std::optional<double> spot_rate_per_day;   // every spot offer's interruption rate
+  std::optional<double> notice_seconds;      // every spot offer's notice
+  std::optional<double> notice_probability;  // every spot offer's notice probability
 };
 
 // One pool's share of a simulated run.
@@ -42,8 +42,8 @@ struct SimulationResult {
   int64_t best_trial = 0;
   int trials = 0;
   int completed = 0;
-  double lost_seconds = 0;      // instance-seconds of work redone because of preemptions
-  double busy_seconds = 0;      // instance-seconds spent running trials
+  double lost_seconds = 0;  // instance-seconds of work redone because of preemptions
+  double busy_seconds = 0;  // instance-seconds spent running trials
   int max_live_instances = 0;
   double overshoot_allowance = 0;  // sum of price x increment over the instances ever live
                                    // at once (the documented bound on budget overshoot)
@@ -61,8 +61,7 @@ class Simulator {
  public:
   // InvalidArgument when a pool names no catalog offer, no pool is given, or the strategies
   // cannot be built.
-  static absl::StatusOr<std::unique_ptr<Simulator>> Create(v1::ExperimentSpec spec,
-                                                           Catalog catalog,
+  static absl::StatusOr<std::unique_ptr<Simulator>> Create(v1::ExperimentSpec spec, Catalog catalog,
                                                            SimulationSettings settings = {});
   ~Simulator();
 

@@ -185,7 +185,8 @@ void RungLadder::End(int64_t trial, bool reached_target) {
   // A trial that claims success without a value at its target rung has nothing to be ranked
   // by there, so it cannot be promoted.
   state.paused = reached_target && state.target < top_rung() && state.recorded > state.target;
-  if (state.paused && objectives_ <= 1) by_rung_[state.target].paused.insert(KeyAt(state.target, state));
+  if (state.paused && objectives_ <= 1)
+    by_rung_[state.target].paused.insert(KeyAt(state.target, state));
 }
 
 std::tuple<bool, double, int64_t> RungLadder::KeyAt(int k, const TrialState& state) const {

@@ -283,9 +283,9 @@ absl::StatusOr<Header> ParseHeader(absl::string_view json, uint64_t data_size) {
     header.entries.push_back(std::move(e));
   }
   std::stable_sort(header.entries.begin(), header.entries.end(),
-            [](const HeaderEntry& a, const HeaderEntry& b) {
-              return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
-            });
+                   [](const HeaderEntry& a, const HeaderEntry& b) {
+                     return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+                   });
   SEXTANT_RETURN_IF_ERROR(CheckTiling(header.entries, data_size));
   return header;
 }

@@ -135,7 +135,8 @@ TEST_F(FederationServiceTest, ASenderThatStallsMidUpdateIsCutOffForAWaitingOne) 
   const std::vector<float> part(4, 100.0f);
   chunk.set_data(reinterpret_cast<const char*>(part.data()), part.size() * sizeof(float));
   ASSERT_TRUE(writer->Write(chunk));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // east holds the buffer, then stalls
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(200));  // east holds the buffer, then stalls
   absl::Status west = absl::UnknownError("not done");
   std::atomic<bool> west_done{false};
   std::thread sender([&] {

@@ -44,8 +44,8 @@ struct Upstream {
 
 // One client: asks for round 1 and pushes a vector of ones, weight 1.
 void Client(int port, const std::string& id) {
-  auto stub = v1::FederationService::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  auto stub = v1::FederationService::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
   auto sink = [](int64_t, absl::Span<const float>) { return absl::OkStatus(); };
   for (int tries = 0; tries < 100; ++tries) {
     absl::StatusOr<RoundTask> task = PullRound(stub.get(), "exp", id, 0, 0.5, sink);
@@ -104,8 +104,7 @@ int64_t RoundOneClients(const std::string& dir, bool wait_for_clients, std::stri
   });
   if (wait_for_clients) {
     // Upstream does not hear from the region while one of its clients is still starting.
-    EXPECT_EQ(up.hub->WaitForContact({"r"}, absl::Seconds(2)),
-              (std::vector<std::string>{"r"}));
+    EXPECT_EQ(up.hub->WaitForContact({"r"}, absl::Seconds(2)), (std::vector<std::string>{"r"}));
   }
   EXPECT_TRUE(up.hub->WaitReadyToClose(absl::Seconds(60)));
   std::vector<SenderReport> senders;

@@ -52,8 +52,8 @@ class SecAggTransportTest : public ::testing::Test {
     service_ = std::make_unique<FederationServiceImpl>(hub_.get(), 4, secagg_.get());
     int port = 0;
     server_ = *StartFederationServer("127.0.0.1:0", service_.get(), &port);
-    stub_ = v1::FederationService::NewStub(grpc::CreateChannel(
-        "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+    stub_ = v1::FederationService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                               grpc::InsecureChannelCredentials()));
   }
   void TearDown() override {
     secagg_->SetDone();
@@ -109,7 +109,8 @@ class SecAggTransportTest : public ::testing::Test {
     ASSERT_TRUE(start.ok() && start->start) << start.status();
     std::array<uint8_t, 32> entropy{};
     entropy[0] = static_cast<uint8_t>(i + 1);
-    SecAggClient c = *SecAggClient::Create(start->start->config, start->start->client_index, entropy);
+    SecAggClient c =
+        *SecAggClient::Create(start->start->config, start->start->client_index, entropy);
     ASSERT_TRUE(SubmitSecAgg(stub_.get(), KeysToProto(*c.AdvertiseKeys(), Id(i))).ok());
     absl::StatusOr<SecAggDownlink> dir;
     do {
@@ -175,7 +176,8 @@ TEST_F(SecAggTransportTest, EveryDecodableSumCarriesAtLeastTheCentralNoise) {
       sent[i] = RunSecAggParticipant(stub_.get(), o, RealClockInstance(), zero, 1, SenderMetrics{});
     });
   }
-  for (int i = 3; i < kClients; ++i) clients.emplace_back([&, i] { AdvertiseAndShareThenDie(1, i); });
+  for (int i = 3; i < kClients; ++i)
+    clients.emplace_back([&, i] { AdvertiseAndShareThenDie(1, i); });
   RunAggregator();
   for (std::thread& t : clients) t.join();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(sent[i].ok()) << sent[i].status();
@@ -229,11 +231,12 @@ TEST_F(SecAggTransportTest, SignedKeysGoThroughAndASwappedKeyIsRefused) {
     } while (start.ok() && start->pending);
     ASSERT_TRUE(start.ok() && start->start) << start.status();
     std::array<uint8_t, 32> entropy{};
-    SecAggClient c = *SecAggClient::Create(start->start->config, start->start->client_index, entropy);
+    SecAggClient c =
+        *SecAggClient::Create(start->start->config, start->start->client_index, entropy);
     SecAggAdvertiseKeys keys = *c.AdvertiseKeys();
-    KeyAttestation mine = *signers[i]->Sign(KeyBinding("exp", 1, start->start->client_index, Id(i),
-                                                       KeyBytes(keys.encryption_key),
-                                                       KeyBytes(keys.masking_key)));
+    KeyAttestation mine =
+        *signers[i]->Sign(KeyBinding("exp", 1, start->start->client_index, Id(i),
+                                     KeyBytes(keys.encryption_key), KeyBytes(keys.masking_key)));
     v1::SecAggMessage advertised = KeysToProto(keys, Id(i));
     advertised.mutable_keys()->set_signature(mine.signature);
     advertised.mutable_keys()->set_certificate(mine.certificate_pem);
@@ -307,8 +310,8 @@ TEST_F(SecAggTransportTest, RoundAbortsBelowThresholdAndTheNextRoundProceeds) {
       } while (start.ok() && start->pending);
       std::array<uint8_t, 32> entropy{};
       entropy[1] = static_cast<uint8_t>(i);
-      SecAggClient c = *SecAggClient::Create(start->start->config, start->start->client_index,
-                                             entropy);
+      SecAggClient c =
+          *SecAggClient::Create(start->start->config, start->start->client_index, entropy);
       (void)SubmitSecAgg(stub_.get(), KeysToProto(*c.AdvertiseKeys(), Id(i)));
     });
   }
@@ -321,7 +324,8 @@ TEST_F(SecAggTransportTest, RoundAbortsBelowThresholdAndTheNextRoundProceeds) {
   Open(2);
   clients.clear();
   std::vector<absl::StatusOr<int64_t>> again(kClients, absl::UnknownError("not run"));
-  for (int i = 0; i < kClients; ++i) clients.emplace_back([&, i] { again[i] = Participate(2, i, 1); });
+  for (int i = 0; i < kClients; ++i)
+    clients.emplace_back([&, i] { again[i] = Participate(2, i, 1); });
   RunAggregator();
   for (std::thread& t : clients) t.join();
   out = secagg_->TakeOutcome();
@@ -355,8 +359,8 @@ TEST_F(SecAggTransportTest, RejectsWrongExperimentStaleRoundOutOfOrderDuplicateA
   shares.header = keys.header;
   shares.header.stage = SecAggStage::kShareKeys;
   EXPECT_TRUE(absl::IsAborted(SubmitSecAgg(stub_.get(), SharesToProto(shares, Id(0))).status()));
-  EXPECT_TRUE(absl::IsFailedPrecondition(
-      SubmitSecAgg(stub_.get(), KeysToProto(keys, "r/99")).status()));
+  EXPECT_TRUE(
+      absl::IsFailedPrecondition(SubmitSecAgg(stub_.get(), KeysToProto(keys, "r/99")).status()));
   SecAggMaskedInput short_input;
   short_input.header = keys.header;
   short_input.values.assign(kModel, 0);  // one element short of model + weight
@@ -366,13 +370,15 @@ TEST_F(SecAggTransportTest, RejectsWrongExperimentStaleRoundOutOfOrderDuplicateA
   ASSERT_TRUE(SubmitSecAgg(stub_.get(), KeysToProto(keys, Id(0))).ok());
   EXPECT_TRUE(absl::IsAborted(SubmitSecAgg(stub_.get(), KeysToProto(keys, Id(0))).status()));
   // Client 1 replays client 0's public keys.
-  EXPECT_TRUE(absl::IsInvalidArgument(SubmitSecAgg(stub_.get(), KeysToProto(keys, Id(1))).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(SubmitSecAgg(stub_.get(), KeysToProto(keys, Id(1))).status()));
   EXPECT_EQ(secagg_->rejections(), 8);
 
   // Client 0's keys stand; it drops out after advertising, the others complete the round.
   std::vector<std::thread> clients;
   std::vector<absl::StatusOr<int64_t>> sent(kClients, absl::UnknownError("not run"));
-  for (int i = 1; i < kClients; ++i) clients.emplace_back([&, i] { sent[i] = Participate(3, i, 1); });
+  for (int i = 1; i < kClients; ++i)
+    clients.emplace_back([&, i] { sent[i] = Participate(3, i, 1); });
   RunAggregator();
   for (std::thread& t : clients) t.join();
   for (int i = 1; i < kClients; ++i) EXPECT_TRUE(sent[i].ok()) << sent[i].status();
@@ -398,7 +404,8 @@ TEST_F(SecAggTransportTest, RegionsRoundOverLoopbackYieldsOnlyTheTotalOfTheRegio
     sums[r].clients = r == 0 ? 0 : r + 2;  // east: none of its clients took part
     sums[r].rejected = r;
     for (size_t j = 0; j <= kModel; ++j) {
-      sums[r].sum.push_back((uint64_t{0x2badf00d} * (j + 1) * (r + 3)) & ((uint64_t{1} << kRing) - 1));
+      sums[r].sum.push_back((uint64_t{0x2badf00d} * (j + 1) * (r + 3)) &
+                            ((uint64_t{1} << kRing) - 1));
       total[j] = (total[j] + sums[r].sum.back()) & ((uint64_t{1} << kRing) - 1);
     }
   }

@@ -54,7 +54,7 @@ struct Pair {
   int fd[2];
   std::string buf[2];  // buf[i]: read from fd[i], to be written to fd[1 - i]
   std::deque<std::pair<SteadyTime, size_t>> runs[2];  // (release time, length) covering buf[i]
-  bool eof[2] = {false, false};   // fd[i] has sent all it will send
+  bool eof[2] = {false, false};                       // fd[i] has sent all it will send
   bool shut[2] = {false, false};  // ... and all of it went on, with a FIN after it
   bool closed = false;
 
@@ -72,7 +72,8 @@ struct Pair {
 class Link {
  public:
   Link(const TcpProxyOptions& o) : o_(o), rng_(o.seed) {}
-  SteadyTime Release(size_t bytes, SteadyTime now, SteadyTime previous, std::atomic<int64_t>* lost) {
+  SteadyTime Release(size_t bytes, SteadyTime now, SteadyTime previous,
+                     std::atomic<int64_t>* lost) {
     SteadyTime at = now + std::chrono::milliseconds(o_.latency_ms);
     if (o_.loss > 0) {
       const int64_t segments = static_cast<int64_t>(std::ceil(bytes / kSegmentBytes));
@@ -161,8 +162,8 @@ absl::StatusOr<std::unique_ptr<TcpProxy>> TcpProxy::Start(const TcpProxyOptions&
   if (!options.upstream_netns.empty()) {
     netns = open(options.upstream_netns.c_str(), O_RDONLY | O_CLOEXEC);
     if (netns < 0) {
-      return absl::NotFoundError(absl::StrCat("proxy: ", options.upstream_netns, ": ",
-                                              std::strerror(errno)));
+      return absl::NotFoundError(
+          absl::StrCat("proxy: ", options.upstream_netns, ": ", std::strerror(errno)));
     }
   }
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -13,9 +13,9 @@ namespace sextant::testing {
 // Where a TcpProxy listens and relays to, and the link it emulates.
 struct TcpProxyOptions {
   std::string listen_host = "127.0.0.1";    // an IPv4 address; default loopback
-  int listen_port = 0;                       // 0 (the default) picks one
+  int listen_port = 0;                      // 0 (the default) picks one
   std::string upstream_host = "127.0.0.1";  // an IPv4 address; default loopback
-  int upstream_port = 0;                     // required
+  int upstream_port = 0;                    // required
   // A network namespace (e.g. /var/run/netns/NAME) to open upstream connections in, while the
   // listening socket stays in the caller's. Default empty: the caller's namespace.
   std::string upstream_netns;

@@ -74,8 +74,8 @@ TEST(FoldKernelsTest, SumsMatchTheBalancedTreeWrittenOut) {
     FoldKernelFor(width, BestFoldIsa())(s.data(), kN, true, nullptr, 0.0, k.p.data(), k.c.data());
     for (size_t i = 0; i < kN; ++i) {
       auto t = [&](size_t j) { return k.c[j] * static_cast<double>(k.u[j][i]); };
-      const double want = width == 3 ? (t(0) + t(1)) + t(2)
-                                     : ((t(0) + t(1)) + t(2)) + (t(3) + t(4));
+      const double want =
+          width == 3 ? (t(0) + t(1)) + t(2) : ((t(0) + t(1)) + t(2)) + (t(3) + t(4));
       ASSERT_EQ(s[i], want) << "width " << width << ", coordinate " << i;
     }
   }

@@ -13,8 +13,7 @@ TEST(RdpAccountantTest, GaussianRdpIsAlphaOverTwoSigmaSquared) {
   // Mironov 2017, Prop. 7.
   for (double alpha : {1.5, 2.0, 3.14159, 32.0}) {
     for (double sigma : {0.7, 2.71828, 10.0}) {
-      EXPECT_DOUBLE_EQ(RdpAccountant::GaussianRdp(1.0, sigma, alpha),
-                       alpha / (2 * sigma * sigma));
+      EXPECT_DOUBLE_EQ(RdpAccountant::GaussianRdp(1.0, sigma, alpha), alpha / (2 * sigma * sigma));
     }
   }
 }
@@ -34,8 +33,7 @@ TEST(RdpAccountantTest, SubsampledGaussianMatchesGoogleDpAccountingReference) {
   // test_compute_rdp_poisson_sampled_gaussian: q = 0.01, sigma = 2.5, 50 steps.
   const double q = 0.01, sigma = 2.5;
   EXPECT_NEAR(50 * RdpAccountant::GaussianRdp(q, sigma, 5), 2.18075656e-03, 2.18075656e-03 * 1e-4);
-  EXPECT_NEAR(50 * RdpAccountant::GaussianRdp(q, sigma, 50), 2.38460375e-02,
-              2.38460375e-02 * 1e-4);
+  EXPECT_NEAR(50 * RdpAccountant::GaussianRdp(q, sigma, 50), 2.38460375e-02, 2.38460375e-02 * 1e-4);
   EXPECT_NEAR(50 * RdpAccountant::GaussianRdp(q, sigma, 100), 1.67416308e02, 1.67416308e02 * 1e-4);
 }
 
@@ -123,7 +121,7 @@ TEST(DpNoiseTest, GaussianNoiseHasTheRequestedMoments) {
   m /= x.size();
   for (float e : x) v += (e - m) * (e - m);
   v /= x.size();
-  EXPECT_NEAR(m, 0, 0.02);   // 4.5 standard errors
+  EXPECT_NEAR(m, 0, 0.02);    // 4.5 standard errors
   EXPECT_NEAR(v, 4.0, 0.06);  // sd of the variance estimate ~ 4 * sqrt(2/n) = 0.0126
   EXPECT_DOUBLE_EQ(DistributedNoiseStddev(1.0, 2.0, 4), 1.0);
 }

@@ -18,7 +18,8 @@ Matrix RandomUpdates(size_t n, size_t d, uint32_t seed, bool with_ties) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   Matrix u(n, std::vector<float>(d));
   for (auto& row : u) {
-    for (float& x : row) x = with_ties ? static_cast<float>(static_cast<int>(rng() % 5) - 2) : normal(rng);
+    for (float& x : row)
+      x = with_ties ? static_cast<float>(static_cast<int>(rng() % 5) - 2) : normal(rng);
   }
   return u;
 }
@@ -64,7 +65,8 @@ TEST(RobustAggregationTest, MedianMatchesRankCountingForOddAndEvenN) {
 
 TEST(RobustAggregationTest, TrimmedMeanMatchesRepeatedRemovalOfExtremes) {
   for (bool ties : {false, true}) {
-    for (auto [n, beta] : {std::pair<size_t, double>{10, 0.1}, {10, 0.25}, {7, 0.2}, {5, 0.0}, {9, 0.49}}) {
+    for (auto [n, beta] :
+         {std::pair<size_t, double>{10, 0.1}, {10, 0.25}, {7, 0.2}, {5, 0.0}, {9, 0.49}}) {
       const Matrix u = RandomUpdates(n, 30, static_cast<uint32_t>(n * 100 + beta * 100), ties);
       std::vector<float> out(30);
       ASSERT_TRUE(TrimmedMean(Spans(u), beta, absl::MakeSpan(out)).ok());
@@ -138,7 +140,8 @@ TEST(RobustAggregationTest, MultiKrumAveragesTheBestScoredAndBreaksTiesByIndex) 
   const std::vector<long double> want = BruteKrumScores(u, 2);
   std::vector<size_t> order(9);
   for (size_t i = 0; i < 9; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return want[a] < want[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return want[a] < want[b]; });
   order.resize(4);
   std::vector<float> out(6);
   absl::StatusOr<std::vector<size_t>> chosen = MultiKrum(Spans(u), 2, 4, absl::MakeSpan(out));

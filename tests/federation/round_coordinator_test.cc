@@ -34,7 +34,8 @@ TEST(RoundCoordinatorTest, ChunkedUpdatesFoldToTheExactWeightedMean) {
   FakeClock clock;
   RoundCoordinator c = Make(&clock, 7);
   ASSERT_TRUE(c.OpenRound(1, {"a", "b", "c"}).ok());
-  std::vector<std::vector<float>> u = {{1, 2, 3, 4, 5, 6, 7}, {0.5, 0, -1, 2, 2, 2, 8}, {4, 4, 4, 4, 4, 4, 4}};
+  std::vector<std::vector<float>> u = {
+      {1, 2, 3, 4, 5, 6, 7}, {0.5, 0, -1, 2, 2, 2, 8}, {4, 4, 4, 4, 4, 4, 4}};
   std::vector<double> w = {1, 2, 4};
   const char* ids[] = {"a", "b", "c"};
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(Send(c, ids[i], 1, u[i], w[i]).ok());
@@ -57,10 +58,10 @@ TEST(RoundCoordinatorTest, AnotherExperimentOrRoundIsAbortedCountedAndNeverAggre
   ASSERT_TRUE(c.Close().ok());
   ASSERT_TRUE(c.OpenRound(2, {"a", "b"}).ok());
   EXPECT_TRUE(absl::IsAborted(Send(c, "a", 2, {100, 100, 100}, 1, 3, "other-exp")));
-  EXPECT_TRUE(absl::IsAborted(Send(c, "b", 1, {100, 100, 100}, 1)));   // stale
-  EXPECT_TRUE(absl::IsAborted(Send(c, "b", 3, {100, 100, 100}, 1)));   // future
+  EXPECT_TRUE(absl::IsAborted(Send(c, "b", 1, {100, 100, 100}, 1)));  // stale
+  EXPECT_TRUE(absl::IsAborted(Send(c, "b", 3, {100, 100, 100}, 1)));  // future
   ASSERT_TRUE(Send(c, "a", 2, {2, 2, 2}, 1).ok());
-  EXPECT_TRUE(absl::IsAborted(Send(c, "a", 2, {100, 100, 100}, 1)));   // duplicate
+  EXPECT_TRUE(absl::IsAborted(Send(c, "a", 2, {100, 100, 100}, 1)));  // duplicate
   EXPECT_EQ(c.gate().rejections("a", RejectReason::kWrongExperiment), 1);
   EXPECT_EQ(c.gate().rejections("b", RejectReason::kStaleRound), 1);
   EXPECT_EQ(c.gate().rejections("b", RejectReason::kFutureRound), 1);
@@ -165,7 +166,7 @@ TEST(RoundCoordinatorTest, ChunkGapsAndShortUpdatesAreInvalid) {
   ASSERT_TRUE(c.Begin({"exp", 1, "a", 1}, 4, 1).ok());
   ASSERT_TRUE(c.AddChunk("a", 0, v).ok());
   EXPECT_TRUE(absl::IsInvalidArgument(c.Finish("a")));  // 2 of 4 values
-  EXPECT_FALSE(c.Close().ok());                          // nothing accepted
+  EXPECT_FALSE(c.Close().ok());                         // nothing accepted
 }
 
 RoundCoordinator MakeRobust(FakeClock* clock, size_t d, absl::string_view rule, int64_t f = 1,

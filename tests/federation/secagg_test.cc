@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "federation/dp_noise.h"
 #include "federation/secagg_client.h"
 #include "federation/secagg_config.h"
 #include "federation/secagg_messages.h"
 #include "federation/secagg_server.h"
-#include "federation/dp_noise.h"
 #include "federation/secure_quantizer.h"
 #include "gtest/gtest.h"
 
@@ -337,7 +337,7 @@ TEST(SecAggTest, DistributedGaussianNoiseSurvivesMaskingWithTheRequestedVariance
   }
   var /= d;
   const double want = n * stddev * stddev;  // plus quantisation noise, negligible at 20 bits
-  EXPECT_NEAR(var, want, 0.05 * want);     // 5% = 5 standard errors of the estimate
+  EXPECT_NEAR(var, want, 0.05 * want);      // 5% = 5 standard errors of the estimate
   EXPECT_GE(want, sigma * sigma * clip_norm * clip_norm);
 }
 
@@ -472,8 +472,8 @@ std::vector<SecAggShareDelivery> ToDeliveries(Stage1& s) {
   for (const auto& a : s.adverts) EXPECT_TRUE(s.server->HandleAdvertiseKeys(a).ok());
   auto dirs = *s.server->FinishAdvertiseKeys();
   for (const auto& dir : dirs) {
-    EXPECT_TRUE(s.server->HandleShareKeys(*s.clients[dir.header.recipient]->HandleKeyDirectory(dir))
-                    .ok());
+    EXPECT_TRUE(
+        s.server->HandleShareKeys(*s.clients[dir.header.recipient]->HandleKeyDirectory(dir)).ok());
   }
   return *s.server->FinishShareKeys();
 }
@@ -520,8 +520,8 @@ TEST(SecAggHygieneTest, RequestForBothKindsOfShareOfOneClientIsRefused) {
   std::vector<SecAggShareDelivery> deliveries = ToDeliveries(s);
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(s.clients[i]->HandleShareDelivery(deliveries[i]).ok());
-    ASSERT_TRUE(s.server->HandleMaskedInput(*s.clients[i]->MaskInput(std::vector<uint64_t>(8, i)))
-                    .ok());
+    ASSERT_TRUE(
+        s.server->HandleMaskedInput(*s.clients[i]->MaskInput(std::vector<uint64_t>(8, i))).ok());
   }
   SecAggUnmaskRequest both = RequestTo0({0, 1, 2, 3}, {3});
   EXPECT_EQ(s.clients[0]->HandleUnmaskRequest(both).status().code(),
@@ -538,7 +538,8 @@ TEST(SecAggHygieneTest, RequestForBothKindsOfShareOfOneClientIsRefused) {
   ASSERT_TRUE(requests.ok());
   SecAggUnmaskResponse bad;
   bad.header = H(SecAggStage::kUnmask, 1, kSecAggServer);
-  for (int32_t c : (*requests)[1].survivors) bad.shares.push_back({c, SecAggShareKind::kSelfMaskSeed, {}});
+  for (int32_t c : (*requests)[1].survivors)
+    bad.shares.push_back({c, SecAggShareKind::kSelfMaskSeed, {}});
   bad.shares.back().kind = SecAggShareKind::kMaskingKey;
   EXPECT_EQ(s.server->HandleUnmaskResponse(bad).code(), absl::StatusCode::kInvalidArgument);
 }
@@ -548,8 +549,8 @@ TEST(SecAggHygieneTest, CorruptedSeedShareAbortsInsteadOfReturningAWrongSum) {
   std::vector<SecAggShareDelivery> deliveries = ToDeliveries(s);
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(s.clients[i]->HandleShareDelivery(deliveries[i]).ok());
-    ASSERT_TRUE(s.server->HandleMaskedInput(*s.clients[i]->MaskInput(std::vector<uint64_t>(8, i)))
-                    .ok());
+    ASSERT_TRUE(
+        s.server->HandleMaskedInput(*s.clients[i]->MaskInput(std::vector<uint64_t>(8, i))).ok());
   }
   auto requests = s.server->FinishMaskedInput();
   ASSERT_TRUE(requests.ok());

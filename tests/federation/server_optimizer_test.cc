@@ -69,25 +69,29 @@ TEST(ServerOptimizerTest, FedAvgMAccumulatesMomentum) {
   auto opt = NewFedAvgMOptimizer({.server_lr = 1.0, .momentum = 0.5});
   std::vector<float> x = {0};
   // m = 1 -> x = 1; m = 0.5 + 1 = 1.5 -> x = 2.5; m = 0.75 + 0 = 0.75 -> x = 3.25.
-  for (float d : {1.0f, 1.0f, 0.0f}) ASSERT_TRUE(opt->Step(absl::MakeSpan(x), std::vector<float>{d}).ok());
+  for (float d : {1.0f, 1.0f, 0.0f})
+    ASSERT_TRUE(opt->Step(absl::MakeSpan(x), std::vector<float>{d}).ok());
   EXPECT_EQ(x[0], 3.25f);
   EXPECT_EQ(opt->state().m, (std::vector<float>{0.75f}));
 }
 
 TEST(ServerOptimizerTest, FedAdamMatchesReferenceFormula) {
-  const AdaptiveOptions o{.server_lr = 0.1, .beta1 = 0.9, .beta2 = 0.99, .tau = 1e-3, .initial_v = 1e-6};
+  const AdaptiveOptions o{
+      .server_lr = 0.1, .beta1 = 0.9, .beta2 = 0.99, .tau = 1e-3, .initial_v = 1e-6};
   auto opt = NewFedAdamOptimizer(o);
   ExpectNear(RunRounds(*opt), ReferenceAdaptive(Rule::kAdam, o));
 }
 
 TEST(ServerOptimizerTest, FedYogiMatchesReferenceFormula) {
-  const AdaptiveOptions o{.server_lr = 0.1, .beta1 = 0.8, .beta2 = 0.9, .tau = 1e-2, .initial_v = 1e-4};
+  const AdaptiveOptions o{
+      .server_lr = 0.1, .beta1 = 0.8, .beta2 = 0.9, .tau = 1e-2, .initial_v = 1e-4};
   auto opt = NewFedYogiOptimizer(o);
   ExpectNear(RunRounds(*opt), ReferenceAdaptive(Rule::kYogi, o));
 }
 
 TEST(ServerOptimizerTest, FedAdagradMatchesReferenceFormula) {
-  const AdaptiveOptions o{.server_lr = 0.05, .beta1 = 0.5, .beta2 = 0.99, .tau = 1e-3, .initial_v = 1e-6};
+  const AdaptiveOptions o{
+      .server_lr = 0.05, .beta1 = 0.5, .beta2 = 0.99, .tau = 1e-3, .initial_v = 1e-6};
   auto opt = NewFedAdagradOptimizer(o);
   ExpectNear(RunRounds(*opt), ReferenceAdaptive(Rule::kAdagrad, o));
 }
@@ -102,8 +106,10 @@ TEST(ServerOptimizerTest, FedAdamFirstStepWorkedByHand) {
 }
 
 TEST(ServerOptimizerTest, YogiSecondMomentMovesTowardsDeltaSquaredBySign) {
-  // v = 1 > d^2 = 0.25: v = 1 - 0.5 * 0.25 = 0.875. Then v = 0.875 < d^2 = 4: v = 0.875 + 2 = 2.875.
-  auto opt = NewFedYogiOptimizer({.server_lr = 1.0, .beta1 = 0.0, .beta2 = 0.5, .tau = 0, .initial_v = 1});
+  // v = 1 > d^2 = 0.25: v = 1 - 0.5 * 0.25 = 0.875. Then v = 0.875 < d^2 = 4: v = 0.875 + 2
+  // = 2.875.
+  auto opt =
+      NewFedYogiOptimizer({.server_lr = 1.0, .beta1 = 0.0, .beta2 = 0.5, .tau = 0, .initial_v = 1});
   std::vector<float> x = {0};
   ASSERT_TRUE(opt->Step(absl::MakeSpan(x), std::vector<float>{0.5f}).ok());
   EXPECT_EQ(opt->state().v, (std::vector<float>{0.875f}));

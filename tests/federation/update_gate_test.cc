@@ -48,9 +48,10 @@ TEST(UpdateGateTest, WrongShapeNonFiniteAndBadWeightAreInvalidAndTheRoundGoesOn)
   ASSERT_TRUE(gate.OpenRound(1).ok());
   EXPECT_EQ(gate.Check(Header(1, "a"), std::vector<float>{1, 2, 3}).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(gate.Check(Header(1, "b"), std::vector<float>{1, std::numeric_limits<float>::infinity()})
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      gate.Check(Header(1, "b"), std::vector<float>{1, std::numeric_limits<float>::infinity()})
+          .code(),
+      absl::StatusCode::kInvalidArgument);
   UpdateHeader zero = Header(1, "c");
   zero.num_examples = 0;
   EXPECT_EQ(gate.Check(zero, std::vector<float>{1, 2}).code(), absl::StatusCode::kInvalidArgument);

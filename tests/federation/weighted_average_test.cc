@@ -42,7 +42,8 @@ void ExpectWithinBound(const WeightedAverage& avg, const Matrix& u, const std::v
   const size_t n = u.size();
   long double total = 0;
   for (double x : w) total += x;
-  const double rel = folds * std::ldexp(1.0, -24) + (2.0 * n + 4.0 * folds + 2) * std::ldexp(1.0, -53);
+  const double rel =
+      folds * std::ldexp(1.0, -24) + (2.0 * n + 4.0 * folds + 2) * std::ldexp(1.0, -53);
   for (size_t j = 0; j < avg.size(); ++j) {
     long double exact = 0, magnitude = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -221,7 +222,8 @@ TEST(WeightedAverageTest, BatchWhoseOnlyUpdateIsBadLeavesNothing) {
 }
 
 // Long enough for three threads' ranges, with a short last block.
-constexpr size_t kThreeParts = 3 * WeightedAverage::kMinBlocksPerPart * WeightedAverage::kBlock + 17;
+constexpr size_t kThreeParts =
+    3 * WeightedAverage::kMinBlocksPerPart * WeightedAverage::kBlock + 17;
 
 TEST(WeightedAverageTest, ThreadsGiveTheSameMeanBitForBitAsOne) {
   const Matrix u = RandomUpdates(11, kThreeParts, 21);

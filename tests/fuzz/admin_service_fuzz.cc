@@ -82,7 +82,8 @@ const World& TheWorld() {
       if (!kp.ok()) abort();
       w->certs[i] = kp->cert_pem;
     }
-    const sextant::PeerIdentity identities[2] = {{Role::kWorker, "", "w"}, {Role::kAdmin, "", "ops"}};
+    const sextant::PeerIdentity identities[2] = {{Role::kWorker, "", "w"},
+                                                 {Role::kAdmin, "", "ops"}};
     for (int i = 0; i < 2; ++i) {
       auto kp = sextant::IssueCertificate(*ca, identities[i].name, {}, 30, &identities[i]);
       if (!kp.ok()) abort();

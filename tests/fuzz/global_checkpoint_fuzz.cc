@@ -1,8 +1,9 @@
-// Fuzz target: the federated run's global-model checkpoint (orchestrator/federated/global_checkpoint.h),
-// read back on `sextant resume`. The input is written as the newest checkpoint beside a valid
-// older one; the newest that verifies is decoded for a 4-float model. Decoding any payload must
-// give a checkpoint or an error without allocating more than the model's size, and whatever
-// decodes must encode back to the same payload (plus an empty row list for the older format).
+// Fuzz target: the federated run's global-model checkpoint
+// (orchestrator/federated/global_checkpoint.h), read back on `sextant resume`. The input is written
+// as the newest checkpoint beside a valid older one; the newest that verifies is decoded for a
+// 4-float model. Decoding any payload must give a checkpoint or an error without allocating more
+// than the model's size, and whatever decodes must encode back to the same payload (plus an empty
+// row list for the older format).
 #include <stdlib.h>
 
 #include <cstddef>

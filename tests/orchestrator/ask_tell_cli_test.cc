@@ -19,8 +19,8 @@
 namespace sextant {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::BackgroundProcess;
+using ::testing::HasSubstr;
 using testing::MakeTempDir;
 using testing::RunProcess;
 using testing::WriteFile;
@@ -67,12 +67,12 @@ class AskTellCliTest : public ::testing::Test {
     if (asked.exit_code != 0 || asked.out.empty()) return 0;
     nlohmann::json t = JsonLines(asked.out).at(0);
     const double x = t["params"]["x"].get<double>();
-    auto step = RunProcess({kSextant, "tell", run, absl::StrCat(t["trial"].get<int64_t>()), "--step",
-                            "1", "--metrics", "loss=" + Num(Loss(x) + 1)});
+    auto step = RunProcess({kSextant, "tell", run, absl::StrCat(t["trial"].get<int64_t>()),
+                            "--step", "1", "--metrics", "loss=" + Num(Loss(x) + 1)});
     EXPECT_EQ(step.exit_code, 0) << step.err;
     EXPECT_EQ(step.out, "continue\n");
-    auto told = RunProcess({kSextant, "tell", run, absl::StrCat(t["trial"].get<int64_t>()),
-                            "--value", Num(Loss(x))});
+    auto told = RunProcess(
+        {kSextant, "tell", run, absl::StrCat(t["trial"].get<int64_t>()), "--value", Num(Loss(x))});
     EXPECT_EQ(told.exit_code, 0) << told.err;
     nlohmann::json r = JsonLines(told.out).at(0);
     EXPECT_EQ(r["state"], "COMPLETED");
@@ -134,7 +134,8 @@ TEST_F(AskTellCliTest, LiveRunOverTlsIsReachedWithTheWorkerCertificate) {
   auto init = RunProcess({kSextant, "certs", "init", certs});
   ASSERT_EQ(init.exit_code, 0) << init.err;
   WriteFile(dir_ + "/exp.yaml", Experiment("tls", 2, 1));
-  BackgroundProcess server({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", run, "--tls-dir", certs});
+  BackgroundProcess server(
+      {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", run, "--tls-dir", certs});
   ASSERT_TRUE(server.WaitForOutput("serving ask/tell", 30)) << server.err();
   EXPECT_THAT(testing::ReadFile(run + "/address"), HasSubstr("\"tls_dir\""));
   EXPECT_NE(AskAndTell(run), 0);

@@ -267,7 +267,8 @@ TEST_F(AskTellTest, RefusedTellsStoreNothing) {
                  absl::StatusCode::kInvalidArgument, "trial 1: value 1 (loss) is inf");
   v1::TellRequest two = TellOf(t, 0.5);
   two.add_values(0.6);
-  expect_refused(two, absl::StatusCode::kInvalidArgument, "2 values told, but the experiment has 1");
+  expect_refused(two, absl::StatusCode::kInvalidArgument,
+                 "2 values told, but the experiment has 1");
   v1::TellRequest nothing = TellOf(t, 0.5);
   nothing.clear_values();
   expect_refused(nothing, absl::StatusCode::kInvalidArgument, "needs the objective loss");
@@ -487,7 +488,8 @@ parameters:
   k: {type: int, min: 1, max: 50}
 search:
   mode: ask_tell
-  sampler: )", sampler, "\n  scheduler: ", scheduler, R"(
+  sampler: )",
+                    sampler, "\n  scheduler: ", scheduler, R"(
   fidelity: {name: epoch, min: 1, max: 9, reduction_factor: 3}
   initial_design: 3
   seed: 4
@@ -538,9 +540,7 @@ INSTANTIATE_TEST_SUITE_P(
     EverySamplerAndScheduler, AskTellStrategiesTest,
     ::testing::Combine(::testing::Values("random", "sobol", "grid", "bayesian", "tpe"),
                        ::testing::Values("none", "asha", "hyperband", "bohb", "median")),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_" + std::get<1>(info.param);
-    });
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 TEST(AskTellLoaderTest, ModeAndLeaseAreChecked) {
   const std::string head = R"(name: m
@@ -548,7 +548,8 @@ objective: {metric: loss}
 parameters:
   x: {type: float, min: 0, max: 1}
 )";
-  LoadResult ok = LoadExperimentFromString(head + "search: {mode: ask_tell, lease: 5m}\n", "f.yaml");
+  LoadResult ok =
+      LoadExperimentFromString(head + "search: {mode: ask_tell, lease: 5m}\n", "f.yaml");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok.spec.search().mode(), v1::Search::ASK_TELL);
   EXPECT_EQ(ok.spec.search().lease_seconds(), 300);

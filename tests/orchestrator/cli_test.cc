@@ -19,8 +19,8 @@
 namespace sextant {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::BackgroundProcess;
+using ::testing::HasSubstr;
 using testing::MakeTempDir;
 using testing::ReadFile;
 using testing::RunProcess;
@@ -67,8 +67,7 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, ThreeWorkersOverLoopbackFindTheRealObjective) {
-  WriteFile(dir_ + "/exp.yaml",
-            Experiment("bowl", 12, 3, R"([sh, objective.sh, "${n}"])"));
+  WriteFile(dir_ + "/exp.yaml", Experiment("bowl", 12, 3, R"([sh, objective.sh, "${n}"])"));
   auto r = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("12/12 trials"));
@@ -106,7 +105,8 @@ TEST_F(CliTest, KilledWorkerTrialCompletesOnAnotherWorkerWithTwoAttempts) {
   // and other trials finish at once.
   WriteFile(dir_ + "/hang.sh", absl::StrCat(R"(#!/bin/sh
 if [ "$SEXTANT_TRIAL_ID" = 1 ] && [ "$SEXTANT_ATTEMPT" = 1 ]; then
-  echo "$$ $PPID" > ")", dir_, R"(/victim"
+  echo "$$ $PPID" > ")",
+                                            dir_, R"(/victim"
   sleep 60
 fi
 echo "loss=$SEXTANT_TRIAL_ID"
@@ -153,8 +153,8 @@ while [ "$i" -lt 10 ]; do
 done
 )SH"));
   WriteFile(dir_ + "/exp.yaml", Experiment("preempt", 3, 2, "[sh, steps.sh]"));
-  BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
-                         "--heartbeat", "0.3s"});
+  BackgroundProcess run(
+      {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run", "--heartbeat", "0.3s"});
   int trial_pid = 0, worker_pid = 0;
   ASSERT_TRUE(testing::WaitFor(
       [&] {
@@ -165,7 +165,9 @@ done
       << run.out() << run.err();
   // Let it get into the slow part (a few heartbeats), then deliver the notice.
   ASSERT_TRUE(testing::WaitFor(
-      [&] { return ReadFile(dir_ + "/run/logs/trial-1.1.out").find("step=6") != std::string::npos; },
+      [&] {
+        return ReadFile(dir_ + "/run/logs/trial-1.1.out").find("step=6") != std::string::npos;
+      },
       30));
   ASSERT_EQ(kill(worker_pid, SIGTERM), 0);
   ASSERT_EQ(run.Wait(60), 0) << run.out() << run.err();
@@ -175,7 +177,7 @@ done
   EXPECT_EQ(t["state"], "COMPLETED") << t.dump();
   EXPECT_EQ(t["attempts"], 2);
   EXPECT_EQ(t["preemptions"], 1);
-  EXPECT_EQ(t["value"], 90.0);            // step 10 reached exactly once overall
+  EXPECT_EQ(t["value"], 90.0);  // step 10 reached exactly once overall
   EXPECT_EQ(t["metrics"]["step"], 10.0);
   // The second attempt resumed from the checkpoint instead of starting over at step 1.
   std::string second = ReadFile(dir_ + "/run/logs/trial-1.2.out");
@@ -251,8 +253,8 @@ trial:
 
 TEST_F(CliTest, EveryExampleValidates) {
   int count = 0;
-  for (const auto& entry :
-       std::filesystem::recursive_directory_iterator(std::string(SEXTANT_SOURCE_DIR) + "/examples")) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(
+           std::string(SEXTANT_SOURCE_DIR) + "/examples")) {
     if (entry.path().extension() != ".yaml") continue;
     // A price catalog (*-catalog.yaml) is checked through the experiment that names it.
     if (entry.path().stem().string().ends_with("-catalog")) continue;
@@ -337,8 +339,7 @@ case "$SEXTANT_TRIAL_ID" in
   *) echo "loss=$SEXTANT_TRIAL_ID" ;;
 esac
 )");
-  WriteFile(dir_ + "/exp.yaml",
-            Experiment("bad", 5, 1, R"([sh, bad.sh])") );
+  WriteFile(dir_ + "/exp.yaml", Experiment("bad", 5, 1, R"([sh, bad.sh])"));
   // Trial 1 runs a command that does not exist: point its argv at a missing program.
   std::string yaml = ReadFile(dir_ + "/exp.yaml");
   WriteFile(dir_ + "/exp.yaml", yaml);
@@ -385,10 +386,13 @@ TEST_F(CliTest, WorkerWithAnotherProtocolVersionIsRefused) {
 
 TEST_F(CliTest, ResultsComeAsCsvAndTable) {
   WriteFile(dir_ + "/exp.yaml", Experiment("fmt", 3, 1, R"([sh, objective.sh, "${n}"])"));
-  ASSERT_EQ(RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"}).exit_code, 0);
+  ASSERT_EQ(RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"}).exit_code,
+            0);
   auto csv = RunProcess({kSextant, "results", dir_ + "/run", "--format", "csv"});
   EXPECT_EQ(csv.exit_code, 0);
-  EXPECT_THAT(csv.out, HasSubstr("id,state,value,attempts,fidelity,cost,feasible,param.n,param.x,metric.loss"));
+  EXPECT_THAT(
+      csv.out,
+      HasSubstr("id,state,value,attempts,fidelity,cost,feasible,param.n,param.x,metric.loss"));
   EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 4);
   auto table = RunProcess({kSextant, "results", dir_ + "/run"});
   EXPECT_THAT(table.out, HasSubstr("best: trial"));
@@ -412,12 +416,12 @@ TEST_F(CliTest, ProgressLineIsRedrawnInPlaceOnATerminal) {
   WriteFile(dir_ + "/exp.yaml", Experiment("tty", 4, 2, R"([sh, objective.sh, "${n}"])"));
   // script(1) gives sextant a pseudo-terminal as stdout and copies what it draws to a file.
   std::string typescript = dir_ + "/typescript";
-  auto r = RunProcess({"/usr/bin/script", "-qfec",
-                       kSextant + " run " + dir_ + "/exp.yaml --run-dir " + dir_ + "/run",
-                       typescript});
+  auto r =
+      RunProcess({"/usr/bin/script", "-qfec",
+                  kSextant + " run " + dir_ + "/exp.yaml --run-dir " + dir_ + "/run", typescript});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::string screen = ReadFile(typescript);
-  EXPECT_THAT(screen, HasSubstr("\r\033[K["));                 // redrawn in place
+  EXPECT_THAT(screen, HasSubstr("\r\033[K["));  // redrawn in place
   EXPECT_THAT(screen, HasSubstr("[####################] 4/4 trials"));
   EXPECT_THAT(screen, HasSubstr("best loss="));
   // Without a terminal the same run prints plain lines, with no control characters.
@@ -559,7 +563,8 @@ trial: {command: [sh, mo.sh]}
     bool dominated = false;
     for (const auto& u : trials) {
       if (u["state"] != "COMPLETED" || !u["feasible"].get<bool>() || u["id"] == t["id"]) continue;
-      const double a0 = u["values"][0], a1 = u["values"][1], b0 = t["values"][0], b1 = t["values"][1];
+      const double a0 = u["values"][0], a1 = u["values"][1], b0 = t["values"][0],
+                   b1 = t["values"][1];
       dominated |= a0 <= b0 && a1 <= b1 && (a0 < b0 || a1 < b1);
     }
     if (!dominated) expected.insert(t["id"].get<int>());
@@ -572,7 +577,8 @@ trial: {command: [sh, mo.sh]}
   EXPECT_EQ(j["reference_point"][1], 11.0);
   EXPECT_EQ(j["reference_point_source"], "derived");  // f1's is derived
   auto csv = RunProcess({kSextant, "results", dir_ + "/run", "--format", "csv"});
-  EXPECT_THAT(csv.out, HasSubstr("id,state,value,attempts,fidelity,cost,feasible,value.f1,value.f2"));
+  EXPECT_THAT(csv.out,
+              HasSubstr("id,state,value,attempts,fidelity,cost,feasible,value.f1,value.f2"));
   auto status = RunProcess({kSextant, "status", dir_ + "/run"});
   EXPECT_THAT(status.out, HasSubstr("pareto front: "));
   EXPECT_THAT(status.out, HasSubstr("hypervolume"));
@@ -586,7 +592,8 @@ parameters: {a: {type: float, min: 0, max: 1}}
 search: {sampler: random, max_trials: 3}
 trial: {command: [sh, two.sh]}
 )");
-  ASSERT_EQ(RunProcess({kSextant, "run", dir_ + "/two.yaml", "--run-dir", dir_ + "/run"}).exit_code, 0);
+  ASSERT_EQ(RunProcess({kSextant, "run", dir_ + "/two.yaml", "--run-dir", dir_ + "/run"}).exit_code,
+            0);
   nlohmann::json j = Results(dir_ + "/run");
   EXPECT_EQ(j["hypervolume"], 0.0);
   EXPECT_THAT(j["hypervolume_note"].get<std::string>(),

@@ -37,7 +37,8 @@ TEST(CatalogTest, DefaultCatalogPricesSpotAndReservedOffOnDemand) {
     }
   }
   EXPECT_EQ(c.FindInstance("gpu.8x")->gpus, 8);
-  EXPECT_NEAR(c.Find("us-east-1", "gpu.1x", Market::kOnDemand)->billing.price_per_second * 3600, 2.40, 1e-9);
+  EXPECT_NEAR(c.Find("us-east-1", "gpu.1x", Market::kOnDemand)->billing.price_per_second * 3600,
+              2.40, 1e-9);
 }
 
 TEST(CatalogTest, ParseReportsBadPricesUnknownNamesAndKeysWithPositions) {
@@ -53,13 +54,14 @@ offers:
 )",
                              &errors);
   std::vector<std::string> text;
-  for (const CatalogError& e : errors) text.push_back(absl::StrCat(e.line, ":", e.col, ": ", e.message));
-  EXPECT_THAT(text, ::testing::ElementsAre(
-                        "5:65: offers[0].price_per_hour: must be > 0, got 0",
-                        "6:28: offers[1].instance: unknown instance type 'big'",
-                        "6:70: offers[1].price_per_second: must be > 0, got -1",
-                        "7:14: offers[2].region: unknown region 'r2'",
-                        ::testing::StartsWith("8:72: offers[3].colour: unknown key")));
+  for (const CatalogError& e : errors)
+    text.push_back(absl::StrCat(e.line, ":", e.col, ": ", e.message));
+  EXPECT_THAT(text,
+              ::testing::ElementsAre("5:65: offers[0].price_per_hour: must be > 0, got 0",
+                                     "6:28: offers[1].instance: unknown instance type 'big'",
+                                     "6:70: offers[1].price_per_second: must be > 0, got -1",
+                                     "7:14: offers[2].region: unknown region 'r2'",
+                                     ::testing::StartsWith("8:72: offers[3].colour: unknown key")));
   EXPECT_THAT(c.offers(), IsEmpty());
 }
 
@@ -89,10 +91,10 @@ TEST(LedgerTest, ChargesMinimumIncrementsAndIdleTimeExactly) {
   clock.Advance(absl::Seconds(15));  // t = 125: a idle since 110
   ASSERT_TRUE(ledger.Terminate(a).ok());
   ASSERT_TRUE(ledger.Terminate(b).ok());  // b ends its trial at termination
-  clock.Advance(absl::Seconds(1000));  // nothing more accrues
+  clock.Advance(absl::Seconds(1000));     // nothing more accrues
   CostBreakdown cost = ledger.Breakdown();
-  EXPECT_DOUBLE_EQ(cost.by_pool["a"], 0.01 * 125);       // idle time included
-  EXPECT_DOUBLE_EQ(cost.by_pool["b"], 0.02 * 180);       // 125 s rounds up to 3 minutes
+  EXPECT_DOUBLE_EQ(cost.by_pool["a"], 0.01 * 125);  // idle time included
+  EXPECT_DOUBLE_EQ(cost.by_pool["b"], 0.02 * 180);  // 125 s rounds up to 3 minutes
   EXPECT_DOUBLE_EQ(cost.by_region["r2"], 0.02 * 180);
   EXPECT_DOUBLE_EQ(cost.total, 0.01 * 125 + 0.02 * 180);
   EXPECT_DOUBLE_EQ(cost.by_trial[7], 0.01 * 100);
@@ -114,7 +116,7 @@ TEST(LedgerTest, ReservedCapacityIsChargedWholeWhetherUsedOrNot) {
   clock.Advance(absl::Seconds(200));
   ASSERT_TRUE(ledger.Terminate(i).ok());
   CostBreakdown cost = ledger.Breakdown();
-  EXPECT_DOUBLE_EQ(cost.total, 0.005 * 3600 * 4);  // nothing on top of the reservation
+  EXPECT_DOUBLE_EQ(cost.total, 0.005 * 3600 * 4);   // nothing on top of the reservation
   EXPECT_DOUBLE_EQ(cost.by_trial[1], 0.005 * 200);  // attributed at the reservation's rate
 }
 
@@ -196,7 +198,8 @@ TEST(PlacementPolicyTest, OnDemandNeverUsesSpotAndRejectsWhatDoesNotFit) {
 
 TEST(PlacementPolicyTest, PrepaidReservedCapacityBeatsOnDemand) {
   std::vector<PoolCandidate> pools = ThreePools();
-  pools.push_back({"res", "eu-west-1", Market::kReserved, 1.716 / 3600, pools[0].instance, 2, true});
+  pools.push_back(
+      {"res", "eu-west-1", Market::kReserved, 1.716 / 3600, pools[0].instance, 2, true});
   PlacementRequest top;
   top.top_rung = true;
   PlacementPolicy policy({PlacementOptions::Mode::kMixed, 600});
@@ -212,8 +215,8 @@ TEST(AutoscalerTest, GrowsToQueueLengthWithinOneTickUpToMax) {
   Autoscaler scaler(AutoscalerOptions{300, 5});
   std::vector<ScalingPool> pools = {{0, 32, 1, 0, 40, false}, {2, 4, 0, 0, 0, false}};
   ScalingPlan plan = scaler.Plan(absl::UnixEpoch(), pools, {});
-  EXPECT_EQ(plan.launch[0], 31);  // 40 waiting, capped at 32 live
-  EXPECT_EQ(plan.launch[1], 2);   // min_instances
+  EXPECT_EQ(plan.launch[0], 31);        // 40 waiting, capped at 32 live
+  EXPECT_EQ(plan.launch[1], 2);         // min_instances
   pools[0] = {0, 32, 10, 6, 8, false};  // 8 waiting, 6 already booting
   EXPECT_EQ(scaler.Plan(absl::UnixEpoch(), pools, {}).launch[0], 2);
 }

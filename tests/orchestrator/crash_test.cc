@@ -70,14 +70,16 @@ TEST(CrashTest, TwentySigkillsOfTheOrchestratorLoseNothingAndCompleteEachTrialOn
   WriteFile(dir + "/objective.sh", absl::StrCat(R"SH(#!/bin/sh
 echo "step=1 loss=$((SEXTANT_TRIAL_ID + 1000))"
 sleep 0.4
-echo "$SEXTANT_TRIAL_ID $SEXTANT_ATTEMPT" >> ")SH", log, R"SH("
+echo "$SEXTANT_TRIAL_ID $SEXTANT_ATTEMPT" >> ")SH",
+                                                log, R"SH("
 echo "step=2 loss=$SEXTANT_TRIAL_ID"
 )SH"));
   WriteFile(dir + "/exp.yaml", absl::StrCat(R"(name: crash
 objective: {metric: loss, goal: minimize}
 parameters:
   x: {type: float, min: -1, max: 1}
-search: {sampler: random, seed: 3, max_trials: )", kTrials, R"(, max_concurrent: 3}
+search: {sampler: random, seed: 3, max_trials: )",
+                                            kTrials, R"(, max_concurrent: 3}
 trial:
   command: [sh, objective.sh]
 )"));
@@ -89,9 +91,10 @@ trial:
   bool finished = false;
   for (int kill = 0; kill < kKills && !finished; ++kill) {
     std::vector<std::string> argv =
-        kill == 0 ? std::vector<std::string>{kSextant, "run", dir + "/exp.yaml", "--run-dir",
-                                             run_dir, "--workers", "3"}
-                  : std::vector<std::string>{kSextant, "resume", run_dir, "--workers", "3"};
+        kill == 0
+            ? std::vector<std::string>{kSextant,    "run", dir + "/exp.yaml", "--run-dir", run_dir,
+                                       "--workers", "3"}
+            : std::vector<std::string>{kSextant, "resume", run_dir, "--workers", "3"};
     BackgroundProcess run(argv);
     ASSERT_TRUE(run.WaitForOutput("listening on", 30)) << run.out() << run.err();
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
@@ -137,9 +140,9 @@ trial:
   for (size_t k = 0; k < snapshots.size(); ++k) {
     for (const auto& [key, metrics] : ByKey(snapshots[k].measurements)) {
       auto it = final_ms.find(key);
-      ASSERT_NE(it, final_ms.end()) << "kill " << k << ": measurement of trial "
-                                    << std::get<0>(key) << " attempt " << std::get<1>(key)
-                                    << " seq " << std::get<2>(key) << " was lost";
+      ASSERT_NE(it, final_ms.end())
+          << "kill " << k << ": measurement of trial " << std::get<0>(key) << " attempt "
+          << std::get<1>(key) << " seq " << std::get<2>(key) << " was lost";
       EXPECT_EQ(it->second, metrics);
     }
     for (const TrialRow& t : snapshots[k].trials) {
@@ -179,8 +182,9 @@ trial:
   RecordProperty("kills", static_cast<int>(snapshots.size()));
   RecordProperty("re_executions", re_executions);
   RecordProperty("in_flight_at_kills", in_flight_total);
-  std::cout << "kills=" << snapshots.size() << " mid_search_kills=" << mid_search_kills << " evaluations=" << total
-            << " re_executions=" << re_executions << " in_flight_at_kills=" << in_flight_total
+  std::cout << "kills=" << snapshots.size() << " mid_search_kills=" << mid_search_kills
+            << " evaluations=" << total << " re_executions=" << re_executions
+            << " in_flight_at_kills=" << in_flight_total
             << " completed_at_last_kill=" << completed_at_last_kill << "\n";
 }
 

@@ -342,8 +342,8 @@ TEST_F(ScheduledDispatcherTest, PausesAtTheRungAndPromotesTheBestWithItsTarget) 
 }
 
 TEST_F(ScheduledDispatcherTest, TrialPromotedToTheMaximumCompletes) {
-  OpenScheduled(absl::StrReplaceAll(kAshaYaml, {{"max_trials: 3", "max_trials: 9"},
-                                                {"max_concurrent: 3", "max_concurrent: 9"}}));
+  OpenScheduled(absl::StrReplaceAll(
+      kAshaYaml, {{"max_trials: 3", "max_trials: 9"}, {"max_concurrent: 3", "max_concurrent: 9"}}));
   int64_t w = RegisterWorker();
   // Each trial runs to the target it is given and reports value id / epoch there, so trial 1
   // is the best at every rung. Run the asynchronous schedule to its end.
@@ -393,7 +393,8 @@ TEST_F(ScheduledDispatcherTest, FidelityGoingBackwardsFailsTheTrialNamingTheKey)
   EXPECT_EQ(ReportEpoch(w, a, 2, 1, 0.4), v1::ACTION_STOP);
   ExitOk(w, a);
   EXPECT_EQ(Row(1).state, v1::FAILED);
-  EXPECT_NE(Row(1).error.find("fidelity 'epoch' went backwards"), std::string::npos) << Row(1).error;
+  EXPECT_NE(Row(1).error.find("fidelity 'epoch' went backwards"), std::string::npos)
+      << Row(1).error;
 }
 
 TEST_F(ScheduledDispatcherTest, TrialThatNeverReportsTheFidelityIsFlagged) {

@@ -60,7 +60,8 @@ TEST(CostAccuracyExampleTest, SimulatedTwinShowsSpotFirstCheaperThanOnDemand) {
   std::string yaml = ReadFile(kExample + "/simulate.yaml");
   yaml = absl::StrReplaceAll(yaml, {{"max_trials: 200", "max_trials: 60"}});
   WriteFile(dir + "/spot.yaml", yaml);
-  WriteFile(dir + "/od.yaml", absl::StrReplaceAll(yaml, {{"policy: spot_first", "policy: on_demand"}}));
+  WriteFile(dir + "/od.yaml",
+            absl::StrReplaceAll(yaml, {{"policy: spot_first", "policy: on_demand"}}));
   auto spot = RunProcess({kSextant, "simulate", dir + "/spot.yaml", "--run-dir", dir + "/spot"});
   ASSERT_EQ(spot.exit_code, 0) << spot.out << spot.err;
   auto od = RunProcess({kSextant, "simulate", dir + "/od.yaml", "--run-dir", dir + "/od"});
@@ -85,10 +86,10 @@ TEST(SpotBudgetExampleTest, LiveSpotSearchIsPreemptedFallsBackToOnDemandAndStops
   const std::string example = std::string(SEXTANT_SOURCE_DIR) + "/examples/spot-budget";
   const std::string dir = MakeTempDir("spot-budget");
   // As a user runs it: from the example's folder, with its own catalog and the shared script.
-  auto r = RunProcess({"sh", "-c",
-                       "cd " + example + " && " + kSextant + " run experiment.yaml --run-dir " + dir +
-                           "/run"},
-                      300);
+  auto r = RunProcess(
+      {"sh", "-c",
+       "cd " + example + " && " + kSextant + " run experiment.yaml --run-dir " + dir + "/run"},
+      300);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   nlohmann::json j = Results(dir + "/run");
   EXPECT_EQ(j["state"], "BUDGET_EXHAUSTED");
@@ -112,14 +113,16 @@ TEST(SpotBudgetExampleTest, LiveSpotSearchIsPreemptedFallsBackToOnDemandAndStops
 TEST(SimulateExampleTest, WhatIfOn32GpusForecastsTheCapAndMixedPaysForOnDemand) {
   const std::string example = std::string(SEXTANT_SOURCE_DIR) + "/examples/simulate";
   const std::string dir = MakeTempDir("simulate-example");
-  auto mixed = RunProcess({kSextant, "simulate", example + "/experiment.yaml", "--run-dir", dir + "/mixed"});
+  auto mixed =
+      RunProcess({kSextant, "simulate", example + "/experiment.yaml", "--run-dir", dir + "/mixed"});
   ASSERT_EQ(mixed.exit_code, 0) << mixed.out << mixed.err;
   EXPECT_THAT(mixed.out, HasSubstr("at most 32 instances"));
   EXPECT_THAT(mixed.out, HasSubstr("(virtual)"));
   nlohmann::json a = Results(dir + "/mixed");
   EXPECT_EQ(a["state"], "BUDGET_EXHAUSTED") << "300 trials do not fit in $150";
   EXPECT_LE(a["cost"]["total"].get<double>(), 150.0);
-  EXPECT_GT(a["cost"]["by_pool"]["us-on-demand"].get<double>(), a["cost"]["by_pool"]["us-spot"].get<double>())
+  EXPECT_GT(a["cost"]["by_pool"]["us-on-demand"].get<double>(),
+            a["cost"]["by_pool"]["us-spot"].get<double>())
       << "mixed placement runs the top rung on demand, at 3.3 times the spot price";
   // The what-if the comment suggests: spot first buys more of the search for the same cap.
   WriteFile(dir + "/spot.yaml", absl::StrReplaceAll(ReadFile(example + "/experiment.yaml"),

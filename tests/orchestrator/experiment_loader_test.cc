@@ -678,14 +678,14 @@ resources:
 }
 
 TEST(ExperimentLoaderTest, BuiltinTrainerModelDatasetAndArgsAreChecked) {
-  EXPECT_THAT(Errors(R"(
+  EXPECT_THAT(
+      Errors(R"(
 name: t
 objective: {metric: loss}
 trial: {builtin: {model: resnet, dataset: cifar, args: {lr: "0.1", widht: "3"}}}
 parameters: {lr: {type: float, min: 0.001, max: 0.1}}
 )"),
-              ElementsAre(
-                  "exp.yaml:3:26: trial.builtin.model: 'resnet' is not one of: cnn, mlp",
+      ElementsAre("exp.yaml:3:26: trial.builtin.model: 'resnet' is not one of: cnn, mlp",
                   "exp.yaml:3:43: trial.builtin.dataset: 'cifar' is not one of: fashion-mnist, "
                   "synthetic",
                   StartsWith("exp.yaml:3:68: trial.builtin.args.widht: not an option of the "
@@ -821,7 +821,9 @@ objective: {metric: loss}
 trial: {builtin: {model: mlp}}
 federation:
   regions: [{name: east, clients: 4}]
-)").spec.federation().has_dp());
+)")
+                   .spec.federation()
+                   .has_dp());
 }
 
 TEST(ExperimentLoaderTest, FederationDpBadSettingsNameTheField) {
@@ -947,15 +949,15 @@ trial: {command: [run]}
 )";
 
 TEST(ExperimentLoaderCostTest, PoolsMustNameCatalogOffersAndBudgetMustCoverOneIncrement) {
-  EXPECT_THAT(Errors(std::string(kCostHead) + R"(budget: {max_cost: 0.01}
+  EXPECT_THAT(
+      Errors(std::string(kCostHead) + R"(budget: {max_cost: 0.01}
 resources:
   pools:
     - {name: a, region: mars-1, instance: gpu.1x, market: spot}
     - {name: b, region: us-east-1, instance: gpu.3x}
     - {name: c, region: us-east-1, instance: gpu.1x, market: spot, min_instances: 2, max_instances: 1}
 )"),
-              ElementsAre(
-                  "exp.yaml:5:20: budget.max_cost: max_cost 0.01 is less than one billing "
+      ElementsAre("exp.yaml:5:20: budget.max_cost: max_cost 0.01 is less than one billing "
                   "increment of the cheapest pool (0.012)",
                   StartsWith("exp.yaml:8:25: resources.pools[0].region: unknown region 'mars-1' "
                              "(the built-in catalog has us-east-1, eu-west-1, ap-south-1"),
@@ -980,8 +982,9 @@ TEST(ExperimentLoaderCostTest, CatalogFileErrorsNameTheCatalogFile) {
                                           dir + "/exp.yaml");
   std::vector<std::string> errors;
   for (const LoadError& e : r.errors) errors.push_back(e.ToString());
-  EXPECT_THAT(errors, ElementsAre(dir + "/prices.yaml:4:63: offers[0].price_per_hour: must be > 0, got -2",
-                                  StartsWith(dir + "/exp.yaml:6:12: resources.catalog: the catalog")));
+  EXPECT_THAT(errors,
+              ElementsAre(dir + "/prices.yaml:4:63: offers[0].price_per_hour: must be > 0, got -2",
+                          StartsWith(dir + "/exp.yaml:6:12: resources.catalog: the catalog")));
   std::remove((dir + "/prices.yaml").c_str());
   rmdir(dir.c_str());
 }
@@ -1081,7 +1084,6 @@ federation:
 }  // namespace
 }  // namespace sextant
 
-
 namespace sextant {
 namespace {
 
@@ -1124,21 +1126,23 @@ parameters: {x: {type: float, min: 0, max: 1}}
 trial: {command: [run]}
 )"),
               ElementsAre(StartsWith("exp.yaml:3:1: objectives: give either objective")));
-  EXPECT_THAT(Errors(R"(
+  EXPECT_THAT(
+      Errors(R"(
 name: mo
 objectives: [{metric: a}]
 parameters: {x: {type: float, min: 0, max: 1}}
 trial: {command: [run]}
 )"),
-              ElementsAre(HasSubstr("objectives: needs 2 to 4 entries, got 1 (for one, use objective:)")));
+      ElementsAre(HasSubstr("objectives: needs 2 to 4 entries, got 1 (for one, use objective:)")));
   EXPECT_THAT(Errors(R"(
 name: mo
 objectives: [{metric: a}, {metric: b, goal: maximize}, {metric: a}]
 parameters: {x: {type: float, min: 0, max: 1}}
 trial: {command: [run]}
 )"),
-              ElementsAre(AllOf(StartsWith("exp.yaml:2:"),
-                                HasSubstr("objectives[2]: metric 'a' is already an objective (objectives[0])"))));
+              ElementsAre(AllOf(
+                  StartsWith("exp.yaml:2:"),
+                  HasSubstr("objectives[2]: metric 'a' is already an objective (objectives[0])"))));
   EXPECT_THAT(Errors(R"(
 name: mo
 objectives: [{metric: a}, {metric: b, target: 3}]
@@ -1161,14 +1165,15 @@ trial: {command: [run]}
 }
 
 TEST(ExperimentLoaderTest, SearchOptionsThatNeedOneOrSeveralObjectives) {
-  EXPECT_THAT(Errors(R"(
+  EXPECT_THAT(
+      Errors(R"(
 name: so
 objective: {metric: loss}
 parameters: {x: {type: float, min: 0, max: 1}}
 search: {sampler: nsga2}
 trial: {command: [run]}
 )"),
-              ElementsAre(StartsWith("exp.yaml:4:19: search.sampler: nsga2 needs several objectives")));
+      ElementsAre(StartsWith("exp.yaml:4:19: search.sampler: nsga2 needs several objectives")));
   EXPECT_THAT(Errors(R"(
 name: so
 objective: {metric: loss}
@@ -1205,7 +1210,8 @@ trial: {command: [run]}
 resources:
   provider: simulated
   pools: [{name: p, region: us-east-1, instance: gpu.1x, market: spot, max_instances: 2}]
-)").ok());
+)")
+                  .ok());
 }
 
 TEST(ExperimentLoaderTest, TimePerUnitExpressionIsCheckedAgainstTheSpace) {

@@ -25,13 +25,13 @@
 #include "common/checkpoint.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "orchestrator/federated/federated_rounds_table.h"
 #include "orchestrator/core/run_dir.h"
+#include "orchestrator/federated/federated_rounds_table.h"
 #include "tests/orchestrator/test_util.h"
+#include "tests/support/component.h"
 #include "worker/federated/federated_job.h"
 #include "worker/federated/local_trainer.h"
 #include "worker/train/dataset.h"
-#include "tests/support/component.h"
 
 extern char** environ;
 
@@ -167,7 +167,8 @@ trial:
   builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "8"}}
 federation:
   regions: [{name: east, clients: 1}, {name: west, clients: 1}]
-  rounds: )", kRounds, R"(
+  rounds: )",
+                      kRounds, R"(
   local_lr: 0.05
   min_clients: 2
   round_deadline: 120s
@@ -191,14 +192,14 @@ TEST(FederatedCrashTest, TwentySigkillsKeepEveryListedRoundAndEndWithTheLastRoun
   bool finished = false;
   for (int kill = 0; kill < kKills && !finished; ++kill) {
     std::vector<std::string> argv =
-        kill == 0 ? std::vector<std::string>{kSextant, "run", dir + "/exp.yaml", "--run-dir",
-                                             run_dir}
-                  : std::vector<std::string>{kSextant, "resume", run_dir};
+        kill == 0
+            ? std::vector<std::string>{kSextant, "run", dir + "/exp.yaml", "--run-dir", run_dir}
+            : std::vector<std::string>{kSextant, "resume", run_dir};
     const Rows before = kill == 0 ? Rows{} : LoadRows(run_dir);
     Orchestrator run(argv, absl::StrCat(dir, "/out-", kill, ".txt"));
     ASSERT_TRUE(run.ok());
-    ASSERT_TRUE(WaitFor([&] { return run.output().find("federated run") != std::string::npos; },
-                        120))
+    ASSERT_TRUE(
+        WaitFor([&] { return run.output().find("federated run") != std::string::npos; }, 120))
         << run.output();
     // A quarter of the kills land while the participants start; the rest once this life has
     // committed a round, at a random point of the round that follows. A delay ends early when
@@ -232,8 +233,8 @@ TEST(FederatedCrashTest, TwentySigkillsKeepEveryListedRoundAndEndWithTheLastRoun
     }
     ASSERT_EQ(rc, -SIGKILL) << outputs.back();
     EXPECT_TRUE(WaitFor([&] { return !run.GroupAlive(); }, 30))
-        << "participants outlived kill " << kill << (whole_group ? " (group)" : " (alone)")
-        << ":\n" << run.GroupMembers();
+        << "participants outlived kill " << kill << (whole_group ? " (group)" : " (alone)") << ":\n"
+        << run.GroupMembers();
     snapshots.push_back(LoadRows(run_dir));
     EXPECT_EQ(Contiguity(snapshots.back(), regions), "") << "after kill " << kill;
   }
@@ -270,8 +271,8 @@ TEST(FederatedCrashTest, TwentySigkillsKeepEveryListedRoundAndEndWithTheLastRoun
   for (size_t k = 0; k < snapshots.size(); ++k) {
     for (const auto& [key, row] : snapshots[k]) {
       auto it = final_rows.find(key);
-      ASSERT_NE(it, final_rows.end()) << "kill " << k << ": round " << key.first << " region '"
-                                      << key.second << "' was lost";
+      ASSERT_NE(it, final_rows.end())
+          << "kill " << k << ": round " << key.first << " region '" << key.second << "' was lost";
       EXPECT_TRUE(SameRow(it->second, row))
           << "kill " << k << ": round " << key.first << " region '" << key.second
           << "' changed: accuracy " << row.accuracy << " -> " << it->second.accuracy << ", time "

@@ -86,8 +86,8 @@ std::vector<std::vector<std::string>> Query(const std::string& db_path, const st
 // Waits up to `seconds` until the global row of `round` is in the rounds table.
 bool WaitForRound(const std::string& db, int round, double seconds) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  const std::string sql = "SELECT round FROM rounds WHERE region = '' AND round >= " +
-                          std::to_string(round);
+  const std::string sql =
+      "SELECT round FROM rounds WHERE region = '' AND round >= " + std::to_string(round);
   while (std::chrono::steady_clock::now() < until) {
     if (!Query(db, sql).empty()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -102,11 +102,15 @@ objective: {metric: val_accuracy, goal: maximize}
 trial:
   builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "32"}}
 federation:
-  regions: )" + regions + R"(
-  rounds: )" + std::to_string(rounds) + R"(
+  regions: )" +
+         regions + R"(
+  rounds: )" +
+         std::to_string(rounds) + R"(
   local_lr: 0.05
-  min_clients: )" + std::to_string(min_clients) + R"(
-  round_deadline: )" + deadline + R"(
+  min_clients: )" +
+         std::to_string(min_clients) + R"(
+  round_deadline: )" +
+         deadline + R"(
   seed: 5
   examples_per_client: 600
   validation_examples: 1000
@@ -137,14 +141,17 @@ federation:
   secure_aggregation: false
 )";
   const std::string bin = SEXTANT_BIN_DIR;
-  const int rc = std::system((bin + "/sextant run " + yaml + " --run-dir " + dir + "/run > " + dir +
-                              "/out.txt 2>&1").c_str());
+  const int rc = std::system(
+      (bin + "/sextant run " + yaml + " --run-dir " + dir + "/run > " + dir + "/out.txt 2>&1")
+          .c_str());
   ASSERT_EQ(WEXITSTATUS(rc), 0) << Read(dir + "/out.txt");
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((dir + "/run/state.db").c_str(), &db), SQLITE_OK);
   sqlite3_stmt* st = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT round, accuracy, clients FROM rounds WHERE region = '' ORDER BY round",
-                               -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_prepare_v2(
+                db, "SELECT round, accuracy, clients FROM rounds WHERE region = '' ORDER BY round",
+                -1, &st, nullptr),
+            SQLITE_OK);
   int rounds = 0;
   double last = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
@@ -161,9 +168,11 @@ federation:
   // Raw data never leaves a client: it sends one model-sized update per round, plus headers.
   for (const char* region : {"east", "west"}) {
     for (int i = 0; i < 3; ++i) {
-      const std::string log = Read(dir + "/run/logs/client-" + region + "-" + std::to_string(i) + ".log");
+      const std::string log =
+          Read(dir + "/run/logs/client-" + region + "-" + std::to_string(i) + ".log");
       std::smatch m;
-      ASSERT_TRUE(std::regex_search(log, m, std::regex("client_done rounds=(\\d+) bytes_sent=(\\d+) model_bytes=(\\d+)")))
+      ASSERT_TRUE(std::regex_search(
+          log, m, std::regex("client_done rounds=(\\d+) bytes_sent=(\\d+) model_bytes=(\\d+)")))
           << log;
       const double sent = std::stod(m[2]), model = std::stod(m[3]), n = std::stod(m[1]);
       EXPECT_EQ(n, 3);
@@ -190,14 +199,14 @@ TEST(FederatedRunTest, KilledClientDoesNotBlockRoundsThatCloseWithMinClients) {
   pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
                     dir + "/out.txt");
   ASSERT_TRUE(WaitForRound(db, 1, 120)) << Read(dir + "/out.txt");
-  auto launched = Query(db, "SELECT message FROM events WHERE kind = 'federation_launch' AND "
-                            "message LIKE 'client east/1 pid=%'");
+  auto launched = Query(db,
+                        "SELECT message FROM events WHERE kind = 'federation_launch' AND "
+                        "message LIKE 'client east/1 pid=%'");
   ASSERT_EQ(launched.size(), 1u);
   const pid_t victim = std::stoi(launched[0][0].substr(launched[0][0].find("pid=") + 4));
   ASSERT_EQ(kill(victim, SIGKILL), 0);
   const auto killed_at = std::chrono::steady_clock::now();
-  const size_t committed_at_kill =
-      Query(db, "SELECT round FROM rounds WHERE region = ''").size();
+  const size_t committed_at_kill = Query(db, "SELECT round FROM rounds WHERE region = ''").size();
   ASSERT_LE(committed_at_kill, 4u) << "the kill landed too late to leave rounds after it";
   ASSERT_EQ(WaitExit(run, 180), 0) << Read(dir + "/out.txt");
   const double after_kill =
@@ -249,9 +258,9 @@ TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedR
   const int listed = std::stoi(before[0][0]);
   ASSERT_LT(listed, 5) << "the run finished before it was killed";
   auto id_before = Query(db, "SELECT value FROM meta WHERE key = 'federation_id'");
-  const double accuracy_before = std::stod(
-      Query(db, "SELECT accuracy FROM rounds WHERE region = '' AND round = " +
-                    std::to_string(listed))[0][0]);
+  const double accuracy_before =
+      std::stod(Query(db, "SELECT accuracy FROM rounds WHERE region = '' AND round = " +
+                              std::to_string(listed))[0][0]);
 
   pid_t resumed = Spawn({bin + "/sextant", "resume", dir + "/run"}, dir + "/out2.txt");
   ASSERT_EQ(WaitExit(resumed, 240), 0) << Read(dir + "/out2.txt");
@@ -267,7 +276,8 @@ TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedR
     EXPECT_EQ(out.find("round=" + std::to_string(r) + " "), std::string::npos) << out;
   }
   EXPECT_NE(out.find("round=" + std::to_string(resumed_after + 1) + " "), std::string::npos) << out;
-  auto rounds = Query(db, "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
+  auto rounds =
+      Query(db, "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
   ASSERT_EQ(rounds.size(), 5u);
   for (int r = 0; r < 5; ++r) {
     EXPECT_EQ(rounds[r][0], std::to_string(r + 1));
@@ -308,9 +318,9 @@ federation:
   validation_examples: 500
 )";
   const std::string bin = SEXTANT_BIN_DIR;
-  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "certs", "init", dir + "/certs"}, dir + "/certs.txt"),
-                     60),
-            0)
+  ASSERT_EQ(
+      WaitExit(Spawn({bin + "/sextant", "certs", "init", dir + "/certs"}, dir + "/certs.txt"), 60),
+      0)
       << Read(dir + "/certs.txt");
   pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
                      "--tls-dir", dir + "/certs"},
@@ -358,13 +368,16 @@ federation:
   pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
                     dir + "/out.txt");
   ASSERT_EQ(WaitExit(run, 400), 0) << Read(dir + "/out.txt");
-  auto trials = Query(dir + "/run/state.db", "SELECT id, state, params, value FROM trials ORDER BY id");
+  auto trials =
+      Query(dir + "/run/state.db", "SELECT id, state, params, value FROM trials ORDER BY id");
   ASSERT_EQ(trials.size(), 3u) << Read(dir + "/out.txt");
   for (const auto& t : trials) {
     EXPECT_EQ(t[1], "COMPLETED") << t[0];
-    const std::string nested = dir + "/run/artifacts/checkpoints/trial-" + t[0] + "/federation/state.db";
-    auto rounds = Query(nested, "SELECT round, clients, accuracy FROM rounds WHERE region = '' "
-                                "ORDER BY round");
+    const std::string nested =
+        dir + "/run/artifacts/checkpoints/trial-" + t[0] + "/federation/state.db";
+    auto rounds = Query(nested,
+                        "SELECT round, clients, accuracy FROM rounds WHERE region = '' "
+                        "ORDER BY round");
     ASSERT_EQ(rounds.size(), 2u) << nested;
     std::smatch m;
     ASSERT_TRUE(std::regex_search(t[2], m, std::regex("\"clients_per_round\":\\s*(\\d+)"))) << t[2];
@@ -381,18 +394,21 @@ federation:
 TEST(FederatedRunTest, PytorchCommandClientExampleLearns) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
-  SEXTANT_REQUIRE_COMPONENT(std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") == 0,
-                            "python3-torch is not installed (scripts/install-deps --test)");
+  SEXTANT_REQUIRE_COMPONENT(
+      std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") == 0,
+      "python3-torch is not installed (scripts/install-deps --test)");
   const std::string dir = testing::TempDir() + "/fl-torch";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string example =
       std::string(SEXTANT_SOURCE_DIR) + "/examples/federated/pytorch-client/fedavg-pytorch.yaml";
   const std::string bin = SEXTANT_BIN_DIR;
-  pid_t run = Spawn({bin + "/sextant", "run", example, "--run-dir", dir + "/run"}, dir + "/out.txt");
+  pid_t run =
+      Spawn({bin + "/sextant", "run", example, "--run-dir", dir + "/run"}, dir + "/out.txt");
   ASSERT_EQ(WaitExit(run, 600), 0) << Read(dir + "/out.txt");
-  auto rounds = Query(dir + "/run/state.db",
-                      "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
+  auto rounds =
+      Query(dir + "/run/state.db",
+            "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
   ASSERT_EQ(rounds.size(), 3u) << Read(dir + "/out.txt");
   for (const auto& r : rounds) EXPECT_EQ(r[1], "3");
   // Three clients of 1,000 examples, three rounds of one local epoch of SGD in PyTorch.
@@ -404,7 +420,6 @@ TEST(FederatedRunTest, PytorchCommandClientExampleLearns) {
 }
 
 }  // namespace
-
 
 namespace secure {
 
@@ -426,7 +441,8 @@ federation:
   seed: 5
   examples_per_client: 600
   validation_examples: 2000
-  secure_aggregation: )" + (secure ? "true" : "false") + "\n" +
+  secure_aggregation: )" +
+         (secure ? "true" : "false") + "\n" +
          (hide_region_sums ? "  hide_region_sums: true\n" : "");
 }
 
@@ -450,14 +466,16 @@ KilledRun RunKillingEast1(const std::string& dir, const std::string& yaml) {
     r.out = Read(dir + "/out.txt");
     return r;
   }
-  auto launched = Query(db, "SELECT message FROM events WHERE kind = 'federation_launch' AND "
-                            "message LIKE 'client east/1 pid=%'");
+  auto launched = Query(db,
+                        "SELECT message FROM events WHERE kind = 'federation_launch' AND "
+                        "message LIKE 'client east/1 pid=%'");
   if (launched.size() == 1) {
     kill(std::stoi(launched[0][0].substr(launched[0][0].find("pid=") + 4)), SIGKILL);
   }
   const int rc = WaitExit(run, 180);
   r.out = "exit " + std::to_string(rc) + "\n" + Read(dir + "/out.txt");
-  r.rounds = Query(db, "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
+  r.rounds =
+      Query(db, "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
   return r;
 }
 
@@ -472,8 +490,10 @@ TEST(FederatedRunTest, SecureAggregationWithAKilledClientMatchesThePlaintextRun)
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
   const std::string base = testing::TempDir() + "/fl-secure";
-  secure::KilledRun plain = secure::RunKillingEast1(base + "-plain", secure::TenClients("fl-plain", false));
-  secure::KilledRun masked = secure::RunKillingEast1(base + "-masked", secure::TenClients("fl-masked", true));
+  secure::KilledRun plain =
+      secure::RunKillingEast1(base + "-plain", secure::TenClients("fl-plain", false));
+  secure::KilledRun masked =
+      secure::RunKillingEast1(base + "-masked", secure::TenClients("fl-masked", true));
   ASSERT_EQ(plain.rounds.size(), 4u) << plain.out;
   ASSERT_EQ(masked.rounds.size(), 4u) << masked.out;
   // After the kill east has 4 live clients: rounds 3 and 4 aggregate 9 clients in both runs.
@@ -550,7 +570,7 @@ federation:
   examples_per_client: 600
   validation_examples: 1000
   dp: {noise_multiplier: 2.0, clip_norm: 1.0, delta: 1.0e-5, target_epsilon: )"
-                               << target << R"(, noise: distributed}
+                                   << target << R"(, noise: distributed}
 )";
   const std::string bin = SEXTANT_BIN_DIR;
   pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
@@ -567,12 +587,14 @@ federation:
   auto state = Query(dir + "/run/state.db", "SELECT value FROM meta WHERE key = 'state'");
   ASSERT_EQ(state.size(), 1u);
   EXPECT_EQ(state[0][0], "EPSILON_EXHAUSTED");
-  const int rc = std::system((bin + "/sextant results " + dir + "/run --format json > " + dir +
-                              "/results.json 2>&1").c_str());
+  const int rc = std::system(
+      (bin + "/sextant results " + dir + "/run --format json > " + dir + "/results.json 2>&1")
+          .c_str());
   ASSERT_EQ(WEXITSTATUS(rc), 0);
   const std::string json = Read(dir + "/results.json");
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(json, m, std::regex("\"privacy\":\\s*\\{[^}]*\"epsilon\":\\s*([0-9.eE+-]+)")))
+  ASSERT_TRUE(std::regex_search(
+      json, m, std::regex("\"privacy\":\\s*\\{[^}]*\"epsilon\":\\s*([0-9.eE+-]+)")))
       << json;
   EXPECT_NEAR(std::stod(m[1]), accountant.EpsilonAfter(3), 1e-9);
   EXPECT_NE(json.find("\"state\": \"EPSILON_EXHAUSTED\""), std::string::npos) << json;

@@ -14,9 +14,9 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "sextant/v1/federation_service.grpc.pb.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
+#include "sextant/v1/federation_service.grpc.pb.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
 
@@ -166,7 +166,8 @@ TEST_F(FederatedSecurityTest, AggregatorLetsEachClientSpeakOnlyAsItself) {
   // Alice pushing an update as Bob, and an oversized id: refused before anything is staged.
   grpc::Status push = Push(Tls(target, certs_, "alice", ""), "east/bob", 100, 1);
   EXPECT_EQ(push.error_code(), grpc::StatusCode::PERMISSION_DENIED) << push.error_message();
-  grpc::Status huge = Push(Tls(target, certs_, "alice", ""), "east/" + std::string(4096, 'a'), 1, 1);
+  grpc::Status huge =
+      Push(Tls(target, certs_, "alice", ""), "east/" + std::string(4096, 'a'), 1, 1);
   EXPECT_EQ(huge.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << huge.error_message();
   EXPECT_LT(huge.error_message().size(), 200u);
   // Bob claiming to stand for five clients.
@@ -184,8 +185,7 @@ TEST_F(FederatedSecurityTest, ForgedRegionalAggregatesAreRefusedAndTheRunComplet
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"east-client", "--role", "client", "--region", "east",
-                                 "--enroll"},
+       {std::vector<std::string>{"east-client", "--role", "client", "--region", "east", "--enroll"},
         std::vector<std::string>{"west-agg", "--role", "aggregator", "--region", "west",
                                  "--enroll"}}) {
     std::vector<std::string> argv = {kSextant, "certs", "issue", certs_};
@@ -224,8 +224,8 @@ federation:
   EXPECT_EQ(client.error_code(), grpc::StatusCode::PERMISSION_DENIED) << client.error_message();
   grpc::Status west = Push(Tls(listen, certs_, "west-agg", ""), "east", 400, 2, experiment, size);
   EXPECT_EQ(west.error_code(), grpc::StatusCode::PERMISSION_DENIED) << west.error_message();
-  grpc::Status worker = Push(Tls(listen, certs_, "worker", Token(certs_, "worker")), "east", 400,
-                             2, experiment, size);
+  grpc::Status worker = Push(Tls(listen, certs_, "worker", Token(certs_, "worker")), "east", 400, 2,
+                             experiment, size);
   EXPECT_EQ(worker.error_code(), grpc::StatusCode::PERMISSION_DENIED) << worker.error_message();
   grpc::Status inflated =
       Push(Tls(listen, certs_, "west-agg", ""), "west", 400, 50, experiment, size);

@@ -36,8 +36,8 @@ federation:
 )");
   const std::string bin = SEXTANT_BIN_DIR;
   const double started = std::floor(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
-  testing::CommandOutput run =
-      testing::RunProcess({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 240);
+  testing::CommandOutput run = testing::RunProcess(
+      {bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 240);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   // A 2 s deadline is shorter than the clients take to start on a loaded machine; the deadline
   // starts only once they are up, so each round still has all four.

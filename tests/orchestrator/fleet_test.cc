@@ -60,7 +60,8 @@ parameters: {x: {type: float, min: 0, max: 1}}
 search: {sampler: random, max_trials: 10, max_concurrent: 4}
 trial: {command: [echo]}
 )",
-                                            budget, "resources:\n  idle_timeout: 30s\n  pools:\n", pools));
+                                            budget, "resources:\n  idle_timeout: 30s\n  pools:\n",
+                                            pools));
 }
 
 // Registers a worker for every launched instance not yet registered.
@@ -68,7 +69,9 @@ void RegisterAll(const FakeProvider& p, FleetView& view) {
   for (const auto& [h, r] : p.live) {
     bool known = false;
     for (const auto& [id, w] : view.workers) known = known || w.launch_token == r.launch_token;
-    if (!known) view.workers[static_cast<int64_t>(view.workers.size()) + 1] = {r.region, r.pool, r.launch_token};
+    if (!known)
+      view.workers[static_cast<int64_t>(view.workers.size()) + 1] = {r.region, r.pool,
+                                                                     r.launch_token};
   }
 }
 
@@ -83,9 +86,9 @@ FleetOptions Options() {
 TEST(FleetTest, GrowsToTheQueueWithinOneTickUpToMaxAndShrinksIdleInstancesAtTheirPaidEnd) {
   FakeClock clock;
   FakeProvider provider;
-  auto fleet = Fleet::Create(
-      Spec("    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 3}\n"),
-      Catalog::Default(), &provider, &clock, Options());
+  auto fleet = Fleet::Create(Spec("    - {name: od, region: us-east-1, instance: gpu.1x, market: "
+                                  "on_demand, max_instances: 3}\n"),
+                             Catalog::Default(), &provider, &clock, Options());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   FleetView view;
   view.demand = 5;
@@ -122,10 +125,11 @@ TEST(FleetTest, GrowsToTheQueueWithinOneTickUpToMaxAndShrinksIdleInstancesAtThei
 TEST(FleetTest, LedgerChargesIdleTimeUntilTerminationAndReservedCapacityWhole) {
   FakeClock clock;
   FakeProvider provider;
-  auto fleet = Fleet::Create(
-      Spec("    - {name: res, region: us-east-1, instance: gpu.1x, market: reserved, max_instances: 2}\n"
-           "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 1}\n"),
-      Catalog::Default(), &provider, &clock, Options());
+  auto fleet = Fleet::Create(Spec("    - {name: res, region: us-east-1, instance: gpu.1x, market: "
+                                  "reserved, max_instances: 2}\n"
+                                  "    - {name: od, region: us-east-1, instance: gpu.1x, market: "
+                                  "on_demand, max_instances: 1}\n"),
+                             Catalog::Default(), &provider, &clock, Options());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   FleetView view;
   view.demand = 1;
@@ -140,7 +144,8 @@ TEST(FleetTest, LedgerChargesIdleTimeUntilTerminationAndReservedCapacityWhole) {
   (*fleet)->Tick(view);
   clock.Advance(absl::Seconds(100));
   (*fleet)->Tick(view);
-  EXPECT_NEAR((*fleet)->committed(), 2 * 1.56, 1e-9);  // running on prepaid capacity costs nothing more
+  EXPECT_NEAR((*fleet)->committed(), 2 * 1.56,
+              1e-9);  // running on prepaid capacity costs nothing more
   EXPECT_NEAR((*fleet)->ledger().Breakdown().by_trial[7], 100 * 1.56 / 3600, 1e-9);
   bool reserved_event = false;
   for (const auto& e : t.events) reserved_event = reserved_event || e.kind == "reservation";
@@ -151,17 +156,19 @@ TEST(FleetTest, BudgetRefusesALaunchThatWouldExceedTheCapAndStopsAtIt) {
   FakeClock clock;
   FakeProvider provider;
   // One minimum bill of gpu.1x on demand is 60 s x 2.4/h = 0.04: the cap pays for two.
-  auto fleet = Fleet::Create(
-      Spec("    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}\n",
-           "budget: {max_cost: 0.09}\n"),
-      Catalog::Default(), &provider, &clock, Options());
+  auto fleet = Fleet::Create(Spec("    - {name: od, region: us-east-1, instance: gpu.1x, market: "
+                                  "on_demand, max_instances: 4}\n",
+                                  "budget: {max_cost: 0.09}\n"),
+                             Catalog::Default(), &provider, &clock, Options());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   FleetView view;
   view.demand = 4;
   FleetTick t = (*fleet)->Tick(view);
   EXPECT_EQ(provider.live.size(), 2u);
   bool refused = false;
-  for (const auto& e : t.events) refused = refused || (e.kind == "budget_refused" && e.message.find("max_cost") != std::string::npos);
+  for (const auto& e : t.events)
+    refused =
+        refused || (e.kind == "budget_refused" && e.message.find("max_cost") != std::string::npos);
   EXPECT_TRUE(refused);
   RegisterAll(provider, view);
   view.running = {{1, 1}, {2, 2}};
@@ -222,10 +229,11 @@ resources:
 TEST(FleetTest, UnderSpotFirstPlacementTheTopRungMayRunOnSpot) {
   FakeClock clock;
   FakeProvider provider;
-  auto fleet = Fleet::Create(
-      Spec("    - {name: spot, region: us-east-1, instance: gpu.1x, market: spot, max_instances: 4}\n"
-           "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}\n"),
-      Catalog::Default(), &provider, &clock, Options());
+  auto fleet = Fleet::Create(Spec("    - {name: spot, region: us-east-1, instance: gpu.1x, market: "
+                                  "spot, max_instances: 4}\n"
+                                  "    - {name: od, region: us-east-1, instance: gpu.1x, market: "
+                                  "on_demand, max_instances: 4}\n"),
+                             Catalog::Default(), &provider, &clock, Options());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   std::string why;
   EXPECT_TRUE((*fleet)->PoolsOffTheTopRung(&why).empty());
@@ -235,10 +243,11 @@ TEST(FleetTest, LaunchFailuresBackOffMoveToAnotherPoolAndGiveUpBounded) {
   FakeClock clock;
   FakeProvider provider;
   provider.refuse_launches = 1000;
-  auto fleet = Fleet::Create(
-      Spec("    - {name: a, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 1}\n"
-           "    - {name: b, region: eu-west-1, instance: gpu.1x, market: on_demand, max_instances: 1}\n"),
-      Catalog::Default(), &provider, &clock, Options());
+  auto fleet = Fleet::Create(Spec("    - {name: a, region: us-east-1, instance: gpu.1x, market: "
+                                  "on_demand, max_instances: 1}\n"
+                                  "    - {name: b, region: eu-west-1, instance: gpu.1x, market: "
+                                  "on_demand, max_instances: 1}\n"),
+                             Catalog::Default(), &provider, &clock, Options());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   FleetView view;
   view.demand = 1;
@@ -268,7 +277,8 @@ offers:
                                    &errors);
   ASSERT_TRUE(errors.empty()) << errors[0].message;
   auto fleet = Fleet::Create(
-      Spec("    - {name: s, region: us-east-1, instance: gpu.1x, market: spot, max_instances: 1}\n"),
+      Spec(
+          "    - {name: s, region: us-east-1, instance: gpu.1x, market: spot, max_instances: 1}\n"),
       catalog, &provider, &clock, Options());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   FleetView view;
@@ -295,9 +305,9 @@ offers:
 TEST(FleetTest, StaticWorkersAreAdoptedAndBilledFromRegistration) {
   FakeClock clock;
   StaticProvider provider;
-  auto fleet = Fleet::Create(
-      Spec("    - {name: lab, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}\n"),
-      Catalog::Default(), &provider, &clock, Options());
+  auto fleet = Fleet::Create(Spec("    - {name: lab, region: us-east-1, instance: gpu.1x, market: "
+                                  "on_demand, max_instances: 4}\n"),
+                             Catalog::Default(), &provider, &clock, Options());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   FleetView view;
   view.demand = 2;
@@ -321,10 +331,10 @@ TEST(FleetTest, StaticWorkersAreAdoptedOnlyWithinTheBudget) {
   FakeClock clock;
   StaticProvider provider;
   // One minimum bill of gpu.1x on demand is 60 s x 2.4/h = 0.04: the cap pays for one.
-  auto fleet = Fleet::Create(
-      Spec("    - {name: lab, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}\n",
-           "budget: {max_cost: 0.05}\n"),
-      Catalog::Default(), &provider, &clock, Options());
+  auto fleet = Fleet::Create(Spec("    - {name: lab, region: us-east-1, instance: gpu.1x, market: "
+                                  "on_demand, max_instances: 4}\n",
+                                  "budget: {max_cost: 0.05}\n"),
+                             Catalog::Default(), &provider, &clock, Options());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   FleetView view;
   view.demand = 2;
@@ -338,8 +348,9 @@ TEST(FleetTest, StaticWorkersAreAdoptedOnlyWithinTheBudget) {
   EXPECT_EQ(second.retire, std::vector<int64_t>{2});
   bool refused = false;
   for (const auto& e : second.events) {
-    refused = refused || (e.kind == "budget_refused" &&
-                          e.message.find("worker 2 not adopted into pool lab") != std::string::npos);
+    refused =
+        refused || (e.kind == "budget_refused" &&
+                    e.message.find("worker 2 not adopted into pool lab") != std::string::npos);
   }
   EXPECT_TRUE(refused);
   clock.Advance(absl::Seconds(60));
@@ -354,10 +365,10 @@ TEST(FleetTest, AReservationIsRenewedOnlyWithinTheBudget) {
     FakeClock clock;
     FakeProvider provider;
     // One reservation: 2 instances x 1 h at 1.56/h = 3.12, paid whole.
-    auto fleet = Fleet::Create(
-        Spec("    - {name: res, region: us-east-1, instance: gpu.1x, market: reserved, max_instances: 2}\n",
-             absl::StrCat("budget: {max_cost: ", cap, "}\n")),
-        Catalog::Default(), &provider, &clock, Options());
+    auto fleet = Fleet::Create(Spec("    - {name: res, region: us-east-1, instance: gpu.1x, "
+                                    "market: reserved, max_instances: 2}\n",
+                                    absl::StrCat("budget: {max_cost: ", cap, "}\n")),
+                               Catalog::Default(), &provider, &clock, Options());
     ASSERT_TRUE(fleet.ok()) << fleet.status();
     FleetView view;
     view.demand = 1;

@@ -17,8 +17,8 @@ namespace sextant {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::MakeTempDir;
+using ::testing::Not;
 using testing::WriteFile;
 
 const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
@@ -28,7 +28,8 @@ int LivePort(testing::BackgroundProcess& run) {
   if (!run.WaitForOutput("/metrics", 60)) return 0;
   std::smatch m;
   const std::string out = run.out();
-  if (!std::regex_search(out, m, std::regex("live report on http://127\\.0\\.0\\.1:(\\d+)/ "))) return 0;
+  if (!std::regex_search(out, m, std::regex("live report on http://127\\.0\\.0\\.1:(\\d+)/ ")))
+    return 0;
   return std::stoi(m[1].str());
 }
 
@@ -47,7 +48,8 @@ double Sample(const std::string& body, const std::string& name) {
 // The count of `state` in the page's table of trials by state, or -1.
 int StateCount(const std::string& dom, const std::string& state) {
   std::smatch m;
-  if (!std::regex_search(dom, m, std::regex(absl::StrCat("data-state=\"", state, "\" data-value=\"(\\d+)\"")))) {
+  if (!std::regex_search(
+          dom, m, std::regex(absl::StrCat("data-state=\"", state, "\" data-value=\"(\\d+)\"")))) {
     return -1;
   }
   return std::stoi(m[1].str());
@@ -83,8 +85,8 @@ search: {sampler: sobol, seed: 1, max_trials: 1000, max_concurrent: 2}
 trial:
   command: [sh, slow.sh]
 )");
-  testing::BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
-                                  "--metrics-port", "0"});
+  testing::BackgroundProcess run(
+      {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run", "--metrics-port", "0"});
   const int port = LivePort(run);
   ASSERT_GT(port, 0) << run.out() << run.err();
   const std::string url = absl::StrCat("http://127.0.0.1:", port, "/");
@@ -97,14 +99,17 @@ trial:
   EXPECT_THAT(first.dom, HasSubstr("id=\"chart-timeline\""));
   const int done_first = StateCount(first.dom, "COMPLETED");
   ASSERT_GE(done_first, 2) << first.dom;
-  const int marks_first = std::stoi(testing::AttributeOf(first.dom, "chart-history-trial", "data-marks"));
+  const int marks_first =
+      std::stoi(testing::AttributeOf(first.dom, "chart-history-trial", "data-marks"));
 
   // Three more trials finish (and the cached page is older than its two seconds).
-  ASSERT_TRUE(testing::WaitFor([&] { return Sample(Scrape(port), completed) >= done_first + 3; }, 60));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return Sample(Scrape(port), completed) >= done_first + 3; }, 60));
   testing::BrowserRender second = testing::DumpDomUrl(url, 1000, 900);
   ExpectRendered(second);
   EXPECT_GE(StateCount(second.dom, "COMPLETED"), done_first + 3);
-  EXPECT_GT(std::stoi(testing::AttributeOf(second.dom, "chart-history-trial", "data-marks")), marks_first);
+  EXPECT_GT(std::stoi(testing::AttributeOf(second.dom, "chart-history-trial", "data-marks")),
+            marks_first);
 
   // The run is far longer than a loaded machine's two page loads (1000 trials of 0.8 s, two at
   // a time): the test ends it with an interrupt, which it meets as a user's Ctrl-C.
@@ -129,16 +134,20 @@ federation:
   examples_per_client: 400
   validation_examples: 200
 )");
-  testing::BackgroundProcess run({kSextant, "run", dir_ + "/fed.yaml", "--run-dir", dir_ + "/run",
-                                  "--metrics-port", "0"});
+  testing::BackgroundProcess run(
+      {kSextant, "run", dir_ + "/fed.yaml", "--run-dir", dir_ + "/run", "--metrics-port", "0"});
   const int port = LivePort(run);
   ASSERT_GT(port, 0) << run.out() << run.err();
   std::string body;
-  ASSERT_TRUE(testing::WaitFor([&] {
-    body = Scrape(port);
-    return Sample(body, "sextant_rounds_done") >= 1;
-  }, 180)) << body << run.out() << run.err();
-  EXPECT_THAT(body, HasSubstr("sextant_run_info{experiment=\"live-fed\",metric=\"val_accuracy\",goal=\"maximize\"} 1\n"));
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        body = Scrape(port);
+        return Sample(body, "sextant_rounds_done") >= 1;
+      },
+      180))
+      << body << run.out() << run.err();
+  EXPECT_THAT(body, HasSubstr("sextant_run_info{experiment=\"live-fed\",metric=\"val_accuracy\","
+                              "goal=\"maximize\"} 1\n"));
   EXPECT_THAT(body, HasSubstr("\nsextant_rounds_max 150\n"));
   EXPECT_THAT(body, HasSubstr("\nsextant_trials{state=\"RUNNING\"} 1\n"));
   EXPECT_THAT(body, HasSubstr("\nsextant_workers 4\n"));  // the client processes
@@ -148,20 +157,24 @@ federation:
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err << body;
 
   // A round takes about 0.1 s here: 150 leave the page time to load while they go.
-  testing::BrowserRender page = testing::DumpDomUrl(absl::StrCat("http://127.0.0.1:", port, "/"), 1000, 900);
+  testing::BrowserRender page =
+      testing::DumpDomUrl(absl::StrCat("http://127.0.0.1:", port, "/"), 1000, 900);
   ExpectRendered(page);
   EXPECT_THAT(page.dom, HasSubstr("id=\"chart-federated-accuracy\""));
 
   // rounds_done follows the rounds to the last (served until the run's process exits).
   double last = Sample(body, "sextant_rounds_done");
   bool monotonic = true;
-  EXPECT_TRUE(testing::WaitFor([&] {
-    const double now = Sample(Scrape(port), "sextant_rounds_done");
-    if (now < 0) return false;
-    monotonic = monotonic && now >= last;
-    last = now;
-    return now == 150;
-  }, 180)) << last << run.out();
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        const double now = Sample(Scrape(port), "sextant_rounds_done");
+        if (now < 0) return false;
+        monotonic = monotonic && now >= last;
+        last = now;
+        return now == 150;
+      },
+      180))
+      << last << run.out();
   EXPECT_TRUE(monotonic);
   EXPECT_EQ(run.Wait(180), 0) << run.out() << run.err();
 }

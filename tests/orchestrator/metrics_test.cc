@@ -11,28 +11,28 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/clock.h"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/core/store.h"
 #include "orchestrator/monitor/metrics_http_server.h"
 #include "orchestrator/monitor/prometheus_metrics.h"
-#include "orchestrator/core/run_dir.h"
 #include "orchestrator/monitor/run_monitor.h"
-#include "orchestrator/core/store.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
 
 namespace sextant {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
-using ::testing::StartsWith;
 using testing::ConnectLoopback;
+using ::testing::HasSubstr;
 using testing::HttpBody;
 using testing::HttpExchange;
 using testing::MakeTempDir;
+using ::testing::Not;
 using testing::RunProcess;
+using ::testing::StartsWith;
 using testing::WriteFile;
 
 const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
@@ -49,7 +49,8 @@ TEST(PrometheusTextTest, EveryTrialStateIsListedAndLabelValuesAreEscaped) {
   s.workers = 4;
   s.busy_workers = 2;
   std::string text = RenderPrometheusText(s);
-  EXPECT_THAT(text, HasSubstr("sextant_run_info{experiment=\"a\\\"b\\\\c\\nd\",metric=\"loss\",goal=\"minimize\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("sextant_run_info{experiment=\"a\\\"b\\\\c\\nd\",metric=\"loss\","
+                              "goal=\"minimize\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("sextant_trials{state=\"COMPLETED\"} 3\n"));
   EXPECT_THAT(text, HasSubstr("sextant_trials{state=\"PREEMPTED\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("sextant_best_value 0.25\n"));
@@ -78,13 +79,13 @@ TEST(MeanGpuUtilisationTest, MeanOverFreshSamplesOfWorkersWithAGpu) {
   const double now = 1000;
   EXPECT_EQ(MeanGpuUtilisation({}, now, 30), std::nullopt);
   EXPECT_EQ(MeanGpuUtilisation({Sample(now, 1, 0, 0)}, now, 30), std::nullopt);  // CPU only
-  EXPECT_DOUBLE_EQ(*MeanGpuUtilisation({Sample(now - 1, 1, 2, 40), Sample(now - 2, 2, 1, 80),
-                                        Sample(now, 3, 0, 0)},
-                                       now, 30),
-                   0.6);
+  EXPECT_DOUBLE_EQ(
+      *MeanGpuUtilisation(
+          {Sample(now - 1, 1, 2, 40), Sample(now - 2, 2, 1, 80), Sample(now, 3, 0, 0)}, now, 30),
+      0.6);
   // A worker silent for longer than the window no longer counts; a reading above 100% is 1.
-  EXPECT_DOUBLE_EQ(*MeanGpuUtilisation({Sample(now - 31, 1, 1, 10), Sample(now, 2, 1, 130)}, now, 30),
-                   1.0);
+  EXPECT_DOUBLE_EQ(
+      *MeanGpuUtilisation({Sample(now - 31, 1, 1, 10), Sample(now, 2, 1, 130)}, now, 30), 1.0);
 }
 
 // The GPU figures that workers send with their heartbeats reach /metrics: the monitor reads the
@@ -168,7 +169,8 @@ TEST(MetricsHttpServerTest, ServesThePageAtTheRootAndItsErrorAs503) {
   r = HttpExchange(port, "GET / HTTP/1.1\r\n\r\n");
   EXPECT_THAT(r, StartsWith("HTTP/1.1 503"));
   EXPECT_THAT(HttpBody(r), HasSubstr("no run yet"));
-  EXPECT_THAT(HttpExchange(port, "POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n"), StartsWith("HTTP/1.1 405"));
+  EXPECT_THAT(HttpExchange(port, "POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n"),
+              StartsWith("HTTP/1.1 405"));
   EXPECT_EQ(calls, 2);  // a refused method never makes the page
 }
 
@@ -233,16 +235,19 @@ int MetricsPort(testing::BackgroundProcess& run) {
 
 // Scrapes /metrics until the text holds `needle` (30 s at most); *body is the last scrape.
 bool ScrapeUntil(int port, const std::string& needle, std::string* body) {
-  return testing::WaitFor([&] {
-    *body = HttpBody(HttpExchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"));
-    return body->find(needle) != std::string::npos;
-  }, 30);
+  return testing::WaitFor(
+      [&] {
+        *body = HttpBody(HttpExchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+        return body->find(needle) != std::string::npos;
+      },
+      30);
 }
 
 // promtool accepts the scraped text.
 void ExpectValidForPromtool(const std::string& dir, const std::string& body) {
   WriteFile(dir + "/scrape.txt", body);
-  auto check = RunProcess({"/bin/sh", "-c", absl::StrCat(Promtool(), " check metrics < ", dir, "/scrape.txt")});
+  auto check = RunProcess(
+      {"/bin/sh", "-c", absl::StrCat(Promtool(), " check metrics < ", dir, "/scrape.txt")});
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err << body;
 }
 
@@ -279,12 +284,13 @@ trial:
   command: [sh, slow.sh]
 budget: {max_cost: 25}
 )");
-  testing::BackgroundProcess run({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
-                                  "--metrics-port", "0"});
+  testing::BackgroundProcess run(
+      {kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run", "--metrics-port", "0"});
   const int port = MetricsPort(run);
   ASSERT_GT(port, 0) << run.out() << run.err();
-  EXPECT_THAT(run.out(), HasSubstr(absl::StrCat("sextant: live report on http://127.0.0.1:", port,
-                                                "/ , metrics on http://127.0.0.1:", port, "/metrics\n")));
+  EXPECT_THAT(run.out(),
+              HasSubstr(absl::StrCat("sextant: live report on http://127.0.0.1:", port,
+                                     "/ , metrics on http://127.0.0.1:", port, "/metrics\n")));
   // Scrape until a trial has completed, while the run is still going.
   std::string body;
   ASSERT_TRUE(ScrapeUntil(port, "sextant_best_value", &body)) << body;
@@ -302,7 +308,8 @@ budget: {max_cost: 25}
 TEST(MetricsEndToEndTest, SeveralObjectivesShowTheFrontAndItsHypervolume) {
   std::string dir = MakeTempDir("metrics-mo");
   WriteFile(dir + "/two.sh",
-            "#!/bin/sh\nsleep 0.3\nawk -v x=\"$SEXTANT_PARAM_X\" 'BEGIN { printf \"f1=%.9f f2=%.9f\\n\", x, 1 - x }'\n");
+            "#!/bin/sh\nsleep 0.3\nawk -v x=\"$SEXTANT_PARAM_X\" 'BEGIN { printf \"f1=%.9f "
+            "f2=%.9f\\n\", x, 1 - x }'\n");
   WriteFile(dir + "/exp.yaml", R"(name: metrics-mo
 objectives: [{metric: f1, reference: 2}, {metric: f2, reference: 2}]
 parameters:
@@ -311,8 +318,8 @@ search: {sampler: sobol, seed: 1, max_trials: 10, max_concurrent: 2}
 trial:
   command: [sh, two.sh]
 )");
-  testing::BackgroundProcess run({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
-                                  "--metrics-port", "0"});
+  testing::BackgroundProcess run(
+      {kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run", "--metrics-port", "0"});
   const int port = MetricsPort(run);
   ASSERT_GT(port, 0) << run.out() << run.err();
   std::string body;
@@ -350,8 +357,8 @@ resources:
   pools:
     - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 2}
 )");
-  testing::BackgroundProcess run({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
-                                  "--metrics-port", "0"});
+  testing::BackgroundProcess run(
+      {kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run", "--metrics-port", "0"});
   const int port = MetricsPort(run);
   ASSERT_GT(port, 0) << run.out() << run.err();
   std::string body;

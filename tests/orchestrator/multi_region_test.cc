@@ -22,8 +22,8 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "orchestrator/federated/federated_rounds_table.h"
 #include "orchestrator/core/run_dir.h"
+#include "orchestrator/federated/federated_rounds_table.h"
 #include "tests/fakes/tcp_proxy.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
@@ -69,12 +69,12 @@ class Regions {
     for (int i = 0; i <= kRegions; ++i) {
       const std::string ns = Namespace(i), host_end = absl::StrCat("sx", tag_, "h", i),
                         inside = absl::StrCat("sx", tag_, "n", i);
-      auto r = Sh(absl::StrCat(
-          "set -e; ip netns add ", ns, "; ip -n ", ns, " link set lo up; ip link add ", host_end,
-          " type veth peer name ", inside, "; ip link set ", inside, " netns ", ns,
-          "; ip addr add ", HostEnd(i), "/30 dev ", host_end, "; ip link set ", host_end,
-          " up; ip -n ", ns, " addr add ", Inside(i), "/30 dev ", inside, "; ip -n ", ns,
-          " link set ", inside, " up"));
+      auto r = Sh(absl::StrCat("set -e; ip netns add ", ns, "; ip -n ", ns,
+                               " link set lo up; ip link add ", host_end, " type veth peer name ",
+                               inside, "; ip link set ", inside, " netns ", ns, "; ip addr add ",
+                               HostEnd(i), "/30 dev ", host_end, "; ip link set ", host_end,
+                               " up; ip -n ", ns, " addr add ", Inside(i), "/30 dev ", inside,
+                               "; ip -n ", ns, " link set ", inside, " up"));
       created_.push_back(ns);
       if (r.exit_code != 0) return absl::StrCat("cannot build namespace ", ns, ": ", r.err);
       // `ip netns exec` mounts /etc/netns/NS/hosts over /etc/hosts: in a region, the
@@ -166,7 +166,8 @@ TEST(LossyRelayTest, AddsLatencyEachWayAndStallsOnLoss) {
     }
     close(fd);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-               .count() / times;
+               .count() /
+           times;
   };
   TcpProxyOptions delayed;
   delayed.latency_ms = 50;
@@ -227,16 +228,19 @@ TEST_F(MultiRegionTest, SearchCompletesWithWorkersInThreeRegionsOverTlsThroughLo
 
   const std::string log = dir_ + "/evaluations.log";
   WriteFile(dir_ + "/objective.sh", absl::StrCat(R"SH(#!/bin/sh
-echo "$SEXTANT_TRIAL_ID $(readlink /proc/self/ns/net)" >> )SH", log, R"SH(
+echo "$SEXTANT_TRIAL_ID $(readlink /proc/self/ns/net)" >> )SH",
+                                                 log, R"SH(
 sleep 0.3
 echo "step=1 loss=$SEXTANT_TRIAL_ID"
 )SH"));
-  std::string catalog = "regions: [r1, r2, r3]\ninstances: {cpu.1x: {gpus: 0, cpus: 1}}\n"
-                        "billing: {increment: 1s, minimum: 1s}\noffers:\n";
+  std::string catalog =
+      "regions: [r1, r2, r3]\ninstances: {cpu.1x: {gpus: 0, cpus: 1}}\n"
+      "billing: {increment: 1s, minimum: 1s}\noffers:\n";
   std::string pools;
   for (int i = 1; i <= kRegions; ++i) {
-    absl::StrAppend(&catalog, "  - {region: r", i, ", instance: cpu.1x, market: on_demand, "
-                              "price_per_hour: 3.6}\n");
+    absl::StrAppend(&catalog, "  - {region: r", i,
+                    ", instance: cpu.1x, market: on_demand, "
+                    "price_per_hour: 3.6}\n");
     absl::StrAppend(&pools, "    - {name: p", i, ", region: r", i,
                     ", instance: cpu.1x, market: on_demand, max_instances: 1}\n");
   }
@@ -247,12 +251,15 @@ parameters:
   x: {type: float, min: -1, max: 1}
 search: {sampler: random, seed: 2, max_trials: 12, max_concurrent: 3}
 trial:
-  command: [sh, )", dir_, R"(/objective.sh]
+  command: [sh, )",
+                                             dir_, R"(/objective.sh]
 resources:
   provider: static
-  catalog: )", dir_, R"(/catalog.yaml
+  catalog: )",
+                                             dir_, R"(/catalog.yaml
   pools:
-)", pools));
+)",
+                                             pools));
   const std::string listen = absl::StrCat(regions_.Inside(0), ":7000");
 
   // Without TLS and authentication the orchestrator will not listen there at all.
@@ -268,10 +275,10 @@ resources:
   ASSERT_TRUE(run.WaitForOutput("start workers with", 60)) << run.out() << run.err();
   std::vector<std::unique_ptr<BackgroundProcess>> workers;
   for (int i = 1; i <= kRegions; ++i) {
-    workers.push_back(std::make_unique<BackgroundProcess>(regions_.In(
-        i, {kWorker, "--connect", absl::StrCat(kOrchestratorName, ":7000"), "--region",
-            absl::StrCat("r", i), "--pool", absl::StrCat("p", i), "--tls-dir", certs,
-            "--tls-name", absl::StrCat("w-r", i)})));
+    workers.push_back(std::make_unique<BackgroundProcess>(
+        regions_.In(i, {kWorker, "--connect", absl::StrCat(kOrchestratorName, ":7000"), "--region",
+                        absl::StrCat("r", i), "--pool", absl::StrCat("p", i), "--tls-dir", certs,
+                        "--tls-name", absl::StrCat("w-r", i)})));
   }
   ASSERT_EQ(run.Wait(240), 0) << run.out() << run.err();
   for (int i = 0; i < kRegions; ++i) {
@@ -325,22 +332,26 @@ TEST_F(MultiRegionTest, FederatedRunCompletesWithAggregatorsAndClientsInThreeReg
     absl::StrAppend(&cases, "  r", i, ") ns=", regions_.Namespace(i), "; up=", kOrchestratorName,
                     ":7001;;\n");
   }
-  WriteFile(bin + "/sextant-worker", absl::StrCat(R"SH(#!/bin/bash
+  WriteFile(bin + "/sextant-worker",
+            absl::StrCat(R"SH(#!/bin/bash
 args=("$@"); role=; region=
 for ((i = 0; i + 1 < ${#args[@]}; i++)); do
   case "${args[i]}" in --role) role=${args[i+1]};; --region) region=${args[i+1]};; esac
 done
 # The global tier's evaluator runs beside the orchestrator.
-if [ "$role" = evaluator ]; then exec )SH", kWorker, R"SH( "${args[@]}"; fi
+if [ "$role" = evaluator ]; then exec )SH",
+                         kWorker, R"SH( "${args[@]}"; fi
 case "$region" in
-)SH", cases, R"SH(  *) echo "no namespace for region $region" >&2; exit 2;;
+)SH",
+                         cases, R"SH(  *) echo "no namespace for region $region" >&2; exit 2;;
 esac
 if [ "$role" = aggregator ]; then
   for ((i = 0; i + 1 < ${#args[@]}; i++)); do
     [ "${args[i]}" = --connect ] && args[i+1]=$up
   done
 fi
-exec ip netns exec "$ns" )SH", kWorker, R"SH( "${args[@]}"
+exec ip netns exec "$ns" )SH",
+                         kWorker, R"SH( "${args[@]}"
 )SH"));
   chmod((bin + "/sextant-worker").c_str(), 0755);
   WriteFile(dir_ + "/fed.yaml", R"(name: regions-fl
@@ -363,9 +374,9 @@ federation:
   auto init = RunProcess({kSextant, "certs", "init", certs, "--san", kOrchestratorName});
   ASSERT_EQ(init.exit_code, 0) << init.err;
   StartRelays(7001, "127.0.0.1", regions_.Path(0));
-  BackgroundProcess run(regions_.In(0, {bin + "/sextant", "run", dir_ + "/fed.yaml",
-                                        "--run-dir", dir_ + "/run", "--listen",
-                                        "127.0.0.1:7001", "--tls-dir", certs}));
+  BackgroundProcess run(
+      regions_.In(0, {bin + "/sextant", "run", dir_ + "/fed.yaml", "--run-dir", dir_ + "/run",
+                      "--listen", "127.0.0.1:7001", "--tls-dir", certs}));
   ASSERT_EQ(run.Wait(400), 0) << run.out() << run.err();
 
   auto table = RoundsTable::Open(RunDir::DbPath(dir_ + "/run"));

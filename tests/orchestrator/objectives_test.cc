@@ -17,15 +17,17 @@ v1::ExperimentSpec Spec(const std::string& objectives, const std::string& constr
   LoadResult r = LoadExperimentFromString(
       "name: o\n" + objectives + constraints +
           "parameters: {x: {type: float, min: 0, max: 1}}\ntrial: {command: [run]}\n"
-          "resources: {provider: simulated, pools: [{name: p, region: us-east-1, instance: gpu.1x}]}\n",
+          "resources: {provider: simulated, pools: [{name: p, region: us-east-1, instance: "
+          "gpu.1x}]}\n",
       "o.yaml");
   EXPECT_TRUE(r.ok()) << r.errors[0].ToString();
   return r.spec;
 }
 
 TEST(ObjectiveSetTest, BuiltInMetricsComeFromTheLedgerAndTheClock) {
-  ObjectiveSet o(Spec("objectives: [{metric: acc, goal: maximize}, {metric: cost}, "
-                      "{metric: trial_seconds}]\n"));
+  ObjectiveSet o(
+      Spec("objectives: [{metric: acc, goal: maximize}, {metric: cost}, "
+           "{metric: trial_seconds}]\n"));
   ASSERT_TRUE(o.multi());
   TrialEvaluation e = o.Evaluate({{"acc", 0.9}}, 1.25, 30);
   ASSERT_TRUE(e.ok()) << e.error;
@@ -41,13 +43,15 @@ TEST(ObjectiveSetTest, MissingOrNonFiniteObjectiveFailsTheTrialNamingTheMetric) 
               HasSubstr("never reported the objective metric 'loss'"));
   EXPECT_THAT(o.Evaluate({{"acc", std::nan("")}, {"loss", 1}}, 0, 0).error,
               HasSubstr("the objective metric 'acc' is nan; it must be a finite number"));
-  EXPECT_THAT(o.Evaluate({{"acc", 1}, {"loss", -std::numeric_limits<double>::infinity()}}, 0, 0).error,
-              HasSubstr("'loss' is -inf"));
+  EXPECT_THAT(
+      o.Evaluate({{"acc", 1}, {"loss", -std::numeric_limits<double>::infinity()}}, 0, 0).error,
+      HasSubstr("'loss' is -inf"));
 }
 
 TEST(ObjectiveSetTest, ConstraintsGiveViolationsAndAMissingMetricIsInfeasible) {
-  ObjectiveSet o(Spec("objective: {metric: loss}\n",
-                      "constraints: [{metric: latency_ms, max: 20}, {metric: mb, min: 1, max: 50}]\n"));
+  ObjectiveSet o(
+      Spec("objective: {metric: loss}\n",
+           "constraints: [{metric: latency_ms, max: 20}, {metric: mb, min: 1, max: 50}]\n"));
   TrialEvaluation ok = o.Evaluate({{"loss", 1}, {"latency_ms", 12}, {"mb", 3}}, 0, 0);
   EXPECT_TRUE(ok.feasible());
   EXPECT_THAT(ok.violations, ElementsAre(-8, -2));
@@ -66,7 +70,8 @@ TEST(ObjectiveSetTest, ConstraintsGiveViolationsAndAMissingMetricIsInfeasible) {
 }
 
 TEST(ObjectiveSetTest, ReferencePointIsGivenOrTheWorstPlusTenPercentOfTheRange) {
-  ObjectiveSet o(Spec("objectives: [{metric: acc, goal: maximize, reference: 0.5}, {metric: loss}]\n"));
+  ObjectiveSet o(
+      Spec("objectives: [{metric: acc, goal: maximize, reference: 0.5}, {metric: loss}]\n"));
   bool derived = false;
   // Minimised points: acc negated.
   std::vector<double> ref = ReferencePoint(o, {{-0.9, 1}, {-0.8, 3}}, &derived);

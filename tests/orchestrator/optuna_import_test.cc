@@ -15,10 +15,10 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/core/experiment_loader.h"
-#include "orchestrator/import/optuna_storage.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/core/warm_start.h"
+#include "orchestrator/import/optuna_storage.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {
@@ -340,9 +340,8 @@ TEST(OptunaImportTest, ContinuesTheSearchByAskAndTell) {
   const std::string tmp = MakeTempDir("optuna-continue");
   const Json truth = MakeStudies(tmp, kTinyStudy)["tiny"];
   const std::string dir = tmp + "/imported";
-  testing::CommandOutput import = RunProcess(
-      {kSextant, "import", "optuna", tmp + "/tiny.db", "--study", "tiny", "-o", dir,
-       "--max-trials", "4"});
+  testing::CommandOutput import = RunProcess({kSextant, "import", "optuna", tmp + "/tiny.db",
+                                              "--study", "tiny", "-o", dir, "--max-trials", "4"});
   ASSERT_EQ(import.exit_code, 0) << import.err;
   testing::CommandOutput ask = RunProcess({kSextant, "ask", dir});
   ASSERT_EQ(ask.exit_code, 0) << ask.err;
@@ -374,9 +373,11 @@ objective: {metric: value, goal: minimize}
 parameters:
   x: {type: float, min: 0, max: 1}
   k: {type: int, min: 1, max: 3}
-search: {sampler: tpe, max_trials: 5, warm_start: {runs: [)", dir, R"(]}}
+search: {sampler: tpe, max_trials: 5, warm_start: {runs: [)",
+                                                            dir, R"(]}}
 trial: {command: [python3, objective.py, "--x=${x}", "--k=${k}"]}
-)"), tmp + "/more.yaml");
+)"),
+                                               tmp + "/more.yaml");
   ASSERT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].ToString());
   auto warm = ReadWarmStart(loaded.spec);
   ASSERT_TRUE(warm.ok()) << warm.status();
@@ -401,8 +402,9 @@ TEST(OptunaImportTest, CommandLineWritesRunsStudyNameByDefault) {
   EXPECT_TRUE(fs::exists(tmp + "/runs/second-one/experiment.yaml"));
   EXPECT_EQ(Results(tmp + "/runs/second-one")["experiment"], "second-one");
   // Once more: the directory is taken now.
-  r = RunProcess({"/bin/sh", "-c",
-                  absl::StrCat("cd ", tmp, " && ", kSextant, " import optuna tiny.db --study 'second one'")});
+  r = RunProcess(
+      {"/bin/sh", "-c",
+       absl::StrCat("cd ", tmp, " && ", kSextant, " import optuna tiny.db --study 'second one'")});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("runs/second-one already exists and is not empty"));
   r = RunProcess({kSextant, "import", "optuna", tmp + "/tiny.db", "--study", "third"});
@@ -422,8 +424,7 @@ TEST(OptunaImportTest, ImportsSeveralObjectivesWithTheirDirections) {
   const Json truth = MakeStudies(tmp, kTwoObjectives)["mo"];
   ASSERT_TRUE(Import(tmp + "/mo.db", "mo", tmp + "/a").ok());
   Json results = Results(tmp + "/a");
-  EXPECT_EQ(results["objectives"],
-            Json::parse(R"([{"metric": "values_0", "goal": "minimize"},
+  EXPECT_EQ(results["objectives"], Json::parse(R"([{"metric": "values_0", "goal": "minimize"},
                             {"metric": "values_1", "goal": "maximize"}])"));
   ASSERT_EQ(results["trials"].size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
@@ -446,7 +447,8 @@ TEST(OptunaImportTest, ImportsSeveralObjectivesWithTheirDirections) {
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(wrong.status().message(), HasSubstr("2 objectives"));
   EXPECT_FALSE(fs::exists(tmp + "/c"));
-  testing::CommandOutput report = RunProcess({kSextant, "report", tmp + "/a", "-o", tmp + "/r.html"});
+  testing::CommandOutput report =
+      RunProcess({kSextant, "report", tmp + "/a", "-o", tmp + "/r.html"});
   EXPECT_EQ(report.exit_code, 0) << report.err;
 }
 
@@ -466,9 +468,11 @@ TEST(OptunaImportTest, KeepsPrunedTrialsIntermediateValuesAndUnfinishedStates) {
     const Json& got = results["trials"][i];
     const std::string state = want["state"];
     SCOPED_TRACE(absl::StrCat("trial ", want["number"].get<int>(), " ", state));
-    const std::map<std::string, std::string> mapped = {
-        {"COMPLETE", "COMPLETED"}, {"PRUNED", "PRUNED"}, {"FAIL", "FAILED"},
-        {"RUNNING", "CANCELLED"}, {"WAITING", "PENDING"}};
+    const std::map<std::string, std::string> mapped = {{"COMPLETE", "COMPLETED"},
+                                                       {"PRUNED", "PRUNED"},
+                                                       {"FAIL", "FAILED"},
+                                                       {"RUNNING", "CANCELLED"},
+                                                       {"WAITING", "PENDING"}};
     EXPECT_EQ(got["state"], mapped.at(state));
     // Each intermediate value is a measurement keyed by its step.
     auto ms = (*store)->LoadMeasurements(got["id"].get<int64_t>());
@@ -476,7 +480,8 @@ TEST(OptunaImportTest, KeepsPrunedTrialsIntermediateValuesAndUnfinishedStates) {
     std::vector<std::pair<int64_t, double>> steps;
     for (const MeasurementRow& m : *ms) {
       const Json j = Json::parse(m.metrics_json);
-      if (j.contains("step")) steps.emplace_back(j["step"].get<int64_t>(), j["value"].get<double>());
+      if (j.contains("step"))
+        steps.emplace_back(j["step"].get<int64_t>(), j["value"].get<double>());
     }
     ASSERT_EQ(steps.size(), want["intermediate"].size());
     for (size_t k = 0; k < steps.size(); ++k) {

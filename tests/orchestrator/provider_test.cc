@@ -20,9 +20,9 @@
 namespace sextant {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::BackgroundProcess;
 using testing::CheckpointingStepsScript;
+using ::testing::HasSubstr;
 using testing::MakeTempDir;
 using testing::ReadFile;
 using testing::RunProcess;
@@ -36,7 +36,6 @@ nlohmann::json Results(const std::string& run_dir) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return nlohmann::json::parse(r.out, nullptr, false);
 }
-
 
 std::string Experiment(const std::string& name, int trials, int concurrent,
                        const std::string& rest) {
@@ -70,9 +69,8 @@ offers:
   pools:
     - {name: spot-r1, region: r1, instance: gpu.1x, market: spot, max_instances: 2}
 )"));
-  auto run = RunProcess({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
-                         "--heartbeat", "0.3s"},
-                        120);
+  auto run = RunProcess(
+      {kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run", "--heartbeat", "0.3s"}, 120);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   nlohmann::json j = Results(dir + "/run");
   ASSERT_EQ(j["trials"].size(), 4u) << j.dump();
@@ -95,7 +93,8 @@ offers:
   ASSERT_TRUE(j["preemptions"]["by_pool"].contains("spot-r1")) << j["preemptions"].dump();
   EXPECT_GE(j["preemptions"]["by_pool"]["spot-r1"].get<int>(), 1) << j["preemptions"].dump();
   auto status = RunProcess({kSextant, "status", dir + "/run"});
-  EXPECT_THAT(status.out, HasSubstr(absl::StrCat("preemptions: ", preemptions, " of trials (by pool: spot-r1 ")));
+  EXPECT_THAT(status.out, HasSubstr(absl::StrCat("preemptions: ", preemptions,
+                                                 " of trials (by pool: spot-r1 ")));
   auto events = RunProcess({kSextant, "events", dir + "/run"});
   EXPECT_THAT(events.out, HasSubstr("\"kind\":\"spot_notice\""));
   EXPECT_THAT(events.out, HasSubstr("\"kind\":\"trial_preempted\""));
@@ -148,8 +147,8 @@ resources:
   EXPECT_THAT(events.out, HasSubstr("\"kind\":\"instance_launched\""));
 }
 
-
-TEST(LocalProviderRunTest, AtTheBudgetRunningTrialsCheckpointAndStopAndResumeWithARaisedBudgetFinishesThem) {
+TEST(LocalProviderRunTest,
+     AtTheBudgetRunningTrialsCheckpointAndStopAndResumeWithARaisedBudgetFinishesThem) {
   const std::string dir = MakeTempDir("budget-resume");
   // The budget runs out when the two instances are about 4 s old (their bills plus the wind-down
   // the guard keeps back); a trial takes at least 6 s, so the first two are always mid-way then.
@@ -183,7 +182,8 @@ resources:
     EXPECT_EQ(t["preemptions"], 0) << t.dump();
     if (t["state"] != "CANCELLED") continue;
     stopped.push_back(t["id"].get<int>());
-    const std::string ck = ReadFile(absl::StrCat(dir, "/run/artifacts/checkpoints/trial-", t["id"].get<int>(), "/step"));
+    const std::string ck = ReadFile(
+        absl::StrCat(dir, "/run/artifacts/checkpoints/trial-", t["id"].get<int>(), "/step"));
     EXPECT_FALSE(ck.empty()) << t.dump();
   }
   ASSERT_FALSE(stopped.empty()) << j.dump();
@@ -233,7 +233,8 @@ TEST(LocalProviderRunTest, AtMaxWallTimeLocalWorkersCheckpointAndStopAndResumeCo
   EXPECT_EQ(j["state"], "COMPLETED");
   for (const auto& t : j["trials"]) EXPECT_EQ(t["metrics"]["step"], 10.0) << t.dump();
   for (int id : stopped) {
-    EXPECT_GT(j["trials"][id - 1]["metrics"]["resumed_from"].get<double>(), 0) << j["trials"][id - 1].dump();
+    EXPECT_GT(j["trials"][id - 1]["metrics"]["resumed_from"].get<double>(), 0)
+        << j["trials"][id - 1].dump();
   }
 }
 
@@ -343,9 +344,8 @@ resources:
     - {name: spot-r1, region: r1, instance: gpu.1x, market: spot, max_instances: 2}
     - {name: od-r1, region: r1, instance: gpu.1x, market: on_demand, max_instances: 1}
 )");
-  auto run = RunProcess({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
-                         "--heartbeat", "0.3s"},
-                        180);
+  auto run = RunProcess(
+      {kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run", "--heartbeat", "0.3s"}, 180);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   nlohmann::json j = Results(dir + "/run");
   int top = 0;
@@ -363,16 +363,18 @@ resources:
   EXPECT_GE(top_leases, top) << events.out;
   // The fleet launched on-demand capacity for the top rung, and said why.
   EXPECT_THAT(events.out, HasSubstr("instance od-r1-"));
-  EXPECT_THAT(events.out, ::testing::ContainsRegex("pool od-r1 \\(on_demand, r1, [^)]*\\): [^\"]*top rung"));
+  EXPECT_THAT(events.out,
+              ::testing::ContainsRegex("pool od-r1 \\(on_demand, r1, [^)]*\\): [^\"]*top rung"));
 }
 
 TEST(SlurmProviderRunTest, SbatchThatKeepsFailingIsRetriedWithBackoffOnEveryPoolThenTheRunFails) {
   const std::string dir = MakeTempDir("sbatch-fails");
   WriteFile(dir + "/steps.sh", CheckpointingStepsScript(10));
   // A real sbatch on PATH that always refuses, and counts its calls.
-  WriteFile(dir + "/bin/sbatch", absl::StrCat("#!/bin/sh\necho x >> ", dir,
-                                              "/sbatch-calls\necho 'sbatch: error: Batch job "
-                                              "submission failed: Invalid partition name specified' >&2\nexit 1\n"));
+  WriteFile(dir + "/bin/sbatch",
+            absl::StrCat("#!/bin/sh\necho x >> ", dir,
+                         "/sbatch-calls\necho 'sbatch: error: Batch job "
+                         "submission failed: Invalid partition name specified' >&2\nexit 1\n"));
   chmod((dir + "/bin/sbatch").c_str(), 0755);
   WriteFile(dir + "/catalog.yaml", R"(regions: [r1, r2]
 instances: {gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}}
@@ -389,7 +391,8 @@ offers:
     - {name: b, region: r2, instance: gpu.1x, market: on_demand, max_instances: 2}
 )"));
   const std::string path = absl::StrCat("PATH=", dir, "/bin:", getenv("PATH"));
-  auto run = RunProcess({"env", path, kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 120);
+  auto run =
+      RunProcess({"env", path, kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 120);
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_THAT(run.err, HasSubstr("every pool failed to launch instances"));
   // Five tries per pool (backoff 1, 2, 4, 8 s between them), then the pool is given up.
@@ -427,8 +430,8 @@ offers:
 )"));
   const std::string path = absl::StrCat("PATH=", dir, "/bin:", getenv("PATH"));
   auto calls = [&] {
-    return std::vector<std::string>(absl::StrSplit(ReadFile(dir + "/sbatch-calls"), '\n',
-                                                   absl::SkipEmpty()));
+    return std::vector<std::string>(
+        absl::StrSplit(ReadFile(dir + "/sbatch-calls"), '\n', absl::SkipEmpty()));
   };
   // Runs `sextant ARGS...` until sbatch has been called once more, then interrupts it; returns
   // that call's partition.

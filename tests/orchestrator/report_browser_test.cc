@@ -17,8 +17,8 @@ namespace sextant {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::MakeTempDir;
+using ::testing::Not;
 using testing::ReadFile;
 using testing::RunProcess;
 
@@ -60,7 +60,8 @@ TEST_F(ReportBrowserTest, RealAshaReportLoadsCleanlyAndEveryChartHasInk) {
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   ExpectNoPageErrors(r);
   ASSERT_EQ(testing::BodyAttribute(r.dom, "data-render-check"), "ok") << r.stderr_text;
-  nlohmann::json boxes = nlohmann::json::parse(testing::BodyAttribute(r.dom, "data-chart-boxes"), nullptr, false);
+  nlohmann::json boxes =
+      nlohmann::json::parse(testing::BodyAttribute(r.dom, "data-chart-boxes"), nullptr, false);
   ASSERT_TRUE(boxes.is_object()) << testing::BodyAttribute(r.dom, "data-chart-boxes");
   int height = std::stoi(testing::BodyAttribute(r.dom, "data-page-height"));
   ASSERT_GT(height, 900);
@@ -73,8 +74,8 @@ TEST_F(ReportBrowserTest, RealAshaReportLoadsCleanlyAndEveryChartHasInk) {
   ASSERT_EQ(image.width, kWidth);
 
   const std::vector<std::string> charts = {"chart-history-trial", "chart-history-time",
-                                           "chart-parallel", "chart-importance",
-                                           "chart-intermediate", "chart-timeline"};
+                                           "chart-parallel",      "chart-importance",
+                                           "chart-intermediate",  "chart-timeline"};
   for (const std::string& id : charts) {
     ASSERT_TRUE(boxes.contains(id)) << id;
     auto b = boxes[id];
@@ -85,7 +86,8 @@ TEST_F(ReportBrowserTest, RealAshaReportLoadsCleanlyAndEveryChartHasInk) {
   // is what a chart that failed to draw would look like.
   EXPECT_LT(testing::GreyVariance(image, kWidth - 15, 0, 10, height), 1);
 
-  if (const char* update = std::getenv("SEXTANT_UPDATE_GALLERY"); update && std::string(update) == "1") {
+  if (const char* update = std::getenv("SEXTANT_UPDATE_GALLERY");
+      update && std::string(update) == "1") {
     const std::string gallery = std::string(SEXTANT_SOURCE_DIR) + "/docs/gallery";
     std::filesystem::create_directories(gallery);
     auto save = [&](const std::string& name, const testing::Image& img) {
@@ -171,7 +173,8 @@ TEST_F(ReportBrowserTest, MultiObjectiveReportsLoadCleanlyAndEveryChartHasInk) {
       ASSERT_FALSE(svg.empty()) << id;
       // Feasible trials are circles and infeasible ones crosses (paths), each with a tooltip.
       EXPECT_EQ(Count(svg, "<path "), static_cast<size_t>(infeasible)) << id;
-      EXPECT_EQ(Count(svg, "<circle ") + Count(svg, "<path "), static_cast<size_t>(completed)) << id;
+      EXPECT_EQ(Count(svg, "<circle ") + Count(svg, "<path "), static_cast<size_t>(completed))
+          << id;
       EXPECT_EQ(Count(svg, "<polyline "), n == 2 ? 1u : 0u) << id;  // the staircase
       EXPECT_EQ(std::stoi(testing::AttributeOf(svg, id, "data-marks")), completed + (n == 2)) << id;
     }
@@ -198,8 +201,8 @@ TEST_F(ReportBrowserTest, RealFederatedReportShowsRoundsPerRegion) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "dataset-fashion-mnist is not installed");
   // The 2-region x 3-client FedAvg example, shortened to 3 rounds.
-  std::string yaml = ReadFile(std::string(SEXTANT_SOURCE_DIR) +
-                              "/examples/federated/fashion-mnist-fedavg.yaml");
+  std::string yaml =
+      ReadFile(std::string(SEXTANT_SOURCE_DIR) + "/examples/federated/fashion-mnist-fedavg.yaml");
   const std::string five = "rounds: 5";
   ASSERT_NE(yaml.find(five), std::string::npos);
   yaml.replace(yaml.find(five), five.size(), "rounds: 3");
@@ -221,8 +224,8 @@ TEST_F(ReportBrowserTest, RealFederatedReportShowsRoundsPerRegion) {
   testing::Image image;
   std::string error;
   ASSERT_TRUE(testing::DecodePng(ReadFile(png), &image, &error)) << error;
-  for (const std::string id : {"chart-federated-accuracy", "chart-federated-loss",
-                               "chart-federated-clients"}) {
+  for (const std::string id :
+       {"chart-federated-accuracy", "chart-federated-loss", "chart-federated-clients"}) {
     ASSERT_TRUE(boxes.contains(id)) << id << " in " << boxes.dump();
     auto b = boxes[id];
     EXPECT_GT(testing::GreyVariance(image, b[0], b[1], b[2], b[3]), 100) << id << " looks blank";

@@ -12,11 +12,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/core/store.h"
 #include "orchestrator/report/param_importance.h"
 #include "orchestrator/report/plot_scale.h"
 #include "orchestrator/report/report.h"
-#include "orchestrator/core/run_dir.h"
-#include "orchestrator/core/store.h"
 #include "orchestrator/report/svg_canvas.h"
 #include "tests/orchestrator/report_test_support.h"
 #include "tests/orchestrator/test_util.h"
@@ -24,10 +24,10 @@
 namespace sextant {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::AttributeOf;
+using ::testing::HasSubstr;
 using testing::MakeTempDir;
+using ::testing::Not;
 using testing::ReadFile;
 using testing::RunProcess;
 using testing::WriteFile;
@@ -52,12 +52,17 @@ TEST(SvgCanvasTest, EscapesMarkupInTextTitlesAndAttributes) {
   EXPECT_THAT(svg, Not(HasSubstr("<script>")));
   EXPECT_THAT(svg, Not(HasSubstr("<b>")));
   EXPECT_THAT(svg, Not(HasSubstr("\" onload=")));
-  EXPECT_THAT(svg, HasSubstr("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"));
+  EXPECT_THAT(svg,
+              HasSubstr("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"));
   EXPECT_THAT(svg, HasSubstr("<title>&lt;b&gt;title&lt;/b&gt;</title>"));
 }
 
 TEST(SvgCanvasTest, ControlCharactersBecomeReplacementCharacters) {
-  EXPECT_EQ(EscapeXml(std::string("a\x01" "b\tc", 5)), "a\xEF\xBF\xBD" "b\tc");
+  EXPECT_EQ(EscapeXml(std::string("a\x01"
+                                  "b\tc",
+                                  5)),
+            "a\xEF\xBF\xBD"
+            "b\tc");
 }
 
 TEST(SvgCanvasTest, CountsDataMarksInTheSvgAttribute) {
@@ -179,7 +184,8 @@ void ExpectSummaryMatchesResults(const std::string& html, const std::string& run
     EXPECT_EQ(value("summary-best-trial"), j["best"]["trial"]);
     EXPECT_EQ(value("summary-best-value").get<double>(), j["best"]["value"].get<double>());
     for (auto& [name, v] : j["best"]["params"].items()) {
-      std::regex row(absl::StrCat("class=\"best-param\" data-name=\"", name, "\" data-value=\"([^\"]*)\""));
+      std::regex row(
+          absl::StrCat("class=\"best-param\" data-name=\"", name, "\" data-value=\"([^\"]*)\""));
       std::smatch m;
       ASSERT_TRUE(std::regex_search(html, m, row)) << name;
       EXPECT_EQ(nlohmann::json::parse(testing::UnescapeHtml(m[1].str())), v) << name;
@@ -263,7 +269,8 @@ TEST_F(ReportTest, MarkupInParameterValuesAndErrorsIsEscapedEverywhere) {
   std::string html = Report(dir_ + "/run");
   // The page's own script is the only one.
   size_t scripts = 0;
-  for (size_t at = html.find("<script"); at != std::string::npos; at = html.find("<script", at + 1)) ++scripts;
+  for (size_t at = html.find("<script"); at != std::string::npos; at = html.find("<script", at + 1))
+    ++scripts;
   EXPECT_EQ(scripts, 1u);
   EXPECT_THAT(html, HasSubstr("&lt;script&gt;alert(1)&lt;/script&gt;"));
   EXPECT_THAT(html, Not(HasSubstr("<oops>")));
@@ -476,9 +483,10 @@ trial: {command: [sh, mo.sh]}
   nlohmann::json j = Results(dir_ + "/run");
   ASSERT_FALSE(j["pareto"].empty());
   ASSERT_GT(CompletedInfeasible(j), 0);
-  for (const char* id : {"section-summary", "section-pareto", "section-hypervolume", "section-history",
-                         "section-parallel", "section-importance", "section-intermediate",
-                         "section-cost", "section-timeline", "section-events"}) {
+  for (const char* id :
+       {"section-summary", "section-pareto", "section-hypervolume", "section-history",
+        "section-parallel", "section-importance", "section-intermediate", "section-cost",
+        "section-timeline", "section-events"}) {
     EXPECT_THAT(html, HasSubstr(absl::StrCat("<h2 id=\"", id, "\">"))) << id;
   }
   EXPECT_THAT(html, Not(HasSubstr("id=\"section-best-cost\"")));
@@ -530,8 +538,10 @@ TEST_F(ReportTest, ThreeAndFourObjectivesGetOnePanelPerPairAndDollarHypervolume)
         EXPECT_EQ(Marks(html, id), ValuedTrials(j)) << id;
         std::string svg = Svg(html, id);
         EXPECT_EQ(Count(svg, "(Pareto front)</title>"), j["pareto"].size()) << id;
-        EXPECT_EQ(Count(svg, "(infeasible)</title>"), static_cast<size_t>(CompletedInfeasible(j))) << id;
-        EXPECT_THAT(svg, HasSubstr(absl::StrCat(">f", a, a == 2 ? " (maximize)<" : " (minimize)<")));
+        EXPECT_EQ(Count(svg, "(infeasible)</title>"), static_cast<size_t>(CompletedInfeasible(j)))
+            << id;
+        EXPECT_THAT(svg,
+                    HasSubstr(absl::StrCat(">f", a, a == 2 ? " (maximize)<" : " (minimize)<")));
       }
     }
     EXPECT_EQ(panels, n == 3 ? 3 : 6);
@@ -569,7 +579,8 @@ TEST_F(ReportTest, InfeasibleTrialsAreCrossesOffTheFrontAndOutOfTheBest) {
   EXPECT_EQ(Marks(html, "chart-history-trial"), 46);  // 45 trials and the best-so-far line
   EXPECT_EQ(Count(history, ", infeasible): "), 15u);
   EXPECT_NE(j["best"]["trial"].get<int>() % 3, 0);
-  EXPECT_THAT(history, HasSubstr(absl::StrFormat("best so far: %.6g", j["best"]["value"].get<double>())));
+  EXPECT_THAT(history,
+              HasSubstr(absl::StrFormat("best so far: %.6g", j["best"]["value"].get<double>())));
   EXPECT_THAT(history, HasSubstr(">infeasible<"));
   // Every completed trial infeasible: no front and no best, and the banner says why.
   o.objectives = 2;
@@ -603,7 +614,9 @@ TEST_F(ReportTest, CostAwareRunGetsBestValueAgainstDollars) {
   for (const auto& t : j["trials"]) spent += t["cost"].get<double>();
   ASSERT_GT(spent, 0);
   EXPECT_THAT(svg, HasSubstr(">dollars spent on trials (USD)<"));
-  EXPECT_THAT(svg, HasSubstr(absl::StrCat("best so far: ", absl::StrFormat("%.6g", j["best"]["value"].get<double>()))));
+  EXPECT_THAT(svg,
+              HasSubstr(absl::StrCat("best so far: ",
+                                     absl::StrFormat("%.6g", j["best"]["value"].get<double>()))));
   EXPECT_THAT(html, HasSubstr("cost-aware"));
   ExpectSummaryMatchesResults(html, dir_ + "/run");
   // Nothing billed: the section stays, with a placeholder that says why.
@@ -623,7 +636,8 @@ TEST_F(ReportTest, MultiObjectiveRunWithNoCompletedTrialGetsPlaceholders) {
   std::string html = Report(dir_ + "/run", &out);
   EXPECT_THAT(out.err, HasSubstr("no trial has completed"));
   EXPECT_THAT(html, HasSubstr("id=\"no-completed\""));
-  for (const char* id : {"chart-pareto", "chart-history-trial", "chart-parallel", "chart-importance"}) {
+  for (const char* id :
+       {"chart-pareto", "chart-history-trial", "chart-parallel", "chart-importance"}) {
     EXPECT_TRUE(IsPlaceholder(html, id)) << id;
   }
   EXPECT_EQ(AttributeOf(html, "summary-front-size", "data-value"), "0");

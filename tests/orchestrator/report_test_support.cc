@@ -18,9 +18,8 @@ namespace sextant::testing {
 namespace {
 
 std::string SpecYaml(const SyntheticRunOptions& o) {
-  std::string odd = o.odd_category.empty()
-                        ? ""
-                        : absl::StrCat("      - \"", o.odd_category, "\"\n");
+  std::string odd =
+      o.odd_category.empty() ? "" : absl::StrCat("      - \"", o.odd_category, "\"\n");
   return absl::StrCat("name: ", o.name, R"(
 objective: {metric: loss, goal: minimize}
 parameters:
@@ -31,13 +30,15 @@ parameters:
     values:
       - sgd
       - adam
-)", odd, R"(  dropout: {type: float, min: 0, max: 0.5}
+)",
+                      odd, R"(  dropout: {type: float, min: 0, max: 0.5}
 search:
   sampler: random
   scheduler: asha
   fidelity: {name: epoch, min: 1, max: 27, reduction_factor: 3}
   seed: 1
-  max_trials: )", o.trials, "\n  max_concurrent: ", o.workers, R"(
+  max_trials: )",
+                      o.trials, "\n  max_concurrent: ", o.workers, R"(
 trial:
   command: [sh, train.sh]
 )");
@@ -79,7 +80,8 @@ void BuildSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
     double dropout = 0.5 * u(rng);
     double l = std::log10(lr) + 2.5;
     double floor = 0.1 + 0.05 * l * l + 0.2 / width + 0.1 * dropout + (opt == 0 ? 0.05 : 0);
-    plans.push_back(Plan{{{"lr", lr}, {"width", width}, {"opt", cats[opt]}, {"dropout", dropout}}, floor});
+    plans.push_back(
+        Plan{{{"lr", lr}, {"width", width}, {"opt", cats[opt]}, {"dropout", dropout}}, floor});
   }
   std::vector<double> sorted;
   for (const Plan& p : plans) sorted.push_back(p.floor);
@@ -87,7 +89,8 @@ void BuildSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
   const int running_from = o.state == "RUNNING" ? o.trials - o.workers : o.trials;
   for (int i = 0; i < o.trials; ++i) {
     const Plan& p = plans[i];
-    double q = static_cast<double>(std::lower_bound(sorted.begin(), sorted.end(), p.floor) - sorted.begin()) /
+    double q = static_cast<double>(std::lower_bound(sorted.begin(), sorted.end(), p.floor) -
+                                   sorted.begin()) /
                o.trials;
     int stop = q < 0.12 ? 27 : q < 0.33 ? 9 : q < 0.6 ? 3 : 1;
     stop = std::min(stop, o.epochs);
@@ -110,17 +113,24 @@ void BuildSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
       int seq = 0;
       for (int e = from + 1; e <= to; ++e) {
         nlohmann::json m = {{"epoch", e}, {"loss", loss(e)}};
-        auto added = store.AddMeasurement(MeasurementRow{t.id, attempt, ++seq, 2.0 * (e - from), m.dump()});
+        auto added =
+            store.AddMeasurement(MeasurementRow{t.id, attempt, ++seq, 2.0 * (e - from), m.dump()});
         ASSERT_TRUE(added.ok());
       }
       double end = start + 2.0 * (to - from) + 0.5;
       free_at[w] = end;
       bool last = to == stop;
       if (running && last) break;  // the attempt is still open
-      std::string outcome = !last ? "PAUSED" : failed ? "FAILED" : stop == 27 ? "COMPLETED" : "PRUNED";
+      std::string outcome = !last        ? "PAUSED"
+                            : failed     ? "FAILED"
+                            : stop == 27 ? "COMPLETED"
+                                         : "PRUNED";
       Check(store.FinishAttempt(t.id, attempt, outcome, failed && last ? 1 : 0, "", end));
       if (!last) {
-        rungs.push_back({{"fidelity", to}, {"value", loss(to)}, {"decision", "promoted"}, {"target", rung * 3}});
+        rungs.push_back({{"fidelity", to},
+                         {"value", loss(to)},
+                         {"decision", "promoted"},
+                         {"target", rung * 3}});
         Check(store.AddEvent(end, "trial_promoted", t.id, absl::StrCat("to epoch ", rung * 3)));
       } else if (!failed && stop < 27) {
         rungs.push_back({{"fidelity", to}, {"value", loss(to)}, {"decision", "pruned"}});
@@ -149,7 +159,9 @@ void BuildSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
     }
     Check(store.PutTrial(t));
   }
-  if (o.state == "COMPLETED") Check(store.AddEvent(*std::max_element(free_at.begin(), free_at.end()), "run_finished", 0, "COMPLETED"));
+  if (o.state == "COMPLETED")
+    Check(store.AddEvent(*std::max_element(free_at.begin(), free_at.end()), "run_finished", 0,
+                         "COMPLETED"));
   Check(store.Commit());
 }
 
@@ -162,7 +174,8 @@ std::string ObjectivesYaml(const ObjectivesRunOptions& o) {
   } else {
     absl::StrAppend(&out, "objectives:\n");
     for (int k = 1; k <= o.objectives; ++k) {
-      absl::StrAppend(&out, "  - {metric: f", k, ", goal: ", k == 2 ? "maximize" : "minimize", "}\n");
+      absl::StrAppend(&out, "  - {metric: f", k, ", goal: ", k == 2 ? "maximize" : "minimize",
+                      "}\n");
     }
   }
   if (o.infeasible_every > 0) absl::StrAppend(&out, "constraints: [{metric: mem, max: 50}]\n");
@@ -269,7 +282,8 @@ void Chunk(std::string* out, const char* type, const std::string& data) {
   PutBe32(out, static_cast<uint32_t>(data.size()));
   std::string body = std::string(type, 4) + data;
   out->append(body);
-  PutBe32(out, static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), body.size())));
+  PutBe32(out, static_cast<uint32_t>(
+                   crc32(0, reinterpret_cast<const Bytef*>(body.data()), body.size())));
 }
 
 int Paeth(int a, int b, int c) {
@@ -304,14 +318,16 @@ bool DecodePng(const std::string& bytes, Image* out, std::string* error) {
     at += 12 + len;
   }
   if (depth != 8 || (colour != 2 && colour != 6) || interlace != 0) {
-    *error = absl::StrCat("unsupported PNG: depth ", depth, " colour ", colour, " interlace ", interlace);
+    *error = absl::StrCat("unsupported PNG: depth ", depth, " colour ", colour, " interlace ",
+                          interlace);
     return false;
   }
   const int bpp = colour == 6 ? 4 : 3;
   const size_t stride = static_cast<size_t>(out->width) * bpp;
   std::vector<uint8_t> raw((stride + 1) * out->height);
   uLongf raw_len = raw.size();
-  if (uncompress(raw.data(), &raw_len, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK ||
+  if (uncompress(raw.data(), &raw_len, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) !=
+          Z_OK ||
       raw_len != raw.size()) {
     *error = "bad zlib stream";
     return false;
@@ -328,11 +344,20 @@ bool DecodePng(const std::string& bytes, Image* out, std::string* error) {
       int c = up && x >= static_cast<size_t>(bpp) ? up[x - bpp] : 0;
       int v = src[x];
       switch (filter) {
-        case 1: v += a; break;
-        case 2: v += b; break;
-        case 3: v += (a + b) / 2; break;
-        case 4: v += Paeth(a, b, c); break;
-        default: break;
+        case 1:
+          v += a;
+          break;
+        case 2:
+          v += b;
+          break;
+        case 3:
+          v += (a + b) / 2;
+          break;
+        case 4:
+          v += Paeth(a, b, c);
+          break;
+        default:
+          break;
       }
       row[x] = static_cast<uint8_t>(v);
     }
@@ -360,7 +385,8 @@ std::string EncodePng(const Image& image) {
   }
   uLongf len = compressBound(raw.size());
   std::string z(len, '\0');
-  compress2(reinterpret_cast<Bytef*>(z.data()), &len, reinterpret_cast<const Bytef*>(raw.data()), raw.size(), 9);
+  compress2(reinterpret_cast<Bytef*>(z.data()), &len, reinterpret_cast<const Bytef*>(raw.data()),
+            raw.size(), 9);
   z.resize(len);
   Chunk(&out, "IDAT", z);
   Chunk(&out, "IEND", "");
@@ -376,7 +402,8 @@ Image Crop(const Image& image, int x, int y, int w, int h) {
   out.rgba.resize(static_cast<size_t>(out.width) * out.height * 4);
   for (int r = 0; r < out.height; ++r) {
     std::memcpy(&out.rgba[static_cast<size_t>(r) * out.width * 4],
-                &image.rgba[(static_cast<size_t>(y + r) * image.width + x) * 4], static_cast<size_t>(out.width) * 4);
+                &image.rgba[(static_cast<size_t>(y + r) * image.width + x) * 4],
+                static_cast<size_t>(out.width) * 4);
   }
   return out;
 }
@@ -407,10 +434,19 @@ std::string ChromiumPath() {
 namespace {
 
 std::vector<std::string> ChromiumArgs(int width, int height) {
-  return {ChromiumPath(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-          "--hide-scrollbars", "--no-first-run", "--disable-extensions", "--mute-audio",
+  return {ChromiumPath(),
+          "--headless",
+          "--no-sandbox",
+          "--disable-gpu",
+          "--disable-dev-shm-usage",
+          "--hide-scrollbars",
+          "--no-first-run",
+          "--disable-extensions",
+          "--mute-audio",
           absl::StrCat("--user-data-dir=", MakeTempDir("chromium-profile")),
-          "--enable-logging=stderr", "--v=0", absl::StrCat("--window-size=", width, ",", height)};
+          "--enable-logging=stderr",
+          "--v=0",
+          absl::StrCat("--window-size=", width, ",", height)};
 }
 
 }  // namespace
@@ -426,7 +462,8 @@ BrowserRender DumpDomUrl(const std::string& url, int width, int height) {
   auto start = std::chrono::steady_clock::now();
   CommandOutput r = RunProcess(argv, 120);
   BrowserRender out;
-  out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.exit_code = r.exit_code;
   out.dom = r.out;
   out.stderr_text = r.err;
@@ -458,12 +495,18 @@ std::string UnescapeHtml(const std::string& s) {
       continue;
     }
     std::string ent = s.substr(i + 1, semi - i - 1);
-    if (ent == "amp") out += '&';
-    else if (ent == "lt") out += '<';
-    else if (ent == "gt") out += '>';
-    else if (ent == "quot") out += '"';
-    else if (ent == "#39") out += '\'';
-    else out += s.substr(i, semi - i + 1);
+    if (ent == "amp")
+      out += '&';
+    else if (ent == "lt")
+      out += '<';
+    else if (ent == "gt")
+      out += '>';
+    else if (ent == "quot")
+      out += '"';
+    else if (ent == "#39")
+      out += '\'';
+    else
+      out += s.substr(i, semi - i + 1);
     i = semi;
   }
   return out;

@@ -12,11 +12,11 @@ namespace sextant::testing {
 
 struct SyntheticRunOptions {
   int trials = 1000;
-  int epochs = 27;            // measurements per completed trial
+  int epochs = 27;  // measurements per completed trial
   int workers = 8;
   std::string state = "COMPLETED";  // the run's stored state
-  bool all_failed = false;    // every trial FAILED (no value)
-  std::string odd_category;   // an extra categorical value, e.g. markup for escaping tests
+  bool all_failed = false;          // every trial FAILED (no value)
+  std::string odd_category;         // an extra categorical value, e.g. markup for escaping tests
   std::string name = "synthetic";
 };
 
@@ -26,7 +26,7 @@ struct SyntheticRunOptions {
 void BuildSyntheticRun(const std::string& dir, const SyntheticRunOptions& options);
 
 struct ObjectivesRunOptions {
-  int objectives = 2;        // 1 (`objective:`) or 2 to 4 (`objectives:`)
+  int objectives = 2;  // 1 (`objective:`) or 2 to 4 (`objectives:`)
   int trials = 40;
   int infeasible_every = 0;  // every k-th trial breaks the constraint mem <= 50 (0: no constraint)
   int failed_every = 0;      // every k-th trial FAILED (0: none)
@@ -58,7 +58,7 @@ std::string ChromiumPath();
 
 struct BrowserRender {
   int exit_code = -1;
-  std::string dom;       // --dump-dom output
+  std::string dom;  // --dump-dom output
   std::string stderr_text;
   double wall_seconds = 0;
 };

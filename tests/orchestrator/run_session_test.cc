@@ -17,8 +17,8 @@ namespace sextant {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::StartsWith;
 using testing::MakeTempDir;
+using ::testing::StartsWith;
 using testing::WriteFile;
 
 constexpr char kSearch[] = R"(name: session
@@ -85,14 +85,16 @@ TEST_F(RunSessionTest, NewRunStoresItsSpecOnceWithAbsolutePathsAndItsStart) {
 }
 
 TEST_F(RunSessionTest, ExperimentThatDoesNotLoadGivesItsLinesAndExitTwo) {
-  auto session = RunSession::Open(NewRun("name: bad\nobjective: {metric: loss, goal: sideways}\n"), env_);
+  auto session =
+      RunSession::Open(NewRun("name: bad\nobjective: {metric: loss, goal: sideways}\n"), env_);
   ASSERT_FALSE(session.ok());
   EXPECT_TRUE(IsLoadError(session.status()));
   std::ostringstream err;
   EXPECT_EQ(ExitCode(session.status(), err), 2);
   // Every error, each FILE:LINE:COL as the loader says it, with no prefix.
   EXPECT_THAT(err.str(), StartsWith(dir_ + "/exp.yaml:1:1: parameters: required key is missing\n"));
-  EXPECT_THAT(err.str(), HasSubstr("\n" + dir_ + "/exp.yaml:2:33: objective.goal: unknown goal 'sideways'"));
+  EXPECT_THAT(err.str(),
+              HasSubstr("\n" + dir_ + "/exp.yaml:2:33: objective.goal: unknown goal 'sideways'"));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/run/state.db"));  // nothing was created
 }
 
@@ -106,7 +108,8 @@ TEST_F(RunSessionTest, LockedDirectoryIsRefusedAndAFinishedOneIsNotStartedAgain)
   auto again = RunSession::Open(NewRun(kSearch), env_);
   ASSERT_FALSE(again.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(again.status()));
-  EXPECT_THAT(std::string(again.status().message()), HasSubstr("already holds a run; continue it with `sextant resume"));
+  EXPECT_THAT(std::string(again.status().message()),
+              HasSubstr("already holds a run; continue it with `sextant resume"));
 }
 
 TEST_F(RunSessionTest, ResumeReadsTheStoredSpecAndKeepsARaisedBudget) {
@@ -131,7 +134,8 @@ TEST_F(RunSessionTest, ResumeOfADirectoryWithoutARunSaysSo) {
   auto session = RunSession::Open(o, env_);
   ASSERT_FALSE(session.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(session.status()));
-  EXPECT_THAT(std::string(session.status().message()), HasSubstr("is not a Sextant run directory (no state.db)"));
+  EXPECT_THAT(std::string(session.status().message()),
+              HasSubstr("is not a Sextant run directory (no state.db)"));
   EXPECT_FALSE(std::filesystem::exists(o.run_dir));
 }
 
@@ -157,7 +161,8 @@ trial:
 federation:
   regions: [{name: east, clients: 2}]
   rounds: 2
-)"), env_);
+)"),
+                                  env_);
   ASSERT_TRUE(session.ok()) << session.status();
   EXPECT_TRUE((*session)->federated());
 }

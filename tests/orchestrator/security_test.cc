@@ -22,10 +22,10 @@
 namespace sextant {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::BackgroundProcess;
+using ::testing::HasSubstr;
 using testing::MakeTempDir;
+using ::testing::Not;
 using testing::ReadFile;
 using testing::RunProcess;
 using testing::WriteFile;
@@ -64,9 +64,9 @@ class SecurityTest : public ::testing::Test {
   std::string StartSecureRun(std::unique_ptr<BackgroundProcess>* run) {
     WriteFile(dir_ + "/slow.sh", "#!/bin/sh\nsleep 30\necho loss=1\n");
     WriteFile(dir_ + "/exp.yaml", Experiment(1, "[sh, slow.sh]"));
-    *run = std::make_unique<BackgroundProcess>(std::vector<std::string>{
-        kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run", "--tls-dir", certs_,
-        "--workers", "1"});
+    *run = std::make_unique<BackgroundProcess>(
+        std::vector<std::string>{kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
+                                 "--tls-dir", certs_, "--workers", "1"});
     EXPECT_TRUE((*run)->WaitForOutput("listening on", 30)) << (*run)->err();
     std::string out = (*run)->out();
     size_t at = out.find("listening on ") + 13;
@@ -184,8 +184,8 @@ TEST_F(SecurityTest, CertsInitWritesCaCertificatesTokensAndRefusesToOverwrite) {
 
 TEST_F(SecurityTest, RunCompletesOverMutualTlsWithTokens) {
   WriteFile(dir_ + "/exp.yaml", Experiment(3, R"([sh, -c, "echo loss=$SEXTANT_TRIAL_ID"])"));
-  auto r = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
-                       "--tls-dir", certs_});
+  auto r = RunProcess(
+      {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run", "--tls-dir", certs_});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("3/3 trials"));
 }
@@ -316,8 +316,8 @@ TEST_F(SecurityTest, AWorkerActsOnlyOnItsOwnLeases) {
 TEST_F(SecurityTest, LoopbackModeRefusesCallersWithoutTheRunsSecret) {
   WriteFile(dir_ + "/slow.sh", "#!/bin/sh\nsleep 30\necho loss=1\n");
   WriteFile(dir_ + "/exp.yaml", Experiment(1, "[sh, slow.sh]"));
-  BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
-                         "--workers", "1"});
+  BackgroundProcess run(
+      {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run", "--workers", "1"});
   ASSERT_TRUE(run.WaitForOutput("listening on", 30)) << run.err();
   std::string out = run.out();
   size_t at = out.find("listening on ") + 13;
@@ -326,8 +326,9 @@ TEST_F(SecurityTest, LoopbackModeRefusesCallersWithoutTheRunsSecret) {
   EXPECT_EQ(std::filesystem::status(secrets).permissions() & std::filesystem::perms::all,
             std::filesystem::perms::owner_all);
   for (const char* f : {"worker.secret", "admin.secret"}) {
-    EXPECT_EQ(std::filesystem::status(secrets + "/" + f).permissions() & std::filesystem::perms::all,
-              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write)
+    EXPECT_EQ(
+        std::filesystem::status(secrets + "/" + f).permissions() & std::filesystem::perms::all,
+        std::filesystem::perms::owner_read | std::filesystem::perms::owner_write)
         << f;
   }
   const std::string worker_secret =
@@ -345,8 +346,9 @@ TEST_F(SecurityTest, LoopbackModeRefusesCallersWithoutTheRunsSecret) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
   EXPECT_EQ(CallRegister(local(std::string(64, 'a'))).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_NE(CallRegister(grpc::CreateChannel(target, grpc::InsecureChannelCredentials())).error_code(),
-            grpc::StatusCode::OK);
+  EXPECT_NE(
+      CallRegister(grpc::CreateChannel(target, grpc::InsecureChannelCredentials())).error_code(),
+      grpc::StatusCode::OK);
   // The worker secret registers but may not call the admin service; the admin secret may.
   EXPECT_TRUE(CallRegister(local(worker_secret)).ok());
   v1::GetStatusResponse status;
@@ -365,8 +367,8 @@ TEST_F(SecurityTest, LoopbackModeRefusesCallersWithoutTheRunsSecret) {
     ::chmod(tmpl, 0755);
     ::chmod(theirs.c_str(), 0755);
     std::vector<std::string> argv = nobody;
-    argv.insert(argv.end(), {theirs, "--connect", target, "--secret-file",
-                             secrets + "/worker.secret"});
+    argv.insert(argv.end(),
+                {theirs, "--connect", target, "--secret-file", secrets + "/worker.secret"});
     auto with_file = RunProcess(argv, 30);
     EXPECT_EQ(with_file.exit_code, 2) << with_file.err;
     EXPECT_THAT(with_file.err, HasSubstr("--secret-file"));
@@ -383,8 +385,8 @@ TEST_F(SecurityTest, LoopbackModeRefusesCallersWithoutTheRunsSecret) {
 
 TEST_F(SecurityTest, NonLoopbackListenNeedsTlsAndAuth) {
   WriteFile(dir_ + "/exp.yaml", Experiment(1, R"([sh, -c, "echo loss=1"])"));
-  auto plain = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
-                           "--listen", "0.0.0.0:0"});
+  auto plain = RunProcess(
+      {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run", "--listen", "0.0.0.0:0"});
   EXPECT_EQ(plain.exit_code, 2);
   EXPECT_THAT(plain.err, HasSubstr("needs TLS and authentication"));
   auto secure = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run2",

@@ -9,13 +9,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "common/clock.h"
-#include "orchestrator/cost/catalog.h"
-#include "orchestrator/simulate/simulator.h"
-#include "orchestrator/simulate/workload_model.h"
 #include "orchestrator/core/dispatcher.h"
 #include "orchestrator/core/experiment_loader.h"
 #include "orchestrator/core/results.h"
@@ -23,6 +20,9 @@
 #include "orchestrator/core/store.h"
 #include "orchestrator/core/strategy_factory.h"
 #include "orchestrator/core/trial_command.h"
+#include "orchestrator/cost/catalog.h"
+#include "orchestrator/simulate/simulator.h"
+#include "orchestrator/simulate/workload_model.h"
 
 namespace sextant {
 namespace {
@@ -45,12 +45,14 @@ search:
   scheduler: asha
   fidelity: {name: epoch, min: 1, max: 9, reduction_factor: 3}
   seed: 5
-  max_trials: )", trials, "\n  max_concurrent: ", concurrent, R"(
+  max_trials: )",
+                      trials, "\n  max_concurrent: ", concurrent, R"(
 trial: {command: [run]}
 resources:
   provider: simulated
   pools:
-)", pools, extra);
+)",
+                      pools, extra);
 }
 
 SimulationResult Simulate(const v1::ExperimentSpec& spec, SimulationSettings settings = {}) {
@@ -87,9 +89,10 @@ absl::StatusOr<nlohmann::json> WriteAndLoadResults(const Simulator& sim, const s
 }
 
 TEST(SimulatorTest, AshaRunCompletesAndWritesARunDirectoryThatResultsReads) {
-  v1::ExperimentSpec spec = Spec(AshaYaml(
-      "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}\n",
-      27, 4));
+  v1::ExperimentSpec spec =
+      Spec(AshaYaml("    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, "
+                    "max_instances: 4}\n",
+                    27, 4));
   auto sim = Simulator::Create(spec, Catalog::Default());
   ASSERT_TRUE(sim.ok()) << sim.status();
   auto r = (*sim)->Run();
@@ -223,15 +226,16 @@ TEST(SimulatorTest, BudgetIsNeverExceededAcrossRandomizedRuns) {
           regions[rng() % 3], types[rng() % 2], markets[rng() % 3], instances(rng));
     }
     const double max_cost = budget(rng);
-    const std::string extra = absl::StrFormat(
-        "budget: {max_cost: %.4f}\nsimulate: {seconds_per_unit: %.0f, seed: %d}\n", max_cost,
-        unit(rng), run + 1);
+    const std::string extra =
+        absl::StrFormat("budget: {max_cost: %.4f}\nsimulate: {seconds_per_unit: %.0f, seed: %d}\n",
+                        max_cost, unit(rng), run + 1);
     std::string yaml = AshaYaml(pools, trials(rng), 1 + static_cast<int>(rng() % 12), extra);
     LoadResult loaded = LoadExperimentFromString(yaml, "sim.yaml");
     if (!loaded.ok()) continue;  // e.g. a budget below one increment: rejected up front
     SimulationSettings s;
     s.spot_rate_per_day = rate(rng);
-    s.placement = std::vector<std::string>{"cheapest", "spot_first", "on_demand", "mixed"}[rng() % 4];
+    s.placement =
+        std::vector<std::string>{"cheapest", "spot_first", "on_demand", "mixed"}[rng() % 4];
     SimulationResult r = Simulate(loaded.spec, s);
     ASSERT_NE(r.state, "FAILED") << yaml << r.message;
     EXPECT_LE(r.cost, max_cost + r.overshoot_allowance + 1e-9) << yaml;
@@ -241,9 +245,10 @@ TEST(SimulatorTest, BudgetIsNeverExceededAcrossRandomizedRuns) {
 }
 
 TEST(SimulatorTest, WallTimeLimitEndsTheRunBeforeTheDeadline) {
-  v1::ExperimentSpec spec = Spec(AshaYaml(
-      "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 2}\n",
-      200, 2, "budget: {max_wall_time: 1h}\n"));
+  v1::ExperimentSpec spec =
+      Spec(AshaYaml("    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, "
+                    "max_instances: 2}\n",
+                    200, 2, "budget: {max_wall_time: 1h}\n"));
   SimulationResult r = Simulate(spec);
   EXPECT_EQ(r.state, "BUDGET_EXHAUSTED");
   EXPECT_LE(r.wall_seconds, 3600);
@@ -275,8 +280,8 @@ Decisions DispatchWithModelWorker(const v1::ExperimentSpec& spec, const std::str
   EXPECT_TRUE(store.ok()) << store.status();
   auto sampler = MakeSampler(spec, {});
   EXPECT_TRUE(sampler.ok()) << sampler.status();
-  auto d = Dispatcher::Create(spec, store->get(), *std::move(sampler), &clock,
-                              DispatcherOptions{}, MakeScheduler(spec));
+  auto d = Dispatcher::Create(spec, store->get(), *std::move(sampler), &clock, DispatcherOptions{},
+                              MakeScheduler(spec));
   EXPECT_TRUE(d.ok()) << d.status();
   Dispatcher& dispatcher = **d;
   const WorkloadModel model(spec);
@@ -334,7 +339,8 @@ TEST(SimulatorTest, SimulateMakesTheSameSchedulerDecisionsAsTheDispatcher) {
   for (const auto& [from, to] : variants) {
     SCOPED_TRACE(to);
     std::string yaml = AshaYaml(
-        "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 1}\n",
+        "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: "
+        "1}\n",
         30, 1, "simulate: {seed: 7}\n");
     yaml.replace(yaml.find(from), from.size(), to);
     LoadResult loaded = LoadExperimentFromString(yaml, "sim.yaml");
@@ -378,7 +384,8 @@ TEST(SimulatorTest, SimulateMakesTheSameSchedulerDecisionsAsTheDispatcher) {
 TEST(SimulatorTest, ThousandInstancesTenThousandTrialsSimulateWithinAMinute) {
   v1::ExperimentSpec spec = Spec(AshaYaml(
       "    - {name: spot, region: us-east-1, instance: gpu.1x, market: spot, max_instances: 600}\n"
-      "    - {name: od, region: eu-west-1, instance: gpu.1x, market: on_demand, max_instances: 400}\n",
+      "    - {name: od, region: eu-west-1, instance: gpu.1x, market: on_demand, max_instances: "
+      "400}\n",
       10000, 1000));
   SimulationSettings s;
   s.spot_rate_per_day = 5;
@@ -407,7 +414,8 @@ constraints: [{metric: trial_seconds, max: 600}]
 parameters:
   x0: {type: float, min: -5, max: 10}
   x1: {type: float, min: 0, max: 15}
-search: {sampler: )", sampler, R"(, seed: 4, max_trials: 40, max_concurrent: 4}
+search: {sampler: )",
+                      sampler, R"(, seed: 4, max_trials: 40, max_concurrent: 4}
 trial: {command: [run]}
 resources:
   provider: simulated
@@ -471,7 +479,8 @@ TEST(SimulatorTest, EverySamplerRunsSeveralObjectivesUnderSimulate) {
 
 TEST(SimulatorTest, MoAshaRanksOnEveryObjective) {
   std::string yaml = AshaYaml(
-      "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 4}\n",
+      "    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: "
+      "4}\n",
       30, 4, "simulate: {seconds_per_unit_expression: \"30 + 10 * x1\"}\n");
   yaml.replace(yaml.find("objective: {metric: loss}"), 25,
                "objectives: [{metric: loss}, {metric: cost}]");

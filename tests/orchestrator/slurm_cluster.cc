@@ -52,39 +52,49 @@ std::string SlurmCluster::Start(const std::string& dir) {
   }
   dir_ = dir;
   started_ = true;
-  for (const char* sub : {"state", "spool", "log"}) std::filesystem::create_directories(dir_ + "/" + sub);
+  for (const char* sub : {"state", "spool", "log"})
+    std::filesystem::create_directories(dir_ + "/" + sub);
   // A fresh munge key: 1 KiB of random bytes, readable by its owner only.
   std::string key(1024, '\0');
-  std::ifstream("/dev/urandom", std::ios::binary).read(key.data(), static_cast<std::streamsize>(key.size()));
+  std::ifstream("/dev/urandom", std::ios::binary)
+      .read(key.data(), static_cast<std::streamsize>(key.size()));
   WriteFile(dir_ + "/munge.key", key);
   chmod((dir_ + "/munge.key").c_str(), 0600);
   munge_socket_ = dir_ + "/munge.sock";
   pid_files_ = {dir_ + "/munged.pid"};
-  CommandOutput m = RunProcess({"/usr/sbin/munged", "--force", "--socket", munge_socket_,
-                                "--key-file", dir_ + "/munge.key", "--log-file", dir_ + "/log/munged.log",
-                                "--pid-file", dir_ + "/munged.pid", "--seed-file", dir_ + "/munged.seed"},
-                               30);
-  if (m.exit_code != 0) return absl::StrCat("munged did not start: ", m.err, Tail(dir_ + "/log/munged.log"));
+  CommandOutput m =
+      RunProcess({"/usr/sbin/munged", "--force", "--socket", munge_socket_, "--key-file",
+                  dir_ + "/munge.key", "--log-file", dir_ + "/log/munged.log", "--pid-file",
+                  dir_ + "/munged.pid", "--seed-file", dir_ + "/munged.seed"},
+                 30);
+  if (m.exit_code != 0)
+    return absl::StrCat("munged did not start: ", m.err, Tail(dir_ + "/log/munged.log"));
 
   const int ctld_port = FreePort(), slurmd_port = FreePort();
   conf_ = dir_ + "/slurm.conf";
-  WriteFile(conf_, absl::StrCat(R"(ClusterName=sextant-test
-SlurmctldHost=)", ShortHostname(), R"((127.0.0.1)
-SlurmctldPort=)", ctld_port, "\nSlurmdPort=", slurmd_port, R"(
+  WriteFile(conf_,
+            absl::StrCat(R"(ClusterName=sextant-test
+SlurmctldHost=)",
+                         ShortHostname(), R"((127.0.0.1)
+SlurmctldPort=)",
+                         ctld_port, "\nSlurmdPort=", slurmd_port, R"(
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=)", munge_socket_, R"(
+AuthInfo=socket=)",
+                         munge_socket_, R"(
 SlurmUser=root
 SlurmdUser=root
-StateSaveLocation=)", dir_, "/state\nSlurmdSpoolDir=", dir_, "/spool\nSlurmctldPidFile=", dir_,
-                                "/slurmctld.pid\nSlurmdPidFile=", dir_, "/slurmd.pid\nSlurmctldLogFile=", dir_,
-                                "/log/slurmctld.log\nSlurmdLogFile=", dir_, R"(/log/slurmd.log
+StateSaveLocation=)",
+                         dir_, "/state\nSlurmdSpoolDir=", dir_, "/spool\nSlurmctldPidFile=", dir_,
+                         "/slurmctld.pid\nSlurmdPidFile=", dir_, "/slurmd.pid\nSlurmctldLogFile=",
+                         dir_, "/log/slurmctld.log\nSlurmdLogFile=", dir_, R"(/log/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
-JobCompLoc=)", jobcomp_path(), R"(
+JobCompLoc=)",
+                         jobcomp_path(), R"(
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1
 SelectType=select/cons_tres
@@ -107,7 +117,8 @@ PartitionName=spot Nodes=sextant-node PriorityTier=1 PreemptMode=REQUEUE MaxTime
   }
   pid_files_.push_back(dir_ + "/slurmd.pid");
   CommandOutput d = RunProcess({"env", env, "/usr/sbin/slurmd", "-N", "sextant-node"}, 30);
-  if (d.exit_code != 0) return absl::StrCat("slurmd did not start: ", d.err, Tail(dir_ + "/log/slurmd.log"));
+  if (d.exit_code != 0)
+    return absl::StrCat("slurmd did not start: ", d.err, Tail(dir_ + "/log/slurmd.log"));
   return WaitForNode(60);
 }
 
@@ -115,15 +126,17 @@ std::string SlurmCluster::WaitForNode(double timeout_seconds) {
   std::string last;
   const bool up = WaitFor(
       [&] {
-        CommandOutput s = RunProcess({"env", absl::StrCat("SLURM_CONF=", conf_), "sinfo", "-h", "-o", "%P %t"}, 10);
+        CommandOutput s = RunProcess(
+            {"env", absl::StrCat("SLURM_CONF=", conf_), "sinfo", "-h", "-o", "%P %t"}, 10);
         last = s.out + s.err;
         return s.exit_code == 0 && last.find("idle") != std::string::npos &&
                last.find("spot") != std::string::npos;
       },
       timeout_seconds);
   if (up) return "";
-  return absl::StrCat("the Slurm node did not come up (sinfo: ", last, "); slurmctld: ",
-                      Tail(dir_ + "/log/slurmctld.log", 800), " slurmd: ", Tail(dir_ + "/log/slurmd.log", 800));
+  return absl::StrCat("the Slurm node did not come up (sinfo: ", last,
+                      "); slurmctld: ", Tail(dir_ + "/log/slurmctld.log", 800),
+                      " slurmd: ", Tail(dir_ + "/log/slurmd.log", 800));
 }
 
 void SlurmCluster::CancelAll(double timeout_seconds) {

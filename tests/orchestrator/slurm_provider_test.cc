@@ -17,8 +17,8 @@
 namespace sextant {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::CheckpointingStepsScript;
+using ::testing::HasSubstr;
 using testing::MakeTempDir;
 using testing::ReadFile;
 using testing::RunProcess;
@@ -26,7 +26,6 @@ using testing::SlurmCluster;
 using testing::WriteFile;
 
 const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
-
 
 TEST(SlurmProviderTest, SixTrialSearchRunsEveryWorkerAsASlurmJobInItsPoolsPartition) {
   const std::string dir = MakeTempDir("slurm");
@@ -60,10 +59,10 @@ resources:
     - {name: od-r1, region: r1, instance: gpu.1x, market: on_demand, max_instances: 2}
 )");
   const std::string env = absl::StrCat("SLURM_CONF=", cluster.conf());
-  auto run = RunProcess({"env", env, kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
-                         "--slurm-partition", "ondemand", "--slurm-spot-partition", "spot",
-                         "--heartbeat", "0.5s"},
-                        240);
+  auto run = RunProcess(
+      {"env", env, kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
+       "--slurm-partition", "ondemand", "--slurm-spot-partition", "spot", "--heartbeat", "0.5s"},
+      240);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
 
   auto results = RunProcess({kSextant, "results", dir + "/run", "--format", "json"});
@@ -101,8 +100,10 @@ resources:
   const std::string jobcomp = ReadFile(cluster.jobcomp_path());
   for (const auto& [job, pool] : pool_of_job) {
     const std::string partition = pool == "spot-r1" ? "spot" : "ondemand";
-    std::regex line(absl::StrCat("JobId=", job, " .*Name=sextant-", pool, "-\\d+ .*Partition=", partition));
-    EXPECT_TRUE(std::regex_search(jobcomp, line)) << "job " << job << " of pool " << pool << "\n" << jobcomp;
+    std::regex line(
+        absl::StrCat("JobId=", job, " .*Name=sextant-", pool, "-\\d+ .*Partition=", partition));
+    EXPECT_TRUE(std::regex_search(jobcomp, line)) << "job " << job << " of pool " << pool << "\n"
+                                                  << jobcomp;
   }
 }
 

@@ -104,16 +104,17 @@ TEST(StoreTest, ObjectiveValuesViolationsAndCostSurviveAReopen) {
 TEST(StoreTest, StoreFromBeforeOutcomesIsReadAndUpgraded) {
   std::string dir = testing::MakeTempDir("store-old");
   const std::string db = dir + "/state.db";
-  auto r = testing::RunProcess({"sqlite3", db,
-                                "CREATE TABLE trials(id INTEGER PRIMARY KEY, state TEXT NOT NULL,"
-                                " params TEXT NOT NULL, attempts INTEGER NOT NULL, failures INTEGER"
-                                " NOT NULL, value REAL, error TEXT NOT NULL, created_at REAL NOT NULL,"
-                                " finished_at REAL NOT NULL, fidelity REAL NOT NULL DEFAULT 0, target"
-                                " REAL NOT NULL DEFAULT 0, rungs TEXT NOT NULL DEFAULT '[]',"
-                                " scratch_restarts INTEGER NOT NULL DEFAULT 0, paused INTEGER NOT NULL"
-                                " DEFAULT 0, preemptions INTEGER NOT NULL DEFAULT 0);"
-                                " INSERT INTO trials VALUES(1, 'COMPLETED', '{}', 1, 0, 0.5, '', 1, 2,"
-                                " 0, 0, '[]', 0, 0, 0);"});
+  auto r =
+      testing::RunProcess({"sqlite3", db,
+                           "CREATE TABLE trials(id INTEGER PRIMARY KEY, state TEXT NOT NULL,"
+                           " params TEXT NOT NULL, attempts INTEGER NOT NULL, failures INTEGER"
+                           " NOT NULL, value REAL, error TEXT NOT NULL, created_at REAL NOT NULL,"
+                           " finished_at REAL NOT NULL, fidelity REAL NOT NULL DEFAULT 0, target"
+                           " REAL NOT NULL DEFAULT 0, rungs TEXT NOT NULL DEFAULT '[]',"
+                           " scratch_restarts INTEGER NOT NULL DEFAULT 0, paused INTEGER NOT NULL"
+                           " DEFAULT 0, preemptions INTEGER NOT NULL DEFAULT 0);"
+                           " INSERT INTO trials VALUES(1, 'COMPLETED', '{}', 1, 0, 0.5, '', 1, 2,"
+                           " 0, 0, '[]', 0, 0, 0);"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   {
     auto store = Store::Open(db, false, true);

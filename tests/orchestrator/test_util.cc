@@ -44,8 +44,11 @@ std::string CheckpointingStepsScript(int steps, bool report_start) {
 ck="$SEXTANT_CHECKPOINT_DIR/step"
 i=0
 [ -f "$ck" ] && i=$(cat "$ck")
-)SH", report_start ? "echo \"resumed_from=$i\"\n" : "", R"SH(trap 'echo "$i" > "$ck"; exit 75' TERM
-while [ "$i" -lt )SH", steps, R"SH( ]; do
+)SH",
+                      report_start ? "echo \"resumed_from=$i\"\n" : "",
+                      R"SH(trap 'echo "$i" > "$ck"; exit 75' TERM
+while [ "$i" -lt )SH",
+                      steps, R"SH( ]; do
   i=$((i + 1))
   echo "$i" > "$ck"
   echo "step=$i loss=$((100 - i))"

@@ -18,8 +18,7 @@ TEST(TrialCommandTest, SubstitutesEveryKindOfParameter) {
   SearchSpace space;
   space.params = {Spec("lr"), Spec("layers"), Spec("act")};
   Params p = {{"lr", 0.001}, {"layers", int64_t{3}}, {"act", std::string("relu")}};
-  EXPECT_EQ(*SubstituteParams("--lr=${lr} -n ${layers}/${act}", p, space),
-            "--lr=0.001 -n 3/relu");
+  EXPECT_EQ(*SubstituteParams("--lr=${lr} -n ${layers}/${act}", p, space), "--lr=0.001 -n 3/relu");
   EXPECT_EQ(*SubstituteParams("plain", p, space), "plain");
   EXPECT_FALSE(SubstituteParams("${nope}", p, space).ok());
   EXPECT_FALSE(SubstituteParams("${lr", p, space).ok());
@@ -102,7 +101,9 @@ trial:
     epochs: 9
     args: {hidden: "${width},${width}", optimizer: sgd}
 )");
-  Params p = {{"lr", 0.01}, {"batch_size", int64_t{64}}, {"width", int64_t{128}},
+  Params p = {{"lr", 0.01},
+              {"batch_size", int64_t{64}},
+              {"width", int64_t{128}},
               {"optimizer", std::string("adam")}};
   auto a = BuildAssignment(spec, ToSearchSpace(spec), p, {3, 1, "/ck/trial-3"});
   ASSERT_TRUE(a.ok()) << a.status();

@@ -33,8 +33,8 @@ parameters:
   x: {type: float, min: 0, max: 1}
   n: {type: int, min: 0, max: 1000}
 search: {mode: ask_tell, sampler: )",
-                      sampler, ", seed: 7, max_trials: ", trials,
-                      ", max_concurrent: ", concurrent, "}\n");
+                      sampler, ", seed: 7, max_trials: ", trials, ", max_concurrent: ", concurrent,
+                      "}\n");
 }
 
 // A run's store, dispatcher and services behind a server on 127.0.0.1:0, ticked in the
@@ -141,7 +141,7 @@ class TrialServiceTest : public ::testing::Test {
 TEST_F(TrialServiceTest, ConcurrentAskersGetDistinctTrialsUntilDone) {
   ServedRun run(dir_, Yaml(40, 4), ServerSecurity());
   std::mutex mu;
-  std::map<int64_t, int> seen;       // trial id -> times handed out
+  std::map<int64_t, int> seen;  // trial id -> times handed out
   std::set<std::pair<double, int64_t>> configurations;
   std::atomic<int> failures{0};
   std::vector<std::thread> askers;

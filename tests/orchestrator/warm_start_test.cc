@@ -19,11 +19,11 @@
 #include "nlohmann/json.hpp"
 #include "orchestrator/core/dispatcher.h"
 #include "orchestrator/core/experiment_loader.h"
-#include "orchestrator/report/report.h"
-#include "orchestrator/report/report_data.h"
 #include "orchestrator/core/results.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/core/strategy_factory.h"
+#include "orchestrator/report/report.h"
+#include "orchestrator/report/report_data.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {
@@ -94,8 +94,9 @@ class DispatchedRun {
     SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> stored, store_->GetMeta("spec"));
     if (!stored) SEXTANT_RETURN_IF_ERROR(store_->PutMeta("spec", spec_.SerializeAsString()));
     SEXTANT_ASSIGN_OR_RETURN(auto sampler, MakeRunSampler(spec_, store_.get(), 1.7e9));
-    SEXTANT_ASSIGN_OR_RETURN(dispatcher_, Dispatcher::Create(spec_, store_.get(), std::move(sampler),
-                                                             &clock_, DispatcherOptions{}));
+    SEXTANT_ASSIGN_OR_RETURN(
+        dispatcher_,
+        Dispatcher::Create(spec_, store_.get(), std::move(sampler), &clock_, DispatcherOptions{}));
     v1::RegisterRequest req;
     req.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
     SEXTANT_ASSIGN_OR_RETURN(v1::RegisterResponse r, dispatcher_->Register(req));
@@ -104,7 +105,7 @@ class DispatchedRun {
   }
 
   std::vector<google::protobuf::Map<std::string, v1::ParamValue>> Drive(const Objective& objective,
-                                                                       int stop_after = 1 << 30) {
+                                                                        int stop_after = 1 << 30) {
     std::vector<google::protobuf::Map<std::string, v1::ParamValue>> leased;
     for (int done = 0; done < stop_after; ++done) {
       absl::StatusOr<v1::LeaseResponse> lease = dispatcher_->Lease(worker_);
@@ -156,7 +157,8 @@ void MakeRun(const std::string& dir, const v1::ExperimentSpec& spec, const Objec
 
 std::vector<std::string> Errors(const std::string& yaml, const std::string& file = "exp.yaml") {
   std::vector<std::string> out;
-  for (const LoadError& e : LoadExperimentFromString(yaml, file).errors) out.push_back(e.ToString());
+  for (const LoadError& e : LoadExperimentFromString(yaml, file).errors)
+    out.push_back(e.ToString());
   return out;
 }
 
@@ -164,7 +166,8 @@ std::vector<std::string> Errors(const std::string& yaml, const std::string& file
 
 TEST(EnqueueLoaderTest, KeepsEachConfigurationTypedAsItsParameter) {
   LoadResult r = LoadExperimentFromString(
-      Yaml("tpe", 5, "  enqueue:\n    - {x: 0.25, y: 1, act: tanh}\n    - {x: 0, y: 0.5, act: relu}\n"),
+      Yaml("tpe", 5,
+           "  enqueue:\n    - {x: 0.25, y: 1, act: tanh}\n    - {x: 0, y: 0.5, act: relu}\n"),
       "exp.yaml");
   ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
   ASSERT_EQ(r.spec.search().enqueue_size(), 2);
@@ -209,26 +212,31 @@ search:
   enqueue:
 )";
   const std::string tail = "trial: {command: [echo]}\n";
-  EXPECT_TRUE(Errors(base + "    - {opt: adam, width: 64}\n    - {opt: sgd, momentum: 0.9, width: 16}\n" + tail)
+  EXPECT_TRUE(Errors(base +
+                     "    - {opt: adam, width: 64}\n    - {opt: sgd, momentum: 0.9, width: 16}\n" +
+                     tail)
                   .empty());
-  EXPECT_EQ(Errors(base + "    - {opt: sgd, width: 64}\n    - {opt: adam, momentum: 0.9, width: 300}\n" + tail),
-            std::vector<std::string>(
-                {"exp.yaml:10:7: search.enqueue[0]: no value for the parameter 'momentum' (its "
-                 "when: conditions hold here)",
-                 "exp.yaml:11:29: search.enqueue[1].momentum: set, but inactive (its when: "
-                 "conditions do not hold)",
-                 "exp.yaml:11:41: search.enqueue[1].width: 300 is above max 256"}));
+  EXPECT_EQ(
+      Errors(base + "    - {opt: sgd, width: 64}\n    - {opt: adam, momentum: 0.9, width: 300}\n" +
+             tail),
+      std::vector<std::string>(
+          {"exp.yaml:10:7: search.enqueue[0]: no value for the parameter 'momentum' (its "
+           "when: conditions hold here)",
+           "exp.yaml:11:29: search.enqueue[1].momentum: set, but inactive (its when: "
+           "conditions do not hold)",
+           "exp.yaml:11:41: search.enqueue[1].width: 300 is above max 256"}));
   EXPECT_EQ(Errors(base + "    - {opt: adam, width: 64.5}\n" + tail),
             std::vector<std::string>(
                 {"exp.yaml:10:26: search.enqueue[0].width: must be an integer, got 64.5"}));
 }
 
 TEST(EnqueueLoaderTest, MoreConfigurationsThanMaxTrialsIsAnError) {
-  EXPECT_EQ(Errors(Yaml("tpe", 1,
-                        "  enqueue:\n    - {x: 0.1, y: 0.5, act: tanh}\n"
-                        "    - {x: 0.2, y: 0.5, act: tanh}\n")),
-            std::vector<std::string>({"exp.yaml:12:5: search.enqueue: 2 configurations, but "
-                                      "search.max_trials is 1 (enqueued configurations are trials)"}));
+  EXPECT_EQ(
+      Errors(Yaml("tpe", 1,
+                  "  enqueue:\n    - {x: 0.1, y: 0.5, act: tanh}\n"
+                  "    - {x: 0.2, y: 0.5, act: tanh}\n")),
+      std::vector<std::string>({"exp.yaml:12:5: search.enqueue: 2 configurations, but "
+                                "search.max_trials is 1 (enqueued configurations are trials)"}));
 }
 
 // --- search.enqueue in a run -----------------------------------------------------------
@@ -256,7 +264,8 @@ TEST(EnqueueRunTest, EnqueuedConfigurationsRunFirstInOrderAndCountInMaxTrials) {
 
 TEST(EnqueueRunTest, GridStillRunsItsFirstPointsAfterTheQueue) {
   const std::string dir = MakeTempDir("enqueue-grid");
-  DispatchedRun run(dir, SpecFromYaml(Yaml("grid", 3, "  enqueue:\n    - {x: 0.5, y: 0.5, act: tanh}\n")));
+  DispatchedRun run(
+      dir, SpecFromYaml(Yaml("grid", 3, "  enqueue:\n    - {x: 0.5, y: 0.5, act: tanh}\n")));
   ASSERT_TRUE(run.Open().ok());
   auto leased = run.Drive(Bowl);
   ASSERT_EQ(leased.size(), 3u);
@@ -286,8 +295,9 @@ TEST(EnqueueRunTest, ResumeDoesNotCreateTheEnqueuedConfigurationsAgain) {
   ASSERT_EQ(rows.size(), 5u);
   int enqueued = 0;
   for (const TrialRow& t : rows) {
-    for (const char* p : {"{\"act\":\"relu\",\"x\":0.1,\"y\":0.1}", "{\"act\":\"relu\",\"x\":0.2,\"y\":0.2}",
-                          "{\"act\":\"relu\",\"x\":0.3,\"y\":0.3}"}) {
+    for (const char* p :
+         {"{\"act\":\"relu\",\"x\":0.1,\"y\":0.1}", "{\"act\":\"relu\",\"x\":0.2,\"y\":0.2}",
+          "{\"act\":\"relu\",\"x\":0.3,\"y\":0.3}"}) {
       if (t.params_json == p) ++enqueued;
     }
   }
@@ -305,7 +315,8 @@ class WarmStartTest : public ::testing::Test {
   }
 
   // The new experiment, written beside the runs folder, that warm-starts from `runs`.
-  std::string NewYaml(const std::string& sampler, int trials, const std::string& runs = "[runs/old]",
+  std::string NewYaml(const std::string& sampler, int trials,
+                      const std::string& runs = "[runs/old]",
                       const std::string& objective = "{metric: loss, goal: minimize}") {
     return Yaml(sampler, trials, absl::StrCat("  warm_start: {runs: ", runs, "}\n"), objective);
   }
@@ -327,27 +338,31 @@ TEST_F(WarmStartTest, RelativeRunsAreJoinedToTheExperimentFilesFolder) {
 }
 
 TEST_F(WarmStartTest, MissingRunDirectoryIsAnErrorAtItsEntry) {
-  std::vector<std::string> errors = Errors(NewYaml("tpe", 5, "[runs/old, runs/nope]"), root_ + "/new.yaml");
+  std::vector<std::string> errors =
+      Errors(NewYaml("tpe", 5, "[runs/old, runs/nope]"), root_ + "/new.yaml");
   EXPECT_EQ(errors, std::vector<std::string>({absl::StrCat(
                         root_, "/new.yaml:11:33: search.warm_start.runs[1]: run directory ", root_,
                         "/runs/nope does not exist")}));
   std::filesystem::create_directories(root_ + "/runs/empty");
   errors = Errors(NewYaml("tpe", 5, "[runs/empty]"), root_ + "/new.yaml");
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_NE(errors[0].find("runs/empty is not a Sextant run directory (no state.db)"), std::string::npos)
+  EXPECT_NE(errors[0].find("runs/empty is not a Sextant run directory (no state.db)"),
+            std::string::npos)
       << errors[0];
 }
 
 TEST_F(WarmStartTest, ObjectiveOfAnotherMetricOrGoalIsAnErrorNamingTheRunAndMetric) {
-  std::vector<std::string> errors =
-      Errors(NewYaml("tpe", 5, "[runs/old]", "{metric: accuracy, goal: maximize}"), root_ + "/new.yaml");
+  std::vector<std::string> errors = Errors(
+      NewYaml("tpe", 5, "[runs/old]", "{metric: accuracy, goal: maximize}"), root_ + "/new.yaml");
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0], absl::StrCat(root_, "/new.yaml:11:23: search.warm_start.runs[0]: run ", old_,
                                     " did not measure the objective 'accuracy': its objectives are "
                                     "'loss' (minimize); warm start needs runs of the same metric"));
-  errors = Errors(NewYaml("tpe", 5, "[runs/old]", "{metric: loss, goal: maximize}"), root_ + "/new.yaml");
+  errors = Errors(NewYaml("tpe", 5, "[runs/old]", "{metric: loss, goal: maximize}"),
+                  root_ + "/new.yaml");
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_NE(errors[0].find(absl::StrCat("run ", old_, " had the goal minimize for 'loss', this "
+  EXPECT_NE(errors[0].find(absl::StrCat("run ", old_,
+                                        " had the goal minimize for 'loss', this "
                                         "experiment has maximize; warm start needs the same goal")),
             std::string::npos)
       << errors[0];
@@ -387,19 +402,23 @@ trial: {command: [echo]}
 )";
   absl::StatusOr<WarmStart> warm = ReadWarmStart(Load(yaml));
   ASSERT_TRUE(warm.ok()) << warm.status();
-  const int outside = warm->dropped.count("'x' outside this space") ? warm->dropped.at("'x' outside this space") : 0;
+  const int outside = warm->dropped.count("'x' outside this space")
+                          ? warm->dropped.at("'x' outside this space")
+                          : 0;
   EXPECT_GT(outside, 5);
   EXPECT_EQ(warm->dropped_count(), outside);
   EXPECT_EQ(static_cast<int>(warm->trials.size()) + outside, 40);
   for (const PriorTrial& t : warm->trials) EXPECT_LE(std::get<double>(t.params.at("x")), 0.5);
 
-  const std::string fewer = absl::StrReplaceAll(yaml, {{"  act: {type: categorical, values: [relu, tanh]}\n", ""}});
+  const std::string fewer =
+      absl::StrReplaceAll(yaml, {{"  act: {type: categorical, values: [relu, tanh]}\n", ""}});
   warm = ReadWarmStart(Load(fewer));
   ASSERT_TRUE(warm.ok());
   EXPECT_EQ(warm->trials.size(), 0u);
   EXPECT_EQ(warm->dropped.at("parameter 'act' not in this space"), 40 - outside);
 
-  const std::string more = absl::StrReplaceAll(yaml, {{"  y: {type", "  z: {type: int, min: 1, max: 3}\n  y: {type"}});
+  const std::string more =
+      absl::StrReplaceAll(yaml, {{"  y: {type", "  z: {type: int, min: 1, max: 3}\n  y: {type"}});
   warm = ReadWarmStart(Load(more));
   ASSERT_TRUE(warm.ok());
   EXPECT_EQ(warm->dropped.at("no value for 'z'"), 40 - outside);
@@ -438,7 +457,8 @@ TEST_F(WarmStartTest, RecordedOnceWithAnEventAndKeptForResumeAfterTheEarlierRunI
 }
 
 // Mean distance to the bowl's minimum of a run's first n trials.
-double MeanDistance(const std::vector<google::protobuf::Map<std::string, v1::ParamValue>>& leased, size_t n) {
+double MeanDistance(const std::vector<google::protobuf::Map<std::string, v1::ParamValue>>& leased,
+                    size_t n) {
   double sum = 0;
   for (size_t i = 0; i < n && i < leased.size(); ++i) {
     sum += std::hypot(Num(leased[i].at("x")) - 0.3, Num(leased[i].at("y")) - 0.7);
@@ -485,9 +505,11 @@ TEST_F(WarmStartTest, SequenceSamplersIgnorePriorsAndSayWhy) {
 }
 
 TEST_F(WarmStartTest, SeveralObjectivesSeedNsga2WhenBothRunsShareThem) {
-  const std::string two = "\nobjectives:\n  - {metric: loss, goal: minimize}\n  - {metric: accuracy, goal: maximize}\n";
+  const std::string two =
+      "\nobjectives:\n  - {metric: loss, goal: minimize}\n  - {metric: accuracy, goal: maximize}\n";
   auto multi = [&](const std::string& yaml) {
-    return absl::StrReplaceAll(yaml, {{"objective: {metric: loss, goal: minimize}\n", two.substr(1)}});
+    return absl::StrReplaceAll(yaml,
+                               {{"objective: {metric: loss, goal: minimize}\n", two.substr(1)}});
   };
   MakeRun(root_ + "/runs/mo-old", SpecFromYaml(multi(Yaml("nsga2", 30))), ShiftedBowl);
   const v1::ExperimentSpec spec = Load(multi(NewYaml("nsga2", 4, "[runs/mo-old]")));
@@ -503,8 +525,9 @@ TEST_F(WarmStartTest, SeveralObjectivesSeedNsga2WhenBothRunsShareThem) {
   EXPECT_EQ(run.Drive(Bowl).size(), 4u);
   // One objective of the earlier two is enough; one the earlier run lacks is not.
   EXPECT_TRUE(ReadWarmStart(Load(NewYaml("tpe", 4, "[runs/mo-old]"))).ok());
-  EXPECT_FALSE(LoadExperimentFromString(NewYaml("tpe", 4, "[runs/old]", "{metric: accuracy, goal: maximize}"),
-                                        root_ + "/new.yaml")
+  EXPECT_FALSE(LoadExperimentFromString(
+                   NewYaml("tpe", 4, "[runs/old]", "{metric: accuracy, goal: maximize}"),
+                   root_ + "/new.yaml")
                    .ok());
 }
 
@@ -518,7 +541,8 @@ TEST_F(WarmStartTest, ResultsAndReportShowThePriorsApartFromTheTrials) {
   EXPECT_EQ((*results)["warm_start"]["from"], nlohmann::json::array({Normal(old_)}));
   EXPECT_EQ((*results)["warm_start"]["dropped"], 0);
   EXPECT_EQ((*results)["trials"].size(), 5u);
-  EXPECT_NE(ResultsToTable(*results).find(absl::StrCat("warm start: 40 prior observations from ", Normal(old_))),
+  EXPECT_NE(ResultsToTable(*results).find(
+                absl::StrCat("warm start: 40 prior observations from ", Normal(old_))),
             std::string::npos);
   EXPECT_FALSE(LoadResults(old_)->contains("warm_start"));
 
@@ -553,14 +577,17 @@ trial:
   command: [python3, -c, "print('loss=%r' % ((${x} - 0.3) ** 2 + 0.01 * (${n} - 5) ** 2))"]
   timeout: 1m
 )yaml";
-  WriteFile(root + "/old.yaml", "name: old\n" + body + "search: {sampler: random, seed: 2, max_trials: 12}\n");
+  WriteFile(root + "/old.yaml",
+            "name: old\n" + body + "search: {sampler: random, seed: 2, max_trials: 12}\n");
   WriteFile(root + "/new.yaml",
             "name: new\n" + body +
                 "search:\n  sampler: tpe\n  seed: 2\n  max_trials: 3\n"
                 "  enqueue: [{x: 0.3, n: 5}]\n  warm_start: {runs: [runs/old]}\n");
-  auto old_run = RunProcess({bin + "/sextant", "run", root + "/old.yaml", "--run-dir", root + "/runs/old"});
+  auto old_run =
+      RunProcess({bin + "/sextant", "run", root + "/old.yaml", "--run-dir", root + "/runs/old"});
   ASSERT_EQ(old_run.exit_code, 0) << old_run.err;
-  auto new_run = RunProcess({bin + "/sextant", "run", root + "/new.yaml", "--run-dir", root + "/runs/new"});
+  auto new_run =
+      RunProcess({bin + "/sextant", "run", root + "/new.yaml", "--run-dir", root + "/runs/new"});
   ASSERT_EQ(new_run.exit_code, 0) << new_run.err;
   auto json = RunProcess({bin + "/sextant", "results", root + "/runs/new", "--format", "json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
@@ -574,11 +601,13 @@ trial:
   EXPECT_NE(events.out.find("12 prior observations from 1 run"), std::string::npos) << events.out;
 
   // A warm start from a directory that is not there is refused before anything is written.
-  WriteFile(root + "/bad.yaml", "name: bad\n" + body + "search:\n  warm_start: {runs: [runs/gone]}\n");
-  auto bad = RunProcess({bin + "/sextant", "run", root + "/bad.yaml", "--run-dir", root + "/runs/bad"});
+  WriteFile(root + "/bad.yaml",
+            "name: bad\n" + body + "search:\n  warm_start: {runs: [runs/gone]}\n");
+  auto bad =
+      RunProcess({bin + "/sextant", "run", root + "/bad.yaml", "--run-dir", root + "/runs/bad"});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find(root + "/bad.yaml:11:23: search.warm_start.runs[0]: run directory " + root +
-                         "/runs/gone does not exist"),
+  EXPECT_NE(bad.err.find(root + "/bad.yaml:11:23: search.warm_start.runs[0]: run directory " +
+                         root + "/runs/gone does not exist"),
             std::string::npos)
       << bad.err;
   EXPECT_FALSE(std::filesystem::exists(root + "/runs/bad"));

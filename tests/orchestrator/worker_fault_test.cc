@@ -22,8 +22,8 @@
 namespace sextant {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::BackgroundProcess;
+using ::testing::HasSubstr;
 using testing::MakeTempDir;
 using testing::ReadFile;
 using testing::RunProcess;
@@ -47,7 +47,8 @@ class WorkerFaultTest : public ::testing::Test {
     // worker finishes only after the fault is over, so the run is still up to hear the old
     // attempt's late messages.
     WriteFile(dir_ + "/trial.sh", absl::StrCat(R"SH(#!/bin/sh
-d=")SH", dir_, R"SH("
+d=")SH",
+                                               dir_, R"SH("
 wait_for() { i=0; while [ ! -f "$1" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done; }
 if [ "$FAULT_EXTERNAL" = 1 ] && mkdir "$d/claimed" 2>/dev/null; then
   echo "$SEXTANT_TRIAL_ID" > "$d/marker.tmp"; mv "$d/marker.tmp" "$d/marker"
@@ -198,10 +199,12 @@ TEST_F(WorkerFaultTest, NetworkCutLongerThanTheLeaseMakesOneNewAttemptAndLateRep
 nlohmann::json RunWithLateNotice(const std::string& name, int first_exit, std::string* events) {
   const std::string dir = MakeTempDir(name);
   WriteFile(dir + "/trial.sh", absl::StrCat(R"SH(#!/bin/sh
-if mkdir ")SH", dir, R"SH(/first" 2>/dev/null; then
+if mkdir ")SH",
+                                            dir, R"SH(/first" 2>/dev/null; then
   echo "step=1 loss=7"
   kill -TERM $PPID
-  exit )SH", first_exit, R"SH(
+  exit )SH",
+                                            first_exit, R"SH(
 fi
 echo "step=1 loss=1"
 )SH"));
@@ -213,8 +216,8 @@ search: {sampler: random, seed: 2, max_trials: 1, max_concurrent: 1}
 trial:
   command: [sh, trial.sh]
 )");
-  auto run = RunProcess({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
-                         "--workers", "1", "--lease-timeout", "3s", "--heartbeat", "0.5s"},
+  auto run = RunProcess({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run", "--workers",
+                         "1", "--lease-timeout", "3s", "--heartbeat", "0.5s"},
                         60);
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   *events = RunProcess({kSextant, "events", dir + "/run"}).out;

@@ -1,11 +1,11 @@
 #include "rpc/identity.h"
 
+#include <unistd.h>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
-#include "gmock/gmock.h"
 #include "common/read_file.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/certificates.h"
 #include "rpc/server_security.h"
@@ -48,9 +48,9 @@ TEST(IdentityTest, UriRoundTripsAndRejectsMalformedOnes) {
   const PeerIdentity admin{Role::kAdmin, "", "ops"};
   EXPECT_EQ(IdentityUri(admin), "sextant://admin/-/ops");
   EXPECT_EQ(*ParseIdentityUri(IdentityUri(admin)), admin);
-  for (const char* bad : {"https://client/eu/a", "sextant://root/eu/a", "sextant://client/eu",
-                          "sextant://client/-/a", "sextant://client/eu/a/b",
-                          "sextant://client/e u/a"}) {
+  for (const char* bad :
+       {"https://client/eu/a", "sextant://root/eu/a", "sextant://client/eu", "sextant://client/-/a",
+        "sextant://client/eu/a/b", "sextant://client/e u/a"}) {
     EXPECT_FALSE(ParseIdentityUri(bad).ok()) << bad;
   }
 }
@@ -67,8 +67,7 @@ TEST(IdentityTest, CertificatesCarryTheirIdentity) {
   auto plain = IssueCertificate(*ca, "old", {}, 1);
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(IdentityFromCertificate(plain->cert_pem).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(IdentityFromCertificate("garbage").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(IdentityFromCertificate("garbage").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(IssueCertificate(*ca, "x", {"bad host!"}, 1).ok());
   EXPECT_FALSE(IssueCertificate(*ca, "x", {"-leading.example"}, 1).ok());
 }
@@ -77,9 +76,9 @@ TEST(IdentityTest, LoopbackMeansAnAddressNotAPrefix) {
   for (const char* yes : {"127.0.0.1:7070", "127.1.2.3:0", "localhost:80", "[::1]:9"}) {
     EXPECT_TRUE(IsLoopbackAddress(yes)) << yes;
   }
-  for (const char* no : {"127.evil.com:80", "127.0.0.1.evil.com:80", "0.0.0.0:7070",
-                         "10.0.0.1:1", "localhost.evil:1", "127.0.0.1", "127.0.0.1:x",
-                         "[::2]:1", "localhost:99999"}) {
+  for (const char* no :
+       {"127.evil.com:80", "127.0.0.1.evil.com:80", "0.0.0.0:7070", "10.0.0.1:1",
+        "localhost.evil:1", "127.0.0.1", "127.0.0.1:x", "[::2]:1", "localhost:99999"}) {
     EXPECT_FALSE(IsLoopbackAddress(no)) << no;
   }
 }

@@ -64,12 +64,13 @@ TEST_F(KeySignerTest, SwappedKeysAnotherIdentityAnotherRoundOrNoSignatureAreRefu
   // Nothing signed, or signed by a certificate of another CA naming Alice.
   EXPECT_THAT(bob_->Verify(KeyAttestation{}, Binding("eu/alice"), "eu/alice").message(),
               HasSubstr("no signature"));
-  auto mallory = Signer(*CreateCertificateAuthority("other", 1),
-                        PeerIdentity{Role::kClient, "eu", "alice"});
+  auto mallory =
+      Signer(*CreateCertificateAuthority("other", 1), PeerIdentity{Role::kClient, "eu", "alice"});
   auto forged = mallory->Sign(Binding("eu/alice", std::string(32, 'X')));
   ASSERT_TRUE(forged.ok());
-  EXPECT_THAT(bob_->Verify(*forged, Binding("eu/alice", std::string(32, 'X')), "eu/alice").message(),
-              HasSubstr("not from this run's CA"));
+  EXPECT_THAT(
+      bob_->Verify(*forged, Binding("eu/alice", std::string(32, 'X')), "eu/alice").message(),
+      HasSubstr("not from this run's CA"));
   // An aggregator's certificate does not speak for a client.
   auto g = agg_->Sign(Binding("eu/alice"));
   EXPECT_FALSE(bob_->Verify(*g, Binding("eu/alice"), "eu/alice").ok());
@@ -106,9 +107,9 @@ TEST_F(KeySignerTest, TheAggregatorTakesOnlyKeysSignedWithTheCallersOwnCertifica
   // Bob's signature sent by Alice, keys other than those signed, nothing signed.
   EXPECT_EQ(CheckOwnAttestation(*b, Binding("eu/bob"), a->certificate_pem).code(),
             absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(CheckOwnAttestation(*a, Binding("eu/alice", std::string(32, 'X')), a->certificate_pem)
-                .code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(
+      CheckOwnAttestation(*a, Binding("eu/alice", std::string(32, 'X')), a->certificate_pem).code(),
+      absl::StatusCode::kPermissionDenied);
   EXPECT_FALSE(CheckOwnAttestation(KeyAttestation{a->certificate_pem, ""}, Binding("eu/alice"),
                                    a->certificate_pem)
                    .ok());

@@ -161,7 +161,7 @@ TEST(MultiObjectiveBayesianTest, GivenReferenceKeepsTheSearchInsideIt) {
 TEST(MultiObjectiveModelDataTest, WarpedValueFollowsTheWarpBetweenAndBeyondObservations) {
   const Eigen::VectorXd raw = (Eigen::VectorXd(4) << 3, 1, 2, 5).finished();
   const Eigen::VectorXd warped = (Eigen::VectorXd(4) << 0.5, -1, 0, 1).finished();
-  EXPECT_DOUBLE_EQ(internal::WarpedValue(raw, warped, 2), 0);    // at an observation
+  EXPECT_DOUBLE_EQ(internal::WarpedValue(raw, warped, 2), 0);     // at an observation
   EXPECT_DOUBLE_EQ(internal::WarpedValue(raw, warped, 4), 0.75);  // between 3 and 5
   EXPECT_DOUBLE_EQ(internal::WarpedValue(raw, warped, 7), 1.5);   // along 3..5 beyond 5
   EXPECT_DOUBLE_EQ(internal::WarpedValue(raw, warped, 0), -2);    // along 1..2 below 1

@@ -124,8 +124,7 @@ TEST(MotpeSplitTest, GivenReferenceSteersTheGreedySubset) {
   // Only f1 < 0.5 counts: (0, 3) is the one point that adds anything.
   const std::vector<double> reference{0.5, 4};
   EXPECT_EQ(internal::MotpeBelow(points, 1, reference), (std::vector<int>{0}));
-  const std::vector<double> w =
-      internal::MotpeBelowWeights({{0, 3}, {1, 1}, {3, 0}}, reference);
+  const std::vector<double> w = internal::MotpeBelowWeights({{0, 3}, {1, 1}, {3, 0}}, reference);
   EXPECT_DOUBLE_EQ(w[0], 1.0);
   EXPECT_LT(w[1], 1e-9);
   EXPECT_LT(w[2], 1e-9);

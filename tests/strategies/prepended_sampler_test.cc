@@ -144,7 +144,8 @@ TEST(WarmStartedSamplerTest, PutsPriorsAheadOfTheHistoryAndMovesTheTrialNumberOn
 TEST(WarmStartedSamplerTest, TpeSeededWithPriorsProposesNearThePriorOptimumFromTheFirstTrial) {
   TpeOptions options;
   options.seed = 5;
-  std::unique_ptr<Sampler> warm = NewWarmStartedSampler(BowlPriors(), NewTpeSampler(UnitSquare(), options));
+  std::unique_ptr<Sampler> warm =
+      NewWarmStartedSampler(BowlPriors(), NewTpeSampler(UnitSquare(), options));
   std::unique_ptr<Sampler> cold = NewTpeSampler(UnitSquare(), options);
   double warm_sum = 0, cold_sum = 0;
   for (int n = 0; n < 5; ++n) {
@@ -227,9 +228,7 @@ TEST(WarmStartedSamplerTest, TpeKeepsItsOwnBestTrialInTheGoodSetWhenEveryPriorBe
   // values all lie above the priors' (a related problem with another offset). Pooled with
   // the priors, every own trial would rank below them and sit in g(x); ranked among
   // themselves, the own best is in l(x) and draws suggestions to it.
-  const auto own_value = [](double x, double y) {
-    return 2 + std::hypot(x - 0.8, y - 0.2);
-  };
+  const auto own_value = [](double x, double y) { return 2 + std::hypot(x - 0.8, y - 0.2); };
   std::vector<Observation> history;
   for (int i = 0; i < 12; ++i) {
     Observation o;

@@ -237,11 +237,13 @@ SearchSpace ConditionalSpace() {
 
 TEST(CheckParamsTest, AcceptsAPointOfTheSpaceWithItsActiveParametersOnly) {
   const SearchSpace space = ConditionalSpace();
-  EXPECT_TRUE(CheckParams(space, {{"lr", 0.001}, {"width", int64_t{256}}, {"act", std::string("tanh")}})
-                  .empty());
-  std::vector<ParamProblem> p = CheckParams(
-      space, {{"lr", int64_t{0}}, {"width", int64_t{16}}, {"act", std::string("relu")},
-              {"depth", int64_t{4}}});
+  EXPECT_TRUE(
+      CheckParams(space, {{"lr", 0.001}, {"width", int64_t{256}}, {"act", std::string("tanh")}})
+          .empty());
+  std::vector<ParamProblem> p = CheckParams(space, {{"lr", int64_t{0}},
+                                                    {"width", int64_t{16}},
+                                                    {"act", std::string("relu")},
+                                                    {"depth", int64_t{4}}});
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].message, "lr: 0 is below min 1e-05");
 }

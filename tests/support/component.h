@@ -22,13 +22,13 @@ inline bool UnderCi() {
 // missing the test skips, except under CI=true, where it fails, so that a green CI run means the
 // component really ran. `why` streams like GTEST_SKIP's message. Use in a test body or SetUp.
 // (GPU tests skip everywhere without a device: they use GTEST_SKIP directly.)
-#define SEXTANT_REQUIRE_COMPONENT(present, why)                                              \
-  if (present) {                                                                              \
-  } else if (::sextant::component::UnderCi())                                                   \
-    GTEST_FAIL() << "CI=true and a component the tests need is missing "                     \
-                    "(scripts/install-deps --test installs it): "                            \
-                 << why;                                                                      \
-  else                                                                                        \
+#define SEXTANT_REQUIRE_COMPONENT(present, why)                          \
+  if (present) {                                                         \
+  } else if (::sextant::component::UnderCi())                            \
+    GTEST_FAIL() << "CI=true and a component the tests need is missing " \
+                    "(scripts/install-deps --test installs it): "        \
+                 << why;                                                 \
+  else                                                                   \
     GTEST_SKIP() << why
 
 #endif  // SEXTANT_TESTS_SUPPORT_COMPONENT_H_

@@ -333,14 +333,14 @@ TEST_F(CommandRunnerTest, ChildGetsDefaultSignalsAndAnEmptyMask) {
 }
 
 TEST_F(CommandRunnerTest, EventLinesReachOnEventAndAreNotMetrics) {
-  CommandResult result = Run(Shell(
-      "echo 'sextant-event: oom micro_batch=64 reason=cap'; echo loss=1; "
-      "echo 'sextant-event: Bad kind=1'; echo 'sextant-event:'"));
+  CommandResult result =
+      Run(Shell("echo 'sextant-event: oom micro_batch=64 reason=cap'; echo loss=1; "
+                "echo 'sextant-event: Bad kind=1'; echo 'sextant-event:'"));
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_THAT(observer_.events, ElementsAre("oom|micro_batch=64 reason=cap"));
   // A malformed event line is treated as an ordinary line (its name=value tokens count).
-  EXPECT_THAT(observer_.metrics(), ElementsAre(ElementsAre(Pair("loss", 1.0)),
-                                               ElementsAre(Pair("kind", 1.0))));
+  EXPECT_THAT(observer_.metrics(),
+              ElementsAre(ElementsAre(Pair("loss", 1.0)), ElementsAre(Pair("kind", 1.0))));
 }
 
 TEST_F(CommandRunnerTest, ObserverGraceLetsACommandFinishItsCheckpointAfterSigterm) {
@@ -354,8 +354,8 @@ TEST_F(CommandRunnerTest, ObserverGraceLetsACommandFinishItsCheckpointAfterSigte
   CommandResult result = Run(spec);
   EXPECT_TRUE(result.stopped);
   EXPECT_EQ(result.exit_code, 75);
-  EXPECT_THAT(observer_.metrics(), ElementsAre(ElementsAre(Pair("started", 1.0)),
-                                               ElementsAre(Pair("saved", 1.0))));
+  EXPECT_THAT(observer_.metrics(),
+              ElementsAre(ElementsAre(Pair("started", 1.0)), ElementsAre(Pair("saved", 1.0))));
 }
 
 }  // namespace

@@ -14,10 +14,9 @@ namespace {
 
 using train::TrainerOptions;
 
-#define SKIP_WITHOUT_GPU(n)                                                      \
-  if (cuda::DeviceCount() < (n)) {                                               \
-    GTEST_SKIP() << "needs " << (n) << " CUDA device(s); " << cuda::DeviceCount() \
-                 << " usable";                                                   \
+#define SKIP_WITHOUT_GPU(n)                                                                     \
+  if (cuda::DeviceCount() < (n)) {                                                              \
+    GTEST_SKIP() << "needs " << (n) << " CUDA device(s); " << cuda::DeviceCount() << " usable"; \
   }
 
 TrainerOptions Options(const std::string& model, const std::string& optimizer) {
@@ -86,7 +85,7 @@ TEST(CudaBackendTest, AllocationBeyondTheLimitIsResourceExhausted) {
   auto gpu = cuda::NewCudaBackend({.device = 0, .memory_limit_bytes = 1 << 20});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_TRUE((*gpu)->Allocate(256, 256).ok());  // 256 KiB
-  auto big = (*gpu)->Allocate(1024, 1024);      // 4 MiB
+  auto big = (*gpu)->Allocate(1024, 1024);       // 4 MiB
   EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
   // A real device allocation failure is reported the same way.
   auto unlimited = cuda::NewCudaBackend({.device = 0});

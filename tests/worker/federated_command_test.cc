@@ -10,9 +10,9 @@
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/component.h"
 #include "worker/federated/command_trainer.h"
 #include "worker/federated/npy.h"
-#include "tests/support/component.h"
 
 namespace sextant {
 namespace {

@@ -1,18 +1,19 @@
 #include <filesystem>
 
 #include "gtest/gtest.h"
+#include "tests/support/component.h"
 #include "worker/train/cpu_backend.h"
 #include "worker/train/dataset.h"
 #include "worker/train/trainer.h"
-#include "tests/support/component.h"
 
 namespace sextant::train {
 namespace {
 
 // The accuracy target: MLP 784-512-256-10, Adam lr 1e-3, batch 128, 10 epochs.
 TEST(TrainAccuracyTest, MlpReachesEightyEightPercentOnFashionMnistInTenEpochs) {
-  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists(std::string(kFashionMnistDir) + "/train-images-idx3-ubyte.gz"),
-                            "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+  SEXTANT_REQUIRE_COMPONENT(
+      std::filesystem::exists(std::string(kFashionMnistDir) + "/train-images-idx3-ubyte.gz"),
+      "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
   auto data = LoadFashionMnist();
   ASSERT_TRUE(data.ok()) << data.status();
   TrainerOptions o;

@@ -91,7 +91,11 @@ TEST(CpuBackendTest, AdamStepsFollowBiasCorrectedFormula) {
   for (int t = 1; t <= 3; ++t) {
     Buffer g = Make(*be, 1, 1, {grads[t - 1]});
     be->AdamStep(w.view(), g.view(), m.view(), v.view(),
-                 {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f,
+                 {.lr = 0.01f,
+                  .beta1 = 0.9f,
+                  .beta2 = 0.999f,
+                  .eps = 1e-8f,
+                  .weight_decay = 0.1f,
                   .step = t});
     const double gp = grads[t - 1] + wd * wr;
     mr = b1 * mr + (1 - b1) * gp;

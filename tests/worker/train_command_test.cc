@@ -72,10 +72,34 @@ int RunToEnd(const std::vector<std::string>& args, const std::string& dir) {
 
 // A synthetic run long enough (about 560 steps) to be interrupted.
 std::vector<std::string> TrainArgs(const std::string& ckpt_dir) {
-  return {"--model", "mlp", "--dataset", "synthetic", "--train-subset", "6000", "--val-subset",
-          "300", "--epochs", "3", "--batch-size", "32", "--hidden", "64,32", "--dropout", "0.1",
-          "--optimizer", "adam", "--lr", "0.001", "--seed", "3", "--threads", "2",
-          "--checkpoint-dir", ckpt_dir, "--checkpoint-every", "50"};
+  return {"--model",
+          "mlp",
+          "--dataset",
+          "synthetic",
+          "--train-subset",
+          "6000",
+          "--val-subset",
+          "300",
+          "--epochs",
+          "3",
+          "--batch-size",
+          "32",
+          "--hidden",
+          "64,32",
+          "--dropout",
+          "0.1",
+          "--optimizer",
+          "adam",
+          "--lr",
+          "0.001",
+          "--seed",
+          "3",
+          "--threads",
+          "2",
+          "--checkpoint-dir",
+          ckpt_dir,
+          "--checkpoint-every",
+          "50"};
 }
 
 // Waits until `dir` holds a checkpoint file at a step >= min_step, or the process ends.
@@ -141,8 +165,8 @@ TEST(TrainCommandTest, SigtermCheckpointsAndExitsPreemptedThenResumes) {
 TEST(TrainCommandTest, PrintsOneMetricLinePerEpochWithTheFidelityName) {
   const std::string dir = TempDir("out");
   ASSERT_EQ(RunToEnd({"--dataset", "synthetic", "--train-subset", "500", "--val-subset", "100",
-                      "--epochs", "2", "--batch-size", "50", "--hidden", "16",
-                      "--fidelity-name", "step_epoch"},
+                      "--epochs", "2", "--batch-size", "50", "--hidden", "16", "--fidelity-name",
+                      "step_epoch"},
                      dir),
             0);
   EXPECT_THAT(ReadFile(dir + "/stdout"),
@@ -168,12 +192,29 @@ TEST(TrainCommandTest, HelpListsEveryFlagOnStdoutAndExitsZero) {
     EXPECT_EQ(RunToEnd({"--epochs", "3", help}, dir), kTrainExitOk);
     const std::string out = ReadFile(dir + "/stdout");
     EXPECT_THAT(out, HasSubstr("Usage: sextant-train"));
-    for (const char* flag :
-         {"--model", "--dataset", "--epochs", "--batch-size", "--hidden", "--optimizer", "--lr",
-          "--dropout", "--weight-decay", "--momentum", "--seed", "--threads", "--gpus",
-          "--checkpoint-dir", "--checkpoint-every", "--memory-cap-mb", "--fidelity-name",
-          "--nan-patience", "--max-steps", "--train-subset", "--val-subset", "--data-dir",
-          "--depth"}) {
+    for (const char* flag : {"--model",
+                             "--dataset",
+                             "--epochs",
+                             "--batch-size",
+                             "--hidden",
+                             "--optimizer",
+                             "--lr",
+                             "--dropout",
+                             "--weight-decay",
+                             "--momentum",
+                             "--seed",
+                             "--threads",
+                             "--gpus",
+                             "--checkpoint-dir",
+                             "--checkpoint-every",
+                             "--memory-cap-mb",
+                             "--fidelity-name",
+                             "--nan-patience",
+                             "--max-steps",
+                             "--train-subset",
+                             "--val-subset",
+                             "--data-dir",
+                             "--depth"}) {
       EXPECT_THAT(out, HasSubstr(std::string("\n  ") + flag + " ")) << help;
     }
     EXPECT_THAT(out, Not(HasSubstr("epoch=1")));  // it trained nothing
@@ -253,13 +294,14 @@ TEST(TrainCommandTest, UnwritableCheckpointDirectoryFailsNamingIt) {
 
 TEST(TrainCommandTest, MemoryCapPrintsAnOomEvent) {
   const std::string dir = TempDir("oom");
-  EXPECT_EQ(RunToEnd({"--dataset", "synthetic", "--train-subset", "256", "--val-subset", "64",
-                      "--epochs", "1", "--batch-size", "256", "--hidden", "1024,256",
-                      "--memory-cap-mb", "18"},
-                     dir),
-            0)
+  EXPECT_EQ(
+      RunToEnd({"--dataset", "synthetic", "--train-subset", "256", "--val-subset", "64", "--epochs",
+                "1", "--batch-size", "256", "--hidden", "1024,256", "--memory-cap-mb", "18"},
+               dir),
+      0)
       << ReadFile(dir + "/stderr");
-  EXPECT_THAT(ReadFile(dir + "/stdout"), HasSubstr("sextant-event: oom micro_batch=128 reason=micro-batch_256_->_128"));
+  EXPECT_THAT(ReadFile(dir + "/stdout"),
+              HasSubstr("sextant-event: oom micro_batch=128 reason=micro-batch_256_->_128"));
 }
 
 }  // namespace

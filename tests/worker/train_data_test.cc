@@ -8,9 +8,9 @@
 #include "common/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/component.h"
 #include "worker/train/dataset.h"
 #include "worker/train/idx_reader.h"
-#include "tests/support/component.h"
 
 namespace sextant::train {
 namespace {

@@ -95,7 +95,8 @@ TEST(ModelTest, SameSeedGivesSameInitialWeightsAndOtherSeedDiffers) {
   auto be = NewCpuBackend({.threads = 1});
   ModelSpec spec;
   spec.hidden = {32};
-  auto a = NewModel(spec, be.get(), 1), b = NewModel(spec, be.get(), 1), c = NewModel(spec, be.get(), 2);
+  auto a = NewModel(spec, be.get(), 1), b = NewModel(spec, be.get(), 1),
+       c = NewModel(spec, be.get(), 2);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   const Tensor wa = (*a)->parameters()[0], wb = (*b)->parameters()[0], wc = (*c)->parameters()[0];
   EXPECT_TRUE(std::equal(wa.data, wa.data + wa.size(), wb.data));

@@ -48,7 +48,7 @@ TrainerOptions SmallOptions() {
 }
 
 absl::StatusOr<TrainResult> TrainOn(const TrainerOptions& o, const Fixture& f, int threads = 2,
-                                int64_t backend_limit = 0) {
+                                    int64_t backend_limit = 0) {
   auto backend = NewCpuBackend({.threads = threads, .memory_limit_bytes = backend_limit});
   return Train(o, f.train, f.val, backend.get());
 }
@@ -422,8 +422,8 @@ TEST(TrainerTest, DataParallelReplicasTrainLikeOneBackend) {
     double worst = 0;
     for (size_t i = 0; i < single->parameters.size(); ++i) {
       for (size_t j = 0; j < single->parameters[i].size(); ++j) {
-        worst = std::max(worst, std::fabs(double{parallel->parameters[i][j]} -
-                                          single->parameters[i][j]));
+        worst = std::max(worst,
+                         std::fabs(double{parallel->parameters[i][j]} - single->parameters[i][j]));
       }
     }
     EXPECT_LT(worst, 1e-4) << optimizer;

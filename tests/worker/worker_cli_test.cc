@@ -60,9 +60,9 @@ Output RunWorker(const std::vector<std::string>& args) {
 TEST(WorkerCliTest, HelpListsTheFlagsAndSubcommandsAndExitsZero) {
   Output r = RunWorker({"--help"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  for (const char* flag : {"--connect", "--region", "--pool", "--gpus", "--preempt-notice",
-                           "--tls-dir", "--tls-name", "--secret-file", "--role",
-                           "--exit-with-parent", "devices", "train"}) {
+  for (const char* flag :
+       {"--connect", "--region", "--pool", "--gpus", "--preempt-notice", "--tls-dir", "--tls-name",
+        "--secret-file", "--role", "--exit-with-parent", "devices", "train"}) {
     EXPECT_THAT(r.out, HasSubstr(flag));
   }
 }

@@ -65,23 +65,21 @@ const Libraries& Libs() {
   static const Libraries libs = [] {
     Libraries l;
     void* cublas = Open("libcublas.so.13");
-    if (cublas == nullptr ||
-        !(Resolve(cublas, "cublasCreate_v2", &l.create) &&
-          Resolve(cublas, "cublasDestroy_v2", &l.destroy) &&
-          Resolve(cublas, "cublasSetStream_v2", &l.set_stream) &&
-          Resolve(cublas, "cublasSetMathMode", &l.set_math_mode) &&
-          Resolve(cublas, "cublasSgemm_v2", &l.sgemm) &&
-          Resolve(cublas, "cublasSgemv_v2", &l.sgemv))) {
+    if (cublas == nullptr || !(Resolve(cublas, "cublasCreate_v2", &l.create) &&
+                               Resolve(cublas, "cublasDestroy_v2", &l.destroy) &&
+                               Resolve(cublas, "cublasSetStream_v2", &l.set_stream) &&
+                               Resolve(cublas, "cublasSetMathMode", &l.set_math_mode) &&
+                               Resolve(cublas, "cublasSgemm_v2", &l.sgemm) &&
+                               Resolve(cublas, "cublasSgemv_v2", &l.sgemv))) {
       l.cublas_error = absl::StrCat("cannot load cuBLAS (libcublas.so.13): ", ::dlerror());
     }
     void* nccl = Open("libnccl.so.2");
-    if (nccl == nullptr ||
-        !(Resolve(nccl, "ncclCommInitAll", &l.nccl_init_all) &&
-          Resolve(nccl, "ncclCommDestroy", &l.nccl_destroy) &&
-          Resolve(nccl, "ncclGroupStart", &l.nccl_group_start) &&
-          Resolve(nccl, "ncclGroupEnd", &l.nccl_group_end) &&
-          Resolve(nccl, "ncclAllReduce", &l.nccl_all_reduce) &&
-          Resolve(nccl, "ncclGetErrorString", &l.nccl_error_string))) {
+    if (nccl == nullptr || !(Resolve(nccl, "ncclCommInitAll", &l.nccl_init_all) &&
+                             Resolve(nccl, "ncclCommDestroy", &l.nccl_destroy) &&
+                             Resolve(nccl, "ncclGroupStart", &l.nccl_group_start) &&
+                             Resolve(nccl, "ncclGroupEnd", &l.nccl_group_end) &&
+                             Resolve(nccl, "ncclAllReduce", &l.nccl_all_reduce) &&
+                             Resolve(nccl, "ncclGetErrorString", &l.nccl_error_string))) {
       l.nccl_error = absl::StrCat("cannot load NCCL (libnccl.so.2): ", ::dlerror());
     }
     return l;
@@ -112,8 +110,8 @@ class CudaBackend : public AccountedBackend {
   static absl::StatusOr<std::unique_ptr<Backend>> Create(const CudaBackendOptions& o) {
     int count = DeviceCount();
     if (o.device < 0 || o.device >= count) {
-      return absl::UnavailableError(absl::StrCat("no CUDA device ", o.device, " (", count,
-                                                 " visible)"));
+      return absl::UnavailableError(
+          absl::StrCat("no CUDA device ", o.device, " (", count, " visible)"));
     }
     auto b = std::unique_ptr<CudaBackend>(new CudaBackend(o));
     if (absl::Status s = b->Init(); !s.ok()) return s;
@@ -161,10 +159,10 @@ class CudaBackend : public AccountedBackend {
     const int m = static_cast<int>(c.rows), n = static_cast<int>(c.cols);
     const int k = static_cast<int>(ta == Transpose::kYes ? a.rows : a.cols);
     if (m == 0 || n == 0) return;
-    SEXTANT_CUBLAS_CHECK(Libs().sgemm(
-        cublas_, tb == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N,
-        ta == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b.data,
-        static_cast<int>(b.cols), a.data, static_cast<int>(a.cols), &beta, c.data, n));
+    SEXTANT_CUBLAS_CHECK(Libs().sgemm(cublas_, tb == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                      ta == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                                      &alpha, b.data, static_cast<int>(b.cols), a.data,
+                                      static_cast<int>(a.cols), &beta, c.data, n));
   }
 
   void AddBias(Tensor x, const Tensor& bias, bool relu) override {
@@ -186,8 +184,8 @@ class CudaBackend : public AccountedBackend {
     if (!EnsureOnes(dy.rows)) return;
     const float one = 1.0f;
     SEXTANT_CUBLAS_CHECK(Libs().sgemv(cublas_, CUBLAS_OP_N, static_cast<int>(dy.cols),
-                                     static_cast<int>(dy.rows), &one, dy.data,
-                                     static_cast<int>(dy.cols), ones_, 1, &beta, db.data, 1));
+                                      static_cast<int>(dy.rows), &one, dy.data,
+                                      static_cast<int>(dy.cols), ones_, 1, &beta, db.data, 1));
   }
 
   train::LossSums SoftmaxCrossEntropy(const Tensor& logits, const IntTensor& labels,
@@ -218,16 +216,16 @@ class CudaBackend : public AccountedBackend {
   }
 
   void Im2Col(const Tensor& x, const train::ImageShape& s, int kernel, Tensor cols) override {
-    SEXTANT_CUDA_CHECK(LaunchIm2Col(x.data, s.batch, s.height, s.width, s.channels, kernel,
-                                    cols.data, stream_));
+    SEXTANT_CUDA_CHECK(
+        LaunchIm2Col(x.data, s.batch, s.height, s.width, s.channels, kernel, cols.data, stream_));
   }
   void Col2Im(const Tensor& dcols, const train::ImageShape& s, int kernel, Tensor dx) override {
-    SEXTANT_CUDA_CHECK(LaunchCol2Im(dcols.data, s.batch, s.height, s.width, s.channels, kernel,
-                                    dx.data, stream_));
+    SEXTANT_CUDA_CHECK(
+        LaunchCol2Im(dcols.data, s.batch, s.height, s.width, s.channels, kernel, dx.data, stream_));
   }
   void MaxPool(const Tensor& x, const train::ImageShape& s, Tensor y, IntTensor argmax) override {
-    SEXTANT_CUDA_CHECK(
-        LaunchMaxPool(x.data, s.batch, s.height, s.width, s.channels, y.data, argmax.data, stream_));
+    SEXTANT_CUDA_CHECK(LaunchMaxPool(x.data, s.batch, s.height, s.width, s.channels, y.data,
+                                     argmax.data, stream_));
   }
   void MaxPoolBackward(const Tensor& dy, const IntTensor& argmax, Tensor dx) override {
     SEXTANT_CUDA_CHECK(
@@ -243,8 +241,8 @@ class CudaBackend : public AccountedBackend {
     const double t = static_cast<double>(h.step);
     const float step_size = static_cast<float>(h.lr / (1.0 - std::pow(double{h.beta1}, t)));
     const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(double{h.beta2}, t)));
-    SEXTANT_CUDA_CHECK(LaunchAdamStep(w.data, g.data, m.data, v.data, w.size(), step_size,
-                                      bc2_sqrt, h.beta1, h.beta2, h.eps, h.weight_decay, stream_));
+    SEXTANT_CUDA_CHECK(LaunchAdamStep(w.data, g.data, m.data, v.data, w.size(), step_size, bc2_sqrt,
+                                      h.beta1, h.beta2, h.eps, h.weight_decay, stream_));
   }
 
   absl::Status Synchronize() override {
@@ -259,8 +257,9 @@ class CudaBackend : public AccountedBackend {
 
   absl::Status Init() {
     absl::Status s = CudaStatus(cudaSetDevice(device_), "cudaSetDevice");
-    if (s.ok()) s = CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                               "cudaStreamCreate");
+    if (s.ok())
+      s = CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                     "cudaStreamCreate");
     if (s.ok() && !Libs().cublas_error.empty()) s = absl::UnavailableError(Libs().cublas_error);
     if (s.ok()) s = CublasStatus(Libs().create(&cublas_), "cublasCreate");
     if (s.ok()) s = CublasStatus(Libs().set_stream(cublas_, stream_), "cublasSetStream");
@@ -268,7 +267,8 @@ class CudaBackend : public AccountedBackend {
     if (s.ok()) {
       s = CublasStatus(Libs().set_math_mode(cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
     }
-    if (!s.ok()) return absl::UnavailableError(absl::StrCat("CUDA device ", device_, ": ", s.message()));
+    if (!s.ok())
+      return absl::UnavailableError(absl::StrCat("CUDA device ", device_, ": ", s.message()));
     return s;
   }
 
@@ -357,8 +357,7 @@ class NcclAllReduce : public GradientAllReduce {
     ncclResult_t r =
         Libs().nccl_init_all(comms.data(), static_cast<int>(comms.size()), devices.data());
     if (r != ncclSuccess) {
-      return absl::UnavailableError(
-          absl::StrCat("ncclCommInitAll: ", Libs().nccl_error_string(r)));
+      return absl::UnavailableError(absl::StrCat("ncclCommInitAll: ", Libs().nccl_error_string(r)));
     }
     return std::unique_ptr<GradientAllReduce>(new NcclAllReduce(std::move(cuda), std::move(comms)));
   }
@@ -367,15 +366,14 @@ class NcclAllReduce : public GradientAllReduce {
     for (ncclComm_t c : comms_) Libs().nccl_destroy(c);
   }
 
-  absl::Status SumInPlace(
-      const std::vector<std::vector<Tensor>>& per_replica) override {
+  absl::Status SumInPlace(const std::vector<std::vector<Tensor>>& per_replica) override {
     if (per_replica.size() != replicas_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("expected ", replicas_.size(),
-                                                     " replicas' gradients, got ",
-                                                     per_replica.size()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expected ", replicas_.size(), " replicas' gradients, got ", per_replica.size()));
     }
     for (const auto& g : per_replica) {
-      if (g.size() != per_replica[0].size()) return absl::InvalidArgumentError("tensor counts differ");
+      if (g.size() != per_replica[0].size())
+        return absl::InvalidArgumentError("tensor counts differ");
       for (size_t i = 0; i < g.size(); ++i) {
         if (g[i].size() != per_replica[0][i].size()) {
           return absl::InvalidArgumentError(absl::StrCat("gradient ", i, " shapes differ"));
@@ -387,8 +385,8 @@ class NcclAllReduce : public GradientAllReduce {
     for (size_t i = 0; r == ncclSuccess && i < per_replica[0].size(); ++i) {
       for (size_t k = 0; r == ncclSuccess && k < replicas_.size(); ++k) {
         const Tensor& t = per_replica[k][i];
-        r = Libs().nccl_all_reduce(t.data, t.data, static_cast<size_t>(t.size()), ncclFloat, ncclSum,
-                          comms_[k], replicas_[k]->stream());
+        r = Libs().nccl_all_reduce(t.data, t.data, static_cast<size_t>(t.size()), ncclFloat,
+                                   ncclSum, comms_[k], replicas_[k]->stream());
       }
     }
     ncclResult_t end = Libs().nccl_group_end();

@@ -38,8 +38,7 @@ class GradientAllReduce {
   // per_replica[r] lists replica r's gradient tensors, in the same order and shapes for every
   // replica, each on replica r's device. On return every replica holds the sum. One replica
   // returns at once. InvalidArgument on mismatched shapes; Internal on NCCL errors.
-  virtual absl::Status SumInPlace(
-      const std::vector<std::vector<train::Tensor>>& per_replica) = 0;
+  virtual absl::Status SumInPlace(const std::vector<std::vector<train::Tensor>>& per_replica) = 0;
 };
 
 // replicas[r] must be CUDA backends made by NewCudaBackend on distinct devices.

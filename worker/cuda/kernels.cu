@@ -14,7 +14,7 @@ int Blocks(int64_t n) {
 }
 
 // Grid-stride loops keep every kernel correct for any n whatever the grid size.
-#define SEXTANT_GRID_LOOP(i, n)                                                   \
+#define SEXTANT_GRID_LOOP(i, n)                                                          \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
@@ -91,8 +91,7 @@ __global__ void Im2ColKernel(const float* x, int64_t batch, int64_t H, int64_t W
     const int64_t c = within % C, kk = within / C, kx = kk % kernel, ky = kk / kernel;
     const int64_t n = pixel / (H * W), yx = pixel % (H * W), y = yx / W, xo = yx % W;
     const int64_t iy = y + ky - pad, ix = xo + kx - pad;
-    cols[i] = (iy < 0 || iy >= H || ix < 0 || ix >= W) ? 0.0f
-                                                      : x[((n * H + iy) * W + ix) * C + c];
+    cols[i] = (iy < 0 || iy >= H || ix < 0 || ix >= W) ? 0.0f : x[((n * H + iy) * W + ix) * C + c];
   }
 }
 
@@ -205,9 +204,8 @@ cudaError_t LaunchScale(float* x, int64_t n, float factor, cudaStream_t s) {
 cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const int32_t* labels, int64_t rows,
                                       int64_t classes, float grad_scale, float* dlogits,
                                       double* row_loss, int32_t* row_flags, cudaStream_t s) {
-  SoftmaxCrossEntropyKernel<<<Blocks(rows), kThreads, 0, s>>>(logits, labels, rows, classes,
-                                                              grad_scale, dlogits, row_loss,
-                                                              row_flags);
+  SoftmaxCrossEntropyKernel<<<Blocks(rows), kThreads, 0, s>>>(
+      logits, labels, rows, classes, grad_scale, dlogits, row_loss, row_flags);
   return cudaGetLastError();
 }
 
@@ -247,9 +245,9 @@ cudaError_t LaunchSgdStep(float* w, const float* g, float* velocity, int64_t n, 
   return cudaGetLastError();
 }
 
-cudaError_t LaunchAdamStep(float* w, const float* g, float* m, float* v, int64_t n,
-                           float step_size, float bc2_sqrt, float beta1, float beta2, float eps,
-                           float weight_decay, cudaStream_t s) {
+cudaError_t LaunchAdamStep(float* w, const float* g, float* m, float* v, int64_t n, float step_size,
+                           float bc2_sqrt, float beta1, float beta2, float eps, float weight_decay,
+                           cudaStream_t s) {
   AdamKernel<<<Blocks(n), kThreads, 0, s>>>(w, g, m, v, n, step_size, bc2_sqrt, beta1, beta2, eps,
                                             weight_decay);
   return cudaGetLastError();

@@ -36,9 +36,9 @@ cudaError_t LaunchSgdStep(float* w, const float* g, float* velocity, int64_t n, 
                           float momentum, float weight_decay, cudaStream_t s);
 // step_size = lr / (1 - beta1^t) and bc2_sqrt = sqrt(1 - beta2^t), computed by the caller in
 // double exactly as the CPU backend does.
-cudaError_t LaunchAdamStep(float* w, const float* g, float* m, float* v, int64_t n,
-                           float step_size, float bc2_sqrt, float beta1, float beta2, float eps,
-                           float weight_decay, cudaStream_t s);
+cudaError_t LaunchAdamStep(float* w, const float* g, float* m, float* v, int64_t n, float step_size,
+                           float bc2_sqrt, float beta1, float beta2, float eps, float weight_decay,
+                           cudaStream_t s);
 
 }  // namespace sextant::cuda
 

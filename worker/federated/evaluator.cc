@@ -39,9 +39,7 @@ absl::Status RunEvaluator(const EvaluatorOptions& o, Clock* clock, const std::at
   std::vector<float> weights(static_cast<size_t>(trainer->size()));
   SEXTANT_RETURN_IF_ERROR(trainer->GetWeights(absl::MakeSpan(weights)));
   SEXTANT_RETURN_IF_ERROR(WriteFloatsAtomically(files.initial(), weights));
-  {
-    std::ofstream(files.ready()) << "model_size=" << trainer->size() << "\n";
-  }
+  { std::ofstream(files.ready()) << "model_size=" << trainer->size() << "\n"; }
   while (stop == nullptr || !stop->load()) {
     std::map<int64_t, std::string> requests = Requests(o.dir);
     if (requests.empty()) {

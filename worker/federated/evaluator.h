@@ -11,10 +11,10 @@
 namespace sextant {
 
 struct EvaluatorOptions {
-  FederatedJob job;      // the model, its seed and the validation split. Required.
-  std::string dir;       // the exchange folder (aggregator/model_evaluation.h). Required.
-  int threads = 2;       // Default 2.
-  double poll_ms = 1;    // how often the folder is looked at. Default 1.
+  FederatedJob job;    // the model, its seed and the validation split. Required.
+  std::string dir;     // the exchange folder (aggregator/model_evaluation.h). Required.
+  int threads = 2;     // Default 2.
+  double poll_ms = 1;  // how often the folder is looked at. Default 1.
 };
 
 // `sextant-worker --role evaluator`: the global tier's evaluator. Builds the job's model (seeded

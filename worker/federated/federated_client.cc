@@ -65,8 +65,8 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       // The aggregator is starting or restarting: retry, within a bound.
       if (unreachable_since == absl::InfiniteFuture()) unreachable_since = clock->Now();
       if (clock->Now() - unreachable_since > absl::Seconds(o.connect_timeout_seconds)) {
-        return absl::UnavailableError(absl::StrCat("aggregator ", o.target, " unreachable: ",
-                                                   task.status().message()));
+        return absl::UnavailableError(
+            absl::StrCat("aggregator ", o.target, " unreachable: ", task.status().message()));
       }
       clock->SleepFor(absl::Milliseconds(200));
       continue;
@@ -90,7 +90,8 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       absl::StatusOr<CommandRoundResult> r =
           command->RunRound(task->round, task->seed, global, absl::MakeSpan(local));
       if (!r.ok()) {
-        if (o.log != nullptr) *o.log << "round=" << task->round << " skipped: " << r.status() << "\n" << std::flush;
+        if (o.log != nullptr)
+          *o.log << "round=" << task->round << " skipped: " << r.status() << "\n" << std::flush;
         continue;
       }
       train_loss = r->train_loss;
@@ -119,8 +120,8 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       so.noise_multiplier = o.job.dp_noise_multiplier;
       so.signer = o.signer.get();
       so.noise_sensitivity = o.job.dp_clip_norm;
-      sent = RunSecAggParticipant(stub.get(), so, clock, local, static_cast<int64_t>(weight),
-                                  metrics);
+      sent =
+          RunSecAggParticipant(stub.get(), so, clock, local, static_cast<int64_t>(weight), metrics);
     } else {
       PushHeader header{o.experiment_id, task->round, id, weight, 1, metrics};
       sent = PushUpdate(stub.get(), header, local, o.chunk_floats);

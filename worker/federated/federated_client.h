@@ -22,11 +22,12 @@ struct FederatedClientOptions {
   int index = 0;              // within the region (the client id is "<region>/<index>")
   int global_index = 0;       // over all regions (GlobalClientIndex): which partition it holds
   FederatedJob job;
-  int threads = 1;                    // CPU backend threads. Default 1.
-  double poll_seconds = 5;            // long-poll bound per GetRound. Default 5.
-  double connect_timeout_seconds = 60;  // give up when the aggregator stays unreachable. Default 60.
+  int threads = 1;          // CPU backend threads. Default 1.
+  double poll_seconds = 5;  // long-poll bound per GetRound. Default 5.
+  double connect_timeout_seconds =
+      60;  // give up when the aggregator stays unreachable. Default 60.
   int64_t chunk_floats = kDefaultChunkFloats;
-  std::ostream* log = nullptr;        // one line per round; default none
+  std::ostream* log = nullptr;  // one line per round; default none
   // The command client's exchange folder (job.client_command). Default: a folder under /tmp.
   std::string work_dir;
   // How it dials the aggregator (LoadChannelCredentials). Default null: plaintext.
@@ -37,10 +38,10 @@ struct FederatedClientOptions {
 };
 
 struct FederatedClientStats {
-  int rounds = 0;              // updates accepted
-  int64_t bytes_sent = 0;      // PushUpdate payload bytes in all
+  int rounds = 0;          // updates accepted
+  int64_t bytes_sent = 0;  // PushUpdate payload bytes in all
   int64_t model_floats = 0;
-  int64_t examples = 0;        // its training share
+  int64_t examples = 0;  // its training share
 };
 
 // A federated client: holds its partition of `data` (raw data never leaves this process), and

@@ -62,8 +62,8 @@ absl::StatusOr<int> GlobalClientIndex(const v1::Federation& federation, const st
   for (const auto& r : federation.regions()) {
     if (r.name() == region) {
       if (index < 0 || index >= r.clients()) {
-        return absl::OutOfRangeError(absl::StrCat("region ", region, " has ", r.clients(),
-                                                  " clients; no index ", index));
+        return absl::OutOfRangeError(
+            absl::StrCat("region ", region, " has ", r.clients(), " clients; no index ", index));
       }
       return base + index;
     }
@@ -102,20 +102,22 @@ std::vector<std::vector<int64_t>> PartitionShards(const std::vector<int32_t>& la
 absl::StatusOr<ClientData> PartitionForClient(const train::FashionMnist& data,
                                               const FederatedJob& job, int global_index) {
   if (global_index < 0 || global_index >= job.total_clients) {
-    return absl::OutOfRangeError(absl::StrCat("client index ", global_index, " of ", job.total_clients));
+    return absl::OutOfRangeError(
+        absl::StrCat("client index ", global_index, " of ", job.total_clients));
   }
   std::vector<std::vector<int64_t>> parts;
   if (job.partition == "dirichlet") {
-    SEXTANT_ASSIGN_OR_RETURN(parts, train::PartitionDirichlet(data.train.y, data.train.num_classes,
-                                                              job.total_clients,
-                                                              job.dirichlet_alpha, job.seed));
+    SEXTANT_ASSIGN_OR_RETURN(
+        parts, train::PartitionDirichlet(data.train.y, data.train.num_classes, job.total_clients,
+                                         job.dirichlet_alpha, job.seed));
   } else if (job.partition == "shards") {
     if (data.train.size() < 2 * job.total_clients) {
       return absl::InvalidArgumentError("fewer training examples than shards");
     }
     parts = PartitionShards(data.train.y, job.total_clients, job.seed);
   } else {
-    SEXTANT_ASSIGN_OR_RETURN(parts, train::PartitionIid(data.train.size(), job.total_clients, job.seed));
+    SEXTANT_ASSIGN_OR_RETURN(parts,
+                             train::PartitionIid(data.train.size(), job.total_clients, job.seed));
   }
   std::vector<int64_t> mine = std::move(parts[global_index]);
   std::mt19937_64 rng(job.seed * 7919 + static_cast<uint64_t>(global_index));
@@ -123,11 +125,14 @@ absl::StatusOr<ClientData> PartitionForClient(const train::FashionMnist& data,
   const int64_t held = std::max<int64_t>(1, static_cast<int64_t>(mine.size()) / 10);
   std::vector<int64_t> held_idx(mine.begin(), mine.begin() + std::min<int64_t>(held, mine.size()));
   std::vector<int64_t> train_idx(mine.begin() + held_idx.size(), mine.end());
-  if (job.examples_per_client > 0 && static_cast<int64_t>(train_idx.size()) > job.examples_per_client) {
+  if (job.examples_per_client > 0 &&
+      static_cast<int64_t>(train_idx.size()) > job.examples_per_client) {
     train_idx.resize(job.examples_per_client);
-    held_idx.resize(std::min<int64_t>(held_idx.size(), std::max<int64_t>(1, job.examples_per_client / 10)));
+    held_idx.resize(
+        std::min<int64_t>(held_idx.size(), std::max<int64_t>(1, job.examples_per_client / 10)));
   }
-  if (train_idx.empty()) return absl::FailedPreconditionError("the client's share is too small to train on");
+  if (train_idx.empty())
+    return absl::FailedPreconditionError("the client's share is too small to train on");
   ClientData out;
   out.train = data.train.Subset(train_idx);
   out.held_out = data.train.Subset(held_idx);

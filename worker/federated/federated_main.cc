@@ -29,15 +29,17 @@ struct FlagHelp {
 constexpr FlagHelp kFlags[] = {
     {"--role", "client, aggregator or evaluator (required)"},
     {"--region", "the region served or joined (required but for an evaluator)"},
-    {"--connect", "HOST:PORT upstream: the orchestrator, or a client's aggregator (required "
-                  "but for an evaluator)"},
+    {"--connect",
+     "HOST:PORT upstream: the orchestrator, or a client's aggregator (required "
+     "but for an evaluator)"},
     {"--experiment-id", "the federation's id (required but for an evaluator)"},
     {"--index", "client: its index in its region"},
     {"--spec", "client, evaluator: the experiment (a serialized ExperimentSpec)"},
     {"--threads", "client, evaluator: training threads"},
     {"--model-size", "aggregator: the model's floats (required)"},
-    {"--work-dir", "aggregator, evaluator (required); client: the command client's exchange "
-                   "folder"},
+    {"--work-dir",
+     "aggregator, evaluator (required); client: the command client's exchange "
+     "folder"},
     {"--listen", "aggregator: the address to serve clients on (default loopback, any port)"},
     {"--port-file", "aggregator: where to write the port it listens on"},
     {"--chunk-floats", "floats per streamed chunk"},
@@ -64,9 +66,10 @@ constexpr FlagHelp kFlags[] = {
 // repeated; absent when not given). Returns -1 to go on, or an exit code: 0 after --help, 2
 // (with a message) on an unknown flag or one without its value.
 int ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags) {
-  CLI::App app("sextant-worker, federated roles: a client trains on its partition, a regional "
-               "aggregator folds its region's updates, an evaluator scores the global model.",
-               "sextant-worker");
+  CLI::App app(
+      "sextant-worker, federated roles: a client trains on its partition, a regional "
+      "aggregator folds its region's updates, an evaluator scores the global model.",
+      "sextant-worker");
   app.failure_message(CLI::FailureMessage::simple);
   std::map<std::string, std::string> values;  // stable addresses for CLI11 to fill
   std::map<std::string, CLI::Option*> options;
@@ -201,7 +204,8 @@ int RunClient(std::map<std::string, std::string>& f, Clock* clock, const std::at
     return 1;
   }
   std::cout << "client_done rounds=" << stats->rounds << " bytes_sent=" << stats->bytes_sent
-            << " model_bytes=" << stats->model_floats * 4 << " examples=" << stats->examples << "\n";
+            << " model_bytes=" << stats->model_floats * 4 << " examples=" << stats->examples
+            << "\n";
   return 0;
 }
 
@@ -287,7 +291,8 @@ int RunAggregator(std::map<std::string, std::string>& f, Clock* clock,
     std::cerr << "sextant-worker: --max-client-weight takes a number >= 0\n";
     return 2;
   }
-  for (int64_t i = 0; i < clients; ++i) o.clients.push_back(ClientId(o.region, static_cast<int>(i)));
+  for (int64_t i = 0; i < clients; ++i)
+    o.clients.push_back(ClientId(o.region, static_cast<int>(i)));
   o.hide_region_sum = f["--hide-region-sum"] == "1" || f["--hide-region-sum"] == "true";
   if (f.count("--secagg-ring-clients") &&
       !absl::SimpleAtoi(f["--secagg-ring-clients"], &o.ring_clients)) {
@@ -299,8 +304,8 @@ int RunAggregator(std::map<std::string, std::string>& f, Clock* clock,
     return 2;
   }
   if (o.secure_aggregation) {
-    SecureQuantizerOptions q{o.quantization.clip, o.quantization.bits, o.quantization.max_weight,
-                             2, 0};
+    SecureQuantizerOptions q{o.quantization.clip, o.quantization.bits, o.quantization.max_weight, 2,
+                             0};
     if (absl::Status s = SecureQuantizer::Create(q).status(); !s.ok()) {
       std::cerr << "sextant-worker: " << s.message() << "\n";
       return 2;

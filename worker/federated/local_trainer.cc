@@ -27,7 +27,8 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(const train::
 
 absl::Status LocalTrainer::GetWeights(absl::Span<float> out) {
   if (static_cast<int64_t>(out.size()) != size_) {
-    return absl::InvalidArgumentError(absl::StrCat("weights: ", out.size(), " values, the model has ", size_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights: ", out.size(), " values, the model has ", size_));
   }
   int64_t off = 0;
   for (const train::Tensor& p : model_->parameters()) {
@@ -143,8 +144,8 @@ absl::StatusOr<EvalResult> LocalTrainer::Evaluate(const train::Dataset& data) {
     std::iota(idx.begin(), idx.end(), off);
     Stage(data, idx.data(), rows);
     train::Tensor logits = model_->Forward(rows, false, 0, 0);
-    train::LossSums s = backend_->SoftmaxCrossEntropy(logits, {labels_.view().data, rows}, 0,
-                                                      train::Tensor{});
+    train::LossSums s =
+        backend_->SoftmaxCrossEntropy(logits, {labels_.view().data, rows}, 0, train::Tensor{});
     loss += s.loss;
     correct += s.correct;
   }

@@ -14,11 +14,11 @@
 namespace sextant {
 
 struct LocalTrainingOptions {
-  int epochs = 1;            // local epochs, >= 1. Default 1.
-  int64_t batch_size = 32;   // >= 1. Default 32.
-  float lr = 0.01f;          // plain SGD step size, > 0. Default 0.01.
-  double proximal_mu = 0;    // FedProx mu; 0 = FedAvg. Default 0.
-  uint64_t seed = 0;         // shuffling and dropout. Default 0.
+  int epochs = 1;           // local epochs, >= 1. Default 1.
+  int64_t batch_size = 32;  // >= 1. Default 32.
+  float lr = 0.01f;         // plain SGD step size, > 0. Default 0.01.
+  double proximal_mu = 0;   // FedProx mu; 0 = FedAvg. Default 0.
+  uint64_t seed = 0;        // shuffling and dropout. Default 0.
 };
 
 struct EvalResult {

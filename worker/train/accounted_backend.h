@@ -59,9 +59,9 @@ class AccountedBackend : public Backend {
   absl::Status Reserve(int64_t bytes, void** out) {
     if (bytes < 0) return absl::InvalidArgumentError("negative allocation size");
     if (limit_ > 0 && allocated_ + bytes > limit_) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(name(), ": allocating ", bytes, " bytes would exceed the memory limit of ",
-                       limit_, " bytes (", allocated_, " in use)"));
+      return absl::ResourceExhaustedError(absl::StrCat(name(), ": allocating ", bytes,
+                                                       " bytes would exceed the memory limit of ",
+                                                       limit_, " bytes (", allocated_, " in use)"));
     }
     absl::StatusOr<void*> p = RawAllocate(bytes);
     if (!p.ok()) return p.status();

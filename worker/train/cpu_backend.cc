@@ -118,8 +118,8 @@ class CpuBackend : public AccountedBackend {
     size_t rounded = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
     void* p = std::aligned_alloc(64, rounded);
     if (p == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat("cpu backend: out of memory allocating ",
-                                                       bytes, " bytes"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cpu backend: out of memory allocating ", bytes, " bytes"));
     }
     std::memset(p, 0, rounded);
     return p;

@@ -103,8 +103,8 @@ absl::StatusOr<FashionMnist> LoadFashionMnist(const std::string& dir, int64_t va
   auto test = LoadPair(dir, "t10k");
   if (!test.ok()) return test.status();
   if (validation_size < 0 || validation_size >= train->size()) {
-    return absl::InvalidArgumentError(absl::StrCat("validation size ", validation_size,
-                                                   " must be in [0, ", train->size(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("validation size ", validation_size, " must be in [0, ", train->size(), ")"));
   }
   std::vector<int64_t> perm = Permutation(train->size(), split_seed);
   std::vector<int64_t> val_idx(perm.begin(), perm.begin() + validation_size);
@@ -159,15 +159,15 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> PartitionDirichlet(
     const std::vector<int32_t>& labels, int num_classes, int clients, double alpha, uint64_t seed) {
   const int64_t n = static_cast<int64_t>(labels.size());
   if (!(alpha > 0) || clients < 1 || clients > n || num_classes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("Dirichlet partition needs alpha > 0 and 1 <= ",
-                                                   "clients <= examples; got alpha=", alpha,
-                                                   " clients=", clients, " examples=", n));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Dirichlet partition needs alpha > 0 and 1 <= ", "clients <= examples; got alpha=", alpha,
+        " clients=", clients, " examples=", n));
   }
   std::vector<std::vector<int64_t>> by_class(num_classes);
   for (int64_t i = 0; i < n; ++i) {
     if (labels[i] < 0 || labels[i] >= num_classes) {
-      return absl::InvalidArgumentError(absl::StrCat("label ", labels[i], " at ", i,
-                                                     " is outside [0, ", num_classes, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("label ", labels[i], " at ", i, " is outside [0, ", num_classes, ")"));
     }
     by_class[labels[i]].push_back(i);
   }
@@ -195,8 +195,8 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> PartitionDirichlet(
         start = std::max(start, end);
       }
     }
-    bool all_nonempty = std::all_of(parts.begin(), parts.end(),
-                                    [](const auto& p) { return !p.empty(); });
+    bool all_nonempty =
+        std::all_of(parts.begin(), parts.end(), [](const auto& p) { return !p.empty(); });
     if (all_nonempty) {
       for (auto& p : parts) std::sort(p.begin(), p.end());
       return parts;

@@ -17,8 +17,8 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 
 // A labelled set of examples. Not thread-safe for writes; immutable once built.
 struct Dataset {
-  RowMatrix x;                  // n x features, pixel values scaled to [0, 1]
-  std::vector<int32_t> y;       // n labels in [0, num_classes)
+  RowMatrix x;             // n x features, pixel values scaled to [0, 1]
+  std::vector<int32_t> y;  // n labels in [0, num_classes)
   int num_classes = 10;
   int channels = 1, height = 28, width = 28;  // image shape of one row (features = c*h*w)
 

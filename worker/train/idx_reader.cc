@@ -85,8 +85,8 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int expected_rank) {
   }
   int64_t payload = static_cast<int64_t>(s.size() - header);
   if (payload != count) {
-    return absl::DataLossError(absl::StrCat(path, ": IDX header says ", count, " bytes of data, file has ",
-                                            payload));
+    return absl::DataLossError(
+        absl::StrCat(path, ": IDX header says ", count, " bytes of data, file has ", payload));
   }
   out.data.assign(s.begin() + static_cast<std::ptrdiff_t>(header), s.end());
   return out;

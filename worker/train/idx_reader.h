@@ -12,8 +12,8 @@ namespace sextant::train {
 
 // One IDX array of unsigned bytes (type code 0x08).
 struct IdxArray {
-  std::vector<int64_t> dims;   // e.g. {60000, 28, 28} or {60000}
-  std::vector<uint8_t> data;   // product(dims) bytes, row-major
+  std::vector<int64_t> dims;  // e.g. {60000, 28, 28} or {60000}
+  std::vector<uint8_t> data;  // product(dims) bytes, row-major
 };
 
 // Reads `path` (gzip detected by its magic bytes). `expected_rank` is 3 for images and 1 for

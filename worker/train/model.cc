@@ -82,8 +82,7 @@ class LayeredModel : public Model {
   void Backward(const Tensor& dlogits, float beta) override;
 
  private:
-  absl::StatusOr<Param> NewParam(int64_t in, int64_t out, int64_t fan_in, bool relu,
-                                 uint64_t key);
+  absl::StatusOr<Param> NewParam(int64_t in, int64_t out, int64_t fan_in, bool relu, uint64_t key);
   // Calls f(rows_needed_per_example_in_floats) for each activation buffer (ints counted alike).
   template <typename F>
   void ForEachActivation(F&& f) const;
@@ -166,17 +165,17 @@ void LayeredModel::ForEachActivation(F&& f) const {
   for (size_t s = 0; s < convs_.size(); ++s) {
     const ConvStage& c = convs_[s];
     const int64_t pixels = c.h * c.w;
-    f(pixels * c.patch(spec_.kernel));  // cols
+    f(pixels * c.patch(spec_.kernel));             // cols
     if (s > 0) f(pixels * c.patch(spec_.kernel));  // dcols
-    f(pixels * c.out_c);  // z
-    f(pixels * c.out_c);  // dz
-    f(c.pooled_width());  // pooled
-    f(c.pooled_width());  // dpooled
-    f(c.pooled_width());  // argmax (int32)
+    f(pixels * c.out_c);                           // z
+    f(pixels * c.out_c);                           // dz
+    f(c.pooled_width());                           // pooled
+    f(c.pooled_width());                           // dpooled
+    f(c.pooled_width());                           // argmax (int32)
   }
   for (size_t i = 0; i < dense_.size(); ++i) {
-    f(dense_[i].out);                                          // y
-    if (i + 1 < dense_.size()) f(dense_[i].out);               // dy
+    f(dense_[i].out);                                                  // y
+    if (i + 1 < dense_.size()) f(dense_[i].out);                       // dy
     if (i + 1 < dense_.size() && spec_.dropout > 0) f(dense_[i].out);  // mask
   }
 }
@@ -266,9 +265,9 @@ void LayeredModel::Backward(const Tensor& dlogits, float beta) {
   Tensor d = dlogits;
   for (size_t i = dense_.size(); i-- > 0;) {
     DenseLayer& layer = dense_[i];
-    Tensor in = i > 0                ? dense_[i - 1].y.view().RowBlock(0, rows)
-                : !convs_.empty()    ? convs_.back().pooled.view().RowBlock(0, rows)
-                                     : input_.view().RowBlock(0, rows);
+    Tensor in = i > 0             ? dense_[i - 1].y.view().RowBlock(0, rows)
+                : !convs_.empty() ? convs_.back().pooled.view().RowBlock(0, rows)
+                                  : input_.view().RowBlock(0, rows);
     backend_->Gemm(Transpose::kYes, Transpose::kNo, 1, in, d, beta, layer.p.dw.view());
     backend_->ColumnSum(d, beta, layer.p.db.view());
     if (i == 0 && convs_.empty()) return;

@@ -18,7 +18,7 @@ struct ModelSpec {
   // Input image shape; default 1x28x28. The CNN reads a row as height x width x channels
   // (channels innermost), which for one channel is the plain pixel order.
   int channels = 1, height = 28, width = 28;
-  int classes = 10;                           // Default 10.
+  int classes = 10;  // Default 10.
   // Dense hidden layer widths (ReLU, then dropout). For "cnn" these follow the convolutions.
   // Default {512, 256}.
   std::vector<int> hidden = {512, 256};

@@ -15,11 +15,11 @@
 namespace sextant::train {
 
 struct OptimizerOptions {
-  std::string kind = "adam";  // "adam" or "sgd". Default "adam".
-  float lr = 1e-3f;           // learning rate, > 0. Default 1e-3.
-  float momentum = 0.9f;      // sgd only, in [0, 1). Default 0.9.
+  std::string kind = "adam";                        // "adam" or "sgd". Default "adam".
+  float lr = 1e-3f;                                 // learning rate, > 0. Default 1e-3.
+  float momentum = 0.9f;                            // sgd only, in [0, 1). Default 0.9.
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam only. Defaults 0.9, 0.999, 1e-8.
-  float weight_decay = 0;     // L2 coefficient, >= 0. Default 0.
+  float weight_decay = 0;                           // L2 coefficient, >= 0. Default 0.
 };
 
 // InvalidArgument naming the field (optimizer, lr, momentum, weight_decay, ...).

@@ -44,8 +44,7 @@ struct CommandLine {
 };
 
 absl::Status Bad(absl::string_view flag, absl::string_view value, absl::string_view want) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(flag, ": '", value, "' is not ", want));
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": '", value, "' is not ", want));
 }
 
 template <typename T>
@@ -63,10 +62,14 @@ absl::Status ParseFloat(absl::string_view flag, absl::string_view v, float* out)
 
 absl::Status Apply(CommandLine& c, const std::string& flag, const std::string& v) {
   TrainerOptions& t = c.trainer;
-  if (flag == "--model") t.model.kind = v;
-  else if (flag == "--dataset") c.dataset = v;
-  else if (flag == "--epochs") return ParseInt(flag, v, &t.epochs);
-  else if (flag == "--batch-size") return ParseInt(flag, v, &t.batch_size);
+  if (flag == "--model")
+    t.model.kind = v;
+  else if (flag == "--dataset")
+    c.dataset = v;
+  else if (flag == "--epochs")
+    return ParseInt(flag, v, &t.epochs);
+  else if (flag == "--batch-size")
+    return ParseInt(flag, v, &t.batch_size);
   else if (flag == "--hidden") {
     t.model.hidden.clear();
     for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipEmpty())) {
@@ -74,27 +77,43 @@ absl::Status Apply(CommandLine& c, const std::string& flag, const std::string& v
       if (!absl::SimpleAtoi(part, &h)) return Bad(flag, v, "a comma-separated list of widths");
       t.model.hidden.push_back(h);
     }
-  } else if (flag == "--optimizer") t.optimizer.kind = v;
-  else if (flag == "--lr") return ParseFloat(flag, v, &t.optimizer.lr);
-  else if (flag == "--dropout") return ParseFloat(flag, v, &t.model.dropout);
-  else if (flag == "--weight-decay") return ParseFloat(flag, v, &t.optimizer.weight_decay);
-  else if (flag == "--momentum") return ParseFloat(flag, v, &t.optimizer.momentum);
-  else if (flag == "--seed") return ParseInt(flag, v, &t.seed);
-  else if (flag == "--threads") return ParseInt(flag, v, &c.threads);
-  else if (flag == "--gpus") return ParseInt(flag, v, &c.gpus);
-  else if (flag == "--checkpoint-dir") t.checkpoint_dir = v;
-  else if (flag == "--checkpoint-every") return ParseInt(flag, v, &t.checkpoint_every_steps);
+  } else if (flag == "--optimizer")
+    t.optimizer.kind = v;
+  else if (flag == "--lr")
+    return ParseFloat(flag, v, &t.optimizer.lr);
+  else if (flag == "--dropout")
+    return ParseFloat(flag, v, &t.model.dropout);
+  else if (flag == "--weight-decay")
+    return ParseFloat(flag, v, &t.optimizer.weight_decay);
+  else if (flag == "--momentum")
+    return ParseFloat(flag, v, &t.optimizer.momentum);
+  else if (flag == "--seed")
+    return ParseInt(flag, v, &t.seed);
+  else if (flag == "--threads")
+    return ParseInt(flag, v, &c.threads);
+  else if (flag == "--gpus")
+    return ParseInt(flag, v, &c.gpus);
+  else if (flag == "--checkpoint-dir")
+    t.checkpoint_dir = v;
+  else if (flag == "--checkpoint-every")
+    return ParseInt(flag, v, &t.checkpoint_every_steps);
   else if (flag == "--memory-cap-mb") {
     int64_t mb = 0;
     if (auto s = ParseInt(flag, v, &mb); !s.ok()) return s;
     if (mb < 0) return Bad(flag, v, "a size >= 0");
     t.memory_cap_bytes = mb * 1024 * 1024;
-  } else if (flag == "--fidelity-name") t.fidelity_name = v;
-  else if (flag == "--nan-patience") return ParseInt(flag, v, &t.nan_patience);
-  else if (flag == "--max-steps") return ParseInt(flag, v, &t.max_steps);
-  else if (flag == "--train-subset") return ParseInt(flag, v, &c.train_subset);
-  else if (flag == "--val-subset") return ParseInt(flag, v, &c.val_subset);
-  else if (flag == "--data-dir") c.data_dir = v;
+  } else if (flag == "--fidelity-name")
+    t.fidelity_name = v;
+  else if (flag == "--nan-patience")
+    return ParseInt(flag, v, &t.nan_patience);
+  else if (flag == "--max-steps")
+    return ParseInt(flag, v, &t.max_steps);
+  else if (flag == "--train-subset")
+    return ParseInt(flag, v, &c.train_subset);
+  else if (flag == "--val-subset")
+    return ParseInt(flag, v, &c.val_subset);
+  else if (flag == "--data-dir")
+    c.data_dir = v;
   else if (flag == "--depth") {
     if (auto s = ParseInt(flag, v, &c.depth); !s.ok()) return s;
     if (c.depth < 1 || c.depth > 64) return Bad(flag, v, "a number of layers in 1..64");
@@ -216,12 +235,14 @@ int RunTrainCommand(int argc, char** argv) {
   // argv[0] is "train" under `sextant-worker train`.
   const std::string command =
       argc > 0 && std::string(argv[0]) == "train" ? "sextant-worker train" : "sextant-train";
-  CLI::App app("Trains a model with the built-in trainer and prints one metrics line per epoch "
-               "on stdout.",
-               command);
-  app.footer("Flags also take the --name=value form. $SEXTANT_CHECKPOINT_DIR is the default "
-             "--checkpoint-dir; $SEXTANT_FIDELITY (>= 1), when set, is the epoch to train to. "
-             "SIGTERM checkpoints and exits 75.");
+  CLI::App app(
+      "Trains a model with the built-in trainer and prints one metrics line per epoch "
+      "on stdout.",
+      command);
+  app.footer(
+      "Flags also take the --name=value form. $SEXTANT_CHECKPOINT_DIR is the default "
+      "--checkpoint-dir; $SEXTANT_FIDELITY (>= 1), when set, is the epoch to train to. "
+      "SIGTERM checkpoints and exits 75.");
   // Left-over arguments are kept, so that ToCommandLine can name the unknown flag.
   app.allow_extras();
   AddFlags(app);
@@ -234,8 +255,8 @@ int RunTrainCommand(int argc, char** argv) {
   } catch (const CLI::ArgumentMismatch& e) {
     // A flag at the end without its value; CLI11's message starts with the flag's name.
     const std::string what = e.what();
-    parsed = absl::InvalidArgumentError(absl::StrCat(what.substr(0, what.find(':')),
-                                                     " needs a value"));
+    parsed =
+        absl::InvalidArgumentError(absl::StrCat(what.substr(0, what.find(':')), " needs a value"));
   } catch (const CLI::ParseError& e) {
     parsed = absl::InvalidArgumentError(e.what());
   }

@@ -22,13 +22,14 @@
 namespace sextant::train {
 
 std::string EpochMetrics::Format(const std::string& fidelity_name) const {
-  return absl::StrFormat("%s=%d train_loss=%.6f val_loss=%.6f val_accuracy=%.6f samples_per_sec=%.1f",
-                         fidelity_name, epoch, train_loss, val_loss, val_accuracy, samples_per_sec);
+  return absl::StrFormat(
+      "%s=%d train_loss=%.6f val_loss=%.6f val_accuracy=%.6f samples_per_sec=%.1f", fidelity_name,
+      epoch, train_loss, val_loss, val_accuracy, samples_per_sec);
 }
 
 std::string TrainEvent::Format() const {
-  return absl::StrCat(kind, " micro_batch=", micro_batch, " reason=",
-                      absl::StrReplaceAll(reason, {{" ", "_"}, {"\n", "_"}}));
+  return absl::StrCat(kind, " micro_batch=", micro_batch,
+                      " reason=", absl::StrReplaceAll(reason, {{" ", "_"}, {"\n", "_"}}));
 }
 
 absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
@@ -37,7 +38,8 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
   if (o.batch_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("batch_size: ", o.batch_size, " is < 1"));
   }
-  if (o.epochs < 1) return absl::InvalidArgumentError(absl::StrCat("epochs: ", o.epochs, " is < 1"));
+  if (o.epochs < 1)
+    return absl::InvalidArgumentError(absl::StrCat("epochs: ", o.epochs, " is < 1"));
   if (o.nan_patience < 1) {
     return absl::InvalidArgumentError(absl::StrCat("nan_patience: ", o.nan_patience, " is < 1"));
   }
@@ -96,15 +98,18 @@ struct Position {
   int64_t epoch = 0;          // 0-based epoch in progress
   int64_t step_in_epoch = 0;  // steps of that epoch already applied
   int64_t global_step = 0;
-  int64_t bad_streak = 0;     // consecutive non-finite steps
-  double epoch_loss = 0;      // sum of finite training losses this epoch
+  int64_t bad_streak = 0;      // consecutive non-finite steps
+  double epoch_loss = 0;       // sum of finite training losses this epoch
   int64_t epoch_examples = 0;  // examples behind epoch_loss
 };
 
 class TrainLoop {
  public:
   TrainLoop(const TrainerOptions& o, const Dataset& train, const Dataset& val, Backend* backend)
-      : o_(o), train_(train), val_(val), backend_(backend),
+      : o_(o),
+        train_(train),
+        val_(val),
+        backend_(backend),
         clock_(o.clock != nullptr ? o.clock : RealClockInstance()) {}
 
   absl::StatusOr<TrainResult> Run();
@@ -143,8 +148,8 @@ class TrainLoop {
   const Dataset& val_;
   Backend* backend_;
   Clock* clock_;
-  Replica main_;                  // on backend_; model_ and opt_ below alias its members
-  std::vector<Replica> extra_;    // on options.replicas
+  Replica main_;                // on backend_; model_ and opt_ below alias its members
+  std::vector<Replica> extra_;  // on options.replicas
   std::unique_ptr<Model>& model_ = main_.model;
   std::unique_ptr<Optimizer>& opt_ = main_.opt;
   int64_t micro_ = 0;
@@ -200,7 +205,8 @@ absl::Status TrainLoop::SumGradients() {
     grads.push_back(At(k).model->gradients());
   }
   SEXTANT_RETURN_IF_ERROR(o_.all_reduce_sum(grads));
-  for (size_t k = 0; k < replica_count(); ++k) SEXTANT_RETURN_IF_ERROR(At(k).backend->Synchronize());
+  for (size_t k = 0; k < replica_count(); ++k)
+    SEXTANT_RETURN_IF_ERROR(At(k).backend->Synchronize());
   return absl::OkStatus();
 }
 
@@ -331,10 +337,10 @@ absl::Status TrainLoop::RunStep(const std::vector<int64_t>& perm) {
   ++pos_.global_step;
   if (sums.nonfinite > 0 || !std::isfinite(sums.loss)) {
     if (++pos_.bad_streak >= o_.nan_patience) {
-      return absl::InternalError(absl::StrCat(
-          "diverged: the training loss was NaN or infinite for ", pos_.bad_streak,
-          " consecutive steps (nan_patience=", o_.nan_patience, "), last at epoch ",
-          pos_.epoch + 1, " step ", pos_.step_in_epoch));
+      return absl::InternalError(
+          absl::StrCat("diverged: the training loss was NaN or infinite for ", pos_.bad_streak,
+                       " consecutive steps (nan_patience=", o_.nan_patience, "), last at epoch ",
+                       pos_.epoch + 1, " step ", pos_.step_in_epoch));
     }
     return absl::OkStatus();  // the update is skipped
   }
@@ -366,8 +372,9 @@ absl::StatusOr<EpochMetrics> TrainLoop::Evaluate() {
   const double n = static_cast<double>(val_.size());
   m.val_loss = sums.nonfinite > 0 ? std::nan("") : sums.loss / n;
   m.val_accuracy = static_cast<double>(sums.correct) / n;
-  m.train_loss = pos_.epoch_examples > 0 ? pos_.epoch_loss / static_cast<double>(pos_.epoch_examples)
-                                         : std::nan("");
+  m.train_loss = pos_.epoch_examples > 0
+                     ? pos_.epoch_loss / static_cast<double>(pos_.epoch_examples)
+                     : std::nan("");
   return m;
 }
 

@@ -20,10 +20,10 @@ namespace sextant::train {
 
 // Metrics of one finished epoch.
 struct EpochMetrics {
-  int epoch = 0;            // 1-based: the number of epochs completed
-  double train_loss = 0;    // mean loss over the epoch's training examples (dropout on)
-  double val_loss = 0;      // mean loss over the validation set (dropout off)
-  double val_accuracy = 0;  // fraction of validation examples classified correctly
+  int epoch = 0;               // 1-based: the number of epochs completed
+  double train_loss = 0;       // mean loss over the epoch's training examples (dropout on)
+  double val_loss = 0;         // mean loss over the validation set (dropout off)
+  double val_accuracy = 0;     // fraction of validation examples classified correctly
   double samples_per_sec = 0;  // training examples / seconds spent in training steps
 
   // "<fidelity_name>=<epoch> train_loss=... val_loss=... val_accuracy=... samples_per_sec=..."
@@ -32,8 +32,8 @@ struct EpochMetrics {
 
 // Something the caller should record, e.g. the micro-batch halving after an out-of-memory.
 struct TrainEvent {
-  std::string kind;          // "oom"
-  int64_t micro_batch = 0;   // the new micro-batch size
+  std::string kind;         // "oom"
+  int64_t micro_batch = 0;  // the new micro-batch size
   std::string reason;
   // "oom micro_batch=64 reason=..." (the reason with spaces replaced by '_' so it stays a token)
   std::string Format() const;
@@ -87,9 +87,9 @@ struct TrainResult {
   enum class Outcome { kCompleted, kPreempted, kStepLimit };
   Outcome outcome = Outcome::kCompleted;
   int epochs_completed = 0;
-  int64_t steps = 0;            // optimiser steps in total, including those before a resume
-  int64_t resumed_from_step = -1;  // the checkpoint's step when resumed, else -1
-  int64_t micro_batch = 0;      // the micro-batch size in use at the end
+  int64_t steps = 0;                 // optimiser steps in total, including those before a resume
+  int64_t resumed_from_step = -1;    // the checkpoint's step when resumed, else -1
+  int64_t micro_batch = 0;           // the micro-batch size in use at the end
   std::vector<EpochMetrics> epochs;  // the epochs finished in this call
   std::vector<TrainEvent> events;
   std::vector<std::vector<float>> parameters;  // final parameter values, as Model::parameters()

@@ -15,8 +15,8 @@
 #endif
 #define EIGEN_DONT_PARALLELIZE
 
-#include "Eigen/Core"
 #include "worker/train/internal/gemm_kernel.h"
+#include "Eigen/Core"
 
 namespace sextant::train::internal {
 
