@@ -1,10 +1,12 @@
 // The live report on --metrics-port, loaded in Debian's headless Chromium while real runs go
 // on: a search (the page renders, and its counts move as trials finish) and a federated run
 // (which serves /metrics and the live report too, with its rounds, valid for promtool).
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -102,9 +104,12 @@ trial:
   const int marks_first =
       std::stoi(testing::AttributeOf(first.dom, "chart-history-trial", "data-marks"));
 
-  // Three more trials finish (and the cached page is older than its two seconds).
+  // Three more trials finish, and the cached page outlives its two seconds (three trials take
+  // about 1.2 s here, so the wait for them alone can end while the first page is still served).
+  const auto first_rendered = std::chrono::steady_clock::now();
   ASSERT_TRUE(
       testing::WaitFor([&] { return Sample(Scrape(port), completed) >= done_first + 3; }, 60));
+  std::this_thread::sleep_until(first_rendered + std::chrono::milliseconds(2500));
   testing::BrowserRender second = testing::DumpDomUrl(url, 1000, 900);
   ExpectRendered(second);
   EXPECT_GE(StateCount(second.dom, "COMPLETED"), done_first + 3);
