@@ -132,12 +132,14 @@ TEST(RegionalAggregatorTest, WithoutItsClientsListRoundOneClosesWithoutTheLateCl
   EXPECT_EQ(RoundOneClients(testing::TempDir() + "/agg-nowait", false, &log), 1) << log;
 }
 
-// A client that never starts holds round 1 up only for the startup wait.
-TEST(RegionalAggregatorTest, AClientThatNeverStartsIsWaitedForOnlyUntilTheStartupWait) {
-  const std::string dir = testing::TempDir() + "/agg-never";
+// A region of one client, r/0, that never starts, under a fresh work folder `name`; the
+// aggregator reports to up and logs to log.
+RegionalAggregatorOptions NeverStartingClientOptions(const std::string& name, const Upstream& up,
+                                                     double startup_wait_seconds,
+                                                     std::ostringstream* log) {
+  const std::string dir = testing::TempDir() + "/" + name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  Upstream up;
   RegionalAggregatorOptions o;
   o.upstream = "127.0.0.1:" + std::to_string(up.port);
   o.experiment_id = "exp";
@@ -146,9 +148,16 @@ TEST(RegionalAggregatorTest, AClientThatNeverStartsIsWaitedForOnlyUntilTheStartu
   o.work_dir = dir + "/work";
   o.poll_seconds = 0.5;
   o.clients = {"r/0"};
-  o.startup_wait_seconds = 1;
+  o.startup_wait_seconds = startup_wait_seconds;
+  o.log = log;
+  return o;
+}
+
+// A client that never starts holds round 1 up only for the startup wait.
+TEST(RegionalAggregatorTest, AClientThatNeverStartsIsWaitedForOnlyUntilTheStartupWait) {
+  Upstream up;
   std::ostringstream log;
-  o.log = &log;
+  RegionalAggregatorOptions o = NeverStartingClientOptions("agg-never", up, 1, &log);
   std::atomic<bool> stop{false};
   std::thread aggregator(
       [&] { EXPECT_TRUE(RunRegionalAggregator(o, RealClockInstance(), &stop).ok()); });
@@ -162,21 +171,9 @@ TEST(RegionalAggregatorTest, AClientThatNeverStartsIsWaitedForOnlyUntilTheStartu
 // The startup wait runs on the aggregator's clock: an hour-long wait for a client that never
 // starts ends once that clock passes the hour, after well under a second of real time.
 TEST(RegionalAggregatorTest, TheStartupWaitEndsOnTheInjectedClockWithoutRealWaiting) {
-  const std::string dir = testing::TempDir() + "/agg-fake-clock";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
   Upstream up;
-  RegionalAggregatorOptions o;
-  o.upstream = "127.0.0.1:" + std::to_string(up.port);
-  o.experiment_id = "exp";
-  o.region = "r";
-  o.model_size = kSize;
-  o.work_dir = dir + "/work";
-  o.poll_seconds = 0.5;
-  o.clients = {"r/0"};
-  o.startup_wait_seconds = 3600;
   std::ostringstream log;
-  o.log = &log;
+  RegionalAggregatorOptions o = NeverStartingClientOptions("agg-fake-clock", up, 3600, &log);
   FakeClock clock;
   std::atomic<bool> stop{false};
   std::thread aggregator([&] { EXPECT_TRUE(RunRegionalAggregator(o, &clock, &stop).ok()); });
