@@ -115,8 +115,9 @@ absl::StatusOr<TensorFile> Assemble(internal::Header header, ReadFn read) {
   return file;
 }
 
-// Reads the open file; the errors carry no path.
-absl::StatusOr<TensorFile> ReadOpen(int fd) {
+// The header of the open file, checked against its size; *data_start is where the data buffer
+// begins. The errors carry no path.
+absl::StatusOr<internal::Header> ReadOpenHeader(int fd, uint64_t* data_start) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return Errno("cannot stat");
   if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError("not a regular file");
@@ -127,12 +128,44 @@ absl::StatusOr<TensorFile> ReadOpen(int fd) {
   SEXTANT_ASSIGN_OR_RETURN(const uint64_t n, HeaderLength(first8, total));
   std::string json(n, '\0');
   SEXTANT_RETURN_IF_ERROR(ReadAt(fd, json.data(), n, kLengthBytes));
-  const uint64_t data_start = kLengthBytes + n;
-  SEXTANT_ASSIGN_OR_RETURN(internal::Header header,
-                           internal::ParseHeader(json, total - data_start));
+  *data_start = kLengthBytes + n;
+  return internal::ParseHeader(json, total - *data_start);
+}
+
+// Reads the open file; the errors carry no path.
+absl::StatusOr<TensorFile> ReadOpen(int fd) {
+  uint64_t data_start = 0;
+  SEXTANT_ASSIGN_OR_RETURN(internal::Header header, ReadOpenHeader(fd, &data_start));
   return Assemble(std::move(header), [&](uint64_t begin, std::string& out) {
     return ReadAt(fd, out.data(), out.size(), data_start + begin);
   });
+}
+
+// The open file's tensors with empty data; the errors carry no path.
+absl::StatusOr<TensorFile> ReadOpenLayout(int fd) {
+  uint64_t data_start = 0;
+  SEXTANT_ASSIGN_OR_RETURN(internal::Header header, ReadOpenHeader(fd, &data_start));
+  TensorFile file;
+  file.metadata = std::move(header.metadata);
+  file.tensors.reserve(header.entries.size());
+  for (internal::HeaderEntry& e : header.entries) {
+    file.tensors.push_back(Tensor{std::move(e.name), e.dtype, std::move(e.shape), {}});
+  }
+  return file;
+}
+
+// `read` applied to `path` opened for reading, its errors prefixed with "PATH: ".
+template <typename ReadFn>
+absl::StatusOr<TensorFile> ReadPath(const std::string& path, ReadFn read) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (ReadOpenHeader then refuses it);
+  // reads of a regular file ignore the flag.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) return Errno(path, "cannot open");
+  absl::StatusOr<TensorFile> file = read(fd.get());
+  if (!file.ok()) {
+    return absl::Status(file.status().code(), absl::StrCat(path, ": ", file.status().message()));
+  }
+  return file;
 }
 
 void FsyncDirectoryOf(const std::string& path) {
@@ -158,15 +191,11 @@ absl::Status WriteFileBody(int fd, const std::string& tmp, const std::string& he
 }  // namespace
 
 absl::StatusOr<TensorFile> ReadSafetensors(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO must not wait for a writer (ReadOpen then refuses it); reads of a
-  // regular file ignore the flag.
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0) return Errno(path, "cannot open");
-  absl::StatusOr<TensorFile> file = ReadOpen(fd.get());
-  if (!file.ok()) {
-    return absl::Status(file.status().code(), absl::StrCat(path, ": ", file.status().message()));
-  }
-  return file;
+  return ReadPath(path, ReadOpen);
+}
+
+absl::StatusOr<TensorFile> ReadSafetensorsLayout(const std::string& path) {
+  return ReadPath(path, ReadOpenLayout);
 }
 
 absl::StatusOr<TensorFile> ParseSafetensors(absl::string_view bytes) {

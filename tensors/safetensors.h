@@ -37,6 +37,12 @@ inline constexpr int kMaxSafetensorsRank = 64;
 // NotFound / PermissionDenied "PATH: ..." when it cannot be opened.
 absl::StatusOr<TensorFile> ReadSafetensors(const std::string& path);
 
+// The layout of the model in `path`: its tensors as ReadSafetensors returns them (names, dtypes,
+// shapes, order, metadata) but with empty data, read from the header alone, so a model of many
+// gigabytes costs its header. The header and every offset are checked against the file's size
+// exactly as ReadSafetensors checks them, with the same errors.
+absl::StatusOr<TensorFile> ReadSafetensorsLayout(const std::string& path);
+
 // The same as ReadSafetensors over a whole file's bytes already in memory; the messages carry
 // no path.
 absl::StatusOr<TensorFile> ParseSafetensors(absl::string_view bytes);

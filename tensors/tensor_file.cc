@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace sextant {
 namespace {
@@ -75,6 +76,54 @@ absl::Status Tensor::SetFromF32(absl::Span<const float> values) {
   if (!s.ok()) return Bad(name, absl::StrCat(": ", s.message()));
   data = std::move(bytes);
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> LayoutElements(const TensorFile& layout) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max() / 4;
+  int64_t total = 0;
+  for (const Tensor& t : layout.tensors) {
+    const std::optional<int64_t> n = NumElements(t.shape);
+    if (!n) return Bad(t.name, absl::StrCat(": invalid shape ", ShapeText(t.shape)));
+    if (*n > kMax - total) {
+      return absl::InvalidArgumentError("the model's element count overflows");
+    }
+    total += *n;
+  }
+  return total;
+}
+
+absl::StatusOr<std::vector<float>> FlattenToF32(const TensorFile& model) {
+  SEXTANT_ASSIGN_OR_RETURN(const int64_t total, LayoutElements(model));
+  std::vector<float> flat;
+  flat.reserve(static_cast<size_t>(total));
+  for (const Tensor& t : model.tensors) {
+    SEXTANT_ASSIGN_OR_RETURN(const int64_t n, CheckedCount(t));
+    const size_t at = flat.size();
+    flat.resize(at + static_cast<size_t>(n));
+    absl::Status s = DecodeToF32(t.dtype, t.data, absl::MakeSpan(flat).subspan(at));
+    if (!s.ok()) return Bad(t.name, absl::StrCat(": ", s.message()));
+  }
+  return flat;
+}
+
+absl::StatusOr<TensorFile> UnflattenFromF32(const TensorFile& layout,
+                                            absl::Span<const float> flat) {
+  SEXTANT_ASSIGN_OR_RETURN(const int64_t total, LayoutElements(layout));
+  if (static_cast<int64_t>(flat.size()) != total) {
+    return absl::InvalidArgumentError(absl::StrCat(flat.size(), " values for a model of ", total));
+  }
+  TensorFile out;
+  out.metadata = layout.metadata;
+  out.tensors.reserve(layout.tensors.size());
+  size_t at = 0;
+  for (const Tensor& l : layout.tensors) {
+    Tensor t{l.name, l.dtype, l.shape, {}};
+    const size_t n = static_cast<size_t>(*NumElements(t.shape));
+    SEXTANT_RETURN_IF_ERROR(t.SetFromF32(flat.subspan(at, n)));
+    at += n;
+    out.tensors.push_back(std::move(t));
+  }
+  return out;
 }
 
 const Tensor* TensorFile::Find(absl::string_view name) const {

@@ -52,6 +52,23 @@ struct TensorFile {
   const Tensor* Find(absl::string_view name) const;
 };
 
+// A model's layout is a TensorFile whose tensors' data is ignored (usually empty): the names,
+// dtypes and shapes, in order. A model travels flat: its tensors widened to f32 and concatenated
+// in layout order, so that elementwise arithmetic on the flat vector is per-tensor f32 arithmetic
+// whatever the storage dtypes.
+
+// The element count of all of `layout`'s tensors together (from their shapes). InvalidArgument
+// naming the tensor whose shape is invalid, or when the total overflows int64.
+absl::StatusOr<int64_t> LayoutElements(const TensorFile& layout);
+
+// `model`'s values widened to f32 and concatenated in tensor order. Errors as Tensor::ToF32.
+absl::StatusOr<std::vector<float>> FlattenToF32(const TensorFile& model);
+
+// `layout`'s tensors (names, dtypes, shapes and metadata) holding consecutive slices of `flat`,
+// each narrowed to its tensor's dtype. InvalidArgument when flat.size() is not
+// LayoutElements(layout), or as LayoutElements.
+absl::StatusOr<TensorFile> UnflattenFromF32(const TensorFile& layout, absl::Span<const float> flat);
+
 // OK when `model` has exactly the tensor names of `reference`, each with the same dtype and shape
 // (the order of tensors may differ). Otherwise InvalidArgument naming the first offending tensor
 // of `model` in its order, then the first missing one of `reference`, e.g.

@@ -290,6 +290,43 @@ TEST(SafetensorsTest, AHeaderLengthOver100MBIsRefusedBeforeReadingIt) {
   }
 }
 
+TEST(SafetensorsLayoutTest, ReadsNamesDtypesShapesAndOrderWithoutTheData) {
+  TempDir dir;
+  const std::string path = dir.File("model.safetensors");
+  Put(path, File(R"({"__metadata__":{"format":"pt"},)"
+                 R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[8,12]},)"
+                 R"("a":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]}})",
+                 F32s({1.5f, -2.0f}) + U16s({0x3f80, 0xc040})));
+  absl::StatusOr<TensorFile> f = ReadSafetensorsLayout(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(f->tensors.size(), 2u);
+  EXPECT_EQ(f->tensors[0].name, "a");
+  EXPECT_EQ(f->tensors[0].dtype, DType::kF32);
+  EXPECT_EQ(f->tensors[0].shape, (std::vector<int64_t>{1, 2}));
+  EXPECT_TRUE(f->tensors[0].data.empty());
+  EXPECT_EQ(f->tensors[1].name, "b");
+  EXPECT_EQ(f->tensors[1].dtype, DType::kBF16);
+  EXPECT_TRUE(f->tensors[1].data.empty());
+  EXPECT_EQ(f->metadata.at("format"), "pt");
+}
+
+TEST(SafetensorsLayoutTest, ChecksTheHeaderAgainstTheFileSizeAsTheFullReadDoes) {
+  TempDir dir;
+  const std::string cut = dir.File("cut.safetensors");
+  // The header promises 8 bytes of data; the file holds 4.
+  Put(cut, File(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", F32s({1.0f})));
+  absl::StatusOr<TensorFile> f = ReadSafetensorsLayout(cut);
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(f.status().message()), StartsWith(cut + ": tensor \"w\": data_offsets"));
+  EXPECT_EQ(f.status(), ReadSafetensors(cut).status());
+  const std::string f64 = dir.File("f64.safetensors");
+  Put(f64, File(R"({"fc1.weight":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})",
+                std::string(8, '\0')));
+  EXPECT_THAT(std::string(ReadSafetensorsLayout(f64).status().message()),
+              StartsWith(f64 + ": tensor \"fc1.weight\": dtype \"F64\""));
+  EXPECT_TRUE(absl::IsNotFound(ReadSafetensorsLayout(dir.File("none")).status()));
+}
+
 TEST(SafetensorsTest, AFileShorterThanTheLengthFieldIsRefused) {
   TempDir dir;
   Put(dir.File("tiny"), "abc");

@@ -73,6 +73,43 @@ TensorFile Mlp(int64_t inputs = 784, DType dtype = DType::kF32) {
   return f;
 }
 
+TEST(FlatModelTest, FlattenConcatenatesInTensorOrderAndUnflattenNarrowsEachToItsDtype) {
+  TensorFile model;
+  model.metadata["format"] = "pt";
+  model.tensors.push_back(Zeros("w", DType::kF32, {2, 2}));
+  model.tensors.push_back(Zeros("h", DType::kF16, {3}));
+  model.tensors.push_back(Zeros("b", DType::kBF16, {}));
+  ASSERT_TRUE(model.tensors[0].SetFromF32(std::vector<float>{1, 2, 3, 4}).ok());
+  ASSERT_TRUE(model.tensors[1].SetFromF32(std::vector<float>{0.5f, -1, 2}).ok());
+  ASSERT_TRUE(model.tensors[2].SetFromF32(std::vector<float>{-3}).ok());
+  EXPECT_EQ(*LayoutElements(model), 8);
+  absl::StatusOr<std::vector<float>> flat = FlattenToF32(model);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_EQ(*flat, (std::vector<float>{1, 2, 3, 4, 0.5f, -1, 2, -3}));
+  // 1/3 is not exact in f16 or bf16: each tensor is rounded to its own dtype.
+  std::vector<float> moved = *flat;
+  for (float& v : moved) v += 1.0f / 3;
+  absl::StatusOr<TensorFile> back = UnflattenFromF32(model, moved);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(CheckSameLayout(*back, model).ok());
+  EXPECT_EQ(back->metadata, model.metadata);
+  EXPECT_EQ((*back->tensors[0].ToF32())[0], 1 + 1.0f / 3);
+  EXPECT_EQ((*back->tensors[1].ToF32())[0], HalfToFloat(FloatToHalf(0.5f + 1.0f / 3)));
+  EXPECT_EQ((*back->tensors[2].ToF32())[0], BFloat16ToFloat(FloatToBFloat16(-3 + 1.0f / 3)));
+}
+
+TEST(FlatModelTest, UnflattenRefusesAWrongCount) {
+  TensorFile layout;
+  layout.tensors.push_back(Tensor{"w", DType::kF16, {2, 3}, {}});
+  EXPECT_EQ(*LayoutElements(layout), 6);
+  absl::StatusOr<TensorFile> back = UnflattenFromF32(layout, std::vector<float>(5));
+  EXPECT_EQ(back.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(back.status().message()), HasSubstr("5 values for a model of 6"));
+  layout.tensors.push_back(Tensor{"bad", DType::kF32, {-1}, {}});
+  EXPECT_THAT(std::string(LayoutElements(layout).status().message()),
+              HasSubstr("tensor \"bad\": invalid shape [-1]"));
+}
+
 TEST(CheckSameLayoutTest, SameNamesDtypesAndShapesInAnyOrderPass) {
   TensorFile reordered = Mlp();
   std::swap(reordered.tensors[0], reordered.tensors[2]);
