@@ -34,6 +34,7 @@
 #include "orchestrator/core/warm_start.h"
 #include "orchestrator/cost/catalog.h"
 #include "orchestrator/cost/param_expression.h"
+#include "tensors/safetensors.h"
 
 namespace sextant {
 namespace {
@@ -474,6 +475,7 @@ class Loader {
   void LoadFederationOptions(const Section& s, v1::Federation* fed);
   void LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed);
   void LoadDifferentialPrivacy(const Field& f, v1::Federation* fed);
+  void LoadModel(const Field& f, v1::Federation* fed);
   // A non-empty string that is an id (common/ids.h): such names become file names and travel
   // between hosts. An error at f naming `what` otherwise.
   std::optional<std::string> IdString(const Field& f, const char* what) {
@@ -1111,9 +1113,17 @@ void Loader::LoadFidelity(const Field& f, v1::Fidelity* fidelity) {
       [&](double v) { fidelity->set_reduction_factor(v); });
 }
 
+// A plain federated run on a model of the user's own (federation.model) runs no built-in trainer
+// and no trial command: its `trial` block is optional.
+bool OwnModelRun(const Section& root) {
+  const Field* fed = root.Find("federation");
+  return fed != nullptr && root.Find("search") == nullptr && fed->value.IsMap() &&
+         fed->value["model"];
+}
+
 void Loader::LoadTrial(const Section& root) {
   const bool ask_tell = spec_.search().mode() == v1::Search::ASK_TELL;
-  const Field* f = ask_tell ? root.Find("trial") : root.Require("trial");
+  const Field* f = ask_tell || OwnModelRun(root) ? root.Find("trial") : root.Require("trial");
   if (f == nullptr) return;
   v1::TrialSpec* trial = spec_.mutable_trial();
   trial->set_working_dir(WorkingDir(""));
@@ -1581,12 +1591,14 @@ void Loader::LoadFederation(const Field& f) {
              "krum_selected",
              "client_command",
              "dp",
-             "hide_region_sums"});
+             "hide_region_sums",
+             "model"});
   if (!s.ok()) return;
   const int64_t total = LoadRegions(s, fed);
   LoadFederationOptions(s, fed);
   LoadRobustAndCommandOptions(s, fed);
   if (const Field* dp = s.Find("dp")) LoadDifferentialPrivacy(*dp, fed);
+  if (const Field* model = s.Find("model")) LoadModel(*model, fed);
   if (total <= 0) return;
   if (const Field* min = s.Find("min_clients"); min && fed->min_clients() > total) {
     r_.ValueError(*min, absl::StrCat("must be <= the total number of clients (", total, "), got ",
@@ -1685,6 +1697,39 @@ void Loader::LoadDifferentialPrivacy(const Field& f, v1::Federation* fed) {
     r_.ValueError(f, absl::StrCat("differential privacy needs aggregation: fedavg (the "
                                   "accountant assumes a clipped mean, not '",
                                   fed->aggregation(), "')"));
+  }
+}
+
+// federation.model: {file: PATH}, the user's own model as safetensors. Only the header is read
+// here (a model may be many gigabytes); it is checked against the file's size, and the layout
+// travels in the spec. Only a command client can train a model the built-in trainer does not
+// know.
+void Loader::LoadModel(const Field& f, v1::Federation* fed) {
+  Section s(r_, f, {"file"});
+  if (!s.ok()) return;
+  const Field* file = s.Require("file");
+  if (file == nullptr) return;
+  std::optional<std::string> given = r_.NonEmptyString(*file);
+  if (!given) return;
+  std::error_code ec;
+  const std::string path =
+      std::filesystem::absolute(WorkingDir(*given), ec).lexically_normal().string();
+  absl::StatusOr<TensorFile> layout = ReadSafetensorsLayout(path);
+  if (!layout.ok()) {
+    r_.ValueError(*file, layout.status().message());
+    return;
+  }
+  if (fed->client_command().empty()) {
+    r_.ValueError(*file,
+                  "a model of your own needs federation.client_command (the built-in trainer "
+                  "trains only its own model)");
+  }
+  fed->set_model_file(path);
+  for (const Tensor& t : layout->tensors) {
+    v1::TensorLayout* l = fed->add_model_layout();
+    l->set_name(t.name);
+    l->set_dtype(std::string(DTypeName(t.dtype)));
+    for (int64_t d : t.shape) l->add_shape(d);
   }
 }
 

@@ -50,7 +50,8 @@ struct LoadResult {
 // rounds 10, clients_per_round 1 (all), local_epochs 1, local_batch_size 32, local_lr 0.01,
 // aggregation "fedavg", server_optimizer "fedavg", server_lr 1, min_clients 1, eval_every 1,
 // partition "iid", dirichlet_alpha 0.5, secure_aggregation true. An experiment with
-// `federation:` and no `search:` (plain federated training) may have no parameters.
+// `federation:` and no `search:` (plain federated training) may have no parameters, and with
+// federation.model (a model of the user's own, read from its safetensors header) no `trial`.
 LoadResult LoadExperimentFromString(const std::string& yaml, const std::string& file);
 
 // Reads and loads a file. A file that cannot be read, or is larger than

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -1030,6 +1031,100 @@ simulate: {seconds_per_unit: 0s, objective: rosenbrock, colour: 1}
                           "exp.yaml:9:30: simulate.seconds_per_unit: must be > 0",
                           StartsWith("exp.yaml:9:45: simulate.objective: unknown objective"),
                           StartsWith("exp.yaml:9:57: simulate.colour: unknown key")));
+}
+
+// A folder with a model file written byte by byte in the safetensors layout (u64 header length,
+// JSON header, data) and an experiment beside it.
+class ModelFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir() + "/loader-model-" +
+                                 ::testing::UnitTest::GetInstance()->current_test_info()->name())
+               .lexically_normal()
+               .string();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ + "/models");
+  }
+  void PutModel(const std::string& name, const std::string& header, size_t data_bytes) {
+    std::string bytes(8, '\0');
+    const uint64_t n = header.size();
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    bytes += header + std::string(data_bytes, '\0');
+    std::ofstream(dir_ + "/" + name, std::ios::binary) << bytes;
+  }
+  LoadResult LoadWith(const std::string& model_yaml, bool command = true) {
+    const std::string path = dir_ + "/exp.yaml";
+    std::ofstream(path) << "name: t\n"
+                        << "objective: {metric: loss}\n"
+                        << "federation:\n"
+                        << "  regions: [{name: east, clients: 2}]\n"
+                        << (command ? "  client_command: [python3, client.py]\n" : "")
+                        << "  model: " << model_yaml << "\n";
+    return LoadExperimentFile(path);
+  }
+  std::vector<std::string> ErrorsWith(const std::string& model_yaml, bool command = true) {
+    std::vector<std::string> out;
+    for (const LoadError& e : LoadWith(model_yaml, command).errors) out.push_back(e.ToString());
+    return out;
+  }
+  std::string dir_;
+};
+
+TEST_F(ModelFileTest, ReadsTheLayoutFromTheHeaderAndResolvesThePathBesideTheFile) {
+  PutModel("models/init.safetensors",
+           R"({"fc1.weight":{"dtype":"BF16","shape":[3,2],"data_offsets":[0,12]},)"
+           R"("fc1.bias":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})",
+           20);
+  LoadResult r = LoadWith("{file: models/init.safetensors}");
+  ASSERT_THAT(r.errors, IsEmpty()) << r.errors[0].ToString();
+  const v1::Federation& f = r.spec.federation();
+  EXPECT_EQ(
+      f.model_file(),
+      std::filesystem::absolute(dir_ + "/models/init.safetensors").lexically_normal().string());
+  ASSERT_EQ(f.model_layout_size(), 2);
+  EXPECT_EQ(f.model_layout(0).name(), "fc1.weight");
+  EXPECT_EQ(f.model_layout(0).dtype(), "BF16");
+  EXPECT_THAT(f.model_layout(0).shape(), ElementsAre(3, 2));
+  EXPECT_EQ(f.model_layout(1).name(), "fc1.bias");
+  EXPECT_EQ(f.model_layout(1).dtype(), "F32");
+  EXPECT_THAT(f.model_layout(1).shape(), ElementsAre(2));
+}
+
+TEST_F(ModelFileTest, AMissingFileIsAnErrorAtTheField) {
+  EXPECT_THAT(ErrorsWith("{file: nope.safetensors}"),
+              ElementsAre(AllOf(StartsWith(dir_ + "/exp.yaml:6:17: federation.model.file: "),
+                                HasSubstr("nope.safetensors: cannot open"))));
+}
+
+TEST_F(ModelFileTest, AnUnsupportedDtypeNamesTheTensor) {
+  PutModel("m.safetensors", R"({"emb":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8);
+  EXPECT_THAT(ErrorsWith("{file: m.safetensors}"),
+              ElementsAre(AllOf(StartsWith(dir_ + "/exp.yaml:6:17: federation.model.file: "),
+                                HasSubstr("tensor \"emb\": dtype \"F64\" is not supported"))));
+}
+
+TEST_F(ModelFileTest, AHeaderThatPromisesMoreThanTheFileHoldsIsAnError) {
+  PutModel("m.safetensors", R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8);
+  EXPECT_THAT(ErrorsWith("{file: m.safetensors}"),
+              ElementsAre(HasSubstr("federation.model.file: " + dir_ +
+                                    "/m.safetensors: tensor \"w\": data_offsets [0,16] go past "
+                                    "the end of the 8-byte data buffer")));
+}
+
+TEST_F(ModelFileTest, UnknownKeysAndAMissingFileKeyAreErrors) {
+  PutModel("m.safetensors", R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", 4);
+  EXPECT_THAT(ErrorsWith("{file: m.safetensors, dtype: f16}"),
+              ElementsAre(StartsWith(dir_ + "/exp.yaml:6:32: federation.model.dtype: unknown key; "
+                                            "allowed keys: file")));
+  EXPECT_THAT(ErrorsWith("{}"),
+              ElementsAre(dir_ + "/exp.yaml:6:3: federation.model.file: required key is missing"));
+}
+
+TEST_F(ModelFileTest, AModelOfYourOwnNeedsAClientCommand) {
+  PutModel("m.safetensors", R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", 4);
+  EXPECT_THAT(ErrorsWith("{file: m.safetensors}", /*command=*/false),
+              ElementsAre(StartsWith(dir_ + "/exp.yaml:5:17: federation.model.file: a model of "
+                                            "your own needs federation.client_command")));
 }
 
 TEST(ExperimentLoaderTest, FederationRobustRuleWithSecureAggregationIsRefusedWithTheReason) {
