@@ -1,9 +1,10 @@
 // How the global tier has its model evaluated without linking a trainer: a separate process
 // (`sextant-worker --role evaluator`, which holds the model and the validation split) and the
-// orchestrator exchange files in one folder. The evaluator writes initial.f32 (the model's
-// starting weights) and then `ready`; for each request the orchestrator writes eval-R.f32 (the
-// weights after round R) and the evaluator answers eval-R.score. Every file is written under a
-// temporary name and renamed, so a reader never sees half of one.
+// orchestrator exchange files in one folder. The evaluator writes initial.safetensors (the
+// model's starting weights as named tensors, tensors/safetensors.h) and then `ready`; for each
+// request the orchestrator writes eval-R.f32 (the weights after round R) and the evaluator answers
+// eval-R.score. Every file is written under a temporary name and renamed, so a reader never sees
+// half of one.
 #ifndef SEXTANT_AGGREGATOR_MODEL_EVALUATION_H_
 #define SEXTANT_AGGREGATOR_MODEL_EVALUATION_H_
 
@@ -26,7 +27,7 @@ struct ModelScore {
 // The file names of the exchange in dir.
 struct EvaluationFiles {
   std::string dir;
-  std::string initial() const { return dir + "/initial.f32"; }
+  std::string initial() const { return dir + "/initial.safetensors"; }
   std::string ready() const { return dir + "/ready"; }
   std::string request(int64_t round) const;  // eval-R.f32
   std::string score(int64_t round) const;    // eval-R.score

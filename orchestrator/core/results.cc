@@ -212,6 +212,11 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
     nlohmann::json p = nlohmann::json::parse(**privacy, nullptr, false);
     if (p.is_object()) doc["privacy"] = p;
   }
+  // A federated run: the newest global model file (RUN_DIR/model/*.safetensors).
+  if (absl::StatusOr<std::optional<std::string>> model = store->GetMeta("model_file");
+      model.ok() && *model) {
+    doc["model_file"] = **model;
+  }
   const ObjectiveSet objectives(spec);
   if (objectives.multi()) {
     doc["objective"] = nullptr;

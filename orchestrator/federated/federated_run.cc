@@ -41,6 +41,8 @@
 #include "rpc/certificates.h"
 #include "rpc/run_secret.h"
 #include "rpc/server_security.h"
+#include "tensors/safetensors.h"
+#include "tensors/tensor_file.h"
 
 namespace sextant {
 namespace {
@@ -51,6 +53,8 @@ constexpr double kStartupWaitSeconds = 120;
 // score one model.
 constexpr absl::Duration kEvaluatorStartup = absl::Seconds(120);
 constexpr absl::Duration kEvaluationTimeout = absl::Seconds(600);
+// How many per-round model files (RUN_DIR/model/round-N.safetensors) are kept.
+constexpr int kRoundModelsKept = 3;
 
 std::unique_ptr<ServerOptimizer> MakeServerOptimizer(const v1::Federation& f) {
   const double lr = f.server_lr() > 0 ? f.server_lr() : 1.0;
@@ -137,8 +141,13 @@ class FederatedRun {
     std::filesystem::create_directories(fed_dir_);
     spec_file_ = fed_dir_ + "/spec.pb";
     std::ofstream(spec_file_, std::ios::binary) << spec_.SerializeAsString();
-    SEXTANT_RETURN_IF_ERROR(StartEvaluator());
-    global_ = evaluator_->initial_weights();
+    if (fed().model_file().empty()) {
+      SEXTANT_RETURN_IF_ERROR(StartEvaluator());
+      global_ = evaluator_->initial_weights();
+      layout_ = evaluator_->layout();
+    } else {
+      SEXTANT_RETURN_IF_ERROR(LoadOwnModel());
+    }
     SEXTANT_RETURN_IF_ERROR(Restore());
     SEXTANT_RETURN_IF_ERROR(PrepareAccountant());
     return StartServer();
@@ -175,6 +184,55 @@ class FederatedRun {
     randombytes_buf(seed.data(), seed.size());
     const double stddev = dp.noise_multiplier() * dp.clip_norm() / std::max(1.0, total_weight);
     return AddGaussianNoise(absl::MakeSpan(mean), stddev, seed);
+  }
+
+  // federation.model.file: its tensors widened to f32 are the first global model. The file must
+  // still have the layout the loader read from its header.
+  absl::Status LoadOwnModel() {
+    SEXTANT_ASSIGN_OR_RETURN(TensorFile model, ReadSafetensors(fed().model_file()));
+    bool same = model.tensors.size() == static_cast<size_t>(fed().model_layout_size());
+    for (size_t i = 0; same && i < model.tensors.size(); ++i) {
+      const Tensor& t = model.tensors[i];
+      const v1::TensorLayout& l = fed().model_layout(static_cast<int>(i));
+      same = t.name == l.name() && DTypeName(t.dtype) == l.dtype() &&
+             std::equal(t.shape.begin(), t.shape.end(), l.shape().begin(), l.shape().end());
+    }
+    if (!same) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          fed().model_file(), ": its tensors changed since the experiment was loaded"));
+    }
+    SEXTANT_ASSIGN_OR_RETURN(global_, FlattenToF32(model));
+    for (Tensor& t : model.tensors) std::string().swap(t.data);
+    layout_ = std::move(model);
+    return absl::OkStatus();
+  }
+
+  // The global model as safetensors in RUN_DIR/model/NAME (the layout's names and dtypes), written
+  // atomically; the meta `model_file` names the newest.
+  absl::Status WriteModelFile(const std::string& name) {
+    const std::string dir = run_dir_->path() + "/model";
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+    SEXTANT_ASSIGN_OR_RETURN(const TensorFile model, UnflattenFromF32(layout_, global_));
+    const std::string path =
+        std::filesystem::absolute(absl::StrCat(dir, "/", name)).lexically_normal().string();
+    SEXTANT_RETURN_IF_ERROR(WriteSafetensors(path, model));
+    return store_->PutMeta("model_file", path);  // `results --format json` names it
+  }
+
+  // RUN_DIR/model/round-NNNN.safetensors after each completed round; the oldest beyond the
+  // latest kRoundModelsKept are removed.
+  absl::Status WriteRoundModel(int64_t round) {
+    SEXTANT_RETURN_IF_ERROR(WriteModelFile(RoundModelName(round)));
+    std::error_code ec;
+    std::filesystem::remove(
+        absl::StrCat(run_dir_->path(), "/model/", RoundModelName(round - kRoundModelsKept)), ec);
+    return absl::OkStatus();
+  }
+
+  static std::string RoundModelName(int64_t round) {
+    return absl::StrFormat("round-%04d.safetensors", round);
   }
 
   // Payload: see global_checkpoint.h (the round's rows travel with it).
@@ -300,8 +358,10 @@ class FederatedRun {
     return absl::OkStatus();
   }
 
-  // The global model's score after `round`; last_eval_ on success.
+  // The global model's score after `round`; last_eval_ on success. Without the built-in model
+  // there is no evaluator (a no-op): CompleteRound takes the clients' own scores instead.
   absl::Status Evaluate(int64_t round) {
+    if (!evaluator_) return absl::OkStatus();
     absl::StatusOr<ModelScore> score = evaluator_->Evaluate(round, global_, kEvaluationTimeout);
     if (!score.ok()) return score.status();
     last_eval_ = *score;
@@ -528,7 +588,11 @@ class FederatedRun {
     std::vector<RoundRow> rows;
     const bool eval =
         round == fed().rounds() || fed().eval_every() <= 1 || round % fed().eval_every() == 0;
-    if (eval) {
+    if (!evaluator_) {
+      // The clients' evaluations of the global model they received, weighted by their examples.
+      last_eval_ = ModelScore{outcome.metrics.eval_loss, outcome.metrics.eval_accuracy,
+                              static_cast<int64_t>(outcome.metrics.eval_weight)};
+    } else if (eval) {
       SEXTANT_RETURN_IF_ERROR(Evaluate(round));
     }
     // Rejections: regional updates turned away here plus client updates each region rejected.
@@ -544,6 +608,7 @@ class FederatedRun {
     // is committed (so a listed round is never redone with other values), and a kill before
     // the rows reach the table is repaired from the checkpoint on resume.
     SEXTANT_RETURN_IF_ERROR(Checkpoint(round, rows));
+    SEXTANT_RETURN_IF_ERROR(WriteRoundModel(round));
     SEXTANT_RETURN_IF_ERROR(rounds_->Put(rows));
     if (epsilon) {
       SEXTANT_RETURN_IF_ERROR(PutPrivacy(*epsilon, round));
@@ -729,6 +794,7 @@ class FederatedRun {
     if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed: evaluate the model again
       (void)Evaluate(last_round_);
     }
+    if (last_round_ >= 1) SEXTANT_RETURN_IF_ERROR(WriteModelFile("final.safetensors"));
     PutTrial(v1::COMPLETED);
     const std::string line = absl::StrCat("stopped after round ", last_round_,
                                           ": the privacy budget is spent (", why.message(), ")");
@@ -745,6 +811,10 @@ class FederatedRun {
   }
 
   absl::Status Interrupted(const std::string& state) {
+    // The budget ends the run normally: its model is final. An interrupted run resumes.
+    if (state != "INTERRUPTED" && last_round_ >= 1) {
+      SEXTANT_RETURN_IF_ERROR(WriteModelFile("final.safetensors"));
+    }
     (void)store_->PutMeta("state", state);
     *env_.out << "sextant: stopped after round " << last_round_
               << "; continue with: sextant resume " << run_dir_path_ << "\n";
@@ -755,6 +825,7 @@ class FederatedRun {
     if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed at the end: evaluate again
       (void)Evaluate(last_round_);
     }
+    if (last_round_ >= 1) SEXTANT_RETURN_IF_ERROR(WriteModelFile("final.safetensors"));
     PutTrial(v1::COMPLETED);
     absl::Status s = store_->PutMeta("state", "COMPLETED");
     if (s.ok())
@@ -808,6 +879,7 @@ class FederatedRun {
   std::string spec_file_;  // the experiment, for the participants and the evaluator
   std::unique_ptr<GlobalEvaluator> evaluator_;
   std::vector<float> global_;
+  TensorFile layout_;  // global_'s named tensors (data empty), for the model files
   std::unique_ptr<ServerOptimizer> optimizer_;
   std::optional<RdpAccountant> accountant_;
   std::unique_ptr<Tier> tier_;     // the global tier of the rounds

@@ -12,10 +12,15 @@ namespace sextant {
 // clients as local processes, serves FederationService to the aggregators on loopback, and per
 // round samples clients (seeded), streams the global model once per region, folds the regional
 // aggregates weighted by example counts, steps the server optimiser, evaluates on the
-// validation split, checkpoints the global model and records the round in the `rounds` table
-// (round, region ('' = global), accuracy, loss, clients, rejected, epsilon, time) and as
+// validation split, checkpoints the global model, writes it as named tensors to
+// RUN_DIR/model/round-NNNN.safetensors (the latest 3 kept) and records the round in the `rounds`
+// table (round, region ('' = global), accuracy, loss, clients, rejected, epsilon, time) and as
 // events. `sextant resume` continues after the last completed round. The final global metric
-// is trial 1's value, so that `results` reports it as the objective.
+// is trial 1's value, so that `results` reports it as the objective; the final model is
+// RUN_DIR/model/final.safetensors. With federation.model.file the first global model is that
+// file's tensors (widened to f32, stored back in their own dtypes) and there is no evaluator:
+// a round's global metrics are the clients' eval_loss/eval_accuracy of the model they received,
+// weighted by their examples.
 // OK when the rounds end (or the privacy or wall-time budget stops them); Cancelled when
 // interrupted (it can be resumed); otherwise the error.
 absl::Status RunFederated(RunSession& session);

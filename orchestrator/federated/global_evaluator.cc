@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "tensors/safetensors.h"
 
 namespace sextant {
 namespace {
@@ -31,7 +32,9 @@ absl::StatusOr<std::unique_ptr<GlobalEvaluator>> GlobalEvaluator::Start(
     }
     clock->SleepFor(absl::Milliseconds(10));
   }
-  SEXTANT_ASSIGN_OR_RETURN(e->initial_, ReadFloats(e->files_.initial()));
+  SEXTANT_ASSIGN_OR_RETURN(e->layout_, ReadSafetensors(e->files_.initial()));
+  SEXTANT_ASSIGN_OR_RETURN(e->initial_, FlattenToF32(e->layout_));
+  for (Tensor& t : e->layout_.tensors) std::string().swap(t.data);
   return e;
 }
 

@@ -14,6 +14,7 @@
 #include "aggregator/model_evaluation.h"
 #include "common/clock.h"
 #include "orchestrator/core/local_launcher.h"
+#include "tensors/tensor_file.h"
 
 namespace sextant {
 
@@ -23,7 +24,8 @@ namespace sextant {
 class GlobalEvaluator {
  public:
   // Launches argv (an evaluator command line whose --work-dir is dir) with its output in
-  // log_path and waits up to startup_timeout for the model's initial weights. Unavailable
+  // log_path and waits up to startup_timeout for the model's initial weights (a safetensors
+  // file; its errors are returned as ReadSafetensors gives them). Unavailable
   // naming the log when the process exits first; DeadlineExceeded when it takes longer.
   // clock (not owned) times every wait of the evaluator and must outlive it; default: the
   // real clock.
@@ -33,8 +35,10 @@ class GlobalEvaluator {
       Clock* clock = RealClockInstance());
   ~GlobalEvaluator();  // stops the process
 
-  // The model's seeded starting weights.
+  // The model's seeded starting weights, flat (tensors/tensor_file.h), and its named tensors
+  // (their data empty).
   const std::vector<float>& initial_weights() const { return initial_; }
+  const TensorFile& layout() const { return layout_; }
 
   // The validation score of weights (the model after `round`). Unavailable naming the log when
   // the process exited; DeadlineExceeded after timeout; InvalidArgument for a wrong length.
@@ -59,6 +63,7 @@ class GlobalEvaluator {
   EvaluationFiles files_;
   std::string log_path_;
   std::vector<float> initial_;
+  TensorFile layout_;
 };
 
 }  // namespace sextant

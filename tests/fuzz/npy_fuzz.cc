@@ -1,6 +1,6 @@
-// Fuzz target: the .npy model-file reader (worker/federated/npy.h), through which a command
-// client's trained weights come back. Any input must parse or give an error, never a crash; an
-// array that parses must write and read back bit for bit.
+// Fuzz target: the .npy reader (worker/federated/npy.h), the format of a command client's data
+// share (the model itself travels as safetensors: safetensors_fuzz). Any input must parse or give
+// an error, never a crash; an array that parses must write and read back bit for bit.
 #include <stdlib.h>
 
 #include <cstddef>

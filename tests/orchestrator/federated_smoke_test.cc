@@ -1,7 +1,7 @@
 // The quick end-to-end check of a federated run in the default suite: `sextant run` on 2 regions
 // x 2 clients for 2 rounds with secure aggregation (the default), real processes and
-// Fashion-MNIST; then its events and its report (event times, participation). The slow suite
-// (federated_run_test) covers the rest.
+// Fashion-MNIST; then its model files, its events and its report (event times, participation).
+// The slow suite (federated_run_test) covers the rest.
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tensors/safetensors.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
 
@@ -52,6 +53,17 @@ federation:
     EXPECT_NE(log.find("clients_connected=2/2"), std::string::npos) << log;
   }
   const double finished = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  // The built-in model's files: its layers as named F32 tensors, weights [in, out].
+  EXPECT_TRUE(std::filesystem::exists(dir + "/run/model/round-0001.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/run/model/round-0002.safetensors"));
+  absl::StatusOr<TensorFile> model = ReadSafetensors(dir + "/run/model/final.safetensors");
+  ASSERT_TRUE(model.ok()) << model.status();
+  TensorFile mlp;
+  mlp.tensors = {
+      Tensor{"fc1.weight", DType::kF32, {784, 16}, {}}, Tensor{"fc1.bias", DType::kF32, {16}, {}},
+      Tensor{"fc2.weight", DType::kF32, {16, 10}, {}}, Tensor{"fc2.bias", DType::kF32, {10}, {}}};
+  EXPECT_TRUE(CheckSameLayout(*model, mlp).ok()) << CheckSameLayout(*model, mlp);
+  EXPECT_EQ(model->tensors[0].name, "fc1.weight");
 
   // Events carry unix times, as a search run's do: never before the run started.
   testing::CommandOutput events = testing::RunProcess({bin + "/sextant", "events", dir + "/run"});

@@ -1,5 +1,6 @@
-// The command client's pieces: the .npy reader/writer (checked against numpy's own bytes when
-// numpy is there) and CommandTrainer running real commands.
+// The command client's pieces: the .npy reader/writer for the data share (checked against
+// numpy's own bytes when numpy is there) and CommandTrainer running real commands that read and
+// write the model as safetensors (with the helper in clients/python/sextant/model_file.py).
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tensors/safetensors.h"
 #include "tests/support/component.h"
 #include "worker/federated/command_trainer.h"
 #include "worker/federated/npy.h"
@@ -108,6 +110,31 @@ std::vector<std::string> Script(const std::string& dir, const std::string& body)
   return {path};
 }
 
+TensorFile Layout(std::vector<Tensor> tensors) {
+  TensorFile layout;
+  layout.tensors = std::move(tensors);
+  return layout;
+}
+
+// One tensor of each dtype: what a user's mixed-precision model may hold.
+TensorFile MixedLayout() {
+  return Layout({Tensor{"fc1.weight", DType::kBF16, {2, 2}, {}},
+                 Tensor{"fc1.bias", DType::kF16, {2}, {}}, Tensor{"head", DType::kF32, {}, {}}});
+}
+
+// The folder of the model-file helper (clients/python/sextant/model_file.py), which needs only
+// numpy: the commands below import it from there.
+const char* kHelperDir = SEXTANT_SOURCE_DIR "/clients/python/sextant";
+
+// A python3 client command: `body` runs after the helper is importable as model_file.
+std::vector<std::string> PythonClient(const std::string& dir, const std::string& body) {
+  std::ofstream(dir + "/client.py") << "import os, sys\nsys.path.insert(0, '" << kHelperDir
+                                    << "')\nimport numpy as np\nimport model_file\n"
+                                    << "env = os.environ\n"
+                                    << body;
+  return {"/usr/bin/python3", dir + "/client.py"};
+}
+
 TEST(CommandTrainerTest, RunsTheCommandWithTheModelFileAndReadsWeightsAndNumExamples) {
   const std::string d = Dir("copy");
   CommandTrainerOptions o;
@@ -117,6 +144,7 @@ TEST(CommandTrainerTest, RunsTheCommandWithTheModelFileAndReadsWeightsAndNumExam
                   "echo num_examples=42 train_loss=0.25");
   o.work_dir = d + "/work";
   o.env = {{"SEXTANT_LR", "0.5"}};
+  o.layout = Layout({Tensor{"w", DType::kF32, {3}, {}}});
   absl::StatusOr<CommandTrainer> t = CommandTrainer::Create(o, RealClockInstance());
   ASSERT_TRUE(t.ok()) << t.status();
   std::vector<float> global = {1, -2, 3.5}, updated(3);
@@ -124,23 +152,93 @@ TEST(CommandTrainerTest, RunsTheCommandWithTheModelFileAndReadsWeightsAndNumExam
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->num_examples, 42);
   EXPECT_DOUBLE_EQ(r->train_loss, 0.25);
+  EXPECT_EQ(r->eval_examples, 0);  // it printed no evaluation
   EXPECT_EQ(updated, global);
+  // The global model went out as safetensors with the layout's name.
+  absl::StatusOr<TensorFile> sent = ReadSafetensors(d + "/work/global.safetensors");
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  EXPECT_EQ(sent->tensors[0].name, "w");
+  EXPECT_THAT(*sent->tensors[0].ToF32(), ElementsAre(1, -2, 3.5f));
+}
+
+TEST(CommandTrainerTest, APythonCommandMovesABf16F16F32ModelAndTheMovesComeBackPerTensor) {
+  SEXTANT_REQUIRE_COMPONENT(HasNumpy(), "no numpy");
+  const std::string d = Dir("mixed");
+  CommandTrainerOptions o;
+  // Each tensor moves by its own step, stored back in its own dtype; the command evaluates the
+  // model it received. The steps are exact in every dtype, so the values compare exactly.
+  o.argv = PythonClient(d, R"(tensors, kinds = model_file.read(env["SEXTANT_GLOBAL_MODEL"])
+assert kinds == {"fc1.weight": "BF16", "fc1.bias": "F16", "head": "F32"}, kinds
+assert tensors["fc1.weight"].shape == (2, 2) and tensors["head"].shape == ()
+step = {"fc1.weight": 0.5, "fc1.bias": -0.25, "head": 2.0}
+moved = {name: a.astype(np.float32) + step[name] for name, a in reversed(tensors.items())}
+model_file.write(env["SEXTANT_UPDATED_MODEL"], moved, kinds)
+print("num_examples=7 eval_loss=0.5 eval_accuracy=0.75")
+)");
+  o.work_dir = d + "/work";
+  o.layout = MixedLayout();
+  absl::StatusOr<CommandTrainer> t = CommandTrainer::Create(o, RealClockInstance());
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::vector<float> global = {1, 2, -3, 4, 0.5f, 1.5f, 10};
+  std::vector<float> updated(global.size());
+  absl::StatusOr<CommandRoundResult> r = t->RunRound(1, 1, global, absl::MakeSpan(updated));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->num_examples, 7);
+  EXPECT_DOUBLE_EQ(r->eval_loss, 0.5);
+  EXPECT_DOUBLE_EQ(r->eval_accuracy, 0.75);
+  EXPECT_EQ(r->eval_examples, 7);
+  // Written in reverse order, read back in the layout's.
+  EXPECT_THAT(updated, ElementsAre(1.5f, 2.5f, -2.5f, 4.5f, 0.25f, 1.25f, 12));
+  absl::StatusOr<TensorFile> sent = ReadSafetensors(d + "/work/global.safetensors");
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  EXPECT_TRUE(CheckSameLayout(*sent, MixedLayout()).ok());
+}
+
+TEST(CommandTrainerTest, AnUpdateWithARenamedTensorOrAnotherDtypeIsRefusedNamingTheTensor) {
+  SEXTANT_REQUIRE_COMPONENT(HasNumpy(), "no numpy");
+  const std::string d = Dir("renamed");
+  auto run = [&](const std::string& body) {
+    CommandTrainerOptions o;
+    o.argv = PythonClient(d, "tensors, kinds = model_file.read(env['SEXTANT_GLOBAL_MODEL'])\n" +
+                                 body + "print('num_examples=3')\n");
+    o.work_dir = d + "/work";
+    o.layout = MixedLayout();
+    std::vector<float> global(7, 1.0f), updated(7);
+    return CommandTrainer::Create(o, RealClockInstance())
+        ->RunRound(1, 1, global, absl::MakeSpan(updated));
+  };
+  auto renamed = run(R"(tensors["fc1.b"] = tensors.pop("fc1.bias"); kinds["fc1.b"] = "F16"
+model_file.write(env["SEXTANT_UPDATED_MODEL"], tensors, kinds)
+)");
+  EXPECT_TRUE(absl::IsInvalidArgument(renamed.status())) << renamed.status();
+  EXPECT_THAT(renamed.status().message(),
+              HasSubstr("tensor \"fc1.b\" is not in the global model (renamed from "
+                        "\"fc1.bias\"?)"));
+  auto widened = run(R"(kinds["fc1.weight"] = "F32"
+model_file.write(env["SEXTANT_UPDATED_MODEL"], tensors, kinds)
+)");
+  EXPECT_TRUE(absl::IsInvalidArgument(widened.status())) << widened.status();
+  EXPECT_THAT(widened.status().message(),
+              HasSubstr("tensor \"fc1.weight\": dtype F32 where the global model has BF16"));
+  auto reshaped = run(R"(tensors["fc1.weight"] = tensors["fc1.weight"].reshape(4)
+model_file.write(env["SEXTANT_UPDATED_MODEL"], tensors, kinds)
+)");
+  EXPECT_THAT(reshaped.status().message(),
+              HasSubstr("tensor \"fc1.weight\": shape [4] where the global model has [2,2]"));
 }
 
 TEST(CommandTrainerTest, NumpyCommandSeesItsShareAndItsWeightsComeBack) {
   SEXTANT_REQUIRE_COMPONENT(HasNumpy(), "no numpy");
   const std::string d = Dir("numpy");
-  std::ofstream(d + "/client.py") << R"(import os, numpy as np
-w = np.load(os.environ["SEXTANT_GLOBAL_MODEL"])
-x = np.load(os.environ["SEXTANT_TRAIN_X"]); y = np.load(os.environ["SEXTANT_TRAIN_Y"])
-assert x.shape == (2, 3) and y.tolist() == [1.0, 0.0]
-np.save(os.environ["SEXTANT_UPDATED_MODEL"], (w + x.sum()).astype(np.float32))
-print(f"num_examples={len(y)}")
-)";
   CommandTrainerOptions o;
-  o.argv = {"/usr/bin/python3", "client.py"};
-  o.working_dir = d;
+  o.argv = PythonClient(d, R"(tensors, kinds = model_file.read(env["SEXTANT_GLOBAL_MODEL"])
+x = np.load(env["SEXTANT_TRAIN_X"]); y = np.load(env["SEXTANT_TRAIN_Y"])
+assert x.shape == (2, 3) and y.tolist() == [1.0, 0.0]
+model_file.write(env["SEXTANT_UPDATED_MODEL"], {"w": tensors["w"] + x.sum()})
+print(f"num_examples={len(y)}")
+)");
   o.work_dir = d + "/work";
+  o.layout = Layout({Tensor{"w", DType::kF32, {2}, {}}});
   absl::StatusOr<CommandTrainer> t = CommandTrainer::Create(o, RealClockInstance());
   ASSERT_TRUE(t.ok()) << t.status();
   train::Dataset share;
@@ -162,6 +260,7 @@ TEST(CommandTrainerTest, FailingSilentOrMisshapedCommandsAreErrorsThatSayWhy) {
     CommandTrainerOptions o;
     o.argv = Script(d, body);
     o.work_dir = d + "/work";
+    o.layout = Layout({Tensor{"w", DType::kF32, {2}, {}}});
     return CommandTrainer::Create(o, RealClockInstance())
         ->RunRound(1, 1, global, absl::MakeSpan(updated));
   };
@@ -173,9 +272,14 @@ TEST(CommandTrainerTest, FailingSilentOrMisshapedCommandsAreErrorsThatSayWhy) {
   EXPECT_THAT(silent.status().message(), HasSubstr("num_examples"));
   // No weights written this round: the last round's file must not be taken for them.
   auto missing = run("echo num_examples=5");
-  EXPECT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(missing.status()));
+  EXPECT_THAT(missing.status().message(), HasSubstr("wrote no model"));
   auto garbage = run("echo hello > \"$SEXTANT_UPDATED_MODEL\"\necho num_examples=5");
-  EXPECT_THAT(garbage.status().message(), HasSubstr("magic"));
+  EXPECT_TRUE(absl::IsInvalidArgument(garbage.status()));
+  EXPECT_THAT(garbage.status().message(), HasSubstr("the client command's model is refused"));
+  // A .npy where safetensors is expected is refused too.
+  auto npy = run("printf '\\223NUMPY' > \"$SEXTANT_UPDATED_MODEL\"\necho num_examples=5");
+  EXPECT_TRUE(absl::IsInvalidArgument(npy.status()));
 }
 
 }  // namespace

@@ -5,34 +5,81 @@
 #include <filesystem>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "tensors/safetensors.h"
 #include "worker/command_runner.h"
 #include "worker/federated/npy.h"
 
 namespace sextant {
 namespace {
 
-// Keeps the last value of the two metrics the command client reads.
+// Keeps the last value of each metric the command client reads.
 class RoundObserver : public CommandObserver {
  public:
   void OnMetrics(const std::map<std::string, double>& metrics, double) override {
-    if (auto it = metrics.find("num_examples"); it != metrics.end()) num_examples = it->second;
-    if (auto it = metrics.find("train_loss"); it != metrics.end()) train_loss = it->second;
+    auto take = [&](const char* name, double& out) {
+      if (auto it = metrics.find(name); it != metrics.end()) out = it->second;
+    };
+    take("num_examples", num_examples);
+    take("train_loss", train_loss);
+    take("eval_loss", eval_loss);
+    take("eval_accuracy", eval_accuracy);
+    take("eval_examples", eval_examples);
   }
   double num_examples = -1;
   double train_loss = 0;
+  double eval_loss = std::nan("");
+  double eval_accuracy = std::nan("");
+  double eval_examples = -1;
 };
+
+// The evaluation the command reported, if it printed a finite eval_loss and eval_accuracy.
+void TakeEvaluation(const RoundObserver& o, CommandRoundResult& result) {
+  if (!std::isfinite(o.eval_loss) || !std::isfinite(o.eval_accuracy)) return;
+  result.eval_loss = o.eval_loss;
+  result.eval_accuracy = o.eval_accuracy;
+  const double n = o.eval_examples >= 0 ? o.eval_examples : o.num_examples;
+  result.eval_examples = std::isfinite(n) ? static_cast<int64_t>(std::max(0.0, n)) : 0;
+}
 
 }  // namespace
 
 absl::StatusOr<CommandTrainer> CommandTrainer::Create(CommandTrainerOptions options, Clock* clock) {
   if (options.argv.empty()) return absl::InvalidArgumentError("the client command is empty");
   if (options.work_dir.empty()) return absl::InvalidArgumentError("work_dir is empty");
+  SEXTANT_ASSIGN_OR_RETURN(const int64_t size, LayoutElements(options.layout));
   std::error_code ec;
   std::filesystem::create_directories(options.work_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(options.work_dir, ": ", ec.message()));
-  return CommandTrainer(std::move(options), clock);
+  return CommandTrainer(std::move(options), clock, size);
+}
+
+absl::Status CommandTrainer::ReadUpdated(const std::string& path, absl::Span<float> updated) const {
+  absl::StatusOr<TensorFile> model = ReadSafetensors(path);
+  if (absl::IsNotFound(model.status())) {
+    return absl::InvalidArgumentError(absl::StrCat("the client command wrote no model to ", path));
+  }
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the client command's model is refused: ", model.status().message()));
+  }
+  if (absl::Status s = CheckSameLayout(*model, options_.layout); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the client command's model is refused: ", path, ": ", s.message()));
+  }
+  // The file may list its tensors in any order; the flat model follows the layout's.
+  absl::flat_hash_map<absl::string_view, const Tensor*> by_name;
+  for (const Tensor& t : model->tensors) by_name[t.name] = &t;
+  size_t at = 0;
+  for (const Tensor& l : options_.layout.tensors) {
+    const Tensor& t = *by_name.at(l.name);
+    const size_t n = static_cast<size_t>(*NumElements(l.shape));
+    SEXTANT_RETURN_IF_ERROR(DecodeToF32(t.dtype, t.data, updated.subspan(at, n)));
+    at += n;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CommandTrainer::WriteClientShare(const train::Dataset& share) {
@@ -50,13 +97,17 @@ absl::Status CommandTrainer::WriteClientShare(const train::Dataset& share) {
 absl::StatusOr<CommandRoundResult> CommandTrainer::RunRound(int64_t round, uint64_t seed,
                                                             absl::Span<const float> global,
                                                             absl::Span<float> updated) {
-  if (updated.size() != global.size()) {
-    return absl::InvalidArgumentError("updated and global differ in size");
+  if (static_cast<int64_t>(global.size()) != size_ ||
+      static_cast<int64_t>(updated.size()) != size_) {
+    return absl::InvalidArgumentError(absl::StrCat("global and updated must hold the model's ",
+                                                   size_, " values; they hold ", global.size(),
+                                                   " and ", updated.size()));
   }
-  const std::string in = options_.work_dir + "/global.npy";
-  const std::string out = options_.work_dir + "/updated.npy";
+  const std::string in = options_.work_dir + "/global.safetensors";
+  const std::string out = options_.work_dir + "/updated.safetensors";
   std::filesystem::remove(out);  // a stale file must not pass for this round's weights
-  SEXTANT_RETURN_IF_ERROR(WriteNpy(in, global));
+  SEXTANT_ASSIGN_OR_RETURN(const TensorFile model, UnflattenFromF32(options_.layout, global));
+  SEXTANT_RETURN_IF_ERROR(WriteSafetensors(in, model));
   CommandSpec spec;
   spec.argv = options_.argv;
   spec.env = options_.env;
@@ -82,19 +133,11 @@ absl::StatusOr<CommandRoundResult> CommandTrainer::RunRound(int64_t round, uint6
     return absl::InvalidArgumentError(
         "the client command printed no num_examples=N line (N >= 1, the examples it trained on)");
   }
-  absl::StatusOr<NpyArray> read = ReadNpy(out);
-  if (absl::IsNotFound(read.status())) {
-    return absl::InvalidArgumentError(absl::StrCat("the client command wrote no weights to ", out));
-  }
-  SEXTANT_ASSIGN_OR_RETURN(NpyArray weights, std::move(read));
-  if (weights.data.size() != global.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("the client command wrote ", weights.data.size(),
-                                                   " weights; the model has ", global.size()));
-  }
-  std::copy(weights.data.begin(), weights.data.end(), updated.begin());
+  SEXTANT_RETURN_IF_ERROR(ReadUpdated(out, updated));
   CommandRoundResult result;
   result.num_examples = static_cast<int64_t>(observer.num_examples);
   result.train_loss = observer.train_loss;
+  TakeEvaluation(observer, result);
   return result;
 }
 

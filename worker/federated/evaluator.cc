@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "aggregator/model_evaluation.h"
 #include "common/status_macros.h"
+#include "tensors/safetensors.h"
 #include "worker/federated/local_trainer.h"
 #include "worker/train/dataset.h"
 
@@ -38,7 +39,9 @@ absl::Status RunEvaluator(const EvaluatorOptions& o, Clock* clock, const std::at
   std::filesystem::create_directories(o.dir);
   std::vector<float> weights(static_cast<size_t>(trainer->size()));
   SEXTANT_RETURN_IF_ERROR(trainer->GetWeights(absl::MakeSpan(weights)));
-  SEXTANT_RETURN_IF_ERROR(WriteFloatsAtomically(files.initial(), weights));
+  SEXTANT_ASSIGN_OR_RETURN(TensorFile initial,
+                           UnflattenFromF32(BuiltinModelLayout(o.job.model), weights));
+  SEXTANT_RETURN_IF_ERROR(WriteSafetensors(files.initial(), initial));
   { std::ofstream(files.ready()) << "model_size=" << trainer->size() << "\n"; }
   while (stop == nullptr || !stop->load()) {
     std::map<int64_t, std::string> requests = Requests(o.dir);

@@ -18,7 +18,8 @@ struct EvaluatorOptions {
 };
 
 // `sextant-worker --role evaluator`: the global tier's evaluator. Builds the job's model (seeded
-// weights), loads the validation split, writes initial.f32 and `ready`, then answers each
+// weights), loads the validation split, writes initial.safetensors (BuiltinModelLayout's named
+// tensors) and `ready`, then answers each
 // eval-R.f32 that appears with eval-R.score (lowest round first) and removes the request.
 // Returns OK when *stop reads true; the model or data's error when they cannot be built;
 // DataLoss for a request of the wrong size (answered by no score: the orchestrator waits on

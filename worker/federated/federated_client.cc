@@ -21,20 +21,39 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
                                                         const train::FashionMnist& data,
                                                         Clock* clock,
                                                         const std::atomic<bool>* stop) {
-  SEXTANT_ASSIGN_OR_RETURN(ClientData mine, PartitionForClient(data, o.job, o.global_index));
-  SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<LocalTrainer> trainer,
-                           LocalTrainer::Create(o.job.model, o.job.seed, o.threads));
+  if (o.job.own_model && o.job.client_command.empty()) {
+    return absl::InvalidArgumentError(
+        "a model of your own (federation.model) needs federation.client_command");
+  }
+  // A model of the user's own may come without the Fashion-MNIST share: then none is written.
+  const bool has_data = !(o.job.own_model && data.train.size() == 0);
+  ClientData mine;
+  if (has_data) {
+    SEXTANT_ASSIGN_OR_RETURN(mine, PartitionForClient(data, o.job, o.global_index));
+  }
+  SEXTANT_ASSIGN_OR_RETURN(const int64_t model_size, LayoutElements(o.job.layout));
+  // The built-in trainer holds the built-in model: it trains it, or evaluates it on the held-out
+  // share before a command client trains. A model of the user's own only the command knows.
+  std::unique_ptr<LocalTrainer> trainer;
+  if (!o.job.own_model) {
+    SEXTANT_ASSIGN_OR_RETURN(trainer, LocalTrainer::Create(o.job.model, o.job.seed, o.threads));
+    if (trainer->size() != model_size) {
+      return absl::InternalError(absl::StrCat("the built-in model has ", trainer->size(),
+                                              " parameters, its layout ", model_size));
+    }
+  }
   const std::string id = ClientId(o.region, o.index);
   auto channel = grpc::CreateChannel(
       o.target, o.credentials ? o.credentials : grpc::InsecureChannelCredentials());
   auto stub = v1::FederationService::NewStub(channel);
   FederatedClientStats stats;
-  stats.model_floats = trainer->size();
+  stats.model_floats = model_size;
   stats.examples = mine.train.size();
-  std::vector<float> global(trainer->size()), local(trainer->size());
+  std::vector<float> global(model_size), local(model_size);
   std::optional<CommandTrainer> command;
   if (!o.job.client_command.empty()) {
     CommandTrainerOptions c;
+    c.layout = o.job.layout;
     c.argv = o.job.client_command;
     c.work_dir = !o.work_dir.empty() ? o.work_dir
                                      : absl::StrCat("/tmp/sextant-client-", o.experiment_id, "-",
@@ -46,7 +65,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
              {"SEXTANT_BATCH_SIZE", absl::StrCat(o.job.local.batch_size)},
              {"SEXTANT_MU", absl::StrCat(o.job.local.proximal_mu)}};
     SEXTANT_ASSIGN_OR_RETURN(CommandTrainer ct, CommandTrainer::Create(c, clock));
-    SEXTANT_RETURN_IF_ERROR(ct.WriteClientShare(mine.train));
+    if (has_data) SEXTANT_RETURN_IF_ERROR(ct.WriteClientShare(mine.train));
     command.emplace(std::move(ct));
   }
   int64_t after = -1;
@@ -75,13 +94,16 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
     if (!task.ok()) return task.status();
     if (task->kind == RoundTask::Kind::kDone) break;
     if (task->kind == RoundTask::Kind::kWait) continue;
-    if (task->model_size != trainer->size()) {
+    if (task->model_size != model_size) {
       return absl::InvalidArgumentError(absl::StrCat("global model has ", task->model_size,
-                                                     " values, this client's ", trainer->size()));
+                                                     " values, this client's ", model_size));
     }
     after = task->round;
-    SEXTANT_RETURN_IF_ERROR(trainer->SetWeights(global));
-    SEXTANT_ASSIGN_OR_RETURN(EvalResult before, trainer->Evaluate(mine.held_out));
+    EvalResult before;
+    if (trainer) {
+      SEXTANT_RETURN_IF_ERROR(trainer->SetWeights(global));
+      SEXTANT_ASSIGN_OR_RETURN(before, trainer->Evaluate(mine.held_out));
+    }
     LocalTrainingOptions local_opts = o.job.local;
     local_opts.seed = task->seed;
     double train_loss = 0;
@@ -96,6 +118,9 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       }
       train_loss = r->train_loss;
       examples = r->num_examples;
+      if (!trainer && r->eval_examples > 0) {  // the command's own evaluation of the global model
+        before = EvalResult{r->eval_loss, r->eval_accuracy, r->eval_examples};
+      }
     } else {
       SEXTANT_ASSIGN_OR_RETURN(train_loss, trainer->Train(mine.train, local_opts, global));
       SEXTANT_RETURN_IF_ERROR(trainer->GetWeights(absl::MakeSpan(local)));

@@ -48,8 +48,12 @@ struct FederatedClientStats {
 // for every round it is sampled for pulls the global model from its aggregator, trains locally
 // from it (FedProx when mu > 0) and pushes its update (local minus global weights, weighted by
 // its example count). With job.client_command the user's command trains instead
-// (CommandTrainer: the model goes out as .npy, the trained weights and num_examples= come back);
-// a round whose command fails is skipped (the round closes without it) and logged.
+// (CommandTrainer: the model goes out as safetensors in job.layout, the trained model and
+// num_examples= come back); a round whose command fails, or whose model is refused (another
+// layout: the log names the tensor), is skipped (the round closes without it) and logged.
+// With job.own_model (federation.model) there is no built-in trainer: the update's evaluation
+// metrics are the command's eval_loss= and eval_accuracy=, and when `data` is empty no share is
+// written (the command reads data of its own).
 // Returns when the experiment ends or *stop reads true.
 // Errors: a bad job or data; Unavailable when the aggregator cannot be reached for
 // connect_timeout_seconds.

@@ -53,7 +53,58 @@ absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec
   if (!spec.source_path().empty()) {
     job.command_dir = std::filesystem::path(spec.source_path()).parent_path().string();
   }
+  job.own_model = !f.model_file().empty();
+  if (job.own_model) {
+    SEXTANT_ASSIGN_OR_RETURN(job.layout, LayoutFromSpec(f));
+  } else {
+    job.layout = BuiltinModelLayout(job.model);
+  }
   return job;
+}
+
+TensorFile BuiltinModelLayout(const train::ModelSpec& spec) {
+  TensorFile layout;
+  auto add = [&](const std::string& layer, int64_t in, int64_t out) {
+    layout.tensors.push_back(Tensor{layer + ".weight", DType::kF32, {in, out}, {}});
+    layout.tensors.push_back(Tensor{layer + ".bias", DType::kF32, {out}, {}});
+  };
+  int64_t width = spec.inputs();
+  if (spec.kind == "cnn") {
+    int64_t h = spec.height, w = spec.width, c = spec.channels;
+    for (size_t i = 0; i < spec.conv_channels.size(); ++i) {
+      add(absl::StrCat("conv", i + 1), int64_t{spec.kernel} * spec.kernel * c,
+          spec.conv_channels[i]);
+      h /= 2;
+      w /= 2;
+      c = spec.conv_channels[i];
+    }
+    width = h * w * c;
+  }
+  std::vector<int64_t> sizes(spec.hidden.begin(), spec.hidden.end());
+  sizes.push_back(spec.classes);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    add(absl::StrCat("fc", i + 1), width, sizes[i]);
+    width = sizes[i];
+  }
+  return layout;
+}
+
+absl::StatusOr<TensorFile> LayoutFromSpec(const v1::Federation& federation) {
+  TensorFile layout;
+  for (const v1::TensorLayout& l : federation.model_layout()) {
+    const std::optional<DType> dtype = ParseDType(l.dtype());
+    if (!dtype) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", l.name(), "\": dtype \"", l.dtype(), "\" is not supported"));
+    }
+    Tensor t{l.name(), *dtype, {l.shape().begin(), l.shape().end()}, {}};
+    if (!NumElements(t.shape)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", l.name(), "\": invalid shape ", ShapeText(t.shape)));
+    }
+    layout.tensors.push_back(std::move(t));
+  }
+  return layout;
 }
 
 absl::StatusOr<int> GlobalClientIndex(const v1::Federation& federation, const std::string& region,

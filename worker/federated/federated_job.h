@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "common/ids.h"
 #include "sextant/v1/experiment.pb.h"
+#include "tensors/tensor_file.h"
 #include "worker/federated/local_trainer.h"
 #include "worker/train/dataset.h"
 #include "worker/train/model.h"
@@ -18,6 +19,10 @@ namespace sextant {
 // and where its data partition comes from. Deterministic from the spec.
 struct FederatedJob {
   train::ModelSpec model;
+  // The global model's named tensors (data empty): federation.model_layout for a model of the
+  // user's own (own_model), else BuiltinModelLayout(model). The model travels flat in this order.
+  TensorFile layout;
+  bool own_model = false;  // federation.model.file: only a command client can train it
   LocalTrainingOptions local;
   uint64_t seed = 0;
   std::string partition = "iid";  // iid | dirichlet | shards
@@ -43,6 +48,16 @@ struct FederatedJob {
 // The job of `spec` (trial.builtin gives the model: model, args.hidden, args.dropout).
 // InvalidArgument for a spec without a federation block or with an unusable model.
 absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec);
+
+// The built-in model's parameters as named F32 tensors, in Model::parameters() order: for a
+// "cnn" conv1.weight [k*k*in_channels, out_channels], conv1.bias [out_channels], conv2...,
+// then for every model fc1.weight [in, out], fc1.bias [out], fc2... up to the output layer.
+// Weights are stored [in, out] row-major, the transpose of torch.nn.Linear's [out, in].
+TensorFile BuiltinModelLayout(const train::ModelSpec& spec);
+
+// The layout of federation.model_layout. InvalidArgument naming the tensor with an unknown dtype
+// or a negative dim.
+absl::StatusOr<TensorFile> LayoutFromSpec(const v1::Federation& federation);
 
 // The client's index over all regions, in the order of spec.federation.regions. NotFound for an
 // unknown region, OutOfRange for an index past the region's clients.

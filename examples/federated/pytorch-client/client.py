@@ -1,14 +1,23 @@
 """A federated client in plain PyTorch, run by `sextant-worker --role client` once per round.
 
-Sextant writes the global model as a flat float32 .npy (the parameter order of the built-in
-`mlp`: for each dense layer its weight as [in, out] row-major, then its bias) and this client's
-data share as .npy files; the script trains from the global model and writes its weights back.
-It prints `num_examples=N` (the weight of its update) and `train_loss=X`.
+Sextant writes the global model as a safetensors file of named tensors (the built-in `mlp`'s:
+fc1.weight, fc1.bias, fc2.weight, ..., each weight stored [in, out], the transpose of
+torch.nn.Linear's) and this client's data share as .npy files; the script trains from the global
+model and writes its model back as safetensors with the same names, dtypes and shapes. It prints
+`num_examples=N` (the weight of its update) and `train_loss=X`.
 """
 import os
+import sys
 
 import numpy as np
 import torch
+
+try:
+    from sextant import model_file  # the Python client package, when installed
+except ImportError:  # the helper is one self-contained file: take it from this checkout
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                    "clients", "python", "sextant"))
+    import model_file
 
 HIDDEN = [64]  # must match trial.builtin.args.hidden in the experiment file
 INPUTS, CLASSES = 28 * 28, 10
@@ -27,25 +36,20 @@ def linears(model):
     return [m for m in model if isinstance(m, torch.nn.Linear)]
 
 
-def load_flat(model, flat):
-    at = 0
+def load_global(model, path):
+    tensors, _ = model_file.read(path)
     with torch.no_grad():
-        for lin in linears(model):
-            n_in, n_out = lin.in_features, lin.out_features
-            w = flat[at:at + n_in * n_out].reshape(n_in, n_out)
-            at += n_in * n_out
-            lin.weight.copy_(torch.from_numpy(np.ascontiguousarray(w.T)))
-            lin.bias.copy_(torch.from_numpy(flat[at:at + n_out].copy()))
-            at += n_out
-    if at != flat.size:
-        raise SystemExit(f"the global model has {flat.size} values; this MLP has {at}")
+        for i, lin in enumerate(linears(model), 1):
+            lin.weight.copy_(torch.from_numpy(np.ascontiguousarray(tensors[f"fc{i}.weight"].T)))
+            lin.bias.copy_(torch.from_numpy(tensors[f"fc{i}.bias"]))
 
 
-def to_flat(model):
-    parts = []
-    for lin in linears(model):
-        parts += [lin.weight.detach().numpy().T.reshape(-1), lin.bias.detach().numpy()]
-    return np.concatenate(parts).astype(np.float32)
+def save(model, path):
+    tensors = {}
+    for i, lin in enumerate(linears(model), 1):
+        tensors[f"fc{i}.weight"] = lin.weight.detach().numpy().T
+        tensors[f"fc{i}.bias"] = lin.bias.detach().numpy()
+    model_file.write(path, tensors)  # float32: F32, as the global model has them
 
 
 def main():
@@ -55,7 +59,7 @@ def main():
     x = torch.from_numpy(np.load(env["SEXTANT_TRAIN_X"]))
     y = torch.from_numpy(np.load(env["SEXTANT_TRAIN_Y"]).astype(np.int64))
     model = build()
-    load_flat(model, np.load(env["SEXTANT_GLOBAL_MODEL"]))
+    load_global(model, env["SEXTANT_GLOBAL_MODEL"])
     anchor = [p.detach().clone() for p in model.parameters()]
     lr, mu = float(env["SEXTANT_LR"]), float(env["SEXTANT_MU"])
     epochs, batch = int(env["SEXTANT_EPOCHS"]), int(env["SEXTANT_BATCH_SIZE"])
@@ -71,7 +75,7 @@ def main():
             opt.zero_grad()
             loss.backward()
             opt.step()
-    np.save(env["SEXTANT_UPDATED_MODEL"], to_flat(model))
+    save(model, env["SEXTANT_UPDATED_MODEL"])
     print(f"num_examples={len(y)} train_loss={total / max(seen, 1):.6f}")
 
 
