@@ -152,10 +152,10 @@ bool Dispatcher::KeepHeldOnLoad(Entry& e, const TrialRow& row, bool* lapsed) {
     *lapsed = true;
     return false;
   }
-  e.worker_id = lease.worker_id;
+  e.row.id = row.id;  // SetRunning keys on it; the caller copies the whole row in next
+  SetRunning(e, lease.worker_id);
   e.lease_deadline = lease.deadline;
   e.attempt_started = lease.started;
-  ++running_;
   if (scheduler_) {
     // The fresh scheduler learns of the running attempt as if it had just started.
     scheduler_->OnStart(row.id,
@@ -381,10 +381,9 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
                              workers_[worker_id].pool, ": ", top_rung_why_)));
     }
     e->row.state = v1::RUNNING;
-    e->worker_id = worker_id;
+    SetRunning(*e, worker_id);
     e->attempt_started = Now();
     e->lease_deadline = clock_->Now() + absl::Seconds(options_.lease_seconds);
-    ++running_;
     SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e->row));
     SEXTANT_RETURN_IF_ERROR(store_->StartAttempt(e->row.id, e->row.attempts, worker_id, Now()));
     if (target > 0) {
@@ -606,9 +605,7 @@ absl::Status Dispatcher::PruneInTx(Entry& e, const std::string& why) {
 }
 
 absl::Status Dispatcher::PreemptInTx(Entry& e, const v1::CompleteRequest& request) {
-  --running_;
-  const int64_t worker = e.worker_id;
-  e.worker_id = 0;
+  const int64_t worker = ClearRunning(e);
   if (stopping_) {
     e.row.state = v1::CANCELLED;
     const std::string why = absl::StrCat("checkpointed and stopped: ", stop_reason_);
@@ -649,8 +646,7 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
   if (request.preempted()) return PreemptInTx(e, request);
   // A client's own prune; one the scheduler asked for is the scheduler's (below).
   if (request.pruned() && !(scheduler_ && e.action == Decision::Kind::kStop)) {
-    --running_;
-    e.worker_id = 0;
+    ClearRunning(e);
     SEXTANT_RETURN_IF_ERROR(PruneInTx(e, "pruned by its client"));
     SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
         e.row.id, e.row.attempts, TrialStateName(v1::PRUNED), request.exit_code(), "", Now()));
@@ -659,8 +655,7 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
   if (scheduler_) {
     SEXTANT_ASSIGN_OR_RETURN(bool handled, FinishScheduledInTx(e, request));
     if (handled) {
-      --running_;
-      e.worker_id = 0;
+      ClearRunning(e);
       return store_->PutTrial(e.row);
     }
   }
@@ -675,8 +670,7 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
   } else if (!evaluation.ok()) {
     error = evaluation.error;
   }
-  --running_;
-  e.worker_id = 0;
+  ClearRunning(e);
   const int exit_code = request.exit_code();
   if (error.empty()) {
     e.row.state = v1::COMPLETED;
@@ -742,29 +736,66 @@ absl::StatusOr<int> Dispatcher::Tick() {
   absl::Time now = clock_->Now();
   if (now - telemetry_flushed_ >= absl::Seconds(5)) SEXTANT_RETURN_IF_ERROR(FlushTelemetry());
   std::vector<Entry*> lapsed;
-  for (Entry& e : trials_) {
-    if (e.row.state == v1::RUNNING && e.lease_deadline < now) lapsed.push_back(&e);
+  for (int64_t id : running_ids_) {
+    Entry& e = trials_[id - 1];
+    if (e.lease_deadline < now) lapsed.push_back(&e);
   }
   if (lapsed.empty()) return 0;
   SEXTANT_RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {
     // Oldest first at the front of the queue: requeued work runs before new trials.
     for (auto it = lapsed.rbegin(); it != lapsed.rend(); ++it) {
       Entry& e = **it;
-      std::string why = absl::StrCat("lease of worker ", e.worker_id, " lapsed (no heartbeat for ",
-                                     options_.lease_seconds, "s)");
       SEXTANT_RETURN_IF_ERROR(
-          store_->FinishAttempt(e.row.id, e.row.attempts, "lost", -1, why, Now()));
-      SEXTANT_RETURN_IF_ERROR(Event("lease_expired", e.row.id, why));
-      e.row.state = v1::PENDING;
-      e.worker_id = 0;
-      EndAttemptClock(e);
-      --running_;
-      queue_.push_front(e.row.id);
-      SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e.row));
+          LoseInTx(e, "lease_expired",
+                   absl::StrCat("lease of worker ", e.worker_id, " lapsed (no heartbeat for ",
+                                options_.lease_seconds, "s)")));
     }
     return absl::OkStatus();
   }));
   return static_cast<int>(lapsed.size());
+}
+
+absl::Status Dispatcher::LoseInTx(Entry& e, const std::string& kind, const std::string& why) {
+  SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, "lost", -1, why, Now()));
+  SEXTANT_RETURN_IF_ERROR(Event(kind, e.row.id, why));
+  e.row.state = v1::PENDING;
+  ClearRunning(e);
+  EndAttemptClock(e);
+  queue_.push_front(e.row.id);
+  return store_->PutTrial(e.row);
+}
+
+absl::StatusOr<int> Dispatcher::WorkerLost(int64_t worker_id, const std::string& why) {
+  retired_.insert(worker_id);
+  std::vector<Entry*> lost;
+  for (int64_t id : running_ids_) {
+    if (trials_[id - 1].worker_id == worker_id) lost.push_back(&trials_[id - 1]);
+  }
+  if (lost.empty()) return 0;
+  SEXTANT_RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {
+    for (Entry* e : lost) {
+      SEXTANT_RETURN_IF_ERROR(LoseInTx(*e, "worker_lost",
+                                       absl::StrCat("worker ", worker_id, " is gone (", why,
+                                                    "); requeued to resume from its "
+                                                    "checkpoint")));
+    }
+    return absl::OkStatus();
+  }));
+  return static_cast<int>(lost.size());
+}
+
+void Dispatcher::SetRunning(Entry& e, int64_t worker_id) {
+  e.worker_id = worker_id;
+  if (running_ids_.insert(e.row.id).second) ++running_;
+  if (worker_trial_) worker_trial_(worker_id, e.row.id);
+}
+
+int64_t Dispatcher::ClearRunning(Entry& e) {
+  const int64_t worker = e.worker_id;
+  if (running_ids_.erase(e.row.id) > 0) --running_;
+  e.worker_id = 0;
+  if (worker_trial_ && worker != 0) worker_trial_(worker, 0);
+  return worker;
 }
 
 absl::Status Dispatcher::Interrupt() {
@@ -772,14 +803,14 @@ absl::Status Dispatcher::Interrupt() {
   return InTransaction([&]() -> absl::Status {
     interrupted_ = true;
     int cancelled = 0;
-    for (Entry& e : trials_) {
-      if (e.row.state != v1::RUNNING) continue;
+    const std::vector<int64_t> running(running_ids_.begin(), running_ids_.end());
+    for (int64_t id : running) {
+      Entry& e = trials_[id - 1];
       SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
           e.row.id, e.row.attempts, TrialStateName(v1::CANCELLED), -1, "run interrupted", Now()));
       e.row.state = v1::CANCELLED;
-      e.worker_id = 0;
+      ClearRunning(e);
       EndAttemptClock(e);
-      --running_;
       ++cancelled;
       SEXTANT_RETURN_IF_ERROR(store_->PutTrial(e.row));
     }
@@ -845,8 +876,9 @@ int Dispatcher::TopRungDemand() const {
 
 std::map<int64_t, int64_t> Dispatcher::RunningByWorker() const {
   std::map<int64_t, int64_t> out;
-  for (const Entry& e : trials_) {
-    if (e.row.state == v1::RUNNING && e.worker_id != 0) out[e.worker_id] = e.row.id;
+  for (int64_t id : running_ids_) {
+    const Entry& e = trials_[id - 1];
+    if (e.worker_id != 0) out[e.worker_id] = e.row.id;
   }
   return out;
 }

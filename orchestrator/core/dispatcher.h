@@ -107,6 +107,11 @@ class Dispatcher {
   // Also writes buffered telemetry (at most every 5 s). Returns the number expired.
   absl::StatusOr<int> Tick();
 
+  // The worker's instance is gone (killed, or taken back without notice): it gets no more work,
+  // and the trial it ran, if any, goes back to the front of the queue at once as a lost
+  // attempt (as when its lease lapses, without waiting for that). Returns the trials requeued.
+  absl::StatusOr<int> WorkerLost(int64_t worker_id, const std::string& why);
+
   // Ends the run early (SIGINT): running trials become CANCELLED, nothing new is leased.
   absl::Status Interrupt();
 
@@ -165,6 +170,11 @@ class Dispatcher {
   void SetTrialCost(std::function<double(int64_t trial)> cost) { trial_cost_ = std::move(cost); }
   // The run's committed spend, for cost_aware sampling's budget share. Default: 0.
   void SetSpend(std::function<double()> spend) { spend_ = std::move(spend); }
+  // Told at once whenever a worker starts an attempt (worker, trial) or ends one (worker, 0),
+  // so that its instance's time is charged to the trial exactly while it runs. Default: none.
+  void SetWorkerTrialHook(std::function<void(int64_t worker, int64_t trial)> hook) {
+    worker_trial_ = std::move(hook);
+  }
   const v1::ExperimentSpec& spec() const { return spec_; }
 
  private:
@@ -206,6 +216,12 @@ class Dispatcher {
   // not lapsed; if so e keeps it. *lapsed: it was held, but the lease ran out.
   bool KeepHeldOnLoad(Entry& e, const TrialRow& row, bool* lapsed);
   absl::Status FlushTelemetry();
+  // The attempt is lost (its lease lapsed, its worker is gone): recorded with an event of
+  // `kind`, and the trial goes back to the front of the queue.
+  absl::Status LoseInTx(Entry& e, const std::string& kind, const std::string& why);
+  // e runs on worker_id now / no longer runs (returns the worker it ran on).
+  void SetRunning(Entry& e, int64_t worker_id);
+  int64_t ClearRunning(Entry& e);
   // Applies the outcome of an attempt that the scheduler paused or pruned, or that ran to its
   // target. Returns false when the attempt is not the scheduler's business (an ordinary end).
   absl::StatusOr<bool> FinishScheduledInTx(Entry& e, const v1::CompleteRequest& request);
@@ -238,6 +254,7 @@ class Dispatcher {
   ObjectiveSet objectives_;
   std::function<double(int64_t)> trial_cost_;
   std::function<double()> spend_;
+  std::function<void(int64_t, int64_t)> worker_trial_;
   SearchSpace space_;
   Store* store_;
   std::unique_ptr<Sampler> sampler_;
@@ -250,7 +267,8 @@ class Dispatcher {
   std::vector<Entry> trials_;  // trials_[id - 1]
   std::deque<int64_t> queue_;  // PENDING trial ids, oldest first
   std::vector<Observation> history_;
-  int running_ = 0;
+  int running_ = 0;                // running_ids_.size()
+  std::set<int64_t> running_ids_;  // RUNNING trials, so that no tick walks every trial
   int64_t next_worker_id_ = 1;
   bool sampler_exhausted_ = false;
   bool interrupted_ = false;

@@ -32,7 +32,7 @@ absl::Status Ledger::Terminate(int64_t instance) {
         absl::StrCat("instance ", instance, " already terminated"));
   }
   Attribute(a, clock_->Now());
-  a.trial = 0;
+  SetTrial(a, instance, 0);
   a.terminated = clock_->Now();
   --live_;
   live_ids_.erase(instance);
@@ -63,7 +63,7 @@ absl::Status Ledger::StartTrial(int64_t instance, int64_t trial) {
     return absl::FailedPreconditionError(
         absl::StrCat("instance ", instance, " cannot start trial ", trial));
   }
-  a.trial = trial;
+  SetTrial(a, instance, trial);
   a.trial_since = clock_->Now();
   return absl::OkStatus();
 }
@@ -73,8 +73,33 @@ absl::Status Ledger::EndTrial(int64_t instance) {
     return absl::NotFoundError(absl::StrCat("no instance ", instance));
   }
   Attribute(accounts_[instance - 1], clock_->Now());
-  accounts_[instance - 1].trial = 0;
+  SetTrial(accounts_[instance - 1], instance, 0);
   return absl::OkStatus();
+}
+
+void Ledger::SetTrial(Account& a, int64_t instance, int64_t trial) {
+  if (a.trial != 0) {
+    auto it = running_on_.find(a.trial);
+    if (it != running_on_.end()) {
+      it->second.erase(instance);
+      if (it->second.empty()) running_on_.erase(it);
+    }
+  }
+  a.trial = trial;
+  if (trial != 0) running_on_[trial].insert(instance);
+}
+
+double Ledger::TrialCost(int64_t trial) const {
+  double cost = 0;
+  if (auto done = trial_cost_.find(trial); done != trial_cost_.end()) cost = done->second;
+  auto running = running_on_.find(trial);
+  if (running == running_on_.end()) return cost;
+  const absl::Time now = clock_->Now();
+  for (int64_t instance : running->second) {
+    const Account& a = accounts_[instance - 1];
+    cost += Rate(a) * absl::ToDoubleSeconds(now - a.trial_since);
+  }
+  return cost;
 }
 
 double Ledger::Rate(const Account& a) const {

@@ -83,6 +83,9 @@ class Ledger {
   absl::Time PaidUntil(int64_t instance) const;
 
   CostBreakdown Breakdown() const;
+  // Breakdown().by_trial[trial] (0 for a trial never run) without pricing every bill:
+  // logarithmic in the trials, plus the instances the trial runs on now.
+  double TrialCost(int64_t trial) const;
   std::vector<InstanceBill> Bills() const;
   int live_instances() const { return live_; }
 
@@ -101,11 +104,14 @@ class Ledger {
   double Bill(const Account& a, absl::Time at) const;
   double Rate(const Account& a) const;
   void Attribute(Account& a, absl::Time until);
+  // a (account `instance`) runs `trial` (0: none) from now on; keeps running_on_.
+  void SetTrial(Account& a, int64_t instance, int64_t trial);
 
   const Clock* clock_;
   absl::Time epoch_;
   std::vector<Account> accounts_;  // accounts_[id - 1]
-  std::map<int64_t, double> trial_cost_;
+  std::map<int64_t, double> trial_cost_;                 // finished stints, by trial
+  std::map<int64_t, std::set<int64_t>> running_on_;  // trial -> instances running it now
   int live_ = 0;
   // Committed() in time with the live instances, not all those ever launched: the final bills
   // of terminated instances and reservations (which no longer change), and the live ids.

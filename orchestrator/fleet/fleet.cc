@@ -21,7 +21,13 @@ Fleet::Fleet(const Clock* clock, FleetOptions options, std::optional<double> max
       placement_(placement),
       autoscaler_(autoscaler),
       sampler_(options_.seed) {
-  for (const CostRow& c : options_.prior_costs) prior_committed_ += c.kind == "trial" ? 0 : c.cost;
+  for (const CostRow& c : options_.prior_costs) {
+    if (c.kind == "trial") {
+      prior_trial_cost_[c.ref] += c.cost;
+    } else {
+      prior_committed_ += c.cost;
+    }
+  }
 }
 
 absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const v1::ExperimentSpec& spec,
@@ -129,17 +135,27 @@ void Fleet::Bind(const FleetView& view, FleetTick& tick) {
 }
 
 void Fleet::Attribute(const FleetView& view) {
-  const absl::Time now = clock_->Now();
   for (Instance& inst : instances_) {
     if (inst.worker == 0 || inst.billed_off) continue;
     auto r = view.running.find(inst.worker);
-    const int64_t trial = r == view.running.end() ? 0 : r->second;
-    if (trial == inst.trial) continue;
-    if (inst.trial != 0) ledger_.EndTrial(inst.ledger_id).IgnoreError();
-    if (trial != 0) ledger_.StartTrial(inst.ledger_id, trial).IgnoreError();
-    if (trial == 0) inst.idle_since = now;
-    inst.trial = trial;
+    Assign(inst, r == view.running.end() ? 0 : r->second);
   }
+}
+
+void Fleet::Assign(Instance& inst, int64_t trial) {
+  if (trial == inst.trial) return;
+  if (inst.trial != 0) ledger_.EndTrial(inst.ledger_id).IgnoreError();
+  if (trial != 0) ledger_.StartTrial(inst.ledger_id, trial).IgnoreError();
+  if (trial == 0) inst.idle_since = clock_->Now();
+  inst.trial = trial;
+}
+
+void Fleet::OnWorkerTrial(int64_t worker, int64_t trial) {
+  auto it = by_worker_.find(worker);
+  if (it == by_worker_.end() || it->second >= instances_.size()) return;
+  Instance& inst = instances_[it->second];
+  if (inst.billed_off || inst.worker != worker) return;
+  Assign(inst, trial);
 }
 
 std::set<int64_t> Fleet::LiveWorkers() const {
@@ -173,7 +189,10 @@ void Fleet::PollInstances(FleetTick& tick) {
                                           pools_[inst.pool].spec.name(), ": ", st.detail)});
     }
     inst.terminating = true;
-    if (inst.worker != 0) tick.retire.push_back(inst.worker);
+    if (inst.worker != 0) {
+      tick.retire.push_back(inst.worker);
+      tick.lost.push_back(inst.worker);
+    }
   }
 }
 
@@ -207,7 +226,10 @@ void Fleet::Interrupt(FleetTick& tick) {
                            absl::StrCat("instance ", inst.token, " of pool ", pool.spec.name(),
                                         inst.noticed ? " taken back after its notice"
                                                      : " taken back without notice")});
-    if (inst.worker != 0) tick.retire.push_back(inst.worker);
+    if (inst.worker != 0) {
+      tick.retire.push_back(inst.worker);
+      tick.lost.push_back(inst.worker);
+    }
     inst.interrupt_at = absl::InfiniteFuture();
     inst.terminating = true;
     EndBill(inst);
@@ -360,11 +382,15 @@ void Fleet::Scale(const FleetView& view, FleetTick& tick) {
   for (size_t i = 0; i < pools_.size(); ++i) {
     for (int n = 0; n < plan.launch[i]; ++n) Launch(static_cast<int>(i), tick);
   }
+  if (plan.terminate.empty()) return;
+  std::map<int64_t, Instance*> by_bill;
+  for (Instance& inst : instances_) {
+    if (!inst.billed_off) by_bill[inst.ledger_id] = &inst;
+  }
   for (int64_t id : plan.terminate) {
-    for (Instance& inst : instances_) {
-      if (inst.ledger_id == id)
-        Release(inst, tick, "idle past the idle timeout, paid increment ending");
-    }
+    auto it = by_bill.find(id);
+    if (it != by_bill.end())
+      Release(*it->second, tick, "idle past the idle timeout, paid increment ending");
   }
 }
 
@@ -373,7 +399,7 @@ void Fleet::Launch(int index, FleetTick& tick) {
   const absl::Time now = clock_->Now();
   if (p.given_up || now < p.retry_at || !provider_->launches()) return;
   std::string why;
-  if (!guard_.Allows(committed(), WindDown(), ActionCost(p), &why)) {
+  if (guard_.max_cost() && !guard_.Allows(committed(), WindDown(), ActionCost(p), &why)) {
     launch_refused_ = true;
     tick.hold = ledger_.live_instances() > 0 ? tick.hold : true;
     if (why != last_refusal_) {
@@ -589,13 +615,8 @@ absl::Status Fleet::WriteCosts(Store* store) const {
 }
 
 double Fleet::TrialCost(int64_t trial) const {
-  double cost = 0;
-  for (const CostRow& c : options_.prior_costs) {
-    if (c.kind == "trial" && c.ref == trial) cost += c.cost;
-  }
-  const CostBreakdown b = ledger_.Breakdown();
-  auto it = b.by_trial.find(trial);
-  return it == b.by_trial.end() ? cost : cost + it->second;
+  auto prior = prior_trial_cost_.find(trial);
+  return (prior == prior_trial_cost_.end() ? 0.0 : prior->second) + ledger_.TrialCost(trial);
 }
 
 }  // namespace sextant

@@ -79,7 +79,10 @@ struct FleetTick {
   };
   std::vector<Event> events;
   std::vector<int64_t> retire;  // workers that must get no more work (their instance goes)
-  bool hold = false;            // the budget pays for no new work: lease nothing
+  // Workers whose instance is gone (it died, or the market took it back): whatever trial ran
+  // there is lost now (Dispatcher::WorkerLost), not when its lease would lapse.
+  std::vector<int64_t> lost;
+  bool hold = false;  // the budget pays for no new work: lease nothing
 };
 
 // The live instances of a run: launches them through a Provider, charges each per second on
@@ -135,6 +138,10 @@ class Fleet {
   // seconds it ran times its instances' rates.
   double TrialCost(int64_t trial) const;
   int live_instances() const { return ledger_.live_instances(); }
+  // The worker started running `trial` now (0: it finished its trial): its instance's time is
+  // charged to the trial from now on (Dispatcher::SetWorkerTrialHook). A worker not bound to
+  // a live instance yet is picked up by the next Tick.
+  void OnWorkerTrial(int64_t worker, int64_t trial);
   // The registered workers of instances that are up: bound to an instance that is neither
   // terminating nor gone (retired workers are not among them).
   std::set<int64_t> LiveWorkers() const;
@@ -175,6 +182,8 @@ class Fleet {
 
   void Bind(const FleetView& view, FleetTick& tick);
   void Attribute(const FleetView& view);
+  // inst runs `trial` (0: none) from now on.
+  void Assign(Instance& inst, int64_t trial);
   void PollInstances(FleetTick& tick);
   void Interrupt(FleetTick& tick);
   void CheckBudget(FleetTick& tick);
@@ -198,6 +207,7 @@ class Fleet {
   PlacementRequest request_;
   std::vector<Pool> pools_;
   std::vector<Instance> instances_;
+  std::map<int64_t, double> prior_trial_cost_;  // earlier sessions' cost of each trial
   std::map<int64_t, size_t> by_worker_;  // worker id -> instances_ index
   int64_t next_token_ = 1;
   bool exhausted_ = false;

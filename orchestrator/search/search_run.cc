@@ -31,6 +31,7 @@
 #include "orchestrator/core/warm_start.h"
 #include "orchestrator/federated/federated_run.h"
 #include "orchestrator/fleet/fleet.h"
+#include "orchestrator/fleet/fleet_driver.h"
 #include "orchestrator/fleet/local_provider.h"
 #include "orchestrator/fleet/slurm_provider.h"
 #include "orchestrator/fleet/static_provider.h"
@@ -456,13 +457,9 @@ class SearchRun {
     auto fleet = Fleet::Create(spec_, std::move(catalog), provider_.get(), env_.clock, fo);
     if (!fleet.ok()) return absl::InvalidArgumentError(fleet.status().message());
     fleet_ = *std::move(fleet);
-    std::string why;
-    std::set<std::string> barred = fleet_->PoolsOffTheTopRung(&why);
-    service_->WithDispatcher([&](Dispatcher& d) {
-      d.SetTopRungRule(std::move(barred), why);
-      // The built-in metric `cost`: the dispatcher runs under the same lock as the fleet.
-      d.SetTrialCost([fleet = fleet_.get()](int64_t trial) { return fleet->TrialCost(trial); });
-      d.SetSpend([fleet = fleet_.get()] { return fleet->committed(); });
+    fleet_driver_ = std::make_unique<FleetDriver>(fleet_.get(), store_, env_.clock);
+    service_->WithDispatcher([&](Dispatcher& d) {  // the fleet runs under the dispatch lock
+      fleet_driver_->Connect(d);
       return 0;
     });
     if (kind == "static") {
@@ -504,34 +501,11 @@ class SearchRun {
   // dispatcher and stores its events and bills. *exhausted: the budget is spent; *stuck: why
   // waiting work can never run (empty when it can).
   absl::Status FleetRound(bool* exhausted, std::string* stuck) {
-    const absl::Time now = env_.clock->Now();
     return service_->WithDispatcher([&](Dispatcher& d) -> absl::Status {
-      FleetView view;
-      view.demand = d.Demand();
-      view.top_rung_demand = d.TopRungDemand();
-      view.running = d.RunningByWorker();
-      for (const auto& [id, w] : d.workers()) view.workers[id] = {w.region, w.pool, w.launch_token};
-      FleetTick tick = fleet_->Tick(view);
-      d.SetHold(tick.hold || fleet_->exhausted());
-      for (int64_t w : tick.retire) d.RetireWorker(w);
-      SEXTANT_RETURN_IF_ERROR(store_->Begin());
-      absl::Status st;
-      for (const FleetTick::Event& e : tick.events) {
-        if (st.ok())
-          st = store_->AddEvent(absl::ToUnixMicros(now) / 1e6, e.kind, e.trial, e.message);
-      }
-      const bool write = !tick.events.empty() || now - last_cost_write_ >= absl::Seconds(1);
-      if (st.ok() && write) {
-        st = fleet_->WriteCosts(store_);
-        last_cost_write_ = now;
-      }
-      if (!st.ok()) {
-        store_->Rollback();
-        return st;
-      }
-      *exhausted = fleet_->exhausted();
-      if (!*exhausted && view.demand > 0) (void)fleet_->Stuck(stuck);
-      return store_->Commit();
+      SEXTANT_ASSIGN_OR_RETURN(FleetRoundResult r, fleet_driver_->Round(d));
+      *exhausted = r.exhausted;
+      *stuck = std::move(r.stuck);
+      return absl::OkStatus();
     });
   }
 
@@ -619,15 +593,7 @@ class SearchRun {
       env_.clock->SleepFor(absl::Milliseconds(50));
     }
     fleet_->Reap(/*force=*/true);
-    (void)service_->WithDispatcher([&](Dispatcher&) -> absl::Status {
-      SEXTANT_RETURN_IF_ERROR(store_->Begin());
-      absl::Status st = fleet_->WriteCosts(store_);
-      if (!st.ok()) {
-        store_->Rollback();
-        return st;
-      }
-      return store_->Commit();
-    });
+    (void)service_->WithDispatcher([&](Dispatcher&) { return fleet_driver_->WriteCosts(); });
     service_->Drain();
     // A hand-started worker learns that the run is over only from its next Lease, which on a
     // slow link may still be on its way: keep answering `done` (briefly) until each has heard.
@@ -659,9 +625,9 @@ class SearchRun {
   int port_ = 0;
   std::vector<Local> workers_;
   int respawns_left_ = 0;
-  std::unique_ptr<Provider> provider_;  // with resources.pools
-  std::unique_ptr<Fleet> fleet_;        // with resources.pools
-  absl::Time last_cost_write_ = absl::InfinitePast();
+  std::unique_ptr<Provider> provider_;         // with resources.pools
+  std::unique_ptr<Fleet> fleet_;               // with resources.pools
+  std::unique_ptr<FleetDriver> fleet_driver_;  // with resources.pools
   bool torn_down_ = false;
 };
 
