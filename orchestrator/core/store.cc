@@ -135,6 +135,19 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, bool
   return store;
 }
 
+absl::Status Store::CopyTo(Store* dest) {
+  sqlite3_backup* b = sqlite3_backup_init(dest->db_, "main", db_, "main");
+  if (b == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot copy the store: ", sqlite3_errmsg(dest->db_)));
+  }
+  const int step = sqlite3_backup_step(b, -1);
+  const int finish = sqlite3_backup_finish(b);
+  if (step != SQLITE_DONE || finish != SQLITE_OK) {
+    return absl::InternalError(absl::StrCat("cannot copy the store: ", sqlite3_errmsg(dest->db_)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Store::Upgrade(bool read_only) {
   SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s,
                            Prepare("SELECT name FROM pragma_table_info('trials')"));

@@ -114,6 +114,11 @@ class Store {
                                                      bool read_only = false);
   ~Store();
 
+  // Replaces everything in `dest` with this store's contents (SQLite's online backup): e.g. a
+  // simulation run in memory, written to its run directory in one step. Neither store may be
+  // in a transaction. Internal on SQLite errors.
+  absl::Status CopyTo(Store* dest);
+
   absl::Status Begin();
   absl::Status Commit();  // durable on return (fsync of the WAL)
   void Rollback();

@@ -1,6 +1,7 @@
 #ifndef SEXTANT_ORCHESTRATOR_COST_CATALOG_H_
 #define SEXTANT_ORCHESTRATOR_COST_CATALOG_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,18 @@ class Catalog {
   const std::vector<std::string>& regions() const { return regions_; }
   const std::vector<InstanceType>& instances() const { return instances_; }
   const std::vector<Offer>& offers() const { return offers_; }
+  // What-if runs (`sextant simulate`): every spot offer gets the given parts of its
+  // interruption model replaced; unset parts are kept.
+  void OverrideSpotInterruptions(std::optional<double> rate_per_day,
+                                 std::optional<double> notice_seconds,
+                                 std::optional<double> notice_probability) {
+    for (Offer& o : offers_) {
+      if (o.market != Market::kSpot) continue;
+      if (rate_per_day) o.interruption.rate_per_day = *rate_per_day;
+      if (notice_seconds) o.interruption.notice_seconds = *notice_seconds;
+      if (notice_probability) o.interruption.notice_probability = *notice_probability;
+    }
+  }
 
  private:
   std::vector<std::string> regions_;

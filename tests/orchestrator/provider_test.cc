@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
@@ -15,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "orchestrator/core/store.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {
@@ -454,6 +456,129 @@ offers:
   EXPECT_EQ(next_partition({"resume", dir + "/run"}), "gpu-a");
   EXPECT_EQ(next_partition({"resume", dir + "/run", "--slurm-partition", "gpu-b"}), "gpu-b");
   EXPECT_EQ(next_partition({"resume", dir + "/run"}), "gpu-b");
+}
+
+}  // namespace
+}  // namespace sextant
+
+namespace sextant {
+namespace {
+
+// A trial that reports, step by step from its checkpoint, exactly what the workload model of
+// `sextant simulate` says for (x0, x1) with noise 0: Branin plus 2 * (sqrt(F / f) - 1).
+constexpr const char* kModelTrial = R"SH(#!/bin/sh
+ck="$SEXTANT_CHECKPOINT_DIR/step"
+i=0
+[ -f "$ck" ] && i=$(cat "$ck")
+target=${SEXTANT_FIDELITY%.*}
+trap 'echo "$i" > "$ck"; exit 75' TERM
+while [ "$i" -lt "$target" ]; do
+  i=$((i + 1))
+  echo "$i" > "$ck"
+  awk -v x0="$SEXTANT_PARAM_X0" -v x1="$SEXTANT_PARAM_X1" -v f="$i" 'BEGIN {
+    pi = atan2(0, -1); b = 5.1 / (4 * pi * pi); c = 5 / pi; t = 1 / (8 * pi);
+    a = x1 - b * x0 * x0 + c * x0 - 6;
+    v = a * a + 10 * (1 - t) * cos(x0) + 10 + 2 * (sqrt(4 / f) - 1);
+    printf "step=%d loss=%.17g\n", f, v }'
+  sleep 0.1 & wait $!
+done
+)SH";
+
+struct RunRecord {
+  std::vector<TrialRow> trials;
+  std::vector<std::string> decisions;   // scheduler events: "kind trial"
+  std::vector<std::string> placements;  // fleet events: "kind pool" in order
+  std::vector<std::string> ledger;      // cost rows: "kind ref pool region market"
+};
+
+RunRecord Record(const std::string& run_dir) {
+  RunRecord r;
+  auto store = Store::Open(run_dir + "/state.db", /*create=*/false, /*read_only=*/true);
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return r;
+  r.trials = *(*store)->LoadTrials();
+  const std::vector<EventRow> events = *(*store)->LoadEvents();
+  for (const EventRow& e : events) {
+    if (e.kind == "trial_promoted" || e.kind == "trial_pruned" || e.kind == "schedule_finished") {
+      r.decisions.push_back(absl::StrCat(e.kind, " ", e.trial_id));
+    }
+    std::smatch m;
+    if ((e.kind == "instance_launched" || e.kind == "instance_released") &&
+        std::regex_search(e.message, m, std::regex("in pool (\\S+)|of pool (\\S+):"))) {
+      r.placements.push_back(absl::StrCat(e.kind, " ", m[1].str(), m[2].str()));
+    } else if (e.kind == "placement" || e.kind == "reservation" || e.kind == "budget_refused") {
+      r.placements.push_back(absl::StrCat(e.kind, " ", e.trial_id, " ", e.message));
+    }
+  }
+  const std::vector<CostRow> costs = *(*store)->LoadCosts();
+  for (const CostRow& c : costs) {
+    r.ledger.push_back(absl::StrCat(c.kind, " ", c.ref, " ", c.pool, " ", c.region, " ", c.market,
+                                    c.cost > 0 ? " charged" : " free"));
+  }
+  return r;
+}
+
+// `sextant run` (local provider, real worker processes, a trial command that reports what the
+// workload model says) and `sextant simulate` of the same experiment file drive the same
+// Dispatcher, Fleet, placement, autoscaler and ledger, so they decide the same: the same trials
+// and rungs, scheduler events, launches and placements, and ledger rows. The amounts differ
+// only because `run` spends real seconds and `simulate` the model's.
+TEST(RunAndSimulateTest, MakeTheSameDecisionsPlacementsAndLedgerRows) {
+  const std::string dir = MakeTempDir("equivalence");
+  WriteFile(dir + "/model.sh", kModelTrial);
+  WriteFile(dir + "/exp.yaml", R"(name: equivalence
+objective: {metric: loss, goal: minimize}
+parameters:
+  x0: {type: float, min: -5, max: 10}
+  x1: {type: float, min: 0, max: 15}
+search:
+  sampler: random
+  scheduler: asha
+  fidelity: {name: step, min: 1, max: 4, reduction_factor: 2}
+  seed: 11
+  max_trials: 10
+  max_concurrent: 1
+trial:
+  command: [sh, model.sh]
+resources:
+  provider: local
+  pools:
+    - {name: od, region: us-east-1, instance: gpu.1x, market: on_demand, max_instances: 1}
+simulate: {noise: 0, objective: branin}
+)");
+  auto run = RunProcess({kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 240);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto sim = RunProcess({kSextant, "simulate", dir + "/exp.yaml", "--run-dir", dir + "/sim"}, 120);
+  ASSERT_EQ(sim.exit_code, 0) << sim.out << sim.err;
+  const RunRecord a = Record(dir + "/run");
+  const RunRecord b = Record(dir + "/sim");
+  ASSERT_EQ(a.trials.size(), 10u);
+  ASSERT_EQ(a.trials.size(), b.trials.size());
+  int promoted = 0;
+  for (size_t i = 0; i < a.trials.size(); ++i) {
+    const TrialRow& x = a.trials[i];
+    const TrialRow& y = b.trials[i];
+    SCOPED_TRACE(absl::StrCat("trial ", x.id));
+    EXPECT_EQ(x.params_json, y.params_json);
+    EXPECT_EQ(x.state, y.state);
+    EXPECT_EQ(x.attempts, y.attempts);
+    EXPECT_EQ(x.fidelity, y.fidelity);
+    EXPECT_EQ(x.target, y.target);
+    ASSERT_TRUE(x.value.has_value() && y.value.has_value());
+    EXPECT_NEAR(*x.value, *y.value, 1e-9 * std::max(1.0, std::fabs(*x.value)));
+    const nlohmann::json rx = nlohmann::json::parse(x.rungs_json);
+    const nlohmann::json ry = nlohmann::json::parse(y.rungs_json);
+    ASSERT_EQ(rx.size(), ry.size()) << x.rungs_json << " vs " << y.rungs_json;
+    for (size_t k = 0; k < rx.size(); ++k) {
+      EXPECT_EQ(rx[k]["decision"], ry[k]["decision"]);
+      EXPECT_EQ(rx[k]["fidelity"], ry[k]["fidelity"]);
+      promoted += rx[k]["decision"] == "promoted";
+    }
+  }
+  EXPECT_GT(promoted, 2) << "the comparison covers promotions, not only first rungs";
+  EXPECT_EQ(a.decisions, b.decisions);
+  EXPECT_EQ(a.placements, b.placements);
+  EXPECT_EQ(a.ledger, b.ledger);
 }
 
 }  // namespace
