@@ -4,7 +4,9 @@ eta 3), spot-first placement over a spot pool (60% of the instances) and an on-d
 (40%), max_concurrent = the instance count, no budget. Writes the catalog and one experiment
 per cell, runs each cell REPS times and prints a Markdown table of medians.
 
-usage: bench.py BIN_DIR OUT_DIR [TRIALSxINSTANCES ...]   (default: the matrix below)
+usage: bench.py BIN_DIR OUT_DIR [TRIALSxINSTANCES[b] ...]   (default: the matrix below; a
+       trailing b adds budget.max_cost = 1,000,000 USD, which never runs out but makes the
+       budget guard price the fleet at every launch)
 env:   REPS (default 3); COMMIT names the source of BIN_DIR's binary in the header (default:
        `git describe --always --dirty` of this checkout, right only when BIN_DIR was built from it)
 """
@@ -16,8 +18,17 @@ import sys
 import time
 
 BIN, OUT = sys.argv[1], sys.argv[2]
-CELLS = [tuple(int(x) for x in c.split("x")) for c in sys.argv[3:]] or [
-    (1000, 100), (10000, 100), (10000, 1000), (100000, 1000), (100000, 10000)]
+
+
+def parse_cell(c):
+    budget = c.endswith("b")
+    trials, instances = (int(x) for x in c.rstrip("b").split("x"))
+    return trials, instances, budget
+
+
+CELLS = [parse_cell(c) for c in sys.argv[3:]] or [
+    (1000, 100, False), (10000, 100, False), (10000, 1000, False), (10000, 1000, True),
+    (100000, 1000, False), (100000, 10000, False), (100000, 10000, True)]
 REPS = int(os.environ.get("REPS", "3"))
 os.makedirs(OUT, exist_ok=True)
 
@@ -52,20 +63,21 @@ resources:
   pools:
     - {{name: spot, region: us-east-1, instance: gpu.1x, market: spot, max_instances: {spot}}}
     - {{name: od, region: eu-west-1, instance: gpu.1x, market: on_demand, max_instances: {od}}}
-"""
+{budget}"""
 
 LINE = re.compile(r"simulator:\s+(\d+) events in ([0-9.]+) s")
 
 
-def write_files(trials, instances):
+def write_files(trials, instances, budget):
     catalog = os.path.abspath(os.path.join(OUT, "catalog.yaml"))
     with open(catalog, "w") as f:
         f.write(CATALOG)
     spot = instances * 6 // 10
-    path = os.path.join(OUT, f"exp-{trials}-{instances}.yaml")
+    path = os.path.join(OUT, f"exp-{trials}-{instances}{'b' if budget else ''}.yaml")
     with open(path, "w") as f:
         f.write(EXPERIMENT.format(trials=trials, instances=instances, catalog=catalog,
-                                  spot=spot, od=instances - spot))
+                                  spot=spot, od=instances - spot,
+                                  budget="budget: {max_cost: 1000000}\n" if budget else ""))
     return path
 
 
@@ -92,19 +104,19 @@ def main():
         capture_output=True, text=True).stdout.strip()
     raw = open(os.path.join(OUT, "raw.txt"), "w")
     print(f"commit {commit}, {os.cpu_count()} CPUs, {REPS} runs per cell (medians)\n")
-    print("| trials | instances | wall s | CPU s | loop s | events | events/s (loop) | CPU us/event | load |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for trials, instances in CELLS:
-        path = write_files(trials, instances)
+    print("| trials | instances | max_cost | wall s | CPU s | loop s | events | events/s (loop) | CPU us/event | load |")
+    print("|---:|---:|:---:|---:|---:|---:|---:|---:|---:|---:|")
+    for trials, instances, budget in CELLS:
+        path = write_files(trials, instances, budget)
         runs = []
         for rep in range(REPS):
             r = run_once(path, os.path.join(OUT, f"run-{trials}-{instances}"))
-            raw.write(f"== {trials} trials x {instances} instances, run {rep + 1}: wall {r['wall']:.3f} s, "
+            raw.write(f"== {trials} trials x {instances} instances{' with max_cost' if budget else ''}, run {rep + 1}: wall {r['wall']:.3f} s, "
                       f"cpu {r['cpu']:.3f} s, load {r['load']}\n{r['out']}\n")
             raw.flush()
             runs.append(r)
         med = {k: statistics.median(r[k] for r in runs) for k in ("wall", "cpu", "loop", "events", "load")}
-        print(f"| {trials} | {instances} | {med['wall']:.2f} | {med['cpu']:.2f} | {med['loop']:.2f} | "
+        print(f"| {trials:,} | {instances:,} | {'yes' if budget else 'no'} | {med['wall']:.2f} | {med['cpu']:.2f} | {med['loop']:.2f} | "
               f"{int(med['events'])} | {med['events'] / med['loop']:,.0f} | "
               f"{1e6 * med['cpu'] / med['events']:.0f} | {med['load']:.1f} |", flush=True)
 

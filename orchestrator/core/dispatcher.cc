@@ -283,7 +283,9 @@ absl::StatusOr<Dispatcher::Entry*> Dispatcher::CreateTrialInTx() {
       number,
       bohb_ && scheduler_ ? absl::MakeConstSpan(model_history) : absl::MakeConstSpan(history_),
       &notes};
-  request.budget_used = BudgetUsed(spec_, spend_ ? spend_() : 0.0, number);
+  // The spend prices every live instance: read it only when a max_cost makes it count.
+  const bool priced = spend_ && spec_.budget().has_max_cost();
+  request.budget_used = BudgetUsed(spec_, priced ? spend_() : 0.0, number);
   absl::StatusOr<Params> params = sampler_->Ask(request);
   for (const std::string& note : notes) SEXTANT_RETURN_IF_ERROR(Event("sampler_note", 0, note));
   if (!params.ok()) {

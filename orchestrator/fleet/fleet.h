@@ -67,7 +67,9 @@ struct FleetView {
   struct Worker {
     std::string region, pool, launch_token;
   };
-  std::map<int64_t, Worker> workers;  // every registered worker
+  // Registered workers: at least those registered since the last tick (the fleet binds each
+  // worker once; the ones it has seen are skipped).
+  std::map<int64_t, Worker> workers;
 };
 
 // What the fleet did in a tick, for the event log and the dispatcher.
