@@ -379,8 +379,11 @@ void Fleet::Scale(const FleetView& view, FleetTick& tick) {
   place(request_, rest_unserved);
   for (ScalingPool& p : sp) p.waiting += p.booting;  // the autoscaler subtracts booting
   ScalingPlan plan = autoscaler_.Plan(now, sp, si);
+  // The budget as it stands, kept up to date launch by launch rather than priced anew for each.
+  BudgetSnapshot budget;
+  if (guard_.max_cost()) budget = {committed(), WindDown()};
   for (size_t i = 0; i < pools_.size(); ++i) {
-    for (int n = 0; n < plan.launch[i]; ++n) Launch(static_cast<int>(i), tick);
+    for (int n = 0; n < plan.launch[i]; ++n) Launch(static_cast<int>(i), tick, budget);
   }
   if (plan.terminate.empty()) return;
   std::map<int64_t, Instance*> by_bill;
@@ -394,12 +397,13 @@ void Fleet::Scale(const FleetView& view, FleetTick& tick) {
   }
 }
 
-void Fleet::Launch(int index, FleetTick& tick) {
+void Fleet::Launch(int index, FleetTick& tick, BudgetSnapshot& budget) {
   Pool& p = pools_[index];
   const absl::Time now = clock_->Now();
   if (p.given_up || now < p.retry_at || !provider_->launches()) return;
   std::string why;
-  if (guard_.max_cost() && !guard_.Allows(committed(), WindDown(), ActionCost(p), &why)) {
+  if (guard_.max_cost() &&
+      !guard_.Allows(budget.committed, budget.wind_down, ActionCost(p), &why)) {
     launch_refused_ = true;
     tick.hold = ledger_.live_instances() > 0 ? tick.hold : true;
     if (why != last_refusal_) {
@@ -453,6 +457,8 @@ void Fleet::Launch(int index, FleetTick& tick) {
       p.reservation = ledger_.Reserve(p.owner, p.offer.billing, p.spec.max_instances(),
                                       p.offer.reservation_seconds);
       p.reservation_end = now + absl::Seconds(p.offer.reservation_seconds);
+      budget.committed +=
+          p.offer.billing.price_per_second * p.offer.reservation_seconds * p.spec.max_instances();
       tick.events.push_back({"reservation", 0,
                              absl::StrCat("pool ", p.spec.name(), ": ", p.spec.max_instances(),
                                           " instances reserved for ", p.offer.reservation_seconds,
@@ -464,6 +470,11 @@ void Fleet::Launch(int index, FleetTick& tick) {
   inst.launched = now;
   inst.idle_since = now;
   inst.ledger_id = ledger_.Launch(p.owner, p.offer.billing, prepaid);
+  if (prepaid == 0) {
+    budget.committed += Ledger::LaunchCost(p.offer.billing, 0);  // its bill at launch
+    budget.wind_down += p.offer.billing.price_per_second *
+                        (options_.wind_down_seconds + p.offer.billing.increment_seconds);
+  }
   if (p.offer.market == Market::kSpot && std::isfinite(intr.after_seconds)) {
     const double scaled = intr.after_seconds * options_.time_scale;
     inst.interrupt_at = now + absl::Seconds(scaled);

@@ -190,7 +190,12 @@ class Fleet {
   void Interrupt(FleetTick& tick);
   void CheckBudget(FleetTick& tick);
   void Scale(const FleetView& view, FleetTick& tick);
-  void Launch(int pool, FleetTick& tick);
+  // Committed spend and projected wind-down (see CheckBudget) during one round's launches.
+  struct BudgetSnapshot {
+    double committed = 0;
+    double wind_down = 0;
+  };
+  void Launch(int pool, FleetTick& tick, BudgetSnapshot& budget);
   void Release(Instance& inst, FleetTick& tick, const std::string& why);
   void EndBill(Instance& inst);
   void Renew(FleetTick& tick);
@@ -210,7 +215,7 @@ class Fleet {
   std::vector<Pool> pools_;
   std::vector<Instance> instances_;
   std::map<int64_t, double> prior_trial_cost_;  // earlier sessions' cost of each trial
-  std::map<int64_t, size_t> by_worker_;  // worker id -> instances_ index
+  std::map<int64_t, size_t> by_worker_;         // worker id -> instances_ index
   int64_t next_token_ = 1;
   bool exhausted_ = false;
   bool stopping_ = false;                   // NoticeAll: no more interruptions are injected
