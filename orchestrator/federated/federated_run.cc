@@ -253,6 +253,11 @@ class FederatedRun {
     }
     global_ = std::move(c->model);
     last_round_ = c->round;
+    // Without an evaluator the last score is the clients' of the committed round (its global
+    // row comes first), which no one can compute again.
+    if (!evaluator_ && !c->rows.empty()) {
+      last_eval_ = ModelScore{c->rows[0].loss, c->rows[0].accuracy, c->rows[0].clients};
+    }
     *env_.out << "sextant: resuming after round " << last_round_ << "\n";
     return absl::OkStatus();
   }

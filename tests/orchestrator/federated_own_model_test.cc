@@ -2,14 +2,19 @@
 // bf16, f16 and f32 tensors) trained by a python client_command, with real processes on loopback.
 // The command moves every value by a known step, so the final model file is known exactly; an
 // update with a renamed tensor is refused and the round goes on.
+#include <fcntl.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -36,17 +41,21 @@ Tensor Named(std::string name, DType dtype, std::vector<int64_t> shape,
   return t;
 }
 
-// The global rows of the rounds table: round and accuracy.
-std::vector<std::pair<int, double>> GlobalRounds(const std::string& db_path) {
-  std::vector<std::pair<int, double>> rows;
+// Rows of `sql` (every column as text); empty when the database or table is not there.
+std::vector<std::vector<std::string>> Query(const std::string& db_path, const std::string& sql) {
+  std::vector<std::vector<std::string>> rows;
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 2000);
     sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT round, accuracy FROM rounds WHERE region = '' ORDER BY round",
-                           -1, &st, nullptr) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
       while (sqlite3_step(st) == SQLITE_ROW) {
-        rows.emplace_back(sqlite3_column_int(st, 0), sqlite3_column_double(st, 1));
+        std::vector<std::string> row;
+        for (int c = 0; c < sqlite3_column_count(st); ++c) {
+          const unsigned char* t = sqlite3_column_text(st, c);
+          row.push_back(t ? reinterpret_cast<const char*>(t) : "");
+        }
+        rows.push_back(row);
       }
     }
     sqlite3_finalize(st);
@@ -55,46 +64,99 @@ std::vector<std::pair<int, double>> GlobalRounds(const std::string& db_path) {
   return rows;
 }
 
+// Starts argv with stdout and stderr to out_file; returns the pid.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_file) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits up to `seconds` for pid; its exit code, or -1 on timeout (the process is then killed).
+int WaitExit(pid_t pid, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+// The starting model: one tensor of each dtype.
+TensorFile InitialModel() {
+  TensorFile init;
+  init.tensors.push_back(Named("encoder.weight", DType::kBF16, {2, 3}, {1, 2, 3, 4, 5, 6}));
+  init.tensors.push_back(Named("encoder.bias", DType::kF16, {3}, {0.5f, -0.5f, 0}));
+  init.tensors.push_back(Named("head.scale", DType::kF32, {}, {10}));
+  return init;
+}
+
+// Writes models/init.safetensors and client.py into dir. Each client moves each tensor by its
+// own step (exact in every dtype) and reports its own evaluation of the model it received:
+// FedAvg with server_lr 1 moves the global model by the same steps each round. `extra` runs
+// before the model is written (with `moved`, `kinds` and `env` in scope).
+void WriteModelAndClient(const std::string& dir, const std::string& extra = "") {
+  std::filesystem::create_directories(dir + "/models");
+  ASSERT_TRUE(WriteSafetensors(dir + "/models/init.safetensors", InitialModel()).ok());
+  std::ofstream(dir + "/client.py") << "import os, sys, time\nsys.path.insert(0, '"
+                                    << SEXTANT_SOURCE_DIR << "/clients/python/sextant')\n"
+                                    << R"(import model_file
+env = os.environ
+tensors, kinds = model_file.read(env["SEXTANT_GLOBAL_MODEL"])
+step = {"encoder.weight": 1.0, "encoder.bias": -0.25, "head.scale": 0.5}
+moved = {k: v.astype("float32") + step[k] for k, v in tensors.items()}
+)" << extra << R"(model_file.write(env["SEXTANT_UPDATED_MODEL"], moved, kinds)
+print("num_examples=10 train_loss=0.1 eval_loss=0.5 eval_accuracy=0.625")
+)";
+}
+
+std::string Experiment(const std::string& name, int rounds, int min_clients,
+                       const std::string& deadline) {
+  return "name: " + name + R"(
+objective: {metric: val_accuracy, goal: maximize}
+federation:
+  regions: [{name: east, clients: 2}]
+  rounds: )" +
+         std::to_string(rounds) +
+         R"(
+  min_clients: )" +
+         std::to_string(min_clients) +
+         R"(
+  round_deadline: )" +
+         deadline +
+         R"(
+  seed: 1
+  secure_aggregation: false
+  client_command: [/usr/bin/python3, client.py]
+  model: {file: models/init.safetensors}
+)";
+}
+
 bool HasNumpy() { return std::system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") == 0; }
 
 TEST(FederatedOwnModelTest, TwoRoundsOnASafetensorsModelEndInTheModelTheCommandsMoved) {
   SEXTANT_REQUIRE_COMPONENT(HasNumpy(), "no numpy for the client command");
   const std::string dir = testing::TempDir() + "/fl-own-model";
   std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir + "/models");
-  TensorFile init;
-  init.tensors.push_back(Named("encoder.weight", DType::kBF16, {2, 3}, {1, 2, 3, 4, 5, 6}));
-  init.tensors.push_back(Named("encoder.bias", DType::kF16, {3}, {0.5f, -0.5f, 0}));
-  init.tensors.push_back(Named("head.scale", DType::kF32, {}, {10}));
-  ASSERT_TRUE(WriteSafetensors(dir + "/models/init.safetensors", init).ok());
-  // Each client moves each tensor by its own step (exact in every dtype) and reports its own
-  // evaluation of the model it received: FedAvg with server_lr 1 moves the global model by the
-  // same steps each round. In round 2 client east/1 renames a tensor: its update is refused, and
-  // the round closes at its deadline with east/0's alone.
-  std::ofstream(dir + "/client.py") << "import os, sys\nsys.path.insert(0, '" << SEXTANT_SOURCE_DIR
-                                    << "/clients/python/sextant')\n"
-                                    << R"(import model_file
-env = os.environ
-tensors, kinds = model_file.read(env["SEXTANT_GLOBAL_MODEL"])
-step = {"encoder.weight": 1.0, "encoder.bias": -0.25, "head.scale": 0.5}
-moved = {k: v.astype("float32") + step[k] for k, v in tensors.items()}
-if env["SEXTANT_CLIENT_ID"] == "east/1" and env["SEXTANT_ROUND"] == "2":
+  // In round 2 client east/1 renames a tensor: its update is refused, and the round closes at
+  // its deadline with east/0's alone.
+  WriteModelAndClient(dir,
+                      R"(if env["SEXTANT_CLIENT_ID"] == "east/1" and env["SEXTANT_ROUND"] == "2":
     moved["head.gain"] = moved.pop("head.scale"); kinds["head.gain"] = "F32"
-model_file.write(env["SEXTANT_UPDATED_MODEL"], moved, kinds)
-print("num_examples=10 train_loss=0.1 eval_loss=0.5 eval_accuracy=0.625")
-)";
-  std::ofstream(dir + "/exp.yaml") << R"(name: fl-own-model
-objective: {metric: val_accuracy, goal: maximize}
-federation:
-  regions: [{name: east, clients: 2}]
-  rounds: 2
-  min_clients: 1
-  round_deadline: 3s
-  seed: 1
-  secure_aggregation: false
-  client_command: [/usr/bin/python3, client.py]
-  model: {file: models/init.safetensors}
-)";
+)");
+  const TensorFile init = InitialModel();
+  std::ofstream(dir + "/exp.yaml") << Experiment("fl-own-model", 2, 1, "3s");
   const std::string bin = SEXTANT_BIN_DIR;
   const int rc = std::system((bin + "/sextant run " + dir + "/exp.yaml --run-dir " + dir +
                               "/run > " + dir + "/out.txt 2>&1")
@@ -122,9 +184,12 @@ federation:
             std::string::npos)
       << log;
   // No evaluator: the rounds' global accuracy is the clients' own evaluation.
-  const auto rounds = GlobalRounds(dir + "/run/state.db");
+  const auto rounds = Query(dir + "/run/state.db",
+                            "SELECT round, accuracy, clients FROM rounds WHERE region = '' "
+                            "ORDER BY round");
   ASSERT_EQ(rounds.size(), 2u);
-  EXPECT_DOUBLE_EQ(rounds[1].second, 0.625);
+  EXPECT_EQ(rounds[1][1], "0.625");
+  EXPECT_EQ(rounds[1][2], "1");
   EXPECT_FALSE(std::filesystem::exists(dir + "/run/logs/evaluator.log"));
   // `results` names the final model file.
   ASSERT_EQ(std::system((bin + "/sextant results " + dir + "/run --format json > " + dir +
@@ -134,6 +199,42 @@ federation:
   const std::string results = Read(dir + "/results.json");
   EXPECT_NE(results.find("\"model_file\""), std::string::npos) << results;
   EXPECT_NE(results.find("/run/model/final.safetensors\""), std::string::npos) << results;
+}
+
+// SIGKILL of the orchestrator once round 1 is listed; `sextant resume` starts from the
+// checkpointed model (not from the file again) and ends in the model every round moved, with
+// the clients' score as the run's value.
+TEST(FederatedOwnModelTest, ResumeAfterAKillContinuesFromTheCheckpointedModel) {
+  SEXTANT_REQUIRE_COMPONENT(HasNumpy(), "no numpy for the client command");
+  const std::string dir = testing::TempDir() + "/fl-own-model-resume";
+  std::filesystem::remove_all(dir);
+  WriteModelAndClient(dir, "time.sleep(0.5)\n");  // rounds slow enough to kill in between
+  std::ofstream(dir + "/exp.yaml") << Experiment("fl-own-resume", 4, 2, "60s");
+  const std::string bin = SEXTANT_BIN_DIR;
+  const std::string db = dir + "/run/state.db";
+  pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
+                    dir + "/out1.txt");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (Query(db, "SELECT round FROM rounds WHERE region = ''").empty() &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(kill(run, SIGKILL), 0);
+  waitpid(run, nullptr, 0);
+  const auto listed = Query(db, "SELECT MAX(round) FROM rounds WHERE region = ''");
+  ASSERT_EQ(listed.size(), 1u) << Read(dir + "/out1.txt");
+  ASSERT_LT(std::stoi(listed[0][0]), 4) << "the run finished before it was killed";
+  pid_t resumed = Spawn({bin + "/sextant", "resume", dir + "/run"}, dir + "/out2.txt");
+  ASSERT_EQ(WaitExit(resumed, 180), 0) << Read(dir + "/out2.txt");
+  EXPECT_NE(Read(dir + "/out2.txt").find("resuming after round"), std::string::npos)
+      << Read(dir + "/out2.txt");
+  absl::StatusOr<TensorFile> final_model = ReadSafetensors(dir + "/run/model/final.safetensors");
+  ASSERT_TRUE(final_model.ok()) << final_model.status();
+  EXPECT_THAT(*final_model->tensors[0].ToF32(), ElementsAre(5, 6, 7, 8, 9, 10));
+  EXPECT_THAT(*final_model->tensors[1].ToF32(), ElementsAre(-0.5f, -1.5f, -1));
+  EXPECT_THAT(*final_model->tensors[2].ToF32(), ElementsAre(12));
+  EXPECT_EQ(Query(db, "SELECT COUNT(*) FROM rounds WHERE region = ''")[0][0], "4");
+  EXPECT_EQ(Query(db, "SELECT value FROM trials WHERE id = 1")[0][0], "0.625");
 }
 
 }  // namespace
