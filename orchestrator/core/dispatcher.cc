@@ -844,9 +844,22 @@ int Dispatcher::Demand() const {
   if (interrupted_ || stopping_ || hold_ || Finished()) return 0;
   const int slots = std::max(1, spec_.search().max_concurrent()) - running_;
   if (slots <= 0) return 0;
-  // New trials or promotions may come: a worker for every free slot.
-  if (scheduler_ ? !scheduler_done_ : CanCreate()) return slots;
-  return std::min(slots, static_cast<int>(queue_.size()));
+  const int queued = static_cast<int>(queue_.size());
+  if (!scheduler_) return CanCreate() ? slots : std::min(slots, queued);
+  if (scheduler_done_) return std::min(slots, queued);
+  // What the scheduler would hand a free worker now (asking changes nothing): new trials fill
+  // every slot; a promotion is one job more than the queue; while it waits for rungs to fill,
+  // only the queue can start, and a worker launched for more would sit idle.
+  switch (scheduler_->NextJob(CanCreate()).kind) {
+    case Job::Kind::kNew:
+      return slots;
+    case Job::Kind::kPromote:
+      return std::min(slots, queued + 1);
+    case Job::Kind::kDone:  // the next lease ends the schedule (pruning the paused trials)
+      return std::min(slots, std::max(queued, 1));
+    default:
+      return std::min(slots, queued);
+  }
 }
 
 bool Dispatcher::TopRung(double target) const {

@@ -140,7 +140,9 @@ class Dispatcher {
 
   // For the instance fleet (orchestrator/fleet/fleet.h):
   // How many more trials would start now if enough workers were free: 0 when the run has
-  // ended or is held, else up to max_concurrent - running.
+  // ended or is held, else up to max_concurrent - running: every free slot while new trials
+  // may be created, otherwise the queued (requeued) trials, plus one for a promotion the
+  // scheduler has ready; none more while it waits for rungs to fill.
   int Demand() const;
   // The running trial of each busy worker (worker id -> trial id).
   std::map<int64_t, int64_t> RunningByWorker() const;
