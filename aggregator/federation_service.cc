@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "aggregator/secagg_wire.h"
+#include "federation/update_codec.h"
 #include "rpc/key_signer.h"
 #include "rpc/server_security.h"
 #include "rpc/status_conversion.h"
@@ -20,6 +22,35 @@ absl::Span<const float> AsFloats(const std::string& bytes, std::vector<float>& s
   scratch.resize(bytes.size() / sizeof(float));
   std::memcpy(scratch.data(), bytes.data(), scratch.size() * sizeof(float));
   return scratch;
+}
+
+// The decoder of a PushUpdate whose first chunk names an encoding other than plain float32.
+absl::StatusOr<UpdateDecoder> DecoderFor(const v1::ModelChunk& first) {
+  UpdateCompression mode;
+  switch (first.encoding()) {
+    case v1::ModelChunk::F32:
+      mode = UpdateCompression::kNone;
+      break;
+    case v1::ModelChunk::F16:
+      mode = UpdateCompression::kF16;
+      break;
+    case v1::ModelChunk::INT8:
+      mode = UpdateCompression::kInt8;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown update encoding ", static_cast<int>(first.encoding())));
+  }
+  // The repeated fields are already bounded by the message size; the decoder bounds them further
+  // (kMaxUpdateSegments) before copying them.
+  if (first.segments_size() > kMaxUpdateSegments || first.scales_size() > kMaxUpdateSegments) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("update has more than ", kMaxUpdateSegments, " segments or scales"));
+  }
+  return UpdateDecoder::Create(
+      mode, first.total_size(),
+      std::vector<int64_t>(first.segments().begin(), first.segments().end()),
+      std::vector<float>(first.scales().begin(), first.scales().end()));
 }
 
 RoundTask FromProto(const v1::RoundAssignment& a, int64_t round) {
@@ -114,6 +145,14 @@ grpc::Status ReceiveUpdate(FederationHub* hub, SenderGate& gate,
   if (!s.ok()) return ToGrpcStatus(s);
   // A sender waits this long for the staging buffer; one that holds it and stalls is cut off
   // after the hub's stall timeout, so the wait is for live senders only.
+  // A compressed update's header is checked before anything is staged for it.
+  std::optional<UpdateDecoder> decoder;
+  if (chunk.encoding() != v1::ModelChunk::F32 || chunk.segments_size() > 0 ||
+      chunk.scales_size() > 0) {
+    absl::StatusOr<UpdateDecoder> d = DecoderFor(chunk);
+    if (!d.ok()) return ToGrpcStatus(d.status());
+    decoder.emplace(*std::move(d));
+  }
   s = hub->Begin(header, static_cast<size_t>(chunk.total_size()), count, absl::Seconds(600));
   if (!s.ok()) return ToGrpcStatus(s);
   SenderMetrics metrics{chunk.metrics().train_loss(), chunk.metrics().eval_loss(),
@@ -129,6 +168,20 @@ grpc::Status ReceiveUpdate(FederationHub* hub, SenderGate& gate,
       hub->Abandon(header.client_id);
       return grpc::Status(grpc::StatusCode::ABORTED,
                           "chunk of another experiment, round or client");
+    }
+    if (decoder) {
+      s = decoder->Decode(chunk.offset(), chunk.data(), &scratch);
+      if (!s.ok()) {
+        hub->Abandon(header.client_id);
+        return ToGrpcStatus(s);
+      }
+      if (!scratch.empty()) {
+        s = hub->AddChunk(header.client_id, chunk.offset(), scratch);
+        if (!s.ok()) return ToGrpcStatus(s);
+        received += static_cast<int64_t>(scratch.size());
+      }
+      more = read(&chunk);
+      continue;
     }
     if (chunk.data().size() % sizeof(float) != 0) {
       hub->Abandon(header.client_id);
@@ -390,18 +443,15 @@ absl::StatusOr<RoundTask> PullRound(
   return task;
 }
 
-absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
-                                   const PushHeader& header, absl::Span<const float> values,
-                                   int64_t chunk_floats) {
-  grpc::ClientContext context;
-  v1::UpdateReceipt receipt;
-  std::unique_ptr<grpc::ClientWriterInterface<v1::ModelChunk>> writer =
-      stub->PushUpdate(&context, &receipt);
+namespace {
+
+// The first chunk's header fields, without offset and data.
+v1::ModelChunk FirstChunk(const PushHeader& header, int64_t total_size) {
   v1::ModelChunk chunk;
   chunk.set_experiment_id(header.experiment_id);
   chunk.set_round(header.round);
   chunk.set_client_id(header.client_id);
-  chunk.set_total_size(static_cast<int64_t>(values.size()));
+  chunk.set_total_size(total_size);
   chunk.set_weight(header.weight);
   chunk.set_count(header.count);
   chunk.mutable_metrics()->set_train_loss(header.metrics.train_loss);
@@ -409,12 +459,24 @@ absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
   chunk.mutable_metrics()->set_eval_accuracy(header.metrics.eval_accuracy);
   chunk.mutable_metrics()->set_eval_weight(header.metrics.eval_weight);
   chunk.mutable_metrics()->set_rejected(header.rejected);
+  return chunk;
+}
+
+// Streams d values held `width` bytes each in `bytes`, chunk_values at a time, after the header
+// in `chunk`. Returns the serialized bytes of every message, or the server's status.
+absl::StatusOr<int64_t> StreamUpdate(v1::FederationService::StubInterface* stub,
+                                     v1::ModelChunk chunk, const char* bytes, int64_t d, int width,
+                                     int64_t chunk_values) {
+  grpc::ClientContext context;
+  v1::UpdateReceipt receipt;
+  std::unique_ptr<grpc::ClientWriterInterface<v1::ModelChunk>> writer =
+      stub->PushUpdate(&context, &receipt);
+  chunk_values = std::max<int64_t>(chunk_values, 1);
   int64_t sent = 0;
-  const int64_t d = static_cast<int64_t>(values.size());
-  for (int64_t off = 0; off < d || off == 0; off += chunk_floats) {
-    const int64_t n = std::min(chunk_floats, d - off);
+  for (int64_t off = 0; off < d || off == 0; off += chunk_values) {
+    const int64_t n = std::min(chunk_values, d - off);
     chunk.set_offset(off);
-    chunk.set_data(reinterpret_cast<const char*>(values.data() + off), n * sizeof(float));
+    chunk.set_data(bytes + off * width, n * width);
     sent += static_cast<int64_t>(chunk.ByteSizeLong());
     if (!writer->Write(chunk)) break;  // the server ended the call; Finish says why
     if (off == 0) {                    // header fields go with the first chunk only
@@ -422,6 +484,9 @@ absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
       chunk.clear_weight();
       chunk.clear_count();
       chunk.clear_metrics();
+      chunk.clear_encoding();
+      chunk.clear_segments();
+      chunk.clear_scales();
     }
     if (d == 0) break;
   }
@@ -429,6 +494,31 @@ absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
   absl::Status s = FromGrpcStatus(writer->Finish());
   if (!s.ok()) return s;
   return sent;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
+                                   const PushHeader& header, absl::Span<const float> values,
+                                   int64_t chunk_floats) {
+  const int64_t d = static_cast<int64_t>(values.size());
+  return StreamUpdate(stub, FirstChunk(header, d), reinterpret_cast<const char*>(values.data()), d,
+                      sizeof(float), chunk_floats);
+}
+
+absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
+                                   const PushHeader& header, const EncodedUpdate& update,
+                                   int64_t chunk_floats) {
+  v1::ModelChunk first = FirstChunk(header, update.size);
+  first.set_encoding(update.mode == UpdateCompression::kF16    ? v1::ModelChunk::F16
+                     : update.mode == UpdateCompression::kInt8 ? v1::ModelChunk::INT8
+                                                               : v1::ModelChunk::F32);
+  for (int64_t s : update.segments) first.add_segments(s);
+  for (float s : update.scales) first.add_scales(s);
+  // Chunks of the same bytes as float32's: fewer values are narrower.
+  const int width = UpdateBytesPerElement(update.mode);
+  return StreamUpdate(stub, std::move(first), update.payload.data(), update.size, width,
+                      chunk_floats * static_cast<int64_t>(sizeof(float)) / width);
 }
 
 }  // namespace sextant

@@ -13,6 +13,7 @@
 #include "aggregator/federation_hub.h"
 #include "aggregator/secagg_hub.h"
 #include "aggregator/sender_gate.h"
+#include "federation/update_codec.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/identity.h"
 #include "sextant/v1/federation_service.grpc.pb.h"
@@ -81,8 +82,10 @@ grpc::Status ServeRound(FederationHub* hub, SenderGate& gate,
 // PushUpdate's logic over any transport: read() yields the stream's chunks (false at its end).
 // The first carries the header (experiment, round, client, total_size, weight, count, metrics);
 // the gate checks its client against caller and its weight and count (INVALID_ARGUMENT,
-// PERMISSION_DENIED; nothing is staged). Every chunk must repeat its experiment, round and
-// client (ABORTED otherwise) and hold whole float32 values (INVALID_ARGUMENT otherwise). A
+// PERMISSION_DENIED; nothing is staged), and an encoding other than F32 has its segments and
+// scales checked (UpdateDecoder::Create: INVALID_ARGUMENT, nothing is staged). Every chunk must
+// repeat its experiment, round and client (ABORTED otherwise) and hold whole values of the
+// encoding (INVALID_ARGUMENT otherwise), decoded to float32 before the hub sees them. A
 // stream that breaks off (cancelled()) or is refused mid-way frees the hub's staging buffer;
 // one that stalls while another sender waits is cut off (ABORTED). OK fills receipt; otherwise
 // the hub's status.
@@ -124,6 +127,14 @@ struct PushHeader {
 // sizes of every message), or the server's status.
 absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
                                    const PushHeader& header, absl::Span<const float> values,
+                                   int64_t chunk_floats = kDefaultChunkFloats);
+
+// Streams an encoded update (federation.update_compression) in chunks of the same byte size as
+// chunk_floats float32 values; the first chunk carries its encoding, segments and scales. The
+// receiver decodes it to float32 before anything aggregates it. Returns the payload bytes sent
+// (the serialized sizes of every message), or the server's status.
+absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
+                                   const PushHeader& header, const EncodedUpdate& update,
                                    int64_t chunk_floats = kDefaultChunkFloats);
 
 }  // namespace sextant

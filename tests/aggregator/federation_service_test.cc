@@ -60,6 +60,42 @@ TEST_F(FederationServiceTest, RegionsRejectionsAndCountTravelWithTheirUpdate) {
   EXPECT_EQ(senders[1].rejected, 0);
 }
 
+// A compressed update is decoded to float32 before the hub folds it, so the mean is that of the
+// decoded values; int8 and fp16 move fewer bytes than float32.
+TEST_F(FederationServiceTest, CompressedUpdatesAreDecodedBeforeTheyAreFolded) {
+  std::vector<float> x(kSize);
+  for (int64_t i = 0; i < kSize; ++i) x[i] = 0.1f * static_cast<float>(i) - 0.3f;
+  const std::vector<int64_t> segments = {6, 4};
+  absl::StatusOr<EncodedUpdate> int8 = EncodeUpdate(x, segments, UpdateCompression::kInt8, 1);
+  absl::StatusOr<EncodedUpdate> fp16 = EncodeUpdate(x, segments, UpdateCompression::kF16, 1);
+  ASSERT_TRUE(int8.ok() && fp16.ok());
+  absl::StatusOr<int64_t> east = PushUpdate(stub_.get(), {"exp", 1, "east", 1, 1, {}}, *int8, 4);
+  absl::StatusOr<int64_t> west = PushUpdate(stub_.get(), {"exp", 1, "west", 1, 1, {}}, *fp16, 4);
+  ASSERT_TRUE(east.ok()) << east.status();
+  ASSERT_TRUE(west.ok()) << west.status();
+  std::vector<SenderReport> senders;
+  absl::StatusOr<RoundOutcome> out = hub_->Close(&senders);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const std::vector<float> a = *DecodeUpdate(*int8), b = *DecodeUpdate(*fp16);
+  for (int64_t i = 0; i < kSize; ++i) EXPECT_FLOAT_EQ(out->mean[i], (a[i] + b[i]) / 2) << i;
+}
+
+TEST_F(FederationServiceTest, AMalformedCompressedUpdateIsRefusedAndFreesTheStagingBuffer) {
+  std::vector<float> x(kSize, 0.5f);
+  absl::StatusOr<EncodedUpdate> e = EncodeUpdate(x, {{kSize}}, UpdateCompression::kInt8, 1);
+  ASSERT_TRUE(e.ok());
+  EncodedUpdate bad_header = *e;
+  bad_header.scales.push_back(1);  // two scales for one segment: refused before staging
+  EXPECT_EQ(PushUpdate(stub_.get(), {"exp", 1, "east", 1, 1, {}}, bad_header, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EncodedUpdate bad_code = *e;
+  bad_code.payload[kSize - 1] = '\x80';  // -128, in the update's last chunk
+  EXPECT_EQ(PushUpdate(stub_.get(), {"exp", 1, "east", 1, 1, {}}, bad_code, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Neither holds the staging buffer: west's update goes through at once.
+  ASSERT_TRUE(PushUpdate(stub_.get(), {"exp", 1, "west", 1, 1, {}}, *e, 4).ok());
+}
+
 // A participant counts as up once it has asked for a round (GetRound), whether or not it is in
 // the open one; a caller for another experiment does not count.
 TEST_F(FederationServiceTest, WaitForContactReturnsThoseThatHaveNotAskedForARound) {
