@@ -365,6 +365,7 @@ constexpr std::array<absl::string_view, 5> kAggregations = {"fedavg", "median", 
 constexpr std::array<absl::string_view, 5> kServerOptimizers = {"fedavg", "fedavgm", "fedadam",
                                                                 "fedyogi", "fedadagrad"};
 constexpr std::array<absl::string_view, 3> kPartitions = {"iid", "dirichlet", "shards"};
+constexpr std::array<absl::string_view, 3> kUpdateCompressions = {"none", "fp16", "int8"};
 constexpr std::array<absl::string_view, 2> kDpNoise = {"central", "distributed"};
 
 // A `when:` block waiting for every parameter to be known.
@@ -1566,6 +1567,7 @@ void Loader::LoadFederation(const Field& f) {
   fed->set_secure_aggregation(true);
   fed->set_trim_fraction(0.1);
   fed->set_byzantine_clients(1);
+  fed->set_update_compression("none");
   Section s(r_, f,
             {"regions",
              "rounds",
@@ -1592,6 +1594,7 @@ void Loader::LoadFederation(const Field& f) {
              "client_command",
              "dp",
              "hide_region_sums",
+             "update_compression",
              "model"});
   if (!s.ok()) return;
   const int64_t total = LoadRegions(s, fed);
@@ -1643,6 +1646,15 @@ void Loader::LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed) 
             ? "needs secure_aggregation: true (the regions' sums are masked sums of "
               "securely aggregated clients)"
             : "needs at least 2 regions (with one region the total is that region's sum)");
+  }
+  // A later slice maps the quantised values into the SecAgg ring; until then, plaintext only.
+  if (fed->update_compression() != "none" && fed->secure_aggregation()) {
+    r_.ValueError(*s.Find("update_compression"),
+                  absl::StrCat("'", fed->update_compression(),
+                               "' applies to plaintext updates and does not compose with secure "
+                               "aggregation yet; set secure_aggregation: false "
+                               "(secure_aggregation defaults to true), or update_compression: "
+                               "none"));
   }
   const bool robust = fed->aggregation() != "fedavg";
   if (robust && fed->secure_aggregation()) {
@@ -1803,6 +1815,9 @@ void Loader::LoadFederationOptions(const Section& s, v1::Federation* fed) {
   IfPresent<bool>(
       s, "hide_region_sums", [&](const Field& x) { return r_.Bool(x); },
       [&](bool v) { fed->set_hide_region_sums(v); });
+  IfPresent<size_t>(
+      s, "update_compression", [&](const Field& x) { return r_.Choice(x, kUpdateCompressions); },
+      [&](size_t i) { fed->set_update_compression(std::string(kUpdateCompressions[i])); });
   IfPresent<int64_t>(
       s, "seed", [&](const Field& x) { return r_.Integer(x, 0, kInt32Max); },
       [&](int64_t v) { fed->set_seed(static_cast<uint64_t>(v)); });

@@ -800,6 +800,50 @@ federation:
                                      "secure_aggregation: true")));
 }
 
+TEST(ExperimentLoaderTest, FederationUpdateCompressionIsNoneByDefaultAndPlaintextOnly) {
+  LoadResult r = Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}]
+)");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_EQ(r.spec.federation().update_compression(), "none");
+  r = Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}]
+  secure_aggregation: false
+  update_compression: int8
+)");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_EQ(r.spec.federation().update_compression(), "int8");
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}]
+  secure_aggregation: false
+  update_compression: int4
+)"),
+              ElementsAre("exp.yaml:7:23: federation.update_compression: unknown "
+                          "update_compression 'int4'; expected one of none, fp16, int8"));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}]
+  update_compression: fp16
+)"),
+              ElementsAre(StartsWith("exp.yaml:6:23: federation.update_compression: 'fp16' "
+                                     "applies to plaintext updates")));
+}
+
 TEST(ExperimentLoaderTest, FederationDpIsLoadedWithDefaults) {
   LoadResult r = Load(R"(
 name: t
