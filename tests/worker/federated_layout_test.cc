@@ -79,5 +79,26 @@ TEST(FederatedJobTest, AModelOfYourOwnTakesItsLayoutFromTheSpec) {
   EXPECT_EQ(job->layout.tensors[0].name, "fc1.weight");
 }
 
+TEST(FederatedJobTest, UpdateCompressionComesFromTheSpecWithTheLayoutsTensorsAsSegments) {
+  v1::ExperimentSpec spec;
+  spec.mutable_trial()->mutable_builtin()->set_model("mlp");
+  (*spec.mutable_trial()->mutable_builtin()->mutable_args())["hidden"] = "32";
+  v1::Federation* f = spec.mutable_federation();
+  f->add_regions()->set_clients(2);
+  absl::StatusOr<FederatedJob> job = FederatedJobFromSpec(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->update_compression, UpdateCompression::kNone);
+  EXPECT_THAT(LayoutSegments(job->layout), ElementsAre(784 * 32, 32, 32 * 10, 10));
+  f->set_update_compression("int8");
+  job = FederatedJobFromSpec(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->update_compression, UpdateCompression::kInt8);
+  f->set_secure_aggregation(true);
+  EXPECT_THAT(std::string(FederatedJobFromSpec(spec).status().message()),
+              HasSubstr("plaintext updates"));
+  f->set_update_compression("int4");
+  EXPECT_EQ(FederatedJobFromSpec(spec).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace sextant

@@ -15,6 +15,24 @@ namespace {
 
 bool Stopped(const std::atomic<bool>* stop) { return stop != nullptr && stop->load(); }
 
+// The int8 rounding draws' seed: the client's round seed (from its aggregator) and its id, hashed
+// with FNV-1a so that it is the same in every build.
+uint64_t UpdateSeed(uint64_t round_seed, const std::string& id) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
+  return round_seed ^ h;
+}
+
+// A plaintext update as float32, or encoded as federation.update_compression says; the bytes it
+// took on the wire, or why it was not sent (a value an encoding cannot hold is InvalidArgument).
+absl::StatusOr<int64_t> Push(v1::FederationService::StubInterface* stub, const PushHeader& header,
+                             absl::Span<const float> update, const std::vector<int64_t>& segments,
+                             UpdateCompression mode, uint64_t seed, int64_t chunk_floats) {
+  if (mode == UpdateCompression::kNone) return PushUpdate(stub, header, update, chunk_floats);
+  SEXTANT_ASSIGN_OR_RETURN(EncodedUpdate encoded, EncodeUpdate(update, segments, mode, seed));
+  return PushUpdate(stub, header, encoded, chunk_floats);
+}
+
 }  // namespace
 
 absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOptions& o,
@@ -50,6 +68,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   stats.model_floats = model_size;
   stats.examples = mine.train.size();
   std::vector<float> global(model_size), local(model_size);
+  const std::vector<int64_t> segments = LayoutSegments(o.job.layout);
   std::optional<CommandTrainer> command;
   if (!o.job.client_command.empty()) {
     CommandTrainerOptions c;
@@ -149,7 +168,8 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
           RunSecAggParticipant(stub.get(), so, clock, local, static_cast<int64_t>(weight), metrics);
     } else {
       PushHeader header{o.experiment_id, task->round, id, weight, 1, metrics};
-      sent = PushUpdate(stub.get(), header, local, o.chunk_floats);
+      sent = Push(stub.get(), header, local, segments, o.job.update_compression,
+                  UpdateSeed(task->seed, id), o.chunk_floats);
     }
     if (o.log != nullptr) {
       *o.log << "round=" << task->round << " train_loss=" << train_loss

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "aggregator/federation_plan.h"
 #include "common/status_macros.h"
+#include "federation/update_codec.h"
 
 namespace sextant {
 
@@ -50,6 +51,18 @@ absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec
   job.secure_aggregation = f.secure_aggregation();
   job.dp_clip_norm = DpClipNorm(f);
   job.dp_noise_multiplier = DistributedNoiseMultiplier(f);
+  if (!f.update_compression().empty()) {
+    std::optional<UpdateCompression> c = ParseUpdateCompression(f.update_compression());
+    if (!c) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("update_compression: unknown '", f.update_compression(), "'"));
+    }
+    if (*c != UpdateCompression::kNone && job.secure_aggregation) {
+      return absl::InvalidArgumentError(
+          "update_compression applies to plaintext updates, not with secure_aggregation");
+    }
+    job.update_compression = *c;
+  }
   if (!spec.source_path().empty()) {
     job.command_dir = std::filesystem::path(spec.source_path()).parent_path().string();
   }
@@ -60,6 +73,13 @@ absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec
     job.layout = BuiltinModelLayout(job.model);
   }
   return job;
+}
+
+std::vector<int64_t> LayoutSegments(const TensorFile& layout) {
+  std::vector<int64_t> segments;
+  segments.reserve(layout.tensors.size());
+  for (const Tensor& t : layout.tensors) segments.push_back(NumElements(t.shape).value_or(0));
+  return segments;
 }
 
 TensorFile BuiltinModelLayout(const train::ModelSpec& spec) {

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/ids.h"
+#include "federation/update_codec.h"
 #include "sextant/v1/experiment.pb.h"
 #include "tensors/tensor_file.h"
 #include "worker/federated/local_trainer.h"
@@ -43,6 +44,9 @@ struct FederatedJob {
   // its clipped update, t its round's SecAgg threshold (SecAggParticipantOptions). 0 with
   // central noise or without DP.
   double dp_noise_multiplier = 0;
+  // federation.update_compression: how a plaintext update travels to the aggregator. Default
+  // kNone (float32).
+  UpdateCompression update_compression = UpdateCompression::kNone;
 };
 
 // The job of `spec` (trial.builtin gives the model: model, args.hidden, args.dropout).
@@ -54,6 +58,11 @@ absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec
 // then for every model fc1.weight [in, out], fc1.bias [out], fc2... up to the output layer.
 // Weights are stored [in, out] row-major, the transpose of torch.nn.Linear's [out, in].
 TensorFile BuiltinModelLayout(const train::ModelSpec& spec);
+
+// The element count of each of `layout`'s tensors, in order: the segments of a flat model that
+// an int8 update scales one by one (federation/update_codec.h). A tensor whose shape is invalid
+// counts 0 (LayoutElements refuses such a layout).
+std::vector<int64_t> LayoutSegments(const TensorFile& layout);
 
 // The layout of federation.model_layout. InvalidArgument naming the tensor with an unknown dtype
 // or a negative dim.
