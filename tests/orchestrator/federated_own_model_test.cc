@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensors/safetensors.h"
+#include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
 
 namespace sextant {
@@ -62,35 +63,6 @@ std::vector<std::vector<std::string>> Query(const std::string& db_path, const st
   }
   sqlite3_close(db);
   return rows;
-}
-
-// Starts argv with stdout and stderr to out_file; returns the pid.
-pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_file) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fd = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits up to `seconds` for pid; its exit code, or -1 on timeout (the process is then killed).
-int WaitExit(pid_t pid, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -1;
 }
 
 // The starting model: one tensor of each dtype.
@@ -147,7 +119,7 @@ bool HasNumpy() { return std::system("/usr/bin/python3 -c 'import numpy' 2>/dev/
 
 TEST(FederatedOwnModelTest, TwoRoundsOnASafetensorsModelEndInTheModelTheCommandsMoved) {
   SEXTANT_REQUIRE_COMPONENT(HasNumpy(), "no numpy for the client command");
-  const std::string dir = testing::TempDir() + "/fl-own-model";
+  const std::string dir = ::testing::TempDir() + "/fl-own-model";
   std::filesystem::remove_all(dir);
   // In round 2 client east/1 renames a tensor: its update is refused, and the round closes at
   // its deadline with east/0's alone.
@@ -206,28 +178,28 @@ TEST(FederatedOwnModelTest, TwoRoundsOnASafetensorsModelEndInTheModelTheCommands
 // the clients' score as the run's value.
 TEST(FederatedOwnModelTest, ResumeAfterAKillContinuesFromTheCheckpointedModel) {
   SEXTANT_REQUIRE_COMPONENT(HasNumpy(), "no numpy for the client command");
-  const std::string dir = testing::TempDir() + "/fl-own-model-resume";
+  const std::string dir = ::testing::TempDir() + "/fl-own-model-resume";
   std::filesystem::remove_all(dir);
   WriteModelAndClient(dir, "time.sleep(0.5)\n");  // rounds slow enough to kill in between
   std::ofstream(dir + "/exp.yaml") << Experiment("fl-own-resume", 4, 2, "60s");
   const std::string bin = SEXTANT_BIN_DIR;
   const std::string db = dir + "/run/state.db";
-  pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
-                    dir + "/out1.txt");
+  sextant::testing::BackgroundProcess run(
+      {bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"});
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (Query(db, "SELECT round FROM rounds WHERE region = ''").empty() &&
          std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ASSERT_EQ(kill(run, SIGKILL), 0);
-  waitpid(run, nullptr, 0);
+  run.Signal(SIGKILL);
+  run.Wait(30);
   const auto listed = Query(db, "SELECT MAX(round) FROM rounds WHERE region = ''");
-  ASSERT_EQ(listed.size(), 1u) << Read(dir + "/out1.txt");
+  ASSERT_EQ(listed.size(), 1u) << run.out() << run.err();
   ASSERT_LT(std::stoi(listed[0][0]), 4) << "the run finished before it was killed";
-  pid_t resumed = Spawn({bin + "/sextant", "resume", dir + "/run"}, dir + "/out2.txt");
-  ASSERT_EQ(WaitExit(resumed, 180), 0) << Read(dir + "/out2.txt");
-  EXPECT_NE(Read(dir + "/out2.txt").find("resuming after round"), std::string::npos)
-      << Read(dir + "/out2.txt");
+  sextant::testing::BackgroundProcess resumed({bin + "/sextant", "resume", dir + "/run"});
+  ASSERT_EQ(resumed.Wait(180), 0) << resumed.out() << resumed.err();
+  EXPECT_NE(resumed.out().find("resuming after round"), std::string::npos)
+      << resumed.out() << resumed.err();
   absl::StatusOr<TensorFile> final_model = ReadSafetensors(dir + "/run/model/final.safetensors");
   ASSERT_TRUE(final_model.ok()) << final_model.status();
   EXPECT_THAT(*final_model->tensors[0].ToF32(), ElementsAre(5, 6, 7, 8, 9, 10));
