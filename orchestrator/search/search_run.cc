@@ -586,13 +586,18 @@ class SearchRun {
   void FleetTeardown() {
     if (torn_down_) return;
     torn_down_ = true;
-    fleet_->TerminateAll();
+    // The fleet runs under the dispatch lock: workers' calls reach it through the dispatcher
+    // (each attempt's start and end is charged to its trial as it happens).
+    auto reap = [&](bool force) {
+      return service_->WithDispatcher([&](Dispatcher&) { return fleet_->Reap(force); });
+    };
+    (void)service_->WithDispatcher([&](Dispatcher&) { return fleet_->TerminateAll(); });
     const absl::Time deadline = env_.clock->Now() + absl::Seconds(5);
-    while (fleet_->Reap(false) > 0 && env_.clock->Now() < deadline) {
+    while (reap(false) > 0 && env_.clock->Now() < deadline) {
       service_->Tick().IgnoreError();
       env_.clock->SleepFor(absl::Milliseconds(50));
     }
-    fleet_->Reap(/*force=*/true);
+    reap(/*force=*/true);
     (void)service_->WithDispatcher([&](Dispatcher&) { return fleet_driver_->WriteCosts(); });
     service_->Drain();
     // A hand-started worker learns that the run is over only from its next Lease, which on a
