@@ -297,9 +297,11 @@ budget: {max_wall_time: 3s}
   EXPECT_GE(j["trials"][0]["metrics"]["resumed_from"].get<double>(), stopped_at - 1) << j.dump();
 }
 
-// Runs to the fidelity target the scheduler sets (SEXTANT_FIDELITY), resuming from its
-// checkpoint when promoted.
-constexpr const char* kRungs = R"SH(#!/bin/sh
+// A trial that runs to the fidelity target the scheduler sets (SEXTANT_FIDELITY), one step
+// every `pause` seconds, resuming from its checkpoint when promoted or requeued and saving it
+// on SIGTERM; `report` is the shell command that prints step i's metrics.
+std::string FidelityTrial(const std::string& report, const std::string& pause) {
+  return absl::StrCat(R"SH(#!/bin/sh
 ck="$SEXTANT_CHECKPOINT_DIR/step"
 i=0
 [ -f "$ck" ] && i=$(cat "$ck")
@@ -308,10 +310,12 @@ trap 'echo "$i" > "$ck"; exit 75' TERM
 while [ "$i" -lt "$target" ]; do
   i=$((i + 1))
   echo "$i" > "$ck"
-  echo "step=$i loss=$((100 - i * ${SEXTANT_PARAM_K}))"
-  sleep 0.2 & wait $!
-done
-)SH";
+  )SH",
+                      report, "\n  sleep ", pause, " & wait $!\ndone\n");
+}
+
+const std::string kRungs =
+    FidelityTrial("echo \"step=$i loss=$((100 - i * ${SEXTANT_PARAM_K}))\"", "0.2");
 
 TEST(LocalProviderRunTest, MixedPlacementRunsTopRungTrialsOnTheOnDemandPoolAndSaysWhy) {
   const std::string dir = MakeTempDir("top-rung");
@@ -466,23 +470,13 @@ namespace {
 
 // A trial that reports, step by step from its checkpoint, exactly what the workload model of
 // `sextant simulate` says for (x0, x1) with noise 0: Branin plus 2 * (sqrt(F / f) - 1).
-constexpr const char* kModelTrial = R"SH(#!/bin/sh
-ck="$SEXTANT_CHECKPOINT_DIR/step"
-i=0
-[ -f "$ck" ] && i=$(cat "$ck")
-target=${SEXTANT_FIDELITY%.*}
-trap 'echo "$i" > "$ck"; exit 75' TERM
-while [ "$i" -lt "$target" ]; do
-  i=$((i + 1))
-  echo "$i" > "$ck"
-  awk -v x0="$SEXTANT_PARAM_X0" -v x1="$SEXTANT_PARAM_X1" -v f="$i" 'BEGIN {
+const std::string kModelTrial = FidelityTrial(
+    R"SH(awk -v x0="$SEXTANT_PARAM_X0" -v x1="$SEXTANT_PARAM_X1" -v f="$i" 'BEGIN {
     pi = atan2(0, -1); b = 5.1 / (4 * pi * pi); c = 5 / pi; t = 1 / (8 * pi);
     a = x1 - b * x0 * x0 + c * x0 - 6;
     v = a * a + 10 * (1 - t) * cos(x0) + 10 + 2 * (sqrt(4 / f) - 1);
-    printf "step=%d loss=%.17g\n", f, v }'
-  sleep 0.1 & wait $!
-done
-)SH";
+    printf "step=%d loss=%.17g\n", f, v }')SH",
+    "0.1");
 
 struct RunRecord {
   std::vector<TrialRow> trials;
