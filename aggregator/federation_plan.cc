@@ -10,6 +10,11 @@ int64_t TotalClients(const v1::Federation& federation) {
   return n;
 }
 
+int64_t SecAggMaxWeight(const v1::Federation& federation) {
+  if (federation.has_dp()) return 1;
+  return federation.examples_per_client() > 0 ? federation.examples_per_client() : 60000;
+}
+
 double DpClipNorm(const v1::Federation& federation) {
   return federation.has_dp() && federation.dp().clip_norm() > 0 ? federation.dp().clip_norm() : 0;
 }

@@ -12,6 +12,12 @@ namespace sextant {
 // The clients of every region together.
 int64_t TotalClients(const v1::Federation& federation);
 
+// The largest weight one client's update may carry under secure aggregation, the bound the
+// quantizer encodes: 1 under DP (each update weighs 1), else examples_per_client, or 60,000
+// (Fashion-MNIST's training split) when unset. With data: own it is the declared cap on the
+// num_examples a client command may report.
+int64_t SecAggMaxWeight(const v1::Federation& federation);
+
 // The L2 norm each client clips its update to under DP; 0 without DP.
 double DpClipNorm(const v1::Federation& federation);
 

@@ -26,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/duration.h"
@@ -366,6 +367,7 @@ constexpr std::array<absl::string_view, 5> kServerOptimizers = {"fedavg", "fedav
                                                                 "fedyogi", "fedadagrad"};
 constexpr std::array<absl::string_view, 3> kPartitions = {"iid", "dirichlet", "shards"};
 constexpr std::array<absl::string_view, 3> kUpdateCompressions = {"none", "fp16", "int8"};
+constexpr std::array<absl::string_view, 2> kFederatedData = {"fashion-mnist", "own"};
 constexpr std::array<absl::string_view, 2> kDpNoise = {"central", "distributed"};
 
 // A `when:` block waiting for every parameter to be known.
@@ -477,6 +479,8 @@ class Loader {
   void LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed);
   void LoadDifferentialPrivacy(const Field& f, v1::Federation* fed);
   void LoadModel(const Field& f, v1::Federation* fed);
+  void LoadData(const Section& s, v1::Federation* fed, int64_t total);
+  void LoadDataDirs(const Field& f, v1::Federation* fed);
   // A non-empty string that is an id (common/ids.h): such names become file names and travel
   // between hosts. An error at f naming `what` otherwise.
   std::optional<std::string> IdString(const Field& f, const char* what) {
@@ -1595,13 +1599,17 @@ void Loader::LoadFederation(const Field& f) {
              "dp",
              "hide_region_sums",
              "update_compression",
-             "model"});
+             "model",
+             "data",
+             "data_dir",
+             "evaluate_command"});
   if (!s.ok()) return;
   const int64_t total = LoadRegions(s, fed);
   LoadFederationOptions(s, fed);
   LoadRobustAndCommandOptions(s, fed);
   if (const Field* dp = s.Find("dp")) LoadDifferentialPrivacy(*dp, fed);
   if (const Field* model = s.Find("model")) LoadModel(*model, fed);
+  LoadData(s, fed, total);
   if (total <= 0) return;
   if (const Field* min = s.Find("min_clients"); min && fed->min_clients() > total) {
     r_.ValueError(*min, absl::StrCat("must be <= the total number of clients (", total, "), got ",
@@ -1742,6 +1750,93 @@ void Loader::LoadModel(const Field& f, v1::Federation* fed) {
     l->set_name(t.name);
     l->set_dtype(std::string(DTypeName(t.dtype)));
     for (int64_t d : t.shape) l->add_shape(d);
+  }
+}
+
+// federation.data (fashion-mnist | own), data_dir and evaluate_command. With data: own Sextant
+// partitions nothing, so the Fashion-MNIST keys do not apply, only a command can read the data,
+// and the model must be the user's: the built-in model is scored on Fashion-MNIST.
+void Loader::LoadData(const Section& s, v1::Federation* fed, int64_t total) {
+  fed->set_data("fashion-mnist");
+  IfPresent<size_t>(
+      s, "data", [&](const Field& x) { return r_.Choice(x, kFederatedData); },
+      [&](size_t i) { fed->set_data(std::string(kFederatedData[i])); });
+  if (const Field* c = s.Find("evaluate_command")) {
+    std::vector<Field> args = r_.Elements(*c);
+    if (c->value.IsSequence() && args.empty()) r_.ValueError(*c, "must not be empty");
+    for (const Field& arg : args) {
+      if (std::optional<std::string> v = r_.String(arg)) fed->add_evaluate_command(*v);
+    }
+    if (!args.empty() && fed->model_file().empty()) {
+      r_.ValueError(*c,
+                    "needs a model of your own (federation.model.file); the built-in model is "
+                    "scored by the built-in evaluator on Fashion-MNIST");
+    }
+  }
+  const Field* data = s.Find("data");
+  const Field* dir = s.Find("data_dir");
+  if (fed->data() != "own") {
+    if (dir != nullptr) r_.KeyError(*dir, "applies to data: own (each client's own data)");
+    return;
+  }
+  for (const char* key : {"partition", "dirichlet_alpha", "validation_examples"}) {
+    if (const Field* x = s.Find(key)) {
+      r_.KeyError(*x, "applies to data: fashion-mnist; with data: own Sextant partitions nothing");
+    }
+  }
+  if (fed->client_command().empty()) {
+    r_.ValueError(*data,
+                  "own needs federation.client_command: Sextant partitions nothing, and each "
+                  "client's command reads its own data");
+  }
+  if (fed->model_file().empty()) {
+    r_.ValueError(*data,
+                  "own needs a model of your own (federation.model.file): the built-in model is "
+                  "scored on Fashion-MNIST");
+  }
+  if (dir != nullptr && total > 0) LoadDataDirs(*dir, fed);
+}
+
+// federation.data_dir: a folder template relative to the experiment file, with {region} and
+// {index} standing for each client's region and index; every client's folder must exist and
+// differ from the others'.
+void Loader::LoadDataDirs(const Field& f, v1::Federation* fed) {
+  std::optional<std::string> given = r_.NonEmptyString(f);
+  if (!given) return;
+  for (size_t at = given->find('{'); at != std::string::npos; at = given->find('{', at + 1)) {
+    if (given->compare(at, 8, "{region}") != 0 && given->compare(at, 7, "{index}") != 0) {
+      r_.ValueError(f, absl::StrCat("'", given->substr(at, given->find('}', at) - at + 1),
+                                    "' is not a placeholder; use {region} and {index}"));
+      return;
+    }
+  }
+  std::map<std::string, std::string> seen;  // folder -> the client that has it
+  std::vector<std::pair<std::string, std::string>> dirs;  // (client, folder) in global order
+  for (const v1::FederatedRegion& r : fed->regions()) {
+    for (int i = 0; i < r.clients(); ++i) {
+      const std::string client = absl::StrCat(r.name(), "/", i);
+      const std::string path = std::filesystem::absolute(
+          WorkingDir(absl::StrReplaceAll(*given, {{"{region}", r.name()},
+                                                  {"{index}", absl::StrCat(i)}})))
+                                   .lexically_normal()
+                                   .string();
+      if (auto [it, fresh] = seen.emplace(path, client); !fresh) {
+        r_.ValueError(f, absl::StrCat("gives clients ", it->second, " and ", client,
+                                      " the same folder ", path,
+                                      "; put {index} (and {region}) in it"));
+        return;
+      }
+      dirs.emplace_back(client, path);
+    }
+  }
+  for (const auto& [client, path] : dirs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(path, ec)) {
+      r_.ValueError(f, absl::StrCat("client ", client, "'s data folder ", path,
+                                    " does not exist"));
+      return;
+    }
+    fed->add_client_data_dirs(path);
   }
 }
 

@@ -35,6 +35,7 @@
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/federated/federated_rounds_table.h"
+#include "orchestrator/federated/evaluate_command.h"
 #include "orchestrator/federated/global_checkpoint.h"
 #include "orchestrator/federated/global_evaluator.h"
 #include "orchestrator/monitor/run_monitor.h"
@@ -214,11 +215,44 @@ class FederatedRun {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
-    SEXTANT_ASSIGN_OR_RETURN(const TensorFile model, UnflattenFromF32(layout_, global_));
     const std::string path =
         std::filesystem::absolute(absl::StrCat(dir, "/", name)).lexically_normal().string();
-    SEXTANT_RETURN_IF_ERROR(WriteSafetensors(path, model));
+    SEXTANT_RETURN_IF_ERROR(WriteGlobalModel(path));
     return store_->PutMeta("model_file", path);  // `results --format json` names it
+  }
+
+  // The global model as safetensors at path (the layout's names and dtypes).
+  absl::Status WriteGlobalModel(const std::string& path) const {
+    SEXTANT_ASSIGN_OR_RETURN(const TensorFile model, UnflattenFromF32(layout_, global_));
+    return WriteSafetensors(path, model);
+  }
+
+  // federation.evaluate_command on the global model after `round`: its score becomes
+  // last_eval_. A command that fails or prints no score is reported (event evaluate_failed and
+  // a line on stderr) and last_eval_ is left as it was: the clients' weighted evaluation.
+  void RunEvaluateCommandOn(int64_t round) {
+    const std::string dir = fed_dir_ + "/evaluate";
+    const std::string model = dir + "/global.safetensors";
+    EvaluateCommandOptions o;
+    o.argv.assign(fed().evaluate_command().begin(), fed().evaluate_command().end());
+    o.working_dir = std::filesystem::path(spec_.source_path()).parent_path().string();
+    o.output_dir = dir;
+    o.timeout_seconds = absl::ToDoubleSeconds(kEvaluationTimeout);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const absl::Status written = WriteGlobalModel(model);
+    absl::StatusOr<PrintedEvaluation> e =
+        written.ok() ? RunEvaluateCommand(o, round, model, env_.clock)
+                     : absl::StatusOr<PrintedEvaluation>(written);
+    if (e.ok()) {
+      last_eval_ = ModelScore{e->loss, e->accuracy, std::max<int64_t>(e->examples, 1)};
+      return;
+    }
+    const std::string line =
+        absl::StrCat("round ", round, ": ", e.status().message(), " (output in ", dir,
+                     "/round-", round, ".out); the round's metrics are the clients' own");
+    (void)store_->AddEvent(EventTime(), "evaluate_failed", 0, line);
+    *env_.err << "sextant: " << line << "\n" << std::flush;
   }
 
   // RUN_DIR/model/round-NNNN.safetensors after each completed round; the oldest beyond the
@@ -381,9 +415,8 @@ class FederatedRun {
     SecAggQuantization q;
     q.bits = 16;
     q.clip = 4.0;
-    q.max_weight = fed().examples_per_client() > 0 ? fed().examples_per_client() : 60000;
+    q.max_weight = SecAggMaxWeight(fed());
     if (fed().has_dp()) {
-      q.max_weight = 1;
       q.clip = std::max(q.clip, DpClipNorm(fed()) + 6 * MaxClientNoiseStddev(fed()));
     }
     return q;
@@ -459,6 +492,7 @@ class FederatedRun {
       Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
              absl::StrCat("aggregator ", r.name()));
     }
+    int global_index = 0;  // the clients' order of federation.client_data_dirs
     for (const auto& r : fed().regions()) {
       const std::string port_file = absl::StrCat(fed_dir_, "/regions/", r.name(), ".port");
       const absl::Time until = env_.clock->Now() + absl::Seconds(60);
@@ -493,6 +527,10 @@ class FederatedRun {
                                          absl::StrCat(fed_dir_, "/client-", r.name(), "-", i),
                                          "--exit-with-parent"};
         AddCredentials(&argv, r.name(), i);
+        if (global_index < fed().client_data_dirs_size()) {
+          argv.insert(argv.end(), {"--data-dir", fed().client_data_dirs(global_index)});
+        }
+        ++global_index;
         Launch(argv, absl::StrCat("client-", r.name(), "-", i, ".log"),
                absl::StrCat("client ", ClientId(r.name(), i)));
       }
@@ -597,6 +635,7 @@ class FederatedRun {
       // The clients' evaluations of the global model they received, weighted by their examples.
       last_eval_ = ModelScore{outcome.metrics.eval_loss, outcome.metrics.eval_accuracy,
                               static_cast<int64_t>(outcome.metrics.eval_weight)};
+      if (eval && !fed().evaluate_command().empty()) RunEvaluateCommandOn(round);
     } else if (eval) {
       SEXTANT_RETURN_IF_ERROR(Evaluate(round));
     }

@@ -1171,6 +1171,101 @@ TEST_F(ModelFileTest, AModelOfYourOwnNeedsAClientCommand) {
                                             "your own needs federation.client_command")));
 }
 
+// federation.data: own beside a model of your own (m.safetensors) and site folders.
+class OwnDataTest : public ModelFileTest {
+ protected:
+  void SetUp() override {
+    ModelFileTest::SetUp();
+    PutModel("m.safetensors", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8);
+    for (const char* site : {"sites/east-0", "sites/east-1", "sites/west-0"}) {
+      std::filesystem::create_directories(dir_ + "/" + site);
+    }
+  }
+  // The experiment: regions east (2 clients) and west (1), then `lines` (from line 6).
+  LoadResult LoadLines(const std::string& lines) {
+    const std::string path = dir_ + "/exp.yaml";
+    std::ofstream(path) << "name: t\nobjective: {metric: loss}\ntrial: {builtin: {model: mlp}}\n"
+                        << "federation:\n"
+                        << "  regions: [{name: east, clients: 2}, {name: west, clients: 1}]\n"
+                        << lines;
+    return LoadExperimentFile(path);
+  }
+  std::vector<std::string> ErrorsOf(const std::string& lines) {
+    std::vector<std::string> out;
+    for (const LoadError& e : LoadLines(lines).errors) out.push_back(e.ToString());
+    return out;
+  }
+  static constexpr const char* kOwn =
+      "  data: own\n  client_command: [python3, client.py]\n  model: {file: m.safetensors}\n";
+};
+
+TEST_F(OwnDataTest, FashionMnistIsTheDefaultAndOwnExpandsTheDataDirPerClient) {
+  LoadResult plain = LoadLines("  client_command: [python3, client.py]\n");
+  ASSERT_THAT(plain.errors, IsEmpty()) << plain.errors[0].ToString();
+  EXPECT_EQ(plain.spec.federation().data(), "fashion-mnist");
+  EXPECT_THAT(plain.spec.federation().client_data_dirs(), IsEmpty());
+  LoadResult r = LoadLines(std::string(kOwn) +
+                           "  data_dir: sites/{region}-{index}\n"
+                           "  evaluate_command: [python3, eval.py]\n");
+  ASSERT_THAT(r.errors, IsEmpty()) << r.errors[0].ToString();
+  const v1::Federation& f = r.spec.federation();
+  EXPECT_EQ(f.data(), "own");
+  const std::string sites = std::filesystem::absolute(dir_ + "/sites").lexically_normal().string();
+  EXPECT_THAT(f.client_data_dirs(),
+              ElementsAre(sites + "/east-0", sites + "/east-1", sites + "/west-0"));
+  EXPECT_THAT(f.evaluate_command(), ElementsAre("python3", "eval.py"));
+}
+
+TEST_F(OwnDataTest, AnUnknownDataSourceIsAnErrorAtTheField) {
+  EXPECT_THAT(ErrorsOf("  data: bogus\n  client_command: [python3, client.py]\n"),
+              ElementsAre(AllOf(StartsWith(dir_ + "/exp.yaml:6:9: federation.data: "),
+                                HasSubstr("'bogus'"), HasSubstr("fashion-mnist"))));
+}
+
+TEST_F(OwnDataTest, OwnDataNeedsAClientCommandAndAModelOfYourOwn) {
+  EXPECT_THAT(ErrorsOf("  data: own\n  model: {file: m.safetensors}\n"),
+              ElementsAre(StartsWith(dir_ + "/exp.yaml:6:9: federation.data: own needs "
+                                            "federation.client_command"),
+                          StartsWith(dir_ + "/exp.yaml:7:17: federation.model.file: a model of "
+                                            "your own needs federation.client_command")));
+  EXPECT_THAT(ErrorsOf("  data: own\n  client_command: [python3, client.py]\n"),
+              ElementsAre(StartsWith(dir_ + "/exp.yaml:6:9: federation.data: own needs a model "
+                                            "of your own (federation.model.file)")));
+}
+
+TEST_F(OwnDataTest, AMissingDataDirNamesTheClientAndTheFolder) {
+  std::filesystem::remove_all(dir_ + "/sites/east-1");
+  EXPECT_THAT(ErrorsOf(std::string(kOwn) + "  data_dir: sites/{region}-{index}\n"),
+              ElementsAre(dir_ + "/exp.yaml:9:13: federation.data_dir: client east/1's data "
+                                 "folder " +
+                          std::filesystem::absolute(dir_).lexically_normal().string() +
+                          "/sites/east-1 does not exist"));
+}
+
+TEST_F(OwnDataTest, ADataDirMustGiveEveryClientItsOwnFolderAndKnownPlaceholders) {
+  EXPECT_THAT(ErrorsOf(std::string(kOwn) + "  data_dir: sites/{region}\n"),
+              ElementsAre(AllOf(StartsWith(dir_ + "/exp.yaml:9:13: federation.data_dir: gives "
+                                                  "clients east/0 and east/1 the same folder"),
+                                HasSubstr("put {index}"))));
+  EXPECT_THAT(ErrorsOf(std::string(kOwn) + "  data_dir: sites/{site}-{index}\n"),
+              ElementsAre(StartsWith(dir_ + "/exp.yaml:9:13: federation.data_dir: '{site}' is "
+                                            "not a placeholder; use {region} and {index}")));
+}
+
+TEST_F(OwnDataTest, FashionMnistKeysDataDirAndEvaluateCommandAreRefusedWhereTheyDoNotApply) {
+  EXPECT_THAT(ErrorsOf(std::string(kOwn) + "  partition: dirichlet\n"),
+              ElementsAre(StartsWith(dir_ + "/exp.yaml:9:3: federation.partition: applies to "
+                                            "data: fashion-mnist")));
+  EXPECT_THAT(ErrorsOf("  client_command: [python3, client.py]\n"
+                       "  data_dir: sites/{region}-{index}\n"),
+              ElementsAre(StartsWith(dir_ + "/exp.yaml:7:3: federation.data_dir: applies to "
+                                            "data: own")));
+  EXPECT_THAT(ErrorsOf("  client_command: [python3, client.py]\n"
+                       "  evaluate_command: [python3, eval.py]\n"),
+              ElementsAre(StartsWith(dir_ + "/exp.yaml:7:21: federation.evaluate_command: needs "
+                                            "a model of your own")));
+}
+
 TEST(ExperimentLoaderTest, FederationRobustRuleWithSecureAggregationIsRefusedWithTheReason) {
   EXPECT_THAT(Errors(R"(
 name: t

@@ -26,7 +26,9 @@
 namespace sextant {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 std::string Read(const std::string& path) {
   std::ifstream in(path);
@@ -207,6 +209,121 @@ TEST(FederatedOwnModelTest, ResumeAfterAKillContinuesFromTheCheckpointedModel) {
   EXPECT_THAT(*final_model->tensors[2].ToF32(), ElementsAre(12));
   EXPECT_EQ(Query(db, "SELECT COUNT(*) FROM rounds WHERE region = ''")[0][0], "4");
   EXPECT_EQ(Query(db, "SELECT value FROM trials WHERE id = 1")[0][0], "0.625");
+}
+
+// data: own. Two sites hold their own data (x.txt: 10 ones at east/0, 30 fours at east/1) in
+// sites/east-N beside the experiment. Each client's command reads its site's file from
+// SEXTANT_DATA_DIR, moves every value of the model by its data's mean and reports its rows as
+// num_examples, so FedAvg moves the model by (10 * 1 + 30 * 4) / 40 = 3.25 a round (the
+// unweighted mean would be 2.5). Its own evaluation: accuracy 0.5 at east/0, 0.9 at east/1.
+// `evaluate` is the evaluate_command script's body (after `w`, `rnd` and `env` are set).
+void WriteOwnDataRun(const std::string& dir, const std::string& evaluate) {
+  std::filesystem::create_directories(dir + "/models");
+  TensorFile init;
+  init.tensors.push_back(Named("w", DType::kF32, {3}, {0, 0, 0}));
+  ASSERT_TRUE(WriteSafetensors(dir + "/models/init.safetensors", init).ok());
+  for (const auto& [site, rows] : {std::pair{"east-0", std::string(10, '1')},
+                                   std::pair{"east-1", std::string(30, '4')}}) {
+    std::filesystem::create_directories(dir + "/sites/" + site);
+    std::ofstream x(dir + "/sites/" + site + "/x.txt");
+    for (char c : rows) x << c << "\n";
+  }
+  const std::string helper =
+      std::string("import os, sys\nsys.path.insert(0, '") + SEXTANT_SOURCE_DIR +
+      "/clients/python/sextant')\nimport numpy as np\nimport model_file\nenv = os.environ\n";
+  std::ofstream(dir + "/client.py") << helper << R"(
+assert "SEXTANT_TRAIN_X" not in env, "a Fashion-MNIST share was written"
+x = np.loadtxt(os.path.join(env["SEXTANT_DATA_DIR"], "x.txt"), ndmin=1)
+tensors, kinds = model_file.read(env["SEXTANT_GLOBAL_MODEL"])
+moved = {k: v + np.float32(x.mean()) for k, v in tensors.items()}
+model_file.write(env["SEXTANT_UPDATED_MODEL"], moved, kinds)
+print(f"num_examples={len(x)} eval_loss=1.0 eval_accuracy={0.5 if len(x) == 10 else 0.9}")
+)";
+  std::ofstream(dir + "/evaluate.py") << helper << R"(
+w = model_file.read(env["SEXTANT_GLOBAL_MODEL"])[0]["w"]
+rnd = int(env["SEXTANT_ROUND"])
+)" << evaluate;
+  std::ofstream(dir + "/exp.yaml") << R"(name: fl-own-data
+objective: {metric: val_accuracy, goal: maximize}
+federation:
+  regions: [{name: east, clients: 2}]
+  rounds: 2
+  min_clients: 2
+  seed: 1
+  secure_aggregation: false
+  data: own
+  data_dir: sites/{region}-{index}
+  client_command: [/usr/bin/python3, client.py]
+  evaluate_command: [/usr/bin/python3, evaluate.py]
+  model: {file: models/init.safetensors}
+)";
+}
+
+// Runs `sextant run` on dir/exp.yaml; its exit code.
+int RunExperiment(const std::string& dir) {
+  const int rc = std::system((std::string(SEXTANT_BIN_DIR) + "/sextant run " + dir +
+                              "/exp.yaml --run-dir " + dir + "/run > " + dir + "/out.txt 2>&1")
+                                 .c_str());
+  return WEXITSTATUS(rc);
+}
+
+TEST(FederatedOwnDataTest, ClientsReadTheirOwnDataDirsAndTheirNumExamplesWeighTheMean) {
+  SEXTANT_REQUIRE_COMPONENT(HasNumpy(), "no numpy for the client command");
+  const std::string dir = ::testing::TempDir() + "/fl-own-data";
+  std::filesystem::remove_all(dir);
+  // The orchestrator's own validation: a file beside the experiment (the command's cwd).
+  WriteOwnDataRun(dir, R"(
+scale = float(open("validation.txt").read())
+print(f"eval_loss={float(w.mean())} eval_accuracy={scale * rnd} eval_examples=100")
+)");
+  std::ofstream(dir + "/validation.txt") << "0.25\n";
+  ASSERT_EQ(RunExperiment(dir), 0) << Read(dir + "/out.txt")
+                                   << Read(dir + "/run/logs/client-east-1.log");
+  absl::StatusOr<TensorFile> final_model = ReadSafetensors(dir + "/run/model/final.safetensors");
+  ASSERT_TRUE(final_model.ok()) << final_model.status();
+  EXPECT_THAT(*final_model->tensors[0].ToF32(), ElementsAre(6.5f, 6.5f, 6.5f));
+  // Each client was given its own folder and reported its own rows.
+  EXPECT_NE(Read(dir + "/run/logs/client-east-1.log").find("examples=30"), std::string::npos)
+      << Read(dir + "/run/logs/client-east-1.log");
+  // The rounds' global metrics are evaluate_command's, on the model after that round.
+  EXPECT_EQ(Query(dir + "/run/state.db",
+                  "SELECT round, accuracy, loss, clients FROM rounds WHERE region = '' "
+                  "ORDER BY round"),
+            (std::vector<std::vector<std::string>>{{"1", "0.25", "3.25", "2"},
+                                                   {"2", "0.5", "6.5", "2"}}));
+  EXPECT_THAT(Query(dir + "/run/state.db", "SELECT kind FROM events WHERE kind = 'evaluate_failed'"),
+              ::testing::IsEmpty());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run/logs/evaluator.log"));
+}
+
+TEST(FederatedOwnDataTest, AFailingOrMalformedEvaluateCommandIsReportedAndTheClientsMetricsStand) {
+  SEXTANT_REQUIRE_COMPONENT(HasNumpy(), "no numpy for the client command");
+  const std::string dir = ::testing::TempDir() + "/fl-own-data-bad-eval";
+  std::filesystem::remove_all(dir);
+  // Round 1: exits 3; round 2: prints prose instead of its scores.
+  WriteOwnDataRun(dir, R"(
+if rnd == 1:
+    print("no validation set here", file=sys.stderr); sys.exit(3)
+print("accuracy looks great")
+)");
+  ASSERT_EQ(RunExperiment(dir), 0) << Read(dir + "/out.txt");
+  const auto failures = Query(dir + "/run/state.db",
+                              "SELECT message FROM events WHERE kind = 'evaluate_failed' "
+                              "ORDER BY id");
+  ASSERT_EQ(failures.size(), 2u) << Read(dir + "/out.txt");
+  const std::string command = "evaluate_command [/usr/bin/python3 evaluate.py]";
+  EXPECT_THAT(failures[0][0], AllOf(HasSubstr("round 1: " + command + " exited with status 3"),
+                                    HasSubstr("no validation set here")));
+  EXPECT_THAT(failures[1][0], AllOf(HasSubstr("round 2: " + command + " printed no eval_loss=X"),
+                                    HasSubstr("'accuracy looks great'")));
+  EXPECT_THAT(Read(dir + "/out.txt"), HasSubstr(command + " exited with status 3"));
+  // The rounds fell back to the clients' evaluations weighted by their examples:
+  // (10 * 0.5 + 30 * 0.9) / 40.
+  const auto rounds = Query(dir + "/run/state.db",
+                            "SELECT accuracy FROM rounds WHERE region = '' ORDER BY round");
+  ASSERT_EQ(rounds.size(), 2u);
+  EXPECT_NEAR(std::stod(rounds[0][0]), 0.8, 1e-9);
+  EXPECT_NEAR(std::stod(rounds[1][0]), 0.8, 1e-9);
 }
 
 }  // namespace

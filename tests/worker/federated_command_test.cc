@@ -19,6 +19,7 @@
 namespace sextant {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -280,6 +281,36 @@ TEST(CommandTrainerTest, FailingSilentOrMisshapedCommandsAreErrorsThatSayWhy) {
   // A .npy where safetensors is expected is refused too.
   auto npy = run("printf '\\223NUMPY' > \"$SEXTANT_UPDATED_MODEL\"\necho num_examples=5");
   EXPECT_TRUE(absl::IsInvalidArgument(npy.status()));
+}
+
+// data: own under secure aggregation: a client's num_examples may be at most
+// examples_per_client (max_examples); more is refused with the key to raise, and within the cap
+// the command sees its data folder.
+TEST(CommandTrainerTest, NumExamplesAboveTheSecureAggregationCapIsRefusedNamingExamplesPerClient) {
+  const std::string d = Dir("cap");
+  std::filesystem::create_directories(d + "/site");
+  std::vector<float> global = {1, 2}, updated(2);
+  auto run = [&](int examples) {
+    CommandTrainerOptions o;
+    o.argv = Script(d, "test \"$SEXTANT_DATA_DIR\" = " + d +
+                           "/site\ncp \"$SEXTANT_GLOBAL_MODEL\" \"$SEXTANT_UPDATED_MODEL\"\n"
+                           "echo num_examples=" +
+                           std::to_string(examples));
+    o.work_dir = d + "/work";
+    o.env = {{"SEXTANT_DATA_DIR", d + "/site"}};
+    o.max_examples = 20;
+    o.layout = Layout({Tensor{"w", DType::kF32, {2}, {}}});
+    return CommandTrainer::Create(o, RealClockInstance())
+        ->RunRound(1, 1, global, absl::MakeSpan(updated));
+  };
+  absl::StatusOr<CommandRoundResult> within = run(20);
+  ASSERT_TRUE(within.ok()) << within.status();
+  EXPECT_EQ(within->num_examples, 20);
+  absl::StatusOr<CommandRoundResult> above = run(30);
+  EXPECT_TRUE(absl::IsInvalidArgument(above.status())) << above.status();
+  EXPECT_THAT(above.status().message(),
+              AllOf(HasSubstr("num_examples=30, more than 20"),
+                    HasSubstr("federation.examples_per_client")));
 }
 
 }  // namespace

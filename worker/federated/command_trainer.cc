@@ -9,42 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "tensors/safetensors.h"
-#include "worker/command_runner.h"
+#include "worker/command_metrics.h"
 #include "worker/federated/npy.h"
 
 namespace sextant {
-namespace {
-
-// Keeps the last value of each metric the command client reads.
-class RoundObserver : public CommandObserver {
- public:
-  void OnMetrics(const std::map<std::string, double>& metrics, double) override {
-    auto take = [&](const char* name, double& out) {
-      if (auto it = metrics.find(name); it != metrics.end()) out = it->second;
-    };
-    take("num_examples", num_examples);
-    take("train_loss", train_loss);
-    take("eval_loss", eval_loss);
-    take("eval_accuracy", eval_accuracy);
-    take("eval_examples", eval_examples);
-  }
-  double num_examples = -1;
-  double train_loss = 0;
-  double eval_loss = std::nan("");
-  double eval_accuracy = std::nan("");
-  double eval_examples = -1;
-};
-
-// The evaluation the command reported, if it printed a finite eval_loss and eval_accuracy.
-void TakeEvaluation(const RoundObserver& o, CommandRoundResult& result) {
-  if (!std::isfinite(o.eval_loss) || !std::isfinite(o.eval_accuracy)) return;
-  result.eval_loss = o.eval_loss;
-  result.eval_accuracy = o.eval_accuracy;
-  const double n = o.eval_examples >= 0 ? o.eval_examples : o.num_examples;
-  result.eval_examples = std::isfinite(n) ? static_cast<int64_t>(std::max(0.0, n)) : 0;
-}
-
-}  // namespace
 
 absl::StatusOr<CommandTrainer> CommandTrainer::Create(CommandTrainerOptions options, Clock* clock) {
   if (options.argv.empty()) return absl::InvalidArgumentError("the client command is empty");
@@ -123,21 +91,30 @@ absl::StatusOr<CommandRoundResult> CommandTrainer::RunRound(int64_t round, uint6
   spec.stderr_path = absl::StrCat(options_.work_dir, "/round-", round, ".err");
   spec.timeout_seconds = options_.timeout_seconds;
   spec.working_dir = options_.working_dir;
-  RoundObserver observer;
-  SEXTANT_ASSIGN_OR_RETURN(CommandResult r, RunCommand(spec, &observer, clock_));
-  if (r.spawn_failed || r.timed_out || r.exit_code != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "client command ", r.timed_out ? "timed out" : r.error, "; stderr: ", r.stderr_tail));
-  }
-  if (!(observer.num_examples >= 1) || observer.num_examples != std::floor(observer.num_examples)) {
+  SEXTANT_ASSIGN_OR_RETURN(MetricsCommandResult r, RunCommandForMetrics(spec, clock_));
+  SEXTANT_RETURN_IF_ERROR(CommandExitStatus(r.command, "client command"));
+  auto num = r.last.find("num_examples");
+  const double examples = num != r.last.end() ? num->second : -1;
+  if (!(examples >= 1) || examples != std::floor(examples)) {
     return absl::InvalidArgumentError(
         "the client command printed no num_examples=N line (N >= 1, the examples it trained on)");
   }
+  if (options_.max_examples > 0 && examples > static_cast<double>(options_.max_examples)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the client command reported num_examples=", examples, ", more than ",
+        options_.max_examples,
+        ", the most one update may weigh under secure aggregation; declare the cap with "
+        "federation.examples_per_client"));
+  }
   SEXTANT_RETURN_IF_ERROR(ReadUpdated(out, updated));
   CommandRoundResult result;
-  result.num_examples = static_cast<int64_t>(observer.num_examples);
-  result.train_loss = observer.train_loss;
-  TakeEvaluation(observer, result);
+  result.num_examples = static_cast<int64_t>(examples);
+  if (auto it = r.last.find("train_loss"); it != r.last.end()) result.train_loss = it->second;
+  if (std::optional<PrintedEvaluation> e = EvaluationFrom(r.last, examples)) {
+    result.eval_loss = e->loss;
+    result.eval_accuracy = e->accuracy;
+    result.eval_examples = e->examples;
+  }
   return result;
 }
 

@@ -20,6 +20,9 @@ struct CommandTrainerOptions {
   std::map<std::string, std::string> env;  // more environment (e.g. the local hyperparameters)
   std::string working_dir;                 // the command's cwd; empty = the current one
   double timeout_seconds = 0;              // per round; 0 = none. Default 0.
+  // The largest num_examples the command may report (secure aggregation's max weight,
+  // SecAggMaxWeight); 0 = no bound. Default 0.
+  int64_t max_examples = 0;
   // The global model's named tensors (their data is ignored): names, dtypes and shapes in the
   // flat order the model travels in (tensors/tensor_file.h). Required.
   TensorFile layout;
@@ -45,6 +48,7 @@ struct CommandRoundResult {
 //                          exactly the same tensor names, dtypes and shapes; any order)
 //   SEXTANT_TRAIN_X, SEXTANT_TRAIN_Y  the client's data share (WriteClientShare, .npy), if written
 //   SEXTANT_ROUND, SEXTANT_SEED       the round and this client's seed for it
+//   SEXTANT_DATA_DIR       with data: own, the client's data folder, when it has one (in env)
 //   plus options.env (SEXTANT_LR, SEXTANT_EPOCHS, SEXTANT_BATCH_SIZE, SEXTANT_MU from the job).
 // The command prints `num_examples=N` (optionally `train_loss=X`, and `eval_loss=X
 // eval_accuracy=Y [eval_examples=N]` for the global model it received) on stdout and exits 0.
@@ -64,7 +68,7 @@ class CommandTrainer {
   // Runs one round (see the class comment). `global` and `updated` must each have the layout's
   // element count of floats. FailedPrecondition when the command cannot start, exits non-zero or
   // times out (with the end of its stderr); InvalidArgument when it printed no positive
-  // num_examples=, wrote no model, or wrote one that is not a valid safetensors file or whose
+  // num_examples= (or one above options.max_examples), wrote no model, or wrote one that is not a valid safetensors file or whose
   // layout differs (the message names the tensor: renamed, missing, extra, other dtype or shape).
   absl::StatusOr<CommandRoundResult> RunRound(int64_t round, uint64_t seed,
                                               absl::Span<const float> global,

@@ -30,6 +30,9 @@ struct FederatedClientOptions {
   std::ostream* log = nullptr;  // one line per round; default none
   // The command client's exchange folder (job.client_command). Default: a folder under /tmp.
   std::string work_dir;
+  // With job.own_data: the client's data folder, given to its command as SEXTANT_DATA_DIR.
+  // Default empty: none (the command finds its data itself).
+  std::string data_dir;
   // How it dials the aggregator (LoadChannelCredentials). Default null: plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   // Under TLS with secure aggregation: signs its SecAgg keys and checks its neighbours'
@@ -53,7 +56,8 @@ struct FederatedClientStats {
 // layout: the log names the tensor), is skipped (the round closes without it) and logged.
 // With job.own_model (federation.model) there is no built-in trainer: the update's evaluation
 // metrics are the command's eval_loss= and eval_accuracy=, and when `data` is empty no share is
-// written (the command reads data of its own).
+// written (the command reads data of its own). Under secure aggregation a command's
+// num_examples above SecAggMaxWeight (federation.examples_per_client) skips its round, saying so.
 // Returns when the experiment ends or *stop reads true.
 // Errors: a bad job or data; Unavailable when the aggregator cannot be reached for
 // connect_timeout_seconds.

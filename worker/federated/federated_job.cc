@@ -67,6 +67,8 @@ absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec
     job.command_dir = std::filesystem::path(spec.source_path()).parent_path().string();
   }
   job.own_model = !f.model_file().empty();
+  job.own_data = f.data() == "own";
+  job.max_weight = SecAggMaxWeight(f);
   if (job.own_model) {
     SEXTANT_ASSIGN_OR_RETURN(job.layout, LayoutFromSpec(f));
   } else {

@@ -24,6 +24,11 @@ struct FederatedJob {
   // user's own (own_model), else BuiltinModelLayout(model). The model travels flat in this order.
   TensorFile layout;
   bool own_model = false;  // federation.model.file: only a command client can train it
+  // federation.data: own: Sextant partitions nothing (no Fashion-MNIST is read); each client's
+  // command reads its own data.
+  bool own_data = false;
+  // The most one update may weigh under secure aggregation (SecAggMaxWeight).
+  int64_t max_weight = 0;
   LocalTrainingOptions local;
   uint64_t seed = 0;
   std::string partition = "iid";  // iid | dirichlet | shards

@@ -1,5 +1,6 @@
 #include "worker/federated/federated_main.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -37,6 +38,7 @@ constexpr FlagHelp kFlags[] = {
     {"--spec", "client, evaluator: the experiment (a serialized ExperimentSpec)"},
     {"--threads", "client, evaluator: training threads"},
     {"--model-size", "aggregator: the model's floats (required)"},
+    {"--data-dir", "client, with data: own: its data folder, the command's SEXTANT_DATA_DIR"},
     {"--work-dir",
      "aggregator, evaluator (required); client: the command client's exchange "
      "folder"},
@@ -176,6 +178,11 @@ int RunClient(std::map<std::string, std::string>& f, Clock* clock, const std::at
   o.job = *job;
   o.log = &std::cout;
   if (f.count("--work-dir")) o.work_dir = f["--work-dir"];
+  if (f.count("--data-dir")) {
+    // The command runs from the experiment's folder: a relative folder is this process's.
+    std::error_code ec;
+    o.data_dir = std::filesystem::absolute(f["--data-dir"], ec).lexically_normal().string();
+  }
   auto creds = LoadChannelCredentials(f["--tls-dir"], TlsName(f, "worker"), f["--secret-file"]);
   if (!creds.ok()) {
     std::cerr << "sextant-worker: " << (f["--tls-dir"].empty() ? "--secret-file" : "--tls-dir")
@@ -192,8 +199,11 @@ int RunClient(std::map<std::string, std::string>& f, Clock* clock, const std::at
     }
     o.signer = *std::move(signer);
   }
+  // With data: own Sextant partitions nothing: the command reads the site's data.
   absl::StatusOr<train::FashionMnist> data =
-      train::LoadFashionMnist(o.job.dataset_dir, o.job.validation_examples, o.job.seed);
+      o.job.own_data
+          ? train::FashionMnist{}
+          : train::LoadFashionMnist(o.job.dataset_dir, o.job.validation_examples, o.job.seed);
   if (!data.ok() && o.job.own_model) {
     // A model of the user's own needs no Fashion-MNIST: its command reads data of its own.
     std::cout << "client: no Fashion-MNIST share (" << data.status().message() << ")\n";
