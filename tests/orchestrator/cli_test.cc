@@ -258,6 +258,9 @@ TEST_F(CliTest, EveryExampleValidates) {
     if (entry.path().extension() != ".yaml") continue;
     // A price catalog (*-catalog.yaml) is checked through the experiment that names it.
     if (entry.path().stem().string().ends_with("-catalog")) continue;
+    // An example whose data and model files a script writes first (prepare_data.py) is
+    // validated by its own test once they are there (federated_own_data_example_test).
+    if (std::filesystem::exists(entry.path().parent_path() / "prepare_data.py")) continue;
     auto r = RunProcess({kSextant, "validate", entry.path().string()});
     EXPECT_EQ(r.exit_code, 0) << entry.path() << ": " << r.err;
     ++count;
