@@ -35,12 +35,10 @@ absl::Status CommandExitStatus(const CommandResult& result, absl::string_view wh
   if (!result.spawn_failed && !result.timed_out && result.exit_code == 0) {
     return absl::OkStatus();
   }
-  const std::string why = result.error.empty()
-                              ? absl::StrCat("exited with status ", result.exit_code)
-                              : result.error;
-  return absl::FailedPreconditionError(
-      absl::StrCat(what, " ", why, "; stderr: ",
-                   absl::StripTrailingAsciiWhitespace(result.stderr_tail)));
+  const std::string why =
+      result.error.empty() ? absl::StrCat("exited with status ", result.exit_code) : result.error;
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " ", why, "; stderr: ", absl::StripTrailingAsciiWhitespace(result.stderr_tail)));
 }
 
 std::optional<PrintedEvaluation> EvaluationFrom(const std::map<std::string, double>& last,

@@ -1810,20 +1810,21 @@ void Loader::LoadDataDirs(const Field& f, v1::Federation* fed) {
       return;
     }
   }
-  std::map<std::string, std::string> seen;  // folder -> the client that has it
+  std::map<std::string, std::string> seen;                // folder -> the client that has it
   std::vector<std::pair<std::string, std::string>> dirs;  // (client, folder) in global order
   for (const v1::FederatedRegion& r : fed->regions()) {
     for (int i = 0; i < r.clients(); ++i) {
       const std::string client = absl::StrCat(r.name(), "/", i);
-      const std::string path = std::filesystem::absolute(
-          WorkingDir(absl::StrReplaceAll(*given, {{"{region}", r.name()},
-                                                  {"{index}", absl::StrCat(i)}})))
-                                   .lexically_normal()
-                                   .string();
+      const std::string path =
+          std::filesystem::absolute(
+              WorkingDir(absl::StrReplaceAll(
+                  *given, {{"{region}", r.name()}, {"{index}", absl::StrCat(i)}})))
+              .lexically_normal()
+              .string();
       if (auto [it, fresh] = seen.emplace(path, client); !fresh) {
-        r_.ValueError(f, absl::StrCat("gives clients ", it->second, " and ", client,
-                                      " the same folder ", path,
-                                      "; put {index} (and {region}) in it"));
+        r_.ValueError(
+            f, absl::StrCat("gives clients ", it->second, " and ", client, " the same folder ",
+                            path, "; put {index} (and {region}) in it"));
         return;
       }
       dirs.emplace_back(client, path);
@@ -1832,8 +1833,7 @@ void Loader::LoadDataDirs(const Field& f, v1::Federation* fed) {
   for (const auto& [client, path] : dirs) {
     std::error_code ec;
     if (!std::filesystem::is_directory(path, ec)) {
-      r_.ValueError(f, absl::StrCat("client ", client, "'s data folder ", path,
-                                    " does not exist"));
+      r_.ValueError(f, absl::StrCat("client ", client, "'s data folder ", path, " does not exist"));
       return;
     }
     fed->add_client_data_dirs(path);

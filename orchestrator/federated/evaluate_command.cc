@@ -46,8 +46,9 @@ absl::StatusOr<PrintedEvaluation> RunEvaluateCommand(const EvaluateCommandOption
   std::optional<PrintedEvaluation> e = EvaluationFrom(r.last, 1);
   if (!e) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, " printed no eval_loss=X eval_accuracy=Y line with finite values (its "
-                           "last line: '",
+        absl::StrCat(what,
+                     " printed no eval_loss=X eval_accuracy=Y line with finite values (its "
+                     "last line: '",
                      LastLine(spec.stdout_path), "')"));
   }
   return *e;

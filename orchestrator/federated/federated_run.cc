@@ -34,8 +34,8 @@
 #include "orchestrator/core/results.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
-#include "orchestrator/federated/federated_rounds_table.h"
 #include "orchestrator/federated/evaluate_command.h"
+#include "orchestrator/federated/federated_rounds_table.h"
 #include "orchestrator/federated/global_checkpoint.h"
 #include "orchestrator/federated/global_evaluator.h"
 #include "orchestrator/monitor/run_monitor.h"
@@ -241,16 +241,16 @@ class FederatedRun {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     const absl::Status written = WriteGlobalModel(model);
-    absl::StatusOr<PrintedEvaluation> e =
-        written.ok() ? RunEvaluateCommand(o, round, model, env_.clock)
-                     : absl::StatusOr<PrintedEvaluation>(written);
+    absl::StatusOr<PrintedEvaluation> e = written.ok()
+                                              ? RunEvaluateCommand(o, round, model, env_.clock)
+                                              : absl::StatusOr<PrintedEvaluation>(written);
     if (e.ok()) {
       last_eval_ = ModelScore{e->loss, e->accuracy, std::max<int64_t>(e->examples, 1)};
       return;
     }
     const std::string line =
-        absl::StrCat("round ", round, ": ", e.status().message(), " (output in ", dir,
-                     "/round-", round, ".out); the round's metrics are the clients' own");
+        absl::StrCat("round ", round, ": ", e.status().message(), " (output in ", dir, "/round-",
+                     round, ".out); the round's metrics are the clients' own");
     (void)store_->AddEvent(EventTime(), "evaluate_failed", 0, line);
     *env_.err << "sextant: " << line << "\n" << std::flush;
   }

@@ -1236,8 +1236,9 @@ TEST_F(OwnDataTest, OwnDataNeedsAClientCommandAndAModelOfYourOwn) {
 TEST_F(OwnDataTest, AMissingDataDirNamesTheClientAndTheFolder) {
   std::filesystem::remove_all(dir_ + "/sites/east-1");
   EXPECT_THAT(ErrorsOf(std::string(kOwn) + "  data_dir: sites/{region}-{index}\n"),
-              ElementsAre(dir_ + "/exp.yaml:9:13: federation.data_dir: client east/1's data "
-                                 "folder " +
+              ElementsAre(dir_ +
+                          "/exp.yaml:9:13: federation.data_dir: client east/1's data "
+                          "folder " +
                           std::filesystem::absolute(dir_).lexically_normal().string() +
                           "/sites/east-1 does not exist"));
 }

@@ -2,7 +2,6 @@
 // from Debian's dataset-fashion-mnist and the first global model, then `sextant run` trains the
 // user's PyTorch CNN for 2 rounds on them (data: own), scoring the global model with the
 // example's evaluate_command. Needs python3-torch (about 20 s; ctest label slow).
-#include <sqlite3.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -22,34 +21,13 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::MakeTempDir;
+using testing::QueryRows;
 using testing::ReadFile;
 using testing::RunProcess;
 using testing::WriteFile;
 
 const std::string kExample =
     std::string(SEXTANT_SOURCE_DIR) + "/examples/federated/pytorch-own-model";
-
-// Rows of `sql` (every column as text); empty when the database or table is not there.
-std::vector<std::vector<std::string>> Query(const std::string& db_path, const std::string& sql) {
-  std::vector<std::vector<std::string>> rows;
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
-      while (sqlite3_step(st) == SQLITE_ROW) {
-        std::vector<std::string> row;
-        for (int c = 0; c < sqlite3_column_count(st); ++c) {
-          const unsigned char* t = sqlite3_column_text(st, c);
-          row.push_back(t ? reinterpret_cast<const char*>(t) : "");
-        }
-        rows.push_back(row);
-      }
-    }
-    sqlite3_finalize(st);
-  }
-  sqlite3_close(db);
-  return rows;
-}
 
 bool HasTorchAndData() {
   return std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") == 0 &&
@@ -62,15 +40,14 @@ TEST(PytorchOwnModelExampleTest, TwoRoundsOfTheUsersCnnOnEachSitesOwnImageFiles)
   // A copy of the example, so that its prepared files stay out of the checkout, with the
   // model_file helper copied beside its scripts (one self-contained file).
   const std::string dir = MakeTempDir("pytorch-own-model");
-  for (const char* file : {"site_data.py", "prepare_data.py", "init_model.py", "client.py",
-                           "evaluate.py"}) {
+  for (const char* file :
+       {"site_data.py", "prepare_data.py", "init_model.py", "client.py", "evaluate.py"}) {
     WriteFile(dir + "/" + file, ReadFile(kExample + "/" + file));
   }
   WriteFile(dir + "/model_file.py",
             ReadFile(std::string(SEXTANT_SOURCE_DIR) + "/clients/python/sextant/model_file.py"));
-  WriteFile(dir + "/experiment.yaml",
-            absl::StrReplaceAll(ReadFile(kExample + "/experiment.yaml"),
-                                {{"rounds: 5", "rounds: 2"}}));
+  WriteFile(dir + "/experiment.yaml", absl::StrReplaceAll(ReadFile(kExample + "/experiment.yaml"),
+                                                          {{"rounds: 5", "rounds: 2"}}));
   const std::string sextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
   auto init = RunProcess({"/usr/bin/python3", dir + "/init_model.py"});
   ASSERT_EQ(init.exit_code, 0) << init.out << init.err;
@@ -82,8 +59,7 @@ TEST(PytorchOwnModelExampleTest, TwoRoundsOfTheUsersCnnOnEachSitesOwnImageFiles)
   ASSERT_EQ(prepared.exit_code, 0) << prepared.out << prepared.err;
   auto valid = RunProcess({sextant, "validate", dir + "/experiment.yaml"});
   ASSERT_EQ(valid.exit_code, 0) << valid.err;
-  auto run =
-      RunProcess({sextant, "run", dir + "/experiment.yaml", "--run-dir", dir + "/run"}, 300);
+  auto run = RunProcess({sextant, "run", dir + "/experiment.yaml", "--run-dir", dir + "/run"}, 300);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err
                               << ReadFile(dir + "/run/logs/client-east-0.log");
   // Each client trained on its own site's images: their counts weigh its update.
@@ -92,18 +68,18 @@ TEST(PytorchOwnModelExampleTest, TwoRoundsOfTheUsersCnnOnEachSitesOwnImageFiles)
   EXPECT_THAT(ReadFile(dir + "/run/logs/client-west-0.log"), HasSubstr("examples=720"));
   // The rounds' global metrics are evaluate.py's on validation/: the model learns (0.60 after
   // round 2 here, chance being 0.1).
-  const auto rounds = Query(dir + "/run/state.db",
-                            "SELECT accuracy, clients, loss FROM rounds WHERE region = '' "
-                            "ORDER BY round");
+  const auto rounds = QueryRows(dir + "/run/state.db",
+                                "SELECT accuracy, clients, loss FROM rounds WHERE region = '' "
+                                "ORDER BY round");
   ASSERT_EQ(rounds.size(), 2u) << run.out;
   EXPECT_EQ(rounds[1][1], "3");
   EXPECT_GT(std::stod(rounds[1][0]), 0.4) << run.out;
   EXPECT_LT(std::stod(rounds[1][2]), std::stod(rounds[0][2])) << run.out;
   EXPECT_THAT(ReadFile(dir + "/run/federation/evaluate/round-2.out"),
               HasSubstr(absl::StrCat("eval_accuracy=", rounds[1][0])));
-  EXPECT_TRUE(Query(dir + "/run/state.db",
-                    "SELECT message FROM events WHERE kind = 'evaluate_failed'")
-                  .empty());
+  EXPECT_TRUE(
+      QueryRows(dir + "/run/state.db", "SELECT message FROM events WHERE kind = 'evaluate_failed'")
+          .empty());
   // The final model is the user's CNN, tensor by tensor.
   absl::StatusOr<TensorFile> final_model = ReadSafetensors(dir + "/run/model/final.safetensors");
   ASSERT_TRUE(final_model.ok()) << final_model.status();

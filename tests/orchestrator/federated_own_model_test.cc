@@ -4,7 +4,6 @@
 // update with a renamed tensor is refused and the round goes on.
 #include <fcntl.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +25,7 @@
 namespace sextant {
 namespace {
 
+using sextant::testing::QueryRows;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -42,29 +42,6 @@ Tensor Named(std::string name, DType dtype, std::vector<int64_t> shape,
   Tensor t{std::move(name), dtype, std::move(shape), {}};
   EXPECT_TRUE(t.SetFromF32(values).ok());
   return t;
-}
-
-// Rows of `sql` (every column as text); empty when the database or table is not there.
-std::vector<std::vector<std::string>> Query(const std::string& db_path, const std::string& sql) {
-  std::vector<std::vector<std::string>> rows;
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-    sqlite3_busy_timeout(db, 2000);
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
-      while (sqlite3_step(st) == SQLITE_ROW) {
-        std::vector<std::string> row;
-        for (int c = 0; c < sqlite3_column_count(st); ++c) {
-          const unsigned char* t = sqlite3_column_text(st, c);
-          row.push_back(t ? reinterpret_cast<const char*>(t) : "");
-        }
-        rows.push_back(row);
-      }
-    }
-    sqlite3_finalize(st);
-  }
-  sqlite3_close(db);
-  return rows;
 }
 
 // The starting model: one tensor of each dtype.
@@ -158,9 +135,9 @@ TEST(FederatedOwnModelTest, TwoRoundsOnASafetensorsModelEndInTheModelTheCommands
             std::string::npos)
       << log;
   // No evaluator: the rounds' global accuracy is the clients' own evaluation.
-  const auto rounds = Query(dir + "/run/state.db",
-                            "SELECT round, accuracy, clients FROM rounds WHERE region = '' "
-                            "ORDER BY round");
+  const auto rounds = QueryRows(dir + "/run/state.db",
+                                "SELECT round, accuracy, clients FROM rounds WHERE region = '' "
+                                "ORDER BY round");
   ASSERT_EQ(rounds.size(), 2u);
   EXPECT_EQ(rounds[1][1], "0.625");
   EXPECT_EQ(rounds[1][2], "1");
@@ -189,13 +166,13 @@ TEST(FederatedOwnModelTest, ResumeAfterAKillContinuesFromTheCheckpointedModel) {
   sextant::testing::BackgroundProcess run(
       {bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"});
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (Query(db, "SELECT round FROM rounds WHERE region = ''").empty() &&
+  while (QueryRows(db, "SELECT round FROM rounds WHERE region = ''").empty() &&
          std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   run.Signal(SIGKILL);
   run.Wait(30);
-  const auto listed = Query(db, "SELECT MAX(round) FROM rounds WHERE region = ''");
+  const auto listed = QueryRows(db, "SELECT MAX(round) FROM rounds WHERE region = ''");
   ASSERT_EQ(listed.size(), 1u) << run.out() << run.err();
   ASSERT_LT(std::stoi(listed[0][0]), 4) << "the run finished before it was killed";
   sextant::testing::BackgroundProcess resumed({bin + "/sextant", "resume", dir + "/run"});
@@ -207,8 +184,8 @@ TEST(FederatedOwnModelTest, ResumeAfterAKillContinuesFromTheCheckpointedModel) {
   EXPECT_THAT(*final_model->tensors[0].ToF32(), ElementsAre(5, 6, 7, 8, 9, 10));
   EXPECT_THAT(*final_model->tensors[1].ToF32(), ElementsAre(-0.5f, -1.5f, -1));
   EXPECT_THAT(*final_model->tensors[2].ToF32(), ElementsAre(12));
-  EXPECT_EQ(Query(db, "SELECT COUNT(*) FROM rounds WHERE region = ''")[0][0], "4");
-  EXPECT_EQ(Query(db, "SELECT value FROM trials WHERE id = 1")[0][0], "0.625");
+  EXPECT_EQ(QueryRows(db, "SELECT COUNT(*) FROM rounds WHERE region = ''")[0][0], "4");
+  EXPECT_EQ(QueryRows(db, "SELECT value FROM trials WHERE id = 1")[0][0], "0.625");
 }
 
 // data: own. Two sites hold their own data (x.txt: 10 ones at east/0, 30 fours at east/1) in
@@ -222,8 +199,8 @@ void WriteOwnDataRun(const std::string& dir, const std::string& evaluate) {
   TensorFile init;
   init.tensors.push_back(Named("w", DType::kF32, {3}, {0, 0, 0}));
   ASSERT_TRUE(WriteSafetensors(dir + "/models/init.safetensors", init).ok());
-  for (const auto& [site, rows] : {std::pair{"east-0", std::string(10, '1')},
-                                   std::pair{"east-1", std::string(30, '4')}}) {
+  for (const auto& [site, rows] :
+       {std::pair{"east-0", std::string(10, '1')}, std::pair{"east-1", std::string(30, '4')}}) {
     std::filesystem::create_directories(dir + "/sites/" + site);
     std::ofstream x(dir + "/sites/" + site + "/x.txt");
     for (char c : rows) x << c << "\n";
@@ -277,8 +254,8 @@ scale = float(open("validation.txt").read())
 print(f"eval_loss={float(w.mean())} eval_accuracy={scale * rnd} eval_examples=100")
 )");
   std::ofstream(dir + "/validation.txt") << "0.25\n";
-  ASSERT_EQ(RunExperiment(dir), 0) << Read(dir + "/out.txt")
-                                   << Read(dir + "/run/logs/client-east-1.log");
+  ASSERT_EQ(RunExperiment(dir), 0)
+      << Read(dir + "/out.txt") << Read(dir + "/run/logs/client-east-1.log");
   absl::StatusOr<TensorFile> final_model = ReadSafetensors(dir + "/run/model/final.safetensors");
   ASSERT_TRUE(final_model.ok()) << final_model.status();
   EXPECT_THAT(*final_model->tensors[0].ToF32(), ElementsAre(6.5f, 6.5f, 6.5f));
@@ -286,13 +263,14 @@ print(f"eval_loss={float(w.mean())} eval_accuracy={scale * rnd} eval_examples=10
   EXPECT_NE(Read(dir + "/run/logs/client-east-1.log").find("examples=30"), std::string::npos)
       << Read(dir + "/run/logs/client-east-1.log");
   // The rounds' global metrics are evaluate_command's, on the model after that round.
-  EXPECT_EQ(Query(dir + "/run/state.db",
-                  "SELECT round, accuracy, loss, clients FROM rounds WHERE region = '' "
-                  "ORDER BY round"),
+  EXPECT_EQ(QueryRows(dir + "/run/state.db",
+                      "SELECT round, accuracy, loss, clients FROM rounds WHERE region = '' "
+                      "ORDER BY round"),
             (std::vector<std::vector<std::string>>{{"1", "0.25", "3.25", "2"},
                                                    {"2", "0.5", "6.5", "2"}}));
-  EXPECT_THAT(Query(dir + "/run/state.db", "SELECT kind FROM events WHERE kind = 'evaluate_failed'"),
-              ::testing::IsEmpty());
+  EXPECT_THAT(
+      QueryRows(dir + "/run/state.db", "SELECT kind FROM events WHERE kind = 'evaluate_failed'"),
+      ::testing::IsEmpty());
   EXPECT_FALSE(std::filesystem::exists(dir + "/run/logs/evaluator.log"));
 }
 
@@ -307,9 +285,9 @@ if rnd == 1:
 print("accuracy looks great")
 )");
   ASSERT_EQ(RunExperiment(dir), 0) << Read(dir + "/out.txt");
-  const auto failures = Query(dir + "/run/state.db",
-                              "SELECT message FROM events WHERE kind = 'evaluate_failed' "
-                              "ORDER BY id");
+  const auto failures = QueryRows(dir + "/run/state.db",
+                                  "SELECT message FROM events WHERE kind = 'evaluate_failed' "
+                                  "ORDER BY id");
   ASSERT_EQ(failures.size(), 2u) << Read(dir + "/out.txt");
   const std::string command = "evaluate_command [/usr/bin/python3 evaluate.py]";
   EXPECT_THAT(failures[0][0], AllOf(HasSubstr("round 1: " + command + " exited with status 3"),
@@ -319,8 +297,8 @@ print("accuracy looks great")
   EXPECT_THAT(Read(dir + "/out.txt"), HasSubstr(command + " exited with status 3"));
   // The rounds fell back to the clients' evaluations weighted by their examples:
   // (10 * 0.5 + 30 * 0.9) / 40.
-  const auto rounds = Query(dir + "/run/state.db",
-                            "SELECT accuracy FROM rounds WHERE region = '' ORDER BY round");
+  const auto rounds = QueryRows(dir + "/run/state.db",
+                                "SELECT accuracy FROM rounds WHERE region = '' ORDER BY round");
   ASSERT_EQ(rounds.size(), 2u);
   EXPECT_NEAR(std::stod(rounds[0][0]), 0.8, 1e-9);
   EXPECT_NEAR(std::stod(rounds[1][0]), 0.8, 1e-9);

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sqlite3.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -193,6 +194,29 @@ std::string HttpExchange(int port, const std::string& request) {
 std::string HttpBody(const std::string& response) {
   size_t at = response.find("\r\n\r\n");
   return at == std::string::npos ? "" : response.substr(at + 4);
+}
+
+std::vector<std::vector<std::string>> QueryRows(const std::string& db_path,
+                                                const std::string& sql) {
+  std::vector<std::vector<std::string>> rows;
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 2000);
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
+      while (sqlite3_step(st) == SQLITE_ROW) {
+        std::vector<std::string> row;
+        for (int c = 0; c < sqlite3_column_count(st); ++c) {
+          const unsigned char* t = sqlite3_column_text(st, c);
+          row.push_back(t ? reinterpret_cast<const char*>(t) : "");
+        }
+        rows.push_back(row);
+      }
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return rows;
 }
 
 }  // namespace sextant::testing

@@ -66,6 +66,10 @@ std::string HttpExchange(int port, const std::string& request);
 // The body of a response HttpExchange returned ("" without one).
 std::string HttpBody(const std::string& response);
 
+// The rows of `sql` on the SQLite database at db_path (read-only), every column as text (NULL as
+// ""); empty when the database or table is not there.
+std::vector<std::vector<std::string>> QueryRows(const std::string& db_path, const std::string& sql);
+
 // Polls cond every 20 ms until it holds or timeout_seconds pass.
 bool WaitFor(const std::function<bool()>& cond, double timeout_seconds);
 

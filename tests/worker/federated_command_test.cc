@@ -308,9 +308,8 @@ TEST(CommandTrainerTest, NumExamplesAboveTheSecureAggregationCapIsRefusedNamingE
   EXPECT_EQ(within->num_examples, 20);
   absl::StatusOr<CommandRoundResult> above = run(30);
   EXPECT_TRUE(absl::IsInvalidArgument(above.status())) << above.status();
-  EXPECT_THAT(above.status().message(),
-              AllOf(HasSubstr("num_examples=30, more than 20"),
-                    HasSubstr("federation.examples_per_client")));
+  EXPECT_THAT(above.status().message(), AllOf(HasSubstr("num_examples=30, more than 20"),
+                                              HasSubstr("federation.examples_per_client")));
 }
 
 }  // namespace

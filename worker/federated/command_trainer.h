@@ -68,8 +68,9 @@ class CommandTrainer {
   // Runs one round (see the class comment). `global` and `updated` must each have the layout's
   // element count of floats. FailedPrecondition when the command cannot start, exits non-zero or
   // times out (with the end of its stderr); InvalidArgument when it printed no positive
-  // num_examples= (or one above options.max_examples), wrote no model, or wrote one that is not a valid safetensors file or whose
-  // layout differs (the message names the tensor: renamed, missing, extra, other dtype or shape).
+  // num_examples= (or one above options.max_examples), wrote no model, or wrote one that is not a
+  // valid safetensors file or whose layout differs (the message names the tensor: renamed, missing,
+  // extra, other dtype or shape).
   absl::StatusOr<CommandRoundResult> RunRound(int64_t round, uint64_t seed,
                                               absl::Span<const float> global,
                                               absl::Span<float> updated);
