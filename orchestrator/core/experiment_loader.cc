@@ -1758,6 +1758,8 @@ void Loader::LoadModel(const Field& f, v1::Federation* fed) {
 // and the model must be the user's: the built-in model is scored on Fashion-MNIST.
 void Loader::LoadData(const Section& s, v1::Federation* fed, int64_t total) {
   fed->set_data("fashion-mnist");
+  // A model key whose file is refused has its own error: these checks take it as given.
+  const bool own_model = s.Find("model") != nullptr;
   IfPresent<size_t>(
       s, "data", [&](const Field& x) { return r_.Choice(x, kFederatedData); },
       [&](size_t i) { fed->set_data(std::string(kFederatedData[i])); });
@@ -1767,7 +1769,7 @@ void Loader::LoadData(const Section& s, v1::Federation* fed, int64_t total) {
     for (const Field& arg : args) {
       if (std::optional<std::string> v = r_.String(arg)) fed->add_evaluate_command(*v);
     }
-    if (!args.empty() && fed->model_file().empty()) {
+    if (!args.empty() && !own_model) {
       r_.ValueError(*c,
                     "needs a model of your own (federation.model.file); the built-in model is "
                     "scored by the built-in evaluator on Fashion-MNIST");
@@ -1789,7 +1791,7 @@ void Loader::LoadData(const Section& s, v1::Federation* fed, int64_t total) {
                   "own needs federation.client_command: Sextant partitions nothing, and each "
                   "client's command reads its own data");
   }
-  if (fed->model_file().empty()) {
+  if (!own_model) {
     r_.ValueError(*data,
                   "own needs a model of your own (federation.model.file): the built-in model is "
                   "scored on Fashion-MNIST");
