@@ -44,11 +44,13 @@ absl::Status FederationHub::Publish(int64_t round, const std::string& model_path
   coordinator_.SetCloseRule(deadline_seconds, min_updates);
   if (absl::Status s = coordinator_.OpenRound(round, std::move(participants)); !s.ok()) return s;
   round_ = round;
-  staging_.clear();  // an update still streaming for the old round lost its buffer with it
   model_path_ = model_path;
   tasks_ = std::move(tasks);
   model_size_ = tasks_.begin()->second.model_size;
-  senders_.clear();
+  if (!coordinator_.buffered()) {
+    staging_.clear();  // an update still streaming for the old round lost its buffer with it
+    senders_.clear();
+  }
   cv_.SignalAll();
   return absl::OkStatus();
 }
@@ -89,7 +91,8 @@ absl::Status FederationHub::ReadModel(int64_t round, int64_t offset, absl::Span<
   {
     absl::MutexLock lock(&mu_);
     if (round != round_) {
-      return absl::AbortedError(absl::StrCat("round ", round, " was replaced by ", round_));
+      return absl::UnavailableError(
+          absl::StrCat("round ", round, " was replaced by ", round_, "; ask again"));
     }
     path = model_path_;
   }
@@ -113,6 +116,7 @@ absl::Status FederationHub::Begin(const UpdateHeader& header, size_t total_size,
   absl::MutexLock lock(&mu_);
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
   while (true) {
+    if (done_) return absl::UnavailableError("the experiment has ended");
     absl::Status s = coordinator_.Begin(header, total_size, count);
     if (s.ok()) {
       staging_ = header.client_id;
@@ -207,8 +211,20 @@ absl::StatusOr<RoundOutcome> FederationHub::Close(std::vector<SenderReport>* sen
   absl::MutexLock lock(&mu_);
   absl::StatusOr<RoundOutcome> out = coordinator_.Close();
   if (out.ok() && senders != nullptr) *senders = senders_;
+  if (out.ok() && coordinator_.buffered()) senders_.clear();  // the next buffer's
   cv_.SignalAll();
   return out;
+}
+
+void FederationHub::ResumeBuffering() {
+  absl::MutexLock lock(&mu_);
+  coordinator_.ResumeBuffering();
+  cv_.SignalAll();
+}
+
+bool FederationHub::buffered() {
+  absl::MutexLock lock(&mu_);
+  return coordinator_.buffered();
 }
 
 int64_t FederationHub::total_rejections() {

@@ -65,15 +65,17 @@ class FederationHub {
   absl::StatusOr<RoundTask> WaitForRound(const std::string& experiment_id,
                                          const std::string& client_id, int64_t after_round,
                                          absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
-  // Reads floats [offset, offset + out.size()) of round's model. Aborted when the round was
-  // replaced meanwhile; DataLoss when the file is short.
+  // Reads floats [offset, offset + out.size()) of round's model. Unavailable when the round was
+  // replaced meanwhile (the caller asks again and gets the new one); DataLoss when the file is
+  // short.
   absl::Status ReadModel(int64_t round, int64_t offset, absl::Span<float> out)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // RoundCoordinator's calls, serialised. Begin waits (up to `wait`) while another update is
   // being staged, then fails Unavailable. A staged update that has sent nothing for
   // stall_timeout is cut off meanwhile (counted in stalled_senders()): its buffer goes to the
-  // waiting sender, and its own next AddChunk fails Aborted.
+  // waiting sender, and its own next AddChunk fails Aborted. Unavailable at once after SetDone
+  // (a sender waiting for a buffered tier's next buffer learns the end).
   absl::Status Begin(const UpdateHeader& header, size_t total_size, int64_t count,
                      absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status AddChunk(const std::string& client_id, size_t offset, absl::Span<const float> v)
@@ -95,7 +97,13 @@ class FederationHub {
   bool WaitReadyToClose(absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
   // Closes the round. The outcome's mean stays valid until the next Publish; senders lists the
   // accepted updates. Errors as RoundCoordinator::Close.
+  // Buffered (RoundCoordinatorOptions::buffer): empties the buffer instead; its mean stays valid,
+  // and senders wait, until the next Publish or ResumeBuffering. A Publish then moves the model
+  // version on without cutting off updates in flight.
   absl::StatusOr<RoundOutcome> Close(std::vector<SenderReport>* senders) ABSL_LOCKS_EXCLUDED(mu_);
+  // Buffered: the last Close's outcome has been used; the next buffer fills. No-op otherwise.
+  void ResumeBuffering() ABSL_LOCKS_EXCLUDED(mu_);
+  bool buffered() ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t total_rejections() ABSL_LOCKS_EXCLUDED(mu_);
   // Senders cut off for stalling mid-update (see Begin).

@@ -100,6 +100,86 @@ absl::StatusOr<RoundOutcome> SecureRound(const RegionalAggregatorOptions& o, Tie
   return r;
 }
 
+// Buffered asynchronous rounds (federation.mode: buffered): the region's clients train
+// continuously on the newest model version this aggregator has; it buffers their updates
+// (FederationHub in buffered mode: each damped by its staleness, one staler than max_staleness
+// rejected) and, whenever they stand for the version's min_updates clients (upstream's
+// RoundTask), pushes the buffer's mean upstream tagged with the newest version it knows. Between
+// buffers it asks upstream for a newer version (short polls), which it publishes to its clients
+// without cutting off their updates in flight.
+absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
+                            v1::FederationService::StubInterface* stub, Clock* clock,
+                            const std::atomic<bool>* stop) {
+  FederationHub& hub = tier.hub();
+  int64_t version = -1;
+  std::string previous_file;
+  absl::Time unreachable_since = absl::InfiniteFuture();
+  int64_t rejections = hub.total_rejections();
+  const std::string incoming = absl::StrCat(o.work_dir, "/incoming.f32");
+  bool pushed_last = false;
+  while (!Stopped(stop)) {
+    // A full buffer goes upstream; between pushes, and at least once after each, it asks
+    // upstream for a newer version, so that pushes never starve the pulls.
+    const bool full = version >= 0 && hub.WaitReadyToClose(absl::ZeroDuration());
+    if (full && !pushed_last) {
+      pushed_last = true;
+      std::vector<SenderReport> senders;
+      absl::StatusOr<RoundOutcome> outcome = hub.Close(&senders);
+      if (!outcome.ok()) continue;
+      const int64_t now_rejected = hub.total_rejections();
+      PushHeader header{o.experiment_id,  version,           o.region,
+                        outcome->total_weight, outcome->count, outcome->metrics,
+                        now_rejected - rejections};
+      absl::StatusOr<int64_t> sent = PushUpdate(stub, header, outcome->mean, o.chunk_floats);
+      // Rejections of this buffer's round travel with it; a push that failed carries them on.
+      if (sent.ok()) rejections = now_rejected;
+      hub.ResumeBuffering();
+      if (o.log) {
+        *o.log << "version=" << version << " buffer clients=" << outcome->count
+               << " weight=" << outcome->total_weight << " rejected=" << header.rejected
+               << " pushed=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"
+               << std::flush;
+      }
+      continue;
+    }
+    pushed_last = false;
+    ModelFile out(incoming);
+    auto sink = [&](int64_t offset, absl::Span<const float> v) { return out.Write(offset, v); };
+    // Without a version yet, wait for upstream's first; then look for a newer one briefly, so
+    // that a full buffer is not kept waiting.
+    const double poll = version < 0 ? o.poll_seconds : full ? 0 : 0.1;
+    absl::StatusOr<RoundTask> task = PullRound(stub, o.experiment_id, o.region, version, poll, sink);
+    out.Close();
+    if (absl::IsUnavailable(task.status()) || absl::IsDeadlineExceeded(task.status())) {
+      if (unreachable_since == absl::InfiniteFuture()) unreachable_since = clock->Now();
+      if (clock->Now() - unreachable_since > absl::Seconds(o.connect_timeout_seconds)) {
+        return absl::UnavailableError(absl::StrCat("upstream ", o.upstream, " unreachable"));
+      }
+      clock->SleepFor(absl::Milliseconds(200));
+      continue;
+    }
+    unreachable_since = absl::InfiniteFuture();
+    if (!task.ok()) return task.status();
+    if (task->kind == RoundTask::Kind::kDone) return absl::OkStatus();
+    if (task->kind == RoundTask::Kind::kWait || task->participants.empty()) continue;
+    const std::string file = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
+    std::filesystem::rename(incoming, file);
+    std::map<std::string, RoundTask> tasks;
+    for (const std::string& c : task->participants) {
+      RoundTask t;
+      t.model_size = task->model_size;
+      t.seed = ClientSeed(task->seed, c);
+      tasks[c] = t;
+    }
+    SEXTANT_RETURN_IF_ERROR(
+        hub.Publish(task->round, file, std::move(tasks), 0, std::max<int64_t>(1, task->min_updates)));
+    if (!previous_file.empty()) std::filesystem::remove(previous_file);
+    previous_file = file;
+    version = task->round;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* clock,
@@ -110,6 +190,8 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   to.coordinator.experiment_id = o.experiment_id;
   to.coordinator.model_size = static_cast<size_t>(o.model_size);
   to.coordinator.rule = o.rule;
+  to.coordinator.buffer = o.buffer;
+  to.coordinator.buffer.distinct_senders = true;  // a push never stands for more than its clients
   // Only this region's clients, each as itself (by certificate) and with a fixed weight.
   to.policy.region = o.region;
   to.policy.max_client_weight = o.max_client_weight;
@@ -153,7 +235,8 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   std::string previous_file;
   absl::Time unreachable_since = absl::InfiniteFuture();
   absl::Status result;
-  while (!Stopped(stop)) {
+  if (o.buffer.enabled) result = BufferedRegion(o, *tier, stub.get(), clock, stop);
+  while (!o.buffer.enabled && !Stopped(stop)) {
     // Round r's model goes to a file named after r; the previous one is removed once replaced.
     std::string file;
     std::unique_ptr<ModelFile> out;

@@ -29,6 +29,10 @@ struct RegionalAggregatorOptions {
   // How client updates combine. Default: streaming FedAvg (memory 2 x model size); a robust rule
   // keeps every update of the round (O(clients x model size), see RoundCoordinatorOptions).
   AggregationRule rule;
+  // Buffered asynchronous rounds (federation.mode: buffered; see BufferPolicy): clients train
+  // continuously on the newest version, and the aggregator pushes each full buffer of their
+  // updates. Plaintext only. Default off: synchronous rounds.
+  BufferPolicy buffer;
   // Secure aggregation (SecAgg+) with the region's clients instead of plaintext updates; the
   // quantisation every client uses and the deadline of each stage after the first (the first
   // closes like a plaintext round: all clients in, or the round deadline with min_updates).

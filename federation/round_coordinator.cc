@@ -38,6 +38,11 @@ absl::StatusOr<AggregationRule> MakeAggregationRule(absl::string_view name, doub
   return rule;
 }
 
+double StalenessFactor(const BufferPolicy& policy, int64_t staleness) {
+  if (policy.weighting == BufferPolicy::Weighting::kConstant || staleness <= 0) return 1.0;
+  return std::pow(1.0 + static_cast<double>(staleness), -policy.exponent);
+}
+
 absl::StatusOr<RoundCoordinator> RoundCoordinator::Create(RoundCoordinatorOptions options,
                                                           Clock* clock) {
   if (options.experiment_id.empty()) return absl::InvalidArgumentError("experiment_id is empty");
@@ -51,7 +56,17 @@ absl::StatusOr<RoundCoordinator> RoundCoordinator::Create(RoundCoordinatorOption
   if (!(options.deadline_seconds >= 0)) {
     return absl::InvalidArgumentError("deadline_seconds must be >= 0");
   }
-  return RoundCoordinator(std::move(options), clock);
+  if (options.buffer.enabled) {
+    if (options.rule.robust()) {
+      return absl::InvalidArgumentError("buffered aggregation needs the weighted mean (fedavg)");
+    }
+    if (options.buffer.max_staleness < 0 || !(options.buffer.exponent >= 0)) {
+      return absl::InvalidArgumentError("max_staleness and the staleness exponent must be >= 0");
+    }
+  }
+  RoundCoordinator c(std::move(options), clock);
+  if (c.buffered()) c.gate_.SetBuffered(c.options_.buffer.max_staleness, c.options_.buffer.distinct_senders);
+  return c;
 }
 
 namespace {
@@ -83,16 +98,36 @@ absl::Status RoundCoordinator::OpenRound(int64_t round, std::vector<std::string>
   if (absl::Status s = gate_.OpenRound(round, participants); !s.ok()) return s;
   participants_ = std::move(participants);
   opened_at_ = clock_->Now();
+  if (buffered()) {
+    ResumeBuffering();
+    return absl::OkStatus();
+  }
+  staging_owner_.clear();
+  ResetBuffer();
+  return absl::OkStatus();
+}
+
+void RoundCoordinator::ResetBuffer() {
   average_.Reset();
   kept_.clear();
-  staging_owner_.clear();
   count_ = 0;
   senders_ = 0;
   sums_ = SenderMetrics{};
   eval_weight_ = 0;
   total_weight_ = 0;
   rejected_at_open_ = total_rejections();
-  return absl::OkStatus();
+  if (buffered()) gate_.StartBuffer();
+}
+
+void RoundCoordinator::ResumeBuffering() {
+  if (!buffered() || !draining_) return;
+  draining_ = false;
+  ResetBuffer();
+  // An update that finished during the drain (its sender still owns the staging buffer).
+  if (fold_pending_) {
+    gate_.MarkDelivered(staging_owner_);
+    (void)FoldStaged();
+  }
 }
 
 void RoundCoordinator::RestartDeadline() {
@@ -109,7 +144,12 @@ absl::Status RoundCoordinator::Begin(const UpdateHeader& header, size_t total_si
     return absl::UnavailableError(
         absl::StrCat("the update from '", staging_owner_, "' is being received"));
   }
+  if (draining_) return absl::UnavailableError("the buffer is being applied");
+  if (buffered() && count_ >= options_.min_updates && staging_owner_ != header.client_id) {
+    return absl::UnavailableError("the buffer is full; it takes updates again once applied");
+  }
   if (absl::Status s = gate_.Admit(header, total_size); !s.ok()) return s;
+  staging_factor_ = buffered() ? StalenessFactor(options_.buffer, gate_.Staleness(header.round)) : 1;
   if (count < 1) {
     gate_.Abandon(header.client_id);
     return absl::InvalidArgumentError(absl::StrCat("count must be >= 1, got ", count));
@@ -154,18 +194,31 @@ absl::Status RoundCoordinator::Finish(absl::string_view client_id, const SenderM
                                                         options_.model_size, " values")));
   }
   if (absl::Status s = gate_.Accept(client_id); !s.ok()) return Drop(client_id, s);
+  staging_metrics_ = metrics;
+  // While the last buffer drains, the update waits, staged, for the next one (ResumeBuffering).
+  if (draining_) {
+    fold_pending_ = true;
+    return absl::OkStatus();
+  }
+  return FoldStaged();
+}
+
+absl::Status RoundCoordinator::FoldStaged() {
   staging_owner_.clear();
+  fold_pending_ = false;
   if (options_.rule.robust()) {
     // Kept whole for Close; the next Begin stages into a fresh buffer.
     kept_.push_back(std::move(staging_));
     staging_ = std::vector<float>();
     total_weight_ += staging_weight_;
-  } else if (absl::Status s = average_.Add(staging_, staging_weight_); !s.ok()) {
+  } else if (absl::Status s = average_.AddDamped(staging_, staging_weight_, staging_factor_);
+             !s.ok()) {
     // The gate checked every value and the weight, so the fold cannot fail.
     return s;
   }
   count_ += staging_count_;
   ++senders_;
+  const SenderMetrics& metrics = staging_metrics_;
   sums_.train_loss += staging_weight_ * metrics.train_loss;
   if (metrics.eval_weight > 0 && std::isfinite(metrics.eval_loss)) {
     sums_.eval_loss += metrics.eval_weight * metrics.eval_loss;
@@ -187,6 +240,7 @@ bool RoundCoordinator::DeadlinePassed() const {
 
 bool RoundCoordinator::ReadyToClose() const {
   if (!gate_.round_open()) return false;
+  if (buffered()) return !draining_ && count_ >= options_.min_updates;
   if (gate_.accepted() >= participants_.size()) return true;
   return DeadlinePassed() && count_ >= options_.min_updates;
 }
@@ -197,8 +251,13 @@ absl::StatusOr<RoundOutcome> RoundCoordinator::Close() {
     return absl::FailedPreconditionError(
         absl::StrCat("round ", gate_.round(), " has no accepted update"));
   }
-  gate_.CloseRound();
-  staging_owner_.clear();
+  if (draining_) return absl::FailedPreconditionError("the buffer is being applied");
+  if (buffered()) {
+    draining_ = true;  // the update being staged, if any, goes on into the next buffer
+  } else {
+    gate_.CloseRound();
+    staging_owner_.clear();
+  }
   RoundOutcome out;
   out.round = gate_.round();
   if (options_.rule.robust()) {

@@ -32,6 +32,26 @@ struct AggregationRule {
 absl::StatusOr<AggregationRule> MakeAggregationRule(absl::string_view name, double trim_fraction,
                                                     int64_t byzantine, int64_t selected);
 
+// Buffered asynchronous aggregation (FedBuff, Nguyen et al. 2022): instead of rounds that wait
+// for their sampled clients, updates computed from any recent model version are buffered and
+// applied once the buffer holds enough of them, each damped by its staleness s (the versions the
+// model moved on since the one it was computed from).
+struct BufferPolicy {
+  enum class Weighting { kPolynomial, kConstant };
+  bool enabled = false;       // Default: synchronous rounds.
+  int64_t max_staleness = 4;  // S: a staler update is rejected (kStaleRound). Default 4.
+  // kPolynomial: (1 + s)^-exponent; kConstant: 1. Default polynomial, exponent 0.5 (FedBuff's).
+  Weighting weighting = Weighting::kPolynomial;
+  double exponent = 0.5;
+  // One update per sender per buffer: a client that delivered to the current buffer waits for
+  // the next (a regional tier, so that a buffer's count never exceeds its clients). Default:
+  // any number (the global tier, where a fast region may push twice into one buffer).
+  bool distinct_senders = false;
+};
+
+// The damping factor in (0, 1] of an update s >= 0 versions stale.
+double StalenessFactor(const BufferPolicy& policy, int64_t staleness);
+
 struct RoundCoordinatorOptions {
   std::string experiment_id;  // the only experiment accepted. Required.
   size_t model_size = 0;      // floats per update. Required (> 0).
@@ -49,6 +69,13 @@ struct RoundCoordinatorOptions {
   // memory-bound, and one core alone cannot use the machine's bandwidth. Default 0: the
   // machine's hardware threads, at most 4.
   int fold_threads = 0;
+  // Buffered mode: a round is a model version. OpenRound moves the version on and keeps the
+  // buffer; updates of the last max_staleness versions are admitted (UpdateGate::SetBuffered);
+  // each is folded with its weight damped by StalenessFactor (WeightedAverage::AddDamped), so
+  // the buffer's mean is sum(f_i w_i u_i) / sum(w_i); the buffer may close once it holds updates
+  // standing for min_updates clients (deadline and participants play no part). Needs the
+  // weighted mean. Default off.
+  BufferPolicy buffer;
 };
 
 // Metrics a sender attaches to its update; folded as weighted means.
@@ -87,7 +114,8 @@ class RoundCoordinator {
   static absl::StatusOr<RoundCoordinator> Create(RoundCoordinatorOptions options, Clock* clock);
 
   // Opens `round` (above every earlier one) for the participants (non-empty) and starts a fresh
-  // mean. Earlier rounds' updates become stale. InvalidArgument otherwise.
+  // mean. Earlier rounds' updates become stale. InvalidArgument otherwise. Buffered: moves the
+  // model version on to `round`, ends a drain (see Close) and keeps what is buffered.
   absl::Status OpenRound(int64_t round, std::vector<std::string> participants);
 
   // Replaces deadline_seconds and min_updates (>= 1) from the next OpenRound on.
@@ -118,7 +146,13 @@ class RoundCoordinator {
   bool DeadlinePassed() const;
   // Closes the open round (later updates for it are stale). FailedPrecondition when no round is
   // open or nothing was accepted (the round cannot produce a mean).
+  // Buffered: empties the buffer into the outcome instead; the version stays open, and the
+  // buffer drains (Begin answers Unavailable, so senders wait) until the outcome's mean has been
+  // used: the next OpenRound or ResumeBuffering.
   absl::StatusOr<RoundOutcome> Close();
+  // Buffered: ends the drain of the last Close; the buffer starts afresh. No-op otherwise.
+  void ResumeBuffering();
+  bool buffered() const { return options_.buffer.enabled; }
 
   const std::string& experiment_id() const { return options_.experiment_id; }
   int64_t round() const { return gate_.round(); }
@@ -136,6 +170,10 @@ class RoundCoordinator {
   absl::Status Drop(absl::string_view client_id, absl::Status status);
   // Writes the robust rule's aggregate of kept_ to robust_out_; returns the updates left out.
   absl::StatusOr<int64_t> AggregateKept();
+  // Forgets the round's (or the buffer's) updates, sums and counts.
+  void ResetBuffer();
+  // Folds the staged, accepted update into the round's mean (or keeps it for a robust rule).
+  absl::Status FoldStaged();
 
   RoundCoordinatorOptions options_;
   Clock* clock_;
@@ -148,7 +186,12 @@ class RoundCoordinator {
   double staging_weight_ = 0;
   int64_t staging_count_ = 0;
   size_t staged_ = 0;
+  double staging_factor_ = 1;  // buffered: the staleness damping of the update being received
   std::vector<float> staging_;
+  bool draining_ = false;  // buffered: Close's outcome is in use
+  // Buffered: the staged update finished during a drain and is folded when it ends.
+  bool fold_pending_ = false;
+  SenderMetrics staging_metrics_;
   int64_t count_ = 0;
   int64_t senders_ = 0;
   int64_t rejected_at_open_ = 0;

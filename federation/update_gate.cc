@@ -1,5 +1,6 @@
 #include "federation/update_gate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -40,10 +41,16 @@ absl::Status UpdateGate::OpenRound(int64_t round, absl::Span<const std::string> 
   round_ = round;
   open_ = true;
   sampled_ = absl::flat_hash_set<std::string>(sampled_clients.begin(), sampled_clients.end());
+  if (buffered()) return absl::OkStatus();  // updates in flight for earlier rounds go on
+  delivered_.clear();
   in_flight_.clear();
   cut_off_.clear();
-  delivered_.clear();
   return absl::OkStatus();
+}
+
+void UpdateGate::SetBuffered(int64_t max_staleness, bool distinct_senders) {
+  max_staleness_ = std::max<int64_t>(0, max_staleness);
+  distinct_senders_ = distinct_senders;
 }
 
 void UpdateGate::CloseRound() {
@@ -70,7 +77,13 @@ absl::Status UpdateGate::Admit(const UpdateHeader& h, size_t declared_size) {
                   absl::AbortedError(absl::StrCat("update for experiment '", h.experiment_id,
                                                   "', this is '", experiment_id_, "'")));
   }
-  if (h.round < round_ || (h.round == round_ && !open_)) {
+  if (buffered() && h.round <= round_ && h.round < round_ - max_staleness_) {
+    return Reject(c, RejectReason::kStaleRound,
+                  absl::AbortedError(absl::StrCat(
+                      "update computed on round ", h.round, " is ", round_ - h.round,
+                      " rounds stale; max_staleness is ", max_staleness_)));
+  }
+  if (!buffered() && (h.round < round_ || (h.round == round_ && !open_))) {
     return Reject(c, RejectReason::kStaleRound,
                   absl::AbortedError(absl::StrCat("stale update for round ", h.round, "; round ",
                                                   round_, open_ ? " is open" : " closed")));
@@ -80,7 +93,11 @@ absl::Status UpdateGate::Admit(const UpdateHeader& h, size_t declared_size) {
                   absl::AbortedError(absl::StrCat("update for round ", h.round,
                                                   " before it opened (current ", round_, ")")));
   }
-  if (delivered_.contains(c) || in_flight_.contains(c)) {
+  if (buffered() && distinct_senders_ && delivered_.contains(c) && !in_flight_.contains(c)) {
+    return absl::UnavailableError(
+        absl::StrCat("'", c, "' already delivered to this buffer; the next one takes it"));
+  }
+  if ((!buffered() && delivered_.contains(c)) || in_flight_.contains(c)) {
     return Reject(
         c, RejectReason::kDuplicate,
         absl::AbortedError(absl::StrCat("duplicate update from '", c, "' in round ", h.round)));

@@ -54,6 +54,23 @@ class UpdateGate {
   // Closes the open round: later updates for it are stale.
   void CloseRound();
 
+  // Buffered asynchronous mode (FedBuff), from now on: a round stands for the model version a
+  // client trained from, and an update computed from any of the last max_staleness + 1 rounds
+  // opened is admitted (an older one is kStaleRound). A round stays open until the next
+  // OpenRound, which keeps the updates in flight. What is delivered is counted per buffer
+  // (StartBuffer), not per round: with distinct_senders a client that already delivered to the
+  // current buffer is answered Unavailable (not a rejection: it may send once the next buffer
+  // starts); without, a client may deliver any number of updates per buffer. Either way one at
+  // a time: a second while one is in flight is kDuplicate.
+  void SetBuffered(int64_t max_staleness, bool distinct_senders);
+  // Buffered: a new buffer starts; no client has delivered to it.
+  void StartBuffer() { delivered_.clear(); }
+  // Buffered: counts client_id as having delivered to the current buffer.
+  void MarkDelivered(absl::string_view client_id) { delivered_.insert(std::string(client_id)); }
+  bool buffered() const { return max_staleness_ >= 0; }
+  // round() minus the update's round: how many versions the model moved on since the sender's.
+  int64_t Staleness(int64_t update_round) const { return round_ - update_round; }
+
   // Checks a header: Aborted for another experiment, a stale or future round or a duplicate;
   // FailedPrecondition for a client that was not sampled; InvalidArgument for a bad weight or
   // declared_size != model size. On OK the client's update is in flight. Each rejection is
@@ -94,6 +111,8 @@ class UpdateGate {
   size_t model_size_;
   int64_t round_ = -1;
   bool open_ = false;
+  int64_t max_staleness_ = -1;  // >= 0: buffered mode
+  bool distinct_senders_ = false;
   absl::flat_hash_set<std::string> sampled_;  // empty: any client
   absl::flat_hash_set<std::string> in_flight_;
   absl::flat_hash_set<std::string> cut_off_;  // in flight when the round closed

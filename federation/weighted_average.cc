@@ -130,6 +130,18 @@ absl::Status WeightedAverage::Add(absl::Span<const float> update, double weight)
   return AddBatch(one, w)[0];
 }
 
+absl::Status WeightedAverage::AddDamped(absl::Span<const float> update, double weight,
+                                        double factor) {
+  if (!(factor > 0 && factor <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("damping factor must be in (0, 1], got ", factor));
+  }
+  if (absl::Status s = CheckLength(update.size(), mean_.size()); !s.ok()) return s;
+  if (absl::Status s = CheckWeight(weight); !s.ok()) return s;
+  std::vector<absl::Status> statuses(1);
+  Fold({{update.data(), weight * factor, weight, 0, 1}}, statuses);
+  return statuses[0];
+}
+
 std::vector<absl::Status> WeightedAverage::AddBatch(
     absl::Span<const absl::Span<const float>> updates, absl::Span<const double> weights) {
   std::vector<absl::Status> statuses(updates.size());

@@ -57,6 +57,13 @@ class WeightedAverage {
   // the update is then left out (see AddBatch).
   absl::Status Add(absl::Span<const float> update, double weight);
 
+  // Folds in one update whose contribution is damped by `factor` in (0, 1] while its full
+  // weight counts in the total: the mean becomes sum(f_i w_i u_i) / sum(w_i). Buffered
+  // asynchronous FedAvg (FedBuff) damps a stale update this way, so that a buffer of stale
+  // updates moves the model less than a fresh one. Errors as Add, and for a factor outside
+  // (0, 1].
+  absl::Status AddDamped(absl::Span<const float> update, double weight, double factor);
+
   // Folds several updates at once (updates[i] with weight weights[i]): one pass over the mean and
   // one rounding for the whole batch, so it is faster and more accurate than repeated Add.
   // Returns one status per update, in order; an update with a wrong length, a bad weight or a

@@ -367,6 +367,8 @@ constexpr std::array<absl::string_view, 5> kServerOptimizers = {"fedavg", "fedav
                                                                 "fedyogi", "fedadagrad"};
 constexpr std::array<absl::string_view, 3> kPartitions = {"iid", "dirichlet", "shards"};
 constexpr std::array<absl::string_view, 3> kUpdateCompressions = {"none", "fp16", "int8"};
+constexpr std::array<absl::string_view, 2> kFederationModes = {"sync", "buffered"};
+constexpr std::array<absl::string_view, 2> kStalenessWeightings = {"polynomial", "constant"};
 constexpr std::array<absl::string_view, 2> kFederatedData = {"fashion-mnist", "own"};
 constexpr std::array<absl::string_view, 2> kDpNoise = {"central", "distributed"};
 
@@ -477,6 +479,8 @@ class Loader {
   int64_t LoadRegions(const Section& s, v1::Federation* fed);
   void LoadFederationOptions(const Section& s, v1::Federation* fed);
   void LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed);
+  void LoadBufferedMode(const Section& s, v1::Federation* fed);
+  void LoadStragglers(const Field& f, v1::Federation* fed);
   void LoadDifferentialPrivacy(const Field& f, v1::Federation* fed);
   void LoadModel(const Field& f, v1::Federation* fed);
   void LoadData(const Section& s, v1::Federation* fed, int64_t total);
@@ -1599,6 +1603,11 @@ void Loader::LoadFederation(const Field& f) {
              "dp",
              "hide_region_sums",
              "update_compression",
+             "mode",
+             "buffer_size",
+             "max_staleness",
+             "staleness_weighting",
+             "stragglers",
              "model",
              "data",
              "data_dir",
@@ -1608,6 +1617,8 @@ void Loader::LoadFederation(const Field& f) {
   LoadFederationOptions(s, fed);
   LoadRobustAndCommandOptions(s, fed);
   if (const Field* dp = s.Find("dp")) LoadDifferentialPrivacy(*dp, fed);
+  LoadBufferedMode(s, fed);
+  if (const Field* st = s.Find("stragglers")) LoadStragglers(*st, fed);
   if (const Field* model = s.Find("model")) LoadModel(*model, fed);
   LoadData(s, fed, total);
   if (total <= 0) return;
@@ -1875,6 +1886,83 @@ int64_t Loader::LoadRegions(const Section& s, v1::Federation* fed) {
     total += n.value_or(0);
   }
   return valid ? total : 0;
+}
+
+// federation.mode: buffered (FedBuff). Plaintext FedAvg only for now: the keys that shape
+// synchronous rounds, or that need a round's fixed set of clients, are refused by name.
+void Loader::LoadBufferedMode(const Section& s, v1::Federation* fed) {
+  fed->set_mode("sync");
+  IfPresent<size_t>(
+      s, "mode", [&](const Field& x) { return r_.Choice(x, kFederationModes); },
+      [&](size_t i) { fed->set_mode(std::string(kFederationModes[i])); });
+  const bool buffered = fed->mode() == "buffered";
+  for (const char* key : {"buffer_size", "max_staleness", "staleness_weighting"}) {
+    if (const Field* x = s.Find(key); x && !buffered) {
+      r_.ValueError(*x, "applies to mode: buffered only");
+    }
+  }
+  if (!buffered) return;
+  int64_t clients = 0;
+  for (const v1::FederatedRegion& r : fed->regions()) clients += r.clients();
+  fed->set_buffer_size(static_cast<int32_t>(std::max<int64_t>(1, (clients + 1) / 2)));
+  fed->set_max_staleness(4);
+  fed->set_staleness_weighting("polynomial");
+  IfPresent<int64_t>(
+      s, "buffer_size", [&](const Field& x) { return r_.Integer(x, 1, kInt32Max); },
+      [&](int64_t v) { fed->set_buffer_size(v); });
+  IfPresent<int64_t>(
+      s, "max_staleness", [&](const Field& x) { return r_.Integer(x, 0, kInt32Max); },
+      [&](int64_t v) { fed->set_max_staleness(v); });
+  IfPresent<size_t>(
+      s, "staleness_weighting", [&](const Field& x) { return r_.Choice(x, kStalenessWeightings); },
+      [&](size_t i) { fed->set_staleness_weighting(std::string(kStalenessWeightings[i])); });
+  const Field* mode = s.Find("mode");
+  auto refuse = [&](const char* key, absl::string_view why) {
+    if (const Field* x = s.Find(key)) {
+      r_.ValueError(*x, absl::StrCat("does not apply to mode: buffered (", why, ")"));
+    }
+  };
+  refuse("clients_per_round", "every client trains continuously");
+  refuse("round_deadline", "a server step waits for buffer_size updates, not a deadline");
+  refuse("min_clients", "use buffer_size");
+  if (fed->secure_aggregation()) {
+    r_.ValueError(*mode, "buffered rounds take plaintext updates for now; set "
+                         "secure_aggregation: false (secure_aggregation defaults to true)");
+  } else if (fed->aggregation() != "fedavg") {
+    r_.ValueError(*mode, "buffered rounds fold a weighted mean; use aggregation: fedavg");
+  } else if (fed->has_dp()) {
+    r_.ValueError(*mode, "buffered rounds do not account differential privacy yet; remove dp");
+  }
+}
+
+// federation.stragglers: {clients: [REGION/INDEX, ...], slowdown: X}.
+void Loader::LoadStragglers(const Field& f, v1::Federation* fed) {
+  v1::Stragglers* st = fed->mutable_stragglers();
+  Section s(r_, f, {"clients", "slowdown"});
+  if (!s.ok()) return;
+  if (const Field* x = s.Require("slowdown")) {
+    if (std::optional<double> v = r_.NumberAbove(*x, 1, false)) st->set_slowdown(*v);
+  }
+  if (const Field* c = s.Require("clients")) {
+    for (const Field& e : r_.Elements(*c)) {
+      std::optional<std::string> id = r_.String(e);
+      if (!id) continue;
+      const size_t slash = id->rfind('/');
+      bool known = false;
+      int index = -1;
+      if (slash != std::string::npos && absl::SimpleAtoi(id->substr(slash + 1), &index)) {
+        for (const v1::FederatedRegion& r : fed->regions()) {
+          known = known || (r.name() == id->substr(0, slash) && index >= 0 && index < r.clients());
+        }
+      }
+      if (!known) {
+        r_.ValueError(e, absl::StrCat("'", *id, "' is not a client of the federation (REGION/INDEX, ",
+                                      "INDEX from 0)"));
+        continue;
+      }
+      st->add_clients(*id);
+    }
+  }
 }
 
 void Loader::LoadFederationOptions(const Section& s, v1::Federation* fed) {

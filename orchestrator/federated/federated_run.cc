@@ -95,6 +95,34 @@ std::vector<Participant> SampleClients(const v1::Federation& f, int64_t round) {
   return all;
 }
 
+// One report per sender: a buffered server step may hold several pushes of one region, whose
+// counts and rejections add up and whose metrics are averaged by weight (eval_* by eval_weight).
+std::vector<SenderReport> MergeBySender(const std::vector<SenderReport>& senders) {
+  std::map<std::string, SenderReport> by_id;
+  for (const SenderReport& s : senders) {
+    auto [it, fresh] = by_id.try_emplace(s.client_id, s);
+    if (fresh) continue;
+    SenderReport& m = it->second;
+    const double w = m.weight + s.weight, e = m.metrics.eval_weight + s.metrics.eval_weight;
+    if (w > 0) {
+      m.metrics.train_loss = (m.metrics.train_loss * m.weight + s.metrics.train_loss * s.weight) / w;
+    }
+    if (e > 0) {
+      m.metrics.eval_loss =
+          (m.metrics.eval_loss * m.metrics.eval_weight + s.metrics.eval_loss * s.metrics.eval_weight) / e;
+      m.metrics.eval_accuracy = (m.metrics.eval_accuracy * m.metrics.eval_weight +
+                                 s.metrics.eval_accuracy * s.metrics.eval_weight) / e;
+    }
+    m.metrics.eval_weight = e;
+    m.weight = w;
+    m.count += s.count;
+    m.rejected += s.rejected;
+  }
+  std::vector<SenderReport> out;
+  for (auto& [id, s] : by_id) out.push_back(std::move(s));
+  return out;
+}
+
 class FederatedRun {
  public:
   explicit FederatedRun(RunSession& session)
@@ -305,6 +333,11 @@ class FederatedRun {
     o.coordinator.model_size = global_.size();
     o.coordinator.min_updates = std::max(1, fed().min_clients());
     o.coordinator.deadline_seconds = fed().round_deadline_seconds();
+    if (buffered()) {
+      o.coordinator.min_updates = fed().buffer_size();
+      o.coordinator.deadline_seconds = 0;
+      o.coordinator.buffer = StalenessPolicy();
+    }
     // Only a region's own aggregator speaks for it, for at most its clients.
     for (const auto& r : fed().regions()) o.policy.region_clients[r.name()] = r.clients();
     o.policy.max_client_weight = MaxClientWeight();
@@ -324,6 +357,23 @@ class FederatedRun {
   }
 
   bool hide_region_sums() const { return fed().hide_region_sums(); }
+  bool buffered() const { return fed().mode() == "buffered"; }
+
+  BufferPolicy StalenessPolicy() const {
+    BufferPolicy b;
+    b.enabled = true;
+    b.max_staleness = fed().max_staleness();
+    if (fed().staleness_weighting() == "constant") b.weighting = BufferPolicy::Weighting::kConstant;
+    return b;
+  }
+
+  // Buffered: the updates a region buffers before it pushes them, ceil(buffer_size / regions)
+  // and at most its clients (each client delivers once per buffer).
+  int64_t RegionBufferSize(int64_t clients) const {
+    const int64_t regions = std::max(1, fed().regions_size());
+    return std::clamp<int64_t>((fed().buffer_size() + regions - 1) / regions, 1,
+                               std::max<int64_t>(1, clients));
+  }
 
   std::string Bin() const { return session_.worker_binary(); }
 
@@ -489,6 +539,10 @@ class FederatedRun {
                                    absl::StrCat(TotalClients(fed()))});
         }
       }
+      if (buffered()) {
+        argv.insert(argv.end(), {"--max-staleness", absl::StrCat(fed().max_staleness()),
+                                 "--staleness-weighting", fed().staleness_weighting()});
+      }
       Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
              absl::StrCat("aggregator ", r.name()));
     }
@@ -605,10 +659,12 @@ class FederatedRun {
     const int64_t slack = std::max<int64_t>(0, sampled - std::max(1, fed().min_clients()));
     for (auto& [region, t] : tasks) {
       t.min_updates = std::max<int64_t>(1, static_cast<int64_t>(t.participants.size()) - slack);
+      // Buffered: each region pushes its share of a server step's buffer_size updates.
+      if (buffered()) t.min_updates = RegionBufferSize(static_cast<int64_t>(t.participants.size()));
     }
-    SEXTANT_RETURN_IF_ERROR(tier_->hub().Publish(round, file, std::move(tasks),
-                                                 fed().round_deadline_seconds(),
-                                                 std::max(1, fed().min_clients())));
+    SEXTANT_RETURN_IF_ERROR(tier_->hub().Publish(
+        round, file, std::move(tasks), buffered() ? 0 : fed().round_deadline_seconds(),
+        buffered() ? fed().buffer_size() : std::max(1, fed().min_clients())));
     if (!previous_file_.empty()) std::filesystem::remove(previous_file_);
     previous_file_ = file;
     published_round_ = round;
@@ -644,7 +700,7 @@ class FederatedRun {
     for (const SenderReport& s : senders) rejected += s.rejected;
     rows.push_back({round, "", last_eval_.accuracy, last_eval_.loss, outcome.count, rejected,
                     epsilon, Seconds()});
-    for (const SenderReport& s : senders) {
+    for (const SenderReport& s : MergeBySender(senders)) {
       rows.push_back({round, s.client_id, s.metrics.eval_accuracy, s.metrics.eval_loss, s.count,
                       s.rejected, std::nullopt, Seconds()});
     }
@@ -724,6 +780,12 @@ class FederatedRun {
                     ? absl::AbortedError(absl::StrCat("the regions' secure round ", round,
                                                       " failed: ", outcome.status().message()))
                     : outcome.status());
+      }
+      if (buffered()) {
+        // Copied out, so that the next buffer fills while this one is applied and evaluated.
+        regions_mean.assign(outcome->mean.begin(), outcome->mean.end());
+        outcome->mean = regions_mean;
+        tier_->hub().ResumeBuffering();
       }
       SEXTANT_RETURN_IF_ERROR(CompleteRound(round, *outcome, senders));
     }

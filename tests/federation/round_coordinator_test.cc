@@ -264,4 +264,160 @@ TEST(RoundCoordinatorTest, UnknownRuleOrParameterOutOfRangeIsInvalidArgument) {
 }
 
 }  // namespace
+
+RoundCoordinator MakeBuffered(FakeClock* clock, size_t d, int64_t buffer_size,
+                              int64_t max_staleness, bool distinct = false,
+                              BufferPolicy::Weighting weighting =
+                                  BufferPolicy::Weighting::kPolynomial) {
+  RoundCoordinatorOptions o;
+  o.experiment_id = "exp";
+  o.model_size = d;
+  o.min_updates = buffer_size;
+  o.buffer.enabled = true;
+  o.buffer.max_staleness = max_staleness;
+  o.buffer.weighting = weighting;
+  o.buffer.distinct_senders = distinct;
+  return *RoundCoordinator::Create(o, clock);
+}
+
+TEST(BufferedRoundTest, StaleUpdatesAreDampedPolynomiallyAndTheMeanIsOverTheirFullWeights) {
+  FakeClock clock;
+  RoundCoordinator c = MakeBuffered(&clock, 2, 3, 4);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b", "c"}).ok());
+  ASSERT_TRUE(c.OpenRound(2, {"a", "b", "c"}).ok());
+  ASSERT_TRUE(c.OpenRound(4, {"a", "b", "c"}).ok());
+  // Computed on versions 4 (fresh), 2 (2 stale) and 1 (3 stale).
+  ASSERT_TRUE(Send(c, "a", 4, {1, 2}, 1).ok());
+  ASSERT_TRUE(Send(c, "b", 2, {1, 2}, 2).ok());
+  EXPECT_FALSE(c.ReadyToClose());
+  ASSERT_TRUE(Send(c, "c", 1, {1, 2}, 1).ok());
+  EXPECT_TRUE(c.ReadyToClose());
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->count, 3);
+  EXPECT_DOUBLE_EQ(out->total_weight, 4);
+  const double f = (1 * 1.0 + 2 / std::sqrt(3.0) + 1 * 0.5) / 4;  // (1 + s)^-0.5
+  EXPECT_NEAR(out->mean[0], f, 1e-6);
+  EXPECT_NEAR(out->mean[1], 2 * f, 1e-6);
+}
+
+TEST(BufferedRoundTest, ConstantWeightingIsThePlainMean) {
+  FakeClock clock;
+  RoundCoordinator c =
+      MakeBuffered(&clock, 1, 2, 4, false, BufferPolicy::Weighting::kConstant);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b"}).ok());
+  ASSERT_TRUE(c.OpenRound(3, {"a", "b"}).ok());
+  ASSERT_TRUE(Send(c, "a", 1, {3}, 1).ok());
+  ASSERT_TRUE(Send(c, "b", 3, {1}, 1).ok());
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NEAR(out->mean[0], 2, 1e-6);
+}
+
+TEST(BufferedRoundTest, AnUpdateStalerThanMaxStalenessIsRejectedAndCounted) {
+  FakeClock clock;
+  RoundCoordinator c = MakeBuffered(&clock, 1, 3, 2);
+  for (int64_t v = 1; v <= 5; ++v) ASSERT_TRUE(c.OpenRound(v, {"a"}).ok());
+  absl::Status s = Send(c, "a", 2, {1}, 1);
+  EXPECT_TRUE(absl::IsAborted(s)) << s;
+  EXPECT_THAT(std::string(s.message()), testing::HasSubstr("3 rounds stale; max_staleness is 2"));
+  EXPECT_EQ(c.gate().rejections("a", RejectReason::kStaleRound), 1);
+  EXPECT_TRUE(Send(c, "a", 3, {1}, 1).ok());  // 2 stale: still in
+  EXPECT_TRUE(absl::IsAborted(Send(c, "a", 6, {1}, 1)));  // not published yet
+  EXPECT_EQ(c.gate().rejections("a", RejectReason::kFutureRound), 1);
+}
+
+TEST(BufferedRoundTest, ANewVersionKeepsTheBufferAndTheUpdateInFlight) {
+  FakeClock clock;
+  RoundCoordinator c = MakeBuffered(&clock, 4, 2, 4);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b"}).ok());
+  ASSERT_TRUE(Send(c, "a", 1, {1, 1, 1, 1}, 1).ok());
+  ASSERT_TRUE(c.Begin({"exp", 1, "b", 1}, 4, 1).ok());
+  ASSERT_TRUE(c.AddChunk("b", 0, std::vector<float>{3, 3}).ok());
+  ASSERT_TRUE(c.OpenRound(2, {"a", "b"}).ok());  // the model moves on mid-update
+  ASSERT_TRUE(c.AddChunk("b", 2, std::vector<float>{3, 3}).ok());
+  ASSERT_TRUE(c.Finish("b").ok());
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->count, 2);
+  EXPECT_NEAR(out->mean[0], (1 + 3) / 2.0, 1e-6);  // b's staleness was taken at its Begin: 0
+}
+
+TEST(BufferedRoundTest, AFullOrDrainingBufferMakesSendersWaitAndTheNextBufferStartsEmpty) {
+  FakeClock clock;
+  RoundCoordinator c = MakeBuffered(&clock, 1, 1, 4);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b"}).ok());
+  ASSERT_TRUE(Send(c, "a", 1, {2}, 1).ok());
+  EXPECT_TRUE(absl::IsUnavailable(Send(c, "b", 1, {8}, 1)));  // full: wait, not a rejection
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok());
+  EXPECT_FALSE(c.ReadyToClose());
+  EXPECT_TRUE(absl::IsUnavailable(Send(c, "b", 1, {8}, 1)));  // draining: the mean is in use
+  EXPECT_NEAR(out->mean[0], 2, 1e-6);
+  c.ResumeBuffering();
+  ASSERT_TRUE(Send(c, "b", 1, {8}, 1).ok());
+  out = c.Close();
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->count, 1);
+  EXPECT_NEAR(out->mean[0], 8, 1e-6);
+  EXPECT_EQ(c.total_rejections(), 0);
+}
+
+TEST(BufferedRoundTest, AnUpdateFinishedDuringTheDrainGoesIntoTheNextBuffer) {
+  FakeClock clock;
+  RoundCoordinator c = MakeBuffered(&clock, 2, 2, 4);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b"}).ok());
+  ASSERT_TRUE(Send(c, "b", 1, {9, 9}, 1).ok());
+  ASSERT_TRUE(c.Begin({"exp", 1, "a", 1}, 2, 1).ok());
+  ASSERT_TRUE(c.AddChunk("a", 0, std::vector<float>{1}).ok());
+  absl::StatusOr<RoundOutcome> first = c.Close();  // before it is full: b's update alone
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(c.AddChunk("a", 1, std::vector<float>{1}).ok());
+  ASSERT_TRUE(c.Finish("a").ok());  // waits, staged, for the drain to end
+  EXPECT_EQ(first->count, 1);
+  EXPECT_NEAR(first->mean[0], 9, 1e-6);  // untouched while in use
+  c.ResumeBuffering();
+  EXPECT_EQ(c.accepted_count(), 1);
+  absl::StatusOr<RoundOutcome> second = c.Close();
+  ASSERT_TRUE(second.ok());
+  EXPECT_NEAR(second->mean[0], 1, 1e-6);
+}
+
+TEST(BufferedRoundTest, DistinctSendersWaitForTheNextBufferInsteadOfDeliveringTwice) {
+  FakeClock clock;
+  RoundCoordinator c = MakeBuffered(&clock, 1, 2, 4, /*distinct=*/true);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b"}).ok());
+  ASSERT_TRUE(Send(c, "a", 1, {1}, 1).ok());
+  EXPECT_TRUE(absl::IsUnavailable(Send(c, "a", 1, {1}, 1)));
+  ASSERT_TRUE(c.OpenRound(2, {"a", "b"}).ok());  // a new version does not start a new buffer
+  EXPECT_TRUE(absl::IsUnavailable(Send(c, "a", 2, {1}, 1)));
+  ASSERT_TRUE(Send(c, "b", 2, {3}, 1).ok());
+  ASSERT_TRUE(c.Close().ok());
+  c.ResumeBuffering();
+  EXPECT_TRUE(Send(c, "a", 2, {1}, 1).ok());
+  EXPECT_EQ(c.total_rejections(), 0);
+}
+
+TEST(BufferedRoundTest, WithoutDistinctSendersOneClientMayFillTheBuffer) {
+  FakeClock clock;
+  RoundCoordinator c = MakeBuffered(&clock, 1, 2, 4);
+  ASSERT_TRUE(c.OpenRound(1, {"a"}).ok());
+  ASSERT_TRUE(Send(c, "a", 1, {1}, 1).ok());
+  ASSERT_TRUE(Send(c, "a", 1, {3}, 1).ok());
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->count, 2);
+  EXPECT_NEAR(out->mean[0], 2, 1e-6);
+}
+
+TEST(BufferedRoundTest, ARobustRuleCannotBuffer) {
+  FakeClock clock;
+  RoundCoordinatorOptions o;
+  o.experiment_id = "exp";
+  o.model_size = 1;
+  o.buffer.enabled = true;
+  o.rule.kind = AggregationRule::Kind::kMedian;
+  EXPECT_TRUE(absl::IsInvalidArgument(RoundCoordinator::Create(o, &clock).status()));
+}
+
 }  // namespace sextant

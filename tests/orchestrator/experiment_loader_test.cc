@@ -844,6 +844,71 @@ federation:
                                      "applies to plaintext updates")));
 }
 
+TEST(ExperimentLoaderTest, FederationBufferedModeIsLoadedWithDefaultsAndRefusesSyncOnlyKeys) {
+  LoadResult r = Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 3}, {name: west, clients: 2}]
+  secure_aggregation: false
+  mode: buffered
+  stragglers: {clients: [east/0, west/1], slowdown: 5}
+)");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  const v1::Federation& f = r.spec.federation();
+  EXPECT_EQ(f.mode(), "buffered");
+  EXPECT_EQ(f.buffer_size(), 3);  // half the clients, rounded up
+  EXPECT_EQ(f.max_staleness(), 4);
+  EXPECT_EQ(f.staleness_weighting(), "polynomial");
+  EXPECT_THAT(f.stragglers().clients(), ElementsAre("east/0", "west/1"));
+  EXPECT_DOUBLE_EQ(f.stragglers().slowdown(), 5);
+  r = Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}]
+)");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_EQ(r.spec.federation().mode(), "sync");
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}]
+  max_staleness: 2
+)"),
+              ElementsAre("exp.yaml:6:18: federation.max_staleness: applies to mode: buffered only"));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}]
+  mode: buffered
+)"),
+              ElementsAre(StartsWith("exp.yaml:6:9: federation.mode: buffered rounds take "
+                                     "plaintext updates for now")));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}]
+  secure_aggregation: false
+  mode: buffered
+  round_deadline: 30s
+  stragglers: {clients: [east/2], slowdown: 0.5}
+)"),
+              ElementsAre(StartsWith("exp.yaml:8:19: federation.round_deadline: does not apply "
+                                     "to mode: buffered"),
+                          StartsWith("exp.yaml:9:26: federation.stragglers.clients[0]: 'east/2' "
+                                     "is not a client of the federation"),
+                          "exp.yaml:9:45: federation.stragglers.slowdown: must be >= 1, got 0.5"));
+}
+
 TEST(ExperimentLoaderTest, FederationDpIsLoadedWithDefaults) {
   LoadResult r = Load(R"(
 name: t

@@ -1,5 +1,6 @@
 #include "worker/federated/federated_client.h"
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -92,6 +93,14 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   }
   int64_t after = -1;
   absl::Time unreachable_since = absl::InfiniteFuture();
+  // federation.stragglers: how much longer than its training this client takes.
+  const double slowdown =
+      std::find(o.job.slow_clients.begin(), o.job.slow_clients.end(), id) != o.job.slow_clients.end()
+          ? o.job.slowdown
+          : 1.0;
+  // Buffered rounds: a client may train several times on one model version; each time draws its
+  // own shuffling.
+  uint64_t trainings = 0;
   while (!Stopped(stop)) {
     auto sink = [&](int64_t offset, absl::Span<const float> v) -> absl::Status {
       if (offset + static_cast<int64_t>(v.size()) > static_cast<int64_t>(global.size())) {
@@ -120,22 +129,28 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       return absl::InvalidArgumentError(absl::StrCat("global model has ", task->model_size,
                                                      " values, this client's ", model_size));
     }
-    after = task->round;
+    // Buffered: always the newest version, even the one just trained on (train continuously).
+    if (!o.job.buffered) after = task->round;
+    const uint64_t seed =
+        o.job.buffered ? task->seed ^ (++trainings * 0x9E3779B97F4A7C15ULL) : task->seed;
+    const absl::Time training_start = clock->Now();
     EvalResult before;
     if (trainer) {
       SEXTANT_RETURN_IF_ERROR(trainer->SetWeights(global));
       SEXTANT_ASSIGN_OR_RETURN(before, trainer->Evaluate(mine.held_out));
     }
     LocalTrainingOptions local_opts = o.job.local;
-    local_opts.seed = task->seed;
+    local_opts.seed = seed;
     double train_loss = 0;
     int64_t examples = mine.train.size();
     if (command) {
       absl::StatusOr<CommandRoundResult> r =
-          command->RunRound(task->round, task->seed, global, absl::MakeSpan(local));
+          command->RunRound(task->round, seed, global, absl::MakeSpan(local));
       if (!r.ok()) {
         if (o.log != nullptr)
           *o.log << "round=" << task->round << " skipped: " << r.status() << "\n" << std::flush;
+        // Buffered: the same version comes straight back; do not spin on a failing command.
+        if (o.job.buffered) clock->SleepFor(absl::Seconds(1));
         continue;
       }
       train_loss = r->train_loss;
@@ -147,6 +162,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       SEXTANT_ASSIGN_OR_RETURN(train_loss, trainer->Train(mine.train, local_opts, global));
       SEXTANT_RETURN_IF_ERROR(trainer->GetWeights(absl::MakeSpan(local)));
     }
+    if (slowdown > 1) clock->SleepFor((clock->Now() - training_start) * (slowdown - 1));
     for (size_t i = 0; i < local.size(); ++i) local[i] -= global[i];  // the update is a delta
     double weight = static_cast<double>(examples);
     if (o.job.dp_clip_norm > 0) {
@@ -172,7 +188,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
     } else {
       PushHeader header{o.experiment_id, task->round, id, weight, 1, metrics};
       sent = Push(stub.get(), header, local, segments, o.job.update_compression,
-                  UpdateSeed(task->seed, id), o.chunk_floats);
+                  UpdateSeed(seed, id), o.chunk_floats);
     }
     if (o.log != nullptr) {
       *o.log << "round=" << task->round << " train_loss=" << train_loss

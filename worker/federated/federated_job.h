@@ -52,6 +52,13 @@ struct FederatedJob {
   // federation.update_compression: how a plaintext update travels to the aggregator. Default
   // kNone (float32).
   UpdateCompression update_compression = UpdateCompression::kNone;
+  // federation.mode: buffered: the client trains continuously on the newest model version its
+  // aggregator has, instead of once per round it is sampled for.
+  bool buffered = false;
+  // federation.stragglers: these clients ("<region>/<index>") sleep after each local training
+  // for (slowdown - 1) times its duration.
+  std::vector<std::string> slow_clients;
+  double slowdown = 1;
 };
 
 // The job of `spec` (trial.builtin gives the model: model, args.hidden, args.dropout).

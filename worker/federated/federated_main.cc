@@ -61,6 +61,10 @@ constexpr FlagHelp kFlags[] = {
     {"--clients", "aggregator: the region's clients, <region>/0..N-1"},
     {"--startup-wait", "aggregator: seconds to wait for them before round 1 (default 120)"},
     {"--max-client-weight", "aggregator: the largest weight a client may claim"},
+    {"--max-staleness",
+     "aggregator: buffered asynchronous rounds (federation.mode: buffered), rejecting updates "
+     "staler than this many model versions"},
+    {"--staleness-weighting", "aggregator, buffered: polynomial (default) or constant"},
     {"--secret-file", "without TLS: the run's secret (RUN_DIR/secrets/worker.secret)"},
 };
 
@@ -308,6 +312,22 @@ int RunAggregator(std::map<std::string, std::string>& f, Clock* clock,
   }
   for (int64_t i = 0; i < clients; ++i)
     o.clients.push_back(ClientId(o.region, static_cast<int>(i)));
+  if (f.count("--max-staleness")) {
+    o.buffer.enabled = true;
+    const std::string& w = f["--staleness-weighting"];
+    if (!absl::SimpleAtoi(f["--max-staleness"], &o.buffer.max_staleness) ||
+        o.buffer.max_staleness < 0 || !(w.empty() || w == "polynomial" || w == "constant")) {
+      std::cerr << "sextant-worker: --max-staleness takes an integer >= 0, "
+                   "--staleness-weighting polynomial or constant\n";
+      return 2;
+    }
+    if (w == "constant") o.buffer.weighting = BufferPolicy::Weighting::kConstant;
+    if (o.secure_aggregation || o.rule.robust()) {
+      std::cerr << "sextant-worker: --max-staleness (buffered rounds) takes plaintext FedAvg "
+                   "updates: not with --secure-aggregation or a robust --aggregation\n";
+      return 2;
+    }
+  }
   o.hide_region_sum = f["--hide-region-sum"] == "1" || f["--hide-region-sum"] == "true";
   if (f.count("--secagg-ring-clients") &&
       !absl::SimpleAtoi(f["--secagg-ring-clients"], &o.ring_clients)) {

@@ -1,0 +1,85 @@
+// federation.mode: buffered end to end (real processes, Fashion-MNIST): two regions, one client
+// made 5x slower. The orchestrator steps whenever buffer_size client updates are buffered,
+// without waiting for the straggler, which the fast clients outpace; the model still learns.
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/orchestrator/test_util.h"
+#include "tests/support/component.h"
+
+namespace sextant {
+namespace {
+
+// The updates a client's log says it delivered (a line per training; a refused push says
+// rejected=).
+int Delivered(const std::string& log) {
+  int n = 0;
+  const std::regex line("^round=\\d+ .*bytes_sent=[1-9]");
+  for (size_t at = 0, end; at < log.size(); at = end + 1) {
+    end = log.find('\n', at);
+    if (end == std::string::npos) end = log.size();
+    const std::string l = log.substr(at, end - at);
+    if (std::regex_search(l, line) && l.find("rejected=") == std::string::npos) ++n;
+  }
+  return n;
+}
+
+TEST(FederatedBufferedTest, ServerStepsOnFullBuffersWhileTheStragglerTrailsAndTheModelLearns) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = testing::MakeTempDir("fl-buffered");
+  testing::WriteFile(dir + "/exp.yaml", R"(name: fl-buffered
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "32"}}
+federation:
+  regions: [{name: east, clients: 3}, {name: west, clients: 2}]
+  rounds: 10
+  mode: buffered
+  buffer_size: 3
+  max_staleness: 3
+  local_lr: 0.05
+  server_lr: 0.5
+  examples_per_client: 600
+  validation_examples: 1000
+  seed: 5
+  secure_aggregation: false
+  stragglers: {clients: [east/0], slowdown: 5}
+)");
+  const std::string bin = SEXTANT_BIN_DIR;
+  testing::CommandOutput run = testing::RunProcess(
+      {bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 240);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.out, m, std::regex("finished: val_accuracy=([0-9.]+)")))
+      << run.out;
+  EXPECT_GT(std::stod(m[1]), 0.5) << run.out;  // it learned (chance is 0.10)
+
+  // One global row per server step, each applying a full buffer: at least buffer_size client
+  // updates, and no more than a buffer one short of full plus one region's push (2).
+  const auto steps = testing::QueryRows(
+      dir + "/run/state.db", "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
+  ASSERT_EQ(steps.size(), 10u);
+  for (const auto& row : steps) {
+    EXPECT_GE(std::stoi(row[1]), 3) << "step " << row[0];
+    EXPECT_LE(std::stoi(row[1]), 4) << "step " << row[0];
+  }
+  // The regions' pushes add up to the step's count.
+  const auto regions = testing::QueryRows(
+      dir + "/run/state.db",
+      "SELECT g.round FROM rounds g WHERE g.region = '' AND g.clients != "
+      "(SELECT SUM(r.clients) FROM rounds r WHERE r.round = g.round AND r.region != '')");
+  EXPECT_TRUE(regions.empty()) << "step " << regions[0][0];
+
+  // Nobody waited for the straggler: a fast client delivered well over its share.
+  const int slow = Delivered(testing::ReadFile(dir + "/run/logs/client-east-0.log"));
+  const int fast = Delivered(testing::ReadFile(dir + "/run/logs/client-east-1.log"));
+  EXPECT_GT(fast, 2 * slow) << "fast " << fast << " slow " << slow;
+  EXPECT_GE(fast, 4);
+}
+
+}  // namespace
+}  // namespace sextant
