@@ -44,6 +44,7 @@ absl::Status FederationHub::Publish(int64_t round, const std::string& model_path
   coordinator_.SetCloseRule(deadline_seconds, min_updates);
   if (absl::Status s = coordinator_.OpenRound(round, std::move(participants)); !s.ok()) return s;
   round_ = round;
+  published_at_ = clock_->Now();
   model_path_ = model_path;
   tasks_ = std::move(tasks);
   model_size_ = tasks_.begin()->second.model_size;
@@ -155,15 +156,25 @@ absl::Status FederationHub::AddChunk(const std::string& client_id, size_t offset
   return s;
 }
 
+absl::Time FederationHub::published_at() {
+  absl::MutexLock lock(&mu_);
+  return published_at_;
+}
+
 absl::Status FederationHub::Finish(const std::string& client_id, double weight, int64_t count,
-                                   const SenderMetrics& metrics, int64_t rejected) {
+                                   const SenderMetrics& metrics, int64_t rejected,
+                                   std::vector<std::pair<std::string, double>> client_seconds) {
   absl::MutexLock lock(&mu_);
   if (staging_ != client_id) {
     return absl::AbortedError(absl::StrCat("the update of '", client_id, "' was cut off"));
   }
   staging_.clear();
   absl::Status s = coordinator_.Finish(client_id, metrics);
-  if (s.ok()) senders_.push_back({client_id, weight, count, metrics, rejected});
+  if (s.ok()) {
+    senders_.push_back({client_id, weight, count, metrics, rejected,
+                        absl::ToDoubleSeconds(clock_->Now() - published_at_),
+                        std::move(client_seconds)});
+  }
   cv_.SignalAll();
   return s;
 }

@@ -37,6 +37,9 @@ struct SenderReport {
   int64_t count = 0;
   SenderMetrics metrics;
   int64_t rejected = 0;  // an aggregator's own rejections of client updates this round
+  double seconds = 0;    // from the round's Publish to the update's Finish (on the hub's clock)
+  // An aggregator's timings of its clients (PushHeader::client_seconds).
+  std::vector<std::pair<std::string, double>> client_seconds;
 };
 
 // The thread-safe state behind one tier's FederationService: the round's global model (kept in a
@@ -80,9 +83,14 @@ class FederationHub {
                      absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status AddChunk(const std::string& client_id, size_t offset, absl::Span<const float> v)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // `rejected` (an aggregator's rejections this round) is reported with the sender.
+  // `rejected` (an aggregator's rejections this round) and client_seconds (its clients'
+  // timings) are reported with the sender.
   absl::Status Finish(const std::string& client_id, double weight, int64_t count,
-                      const SenderMetrics& metrics, int64_t rejected = 0) ABSL_LOCKS_EXCLUDED(mu_);
+                      const SenderMetrics& metrics, int64_t rejected = 0,
+                      std::vector<std::pair<std::string, double>> client_seconds = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // When the open round was published (the hub's clock).
+  absl::Time published_at() ABSL_LOCKS_EXCLUDED(mu_);
   void Abandon(const std::string& client_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits up to `wait` (on the real clock) until every one of `ids` has called WaitForRound
@@ -118,6 +126,7 @@ class FederationHub {
   RoundCoordinator coordinator_ ABSL_GUARDED_BY(mu_);
   std::string experiment_id_;
   int64_t round_ ABSL_GUARDED_BY(mu_) = -1;
+  absl::Time published_at_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::string model_path_ ABSL_GUARDED_BY(mu_);
   int64_t model_size_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,6 +1,8 @@
 #include "aggregator/federation_service.h"
 
 #include <algorithm>
+#include <cmath>
+#include <set>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -9,6 +11,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "aggregator/secagg_wire.h"
+#include "common/ids.h"
 #include "federation/update_codec.h"
 #include "rpc/key_signer.h"
 #include "rpc/server_security.h"
@@ -16,6 +19,36 @@
 
 namespace sextant {
 namespace {
+
+// A region's timings of its clients (UpdateMetrics.client_seconds): at most kMaxClientSeconds,
+// each of a client "<sender>/<index>" of the sending region, once, with finite seconds >= 0.
+// InvalidArgument otherwise: the update is refused whole rather than partly believed.
+constexpr int kMaxClientSeconds = 1 << 16;
+absl::StatusOr<std::vector<std::pair<std::string, double>>> ClientSecondsOf(
+    const v1::UpdateMetrics& m, const std::string& sender) {
+  std::vector<std::pair<std::string, double>> out;
+  if (m.client_seconds_size() == 0) return out;
+  if (m.client_seconds_size() > kMaxClientSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat("client_seconds has ", m.client_seconds_size(),
+                                                   " entries; at most ", kMaxClientSeconds));
+  }
+  const std::string prefix = sender + "/";
+  std::set<std::string> seen;
+  for (const v1::ClientSeconds& c : m.client_seconds()) {
+    if (c.client_id().rfind(prefix, 0) != 0 || !seen.insert(c.client_id()).second ||
+        !CheckClientId("client_seconds.client_id", c.client_id()).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "client_seconds names '", c.client_id().substr(0, 64), "': not a client of '", sender,
+          "', or twice"));
+    }
+    if (!std::isfinite(c.seconds()) || c.seconds() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("client_seconds of '", c.client_id(), "' is ", c.seconds()));
+    }
+    out.emplace_back(c.client_id(), c.seconds());
+  }
+  return out;
+}
 
 // Floats travel as their native little-endian bytes (every supported host is little-endian).
 absl::Span<const float> AsFloats(const std::string& bytes, std::vector<float>& scratch) {
@@ -158,6 +191,12 @@ grpc::Status ReceiveUpdate(FederationHub* hub, SenderGate& gate,
   SenderMetrics metrics{chunk.metrics().train_loss(), chunk.metrics().eval_loss(),
                         chunk.metrics().eval_accuracy(), chunk.metrics().eval_weight()};
   const int64_t rejected = chunk.metrics().rejected();
+  absl::StatusOr<std::vector<std::pair<std::string, double>>> client_seconds =
+      ClientSecondsOf(chunk.metrics(), header.client_id);
+  if (!client_seconds.ok()) {
+    hub->Abandon(header.client_id);
+    return ToGrpcStatus(client_seconds.status());
+  }
   std::vector<float> scratch;
   int64_t received = 0;
   bool more = true;
@@ -202,7 +241,8 @@ grpc::Status ReceiveUpdate(FederationHub* hub, SenderGate& gate,
     hub->Abandon(header.client_id);
     return grpc::Status(grpc::StatusCode::CANCELLED, "the update stream broke off");
   }
-  s = hub->Finish(header.client_id, header.num_examples, count, metrics, rejected);
+  s = hub->Finish(header.client_id, header.num_examples, count, metrics, rejected,
+                  *std::move(client_seconds));
   if (!s.ok()) return ToGrpcStatus(s);
   gate.RecordClaim(header.client_id, header.num_examples);
   receipt->set_experiment_id(header.experiment_id);
@@ -459,6 +499,11 @@ v1::ModelChunk FirstChunk(const PushHeader& header, int64_t total_size) {
   chunk.mutable_metrics()->set_eval_accuracy(header.metrics.eval_accuracy);
   chunk.mutable_metrics()->set_eval_weight(header.metrics.eval_weight);
   chunk.mutable_metrics()->set_rejected(header.rejected);
+  for (const auto& [id, seconds] : header.client_seconds) {
+    v1::ClientSeconds* c = chunk.mutable_metrics()->add_client_seconds();
+    c->set_client_id(id);
+    c->set_seconds(seconds);
+  }
   return chunk;
 }
 

@@ -121,6 +121,8 @@ struct PushHeader {
   int64_t count = 1;  // client updates behind it
   SenderMetrics metrics;
   int64_t rejected = 0;  // from an aggregator: client updates it rejected this round
+  // From an aggregator: each participant's seconds to deliver (UpdateMetrics.client_seconds).
+  std::vector<std::pair<std::string, double>> client_seconds;
 };
 
 // Streams `values` in chunks of chunk_floats. Returns the payload bytes sent (the serialized

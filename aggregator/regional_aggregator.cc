@@ -100,6 +100,19 @@ absl::StatusOr<RoundOutcome> SecureRound(const RegionalAggregatorOptions& o, Tie
   return r;
 }
 
+// How long each participant of a closed synchronous round took to deliver its update; one that
+// missed the close at the round's length, a lower bound on its time (client_selection).
+std::vector<std::pair<std::string, double>> ClientTimings(
+    const std::vector<std::string>& participants, const std::vector<SenderReport>& senders,
+    double round_seconds) {
+  std::map<std::string, double> seconds;
+  for (const std::string& p : participants) seconds[p] = round_seconds;
+  for (const SenderReport& s : senders) {
+    if (seconds.count(s.client_id)) seconds[s.client_id] = s.seconds;
+  }
+  return {seconds.begin(), seconds.end()};
+}
+
 // Buffered asynchronous rounds (federation.mode: buffered): the region's clients train
 // continuously on the newest model version this aggregator has; it buffers their updates
 // (FederationHub in buffered mode: each damped by its staleness, one staler than max_staleness
@@ -338,14 +351,18 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
                  << std::flush;
         continue;
       }
-    } else {
+    }
+    std::vector<std::pair<std::string, double>> client_seconds;
+    if (!o.secure_aggregation) {
       if (!tier->AwaitClosable(Tier::Close::kPlain, [&] { return StopStatus(stop); }).ok()) break;
       std::vector<SenderReport> senders;
+      const double length = absl::ToDoubleSeconds(clock->Now() - hub.published_at());
       outcome = hub.Close(&senders);
       if (!outcome.ok()) continue;
+      client_seconds = ClientTimings(task->participants, senders, length);
     }
     PushHeader header{o.experiment_id, task->round,      o.region,         outcome->total_weight,
-                      outcome->count,  outcome->metrics, outcome->rejected};
+                      outcome->count,  outcome->metrics, outcome->rejected, std::move(client_seconds)};
     absl::StatusOr<int64_t> sent = PushUpdate(stub.get(), header, outcome->mean, o.chunk_floats);
     if (o.log) {
       *o.log << "round=" << task->round << " clients=" << outcome->count

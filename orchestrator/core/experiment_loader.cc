@@ -369,6 +369,8 @@ constexpr std::array<absl::string_view, 3> kPartitions = {"iid", "dirichlet", "s
 constexpr std::array<absl::string_view, 3> kUpdateCompressions = {"none", "fp16", "int8"};
 constexpr std::array<absl::string_view, 2> kFederationModes = {"sync", "buffered"};
 constexpr std::array<absl::string_view, 2> kStalenessWeightings = {"polynomial", "constant"};
+constexpr std::array<absl::string_view, 3> kClientSelections = {"random", "fastest",
+                                                                "power_of_choice"};
 constexpr std::array<absl::string_view, 2> kFederatedData = {"fashion-mnist", "own"};
 constexpr std::array<absl::string_view, 2> kDpNoise = {"central", "distributed"};
 
@@ -1608,6 +1610,7 @@ void Loader::LoadFederation(const Field& f) {
              "max_staleness",
              "staleness_weighting",
              "stragglers",
+             "client_selection",
              "model",
              "data",
              "data_dir",
@@ -1896,6 +1899,20 @@ void Loader::LoadBufferedMode(const Section& s, v1::Federation* fed) {
       s, "mode", [&](const Field& x) { return r_.Choice(x, kFederationModes); },
       [&](size_t i) { fed->set_mode(std::string(kFederationModes[i])); });
   const bool buffered = fed->mode() == "buffered";
+  fed->set_client_selection("random");
+  IfPresent<size_t>(
+      s, "client_selection", [&](const Field& x) { return r_.Choice(x, kClientSelections); },
+      [&](size_t i) { fed->set_client_selection(std::string(kClientSelections[i])); });
+  if (const Field* x = s.Find("client_selection"); x && fed->client_selection() != "random") {
+    if (buffered) {
+      r_.ValueError(*x, "applies to synchronous rounds; with mode: buffered every client trains");
+    } else if (fed->secure_aggregation()) {
+      r_.ValueError(*x, absl::StrCat("'", fed->client_selection(),
+                                     "' needs each client's delivery time, which secure "
+                                     "aggregation does not report yet; set secure_aggregation: "
+                                     "false (secure_aggregation defaults to true)"));
+    }
+  }
   for (const char* key : {"buffer_size", "max_staleness", "staleness_weighting"}) {
     if (const Field* x = s.Find(key); x && !buffered) {
       r_.ValueError(*x, "applies to mode: buffered only");

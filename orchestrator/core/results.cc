@@ -213,6 +213,12 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
     if (p.is_object()) doc["privacy"] = p;
   }
   // A federated run: the newest global model file (RUN_DIR/model/*.safetensors).
+  // A federated run's client selection: the policy, rounds per client, seconds per client.
+  if (absl::StatusOr<std::optional<std::string>> sel = store->GetMeta("client_selection");
+      sel.ok() && *sel) {
+    nlohmann::json p = nlohmann::json::parse(**sel, nullptr, false);
+    if (p.is_object()) doc["client_selection"] = p;
+  }
   if (absl::StatusOr<std::optional<std::string>> model = store->GetMeta("model_file");
       model.ok() && *model) {
     doc["model_file"] = **model;

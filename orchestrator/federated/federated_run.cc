@@ -35,6 +35,8 @@
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/federated/evaluate_command.h"
+#include "nlohmann/json.hpp"
+#include "orchestrator/federated/client_selection.h"
 #include "orchestrator/federated/federated_rounds_table.h"
 #include "orchestrator/federated/global_checkpoint.h"
 #include "orchestrator/federated/global_evaluator.h"
@@ -66,33 +68,6 @@ std::unique_ptr<ServerOptimizer> MakeServerOptimizer(const v1::Federation& f) {
   if (f.server_optimizer() == "fedyogi") return NewFedYogiOptimizer(a);
   if (f.server_optimizer() == "fedadagrad") return NewFedAdagradOptimizer(a);
   return NewFedAvgOptimizer({lr});
-}
-
-struct Participant {
-  std::string region;
-  int index;
-};
-
-// Clients sampled per round.
-int64_t ClientsPerRound(const v1::Federation& f) {
-  const int64_t total = TotalClients(f);
-  const double per = f.clients_per_round();
-  int64_t k = per <= 1 ? static_cast<int64_t>(std::ceil(per * static_cast<double>(total)))
-                       : static_cast<int64_t>(per);
-  return std::clamp<int64_t>(std::max<int64_t>(k, f.min_clients()), 1, std::max<int64_t>(total, 1));
-}
-
-// Seeded per round, independent of earlier rounds, so a resumed run samples the same clients.
-std::vector<Participant> SampleClients(const v1::Federation& f, int64_t round) {
-  std::vector<Participant> all;
-  for (const auto& r : f.regions()) {
-    for (int i = 0; i < r.clients(); ++i) all.push_back({r.name(), i});
-  }
-  const int64_t k = ClientsPerRound(f);
-  std::mt19937_64 rng(f.seed() * 1000003ULL + static_cast<uint64_t>(round));
-  std::shuffle(all.begin(), all.end(), rng);
-  all.resize(k);
-  return all;
 }
 
 // One report per sender: a buffered server step may hold several pushes of one region, whose
@@ -321,7 +296,56 @@ class FederatedRun {
       last_eval_ = ModelScore{c->rows[0].loss, c->rows[0].accuracy, c->rows[0].clients};
     }
     *env_.out << "sextant: resuming after round " << last_round_ << "\n";
+    return RestoreSelection();
+  }
+
+  // federation.client_selection's state: the clients' speeds and how often each was selected
+  // (meta client_speeds and client_selection, written after every round).
+  absl::Status RestoreSelection() {
+    SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> speeds, store_->GetMeta("client_speeds"));
+    if (speeds) {
+      absl::StatusOr<ClientSpeeds> s = ClientSpeeds::FromJson(*speeds);
+      if (s.ok()) speeds_ = *std::move(s);
+    }
+    SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> sel, store_->GetMeta("client_selection"));
+    if (sel) {
+      nlohmann::json j = nlohmann::json::parse(*sel, nullptr, false);
+      if (j.is_object() && j["selected"].is_object()) {
+        for (const auto& [id, n] : j["selected"].items()) {
+          if (n.is_number_integer()) selected_[id] = n.get<int64_t>();
+        }
+      }
+    }
     return absl::OkStatus();
+  }
+
+  // Counts the round's selection (meta client_selection, for `results`) and says it in an event.
+  absl::Status RecordSelection(int64_t round, const std::vector<Participant>& chosen) {
+    std::vector<std::string> ids;
+    for (const Participant& p : chosen) {
+      ids.push_back(ClientId(p.region, p.index));
+      ++selected_[ids.back()];
+    }
+    const std::string policy =
+        fed().client_selection().empty() ? "random" : fed().client_selection();
+    nlohmann::json j = {{"policy", policy}, {"selected", selected_}};
+    if (!speeds_.estimates().empty()) j["seconds"] = speeds_.estimates();
+    SEXTANT_RETURN_IF_ERROR(store_->PutMeta("client_selection", j.dump()));
+    return store_->AddEvent(EventTime(), "selection", 0,
+                            absl::StrCat("round=", round, " policy=", policy,
+                                         " clients=", absl::StrJoin(ids, ",")));
+  }
+
+  // Learns each client's delivery time from its region's report of a closed round.
+  absl::Status ObserveSpeeds(const std::vector<SenderReport>& senders) {
+    bool any = false;
+    for (const SenderReport& s : senders) {
+      for (const auto& [id, seconds] : s.client_seconds) {
+        speeds_.Observe(id, seconds);
+        any = true;
+      }
+    }
+    return any ? store_->PutMeta("client_speeds", speeds_.ToJson()) : absl::OkStatus();
   }
 
   // The global tier: the regions' aggregators send to it. With hide_region_sums its SecAgg hub
@@ -648,9 +672,11 @@ class FederatedRun {
     if (hide_region_sums()) {
       for (const auto& r : fed().regions()) task_of(r.name());
     }
-    for (const Participant& p : SampleClients(fed(), round)) {
+    const std::vector<Participant> chosen = SelectClients(fed(), round, speeds_);
+    for (const Participant& p : chosen) {
       task_of(p.region).participants.push_back(ClientId(p.region, p.index));
     }
+    if (!buffered()) SEXTANT_RETURN_IF_ERROR(RecordSelection(round, chosen));
     // Each region may close at the deadline once it is short by no more than the round's slack
     // (sampled - min_clients): with one region that is min_clients itself, and the global tier
     // still waits until min_clients are in over all regions.
@@ -781,6 +807,7 @@ class FederatedRun {
                                                       " failed: ", outcome.status().message()))
                     : outcome.status());
       }
+      SEXTANT_RETURN_IF_ERROR(ObserveSpeeds(senders));
       if (buffered()) {
         // Copied out, so that the next buffer fills while this one is applied and evaluated.
         regions_mean.assign(outcome->mean.begin(), outcome->mean.end());
@@ -982,6 +1009,8 @@ class FederatedRun {
   Store* const store_;
   std::string fed_dir_, ckpt_dir_, experiment_id_, previous_file_;
   std::unique_ptr<RoundsTable> rounds_;
+  ClientSpeeds speeds_;                     // federation.client_selection
+  std::map<std::string, int64_t> selected_;  // rounds each client was selected for
   std::string spec_file_;  // the experiment, for the participants and the evaluator
   std::unique_ptr<GlobalEvaluator> evaluator_;
   std::vector<float> global_;

@@ -909,6 +909,51 @@ federation:
                           "exp.yaml:9:45: federation.stragglers.slowdown: must be >= 1, got 0.5"));
 }
 
+TEST(ExperimentLoaderTest, FederationClientSelectionNeedsSynchronousPlaintextRounds) {
+  LoadResult r = Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 4}]
+  secure_aggregation: false
+  client_selection: power_of_choice
+)");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_EQ(r.spec.federation().client_selection(), "power_of_choice");
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 4}]
+  client_selection: fastest
+)"),
+              ElementsAre(StartsWith("exp.yaml:6:21: federation.client_selection: 'fastest' "
+                                     "needs each client's delivery time")));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 4}]
+  secure_aggregation: false
+  mode: buffered
+  client_selection: fastest
+)"),
+              ElementsAre(StartsWith("exp.yaml:8:21: federation.client_selection: applies to "
+                                     "synchronous rounds")));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 4}]
+  client_selection: slowest
+)"),
+              ElementsAre(StartsWith("exp.yaml:6:21: federation.client_selection: unknown")));
+}
+
 TEST(ExperimentLoaderTest, FederationDpIsLoadedWithDefaults) {
   LoadResult r = Load(R"(
 name: t

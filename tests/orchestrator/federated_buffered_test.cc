@@ -81,5 +81,54 @@ federation:
   EXPECT_GE(fast, 4);
 }
 
+
+TEST(FederatedClientSelectionTest, FastestLeavesTheStragglerOutOnceItsSpeedIsKnown) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = testing::MakeTempDir("fl-selection");
+  testing::WriteFile(dir + "/exp.yaml", R"(name: fl-selection
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:
+  regions: [{name: east, clients: 4}, {name: west, clients: 4}]
+  rounds: 5
+  clients_per_round: 6
+  client_selection: fastest
+  local_lr: 0.05
+  examples_per_client: 300
+  validation_examples: 500
+  seed: 3
+  secure_aggregation: false
+  stragglers: {clients: [east/0], slowdown: 8}
+)");
+  const std::string bin = SEXTANT_BIN_DIR;
+  testing::CommandOutput run = testing::RunProcess(
+      {bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 240);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const std::string db = dir + "/run/state.db";
+  const auto events = testing::QueryRows(
+      db, "SELECT message FROM events WHERE kind = 'selection' ORDER BY id");
+  ASSERT_EQ(events.size(), 5u);
+  // Rounds 1 and 2 try every client once (an unknown client counts as instant); from round 3
+  // every client's time is known and the straggler is left out.
+  std::string tried;
+  for (int r = 0; r < 2; ++r) tried += events[r][0];
+  EXPECT_NE(tried.find("east/0"), std::string::npos) << tried;
+  for (size_t r = 2; r < events.size(); ++r) {
+    EXPECT_EQ(events[r][0].find("east/0"), std::string::npos) << events[r][0];
+    EXPECT_NE(events[r][0].find("policy=fastest"), std::string::npos) << events[r][0];
+  }
+  // `results` reports the policy, the rounds each client was selected for and its seconds.
+  testing::CommandOutput results = testing::RunProcess(
+      {bin + "/sextant", "results", dir + "/run", "--format", "json"}, 60);
+  ASSERT_EQ(results.exit_code, 0) << results.err;
+  EXPECT_NE(results.out.find("\"client_selection\""), std::string::npos) << results.out;
+  EXPECT_NE(results.out.find("\"east/0\": 1"), std::string::npos) << results.out;
+  const auto speeds = testing::QueryRows(db, "SELECT value FROM meta WHERE key = 'client_speeds'");
+  ASSERT_EQ(speeds.size(), 1u);
+  EXPECT_NE(speeds[0][0].find("east/0"), std::string::npos) << speeds[0][0];
+}
+
 }  // namespace
 }  // namespace sextant

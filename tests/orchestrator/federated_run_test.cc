@@ -18,6 +18,7 @@
 
 #include "federation/rdp_accountant.h"
 #include "gtest/gtest.h"
+#include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
 
 namespace {
@@ -58,30 +59,7 @@ int WaitExit(pid_t pid, double seconds) {
   return -1;
 }
 
-// Rows of `sql` (every column as text); empty when the database or table is not there yet.
-std::vector<std::vector<std::string>> Query(const std::string& db_path, const std::string& sql) {
-  std::vector<std::vector<std::string>> rows;
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    sqlite3_close(db);
-    return rows;
-  }
-  sqlite3_busy_timeout(db, 2000);
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      std::vector<std::string> row;
-      for (int c = 0; c < sqlite3_column_count(st); ++c) {
-        const unsigned char* t = sqlite3_column_text(st, c);
-        row.push_back(t ? reinterpret_cast<const char*>(t) : "");
-      }
-      rows.push_back(row);
-    }
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return rows;
-}
+using sextant::testing::QueryRows;
 
 // Waits up to `seconds` until the global row of `round` is in the rounds table.
 bool WaitForRound(const std::string& db, int round, double seconds) {
@@ -89,7 +67,7 @@ bool WaitForRound(const std::string& db, int round, double seconds) {
   const std::string sql =
       "SELECT round FROM rounds WHERE region = '' AND round >= " + std::to_string(round);
   while (std::chrono::steady_clock::now() < until) {
-    if (!Query(db, sql).empty()) return true;
+    if (!QueryRows(db, sql).empty()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
@@ -121,7 +99,7 @@ federation:
 TEST(FederatedRunTest, TwoRegionsOfThreeClientsLearnAndSendOnlyModelSizedUpdates) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
-  const std::string dir = testing::TempDir() + "/fl-e2e";
+  const std::string dir = ::testing::TempDir() + "/fl-e2e";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string yaml = dir + "/exp.yaml";
@@ -189,7 +167,7 @@ federation:
 TEST(FederatedRunTest, KilledClientDoesNotBlockRoundsThatCloseWithMinClients) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
-  const std::string dir = testing::TempDir() + "/fl-kill-client";
+  const std::string dir = ::testing::TempDir() + "/fl-kill-client";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/exp.yaml")
@@ -199,19 +177,19 @@ TEST(FederatedRunTest, KilledClientDoesNotBlockRoundsThatCloseWithMinClients) {
   pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
                     dir + "/out.txt");
   ASSERT_TRUE(WaitForRound(db, 1, 120)) << Read(dir + "/out.txt");
-  auto launched = Query(db,
+  auto launched = QueryRows(db,
                         "SELECT message FROM events WHERE kind = 'federation_launch' AND "
                         "message LIKE 'client east/1 pid=%'");
   ASSERT_EQ(launched.size(), 1u);
   const pid_t victim = std::stoi(launched[0][0].substr(launched[0][0].find("pid=") + 4));
   ASSERT_EQ(kill(victim, SIGKILL), 0);
   const auto killed_at = std::chrono::steady_clock::now();
-  const size_t committed_at_kill = Query(db, "SELECT round FROM rounds WHERE region = ''").size();
+  const size_t committed_at_kill = QueryRows(db, "SELECT round FROM rounds WHERE region = ''").size();
   ASSERT_LE(committed_at_kill, 4u) << "the kill landed too late to leave rounds after it";
   ASSERT_EQ(WaitExit(run, 180), 0) << Read(dir + "/out.txt");
   const double after_kill =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
-  auto rounds = Query(db, "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
+  auto rounds = QueryRows(db, "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
   ASSERT_EQ(rounds.size(), 6u) << Read(dir + "/out.txt");
   // Under load a client may still be loading its data at round 1's deadline; min_clients is 2.
   // The round open at the kill may have had the client's update before the signal landed.
@@ -226,11 +204,11 @@ TEST(FederatedRunTest, KilledClientDoesNotBlockRoundsThatCloseWithMinClients) {
   }
   EXPECT_GE(after_kill, 4.0 * static_cast<double>(later));
   EXPECT_LT(after_kill, 90.0);
-  auto exits = Query(db, "SELECT message FROM events WHERE kind = 'federation_exit'");
+  auto exits = QueryRows(db, "SELECT message FROM events WHERE kind = 'federation_exit'");
   bool seen = false;
   for (const auto& e : exits) seen = seen || e[0].rfind("client east/1 exited", 0) == 0;
   EXPECT_TRUE(seen);
-  auto trial = Query(db, "SELECT state FROM trials WHERE id = 1");
+  auto trial = QueryRows(db, "SELECT state FROM trials WHERE id = 1");
   ASSERT_EQ(trial.size(), 1u);
   EXPECT_EQ(trial[0][0], "COMPLETED");
 }
@@ -241,7 +219,7 @@ TEST(FederatedRunTest, KilledClientDoesNotBlockRoundsThatCloseWithMinClients) {
 TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedRound) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
-  const std::string dir = testing::TempDir() + "/fl-kill-orchestrator";
+  const std::string dir = ::testing::TempDir() + "/fl-kill-orchestrator";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/exp.yaml") << SmallExperiment(
@@ -253,13 +231,13 @@ TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedR
   ASSERT_TRUE(WaitForRound(db, 2, 180)) << Read(dir + "/out1.txt");
   ASSERT_EQ(kill(run, SIGKILL), 0);
   waitpid(run, nullptr, 0);
-  auto before = Query(db, "SELECT MAX(round) FROM rounds WHERE region = ''");
+  auto before = QueryRows(db, "SELECT MAX(round) FROM rounds WHERE region = ''");
   ASSERT_EQ(before.size(), 1u);
   const int listed = std::stoi(before[0][0]);
   ASSERT_LT(listed, 5) << "the run finished before it was killed";
-  auto id_before = Query(db, "SELECT value FROM meta WHERE key = 'federation_id'");
+  auto id_before = QueryRows(db, "SELECT value FROM meta WHERE key = 'federation_id'");
   const double accuracy_before =
-      std::stod(Query(db, "SELECT accuracy FROM rounds WHERE region = '' AND round = " +
+      std::stod(QueryRows(db, "SELECT accuracy FROM rounds WHERE region = '' AND round = " +
                               std::to_string(listed))[0][0]);
 
   pid_t resumed = Spawn({bin + "/sextant", "resume", dir + "/run"}, dir + "/out2.txt");
@@ -277,7 +255,7 @@ TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedR
   }
   EXPECT_NE(out.find("round=" + std::to_string(resumed_after + 1) + " "), std::string::npos) << out;
   auto rounds =
-      Query(db, "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
+      QueryRows(db, "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
   ASSERT_EQ(rounds.size(), 5u);
   for (int r = 0; r < 5; ++r) {
     EXPECT_EQ(rounds[r][0], std::to_string(r + 1));
@@ -285,8 +263,8 @@ TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedR
   }
   // Training went on from the restored model, not from a fresh one.
   EXPECT_GT(std::stod(rounds[4][2]), accuracy_before - 0.05);
-  EXPECT_EQ(Query(db, "SELECT value FROM meta WHERE key = 'federation_id'"), id_before);
-  auto trial = Query(db, "SELECT state FROM trials WHERE id = 1");
+  EXPECT_EQ(QueryRows(db, "SELECT value FROM meta WHERE key = 'federation_id'"), id_before);
+  auto trial = QueryRows(db, "SELECT state FROM trials WHERE id = 1");
   ASSERT_EQ(trial.size(), 1u);
   EXPECT_EQ(trial[0][0], "COMPLETED");
 }
@@ -299,7 +277,7 @@ TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedR
 TEST(FederatedRunTest, SearchOverTlsRunsEveryInnerFederatedRunOverMutualTls) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
-  const std::string dir = testing::TempDir() + "/fl-search-tls";
+  const std::string dir = ::testing::TempDir() + "/fl-search-tls";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/exp.yaml") << R"(name: fl-search-tls
@@ -326,12 +304,12 @@ federation:
                      "--tls-dir", dir + "/certs"},
                     dir + "/out.txt");
   ASSERT_EQ(WaitExit(run, 400), 0) << Read(dir + "/out.txt");
-  auto trials = Query(dir + "/run/state.db", "SELECT id, state FROM trials ORDER BY id");
+  auto trials = QueryRows(dir + "/run/state.db", "SELECT id, state FROM trials ORDER BY id");
   ASSERT_EQ(trials.size(), 2u) << Read(dir + "/out.txt");
   for (const auto& t : trials) {
     EXPECT_EQ(t[1], "COMPLETED") << t[0];
     const std::string inner = dir + "/run/artifacts/checkpoints/trial-" + t[0] + "/federation";
-    auto rounds = Query(inner + "/state.db",
+    auto rounds = QueryRows(inner + "/state.db",
                         "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
     ASSERT_EQ(rounds.size(), 2u) << inner;
     // The inner run issued its participants' certificates (it ran over mTLS) and wrote no
@@ -344,7 +322,7 @@ federation:
 TEST(FederatedRunTest, SearchRunsEachTrialAsAFederatedRunWithItsParameters) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
-  const std::string dir = testing::TempDir() + "/fl-search";
+  const std::string dir = ::testing::TempDir() + "/fl-search";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/exp.yaml") << R"(name: fl-search
@@ -369,13 +347,13 @@ federation:
                     dir + "/out.txt");
   ASSERT_EQ(WaitExit(run, 400), 0) << Read(dir + "/out.txt");
   auto trials =
-      Query(dir + "/run/state.db", "SELECT id, state, params, value FROM trials ORDER BY id");
+      QueryRows(dir + "/run/state.db", "SELECT id, state, params, value FROM trials ORDER BY id");
   ASSERT_EQ(trials.size(), 3u) << Read(dir + "/out.txt");
   for (const auto& t : trials) {
     EXPECT_EQ(t[1], "COMPLETED") << t[0];
     const std::string nested =
         dir + "/run/artifacts/checkpoints/trial-" + t[0] + "/federation/state.db";
-    auto rounds = Query(nested,
+    auto rounds = QueryRows(nested,
                         "SELECT round, clients, accuracy FROM rounds WHERE region = '' "
                         "ORDER BY round");
     ASSERT_EQ(rounds.size(), 2u) << nested;
@@ -397,7 +375,7 @@ TEST(FederatedRunTest, PytorchCommandClientExampleLearns) {
   SEXTANT_REQUIRE_COMPONENT(
       std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") == 0,
       "python3-torch is not installed (scripts/install-deps --test)");
-  const std::string dir = testing::TempDir() + "/fl-torch";
+  const std::string dir = ::testing::TempDir() + "/fl-torch";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string example =
@@ -407,7 +385,7 @@ TEST(FederatedRunTest, PytorchCommandClientExampleLearns) {
       Spawn({bin + "/sextant", "run", example, "--run-dir", dir + "/run"}, dir + "/out.txt");
   ASSERT_EQ(WaitExit(run, 600), 0) << Read(dir + "/out.txt");
   auto rounds =
-      Query(dir + "/run/state.db",
+      QueryRows(dir + "/run/state.db",
             "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
   ASSERT_EQ(rounds.size(), 3u) << Read(dir + "/out.txt");
   for (const auto& r : rounds) EXPECT_EQ(r[1], "3");
@@ -466,7 +444,7 @@ KilledRun RunKillingEast1(const std::string& dir, const std::string& yaml) {
     r.out = Read(dir + "/out.txt");
     return r;
   }
-  auto launched = Query(db,
+  auto launched = QueryRows(db,
                         "SELECT message FROM events WHERE kind = 'federation_launch' AND "
                         "message LIKE 'client east/1 pid=%'");
   if (launched.size() == 1) {
@@ -475,7 +453,7 @@ KilledRun RunKillingEast1(const std::string& dir, const std::string& yaml) {
   const int rc = WaitExit(run, 180);
   r.out = "exit " + std::to_string(rc) + "\n" + Read(dir + "/out.txt");
   r.rounds =
-      Query(db, "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
+      QueryRows(db, "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
   return r;
 }
 
@@ -489,7 +467,7 @@ KilledRun RunKillingEast1(const std::string& dir, const std::string& yaml) {
 TEST(FederatedRunTest, SecureAggregationWithAKilledClientMatchesThePlaintextRun) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
-  const std::string base = testing::TempDir() + "/fl-secure";
+  const std::string base = ::testing::TempDir() + "/fl-secure";
   secure::KilledRun plain =
       secure::RunKillingEast1(base + "-plain", secure::TenClients("fl-plain", false));
   secure::KilledRun masked =
@@ -547,7 +525,7 @@ TEST(FederatedRunTest, SecureAggregationWithAKilledClientMatchesThePlaintextRun)
 TEST(FederatedRunTest, DifferentialPrivacyRecordsEpsilonPerRoundAndStopsAtTheTarget) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
-  const std::string dir = testing::TempDir() + "/fl-dp";
+  const std::string dir = ::testing::TempDir() + "/fl-dp";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   sextant::RdpAccountantOptions a;
@@ -578,13 +556,13 @@ federation:
   ASSERT_EQ(WaitExit(run, 180), 0) << Read(dir + "/out.txt");
   const std::string out = Read(dir + "/out.txt");
   EXPECT_NE(out.find("privacy budget is spent"), std::string::npos) << out;
-  auto rounds = Query(dir + "/run/state.db",
+  auto rounds = QueryRows(dir + "/run/state.db",
                       "SELECT round, epsilon FROM rounds WHERE region = '' ORDER BY round");
   ASSERT_EQ(rounds.size(), 3u) << out;
   for (int r = 0; r < 3; ++r) {
     EXPECT_NEAR(std::stod(rounds[r][1]), accountant.EpsilonAfter(r + 1), 1e-9) << r;
   }
-  auto state = Query(dir + "/run/state.db", "SELECT value FROM meta WHERE key = 'state'");
+  auto state = QueryRows(dir + "/run/state.db", "SELECT value FROM meta WHERE key = 'state'");
   ASSERT_EQ(state.size(), 1u);
   EXPECT_EQ(state[0][0], "EPSILON_EXHAUSTED");
   const int rc = std::system(
