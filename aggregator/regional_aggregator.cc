@@ -62,9 +62,10 @@ uint64_t ClientSeed(uint64_t round_seed, const std::string& client) {
 
 // Runs the secure-aggregation stages of the round just published and decodes the survivors'
 // weighted mean into *mean. Aborted when the protocol aborted; Cancelled when stopped.
-absl::StatusOr<RoundOutcome> SecureRound(const RegionalAggregatorOptions& o, Tier& tier,
-                                         const RoundTask& task, const std::atomic<bool>* stop,
-                                         std::vector<float>* mean, RegionSum* region_sum) {
+absl::StatusOr<RoundOutcome> SecureRound(
+    const RegionalAggregatorOptions& o, Tier& tier, const RoundTask& task,
+    const std::atomic<bool>* stop, std::vector<float>* mean, RegionSum* region_sum,
+    std::vector<std::pair<std::string, double>>* client_seconds = nullptr) {
   SecAggHub& secagg = tier.secagg();
   SEXTANT_RETURN_IF_ERROR(secagg.Open(task.round, task.participants,
                                       static_cast<size_t>(o.model_size),
@@ -73,6 +74,7 @@ absl::StatusOr<RoundOutcome> SecureRound(const RegionalAggregatorOptions& o, Tie
   SEXTANT_RETURN_IF_ERROR(
       tier.AwaitClosable(Tier::Close::kSecure, [&] { return StopStatus(stop); }));
   SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, secagg.TakeOutcome());
+  if (client_seconds != nullptr) *client_seconds = std::move(out.client_seconds);
   if (region_sum != nullptr) {  // goes on, still encoded, to the regions' round
     region_sum->ring_bits = out.config.ring_bits;
     region_sum->clients = static_cast<int64_t>(out.contributors.size());
@@ -339,8 +341,9 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
       }
       continue;
     }
+    std::vector<std::pair<std::string, double>> client_seconds;
     if (o.secure_aggregation) {
-      outcome = SecureRound(o, *tier, *task, stop, &secure_mean, nullptr);
+      outcome = SecureRound(o, *tier, *task, stop, &secure_mean, nullptr, &client_seconds);
       if (Stopped(stop)) break;
       const int64_t rejections = tier->secagg().rejections();
       if (outcome.ok()) outcome->rejected = rejections - secure_rejections;
@@ -352,7 +355,6 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
         continue;
       }
     }
-    std::vector<std::pair<std::string, double>> client_seconds;
     if (!o.secure_aggregation) {
       if (!tier->AwaitClosable(Tier::Close::kPlain, [&] { return StopStatus(stop); }).ok()) break;
       std::vector<SenderReport> senders;

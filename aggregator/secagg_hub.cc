@@ -76,6 +76,8 @@ absl::Status SecAggHub::OpenWithConfig(std::vector<std::string> participants, Se
   metrics_.assign(n, std::nullopt);
   counts_.assign(n, 0);
   rejected_.assign(n, 0);
+  opened_at_ = clock_->Now();
+  key_seconds_.assign(n, std::nullopt);
   outcome_.reset();
   abort_reason_ = absl::OkStatus();
   std::vector<int32_t> everyone(n);
@@ -212,6 +214,7 @@ absl::Status SecAggHub::SubmitKeys(const std::string& client_id, SecAggAdvertise
   if (s.ok()) {
     attestation.client_id = client_id;
     attestations_[i] = std::move(attestation);
+    key_seconds_[i] = absl::ToDoubleSeconds(clock_->Now() - opened_at_);
   }
   return Count(s, i);
 }
@@ -369,6 +372,10 @@ void SecAggHub::CloseStage() {
         o.metrics.train_loss /= eval_weight;
         o.metrics.eval_loss /= eval_weight;
         o.metrics.eval_accuracy /= eval_weight;
+      }
+      const double took = absl::ToDoubleSeconds(clock_->Now() - opened_at_);
+      for (size_t c = 0; c < participants_.size(); ++c) {
+        o.client_seconds.emplace_back(participants_[c], key_seconds_[c].value_or(took));
       }
       outcome_ = std::move(o);
       stage_ = SecAggStage::kDone;

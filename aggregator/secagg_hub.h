@@ -73,6 +73,9 @@ struct SecAggRoundOutcome {
   // updates it rejected.
   int64_t count = 0;
   int64_t rejected = 0;
+  // Each participant's seconds from Open to its keys (a client sends them once it has trained;
+  // federation.client_selection), or, for one that sent none, the time the round took.
+  std::vector<std::pair<std::string, double>> client_seconds;
 };
 
 struct SecAggHubOptions {
@@ -202,6 +205,8 @@ class SecAggHub {
   absl::Status abort_reason_ ABSL_GUARDED_BY(mu_);
   absl::Time stage_opened_ ABSL_GUARDED_BY(mu_);
   double first_deadline_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time opened_at_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::optional<double>> key_seconds_ ABSL_GUARDED_BY(mu_);  // per participant
   int64_t min_clients_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<bool> expected_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> answered_ ABSL_GUARDED_BY(mu_);

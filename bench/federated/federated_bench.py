@@ -38,8 +38,8 @@ federation:
 """
 MODES = {
     "sync": "  rounds: 45\n",
-    "buffered": ("  rounds: 150\n  mode: buffered\n  buffer_size: 8\n  max_staleness: 4\n"
-                 "  server_lr: 0.5\n  eval_every: 3\n"),
+    "buffered": ("  rounds: 150\n  mode: buffered\n  buffer_size: 6\n  max_staleness: 4\n"
+                 "  server_lr: 0.6\n  eval_every: 3\n"),
 }
 
 

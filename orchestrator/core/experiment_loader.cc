@@ -1906,11 +1906,10 @@ void Loader::LoadBufferedMode(const Section& s, v1::Federation* fed) {
   if (const Field* x = s.Find("client_selection"); x && fed->client_selection() != "random") {
     if (buffered) {
       r_.ValueError(*x, "applies to synchronous rounds; with mode: buffered every client trains");
-    } else if (fed->secure_aggregation()) {
+    } else if (fed->hide_region_sums()) {
       r_.ValueError(*x, absl::StrCat("'", fed->client_selection(),
-                                     "' needs each client's delivery time, which secure "
-                                     "aggregation does not report yet; set secure_aggregation: "
-                                     "false (secure_aggregation defaults to true)"));
+                                     "' needs each client's delivery time, which the regions' "
+                                     "masked sums (hide_region_sums) do not carry"));
     }
   }
   for (const char* key : {"buffer_size", "max_staleness", "staleness_weighting"}) {

@@ -21,6 +21,10 @@ namespace sextant {
 // file's tensors (widened to f32, stored back in their own dtypes) and there is no evaluator:
 // a round's global metrics are the clients' eval_loss/eval_accuracy of the model they received,
 // weighted by their examples.
+// federation.client_selection picks each synchronous round's clients from the speeds the regions
+// report (client_selection.h). With federation.mode: buffered there are no sampled rounds: every
+// client trains continuously, each region pushes its full buffers, and a "round" is one server
+// step over buffer_size client updates, damped by their staleness (BufferPolicy).
 // OK when the rounds end (or the privacy or wall-time budget stops them); Cancelled when
 // interrupted (it can be resumed); otherwise the error.
 absl::Status RunFederated(RunSession& session);

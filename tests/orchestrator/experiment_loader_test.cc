@@ -909,7 +909,7 @@ federation:
                           "exp.yaml:9:45: federation.stragglers.slowdown: must be >= 1, got 0.5"));
 }
 
-TEST(ExperimentLoaderTest, FederationClientSelectionNeedsSynchronousPlaintextRounds) {
+TEST(ExperimentLoaderTest, FederationClientSelectionNeedsSynchronousRoundsThatTimeTheirClients) {
   LoadResult r = Load(R"(
 name: t
 objective: {metric: loss}
@@ -921,15 +921,25 @@ federation:
 )");
   ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
   EXPECT_EQ(r.spec.federation().client_selection(), "power_of_choice");
-  EXPECT_THAT(Errors(R"(
+  r = Load(R"(
 name: t
 objective: {metric: loss}
 trial: {builtin: {model: mlp}}
 federation:
   regions: [{name: east, clients: 4}]
   client_selection: fastest
+)");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();  // secure rounds time their clients too
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 4}, {name: west, clients: 4}]
+  hide_region_sums: true
+  client_selection: fastest
 )"),
-              ElementsAre(StartsWith("exp.yaml:6:21: federation.client_selection: 'fastest' "
+              ElementsAre(StartsWith("exp.yaml:7:21: federation.client_selection: 'fastest' "
                                      "needs each client's delivery time")));
   EXPECT_THAT(Errors(R"(
 name: t

@@ -82,11 +82,15 @@ federation:
 }
 
 
-TEST(FederatedClientSelectionTest, FastestLeavesTheStragglerOutOnceItsSpeedIsKnown) {
+// Plaintext rounds time a client by its update's arrival, secure ones by its keys'.
+class FederatedClientSelectionTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(FederatedClientSelectionTest, FastestLeavesTheStragglerOutOnceItsSpeedIsKnown) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
-  const std::string dir = testing::MakeTempDir("fl-selection");
-  testing::WriteFile(dir + "/exp.yaml", R"(name: fl-selection
+  const bool secure = GetParam();
+  const std::string dir = testing::MakeTempDir(secure ? "fl-selection-secure" : "fl-selection");
+  testing::WriteFile(dir + "/exp.yaml", absl::StrCat(R"(name: fl-selection
 objective: {metric: val_accuracy, goal: maximize}
 trial:
   builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
@@ -99,9 +103,8 @@ federation:
   examples_per_client: 300
   validation_examples: 500
   seed: 3
-  secure_aggregation: false
   stragglers: {clients: [east/0], slowdown: 8}
-)");
+  secure_aggregation: )", secure ? "true" : "false", "\n"));
   const std::string bin = SEXTANT_BIN_DIR;
   testing::CommandOutput run = testing::RunProcess(
       {bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 240);
@@ -129,6 +132,11 @@ federation:
   ASSERT_EQ(speeds.size(), 1u);
   EXPECT_NE(speeds[0][0].find("east/0"), std::string::npos) << speeds[0][0];
 }
+
+INSTANTIATE_TEST_SUITE_P(PlaintextAndSecure, FederatedClientSelectionTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? std::string("Secure") : std::string("Plaintext");
+                         });
 
 }  // namespace
 }  // namespace sextant
