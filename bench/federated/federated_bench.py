@@ -72,6 +72,57 @@ def run_once(build, work, mode, seed, target, wall):
     }
 
 
+def compression_once(build, work, mode, rounds):
+    """One synchronous run with update_compression `mode` and no stragglers: the bytes every
+    client put on the wire per round and the final accuracy."""
+    d = os.path.join(work, "compression-%s" % mode)
+    os.makedirs(d, exist_ok=True)
+    exp = os.path.join(d, "exp.yaml")
+    common = COMMON.replace("  stragglers: {clients: [east/0, east/1, west/0], slowdown: 5}\n", "")
+    with open(exp, "w") as f:
+        f.write("name: bench-fl-compression\n" + common % {"seed": 1, "wall": "10m"} +
+                "  rounds: %d\n  update_compression: %s\n" % (rounds, mode))
+    run_dir = os.path.join(d, "run")
+    subprocess.run(["rm", "-rf", run_dir], check=True)
+    p = subprocess.run([os.path.join(build, "bin", "sextant"), "run", exp, "--run-dir", run_dir],
+                       capture_output=True, text=True)
+    sent, model_bytes, updates = 0, 0, 0
+    for name in os.listdir(os.path.join(run_dir, "logs")):
+        if not name.startswith("client-"):
+            continue
+        for line in open(os.path.join(run_dir, "logs", name)):
+            if line.startswith("client_done"):
+                f = dict(kv.split("=") for kv in line.split()[1:])
+                sent += int(f["bytes_sent"])
+                model_bytes = int(f["model_bytes"])
+                updates += int(f["rounds"])
+    db = sqlite3.connect(os.path.join(run_dir, "state.db"))
+    acc = db.execute("SELECT accuracy FROM rounds WHERE region = '' ORDER BY round DESC LIMIT 1"
+                     ).fetchone()
+    return {"compression": mode, "exit": p.returncode, "rounds": rounds, "updates": updates,
+            "bytes_sent": sent, "bytes_per_round": sent / rounds, "model_bytes": model_bytes,
+            "final_accuracy": acc[0] if acc else None}
+
+
+def compression_table(a):
+    rows = []
+    with open(a.raw, "a") as raw:
+        for mode in ("none", "fp16", "int8"):
+            r = compression_once(a.build, a.work, mode, a.compression_rounds)
+            r["when"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+            rows.append(r)
+            raw.write(json.dumps(r) + "\n")
+            print(json.dumps(r), file=sys.stderr, flush=True)
+    base = rows[0]
+    print("| update_compression | client bytes per round | vs none | final accuracy | vs none |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print("| %s | %s | %.3fx | %.4f | %+.4f |" % (
+            r["compression"], "{:,.0f}".format(r["bytes_per_round"]),
+            r["bytes_per_round"] / base["bytes_per_round"], r["final_accuracy"],
+            r["final_accuracy"] - base["final_accuracy"]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
@@ -80,7 +131,13 @@ def main():
     ap.add_argument("--wall", default="8m")
     ap.add_argument("--work", default="/tmp/sextant-bench-federated")
     ap.add_argument("--raw", default=os.path.join(os.path.dirname(__file__), "runs.jsonl"))
+    ap.add_argument("--compression", action="store_true",
+                    help="the update_compression table instead (sync, no stragglers)")
+    ap.add_argument("--compression-rounds", type=int, default=20)
     a = ap.parse_args()
+    if a.compression:
+        compression_table(a)
+        return
     records = []
     with open(a.raw, "a") as raw:
         for i in range(a.runs):

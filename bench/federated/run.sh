@@ -3,6 +3,8 @@
 # to 0.85 validation accuracy with the built-in CNN, 2 regions x 5 clients on non-IID
 # Fashion-MNIST, 3 clients 5x slower; medians over 3 runs of each, alternated.
 # usage: bench/federated/run.sh BUILD_DIR [--runs N] [--target A] [--wall 8m] [--work DIR]
+#        bench/federated/run.sh BUILD_DIR --compression [--compression-rounds 20]: the
+#          update_compression table (none, fp16, int8; synchronous, no stragglers)
 #   BUILD_DIR holds bin/sextant and bin/sextant-worker (ninja -C BUILD_DIR sextant sextant-worker)
 # About 25 minutes on 2 cores. Appends each run to bench/federated/runs.jsonl and prints the
 # table of bench/federated/RESULTS.md.
