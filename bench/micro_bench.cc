@@ -9,7 +9,7 @@
 #include "benchmark/benchmark.h"
 #include "orchestrator/core/store.h"
 #include "strategies/sampler.h"
-#include "worker/metric_parser.h"
+#include "common/metric_parser.h"
 
 namespace sextant {
 namespace {

@@ -15,7 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "rpc/channel_credentials.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
-#include "worker/command_runner.h"
+#include "common/command_runner.h"
 #include "worker/telemetry.h"
 
 namespace sextant {

@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
-#include "worker/command_metrics.h"
+#include "common/command_metrics.h"
 
 namespace sextant {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "tensors/safetensors.h"
-#include "worker/command_metrics.h"
+#include "common/command_metrics.h"
 #include "worker/federated/npy.h"
 
 namespace sextant {

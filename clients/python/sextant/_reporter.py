@@ -9,7 +9,7 @@ import sys
 
 from sextant._errors import NotInTrialError
 
-# What worker/metric_parser.cc accepts as a metric name.
+# What common/metric_parser.cc accepts as a metric name.
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]{0,127}\Z")
 
 

@@ -1,4 +1,4 @@
-#include "worker/command_runner.h"
+#include "common/command_runner.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "worker/metric_parser.h"
+#include "common/metric_parser.h"
 
 extern char** environ;
 

@@ -1,5 +1,5 @@
-#ifndef SEXTANT_WORKER_COMMAND_METRICS_H_
-#define SEXTANT_WORKER_COMMAND_METRICS_H_
+#ifndef SEXTANT_COMMON_COMMAND_METRICS_H_
+#define SEXTANT_COMMON_COMMAND_METRICS_H_
 
 #include <cstdint>
 #include <map>
@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
-#include "worker/command_runner.h"
+#include "common/command_runner.h"
 
 namespace sextant {
 
@@ -44,4 +44,4 @@ std::optional<PrintedEvaluation> EvaluationFrom(const std::map<std::string, doub
 
 }  // namespace sextant
 
-#endif  // SEXTANT_WORKER_COMMAND_METRICS_H_
+#endif  // SEXTANT_COMMON_COMMAND_METRICS_H_

@@ -1,5 +1,5 @@
-#ifndef SEXTANT_WORKER_METRIC_PARSER_H_
-#define SEXTANT_WORKER_METRIC_PARSER_H_
+#ifndef SEXTANT_COMMON_METRIC_PARSER_H_
+#define SEXTANT_COMMON_METRIC_PARSER_H_
 
 #include <map>
 #include <string>
@@ -32,4 +32,4 @@ bool ParseEventLine(std::string_view line, EventLine* out);
 
 }  // namespace sextant
 
-#endif  // SEXTANT_WORKER_METRIC_PARSER_H_
+#endif  // SEXTANT_COMMON_METRIC_PARSER_H_

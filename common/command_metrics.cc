@@ -1,4 +1,4 @@
-#include "worker/command_metrics.h"
+#include "common/command_metrics.h"
 
 #include <algorithm>
 #include <cmath>

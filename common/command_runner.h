@@ -1,5 +1,5 @@
-#ifndef SEXTANT_WORKER_COMMAND_RUNNER_H_
-#define SEXTANT_WORKER_COMMAND_RUNNER_H_
+#ifndef SEXTANT_COMMON_COMMAND_RUNNER_H_
+#define SEXTANT_COMMON_COMMAND_RUNNER_H_
 
 #include <cstdint>
 #include <map>
@@ -70,4 +70,4 @@ absl::StatusOr<CommandResult> RunCommand(const CommandSpec& spec, CommandObserve
 
 }  // namespace sextant
 
-#endif  // SEXTANT_WORKER_COMMAND_RUNNER_H_
+#endif  // SEXTANT_COMMON_COMMAND_RUNNER_H_

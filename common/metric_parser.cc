@@ -1,4 +1,4 @@
-#include "worker/metric_parser.h"
+#include "common/metric_parser.h"
 
 #include <charconv>
 #include <cmath>

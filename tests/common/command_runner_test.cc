@@ -1,4 +1,4 @@
-#include "worker/command_runner.h"
+#include "common/command_runner.h"
 
 #include <signal.h>
 #include <stdlib.h>
