@@ -60,6 +60,20 @@ uint64_t ClientSeed(uint64_t round_seed, const std::string& client) {
   return round_seed ^ (std::hash<std::string>()(client) * 0x9E3779B97F4A7C15ULL);
 }
 
+// Each of the region's participants' task in the round upstream gave this region: the model's
+// size, its own shuffling seed and the round's deadline.
+std::map<std::string, RoundTask> ClientTasks(const RoundTask& upstream) {
+  std::map<std::string, RoundTask> tasks;
+  for (const std::string& c : upstream.participants) {
+    RoundTask t;
+    t.model_size = upstream.model_size;
+    t.seed = ClientSeed(upstream.seed, c);
+    t.deadline_seconds = upstream.deadline_seconds;
+    tasks[c] = t;
+  }
+  return tasks;
+}
+
 // Runs the secure-aggregation stages of the round just published and decodes the survivors'
 // weighted mean into *mean. Aborted when the protocol aborted; Cancelled when stopped.
 absl::StatusOr<RoundOutcome> SecureRound(
@@ -179,15 +193,8 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
     if (task->kind == RoundTask::Kind::kWait || task->participants.empty()) continue;
     const std::string file = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
     std::filesystem::rename(incoming, file);
-    std::map<std::string, RoundTask> tasks;
-    for (const std::string& c : task->participants) {
-      RoundTask t;
-      t.model_size = task->model_size;
-      t.seed = ClientSeed(task->seed, c);
-      tasks[c] = t;
-    }
     SEXTANT_RETURN_IF_ERROR(
-        hub.Publish(task->round, file, std::move(tasks), 0, std::max<int64_t>(1, task->min_updates)));
+        hub.Publish(task->round, file, ClientTasks(*task), 0, std::max<int64_t>(1, task->min_updates)));
     if (!previous_file.empty()) std::filesystem::remove(previous_file);
     previous_file = file;
     version = task->round;
@@ -279,14 +286,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     if (task->kind == RoundTask::Kind::kWait) continue;
     file = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
     std::filesystem::rename(absl::StrCat(o.work_dir, "/incoming.f32"), file);
-    std::map<std::string, RoundTask> tasks;
-    for (const std::string& c : task->participants) {
-      RoundTask t;
-      t.model_size = task->model_size;
-      t.seed = ClientSeed(task->seed, c);
-      t.deadline_seconds = task->deadline_seconds;
-      tasks[c] = t;
-    }
+    std::map<std::string, RoundTask> tasks = ClientTasks(*task);
     if (tasks.empty() && !o.hide_region_sum) continue;
     // The orchestrator says how many of this region's clients the round needs (min_clients).
     const bool sampled = !tasks.empty();

@@ -1,5 +1,5 @@
 // federation.mode: buffered end to end (real processes, Fashion-MNIST): two regions, one client
-// made 5x slower. The orchestrator steps whenever buffer_size client updates are buffered,
+// made 20x slower (long enough over 1,200 examples that a loaded machine's noise cannot hide it). The orchestrator steps whenever buffer_size client updates are buffered,
 // without waiting for the straggler, which the fast clients outpace; the model still learns.
 #include <filesystem>
 #include <regex>
@@ -43,11 +43,11 @@ federation:
   max_staleness: 3
   local_lr: 0.05
   server_lr: 0.5
-  examples_per_client: 600
+  examples_per_client: 1200
   validation_examples: 1000
   seed: 5
   secure_aggregation: false
-  stragglers: {clients: [east/0], slowdown: 5}
+  stragglers: {clients: [east/0], slowdown: 20}
 )");
   const std::string bin = SEXTANT_BIN_DIR;
   testing::CommandOutput run = testing::RunProcess(
