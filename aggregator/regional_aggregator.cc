@@ -214,6 +214,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   to.coordinator.rule = o.rule;
   to.coordinator.buffer = o.buffer;
   to.coordinator.buffer.distinct_senders = true;  // a push never stands for more than its clients
+  to.coordinator.clip_norm = o.dp_clip_norm;
   // Only this region's clients, each as itself (by certificate) and with a fixed weight.
   to.policy.region = o.region;
   to.policy.max_client_weight = o.max_client_weight;
@@ -234,7 +235,9 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     std::filesystem::rename(tmp, o.port_file);
   }
   if (o.log)
-    *o.log << "aggregator " << o.region << " serving on port " << port << "\n" << std::flush;
+    *o.log << "aggregator " << o.region << " serving on port " << port
+           << (o.dp_clip_norm > 0 ? absl::StrCat(" dp_clip_norm=", o.dp_clip_norm) : "") << "\n"
+           << std::flush;
   auto stub = v1::FederationService::NewStub(
       grpc::CreateChannel(o.upstream, o.upstream_credentials ? o.upstream_credentials
                                                              : grpc::InsecureChannelCredentials()));

@@ -33,6 +33,10 @@ struct RegionalAggregatorOptions {
   // continuously on the newest version, and the aggregator pushes each full buffer of their
   // updates. Plaintext only. Default off: synchronous rounds.
   BufferPolicy buffer;
+  // Central differential privacy over plaintext updates: each client update is clipped here to
+  // this L2 norm and counts with weight 1 (RoundCoordinatorOptions::clip_norm), whatever the
+  // client did. Default 0: off.
+  double dp_clip_norm = 0;
   // Secure aggregation (SecAgg+) with the region's clients instead of plaintext updates; the
   // quantisation every client uses and the deadline of each stage after the first (the first
   // closes like a plaintext round: all clients in, or the round deadline with min_updates).

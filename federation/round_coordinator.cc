@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "federation/dp_noise.h"
 #include "federation/robust_aggregation.h"
 
 namespace sextant {
@@ -55,6 +57,9 @@ absl::StatusOr<RoundCoordinator> RoundCoordinator::Create(RoundCoordinatorOption
   }
   if (!(options.deadline_seconds >= 0)) {
     return absl::InvalidArgumentError("deadline_seconds must be >= 0");
+  }
+  if (!(options.clip_norm >= 0 && std::isfinite(options.clip_norm))) {
+    return absl::InvalidArgumentError("clip_norm must be finite and >= 0");
   }
   if (options.buffer.enabled) {
     if (options.rule.robust()) {
@@ -155,7 +160,7 @@ absl::Status RoundCoordinator::Begin(const UpdateHeader& header, size_t total_si
     return absl::InvalidArgumentError(absl::StrCat("count must be >= 1, got ", count));
   }
   staging_owner_ = header.client_id;
-  staging_weight_ = header.num_examples;
+  staging_weight_ = options_.clip_norm > 0 ? 1.0 : header.num_examples;
   staging_count_ = count;
   staged_ = 0;
   staging_.resize(options_.model_size);
@@ -206,6 +211,12 @@ absl::Status RoundCoordinator::Finish(absl::string_view client_id, const SenderM
 absl::Status RoundCoordinator::FoldStaged() {
   staging_owner_.clear();
   fold_pending_ = false;
+  if (options_.clip_norm > 0) {
+    double norm = 0;
+    // The gate checked every value, so the clip cannot fail.
+    SEXTANT_RETURN_IF_ERROR(ClipToL2Norm(absl::MakeSpan(staging_), options_.clip_norm, &norm));
+    if (norm > options_.clip_norm) ++clipped_;
+  }
   if (options_.rule.robust()) {
     // Kept whole for Close; the next Begin stages into a fresh buffer.
     kept_.push_back(std::move(staging_));

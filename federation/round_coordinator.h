@@ -76,6 +76,12 @@ struct RoundCoordinatorOptions {
   // standing for min_updates clients (deadline and participants play no part). Needs the
   // weighted mean. Default off.
   BufferPolicy buffer;
+  // Client-level differential privacy enforced where the updates arrive (central DP with
+  // plaintext updates): every update is clipped to L2 norm clip_norm and counts with weight 1,
+  // whatever its sender declared, clipped or added (a client that skipped its own clipping, or
+  // the rounding of a compressed update), so that one client moves the round's sum by at most
+  // clip_norm, as the accountant assumes. Counted in clipped_updates(). Default 0: off.
+  double clip_norm = 0;
 };
 
 // Metrics a sender attaches to its update; folded as weighted means.
@@ -162,6 +168,8 @@ class RoundCoordinator {
   const UpdateGate& gate() const { return gate_; }
   // Rejections counted so far over all rounds and senders.
   int64_t total_rejections() const;
+  // Updates that clip_norm scaled down so far (over all rounds).
+  int64_t clipped_updates() const { return clipped_; }
   // The staging buffer's capacity in floats (0 until the first update), for memory checks.
   size_t staging_capacity() const { return staging_.capacity(); }
 
@@ -195,6 +203,7 @@ class RoundCoordinator {
   int64_t count_ = 0;
   int64_t senders_ = 0;
   int64_t rejected_at_open_ = 0;
+  int64_t clipped_ = 0;
   SenderMetrics sums_;  // weighted sums, divided at Close
   double eval_weight_ = 0;
   // Robust rules only: every accepted update of the open round, and the aggregate.

@@ -563,6 +563,10 @@ class FederatedRun {
                                    absl::StrCat(TotalClients(fed()))});
         }
       }
+      // Central DP over plaintext updates: the aggregator enforces each client's bound itself.
+      if (DpClipNorm(fed()) > 0 && !fed().secure_aggregation()) {
+        argv.insert(argv.end(), {"--dp-clip-norm", absl::StrCat(DpClipNorm(fed()))});
+      }
       if (buffered()) {
         argv.insert(argv.end(), {"--max-staleness", absl::StrCat(fed().max_staleness()),
                                  "--staleness-weighting", fed().staleness_weighting()});

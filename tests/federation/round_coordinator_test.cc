@@ -50,6 +50,30 @@ TEST(RoundCoordinatorTest, ChunkedUpdatesFoldToTheExactWeightedMean) {
   }
 }
 
+// Central DP: whatever a client declares and sends, its update counts with weight 1 and at most
+// norm C, so one dishonest client cannot move the mean beyond C / n.
+TEST(RoundCoordinatorTest, ClipNormBoundsEveryUpdateAndIgnoresTheDeclaredWeight) {
+  FakeClock clock;
+  RoundCoordinatorOptions o;
+  o.experiment_id = "exp";
+  o.model_size = 4;
+  o.clip_norm = 1.0;
+  RoundCoordinator c = *RoundCoordinator::Create(o, &clock);
+  ASSERT_TRUE(c.OpenRound(1, {"honest", "dishonest"}).ok());
+  ASSERT_TRUE(Send(c, "honest", 1, {0.5, 0, 0, 0}, 1).ok());             // inside the ball
+  ASSERT_TRUE(Send(c, "dishonest", 1, {0, 300, 0, 400}, 1e6).ok());  // norm 500, weight 1e6
+  absl::StatusOr<RoundOutcome> out = c.Close();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_DOUBLE_EQ(out->total_weight, 2);
+  EXPECT_EQ(c.clipped_updates(), 1);
+  EXPECT_NEAR(out->mean[0], 0.25, 1e-6);
+  EXPECT_NEAR(out->mean[1], 0.3, 1e-6);  // (0, 0.6, 0, 0.8) after clipping, halved
+  EXPECT_NEAR(out->mean[2], 0, 1e-6);
+  EXPECT_NEAR(out->mean[3], 0.4, 1e-6);
+  o.clip_norm = -1;
+  EXPECT_TRUE(absl::IsInvalidArgument(RoundCoordinator::Create(o, &clock).status()));
+}
+
 TEST(RoundCoordinatorTest, AnotherExperimentOrRoundIsAbortedCountedAndNeverAggregated) {
   FakeClock clock;
   RoundCoordinator c = Make(&clock, 3);

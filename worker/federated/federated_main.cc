@@ -1,5 +1,6 @@
 #include "worker/federated/federated_main.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -61,6 +62,9 @@ constexpr FlagHelp kFlags[] = {
     {"--clients", "aggregator: the region's clients, <region>/0..N-1"},
     {"--startup-wait", "aggregator: seconds to wait for them before round 1 (default 120)"},
     {"--max-client-weight", "aggregator: the largest weight a client may claim"},
+    {"--dp-clip-norm",
+     "aggregator: central DP; each plaintext client update is clipped to this L2 norm and "
+     "weighs 1"},
     {"--max-staleness",
      "aggregator: buffered asynchronous rounds (federation.mode: buffered), rejecting updates "
      "staler than this many model versions"},
@@ -294,6 +298,17 @@ int RunAggregator(std::map<std::string, std::string>& f, Clock* clock,
        !absl::SimpleAtod(f["--secagg-stage-timeout"], &o.stage_timeout_seconds))) {
     std::cerr << "sextant-worker: --secagg-clip and --secagg-stage-timeout take numbers, "
                  "--secagg-bits and --secagg-max-weight integers\n";
+    return 2;
+  }
+  if (f.count("--dp-clip-norm") &&
+      (!absl::SimpleAtod(f["--dp-clip-norm"], &o.dp_clip_norm) ||
+       !(o.dp_clip_norm >= 0 && std::isfinite(o.dp_clip_norm)))) {
+    std::cerr << "sextant-worker: --dp-clip-norm takes a number >= 0\n";
+    return 2;
+  }
+  if (o.dp_clip_norm > 0 && o.secure_aggregation) {
+    std::cerr << "sextant-worker: --dp-clip-norm clips plaintext updates; under "
+                 "--secure-aggregation the clients clip their own\n";
     return 2;
   }
   int64_t clients = 0;
