@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "federation/update_codec.h"
 
 namespace sextant {
 namespace {
@@ -47,6 +50,19 @@ absl::StatusOr<SecureQuantizer> SecureQuantizer::Create(const SecureQuantizerOpt
         absl::StrCat("secure quantizer: ", o.max_clients, " clients x weight ", o.max_weight,
                      " at ", o.bits, " bits need a ring over 64 bits; lower bits or max_weight"));
   }
+  if (o.segments.size() != o.segment_clips.size() ||
+      static_cast<int64_t>(o.segments.size()) > kMaxUpdateSegments) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "secure quantizer: ", o.segments.size(), " segments and ", o.segment_clips.size(),
+        " segment clips; they must match, at most ", kMaxUpdateSegments));
+  }
+  for (size_t i = 0; i < o.segments.size(); ++i) {
+    if (o.segments[i] < 0 || !(std::isfinite(o.segment_clips[i]) && o.segment_clips[i] > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "secure quantizer: segment ", i, " has ", o.segments[i], " elements and clip ",
+          o.segment_clips[i], "; counts must be >= 0 and clips finite and > 0"));
+    }
+  }
   const int k = o.ring_bits == 0 ? need : o.ring_bits;
   if (k < need || k > 64) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -65,12 +81,16 @@ absl::Status SecureQuantizer::Encode(absl::Span<const float> x, int64_t weight, 
     return absl::InvalidArgumentError(absl::StrCat("secure quantizer: weight ", weight,
                                                    " outside [1, ", options_.max_weight, "]"));
   }
-  const double scale = static_cast<double>(levels_) / options_.clip;
+  absl::StatusOr<std::vector<std::pair<size_t, double>>> ranges = Ranges(x.size());
+  if (!ranges.ok()) return ranges.status();
   const double lmax = static_cast<double>(levels_);
   const uint64_t ring = RingMask(ring_bits_);
   uint64_t state = seed;
+  size_t range = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     if (std::isnan(x[i])) return absl::InvalidArgumentError("secure quantizer: NaN in update");
+    while (i >= (*ranges)[range].first) ++range;
+    const double scale = lmax / (*ranges)[range].second;
     const double v = std::clamp(static_cast<double>(x[i]) * scale, -lmax, lmax);
     const double lo = std::floor(v);
     const double u = static_cast<double>(SplitMix64(state) >> 11) * 0x1.0p-53;
@@ -91,9 +111,14 @@ absl::StatusOr<int64_t> SecureQuantizer::DecodeMean(absl::Span<const uint64_t> s
   if (total > static_cast<uint64_t>(options_.max_clients * options_.max_weight)) {
     return absl::InvalidArgumentError("secure quantizer: total weight exceeds n * max_weight");
   }
+  absl::StatusOr<std::vector<std::pair<size_t, double>>> ranges = Ranges(mean.size());
+  if (!ranges.ok()) return ranges.status();
   const uint64_t half = uint64_t{1} << (ring_bits_ - 1);
-  const double factor = options_.clip / (static_cast<double>(levels_) * static_cast<double>(total));
+  const double per_level = 1.0 / (static_cast<double>(levels_) * static_cast<double>(total));
+  size_t range = 0;
   for (size_t i = 0; i < mean.size(); ++i) {
+    while (i >= (*ranges)[range].first) ++range;
+    const double factor = (*ranges)[range].second * per_level;
     uint64_t v = sum[i];
     // Two's complement in Z_{2^k}: values >= 2^(k-1) are negative.
     const int64_t s = v >= half
@@ -102,6 +127,45 @@ absl::StatusOr<int64_t> SecureQuantizer::DecodeMean(absl::Span<const uint64_t> s
     mean[i] = static_cast<float>(static_cast<double>(s) * factor);
   }
   return static_cast<int64_t>(total);
+}
+
+absl::StatusOr<std::vector<std::pair<size_t, double>>> SecureQuantizer::Ranges(size_t n) const {
+  if (options_.segments.empty()) return std::vector<std::pair<size_t, double>>{{n, options_.clip}};
+  if (std::accumulate(options_.segments.begin(), options_.segments.end(), int64_t{0}) !=
+      static_cast<int64_t>(n)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("secure quantizer: the segments do not sum to the update's ", n, " values"));
+  }
+  std::vector<std::pair<size_t, double>> ranges;
+  ranges.reserve(options_.segments.size());
+  size_t end = 0;
+  for (size_t i = 0; i < options_.segments.size(); ++i) {
+    end += static_cast<size_t>(options_.segments[i]);
+    ranges.emplace_back(end, options_.segment_clips[i]);
+  }
+  return ranges;
+}
+
+double SecureQuantizer::max_error() const {
+  double clip = options_.segment_clips.empty() ? options_.clip : 0;
+  for (double c : options_.segment_clips) clip = std::max(clip, c);
+  return clip / static_cast<double>(levels_);
+}
+
+std::vector<double> SegmentClipsFromMean(absl::Span<const float> mean,
+                                         absl::Span<const int64_t> segments, double headroom,
+                                         double min_clip) {
+  std::vector<double> clips;
+  clips.reserve(segments.size());
+  size_t at = 0;
+  for (int64_t n : segments) {
+    double largest = 0;
+    for (int64_t j = 0; j < n && at < mean.size(); ++j, ++at) {
+      largest = std::max(largest, std::fabs(static_cast<double>(mean[at])));
+    }
+    clips.push_back(std::max(min_clip, headroom * largest));
+  }
+  return clips;
 }
 
 }  // namespace sextant

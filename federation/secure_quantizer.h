@@ -2,6 +2,8 @@
 #define SEXTANT_FEDERATION_SECURE_QUANTIZER_H_
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -16,12 +18,27 @@ struct SecureQuantizerOptions {
   int64_t max_weight = 1;   // client weights are integers in [1, max_weight]; default 1
   int64_t max_clients = 0;  // n, the most inputs one sum may hold; default 0 (refused)
   int ring_bits = 0;        // Z_{2^ring_bits}; 0 (default) picks RequiredRingBits
+  // Per-tensor ranges: x is cut into `segments` (element counts, the model layout's tensors in
+  // order), and the coordinates of segment i clip to segment_clips[i] instead of clip. Both
+  // empty (default): one clip for every coordinate.
+  std::vector<int64_t> segments;
+  std::vector<double> segment_clips;
 };
+
+// Per-tensor ranges for the next round of int8 secure aggregation, from the last round's
+// (public) mean update: headroom times the largest |value| of each segment, and at least
+// min_clip (a tensor that did not move keeps a range). A client's update may reach past its
+// region's mean; what lies beyond the range is clipped. Segments past mean's end count 0.
+std::vector<double> SegmentClipsFromMean(absl::Span<const float> mean,
+                                         absl::Span<const int64_t> segments, double headroom,
+                                         double min_clip);
 
 // Encodes a client's update for secure weighted averaging, and decodes the masked sum into the
 // weighted mean. A client with update x and integer weight w sends (w * q(x), w) in Z_{2^k}:
 // q clips each coordinate to [-clip, clip] and rounds x * L / clip stochastically (up with
 // probability equal to the fractional part, so E[q] = x * L / clip). The last ring element is w.
+// With segment_clips, each segment has its own clip in place of `clip` (so its own step
+// clip_i / L), everywhere below.
 //
 // Overflow is impossible by construction: |sum_i w_i q_i| <= L * n * max_weight, and Create
 // refuses a ring unless 2 * L * n * max_weight < 2^k, so the signed sum is read back exactly.
@@ -33,30 +50,35 @@ struct SecureQuantizerOptions {
 class SecureQuantizer {
  public:
   // InvalidArgument for clip not finite and > 0, bits outside 2..32, max_weight < 1,
-  // max_clients < 1, a ring over 64 bits, or a ring_bits too small for the bound above.
+  // max_clients < 1, a ring over 64 bits, a ring_bits too small for the bound above, or
+  // segments and segment_clips of different lengths, more than kMaxUpdateSegments of them, a
+  // negative segment or a segment clip not finite and > 0.
   static absl::StatusOr<SecureQuantizer> Create(const SecureQuantizerOptions& options);
 
   // The smallest k with 2 * L * n * max_weight < 2^k (65 when none fits in 64 bits).
   static int RequiredRingBits(int bits, int64_t max_clients, int64_t max_weight);
 
   // Writes the encoding of (x, weight) into out (x.size() + 1 elements). `seed` drives the
-  // stochastic rounding. InvalidArgument for a wrong out size, a weight outside [1, max_weight]
-  // or a NaN in x (+-Inf are clipped).
+  // stochastic rounding. InvalidArgument for a wrong out size, segments that do not sum to
+  // x.size(), a weight outside [1, max_weight] or a NaN in x (+-Inf are clipped).
   absl::Status Encode(absl::Span<const float> x, int64_t weight, uint64_t seed,
                       absl::Span<uint64_t> out) const;
 
   // Decodes a sum of encodings (mean.size() + 1 elements) into the weighted mean and returns the
   // total weight. FailedPrecondition when the total weight is 0; InvalidArgument for a wrong size
-  // or a total weight above n * max_weight (not a sum of valid encodings).
+  // (segments included) or a total weight above n * max_weight (not a sum of valid encodings).
   absl::StatusOr<int64_t> DecodeMean(absl::Span<const uint64_t> sum, absl::Span<float> mean) const;
 
   int ring_bits() const { return ring_bits_; }
   int64_t levels() const { return levels_; }
-  // The deterministic per-coordinate error bound clip / L.
-  double max_error() const { return options_.clip / static_cast<double>(levels_); }
+  // The deterministic per-coordinate error bound clip / L (the largest segment clip's).
+  double max_error() const;
 
  private:
   SecureQuantizer(const SecureQuantizerOptions& options, int ring_bits);
+  // The clip ranges of an n-element update as (end offset, clip) in order, or InvalidArgument
+  // when the segments do not sum to n.
+  absl::StatusOr<std::vector<std::pair<size_t, double>>> Ranges(size_t n) const;
   SecureQuantizerOptions options_;
   int ring_bits_;
   int64_t levels_;

@@ -170,4 +170,11 @@ absl::Status CheckSameLayout(const TensorFile& model, const TensorFile& referenc
   return absl::OkStatus();
 }
 
+std::vector<int64_t> LayoutSegments(const TensorFile& layout) {
+  std::vector<int64_t> segments;
+  segments.reserve(layout.tensors.size());
+  for (const Tensor& t : layout.tensors) segments.push_back(NumElements(t.shape).value_or(0));
+  return segments;
+}
+
 }  // namespace sextant

@@ -61,6 +61,12 @@ struct TensorFile {
 // naming the tensor whose shape is invalid, or when the total overflows int64.
 absl::StatusOr<int64_t> LayoutElements(const TensorFile& layout);
 
+// The element count of each of `layout`'s tensors, in order: the segments of a flat model that
+// an int8 update scales one by one (federation/update_codec.h) and that secure aggregation
+// quantises each in its own range (federation/secure_quantizer.h). A tensor whose shape is
+// invalid counts 0 (LayoutElements refuses such a layout).
+std::vector<int64_t> LayoutSegments(const TensorFile& layout);
+
 // `model`'s values widened to f32 and concatenated in tensor order. Errors as Tensor::ToF32.
 absl::StatusOr<std::vector<float>> FlattenToF32(const TensorFile& model);
 

@@ -1,5 +1,6 @@
 #include "federation/secure_quantizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -95,6 +96,67 @@ TEST(SecureQuantizerTest, BadInputsAreRefused) {
   std::vector<uint64_t> zero(3, 0);
   EXPECT_EQ(q->DecodeMean(zero, absl::MakeSpan(mean)).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// int8 secure aggregation quantises each tensor in its own range: a small tensor keeps a fine
+// step however large another one's range is, and the decoded mean stays within one step of each
+// segment's exact (clipped) weighted mean.
+TEST(SecureQuantizerTest, EachSegmentHasItsOwnClipAndStep) {
+  SecureQuantizerOptions o;
+  o.bits = 8;  // L = 127
+  o.max_clients = 3;
+  o.max_weight = 10;
+  o.segments = {2, 0, 3};
+  o.segment_clips = {100.0, 5.0, 0.01};
+  auto q = SecureQuantizer::Create(o);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_DOUBLE_EQ(q->max_error(), 100.0 / 127);
+  const std::vector<std::vector<float>> x = {{50, -80, 0.004f, -0.002f, 0.5f},
+                                             {-20, 10, 0.001f, 0.003f, -0.5f},
+                                             {0, 200, -0.005f, 0.0f, 0.009f}};
+  const std::vector<int64_t> w = {1, 3, 10};
+  const uint64_t ring = (uint64_t{1} << q->ring_bits()) - 1;
+  std::vector<uint64_t> sum(6, 0);
+  for (int c = 0; c < 3; ++c) {
+    std::vector<uint64_t> enc(6);
+    ASSERT_TRUE(q->Encode(x[c], w[c], 7 + c, absl::MakeSpan(enc)).ok());
+    for (int j = 0; j < 6; ++j) sum[j] = (sum[j] + enc[j]) & ring;
+  }
+  std::vector<float> mean(5);
+  auto total = q->DecodeMean(sum, absl::MakeSpan(mean));
+  ASSERT_TRUE(total.ok()) << total.status();
+  EXPECT_EQ(*total, 14);
+  const std::vector<double> clip = {100, 100, 0.01, 0.01, 0.01};
+  for (int j = 0; j < 5; ++j) {
+    double exact = 0;
+    for (int c = 0; c < 3; ++c) {
+      exact += w[c] * std::clamp(static_cast<double>(x[c][j]), -clip[j], clip[j]);
+    }
+    exact /= 14;
+    EXPECT_NEAR(mean[j], exact, clip[j] / 127) << j;  // each segment's own step
+  }
+  // The segments must cover the update exactly.
+  std::vector<uint64_t> enc(5);
+  EXPECT_TRUE(absl::IsInvalidArgument(q->Encode({1, 2, 3, 4}, 1, 0, absl::MakeSpan(enc))));
+  std::vector<float> short_mean(4);
+  enc[4] = 1;  // a total weight, so that only the length is wrong
+  EXPECT_TRUE(absl::IsInvalidArgument(q->DecodeMean(enc, absl::MakeSpan(short_mean)).status()));
+  // Mismatched, negative or non-positive ranges are refused when the quantiser is made.
+  o.segment_clips = {1.0, 1.0};
+  EXPECT_TRUE(absl::IsInvalidArgument(SecureQuantizer::Create(o).status()));
+  o.segment_clips = {1.0, 0.0, 1.0};
+  EXPECT_TRUE(absl::IsInvalidArgument(SecureQuantizer::Create(o).status()));
+  o.segment_clips = {1.0, std::nan(""), 1.0};
+  EXPECT_TRUE(absl::IsInvalidArgument(SecureQuantizer::Create(o).status()));
+  o.segment_clips = {1.0, 1.0, 1.0};
+  o.segments = {2, -1, 4};
+  EXPECT_TRUE(absl::IsInvalidArgument(SecureQuantizer::Create(o).status()));
+}
+
+TEST(SecureQuantizerTest, SegmentClipsFromMeanScaleEachTensorsLargestValue) {
+  const std::vector<float> mean = {0.5f, -2.0f, 0.0f, 0.0f, 0.01f};
+  EXPECT_EQ(SegmentClipsFromMean(mean, std::vector<int64_t>{2, 2, 1}, 4.0, 1e-6),
+            (std::vector<double>{8.0, 1e-6, 4.0 * 0.01f}));
 }
 
 }  // namespace

@@ -80,13 +80,6 @@ absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec
   return job;
 }
 
-std::vector<int64_t> LayoutSegments(const TensorFile& layout) {
-  std::vector<int64_t> segments;
-  segments.reserve(layout.tensors.size());
-  for (const Tensor& t : layout.tensors) segments.push_back(NumElements(t.shape).value_or(0));
-  return segments;
-}
-
 TensorFile BuiltinModelLayout(const train::ModelSpec& spec) {
   TensorFile layout;
   auto add = [&](const std::string& layer, int64_t in, int64_t out) {

@@ -71,10 +71,6 @@ absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec
 // Weights are stored [in, out] row-major, the transpose of torch.nn.Linear's [out, in].
 TensorFile BuiltinModelLayout(const train::ModelSpec& spec);
 
-// The element count of each of `layout`'s tensors, in order: the segments of a flat model that
-// an int8 update scales one by one (federation/update_codec.h). A tensor whose shape is invalid
-// counts 0 (LayoutElements refuses such a layout).
-std::vector<int64_t> LayoutSegments(const TensorFile& layout);
 
 // The layout of federation.model_layout. InvalidArgument naming the tensor with an unknown dtype
 // or a negative dim.
