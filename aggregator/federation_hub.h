@@ -28,6 +28,11 @@ struct RoundTask {
   int64_t min_updates = 1;
   uint64_t seed = 0;
   int64_t model_size = 0;
+  // To an aggregator under secure aggregation: the round's quantiser bits (0: its own), and
+  // with int8 updates each tensor's element count and range (SecAggQuantization).
+  int quantizer_bits = 0;
+  std::vector<int64_t> segments;
+  std::vector<double> segment_clips;
 };
 
 // One accepted update's sender and its metrics (per-region reporting).

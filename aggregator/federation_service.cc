@@ -97,6 +97,9 @@ RoundTask FromProto(const v1::RoundAssignment& a, int64_t round) {
   t.min_updates = a.min_updates();
   t.seed = a.seed();
   t.model_size = a.model_size();
+  t.quantizer_bits = a.quantizer_bits();
+  t.segments.assign(a.segments().begin(), a.segments().end());
+  t.segment_clips.assign(a.segment_clips().begin(), a.segment_clips().end());
   return t;
 }
 
@@ -134,6 +137,9 @@ grpc::Status ServeRound(FederationHub* hub, SenderGate& gate,
   a->set_model_size(task->model_size);
   a->set_seed(task->seed);
   a->set_min_updates(static_cast<int32_t>(task->min_updates));
+  a->set_quantizer_bits(task->quantizer_bits);
+  for (int64_t n : task->segments) a->add_segments(n);
+  for (double c : task->segment_clips) a->add_segment_clips(c);
   if (!write(first)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away");
   std::vector<float> buf(std::min(chunk_floats, std::max<int64_t>(task->model_size, 1)));
   v1::ModelChunk chunk;
@@ -458,6 +464,14 @@ absl::StatusOr<RoundTask> PullRound(
       stub->GetRound(&context, request);
   v1::ModelChunk chunk;
   if (!reader->Read(&chunk)) return FromGrpcStatus(reader->Finish());
+  if (chunk.assignment().segments_size() > kMaxUpdateSegments ||
+      chunk.assignment().segment_clips_size() != chunk.assignment().segments_size()) {
+    context.TryCancel();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "round assignment: ", chunk.assignment().segments_size(), " segments and ",
+        chunk.assignment().segment_clips_size(), " ranges; they must match, at most ",
+        kMaxUpdateSegments));
+  }
   RoundTask task = FromProto(chunk.assignment(), chunk.round());
   std::vector<float> scratch;
   int64_t received = 0;

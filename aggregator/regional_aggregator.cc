@@ -74,6 +74,23 @@ std::map<std::string, RoundTask> ClientTasks(const RoundTask& upstream) {
   return tasks;
 }
 
+// The quantisation of a secure round: the aggregator's own, with the bits and per-tensor ranges
+// upstream set for the round (int8 updates). InvalidArgument for bits outside 2..32.
+absl::StatusOr<SecAggQuantization> RoundQuantization(const RegionalAggregatorOptions& o,
+                                                     const RoundTask& task) {
+  SecAggQuantization q = o.quantization;
+  if (task.quantizer_bits != 0) {
+    if (task.quantizer_bits < 2 || task.quantizer_bits > 32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "round ", task.round, ": quantizer bits ", task.quantizer_bits, " outside 2..32"));
+    }
+    q.bits = task.quantizer_bits;
+  }
+  q.segments = task.segments;
+  q.segment_clips = task.segment_clips;
+  return q;
+}
+
 // Runs the secure-aggregation stages of the round just published and decodes the survivors'
 // weighted mean into *mean. Aborted when the protocol aborted; Cancelled when stopped.
 absl::StatusOr<RoundOutcome> SecureRound(
@@ -81,6 +98,8 @@ absl::StatusOr<RoundOutcome> SecureRound(
     const std::atomic<bool>* stop, std::vector<float>* mean, RegionSum* region_sum,
     std::vector<std::pair<std::string, double>>* client_seconds = nullptr) {
   SecAggHub& secagg = tier.secagg();
+  SEXTANT_ASSIGN_OR_RETURN(SecAggQuantization quantization, RoundQuantization(o, task));
+  secagg.SetQuantization(std::move(quantization));
   SEXTANT_RETURN_IF_ERROR(secagg.Open(task.round, task.participants,
                                       static_cast<size_t>(o.model_size),
                                       ClientSeed(task.seed, o.region), task.deadline_seconds,
@@ -324,8 +343,9 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
         region.clients = 0;
         region.metrics = SenderMetrics{};
         region.sum.assign(static_cast<size_t>(o.model_size) + 1, 0);
-        region.ring_bits = SecureQuantizer::RequiredRingBits(o.quantization.bits, o.ring_clients,
-                                                             o.quantization.max_weight);
+        const absl::StatusOr<SecAggQuantization> q = RoundQuantization(o, *task);
+        region.ring_bits = SecureQuantizer::RequiredRingBits(
+            q.ok() ? q->bits : o.quantization.bits, o.ring_clients, o.quantization.max_weight);
       }
       SecAggParticipantOptions po;
       po.experiment_id = o.experiment_id;

@@ -19,23 +19,38 @@ absl::Duration Remaining(std::chrono::steady_clock::time_point deadline) {
 
 absl::StatusOr<SecureQuantizer> MakeQuantizer(const SecAggQuantization& q, int64_t max_clients,
                                               int ring_bits) {
-  return SecureQuantizer::Create({q.clip, q.bits, q.max_weight, max_clients, ring_bits});
+  return SecureQuantizer::Create(
+      {q.clip, q.bits, q.max_weight, max_clients, ring_bits, q.segments, q.segment_clips});
 }
 
 SecAggHub::SecAggHub(SecAggHubOptions options, Clock* clock)
-    : options_(std::move(options)), clock_(clock) {}
+    : options_(std::move(options)), clock_(clock) {
+  absl::MutexLock lock(&mu_);
+  quantization_ = options_.quantization;
+}
+
+void SecAggHub::SetQuantization(SecAggQuantization quantization) {
+  absl::MutexLock lock(&mu_);
+  quantization_ = std::move(quantization);
+}
 
 absl::Status SecAggHub::Open(int64_t round, std::vector<std::string> participants,
                              size_t model_size, uint64_t graph_seed, double first_deadline_seconds,
                              int64_t min_clients) {
   const int32_t n = static_cast<int32_t>(participants.size());
-  const SecAggQuantization& q = options_.quantization;
+  int bits = 0;
+  int64_t max_weight = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    bits = quantization_.bits;
+    max_weight = quantization_.max_weight;
+  }
   const int64_t ring_clients = std::max<int64_t>(n, options_.ring_clients);
-  const int ring_bits = SecureQuantizer::RequiredRingBits(q.bits, ring_clients, q.max_weight);
+  const int ring_bits = SecureQuantizer::RequiredRingBits(bits, ring_clients, max_weight);
   if (ring_bits > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("secagg: no ring of up to 64 bits holds the sum of ", ring_clients,
-                     " clients at ", q.bits, " bits with weights up to ", q.max_weight));
+                     " clients at ", bits, " bits with weights up to ", max_weight));
   }
   absl::StatusOr<SecAggConfig> config =
       PlanSecAggRound(options_.experiment_id, round, n, options_.dropout_rate, ring_bits,
@@ -66,6 +81,7 @@ absl::Status SecAggHub::OpenWithConfig(std::vector<std::string> participants, Se
   if (!server.ok()) return server.status();
   server_.emplace(*std::move(server));
   round_ = round;
+  round_quantization_ = quantization_;
   participants_ = std::move(participants);
   first_deadline_seconds_ = first_deadline_seconds;
   min_clients_ = std::max<int64_t>(1, min_clients);
@@ -140,7 +156,7 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id
         return out;
       }
       if (stage == SecAggStage::kAdvertiseKeys) {
-        out.start = SecAggRoundStart{server_->config(), i, options_.quantization};
+        out.start = SecAggRoundStart{server_->config(), i, round_quantization_};
         return out;
       }
       if (static_cast<int32_t>(stage_) >= static_cast<int32_t>(stage)) {
@@ -352,7 +368,7 @@ void SecAggHub::CloseStage() {
       SecAggRoundOutcome o;
       o.round = round_;
       o.config = server_->config();
-      o.quantization = options_.quantization;
+      o.quantization = round_quantization_;
       o.sum = std::move(out->sum);
       double eval_weight = 0;
       for (int32_t c : out->contributors) {

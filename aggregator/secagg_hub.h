@@ -26,6 +26,10 @@ struct SecAggQuantization {
   double clip = 1.0;       // per-coordinate clip of the update; default 1
   int bits = 16;           // quantiser bits; default 16
   int64_t max_weight = 1;  // client weights are clamped to [1, max_weight]; default 1
+  // Per-tensor ranges (int8 updates): each segment of the update clips to its own range in
+  // place of `clip` (SecureQuantizerOptions). Default empty: `clip` everywhere.
+  std::vector<int64_t> segments;
+  std::vector<double> segment_clips;
 };
 
 // The quantiser of a round in a ring_bits ring whose sums hold up to max_clients inputs.
@@ -127,6 +131,9 @@ class SecAggHub {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the experiment: every waiting caller is answered (aborted) and later rounds refused.
   void SetDone() ABSL_LOCKS_EXCLUDED(mu_);
+  // The quantisation of the rounds opened from now on, in place of options.quantization (a
+  // round keeps the one it opened with): e.g. int8 ranges sized from the last round.
+  void SetQuantization(SecAggQuantization quantization) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits up to `wait` (real time) until `stage` opens for client_id and returns its message;
   // pending on timeout; stage kAborted when the round aborted. Errors as above.
@@ -197,6 +204,8 @@ class SecAggHub {
   Clock* clock_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   int64_t round_ ABSL_GUARDED_BY(mu_) = -1;
+  SecAggQuantization quantization_ ABSL_GUARDED_BY(mu_);        // for the next Open
+  SecAggQuantization round_quantization_ ABSL_GUARDED_BY(mu_);  // the open round's
   std::optional<SecAggServer> server_ ABSL_GUARDED_BY(mu_);
   // The last round's sum, reused as the next one's memory.
   std::vector<uint64_t> accumulator_ ABSL_GUARDED_BY(mu_);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "federation/update_codec.h"
 
 namespace sextant {
 namespace {
@@ -100,6 +101,8 @@ v1::SecAggMessage DownlinkToProto(const SecAggDownlink& d, const std::string& ex
     p->set_clip(d.start->quantization.clip);
     p->set_quantizer_bits(d.start->quantization.bits);
     p->set_max_weight(d.start->quantization.max_weight);
+    for (int64_t n : d.start->quantization.segments) p->add_segments(n);
+    for (double c : d.start->quantization.segment_clips) p->add_segment_clips(c);
   } else if (d.directory) {
     for (size_t i = 0; i < d.directory->peers.size(); ++i) {
       const SecAggPeerKeys& k = d.directory->peers[i];
@@ -143,7 +146,16 @@ absl::StatusOr<SecAggDownlink> DownlinkFromProto(const v1::SecAggMessage& m) {
                   static_cast<size_t>(std::max<int64_t>(p.vector_length(), 0)),
                   p.graph_seed()};
       s.client_index = p.client_index();
-      s.quantization = {p.clip(), p.quantizer_bits(), p.max_weight()};
+      if (p.segments_size() > kMaxUpdateSegments || p.segment_clips_size() != p.segments_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "secagg config: ", p.segments_size(), " segments and ", p.segment_clips_size(),
+            " ranges; they must match, at most ", kMaxUpdateSegments));
+      }
+      s.quantization = {p.clip(),
+                        p.quantizer_bits(),
+                        p.max_weight(),
+                        {p.segments().begin(), p.segments().end()},
+                        {p.segment_clips().begin(), p.segment_clips().end()}};
       d.start = s;
       break;
     }

@@ -1670,13 +1670,12 @@ void Loader::LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed) 
             : "needs at least 2 regions (with one region the total is that region's sum)");
   }
   // A later slice maps the quantised values into the SecAgg ring; until then, plaintext only.
-  if (fed->update_compression() != "none" && fed->secure_aggregation()) {
+  // Secure aggregation sums integers in a ring: int8 maps there (8-bit levels), fp16 does not.
+  if (fed->update_compression() == "fp16" && fed->secure_aggregation()) {
     r_.ValueError(*s.Find("update_compression"),
-                  absl::StrCat("'", fed->update_compression(),
-                               "' applies to plaintext updates and does not compose with secure "
-                               "aggregation yet; set secure_aggregation: false "
-                               "(secure_aggregation defaults to true), or update_compression: "
-                               "none"));
+                  "'fp16' is a floating-point encoding, and secure aggregation sums integers in a "
+                  "ring; use update_compression: int8 (8-bit levels in the ring), or set "
+                  "secure_aggregation: false (secure_aggregation defaults to true)");
   }
   const bool robust = fed->aggregation() != "fedavg";
   if (robust && fed->secure_aggregation()) {

@@ -58,6 +58,10 @@ constexpr absl::Duration kEvaluatorStartup = absl::Seconds(120);
 constexpr absl::Duration kEvaluationTimeout = absl::Seconds(600);
 // How many per-round model files (RUN_DIR/model/round-N.safetensors) are kept.
 constexpr int kRoundModelsKept = 3;
+// Secure int8 updates: a tensor's range is this many times the largest |value| of its last mean
+// update (a client's own update reaches past the mean), and never below kInt8MinRange.
+constexpr double kInt8RangeHeadroom = 4;
+constexpr double kInt8MinRange = 1e-6;
 
 std::unique_ptr<ServerOptimizer> MakeServerOptimizer(const v1::Federation& f) {
   const double lr = f.server_lr() > 0 ? f.server_lr() : 1.0;
@@ -496,6 +500,24 @@ class FederatedRun {
     return q;
   }
 
+  // The quantisation of the next secure round. int8 updates go at 8 bits: under DP in the clip
+  // that covers C and the noise; otherwise each tensor in its own range, sized from the last
+  // round's mean update (SegmentClipsFromMean, with kInt8RangeHeadroom), so that the step
+  // follows the updates as they shrink. The first round (and the first after a resume) has no
+  // mean to size ranges from and goes at 16 bits.
+  SecAggQuantization RoundQuantization() const {
+    SecAggQuantization q = Quantization();
+    if (fed().update_compression() != "int8") return q;
+    if (fed().has_dp()) {
+      q.bits = 8;
+    } else if (!int8_ranges_.empty()) {
+      q.bits = 8;
+      q.segments = LayoutSegments(layout_);
+      q.segment_clips = int8_ranges_;
+    }
+    return q;
+  }
+
   // Seconds since the run started: round rows, the wall-time budget, messages.
   double Seconds() const { return absl::ToDoubleSeconds(env_.clock->Now() - start_); }
   // An event's time: unix seconds, as every other writer of the events table records it and
@@ -509,7 +531,7 @@ class FederatedRun {
 
   // The ring of every secure sum when the regions' sums are hidden: it holds all clients' total.
   int RegionsRingBits() const {
-    const SecAggQuantization q = Quantization();
+    const SecAggQuantization q = RoundQuantization();
     return SecureQuantizer::RequiredRingBits(q.bits, TotalClients(fed()), q.max_weight);
   }
 
@@ -623,6 +645,7 @@ class FederatedRun {
   // Opens the regions' round `round` (every region takes part, with zeros when none of its
   // clients was sampled), before the round is published so that no region finds it closed.
   absl::Status OpenRegionsRound(int64_t round) {
+    tier_->secagg().SetQuantization(RoundQuantization());
     std::vector<std::string> regions;
     for (const auto& r : fed().regions()) regions.push_back(r.name());
     SEXTANT_ASSIGN_OR_RETURN(
@@ -639,7 +662,7 @@ class FederatedRun {
     SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, tier_->secagg().TakeOutcome());
     SEXTANT_ASSIGN_OR_RETURN(
         SecureQuantizer quantizer,
-        MakeQuantizer(Quantization(), TotalClients(fed()), out.config.ring_bits));
+        MakeQuantizer(out.quantization, TotalClients(fed()), out.config.ring_bits));
     mean->resize(global_.size());
     SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.DecodeMean(out.sum, absl::MakeSpan(*mean)));
     RoundOutcome r;
@@ -665,11 +688,17 @@ class FederatedRun {
       if (!out) return absl::InternalError(absl::StrCat("cannot write ", file));
     }
     std::map<std::string, RoundTask> tasks;
+    const SecAggQuantization quantization = RoundQuantization();
     auto task_of = [&](const std::string& region) -> RoundTask& {
       RoundTask& t = tasks[region];
       t.model_size = static_cast<int64_t>(global_.size());
       t.seed = fed().seed() * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(round);
       t.deadline_seconds = fed().round_deadline_seconds();
+      if (fed().secure_aggregation()) {
+        t.quantizer_bits = quantization.bits;
+        t.segments = quantization.segments;
+        t.segment_clips = quantization.segment_clips;
+      }
       return t;
     };
     // Every region takes part in the regions' round, those without a sampled client too.
@@ -705,6 +734,10 @@ class FederatedRun {
   absl::Status CompleteRound(int64_t round, const RoundOutcome& outcome,
                              const std::vector<SenderReport>& senders) {
     std::vector<float> mean(outcome.mean.begin(), outcome.mean.end());
+    if (fed().secure_aggregation() && fed().update_compression() == "int8" && !fed().has_dp()) {
+      int8_ranges_ = SegmentClipsFromMean(mean, LayoutSegments(layout_), kInt8RangeHeadroom,
+                                          kInt8MinRange);
+    }
     SEXTANT_RETURN_IF_ERROR(AddCentralNoise(mean, outcome.total_weight));
     if (absl::Status s = optimizer_->Step(absl::MakeSpan(global_), mean); !s.ok()) {
       return s;
@@ -1019,6 +1052,9 @@ class FederatedRun {
   std::unique_ptr<GlobalEvaluator> evaluator_;
   std::vector<float> global_;
   TensorFile layout_;  // global_'s named tensors (data empty), for the model files
+  // Secure int8 updates: each tensor's range in the next round (RoundQuantization); empty until a
+  // round completed in this process.
+  std::vector<double> int8_ranges_;
   std::unique_ptr<ServerOptimizer> optimizer_;
   std::optional<RdpAccountant> accountant_;
   std::unique_ptr<Tier> tier_;     // the global tier of the rounds

@@ -800,7 +800,7 @@ federation:
                                      "secure_aggregation: true")));
 }
 
-TEST(ExperimentLoaderTest, FederationUpdateCompressionIsNoneByDefaultAndPlaintextOnly) {
+TEST(ExperimentLoaderTest, FederationUpdateCompressionIsNoneByDefaultAndOnlyInt8IsSecure) {
   LoadResult r = Load(R"(
 name: t
 objective: {metric: loss}
@@ -841,7 +841,17 @@ federation:
   update_compression: fp16
 )"),
               ElementsAre(StartsWith("exp.yaml:6:23: federation.update_compression: 'fp16' "
-                                     "applies to plaintext updates")));
+                                     "is a floating-point encoding, and secure aggregation")));
+  r = Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}]
+  update_compression: int8
+)");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_TRUE(r.spec.federation().secure_aggregation());
 }
 
 TEST(ExperimentLoaderTest, FederationBufferedModeIsLoadedWithDefaultsAndRefusesSyncOnlyKeys) {

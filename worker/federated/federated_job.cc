@@ -57,9 +57,9 @@ absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec
       return absl::InvalidArgumentError(
           absl::StrCat("update_compression: unknown '", f.update_compression(), "'"));
     }
-    if (*c != UpdateCompression::kNone && job.secure_aggregation) {
+    if (*c == UpdateCompression::kF16 && job.secure_aggregation) {
       return absl::InvalidArgumentError(
-          "update_compression applies to plaintext updates, not with secure_aggregation");
+          "update_compression fp16 applies to plaintext updates, not with secure_aggregation");
     }
     job.update_compression = *c;
   }

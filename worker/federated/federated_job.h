@@ -49,8 +49,9 @@ struct FederatedJob {
   // its clipped update, t its round's SecAgg threshold (SecAggParticipantOptions). 0 with
   // central noise or without DP.
   double dp_noise_multiplier = 0;
-  // federation.update_compression: how a plaintext update travels to the aggregator. Default
-  // kNone (float32).
+  // federation.update_compression: how a plaintext update travels to the aggregator (under
+  // secure aggregation the round's config sets the quantisation instead). Default kNone
+  // (float32).
   UpdateCompression update_compression = UpdateCompression::kNone;
   // federation.mode: buffered: the client trains continuously on the newest model version its
   // aggregator has, instead of once per round it is sampled for.
