@@ -72,13 +72,16 @@ def run_once(build, work, mode, seed, target, wall):
     }
 
 
-def compression_once(build, work, mode, rounds):
-    """One synchronous run with update_compression `mode` and no stragglers: the bytes every
-    client put on the wire per round and the final accuracy."""
-    d = os.path.join(work, "compression-%s" % mode)
+def compression_once(build, work, mode, rounds, secure=False):
+    """One synchronous run with update_compression `mode` and no stragglers, plaintext or under
+    secure aggregation: the bytes every client put on the wire per round and the final
+    accuracy."""
+    d = os.path.join(work, "compression-%s%s" % ("secure-" if secure else "", mode))
     os.makedirs(d, exist_ok=True)
     exp = os.path.join(d, "exp.yaml")
     common = COMMON.replace("  stragglers: {clients: [east/0, east/1, west/0], slowdown: 5}\n", "")
+    if secure:
+        common = common.replace("secure_aggregation: false", "secure_aggregation: true")
     with open(exp, "w") as f:
         f.write("name: bench-fl-compression\n" + common % {"seed": 1, "wall": "10m"} +
                 "  rounds: %d\n  update_compression: %s\n" % (rounds, mode))
@@ -99,7 +102,8 @@ def compression_once(build, work, mode, rounds):
     db = sqlite3.connect(os.path.join(run_dir, "state.db"))
     acc = db.execute("SELECT accuracy FROM rounds WHERE region = '' ORDER BY round DESC LIMIT 1"
                      ).fetchone()
-    return {"compression": mode, "exit": p.returncode, "rounds": rounds, "updates": updates,
+    return {"compression": mode, "secure": secure, "exit": p.returncode, "rounds": rounds,
+            "updates": updates,
             "bytes_sent": sent, "bytes_per_round": sent / rounds, "model_bytes": model_bytes,
             "final_accuracy": acc[0] if acc else None}
 
@@ -107,8 +111,8 @@ def compression_once(build, work, mode, rounds):
 def compression_table(a):
     rows = []
     with open(a.raw, "a") as raw:
-        for mode in ("none", "fp16", "int8"):
-            r = compression_once(a.build, a.work, mode, a.compression_rounds)
+        for mode in ("none", "int8") if a.secure else ("none", "fp16", "int8"):
+            r = compression_once(a.build, a.work, mode, a.compression_rounds, a.secure)
             r["when"] = time.strftime("%Y-%m-%dT%H:%M:%S")
             rows.append(r)
             raw.write(json.dumps(r) + "\n")
@@ -134,6 +138,8 @@ def main():
     ap.add_argument("--compression", action="store_true",
                     help="the update_compression table instead (sync, no stragglers)")
     ap.add_argument("--compression-rounds", type=int, default=20)
+    ap.add_argument("--secure", action="store_true",
+                    help="with --compression: none and int8 under secure aggregation")
     a = ap.parse_args()
     if a.compression:
         compression_table(a)

@@ -5,6 +5,8 @@
 # usage: bench/federated/run.sh BUILD_DIR [--runs N] [--target A] [--wall 8m] [--work DIR]
 #        bench/federated/run.sh BUILD_DIR --compression [--compression-rounds 20]: the
 #          update_compression table (none, fp16, int8; synchronous, no stragglers)
+#        bench/federated/run.sh BUILD_DIR --compression --secure: none and int8 under secure
+#          aggregation
 #   BUILD_DIR holds bin/sextant and bin/sextant-worker (ninja -C BUILD_DIR sextant sextant-worker)
 # About 25 minutes on 2 cores. Appends each run to bench/federated/runs.jsonl and prints the
 # table of bench/federated/RESULTS.md.
