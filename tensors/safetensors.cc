@@ -4,14 +4,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "tensors/dtype.h"
 #include "tensors/internal/header.h"
 
 namespace sextant {
@@ -176,17 +179,45 @@ void FsyncDirectoryOf(const std::string& path) {
   if (fd.get() >= 0) (void)::fsync(fd.get());
 }
 
+// The length and header, then write_data(fd, tmp) for the data buffer, then fsync.
+template <typename WriteData>
 absl::Status WriteFileBody(int fd, const std::string& tmp, const std::string& header,
-                           const TensorFile& file) {
+                           WriteData write_data) {
   char length[kLengthBytes];
   const uint64_t n = header.size();
   std::memcpy(length, &n, sizeof n);
   SEXTANT_RETURN_IF_ERROR(WriteAll(fd, tmp, absl::string_view(length, kLengthBytes)));
   SEXTANT_RETURN_IF_ERROR(WriteAll(fd, tmp, header));
-  for (const Tensor& t : file.tensors) SEXTANT_RETURN_IF_ERROR(WriteAll(fd, tmp, t.data));
+  SEXTANT_RETURN_IF_ERROR(write_data(fd, tmp));
   if (::fsync(fd) != 0) return Errno(tmp, "cannot fsync");
   return absl::OkStatus();
 }
+
+// Writes `header` and the data buffer that write_data(fd, tmp) writes to `path` through a
+// temporary file beside it, fsynced and renamed into place.
+template <typename WriteData>
+absl::Status WriteAtomically(const std::string& path, const std::string& header,
+                             WriteData write_data) {
+  std::string tmp = path + ".tmp-XXXXXX";
+  Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  if (fd.get() < 0) return Errno(path, "cannot create a temporary file beside it");
+  // mkostemp creates the file 0600; a model file is as readable as any other output.
+  absl::Status s = ::fchmod(fd.get(), 0644) == 0 ? absl::OkStatus() : Errno(tmp, "cannot chmod");
+  if (s.ok()) s = WriteFileBody(fd.get(), tmp, header, write_data);
+  if (fd.Close() != 0 && s.ok()) s = Errno(tmp, "cannot close");
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    s = Errno(path, "cannot rename the temporary file into place");
+  }
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  FsyncDirectoryOf(path);
+  return absl::OkStatus();
+}
+
+// Elements converted per write or read of the streaming forms (4 MB of f32).
+constexpr size_t kStreamElements = size_t{1} << 20;
 
 }  // namespace
 
@@ -222,21 +253,83 @@ absl::StatusOr<std::string> SerializeSafetensors(const TensorFile& file) {
 
 absl::Status WriteSafetensors(const std::string& path, const TensorFile& file) {
   SEXTANT_ASSIGN_OR_RETURN(const std::string header, internal::BuildHeader(file));
-  std::string tmp = path + ".tmp-XXXXXX";
-  Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
-  if (fd.get() < 0) return Errno(path, "cannot create a temporary file beside it");
-  // mkostemp creates the file 0600; a model file is as readable as any other output.
-  absl::Status s = ::fchmod(fd.get(), 0644) == 0 ? absl::OkStatus() : Errno(tmp, "cannot chmod");
-  if (s.ok()) s = WriteFileBody(fd.get(), tmp, header, file);
-  if (fd.Close() != 0 && s.ok()) s = Errno(tmp, "cannot close");
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    s = Errno(path, "cannot rename the temporary file into place");
+  return WriteAtomically(path, header, [&](int fd, const std::string& tmp) {
+    for (const Tensor& t : file.tensors) SEXTANT_RETURN_IF_ERROR(WriteAll(fd, tmp, t.data));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status WriteSafetensorsFromF32(const std::string& path, const TensorFile& layout,
+                                     absl::Span<const float> flat) {
+  SEXTANT_ASSIGN_OR_RETURN(const int64_t elements, LayoutElements(layout));
+  if (static_cast<uint64_t>(elements) != flat.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", flat.size(),
+                                                   " values for a layout of ", elements));
   }
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
-    return s;
+  SEXTANT_ASSIGN_OR_RETURN(const std::string header,
+                           internal::BuildHeader(layout, /*layout_only=*/true));
+  return WriteAtomically(path, header, [&](int fd, const std::string& tmp) {
+    std::string bytes;
+    size_t at = 0;
+    for (const Tensor& t : layout.tensors) {
+      const size_t n = static_cast<size_t>(*NumElements(t.shape));  // LayoutElements checked
+      for (size_t done = 0; done < n;) {
+        const size_t k = std::min(kStreamElements, n - done);
+        bytes.resize(k * DTypeSize(t.dtype));
+        if (absl::Status s = EncodeFromF32(t.dtype, flat.subspan(at + done, k),
+                                           absl::MakeSpan(bytes.data(), bytes.size()));
+            !s.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(path, ": tensor \"", t.name, "\": ", s.message()));
+        }
+        SEXTANT_RETURN_IF_ERROR(WriteAll(fd, tmp, bytes));
+        done += k;
+      }
+      at += n;
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ReadSafetensorsToF32(const std::string& path, const TensorFile& layout,
+                                  absl::Span<float> out) {
+  SEXTANT_ASSIGN_OR_RETURN(const int64_t elements, LayoutElements(layout));
+  if (static_cast<uint64_t>(elements) != out.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": room for ", out.size(),
+                                                   " values for a layout of ", elements));
   }
-  FsyncDirectoryOf(path);
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) return Errno(path, "cannot open");
+  auto prefixed = [&](const absl::Status& s) {
+    return s.ok() ? s : absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  };
+  uint64_t data_start = 0;
+  absl::StatusOr<internal::Header> header = ReadOpenHeader(fd.get(), &data_start);
+  if (!header.ok()) return prefixed(header.status());
+  TensorFile file_layout;
+  for (const internal::HeaderEntry& e : header->entries) {
+    file_layout.tensors.push_back(Tensor{e.name, e.dtype, e.shape, {}});
+  }
+  SEXTANT_RETURN_IF_ERROR(prefixed(CheckSameLayout(file_layout, layout)));
+  absl::flat_hash_map<absl::string_view, const internal::HeaderEntry*> by_name;
+  for (const internal::HeaderEntry& e : header->entries) by_name[e.name] = &e;
+  std::string bytes;
+  size_t at = 0;
+  for (const Tensor& t : layout.tensors) {
+    const internal::HeaderEntry& e = *by_name.at(t.name);
+    const size_t n = static_cast<size_t>(*NumElements(t.shape));
+    const size_t width = DTypeSize(t.dtype);
+    for (size_t done = 0; done < n;) {
+      const size_t k = std::min(kStreamElements, n - done);
+      bytes.resize(k * width);
+      SEXTANT_RETURN_IF_ERROR(
+          prefixed(ReadAt(fd.get(), bytes.data(), bytes.size(), data_start + e.begin + done * width)));
+      SEXTANT_RETURN_IF_ERROR(DecodeToF32(t.dtype, absl::MakeConstSpan(bytes.data(), bytes.size()),
+                                          out.subspan(at + done, k)));
+      done += k;
+    }
+    at += n;
+  }
   return absl::OkStatus();
 }
 

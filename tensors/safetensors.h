@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "absl/strings/string_view.h"
 #include "tensors/tensor_file.h"
 
@@ -60,6 +61,24 @@ absl::StatusOr<std::string> SerializeSafetensors(const TensorFile& file);
 // one. The same InvalidArgument as SerializeSafetensors, with nothing written; an errno-based
 // status "PATH: ..." (e.g. PermissionDenied, NotFound for a missing directory) on I/O errors.
 absl::Status WriteSafetensors(const std::string& path, const TensorFile& file);
+
+// Streaming forms for models of any size: memory stays O(one chunk), not the model's size.
+//
+// Writes the model whose tensors are `layout`'s (names, dtypes, shapes, metadata; data ignored)
+// and whose values are `flat` (f32, in layout order), each narrowed to its tensor's dtype, to
+// `path` as WriteSafetensors does (temporary file, fsync, rename), the same bytes as
+// WriteSafetensors(UnflattenFromF32(layout, flat)). InvalidArgument when flat.size() is not the
+// layout's element count, or as WriteSafetensors.
+absl::Status WriteSafetensorsFromF32(const std::string& path, const TensorFile& layout,
+                                     absl::Span<const float> flat);
+
+// Reads the model in `path` into `out`, widened to f32 in `layout`'s tensor order (the file may
+// list its tensors in any order). The file's header is checked as ReadSafetensorsLayout checks
+// it, then against `layout` (CheckSameLayout, naming the tensor) before any data is read.
+// InvalidArgument when out.size() is not the layout's element count; errors "PATH: ..." as
+// ReadSafetensorsLayout.
+absl::Status ReadSafetensorsToF32(const std::string& path, const TensorFile& layout,
+                                  absl::Span<float> out);
 
 }  // namespace sextant
 

@@ -197,7 +197,7 @@ class FederatedRun {
   // federation.model.file: its tensors widened to f32 are the first global model. The file must
   // still have the layout the loader read from its header.
   absl::Status LoadOwnModel() {
-    SEXTANT_ASSIGN_OR_RETURN(TensorFile model, ReadSafetensors(fed().model_file()));
+    SEXTANT_ASSIGN_OR_RETURN(TensorFile model, ReadSafetensorsLayout(fed().model_file()));
     bool same = model.tensors.size() == static_cast<size_t>(fed().model_layout_size());
     for (size_t i = 0; same && i < model.tensors.size(); ++i) {
       const Tensor& t = model.tensors[i];
@@ -209,8 +209,11 @@ class FederatedRun {
       return absl::FailedPreconditionError(absl::StrCat(
           fed().model_file(), ": its tensors changed since the experiment was loaded"));
     }
-    SEXTANT_ASSIGN_OR_RETURN(global_, FlattenToF32(model));
-    for (Tensor& t : model.tensors) std::string().swap(t.data);
+    // Read a chunk at a time into the flat model: a model of many gigabytes costs itself once.
+    SEXTANT_ASSIGN_OR_RETURN(const int64_t elements, LayoutElements(model));
+    global_.assign(static_cast<size_t>(elements), 0.0f);
+    SEXTANT_RETURN_IF_ERROR(
+        ReadSafetensorsToF32(fed().model_file(), model, absl::MakeSpan(global_)));
     layout_ = std::move(model);
     return absl::OkStatus();
   }
@@ -230,8 +233,7 @@ class FederatedRun {
 
   // The global model as safetensors at path (the layout's names and dtypes).
   absl::Status WriteGlobalModel(const std::string& path) const {
-    SEXTANT_ASSIGN_OR_RETURN(const TensorFile model, UnflattenFromF32(layout_, global_));
-    return WriteSafetensors(path, model);
+    return WriteSafetensorsFromF32(path, layout_, global_);
   }
 
   // federation.evaluate_command on the global model after `round`: its score becomes

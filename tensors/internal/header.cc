@@ -246,14 +246,14 @@ absl::StatusOr<std::string> MetadataText(const TensorFile& file) {
 }
 
 // `"name":{"dtype":...,"shape":[...],"data_offsets":[offset,offset+bytes]}`, advancing offset.
-absl::StatusOr<std::string> EntryText(const Tensor& t, uint64_t& offset) {
+absl::StatusOr<std::string> EntryText(const Tensor& t, uint64_t& offset, bool layout_only) {
   if (t.name == kMetadataKey) return Bad(t.name, " is the reserved metadata key");
   const std::optional<std::string> name = Quoted(t.name);
   if (!name) return Bad(t.name, ": the name is not valid UTF-8");
   const std::optional<int64_t> n = NumElements(t.shape);
   if (!n) return Bad(t.name, absl::StrCat(": invalid shape ", ShapeText(t.shape)));
   const uint64_t bytes = static_cast<uint64_t>(*n) * DTypeSize(t.dtype);
-  if (t.data.size() != bytes) {
+  if (!layout_only && t.data.size() != bytes) {
     return Bad(t.name, absl::StrCat(": ", t.data.size(), " bytes of data where ",
                                     DTypeName(t.dtype), " ", ShapeText(t.shape), " needs ", bytes));
   }
@@ -290,7 +290,7 @@ absl::StatusOr<Header> ParseHeader(absl::string_view json, uint64_t data_size) {
   return header;
 }
 
-absl::StatusOr<std::string> BuildHeader(const TensorFile& file) {
+absl::StatusOr<std::string> BuildHeader(const TensorFile& file, bool layout_only) {
   // Written by hand rather than as a DOM, to keep the tensors in file order in linear time.
   std::string text = "{";
   if (!file.metadata.empty()) {
@@ -301,7 +301,7 @@ absl::StatusOr<std::string> BuildHeader(const TensorFile& file) {
   uint64_t offset = 0;
   for (const Tensor& t : file.tensors) {
     if (!names.insert(t.name).second) return Bad(t.name, " appears twice");
-    SEXTANT_ASSIGN_OR_RETURN(std::string entry, EntryText(t, offset));
+    SEXTANT_ASSIGN_OR_RETURN(std::string entry, EntryText(t, offset, layout_only));
     absl::StrAppend(&text, text.size() > 1 ? "," : "", entry);
   }
   text.push_back('}');

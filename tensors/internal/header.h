@@ -34,8 +34,10 @@ struct Header {
 absl::StatusOr<Header> ParseHeader(absl::string_view json, uint64_t data_size);
 
 // The JSON header for `file` (checked as SerializeSafetensors says), padded with spaces to a
-// multiple of 8 bytes; the data buffer is the tensors' bytes in `file` order.
-absl::StatusOr<std::string> BuildHeader(const TensorFile& file);
+// multiple of 8 bytes; the data buffer is the tensors' bytes in `file` order. layout_only: the
+// tensors' data is ignored (a layout), each one's bytes are its dtype's size times its shape's
+// element count.
+absl::StatusOr<std::string> BuildHeader(const TensorFile& file, bool layout_only = false);
 
 }  // namespace sextant::internal
 

@@ -179,6 +179,49 @@ TEST(SafetensorsTest, EveryDtypeRoundTripsThroughAFile) {
   EXPECT_EQ(Slurp(dir.File("model.safetensors")), *SerializeSafetensors(f));
 }
 
+// The streaming forms move a flat f32 model to and from a file a chunk at a time: the bytes are
+// exactly those of the whole-model path (UnflattenFromF32 + WriteSafetensors), the reader takes
+// the file's tensors in any order, and a file whose layout differs is refused naming the tensor
+// before any value is read.
+TEST(SafetensorsTest, StreamingWriteAndReadMatchTheWholeModelPath) {
+  TempDir dir;
+  TensorFile layout;
+  // 3 million values: the streams cross their chunk boundary (1 Mi elements) inside a tensor.
+  layout.tensors = {Tensor{"big", DType::kF32, {3, 1000000}, {}},
+                    Tensor{"half", DType::kF16, {2, 3}, {}},
+                    Tensor{"brain", DType::kBF16, {4}, {}}};
+  layout.metadata = {{"format", "pt"}};
+  std::vector<float> flat(3000000 + 6 + 4);
+  for (size_t i = 0; i < flat.size(); ++i) flat[i] = static_cast<float>(i % 1000) / 8.0f - 60;
+  const std::string streamed = dir.File("streamed.safetensors");
+  ASSERT_TRUE(WriteSafetensorsFromF32(streamed, layout, flat).ok());
+  absl::StatusOr<TensorFile> whole = UnflattenFromF32(layout, flat);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(Slurp(streamed), *SerializeSafetensors(*whole));
+
+  // The file lists the tensors in another order than the layout the reader is given.
+  TensorFile reordered;
+  reordered.tensors = {whole->tensors[2], whole->tensors[0], whole->tensors[1]};
+  const std::string other = dir.File("reordered.safetensors");
+  ASSERT_TRUE(WriteSafetensors(other, reordered).ok());
+  std::vector<float> back(flat.size(), -1);
+  ASSERT_TRUE(ReadSafetensorsToF32(other, layout, absl::MakeSpan(back)).ok());
+  EXPECT_EQ(back, *FlattenToF32(*whole));  // as narrowed to f16 and bf16
+
+  // A renamed tensor is refused by name; a wrong-sized output or input before anything moves.
+  reordered.tensors[0].name = "brains";
+  ASSERT_TRUE(WriteSafetensors(other, reordered).ok());
+  absl::Status renamed = ReadSafetensorsToF32(other, layout, absl::MakeSpan(back));
+  EXPECT_TRUE(absl::IsInvalidArgument(renamed));
+  EXPECT_THAT(std::string(renamed.message()), HasSubstr("\"brains\""));
+  EXPECT_THAT(std::string(renamed.message()), StartsWith(other));
+  std::vector<float> short_out(10);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ReadSafetensorsToF32(streamed, layout, absl::MakeSpan(short_out))));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      WriteSafetensorsFromF32(dir.File("x.safetensors"), layout, short_out)));
+}
+
 TEST(SafetensorsTest, WriteReplacesTheFileWholeAndLeavesNoTemporaryFile) {
   TempDir dir;
   const std::string path = dir.File("model.safetensors");

@@ -25,27 +25,14 @@ absl::StatusOr<CommandTrainer> CommandTrainer::Create(CommandTrainerOptions opti
 }
 
 absl::Status CommandTrainer::ReadUpdated(const std::string& path, absl::Span<float> updated) const {
-  absl::StatusOr<TensorFile> model = ReadSafetensors(path);
-  if (absl::IsNotFound(model.status())) {
+  // A chunk at a time, in the layout's order whatever the file's; the layout is checked first.
+  const absl::Status s = ReadSafetensorsToF32(path, options_.layout, updated);
+  if (absl::IsNotFound(s)) {
     return absl::InvalidArgumentError(absl::StrCat("the client command wrote no model to ", path));
   }
-  if (!model.ok()) {
+  if (!s.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the client command's model is refused: ", model.status().message()));
-  }
-  if (absl::Status s = CheckSameLayout(*model, options_.layout); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the client command's model is refused: ", path, ": ", s.message()));
-  }
-  // The file may list its tensors in any order; the flat model follows the layout's.
-  absl::flat_hash_map<absl::string_view, const Tensor*> by_name;
-  for (const Tensor& t : model->tensors) by_name[t.name] = &t;
-  size_t at = 0;
-  for (const Tensor& l : options_.layout.tensors) {
-    const Tensor& t = *by_name.at(l.name);
-    const size_t n = static_cast<size_t>(*NumElements(l.shape));
-    SEXTANT_RETURN_IF_ERROR(DecodeToF32(t.dtype, t.data, updated.subspan(at, n)));
-    at += n;
+        absl::StrCat("the client command's model is refused: ", s.message()));
   }
   return absl::OkStatus();
 }
@@ -74,8 +61,7 @@ absl::StatusOr<CommandRoundResult> CommandTrainer::RunRound(int64_t round, uint6
   const std::string in = options_.work_dir + "/global.safetensors";
   const std::string out = options_.work_dir + "/updated.safetensors";
   std::filesystem::remove(out);  // a stale file must not pass for this round's weights
-  SEXTANT_ASSIGN_OR_RETURN(const TensorFile model, UnflattenFromF32(options_.layout, global));
-  SEXTANT_RETURN_IF_ERROR(WriteSafetensors(in, model));
+  SEXTANT_RETURN_IF_ERROR(WriteSafetensorsFromF32(in, options_.layout, global));
   CommandSpec spec;
   spec.argv = options_.argv;
   spec.env = options_.env;

@@ -105,7 +105,7 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     model = os.path.join(a.work, "init.safetensors")
     if not os.path.exists(model) or abs(os.path.getsize(model) / 2**20 - a.megabytes) > 1:
-        subprocess.run([sys.executable, os.path.join(HERE, "make_model.py"), model,
+        subprocess.run(["/usr/bin/python3", os.path.join(HERE, "make_model.py"), model,
                         str(a.megabytes)], check=True)
     model_mb = os.path.getsize(model) / 2**20
     results = []
