@@ -50,7 +50,7 @@ absl::Status Errno(absl::string_view what, const std::string& path) {
   return absl::UnavailableError(msg);
 }
 
-absl::Status WriteAll(int fd, const std::string& data, const std::string& path) {
+absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = ::write(fd, data.data() + done, data.size() - done);
@@ -123,6 +123,13 @@ absl::StatusOr<Checkpoint> ReadOne(int64_t step, const std::string& path) {
 
 absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int64_t step,
                                             const std::string& payload, int keep) {
+  const absl::string_view piece = payload;
+  return WriteCheckpoint(dir, step, absl::MakeConstSpan(&piece, 1), keep);
+}
+
+absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int64_t step,
+                                            absl::Span<const absl::string_view> payload,
+                                            int keep) {
   if (sodium_init() < 0) return absl::InternalError("libsodium failed to initialise");
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -132,8 +139,18 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int64_t step
   }
   std::string header(kMagic, sizeof(kMagic));
   PutU64(&header, static_cast<uint64_t>(step));
-  PutU64(&header, payload.size());
-  header += Hash(payload);
+  uint64_t length = 0;
+  crypto_generichash_state hash;
+  crypto_generichash_init(&hash, nullptr, 0, kHashBytes);
+  for (absl::string_view piece : payload) {
+    length += piece.size();
+    crypto_generichash_update(&hash, reinterpret_cast<const unsigned char*>(piece.data()),
+                              piece.size());
+  }
+  std::string digest(kHashBytes, '\0');
+  crypto_generichash_final(&hash, reinterpret_cast<unsigned char*>(digest.data()), kHashBytes);
+  PutU64(&header, length);
+  header += digest;
   std::string path = absl::StrCat(dir, "/ckpt-", step, ".bin");
   std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -142,7 +159,9 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int64_t step
         absl::StrCat("checkpoint directory ", dir, " is not writable: ", std::strerror(errno)));
   }
   absl::Status s = WriteAll(fd, header, tmp);
-  if (s.ok()) s = WriteAll(fd, payload, tmp);
+  for (absl::string_view piece : payload) {
+    if (s.ok()) s = WriteAll(fd, piece, tmp);
+  }
   if (s.ok() && ::fsync(fd) != 0) s = Errno("cannot fsync checkpoint", tmp);
   ::close(fd);
   if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace sextant {
 
@@ -25,6 +27,11 @@ struct Checkpoint {
 // (e.g. PermissionDenied "checkpoint directory X is not writable: ...").
 absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int64_t step,
                                             const std::string& payload, int keep = 2);
+// The same with the payload given as consecutive pieces, hashed and written in order but never
+// joined: a payload that holds a large model (a view of it) costs no second copy.
+absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int64_t step,
+                                            absl::Span<const absl::string_view> payload,
+                                            int keep = 2);
 
 // The newest checkpoint in `dir` whose header and checksum verify; corrupt or truncated newer
 // ones are listed in `skipped`. NotFound when the directory holds no valid checkpoint.

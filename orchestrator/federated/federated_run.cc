@@ -280,8 +280,11 @@ class FederatedRun {
 
   // Payload: see global_checkpoint.h (the round's rows travel with it).
   absl::Status Checkpoint(int64_t round, const std::vector<RoundRow>& rows) {
-    GlobalCheckpoint c{round, global_, optimizer_->state(), rows};
-    return WriteCheckpoint(ckpt_dir_, round, EncodeGlobalCheckpoint(c)).status();
+    // In pieces, the model's a view of global_: no copy of the model is made.
+    const GlobalCheckpointPieces c =
+        EncodeGlobalCheckpointPieces(round, global_, optimizer_->state(), rows);
+    const absl::string_view pieces[] = {c.head, c.model, c.tail};
+    return WriteCheckpoint(ckpt_dir_, round, pieces).status();
   }
 
   absl::Status Restore() {

@@ -53,16 +53,29 @@ absl::Status ReadRows(ByteReader& r, std::vector<RoundRow>* rows) {
 }  // namespace
 
 std::string EncodeGlobalCheckpoint(const GlobalCheckpoint& c) {
+  GlobalCheckpointPieces p = EncodeGlobalCheckpointPieces(c.round, c.model, c.optimizer, c.rows);
+  return absl::StrCat(p.head, p.model, p.tail);
+}
+
+GlobalCheckpointPieces EncodeGlobalCheckpointPieces(int64_t round, absl::Span<const float> model,
+                                                    const ServerOptimizer::State& optimizer,
+                                                    const std::vector<RoundRow>& rows) {
+  GlobalCheckpointPieces p;
+  ByteWriter head;
+  head.I64(round);
+  head.U64(static_cast<uint64_t>(model.size()));  // ByteWriter::Floats's length prefix
+  p.head = head.str();
+  // The floats as ByteWriter::Floats appends them: their bytes in host order.
+  p.model = absl::string_view(reinterpret_cast<const char*>(model.data()),
+                              model.size() * sizeof(float));
   ByteWriter w;
-  w.I64(c.round);
-  w.Floats(c.model.data(), static_cast<int64_t>(c.model.size()));
-  w.I64(c.optimizer.rounds);
-  w.I64(static_cast<int64_t>(c.optimizer.m.size()));
-  w.Floats(c.optimizer.m.data(), static_cast<int64_t>(c.optimizer.m.size()));
-  w.I64(static_cast<int64_t>(c.optimizer.v.size()));
-  w.Floats(c.optimizer.v.data(), static_cast<int64_t>(c.optimizer.v.size()));
-  w.I64(static_cast<int64_t>(c.rows.size()));
-  for (const RoundRow& row : c.rows) {
+  w.I64(optimizer.rounds);
+  w.I64(static_cast<int64_t>(optimizer.m.size()));
+  w.Floats(optimizer.m.data(), static_cast<int64_t>(optimizer.m.size()));
+  w.I64(static_cast<int64_t>(optimizer.v.size()));
+  w.Floats(optimizer.v.data(), static_cast<int64_t>(optimizer.v.size()));
+  w.I64(static_cast<int64_t>(rows.size()));
+  for (const RoundRow& row : rows) {
     w.I64(row.round);
     w.Bytes(row.region);
     w.F64(row.accuracy);
@@ -73,7 +86,8 @@ std::string EncodeGlobalCheckpoint(const GlobalCheckpoint& c) {
     w.F64(row.epsilon.value_or(0));
     w.F64(row.time);
   }
-  return w.str();
+  p.tail = w.str();
+  return p;
 }
 
 absl::StatusOr<GlobalCheckpoint> DecodeGlobalCheckpoint(const std::string& payload,

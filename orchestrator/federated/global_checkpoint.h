@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "federation/server_optimizer.h"
 #include "orchestrator/federated/federated_rounds_table.h"
 
@@ -27,6 +29,18 @@ struct GlobalCheckpoint {
 // The payload: round, model, optimiser rounds, then m and v each as a length and floats, then
 // the row count and the rows (absent in checkpoints written before rows were added: none).
 std::string EncodeGlobalCheckpoint(const GlobalCheckpoint& checkpoint);
+
+// The same payload in three pieces for WriteCheckpoint, without a copy of the model: the bytes
+// before the model's floats, the floats themselves (a view of `model`, valid while it is), and
+// the bytes after. head + model + tail == EncodeGlobalCheckpoint's payload.
+struct GlobalCheckpointPieces {
+  std::string head;
+  absl::string_view model;
+  std::string tail;
+};
+GlobalCheckpointPieces EncodeGlobalCheckpointPieces(int64_t round, absl::Span<const float> model,
+                                                    const ServerOptimizer::State& optimizer,
+                                                    const std::vector<RoundRow>& rows);
 
 // Decodes a payload for a model of model_size floats. DataLoss naming the field when it is
 // truncated or has trailing bytes; InvalidArgument when the round or optimiser rounds are

@@ -209,6 +209,24 @@ TEST(CheckpointTest, RoundTripsThePayloadAndKeepsTheNewestTwo) {
   EXPECT_TRUE(fs::exists(dir.Path("ckpt-20.bin")));
 }
 
+// A payload written in pieces (a large model's view among them) is the same file, byte for
+// byte, as the joined payload, and loads back joined.
+TEST(CheckpointTest, APayloadInPiecesIsTheSameFileAsTheJoinedPayload) {
+  TempDir joined, pieces;
+  const std::string head = "head", model(300000, 'm'), tail = "tail";
+  ASSERT_TRUE(WriteCheckpoint(joined.path(), 7, head + model + tail).ok());
+  const absl::string_view parts[] = {head, model, "", tail};
+  ASSERT_TRUE(WriteCheckpoint(pieces.path(), 7, parts).ok());
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(slurp(pieces.Path("ckpt-7.bin")), slurp(joined.Path("ckpt-7.bin")));
+  auto c = LoadLatestCheckpoint(pieces.path());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->payload, head + model + tail);
+}
+
 TEST(CheckpointTest, CorruptOrTruncatedNewestFallsBackToThePrevious) {
   TempDir dir;
   std::string big(100000, 'x');
