@@ -234,6 +234,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   to.coordinator.buffer = o.buffer;
   to.coordinator.buffer.distinct_senders = true;  // a push never stands for more than its clients
   to.coordinator.clip_norm = o.dp_clip_norm;
+  to.coordinator.staging_dir = o.work_dir;  // a large model's update is staged there
   // Only this region's clients, each as itself (by certificate) and with a fixed weight.
   to.policy.region = o.region;
   to.policy.max_client_weight = o.max_client_weight;

@@ -61,6 +61,9 @@ absl::StatusOr<RoundCoordinator> RoundCoordinator::Create(RoundCoordinatorOption
   if (!(options.clip_norm >= 0 && std::isfinite(options.clip_norm))) {
     return absl::InvalidArgumentError("clip_norm must be finite and >= 0");
   }
+  if (!options.staging_dir.empty() && options.rule.robust()) {
+    return absl::InvalidArgumentError("a robust rule keeps every update in memory: no staging_dir");
+  }
   if (options.buffer.enabled) {
     if (options.rule.robust()) {
       return absl::InvalidArgumentError("buffered aggregation needs the weighted mean (fedavg)");
@@ -163,7 +166,20 @@ absl::Status RoundCoordinator::Begin(const UpdateHeader& header, size_t total_si
   staging_weight_ = options_.clip_norm > 0 ? 1.0 : header.num_examples;
   staging_count_ = count;
   staged_ = 0;
-  staging_.resize(options_.model_size);
+  if (!stages_in_file()) {
+    staging_.resize(options_.model_size);
+    return absl::OkStatus();
+  }
+  if (!staging_file_.is_open()) {
+    const std::string path = options_.staging_dir + "/staging.f32";
+    staging_file_.open(path, std::ios::in | std::ios::out | std::ios::binary | std::ios::trunc);
+    if (!staging_file_.is_open()) {
+      staging_owner_.clear();
+      gate_.Abandon(header.client_id);
+      return absl::UnavailableError(absl::StrCat("cannot open the staging file ", path));
+    }
+  }
+  staging_file_.clear();
   return absl::OkStatus();
 }
 
@@ -185,7 +201,19 @@ absl::Status RoundCoordinator::AddChunk(absl::string_view client_id, size_t offs
                                "chunk at offset ", offset, " with ", values.size(),
                                " values; expected offset ", staged_, " of ", options_.model_size)));
   }
-  std::copy(values.begin(), values.end(), staging_.begin() + staged_);
+  if (stages_in_file()) {
+    staging_file_.seekp(static_cast<std::streamoff>(staged_ * sizeof(float)));
+    staging_file_.write(reinterpret_cast<const char*>(values.data()),
+                        static_cast<std::streamsize>(values.size() * sizeof(float)));
+    if (!staging_file_) {
+      gate_.Abandon(client_id);
+      staging_file_.clear();
+      return Drop(client_id, absl::UnavailableError(absl::StrCat(
+                                 "cannot write the staging file in ", options_.staging_dir)));
+    }
+  } else {
+    std::copy(values.begin(), values.end(), staging_.begin() + staged_);
+  }
   staged_ += values.size();
   return absl::OkStatus();
 }
@@ -211,21 +239,24 @@ absl::Status RoundCoordinator::Finish(absl::string_view client_id, const SenderM
 absl::Status RoundCoordinator::FoldStaged() {
   staging_owner_.clear();
   fold_pending_ = false;
-  if (options_.clip_norm > 0) {
-    double norm = 0;
-    // The gate checked every value, so the clip cannot fail.
-    SEXTANT_RETURN_IF_ERROR(ClipToL2Norm(absl::MakeSpan(staging_), options_.clip_norm, &norm));
-    if (norm > options_.clip_norm) ++clipped_;
-  }
-  if (options_.rule.robust()) {
-    // Kept whole for Close; the next Begin stages into a fresh buffer.
-    kept_.push_back(std::move(staging_));
-    staging_ = std::vector<float>();
-    total_weight_ += staging_weight_;
-  } else if (absl::Status s = average_.AddDamped(staging_, staging_weight_, staging_factor_);
-             !s.ok()) {
-    // The gate checked every value and the weight, so the fold cannot fail.
-    return s;
+  if (stages_in_file()) {
+    SEXTANT_RETURN_IF_ERROR(FoldStagedFile());
+  } else {
+    if (options_.clip_norm > 0) {
+      double norm = 0;
+      // The gate checked every value, so the clip cannot fail.
+      SEXTANT_RETURN_IF_ERROR(ClipToL2Norm(absl::MakeSpan(staging_), options_.clip_norm, &norm));
+      if (norm > options_.clip_norm) ++clipped_;
+    }
+    if (options_.rule.robust()) {
+      // Kept whole for Close; the next Begin stages into a fresh buffer.
+      kept_.push_back(std::move(staging_));
+      staging_ = std::vector<float>();
+      total_weight_ += staging_weight_;
+    } else {
+      // The gate checked every value and the weight, so the fold cannot fail.
+      SEXTANT_RETURN_IF_ERROR(average_.AddDamped(staging_, staging_weight_, staging_factor_));
+    }
   }
   count_ += staging_count_;
   ++senders_;
@@ -236,6 +267,50 @@ absl::Status RoundCoordinator::FoldStaged() {
     sums_.eval_accuracy += metrics.eval_weight * metrics.eval_accuracy;
     eval_weight_ += metrics.eval_weight;
   }
+  return absl::OkStatus();
+}
+
+absl::Status RoundCoordinator::FoldStagedFile() {
+  const size_t n = options_.model_size;
+  file_chunk_.resize(std::min<size_t>(n, size_t{1} << 20));
+  // Reads the staged floats [at, at + k) into file_chunk_.
+  auto read = [&](size_t at, size_t k) -> absl::Status {
+    staging_file_.clear();
+    staging_file_.seekg(static_cast<std::streamoff>(at * sizeof(float)));
+    staging_file_.read(reinterpret_cast<char*>(file_chunk_.data()),
+                       static_cast<std::streamsize>(k * sizeof(float)));
+    if (!staging_file_) {
+      staging_file_.clear();
+      return absl::DataLossError(
+          absl::StrCat("cannot read the staging file in ", options_.staging_dir));
+    }
+    return absl::OkStatus();
+  };
+  double scale = 1;
+  if (options_.clip_norm > 0) {
+    double squares = 0;
+    for (size_t at = 0; at < n; at += file_chunk_.size()) {
+      const size_t k = std::min(file_chunk_.size(), n - at);
+      SEXTANT_RETURN_IF_ERROR(read(at, k));
+      for (size_t i = 0; i < k; ++i) squares += static_cast<double>(file_chunk_[i]) * file_chunk_[i];
+    }
+    const double norm = std::sqrt(squares);
+    if (norm > options_.clip_norm) {
+      scale = options_.clip_norm / norm;
+      ++clipped_;
+    }
+  }
+  for (size_t at = 0; at < n; at += file_chunk_.size()) {
+    const size_t k = std::min(file_chunk_.size(), n - at);
+    SEXTANT_RETURN_IF_ERROR(read(at, k));
+    if (scale != 1) {
+      for (size_t i = 0; i < k; ++i) file_chunk_[i] = static_cast<float>(file_chunk_[i] * scale);
+    }
+    // The gate checked every value as it arrived, so a range cannot fail part-way.
+    SEXTANT_RETURN_IF_ERROR(average_.AddDampedRange(
+        at, absl::MakeConstSpan(file_chunk_.data(), k), staging_weight_, staging_factor_));
+  }
+  average_.EndRanges(staging_weight_);
   return absl::OkStatus();
 }
 

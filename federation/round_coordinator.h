@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,13 @@ struct RoundCoordinatorOptions {
   // the rounding of a compressed update), so that one client moves the round's sum by at most
   // clip_norm, as the accountant assumes. Counted in clipped_updates(). Default 0: off.
   double clip_norm = 0;
+  // Large models: the update being received is staged in a file in staging_dir instead of
+  // memory, and folded from it a chunk at a time (WeightedAverage::AddDampedRange), so that
+  // memory is the mean plus O(chunk) instead of twice the model. Used when staging_dir is set
+  // and model_size >= file_staging_from (default 2^26 floats, 256 MB). Not with a robust rule
+  // (it keeps every update in memory). Default: in memory.
+  std::string staging_dir;
+  size_t file_staging_from = size_t{1} << 26;
 };
 
 // Metrics a sender attaches to its update; folded as weighted means.
@@ -170,8 +178,12 @@ class RoundCoordinator {
   int64_t total_rejections() const;
   // Updates that clip_norm scaled down so far (over all rounds).
   int64_t clipped_updates() const { return clipped_; }
-  // The staging buffer's capacity in floats (0 until the first update), for memory checks.
+  // The staging buffer's capacity in floats (0 until the first update, and with a staging
+  // file), for memory checks.
   size_t staging_capacity() const { return staging_.capacity(); }
+  bool stages_in_file() const {
+    return !options_.staging_dir.empty() && options_.model_size >= options_.file_staging_from;
+  }
 
  private:
   RoundCoordinator(RoundCoordinatorOptions options, Clock* clock);
@@ -182,6 +194,8 @@ class RoundCoordinator {
   void ResetBuffer();
   // Folds the staged, accepted update into the round's mean (or keeps it for a robust rule).
   absl::Status FoldStaged();
+  // FoldStaged's fold from the staging file: clipped (clip_norm) in a first pass over it.
+  absl::Status FoldStagedFile();
 
   RoundCoordinatorOptions options_;
   Clock* clock_;
@@ -196,6 +210,8 @@ class RoundCoordinator {
   size_t staged_ = 0;
   double staging_factor_ = 1;  // buffered: the staleness damping of the update being received
   std::vector<float> staging_;
+  std::fstream staging_file_;  // stages_in_file(): opened by the first Begin
+  std::vector<float> file_chunk_;
   bool draining_ = false;  // buffered: Close's outcome is in use
   // Buffered: the staged update finished during a drain and is folded when it ends.
   bool fold_pending_ = false;

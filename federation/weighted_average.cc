@@ -142,6 +142,31 @@ absl::Status WeightedAverage::AddDamped(absl::Span<const float> update, double w
   return statuses[0];
 }
 
+absl::Status WeightedAverage::AddDampedRange(size_t offset, absl::Span<const float> values,
+                                             double weight, double factor) {
+  if (!(factor > 0 && factor <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("damping factor must be in (0, 1], got ", factor));
+  }
+  if (offset > mean_.size() || values.size() > mean_.size() - offset) {
+    return absl::InvalidArgumentError(absl::StrCat("range [", offset, ", ", offset + values.size(),
+                                                   ") past the mean's ", mean_.size()));
+  }
+  if (absl::Status s = CheckWeight(weight); !s.ok()) return s;
+  if (values.empty()) return absl::OkStatus();
+  // Items address coordinates absolutely: data + i is coordinate i of the update.
+  const std::vector<Item> items = {{values.data() - offset, weight * factor, weight, 0, 1}};
+  const Part part =
+      FoldRange(offset, offset + values.size(), items, partials_[0].data(), total_weight_);
+  if (!part.dropped.empty()) return absl::InvalidArgumentError(part.dropped[0].second);
+  return absl::OkStatus();
+}
+
+void WeightedAverage::EndRanges(double weight) {
+  dirty_ = false;
+  total_weight_ += weight;
+  ++count_;
+}
+
 std::vector<absl::Status> WeightedAverage::AddBatch(
     absl::Span<const absl::Span<const float>> updates, absl::Span<const double> weights) {
   std::vector<absl::Status> statuses(updates.size());

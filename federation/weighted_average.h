@@ -64,6 +64,17 @@ class WeightedAverage {
   // (0, 1].
   absl::Status AddDamped(absl::Span<const float> update, double weight, double factor);
 
+  // Folds one update a range of coordinates at a time, for an update staged outside memory (a
+  // file): each AddDampedRange folds coordinates [offset, offset + values.size()) exactly as
+  // AddDamped(update, weight, factor) folds them, and EndRanges(weight) then counts the update
+  // in the total. Every coordinate must be folded once, with the same weight and factor, before
+  // EndRanges, and the mean is not read in between. InvalidArgument for a range past the end, a
+  // bad weight or factor, or a NaN/Inf value: that range is then as it was, and the caller must
+  // not go on with the update (check values before the first range, as RoundCoordinator does).
+  absl::Status AddDampedRange(size_t offset, absl::Span<const float> values, double weight,
+                              double factor);
+  void EndRanges(double weight);
+
   // Folds several updates at once (updates[i] with weight weights[i]): one pass over the mean and
   // one rounding for the whole batch, so it is faster and more accurate than repeated Add.
   // Returns one status per update, in order; an update with a wrong length, a bad weight or a

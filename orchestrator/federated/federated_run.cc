@@ -364,6 +364,7 @@ class FederatedRun {
     o.listen = options_.listen;
     o.coordinator.experiment_id = experiment_id_;
     o.coordinator.model_size = global_.size();
+    o.coordinator.staging_dir = fed_dir_;  // a large model's region update is staged there
     o.coordinator.min_updates = std::max(1, fed().min_clients());
     o.coordinator.deadline_seconds = fed().round_deadline_seconds();
     if (buffered()) {

@@ -1,6 +1,8 @@
 #include "federation/round_coordinator.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -72,6 +74,59 @@ TEST(RoundCoordinatorTest, ClipNormBoundsEveryUpdateAndIgnoresTheDeclaredWeight)
   EXPECT_NEAR(out->mean[3], 0.4, 1e-6);
   o.clip_norm = -1;
   EXPECT_TRUE(absl::IsInvalidArgument(RoundCoordinator::Create(o, &clock).status()));
+}
+
+// A large model's update is staged in a file and folded from it a chunk at a time: the round's
+// mean is bit for bit the in-memory one, a bad chunk still drops the whole update, the DP clip
+// still bounds it, and no model-sized buffer is held.
+TEST(RoundCoordinatorTest, AFileStagedUpdateFoldsLikeAnInMemoryOne) {
+  const size_t d = (size_t{1} << 20) + 1000;  // past one fold chunk
+  char tmpl[] = "/tmp/sextant-staging-test-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::vector<float> u1(d), u2(d), nan(d, 1.0f);
+  for (size_t i = 0; i < d; ++i) {
+    u1[i] = static_cast<float>(i % 97) / 97.0f;
+    u2[i] = -static_cast<float>(i % 13);
+  }
+  nan[d - 5] = std::nanf("");
+  for (double clip : {0.0, 100.0}) {
+    RoundOutcome outs[2];
+    RoundCoordinatorOptions o;
+    o.experiment_id = "exp";
+    o.model_size = d;
+    o.clip_norm = clip;
+    FakeClock clock;
+    RoundCoordinator memory = *RoundCoordinator::Create(o, &clock);
+    o.staging_dir = dir;
+    o.file_staging_from = 0;
+    RoundCoordinator file = *RoundCoordinator::Create(o, &clock);
+    EXPECT_TRUE(file.stages_in_file());
+    EXPECT_FALSE(memory.stages_in_file());
+    std::vector<std::vector<float>> means;
+    for (RoundCoordinator* c : {&memory, &file}) {
+      ASSERT_TRUE(c->OpenRound(1, {"a", "b", "bad"}).ok());
+      ASSERT_TRUE(Send(*c, "a", 1, u1, 3, 100000).ok());
+      EXPECT_TRUE(absl::IsInvalidArgument(Send(*c, "bad", 1, nan, 1, 100000)));
+      ASSERT_TRUE(Send(*c, "b", 1, u2, 1, 70000).ok());
+      absl::StatusOr<RoundOutcome> out = c->Close();
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ(out->senders, 2);
+      means.emplace_back(out->mean.begin(), out->mean.end());
+    }
+    EXPECT_EQ(file.staging_capacity(), 0u);
+    EXPECT_EQ(file.clipped_updates(), memory.clipped_updates());
+    if (clip > 0) EXPECT_EQ(file.clipped_updates(), 2);
+    ASSERT_EQ(means[0].size(), means[1].size());
+    size_t differ = 0;
+    for (size_t i = 0; i < d; ++i) {
+      // Clipped: the two scale in float and in double, a last-bit difference at most.
+      if (clip == 0 ? means[0][i] != means[1][i]
+                    : std::fabs(means[0][i] - means[1][i]) > 1e-6f * (1 + std::fabs(means[0][i])))
+        ++differ;
+    }
+    EXPECT_EQ(differ, 0u) << "clip " << clip;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(RoundCoordinatorTest, AnotherExperimentOrRoundIsAbortedCountedAndNeverAggregated) {

@@ -71,6 +71,37 @@ TEST(WeightedAverageTest, EqualsExactWeightedMean) {
   EXPECT_EQ(avg.total_weight(), 4.0);
 }
 
+// An update folded range by range (as from a file) leaves the mean bit for bit where AddDamped
+// leaves it, whatever the ranges' boundaries, including the first fold of a reset mean.
+TEST(WeightedAverageTest, RangesFoldBitForBitLikeTheWholeUpdate) {
+  const size_t d = 3 * WeightedAverage::kBlock + 123;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n(0, 1);
+  std::vector<std::vector<float>> u(3, std::vector<float>(d));
+  for (auto& v : u) std::generate(v.begin(), v.end(), [&] { return n(rng); });
+  const double w[] = {2, 5, 1}, f[] = {1, 0.5, 0.25};
+  WeightedAverage whole(d), ranges(d);
+  for (int round = 0; round < 2; ++round) {  // the second after a Reset (stale mean)
+    whole.Reset();
+    ranges.Reset();
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(whole.AddDamped(u[i], w[i], f[i]).ok());
+      for (size_t at = 0, len = 1000 + 7 * i; at < d; at += len) {
+        const size_t k = std::min(len, d - at);
+        ASSERT_TRUE(
+            ranges.AddDampedRange(at, absl::MakeConstSpan(u[i].data() + at, k), w[i], f[i]).ok());
+      }
+      ranges.EndRanges(w[i]);
+    }
+    EXPECT_EQ(ranges.total_weight(), whole.total_weight());
+    EXPECT_EQ(ranges.count(), whole.count());
+    ASSERT_TRUE(std::equal(whole.mean().begin(), whole.mean().end(), ranges.mean().begin()));
+  }
+  std::vector<float> bad = {1, std::nanf(""), 3};
+  EXPECT_FALSE(ranges.AddDampedRange(0, bad, 1, 1).ok());
+  EXPECT_FALSE(ranges.AddDampedRange(d - 1, absl::MakeConstSpan(bad.data(), 2), 1, 1).ok());
+}
+
 TEST(WeightedAverageTest, BatchOfRandomUpdatesIsWithinOneFloatRoundingOfLongDoubleMean) {
   const size_t d = 3 * WeightedAverage::kBlock + 17;  // several blocks and a ragged tail
   // Every width of a fold's last group (1 to 12), and groups of eight before it.
