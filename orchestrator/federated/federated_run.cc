@@ -185,9 +185,10 @@ class FederatedRun {
 
   // Central DP noise on the round's mean: N(0, (sigma C)^2) on the sum of `count` clipped
   // updates of weight 1 is N(0, (sigma C / count)^2) on their mean.
+  bool CentralNoise() const { return fed().has_dp() && fed().dp().noise() != "distributed"; }
   absl::Status AddCentralNoise(std::vector<float>& mean, double total_weight) {
     const v1::DifferentialPrivacy& dp = fed().dp();
-    if (!fed().has_dp() || dp.noise() == "distributed") return absl::OkStatus();
+    if (!CentralNoise()) return absl::OkStatus();
     std::array<uint8_t, 32> seed;
     randombytes_buf(seed.data(), seed.size());
     const double stddev = dp.noise_multiplier() * dp.clip_norm() / std::max(1.0, total_weight);
@@ -739,15 +740,18 @@ class FederatedRun {
   // Finishes one closed round: server step, evaluation, checkpoint, rows. Returns an exit code.
   absl::Status CompleteRound(int64_t round, const RoundOutcome& outcome,
                              const std::vector<SenderReport>& senders) {
-    std::vector<float> mean(outcome.mean.begin(), outcome.mean.end());
     if (fed().secure_aggregation() && fed().update_compression() == "int8" && !fed().has_dp()) {
-      int8_ranges_ = SegmentClipsFromMean(mean, LayoutSegments(layout_), kInt8RangeHeadroom,
-                                          kInt8MinRange);
+      int8_ranges_ = SegmentClipsFromMean(outcome.mean, LayoutSegments(layout_),
+                                          kInt8RangeHeadroom, kInt8MinRange);
     }
-    SEXTANT_RETURN_IF_ERROR(AddCentralNoise(mean, outcome.total_weight));
-    if (absl::Status s = optimizer_->Step(absl::MakeSpan(global_), mean); !s.ok()) {
-      return s;
+    // A copy of the mean only to add central noise to; otherwise the step reads it in place.
+    std::vector<float> noisy;
+    if (CentralNoise()) {
+      noisy.assign(outcome.mean.begin(), outcome.mean.end());
+      SEXTANT_RETURN_IF_ERROR(AddCentralNoise(noisy, outcome.total_weight));
     }
+    SEXTANT_RETURN_IF_ERROR(
+        optimizer_->Step(absl::MakeSpan(global_), CentralNoise() ? noisy : outcome.mean));
     std::optional<double> epsilon;
     if (accountant_) {
       accountant_->Compose(round - accountant_->rounds());
