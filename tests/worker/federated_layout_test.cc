@@ -93,9 +93,13 @@ TEST(FederatedJobTest, UpdateCompressionComesFromTheSpecWithTheLayoutsTensorsAsS
   job = FederatedJobFromSpec(spec);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->update_compression, UpdateCompression::kInt8);
+  // Under secure aggregation int8 is the round's quantisation (the aggregator's config); fp16,
+  // a floating-point encoding, is refused.
   f->set_secure_aggregation(true);
+  EXPECT_TRUE(FederatedJobFromSpec(spec).ok());
+  f->set_update_compression("fp16");
   EXPECT_THAT(std::string(FederatedJobFromSpec(spec).status().message()),
-              HasSubstr("plaintext updates"));
+              HasSubstr("fp16 applies to plaintext updates"));
   f->set_update_compression("int4");
   EXPECT_EQ(FederatedJobFromSpec(spec).status().code(), absl::StatusCode::kInvalidArgument);
 }
