@@ -242,6 +242,8 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   to.secure = o.secure_aggregation;
   to.secagg.stage_timeout_seconds = o.stage_timeout_seconds;
   to.secagg.quantization = o.quantization;
+  // A large model's masked inputs (8 bytes a value) are assembled one at a time.
+  if (o.model_size >= (int64_t{1} << 26)) to.secagg.max_staged_inputs = 1;
   if (o.hide_region_sum) to.secagg.ring_clients = o.ring_clients;
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, Tier::Start(to, clock));
   FederationHub& hub = tier->hub();
