@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <thread>
 #include <utility>
 
@@ -172,6 +173,7 @@ absl::Status RoundCoordinator::Begin(const UpdateHeader& header, size_t total_si
   }
   if (!staging_file_.is_open()) {
     const std::string path = options_.staging_dir + "/staging.f32";
+    staging_path_ = path;
     staging_file_.open(path, std::ios::in | std::ios::out | std::ios::binary | std::ios::trunc);
     if (!staging_file_.is_open()) {
       staging_owner_.clear();
@@ -268,6 +270,12 @@ absl::Status RoundCoordinator::FoldStaged() {
     eval_weight_ += metrics.eval_weight;
   }
   return absl::OkStatus();
+}
+
+RoundCoordinator::~RoundCoordinator() {
+  if (!staging_file_.is_open()) return;
+  staging_file_.close();
+  std::remove(staging_path_.c_str());
 }
 
 absl::Status RoundCoordinator::FoldStagedFile() {

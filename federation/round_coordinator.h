@@ -126,6 +126,10 @@ class RoundCoordinator {
  public:
   // InvalidArgument for an empty experiment id, model_size 0 or min_updates < 1.
   static absl::StatusOr<RoundCoordinator> Create(RoundCoordinatorOptions options, Clock* clock);
+  RoundCoordinator(RoundCoordinator&&) = default;
+  RoundCoordinator& operator=(RoundCoordinator&&) = default;
+  // Removes the staging file, if it made one.
+  ~RoundCoordinator();
 
   // Opens `round` (above every earlier one) for the participants (non-empty) and starts a fresh
   // mean. Earlier rounds' updates become stale. InvalidArgument otherwise. Buffered: moves the
@@ -211,6 +215,7 @@ class RoundCoordinator {
   double staging_factor_ = 1;  // buffered: the staleness damping of the update being received
   std::vector<float> staging_;
   std::fstream staging_file_;  // stages_in_file(): opened by the first Begin
+  std::string staging_path_;
   std::vector<float> file_chunk_;
   bool draining_ = false;  // buffered: Close's outcome is in use
   // Buffered: the staged update finished during a drain and is folded when it ends.

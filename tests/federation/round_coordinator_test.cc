@@ -125,7 +125,10 @@ TEST(RoundCoordinatorTest, AFileStagedUpdateFoldsLikeAnInMemoryOne) {
         ++differ;
     }
     EXPECT_EQ(differ, 0u) << "clip " << clip;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/staging.f32"));
   }
+  // Gone with the coordinator that made it.
+  EXPECT_FALSE(std::filesystem::exists(dir + "/staging.f32"));
   std::filesystem::remove_all(dir);
 }
 
