@@ -56,6 +56,11 @@ absl::Status FederationHub::Publish(int64_t round, const std::string& model_path
   return absl::OkStatus();
 }
 
+std::vector<int64_t> FederationHub::RoundSegments() {
+  absl::MutexLock lock(&mu_);
+  return tasks_.empty() ? std::vector<int64_t>() : tasks_.begin()->second.segments;
+}
+
 void FederationHub::SetDone() {
   absl::MutexLock lock(&mu_);
   done_ = true;

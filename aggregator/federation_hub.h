@@ -67,6 +67,9 @@ class FederationHub {
                        int64_t min_updates = 1) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the experiment: every waiting and later caller gets kDone.
   void SetDone() ABSL_LOCKS_EXCLUDED(mu_);
+  // The model's tensor element counts that the open round's tasks carry (RoundTask::segments):
+  // an int8 update's segments must equal them. Empty when the round carries none.
+  std::vector<int64_t> RoundSegments() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits up to `wait` (on the real clock) for a round above after_round that includes client_id.
   // Returns kWait on timeout, kDone when the experiment ended. Aborted for another experiment.

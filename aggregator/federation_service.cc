@@ -190,6 +190,16 @@ grpc::Status ReceiveUpdate(FederationHub* hub, SenderGate& gate,
       chunk.scales_size() > 0) {
     absl::StatusOr<UpdateDecoder> d = DecoderFor(chunk);
     if (!d.ok()) return ToGrpcStatus(d.status());
+    // int8 scales each of the model's tensors: its segments must be the round's tensors.
+    const std::vector<int64_t> expected = hub->RoundSegments();
+    if (chunk.encoding() == v1::ModelChunk::INT8 && !expected.empty() &&
+        !std::equal(expected.begin(), expected.end(), chunk.segments().begin(),
+                    chunk.segments().end())) {
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("int8 update: its ", chunk.segments_size(),
+                       " segments are not the model's ", expected.size(), " tensors' sizes"));
+    }
     decoder.emplace(*std::move(d));
   }
   s = hub->Begin(header, static_cast<size_t>(chunk.total_size()), count, absl::Seconds(600));
@@ -465,12 +475,13 @@ absl::StatusOr<RoundTask> PullRound(
   v1::ModelChunk chunk;
   if (!reader->Read(&chunk)) return FromGrpcStatus(reader->Finish());
   if (chunk.assignment().segments_size() > kMaxUpdateSegments ||
-      chunk.assignment().segment_clips_size() != chunk.assignment().segments_size()) {
+      (chunk.assignment().segment_clips_size() != 0 &&
+       chunk.assignment().segment_clips_size() != chunk.assignment().segments_size())) {
     context.TryCancel();
     return absl::InvalidArgumentError(absl::StrCat(
         "round assignment: ", chunk.assignment().segments_size(), " segments and ",
-        chunk.assignment().segment_clips_size(), " ranges; they must match, at most ",
-        kMaxUpdateSegments));
+        chunk.assignment().segment_clips_size(), " ranges; ranges must be none or one per "
+        "segment, at most ", kMaxUpdateSegments));
   }
   RoundTask task = FromProto(chunk.assignment(), chunk.round());
   std::vector<float> scratch;

@@ -69,6 +69,7 @@ std::map<std::string, RoundTask> ClientTasks(const RoundTask& upstream) {
     t.model_size = upstream.model_size;
     t.seed = ClientSeed(upstream.seed, c);
     t.deadline_seconds = upstream.deadline_seconds;
+    t.segments = upstream.segments;  // the model's tensors, which an int8 update must follow
     tasks[c] = t;
   }
   return tasks;

@@ -705,6 +705,8 @@ class FederatedRun {
         t.quantizer_bits = quantization.bits;
         t.segments = quantization.segments;
         t.segment_clips = quantization.segment_clips;
+      } else if (fed().update_compression() == "int8") {
+        t.segments = LayoutSegments(layout_);  // the aggregators hold int8 updates to them
       }
       return t;
     };

@@ -96,6 +96,28 @@ TEST_F(FederationServiceTest, AMalformedCompressedUpdateIsRefusedAndFreesTheStag
   ASSERT_TRUE(PushUpdate(stub_.get(), {"exp", 1, "west", 1, 1, {}}, *e, 4).ok());
 }
 
+// A round that carries the model's tensors holds int8 updates to them: scales cut along other
+// boundaries are refused before anything is staged.
+TEST_F(FederationServiceTest, AnInt8UpdateCutAlongOtherTensorsThanTheModelsIsRefused) {
+  std::map<std::string, RoundTask> tasks;
+  for (const char* id : {"east", "west"}) {
+    tasks[id].model_size = kSize;
+    tasks[id].segments = {6, 4};
+  }
+  ASSERT_TRUE(hub_->Publish(2, "/dev/null", std::move(tasks)).ok());
+  EXPECT_EQ(hub_->RoundSegments(), (std::vector<int64_t>{6, 4}));
+  std::vector<float> x(kSize, 0.25f);
+  absl::StatusOr<EncodedUpdate> other = EncodeUpdate(x, {{4, 6}}, UpdateCompression::kInt8, 1);
+  absl::StatusOr<EncodedUpdate> model = EncodeUpdate(x, {{6, 4}}, UpdateCompression::kInt8, 1);
+  ASSERT_TRUE(other.ok() && model.ok());
+  absl::StatusOr<int64_t> refused =
+      PushUpdate(stub_.get(), {"exp", 2, "east", 1, 1, {}}, *other, 4);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("not the model's 2 tensors"), std::string::npos)
+      << refused.status();
+  ASSERT_TRUE(PushUpdate(stub_.get(), {"exp", 2, "east", 1, 1, {}}, *model, 4).ok());
+}
+
 // A participant counts as up once it has asked for a round (GetRound), whether or not it is in
 // the open one; a caller for another experiment does not count.
 TEST_F(FederationServiceTest, WaitForContactReturnsThoseThatHaveNotAskedForARound) {
