@@ -38,8 +38,8 @@ federation:
 """
 MODES = {
     "sync": "  rounds: 45\n",
-    "buffered": ("  rounds: 150\n  mode: buffered\n  buffer_size: 6\n  max_staleness: 4\n"
-                 "  server_lr: 0.6\n  eval_every: 3\n"),
+    "buffered": ("  rounds: 150\n  mode: buffered\n  buffer_size: 6\n  max_staleness: 8\n"
+                 "  server_lr: 0.8\n  eval_every: 3\n"),
 }
 
 
@@ -63,12 +63,14 @@ def run_once(build, work, mode, seed, target, wall):
     rows = db.execute("SELECT round, time, accuracy, clients FROM rounds WHERE region = '' "
                       "ORDER BY round").fetchall()
     updates = sum(r[3] for r in rows if hit[0] is None or r[0] <= hit[0])
+    rejected = db.execute("SELECT SUM(rejected) FROM rounds WHERE region = ''").fetchone()[0]
     return {
         "mode": mode, "seed": seed, "exit": p.returncode, "target": target,
         "ready_after_s": ready - first if ready and first else None,
         "seconds_to_target": (hit[1] - (ready - first)) if hit[1] is not None and ready else None,
         "steps_to_target": hit[0], "updates_to_target": updates if hit[0] else None,
         "final_accuracy": rows[-1][2] if rows else None, "steps": len(rows), "wall_s": wall_s,
+        "rejected": rejected,
     }
 
 
