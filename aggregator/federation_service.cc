@@ -294,6 +294,20 @@ grpc::Status FederationServiceImpl::SecAggAwait(grpc::ServerContext* context,
   // NaN compares false both ways, so clamp() would pass it through as an endless wait.
   const double asked = request->wait_seconds();
   const double wait = asked >= 0 ? std::min(asked, 30.0) : 0.0;
+  if (request->join_buffer()) {
+    if (request->stage() != static_cast<int32_t>(SecAggStage::kAdvertiseKeys)) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "a buffer's instance is joined at stage 0");
+    }
+    absl::StatusOr<SecAggDownlink> d = secagg_->Join(request->experiment_id(), request->client_id(),
+                                                     request->round(), absl::Seconds(wait));
+    if (!d.ok()) return ToGrpcStatus(d.status());
+    // The answer names the instance the client was taken into.
+    *reply = DownlinkToProto(*d, request->experiment_id(),
+                             d->start ? d->start->config.round : request->round(),
+                             request->client_id());
+    return grpc::Status::OK;
+  }
   absl::StatusOr<SecAggDownlink> d = secagg_->Await(request->experiment_id(), request->round(),
                                                     static_cast<SecAggStage>(request->stage()),
                                                     request->client_id(), absl::Seconds(wait));

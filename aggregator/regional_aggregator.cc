@@ -92,6 +92,24 @@ absl::StatusOr<SecAggQuantization> RoundQuantization(const RegionalAggregatorOpt
   return q;
 }
 
+// A finished SecAgg round's weighted mean, decoded into *mean, as `round`'s outcome.
+absl::StatusOr<RoundOutcome> DecodeOutcome(const RegionalAggregatorOptions& o, int64_t round,
+                                           const SecAggRoundOutcome& out, std::vector<float>* mean) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      SecureQuantizer quantizer,
+      MakeQuantizer(out.quantization, out.config.num_clients, out.config.ring_bits));
+  mean->resize(static_cast<size_t>(o.model_size));
+  SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.DecodeMean(out.sum, absl::MakeSpan(*mean)));
+  RoundOutcome r;
+  r.round = round;
+  r.mean = *mean;
+  r.total_weight = static_cast<double>(weight);
+  r.count = static_cast<int64_t>(out.contributors.size());
+  r.senders = r.count;
+  r.metrics = out.metrics;
+  return r;
+}
+
 // Runs the secure-aggregation stages of the round just published and decodes the survivors'
 // weighted mean into *mean. Aborted when the protocol aborted; Cancelled when stopped.
 absl::StatusOr<RoundOutcome> SecureRound(
@@ -121,19 +139,7 @@ absl::StatusOr<RoundOutcome> SecureRound(
     r.metrics = out.metrics;
     return r;
   }
-  SEXTANT_ASSIGN_OR_RETURN(
-      SecureQuantizer quantizer,
-      MakeQuantizer(out.quantization, out.config.num_clients, out.config.ring_bits));
-  mean->resize(static_cast<size_t>(o.model_size));
-  SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.DecodeMean(out.sum, absl::MakeSpan(*mean)));
-  RoundOutcome r;
-  r.round = task.round;
-  r.mean = *mean;
-  r.total_weight = static_cast<double>(weight);
-  r.count = static_cast<int64_t>(out.contributors.size());
-  r.senders = r.count;
-  r.metrics = out.metrics;
-  return r;
+  return DecodeOutcome(o, task.round, out, mean);
 }
 
 // How long each participant of a closed synchronous round took to deliver its update; one that
@@ -147,6 +153,51 @@ std::vector<std::pair<std::string, double>> ClientTimings(
     if (seconds.count(s.client_id)) seconds[s.client_id] = s.seconds;
   }
   return {seconds.begin(), seconds.end()};
+}
+
+// A client in a buffer's line that has not asked for this long is taken for gone.
+constexpr absl::Duration kJoinerSilence = absl::Seconds(15);
+
+// Buffered rounds under secure aggregation: a buffer is one SecAgg instance among the first
+// clients in line (SecAggHub::Join), as many as `task` (the newest version's) asks the region
+// for and at least 2, whose updates are at most max_staleness versions older than `version`;
+// a staler one (or one claiming a version not yet out) is turned away and counted. Each client
+// damps its own update by its StalenessFactor, which the instance gives it. Waits up to `wait`
+// for the line to fill. Returns the buffer's decoded mean as the outcome of `version`, nullopt
+// when the line did not fill, or the instance's error (Aborted: too few survived).
+absl::StatusOr<std::optional<RoundOutcome>> SecureBuffer(const RegionalAggregatorOptions& o,
+                                                         Tier& tier, const RoundTask& task,
+                                                         int64_t version, int64_t* instance,
+                                                         std::vector<float>* mean,
+                                                         absl::Duration wait,
+                                                         const std::atomic<bool>* stop) {
+  SecAggHub& secagg = tier.secagg();
+  const size_t k = static_cast<size_t>(std::max<int64_t>(2, task.min_updates));
+  std::map<std::string, double> scales;
+  for (const SecAggJoiner& j : secagg.AwaitJoiners(k, kJoinerSilence, wait)) {
+    const int64_t staleness = version - j.base_version;
+    if (staleness < 0 || staleness > o.buffer.max_staleness) {
+      secagg.Refuse(j.client_id,
+                    absl::StrCat("an update of version ", j.base_version, " is ",
+                                 staleness < 0 ? "from the future" : "too stale", " at version ",
+                                 version, " (max_staleness ", o.buffer.max_staleness, ")"));
+      continue;
+    }
+    if (scales.size() < k) scales[j.client_id] = StalenessFactor(o.buffer, staleness);
+  }
+  if (scales.size() < k) return std::optional<RoundOutcome>();
+  SEXTANT_ASSIGN_OR_RETURN(SecAggQuantization quantization, RoundQuantization(o, task));
+  secagg.SetQuantization(std::move(quantization));
+  ++*instance;
+  SEXTANT_RETURN_IF_ERROR(secagg.OpenBuffer(*instance, scales, static_cast<size_t>(o.model_size),
+                                            ClientSeed(task.seed ^ static_cast<uint64_t>(*instance),
+                                                       o.region),
+                                            1));
+  SEXTANT_RETURN_IF_ERROR(
+      tier.AwaitClosable(Tier::Close::kSecure, [&] { return StopStatus(stop); }));
+  SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, secagg.TakeOutcome());
+  SEXTANT_ASSIGN_OR_RETURN(RoundOutcome r, DecodeOutcome(o, version, out, mean));
+  return std::optional<RoundOutcome>(std::move(r));
 }
 
 // Buffered asynchronous rounds (federation.mode: buffered): the region's clients train
@@ -163,29 +214,60 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
   int64_t version = -1;
   std::string previous_file;
   absl::Time unreachable_since = absl::InfiniteFuture();
-  int64_t rejections = hub.total_rejections();
   const std::string incoming = absl::StrCat(o.work_dir, "/incoming.f32");
   bool pushed_last = false;
+  // Secure: the newest version's task (its quantisation and the region's buffer size), the
+  // last instance and the buffer's decoded mean.
+  RoundTask latest;
+  int64_t instance = 0;
+  std::vector<float> secure_mean;
+  auto rejections_now = [&] {
+    return hub.total_rejections() + (o.secure_aggregation ? tier.secagg().rejections() : 0);
+  };
+  int64_t rejections = rejections_now();
   while (!Stopped(stop)) {
     // A full buffer goes upstream; between pushes, and at least once after each, it asks
     // upstream for a newer version, so that pushes never starve the pulls.
-    const bool full = version >= 0 && hub.WaitReadyToClose(absl::ZeroDuration());
+    bool full = false;
+    absl::StatusOr<RoundOutcome> outcome;
+    if (version >= 0 && !pushed_last && o.secure_aggregation) {
+      absl::StatusOr<std::optional<RoundOutcome>> buffer = SecureBuffer(
+          o, tier, latest, version, &instance, &secure_mean, absl::Milliseconds(500), stop);
+      if (Stopped(stop)) break;
+      if (!buffer.ok()) {
+        if (o.log)
+          *o.log << "version=" << version << " instance=" << instance
+                 << " secure aggregation: " << buffer.status() << "\n"
+                 << std::flush;
+        outcome = buffer.status();
+        full = true;
+      } else if (buffer->has_value()) {
+        outcome = **std::move(buffer);
+        full = true;
+      }
+    } else if (version >= 0 && !o.secure_aggregation) {
+      full = hub.WaitReadyToClose(absl::ZeroDuration());
+      if (full && !pushed_last) {
+        std::vector<SenderReport> senders;
+        outcome = hub.Close(&senders);
+      }
+    }
     if (full && !pushed_last) {
       pushed_last = true;
-      std::vector<SenderReport> senders;
-      absl::StatusOr<RoundOutcome> outcome = hub.Close(&senders);
       if (!outcome.ok()) continue;
-      const int64_t now_rejected = hub.total_rejections();
-      PushHeader header{o.experiment_id,  version,           o.region,
+      const int64_t now_rejected = rejections_now();
+      PushHeader header{o.experiment_id, version,           o.region,
                         outcome->total_weight, outcome->count, outcome->metrics,
                         now_rejected - rejections};
       absl::StatusOr<int64_t> sent = PushUpdate(stub, header, outcome->mean, o.chunk_floats);
       // Rejections of this buffer's round travel with it; a push that failed carries them on.
       if (sent.ok()) rejections = now_rejected;
-      hub.ResumeBuffering();
+      if (!o.secure_aggregation) hub.ResumeBuffering();
       if (o.log) {
-        *o.log << "version=" << version << " buffer clients=" << outcome->count
-               << " weight=" << outcome->total_weight << " rejected=" << header.rejected
+        *o.log << "version=" << version
+               << (o.secure_aggregation ? absl::StrCat(" instance=", instance) : "")
+               << " buffer clients=" << outcome->count << " weight=" << outcome->total_weight
+               << " rejected=" << header.rejected
                << " pushed=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"
                << std::flush;
       }
@@ -218,6 +300,7 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
     if (!previous_file.empty()) std::filesystem::remove(previous_file);
     previous_file = file;
     version = task->round;
+    latest = *std::move(task);
   }
   return absl::OkStatus();
 }

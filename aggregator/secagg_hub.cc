@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "federation/secure_quantizer.h"
 
 namespace sextant {
@@ -34,10 +35,8 @@ void SecAggHub::SetQuantization(SecAggQuantization quantization) {
   quantization_ = std::move(quantization);
 }
 
-absl::Status SecAggHub::Open(int64_t round, std::vector<std::string> participants,
-                             size_t model_size, uint64_t graph_seed, double first_deadline_seconds,
-                             int64_t min_clients) {
-  const int32_t n = static_cast<int32_t>(participants.size());
+absl::StatusOr<SecAggConfig> SecAggHub::PlanRound(int64_t round, int32_t n, size_t model_size,
+                                                  uint64_t graph_seed) {
   int bits = 0;
   int64_t max_weight = 0;
   {
@@ -52,16 +51,57 @@ absl::Status SecAggHub::Open(int64_t round, std::vector<std::string> participant
         absl::StrCat("secagg: no ring of up to 64 bits holds the sum of ", ring_clients,
                      " clients at ", bits, " bits with weights up to ", max_weight));
   }
+  return PlanSecAggRound(options_.experiment_id, round, n, options_.dropout_rate, ring_bits,
+                         model_size + 1, graph_seed);
+}
+
+absl::Status SecAggHub::Open(int64_t round, std::vector<std::string> participants,
+                             size_t model_size, uint64_t graph_seed, double first_deadline_seconds,
+                             int64_t min_clients) {
   absl::StatusOr<SecAggConfig> config =
-      PlanSecAggRound(options_.experiment_id, round, n, options_.dropout_rate, ring_bits,
-                      model_size + 1, graph_seed);
+      PlanRound(round, static_cast<int32_t>(participants.size()), model_size, graph_seed);
   if (!config.ok()) return config.status();
   return OpenWithConfig(std::move(participants), *std::move(config), first_deadline_seconds,
                         min_clients);
 }
 
+absl::Status SecAggHub::OpenBuffer(int64_t round, const std::map<std::string, double>& scales,
+                                   size_t model_size, uint64_t graph_seed, int64_t min_clients) {
+  absl::StatusOr<SecAggConfig> config =
+      PlanRound(round, static_cast<int32_t>(scales.size()), model_size, graph_seed);
+  if (!config.ok()) return config.status();
+  std::vector<std::string> participants;  // sorted, as the map is
+  for (const auto& [id, scale] : scales) {
+    if (!(scale > 0 && scale <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("secagg: update scale ", scale, " for ", id, " is outside (0, 1]"));
+    }
+    participants.push_back(id);
+  }
+  absl::MutexLock lock(&mu_);
+  for (const std::string& id : participants) {
+    if (!joiners_.count(id)) {
+      return absl::InvalidArgumentError(absl::StrCat("secagg: ", id, " is not waiting"));
+    }
+  }
+  SEXTANT_RETURN_IF_ERROR(OpenLocked(std::move(participants), *std::move(config),
+                                     options_.stage_timeout_seconds, min_clients));
+  for (size_t i = 0; i < participants_.size(); ++i) {
+    update_scales_[i] = scales.at(participants_[i]);
+    joiners_.erase(participants_[i]);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SecAggHub::OpenWithConfig(std::vector<std::string> participants, SecAggConfig config,
                                        double first_deadline_seconds, int64_t min_clients) {
+  absl::MutexLock lock(&mu_);
+  return OpenLocked(std::move(participants), std::move(config), first_deadline_seconds,
+                    min_clients);
+}
+
+absl::Status SecAggHub::OpenLocked(std::vector<std::string> participants, SecAggConfig config,
+                                   double first_deadline_seconds, int64_t min_clients) {
   std::sort(participants.begin(), participants.end());
   if (std::adjacent_find(participants.begin(), participants.end()) != participants.end()) {
     return absl::InvalidArgumentError("secagg: a participant is listed twice");
@@ -72,7 +112,6 @@ absl::Status SecAggHub::OpenWithConfig(std::vector<std::string> participants, Se
         absl::StrCat("secagg: the config is for ", config.num_clients, " clients, not ", n));
   }
   const int64_t round = config.round;
-  absl::MutexLock lock(&mu_);
   if (round <= round_) {
     return absl::InvalidArgumentError(
         absl::StrCat("secagg: round ", round, " is not above round ", round_));
@@ -83,6 +122,7 @@ absl::Status SecAggHub::OpenWithConfig(std::vector<std::string> participants, Se
   round_ = round;
   round_quantization_ = quantization_;
   participants_ = std::move(participants);
+  update_scales_.assign(n, 1.0);
   first_deadline_seconds_ = first_deadline_seconds;
   min_clients_ = std::max<int64_t>(1, min_clients);
   directories_.assign(n, std::nullopt);
@@ -100,6 +140,103 @@ absl::Status SecAggHub::OpenWithConfig(std::vector<std::string> participants, Se
   for (int32_t i = 0; i < n; ++i) everyone[i] = i;
   OpenStage(SecAggStage::kAdvertiseKeys, everyone);
   return absl::OkStatus();
+}
+
+absl::StatusOr<SecAggDownlink> SecAggHub::Join(const std::string& experiment_id,
+                                               const std::string& client_id,
+                                               int64_t base_version, absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  if (experiment_id != options_.experiment_id) {
+    return absl::AbortedError(absl::StrCat("secagg: experiment '", experiment_id, "', this is '",
+                                           options_.experiment_id, "'"));
+  }
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  SecAggDownlink out;
+  out.stage = SecAggStage::kAdvertiseKeys;
+  bool counted = false;  // this call is counted in its entry's calls
+  auto leave = [&] {
+    auto w = joiners_.find(client_id);
+    if (counted && w != joiners_.end()) {
+      --w->second.calls;
+      w->second.last_asked = clock_->Now();
+    }
+  };
+  while (true) {
+    if (done_) {
+      leave();
+      out.stage = SecAggStage::kAborted;
+      return out;
+    }
+    if (auto r = refused_.find(client_id); r != refused_.end()) {
+      const std::string why = r->second;
+      refused_.erase(r);
+      return absl::AbortedError(why);
+    }
+    auto w = joiners_.find(client_id);
+    // Taken into the open instance, its keys not sent yet: that instance's start.
+    if (w == joiners_.end() && server_ && stage_ == SecAggStage::kAdvertiseKeys) {
+      auto it = std::lower_bound(participants_.begin(), participants_.end(), client_id);
+      const size_t i = static_cast<size_t>(it - participants_.begin());
+      if (it != participants_.end() && *it == client_id && !answered_[i]) {
+        out.start = SecAggRoundStart{server_->config(), static_cast<int32_t>(i),
+                                     round_quantization_, update_scales_[i]};
+        return out;
+      }
+    }
+    if (w == joiners_.end()) {
+      if (joiners_.size() >= options_.max_joiners) {
+        ++rejections_;
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "secagg: ", joiners_.size(), " clients already wait for the next instance"));
+      }
+      w = joiners_.emplace(client_id, Waiting{{client_id, base_version, clock_->Now()}}).first;
+      counted = false;
+    }
+    if (!counted) {
+      ++w->second.calls;
+      counted = true;
+    }
+    w->second.joiner.base_version = base_version;
+    w->second.last_asked = clock_->Now();
+    cv_.SignalAll();  // AwaitJoiners
+    cv_.WaitWithTimeout(&mu_, Remaining(until));
+    if (std::chrono::steady_clock::now() >= until) {
+      leave();
+      out.pending = true;
+      return out;
+    }
+  }
+}
+
+std::vector<SecAggJoiner> SecAggHub::AwaitJoiners(size_t count, absl::Duration fresh,
+                                                  absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  while (true) {
+    const absl::Time now = clock_->Now();
+    for (auto it = joiners_.begin(); it != joiners_.end();) {
+      const bool silent = it->second.calls == 0 && now - it->second.last_asked > fresh;
+      it = silent ? joiners_.erase(it) : std::next(it);
+    }
+    if (done_ || joiners_.size() >= count) break;
+    cv_.WaitWithTimeout(&mu_, Remaining(until));
+    if (std::chrono::steady_clock::now() >= until) break;
+  }
+  std::vector<SecAggJoiner> out;
+  for (const auto& [id, w] : joiners_) out.push_back(w.joiner);
+  std::stable_sort(out.begin(), out.end(), [](const SecAggJoiner& a, const SecAggJoiner& b) {
+    return a.joined < b.joined;
+  });
+  return out;
+}
+
+void SecAggHub::Refuse(const std::string& client_id, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  if (!joiners_.erase(client_id)) return;
+  ++rejections_;
+  // Bounded as the line is: only a client that waited is ever refused.
+  if (refused_.size() < options_.max_joiners) refused_[client_id] = reason;
+  cv_.SignalAll();
 }
 
 void SecAggHub::SetDone() {
@@ -156,7 +293,7 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id
         return out;
       }
       if (stage == SecAggStage::kAdvertiseKeys) {
-        out.start = SecAggRoundStart{server_->config(), i, round_quantization_};
+        out.start = SecAggRoundStart{server_->config(), i, round_quantization_, update_scales_[i]};
         return out;
       }
       if (static_cast<int32_t>(stage_) >= static_cast<int32_t>(stage)) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,16 @@ struct SecAggRoundStart {
   SecAggConfig config;
   int32_t client_index = 0;
   SecAggQuantization quantization;
+  // Buffered rounds: the client multiplies its update by this staleness damping, in (0, 1],
+  // before encoding it (StalenessFactor). Default 1.
+  double update_scale = 1;
+};
+
+// A client waiting for a buffered round's next SecAgg instance (SecAggHub::Join).
+struct SecAggJoiner {
+  std::string client_id;
+  int64_t base_version = 0;  // the model version its update was trained on
+  absl::Time joined;         // its first Join for this update (the hub's clock)
 };
 
 // The aggregator's message that opens a stage for one client. Exactly one of the optionals is
@@ -96,6 +107,9 @@ struct SecAggHubOptions {
   // region whose sum goes on to the regional layer sizes its ring for every client of the run,
   // so that the regions' total cannot overflow either.
   int64_t ring_clients = 0;
+  // Buffered rounds: the most clients that may wait for an instance at once (Join); more are
+  // turned away (ResourceExhausted). Default 4096.
+  size_t max_joiners = 4096;
 };
 
 // The secure-aggregation side of a regional aggregator: a SecAggServer per round, the mapping
@@ -129,6 +143,32 @@ class SecAggHub {
   absl::Status OpenWithConfig(std::vector<std::string> participants, SecAggConfig config,
                               double first_deadline_seconds, int64_t min_clients)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Buffered rounds (federation.mode: buffered): each buffer of updates is one SecAgg instance
+  // among the clients that fill it. OpenBuffer opens instance `round` (above every earlier one)
+  // for the waiting clients in `scales` (Join; each with its update's staleness damping in
+  // (0, 1]), exactly as Open would for them with no first deadline beyond the stage timeout.
+  // InvalidArgument as Open, or for a client that is not waiting or a scale outside (0, 1].
+  absl::Status OpenBuffer(int64_t round, const std::map<std::string, double>& scales,
+                          size_t model_size, uint64_t graph_seed, int64_t min_clients)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // client_id, holding an update trained on model version base_version, waits up to `wait`
+  // (real time) to be taken into an instance; then it gets that instance's start as Await's
+  // stage 0 would, with update_scale set. Pending on timeout: it keeps its place in line and asks
+  // again. Aborted with the reason when it was turned away (Refuse) or the experiment is done;
+  // ResourceExhausted when max_joiners wait already. Aborted for another experiment. A client
+  // taken into the open instance that has not sent its keys gets that instance's start again.
+  absl::StatusOr<SecAggDownlink> Join(const std::string& experiment_id,
+                                      const std::string& client_id, int64_t base_version,
+                                      absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits up to `wait` (real time) until at least `count` clients wait that asked within
+  // `fresh` (on the hub's clock; a client gone silent is dropped from the line). Returns those
+  // that wait, longest-waiting first.
+  std::vector<SecAggJoiner> AwaitJoiners(size_t count, absl::Duration fresh, absl::Duration wait)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Turns a waiting client away: its Join answers Aborted naming `reason`. Counted as a
+  // rejection. No-op for a client that is not waiting.
+  void Refuse(const std::string& client_id, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Ends the experiment: every waiting caller is answered (aborted) and later rounds refused.
   void SetDone() ABSL_LOCKS_EXCLUDED(mu_);
   // The quantisation of the rounds opened from now on, in place of options.quantization (a
@@ -193,6 +233,12 @@ class SecAggHub {
                            const std::string& client_id, int32_t* index) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Count(absl::Status s, int32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The protocol config of a round of n clients under the quantisation of the next Open.
+  absl::StatusOr<SecAggConfig> PlanRound(int64_t round, int32_t n, size_t model_size,
+                                         uint64_t graph_seed) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status OpenLocked(std::vector<std::string> participants, SecAggConfig config,
+                          double first_deadline_seconds, int64_t min_clients)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool StageReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseStage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OpenStage(SecAggStage stage, std::vector<int32_t> expected)
@@ -210,6 +256,15 @@ class SecAggHub {
   // The last round's sum, reused as the next one's memory.
   std::vector<uint64_t> accumulator_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> participants_ ABSL_GUARDED_BY(mu_);  // sorted: index -> client id
+  std::vector<double> update_scales_ ABSL_GUARDED_BY(mu_);      // per participant (OpenBuffer)
+  // Buffered rounds: the clients waiting for an instance, with when each last asked (hub clock).
+  struct Waiting {
+    SecAggJoiner joiner;
+    absl::Time last_asked;
+    int calls = 0;  // its Join calls waiting now
+  };
+  std::map<std::string, Waiting> joiners_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);  // client -> reason, once
   SecAggStage stage_ ABSL_GUARDED_BY(mu_) = SecAggStage::kAborted;
   absl::Status abort_reason_ ABSL_GUARDED_BY(mu_);
   absl::Time stage_opened_ ABSL_GUARDED_BY(mu_);

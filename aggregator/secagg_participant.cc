@@ -20,13 +20,16 @@ namespace {
 
 // Polls until `stage` opens for this client. Aborted when the round aborted or the wait ran out;
 // FailedPrecondition (dropped) becomes Aborted too: the client sits this round out.
+// With o.join_version >= 0, stage 0 is asked for as a buffer instance's (JoinSecAgg).
 absl::StatusOr<SecAggDownlink> Await(v1::FederationService::StubInterface* stub,
                                      const SecAggParticipantOptions& o, Clock* clock,
                                      SecAggStage stage, int32_t index = kSecAggServer) {
   const absl::Time until = clock->Now() + absl::Seconds(o.stage_wait_seconds);
+  const bool join = o.join_version >= 0 && stage == SecAggStage::kAdvertiseKeys;
   while (true) {
     absl::StatusOr<SecAggDownlink> d =
-        AwaitSecAgg(stub, o.experiment_id, o.round, stage, o.client_id, o.poll_seconds);
+        join ? JoinSecAgg(stub, o.experiment_id, o.join_version, o.client_id, o.poll_seconds)
+             : AwaitSecAgg(stub, o.experiment_id, o.round, stage, o.client_id, o.poll_seconds);
     if (absl::IsFailedPrecondition(d.status())) return absl::AbortedError(d.status().message());
     if (!d.ok()) return d.status();
     if (d->stage == SecAggStage::kAborted) {
@@ -62,14 +65,20 @@ using Encoder = std::function<absl::StatusOr<std::vector<uint64_t>>(const SecAgg
 // The four stages for one input. `clients` (a region's; nullopt for a client) and `rejected` go
 // in the clear with the masked input.
 absl::StatusOr<int64_t> RunStages(v1::FederationService::StubInterface* stub,
-                                  const SecAggParticipantOptions& o, Clock* clock,
+                                  const SecAggParticipantOptions& options, Clock* clock,
                                   const Encoder& encode, const SenderMetrics& metrics,
                                   std::optional<int64_t> clients, int64_t rejected) {
   if (sodium_init() < 0) return absl::InternalError("libsodium failed to start");
   SEXTANT_ASSIGN_OR_RETURN(SecAggDownlink first,
-                           Await(stub, o, clock, SecAggStage::kAdvertiseKeys));
+                           Await(stub, options, clock, SecAggStage::kAdvertiseKeys));
   if (!first.start) return absl::InvalidArgumentError("secagg: the round start has no config");
   const SecAggRoundStart& start = *first.start;
+  // A buffer's instance is whichever took the client; from here on it is the round.
+  SecAggParticipantOptions o = options;
+  if (o.join_version >= 0) {
+    o.round = start.config.round;
+    o.join_version = -1;
+  }
   if (start.config.experiment_id != o.experiment_id || start.config.round != o.round) {
     return absl::AbortedError("secagg: the round start is for another experiment or round");
   }
@@ -173,11 +182,18 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
     std::vector<uint64_t> encoded(update.size() + 1);
     uint64_t rounding_seed = 0;
     randombytes_buf(&rounding_seed, sizeof(rounding_seed));
-    if (o.noise_multiplier > 0) {
+    if (o.noise_multiplier > 0 || start.update_scale != 1) {
       std::vector<float> x(update.begin(), update.end());
-      const double stddev =
-          DistributedNoiseStddev(o.noise_multiplier, o.noise_sensitivity, start.config.threshold);
-      SEXTANT_RETURN_IF_ERROR(AddGaussianNoise(absl::MakeSpan(x), stddev, Fresh()));
+      // A buffer's stale update is damped as the plaintext buffer damps it (WeightedAverage::
+      // AddDamped): its values scaled, its weight whole.
+      if (start.update_scale != 1) {
+        for (float& v : x) v = static_cast<float>(v * start.update_scale);
+      }
+      if (o.noise_multiplier > 0) {
+        const double stddev = DistributedNoiseStddev(o.noise_multiplier, o.noise_sensitivity,
+                                                     start.config.threshold);
+        SEXTANT_RETURN_IF_ERROR(AddGaussianNoise(absl::MakeSpan(x), stddev, Fresh()));
+      }
       SEXTANT_RETURN_IF_ERROR(quantizer.Encode(x, weight, rounding_seed, absl::MakeSpan(encoded)));
     } else {
       SEXTANT_RETURN_IF_ERROR(

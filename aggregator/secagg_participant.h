@@ -18,6 +18,11 @@ struct SecAggParticipantOptions {
   std::string experiment_id;  // Required.
   std::string client_id;      // "<region>/<index>". Required.
   int64_t round = 0;
+  // Buffered rounds: >= 0 is the model version the update was trained on. The client then asks
+  // into the next SecAgg instance (JoinSecAgg), waiting up to stage_wait_seconds to be taken,
+  // in place of round `round`, and multiplies its update by the instance's update_scale (its
+  // staleness damping) before encoding it. Default -1: round `round`.
+  int64_t join_version = -1;
   double poll_seconds = 5;  // long-poll bound per SecAggAwait. Default 5.
   // Give up the round when a stage has not opened for this client after this long (the
   // aggregator's own stage deadlines are normally shorter). Default 600.

@@ -103,6 +103,7 @@ v1::SecAggMessage DownlinkToProto(const SecAggDownlink& d, const std::string& ex
     p->set_max_weight(d.start->quantization.max_weight);
     for (int64_t n : d.start->quantization.segments) p->add_segments(n);
     for (double c : d.start->quantization.segment_clips) p->add_segment_clips(c);
+    if (d.start->update_scale != 1) p->set_update_scale(d.start->update_scale);
   } else if (d.directory) {
     for (size_t i = 0; i < d.directory->peers.size(); ++i) {
       const SecAggPeerKeys& k = d.directory->peers[i];
@@ -156,6 +157,12 @@ absl::StatusOr<SecAggDownlink> DownlinkFromProto(const v1::SecAggMessage& m) {
                         p.max_weight(),
                         {p.segments().begin(), p.segments().end()},
                         {p.segment_clips().begin(), p.segment_clips().end()}};
+      // 0 (unset) is none; anything else must be a damping in (0, 1].
+      s.update_scale = p.update_scale() == 0 ? 1 : p.update_scale();
+      if (!(s.update_scale > 0 && s.update_scale <= 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("secagg config: update scale ", p.update_scale(), " outside (0, 1]"));
+      }
       d.start = s;
       break;
     }
@@ -269,6 +276,21 @@ absl::StatusOr<SecAggUnmaskResponse> RevealFromProto(const v1::SecAggMessage& m)
   return out;
 }
 
+namespace {
+
+absl::StatusOr<SecAggDownlink> Poll(v1::FederationService::StubInterface* stub,
+                                    const v1::SecAggPoll& poll) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(static_cast<int64_t>(poll.wait_seconds()) + 60));
+  v1::SecAggMessage reply;
+  absl::Status s = FromGrpcStatus(stub->SecAggAwait(&context, poll, &reply));
+  if (!s.ok()) return s;
+  return DownlinkFromProto(reply);
+}
+
+}  // namespace
+
 absl::StatusOr<SecAggDownlink> AwaitSecAgg(v1::FederationService::StubInterface* stub,
                                            const std::string& experiment_id, int64_t round,
                                            SecAggStage stage, const std::string& client_id,
@@ -279,13 +301,20 @@ absl::StatusOr<SecAggDownlink> AwaitSecAgg(v1::FederationService::StubInterface*
   poll.set_stage(static_cast<int32_t>(stage));
   poll.set_client_id(client_id);
   poll.set_wait_seconds(wait_seconds);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(static_cast<int64_t>(wait_seconds) + 60));
-  v1::SecAggMessage reply;
-  absl::Status s = FromGrpcStatus(stub->SecAggAwait(&context, poll, &reply));
-  if (!s.ok()) return s;
-  return DownlinkFromProto(reply);
+  return Poll(stub, poll);
+}
+
+absl::StatusOr<SecAggDownlink> JoinSecAgg(v1::FederationService::StubInterface* stub,
+                                          const std::string& experiment_id, int64_t base_version,
+                                          const std::string& client_id, double wait_seconds) {
+  v1::SecAggPoll poll;
+  poll.set_experiment_id(experiment_id);
+  poll.set_round(base_version);
+  poll.set_stage(static_cast<int32_t>(SecAggStage::kAdvertiseKeys));
+  poll.set_client_id(client_id);
+  poll.set_wait_seconds(wait_seconds);
+  poll.set_join_buffer(true);
+  return Poll(stub, poll);
 }
 
 absl::StatusOr<int64_t> SubmitSecAgg(v1::FederationService::StubInterface* stub,

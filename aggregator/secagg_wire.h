@@ -49,6 +49,13 @@ absl::StatusOr<SecAggDownlink> AwaitSecAgg(v1::FederationService::StubInterface*
                                            SecAggStage stage, const std::string& client_id,
                                            double wait_seconds);
 
+// Buffered rounds: SecAggAwait asking into the next SecAgg instance with an update trained on
+// model version base_version (SecAggHub::Join). The start, once it comes, is the instance's:
+// its config's round is the instance. Pending when none took the client within wait_seconds.
+absl::StatusOr<SecAggDownlink> JoinSecAgg(v1::FederationService::StubInterface* stub,
+                                          const std::string& experiment_id, int64_t base_version,
+                                          const std::string& client_id, double wait_seconds);
+
 // SecAggSubmit of one message (keys, shares or revealed shares). Returns the bytes sent, or the
 // server's status.
 absl::StatusOr<int64_t> SubmitSecAgg(v1::FederationService::StubInterface* stub,

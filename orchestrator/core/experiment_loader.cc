@@ -1890,7 +1890,7 @@ int64_t Loader::LoadRegions(const Section& s, v1::Federation* fed) {
   return valid ? total : 0;
 }
 
-// federation.mode: buffered (FedBuff). Plaintext FedAvg only for now: the keys that shape
+// federation.mode: buffered (FedBuff), plaintext or secure FedAvg: the keys that shape
 // synchronous rounds, or that need a round's fixed set of clients, are refused by name.
 void Loader::LoadBufferedMode(const Section& s, v1::Federation* fed) {
   fed->set_mode("sync");
@@ -1940,9 +1940,22 @@ void Loader::LoadBufferedMode(const Section& s, v1::Federation* fed) {
   refuse("clients_per_round", "every client trains continuously");
   refuse("round_deadline", "a server step waits for buffer_size updates, not a deadline");
   refuse("min_clients", "use buffer_size");
-  if (fed->secure_aggregation()) {
-    r_.ValueError(*mode, "buffered rounds take plaintext updates for now; set "
-                         "secure_aggregation: false (secure_aggregation defaults to true)");
+  if (fed->secure_aggregation() && fed->hide_region_sums()) {
+    refuse("hide_region_sums", "the regions push their buffers as they fill, not in one round");
+  } else if (fed->secure_aggregation() && fed->buffer_size() < 2 * fed->regions_size()) {
+    // Each region's buffer is one SecAgg instance: one client alone would be its own sum.
+    const Field* x = s.Find("buffer_size");
+    r_.ValueError(x ? *x : *mode,
+                  absl::StrCat("secure buffered rounds need buffer_size >= 2 per region (",
+                               2 * fed->regions_size(), " here): each region's share of a buffer "
+                               "is one secure-aggregation instance of at least 2 clients"));
+  } else if (const auto small = std::find_if(
+                 fed->regions().begin(), fed->regions().end(),
+                 [](const v1::FederatedRegion& r) { return r.clients() < 2; });
+             fed->secure_aggregation() && small != fed->regions().end()) {
+    r_.ValueError(*mode, absl::StrCat("secure buffered rounds need at least 2 clients in every "
+                                      "region; region '", small->name(), "' has ",
+                                      small->clients()));
   } else if (fed->aggregation() != "fedavg") {
     r_.ValueError(*mode, "buffered rounds fold a weighted mean; use aggregation: fedavg");
   } else if (fed->has_dp()) {

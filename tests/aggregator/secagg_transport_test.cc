@@ -455,6 +455,90 @@ TEST_F(SecAggTransportTest, RegionsRoundOverLoopbackYieldsOnlyTheTotalOfTheRegio
   EXPECT_EQ(out->count, 3 + 4);
 }
 
+// Buffered rounds: each buffer is one SecAgg instance among the clients in line. Clients ask
+// in with the version their update was trained on; the aggregator turns the stale one away,
+// takes the others into instance 1, and each damps its own update by the scale it is given, so
+// that the decoded mean is sum(f_i w_i u_i) / sum(w_i), as the plaintext buffer folds it.
+TEST_F(SecAggTransportTest, ABufferIsOneInstanceAmongTheClientsInLineEachDampedByItsStaleness) {
+  auto join = [&](int i, int64_t version, int64_t weight) {
+    SecAggParticipantOptions o = Options(0, i);
+    o.join_version = version;
+    return RunSecAggParticipant(stub_.get(), o, RealClockInstance(), Update(i), weight,
+                                SenderMetrics{1, 1, 0.5, 10});
+  };
+  std::vector<absl::StatusOr<int64_t>> sent(4, absl::UnknownError("not run"));
+  std::vector<std::thread> clients;
+  const int64_t versions[] = {7, 6, 7, 2};
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&, i] { sent[i] = join(i, versions[i], 10 * (i + 1)); });
+  }
+  std::vector<SecAggJoiner> line;
+  while (line.size() < 4) line = secagg_->AwaitJoiners(4, absl::Seconds(60), absl::Seconds(5));
+  for (const SecAggJoiner& j : line) {
+    EXPECT_EQ(j.base_version, versions[j.client_id.back() - '0']) << j.client_id;
+  }
+  // Nobody is taken who is not in line.
+  EXPECT_EQ(secagg_->OpenBuffer(1, {{Id(0), 1.0}, {Id(4), 1.0}}, kModel, 9, 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  secagg_->Refuse(Id(3), "r/3's update of version 2 is too stale at version 7");
+  ASSERT_TRUE(secagg_->OpenBuffer(1, {{Id(0), 1.0}, {Id(1), 0.5}, {Id(2), 1.0}}, kModel, 9, 1).ok());
+  RunAggregator();
+  for (std::thread& t : clients) t.join();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(sent[i].ok()) << i << ": " << sent[i].status();
+  EXPECT_EQ(sent[3].status().code(), absl::StatusCode::kAborted);
+  EXPECT_NE(sent[3].status().message().find("too stale"), std::string::npos) << sent[3].status();
+  EXPECT_EQ(secagg_->rejections(), 1);
+  absl::StatusOr<SecAggRoundOutcome> out = secagg_->TakeOutcome();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->round, 1);
+  EXPECT_THAT(out->contributors, ::testing::ElementsAre(Id(0), Id(1), Id(2)));
+  int64_t weight = 0;
+  std::vector<float> mean = Decode(*out, &weight);
+  EXPECT_EQ(weight, 10 + 20 + 30);
+  for (size_t j = 0; j < kModel; ++j) {
+    const double expected = (10.0 * Update(0)[j] + 0.5 * 20.0 * Update(1)[j] + 30.0 * Update(2)[j]) / 60;
+    EXPECT_NEAR(mean[j], expected, 1.0 / 32767) << j;
+  }
+  // The line is empty now; a client that stops asking leaves it.
+  EXPECT_TRUE(secagg_->AwaitJoiners(1, absl::Seconds(60), absl::ZeroDuration()).empty());
+  EXPECT_TRUE(secagg_->Join("exp", Id(4), 8, absl::ZeroDuration())->pending);
+  EXPECT_EQ(secagg_->AwaitJoiners(1, absl::Seconds(60), absl::ZeroDuration()).size(), 1u);
+  clock_.Advance(absl::Seconds(61));
+  EXPECT_TRUE(secagg_->AwaitJoiners(1, absl::Seconds(60), absl::ZeroDuration()).empty());
+  EXPECT_EQ(secagg_->Join("other", Id(4), 8, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kAborted);
+}
+
+TEST(SecAggHubJoinTest, TheLineIsBoundedAndAClientTakenGetsItsStartAgainUntilItSendsKeys) {
+  FakeClock clock;
+  SecAggHubOptions so;
+  so.experiment_id = "exp";
+  so.max_joiners = 3;
+  SecAggHub hub(so, &clock);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(hub.Join("exp", Id(i), 1, absl::ZeroDuration())->pending) << i;
+  }
+  EXPECT_EQ(hub.Join("exp", Id(3), 1, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(hub.rejections(), 1);
+  EXPECT_EQ(hub.OpenBuffer(1, {{Id(0), 1.0}, {Id(1), 1.5}}, 10, 1, 1).code(),
+            absl::StatusCode::kInvalidArgument);  // a scale above 1
+  ASSERT_TRUE(hub.OpenBuffer(1, {{Id(0), 1.0}, {Id(1), 0.25}}, 10, 1, 1).ok());
+  // A taken client's answer may have been lost: it asks again and gets the same start.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<SecAggDownlink> d = hub.Join("exp", Id(1), 1, absl::ZeroDuration());
+    ASSERT_TRUE(d.ok() && d->start) << d.status();
+    EXPECT_EQ(d->start->config.round, 1);
+    EXPECT_EQ(d->start->client_index, 1);
+    EXPECT_DOUBLE_EQ(d->start->update_scale, 0.25);
+  }
+  // The one not taken still waits, and the freed places take new clients.
+  EXPECT_EQ(hub.AwaitJoiners(1, absl::Seconds(60), absl::ZeroDuration()).size(), 1u);
+  EXPECT_TRUE(hub.Join("exp", Id(3), 1, absl::ZeroDuration())->pending);
+  hub.SetDone();
+  EXPECT_EQ(hub.Join("exp", Id(2), 1, absl::Seconds(10))->stage, SecAggStage::kAborted);
+}
+
 TEST(SecAggHubStagingTest, HandsOutAtMostMaxStagedBuffersAndReusesTheReturnedOnes) {
   FakeClock clock;
   SecAggHubOptions so;

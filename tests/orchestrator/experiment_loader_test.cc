@@ -891,16 +891,52 @@ federation:
   max_staleness: 2
 )"),
               ElementsAre("exp.yaml:6:18: federation.max_staleness: applies to mode: buffered only"));
+  // Secure buffered rounds: each region's share of a buffer is one SecAgg instance of >= 2.
+  r = Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 3}, {name: west, clients: 2}]
+  mode: buffered
+  buffer_size: 4
+)");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_TRUE(r.spec.federation().secure_aggregation());
   EXPECT_THAT(Errors(R"(
 name: t
 objective: {metric: loss}
 trial: {builtin: {model: mlp}}
 federation:
-  regions: [{name: east, clients: 2}]
+  regions: [{name: east, clients: 3}, {name: west, clients: 2}]
   mode: buffered
+  buffer_size: 3
 )"),
-              ElementsAre(StartsWith("exp.yaml:6:9: federation.mode: buffered rounds take "
-                                     "plaintext updates for now")));
+              ElementsAre(StartsWith("exp.yaml:7:16: federation.buffer_size: secure buffered "
+                                     "rounds need buffer_size >= 2 per region (4 here)")));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 3}, {name: west, clients: 1}]
+  mode: buffered
+  buffer_size: 4
+)"),
+              ElementsAre(StartsWith("exp.yaml:6:9: federation.mode: secure buffered rounds need "
+                                     "at least 2 clients in every region; region 'west' has 1")));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 3}, {name: west, clients: 2}]
+  mode: buffered
+  buffer_size: 4
+  hide_region_sums: true
+)"),
+              ElementsAre(StartsWith("exp.yaml:8:21: federation.hide_region_sums: does not apply "
+                                     "to mode: buffered")));
   EXPECT_THAT(Errors(R"(
 name: t
 objective: {metric: loss}

@@ -178,6 +178,8 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       so.experiment_id = o.experiment_id;
       so.client_id = id;
       so.round = task->round;
+      // Buffered: the update goes into the next buffer's instance, damped by its staleness.
+      if (o.job.buffered) so.join_version = task->round;
       so.poll_seconds = o.poll_seconds;
       so.chunk_elements = o.chunk_floats;
       so.noise_multiplier = o.job.dp_noise_multiplier;

@@ -337,9 +337,9 @@ int RunAggregator(std::map<std::string, std::string>& f, Clock* clock,
       return 2;
     }
     if (w == "constant") o.buffer.weighting = BufferPolicy::Weighting::kConstant;
-    if (o.secure_aggregation || o.rule.robust()) {
-      std::cerr << "sextant-worker: --max-staleness (buffered rounds) takes plaintext FedAvg "
-                   "updates: not with --secure-aggregation or a robust --aggregation\n";
+    if (o.rule.robust()) {
+      std::cerr << "sextant-worker: --max-staleness (buffered rounds) folds a weighted mean: "
+                   "not with a robust --aggregation\n";
       return 2;
     }
   }
@@ -351,6 +351,10 @@ int RunAggregator(std::map<std::string, std::string>& f, Clock* clock,
   }
   if (o.hide_region_sum && !o.secure_aggregation) {
     std::cerr << "sextant-worker: --hide-region-sum needs --secure-aggregation 1\n";
+    return 2;
+  }
+  if (o.hide_region_sum && o.buffer.enabled) {
+    std::cerr << "sextant-worker: --hide-region-sum takes synchronous rounds, not --max-staleness\n";
     return 2;
   }
   if (o.secure_aggregation) {
