@@ -82,6 +82,57 @@ federation:
 }
 
 
+// The same under secure aggregation: each region's buffer is one SecAgg instance among the
+// clients whose updates fill it. The straggler does not hold the instances up, every server
+// step still applies at least buffer_size updates, and the model learns from masked updates.
+TEST(FederatedBufferedTest, SecureBuffersAreOneSecAggInstanceEachAndTheModelLearns) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = testing::MakeTempDir("fl-buffered-secure");
+  testing::WriteFile(dir + "/exp.yaml", R"(name: fl-buffered-secure
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "32"}}
+federation:
+  regions: [{name: east, clients: 3}, {name: west, clients: 3}]
+  rounds: 8
+  mode: buffered
+  buffer_size: 4
+  max_staleness: 3
+  local_lr: 0.05
+  server_lr: 0.5
+  examples_per_client: 1200
+  validation_examples: 1000
+  seed: 5
+  stragglers: {clients: [east/0], slowdown: 20}
+)");
+  const std::string bin = SEXTANT_BIN_DIR;
+  testing::CommandOutput run = testing::RunProcess(
+      {bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 300);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.out, m, std::regex("finished: val_accuracy=([0-9.]+)")))
+      << run.out;
+  EXPECT_GT(std::stod(m[1]), 0.5) << run.out;  // it learned (chance is 0.10)
+  const auto steps = testing::QueryRows(
+      dir + "/run/state.db", "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
+  ASSERT_EQ(steps.size(), 8u);
+  for (const auto& row : steps) EXPECT_GE(std::stoi(row[1]), 4) << "step " << row[0];
+  // Each region pushed instances of 2 clients (its share of the buffer), numbered in order.
+  const std::string east = testing::ReadFile(dir + "/run/logs/aggregator-east.log");
+  std::regex pushed("instance=(\\d+) buffer clients=(\\d+) .* pushed=ok");
+  int instances = 0;
+  for (std::sregex_iterator it(east.begin(), east.end(), pushed), end; it != end; ++it) {
+    EXPECT_EQ(std::stoi((*it)[2]), 2) << (*it)[0];
+    ++instances;
+  }
+  EXPECT_GE(instances, 2) << east;
+  // Nobody waited for the straggler.
+  const int slow = Delivered(testing::ReadFile(dir + "/run/logs/client-east-0.log"));
+  const int fast = Delivered(testing::ReadFile(dir + "/run/logs/client-east-1.log"));
+  EXPECT_GT(fast, 2 * slow) << "fast " << fast << " slow " << slow;
+}
+
 // Plaintext rounds time a client by its update's arrival, secure ones by its keys'.
 class FederatedClientSelectionTest : public ::testing::TestWithParam<bool> {};
 
