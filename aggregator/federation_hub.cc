@@ -238,6 +238,11 @@ void FederationHub::ResumeBuffering() {
   cv_.SignalAll();
 }
 
+void FederationHub::ReleaseOutcome() {
+  absl::MutexLock lock(&mu_);
+  coordinator_.ReleaseOutcome();
+}
+
 bool FederationHub::buffered() {
   absl::MutexLock lock(&mu_);
   return coordinator_.buffered();

@@ -119,6 +119,8 @@ class FederationHub {
   absl::StatusOr<RoundOutcome> Close(std::vector<SenderReport>* senders) ABSL_LOCKS_EXCLUDED(mu_);
   // Buffered: the last Close's outcome has been used; the next buffer fills. No-op otherwise.
   void ResumeBuffering() ABSL_LOCKS_EXCLUDED(mu_);
+  // The last Close's mean will not be read again (RoundCoordinator::ReleaseOutcome).
+  void ReleaseOutcome() ABSL_LOCKS_EXCLUDED(mu_);
   bool buffered() ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t total_rejections() ABSL_LOCKS_EXCLUDED(mu_);

@@ -170,6 +170,10 @@ class RoundCoordinator {
   absl::StatusOr<RoundOutcome> Close();
   // Buffered: ends the drain of the last Close; the buffer starts afresh. No-op otherwise.
   void ResumeBuffering();
+  // The last Close's mean will not be read again: its memory goes back to the system until the
+  // next update is folded (WeightedAverage::Release), so that its owner can work on the model
+  // meanwhile without holding both. The outcome's mean must not be read after this.
+  void ReleaseOutcome() { average_.Release(); }
   bool buffered() const { return options_.buffer.enabled; }
 
   const std::string& experiment_id() const { return options_.experiment_id; }

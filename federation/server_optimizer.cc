@@ -1,5 +1,6 @@
 #include "federation/server_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -30,14 +31,6 @@ class FedAvgOptimizer final : public ServerOptimizer {
  public:
   explicit FedAvgOptimizer(FedAvgOptions options) : options_(options) {}
 
-  absl::Status Step(absl::Span<float> model, absl::Span<const float> delta) override {
-    if (absl::Status s = CheckStep(model, delta, 0); !s.ok()) return s;
-    for (size_t i = 0; i < model.size(); ++i) {
-      model[i] = static_cast<float>(model[i] + options_.server_lr * delta[i]);
-    }
-    ++rounds_;
-    return absl::OkStatus();
-  }
   State state() const override { return {rounds_, {}, {}}; }
   absl::Status Restore(State state) override {
     if (!state.m.empty() || !state.v.empty()) {
@@ -46,6 +39,16 @@ class FedAvgOptimizer final : public ServerOptimizer {
     rounds_ = state.rounds;
     return absl::OkStatus();
   }
+
+ protected:
+  size_t state_size() const override { return 0; }
+  void Prepare(size_t) override {}
+  void Apply(size_t, absl::Span<float> model, absl::Span<const float> delta) override {
+    for (size_t i = 0; i < model.size(); ++i) {
+      model[i] = static_cast<float>(model[i] + options_.server_lr * delta[i]);
+    }
+  }
+  void Count() override { ++rounds_; }
 
  private:
   FedAvgOptions options_;
@@ -56,17 +59,6 @@ class FedAvgMOptimizer final : public ServerOptimizer {
  public:
   explicit FedAvgMOptimizer(FedAvgMOptions options) : options_(options) {}
 
-  absl::Status Step(absl::Span<float> model, absl::Span<const float> delta) override {
-    if (absl::Status s = CheckStep(model, delta, m_.size()); !s.ok()) return s;
-    if (m_.empty()) m_.assign(model.size(), 0.0f);
-    for (size_t i = 0; i < model.size(); ++i) {
-      const double m = options_.momentum * m_[i] + delta[i];
-      m_[i] = static_cast<float>(m);
-      model[i] = static_cast<float>(model[i] + options_.server_lr * m);
-    }
-    ++rounds_;
-    return absl::OkStatus();
-  }
   State state() const override { return {rounds_, m_, {}}; }
   absl::Status Restore(State state) override {
     if (!state.v.empty()) return absl::InvalidArgumentError("FedAvgM keeps no second moment");
@@ -74,6 +66,21 @@ class FedAvgMOptimizer final : public ServerOptimizer {
     m_ = std::move(state.m);
     return absl::OkStatus();
   }
+
+ protected:
+  size_t state_size() const override { return m_.size(); }
+  void Prepare(size_t d) override {
+    if (m_.empty()) m_.assign(d, 0.0f);
+  }
+  void Apply(size_t offset, absl::Span<float> model, absl::Span<const float> delta) override {
+    float* mo = m_.data() + offset;
+    for (size_t i = 0; i < model.size(); ++i) {
+      const double m = options_.momentum * mo[i] + delta[i];
+      mo[i] = static_cast<float>(m);
+      model[i] = static_cast<float>(model[i] + options_.server_lr * m);
+    }
+  }
+  void Count() override { ++rounds_; }
 
  private:
   FedAvgMOptions options_;
@@ -87,24 +94,6 @@ class AdaptiveOptimizer final : public ServerOptimizer {
  public:
   AdaptiveOptimizer(AdaptiveOptions options, SecondMoment rule) : options_(options), rule_(rule) {}
 
-  absl::Status Step(absl::Span<float> model, absl::Span<const float> delta) override {
-    if (absl::Status s = CheckStep(model, delta, m_.size()); !s.ok()) return s;
-    if (m_.empty()) {
-      m_.assign(model.size(), 0.0f);
-      v_.assign(model.size(), static_cast<float>(options_.initial_v));
-    }
-    for (size_t i = 0; i < model.size(); ++i) {
-      const double d = delta[i];
-      const double m = options_.beta1 * m_[i] + (1 - options_.beta1) * d;
-      const double v = NextV(v_[i], d * d);
-      m_[i] = static_cast<float>(m);
-      v_[i] = static_cast<float>(v);
-      model[i] =
-          static_cast<float>(model[i] + options_.server_lr * m / (std::sqrt(v) + options_.tau));
-    }
-    ++rounds_;
-    return absl::OkStatus();
-  }
   State state() const override { return {rounds_, m_, v_}; }
   absl::Status Restore(State state) override {
     if (state.m.size() != state.v.size()) {
@@ -116,6 +105,28 @@ class AdaptiveOptimizer final : public ServerOptimizer {
     v_ = std::move(state.v);
     return absl::OkStatus();
   }
+
+ protected:
+  size_t state_size() const override { return m_.size(); }
+  void Prepare(size_t d) override {
+    if (!m_.empty()) return;
+    m_.assign(d, 0.0f);
+    v_.assign(d, static_cast<float>(options_.initial_v));
+  }
+  void Apply(size_t offset, absl::Span<float> model, absl::Span<const float> delta) override {
+    float* mo = m_.data() + offset;
+    float* vo = v_.data() + offset;
+    for (size_t i = 0; i < model.size(); ++i) {
+      const double d = delta[i];
+      const double m = options_.beta1 * mo[i] + (1 - options_.beta1) * d;
+      const double v = NextV(vo[i], d * d);
+      mo[i] = static_cast<float>(m);
+      vo[i] = static_cast<float>(v);
+      model[i] =
+          static_cast<float>(model[i] + options_.server_lr * m / (std::sqrt(v) + options_.tau));
+    }
+  }
+  void Count() override { ++rounds_; }
 
  private:
   double NextV(double v, double d2) const {
@@ -139,6 +150,21 @@ class AdaptiveOptimizer final : public ServerOptimizer {
 };
 
 }  // namespace
+
+absl::Status ServerOptimizer::Step(absl::Span<float> model, absl::Span<const float> delta,
+                                   size_t chunk,
+                                   const std::function<void(size_t, size_t)>& after_range) {
+  if (absl::Status s = CheckStep(model, delta, state_size()); !s.ok()) return s;
+  Prepare(model.size());
+  chunk = std::max<size_t>(chunk, 1);
+  for (size_t at = 0; at < model.size(); at += chunk) {
+    const size_t n = std::min(chunk, model.size() - at);
+    Apply(at, model.subspan(at, n), delta.subspan(at, n));
+    if (after_range) after_range(at, n);
+  }
+  Count();
+  return absl::OkStatus();
+}
 
 std::unique_ptr<ServerOptimizer> NewFedAvgOptimizer(const FedAvgOptions& options) {
   return std::make_unique<FedAvgOptimizer>(options);

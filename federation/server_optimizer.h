@@ -2,6 +2,7 @@
 #define SEXTANT_FEDERATION_SERVER_OPTIMIZER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -21,7 +22,15 @@ class ServerOptimizer {
   // Steps the model in place with delta. InvalidArgument when the lengths differ (from each
   // other or from the state's, once set by the first step), or delta holds NaN or Inf; the model
   // and the state are then unchanged.
-  virtual absl::Status Step(absl::Span<float> model, absl::Span<const float> delta) = 0;
+  absl::Status Step(absl::Span<float> model, absl::Span<const float> delta) {
+    return Step(model, delta, model.size(), nullptr);
+  }
+  // The same step a range of at most `chunk` (>= 1) coordinates at a time, in order, calling
+  // after_range(offset, count) (when given) once each range of the model is stepped: the owner
+  // of a model mapped from a file gives its pages back there, so that the model is never whole
+  // in memory. Errors as above, found before any coordinate changes.
+  absl::Status Step(absl::Span<float> model, absl::Span<const float> delta, size_t chunk,
+                    const std::function<void(size_t offset, size_t count)>& after_range);
 
   // The optimiser's state, for checkpoints: rounds stepped, and the first and second moments
   // (each empty when the optimiser has none or before the first step).
@@ -35,6 +44,16 @@ class ServerOptimizer {
   // Replaces the state with one from state(). InvalidArgument when a moment has the wrong shape
   // for this optimiser (a moment it does not use must be empty; m and v must match in length).
   virtual absl::Status Restore(State state) = 0;
+
+ protected:
+  // The moments' length: 0 when it keeps none or before the first step.
+  virtual size_t state_size() const = 0;
+  // Before a step of a d-value model: sizes the moments on the first.
+  virtual void Prepare(size_t d) = 0;
+  // Steps coordinates [offset, offset + model.size()); delta is finite and as long.
+  virtual void Apply(size_t offset, absl::Span<float> model, absl::Span<const float> delta) = 0;
+  // After a whole step.
+  virtual void Count() = 0;
 };
 
 // FedAvg with a server learning rate: x += server_lr * delta. server_lr = 1 makes the new model

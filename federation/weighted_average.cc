@@ -1,5 +1,6 @@
 #include "federation/weighted_average.h"
 
+#include "common/mapped_floats.h"
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/mapped_floats.h"
 #include "federation/internal/fold_kernels.h"
 
 namespace sextant {
@@ -354,6 +356,11 @@ void WeightedAverage::Reset() {
   dirty_ = true;
   total_weight_ = 0;
   count_ = 0;
+}
+
+void WeightedAverage::Release() {
+  Reset();
+  ReleasePages(mean_.data(), mean_.size() * sizeof(float));
 }
 
 void WeightedAverage::MaterialiseZeros() const {

@@ -102,6 +102,10 @@ class WeightedAverage {
 
   // Forgets every update (for the next round) without releasing memory.
   void Reset();
+  // Forgets every update, as Reset, and gives the mean's memory back to the system until the
+  // next fold writes it again (ReleasePages): for a caller done with a large mean, which must
+  // not read it (mean(), Mean()) before folding again.
+  void Release();
 
   size_t size() const { return mean_.size(); }
   double total_weight() const { return total_weight_; }

@@ -24,6 +24,7 @@
 #include "aggregator/tier.h"
 #include "common/checkpoint.h"
 #include "common/ids.h"
+#include "common/mapped_floats.h"
 #include "common/status_macros.h"
 #include "federation/dp_noise.h"
 #include "federation/rdp_accountant.h"
@@ -58,6 +59,11 @@ constexpr absl::Duration kEvaluatorStartup = absl::Seconds(120);
 constexpr absl::Duration kEvaluationTimeout = absl::Seconds(600);
 // How many per-round model files (RUN_DIR/model/round-N.safetensors) are kept.
 constexpr int kRoundModelsKept = 3;
+// From this many values (256 MB) the global model lives in a mapped file (AllocateGlobal), as
+// the tier stages a region's update of that size in a file; the server step then goes
+// kStepRangeFloats (16 MB) at a time.
+constexpr size_t kFileBackedFloats = size_t{1} << 26;
+constexpr size_t kStepRangeFloats = size_t{1} << 22;
 // Secure int8 updates: a tensor's range is this many times the largest |value| of its last mean
 // update (a client's own update reaches past the mean), and never below kInt8MinRange.
 constexpr double kInt8RangeHeadroom = 4;
@@ -151,7 +157,9 @@ class FederatedRun {
     std::ofstream(spec_file_, std::ios::binary) << spec_.SerializeAsString();
     if (fed().model_file().empty()) {
       SEXTANT_RETURN_IF_ERROR(StartEvaluator());
-      global_ = evaluator_->initial_weights();
+      const std::vector<float> initial = evaluator_->initial_weights();
+      SEXTANT_RETURN_IF_ERROR(AllocateGlobal(initial.size()));
+      std::copy(initial.begin(), initial.end(), global_.begin());
       layout_ = evaluator_->layout();
     } else {
       SEXTANT_RETURN_IF_ERROR(LoadOwnModel());
@@ -212,11 +220,30 @@ class FederatedRun {
     }
     // Read a chunk at a time into the flat model: a model of many gigabytes costs itself once.
     SEXTANT_ASSIGN_OR_RETURN(const int64_t elements, LayoutElements(model));
-    global_.assign(static_cast<size_t>(elements), 0.0f);
-    SEXTANT_RETURN_IF_ERROR(
-        ReadSafetensorsToF32(fed().model_file(), model, absl::MakeSpan(global_)));
+    SEXTANT_RETURN_IF_ERROR(AllocateGlobal(static_cast<size_t>(elements)));
+    SEXTANT_RETURN_IF_ERROR(ReadSafetensorsToF32(fed().model_file(), model, global_));
+    ReleaseGlobal();
     layout_ = std::move(model);
     return absl::OkStatus();
+  }
+
+  // The global model's memory: from kFileBackedFloats on, a file in the run's federation folder
+  // mapped into memory, whose pages go back to the system after each pass over the model
+  // (ReleaseGlobal) and, in the server step, after each range; so the model is resident only
+  // while it is read or written, never together with the round's mean.
+  absl::Status AllocateGlobal(size_t n) {
+    if (n >= kFileBackedFloats) {
+      SEXTANT_ASSIGN_OR_RETURN(MappedFloats file, MappedFloats::Create(fed_dir_ + "/global.f32", n));
+      global_file_.emplace(std::move(file));
+      global_ = global_file_->span();
+    } else {
+      global_memory_.assign(n, 0.0f);
+      global_ = absl::MakeSpan(global_memory_);
+    }
+    return absl::OkStatus();
+  }
+  void ReleaseGlobal() {
+    if (global_file_) global_file_->Release();
   }
 
   // The global model as safetensors in RUN_DIR/model/NAME (the layout's names and dtypes), written
@@ -233,8 +260,10 @@ class FederatedRun {
   }
 
   // The global model as safetensors at path (the layout's names and dtypes).
-  absl::Status WriteGlobalModel(const std::string& path) const {
-    return WriteSafetensorsFromF32(path, layout_, global_);
+  absl::Status WriteGlobalModel(const std::string& path) {
+    const absl::Status s = WriteSafetensorsFromF32(path, layout_, global_);
+    ReleaseGlobal();
+    return s;
   }
 
   // federation.evaluate_command on the global model after `round`: its score becomes
@@ -285,7 +314,9 @@ class FederatedRun {
     const GlobalCheckpointPieces c =
         EncodeGlobalCheckpointPieces(round, global_, optimizer_->state(), rows);
     const absl::string_view pieces[] = {c.head, c.model, c.tail};
-    return WriteCheckpoint(ckpt_dir_, round, pieces).status();
+    const absl::Status s = WriteCheckpoint(ckpt_dir_, round, pieces).status();
+    ReleaseGlobal();
+    return s;
   }
 
   absl::Status Restore() {
@@ -298,7 +329,8 @@ class FederatedRun {
     if (!c->rows.empty()) {
       SEXTANT_RETURN_IF_ERROR(rounds_->Put(c->rows));
     }
-    global_ = std::move(c->model);
+    std::copy(c->model.begin(), c->model.end(), global_.begin());
+    ReleaseGlobal();
     last_round_ = c->round;
     // Without an evaluator the last score is the clients' of the committed round (its global
     // row comes first), which no one can compute again.
@@ -694,6 +726,7 @@ class FederatedRun {
       out.write(reinterpret_cast<const char*>(global_.data()), global_.size() * sizeof(float));
       if (!out) return absl::InternalError(absl::StrCat("cannot write ", file));
     }
+    ReleaseGlobal();
     std::map<std::string, RoundTask> tasks;
     const SecAggQuantization quantization = RoundQuantization();
     auto task_of = [&](const std::string& region) -> RoundTask& {
@@ -752,8 +785,14 @@ class FederatedRun {
       noisy.assign(outcome.mean.begin(), outcome.mean.end());
       SEXTANT_RETURN_IF_ERROR(AddCentralNoise(noisy, outcome.total_weight));
     }
-    SEXTANT_RETURN_IF_ERROR(
-        optimizer_->Step(absl::MakeSpan(global_), CentralNoise() ? noisy : outcome.mean));
+    // A file-backed model is stepped a range at a time, each range's pages given back at once.
+    SEXTANT_RETURN_IF_ERROR(optimizer_->Step(
+        global_, CentralNoise() ? noisy : outcome.mean, kStepRangeFloats, [&](size_t at, size_t n) {
+          if (global_file_) global_file_->Release(at, n);
+        }));
+    // The round's mean is spent: a large model's evaluation, checkpoint and files then read the
+    // model without the mean beside it in memory.
+    if (global_file_ && !buffered() && !hide_region_sums()) tier_->hub().ReleaseOutcome();
     std::optional<double> epsilon;
     if (accountant_) {
       accountant_->Compose(round - accountant_->rounds());
@@ -1062,7 +1101,11 @@ class FederatedRun {
   std::map<std::string, int64_t> selected_;  // rounds each client was selected for
   std::string spec_file_;  // the experiment, for the participants and the evaluator
   std::unique_ptr<GlobalEvaluator> evaluator_;
-  std::vector<float> global_;
+  // The global model (AllocateGlobal): in global_memory_, or from kFileBackedFloats on in
+  // global_file_.
+  absl::Span<float> global_;
+  std::vector<float> global_memory_;
+  std::optional<MappedFloats> global_file_;
   TensorFile layout_;  // global_'s named tensors (data empty), for the model files
   // Secure int8 updates: each tensor's range in the next round (RoundQuantization); empty until a
   // round completed in this process.

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -129,6 +131,47 @@ TEST(ServerOptimizerTest, RestoredStateContinuesIdentically) {
   ASSERT_TRUE(b->Step(absl::MakeSpan(xb), kDeltas[1]).ok());
   EXPECT_EQ(xa, xb);
   EXPECT_EQ(b->state().rounds, 2);
+}
+
+// A model stepped a range at a time (a file-backed model, its pages given back after each range)
+// lands exactly where the whole step lands, for every optimiser, and each range is reported once.
+TEST(ServerOptimizerTest, SteppingInRangesEqualsTheWholeStep) {
+  std::vector<std::unique_ptr<ServerOptimizer>> whole, ranged;
+  const AdaptiveOptions a{.server_lr = 0.1};
+  for (auto* list : {&whole, &ranged}) {
+    list->push_back(NewFedAvgOptimizer({.server_lr = 0.7}));
+    list->push_back(NewFedAvgMOptimizer({}));
+    list->push_back(NewFedAdamOptimizer(a));
+    list->push_back(NewFedYogiOptimizer(a));
+  }
+  std::vector<float> model(10), delta(10);
+  for (size_t i = 0; i < 10; ++i) {
+    model[i] = 0.1f * static_cast<float>(i);
+    delta[i] = 0.05f * static_cast<float>(i % 3) - 0.04f;
+  }
+  for (size_t k = 0; k < whole.size(); ++k) {
+    std::vector<float> x = model, y = model;
+    for (int round = 0; round < 3; ++round) {
+      ASSERT_TRUE(whole[k]->Step(absl::MakeSpan(x), delta).ok());
+      std::vector<std::pair<size_t, size_t>> ranges;
+      ASSERT_TRUE(ranged[k]
+                      ->Step(absl::MakeSpan(y), delta, 4,
+                             [&](size_t at, size_t n) { ranges.emplace_back(at, n); })
+                      .ok());
+      EXPECT_EQ(ranges, (std::vector<std::pair<size_t, size_t>>{{0, 4}, {4, 4}, {8, 2}}));
+    }
+    EXPECT_EQ(x, y) << k;
+    EXPECT_EQ(ranged[k]->state().rounds, 3);
+  }
+  // A bad delta is found before any range moves.
+  std::vector<float> x = model;
+  std::vector<float> bad = delta;
+  bad[9] = std::nanf("");
+  int ranges = 0;
+  EXPECT_EQ(whole[0]->Step(absl::MakeSpan(x), bad, 4, [&](size_t, size_t) { ++ranges; }).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ranges, 0);
+  EXPECT_EQ(x, model);
 }
 
 TEST(ServerOptimizerTest, RejectsBadShapesAndNonFiniteDeltaWithoutMoving) {

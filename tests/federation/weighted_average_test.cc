@@ -370,6 +370,22 @@ TEST(WeightedAverageTest, ResetStartsANewRound) {
   EXPECT_EQ(avg.total_weight(), 7.0);
 }
 
+// Release gives a large mean's pages back; the next round folds into fresh zeros, exactly as
+// after Reset, whether the update lands in whole pages or in the partial ones at either end.
+TEST(WeightedAverageTest, ReleaseStartsANewRoundWithTheMeansMemoryGivenBack) {
+  const size_t d = (size_t{1} << 20) + 3;
+  WeightedAverage avg(d), reference(d);
+  std::vector<float> a(d, 4.0f), b(d);
+  for (size_t i = 0; i < d; ++i) b[i] = static_cast<float>(i % 17) - 8;
+  ASSERT_TRUE(avg.Add(a, 2.0).ok());
+  avg.Release();
+  EXPECT_EQ(avg.count(), 0);
+  ASSERT_TRUE(avg.AddDamped(b, 3.0, 0.5).ok());
+  ASSERT_TRUE(reference.AddDamped(b, 3.0, 0.5).ok());
+  ASSERT_TRUE(std::equal(avg.mean().begin(), avg.mean().end(), reference.mean().begin()));
+  EXPECT_EQ(avg.total_weight(), 3.0);
+}
+
 TEST(WeightedAverageTest, MeanOfNothingIsAnError) {
   WeightedAverage avg(2);
   std::vector<float> out(2);

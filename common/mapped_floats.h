@@ -1,0 +1,53 @@
+// Memory that the process gives back between passes over it, for models too large to hold
+// twice: a float array in a file mapped MAP_SHARED (its values live in the file and the page
+// cache, and only the pages touched since the last Release count in the process's resident
+// memory), and ReleasePages for anonymous memory whose contents may be dropped.
+#ifndef SEXTANT_COMMON_MAPPED_FLOATS_H_
+#define SEXTANT_COMMON_MAPPED_FLOATS_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace sextant {
+
+// Drops the whole pages inside [data, data + bytes) from the process (madvise MADV_DONTNEED).
+// Anonymous private memory reads back as zeros afterwards: only for memory whose contents are
+// no longer needed. The partial pages at either end are left as they are.
+void ReleasePages(void* data, size_t bytes);
+
+// A float array of fixed length in a file. Move-only; the mapping and the file go with it.
+class MappedFloats {
+ public:
+  // Creates (or truncates) `path` to n floats of zeros and maps it read-write. InvalidArgument
+  // for n == 0; Internal with the system's reason when the file cannot be made or mapped.
+  static absl::StatusOr<MappedFloats> Create(const std::string& path, size_t n);
+  MappedFloats(MappedFloats&& other) noexcept;
+  MappedFloats& operator=(MappedFloats&& other) noexcept;
+  MappedFloats(const MappedFloats&) = delete;
+  MappedFloats& operator=(const MappedFloats&) = delete;
+  ~MappedFloats();  // unmaps and removes the file
+
+  absl::Span<float> span() { return {data_, size_}; }
+  absl::Span<const float> span() const { return {data_, size_}; }
+  size_t size() const { return size_; }
+  // Gives back the resident pages of values [offset, offset + count) (clamped to the array):
+  // their values stay in the file, and reading them faults them back in.
+  void Release(size_t offset, size_t count);
+  void Release() { Release(0, size_); }
+
+ private:
+  MappedFloats(std::string path, float* data, size_t size)
+      : path_(std::move(path)), data_(data), size_(size) {}
+  void Close();
+
+  std::string path_;
+  float* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_COMMON_MAPPED_FLOATS_H_
