@@ -120,6 +120,9 @@ WeightedAverage::WeightedAverage(size_t d, int threads)
   if (threads > 1) {
     helpers_ = std::make_unique<boost::asio::thread_pool>(static_cast<size_t>(threads - 1));
   }
+  // Resident only from the first fold on: a tier whose mean waits for its first round (or
+  // never folds, under secure aggregation) does not hold a large model's worth of zeros.
+  Release();
 }
 
 WeightedAverage::~WeightedAverage() = default;
