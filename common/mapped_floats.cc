@@ -1,6 +1,7 @@
 #include "common/mapped_floats.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -19,6 +20,14 @@ void ReleasePages(void* data, size_t bytes) {
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
   const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) / page * page;
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+bool GiveFreedMemoryBackPromptly() {
+  constexpr int kSeparateBlockBytes = 128 * 1024;
+  bool ok = ::mallopt(M_MMAP_THRESHOLD, kSeparateBlockBytes) == 1;
+  ok = ::mallopt(M_TRIM_THRESHOLD, kSeparateBlockBytes) == 1 && ok;
+  ok = ::mallopt(M_ARENA_MAX, 2) == 1 && ok;
+  return ok;
 }
 
 absl::StatusOr<MappedFloats> MappedFloats::Create(const std::string& path, size_t n) {

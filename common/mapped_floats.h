@@ -18,6 +18,14 @@ namespace sextant {
 // no longer needed. The partial pages at either end are left as they are.
 void ReleasePages(void* data, size_t bytes);
 
+// Makes the process's allocator give freed memory back to the system promptly: blocks of
+// 128 KiB or more are mapped on their own and unmapped when freed (glibc otherwise raises that
+// threshold to the largest block freed, so a large model's message buffers stay in the heap),
+// the heap is trimmed above 128 KiB free, and threads share at most 2 arenas. Called once at
+// the start of each binary's main, before any thread starts. Returns false when the allocator
+// refused a setting (the process runs on with its defaults).
+bool GiveFreedMemoryBackPromptly();
+
 // A float array of fixed length in a file. Move-only; the mapping and the file go with it.
 class MappedFloats {
  public:

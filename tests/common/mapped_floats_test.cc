@@ -1,7 +1,10 @@
 #include "common/mapped_floats.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -61,6 +64,22 @@ TEST(MappedFloatsTest, ReleasePagesGivesBackAnonymousMemory) {
   ReleasePages(v.data(), kBytes);
   EXPECT_LE(ResidentBytes() + kBytes * 9 / 10, before);
   ReleasePages(v.data(), 100);  // less than a page: nothing to drop, nothing breaks
+}
+
+// glibc raises its mapping threshold to the largest block freed, so by default a second large
+// block comes from the heap and stays there once freed; after the call it is mapped on its own.
+TEST(MappedFloatsTest, AfterGiveFreedMemoryBackPromptlyALargeBlockFreedTwiceIsStillMappedApart) {
+  ASSERT_TRUE(GiveFreedMemoryBackPromptly());
+  constexpr size_t kBlockBytes = size_t{8} << 20;
+  for (int pass = 0; pass < 2; ++pass) {
+    const size_t mapped_before = ::mallinfo2().hblkhd;
+    char* volatile block = static_cast<char*>(std::malloc(kBlockBytes));
+    ASSERT_NE(block, nullptr);
+    std::memset(block, 1, kBlockBytes);
+    EXPECT_GE(::mallinfo2().hblkhd, mapped_before + kBlockBytes) << "pass " << pass;
+    std::free(block);
+    EXPECT_EQ(::mallinfo2().hblkhd, mapped_before) << "pass " << pass;
+  }
 }
 
 }  // namespace
