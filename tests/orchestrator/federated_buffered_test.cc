@@ -1,5 +1,6 @@
 // federation.mode: buffered end to end (real processes, Fashion-MNIST): two regions, one client
-// made 20x slower (long enough over 1,200 examples that a loaded machine's noise cannot hide it). The orchestrator steps whenever buffer_size client updates are buffered,
+// made 20x slower (long enough over 1,200 examples that a loaded machine's noise cannot hide it).
+// The orchestrator steps whenever buffer_size client updates are buffered,
 // without waiting for the straggler, which the fast clients outpace; the model still learns.
 #include <filesystem>
 #include <regex>
@@ -27,36 +28,50 @@ int Delivered(const std::string& log) {
   return n;
 }
 
-TEST(FederatedBufferedTest, ServerStepsOnFullBuffersWhileTheStragglerTrailsAndTheModelLearns) {
-  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
-                            "no dataset");
-  const std::string dir = testing::MakeTempDir("fl-buffered");
-  testing::WriteFile(dir + "/exp.yaml", R"(name: fl-buffered
+// Runs a buffered experiment on Fashion-MNIST whose federation block is `federation` (the
+// shared keys below come first), checks that it finished and learned (chance is 0.10) and
+// returns its directory.
+std::string RunLearningBufferedExperiment(const std::string& name, const std::string& federation,
+                                          int timeout_seconds) {
+  const std::string dir = testing::MakeTempDir(name);
+  testing::WriteFile(dir + "/exp.yaml", absl::StrCat("name: ", name, R"(
 objective: {metric: val_accuracy, goal: maximize}
 trial:
   builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "32"}}
 federation:
-  regions: [{name: east, clients: 3}, {name: west, clients: 2}]
-  rounds: 10
   mode: buffered
-  buffer_size: 3
   max_staleness: 3
   local_lr: 0.05
   server_lr: 0.5
   examples_per_client: 1200
   validation_examples: 1000
   seed: 5
-  secure_aggregation: false
   stragglers: {clients: [east/0], slowdown: 20}
-)");
+)",
+                                                     federation));
   const std::string bin = SEXTANT_BIN_DIR;
   testing::CommandOutput run = testing::RunProcess(
-      {bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 240);
-  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+      {bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, timeout_seconds);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(run.out, m, std::regex("finished: val_accuracy=([0-9.]+)")))
-      << run.out;
-  EXPECT_GT(std::stod(m[1]), 0.5) << run.out;  // it learned (chance is 0.10)
+  if (!std::regex_search(run.out, m, std::regex("finished: val_accuracy=([0-9.]+)"))) {
+    ADD_FAILURE() << "no final line: " << run.out << run.err;
+  } else {
+    EXPECT_GT(std::stod(m[1]), 0.5) << run.out;
+  }
+  return dir;
+}
+
+TEST(FederatedBufferedTest, ServerStepsOnFullBuffersWhileTheStragglerTrailsAndTheModelLearns) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = RunLearningBufferedExperiment("fl-buffered", R"(
+  regions: [{name: east, clients: 3}, {name: west, clients: 2}]
+  rounds: 10
+  buffer_size: 3
+  secure_aggregation: false
+)",
+                                                         240);
 
   // One global row per server step, each applying a full buffer: at least buffer_size client
   // updates, and no more than a buffer one short of full plus one region's push (2).
@@ -81,39 +96,18 @@ federation:
   EXPECT_GE(fast, 4);
 }
 
-
 // The same under secure aggregation: each region's buffer is one SecAgg instance among the
 // clients whose updates fill it. The straggler does not hold the instances up, every server
 // step still applies at least buffer_size updates, and the model learns from masked updates.
 TEST(FederatedBufferedTest, SecureBuffersAreOneSecAggInstanceEachAndTheModelLearns) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
-  const std::string dir = testing::MakeTempDir("fl-buffered-secure");
-  testing::WriteFile(dir + "/exp.yaml", R"(name: fl-buffered-secure
-objective: {metric: val_accuracy, goal: maximize}
-trial:
-  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "32"}}
-federation:
+  const std::string dir = RunLearningBufferedExperiment("fl-buffered-secure", R"(
   regions: [{name: east, clients: 3}, {name: west, clients: 3}]
   rounds: 8
-  mode: buffered
   buffer_size: 4
-  max_staleness: 3
-  local_lr: 0.05
-  server_lr: 0.5
-  examples_per_client: 1200
-  validation_examples: 1000
-  seed: 5
-  stragglers: {clients: [east/0], slowdown: 20}
-)");
-  const std::string bin = SEXTANT_BIN_DIR;
-  testing::CommandOutput run = testing::RunProcess(
-      {bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 300);
-  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(run.out, m, std::regex("finished: val_accuracy=([0-9.]+)")))
-      << run.out;
-  EXPECT_GT(std::stod(m[1]), 0.5) << run.out;  // it learned (chance is 0.10)
+)",
+                                                         300);
   const auto steps = testing::QueryRows(
       dir + "/run/state.db", "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
   ASSERT_EQ(steps.size(), 8u);
