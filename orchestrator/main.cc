@@ -19,10 +19,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/duration.h"
-#include "common/mapped_floats.h"
+#include "common/process_setup.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/ask_tell/ask_tell_command.h"
 #include "orchestrator/core/experiment_loader.h"
@@ -273,13 +272,7 @@ int Report(const Args& a, Clock* clock) {
 
 int main(int argc, char** argv) {
   using namespace sextant;
-  // absl::Mutex's lock-order check (on in Debian's build) aborts the process on a suspected
-  // cycle, gRPC's own mutexes included; the services finish calls under their lock, as they
-  // did with std::mutex. A real deadlock still shows as one, without the abort.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // A large model's message buffers go back to the system once freed (1.9x -> 1.5x the model
-  // at 256 MB, bench/federated/RESULTS.md).
-  GiveFreedMemoryBackPromptly();
+  SetUpProcess();
   Clock* const clock = RealClockInstance();
   CLI::App app(
       "sextant: hyperparameter search and federated learning, driven by one experiment "

@@ -14,9 +14,8 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
-#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
-#include "common/mapped_floats.h"
+#include "common/process_setup.h"
 #include "worker/cuda/device_query.h"
 #include "worker/federated/federated_main.h"
 #include "worker/train/train_command.h"
@@ -93,13 +92,7 @@ int TrialWorker(const sextant::WorkerOptions& options, bool exit_with_parent,
 }  // namespace
 
 int main(int argc, char** argv) {
-  // absl::Mutex's lock-order check (on in Debian's build) aborts the process on a suspected
-  // cycle, gRPC's own mutexes included; the services finish calls under their lock, as they
-  // did with std::mutex. A real deadlock still shows as one, without the abort.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // A large model's message buffers go back to the system once freed (aggregators 1.7-1.9x ->
-  // 1.4-1.6x the model at 256 MB, bench/federated/RESULTS.md).
-  sextant::GiveFreedMemoryBackPromptly();
+  sextant::SetUpProcess();
   sextant::Clock* const clock = sextant::RealClockInstance();
   const bool train_first = argc > 1 && std::string(argv[1]) == "train";
   if (!train_first && sextant::IsFederatedInvocation(argc, argv)) {

@@ -1,0 +1,18 @@
+// What every Sextant binary sets before it parses flags or starts a thread.
+#ifndef SEXTANT_COMMON_PROCESS_SETUP_H_
+#define SEXTANT_COMMON_PROCESS_SETUP_H_
+
+namespace sextant {
+
+// Called first thing in main:
+// - absl::Mutex's lock-order check (on in Debian's build) would abort the process on a
+//   suspected cycle, gRPC's own mutexes included; the services finish calls under their lock,
+//   as they did with std::mutex. It is turned off; a real deadlock still shows as one.
+// - GiveFreedMemoryBackPromptly (common/mapped_floats.h): a large model's message buffers go
+//   back to the system once freed (the orchestrator 1.9x -> 1.6x a 256 MB model, aggregators
+//   1.7-1.9x -> 1.4-1.6x; bench/federated/RESULTS.md).
+void SetUpProcess();
+
+}  // namespace sextant
+
+#endif  // SEXTANT_COMMON_PROCESS_SETUP_H_
