@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "aggregator/secagg_wire.h"
 #include "common/ids.h"
+#include "common/status_macros.h"
 #include "federation/update_codec.h"
 #include "rpc/key_signer.h"
 #include "rpc/server_security.h"
@@ -407,24 +408,25 @@ grpc::Status FederationServiceImpl::SubmitMasked(grpc::ServerContext* context, v
   if (count != 0 && gate_->policy().region.empty()) {
     if (absl::Status s = gate_->CheckClaim(client, 0, count); !s.ok()) return ToGrpcStatus(s);
   }
-  // The vector is assembled in one of the hub's few staging buffers; while they are all in use
-  // this stream waits, and gRPC's flow control holds its sender.
-  SecAggMaskedInput input;
-  input.header = *header;
-  while (true) {
-    absl::StatusOr<std::vector<uint64_t>> buffer =
-        secagg_->TakeStaging(*length, absl::Milliseconds(200));
+  // The vector is assembled in one of the hub's few staging buffers (files for a large model);
+  // while they are all in use this stream waits, and gRPC's flow control holds its sender.
+  const int ring_bits = config->ring_bits;
+  const size_t word = RingVector::WordBytes(ring_bits);
+  std::optional<StagingBuffer> staging;
+  while (!staging) {
+    absl::StatusOr<StagingBuffer> buffer =
+        secagg_->TakeStaging(*length * word, absl::Milliseconds(200));
     if (buffer.ok()) {
-      input.values = *std::move(buffer);
-      break;
-    }
-    if (!absl::IsUnavailable(buffer.status())) return ToGrpcStatus(buffer.status());
-    if (context->IsCancelled()) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the masked input stream broke off");
+      staging.emplace(*std::move(buffer));
+    } else if (!absl::IsUnavailable(buffer.status()) || context->IsCancelled()) {
+      return context->IsCancelled()
+                 ? grpc::Status(grpc::StatusCode::CANCELLED, "the masked input stream broke off")
+                 : ToGrpcStatus(buffer.status());
     }
   }
-  absl::Cleanup give_back = [&] { secagg_->ReturnStaging(std::move(input.values)); };
-  const int ring_bits = config->ring_bits;
+  absl::Cleanup give_back = [&] { secagg_->ReturnStaging(*std::move(staging)); };
+  std::vector<uint64_t> values;
+  std::vector<char> bytes;
   int64_t received = 0;
   do {
     if (m.experiment_id() != header->experiment_id || m.round() != header->round ||
@@ -439,10 +441,15 @@ grpc::Status FederationServiceImpl::SubmitMasked(grpc::ServerContext* context, v
                     absl::StrCat("masked chunk at ", c.offset(), " of ", c.count(),
                                  " elements does not follow ", received, " of ", *length));
     }
-    absl::Status unpacked = UnpackRingVectorInto(
-        c.packed(), ring_bits, absl::MakeSpan(input.values).subspan(received, c.count()));
+    values.resize(static_cast<size_t>(c.count()));
+    absl::Status unpacked = UnpackRingVectorInto(c.packed(), ring_bits, absl::MakeSpan(values));
     if (!unpacked.ok())
       return reject(grpc::StatusCode::INVALID_ARGUMENT, std::string(unpacked.message()));
+    bytes.resize(values.size() * word);
+    RingVector::ToBytes(ring_bits, values, bytes.data());
+    if (absl::Status s = staging->Write(static_cast<size_t>(received) * word, bytes); !s.ok()) {
+      return ToGrpcStatus(s);
+    }
     received += c.count();
   } while (reader->Read(&m));
   if (context->IsCancelled()) {
@@ -453,7 +460,14 @@ grpc::Status FederationServiceImpl::SubmitMasked(grpc::ServerContext* context, v
         grpc::StatusCode::INVALID_ARGUMENT,
         absl::StrCat("masked input ended after ", received, " of ", *length, " elements"));
   }
-  return ToGrpcStatus(secagg_->SubmitMasked(client, input, metrics, count, rejected));
+  // The hub adds the staged vector to the sum a chunk at a time.
+  auto read = [&](size_t offset, absl::Span<uint64_t> out) -> absl::Status {
+    bytes.resize(out.size() * word);
+    SEXTANT_RETURN_IF_ERROR(staging->Read(offset * word, absl::MakeSpan(bytes)));
+    RingVector::FromBytes(ring_bits, bytes.data(), out);
+    return absl::OkStatus();
+  };
+  return ToGrpcStatus(secagg_->SubmitMasked(client, *header, read, metrics, count, rejected));
 }
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(

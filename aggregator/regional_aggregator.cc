@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "aggregator/secagg_participant.h"
 #include "aggregator/tier.h"
+#include "common/mapped_floats.h"
 #include "common/status_macros.h"
 #include "federation/secure_quantizer.h"
 
@@ -56,6 +57,11 @@ class ModelFile {
   int fd_ = -1;
 };
 
+// A secure round's decoded mean, once pushed, gives its memory back until the next decode.
+void ReleaseMean(std::vector<float>& mean) {
+  ReleasePages(mean.data(), mean.size() * sizeof(float));
+}
+
 uint64_t ClientSeed(uint64_t round_seed, const std::string& client) {
   return round_seed ^ (std::hash<std::string>()(client) * 0x9E3779B97F4A7C15ULL);
 }
@@ -94,12 +100,14 @@ absl::StatusOr<SecAggQuantization> RoundQuantization(const RegionalAggregatorOpt
 
 // A finished SecAgg round's weighted mean, decoded into *mean, as `round`'s outcome.
 absl::StatusOr<RoundOutcome> DecodeOutcome(const RegionalAggregatorOptions& o, int64_t round,
-                                           const SecAggRoundOutcome& out, std::vector<float>* mean) {
+                                           SecAggRoundOutcome& out, std::vector<float>* mean) {
   SEXTANT_ASSIGN_OR_RETURN(
       SecureQuantizer quantizer,
       MakeQuantizer(out.quantization, out.config.num_clients, out.config.ring_bits));
   mean->resize(static_cast<size_t>(o.model_size));
-  SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.DecodeMean(out.sum, absl::MakeSpan(*mean)));
+  // The sum's memory goes back as the mean fills (the mean's own was given back after its push).
+  SEXTANT_ASSIGN_OR_RETURN(int64_t weight,
+                           quantizer.ConsumeMean(std::move(out.sum), absl::MakeSpan(*mean)));
   RoundOutcome r;
   r.round = round;
   r.mean = *mean;
@@ -128,7 +136,6 @@ absl::StatusOr<RoundOutcome> SecureRound(
   SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, secagg.TakeOutcome());
   if (client_seconds != nullptr) *client_seconds = std::move(out.client_seconds);
   if (region_sum != nullptr) {  // goes on, still encoded, to the regions' round
-    region_sum->ring_bits = out.config.ring_bits;
     region_sum->clients = static_cast<int64_t>(out.contributors.size());
     region_sum->metrics = out.metrics;
     region_sum->sum = std::move(out.sum);
@@ -260,6 +267,7 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
                         outcome->total_weight, outcome->count, outcome->metrics,
                         now_rejected - rejections};
       absl::StatusOr<int64_t> sent = PushUpdate(stub, header, outcome->mean, o.chunk_floats);
+      ReleaseMean(secure_mean);
       // Rejections of this buffer's round travel with it; a push that failed carries them on.
       if (sent.ok()) rejections = now_rejected;
       if (!o.secure_aggregation) hub.ResumeBuffering();
@@ -326,8 +334,8 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   to.secure = o.secure_aggregation;
   to.secagg.stage_timeout_seconds = o.stage_timeout_seconds;
   to.secagg.quantization = o.quantization;
-  // A large model's masked inputs (8 bytes a value) are assembled one at a time.
-  if (o.model_size >= (int64_t{1} << 26)) to.secagg.max_staged_inputs = 1;
+  // Masked inputs are assembled in files there, so that the aggregator holds only their sum.
+  to.secagg.staging_dir = o.work_dir;
   if (o.hide_region_sum) to.secagg.ring_clients = o.ring_clients;
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, Tier::Start(to, clock));
   FederationHub& hub = tier->hub();
@@ -429,10 +437,11 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
       if (region.sum.empty()) {  // its rejections still count
         region.clients = 0;
         region.metrics = SenderMetrics{};
-        region.sum.assign(static_cast<size_t>(o.model_size) + 1, 0);
         const absl::StatusOr<SecAggQuantization> q = RoundQuantization(o, *task);
-        region.ring_bits = SecureQuantizer::RequiredRingBits(
-            q.ok() ? q->bits : o.quantization.bits, o.ring_clients, o.quantization.max_weight);
+        region.sum =
+            RingVector(SecureQuantizer::RequiredRingBits(q.ok() ? q->bits : o.quantization.bits,
+                                                         o.ring_clients, o.quantization.max_weight),
+                       static_cast<size_t>(o.model_size) + 1);
       }
       SecAggParticipantOptions po;
       po.experiment_id = o.experiment_id;
@@ -476,6 +485,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     PushHeader header{o.experiment_id, task->round,      o.region,         outcome->total_weight,
                       outcome->count,  outcome->metrics, outcome->rejected, std::move(client_seconds)};
     absl::StatusOr<int64_t> sent = PushUpdate(stub.get(), header, outcome->mean, o.chunk_floats);
+    ReleaseMean(secure_mean);
     if (o.log) {
       *o.log << "round=" << task->round << " clients=" << outcome->count
              << " weight=" << outcome->total_weight << " rejected=" << outcome->rejected

@@ -116,7 +116,7 @@ absl::Status SecAggHub::OpenLocked(std::vector<std::string> participants, SecAgg
     return absl::InvalidArgumentError(
         absl::StrCat("secagg: round ", round, " is not above round ", round_));
   }
-  absl::StatusOr<SecAggServer> server = SecAggServer::Create(config, std::move(accumulator_));
+  absl::StatusOr<SecAggServer> server = SecAggServer::Create(config);
   if (!server.ok()) return server.status();
   server_.emplace(*std::move(server));
   round_ = round;
@@ -382,16 +382,17 @@ absl::Status SecAggHub::SubmitShares(const std::string& client_id, SecAggShareKe
   return Count(server_->HandleShareKeys(m), i);
 }
 
-absl::Status SecAggHub::SubmitMasked(const std::string& client_id, SecAggMaskedInput& m,
+absl::Status SecAggHub::SubmitMasked(const std::string& client_id, SecAggHeader header,
+                                     const SecAggServer::MaskedInputReader& read,
                                      const SenderMetrics& metrics, int64_t count,
                                      int64_t rejected) {
   absl::MutexLock lock(&mu_);
   int32_t i = 0;
-  absl::Status s = CheckClient(m.header.experiment_id, m.header.round, client_id, &i);
+  absl::Status s = CheckClient(header.experiment_id, header.round, client_id, &i);
   if (!s.ok()) return Count(s, i);
-  m.header.sender = i;
-  m.header.recipient = kSecAggServer;
-  s = server_->HandleMaskedInput(m);
+  header.sender = i;
+  header.recipient = kSecAggServer;
+  s = server_->HandleMaskedInput(header, read);
   if (s.ok()) {
     metrics_[i] = metrics;
     counts_[i] = count;
@@ -400,8 +401,8 @@ absl::Status SecAggHub::SubmitMasked(const std::string& client_id, SecAggMaskedI
   return Count(s, i);
 }
 
-absl::StatusOr<std::vector<uint64_t>> SecAggHub::TakeStaging(size_t length, absl::Duration wait) {
-  std::vector<uint64_t> buffer;
+absl::StatusOr<StagingBuffer> SecAggHub::TakeStaging(size_t bytes, absl::Duration wait) {
+  std::optional<StagingBuffer> buffer;
   {
     absl::MutexLock lock(&mu_);
     const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
@@ -415,20 +416,23 @@ absl::StatusOr<std::vector<uint64_t>> SecAggHub::TakeStaging(size_t length, absl
       return absl::UnavailableError("secagg: every staging buffer is in use; retry");
     }
     ++staged_;
-    if (!staging_.empty()) {
-      buffer = std::move(staging_.back());
+    // A free buffer of the right size is reused; the others go.
+    while (!staging_.empty() && !buffer) {
+      if (staging_.back().size() == bytes) buffer.emplace(std::move(staging_.back()));
       staging_.pop_back();
     }
   }
-  // Sized outside the lock: growing a buffer may take a while.
-  buffer.resize(length);
-  return buffer;
+  if (buffer) return *std::move(buffer);
+  // Made outside the lock: a large buffer in memory may take a while.
+  absl::StatusOr<StagingBuffer> made = StagingBuffer::Create(options_.staging_dir, bytes);
+  if (!made.ok()) ReturnStaging(StagingBuffer());
+  return made;
 }
 
-void SecAggHub::ReturnStaging(std::vector<uint64_t> buffer) {
+void SecAggHub::ReturnStaging(StagingBuffer buffer) {
   absl::MutexLock lock(&mu_);
   staged_ = std::max(0, staged_ - 1);
-  if (buffer.capacity() > 0 && static_cast<int>(staging_.size()) < options_.max_staged_inputs) {
+  if (buffer.size() > 0 && static_cast<int>(staging_.size()) < options_.max_staged_inputs) {
     staging_.push_back(std::move(buffer));
   }
   cv_.SignalAll();

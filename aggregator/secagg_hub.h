@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/staging_buffer.h"
 #include "federation/round_coordinator.h"
 #include "federation/secagg_config.h"
 #include "federation/secagg_messages.h"
@@ -80,7 +81,7 @@ struct SecAggRoundOutcome {
   int64_t round = 0;
   SecAggConfig config;
   SecAggQuantization quantization;
-  std::vector<uint64_t> sum;
+  RingVector sum;
   std::vector<std::string> contributors;  // client ids, sorted
   SenderMetrics metrics;
   // Sums over the contributors of what each said in the clear with its masked input: the
@@ -100,9 +101,13 @@ struct SecAggHubOptions {
   double stage_timeout_seconds = 30;
   double dropout_rate = 0.1;  // expected dropouts, for ChooseSecAggGraph; default 0.1
   SecAggQuantization quantization;
-  // Masked inputs the transport may assemble at once (TakeStaging), each vector_length words:
-  // the aggregator's memory stays O(d) however many clients send together. Default 2.
+  // Masked inputs the transport may assemble at once (TakeStaging): the aggregator's memory
+  // stays O(d) however many clients send together. Default 2.
   int max_staged_inputs = 2;
+  // Where masked inputs are assembled: files in this folder (unlinked; their pages in the page
+  // cache, not in the aggregator's memory), so that the aggregator holds only the sum; empty
+  // (default): in memory.
+  std::string staging_dir;
   // The ring holds the sum of this many clients at least (0: the round's participants). A
   // region whose sum goes on to the regional layer sizes its ring for every client of the run,
   // so that the regions' total cannot overflow either.
@@ -197,20 +202,21 @@ class SecAggHub {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status SubmitShares(const std::string& client_id, SecAggShareKeys message)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Adds the masked input to the round's sum. message.values is left as it was, for the caller
-  // to give back (ReturnStaging) when it came from TakeStaging.
-  absl::Status SubmitMasked(const std::string& client_id, SecAggMaskedInput& message,
+  // Adds the masked input of `header`'s experiment, round and stage, read a chunk at a time by
+  // `read` (SecAggServer::HandleMaskedInput), to the round's sum.
+  absl::Status SubmitMasked(const std::string& client_id, SecAggHeader header,
+                            const SecAggServer::MaskedInputReader& read,
                             const SenderMetrics& metrics, int64_t count = 1, int64_t rejected = 0)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A buffer of `length` words to assemble a masked input in, from a pool of at most
-  // max_staged_inputs: waits up to `wait` (real time) for one to be free. Unavailable when none
-  // freed in time (the caller retries, or gives up when its stream is cancelled); Aborted once
-  // the experiment is done. Its contents are stale: the caller overwrites every element. Give it
-  // back with ReturnStaging.
-  absl::StatusOr<std::vector<uint64_t>> TakeStaging(size_t length, absl::Duration wait)
+  // A buffer of `bytes` bytes to assemble a masked input in (in a file in staging_dir, or in
+  // memory), from a pool of at most max_staged_inputs: waits up to `wait` (real time) for one to
+  // be free. Unavailable when none freed in time (the caller retries, or gives up when its stream
+  // is cancelled) or no staging file can be made; Aborted once the experiment is done. Its
+  // contents are stale: the caller overwrites every byte. Give it back with ReturnStaging.
+  absl::StatusOr<StagingBuffer> TakeStaging(size_t bytes, absl::Duration wait)
       ABSL_LOCKS_EXCLUDED(mu_);
-  void ReturnStaging(std::vector<uint64_t> buffer) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReturnStaging(StagingBuffer buffer) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status SubmitReveal(const std::string& client_id, SecAggUnmaskResponse message)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -253,8 +259,6 @@ class SecAggHub {
   SecAggQuantization quantization_ ABSL_GUARDED_BY(mu_);        // for the next Open
   SecAggQuantization round_quantization_ ABSL_GUARDED_BY(mu_);  // the open round's
   std::optional<SecAggServer> server_ ABSL_GUARDED_BY(mu_);
-  // The last round's sum, reused as the next one's memory.
-  std::vector<uint64_t> accumulator_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> participants_ ABSL_GUARDED_BY(mu_);  // sorted: index -> client id
   std::vector<double> update_scales_ ABSL_GUARDED_BY(mu_);      // per participant (OpenBuffer)
   // Buffered rounds: the clients waiting for an instance, with when each last asked (hub clock).
@@ -286,7 +290,7 @@ class SecAggHub {
   std::optional<SecAggRoundOutcome> outcome_ ABSL_GUARDED_BY(mu_);
   int64_t rejections_ ABSL_GUARDED_BY(mu_) = 0;
   int staged_ ABSL_GUARDED_BY(mu_) = 0;                              // staging buffers handed out
-  std::vector<std::vector<uint64_t>> staging_ ABSL_GUARDED_BY(mu_);  // free staging buffers
+  std::vector<StagingBuffer> staging_ ABSL_GUARDED_BY(mu_);          // free staging buffers
 };
 
 }  // namespace sextant

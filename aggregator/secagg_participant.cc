@@ -209,13 +209,15 @@ absl::StatusOr<int64_t> RunSecAggRegionParticipant(v1::FederationService::StubIn
                                                    RegionSum region) {
   auto encode = [&](const SecAggRoundStart& start) -> absl::StatusOr<std::vector<uint64_t>> {
     if (start.config.vector_length != region.sum.size() ||
-        start.config.ring_bits != region.ring_bits) {
+        start.config.ring_bits != region.sum.ring_bits()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "secagg: the regions' round takes ", start.config.vector_length, " elements in a ",
           start.config.ring_bits, "-bit ring; this region's sum has ", region.sum.size(), " in a ",
-          region.ring_bits, "-bit ring"));
+          region.sum.ring_bits(), "-bit ring"));
     }
-    return std::move(region.sum);
+    std::vector<uint64_t> words = region.sum.ToWords();
+    region.sum.Clear();
+    return words;
   };
   return RunStages(stub, o, clock, encode, region.metrics, region.clients, region.rejected);
 }

@@ -68,10 +68,9 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
 
 // What a regional aggregator sends in the regions' round (federation.hide_region_sums).
 struct RegionSum {
-  std::vector<uint64_t> sum;  // its clients' encoded sum mod 2^ring_bits, total weight last
-  int ring_bits = 0;          // must be the regions' round's ring
-  int64_t clients = 0;        // behind the sum (0 when none of its clients took part)
-  int64_t rejected = 0;       // client updates it rejected this round
+  RingVector sum;        // its clients' encoded sum (total weight last), in the regions' ring
+  int64_t clients = 0;   // behind the sum (0 when none of its clients took part)
+  int64_t rejected = 0;  // client updates it rejected this round
   SenderMetrics metrics;
 };
 

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "federation/ring_vector.h"
 
 // The plain messages of secure aggregation (SecAggClient <-> SecAggServer). The transport copies
 // them field by field into its wire format; they hold no pointers. Every message carries the
@@ -108,7 +109,7 @@ struct SecAggUnmaskResponse {
 
 // The result of a round: the sum over `contributors` (sorted) of their inputs, mod 2^ring_bits.
 struct SecAggResult {
-  std::vector<uint64_t> sum;
+  RingVector sum;
   std::vector<int32_t> contributors;
 };
 

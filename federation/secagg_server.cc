@@ -12,16 +12,16 @@ namespace sextant {
 
 using secagg_internal::Key32;
 
-SecAggServer::SecAggServer(SecAggConfig config, std::vector<uint64_t> accumulator)
+// Masked inputs are added a chunk of this many elements at a time.
+constexpr size_t kInputChunk = size_t{1} << 16;
+
+SecAggServer::SecAggServer(SecAggConfig config, RingVector accumulator)
     : config_(std::move(config)),
       graph_(config_),
       clients_(config_.num_clients),
-      sum_(std::move(accumulator)) {
-  sum_.clear();
-}
+      sum_(std::move(accumulator)) {}
 
-absl::StatusOr<SecAggServer> SecAggServer::Create(SecAggConfig config,
-                                                  std::vector<uint64_t> accumulator) {
+absl::StatusOr<SecAggServer> SecAggServer::Create(SecAggConfig config, RingVector accumulator) {
   if (absl::Status s = ValidateSecAggConfig(config); !s.ok()) return s;
   if (!secagg_internal::EnsureSodium()) return absl::InternalError("libsodium failed to start");
   return SecAggServer(std::move(config), std::move(accumulator));
@@ -50,8 +50,8 @@ absl::Status SecAggServer::CheckHeader(const SecAggHeader& h, SecAggStage stage)
 
 absl::Status SecAggServer::Abort(absl::Status why) {
   stage_ = SecAggStage::kAborted;
-  std::fill(sum_.begin(), sum_.end(), 0);
-  sum_.clear();
+  sum_.Zero();
+  sum_.Clear();
   for (Client& c : clients_) {
     c.inbox.clear();
     c.seed_shares.clear();
@@ -167,41 +167,78 @@ absl::StatusOr<std::vector<SecAggShareDelivery>> SecAggServer::FinishShareKeys()
     c.inbox.clear();
     out.push_back(std::move(d));
   }
-  sum_.assign(config_.vector_length, 0);
+  if (sum_.ring_bits() == config_.ring_bits && sum_.size() == config_.vector_length) {
+    sum_.Zero();
+  } else {
+    sum_ = RingVector(config_.ring_bits, config_.vector_length);
+  }
   stage_ = SecAggStage::kMaskedInput;
   return out;
 }
 
-absl::Status SecAggServer::HandleMaskedInput(const SecAggMaskedInput& m) {
-  if (absl::Status s = CheckHeader(m.header, SecAggStage::kMaskedInput); !s.ok()) return s;
-  const int32_t u = m.header.sender;
-  Client& c = clients_[u];
+absl::Status SecAggServer::CheckMaskedInputSender(const SecAggHeader& h) const {
+  if (absl::Status s = CheckHeader(h, SecAggStage::kMaskedInput); !s.ok()) return s;
+  const Client& c = clients_[h.sender];
   if (!c.shared) {
-    return absl::AbortedError(absl::StrCat("secagg server: client ", u, " dropped earlier"));
+    return absl::AbortedError(absl::StrCat("secagg server: client ", h.sender, " dropped earlier"));
   }
   if (c.masked) {
-    return absl::AbortedError(absl::StrCat("secagg server: client ", u, " already sent input"));
+    return absl::AbortedError(
+        absl::StrCat("secagg server: client ", h.sender, " already sent input"));
   }
-  if (m.values.size() != config_.vector_length) {
-    return absl::InvalidArgumentError(absl::StrCat("secagg server: masked input of ", u, " has ",
-                                                   m.values.size(), " elements, expected ",
-                                                   config_.vector_length));
-  }
-  const uint64_t ring = secagg_internal::RingMask(config_.ring_bits);
-  // One pass: add, and undo the addition in the rare case of an element outside the ring.
-  uint64_t outside = 0;
-  const uint64_t* in = m.values.data();
-  uint64_t* acc = sum_.data();
-  for (size_t i = 0; i < sum_.size(); ++i) {
-    outside |= in[i] & ~ring;
-    acc[i] += in[i];
-  }
-  if (outside) {
-    for (size_t i = 0; i < sum_.size(); ++i) acc[i] -= in[i];
-    return absl::InvalidArgumentError("secagg server: element outside the ring");
-  }
-  c.masked = true;
   return absl::OkStatus();
+}
+
+absl::Status SecAggServer::HandleMaskedInput(const SecAggMaskedInput& m) {
+  if (absl::Status s = CheckMaskedInputSender(m.header); !s.ok()) return s;
+  if (m.values.size() != config_.vector_length) {
+    return absl::InvalidArgumentError(absl::StrCat("secagg server: masked input of ",
+                                                   m.header.sender, " has ", m.values.size(),
+                                                   " elements, expected ", config_.vector_length));
+  }
+  return HandleMaskedInput(m.header, [&](size_t offset, absl::Span<uint64_t> out) {
+    std::copy_n(m.values.begin() + offset, out.size(), out.begin());
+    return absl::OkStatus();
+  });
+}
+
+absl::Status SecAggServer::HandleMaskedInput(const SecAggHeader& h, const MaskedInputReader& read) {
+  if (absl::Status s = CheckMaskedInputSender(h); !s.ok()) return s;
+  const uint64_t ring = secagg_internal::RingMask(config_.ring_bits);
+  const size_t n = config_.vector_length;
+  std::vector<uint64_t> chunk(std::min(n, kInputChunk));
+  size_t added = 0;
+  absl::Status failed;
+  while (added < n && failed.ok()) {
+    const absl::Span<uint64_t> part =
+        absl::MakeSpan(chunk).first(std::min(chunk.size(), n - added));
+    failed = read(added, part);
+    uint64_t outside = 0;
+    for (uint64_t v : part) outside |= v & ~ring;
+    if (failed.ok() && outside != 0) {
+      failed = absl::InvalidArgumentError("secagg server: element outside the ring");
+    }
+    if (failed.ok()) {
+      sum_.Add(added, part);
+      added += part.size();
+    }
+  }
+  if (failed.ok()) {
+    clients_[h.sender].masked = true;
+    return absl::OkStatus();
+  }
+  // Takes back what was added: the sum is then as it was before this input.
+  for (size_t at = 0; at < added; at += chunk.size()) {
+    const absl::Span<uint64_t> part =
+        absl::MakeSpan(chunk).first(std::min(chunk.size(), added - at));
+    if (absl::Status s = read(at, part); !s.ok()) {
+      return Abort(absl::DataLossError(
+          absl::StrCat("secagg server: the partly added masked input of client ", h.sender,
+                       " cannot be read again to take it back: ", s.message())));
+    }
+    sum_.Add(at, part, /*subtract=*/true);
+  }
+  return failed;
 }
 
 absl::Status SecAggServer::CheckRecoverable() const {
@@ -337,7 +374,7 @@ absl::Status SecAggServer::RemoveMasks() {
       masks.push_back({*s, /*subtract=*/v < u});
     }
   }
-  secagg_internal::AddMasks(masks, config_.ring_bits, absl::MakeSpan(sum_));
+  sum_.AddMasks(masks);
   return absl::OkStatus();
 }
 
@@ -363,10 +400,8 @@ absl::StatusOr<SecAggResult> SecAggServer::FinishUnmask() {
   }
   if (absl::Status s = RemoveMasks(); !s.ok()) return Abort(s);
   SecAggResult result;
-  const uint64_t ring = secagg_internal::RingMask(config_.ring_bits);
-  for (uint64_t& v : sum_) v &= ring;
   result.sum = std::move(sum_);
-  sum_.clear();
+  sum_.Clear();
   for (int32_t u = 0; u < config_.num_clients; ++u) {
     if (clients_[u].masked) result.contributors.push_back(u);
   }

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -16,7 +17,9 @@
 namespace sextant {
 
 // The server's side of a secure-aggregation round (SecAgg+): it routes keys and encrypted
-// shares, adds up masked inputs as they arrive (O(d) memory whatever n), and removes the masks
+// shares, adds up masked inputs as they arrive (O(d) memory whatever n: the sum in a RingVector,
+// 4 bytes an element in a ring of up to 32 bits, and a chunk of the input being added), and
+// removes the masks
 // once t holders of every needed secret have answered. It learns the sum of the survivors'
 // inputs and nothing else about them.
 //
@@ -45,9 +48,8 @@ class SecAggServer {
  public:
   // InvalidArgument for a bad config. `accumulator` is memory to hold the running sum (the
   // previous round's SecAggResult::sum, so that a long-running aggregator allocates its O(d)
-  // state once); empty by default.
-  static absl::StatusOr<SecAggServer> Create(SecAggConfig config,
-                                             std::vector<uint64_t> accumulator = {});
+  // state once), used when its ring and length are the config's; empty by default.
+  static absl::StatusOr<SecAggServer> Create(SecAggConfig config, RingVector accumulator = {});
 
   absl::Status HandleAdvertiseKeys(const SecAggAdvertiseKeys& message);
   absl::StatusOr<std::vector<SecAggKeyDirectory>> FinishAdvertiseKeys();
@@ -56,6 +58,13 @@ class SecAggServer {
   absl::StatusOr<std::vector<SecAggShareDelivery>> FinishShareKeys();
 
   absl::Status HandleMaskedInput(const SecAggMaskedInput& message);
+  // The same for a masked input read a chunk at a time (staged in a file, say), so that it is
+  // never whole in memory: read(offset, out) fills out with the input's elements [offset,
+  // offset + out.size()) (vector_length in all) or fails. It may be asked for a range again, to
+  // take back a partly added input, and must then give the same elements. Errors as above, and
+  // read's own error (nothing added); a range that cannot be read again aborts the round.
+  using MaskedInputReader = std::function<absl::Status(size_t offset, absl::Span<uint64_t> out)>;
+  absl::Status HandleMaskedInput(const SecAggHeader& header, const MaskedInputReader& read);
   absl::StatusOr<std::vector<SecAggUnmaskRequest>> FinishMaskedInput();
 
   absl::Status HandleUnmaskResponse(const SecAggUnmaskResponse& message);
@@ -76,8 +85,9 @@ class SecAggServer {
     std::vector<std::pair<uint32_t, secagg_internal::FieldShare>> seed_shares, key_shares;
   };
 
-  SecAggServer(SecAggConfig config, std::vector<uint64_t> accumulator);
+  SecAggServer(SecAggConfig config, RingVector accumulator);
   absl::Status CheckHeader(const SecAggHeader& h, SecAggStage stage) const;
+  absl::Status CheckMaskedInputSender(const SecAggHeader& h) const;
   absl::Status Abort(absl::Status why);
   absl::Status CheckRecoverable() const;
   absl::Status RemoveMasks();
@@ -88,7 +98,7 @@ class SecAggServer {
   SecAggStage stage_ = SecAggStage::kAdvertiseKeys;
   std::vector<Client> clients_;
   absl::flat_hash_set<std::string> public_keys_;
-  std::vector<uint64_t> sum_;
+  RingVector sum_;
 };
 
 }  // namespace sextant

@@ -106,7 +106,41 @@ absl::StatusOr<int64_t> SecureQuantizer::DecodeMean(absl::Span<const uint64_t> s
   if (sum.size() != mean.size() + 1) {
     return absl::InvalidArgumentError("secure quantizer: sum must hold mean.size() + 1 elements");
   }
-  const uint64_t total = sum[mean.size()];
+  auto read = [&](size_t at, absl::Span<uint64_t> out) {
+    std::copy_n(sum.begin() + at, out.size(), out.begin());
+  };
+  return Decode(sum[mean.size()], mean, read, nullptr);
+}
+
+absl::StatusOr<int64_t> SecureQuantizer::DecodeMean(const RingVector& sum,
+                                                    absl::Span<float> mean) const {
+  if (absl::Status s = CheckSum(sum, mean.size()); !s.ok()) return s;
+  auto read = [&](size_t at, absl::Span<uint64_t> out) { sum.Read(at, out); };
+  return Decode(sum[mean.size()], mean, read, nullptr);
+}
+
+absl::StatusOr<int64_t> SecureQuantizer::ConsumeMean(RingVector sum, absl::Span<float> mean) const {
+  if (absl::Status s = CheckSum(sum, mean.size()); !s.ok()) return s;
+  auto read = [&](size_t at, absl::Span<uint64_t> out) { sum.Read(at, out); };
+  auto done = [&](size_t at, size_t count) { sum.Release(at, count); };
+  return Decode(sum[mean.size()], mean, read, done);
+}
+
+absl::Status SecureQuantizer::CheckSum(const RingVector& sum, size_t mean_size) const {
+  if (sum.size() != mean_size + 1) {
+    return absl::InvalidArgumentError("secure quantizer: sum must hold mean.size() + 1 elements");
+  }
+  if (sum.ring_bits() != ring_bits_) {
+    return absl::InvalidArgumentError(absl::StrCat("secure quantizer: a sum in a ", sum.ring_bits(),
+                                                   "-bit ring, expected ", ring_bits_, " bits"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> SecureQuantizer::Decode(
+    uint64_t total, absl::Span<float> mean,
+    const std::function<void(size_t, absl::Span<uint64_t>)>& read,
+    const std::function<void(size_t, size_t)>& done) const {
   if (total == 0) return absl::FailedPreconditionError("secure quantizer: total weight is 0");
   if (total > static_cast<uint64_t>(options_.max_clients * options_.max_weight)) {
     return absl::InvalidArgumentError("secure quantizer: total weight exceeds n * max_weight");
@@ -115,16 +149,25 @@ absl::StatusOr<int64_t> SecureQuantizer::DecodeMean(absl::Span<const uint64_t> s
   if (!ranges.ok()) return ranges.status();
   const uint64_t half = uint64_t{1} << (ring_bits_ - 1);
   const double per_level = 1.0 / (static_cast<double>(levels_) * static_cast<double>(total));
+  constexpr size_t kChunk = size_t{1} << 16;
+  std::vector<uint64_t> chunk(std::min(mean.size(), kChunk));
   size_t range = 0;
-  for (size_t i = 0; i < mean.size(); ++i) {
-    while (i >= (*ranges)[range].first) ++range;
-    const double factor = (*ranges)[range].second * per_level;
-    uint64_t v = sum[i];
-    // Two's complement in Z_{2^k}: values >= 2^(k-1) are negative.
-    const int64_t s = v >= half
-                          ? static_cast<int64_t>(v - half) - static_cast<int64_t>(half - 1) - 1
-                          : static_cast<int64_t>(v);
-    mean[i] = static_cast<float>(static_cast<double>(s) * factor);
+  for (size_t at = 0; at < mean.size(); at += chunk.size()) {
+    const absl::Span<uint64_t> part =
+        absl::MakeSpan(chunk).first(std::min(chunk.size(), mean.size() - at));
+    read(at, part);
+    for (size_t j = 0; j < part.size(); ++j) {
+      const size_t i = at + j;
+      while (i >= (*ranges)[range].first) ++range;
+      const double factor = (*ranges)[range].second * per_level;
+      const uint64_t v = part[j];
+      // Two's complement in Z_{2^k}: values >= 2^(k-1) are negative.
+      const int64_t s = v >= half
+                            ? static_cast<int64_t>(v - half) - static_cast<int64_t>(half - 1) - 1
+                            : static_cast<int64_t>(v);
+      mean[i] = static_cast<float>(static_cast<double>(s) * factor);
+    }
+    if (done) done(at, part.size());
   }
   return static_cast<int64_t>(total);
 }

@@ -2,12 +2,14 @@
 #define SEXTANT_FEDERATION_SECURE_QUANTIZER_H_
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "federation/ring_vector.h"
 
 namespace sextant {
 
@@ -68,6 +70,12 @@ class SecureQuantizer {
   // total weight. FailedPrecondition when the total weight is 0; InvalidArgument for a wrong size
   // (segments included) or a total weight above n * max_weight (not a sum of valid encodings).
   absl::StatusOr<int64_t> DecodeMean(absl::Span<const uint64_t> sum, absl::Span<float> mean) const;
+  // The same for a sum held in a RingVector; also InvalidArgument for a ring other than this
+  // quantizer's.
+  absl::StatusOr<int64_t> DecodeMean(const RingVector& sum, absl::Span<float> mean) const;
+  // DecodeMean that consumes the sum: its memory is given back chunk by chunk as it is decoded,
+  // so that the sum and the mean are never both whole in memory.
+  absl::StatusOr<int64_t> ConsumeMean(RingVector sum, absl::Span<float> mean) const;
 
   int ring_bits() const { return ring_bits_; }
   int64_t levels() const { return levels_; }
@@ -79,6 +87,12 @@ class SecureQuantizer {
   // The clip ranges of an n-element update as (end offset, clip) in order, or InvalidArgument
   // when the segments do not sum to n.
   absl::StatusOr<std::vector<std::pair<size_t, double>>> Ranges(size_t n) const;
+  absl::Status CheckSum(const RingVector& sum, size_t mean_size) const;
+  // Decodes a chunk at a time: read(offset, out) gives the sum's elements [offset, offset +
+  // out.size()); done(offset, count), when given, follows each chunk decoded.
+  absl::StatusOr<int64_t> Decode(uint64_t total, absl::Span<float> mean,
+                                 const std::function<void(size_t, absl::Span<uint64_t>)>& read,
+                                 const std::function<void(size_t, size_t)>& done) const;
   SecureQuantizerOptions options_;
   int ring_bits_;
   int64_t levels_;

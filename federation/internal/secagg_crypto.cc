@@ -85,15 +85,15 @@ constexpr size_t kChunkElements = 4096;
 // The PRG output for chunk c (kChunkElements words) is the ChaCha20-IETF keystream under nonce
 // c from counter 0, so that no input buffer has to be zeroed for an XOR; chunks are 16 or 32 KiB,
 // far below the 256 GiB one nonce allows.
-template <typename Word>
-void AddMaskWords(absl::Span<const MaskTerm> terms, absl::Span<uint64_t> acc) {
+template <typename Word, typename Acc>
+void AddMaskWords(absl::Span<const MaskTerm> terms, absl::Span<Acc> acc) {
   alignas(64) Word words[kChunkElements];
   uint8_t nonce[crypto_stream_chacha20_ietf_NONCEBYTES] = {};
   uint64_t chunk = 0;
   for (size_t begin = 0; begin < acc.size(); begin += kChunkElements, ++chunk) {
     const size_t len = std::min(kChunkElements, acc.size() - begin);
     std::memcpy(nonce, &chunk, sizeof(chunk));
-    uint64_t* a = acc.data() + begin;
+    Acc* a = acc.data() + begin;
     for (const MaskTerm& term : terms) {
       crypto_stream_chacha20_ietf(reinterpret_cast<uint8_t*>(words), len * sizeof(Word), nonce,
                                   term.seed.data());
@@ -115,6 +115,13 @@ void AddMasks(absl::Span<const MaskTerm> terms, int ring_bits, absl::Span<uint64
   } else {
     AddMaskWords<uint64_t>(terms, acc);
   }
+}
+
+void AddMasks(absl::Span<const MaskTerm> terms, int ring_bits, absl::Span<uint32_t> acc) {
+  EnsureSodium();
+  // The same keystream words as into 64-bit words: equal mod 2^32, so mod 2^k for k <= 32.
+  (void)ring_bits;
+  AddMaskWords<uint32_t>(terms, acc);
 }
 
 void AddMask(const Key32& seed, bool subtract, int ring_bits, absl::Span<uint64_t> acc) {

@@ -411,6 +411,7 @@ class FederatedRun {
     o.secure = fed().hide_region_sums();
     o.secagg.stage_timeout_seconds = StageTimeout();
     o.secagg.quantization = Quantization();
+    o.secagg.staging_dir = fed_dir_;  // the regions' masked sums are assembled there
     // The session's TLS/mTLS and token rules, as for the worker service (search/search_run.cc).
     ServerSecurity& security = session_.security();
     if (!session_.tls_dir().empty()) {
@@ -703,7 +704,8 @@ class FederatedRun {
         SecureQuantizer quantizer,
         MakeQuantizer(out.quantization, TotalClients(fed()), out.config.ring_bits));
     mean->resize(global_.size());
-    SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.DecodeMean(out.sum, absl::MakeSpan(*mean)));
+    SEXTANT_ASSIGN_OR_RETURN(int64_t weight,
+                             quantizer.ConsumeMean(std::move(out.sum), absl::MakeSpan(*mean)));
     RoundOutcome r;
     r.round = round;
     r.mean = *mean;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -400,14 +401,14 @@ TEST_F(SecAggTransportTest, RegionsRoundOverLoopbackYieldsOnlyTheTotalOfTheRegio
   std::vector<RegionSum> sums(3);
   std::vector<uint64_t> total(kModel + 1, 0);
   for (int r = 0; r < 3; ++r) {
-    sums[r].ring_bits = kRing;
     sums[r].clients = r == 0 ? 0 : r + 2;  // east: none of its clients took part
     sums[r].rejected = r;
+    std::vector<uint64_t> words;
     for (size_t j = 0; j <= kModel; ++j) {
-      sums[r].sum.push_back((uint64_t{0x2badf00d} * (j + 1) * (r + 3)) &
-                            ((uint64_t{1} << kRing) - 1));
-      total[j] = (total[j] + sums[r].sum.back()) & ((uint64_t{1} << kRing) - 1);
+      words.push_back((uint64_t{0x2badf00d} * (j + 1) * (r + 3)) & ((uint64_t{1} << kRing) - 1));
+      total[j] = (total[j] + words.back()) & ((uint64_t{1} << kRing) - 1);
     }
+    sums[r].sum = RingVector::FromWords(kRing, words);
   }
   // Every region takes part in `round` at once while the aggregator loop runs.
   auto run_regions = [&](int64_t round) {
@@ -433,7 +434,8 @@ TEST_F(SecAggTransportTest, RegionsRoundOverLoopbackYieldsOnlyTheTotalOfTheRegio
   for (int r = 0; r < 3; ++r) ASSERT_TRUE(sent[r].ok()) << regions[r] << ": " << sent[r].status();
   absl::StatusOr<SecAggRoundOutcome> out = secagg_->TakeOutcome();
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(out->sum, total);
+  EXPECT_EQ(out->sum.ring_bits(), kRing);
+  EXPECT_EQ(out->sum.ToWords(), total);
   EXPECT_EQ(out->count, 0 + 3 + 4);
   EXPECT_EQ(out->rejected, 0 + 1 + 2);
 
@@ -442,7 +444,7 @@ TEST_F(SecAggTransportTest, RegionsRoundOverLoopbackYieldsOnlyTheTotalOfTheRegio
   config = RegionalLayerConfig("exp", 8, 3, kRing, kModel + 1, 100);
   ASSERT_TRUE(config.ok()) << config.status();
   ASSERT_TRUE(secagg_->OpenWithConfig(regions, *config, 0, 1).ok());
-  sums[0].ring_bits = kRing + 2;
+  sums[0].sum = RingVector::FromWords(kRing + 2, sums[0].sum.ToWords());
   sent = run_regions(8);
   EXPECT_EQ(sent[0].status().code(), absl::StatusCode::kInvalidArgument) << sent[0].status();
   EXPECT_NE(sent[0].status().message().find("32-bit ring"), std::string::npos) << sent[0].status();
@@ -545,25 +547,61 @@ TEST(SecAggHubStagingTest, HandsOutAtMostMaxStagedBuffersAndReusesTheReturnedOne
   so.experiment_id = "exp";
   so.max_staged_inputs = 2;
   SecAggHub hub(so, &clock);
-  absl::StatusOr<std::vector<uint64_t>> a = hub.TakeStaging(1000, absl::ZeroDuration());
-  absl::StatusOr<std::vector<uint64_t>> b = hub.TakeStaging(1000, absl::ZeroDuration());
+  absl::StatusOr<StagingBuffer> a = hub.TakeStaging(1000, absl::ZeroDuration());
+  absl::StatusOr<StagingBuffer> b = hub.TakeStaging(1000, absl::ZeroDuration());
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->size(), 1000u);
+  EXPECT_FALSE(a->in_file());
   // A third sender waits; with both still out it is told to retry.
   EXPECT_EQ(hub.TakeStaging(1000, absl::Milliseconds(30)).status().code(),
             absl::StatusCode::kUnavailable);
-  const uint64_t* memory = a->data();
-  // A waiting sender gets the buffer as soon as it is given back, memory and all.
+  const std::string mark = "staged by a";
+  ASSERT_TRUE(a->Write(500, mark).ok());
+  // A waiting sender gets the buffer as soon as it is given back, contents and all.
   std::thread giver([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     hub.ReturnStaging(*std::move(a));
   });
-  absl::StatusOr<std::vector<uint64_t>> c = hub.TakeStaging(1000, absl::Seconds(10));
+  absl::StatusOr<StagingBuffer> c = hub.TakeStaging(1000, absl::Seconds(10));
   giver.join();
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->data(), memory);
+  std::string seen(mark.size(), '\0');
+  ASSERT_TRUE(c->Read(500, absl::MakeSpan(seen)).ok());
+  EXPECT_EQ(seen, mark);
   hub.SetDone();
   EXPECT_EQ(hub.TakeStaging(1000, absl::Seconds(10)).status().code(), absl::StatusCode::kAborted);
+}
+
+TEST(SecAggHubStagingTest, StagesInAFileOutOfSightWhenGivenAFolder) {
+  FakeClock clock;
+  SecAggHubOptions so;
+  so.experiment_id = "exp";
+  so.staging_dir = ::testing::TempDir() + "/secagg-staging";
+  std::filesystem::remove_all(so.staging_dir);
+  std::filesystem::create_directories(so.staging_dir);
+  SecAggHub hub(so, &clock);
+  absl::StatusOr<StagingBuffer> a = hub.TakeStaging(size_t{1} << 20, absl::ZeroDuration());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->in_file());
+  // The file has no name: nothing in the folder, whatever is staged.
+  ASSERT_TRUE(a->Write((size_t{1} << 20) - 4, std::string("tail")).ok());
+  EXPECT_TRUE(std::filesystem::is_empty(so.staging_dir));
+  std::string tail(4, '\0');
+  ASSERT_TRUE(a->Read((size_t{1} << 20) - 4, absl::MakeSpan(tail)).ok());
+  EXPECT_EQ(tail, "tail");
+  EXPECT_EQ(a->Write((size_t{1} << 20) - 3, std::string("tail")).code(),
+            absl::StatusCode::kOutOfRange);
+  // A folder that cannot hold one: the sender is told why.
+  so.staging_dir += "/missing";
+  so.max_staged_inputs = 1;
+  SecAggHub broken(so, &clock);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    // The place in the pool is free again after each failure: the same reason every time.
+    absl::StatusOr<StagingBuffer> b = broken.TakeStaging(64, absl::ZeroDuration());
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+    EXPECT_NE(b.status().message().find("cannot make a staging file in"), std::string::npos)
+        << b.status();
+  }
 }
 
 }  // namespace sextant

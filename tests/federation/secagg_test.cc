@@ -2,6 +2,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <vector>
@@ -65,6 +66,9 @@ struct Round {
   std::vector<SecAggShareKeys> share_keys;
   std::vector<SecAggMaskedInput> masked;
   std::vector<SecAggUnmaskResponse> responses;
+  // How a masked input reaches the server; by default HandleMaskedInput(message).
+  std::function<absl::Status(SecAggServer&, const SecAggMaskedInput&)> submit =
+      [](SecAggServer& server, const SecAggMaskedInput& m) { return server.HandleMaskedInput(m); };
 
   absl::StatusOr<SecAggResult> Run() {
     auto server = SecAggServer::Create(config);
@@ -107,7 +111,7 @@ struct Round {
       auto m = clients[i]->MaskInput(inputs[i]);
       if (!m.ok()) return m.status();
       masked.push_back(*m);
-      if (auto s = server->HandleMaskedInput(*m); !s.ok()) return s;
+      if (auto s = submit(*server, *m); !s.ok()) return s;
     }
     auto requests = server->FinishMaskedInput();
     if (!requests.ok()) return requests.status();
@@ -134,6 +138,79 @@ struct Round {
   }
 };
 
+// A masked input read a chunk at a time (as the aggregator reads one staged in a file).
+SecAggServer::MaskedInputReader ReaderOf(const SecAggMaskedInput& m) {
+  return [&m](size_t offset, absl::Span<uint64_t> out) {
+    std::copy_n(m.values.begin() + offset, out.size(), out.begin());
+    return absl::OkStatus();
+  };
+}
+
+class SecAggChunkedInputTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(SecAggChunkedInputTest, InputsReadInChunksGiveTheExactSum) {
+  const int ring = GetParam();
+  const size_t d = (size_t{1} << 17) + 7;  // three chunks, the last one short
+  Round r(Config(4, 3, 3, d, 1, ring), RandomInputs(4, d, std::min(ring, 63), 5));
+  r.submit = [](SecAggServer& server, const SecAggMaskedInput& m) {
+    return server.HandleMaskedInput(m.header, ReaderOf(m));
+  };
+  auto result = r.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->sum.ring_bits(), ring);
+  EXPECT_EQ(result->sum.ToWords(), r.ExpectedSum());
+}
+
+INSTANTIATE_TEST_SUITE_P(Rings, SecAggChunkedInputTest, ::testing::Values(20, 32, 40));
+
+TEST(SecAggTest, AnInputRefusedPartWayLeavesTheSumAsItWas) {
+  const size_t d = (size_t{1} << 17) + 3;
+  Round r(Config(3, 2, 2, d), RandomInputs(3, d, 20, 6));
+  r.submit = [](SecAggServer& server, const SecAggMaskedInput& m) -> absl::Status {
+    // The second chunk cannot be read: that error, and nothing added.
+    absl::Status broke = server.HandleMaskedInput(
+        m.header, [&m](size_t offset, absl::Span<uint64_t> out) -> absl::Status {
+          if (offset > 0) return absl::DataLossError("the staging file went away");
+          return ReaderOf(m)(offset, out);
+        });
+    if (broke.code() != absl::StatusCode::kDataLoss) return absl::InternalError(broke.ToString());
+    // An element outside the ring in the last chunk: refused, and the first two taken back.
+    SecAggMaskedInput bad = m;
+    bad.values.back() = uint64_t{1} << 40;
+    absl::Status outside = server.HandleMaskedInput(m.header, ReaderOf(bad));
+    if (outside.code() != absl::StatusCode::kInvalidArgument) {
+      return absl::InternalError(outside.ToString());
+    }
+    return server.HandleMaskedInput(m.header, ReaderOf(m));
+  };
+  auto result = r.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->sum.ToWords(), r.ExpectedSum());
+}
+
+TEST(SecAggTest, APartlyAddedInputThatCannotBeReadAgainAbortsTheRound) {
+  const size_t d = (size_t{1} << 16) + 1;
+  Round r(Config(3, 2, 2, d), RandomInputs(3, d, 20, 7));
+  SecAggStage after = SecAggStage::kMaskedInput;
+  r.submit = [&after](SecAggServer& server, const SecAggMaskedInput& m) {
+    SecAggMaskedInput bad = m;
+    bad.values.back() = uint64_t{1} << 40;  // refused in the second chunk
+    int reads = 0;
+    absl::Status s = server.HandleMaskedInput(
+        m.header, [&](size_t offset, absl::Span<uint64_t> out) -> absl::Status {
+          if (++reads > 2) return absl::DataLossError("the staging file went away");
+          return ReaderOf(bad)(offset, out);
+        });
+    after = server.stage();
+    return s;
+  };
+  absl::StatusOr<SecAggResult> result = r.Run();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDataLoss) << result.status();
+  EXPECT_NE(result.status().message().find("cannot be read again"), std::string::npos)
+      << result.status();
+  EXPECT_EQ(after, SecAggStage::kAborted);
+}
+
 class SecAggDropoutTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(SecAggDropoutTest, SurvivorsAtThresholdGiveTheExactSumOfTheirInputs) {
@@ -142,7 +219,7 @@ TEST_P(SecAggDropoutTest, SurvivorsAtThresholdGiveTheExactSumOfTheirInputs) {
   r.drop[stage] = {1, 4, 7, 9};  // 6 survivors = t
   absl::StatusOr<SecAggResult> result = r.Run();
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->sum, r.ExpectedSum());
+  EXPECT_EQ(result->sum.ToWords(), r.ExpectedSum());
   const std::vector<int32_t> expected_contributors =
       stage == 3 ? std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
                  : std::vector<int32_t>{0, 2, 3, 5, 6, 8};
@@ -164,7 +241,7 @@ TEST_P(SecAggDropoutTest, FewerSurvivorsThanThresholdAbortAndTheNextRoundProceed
   next.drop[stage] = {3};
   absl::StatusOr<SecAggResult> ok = next.Run();
   ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ(ok->sum, next.ExpectedSum());
+  EXPECT_EQ(ok->sum.ToWords(), next.ExpectedSum());
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryStage, SecAggDropoutTest, ::testing::Values(0, 1, 2, 3));
@@ -181,7 +258,7 @@ TEST(SecAggTest, SparseGraphRecoversDroppedClientsAcrossStages) {
   r.drop[3] = {50};
   absl::StatusOr<SecAggResult> result = r.Run();
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->sum, r.ExpectedSum());
+  EXPECT_EQ(result->sum.ToWords(), r.ExpectedSum());
   EXPECT_EQ(result->contributors.size(), 55u);
 }
 
@@ -354,7 +431,7 @@ TEST(SecAggTest, TwoLevelsRevealOnlyTheTotalToTheGlobalServer) {
     if (region == 1) r.drop[2] = {2};
     auto result = r.Run();
     ASSERT_TRUE(result.ok()) << result.status();
-    region_sums.push_back(result->sum);
+    region_sums.push_back(result->sum.ToWords());
     for (size_t j = 0; j < d; ++j) total[j] = (total[j] + result->sum[j]) & ((1u << ring) - 1);
   }
   auto global_config = RegionalLayerConfig("exp", 1, 2, ring, d, 5);
@@ -362,7 +439,7 @@ TEST(SecAggTest, TwoLevelsRevealOnlyTheTotalToTheGlobalServer) {
   Round g(*global_config, region_sums);
   auto result = g.Run();
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->sum, total);
+  EXPECT_EQ(result->sum.ToWords(), total);
   // What the global server received from each region is not that region's sum.
   for (const SecAggMaskedInput& m : g.masked) {
     EXPECT_NE(m.values, region_sums[m.header.sender]);
