@@ -57,11 +57,6 @@ class ModelFile {
   int fd_ = -1;
 };
 
-// A secure round's decoded mean, once pushed, gives its memory back until the next decode.
-void ReleaseMean(std::vector<float>& mean) {
-  ReleasePages(mean.data(), mean.size() * sizeof(float));
-}
-
 uint64_t ClientSeed(uint64_t round_seed, const std::string& client) {
   return round_seed ^ (std::hash<std::string>()(client) * 0x9E3779B97F4A7C15ULL);
 }
@@ -100,17 +95,22 @@ absl::StatusOr<SecAggQuantization> RoundQuantization(const RegionalAggregatorOpt
 
 // A finished SecAgg round's weighted mean, decoded into *mean, as `round`'s outcome.
 absl::StatusOr<RoundOutcome> DecodeOutcome(const RegionalAggregatorOptions& o, int64_t round,
-                                           SecAggRoundOutcome& out, std::vector<float>* mean) {
+                                           SecAggRoundOutcome& out, LazyFloats* mean) {
   SEXTANT_ASSIGN_OR_RETURN(
       SecureQuantizer quantizer,
       MakeQuantizer(out.quantization, out.config.num_clients, out.config.ring_bits));
-  mean->resize(static_cast<size_t>(o.model_size));
-  // The sum's memory goes back as the mean fills (the mean's own was given back after its push).
-  SEXTANT_ASSIGN_OR_RETURN(int64_t weight,
-                           quantizer.ConsumeMean(std::move(out.sum), absl::MakeSpan(*mean)));
+  // The mean is resident only as the decode writes it, and the sum's memory goes back as it
+  // does: never both whole.
+  if (mean->size() != static_cast<size_t>(o.model_size)) {
+    *mean = LazyFloats(static_cast<size_t>(o.model_size));
+    if (mean->size() != static_cast<size_t>(o.model_size)) {
+      return absl::ResourceExhaustedError("no memory for the round's mean");
+    }
+  }
+  SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.ConsumeMean(std::move(out.sum), mean->span()));
   RoundOutcome r;
   r.round = round;
-  r.mean = *mean;
+  r.mean = mean->span();
   r.total_weight = static_cast<double>(weight);
   r.count = static_cast<int64_t>(out.contributors.size());
   r.senders = r.count;
@@ -122,7 +122,7 @@ absl::StatusOr<RoundOutcome> DecodeOutcome(const RegionalAggregatorOptions& o, i
 // weighted mean into *mean. Aborted when the protocol aborted; Cancelled when stopped.
 absl::StatusOr<RoundOutcome> SecureRound(
     const RegionalAggregatorOptions& o, Tier& tier, const RoundTask& task,
-    const std::atomic<bool>* stop, std::vector<float>* mean, RegionSum* region_sum,
+    const std::atomic<bool>* stop, LazyFloats* mean, RegionSum* region_sum,
     std::vector<std::pair<std::string, double>>* client_seconds = nullptr) {
   SecAggHub& secagg = tier.secagg();
   SEXTANT_ASSIGN_OR_RETURN(SecAggQuantization quantization, RoundQuantization(o, task));
@@ -175,8 +175,7 @@ constexpr absl::Duration kJoinerSilence = absl::Seconds(15);
 absl::StatusOr<std::optional<RoundOutcome>> SecureBuffer(const RegionalAggregatorOptions& o,
                                                          Tier& tier, const RoundTask& task,
                                                          int64_t version, int64_t* instance,
-                                                         std::vector<float>* mean,
-                                                         absl::Duration wait,
+                                                         LazyFloats* mean, absl::Duration wait,
                                                          const std::atomic<bool>* stop) {
   SecAggHub& secagg = tier.secagg();
   const size_t k = static_cast<size_t>(std::max<int64_t>(2, task.min_updates));
@@ -227,7 +226,7 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
   // last instance and the buffer's decoded mean.
   RoundTask latest;
   int64_t instance = 0;
-  std::vector<float> secure_mean;
+  LazyFloats secure_mean;
   auto rejections_now = [&] {
     return hub.total_rejections() + (o.secure_aggregation ? tier.secagg().rejections() : 0);
   };
@@ -267,7 +266,7 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
                         outcome->total_weight, outcome->count, outcome->metrics,
                         now_rejected - rejections};
       absl::StatusOr<int64_t> sent = PushUpdate(stub, header, outcome->mean, o.chunk_floats);
-      ReleaseMean(secure_mean);
+      secure_mean.Release();  // until the next decode
       // Rejections of this buffer's round travel with it; a push that failed carries them on.
       if (sent.ok()) rejections = now_rejected;
       if (!o.secure_aggregation) hub.ResumeBuffering();
@@ -339,7 +338,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   if (o.hide_region_sum) to.secagg.ring_clients = o.ring_clients;
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, Tier::Start(to, clock));
   FederationHub& hub = tier->hub();
-  std::vector<float> secure_mean;
+  LazyFloats secure_mean;
   int64_t secure_rejections = 0;
   const int port = tier->port();
   std::filesystem::create_directories(o.work_dir);
@@ -485,7 +484,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     PushHeader header{o.experiment_id, task->round,      o.region,         outcome->total_weight,
                       outcome->count,  outcome->metrics, outcome->rejected, std::move(client_seconds)};
     absl::StatusOr<int64_t> sent = PushUpdate(stub.get(), header, outcome->mean, o.chunk_floats);
-    ReleaseMean(secure_mean);
+    secure_mean.Release();  // until the next decode
     if (o.log) {
       *o.log << "round=" << task->round << " clients=" << outcome->count
              << " weight=" << outcome->total_weight << " rejected=" << outcome->rejected

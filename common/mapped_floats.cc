@@ -84,4 +84,29 @@ void MappedFloats::Release(size_t offset, size_t count) {
   ReleasePages(data_ + offset, count * sizeof(float));
 }
 
+LazyFloats::LazyFloats(size_t n) {
+  if (n == 0) return;
+  void* p = ::mmap(nullptr, n * sizeof(float), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return;
+  data_ = static_cast<float*>(p);
+  size_ = n;
+}
+
+LazyFloats::LazyFloats(LazyFloats&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+LazyFloats& LazyFloats::operator=(LazyFloats&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(data_, size_ * sizeof(float));
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+LazyFloats::~LazyFloats() {
+  if (data_ != nullptr) ::munmap(data_, size_ * sizeof(float));
+}
+
 }  // namespace sextant

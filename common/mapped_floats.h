@@ -56,6 +56,30 @@ class MappedFloats {
   size_t size_ = 0;
 };
 
+// A float array of fixed length in anonymous memory that is resident only where written: it
+// starts as zeros with no page resident (unlike a std::vector, which writes its zeros), and
+// Release gives its pages back between uses. Move-only.
+class LazyFloats {
+ public:
+  LazyFloats() = default;  // 0 floats
+  // n zeros, none resident. A failed mapping leaves 0 floats (check size()).
+  explicit LazyFloats(size_t n);
+  LazyFloats(LazyFloats&& other) noexcept;
+  LazyFloats& operator=(LazyFloats&& other) noexcept;
+  LazyFloats(const LazyFloats&) = delete;
+  LazyFloats& operator=(const LazyFloats&) = delete;
+  ~LazyFloats();
+
+  absl::Span<float> span() { return {data_, size_}; }
+  size_t size() const { return size_; }
+  // Gives every page back: the values read as 0 afterwards.
+  void Release() { ReleasePages(data_, size_ * sizeof(float)); }
+
+ private:
+  float* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 }  // namespace sextant
 
 #endif  // SEXTANT_COMMON_MAPPED_FLOATS_H_

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/status/status.h"
+#include "federation/internal/ring_packing.h"
 
 namespace sextant {
 
@@ -56,27 +57,8 @@ size_t WireSize(const SecAggUnmaskResponse& m) {
 }
 
 std::string PackRingVector(absl::Span<const uint64_t> values, int bits) {
-  if (bits == 32) {  // the common ring: whole little-endian words, no bit shuffling
-    std::string out(values.size() * 4, '\0');
-    auto* p = reinterpret_cast<uint8_t*>(out.data());
-    for (size_t k = 0; k < values.size(); ++k) {
-      const uint32_t v = static_cast<uint32_t>(values[k]);
-      for (int i = 0; i < 4; ++i) p[4 * k + i] = static_cast<uint8_t>(v >> (8 * i));
-    }
-    return out;
-  }
-  std::string out((values.size() * bits + 7) / 8 + 8, '\0');  // 8 spare bytes for wide stores
-  auto* p = reinterpret_cast<uint8_t*>(out.data());
-  const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
-  size_t bit = 0;
-  for (uint64_t v : values) {
-    v &= mask;
-    const size_t byte = bit / 8, shift = bit % 8;
-    unsigned __int128 w = static_cast<unsigned __int128>(v) << shift;
-    for (size_t i = 0; i * 8 < shift + bits; ++i) p[byte + i] |= static_cast<uint8_t>(w >> (8 * i));
-    bit += bits;
-  }
-  out.resize((values.size() * bits + 7) / 8);
+  std::string out(secagg_internal::PackedBytes(values.size(), bits), '\0');
+  secagg_internal::PackBits(values, bits, reinterpret_cast<uint8_t*>(out.data()));
   return out;
 }
 
@@ -88,29 +70,10 @@ absl::StatusOr<std::vector<uint64_t>> UnpackRingVector(absl::string_view packed,
 }
 
 absl::Status UnpackRingVectorInto(absl::string_view packed, int bits, absl::Span<uint64_t> out) {
-  const size_t count = out.size();
-  if (bits < 1 || bits > 64 || packed.size() != (count * bits + 7) / 8) {
+  if (bits < 1 || bits > 64 || packed.size() != secagg_internal::PackedBytes(out.size(), bits)) {
     return absl::InvalidArgumentError("secagg: packed vector has the wrong size");
   }
-  const auto* p = reinterpret_cast<const uint8_t*>(packed.data());
-  if (bits == 32) {
-    for (size_t k = 0; k < count; ++k) {
-      out[k] = uint64_t{p[4 * k]} | uint64_t{p[4 * k + 1]} << 8 | uint64_t{p[4 * k + 2]} << 16 |
-               uint64_t{p[4 * k + 3]} << 24;
-    }
-    return absl::OkStatus();
-  }
-  const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
-  size_t bit = 0;
-  for (size_t k = 0; k < count; ++k) {
-    const size_t byte = bit / 8, shift = bit % 8;
-    unsigned __int128 w = 0;
-    for (size_t i = 0; i * 8 < shift + bits; ++i) {
-      w |= static_cast<unsigned __int128>(p[byte + i]) << (8 * i);
-    }
-    out[k] = static_cast<uint64_t>(w >> shift) & mask;
-    bit += bits;
-  }
+  secagg_internal::UnpackBits(reinterpret_cast<const uint8_t*>(packed.data()), bits, out);
   return absl::OkStatus();
 }
 

@@ -80,20 +80,19 @@ Key32 Commit(const Key32& secret, absl::string_view context) {
 }
 
 namespace {
-constexpr size_t kChunkElements = 4096;
+constexpr size_t kChunkElements = kMaskChunkElements;
 
 // The PRG output for chunk c (kChunkElements words) is the ChaCha20-IETF keystream under nonce
 // c from counter 0, so that no input buffer has to be zeroed for an XOR; chunks are 16 or 32 KiB,
 // far below the 256 GiB one nonce allows.
-template <typename Word, typename Acc>
-void AddMaskWords(absl::Span<const MaskTerm> terms, absl::Span<Acc> acc) {
+template <typename Word>
+void AddMaskWords(absl::Span<const MaskTerm> terms, absl::Span<uint64_t> acc, uint64_t chunk) {
   alignas(64) Word words[kChunkElements];
   uint8_t nonce[crypto_stream_chacha20_ietf_NONCEBYTES] = {};
-  uint64_t chunk = 0;
   for (size_t begin = 0; begin < acc.size(); begin += kChunkElements, ++chunk) {
     const size_t len = std::min(kChunkElements, acc.size() - begin);
     std::memcpy(nonce, &chunk, sizeof(chunk));
-    Acc* a = acc.data() + begin;
+    uint64_t* a = acc.data() + begin;
     for (const MaskTerm& term : terms) {
       crypto_stream_chacha20_ietf(reinterpret_cast<uint8_t*>(words), len * sizeof(Word), nonce,
                                   term.seed.data());
@@ -107,21 +106,16 @@ void AddMaskWords(absl::Span<const MaskTerm> terms, absl::Span<Acc> acc) {
 }
 }  // namespace
 
-void AddMasks(absl::Span<const MaskTerm> terms, int ring_bits, absl::Span<uint64_t> acc) {
+void AddMasks(absl::Span<const MaskTerm> terms, int ring_bits, absl::Span<uint64_t> acc,
+              size_t first_element) {
   EnsureSodium();
+  const uint64_t first_chunk = first_element / kChunkElements;
   // A 32-bit word reduced mod 2^k (k <= 32) is uniform in Z_2^k, and so is its negation.
   if (ring_bits <= 32) {
-    AddMaskWords<uint32_t>(terms, acc);
+    AddMaskWords<uint32_t>(terms, acc, first_chunk);
   } else {
-    AddMaskWords<uint64_t>(terms, acc);
+    AddMaskWords<uint64_t>(terms, acc, first_chunk);
   }
-}
-
-void AddMasks(absl::Span<const MaskTerm> terms, int ring_bits, absl::Span<uint32_t> acc) {
-  EnsureSodium();
-  // The same keystream words as into 64-bit words: equal mod 2^32, so mod 2^k for k <= 32.
-  (void)ring_bits;
-  AddMaskWords<uint32_t>(terms, acc);
 }
 
 void AddMask(const Key32& seed, bool subtract, int ring_bits, absl::Span<uint64_t> acc) {

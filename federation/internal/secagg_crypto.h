@@ -62,10 +62,12 @@ struct MaskTerm {
 // AddMask for every term, with the same result as calling it term by term, but chunk by chunk:
 // each chunk of acc stays in cache while every term's keystream for it is added, so acc is read
 // and written once however many terms there are.
-void AddMasks(absl::Span<const MaskTerm> terms, int ring_bits, absl::Span<uint64_t> acc);
-// The same into 32-bit words, mod 2^32, so the same result mod 2^ring_bits for ring_bits <= 32
-// (the only rings whose elements fit 32 bits; RingVector uses it for those alone).
-void AddMasks(absl::Span<const MaskTerm> terms, int ring_bits, absl::Span<uint32_t> acc);
+// With first_element (a multiple of kMaskChunkElements), acc stands for the elements from
+// there on of a longer vector, and takes their masks: a vector can be masked a part at a time.
+void AddMasks(absl::Span<const MaskTerm> terms, int ring_bits, absl::Span<uint64_t> acc,
+              size_t first_element = 0);
+// The mask's keystream restarts every this many elements (see AddMasks' first_element).
+inline constexpr size_t kMaskChunkElements = 4096;
 
 // Bytes of ChaCha20 keystream one mask element costs.
 inline size_t MaskBytesPerElement(int ring_bits) { return ring_bits <= 32 ? 4 : 8; }

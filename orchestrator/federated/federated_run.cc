@@ -698,17 +698,21 @@ class FederatedRun {
 
   // The regions' round's outcome as a round outcome: the decoded mean of every client's update
   // (the orchestrator never sees a region's own sum). Aborted when the round aborted.
-  absl::StatusOr<RoundOutcome> CloseRegionsRound(int64_t round, std::vector<float>* mean) {
+  absl::StatusOr<RoundOutcome> CloseRegionsRound(int64_t round, LazyFloats* mean) {
     SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, tier_->secagg().TakeOutcome());
     SEXTANT_ASSIGN_OR_RETURN(
         SecureQuantizer quantizer,
         MakeQuantizer(out.quantization, TotalClients(fed()), out.config.ring_bits));
-    mean->resize(global_.size());
+    // Resident only as the decode writes it, while the sum's memory goes back.
+    *mean = LazyFloats(global_.size());
+    if (mean->size() != global_.size()) {
+      return absl::ResourceExhaustedError("no memory for the regions' mean");
+    }
     SEXTANT_ASSIGN_OR_RETURN(int64_t weight,
-                             quantizer.ConsumeMean(std::move(out.sum), absl::MakeSpan(*mean)));
+                             quantizer.ConsumeMean(std::move(out.sum), mean->span()));
     RoundOutcome r;
     r.round = round;
-    r.mean = *mean;
+    r.mean = mean->span();
     r.total_weight = static_cast<double>(weight);
     r.count = out.count;
     r.senders = static_cast<int64_t>(out.contributors.size());
@@ -889,7 +893,8 @@ class FederatedRun {
       if (!ready.ok()) return StoppedBy(ready);
       std::vector<SenderReport> senders;
       std::vector<float> regions_mean;
-      auto outcome = hide_region_sums() ? CloseRegionsRound(round, &regions_mean)
+      LazyFloats secure_mean;
+      auto outcome = hide_region_sums() ? CloseRegionsRound(round, &secure_mean)
                                         : tier_->hub().Close(&senders);
       if (!outcome.ok()) {
         return (hide_region_sums()

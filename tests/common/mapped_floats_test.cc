@@ -82,5 +82,23 @@ TEST(MappedFloatsTest, AfterGiveFreedMemoryBackPromptlyALargeBlockFreedTwiceIsSt
   }
 }
 
+TEST(LazyFloatsTest, IsResidentOnlyWhereWrittenAndUntilReleased) {
+  constexpr size_t kFloats = size_t{64} << 20;  // 256 MB
+  const size_t before = ResidentBytes();
+  LazyFloats a(kFloats);
+  ASSERT_EQ(a.size(), kFloats);
+  EXPECT_LT(ResidentBytes(), before + (size_t{16} << 20)) << "zeros must not be written";
+  EXPECT_EQ(a.span()[kFloats - 1], 0.0f);
+  for (size_t i = 0; i < kFloats / 2; ++i) a.span()[i] = 1.0f;
+  EXPECT_GT(ResidentBytes(), before + (size_t{120} << 20));
+  a.Release();
+  EXPECT_LT(ResidentBytes(), before + (size_t{16} << 20));
+  EXPECT_EQ(a.span()[0], 0.0f);
+  // Moved, the memory goes with it.
+  LazyFloats b = std::move(a);
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(b.size(), kFloats);
+}
+
 }  // namespace
 }  // namespace sextant

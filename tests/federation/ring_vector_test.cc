@@ -1,9 +1,11 @@
 #include "federation/ring_vector.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "federation/internal/secagg_crypto.h"
+#include "federation/secagg_messages.h"
 #include "federation/secure_quantizer.h"
 #include "gtest/gtest.h"
 
@@ -41,15 +43,15 @@ TEST_P(RingVectorTest, AddsAndSubtractsModuloTheRing) {
   for (size_t j = 0; j < part.size(); ++j) EXPECT_EQ(part[j], a[993 + j] & Mask(bits));
 }
 
-// Clients mask their inputs in 64-bit words; the server adds masks into RingVector's words, 32
-// bits wide for rings up to 32 bits. Both must give the same elements mod 2^bits.
+// Clients mask their inputs in 64-bit words; the server adds masks to its packed sum a block at
+// a time. Both must give the same elements mod 2^bits.
 TEST_P(RingVectorTest, MasksAddedInItsWordsEqualMasksAddedInSixtyFourBitWords) {
   const int bits = GetParam();
   secagg_internal::Key32 k1{}, k2{};
   k1[0] = 7;
   k2[5] = 9;
   const std::vector<secagg_internal::MaskTerm> terms = {{k1, false}, {k2, true}};
-  const std::vector<uint64_t> start = Words(10007, 3);  // more than one keystream chunk
+  const std::vector<uint64_t> start = Words(200003, 3);  // several blocks, the last one short
   std::vector<uint64_t> wide = start;
   secagg_internal::AddMasks(terms, bits, absl::MakeSpan(wide));
   RingVector v = RingVector::FromWords(bits, start);
@@ -69,7 +71,41 @@ TEST_P(RingVectorTest, ItsBytesReadBackAsTheSameElements) {
   EXPECT_EQ(back, words);
 }
 
-INSTANTIATE_TEST_SUITE_P(Rings, RingVectorTest, ::testing::Values(1, 20, 32, 33, 64));
+// A block reads and writes whole bytes: every way an element can straddle them.
+TEST_P(RingVectorTest, ChangesAtAnyOffsetTouchOnlyTheirElements) {
+  const int bits = GetParam();
+  const std::vector<uint64_t> a = Words(77, 5);
+  for (size_t offset : {0, 1, 7, 8, 9, 30, 69, 76}) {
+    for (size_t count : {0, 1, 2, 7, 8, 9}) {
+      if (offset + count > a.size()) continue;
+      RingVector v = RingVector::FromWords(bits, a);
+      const std::vector<uint64_t> ones(count, 1);
+      v.Add(offset, ones);
+      for (size_t i = 0; i < a.size(); ++i) {
+        const bool inside = i >= offset && i < offset + count;
+        ASSERT_EQ(v[i], (a[i] + (inside ? 1 : 0)) & Mask(bits))
+            << "offset " << offset << " count " << count << " element " << i;
+      }
+    }
+  }
+}
+
+TEST_P(RingVectorTest, TakesItsRingsWidthAnElementAndReadsAsTheWireDoes) {
+  const int bits = GetParam();
+  const std::vector<uint64_t> a = Words(1000, 6);
+  RingVector v = RingVector::FromWords(bits, a);
+  EXPECT_EQ(v.packed_bytes(), (1000 * static_cast<size_t>(bits) + 7) / 8);
+  // The wire packs the same elements the same way.
+  std::vector<uint64_t> reduced = a;
+  for (uint64_t& x : reduced) x &= Mask(bits);
+  absl::StatusOr<std::vector<uint64_t>> back =
+      UnpackRingVector(PackRingVector(reduced, bits), bits, a.size());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, reduced);
+  EXPECT_EQ(v.ToWords(), reduced);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rings, RingVectorTest, ::testing::Values(1, 7, 20, 32, 33, 63, 64));
 
 TEST(RingVectorDecodeTest, ConsumingTheSumDecodesTheSameMeanAsReadingIt) {
   SecureQuantizerOptions o;
