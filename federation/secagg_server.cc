@@ -196,10 +196,14 @@ absl::Status SecAggServer::HandleMaskedInput(const SecAggMaskedInput& m) {
                                                    m.header.sender, " has ", m.values.size(),
                                                    " elements, expected ", config_.vector_length));
   }
-  return HandleMaskedInput(m.header, [&](size_t offset, absl::Span<uint64_t> out) {
-    std::copy_n(m.values.begin() + offset, out.size(), out.begin());
-    return absl::OkStatus();
-  });
+  // Whole in memory: checked, then added in one pass.
+  const uint64_t ring = secagg_internal::RingMask(config_.ring_bits);
+  uint64_t outside = 0;
+  for (uint64_t v : m.values) outside |= v & ~ring;
+  if (outside != 0) return absl::InvalidArgumentError("secagg server: element outside the ring");
+  sum_.Add(0, m.values);
+  clients_[m.header.sender].masked = true;
+  return absl::OkStatus();
 }
 
 absl::Status SecAggServer::HandleMaskedInput(const SecAggHeader& h, const MaskedInputReader& read) {
