@@ -60,7 +60,7 @@ std::array<uint8_t, 32> Fresh() {
 }
 
 // The round's input, encoded in the ring, from the round start (SecAggRoundStart).
-using Encoder = std::function<absl::StatusOr<std::vector<uint64_t>>(const SecAggRoundStart&)>;
+using Encoder = std::function<absl::StatusOr<RingVector>(const SecAggRoundStart&)>;
 
 // The four stages for one input. `clients` (a region's; nullopt for a client) and `rejected` go
 // in the clear with the masked input.
@@ -114,10 +114,10 @@ absl::StatusOr<int64_t> RunStages(v1::FederationService::StubInterface* stub,
   if (!del.delivery) return absl::InvalidArgumentError("secagg: no share delivery");
   SEXTANT_RETURN_IF_ERROR(client.HandleShareDelivery(*del.delivery));
   {  // The O(d) buffer lives only until the masked input is sent.
-    SEXTANT_ASSIGN_OR_RETURN(std::vector<uint64_t> encoded, encode(start));
-    SEXTANT_ASSIGN_OR_RETURN(SecAggMaskedInput masked, client.MaskInput(std::move(encoded)));
-    SEXTANT_ASSIGN_OR_RETURN(n, SubmitMaskedInput(stub, masked, o.client_id, start.config.ring_bits,
-                                                  metrics, o.chunk_elements, clients, rejected));
+    SEXTANT_ASSIGN_OR_RETURN(RingVector input, encode(start));
+    SEXTANT_ASSIGN_OR_RETURN(SecAggHeader header, client.MaskInput(&input));
+    SEXTANT_ASSIGN_OR_RETURN(n, SubmitMaskedInput(stub, header, input, o.client_id, metrics,
+                                                  o.chunk_elements, clients, rejected));
     sent += n;
   }
 
@@ -163,7 +163,7 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
                                              const SecAggParticipantOptions& o, Clock* clock,
                                              absl::Span<const float> update, int64_t weight,
                                              const SenderMetrics& metrics) {
-  auto encode = [&](const SecAggRoundStart& start) -> absl::StatusOr<std::vector<uint64_t>> {
+  auto encode = [&](const SecAggRoundStart& start) -> absl::StatusOr<RingVector> {
     if (start.config.vector_length != update.size() + 1) {
       return absl::InvalidArgumentError(absl::StrCat("secagg: the round's vectors hold ",
                                                      start.config.vector_length,
@@ -179,7 +179,6 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
     SEXTANT_ASSIGN_OR_RETURN(
         SecureQuantizer quantizer,
         MakeQuantizer(start.quantization, start.config.num_clients, start.config.ring_bits));
-    std::vector<uint64_t> encoded(update.size() + 1);
     uint64_t rounding_seed = 0;
     randombytes_buf(&rounding_seed, sizeof(rounding_seed));
     if (o.noise_multiplier > 0 || start.update_scale != 1) {
@@ -194,12 +193,9 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
                                                      start.config.threshold);
         SEXTANT_RETURN_IF_ERROR(AddGaussianNoise(absl::MakeSpan(x), stddev, Fresh()));
       }
-      SEXTANT_RETURN_IF_ERROR(quantizer.Encode(x, weight, rounding_seed, absl::MakeSpan(encoded)));
-    } else {
-      SEXTANT_RETURN_IF_ERROR(
-          quantizer.Encode(update, weight, rounding_seed, absl::MakeSpan(encoded)));
+      return quantizer.Encode(x, weight, rounding_seed);
     }
-    return encoded;
+    return quantizer.Encode(update, weight, rounding_seed);
   };
   return RunStages(stub, o, clock, encode, metrics, std::nullopt, 0);
 }
@@ -207,7 +203,7 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
 absl::StatusOr<int64_t> RunSecAggRegionParticipant(v1::FederationService::StubInterface* stub,
                                                    const SecAggParticipantOptions& o, Clock* clock,
                                                    RegionSum region) {
-  auto encode = [&](const SecAggRoundStart& start) -> absl::StatusOr<std::vector<uint64_t>> {
+  auto encode = [&](const SecAggRoundStart& start) -> absl::StatusOr<RingVector> {
     if (start.config.vector_length != region.sum.size() ||
         start.config.ring_bits != region.sum.ring_bits()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -215,9 +211,7 @@ absl::StatusOr<int64_t> RunSecAggRegionParticipant(v1::FederationService::StubIn
           start.config.ring_bits, "-bit ring; this region's sum has ", region.sum.size(), " in a ",
           region.sum.ring_bits(), "-bit ring"));
     }
-    std::vector<uint64_t> words = region.sum.ToWords();
-    region.sum.Clear();
-    return words;
+    return std::move(region.sum);
   };
   return RunStages(stub, o, clock, encode, region.metrics, region.clients, region.rejected);
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "federation/update_codec.h"
@@ -330,17 +331,20 @@ absl::StatusOr<int64_t> SubmitSecAgg(v1::FederationService::StubInterface* stub,
   return static_cast<int64_t>(message.ByteSizeLong());
 }
 
-absl::StatusOr<int64_t> SubmitMaskedInput(v1::FederationService::StubInterface* stub,
-                                          const SecAggMaskedInput& input,
-                                          const std::string& client_id, int ring_bits,
-                                          const SenderMetrics& metrics, int64_t chunk_elements,
-                                          std::optional<int64_t> clients, int64_t rejected) {
+namespace {
+
+// SubmitMaskedInput of d elements, pack(offset, count) giving each chunk packed.
+absl::StatusOr<int64_t> SubmitPacked(v1::FederationService::StubInterface* stub,
+                                     const SecAggHeader& header, int64_t d,
+                                     const std::function<std::string(int64_t, int64_t)>& pack,
+                                     const std::string& client_id, const SenderMetrics& metrics,
+                                     int64_t chunk_elements, std::optional<int64_t> clients,
+                                     int64_t rejected) {
   grpc::ClientContext context;
   v1::SecAggReceipt receipt;
   auto writer = stub->SecAggSubmit(&context, &receipt);
   v1::SecAggMessage m;
-  SetHeader(&m, input.header, client_id);
-  const int64_t d = static_cast<int64_t>(input.values.size());
+  SetHeader(&m, header, client_id);
   // Whole bytes per chunk, so that each chunk packs on its own.
   chunk_elements = std::max<int64_t>(8, chunk_elements / 8 * 8);
   int64_t sent = 0;
@@ -349,7 +353,7 @@ absl::StatusOr<int64_t> SubmitMaskedInput(v1::FederationService::StubInterface* 
     v1::SecAggMaskedChunk* c = m.mutable_masked();
     c->set_offset(off);
     c->set_count(n);
-    c->set_packed(PackRingVector(absl::MakeConstSpan(input.values).subspan(off, n), ring_bits));
+    c->set_packed(pack(off, n));
     if (off == 0) {
       c->set_total_size(d);
       c->mutable_metrics()->set_train_loss(metrics.train_loss);
@@ -370,6 +374,35 @@ absl::StatusOr<int64_t> SubmitMaskedInput(v1::FederationService::StubInterface* 
   absl::Status s = FromGrpcStatus(writer->Finish());
   if (!s.ok()) return s;
   return sent;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> SubmitMaskedInput(v1::FederationService::StubInterface* stub,
+                                          const SecAggMaskedInput& input,
+                                          const std::string& client_id, int ring_bits,
+                                          const SenderMetrics& metrics, int64_t chunk_elements,
+                                          std::optional<int64_t> clients, int64_t rejected) {
+  auto pack = [&](int64_t off, int64_t n) {
+    return PackRingVector(absl::MakeConstSpan(input.values).subspan(off, n), ring_bits);
+  };
+  return SubmitPacked(stub, input.header, static_cast<int64_t>(input.values.size()), pack,
+                      client_id, metrics, chunk_elements, clients, rejected);
+}
+
+absl::StatusOr<int64_t> SubmitMaskedInput(v1::FederationService::StubInterface* stub,
+                                          const SecAggHeader& header, const RingVector& values,
+                                          const std::string& client_id,
+                                          const SenderMetrics& metrics, int64_t chunk_elements,
+                                          std::optional<int64_t> clients, int64_t rejected) {
+  std::vector<uint64_t> words;
+  auto pack = [&](int64_t off, int64_t n) {
+    words.resize(static_cast<size_t>(n));
+    values.Read(static_cast<size_t>(off), absl::MakeSpan(words));
+    return PackRingVector(words, values.ring_bits());
+  };
+  return SubmitPacked(stub, header, static_cast<int64_t>(values.size()), pack, client_id, metrics,
+                      chunk_elements, clients, rejected);
 }
 
 }  // namespace sextant

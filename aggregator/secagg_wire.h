@@ -72,6 +72,14 @@ absl::StatusOr<int64_t> SubmitMaskedInput(v1::FederationService::StubInterface* 
                                           int64_t chunk_elements = kDefaultSecAggChunkElements,
                                           std::optional<int64_t> clients = std::nullopt,
                                           int64_t rejected = 0);
+// The same for a masked input held in a RingVector (its ring is the round's).
+absl::StatusOr<int64_t> SubmitMaskedInput(v1::FederationService::StubInterface* stub,
+                                          const SecAggHeader& header, const RingVector& values,
+                                          const std::string& client_id,
+                                          const SenderMetrics& metrics,
+                                          int64_t chunk_elements = kDefaultSecAggChunkElements,
+                                          std::optional<int64_t> clients = std::nullopt,
+                                          int64_t rejected = 0);
 
 }  // namespace sextant
 

@@ -118,6 +118,15 @@ void RingVector::Add(size_t offset, absl::Span<const uint64_t> values, bool subt
   });
 }
 
+void RingVector::Write(size_t offset, absl::Span<const uint64_t> values) {
+  const size_t end = offset + values.size();
+  Modify(offset, end, [&](size_t first, absl::Span<uint64_t> block) {
+    const size_t lo = std::max(first, offset), hi = std::min(first + block.size(), end);
+    std::copy(values.begin() + (lo - offset), values.begin() + (hi - offset),
+              block.begin() + (lo - first));
+  });
+}
+
 void RingVector::AddMasks(absl::Span<const secagg_internal::MaskTerm> terms) {
   Modify(0, size_, [&](size_t first, absl::Span<uint64_t> block) {
     secagg_internal::AddMasks(terms, ring_bits_, block, first);

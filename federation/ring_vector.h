@@ -45,6 +45,9 @@ class RingVector {
   // Adds values (subtract: subtracts them) to elements [offset, offset + values.size()) mod
   // 2^ring_bits (the range must lie inside). Values need not be reduced.
   void Add(size_t offset, absl::Span<const uint64_t> values, bool subtract = false);
+  // Sets elements [offset, offset + values.size()) to values mod 2^ring_bits (the range must lie
+  // inside).
+  void Write(size_t offset, absl::Span<const uint64_t> values);
   // Adds every term's PRG mask (secagg_internal::AddMasks) to the whole vector.
   void AddMasks(absl::Span<const secagg_internal::MaskTerm> terms);
   // Gives the memory of elements [offset, offset + count) back to the system (clamped to the

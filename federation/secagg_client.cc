@@ -208,6 +208,18 @@ absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(absl::Span<const uint6
   return MaskInput(std::move(buffer));
 }
 
+absl::StatusOr<std::vector<secagg_internal::MaskTerm>> SecAggClient::MaskTerms() const {
+  std::vector<secagg_internal::MaskTerm> masks = {{self_seed_, false}};
+  const std::string context = secagg_internal::MaskContext(config_);
+  for (int32_t v : mask_peers_) {
+    absl::StatusOr<Key32> seed =
+        secagg_internal::AgreeKey(masking_sk_, masking_pk_, directory_.at(v).masking_key, context);
+    if (!seed.ok()) return seed.status();
+    masks.push_back({*seed, /*subtract=*/id_ > v});
+  }
+  return masks;
+}
+
 absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(std::vector<uint64_t>&& input) {
   if (state_ != State::kReadyToMask) {
     return absl::FailedPreconditionError("secagg: MaskInput before the share delivery, or twice");
@@ -220,21 +232,31 @@ absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(std::vector<uint64_t>&
   for (uint64_t v : input) {
     if (v & ~ring) return absl::InvalidArgumentError("secagg: input element outside the ring");
   }
+  absl::StatusOr<std::vector<secagg_internal::MaskTerm>> masks = MaskTerms();
+  if (!masks.ok()) return masks.status();
   SecAggMaskedInput out;
   out.header = Header(SecAggStage::kMaskedInput);
   out.values = std::move(input);
-  std::vector<secagg_internal::MaskTerm> masks = {{self_seed_, false}};
-  const std::string context = secagg_internal::MaskContext(config_);
-  for (int32_t v : mask_peers_) {
-    absl::StatusOr<Key32> seed =
-        secagg_internal::AgreeKey(masking_sk_, masking_pk_, directory_.at(v).masking_key, context);
-    if (!seed.ok()) return seed.status();
-    masks.push_back({*seed, /*subtract=*/id_ > v});
-  }
-  secagg_internal::AddMasks(masks, config_.ring_bits, absl::MakeSpan(out.values));
+  secagg_internal::AddMasks(*masks, config_.ring_bits, absl::MakeSpan(out.values));
   for (uint64_t& v : out.values) v &= ring;
   state_ = State::kAwaitUnmask;
   return out;
+}
+
+absl::StatusOr<SecAggHeader> SecAggClient::MaskInput(RingVector* input) {
+  if (state_ != State::kReadyToMask) {
+    return absl::FailedPreconditionError("secagg: MaskInput before the share delivery, or twice");
+  }
+  if (input->size() != config_.vector_length || input->ring_bits() != config_.ring_bits) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "secagg: input has ", input->size(), " elements in a ", input->ring_bits(),
+        "-bit ring, expected ", config_.vector_length, " in a ", config_.ring_bits, "-bit ring"));
+  }
+  absl::StatusOr<std::vector<secagg_internal::MaskTerm>> masks = MaskTerms();
+  if (!masks.ok()) return masks.status();
+  input->AddMasks(*masks);
+  state_ = State::kAwaitUnmask;
+  return Header(SecAggStage::kMaskedInput);
 }
 
 absl::StatusOr<SecAggUnmaskResponse> SecAggClient::HandleUnmaskRequest(

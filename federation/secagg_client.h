@@ -62,6 +62,10 @@ class SecAggClient {
                                               std::vector<uint64_t> buffer = {});
   // The same, masking `input` in place (no copy of the O(d) vector).
   absl::StatusOr<SecAggMaskedInput> MaskInput(std::vector<uint64_t>&& input);
+  // The same, masking a RingVector in place a block at a time (a large input then never takes
+  // 64-bit words whole): returns the masked input's header, the values being *input's.
+  // InvalidArgument also for a vector in another ring.
+  absl::StatusOr<SecAggHeader> MaskInput(RingVector* input);
 
   // Stage 3: reveals the self-mask seed share of each survivor and the masking-key share of each
   // dropped peer. InvalidArgument when a client is in both lists, is not a peer whose shares this
@@ -74,6 +78,8 @@ class SecAggClient {
 
  private:
   enum class State { kNew, kAwaitDirectory, kAwaitDelivery, kReadyToMask, kAwaitUnmask, kDone };
+  // The masks of this client's input: its self mask and one per delivered peer.
+  absl::StatusOr<std::vector<secagg_internal::MaskTerm>> MaskTerms() const;
   struct HeldShares {
     secagg_internal::FieldShare masking_key;
     secagg_internal::FieldShare self_mask_seed;

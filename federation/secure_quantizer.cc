@@ -83,21 +83,53 @@ absl::Status SecureQuantizer::Encode(absl::Span<const float> x, int64_t weight, 
   }
   absl::StatusOr<std::vector<std::pair<size_t, double>>> ranges = Ranges(x.size());
   if (!ranges.ok()) return ranges.status();
+  if (absl::Status s = EncodeRange(x, weight, seed, 0, *ranges, out.first(x.size())); !s.ok()) {
+    return s;
+  }
+  out[x.size()] = static_cast<uint64_t>(weight) & RingMask(ring_bits_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RingVector> SecureQuantizer::Encode(absl::Span<const float> x, int64_t weight,
+                                                   uint64_t seed) const {
+  if (weight < 1 || weight > options_.max_weight) {
+    return absl::InvalidArgumentError(absl::StrCat("secure quantizer: weight ", weight,
+                                                   " outside [1, ", options_.max_weight, "]"));
+  }
+  absl::StatusOr<std::vector<std::pair<size_t, double>>> ranges = Ranges(x.size());
+  if (!ranges.ok()) return ranges.status();
+  RingVector out(ring_bits_, x.size() + 1);
+  std::vector<uint64_t> block(std::min(x.size() + 1, size_t{1} << 16));
+  for (size_t at = 0; at < x.size(); at += block.size()) {
+    const absl::Span<uint64_t> part =
+        absl::MakeSpan(block).first(std::min(block.size(), x.size() - at));
+    if (absl::Status s = EncodeRange(x, weight, seed, at, *ranges, part); !s.ok()) return s;
+    out.Write(at, part);
+  }
+  const uint64_t w = static_cast<uint64_t>(weight) & RingMask(ring_bits_);
+  out.Write(x.size(), absl::MakeConstSpan(&w, 1));
+  return out;
+}
+
+absl::Status SecureQuantizer::EncodeRange(absl::Span<const float> x, int64_t weight, uint64_t seed,
+                                          size_t begin,
+                                          const std::vector<std::pair<size_t, double>>& ranges,
+                                          absl::Span<uint64_t> out) const {
   const double lmax = static_cast<double>(levels_);
   const uint64_t ring = RingMask(ring_bits_);
-  uint64_t state = seed;
+  uint64_t state = seed + begin * 0x9E3779B97F4A7C15ull;  // SplitMix64's state before element begin
   size_t range = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
+  for (size_t j = 0; j < out.size(); ++j) {
+    const size_t i = begin + j;
     if (std::isnan(x[i])) return absl::InvalidArgumentError("secure quantizer: NaN in update");
-    while (i >= (*ranges)[range].first) ++range;
-    const double scale = lmax / (*ranges)[range].second;
+    while (i >= ranges[range].first) ++range;
+    const double scale = lmax / ranges[range].second;
     const double v = std::clamp(static_cast<double>(x[i]) * scale, -lmax, lmax);
     const double lo = std::floor(v);
     const double u = static_cast<double>(SplitMix64(state) >> 11) * 0x1.0p-53;
     const int64_t q = static_cast<int64_t>(lo) + (u < v - lo ? 1 : 0);
-    out[i] = static_cast<uint64_t>(q * weight) & ring;
+    out[j] = static_cast<uint64_t>(q * weight) & ring;
   }
-  out[x.size()] = static_cast<uint64_t>(weight) & ring;
   return absl::OkStatus();
 }
 

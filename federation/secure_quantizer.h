@@ -65,6 +65,10 @@ class SecureQuantizer {
   // x.size(), a weight outside [1, max_weight] or a NaN in x (+-Inf are clipped).
   absl::Status Encode(absl::Span<const float> x, int64_t weight, uint64_t seed,
                       absl::Span<uint64_t> out) const;
+  // The same encoding into a RingVector in this quantizer's ring (x.size() + 1 elements, packed
+  // at ring_bits each), written a block at a time: the 64-bit words are never whole in memory.
+  // Errors as Encode.
+  absl::StatusOr<RingVector> Encode(absl::Span<const float> x, int64_t weight, uint64_t seed) const;
 
   // Decodes a sum of encodings (mean.size() + 1 elements) into the weighted mean and returns the
   // total weight. FailedPrecondition when the total weight is 0; InvalidArgument for a wrong size
@@ -88,6 +92,11 @@ class SecureQuantizer {
   // when the segments do not sum to n.
   absl::StatusOr<std::vector<std::pair<size_t, double>>> Ranges(size_t n) const;
   absl::Status CheckSum(const RingVector& sum, size_t mean_size) const;
+  // Encodes x[begin, begin + out.size()) into out, as Encode does for those elements (the
+  // rounding stream is counter-based: element i's draw depends on seed and i alone).
+  absl::Status EncodeRange(absl::Span<const float> x, int64_t weight, uint64_t seed, size_t begin,
+                           const std::vector<std::pair<size_t, double>>& ranges,
+                           absl::Span<uint64_t> out) const;
   // Decodes a chunk at a time: read(offset, out) gives the sum's elements [offset, offset +
   // out.size()); done(offset, count), when given, follows each chunk decoded.
   absl::StatusOr<int64_t> Decode(uint64_t total, absl::Span<float> mean,

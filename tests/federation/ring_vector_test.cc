@@ -1,5 +1,6 @@
 #include "federation/ring_vector.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,6 +39,11 @@ TEST_P(RingVectorTest, AddsAndSubtractsModuloTheRing) {
   }
   v.Add(10, absl::MakeConstSpan(b).subspan(10, 500), /*subtract=*/true);
   EXPECT_EQ(v, RingVector::FromWords(bits, a));
+  // Write sets elements whatever they held.
+  v.Write(3, absl::MakeConstSpan(b).subspan(3, 20));
+  for (size_t i = 0; i < 30; ++i) {
+    ASSERT_EQ(v[i], (i >= 3 && i < 23 ? b[i] : a[i]) & Mask(bits)) << i;
+  }
   std::vector<uint64_t> part(7);
   v.Read(993, absl::MakeSpan(part));
   for (size_t j = 0; j < part.size(); ++j) EXPECT_EQ(part[j], a[993 + j] & Mask(bits));
@@ -124,6 +130,13 @@ TEST(RingVectorDecodeTest, ConsumingTheSumDecodesTheSameMeanAsReadingIt) {
   ASSERT_EQ(*q->ConsumeMean(std::move(sum), absl::MakeSpan(consumed)), 4);
   EXPECT_EQ(read, consumed);
   for (size_t i = 0; i < n; i += 997) EXPECT_NEAR(read[i], x[i], q->max_error()) << i;
+  // Encoded straight into a RingVector, block by block: the same elements as into 64-bit words.
+  absl::StatusOr<RingVector> direct = q->Encode(x, 4, 17);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  EXPECT_EQ(direct->ring_bits(), q->ring_bits());
+  EXPECT_EQ(direct->ToWords(), encoded);
+  x[n - 3] = std::nanf("");
+  EXPECT_EQ(q->Encode(x, 4, 17).status().code(), absl::StatusCode::kInvalidArgument);
   // A sum in another ring is refused, naming both.
   RingVector other = RingVector::FromWords(q->ring_bits() + 1, encoded);
   absl::StatusOr<int64_t> refused = q->DecodeMean(other, absl::MakeSpan(read));

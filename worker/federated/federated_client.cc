@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/secagg_participant.h"
+#include "common/mapped_floats.h"
 #include "common/status_macros.h"
 #include "federation/dp_noise.h"
 #include "worker/federated/command_trainer.h"
@@ -164,6 +165,9 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
     }
     if (slowdown > 1) clock->SleepFor((clock->Now() - training_start) * (slowdown - 1));
     for (size_t i = 0; i < local.size(); ++i) local[i] -= global[i];  // the update is a delta
+    // The global model is not read again before the next round's pull writes it whole: its
+    // memory goes back while the update is encoded and sent.
+    ReleasePages(global.data(), global.size() * sizeof(float));
     double weight = static_cast<double>(examples);
     if (o.job.dp_clip_norm > 0) {
       // Client-level DP: a bounded contribution (norm <= C, weight 1) per client.
