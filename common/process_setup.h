@@ -11,6 +11,11 @@ namespace sextant {
 // - GiveFreedMemoryBackPromptly (common/mapped_floats.h): a large model's message buffers go
 //   back to the system once freed (the orchestrator 1.9x -> 1.6x a 256 MB model, aggregators
 //   1.7-1.9x -> 1.4-1.6x; bench/federated/RESULTS.md).
+// - gRPC resolves names as the system does (GRPC_DNS_RESOLVER=native: getaddrinfo, so
+//   /etc/hosts first), unless the environment already chooses: its own resolver also asks the
+//   DNS servers for an IPv6 address a hosts file does not list, and where those servers cannot
+//   be reached (a region's network namespace) it waited for them to time out, so that regions
+//   joined 80 to 94 s late.
 void SetUpProcess();
 
 }  // namespace sextant
