@@ -16,6 +16,18 @@ namespace {
 constexpr size_t kBlock = 16 * secagg_internal::kMaskChunkElements;
 static_assert(kBlock % 8 == 0);
 
+// Rings of whole words are added in place, word by word: the sum's hot path when a client's
+// masked input arrives (a loop the compiler vectorises).
+template <typename Word>
+void AddWords(uint8_t* bytes, absl::Span<const uint64_t> values, bool subtract) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    Word w;
+    std::memcpy(&w, bytes + sizeof(Word) * i, sizeof(Word));
+    w = subtract ? w - static_cast<Word>(values[i]) : w + static_cast<Word>(values[i]);
+    std::memcpy(bytes + sizeof(Word) * i, &w, sizeof(Word));
+  }
+}
+
 }  // namespace
 
 RingVector::RingVector(int ring_bits, size_t size)
@@ -89,18 +101,6 @@ void RingVector::Modify(size_t begin, size_t end, Change change) {
     secagg_internal::UnpackBits(bytes, ring_bits_, block);
     change(at, block);
     secagg_internal::PackBits(block, ring_bits_, bytes);
-  }
-}
-
-// Rings of whole words are added in place, word by word: the sum's hot path when a client's
-// masked input arrives (a loop the compiler vectorises).
-template <typename Word>
-void AddWords(uint8_t* bytes, absl::Span<const uint64_t> values, bool subtract) {
-  for (size_t i = 0; i < values.size(); ++i) {
-    Word w;
-    std::memcpy(&w, bytes + sizeof(Word) * i, sizeof(Word));
-    w = subtract ? w - static_cast<Word>(values[i]) : w + static_cast<Word>(values[i]);
-    std::memcpy(bytes + sizeof(Word) * i, &w, sizeof(Word));
   }
 }
 
