@@ -43,12 +43,15 @@ MODES = {
 }
 
 
-def run_once(build, work, mode, seed, target, wall):
-    d = os.path.join(work, "%s-%d" % (mode, seed))
+def run_once(build, work, mode, seed, target, wall, secure=False):
+    d = os.path.join(work, "%s%s-%d" % ("secure-" if secure else "", mode, seed))
     os.makedirs(d, exist_ok=True)
     exp = os.path.join(d, "exp.yaml")
+    common = COMMON % {"seed": seed, "wall": wall}
+    if secure:
+        common = common.replace("secure_aggregation: false", "secure_aggregation: true")
     with open(exp, "w") as f:
-        f.write("name: bench-fl-%s\n" % mode + COMMON % {"seed": seed, "wall": wall} + MODES[mode])
+        f.write("name: bench-fl-%s\n" % mode + common + MODES[mode])
     run_dir = os.path.join(d, "run")
     subprocess.run(["rm", "-rf", run_dir], check=True)
     start = time.time()
@@ -65,7 +68,7 @@ def run_once(build, work, mode, seed, target, wall):
     updates = sum(r[3] for r in rows if hit[0] is None or r[0] <= hit[0])
     rejected = db.execute("SELECT SUM(rejected) FROM rounds WHERE region = ''").fetchone()[0]
     return {
-        "mode": mode, "seed": seed, "exit": p.returncode, "target": target,
+        "mode": mode, "secure": secure, "seed": seed, "exit": p.returncode, "target": target,
         "ready_after_s": ready - first if ready and first else None,
         "seconds_to_target": (hit[1] - (ready - first)) if hit[1] is not None and ready else None,
         "steps_to_target": hit[0], "updates_to_target": updates if hit[0] else None,
@@ -141,7 +144,8 @@ def main():
                     help="the update_compression table instead (sync, no stragglers)")
     ap.add_argument("--compression-rounds", type=int, default=20)
     ap.add_argument("--secure", action="store_true",
-                    help="with --compression: none and int8 under secure aggregation")
+                    help="none and int8 under secure aggregation (with --compression), or "
+                         "buffered against sync both under secure aggregation")
     a = ap.parse_args()
     if a.compression:
         compression_table(a)
@@ -150,7 +154,7 @@ def main():
     with open(a.raw, "a") as raw:
         for i in range(a.runs):
             for mode in ("sync", "buffered"):
-                r = run_once(a.build, a.work, mode, 1 + i, a.target, a.wall)
+                r = run_once(a.build, a.work, mode, 1 + i, a.target, a.wall, a.secure)
                 r["when"] = time.strftime("%Y-%m-%dT%H:%M:%S")
                 records.append(r)
                 raw.write(json.dumps(r) + "\n")
