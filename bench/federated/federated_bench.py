@@ -136,6 +136,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=1, help="runs use seeds from here on")
     ap.add_argument("--target", type=float, default=0.85)
     ap.add_argument("--wall", default="8m")
     ap.add_argument("--work", default="/tmp/sextant-bench-federated")
@@ -154,7 +155,7 @@ def main():
     with open(a.raw, "a") as raw:
         for i in range(a.runs):
             for mode in ("sync", "buffered"):
-                r = run_once(a.build, a.work, mode, 1 + i, a.target, a.wall, a.secure)
+                r = run_once(a.build, a.work, mode, a.first_seed + i, a.target, a.wall, a.secure)
                 r["when"] = time.strftime("%Y-%m-%dT%H:%M:%S")
                 records.append(r)
                 raw.write(json.dumps(r) + "\n")

@@ -2,7 +2,8 @@
 # Buffered asynchronous rounds (federation.mode: buffered) against synchronous FedAvg: wall time
 # to 0.85 validation accuracy with the built-in CNN, 2 regions x 5 clients on non-IID
 # Fashion-MNIST, 3 clients 5x slower; medians over 3 runs of each, alternated.
-# usage: bench/federated/run.sh BUILD_DIR [--runs N] [--target A] [--wall 8m] [--work DIR] [--secure]
+# usage: bench/federated/run.sh BUILD_DIR [--runs N] [--first-seed S] [--target A] [--wall 8m]
+#          [--work DIR] [--secure]
 #          (--secure: both modes under secure aggregation; each buffer one SecAgg instance)
 #        bench/federated/run.sh BUILD_DIR --compression [--compression-rounds 20]: the
 #          update_compression table (none, fp16, int8; synchronous, no stragglers)
