@@ -4,7 +4,7 @@ Sextant process's peak resident memory (VmHWM, sampled from /proc every 0.2 s) a
 per round, against the model's own size.
 
 usage: memory_bench.py BUILD_DIR [--megabytes 1024] [--rounds 2] [--work DIR] [--modes plain,secure]
-                        [--netns]
+                        [--netns] [--regions 3] [--clients 2]
 
 --netns (root, iproute2): every region in its own network namespace, the orchestrator in a
 fourth, each joined to the host by a veth pair and routed through it; the orchestrator listens
@@ -28,9 +28,9 @@ EXPERIMENT = """name: bench-fl-memory
 objective: {metric: train_loss, goal: minimize}
 budget: {max_wall_time: 40m}
 federation:
-  regions: [{name: r1, clients: 2}, {name: r2, clients: 2}, {name: r3, clients: 2}]
+  regions: [%(regions)s]
   rounds: %(rounds)d
-  min_clients: 6
+  min_clients: %(clients)d
   round_deadline: 1200s
   seed: 1
   data: own
@@ -149,6 +149,9 @@ def run_mode(a, model, secure):
     exp = os.path.join(d, "exp.yaml")
     with open(exp, "w") as f:
         f.write(EXPERIMENT % {"rounds": a.rounds, "model": model,
+                              "regions": ", ".join("{name: r%d, clients: %d}" % (i + 1, a.clients)
+                                                   for i in range(a.regions)),
+                              "clients": a.regions * a.clients,
                               "perturb": os.path.join(HERE, "perturb.py"),
                               "secure": "true" if secure else "false"})
     run_dir = os.path.join(d, "run")
@@ -170,6 +173,7 @@ def run_mode(a, model, secure):
     rounds = [b - a_ for a_, b in zip(times, times[1:])]
     return {"mode": "secure" if secure else "plaintext", "exit": p.returncode,
             "network": "namespaces" if a.netns else "loopback",
+            "regions": a.regions, "clients_per_region": a.clients,
             "wall_seconds": wall, "round_end_times": times, "round_seconds": rounds,
             "peak_rss_kb": peaks, "output_tail": out[-400:]}
 
@@ -183,6 +187,8 @@ def main():
     ap.add_argument("--modes", default="plain,secure")
     ap.add_argument("--raw", default=os.path.join(HERE, "..", "runs.jsonl"))
     ap.add_argument("--netns", action="store_true")
+    ap.add_argument("--regions", type=int, default=3, help="regions r1.. (--netns: at most 3)")
+    ap.add_argument("--clients", type=int, default=2, help="clients per region")
     a = ap.parse_args()
     a.build = os.path.abspath(a.build)
     os.makedirs(a.work, exist_ok=True)
