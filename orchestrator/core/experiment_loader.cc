@@ -482,6 +482,7 @@ class Loader {
   void LoadFederationOptions(const Section& s, v1::Federation* fed);
   void LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed);
   void LoadBufferedMode(const Section& s, v1::Federation* fed);
+  void CheckSecureRegions(const Section& s, const v1::Federation& fed);
   void LoadStragglers(const Field& f, v1::Federation* fed);
   void LoadDifferentialPrivacy(const Field& f, v1::Federation* fed);
   void LoadModel(const Field& f, v1::Federation* fed);
@@ -1621,6 +1622,7 @@ void Loader::LoadFederation(const Field& f) {
   LoadRobustAndCommandOptions(s, fed);
   if (const Field* dp = s.Find("dp")) LoadDifferentialPrivacy(*dp, fed);
   LoadBufferedMode(s, fed);
+  if (total > 0) CheckSecureRegions(s, *fed);
   if (const Field* st = s.Find("stragglers")) LoadStragglers(*st, fed);
   if (const Field* model = s.Find("model")) LoadModel(*model, fed);
   LoadData(s, fed, total);
@@ -1947,19 +1949,33 @@ void Loader::LoadBufferedMode(const Section& s, v1::Federation* fed) {
     const Field* x = s.Find("buffer_size");
     r_.ValueError(x ? *x : *mode,
                   absl::StrCat("secure buffered rounds need buffer_size >= 2 per region (",
-                               2 * fed->regions_size(), " here): each region's share of a buffer "
+                               2 * fed->regions_size(),
+                               " here): each region's share of a buffer "
                                "is one secure-aggregation instance of at least 2 clients"));
-  } else if (const auto small = std::find_if(
-                 fed->regions().begin(), fed->regions().end(),
-                 [](const v1::FederatedRegion& r) { return r.clients() < 2; });
-             fed->secure_aggregation() && small != fed->regions().end()) {
-    r_.ValueError(*mode, absl::StrCat("secure buffered rounds need at least 2 clients in every "
-                                      "region; region '", small->name(), "' has ",
-                                      small->clients()));
   } else if (fed->aggregation() != "fedavg") {
     r_.ValueError(*mode, "buffered rounds fold a weighted mean; use aggregation: fedavg");
   } else if (fed->has_dp()) {
     r_.ValueError(*mode, "buffered rounds do not account differential privacy yet; remove dp");
+  }
+}
+
+// Secure aggregation masks a region's sum among its clients: the sum of one client is that
+// client's update, which its aggregator would then see in the clear. Reported at the region's
+// clients (the loader has already checked that each region is a mapping with them).
+void Loader::CheckSecureRegions(const Section& s, const v1::Federation& fed) {
+  if (!fed.secure_aggregation()) return;
+  std::vector<Field> regions = r_.Elements(*s.Find("regions"));
+  for (size_t i = 0; i < regions.size() && i < static_cast<size_t>(fed.regions_size()); ++i) {
+    const v1::FederatedRegion& region = fed.regions(static_cast<int>(i));
+    if (region.clients() >= 2) continue;
+    const YAML::Node& value = regions[i].value;
+    const Field clients(Join(regions[i].path, "clients"), YAML::Node(), value["clients"]);
+    r_.ValueError(clients,
+                  absl::StrCat("secure aggregation needs at least 2 clients in every region; "
+                               "region '",
+                               region.name(), "' has ", region.clients(),
+                               ", whose sum would be its one client's update in the clear (add a "
+                               "client, or set secure_aggregation: false; it defaults to true)"));
   }
 }
 

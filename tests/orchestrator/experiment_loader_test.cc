@@ -800,6 +800,33 @@ federation:
                                      "secure_aggregation: true")));
 }
 
+// A region of one client would hand its aggregator that client's update as the region's sum.
+TEST(ExperimentLoaderTest, SecureAggregationNeedsTwoClientsInEveryRegion) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 1}, {name: west, clients: 2}, {name: north, clients: 1}]
+)"),
+              ElementsAre(AllOf(StartsWith("exp.yaml:5:35: federation.regions[0].clients: secure "
+                                           "aggregation needs at least 2 clients in every region; "
+                                           "region 'east' has 1"),
+                                HasSubstr("secure_aggregation: false")),
+                          StartsWith("exp.yaml:5:88: federation.regions[2].clients: secure "
+                                     "aggregation needs at least 2 clients in every region; "
+                                     "region 'north' has 1")));
+  LoadResult plain = Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 1}, {name: west, clients: 2}]
+  secure_aggregation: false
+)");
+  EXPECT_TRUE(plain.ok()) << plain.errors[0].ToString();
+}
+
 TEST(ExperimentLoaderTest, FederationUpdateCompressionIsNoneByDefaultAndOnlyInt8IsSecure) {
   LoadResult r = Load(R"(
 name: t
@@ -923,8 +950,9 @@ federation:
   mode: buffered
   buffer_size: 4
 )"),
-              ElementsAre(StartsWith("exp.yaml:6:9: federation.mode: secure buffered rounds need "
-                                     "at least 2 clients in every region; region 'west' has 1")));
+              ElementsAre(StartsWith("exp.yaml:5:61: federation.regions[1].clients: secure "
+                                     "aggregation needs at least 2 clients in every region; "
+                                     "region 'west' has 1")));
   EXPECT_THAT(Errors(R"(
 name: t
 objective: {metric: loss}
@@ -1343,16 +1371,16 @@ class OwnDataTest : public ModelFileTest {
   void SetUp() override {
     ModelFileTest::SetUp();
     PutModel("m.safetensors", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8);
-    for (const char* site : {"sites/east-0", "sites/east-1", "sites/west-0"}) {
+    for (const char* site : {"sites/east-0", "sites/east-1", "sites/west-0", "sites/west-1"}) {
       std::filesystem::create_directories(dir_ + "/" + site);
     }
   }
-  // The experiment: regions east (2 clients) and west (1), then `lines` (from line 6).
+  // The experiment: regions east and west (2 clients each), then `lines` (from line 6).
   LoadResult LoadLines(const std::string& lines) {
     const std::string path = dir_ + "/exp.yaml";
     std::ofstream(path) << "name: t\nobjective: {metric: loss}\ntrial: {builtin: {model: mlp}}\n"
                         << "federation:\n"
-                        << "  regions: [{name: east, clients: 2}, {name: west, clients: 1}]\n"
+                        << "  regions: [{name: east, clients: 2}, {name: west, clients: 2}]\n"
                         << lines;
     return LoadExperimentFile(path);
   }
@@ -1377,8 +1405,8 @@ TEST_F(OwnDataTest, FashionMnistIsTheDefaultAndOwnExpandsTheDataDirPerClient) {
   const v1::Federation& f = r.spec.federation();
   EXPECT_EQ(f.data(), "own");
   const std::string sites = std::filesystem::absolute(dir_ + "/sites").lexically_normal().string();
-  EXPECT_THAT(f.client_data_dirs(),
-              ElementsAre(sites + "/east-0", sites + "/east-1", sites + "/west-0"));
+  EXPECT_THAT(f.client_data_dirs(), ElementsAre(sites + "/east-0", sites + "/east-1",
+                                                sites + "/west-0", sites + "/west-1"));
   EXPECT_THAT(f.evaluate_command(), ElementsAre("python3", "eval.py"));
 }
 
