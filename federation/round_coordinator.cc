@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <thread>
 #include <utility>
 
@@ -171,17 +170,16 @@ absl::Status RoundCoordinator::Begin(const UpdateHeader& header, size_t total_si
     staging_.resize(options_.model_size);
     return absl::OkStatus();
   }
-  if (!staging_file_.is_open()) {
-    const std::string path = options_.staging_dir + "/staging.f32";
-    staging_path_ = path;
-    staging_file_.open(path, std::ios::in | std::ios::out | std::ios::binary | std::ios::trunc);
-    if (!staging_file_.is_open()) {
+  if (staging_file_.size() == 0) {
+    absl::StatusOr<StagingBuffer> file =
+        StagingBuffer::Create(options_.staging_dir, options_.model_size * sizeof(float));
+    if (!file.ok()) {
       staging_owner_.clear();
       gate_.Abandon(header.client_id);
-      return absl::UnavailableError(absl::StrCat("cannot open the staging file ", path));
+      return file.status();  // Unavailable, naming the folder and the system's reason
     }
+    staging_file_ = *std::move(file);
   }
-  staging_file_.clear();
   return absl::OkStatus();
 }
 
@@ -204,14 +202,14 @@ absl::Status RoundCoordinator::AddChunk(absl::string_view client_id, size_t offs
                                " values; expected offset ", staged_, " of ", options_.model_size)));
   }
   if (stages_in_file()) {
-    staging_file_.seekp(static_cast<std::streamoff>(staged_ * sizeof(float)));
-    staging_file_.write(reinterpret_cast<const char*>(values.data()),
-                        static_cast<std::streamsize>(values.size() * sizeof(float)));
-    if (!staging_file_) {
+    const absl::Status written = staging_file_.Write(
+        staged_ * sizeof(float), absl::MakeConstSpan(reinterpret_cast<const char*>(values.data()),
+                                                     values.size() * sizeof(float)));
+    if (!written.ok()) {
       gate_.Abandon(client_id);
-      staging_file_.clear();
-      return Drop(client_id, absl::UnavailableError(absl::StrCat(
-                                 "cannot write the staging file in ", options_.staging_dir)));
+      return Drop(client_id, absl::UnavailableError(absl::StrCat("cannot stage the update in ",
+                                                                 options_.staging_dir, ": ",
+                                                                 written.message())));
     }
   } else {
     std::copy(values.begin(), values.end(), staging_.begin() + staged_);
@@ -272,27 +270,14 @@ absl::Status RoundCoordinator::FoldStaged() {
   return absl::OkStatus();
 }
 
-RoundCoordinator::~RoundCoordinator() {
-  if (!staging_file_.is_open()) return;
-  staging_file_.close();
-  std::remove(staging_path_.c_str());
-}
-
 absl::Status RoundCoordinator::FoldStagedFile() {
   const size_t n = options_.model_size;
   file_chunk_.resize(std::min<size_t>(n, size_t{1} << 20));
   // Reads the staged floats [at, at + k) into file_chunk_.
   auto read = [&](size_t at, size_t k) -> absl::Status {
-    staging_file_.clear();
-    staging_file_.seekg(static_cast<std::streamoff>(at * sizeof(float)));
-    staging_file_.read(reinterpret_cast<char*>(file_chunk_.data()),
-                       static_cast<std::streamsize>(k * sizeof(float)));
-    if (!staging_file_) {
-      staging_file_.clear();
-      return absl::DataLossError(
-          absl::StrCat("cannot read the staging file in ", options_.staging_dir));
-    }
-    return absl::OkStatus();
+    return staging_file_.Read(
+        at * sizeof(float),
+        absl::MakeSpan(reinterpret_cast<char*>(file_chunk_.data()), k * sizeof(float)));
   };
   double scale = 1;
   if (options_.clip_norm > 0) {

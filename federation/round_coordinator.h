@@ -3,7 +3,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +12,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/clock.h"
+#include "common/staging_buffer.h"
 #include "federation/update_gate.h"
 #include "federation/weighted_average.h"
 
@@ -83,7 +83,8 @@ struct RoundCoordinatorOptions {
   // the rounding of a compressed update), so that one client moves the round's sum by at most
   // clip_norm, as the accountant assumes. Counted in clipped_updates(). Default 0: off.
   double clip_norm = 0;
-  // Large models: the update being received is staged in a file in staging_dir instead of
+  // Large models: the update being received is staged in an unlinked file in staging_dir
+  // (common/staging_buffer.h; nothing there bears a name) instead of
   // memory, and folded from it a chunk at a time (WeightedAverage::AddDampedRange), so that
   // memory is the mean plus O(chunk) instead of twice the model. Used when staging_dir is set
   // and model_size >= file_staging_from (default 2^26 floats, 256 MB). Not with a robust rule
@@ -128,8 +129,6 @@ class RoundCoordinator {
   static absl::StatusOr<RoundCoordinator> Create(RoundCoordinatorOptions options, Clock* clock);
   RoundCoordinator(RoundCoordinator&&) = default;
   RoundCoordinator& operator=(RoundCoordinator&&) = default;
-  // Removes the staging file, if it made one.
-  ~RoundCoordinator();
 
   // Opens `round` (above every earlier one) for the participants (non-empty) and starts a fresh
   // mean. Earlier rounds' updates become stale. InvalidArgument otherwise. Buffered: moves the
@@ -218,8 +217,7 @@ class RoundCoordinator {
   size_t staged_ = 0;
   double staging_factor_ = 1;  // buffered: the staleness damping of the update being received
   std::vector<float> staging_;
-  std::fstream staging_file_;  // stages_in_file(): opened by the first Begin
-  std::string staging_path_;
+  StagingBuffer staging_file_;  // stages_in_file(): an unlinked file made by the first Begin
   std::vector<float> file_chunk_;
   bool draining_ = false;  // buffered: Close's outcome is in use
   // Buffered: the staged update finished during a drain and is folded when it ends.

@@ -125,11 +125,29 @@ TEST(RoundCoordinatorTest, AFileStagedUpdateFoldsLikeAnInMemoryOne) {
         ++differ;
     }
     EXPECT_EQ(differ, 0u) << "clip " << clip;
-    EXPECT_TRUE(std::filesystem::exists(dir + "/staging.f32"));
+    // The staging file bears no name: nothing is left behind, whatever ends the process.
+    EXPECT_TRUE(std::filesystem::is_empty(dir));
   }
-  // Gone with the coordinator that made it.
-  EXPECT_FALSE(std::filesystem::exists(dir + "/staging.f32"));
   std::filesystem::remove_all(dir);
+}
+
+TEST(RoundCoordinatorTest, AStagingFolderThatCannotHoldAFileRefusesTheUpdateAndNamesIt) {
+  RoundCoordinatorOptions o;
+  o.experiment_id = "exp";
+  o.model_size = 4;
+  o.staging_dir = "/nonexistent/staging";
+  o.file_staging_from = 0;
+  FakeClock clock;
+  RoundCoordinator c = *RoundCoordinator::Create(o, &clock);
+  ASSERT_TRUE(c.OpenRound(1, {"a", "b"}).ok());
+  const absl::Status s = Send(c, "a", 1, {1, 1, 1, 1}, 1, 4);
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_THAT(std::string(s.message()), testing::HasSubstr("/nonexistent/staging"));
+  // The refused sender holds no slot: the next one is refused for the same reason, not
+  // because "a" is still being received.
+  const absl::Status next = Send(c, "b", 1, {2, 2, 2, 2}, 1, 4);
+  EXPECT_TRUE(absl::IsUnavailable(next)) << next;
+  EXPECT_THAT(std::string(next.message()), testing::HasSubstr("/nonexistent/staging"));
 }
 
 TEST(RoundCoordinatorTest, AnotherExperimentOrRoundIsAbortedCountedAndNeverAggregated) {
