@@ -159,6 +159,27 @@ grpc::Status ServeRound(FederationHub* hub, SenderGate& gate,
   return grpc::Status::OK;
 }
 
+grpc::Status FederationServiceImpl::Join(grpc::ServerContext* context,
+                                         const v1::JoinRequest* request, v1::JoinPlan* reply) {
+  const std::optional<PeerIdentity> caller = CallerIdentity(*context);
+  if (!caller) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "joining takes a certificate identity (sextant certs issue, --tls-dir)");
+  }
+  if (!join_) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this server starts its participants itself: none joins by hand");
+  }
+  if (!request->experiment_id().empty() && request->experiment_id() != hub_->experiment_id()) {
+    return grpc::Status(grpc::StatusCode::ABORTED, "another experiment is served here");
+  }
+  absl::StatusOr<v1::JoinPlan> plan = join_(*caller);
+  if (!plan.ok()) return ToGrpcStatus(plan.status());
+  *reply = *std::move(plan);
+  reply->set_experiment_id(hub_->experiment_id());
+  return grpc::Status::OK;
+}
+
 grpc::Status FederationServiceImpl::GetRound(grpc::ServerContext* context,
                                              const v1::RoundRequest* request,
                                              grpc::ServerWriter<v1::ModelChunk>* writer) {
@@ -484,6 +505,28 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
   if (!server || *port == 0)
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
   return server;
+}
+
+absl::StatusOr<v1::JoinPlan> JoinUpstream(v1::FederationService::StubInterface* stub,
+                                          const std::string& experiment_id, double wait_seconds) {
+  v1::JoinRequest request;
+  request.set_experiment_id(experiment_id);
+  v1::JoinPlan plan;
+  grpc::ClientContext context;
+  context.set_wait_for_ready(true);
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(static_cast<int64_t>(wait_seconds * 1000)));
+  if (grpc::Status s = stub->Join(&context, request, &plan); !s.ok()) return FromGrpcStatus(s);
+  size_t flag_bytes = 0;
+  for (const std::string& f : plan.flags()) flag_bytes += f.size();
+  if (plan.spec().size() > kMaxJoinSpecBytes || flag_bytes > kMaxJoinFlagBytes ||
+      plan.flags_size() % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the join plan has ", plan.flags_size(), " flag words of ", flag_bytes,
+        " bytes and an experiment of ", plan.spec().size(), " bytes (flags go in pairs, at most ",
+        kMaxJoinFlagBytes, " bytes; an experiment at most ", kMaxJoinSpecBytes, ")"));
+  }
+  return plan;
 }
 
 absl::StatusOr<RoundTask> PullRound(

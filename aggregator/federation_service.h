@@ -28,6 +28,14 @@ inline constexpr size_t kMaxAttestationSignatureBytes = 256;
 // Floats per chunk by default: 1 MiB.
 inline constexpr int64_t kDefaultChunkFloats = (1 << 20) / sizeof(float);
 
+// Answers Join (participants started by hand): the plan for the caller's verified identity,
+// PermissionDenied for one it takes no part for, ResourceExhausted when no place is left.
+using JoinHandler = std::function<absl::StatusOr<v1::JoinPlan>(const PeerIdentity& caller)>;
+
+// The most bytes of an experiment a JoinPlan may carry, and of flags in all.
+inline constexpr size_t kMaxJoinSpecBytes = size_t{4} << 20;
+inline constexpr size_t kMaxJoinFlagBytes = 64 << 10;
+
 // Thin adapter: takes the caller's identity from its verified certificate (IdentityOf), has
 // the SenderGate check every sender id and claim against it, converts messages, calls the hub
 // and converts the status back. Thread-safe (gRPC's sync server calls it from several threads).
@@ -44,6 +52,11 @@ class FederationServiceImpl final : public v1::FederationService::Service {
         secagg_(secagg),
         gate_(gate != nullptr ? gate : &own_gate_) {}
 
+  // Join answers through `join` (set before serving; without one, FAILED_PRECONDITION).
+  void SetJoinHandler(JoinHandler join) { join_ = std::move(join); }
+
+  grpc::Status Join(grpc::ServerContext* context, const v1::JoinRequest* request,
+                    v1::JoinPlan* reply) override;
   grpc::Status GetRound(grpc::ServerContext* context, const v1::RoundRequest* request,
                         grpc::ServerWriter<v1::ModelChunk>* writer) override;
   grpc::Status PushUpdate(grpc::ServerContext* context, grpc::ServerReader<v1::ModelChunk>* reader,
@@ -66,6 +79,7 @@ class FederationServiceImpl final : public v1::FederationService::Service {
   SecAggHub* secagg_;
   SenderGate own_gate_;
   SenderGate* gate_;
+  JoinHandler join_;
 };
 
 // GetRound's logic over any transport: the gate checks request.client_id against caller
@@ -102,6 +116,12 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
     const std::string& listen, grpc::Service* service, int* port,
     std::shared_ptr<grpc::ServerCredentials> credentials = nullptr,
     grpc::ResourceQuota* quota = nullptr);
+
+// Asks upstream what to run with (a participant started by hand): the plan, checked against
+// the bounds above (InvalidArgument past them), or the server's status. Waits up to
+// wait_seconds for a server that is not up yet.
+absl::StatusOr<v1::JoinPlan> JoinUpstream(v1::FederationService::StubInterface* stub,
+                                          const std::string& experiment_id, double wait_seconds);
 
 // Receives the next round's task and model. sink(offset, values) is called for each chunk in
 // order (it may write them anywhere; nothing else holds the model). kWait and kDone carry no

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "aggregator/client_roster.h"
 #include "aggregator/secagg_participant.h"
 #include "aggregator/tier.h"
 #include "common/mapped_floats.h"
@@ -59,6 +60,36 @@ class ModelFile {
 
 uint64_t ClientSeed(uint64_t round_seed, const std::string& client) {
   return round_seed ^ (std::hash<std::string>()(client) * 0x9E3779B97F4A7C15ULL);
+}
+
+// Rounds sample the region's clients by place; with clients started by hand each place goes
+// to the client that holds it (ClientRoster).
+void ToHolders(const ClientRoster* roster, RoundTask* task) {
+  if (roster == nullptr) return;
+  for (std::string& p : task->participants) p = roster->Holder(p);
+}
+
+// A client's plan (FederationService.Join): its place, name and the experiment. Only a client
+// certificate of this region is given one.
+absl::StatusOr<v1::JoinPlan> ClientPlan(const RegionalAggregatorOptions& o, ClientRoster& roster,
+                                        const PeerIdentity& caller) {
+  if (caller.role != Role::kClient || caller.region != o.region) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("only client certificates of region ", o.region, " join here"));
+  }
+  SEXTANT_ASSIGN_OR_RETURN(int64_t place, roster.Join(caller.name));
+  v1::JoinPlan plan;
+  for (const std::string& f :
+       {std::string("--region"), o.region, std::string("--index"), absl::StrCat(place),
+        std::string("--name"), caller.name, std::string("--experiment-id"), o.experiment_id}) {
+    plan.add_flags(f);
+  }
+  plan.set_spec(o.client_spec);
+  if (o.log) {
+    *o.log << "client " << o.region << "/" << caller.name << " joined at place " << place << "\n"
+           << std::flush;
+  }
+  return plan;
 }
 
 // Each of the region's participants' task in the round upstream gave this region: the model's
@@ -214,8 +245,8 @@ absl::StatusOr<std::optional<RoundOutcome>> SecureBuffer(const RegionalAggregato
 // buffers it asks upstream for a newer version (short polls), which it publishes to its clients
 // without cutting off their updates in flight.
 absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
-                            v1::FederationService::StubInterface* stub, Clock* clock,
-                            const std::atomic<bool>* stop) {
+                            v1::FederationService::StubInterface* stub, const ClientRoster* roster,
+                            Clock* clock, const std::atomic<bool>* stop) {
   FederationHub& hub = tier.hub();
   int64_t version = -1;
   std::string previous_file;
@@ -300,6 +331,7 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
     if (!task.ok()) return task.status();
     if (task->kind == RoundTask::Kind::kDone) return absl::OkStatus();
     if (task->kind == RoundTask::Kind::kWait || task->participants.empty()) continue;
+    ToHolders(roster, &*task);
     const std::string file = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
     std::filesystem::rename(incoming, file);
     SEXTANT_RETURN_IF_ERROR(
@@ -336,6 +368,16 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   // Masked inputs are assembled in files there, so that the aggregator holds only their sum.
   to.secagg.staging_dir = o.work_dir;
   if (o.hide_region_sum) to.secagg.ring_clients = o.ring_clients;
+  std::unique_ptr<ClientRoster> roster;
+  if (o.join_clients) {
+    std::filesystem::create_directories(o.work_dir);
+    SEXTANT_ASSIGN_OR_RETURN(roster,
+                             ClientRoster::Open(o.region, std::max<int64_t>(1, o.clients.size()),
+                                                absl::StrCat(o.work_dir, "/clients.txt")));
+    to.join = [&o, r = roster.get()](const PeerIdentity& caller) {
+      return ClientPlan(o, *r, caller);
+    };
+  }
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, Tier::Start(to, clock));
   FederationHub& hub = tier->hub();
   LazyFloats secure_mean;
@@ -358,10 +400,20 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     // Upstream may have opened round 1 already; it starts that round's deadline once every
     // region has asked for it, so this region asks only once its clients are up.
     const absl::Time start = clock->Now();
+    const absl::Time until = start + absl::Seconds(o.startup_wait_seconds);
+    // Clients started by hand join first: wait for every place to be taken.
+    while (roster && roster->held() < static_cast<int64_t>(o.clients.size()) &&
+           clock->Now() < until && !Stopped(stop)) {
+      clock->SleepFor(absl::Milliseconds(200));
+    }
+    std::vector<std::string> ids = o.clients;
+    if (roster) {
+      for (std::string& id : ids) id = roster->Holder(id);
+    }
     std::vector<std::string> missing =
-        tier->AwaitContact(o.clients, absl::Seconds(o.startup_wait_seconds),
+        tier->AwaitContact(ids, std::max(absl::ZeroDuration(), until - clock->Now()),
                            [&] { return StopStatus(stop); })
-            .value_or(o.clients);
+            .value_or(ids);
     if (o.log) {
       *o.log << "clients_connected=" << o.clients.size() - missing.size() << "/" << o.clients.size()
              << " after=" << absl::ToDoubleSeconds(clock->Now() - start) << "s";
@@ -373,7 +425,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   std::string previous_file;
   absl::Time unreachable_since = absl::InfiniteFuture();
   absl::Status result;
-  if (o.buffer.enabled) result = BufferedRegion(o, *tier, stub.get(), clock, stop);
+  if (o.buffer.enabled) result = BufferedRegion(o, *tier, stub.get(), roster.get(), clock, stop);
   while (!o.buffer.enabled && !Stopped(stop)) {
     // Round r's model goes to a file named after r; the previous one is removed once replaced.
     std::string file;
@@ -400,6 +452,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     }
     if (task->kind == RoundTask::Kind::kDone) break;
     if (task->kind == RoundTask::Kind::kWait) continue;
+    ToHolders(roster.get(), &*task);
     file = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
     std::filesystem::rename(absl::StrCat(o.work_dir, "/incoming.f32"), file);
     std::map<std::string, RoundTask> tasks = ClientTasks(*task);
@@ -480,6 +533,9 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
       outcome = hub.Close(&senders);
       if (!outcome.ok()) continue;
       client_seconds = ClientTimings(task->participants, senders, length);
+    }
+    if (roster) {  // upstream knows the region's clients by place
+      for (auto& [id, seconds] : client_seconds) id = roster->PlaceOf(id);
     }
     PushHeader header{o.experiment_id, task->round,      o.region,         outcome->total_weight,
                       outcome->count,  outcome->metrics, outcome->rejected, std::move(client_seconds)};

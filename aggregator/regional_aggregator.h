@@ -55,6 +55,13 @@ struct RegionalAggregatorOptions {
   // wait.
   std::vector<std::string> clients;
   double startup_wait_seconds = 120;  // Default 120.
+  // Clients started by hand (`sextant-worker --role client --join`): each asks here what to run
+  // with (FederationService.Join, by its client certificate of this region) and is given its
+  // place among `clients` (ClientRoster, kept in work_dir/clients.txt), which it then speaks as
+  // REGION/NAME of its certificate, and client_spec (a serialized ExperimentSpec). Rounds
+  // sample places; the aggregator gives each to its holder. Default off: the run starts them.
+  bool join_clients = false;
+  std::string client_spec;
   // The largest weight (example count) one client may declare (SenderGate). Default 0:
   // unbounded.
   double max_client_weight = 0;

@@ -29,6 +29,7 @@ absl::StatusOr<std::unique_ptr<Tier>> Tier::Start(TierOptions options, Clock* cl
   }
   tier->service_ = std::make_unique<FederationServiceImpl>(tier->hub_.get(), o.chunk_floats,
                                                            tier->secagg_.get(), &tier->gate_);
+  if (o.join) tier->service_->SetJoinHandler(o.join);
   grpc::ResourceQuota quota("sextant-tier");
   quota.SetMaxThreads(std::max(o.max_threads, 2));
   absl::StatusOr<std::unique_ptr<grpc::Server>> server =

@@ -42,6 +42,9 @@ struct TierOptions {
   // Most concurrent RPC threads the server runs (a grpc::ResourceQuota): a flood of callers
   // queues instead of exhausting the process. Default 256.
   int max_threads = 256;
+  // Participants started by hand ask here what to run with (FederationService.Join). Default
+  // none: the tier's owner starts them, and Join is FAILED_PRECONDITION.
+  JoinHandler join;
 };
 
 // Not thread-safe itself (its owner's loop calls it); the hubs it owns are, and serve the RPCs.

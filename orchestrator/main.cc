@@ -74,6 +74,12 @@ int Run(const Args& a, bool resume, Clock* clock) {
   if (a.flags.count("run-dir")) options.run_dir = a.flags.at("run-dir");
   if (a.flags.count("listen")) options.listen = a.flags.at("listen");
   if (a.flags.count("tls-dir")) options.tls_dir = a.flags.at("tls-dir");
+  options.external_participants = a.flags.count("external-participants") > 0;
+  if (options.external_participants && options.tls_dir.empty()) {
+    return UsageError(
+        "--external-participants needs --tls-dir: a participant started by hand is known by its "
+        "certificate (sextant certs issue DIR NAME --role aggregator|client --region R)");
+  }
   if (a.flags.count("workers") &&
       (!absl::SimpleAtoi(a.flags.at("workers"), &options.workers) || options.workers < 1)) {
     return UsageError("--workers must be a positive integer");
@@ -298,6 +304,9 @@ int main(int argc, char** argv) {
     valued(verb, "metrics-port",
            "serve the live report (/) and Prometheus /metrics on 127.0.0.1:PORT (0: any port)");
     valued(verb, "tls-dir", "serve TLS with the certificates of `sextant certs init DIR`");
+    boolean(verb, "external-participants",
+            "federated: aggregators and clients are started by hand on their hosts "
+            "(sextant-worker --join); needs --tls-dir");
     valued(verb, "max-cost", "replace budget.max_cost");
     valued(verb, "max-wall-time", "replace budget.max_wall_time (e.g. 90s, 2h)");
     valued(verb, "listen", "the worker service's address (default 127.0.0.1:0)");

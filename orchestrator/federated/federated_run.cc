@@ -414,7 +414,24 @@ class FederatedRun {
     o.secagg.staging_dir = fed_dir_;  // the regions' masked sums are assembled there
     // The session's TLS/mTLS and token rules, as for the worker service (search/search_run.cc).
     ServerSecurity& security = session_.security();
-    if (!session_.tls_dir().empty()) {
+    if (options_.external_participants) {
+      // Aggregators started by hand ask for their plans, each by its own region's certificate.
+      std::map<std::string, v1::JoinPlan> plans;
+      for (const auto& r : fed().regions()) {
+        v1::JoinPlan& plan = plans[r.name()];
+        for (const std::string& f : AggregatorFlags(r)) plan.add_flags(f);
+        plan.set_spec(spec_.SerializeAsString());
+      }
+      o.join = [plans =
+                    std::move(plans)](const PeerIdentity& caller) -> absl::StatusOr<v1::JoinPlan> {
+        auto it = plans.find(caller.region);
+        if (caller.role != Role::kAggregator || it == plans.end()) {
+          return absl::PermissionDeniedError(
+              "only an aggregator certificate of one of the run's regions joins here");
+        }
+        return it->second;
+      };
+    } else if (!session_.tls_dir().empty()) {
       if (absl::Status s = IssueParticipantCertificates(&security); !s.ok()) {
         return absl::InvalidArgumentError(s.message());
       }
@@ -575,6 +592,48 @@ class FederatedRun {
     return SecureQuantizer::RequiredRingBits(q.bits, TotalClients(fed()), q.max_weight);
   }
 
+  // The experiment's settings for region r's aggregator, as its flags: what the run gives the
+  // aggregators it starts and the plan one started by hand joins with.
+  std::vector<std::string> AggregatorFlags(const v1::FederatedRegion& r) const {
+    std::vector<std::string> argv = {"--region",
+                                     r.name(),
+                                     "--experiment-id",
+                                     experiment_id_,
+                                     "--model-size",
+                                     absl::StrCat(global_.size()),
+                                     "--clients",
+                                     absl::StrCat(r.clients()),
+                                     "--max-client-weight",
+                                     absl::StrCat(MaxClientWeight())};
+    // Robust rules run where client updates are in the clear: at the regional aggregators.
+    if (!fed().aggregation().empty() && fed().aggregation() != "fedavg") {
+      argv.insert(argv.end(), {"--aggregation", fed().aggregation(), "--trim-fraction",
+                               absl::StrCat(fed().trim_fraction()), "--byzantine",
+                               absl::StrCat(fed().byzantine_clients()), "--krum-selected",
+                               absl::StrCat(fed().krum_selected())});
+    }
+    if (fed().secure_aggregation()) {
+      const SecAggQuantization q = Quantization();
+      argv.insert(argv.end(), {"--secure-aggregation", "1", "--secagg-clip", absl::StrCat(q.clip),
+                               "--secagg-bits", absl::StrCat(q.bits), "--secagg-max-weight",
+                               absl::StrCat(q.max_weight), "--secagg-stage-timeout",
+                               absl::StrCat(StageTimeout())});
+      if (fed().hide_region_sums()) {
+        argv.insert(argv.end(), {"--hide-region-sum", "1", "--secagg-ring-clients",
+                                 absl::StrCat(TotalClients(fed()))});
+      }
+    }
+    // Central DP over plaintext updates: the aggregator enforces each client's bound itself.
+    if (DpClipNorm(fed()) > 0 && !fed().secure_aggregation()) {
+      argv.insert(argv.end(), {"--dp-clip-norm", absl::StrCat(DpClipNorm(fed()))});
+    }
+    if (buffered()) {
+      argv.insert(argv.end(), {"--max-staleness", absl::StrCat(fed().max_staleness()),
+                               "--staleness-weighting", fed().staleness_weighting()});
+    }
+    return argv;
+  }
+
   // One aggregator per region, then its clients once it serves (it writes its port to a file).
   absl::Status LaunchParticipants() {
     std::filesystem::create_directories(run_dir_->logs_dir());
@@ -587,52 +646,18 @@ class FederatedRun {
       std::vector<std::string> argv = {Bin(),
                                        "--role",
                                        "aggregator",
-                                       "--region",
-                                       r.name(),
                                        "--connect",
                                        target,
-                                       "--experiment-id",
-                                       experiment_id_,
-                                       "--model-size",
-                                       absl::StrCat(global_.size()),
                                        "--work-dir",
                                        absl::StrCat(fed_dir_, "/regions/", r.name()),
                                        "--port-file",
                                        port_file,
-                                       "--clients",
-                                       absl::StrCat(r.clients()),
                                        "--startup-wait",
                                        absl::StrCat(kStartupWaitSeconds),
-                                       "--max-client-weight",
-                                       absl::StrCat(MaxClientWeight()),
                                        "--exit-with-parent"};
       AddCredentials(&argv, r.name(), -1);
-      // Robust rules run where client updates are in the clear: at the regional aggregators.
-      if (!fed().aggregation().empty() && fed().aggregation() != "fedavg") {
-        argv.insert(argv.end(), {"--aggregation", fed().aggregation(), "--trim-fraction",
-                                 absl::StrCat(fed().trim_fraction()), "--byzantine",
-                                 absl::StrCat(fed().byzantine_clients()), "--krum-selected",
-                                 absl::StrCat(fed().krum_selected())});
-      }
-      if (fed().secure_aggregation()) {
-        const SecAggQuantization q = Quantization();
-        argv.insert(argv.end(), {"--secure-aggregation", "1", "--secagg-clip", absl::StrCat(q.clip),
-                                 "--secagg-bits", absl::StrCat(q.bits), "--secagg-max-weight",
-                                 absl::StrCat(q.max_weight), "--secagg-stage-timeout",
-                                 absl::StrCat(StageTimeout())});
-        if (fed().hide_region_sums()) {
-          argv.insert(argv.end(), {"--hide-region-sum", "1", "--secagg-ring-clients",
-                                   absl::StrCat(TotalClients(fed()))});
-        }
-      }
-      // Central DP over plaintext updates: the aggregator enforces each client's bound itself.
-      if (DpClipNorm(fed()) > 0 && !fed().secure_aggregation()) {
-        argv.insert(argv.end(), {"--dp-clip-norm", absl::StrCat(DpClipNorm(fed()))});
-      }
-      if (buffered()) {
-        argv.insert(argv.end(), {"--max-staleness", absl::StrCat(fed().max_staleness()),
-                                 "--staleness-weighting", fed().staleness_weighting()});
-      }
+      const std::vector<std::string> flags = AggregatorFlags(r);
+      argv.insert(argv.end(), flags.begin(), flags.end());
       Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
              absl::StrCat("aggregator ", r.name()));
     }
@@ -879,7 +904,11 @@ class FederatedRun {
     if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
     if (last_round_ < fed().rounds()) {
       SEXTANT_RETURN_IF_ERROR(PublishRound(last_round_ + 1));
-      SEXTANT_RETURN_IF_ERROR(LaunchParticipants());
+      if (options_.external_participants) {
+        AnnounceJoin();
+      } else {
+        SEXTANT_RETURN_IF_ERROR(LaunchParticipants());
+      }
       SEXTANT_RETURN_IF_ERROR(AwaitRegions());
     }
     for (int64_t round = last_round_ + 1; round <= fed().rounds(); ++round) {
@@ -914,6 +943,21 @@ class FederatedRun {
     return Finish();
   }
 
+  // Participants started by hand: says what to start where.
+  void AnnounceJoin() {
+    *env_.out << "sextant: waiting for the regions' aggregators and clients, started by hand "
+                 "with certificates of this CA (sextant certs issue --role aggregator|client "
+                 "--region R):\n";
+    for (const auto& r : fed().regions()) {
+      *env_.out << "  region " << r.name() << ": sextant-worker --role aggregator --join --connect "
+                << "THIS_HOST:" << tier_->port() << " --tls-dir DIR --tls-name NAME --listen "
+                << "ADDRESS:PORT --work-dir DIR; then " << r.clients()
+                << " x sextant-worker --role client --join --connect AGGREGATOR:PORT --tls-dir "
+                   "DIR --tls-name NAME\n";
+    }
+    *env_.out << std::flush;
+  }
+
   // Waits until every region's aggregator has asked for the round just published (it asks
   // once its clients are up, or after its own startup wait), then starts that round's deadline
   // afresh: a deadline that ran while the participants were starting would close the first
@@ -921,8 +965,12 @@ class FederatedRun {
   absl::Status AwaitRegions() {
     std::vector<std::string> regions;
     for (const auto& r : fed().regions()) regions.push_back(r.name());
-    absl::StatusOr<std::vector<std::string>> missing = tier_->AwaitContact(
-        regions, absl::Seconds(kStartupWaitSeconds + 60), [&] { return Interruption(); });
+    // Participants started by hand come when their hosts' people start them: no time limit.
+    const absl::Duration wait = options_.external_participants
+                                    ? absl::InfiniteDuration()
+                                    : absl::Seconds(kStartupWaitSeconds + 60);
+    absl::StatusOr<std::vector<std::string>> missing =
+        tier_->AwaitContact(regions, wait, [&] { return Interruption(); });
     if (!missing.ok()) return StoppedBy(missing.status());
     tier_->hub().RestartDeadline();
     (void)store_->AddEvent(

@@ -38,6 +38,11 @@ struct RunOptions {
   // A directory from `sextant certs init`: serve TLS with mTLS and per-role bearer tokens, and
   // give local workers the worker certificate and token. Default empty: plaintext, loopback.
   std::string tls_dir;
+  // Federated runs: the regional aggregators and clients are started by hand on their own hosts
+  // (`sextant-worker --role aggregator|client --join`, each with a certificate from `sextant
+  // certs issue`) instead of by the run; they ask the run what to run with. Needs tls_dir.
+  // Default false: the run starts them on this host.
+  bool external_participants = false;
   // Replace the experiment's budget.max_cost and budget.max_wall_time (a resume after
   // BUDGET_EXHAUSTED raises them; the new values are stored with the run). Default: keep.
   std::optional<double> max_cost;

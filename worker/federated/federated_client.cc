@@ -62,7 +62,8 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
                                               " parameters, its layout ", model_size));
     }
   }
-  const std::string id = ClientId(o.region, o.index);
+  const std::string id =
+      o.name.empty() ? ClientId(o.region, o.index) : absl::StrCat(o.region, "/", o.name);
   auto channel = grpc::CreateChannel(
       o.target, o.credentials ? o.credentials : grpc::InsecureChannelCredentials());
   auto stub = v1::FederationService::NewStub(channel);

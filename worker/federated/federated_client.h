@@ -19,7 +19,10 @@ struct FederatedClientOptions {
   std::string target;         // its region's aggregator, HOST:PORT. Required.
   std::string experiment_id;  // Required.
   std::string region;         // Required.
-  int index = 0;              // within the region (the client id is "<region>/<index>")
+  int index = 0;              // its place within the region
+  // The NAME of its id REGION/NAME: a client started by hand speaks as its certificate's name.
+  // Default empty: its index.
+  std::string name;
   int global_index = 0;       // over all regions (GlobalClientIndex): which partition it holds
   FederatedJob job;
   int threads = 1;          // CPU backend threads. Default 1.

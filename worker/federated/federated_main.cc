@@ -1,5 +1,6 @@
 #include "worker/federated/federated_main.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
+#include "aggregator/federation_service.h"
 #include "aggregator/regional_aggregator.h"
 #include "federation/secure_quantizer.h"
 #include "rpc/channel_credentials.h"
@@ -36,6 +38,7 @@ constexpr FlagHelp kFlags[] = {
      "but for an evaluator)"},
     {"--experiment-id", "the federation's id (required but for an evaluator)"},
     {"--index", "client: its index in its region"},
+    {"--name", "client: the NAME of its id REGION/NAME (default: its index)"},
     {"--spec", "client, evaluator: the experiment (a serialized ExperimentSpec)"},
     {"--threads", "client, evaluator: training threads"},
     {"--model-size", "aggregator: the model's floats (required)"},
@@ -89,6 +92,10 @@ int ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags)
   }
   bool exit_with_parent = false;  // acted on by main before the role starts
   app.add_flag("--exit-with-parent", exit_with_parent, "exit when the launching process dies");
+  bool join = false;
+  app.add_flag("--join", join,
+               "aggregator, client started by hand: ask --connect (the orchestrator, or the "
+               "region's aggregator) for the experiment's settings, by the --tls-dir certificate");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -101,12 +108,81 @@ int ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags)
   for (const auto& [name, option] : options) {
     if (option->count() > 0) (*flags)[name] = values[name];
   }
+  if (join) (*flags)["--join"] = "1";
   return -1;
 }
 
 // --tls-name, or the role's own certificate and token.
 std::string TlsName(std::map<std::string, std::string>& f, const std::string& role) {
   return f["--tls-name"].empty() ? role : f["--tls-name"];
+}
+
+// The flags a join plan may set for each role: the experiment's own, never where a participant
+// stores, listens, dials or what it presents.
+constexpr const char* kAggregatorPlanFlags[] = {"--region",
+                                                "--experiment-id",
+                                                "--model-size",
+                                                "--clients",
+                                                "--aggregation",
+                                                "--trim-fraction",
+                                                "--byzantine",
+                                                "--krum-selected",
+                                                "--secure-aggregation",
+                                                "--secagg-clip",
+                                                "--secagg-bits",
+                                                "--secagg-max-weight",
+                                                "--secagg-stage-timeout",
+                                                "--hide-region-sum",
+                                                "--secagg-ring-clients",
+                                                "--max-client-weight",
+                                                "--dp-clip-norm",
+                                                "--max-staleness",
+                                                "--staleness-weighting"};
+constexpr const char* kClientPlanFlags[] = {"--region", "--index", "--name", "--experiment-id"};
+
+// A participant started by hand (--join): asks --connect for its plan with its --tls-dir
+// certificate and takes the plan's flags into f. A flag given here too must agree. Returns an
+// exit code (-1 to go on); *plan receives the plan.
+int JoinByHand(std::map<std::string, std::string>& f, v1::JoinPlan* plan) {
+  const bool aggregator = f["--role"] == "aggregator";
+  if (f["--connect"].empty() || f["--tls-dir"].empty()) {
+    std::cerr << "sextant-worker: --join needs --connect HOST:PORT and --tls-dir DIR (a "
+                 "participant started by hand is known by its certificate)\n";
+    return 2;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      LoadChannelCredentials(f["--tls-dir"], TlsName(f, aggregator ? "aggregator" : "worker"));
+  if (!creds.ok()) {
+    std::cerr << "sextant-worker: --tls-dir: " << creds.status().message() << "\n";
+    return 2;
+  }
+  auto stub = v1::FederationService::NewStub(grpc::CreateChannel(f["--connect"], *creds));
+  std::cout << "joining " << f["--connect"] << "\n" << std::flush;
+  absl::StatusOr<v1::JoinPlan> joined = JoinUpstream(stub.get(), f["--experiment-id"], 300);
+  if (!joined.ok()) {
+    std::cerr << "sextant-worker: joining " << f["--connect"] << ": " << joined.status() << "\n";
+    return 1;
+  }
+  const absl::Span<const char* const> allowed = aggregator
+                                                    ? absl::MakeConstSpan(kAggregatorPlanFlags)
+                                                    : absl::MakeConstSpan(kClientPlanFlags);
+  for (int i = 0; i + 1 < joined->flags_size(); i += 2) {
+    const std::string& name = joined->flags(i);
+    const std::string& value = joined->flags(i + 1);
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+      std::cerr << "sextant-worker: the plan from " << f["--connect"] << " sets " << name
+                << ", which only this host may set\n";
+      return 1;
+    }
+    if (f.count(name) && f[name] != value) {
+      std::cerr << "sextant-worker: " << name << " " << f[name] << " given here, but "
+                << f["--connect"] << " says " << value << "\n";
+      return 2;
+    }
+    f[name] = value;
+  }
+  *plan = *std::move(joined);
+  return -1;
 }
 
 // With --tls-dir an aggregator dials upstream and serves its clients as the orchestrator does:
@@ -163,13 +239,22 @@ bool ReadSpec(std::map<std::string, std::string>& f, v1::ExperimentSpec* spec) {
   return true;
 }
 
-int RunClient(std::map<std::string, std::string>& f, Clock* clock, const std::atomic<bool>* stop) {
+int RunClient(std::map<std::string, std::string>& f, const v1::JoinPlan* plan, Clock* clock,
+              const std::atomic<bool>* stop) {
   v1::ExperimentSpec spec;
-  if (!ReadSpec(f, &spec)) return 2;
+  if (plan != nullptr) {
+    if (!spec.ParseFromString(plan->spec())) {
+      std::cerr << "sextant-worker: the experiment from " << f["--connect"] << " does not parse\n";
+      return 1;
+    }
+  } else if (!ReadSpec(f, &spec)) {
+    return 2;
+  }
   FederatedClientOptions o;
   o.target = f["--connect"];
   o.experiment_id = f["--experiment-id"];
   o.region = f["--region"];
+  o.name = f["--name"];
   if (!absl::SimpleAtoi(f["--index"], &o.index)) {
     std::cerr << "sextant-worker: --index takes an integer\n";
     return 2;
@@ -258,9 +343,13 @@ int RunEvaluatorRole(std::map<std::string, std::string>& f, Clock* clock,
   return 0;
 }
 
-int RunAggregator(std::map<std::string, std::string>& f, Clock* clock,
+int RunAggregator(std::map<std::string, std::string>& f, const v1::JoinPlan* plan, Clock* clock,
                   const std::atomic<bool>* stop) {
   RegionalAggregatorOptions o;
+  if (plan != nullptr) {  // its clients are started by hand too, and join here
+    o.join_clients = true;
+    o.client_spec = plan->spec();
+  }
   o.upstream = f["--connect"];
   o.experiment_id = f["--experiment-id"];
   o.region = f["--region"];
@@ -389,7 +478,7 @@ bool IsFederatedInvocation(int argc, char** argv) {
     }
     aggregator = aggregator || (a == "--role" && (v == "aggregator" || v == "evaluator"));
     client = client || (a == "--role" && v == "client");
-    spec = spec || a == "--spec";
+    spec = spec || a == "--spec" || a == "--join";
   }
   return aggregator || (client && spec);
 }
@@ -398,13 +487,20 @@ int RunFederatedMain(int argc, char** argv, Clock* clock, const std::atomic<bool
   std::map<std::string, std::string> f;
   if (int rc = ParseFlags(argc, argv, &f); rc >= 0) return rc;
   if (f["--role"] == "evaluator") return RunEvaluatorRole(f, clock, stop);
+  v1::JoinPlan plan;
+  const bool joined = f.count("--join") > 0;
+  if (joined) {
+    if (int rc = JoinByHand(f, &plan); rc >= 0) return rc;
+  }
   for (const char* required : {"--region", "--connect", "--experiment-id"}) {
     if (f[required].empty()) {
       std::cerr << "sextant-worker: " << required << " is required for a federated role\n";
       return 2;
     }
   }
-  return f["--role"] == "aggregator" ? RunAggregator(f, clock, stop) : RunClient(f, clock, stop);
+  const v1::JoinPlan* p = joined ? &plan : nullptr;
+  return f["--role"] == "aggregator" ? RunAggregator(f, p, clock, stop)
+                                     : RunClient(f, p, clock, stop);
 }
 
 }  // namespace sextant
