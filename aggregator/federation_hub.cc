@@ -79,6 +79,7 @@ absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experim
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
   while (true) {
     if (done_) {
+      if (contacted_.count(client_id) && heard_done_.insert(client_id).second) cv_.SignalAll();
       RoundTask done;
       done.kind = RoundTask::Kind::kDone;
       return done;
@@ -190,6 +191,16 @@ void FederationHub::Abandon(const std::string& client_id) {
   staging_.clear();
   coordinator_.Abandon(client_id);
   cv_.SignalAll();
+}
+
+bool FederationHub::WaitUntilAllHeardDone(absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  while (heard_done_.size() < contacted_.size()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    cv_.WaitWithTimeout(&mu_, Remaining(until));
+  }
+  return true;
 }
 
 std::vector<std::string> FederationHub::WaitForContact(const std::vector<std::string>& ids,

@@ -106,6 +106,10 @@ class FederationHub {
   // for a dead one. Returns those of `ids` that have not (empty when all have).
   std::vector<std::string> WaitForContact(const std::vector<std::string>& ids, absl::Duration wait)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits up to `wait` (on the real clock) until every participant that ever called
+  // WaitForRound has been answered kDone (after SetDone), so that none still asking finds the
+  // server gone. True when all have.
+  bool WaitUntilAllHeardDone(absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
   // The open round's deadline counts from now (RoundCoordinator::RestartDeadline).
   void RestartDeadline() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -144,6 +148,7 @@ class FederationHub {
   std::vector<SenderReport> senders_ ABSL_GUARDED_BY(mu_);
   // Every caller of WaitForRound so far (bounded).
   std::set<std::string> contacted_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> heard_done_ ABSL_GUARDED_BY(mu_);  // of contacted_
   const absl::Duration stall_timeout_;
   // The sender whose update is being staged; empty: none.
   std::string staging_ ABSL_GUARDED_BY(mu_);

@@ -550,7 +550,8 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     }
   }
   // Let clients waiting on GetRound see the end before the server goes.
-  tier->Shutdown(absl::Milliseconds(500));
+  // Clients started by hand may be slower to ask than ones this host started.
+  tier->Shutdown(o.join_clients ? absl::Seconds(10) : absl::Milliseconds(500));
   return result;
 }
 

@@ -63,7 +63,7 @@ absl::StatusOr<std::vector<std::string>> Tier::AwaitContact(
 void Tier::Shutdown(absl::Duration grace) {
   hub_->SetDone();
   if (secagg_) secagg_->SetDone();
-  clock_->SleepFor(grace);
+  hub_->WaitUntilAllHeardDone(grace);
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     server_.reset();

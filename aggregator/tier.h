@@ -76,8 +76,9 @@ class Tier {
       const std::vector<std::string>& ids, absl::Duration wait,
       const std::function<absl::Status()>& interrupt);
 
-  // Ends the experiment for every participant (kDone), lets waiting callers see it for `grace`
-  // (on the tier's clock), then stops the server.
+  // Ends the experiment for every participant (kDone), waits up to `grace` until every one that
+  // ever asked for a round has been told (FederationHub::WaitUntilAllHeardDone), then stops the
+  // server.
   void Shutdown(absl::Duration grace);
 
  private:

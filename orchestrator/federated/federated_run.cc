@@ -1135,7 +1135,11 @@ class FederatedRun {
         env_.clock->SleepFor(absl::Milliseconds(10));
       }
     }
-    if (tier_) tier_->Shutdown(absl::ZeroDuration());
+    // Aggregators started by hand are no children of this run: the server stays up until each
+    // has been told the run ended, so that none finds it gone mid-call.
+    if (tier_) {
+      tier_->Shutdown(options_.external_participants ? absl::Seconds(15) : absl::ZeroDuration());
+    }
   }
 
   struct Child {

@@ -43,6 +43,30 @@ class FederationServiceTest : public ::testing::Test {
   std::unique_ptr<v1::FederationService::Stub> stub_;
 };
 
+// Join answers by the caller's certificate identity only: none here (plaintext), and no
+// handler set, so no plan is given either way.
+TEST_F(FederationServiceTest, JoiningTakesACertificateIdentity) {
+  absl::StatusOr<v1::JoinPlan> plan = JoinUpstream(stub_.get(), "exp", 5);
+  EXPECT_TRUE(absl::IsPermissionDenied(plan.status())) << plan.status();
+  service_->SetJoinHandler([](const PeerIdentity&) { return v1::JoinPlan(); });
+  plan = JoinUpstream(stub_.get(), "exp", 5);
+  EXPECT_TRUE(absl::IsPermissionDenied(plan.status())) << plan.status();
+}
+
+// Every participant that asked for a round is told the run ended before the server goes.
+TEST_F(FederationServiceTest, AllThatAskedHearTheEnd) {
+  ASSERT_TRUE(hub_->WaitForRound("exp", "east", 1, absl::ZeroDuration()).ok());
+  ASSERT_TRUE(hub_->WaitForRound("exp", "west", 1, absl::ZeroDuration()).ok());
+  hub_->SetDone();
+  EXPECT_FALSE(hub_->WaitUntilAllHeardDone(absl::Milliseconds(50)));
+  EXPECT_EQ(hub_->WaitForRound("exp", "east", 1, absl::ZeroDuration())->kind,
+            RoundTask::Kind::kDone);
+  EXPECT_FALSE(hub_->WaitUntilAllHeardDone(absl::Milliseconds(50)));
+  std::thread west([&] { (void)hub_->WaitForRound("exp", "west", 1, absl::Seconds(5)); });
+  EXPECT_TRUE(hub_->WaitUntilAllHeardDone(absl::Seconds(5)));
+  west.join();
+}
+
 TEST_F(FederationServiceTest, RegionsRejectionsAndCountTravelWithTheirUpdate) {
   std::vector<float> update(kSize, 1.0f);
   PushHeader east{"exp", 1, "east", 30, 3, {}, /*rejected=*/2};

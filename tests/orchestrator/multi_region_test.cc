@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -411,6 +412,113 @@ federation:
   for (int i = 1; i <= kRegions; ++i) {
     const std::string agg = ReadFile(absl::StrCat(dir_, "/run/logs/aggregator-r", i, ".log"));
     EXPECT_EQ(agg.find("no namespace"), std::string::npos) << agg;
+  }
+}
+
+// The README's deployment with participants started by hand: every host gets a certificate of
+// its own from `sextant certs issue`, the orchestrator is run with --external-participants, and
+// each region's aggregator and clients are started in their region with `--join`, taking the
+// experiment from upstream by their certificates. Clients are named for their sites, not by
+// index: their aggregator gives each a place. A client certificate asking the orchestrator
+// for an aggregator's plan is refused.
+TEST_F(MultiRegionTest, FederatedRunWithParticipantsStartedByHandOnTheirHosts) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string certs = dir_ + "/certs";
+  auto init = RunProcess({kSextant, "certs", "init", certs, "--san", kOrchestratorName});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  const char* kSites[] = {"site-a", "site-b"};
+  for (int i = 1; i <= kRegions; ++i) {
+    const std::string region = absl::StrCat("r", i);
+    const std::string host = absl::StrCat("aggregator.", region, ".sextant.test");
+    // In the region, its aggregator's host name is its address there.
+    std::ofstream(absl::StrCat("/etc/netns/", regions_.Namespace(i), "/hosts"), std::ios::app)
+        << regions_.Inside(i) << " " << host << "\n";
+    auto agg = RunProcess({kSextant, "certs", "issue", certs, "agg-" + region, "--role",
+                           "aggregator", "--region", region, "--san", host, "--enroll"});
+    ASSERT_EQ(agg.exit_code, 0) << agg.err;
+    for (const char* site : kSites) {
+      auto client = RunProcess({kSextant, "certs", "issue", certs, absl::StrCat(site, "-", region),
+                                "--role", "client", "--region", region, "--enroll"});
+      ASSERT_EQ(client.exit_code, 0) << client.err;
+    }
+  }
+  WriteFile(dir_ + "/fed.yaml", R"(name: regions-fl-by-hand
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:
+  regions: [{name: r1, clients: 2}, {name: r2, clients: 2}, {name: r3, clients: 2}]
+  rounds: 3
+  local_lr: 0.05
+  min_clients: 6
+  round_deadline: 120s
+  seed: 4
+  examples_per_client: 800
+  validation_examples: 500
+  secure_aggregation: true
+  hide_region_sums: true
+)");
+  StartRelays(7002, "127.0.0.1", regions_.Path(0));
+  BackgroundProcess run(
+      regions_.In(0, {kSextant, "run", dir_ + "/fed.yaml", "--run-dir", dir_ + "/run", "--listen",
+                      "127.0.0.1:7002", "--tls-dir", certs, "--external-participants"}));
+  ASSERT_TRUE(run.WaitForOutput("started by hand", 60)) << run.out() << run.err();
+  const std::string upstream = absl::StrCat(kOrchestratorName, ":7002");
+
+  // A client's certificate is not an aggregator's: no plan, and nothing joins.
+  auto forged = RunProcess(
+      regions_.In(1, {kWorker, "--role", "aggregator", "--join", "--connect", upstream, "--tls-dir",
+                      certs, "--tls-name", "site-a-r1", "--work-dir", dir_ + "/forged"}),
+      60);
+  EXPECT_EQ(forged.exit_code, 1) << forged.out << forged.err;
+  EXPECT_NE(forged.err.find("PERMISSION_DENIED"), std::string::npos) << forged.err;
+
+  std::vector<std::unique_ptr<BackgroundProcess>> participants;
+  for (int i = 1; i <= kRegions; ++i) {
+    const std::string region = absl::StrCat("r", i);
+    participants.push_back(std::make_unique<BackgroundProcess>(regions_.In(
+        i, {kWorker, "--role", "aggregator", "--join", "--connect", upstream, "--tls-dir", certs,
+            "--tls-name", "agg-" + region, "--listen", absl::StrCat(regions_.Inside(i), ":7443"),
+            "--work-dir", absl::StrCat(dir_, "/agg-", region)})));
+    for (const char* site : kSites) {
+      participants.push_back(std::make_unique<BackgroundProcess>(regions_.In(
+          i, {kWorker, "--role", "client", "--join", "--connect",
+              absl::StrCat("aggregator.", region, ".sextant.test:7443"), "--tls-dir", certs,
+              "--tls-name", absl::StrCat(site, "-", region), "--threads", "1"})));
+    }
+  }
+  const int rc = run.Wait(400);
+  for (auto& p : participants) {
+    EXPECT_EQ(p->Wait(rc == 0 ? 60 : 1), 0) << p->out() << p->err();
+  }
+  ASSERT_EQ(rc, 0) << run.out() << run.err();
+
+  auto table = RoundsTable::Open(RunDir::DbPath(dir_ + "/run"));
+  ASSERT_TRUE(table.ok()) << table.status();
+  auto rows = table->Load();
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  std::map<int64_t, RoundRow> global;
+  for (const RoundRow& r : *rows) {
+    EXPECT_EQ(r.region, "") << "hide_region_sums: no region's own row";
+    if (r.region.empty()) global[r.round] = r;
+  }
+  ASSERT_EQ(global.size(), 3u) << run.out();
+  for (int64_t round = 1; round <= 3; ++round) {
+    EXPECT_EQ(global[round].clients, 6) << "round " << round;
+  }
+  EXPECT_GT(global[3].accuracy, 0.4) << "chance is 0.1";
+  // The run started no participant of its own; each aggregator placed its two clients, named
+  // by their certificates, and every aggregator reached the orchestrator through its relay.
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/run/federation/tls"));
+  for (int i = 1; i <= kRegions; ++i) {
+    const std::string& log = participants[(i - 1) * 3]->out();
+    for (const char* site : kSites) {
+      EXPECT_NE(log.find(absl::StrCat("client r", i, "/", site, "-r", i, " joined at place")),
+                std::string::npos)
+          << log;
+    }
+    EXPECT_GT(relays_[i - 1]->bytes_relayed(), 3 * 50000) << "region " << i;
   }
 }
 

@@ -174,7 +174,8 @@ int JoinByHand(std::map<std::string, std::string>& f, v1::JoinPlan* plan) {
                 << ", which only this host may set\n";
       return 1;
     }
-    if (f.count(name) && f[name] != value) {
+    if (auto given = f.find(name);
+        given != f.end() && !given->second.empty() && given->second != value) {
       std::cerr << "sextant-worker: " << name << " " << f[name] << " given here, but "
                 << f["--connect"] << " says " << value << "\n";
       return 2;
