@@ -245,12 +245,10 @@ absl::StatusOr<std::optional<RoundOutcome>> SecureBuffer(const RegionalAggregato
 // buffers it asks upstream for a newer version (short polls), which it publishes to its clients
 // without cutting off their updates in flight.
 absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
-                            v1::FederationService::StubInterface* stub, const ClientRoster* roster,
-                            Clock* clock, const std::atomic<bool>* stop) {
+                            const ClientRoster* roster, const std::atomic<bool>* stop) {
   FederationHub& hub = tier.hub();
   int64_t version = -1;
   std::string previous_file;
-  absl::Time unreachable_since = absl::InfiniteFuture();
   const std::string incoming = absl::StrCat(o.work_dir, "/incoming.f32");
   bool pushed_last = false;
   // Secure: the newest version's task (its quantisation and the region's buffer size), the
@@ -296,7 +294,7 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
       PushHeader header{o.experiment_id, version,           o.region,
                         outcome->total_weight, outcome->count, outcome->metrics,
                         now_rejected - rejections};
-      absl::StatusOr<int64_t> sent = PushUpdate(stub, header, outcome->mean, o.chunk_floats);
+      absl::StatusOr<int64_t> sent = tier.PushAggregate(header, outcome->mean);
       secure_mean.Release();  // until the next decode
       // Rejections of this buffer's round travel with it; a push that failed carries them on.
       if (sent.ok()) rejections = now_rejected;
@@ -317,17 +315,10 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
     // Without a version yet, wait for upstream's first; then look for a newer one briefly, so
     // that a full buffer is not kept waiting.
     const double poll = version < 0 ? o.poll_seconds : full ? 0 : 0.1;
-    absl::StatusOr<RoundTask> task = PullRound(stub, o.experiment_id, o.region, version, poll, sink);
+    absl::StatusOr<RoundTask> task =
+        tier.PullRound(version, poll, sink, [&] { return StopStatus(stop); });
     out.Close();
-    if (absl::IsUnavailable(task.status()) || absl::IsDeadlineExceeded(task.status())) {
-      if (unreachable_since == absl::InfiniteFuture()) unreachable_since = clock->Now();
-      if (clock->Now() - unreachable_since > absl::Seconds(o.connect_timeout_seconds)) {
-        return absl::UnavailableError(absl::StrCat("upstream ", o.upstream, " unreachable"));
-      }
-      clock->SleepFor(absl::Milliseconds(200));
-      continue;
-    }
-    unreachable_since = absl::InfiniteFuture();
+    if (Stopped(stop)) break;
     if (!task.ok()) return task.status();
     if (task->kind == RoundTask::Kind::kDone) return absl::OkStatus();
     if (task->kind == RoundTask::Kind::kWait || task->participants.empty()) continue;
@@ -368,6 +359,13 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   // Masked inputs are assembled in files there, so that the aggregator holds only their sum.
   to.secagg.staging_dir = o.work_dir;
   if (o.hide_region_sum) to.secagg.ring_clients = o.ring_clients;
+  UpstreamOptions& up = to.upstream.emplace();
+  up.stub = v1::FederationService::NewStub(
+      grpc::CreateChannel(o.upstream, o.upstream_credentials ? o.upstream_credentials
+                                                             : grpc::InsecureChannelCredentials()));
+  up.target = o.upstream;
+  up.sender_id = o.region;
+  up.unreachable_timeout = absl::Seconds(o.connect_timeout_seconds);
   std::unique_ptr<ClientRoster> roster;
   if (o.join_clients) {
     std::filesystem::create_directories(o.work_dir);
@@ -393,9 +391,6 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     *o.log << "aggregator " << o.region << " serving on port " << port
            << (o.dp_clip_norm > 0 ? absl::StrCat(" dp_clip_norm=", o.dp_clip_norm) : "") << "\n"
            << std::flush;
-  auto stub = v1::FederationService::NewStub(
-      grpc::CreateChannel(o.upstream, o.upstream_credentials ? o.upstream_credentials
-                                                             : grpc::InsecureChannelCredentials()));
   if (!o.clients.empty()) {
     // Upstream may have opened round 1 already; it starts that round's deadline once every
     // region has asked for it, so this region asks only once its clients are up.
@@ -423,9 +418,8 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   }
   int64_t after = -1;
   std::string previous_file;
-  absl::Time unreachable_since = absl::InfiniteFuture();
   absl::Status result;
-  if (o.buffer.enabled) result = BufferedRegion(o, *tier, stub.get(), roster.get(), clock, stop);
+  if (o.buffer.enabled) result = BufferedRegion(o, *tier, roster.get(), stop);
   while (!o.buffer.enabled && !Stopped(stop)) {
     // Round r's model goes to a file named after r; the previous one is removed once replaced.
     std::string file;
@@ -434,18 +428,9 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     file = absl::StrCat(o.work_dir, "/global-", after + 1, ".f32");
     out = std::make_unique<ModelFile>(absl::StrCat(o.work_dir, "/incoming.f32"));
     absl::StatusOr<RoundTask> task =
-        PullRound(stub.get(), o.experiment_id, o.region, after, o.poll_seconds, sink);
+        tier->PullRound(after, o.poll_seconds, sink, [&] { return StopStatus(stop); });
     out->Close();
-    if (absl::IsUnavailable(task.status()) || absl::IsDeadlineExceeded(task.status())) {
-      if (unreachable_since == absl::InfiniteFuture()) unreachable_since = clock->Now();
-      if (clock->Now() - unreachable_since > absl::Seconds(o.connect_timeout_seconds)) {
-        result = absl::UnavailableError(absl::StrCat("upstream ", o.upstream, " unreachable"));
-        break;
-      }
-      clock->SleepFor(absl::Milliseconds(200));
-      continue;
-    }
-    unreachable_since = absl::InfiniteFuture();
+    if (Stopped(stop)) break;
     if (!task.ok()) {
       result = task.status();
       break;
@@ -504,7 +489,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
       po.signer = o.signer.get();
       const int64_t clients = region.clients;
       absl::StatusOr<int64_t> sent =
-          RunSecAggRegionParticipant(stub.get(), po, clock, std::move(region));
+          RunSecAggRegionParticipant(tier->upstream(), po, clock, std::move(region));
       if (o.log) {
         *o.log << "round=" << task->round << " clients=" << clients
                << " regions_round=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"
@@ -539,7 +524,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     }
     PushHeader header{o.experiment_id, task->round,      o.region,         outcome->total_weight,
                       outcome->count,  outcome->metrics, outcome->rejected, std::move(client_seconds)};
-    absl::StatusOr<int64_t> sent = PushUpdate(stub.get(), header, outcome->mean, o.chunk_floats);
+    absl::StatusOr<int64_t> sent = tier->PushAggregate(header, outcome->mean);
     secure_mean.Release();  // until the next decode
     if (o.log) {
       *o.log << "round=" << task->round << " clients=" << outcome->count

@@ -4,6 +4,9 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
 namespace sextant {
 namespace {
 constexpr absl::Duration kPoll = absl::Milliseconds(200);
@@ -58,6 +61,36 @@ absl::StatusOr<std::vector<std::string>> Tier::AwaitContact(
     if (absl::Status s = interrupt(); !s.ok()) return s;
   }
   return missing;
+}
+
+absl::StatusOr<RoundTask> Tier::PullRound(
+    int64_t after_round, double wait_seconds,
+    const std::function<absl::Status(int64_t, absl::Span<const float>)>& sink,
+    const std::function<absl::Status()>& interrupt) {
+  if (!options_.upstream) return absl::FailedPreconditionError("the global tier has no upstream");
+  const UpstreamOptions& up = *options_.upstream;
+  absl::Time unreachable_since = absl::InfiniteFuture();
+  while (true) {
+    absl::StatusOr<RoundTask> task =
+        sextant::PullRound(up.stub.get(), options_.coordinator.experiment_id, up.sender_id,
+                           after_round, wait_seconds, sink);
+    if (!absl::IsUnavailable(task.status()) && !absl::IsDeadlineExceeded(task.status())) {
+      return task;
+    }
+    if (unreachable_since == absl::InfiniteFuture()) unreachable_since = clock_->Now();
+    if (clock_->Now() - unreachable_since > up.unreachable_timeout) {
+      return absl::UnavailableError(absl::StrCat("upstream ", up.target, " unreachable"));
+    }
+    SEXTANT_RETURN_IF_ERROR(interrupt());
+    clock_->SleepFor(absl::Milliseconds(200));
+  }
+}
+
+absl::StatusOr<int64_t> Tier::PushAggregate(PushHeader header, absl::Span<const float> mean) {
+  if (!options_.upstream) return absl::FailedPreconditionError("the global tier has no upstream");
+  header.experiment_id = options_.coordinator.experiment_id;
+  header.client_id = options_.upstream->sender_id;
+  return PushUpdate(options_.upstream->stub.get(), header, mean, options_.chunk_floats);
 }
 
 void Tier::Shutdown(absl::Duration grace) {

@@ -1,9 +1,10 @@
 // One tier of federated rounds, the same at both levels: the orchestrator runs the global tier
 // (its senders are regions) and each `sextant-worker --role aggregator` a regional one (its
 // senders are the region's clients). A tier owns the round hub, the SecAgg hub, the sender gate,
-// FederationService and the gRPC server that serves them, and the publish / wait / close cycle
-// of a round. What happens around a round (pulling the model from upstream and pushing the
-// aggregate back, or stepping the server optimiser and checkpointing) is its owner's.
+// FederationService and the gRPC server that serves them, the publish / wait / close cycle of a
+// round, and, at a regional tier, its side of the tier above: pulling each round's model from
+// upstream and pushing the aggregate back. What a round's outcome becomes (stepping the server
+// optimiser and checkpointing, or a region's push) is its owner's.
 #ifndef SEXTANT_AGGREGATOR_TIER_H_
 #define SEXTANT_AGGREGATOR_TIER_H_
 
@@ -11,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,16 @@
 #include "grpcpp/grpcpp.h"
 
 namespace sextant {
+
+// The tier above a regional tier: how it is reached and what this tier is called there.
+struct UpstreamOptions {
+  // FederationService of the tier above (NewStub over its channel, or a test's). Required.
+  std::shared_ptr<v1::FederationService::StubInterface> stub;
+  std::string target;     // HOST:PORT, for messages
+  std::string sender_id;  // this tier's id upstream: its region. Required.
+  // How long upstream may stay unreachable before a pull gives up. Default 60 s.
+  absl::Duration unreachable_timeout = absl::Seconds(60);
+};
 
 struct TierOptions {
   std::string listen = "127.0.0.1:0";  // Default: loopback, any port.
@@ -45,6 +57,8 @@ struct TierOptions {
   // Participants started by hand ask here what to run with (FederationService.Join). Default
   // none: the tier's owner starts them, and Join is FAILED_PRECONDITION.
   JoinHandler join;
+  // A regional tier's tier above. Default none: the global tier.
+  std::optional<UpstreamOptions> upstream;
 };
 
 // Not thread-safe itself (its owner's loop calls it); the hubs it owns are, and serve the RPCs.
@@ -75,6 +89,23 @@ class Tier {
   absl::StatusOr<std::vector<std::string>> AwaitContact(
       const std::vector<std::string>& ids, absl::Duration wait,
       const std::function<absl::Status()>& interrupt);
+
+  // Upstream (a regional tier only): the next round's task above after_round, its model
+  // passed to sink chunk by chunk (PullRound, as this tier's sender id, long-polling up to
+  // wait_seconds). While upstream is unreachable it retries every 200 ms (tier's clock), asking
+  // interrupt() each time, until unreachable_timeout: then Unavailable naming upstream. Other
+  // errors are upstream's status, or interrupt()'s.
+  absl::StatusOr<RoundTask> PullRound(
+      int64_t after_round, double wait_seconds,
+      const std::function<absl::Status(int64_t, absl::Span<const float>)>& sink,
+      const std::function<absl::Status()>& interrupt);
+  // Pushes this tier's aggregate upstream (PushUpdate as this tier's sender id, in chunks of
+  // chunk_floats). Returns the payload bytes sent, or upstream's status.
+  absl::StatusOr<int64_t> PushAggregate(PushHeader header, absl::Span<const float> mean);
+  // Upstream's stub, for the regions' secure round; null at the global tier.
+  v1::FederationService::StubInterface* upstream() {
+    return options_.upstream ? options_.upstream->stub.get() : nullptr;
+  }
 
   // Ends the experiment for every participant (kDone), waits up to `grace` until every one that
   // ever asked for a round has been told (FederationHub::WaitUntilAllHeardDone), then stops the

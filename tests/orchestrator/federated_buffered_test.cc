@@ -121,10 +121,12 @@ TEST(FederatedBufferedTest, SecureBuffersAreOneSecAggInstanceEachAndTheModelLear
     ++instances;
   }
   EXPECT_GE(instances, 2) << east;
-  // Nobody waited for the straggler.
+  // Nobody waited for the straggler: had each instance waited for it, a fast client would be
+  // at most one delivery ahead. (The ratio itself shrinks on a loaded machine, where protocol
+  // time weighs more beside the straggler's slowed training.)
   const int slow = Delivered(testing::ReadFile(dir + "/run/logs/client-east-0.log"));
   const int fast = Delivered(testing::ReadFile(dir + "/run/logs/client-east-1.log"));
-  EXPECT_GT(fast, 2 * slow) << "fast " << fast << " slow " << slow;
+  EXPECT_GE(fast, slow + 2) << "fast " << fast << " slow " << slow;
 }
 
 // Plaintext rounds time a client by its update's arrival, secure ones by its keys'.
