@@ -1,5 +1,6 @@
 #include "aggregator/client_roster.h"
 
+#include <cstdio>
 #include <fstream>
 
 #include "absl/strings/numbers.h"
@@ -9,12 +10,20 @@
 namespace sextant {
 
 absl::StatusOr<std::unique_ptr<ClientRoster>> ClientRoster::Open(std::string region, int64_t places,
+                                                                 const std::string& experiment_id,
                                                                  std::string file) {
   if (places < 1) return absl::InvalidArgumentError("a roster needs at least one place");
-  std::unique_ptr<ClientRoster> r(new ClientRoster(std::move(region), places, std::move(file)));
+  std::unique_ptr<ClientRoster> r(
+      new ClientRoster(std::move(region), places, experiment_id, std::move(file)));
   std::ifstream in(r->file_);
   std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
+  absl::MutexLock lock(&r->mu_);
+  if (in && std::getline(in, line) && line != "experiment " + experiment_id) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r->file_, ":1: the places of another run ('", line.substr(0, 160),
+                     "'); remove the file or use another --work-dir"));
+  }
+  for (int n = 2; std::getline(in, line); ++n) {
     const size_t space = line.find(' ');
     int64_t place = -1;
     const std::string name = space == std::string::npos ? "" : line.substr(space + 1);
@@ -45,13 +54,21 @@ absl::StatusOr<int64_t> ClientRoster::Join(const std::string& name) {
     }
   }
   if (place < 0) {
-    return absl::ResourceExhaustedError(absl::StrCat("region ", region_, " has ", places_,
-                                                     " client places, all held by other clients"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("region ", region_, " has ", places_,
+                     " client places, all held by other clients (see ", file_, ")"));
   }
-  std::ofstream out(file_, std::ios::app);
-  out << place << " " << name << "\n" << std::flush;
-  if (!out) {
-    return absl::UnavailableError(absl::StrCat("cannot record the client's place in ", file_));
+  // The whole roster, with the new place, replaces the file at once.
+  const std::string tmp = file_ + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "experiment " << experiment_id_ << "\n";
+    for (const auto& [p, n] : holder_) out << p << " " << n << "\n";
+    out << place << " " << name << "\n" << std::flush;
+    if (!out || std::rename(tmp.c_str(), file_.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      return absl::UnavailableError(absl::StrCat("cannot record the client's place in ", file_));
+    }
   }
   holder_[place] = name;
   place_[name] = place;

@@ -22,15 +22,17 @@ namespace sextant {
 // taken, so that an aggregator started again gives each client the place it had. Thread-safe.
 class ClientRoster {
  public:
-  // `places` (>= 1) places of `region`, kept in `file` (lines "PLACE NAME"), which is read when
-  // it exists. InvalidArgument naming the file and line when a line does not parse, names a
-  // place out of range, or holds a place or name twice.
+  // `places` (>= 1) places of `region` in experiment_id's run, kept in `file` (a line
+  // "experiment ID", then lines "PLACE NAME"), which is read when it exists. InvalidArgument
+  // naming the file and line when a line does not parse, names a place out of range, holds a
+  // place or name twice, or the file is another experiment's.
   static absl::StatusOr<std::unique_ptr<ClientRoster>> Open(std::string region, int64_t places,
+                                                            const std::string& experiment_id,
                                                             std::string file);
 
   // The place of the client NAME (an id, checked by its caller), taking one on its first join.
   // ResourceExhausted when every place is held by others; Unavailable when the file cannot be
-  // written (the place is then not taken).
+  // written (the place is then not taken; the file is replaced whole, never left half written).
   absl::StatusOr<int64_t> Join(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The id (REGION/NAME) of whoever holds the place id REGION/I, or the place id itself when no
@@ -42,11 +44,15 @@ class ClientRoster {
   int64_t held() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  ClientRoster(std::string region, int64_t places, std::string file)
-      : region_(std::move(region)), places_(places), file_(std::move(file)) {}
+  ClientRoster(std::string region, int64_t places, std::string experiment_id, std::string file)
+      : region_(std::move(region)),
+        places_(places),
+        experiment_id_(std::move(experiment_id)),
+        file_(std::move(file)) {}
 
   const std::string region_;
   const int64_t places_;
+  const std::string experiment_id_;
   const std::string file_;
   mutable absl::Mutex mu_;
   std::map<int64_t, std::string> holder_ ABSL_GUARDED_BY(mu_);  // place -> NAME

@@ -508,17 +508,24 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
 }
 
 absl::StatusOr<v1::JoinPlan> JoinUpstream(v1::FederationService::StubInterface* stub,
-                                          const std::string& experiment_id, double wait_seconds) {
+                                          const std::string& experiment_id,
+                                          double deadline_seconds) {
   v1::JoinRequest request;
   request.set_experiment_id(experiment_id);
   v1::JoinPlan plan;
   grpc::ClientContext context;
-  context.set_wait_for_ready(true);
   context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(static_cast<int64_t>(wait_seconds * 1000)));
+                       std::chrono::milliseconds(static_cast<int64_t>(deadline_seconds * 1000)));
   if (grpc::Status s = stub->Join(&context, request, &plan); !s.ok()) return FromGrpcStatus(s);
   size_t flag_bytes = 0;
   for (const std::string& f : plan.flags()) flag_bytes += f.size();
+  if (plan.spec_signature().size() > kMaxAttestationSignatureBytes ||
+      plan.spec_certificate().size() > kMaxAttestationCertificateBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the join plan's signature (", plan.spec_signature().size(), " bytes) or certificate (",
+        plan.spec_certificate().size(), " bytes) is over ", kMaxAttestationSignatureBytes, " or ",
+        kMaxAttestationCertificateBytes, " bytes"));
+  }
   if (plan.spec().size() > kMaxJoinSpecBytes || flag_bytes > kMaxJoinFlagBytes ||
       plan.flags_size() % 2 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

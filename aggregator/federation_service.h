@@ -117,11 +117,13 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
     std::shared_ptr<grpc::ServerCredentials> credentials = nullptr,
     grpc::ResourceQuota* quota = nullptr);
 
-// Asks upstream what to run with (a participant started by hand): the plan, checked against
-// the bounds above (InvalidArgument past them), or the server's status. Waits up to
-// wait_seconds for a server that is not up yet.
+// Asks upstream once what to run with (a participant started by hand): the plan, checked
+// against the bounds above (InvalidArgument past them), or the server's status (Unavailable, with
+// gRPC's reason, while it cannot be reached or the TLS handshake fails), within
+// deadline_seconds.
 absl::StatusOr<v1::JoinPlan> JoinUpstream(v1::FederationService::StubInterface* stub,
-                                          const std::string& experiment_id, double wait_seconds);
+                                          const std::string& experiment_id,
+                                          double deadline_seconds);
 
 // Receives the next round's task and model. sink(offset, values) is called for each chunk in
 // order (it may write them anywhere; nothing else holds the model). kWait and kDone carry no

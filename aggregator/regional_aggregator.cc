@@ -74,9 +74,11 @@ void ToHolders(const ClientRoster* roster, RoundTask* task) {
 absl::StatusOr<v1::JoinPlan> ClientPlan(const RegionalAggregatorOptions& o, ClientRoster& roster,
                                         const PeerIdentity& caller) {
   if (caller.role != Role::kClient || caller.region != o.region) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("only client certificates of region ", o.region, " join here"));
+    return absl::PermissionDeniedError(absl::StrCat(
+        IdentityUri(caller), " may not join here: only client certificates of region ", o.region));
   }
+  // Its id must be one the gate lets speak before it holds a place for good.
+  SEXTANT_RETURN_IF_ERROR(CheckClientId("client_id", caller.ClientId()));
   SEXTANT_ASSIGN_OR_RETURN(int64_t place, roster.Join(caller.name));
   v1::JoinPlan plan;
   for (const std::string& f :
@@ -85,10 +87,8 @@ absl::StatusOr<v1::JoinPlan> ClientPlan(const RegionalAggregatorOptions& o, Clie
     plan.add_flags(f);
   }
   plan.set_spec(o.client_spec);
-  if (o.log) {
-    *o.log << "client " << o.region << "/" << caller.name << " joined at place " << place << "\n"
-           << std::flush;
-  }
+  plan.set_spec_signature(o.client_spec_signature);
+  plan.set_spec_certificate(o.client_spec_certificate);
   return plan;
 }
 
@@ -369,9 +369,9 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   std::unique_ptr<ClientRoster> roster;
   if (o.join_clients) {
     std::filesystem::create_directories(o.work_dir);
-    SEXTANT_ASSIGN_OR_RETURN(roster,
-                             ClientRoster::Open(o.region, std::max<int64_t>(1, o.clients.size()),
-                                                absl::StrCat(o.work_dir, "/clients.txt")));
+    SEXTANT_ASSIGN_OR_RETURN(
+        roster, ClientRoster::Open(o.region, std::max<int64_t>(1, o.clients.size()),
+                                   o.experiment_id, absl::StrCat(o.work_dir, "/clients.txt")));
     to.join = [&o, r = roster.get()](const PeerIdentity& caller) {
       return ClientPlan(o, *r, caller);
     };
@@ -403,7 +403,13 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     }
     std::vector<std::string> ids = o.clients;
     if (roster) {
-      for (std::string& id : ids) id = roster->Holder(id);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const std::string holder = roster->Holder(ids[i]);
+        if (o.log && holder != ids[i]) {
+          *o.log << "client " << holder << " joined at place " << i << "\n";
+        }
+        ids[i] = holder;
+      }
     }
     std::vector<std::string> missing =
         tier->AwaitContact(ids, std::max(absl::ZeroDuration(), until - clock->Now()),

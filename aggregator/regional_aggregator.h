@@ -61,7 +61,11 @@ struct RegionalAggregatorOptions {
   // REGION/NAME of its certificate, and client_spec (a serialized ExperimentSpec). Rounds
   // sample places; the aggregator gives each to its holder. Default off: the run starts them.
   bool join_clients = false;
+  // The experiment as the orchestrator signed it (JoinPlan.spec, spec_signature and
+  // spec_certificate), relayed to the clients unchanged.
   std::string client_spec;
+  std::string client_spec_signature;
+  std::string client_spec_certificate;
   // The largest weight (example count) one client may declare (SenderGate). Default 0:
   // unbounded.
   double max_client_weight = 0;

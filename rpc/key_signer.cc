@@ -5,9 +5,11 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/read_file.h"
+#include "common/status_macros.h"
 #include "rpc/certificates.h"
 #include "rpc/identity.h"
 
@@ -79,6 +81,37 @@ absl::Status SignatureMatches(X509* cert, const std::string& signature,
 
 }  // namespace
 
+namespace {
+
+// An ECDSA-SHA256 (DER) signature over data with key.
+absl::StatusOr<std::string> SignBytes(EVP_PKEY* key, const std::string& data) {
+  std::unique_ptr<EVP_MD_CTX, Free> ctx(EVP_MD_CTX_new());
+  size_t n = 0;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
+  if (!ctx || EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key) != 1 ||
+      EVP_DigestSign(ctx.get(), nullptr, &n, bytes, data.size()) != 1) {
+    return absl::InternalError("libcrypto: signing failed");
+  }
+  std::string sig(n, '\0');
+  if (EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &n, bytes,
+                     data.size()) != 1) {
+    return absl::InternalError("libcrypto: signing failed");
+  }
+  sig.resize(n);
+  return sig;
+}
+
+// True when cert chains to ca.
+bool ChainsTo(X509* ca, X509* cert) {
+  std::unique_ptr<X509_STORE, Free> store(X509_STORE_new());
+  std::unique_ptr<X509_STORE_CTX, Free> ctx(X509_STORE_CTX_new());
+  return store && ctx && X509_STORE_add_cert(store.get(), ca) == 1 &&
+         X509_STORE_CTX_init(ctx.get(), store.get(), cert, nullptr) == 1 &&
+         X509_verify_cert(ctx.get()) == 1;
+}
+
+}  // namespace
+
 absl::Status CheckOwnAttestation(const KeyAttestation& a, const std::string& binding,
                                  const std::string& caller_cert_pem) {
   absl::StatusOr<std::string> theirs = CertificateFingerprint(a.certificate_pem);
@@ -131,21 +164,61 @@ absl::StatusOr<std::unique_ptr<KeySigner>> KeySigner::Create(const std::string& 
 }
 
 absl::StatusOr<KeyAttestation> KeySigner::Sign(const std::string& binding) const {
-  std::unique_ptr<EVP_MD_CTX, Free> ctx(EVP_MD_CTX_new());
-  size_t n = 0;
-  if (!ctx ||
-      EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, keys_->key.get()) != 1 ||
-      EVP_DigestSign(ctx.get(), nullptr, &n, reinterpret_cast<const unsigned char*>(binding.data()),
-                     binding.size()) != 1) {
-    return absl::InternalError("libcrypto: signing the keys failed");
+  SEXTANT_ASSIGN_OR_RETURN(std::string sig, SignBytes(keys_->key.get(), binding));
+  return KeyAttestation{cert_pem_, std::move(sig)};
+}
+
+std::string ExperimentBinding(const std::string& experiment_id, const std::string& spec) {
+  std::string out = "sextant-experiment/v1";
+  AppendField(&out, experiment_id);
+  AppendField(&out, spec);
+  return out;
+}
+
+absl::StatusOr<KeyAttestation> SignAsOrchestrator(const std::string& tls_dir,
+                                                  const std::string& binding) {
+  std::string text[2];
+  const std::string files[2] = {"orchestrator.pem", "orchestrator.key"};
+  for (int i = 0; i < 2; ++i) {
+    std::optional<std::string> t = ReadFileIfPresent(absl::StrCat(tls_dir, "/", files[i]));
+    if (!t) return absl::NotFoundError(absl::StrCat(tls_dir, "/", files[i], ": cannot read"));
+    text[i] = *std::move(t);
   }
-  std::string sig(n, '\0');
-  if (EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &n,
-                     reinterpret_cast<const unsigned char*>(binding.data()), binding.size()) != 1) {
-    return absl::InternalError("libcrypto: signing the keys failed");
+  std::unique_ptr<X509, Free> cert = ParseCert(text[0]);
+  std::unique_ptr<BIO, Free> bio(BIO_new_mem_buf(text[1].data(), static_cast<int>(text[1].size())));
+  std::unique_ptr<EVP_PKEY, Free> key(
+      bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  if (!cert || !key || X509_check_private_key(cert.get(), key.get()) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(tls_dir, ": orchestrator.pem and orchestrator.key do not parse or match"));
   }
-  sig.resize(n);
-  return KeyAttestation{cert_pem_, sig};
+  SEXTANT_ASSIGN_OR_RETURN(std::string sig, SignBytes(key.get(), binding));
+  return KeyAttestation{text[0], std::move(sig)};
+}
+
+absl::Status VerifyOrchestratorSignature(const std::string& ca_pem, const KeyAttestation& a,
+                                         const std::string& binding) {
+  auto denied = [](absl::string_view why) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("the experiment is not the orchestrator's as it signed it: ", why));
+  };
+  if (a.signature.empty() || a.certificate_pem.empty()) return denied("it carries no signature");
+  std::unique_ptr<X509, Free> ca = ParseCert(ca_pem);
+  std::unique_ptr<X509, Free> cert = ParseCert(a.certificate_pem);
+  if (!ca || !cert) return denied("a certificate does not parse");
+  if (!ChainsTo(ca.get(), cert.get())) return denied("its certificate is not from this CA");
+  if (X509_check_purpose(cert.get(), X509_PURPOSE_SSL_SERVER, 0) != 1) {
+    return denied("its certificate may not serve TLS");
+  }
+  if (absl::StatusOr<PeerIdentity> id = IdentityFromCertificate(a.certificate_pem); id.ok()) {
+    return denied(absl::StrCat("it is signed by ", IdentityUri(*id), ", not the orchestrator"));
+  } else if (!absl::IsNotFound(id.status())) {
+    return denied(id.status().message());
+  }
+  if (!SignatureMatches(cert.get(), a.signature, binding).ok()) {
+    return denied("the signature does not match it");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status KeySigner::Verify(const KeyAttestation& a, const std::string& binding,
@@ -155,13 +228,7 @@ absl::Status KeySigner::Verify(const KeyAttestation& a, const std::string& bindi
   }
   std::unique_ptr<X509, Free> cert = ParseCert(a.certificate_pem);
   if (!cert) return Denied(participant_id, "its certificate does not parse");
-  std::unique_ptr<X509_STORE, Free> store(X509_STORE_new());
-  std::unique_ptr<X509_STORE_CTX, Free> ctx(X509_STORE_CTX_new());
-  if (!store || !ctx || X509_STORE_add_cert(store.get(), keys_->ca.get()) != 1 ||
-      X509_STORE_CTX_init(ctx.get(), store.get(), cert.get(), nullptr) != 1) {
-    return absl::InternalError("libcrypto: certificate store");
-  }
-  if (X509_verify_cert(ctx.get()) != 1) {
+  if (!ChainsTo(keys_->ca.get(), cert.get())) {
     return Denied(participant_id, "its certificate is not from this run's CA");
   }
   absl::StatusOr<PeerIdentity> id = IdentityFromCertificate(a.certificate_pem);

@@ -70,6 +70,24 @@ class KeySigner {
 absl::Status CheckOwnAttestation(const KeyAttestation& attestation, const std::string& binding,
                                  const std::string& caller_cert_pem);
 
+// The experiment the orchestrator hands participants started by hand (JoinPlan) is signed with
+// the orchestrator's own TLS key, so that an aggregator, which relays it to its clients, cannot
+// change what they run or send. The bytes signed: a fixed label, the experiment id and the
+// serialized experiment, each length-prefixed.
+std::string ExperimentBinding(const std::string& experiment_id, const std::string& spec);
+
+// Signs binding with tls_dir's orchestrator.pem and orchestrator.key. NotFound naming a file
+// that cannot be read; InvalidArgument when they do not parse or do not match; Internal on a
+// libcrypto failure.
+absl::StatusOr<KeyAttestation> SignAsOrchestrator(const std::string& tls_dir,
+                                                  const std::string& binding);
+
+// OK when the attestation's certificate chains to ca_pem, may answer as a TLS server and names
+// no participant identity (as only the orchestrator's does: an aggregator's names its own), and
+// its signature over binding verifies. PermissionDenied saying what failed.
+absl::Status VerifyOrchestratorSignature(const std::string& ca_pem, const KeyAttestation& a,
+                                         const std::string& binding);
+
 }  // namespace sextant
 
 #endif  // SEXTANT_RPC_KEY_SIGNER_H_

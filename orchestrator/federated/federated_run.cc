@@ -31,18 +31,19 @@
 #include "federation/secagg_config.h"
 #include "federation/secure_quantizer.h"
 #include "federation/server_optimizer.h"
+#include "nlohmann/json.hpp"
 #include "orchestrator/core/experiment_loader.h"
 #include "orchestrator/core/results.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
-#include "orchestrator/federated/evaluate_command.h"
-#include "nlohmann/json.hpp"
 #include "orchestrator/federated/client_selection.h"
+#include "orchestrator/federated/evaluate_command.h"
 #include "orchestrator/federated/federated_rounds_table.h"
 #include "orchestrator/federated/global_checkpoint.h"
 #include "orchestrator/federated/global_evaluator.h"
 #include "orchestrator/monitor/run_monitor.h"
 #include "rpc/certificates.h"
+#include "rpc/key_signer.h"
 #include "rpc/run_secret.h"
 #include "rpc/server_security.h"
 #include "tensors/safetensors.h"
@@ -416,18 +417,35 @@ class FederatedRun {
     ServerSecurity& security = session_.security();
     if (options_.external_participants) {
       // Aggregators started by hand ask for their plans, each by its own region's certificate.
+      // What participants need of the experiment, signed by this orchestrator: its trial's
+      // environment (which may hold secrets), the search, budget and resources stay here, and
+      // a client command runs in its host's own folder.
+      v1::ExperimentSpec shared = spec_;
+      shared.clear_source_path();
+      shared.mutable_trial()->mutable_env()->clear();
+      shared.clear_search();
+      shared.clear_budget();
+      shared.clear_resources();
+      const std::string bytes = shared.SerializeAsString();
+      absl::StatusOr<KeyAttestation> signature =
+          SignAsOrchestrator(session_.tls_dir(), ExperimentBinding(experiment_id_, bytes));
+      if (!signature.ok()) return signature.status();
       std::map<std::string, v1::JoinPlan> plans;
       for (const auto& r : fed().regions()) {
         v1::JoinPlan& plan = plans[r.name()];
         for (const std::string& f : AggregatorFlags(r)) plan.add_flags(f);
-        plan.set_spec(spec_.SerializeAsString());
+        plan.set_spec(bytes);
+        plan.set_spec_signature(signature->signature);
+        plan.set_spec_certificate(signature->certificate_pem);
       }
       o.join = [plans =
                     std::move(plans)](const PeerIdentity& caller) -> absl::StatusOr<v1::JoinPlan> {
         auto it = plans.find(caller.region);
         if (caller.role != Role::kAggregator || it == plans.end()) {
           return absl::PermissionDeniedError(
-              "only an aggregator certificate of one of the run's regions joins here");
+              absl::StrCat(IdentityUri(caller),
+                           " may not join here: only an aggregator "
+                           "certificate of one of the run's regions"));
         }
         return it->second;
       };

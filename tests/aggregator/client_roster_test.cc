@@ -25,7 +25,7 @@ class ClientRosterTest : public ::testing::Test {
 };
 
 TEST_F(ClientRosterTest, NamedClientsTakeTheLowestFreePlaceAndAnIndexNameItsOwn) {
-  auto roster = ClientRoster::Open("eu", 3, file_);
+  auto roster = ClientRoster::Open("eu", 3, "exp", file_);
   ASSERT_TRUE(roster.ok()) << roster.status();
   ClientRoster& r = **roster;
   EXPECT_EQ(*r.Join("site-a"), 0);
@@ -44,13 +44,13 @@ TEST_F(ClientRosterTest, NamedClientsTakeTheLowestFreePlaceAndAnIndexNameItsOwn)
 
 TEST_F(ClientRosterTest, PlacesAreUnheldUntilJoinedAndKeptAcrossARestart) {
   {
-    auto roster = ClientRoster::Open("eu", 2, file_);
+    auto roster = ClientRoster::Open("eu", 2, "exp", file_);
     ASSERT_TRUE(roster.ok());
     EXPECT_EQ((*roster)->Holder("eu/1"), "eu/1");
     ASSERT_EQ(*(*roster)->Join("site-b"), 0);
     ASSERT_EQ(*(*roster)->Join("site-a"), 1);
   }
-  auto again = ClientRoster::Open("eu", 2, file_);
+  auto again = ClientRoster::Open("eu", 2, "exp", file_);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ((*again)->held(), 2);
   EXPECT_EQ(*(*again)->Join("site-a"), 1);
@@ -60,16 +60,29 @@ TEST_F(ClientRosterTest, PlacesAreUnheldUntilJoinedAndKeptAcrossARestart) {
 TEST_F(ClientRosterTest, ABrokenFileIsRefusedNamingItsLine) {
   for (const char* bad : {"0 site-a\n0 site-b\n", "0 site-a\n5 site-b\n", "0 site-a\n1 site-a\n",
                           "0 site-a\nnonsense\n", "0 site-a\n1 ../x\n"}) {
-    std::ofstream(file_) << bad;
-    auto roster = ClientRoster::Open("eu", 3, file_);
+    std::ofstream(file_) << "experiment exp\n" << bad;
+    auto roster = ClientRoster::Open("eu", 3, "exp", file_);
     ASSERT_FALSE(roster.ok()) << bad;
     EXPECT_TRUE(absl::IsInvalidArgument(roster.status()));
-    EXPECT_NE(roster.status().message().find(file_ + ":2:"), std::string::npos) << roster.status();
+    EXPECT_NE(roster.status().message().find(file_ + ":3:"), std::string::npos) << roster.status();
   }
 }
 
+TEST_F(ClientRosterTest, AnotherRunsPlacesAreRefusedNamingTheFile) {
+  {
+    auto roster = ClientRoster::Open("eu", 2, "old-run", file_);
+    ASSERT_TRUE(roster.ok());
+    ASSERT_TRUE((*roster)->Join("site-a").ok());
+  }
+  auto roster = ClientRoster::Open("eu", 2, "exp", file_);
+  ASSERT_FALSE(roster.ok());
+  EXPECT_NE(roster.status().message().find(file_ + ":1: the places of another run"),
+            std::string::npos)
+      << roster.status();
+}
+
 TEST_F(ClientRosterTest, AFileThatCannotBeWrittenTakesNoPlace) {
-  auto roster = ClientRoster::Open("eu", 2, dir_ + "/missing/clients.txt");
+  auto roster = ClientRoster::Open("eu", 2, "exp", dir_ + "/missing/clients.txt");
   ASSERT_TRUE(roster.ok());
   EXPECT_TRUE(absl::IsUnavailable((*roster)->Join("site-a").status()));
   EXPECT_EQ((*roster)->held(), 0);

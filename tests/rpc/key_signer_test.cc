@@ -1,7 +1,11 @@
 #include "rpc/key_signer.h"
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <string>
 
+#include "common/read_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/certificates.h"
@@ -113,6 +117,41 @@ TEST_F(KeySignerTest, TheAggregatorTakesOnlyKeysSignedWithTheCallersOwnCertifica
   EXPECT_FALSE(CheckOwnAttestation(KeyAttestation{a->certificate_pem, ""}, Binding("eu/alice"),
                                    a->certificate_pem)
                    .ok());
+}
+
+// The experiment a participant started by hand runs is the orchestrator's as it signed it: an
+// aggregator that relays it can change nothing, nor sign one of its own, and another CA's
+// orchestrator is not this run's.
+TEST(ExperimentSignatureTest, OnlyTheOrchestratorsSignatureOverTheSameExperimentVerifies) {
+  char tmpl[] = "/tmp/sextant-spec-sig-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  ASSERT_TRUE(InitCertificateDirectory(dir + "/certs", {"orchestrator.example.org"}).ok());
+  ASSERT_TRUE(InitCertificateDirectory(dir + "/other", {}).ok());
+  const std::string ca = *ReadFileIfPresent(dir + "/certs/ca.pem");
+  const std::string binding = ExperimentBinding("exp-1", "the experiment");
+  absl::StatusOr<KeyAttestation> sig = SignAsOrchestrator(dir + "/certs", binding);
+  ASSERT_TRUE(sig.ok()) << sig.status();
+  EXPECT_TRUE(VerifyOrchestratorSignature(ca, *sig, binding).ok());
+  // Another experiment, or another run's id for it.
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      VerifyOrchestratorSignature(ca, *sig, ExperimentBinding("exp-1", "client_command: evil"))));
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      VerifyOrchestratorSignature(ca, *sig, ExperimentBinding("exp-2", "the experiment"))));
+  // No signature; another CA's orchestrator.
+  EXPECT_TRUE(absl::IsPermissionDenied(VerifyOrchestratorSignature(ca, {}, binding)));
+  absl::StatusOr<KeyAttestation> other = SignAsOrchestrator(dir + "/other", binding);
+  ASSERT_TRUE(other.ok());
+  const absl::Status foreign = VerifyOrchestratorSignature(ca, *other, binding);
+  EXPECT_THAT(std::string(foreign.message()), HasSubstr("not from this CA"));
+  // An aggregator of this CA signing an experiment of its own (it may serve TLS too).
+  absl::StatusOr<std::unique_ptr<KeySigner>> agg = KeySigner::Load(dir + "/certs", "aggregator");
+  ASSERT_TRUE(agg.ok()) << agg.status();
+  absl::StatusOr<KeyAttestation> forged = (*agg)->Sign(binding);
+  ASSERT_TRUE(forged.ok());
+  const absl::Status by_aggregator = VerifyOrchestratorSignature(ca, *forged, binding);
+  EXPECT_TRUE(absl::IsPermissionDenied(by_aggregator));
+  EXPECT_THAT(std::string(by_aggregator.message()), HasSubstr("sextant://aggregator/"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

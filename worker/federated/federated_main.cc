@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "aggregator/federation_service.h"
 #include "aggregator/regional_aggregator.h"
+#include "common/read_file.h"
 #include "federation/secure_quantizer.h"
 #include "rpc/channel_credentials.h"
 #include "rpc/key_signer.h"
@@ -119,6 +120,9 @@ std::string TlsName(std::map<std::string, std::string>& f, const std::string& ro
 
 // The flags a join plan may set for each role: the experiment's own, never where a participant
 // stores, listens, dials or what it presents.
+// The most clients one region's aggregator serves (SenderGate keeps at most 100,000 senders).
+constexpr int64_t kMaxRegionClients = 100000;
+
 constexpr const char* kAggregatorPlanFlags[] = {"--region",
                                                 "--experiment-id",
                                                 "--model-size",
@@ -143,7 +147,7 @@ constexpr const char* kClientPlanFlags[] = {"--region", "--index", "--name", "--
 // A participant started by hand (--join): asks --connect for its plan with its --tls-dir
 // certificate and takes the plan's flags into f. A flag given here too must agree. Returns an
 // exit code (-1 to go on); *plan receives the plan.
-int JoinByHand(std::map<std::string, std::string>& f, v1::JoinPlan* plan) {
+int JoinByHand(std::map<std::string, std::string>& f, Clock* clock, v1::JoinPlan* plan) {
   const bool aggregator = f["--role"] == "aggregator";
   if (f["--connect"].empty() || f["--tls-dir"].empty()) {
     std::cerr << "sextant-worker: --join needs --connect HOST:PORT and --tls-dir DIR (a "
@@ -158,7 +162,20 @@ int JoinByHand(std::map<std::string, std::string>& f, v1::JoinPlan* plan) {
   }
   auto stub = v1::FederationService::NewStub(grpc::CreateChannel(f["--connect"], *creds));
   std::cout << "joining " << f["--connect"] << "\n" << std::flush;
-  absl::StatusOr<v1::JoinPlan> joined = JoinUpstream(stub.get(), f["--experiment-id"], 300);
+  // Upstream may not be up yet: ask again every second for up to 5 minutes, saying why every
+  // 10 s (a TLS or name mistake shows here, not as a silent wait).
+  const absl::Time until = clock->Now() + absl::Minutes(5);
+  absl::Time said = absl::InfinitePast();
+  absl::StatusOr<v1::JoinPlan> joined = JoinUpstream(stub.get(), f["--experiment-id"], 30);
+  while (absl::IsUnavailable(joined.status()) && clock->Now() < until) {
+    if (clock->Now() - said >= absl::Seconds(10)) {
+      std::cout << "upstream " << f["--connect"] << " not reached yet: " << joined.status() << "\n"
+                << std::flush;
+      said = clock->Now();
+    }
+    clock->SleepFor(absl::Seconds(1));
+    joined = JoinUpstream(stub.get(), f["--experiment-id"], 30);
+  }
   if (!joined.ok()) {
     std::cerr << "sextant-worker: joining " << f["--connect"] << ": " << joined.status() << "\n";
     return 1;
@@ -244,6 +261,15 @@ int RunClient(std::map<std::string, std::string>& f, const v1::JoinPlan* plan, C
               const std::atomic<bool>* stop) {
   v1::ExperimentSpec spec;
   if (plan != nullptr) {
+    // Only an experiment the orchestrator signed runs here, whatever the aggregator relayed.
+    std::optional<std::string> ca = ReadFileIfPresent(f["--tls-dir"] + "/ca.pem");
+    const absl::Status signed_by = VerifyOrchestratorSignature(
+        ca.value_or(""), {plan->spec_certificate(), plan->spec_signature()},
+        ExperimentBinding(f["--experiment-id"], plan->spec()));
+    if (!signed_by.ok()) {
+      std::cerr << "sextant-worker: the plan from " << f["--connect"] << ": " << signed_by << "\n";
+      return 1;
+    }
     if (!spec.ParseFromString(plan->spec())) {
       std::cerr << "sextant-worker: the experiment from " << f["--connect"] << " does not parse\n";
       return 1;
@@ -350,6 +376,8 @@ int RunAggregator(std::map<std::string, std::string>& f, const v1::JoinPlan* pla
   if (plan != nullptr) {  // its clients are started by hand too, and join here
     o.join_clients = true;
     o.client_spec = plan->spec();
+    o.client_spec_signature = plan->spec_signature();
+    o.client_spec_certificate = plan->spec_certificate();
   }
   o.upstream = f["--connect"];
   o.experiment_id = f["--experiment-id"];
@@ -402,11 +430,13 @@ int RunAggregator(std::map<std::string, std::string>& f, const v1::JoinPlan* pla
     return 2;
   }
   int64_t clients = 0;
-  if ((f.count("--clients") && (!absl::SimpleAtoi(f["--clients"], &clients) || clients < 0)) ||
+  if ((f.count("--clients") && (!absl::SimpleAtoi(f["--clients"], &clients) || clients < 0 ||
+                                clients > kMaxRegionClients)) ||
       (f.count("--startup-wait") &&
        (!absl::SimpleAtod(f["--startup-wait"], &o.startup_wait_seconds) ||
         !(o.startup_wait_seconds >= 0)))) {
-    std::cerr << "sextant-worker: --clients takes an integer >= 0, --startup-wait seconds >= 0\n";
+    std::cerr << "sextant-worker: --clients takes an integer from 0 to " << kMaxRegionClients
+              << ", --startup-wait seconds >= 0\n";
     return 2;
   }
   if (f.count("--max-client-weight") &&
@@ -487,11 +517,18 @@ bool IsFederatedInvocation(int argc, char** argv) {
 int RunFederatedMain(int argc, char** argv, Clock* clock, const std::atomic<bool>* stop) {
   std::map<std::string, std::string> f;
   if (int rc = ParseFlags(argc, argv, &f); rc >= 0) return rc;
-  if (f["--role"] == "evaluator") return RunEvaluatorRole(f, clock, stop);
-  v1::JoinPlan plan;
   const bool joined = f.count("--join") > 0;
+  if (f["--role"] == "evaluator") {
+    if (joined) {
+      std::cerr << "sextant-worker: --join is for aggregators and clients started by hand; the "
+                   "evaluator runs beside the orchestrator\n";
+      return 2;
+    }
+    return RunEvaluatorRole(f, clock, stop);
+  }
+  v1::JoinPlan plan;
   if (joined) {
-    if (int rc = JoinByHand(f, &plan); rc >= 0) return rc;
+    if (int rc = JoinByHand(f, clock, &plan); rc >= 0) return rc;
   }
   for (const char* required : {"--region", "--connect", "--experiment-id"}) {
     if (f[required].empty()) {
