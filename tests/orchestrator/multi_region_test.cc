@@ -182,6 +182,25 @@ TEST(LossyRelayTest, AddsLatencyEachWayAndStallsOnLoss) {
   close(server);
 }
 
+// Three regions of two clients, three rounds of secure aggregation with hide_region_sums.
+std::string SecureFederation(const std::string& name) {
+  return absl::StrCat("name: ", name, "\n", R"(objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:
+  regions: [{name: r1, clients: 2}, {name: r2, clients: 2}, {name: r3, clients: 2}]
+  rounds: 3
+  local_lr: 0.05
+  min_clients: 6
+  round_deadline: 120s
+  seed: 4
+  examples_per_client: 800
+  validation_examples: 500
+  secure_aggregation: true
+  hide_region_sums: true
+)");
+}
+
 class MultiRegionTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -355,22 +374,7 @@ exec ip netns exec "$ns" )SH",
                          kWorker, R"SH( "${args[@]}"
 )SH"));
   chmod((bin + "/sextant-worker").c_str(), 0755);
-  WriteFile(dir_ + "/fed.yaml", R"(name: regions-fl
-objective: {metric: val_accuracy, goal: maximize}
-trial:
-  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
-federation:
-  regions: [{name: r1, clients: 2}, {name: r2, clients: 2}, {name: r3, clients: 2}]
-  rounds: 3
-  local_lr: 0.05
-  min_clients: 6
-  round_deadline: 120s
-  seed: 4
-  examples_per_client: 800
-  validation_examples: 500
-  secure_aggregation: true
-  hide_region_sums: true
-)");
+  WriteFile(dir_ + "/fed.yaml", SecureFederation("regions-fl"));
   const std::string certs = dir_ + "/certs";
   auto init = RunProcess({kSextant, "certs", "init", certs, "--san", kOrchestratorName});
   ASSERT_EQ(init.exit_code, 0) << init.err;
@@ -443,22 +447,7 @@ TEST_F(MultiRegionTest, FederatedRunWithParticipantsStartedByHandOnTheirHosts) {
       ASSERT_EQ(client.exit_code, 0) << client.err;
     }
   }
-  WriteFile(dir_ + "/fed.yaml", R"(name: regions-fl-by-hand
-objective: {metric: val_accuracy, goal: maximize}
-trial:
-  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
-federation:
-  regions: [{name: r1, clients: 2}, {name: r2, clients: 2}, {name: r3, clients: 2}]
-  rounds: 3
-  local_lr: 0.05
-  min_clients: 6
-  round_deadline: 120s
-  seed: 4
-  examples_per_client: 800
-  validation_examples: 500
-  secure_aggregation: true
-  hide_region_sums: true
-)");
+  WriteFile(dir_ + "/fed.yaml", SecureFederation("regions-fl-by-hand"));
   StartRelays(7002, "127.0.0.1", regions_.Path(0));
   BackgroundProcess run(
       regions_.In(0, {kSextant, "run", dir_ + "/fed.yaml", "--run-dir", dir_ + "/run", "--listen",
