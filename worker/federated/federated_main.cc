@@ -160,13 +160,17 @@ int JoinByHand(std::map<std::string, std::string>& f, Clock* clock, v1::JoinPlan
     std::cerr << "sextant-worker: --tls-dir: " << creds.status().message() << "\n";
     return 2;
   }
-  auto stub = v1::FederationService::NewStub(grpc::CreateChannel(f["--connect"], *creds));
   std::cout << "joining " << f["--connect"] << "\n" << std::flush;
   // Upstream may not be up yet: ask again every second for up to 5 minutes, saying why every
-  // 10 s (a TLS or name mistake shows here, not as a silent wait).
+  // 10 s (a TLS or name mistake shows here, not as a silent wait). Each try dials afresh, so
+  // that a channel's reconnect backoff (up to minutes) does not hold up a server just started.
+  auto join = [&] {
+    auto stub = v1::FederationService::NewStub(grpc::CreateChannel(f["--connect"], *creds));
+    return JoinUpstream(stub.get(), f["--experiment-id"], 30);
+  };
   const absl::Time until = clock->Now() + absl::Minutes(5);
   absl::Time said = absl::InfinitePast();
-  absl::StatusOr<v1::JoinPlan> joined = JoinUpstream(stub.get(), f["--experiment-id"], 30);
+  absl::StatusOr<v1::JoinPlan> joined = join();
   while (absl::IsUnavailable(joined.status()) && clock->Now() < until) {
     if (clock->Now() - said >= absl::Seconds(10)) {
       std::cout << "upstream " << f["--connect"] << " not reached yet: " << joined.status() << "\n"
@@ -174,7 +178,7 @@ int JoinByHand(std::map<std::string, std::string>& f, Clock* clock, v1::JoinPlan
       said = clock->Now();
     }
     clock->SleepFor(absl::Seconds(1));
-    joined = JoinUpstream(stub.get(), f["--experiment-id"], 30);
+    joined = join();
   }
   if (!joined.ok()) {
     std::cerr << "sextant-worker: joining " << f["--connect"] << ": " << joined.status() << "\n";
