@@ -95,11 +95,13 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   }
   int64_t after = -1;
   absl::Time unreachable_since = absl::InfiniteFuture();
-  // federation.stragglers: how much longer than its training this client takes.
-  const double slowdown =
-      std::find(o.job.slow_clients.begin(), o.job.slow_clients.end(), id) != o.job.slow_clients.end()
-          ? o.job.slowdown
-          : 1.0;
+  // federation.stragglers: how much longer than its training this client takes. Stragglers are
+  // named by place (REGION/INDEX), which a client started by hand holds under a name of its own.
+  const std::string place = ClientId(o.region, o.index);
+  const double slowdown = std::find(o.job.slow_clients.begin(), o.job.slow_clients.end(), place) !=
+                                  o.job.slow_clients.end()
+                              ? o.job.slowdown
+                              : 1.0;
   // Buffered rounds: a client may train several times on one model version; each time draws its
   // own shuffling.
   uint64_t trainings = 0;
