@@ -6,16 +6,19 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "aggregator/federation_service.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
+#include "rpc/key_signer.h"
 #include "sextant/v1/federation_service.grpc.pb.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
@@ -176,6 +179,86 @@ TEST_F(FederatedSecurityTest, AggregatorLetsEachClientSpeakOnlyAsItself) {
   // None of it harmed the aggregator: Bob as himself still gets in.
   grpc::Status bob = GetRound(Tls(target, certs_, "bob", ""), "east/bob");
   EXPECT_TRUE(bob.ok()) << bob.error_message();
+}
+
+// Participants started by hand: the orchestrator gives a plan only to an aggregator of one of
+// its regions, and that aggregator only to client certificates of its own region, each with a
+// place and the experiment as the orchestrator signed it.
+TEST_F(FederatedSecurityTest, PlansGoOnlyToTheCallersOwnTierAndRegion) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"agg-east", "--role", "aggregator", "--region", "east"},
+        {"alice", "--role", "client", "--region", "east"},
+        {"carol", "--role", "client", "--region", "west"}}) {
+    std::vector<std::string> argv = {kSextant, "certs", "issue", certs_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--enroll");
+    auto r = RunProcess(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  WriteFile(dir_ + "/exp.yaml", R"(name: by-hand
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "8"}}
+  env: {API_TOKEN: secret}
+federation:
+  regions: [{name: east, clients: 2}, {name: west, clients: 2}]
+  rounds: 1
+  secure_aggregation: false
+)");
+  BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
+                         "--tls-dir", certs_, "--external-participants"});
+  ASSERT_TRUE(run.WaitForOutput("started by hand", 60)) << run.out() << run.err();
+  std::smatch m;
+  const std::string out = run.out();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("THIS_HOST:(\\d+)"))) << out;
+  const std::string orchestrator = absl::StrCat("127.0.0.1:", m[1].str());
+  auto join = [&](const std::string& target, const std::string& name) {
+    auto stub = v1::FederationService::NewStub(Tls(target, certs_, name, ""));
+    return JoinUpstream(stub.get(), "", 10);
+  };
+  // A client certificate asking the orchestrator: no aggregator's plan.
+  absl::StatusOr<v1::JoinPlan> as_client = join(orchestrator, "alice");
+  EXPECT_TRUE(absl::IsPermissionDenied(as_client.status())) << as_client.status();
+  EXPECT_THAT(std::string(as_client.status().message()),
+              HasSubstr("sextant://client/east/alice may not join here"));
+
+  const std::string port_file = dir_ + "/east.port";
+  BackgroundProcess agg({kWorker, "--role", "aggregator", "--join", "--connect", orchestrator,
+                         "--tls-dir", certs_, "--tls-name", "agg-east", "--work-dir",
+                         dir_ + "/east", "--port-file", port_file});
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(port_file); }, 30))
+      << agg.out() << agg.err();
+  const std::string east =
+      absl::StrCat("127.0.0.1:", std::string(absl::StripAsciiWhitespace(ReadFile(port_file))));
+  // Another region's client, and an aggregator certificate, asking east's aggregator.
+  absl::StatusOr<v1::JoinPlan> west = join(east, "carol");
+  EXPECT_TRUE(absl::IsPermissionDenied(west.status())) << west.status();
+  EXPECT_THAT(std::string(west.status().message()), HasSubstr("sextant://client/west/carol"));
+  EXPECT_TRUE(absl::IsPermissionDenied(join(east, "agg-east").status()));
+  // Alice gets the first place, her own name and the signed experiment, without its secrets.
+  absl::StatusOr<v1::JoinPlan> plan = join(east, "alice");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const std::vector<std::string> flags(plan->flags().begin(), plan->flags().end());
+  EXPECT_THAT(flags, ::testing::IsSupersetOf({"--index", "0", "--name", "alice"}));
+  std::string id;
+  for (size_t i = 0; i + 1 < flags.size(); ++i) {
+    if (flags[i] == "--experiment-id") id = flags[i + 1];
+  }
+  EXPECT_TRUE(VerifyOrchestratorSignature(ReadFile(certs_ + "/ca.pem"),
+                                          {plan->spec_certificate(), plan->spec_signature()},
+                                          ExperimentBinding(id, plan->spec()))
+                  .ok());
+  v1::ExperimentSpec spec;
+  ASSERT_TRUE(spec.ParseFromString(plan->spec()));
+  EXPECT_EQ(spec.federation().regions_size(), 2);
+  EXPECT_TRUE(spec.trial().env().empty());
+  EXPECT_TRUE(spec.source_path().empty());
+  // Joining again keeps her place.
+  absl::StatusOr<v1::JoinPlan> again = join(east, "alice");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(std::vector<std::string>(again->flags().begin(), again->flags().end()), flags);
 }
 
 // A whole federated run over mTLS: every participant the run starts has its own certificate,
