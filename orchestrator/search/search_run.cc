@@ -643,6 +643,12 @@ absl::Status RunSearch(RunSession& session) { return SearchRun(session).Main(); 
 int RunExperiment(const RunOptions& options, const RunEnv& env) {
   absl::StatusOr<std::unique_ptr<RunSession>> session = RunSession::Open(options, env);
   if (!session.ok()) return ExitCode(session.status(), *env.err);
+  if (options.external_participants && !(*session)->federated()) {
+    return ExitCode(absl::InvalidArgumentError(
+                        "--external-participants applies to a federated run (a federation: block "
+                        "without search:); a search's workers join with sextant-worker --connect"),
+                    *env.err);
+  }
   absl::Status end = (*session)->federated() ? RunFederated(**session) : RunSearch(**session);
   return ExitCode(end, *env.err);
 }

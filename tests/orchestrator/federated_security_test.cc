@@ -255,6 +255,17 @@ federation:
   EXPECT_EQ(spec.federation().regions_size(), 2);
   EXPECT_TRUE(spec.trial().env().empty());
   EXPECT_TRUE(spec.source_path().empty());
+  // A search has no participants to start by hand.
+  WriteFile(dir_ + "/search.yaml", R"(name: not-federated
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+search: {max_trials: 1}
+trial: {command: [sh, -c, "echo loss=1"]}
+)");
+  auto search = RunProcess({kSextant, "run", dir_ + "/search.yaml", "--run-dir", dir_ + "/search",
+                            "--tls-dir", certs_, "--external-participants"});
+  EXPECT_NE(search.exit_code, 0);
+  EXPECT_THAT(search.err, HasSubstr("--external-participants applies to a federated run"));
   // Joining again keeps her place.
   absl::StatusOr<v1::JoinPlan> again = join(east, "alice");
   ASSERT_TRUE(again.ok());
