@@ -120,9 +120,6 @@ std::string TlsName(std::map<std::string, std::string>& f, const std::string& ro
 
 // The flags a join plan may set for each role: the experiment's own, never where a participant
 // stores, listens, dials or what it presents.
-// The most clients one region's aggregator serves (SenderGate keeps at most 100,000 senders).
-constexpr int64_t kMaxRegionClients = 100000;
-
 constexpr const char* kAggregatorPlanFlags[] = {"--region",
                                                 "--experiment-id",
                                                 "--model-size",
@@ -433,13 +430,15 @@ int RunAggregator(std::map<std::string, std::string>& f, const v1::JoinPlan* pla
                  "--secure-aggregation the clients clip their own\n";
     return 2;
   }
+  // The most clients one aggregator serves: as many as its sender gate keeps weights for.
+  const int64_t max_clients = static_cast<int64_t>(TierPolicy{}.max_senders);
   int64_t clients = 0;
-  if ((f.count("--clients") && (!absl::SimpleAtoi(f["--clients"], &clients) || clients < 0 ||
-                                clients > kMaxRegionClients)) ||
+  if ((f.count("--clients") &&
+       (!absl::SimpleAtoi(f["--clients"], &clients) || clients < 0 || clients > max_clients)) ||
       (f.count("--startup-wait") &&
        (!absl::SimpleAtod(f["--startup-wait"], &o.startup_wait_seconds) ||
         !(o.startup_wait_seconds >= 0)))) {
-    std::cerr << "sextant-worker: --clients takes an integer from 0 to " << kMaxRegionClients
+    std::cerr << "sextant-worker: --clients takes an integer from 0 to " << max_clients
               << ", --startup-wait seconds >= 0\n";
     return 2;
   }
