@@ -52,7 +52,7 @@ absl::Status FederationHub::Publish(int64_t round, const std::string& model_path
     staging_.clear();  // an update still streaming for the old round lost its buffer with it
     senders_.clear();
   }
-  cv_.SignalAll();
+  Changed();
   return absl::OkStatus();
 }
 
@@ -64,7 +64,7 @@ std::vector<int64_t> FederationHub::RoundSegments() {
 void FederationHub::SetDone() {
   absl::MutexLock lock(&mu_);
   done_ = true;
-  cv_.SignalAll();
+  Changed();
 }
 
 absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experiment_id,
@@ -157,7 +157,7 @@ absl::Status FederationHub::AddChunk(const std::string& client_id, size_t offset
   staging_active_ = clock_->Now();
   if (!s.ok()) {
     staging_.clear();
-    cv_.SignalAll();  // the staging buffer is free again
+    Changed();  // the staging buffer is free again
   }
   return s;
 }
@@ -181,8 +181,13 @@ absl::Status FederationHub::Finish(const std::string& client_id, double weight, 
                         absl::ToDoubleSeconds(clock_->Now() - published_at_),
                         std::move(client_seconds)});
   }
-  cv_.SignalAll();
+  Changed();
   return s;
+}
+
+bool FederationHub::done() {
+  absl::MutexLock lock(&mu_);
+  return done_;
 }
 
 void FederationHub::Abandon(const std::string& client_id) {
@@ -190,7 +195,7 @@ void FederationHub::Abandon(const std::string& client_id) {
   if (staging_ != client_id) return;  // cut off already; the buffer is someone else's
   staging_.clear();
   coordinator_.Abandon(client_id);
-  cv_.SignalAll();
+  Changed();
 }
 
 bool FederationHub::WaitUntilAllHeardDone(absl::Duration wait) {
@@ -239,14 +244,14 @@ absl::StatusOr<RoundOutcome> FederationHub::Close(std::vector<SenderReport>* sen
   absl::StatusOr<RoundOutcome> out = coordinator_.Close();
   if (out.ok() && senders != nullptr) *senders = senders_;
   if (out.ok() && coordinator_.buffered()) senders_.clear();  // the next buffer's
-  cv_.SignalAll();
+  Changed();
   return out;
 }
 
 void FederationHub::ResumeBuffering() {
   absl::MutexLock lock(&mu_);
   coordinator_.ResumeBuffering();
-  cv_.SignalAll();
+  Changed();
 }
 
 void FederationHub::ReleaseOutcome() {

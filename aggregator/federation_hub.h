@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/clock.h"
+#include "common/wait_list.h"
 #include "federation/round_coordinator.h"
 
 namespace sextant {
@@ -132,8 +133,20 @@ class FederationHub {
   int64_t stalled_senders() ABSL_LOCKS_EXCLUDED(mu_);
   int64_t rejections(const std::string& client_id) ABSL_LOCKS_EXCLUDED(mu_);
   const std::string& experiment_id() const { return experiment_id_; }
+  // SetDone has been called.
+  bool done() ABSL_LOCKS_EXCLUDED(mu_);
+  // Where the service parks the calls that wait on this hub (a round, a stage, a staging
+  // buffer): every change that may answer one wakes them.
+  WaitList& waiters() { return waiters_; }
 
  private:
+  // Wakes the blocking waiters and the parked calls.
+  void Changed() {
+    cv_.SignalAll();
+    waiters_.Notify();
+  }
+
+  WaitList waiters_;  // first: destroyed last, after whatever parks on it
   absl::Mutex mu_;
   absl::CondVar cv_;
   Clock* clock_;

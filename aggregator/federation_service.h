@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -15,6 +17,7 @@
 #include "aggregator/sender_gate.h"
 #include "federation/update_codec.h"
 #include "grpcpp/grpcpp.h"
+#include "rpc/call_quota.h"
 #include "rpc/identity.h"
 #include "sextant/v1/federation_service.grpc.pb.h"
 
@@ -36,81 +39,132 @@ using JoinHandler = std::function<absl::StatusOr<v1::JoinPlan>(const PeerIdentit
 inline constexpr size_t kMaxJoinSpecBytes = size_t{4} << 20;
 inline constexpr size_t kMaxJoinFlagBytes = 64 << 10;
 
-// Thin adapter: takes the caller's identity from its verified certificate (IdentityOf), has
-// the SenderGate check every sender id and claim against it, converts messages, calls the hub
-// and converts the status back. Thread-safe (gRPC's sync server calls it from several threads).
-class FederationServiceImpl final : public v1::FederationService::Service {
+// GetRound's logic without its transport (the reactor parks between Polls; the fuzz target
+// drives it directly): the gate's check of the caller, the round asked for, then the messages
+// to write. Not thread-safe: one call's steps come one at a time.
+class RoundServing {
  public:
-  // hub (and secagg and gate, when given) must outlive the service. chunk_floats bounds each
-  // streamed message. Without secagg the SecAgg RPCs answer FAILED_PRECONDITION (secure
-  // aggregation off). Without gate, a default one (ids bounded, identities bound, no tier
-  // policy).
+  // hub and gate must outlive it. chunk_floats (at least 1) bounds each model chunk.
+  RoundServing(FederationHub* hub, SenderGate* gate, std::optional<PeerIdentity> caller,
+               int64_t chunk_floats, v1::RoundRequest request);
+
+  // The gate's check of request.client_id against caller (InvalidArgument, PermissionDenied).
+  absl::Status Check() const;
+  // How long the call may wait for a round: request.wait_seconds within [0, 30] (NaN or
+  // negative: 0).
+  absl::Duration wait() const;
+  // Asks the hub once, without waiting: true once the answer is decided (a round to train, or
+  // the end); false while there is none (ask again until wait() has passed, then write the
+  // kWait answer). The hub's error: Aborted for another experiment.
+  absl::StatusOr<bool> Poll();
+  // The next message: true with *out set; false once all are written. First the assignment,
+  // then (a round to train) the model in chunks of chunk_floats. Unavailable when the round
+  // was replaced meanwhile, DataLoss when the model file is short.
+  absl::StatusOr<bool> Next(v1::ModelChunk* out);
+
+ private:
+  FederationHub* hub_;
+  SenderGate* gate_;
+  std::optional<PeerIdentity> caller_;
+  int64_t chunk_floats_;
+  v1::RoundRequest request_;
+  RoundTask task_;
+  int64_t next_offset_ = -1;  // -1: the assignment is next
+  std::vector<float> buffer_;
+};
+
+// PushUpdate's logic without its transport. The first chunk carries the header (experiment,
+// round, client, total_size, weight, count, metrics); every chunk must repeat its experiment,
+// round and client and hold whole values of its encoding, decoded to float32 before the hub
+// sees them. Not thread-safe: one call's steps come one at a time.
+class UpdateReceiving {
+ public:
+  // hub and gate must outlive it.
+  UpdateReceiving(FederationHub* hub, SenderGate* gate, std::optional<PeerIdentity> caller);
+
+  // The first chunk: the gate checks its client against caller and its weight and count
+  // (InvalidArgument, PermissionDenied); an encoding other than F32 has its segments and
+  // scales checked (UpdateDecoder::Create), an aggregator's client timings theirs
+  // (InvalidArgument). Nothing is staged on error. The chunk's values wait for TryBegin.
+  absl::Status Start(v1::ModelChunk first);
+  // Takes the hub's staging buffer without waiting, then stages the first chunk's values: true
+  // once taken; false while another sender holds it (ask again: the hub cuts a holder that
+  // stalls off after its stall timeout); otherwise the error that ends the call.
+  absl::StatusOr<bool> TryBegin();
+  // A later chunk: another experiment, round or client is Aborted, a partial value
+  // InvalidArgument (the staged values are dropped); otherwise the hub's error.
+  absl::Status Add(const v1::ModelChunk& chunk);
+  // The stream ended: cancelled, the staged values are dropped (Cancelled, not a rejection);
+  // otherwise the hub folds the update (its error) and receipt is filled.
+  absl::Status End(bool cancelled, v1::UpdateReceipt* receipt);
+  // Frees the hub's staging buffer if this update holds it (a call that ended early).
+  // Idempotent.
+  void Drop();
+
+ private:
+  FederationHub* hub_;
+  SenderGate* gate_;
+  std::optional<PeerIdentity> caller_;
+  UpdateHeader header_;
+  int64_t count_ = 1;
+  std::optional<UpdateDecoder> decoder_;
+  SenderMetrics metrics_;
+  int64_t rejected_ = 0;
+  std::vector<std::pair<std::string, double>> client_seconds_;
+  v1::ModelChunk first_;
+  bool staging_ = false;  // holds the hub's staging buffer
+  int64_t received_ = 0;
+  std::vector<float> scratch_;
+};
+
+// The server side of FederationService, on gRPC's callback API: a call that waits (a long-poll
+// for a round or a SecAgg stage, a sender waiting for a staging buffer) is parked on its hub's
+// WaitList and holds no thread. Each call takes a place in a CallQuota first (at most
+// limits.max_calls at once, limits.per_identity per certificate identity; RESOURCE_EXHAUSTED
+// beyond). The caller's identity comes from its verified certificate (CallerIdentity), and the
+// SenderGate checks every sender id and claim against it. Thread-safe.
+class FederationServiceImpl final : public v1::FederationService::CallbackService {
+ public:
+  // hub (and secagg and gate, when given) must outlive the service, and the service its
+  // server. chunk_floats bounds each streamed message. Without secagg the SecAgg RPCs answer
+  // FAILED_PRECONDITION (secure aggregation off). Without gate, a default one (ids bounded,
+  // identities bound, no tier policy).
   explicit FederationServiceImpl(FederationHub* hub, int64_t chunk_floats = kDefaultChunkFloats,
-                                 SecAggHub* secagg = nullptr, SenderGate* gate = nullptr)
-      : hub_(hub),
-        chunk_floats_(chunk_floats),
-        secagg_(secagg),
-        gate_(gate != nullptr ? gate : &own_gate_) {}
+                                 SecAggHub* secagg = nullptr, SenderGate* gate = nullptr,
+                                 CallLimits limits = {});
 
   // Join answers through `join` (set before serving; without one, FAILED_PRECONDITION).
   void SetJoinHandler(JoinHandler join) { join_ = std::move(join); }
+  CallQuota& quota() { return quota_; }
 
-  grpc::Status Join(grpc::ServerContext* context, const v1::JoinRequest* request,
-                    v1::JoinPlan* reply) override;
-  grpc::Status GetRound(grpc::ServerContext* context, const v1::RoundRequest* request,
-                        grpc::ServerWriter<v1::ModelChunk>* writer) override;
-  grpc::Status PushUpdate(grpc::ServerContext* context, grpc::ServerReader<v1::ModelChunk>* reader,
-                          v1::UpdateReceipt* receipt) override;
-  grpc::Status SecAggAwait(grpc::ServerContext* context, const v1::SecAggPoll* request,
-                           v1::SecAggMessage* reply) override;
-  grpc::Status SecAggSubmit(grpc::ServerContext* context,
-                            grpc::ServerReader<v1::SecAggMessage>* reader,
-                            v1::SecAggReceipt* receipt) override;
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
+                                 const v1::JoinRequest* request, v1::JoinPlan* reply) override;
+  grpc::ServerWriteReactor<v1::ModelChunk>* GetRound(grpc::CallbackServerContext* context,
+                                                     const v1::RoundRequest* request) override;
+  grpc::ServerReadReactor<v1::ModelChunk>* PushUpdate(grpc::CallbackServerContext* context,
+                                                      v1::UpdateReceipt* receipt) override;
+  grpc::ServerUnaryReactor* SecAggAwait(grpc::CallbackServerContext* context,
+                                        const v1::SecAggPoll* request,
+                                        v1::SecAggMessage* reply) override;
+  grpc::ServerReadReactor<v1::SecAggMessage>* SecAggSubmit(grpc::CallbackServerContext* context,
+                                                           v1::SecAggReceipt* receipt) override;
 
  private:
-  grpc::Status SubmitMasked(grpc::ServerContext* context, v1::SecAggMessage& first,
-                            grpc::ServerReader<v1::SecAggMessage>* reader);
-
-  // The caller's certificate identity, when it has one; refuses a sender it may not act as.
-  grpc::Status CheckSender(grpc::ServerContext* context, const std::string& sender_id) const;
+  grpc::Status JoinPlanFor(const grpc::CallbackServerContext& context,
+                           const v1::JoinRequest& request, v1::JoinPlan* reply);
 
   FederationHub* hub_;
   int64_t chunk_floats_;
   SecAggHub* secagg_;
   SenderGate own_gate_;
   SenderGate* gate_;
+  CallQuota quota_;
   JoinHandler join_;
 };
 
-// GetRound's logic over any transport: the gate checks request.client_id against caller
-// (INVALID_ARGUMENT, PERMISSION_DENIED), then it waits (request.wait_seconds, clamped to
-// [0, 30]; NaN or negative is 0) for the caller's next round, then write()s the assignment and,
-// for TRAIN, the model in chunks of chunk_floats (at least 1). Returns the hub's status (Aborted
-// for another experiment), UNAVAILABLE when a write fails, CANCELLED when cancelled() turns true.
-grpc::Status ServeRound(FederationHub* hub, SenderGate& gate,
-                        const std::optional<PeerIdentity>& caller, int64_t chunk_floats,
-                        const v1::RoundRequest& request,
-                        const std::function<bool(const v1::ModelChunk&)>& write,
-                        const std::function<bool()>& cancelled);
-
-// PushUpdate's logic over any transport: read() yields the stream's chunks (false at its end).
-// The first carries the header (experiment, round, client, total_size, weight, count, metrics);
-// the gate checks its client against caller and its weight and count (INVALID_ARGUMENT,
-// PERMISSION_DENIED; nothing is staged), and an encoding other than F32 has its segments and
-// scales checked (UpdateDecoder::Create: INVALID_ARGUMENT, nothing is staged). Every chunk must
-// repeat its experiment, round and client (ABORTED otherwise) and hold whole values of the
-// encoding (INVALID_ARGUMENT otherwise), decoded to float32 before the hub sees them. A
-// stream that breaks off (cancelled()) or is refused mid-way frees the hub's staging buffer;
-// one that stalls while another sender waits is cut off (ABORTED). OK fills receipt; otherwise
-// the hub's status.
-grpc::Status ReceiveUpdate(FederationHub* hub, SenderGate& gate,
-                           const std::optional<PeerIdentity>& caller,
-                           const std::function<bool(v1::ModelChunk*)>& read,
-                           const std::function<bool()>& cancelled, v1::UpdateReceipt* receipt);
-
 // Starts a server for `service` on `listen` (e.g. "127.0.0.1:0"); *port receives the bound port.
 // credentials: TLS/mTLS with its auth processor (MakeServerCredentials); null is plaintext.
-// quota, when given, bounds the server's threads. Messages are at most 8 MiB each way.
+// quota, when given, bounds the server's memory. Messages are at most 8 MiB each way.
 // Unavailable when it cannot listen.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
     const std::string& listen, grpc::Service* service, int* port,

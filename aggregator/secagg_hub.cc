@@ -236,13 +236,13 @@ void SecAggHub::Refuse(const std::string& client_id, const std::string& reason) 
   ++rejections_;
   // Bounded as the line is: only a client that waited is ever refused.
   if (refused_.size() < options_.max_joiners) refused_[client_id] = reason;
-  cv_.SignalAll();
+  Changed();
 }
 
 void SecAggHub::SetDone() {
   absl::MutexLock lock(&mu_);
   done_ = true;
-  cv_.SignalAll();
+  Changed();
 }
 
 void SecAggHub::OpenStage(SecAggStage stage, std::vector<int32_t> expected) {
@@ -251,7 +251,7 @@ void SecAggHub::OpenStage(SecAggStage stage, std::vector<int32_t> expected) {
   expected_.assign(participants_.size(), false);
   answered_.assign(participants_.size(), false);
   for (int32_t i : expected) expected_[i] = true;
-  cv_.SignalAll();
+  Changed();
 }
 
 absl::Status SecAggHub::CheckClient(const std::string& experiment_id, int64_t round,
@@ -435,7 +435,7 @@ void SecAggHub::ReturnStaging(StagingBuffer buffer) {
   if (buffer.size() > 0 && static_cast<int>(staging_.size()) < options_.max_staged_inputs) {
     staging_.push_back(std::move(buffer));
   }
-  cv_.SignalAll();
+  Changed();
 }
 
 absl::Status SecAggHub::SubmitReveal(const std::string& client_id, SecAggUnmaskResponse m) {
@@ -536,7 +536,7 @@ void SecAggHub::CloseStage() {
       }
       outcome_ = std::move(o);
       stage_ = SecAggStage::kDone;
-      cv_.SignalAll();
+      Changed();
       return;
     }
     default:
@@ -544,7 +544,7 @@ void SecAggHub::CloseStage() {
   }
   stage_ = SecAggStage::kAborted;
   abort_reason_ = failed;
-  cv_.SignalAll();
+  Changed();
 }
 
 SecAggStage SecAggHub::Advance() {

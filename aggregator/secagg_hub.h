@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/staging_buffer.h"
+#include "common/wait_list.h"
 #include "federation/round_coordinator.h"
 #include "federation/secagg_config.h"
 #include "federation/secagg_messages.h"
@@ -228,6 +229,9 @@ class SecAggHub {
   // The finished round's outcome (moved out: call once). FailedPrecondition while the round
   // runs; Aborted with the reason when it aborted.
   absl::StatusOr<SecAggRoundOutcome> TakeOutcome() ABSL_LOCKS_EXCLUDED(mu_);
+  // Where the service parks the calls that wait on this hub (a stage, a place in a buffer, a
+  // staging buffer): every change that may answer one wakes them.
+  WaitList& waiters() { return waiters_; }
 
   // Rejected client messages so far (all rounds), including those the transport turned away
   // itself (RecordRejection: e.g. a malformed masked-input stream).
@@ -250,6 +254,13 @@ class SecAggHub {
   void OpenStage(SecAggStage stage, std::vector<int32_t> expected)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Wakes the blocking waiters and the parked calls.
+  void Changed() {
+    cv_.SignalAll();
+    waiters_.Notify();
+  }
+
+  WaitList waiters_;  // first: destroyed last, after whatever parks on it
   absl::Mutex mu_;
   absl::CondVar cv_;
   SecAggHubOptions options_;

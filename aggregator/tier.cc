@@ -30,11 +30,11 @@ absl::StatusOr<std::unique_ptr<Tier>> Tier::Start(TierOptions options, Clock* cl
     o.secagg.experiment_id = o.coordinator.experiment_id;
     tier->secagg_ = std::make_unique<SecAggHub>(o.secagg, clock);
   }
-  tier->service_ = std::make_unique<FederationServiceImpl>(tier->hub_.get(), o.chunk_floats,
-                                                           tier->secagg_.get(), &tier->gate_);
+  tier->service_ = std::make_unique<FederationServiceImpl>(
+      tier->hub_.get(), o.chunk_floats, tier->secagg_.get(), &tier->gate_, o.calls);
   if (o.join) tier->service_->SetJoinHandler(o.join);
   grpc::ResourceQuota quota("sextant-tier");
-  quota.SetMaxThreads(std::max(o.max_threads, 2));
+  quota.Resize(static_cast<size_t>(std::max<int64_t>(o.max_memory_bytes, 64 << 20)));
   absl::StatusOr<std::unique_ptr<grpc::Server>> server =
       StartFederationServer(o.listen, tier->service_.get(), &tier->port_, o.credentials, &quota);
   if (!server.ok()) return server.status();

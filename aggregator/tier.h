@@ -51,9 +51,11 @@ struct TierOptions {
   // An update being staged that sends nothing for this long loses its buffer to the next
   // sender (FederationHub). Default 5 s.
   absl::Duration stall_timeout = absl::Seconds(5);
-  // Most concurrent RPC threads the server runs (a grpc::ResourceQuota): a flood of callers
-  // queues instead of exhausting the process. Default 256.
-  int max_threads = 256;
+  // Calls the server runs at once, in all and per certificate identity (CallQuota): one peer,
+  // or a flood of them, cannot take what the others need. Waiting calls hold no thread.
+  CallLimits calls;
+  // Memory gRPC may take for the server's buffers (a grpc::ResourceQuota). Default 1 GiB.
+  int64_t max_memory_bytes = int64_t{1} << 30;
   // Participants started by hand ask here what to run with (FederationService.Join). Default
   // none: the tier's owner starts them, and Join is FAILED_PRECONDITION.
   JoinHandler join;

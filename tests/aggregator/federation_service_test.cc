@@ -2,9 +2,13 @@
 // travels with its update, and a sender that breaks off mid-stream frees the staging buffer.
 #include "aggregator/federation_service.h"
 
+#include <dirent.h>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -248,6 +252,144 @@ TEST_F(FederationServiceTest, ASenderThatStallsMidUpdateIsCutOffForAWaitingOne) 
   absl::StatusOr<RoundOutcome> out = hub_->Close(nullptr);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_FLOAT_EQ(out->mean[0], 3.0f);
+}
+
+// Threads of this process now.
+int Threads() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+// One GetRound on the client's callback API (no thread of its own): counts its messages and
+// keeps the kind of the assignment and the call's status.
+class RoundReader : public grpc::ClientReadReactor<v1::ModelChunk> {
+ public:
+  RoundReader(v1::FederationService::Stub* stub, const std::string& client, double wait) {
+    request_.set_experiment_id("exp");
+    request_.set_client_id(client);
+    request_.set_round(1);
+    request_.set_wait_seconds(wait);
+    context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    stub->async()->GetRound(&context_, &request_, this);
+    StartRead(&chunk_);
+    StartCall();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (chunk_.has_assignment()) kind_ = chunk_.assignment().kind();
+    StartRead(&chunk_);
+  }
+  void OnDone(const grpc::Status& s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = s;
+    done_ = true;
+    cv_.notify_all();
+  }
+  grpc::Status Await() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return status_;
+  }
+  bool done() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  v1::RoundAssignment::Kind kind() const { return kind_; }
+  void Cancel() { context_.TryCancel(); }
+
+ private:
+  grpc::ClientContext context_;
+  v1::RoundRequest request_;
+  v1::ModelChunk chunk_;
+  std::atomic<v1::RoundAssignment::Kind> kind_{v1::RoundAssignment::WAIT};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  grpc::Status status_;
+};
+
+// Long-polls wait parked on the hub's WaitList, not each on a thread of the server: 300 callers
+// that wait for a round leave the process's thread count about where it was, and each is
+// answered the moment the run ends.
+TEST_F(FederationServiceTest, WaitingCallsHoldNoThreadEach) {
+  constexpr int kCallers = 300;
+  const int before = Threads();
+  std::vector<std::unique_ptr<RoundReader>> readers;
+  for (int i = 0; i < kCallers; ++i) {
+    readers.push_back(std::make_unique<RoundReader>(stub_.get(), "c" + std::to_string(i), 30));
+  }
+  // All of them are in and waiting (none is in the round).
+  for (int i = 0; i < 200 && service_->quota().active() < kCallers; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(service_->quota().active(), kCallers);
+  EXPECT_GE(hub_->waiters().parked(), static_cast<size_t>(kCallers) - 10);
+  const int during = Threads();
+  EXPECT_LT(during - before, 40) << before << " threads before, " << during << " while waiting";
+  for (const auto& r : readers) EXPECT_FALSE(r->done());
+  const auto start = std::chrono::steady_clock::now();
+  hub_->SetDone();
+  for (const auto& r : readers) {
+    grpc::Status s = r->Await();
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(r->kind(), v1::RoundAssignment::DONE);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  // The server lets each place go once its side of the call is done too.
+  for (int i = 0; i < 200 && service_->quota().active() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(service_->quota().active(), 0);
+  std::printf("threads: %d before, %d with %d calls waiting\n", before, during, kCallers);
+}
+
+// A server takes at most its calls' quota at once: one more is refused RESOURCE_EXHAUSTED at
+// once, without harm to those it runs; a cancelled waiting call gives its place back.
+TEST(FederationServiceQuotaTest, CallsBeyondTheQuotaAreRefusedAtOnce) {
+  FakeClock clock;
+  RoundCoordinatorOptions o;
+  o.experiment_id = "exp";
+  o.model_size = 4;
+  FederationHub hub(*RoundCoordinator::Create(o, &clock), &clock);
+  FederationServiceImpl service(&hub, 4, nullptr, nullptr, CallLimits{/*max_calls=*/3, 16});
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = *StartFederationServer("127.0.0.1:0", &service, &port);
+  auto stub = v1::FederationService::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  std::vector<std::unique_ptr<RoundReader>> waiting;
+  for (int i = 0; i < 3; ++i) {
+    waiting.push_back(std::make_unique<RoundReader>(stub.get(), "c" + std::to_string(i), 30));
+  }
+  for (int i = 0; i < 200 && service.quota().active() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(service.quota().active(), 3);
+  const auto start = std::chrono::steady_clock::now();
+  RoundReader extra(stub.get(), "c3", 30);
+  grpc::Status refused = extra.Await();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("at most 3 calls"), std::string::npos)
+      << refused.error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(service.quota().refused(), 1);
+  // One waiting caller gives up: its place is free again, and the others still wait.
+  waiting[0]->Cancel();
+  EXPECT_EQ(waiting[0]->Await().error_code(), grpc::StatusCode::CANCELLED);
+  for (int i = 0; i < 200 && service.quota().active() > 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(service.quota().active(), 2);
+  RoundReader next(stub.get(), "c4", 0);
+  EXPECT_TRUE(next.Await().ok());
+  EXPECT_EQ(next.kind(), v1::RoundAssignment::WAIT);
+  EXPECT_FALSE(waiting[1]->done());
+  hub.SetDone();
+  for (int i = 1; i < 3; ++i) EXPECT_TRUE(waiting[i]->Await().ok());
+  server->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Fuzz target: the FederationService's handling of every message it receives (RoundRequest for
-// GetRound, the ModelChunk stream of PushUpdate), through the same ServeRound/ReceiveUpdate the
-// gRPC service calls, over a real FederationHub and RoundCoordinator with round 0 open for three
+// GetRound, the ModelChunk stream of PushUpdate), through the same RoundServing/UpdateReceiving the
+// gRPC reactors drive, over a real FederationHub and RoundCoordinator with round 0 open for three
 // clients of an 8-float model. Records (internal/records.h), by tag & 3:
 //   0  a RoundRequest: served; tag & 0x10 fixes it up to a sampled client of this experiment.
 //   1  a ModelChunk opening an update stream, followed by the records tagged 2 (its chunks);
@@ -89,14 +89,19 @@ void ServeOne(sextant::FederationHub& hub, sextant::SenderGate& gate, uint8_t ta
     request.set_round(round - 1);
   }
   if (request.wait_seconds() > 0) request.set_wait_seconds(0);  // NaN and negatives stay
+  // As the reactor drives it, without waiting (the wait is for the transport).
   std::vector<sextant::v1::ModelChunk> sent;
-  grpc::Status s = sextant::ServeRound(
-      &hub, gate, Caller(tag), 1 + (tag >> 5), request,
-      [&](const sextant::v1::ModelChunk& c) {
-        sent.push_back(c);
-        return true;
-      },
-      [] { return false; });
+  sextant::RoundServing serving(&hub, &gate, Caller(tag), 1 + (tag >> 5), request);
+  absl::Status s = serving.Check();
+  if (s.ok() && serving.wait() > absl::ZeroDuration()) abort();
+  if (s.ok()) s = serving.Poll().status();
+  while (s.ok()) {
+    sextant::v1::ModelChunk c;
+    absl::StatusOr<bool> more = serving.Next(&c);
+    s = more.status();
+    if (!s.ok() || !*more) break;
+    sent.push_back(std::move(c));
+  }
   if (s.ok()) CheckAccepted(Caller(tag), request.client_id());
   if (!s.ok() || sent.empty() ||
       sent[0].assignment().kind() != sextant::v1::RoundAssignment::TRAIN) {
@@ -130,16 +135,20 @@ void PushOne(sextant::FederationHub& hub, sextant::SenderGate& gate,
     }
     *at = i;
   }
-  size_t next = 0;
+  // As the reactor drives it: the staging buffer is always free here (one sender at a time).
   sextant::v1::UpdateReceipt receipt;
-  grpc::Status s = sextant::ReceiveUpdate(
-      &hub, gate, Caller(tag),
-      [&](sextant::v1::ModelChunk* c) {
-        if (next >= chunks.size()) return false;
-        *c = chunks[next++];
-        return true;
-      },
-      [&] { return (tag & 0x08) != 0; }, &receipt);
+  absl::Status s = absl::InvalidArgumentError("empty update stream");
+  if (!chunks.empty()) {
+    sextant::UpdateReceiving receiving(&hub, &gate, Caller(tag));
+    s = receiving.Start(chunks[0]);
+    if (s.ok()) {
+      absl::StatusOr<bool> begun = receiving.TryBegin();
+      s = begun.ok() && !*begun ? absl::UnavailableError("staging busy") : begun.status();
+    }
+    for (size_t next = 1; s.ok() && next < chunks.size(); ++next) s = receiving.Add(chunks[next]);
+    if (s.ok()) s = receiving.End((tag & 0x08) != 0, &receipt);
+    receiving.Drop();
+  }
   if (s.ok() && receipt.floats_received() != kModel) abort();
   if (s.ok()) {
     CheckAccepted(Caller(tag), chunks[0].client_id());

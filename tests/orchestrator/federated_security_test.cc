@@ -3,10 +3,14 @@
 // aggregates refused by a running federated run, the non-loopback rule for aggregators, and
 // fleet-launched workers that dial the orchestrator over TLS. (A whole
 // federated run over mTLS is federated_tls_run_test, labelled slow.)
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <regex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -179,6 +183,95 @@ TEST_F(FederatedSecurityTest, AggregatorLetsEachClientSpeakOnlyAsItself) {
   // None of it harmed the aggregator: Bob as himself still gets in.
   grpc::Status bob = GetRound(Tls(target, certs_, "bob", ""), "east/bob");
   EXPECT_TRUE(bob.ok()) << bob.error_message();
+}
+
+// One certificate cannot take the aggregator's calls from the others: a client that already
+// has 16 calls waiting there is refused the next at once (RESOURCE_EXHAUSTED, naming itself and
+// the bound), while another client of the region is still served; the places come back once
+// its calls end.
+TEST_F(FederatedSecurityTest, OneClientCannotHoldMoreThanItsShareOfTheAggregatorsCalls) {
+  for (const char* name : {"alice", "bob"}) {
+    ASSERT_EQ(RunProcess({kSextant, "certs", "issue", certs_, name, "--role", "client", "--region",
+                          "east", "--enroll"})
+                  .exit_code,
+              0);
+  }
+  ASSERT_EQ(RunProcess({kSextant, "certs", "issue", certs_, "agg-east", "--role", "aggregator",
+                        "--region", "east"})
+                .exit_code,
+            0);
+  const std::string port_file = dir_ + "/east.port";
+  BackgroundProcess agg({kWorker, "--role", "aggregator", "--region", "east", "--connect",
+                         "127.0.0.1:1", "--experiment-id", "x", "--model-size", "4", "--work-dir",
+                         dir_ + "/east", "--port-file", port_file, "--tls-dir", certs_,
+                         "--tls-name", "agg-east"});
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(port_file); }, 30)) << agg.err();
+  const std::string target =
+      absl::StrCat("127.0.0.1:", std::string(absl::StripAsciiWhitespace(ReadFile(port_file))));
+  auto alice = v1::FederationService::NewStub(Tls(target, certs_, "alice", ""));
+  // Alice's long-polls: no round comes (upstream is unreachable), so each waits its 30 s. One
+  // that a probe below beat to the last place is asked again.
+  constexpr int kShare = 16;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts(kShare);
+  std::vector<std::thread> polls;
+  std::atomic<bool> stopping{false};
+  std::atomic<int> ended{0};
+  std::mutex contexts_mu;
+  for (int i = 0; i < kShare; ++i) {
+    polls.emplace_back([&, i] {
+      while (true) {
+        grpc::ClientContext* ctx;
+        {
+          std::lock_guard<std::mutex> lock(contexts_mu);
+          if (stopping) break;
+          contexts[i] = std::make_unique<grpc::ClientContext>();
+          ctx = contexts[i].get();
+        }
+        v1::RoundRequest req;
+        req.set_experiment_id("x");
+        req.set_client_id("east/alice");
+        req.set_round(-1);
+        req.set_wait_seconds(30);
+        auto reader = alice->GetRound(ctx, req);
+        v1::ModelChunk chunk;
+        while (reader->Read(&chunk)) {
+        }
+        if (reader->Finish().error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      ++ended;
+    });
+  }
+  // Once all of hers wait, one more (even one that would not wait) is refused at once.
+  grpc::Status more;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        more = GetRound(Tls(target, certs_, "alice", ""), "east/alice");
+        return more.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+      },
+      20))
+      << more.error_code() << " " << more.error_message();
+  EXPECT_THAT(more.error_message(), HasSubstr("sextant://client/east/alice"));
+  EXPECT_THAT(more.error_message(), HasSubstr("at most 16 per identity"));
+  EXPECT_EQ(ended.load(), 0);
+  // Bob is served as before.
+  grpc::Status bob = GetRound(Tls(target, certs_, "bob", ""), "east/bob");
+  EXPECT_TRUE(bob.ok()) << bob.error_message();
+  // Alice gives up her calls: her places come back.
+  {
+    std::lock_guard<std::mutex> lock(contexts_mu);
+    stopping = true;
+    for (auto& ctx : contexts) ctx->TryCancel();
+  }
+  for (std::thread& t : polls) t.join();
+  grpc::Status again;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        again = GetRound(Tls(target, certs_, "alice", ""), "east/alice");
+        return again.ok();
+      },
+      10))
+      << again.error_message();
 }
 
 // Participants started by hand: the orchestrator gives a plan only to an aggregator of one of
