@@ -762,7 +762,10 @@ grpc::ServerUnaryReactor* FederationServiceImpl::Join(grpc::CallbackServerContex
                                                       const v1::JoinRequest* request,
                                                       v1::JoinPlan* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(JoinPlanFor(*context, *request, reply));
+  // Answered at once, so its place in the quota is given back as soon as it is taken.
+  absl::StatusOr<CallQuota::Ticket> ticket = quota_.Admit(CallerIdentity(*context));
+  reactor->Finish(ticket.ok() ? JoinPlanFor(*context, *request, reply)
+                              : ToGrpcStatus(ticket.status()));
   return reactor;
 }
 
