@@ -115,7 +115,23 @@ class FederatedSecurityTest : public ::testing::Test {
     return writer->Finish();
   }
 
-  std::string dir_, certs_;
+  // East's aggregator started by hand with certificate agg-east (issued by the test) and an
+  // unreachable upstream: it serves its clients while it keeps trying. Sets target_ once it
+  // listens (empty if it did not within 30 s).
+  std::unique_ptr<BackgroundProcess> StartEastAggregator() {
+    const std::string port_file = dir_ + "/east.port";
+    auto agg = std::make_unique<BackgroundProcess>(std::vector<std::string>{
+        kWorker, "--role", "aggregator", "--region", "east", "--connect", "127.0.0.1:1",
+        "--experiment-id", "x", "--model-size", "4", "--work-dir", dir_ + "/east", "--port-file",
+        port_file, "--tls-dir", certs_, "--tls-name", "agg-east"});
+    if (WaitFor([&] { return std::filesystem::exists(port_file); }, 30)) {
+      target_ =
+          absl::StrCat("127.0.0.1:", std::string(absl::StripAsciiWhitespace(ReadFile(port_file))));
+    }
+    return agg;
+  }
+
+  std::string dir_, certs_, target_;
 };
 
 // A regional aggregator started by hand with its own per-host certificate serves only its
@@ -136,15 +152,9 @@ TEST_F(FederatedSecurityTest, AggregatorLetsEachClientSpeakOnlyAsItself) {
   issue({"bob", "--role", "client", "--region", "east", "--enroll"});
   issue({"carol", "--role", "client", "--region", "west", "--enroll"});
   issue({"stranger", "--role", "client", "--region", "east"});  // not enrolled
-  const std::string port_file = dir_ + "/east.port";
-  // Upstream is unreachable: the aggregator serves its clients while it keeps trying.
-  BackgroundProcess agg({kWorker, "--role", "aggregator", "--region", "east", "--connect",
-                         "127.0.0.1:1", "--experiment-id", "x", "--model-size", "4", "--work-dir",
-                         dir_ + "/east", "--port-file", port_file, "--tls-dir", certs_,
-                         "--tls-name", "agg-east"});
-  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(port_file); }, 30)) << agg.err();
-  const std::string target =
-      absl::StrCat("127.0.0.1:", std::string(absl::StripAsciiWhitespace(ReadFile(port_file))));
+  std::unique_ptr<BackgroundProcess> agg = StartEastAggregator();
+  ASSERT_FALSE(target_.empty()) << agg->err();
+  const std::string target = target_;
 
   // Plaintext, and TLS without a client certificate or with one from another CA: the
   // handshake fails.
@@ -200,14 +210,9 @@ TEST_F(FederatedSecurityTest, OneClientCannotHoldMoreThanItsShareOfTheAggregator
                         "--region", "east"})
                 .exit_code,
             0);
-  const std::string port_file = dir_ + "/east.port";
-  BackgroundProcess agg({kWorker, "--role", "aggregator", "--region", "east", "--connect",
-                         "127.0.0.1:1", "--experiment-id", "x", "--model-size", "4", "--work-dir",
-                         dir_ + "/east", "--port-file", port_file, "--tls-dir", certs_,
-                         "--tls-name", "agg-east"});
-  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(port_file); }, 30)) << agg.err();
-  const std::string target =
-      absl::StrCat("127.0.0.1:", std::string(absl::StripAsciiWhitespace(ReadFile(port_file))));
+  std::unique_ptr<BackgroundProcess> agg = StartEastAggregator();
+  ASSERT_FALSE(target_.empty()) << agg->err();
+  const std::string target = target_;
   auto alice = v1::FederationService::NewStub(Tls(target, certs_, "alice", ""));
   // Alice's long-polls: no round comes (upstream is unreachable), so each waits its 30 s. One
   // that a probe below beat to the last place is asked again.
