@@ -3,6 +3,7 @@
 // per trial, at 0.20 USD/h) and no ledger, so that many seeds run in minutes. It is a tuning
 // aid; the figures quoted in RESULTS.md come from cost_aware.py through `sextant run`.
 //   cost_aware_sim [--problem moderate|widest] [--seeds 80] [--trials 50] [--startup 0.04]
+//                  [--budget DOLLARS (instead of --trials: a max_cost run)]
 // Prints, per mode, the median dollars to plain's final best per seed, how many seeds reach it,
 // and the headline ratio (median cost_aware / median plain) and the median per-seed ratio.
 #include <algorithm>
@@ -35,7 +36,10 @@ struct Run {
   std::vector<double> loss, dollars;
 };
 
-Run Search(const std::string& problem, bool cost_aware, uint64_t seed, int trials, double startup) {
+// trials > 0: that many trials, budget_used = trials so far / trials. budget > 0 instead: trials
+// until budget dollars are spent, budget_used = dollars so far / budget (a `max_cost` run).
+Run Search(const std::string& problem, bool cost_aware, uint64_t seed, int trials, double startup,
+           double budget) {
   SearchSpace space;
   space.params = {{"width", ParamSpec::Kind::kFloat, 16, 1024, true},
                   {"x0", ParamSpec::Kind::kFloat, -5, 10},
@@ -46,11 +50,12 @@ Run Search(const std::string& problem, bool cost_aware, uint64_t seed, int trial
   std::unique_ptr<Sampler> sampler = NewBayesianSampler(space, o);
   std::vector<Observation> history;
   Run run;
-  for (int t = 0; t < trials; ++t) {
+  double spent = 0;
+  for (int t = 0; budget > 0 ? spent < budget : t < trials; ++t) {
     SampleRequest request;
     request.trial_number = t;
     request.history = history;
-    request.budget_used = static_cast<double>(t) / trials;
+    request.budget_used = budget > 0 ? spent / budget : static_cast<double>(t) / trials;
     absl::StatusOr<Params> p = sampler->Ask(request);
     if (!p.ok()) {
       std::fprintf(stderr, "%s\n", p.status().ToString().c_str());
@@ -64,6 +69,7 @@ Run Search(const std::string& problem, bool cost_aware, uint64_t seed, int trial
     obs.cost = (3.0 * width / 1024 + startup) * kPricePerSecond;
     run.loss.push_back(*obs.value);
     run.dollars.push_back(*obs.cost);
+    spent += *obs.cost;
     history.push_back(std::move(obs));
   }
   return run;
@@ -91,25 +97,28 @@ double Median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::string problem = "moderate";
   int seeds = 80, trials = 50;
-  double startup = 0.04;
+  double startup = 0.04, budget = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--problem")) problem = argv[i + 1];
     if (!std::strcmp(argv[i], "--seeds")) seeds = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--trials")) trials = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--startup")) startup = std::atof(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--budget")) budget = std::atof(argv[i + 1]);
   }
   std::vector<double> plain, aware, ratios;
   int reached = 0;
   for (int s = 0; s < seeds; ++s) {
-    const sextant::Run p = sextant::Search(problem, false, s, trials, startup);
-    const sextant::Run c = sextant::Search(problem, true, s, trials, startup);
+    const sextant::Run p = sextant::Search(problem, false, s, trials, startup, budget);
+    const sextant::Run c = sextant::Search(problem, true, s, trials, startup, budget);
     const double target = *std::min_element(p.loss.begin(), p.loss.end());
     plain.push_back(sextant::DollarsTo(p, target));
     aware.push_back(sextant::DollarsTo(c, target));
     reached += std::isfinite(aware.back());
     ratios.push_back(aware.back() / plain.back());
-    std::printf("seed=%d plain=%.6f cost_aware=%.6f ratio=%.3f\n", s, plain.back(), aware.back(),
-                ratios.back());
+    std::printf(
+        "seed=%d plain=%.6f cost_aware=%.6f ratio=%.3f plain_trials=%zu "
+        "cost_aware_trials=%zu\n",
+        s, plain.back(), aware.back(), ratios.back(), p.loss.size(), c.loss.size());
     std::fflush(stdout);
   }
   std::printf(
