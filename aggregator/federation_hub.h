@@ -146,7 +146,7 @@ class FederationHub {
     waiters_.Notify();
   }
 
-  WaitList waiters_;  // first: destroyed last, after whatever parks on it
+  WaitList waiters_{4};  // first: destroyed last, after whatever parks on it
   absl::Mutex mu_;
   absl::CondVar cv_;
   Clock* clock_;

@@ -338,6 +338,10 @@ class ServiceCall : public Reactor {
     return true;
   }
 
+  // Keeps `bytes` of a message while the call waits, within the quota's bound in all
+  // (CallLimits::max_held_bytes); given back with the call's place.
+  absl::Status Hold(int64_t bytes) { return ticket_.Hold(bytes); }
+
   // Ends the call with s, unless it has ended.
   void End(const absl::Status& s) { End(ToGrpcStatus(s)); }
   void End(grpc::Status s) {
@@ -443,6 +447,7 @@ class UpdateCall final : public ServiceCall<grpc::ServerReadReactor<v1::ModelChu
     if (!started_) {
       if (!ok) return End(absl::InvalidArgumentError("empty update stream"));
       started_ = true;
+      first_bytes_ = static_cast<int64_t>(chunk_.ByteSizeLong());
       if (absl::Status s = receiving_.Start(std::move(chunk_)); !s.ok()) return End(s);
       // A sender waits this long for the staging buffer; one that holds it and stalls is cut
       // off after the hub's stall timeout, so the wait is for live senders only.
@@ -466,6 +471,11 @@ class UpdateCall final : public ServiceCall<grpc::ServerReadReactor<v1::ModelChu
     if (std::chrono::steady_clock::now() >= until_) {
       return End(absl::UnavailableError("the staging buffer stayed busy"));
     }
+    // The first chunk waits with the call: within the bytes all waiting calls may keep.
+    if (!holding_) {
+      if (absl::Status s = Hold(first_bytes_); !s.ok()) return End(s);
+      holding_ = true;
+    }
     // The hub cuts a stalled holder off by its own clock: look again soon.
     Park(hub_->waiters(), seen, std::min(until_, SteadyAfter(absl::Milliseconds(100))));
   }
@@ -475,6 +485,8 @@ class UpdateCall final : public ServiceCall<grpc::ServerReadReactor<v1::ModelChu
   UpdateReceiving receiving_;
   v1::UpdateReceipt* receipt_;
   bool started_ = false;
+  int64_t first_bytes_ = 0;
+  bool holding_ = false;  // first_bytes_ counted against the quota
   Deadline until_;
   v1::ModelChunk chunk_;
 };
@@ -522,6 +534,11 @@ class SecAggAwaitCall final : public ServiceCall<grpc::ServerUnaryReactor> {
                                                 request_.client_id(), absl::ZeroDuration());
     if (!d.ok()) return End(d.status());
     if (d->pending && std::chrono::steady_clock::now() < until_) {
+      // A joining client stays in line while its call waits parked, not only while it asks.
+      if (request_.join_buffer() && !holding_) {
+        secagg_->HoldJoin(request_.client_id(), +1);
+        holding_ = true;
+      }
       return Park(secagg_->waiters(), seen, std::min(until_, SteadyAfter(kRecheck)));
     }
     // A joined buffer's answer names the instance the client was taken into.
@@ -531,11 +548,17 @@ class SecAggAwaitCall final : public ServiceCall<grpc::ServerUnaryReactor> {
     End(grpc::Status::OK);
   }
 
+  void Release() override {
+    if (holding_) secagg_->HoldJoin(request_.client_id(), -1);
+    holding_ = false;
+  }
+
   SecAggHub* secagg_;
   SenderGate* gate_;
   const v1::SecAggPoll request_;
   v1::SecAggMessage* reply_;
   Deadline until_;
+  bool holding_ = false;  // HoldJoin taken
 };
 
 // SecAggSubmit: one client message. A masked input arrives in packed chunks and is assembled in
@@ -671,6 +694,11 @@ class SecAggSubmitCall final : public ServiceCall<grpc::ServerReadReactor<v1::Se
     absl::StatusOr<StagingBuffer> buffer =
         secagg_->TakeStaging(length_ * word, absl::ZeroDuration());
     if (absl::IsUnavailable(buffer.status())) {
+      // The first chunk waits with the call: within the bytes all waiting calls may keep.
+      if (!holding_) {
+        if (absl::Status s = Hold(static_cast<int64_t>(m_.ByteSizeLong())); !s.ok()) return End(s);
+        holding_ = true;
+      }
       return Park(secagg_->waiters(), seen, SteadyAfter(absl::Milliseconds(200)));
     }
     if (!buffer.ok()) return End(buffer.status());
@@ -743,6 +771,7 @@ class SecAggSubmitCall final : public ServiceCall<grpc::ServerReadReactor<v1::Se
   int64_t count_ = 1;
   int64_t rejected_ = 0;
   std::optional<StagingBuffer> staging_;
+  bool holding_ = false;  // the first chunk counted against the quota
   int64_t received_ = 0;
   std::vector<uint64_t> values_;
   std::vector<char> bytes_;

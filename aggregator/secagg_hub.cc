@@ -215,7 +215,8 @@ std::vector<SecAggJoiner> SecAggHub::AwaitJoiners(size_t count, absl::Duration f
   while (true) {
     const absl::Time now = clock_->Now();
     for (auto it = joiners_.begin(); it != joiners_.end();) {
-      const bool silent = it->second.calls == 0 && now - it->second.last_asked > fresh;
+      const bool silent = it->second.calls == 0 && !join_holds_.count(it->first) &&
+                          now - it->second.last_asked > fresh;
       it = silent ? joiners_.erase(it) : std::next(it);
     }
     if (done_ || joiners_.size() >= count) break;
@@ -228,6 +229,13 @@ std::vector<SecAggJoiner> SecAggHub::AwaitJoiners(size_t count, absl::Duration f
     return a.joined < b.joined;
   });
   return out;
+}
+
+void SecAggHub::HoldJoin(const std::string& client_id, int delta) {
+  absl::MutexLock lock(&mu_);
+  int& held = join_holds_[client_id];
+  held += delta;
+  if (held <= 0) join_holds_.erase(client_id);
 }
 
 void SecAggHub::Refuse(const std::string& client_id, const std::string& reason) {

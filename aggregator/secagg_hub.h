@@ -171,6 +171,10 @@ class SecAggHub {
   // that wait, longest-waiting first.
   std::vector<SecAggJoiner> AwaitJoiners(size_t count, absl::Duration fresh, absl::Duration wait)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A transport that parks a Join call between tries of zero wait keeps client_id in line,
+  // however long it stays parked: HoldJoin(id, +1) when the call first parks, HoldJoin(id, -1)
+  // when it ends. A held client is never taken for gone by AwaitJoiners.
+  void HoldJoin(const std::string& client_id, int delta) ABSL_LOCKS_EXCLUDED(mu_);
   // Turns a waiting client away: its Join answers Aborted naming `reason`. Counted as a
   // rejection. No-op for a client that is not waiting.
   void Refuse(const std::string& client_id, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
@@ -260,7 +264,7 @@ class SecAggHub {
     waiters_.Notify();
   }
 
-  WaitList waiters_;  // first: destroyed last, after whatever parks on it
+  WaitList waiters_{4};  // first: destroyed last, after whatever parks on it
   absl::Mutex mu_;
   absl::CondVar cv_;
   SecAggHubOptions options_;
@@ -279,6 +283,7 @@ class SecAggHub {
     int calls = 0;  // its Join calls waiting now
   };
   std::map<std::string, Waiting> joiners_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> join_holds_ ABSL_GUARDED_BY(mu_);       // HoldJoin, by client
   std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);  // client -> reason, once
   SecAggStage stage_ ABSL_GUARDED_BY(mu_) = SecAggStage::kAborted;
   absl::Status abort_reason_ ABSL_GUARDED_BY(mu_);

@@ -9,14 +9,35 @@ CallQuota::Ticket& CallQuota::Ticket::operator=(Ticket&& other) noexcept {
     Release();
     quota_ = other.quota_;
     key_ = std::move(other.key_);
+    held_ = other.held_;
     other.quota_ = nullptr;
+    other.held_ = 0;
   }
   return *this;
 }
 
 void CallQuota::Ticket::Release() {
-  if (quota_ != nullptr) quota_->Release(key_);
+  if (quota_ != nullptr) quota_->Release(key_, held_);
   quota_ = nullptr;
+  held_ = 0;
+}
+
+absl::Status CallQuota::Ticket::Hold(int64_t bytes) {
+  if (quota_ == nullptr) return absl::FailedPreconditionError("no call holds this ticket");
+  if (absl::Status s = quota_->Hold(bytes); !s.ok()) return s;
+  held_ += bytes;
+  return absl::OkStatus();
+}
+
+absl::Status CallQuota::Hold(int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  if (bytes > limits_.max_held_bytes - held_) {
+    ++refused_;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "calls waiting here keep ", held_, " bytes; at most ", limits_.max_held_bytes, " in all"));
+  }
+  held_ += bytes;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CallQuota::Ticket> CallQuota::Admit(const std::optional<PeerIdentity>& caller) {
@@ -41,12 +62,18 @@ absl::StatusOr<CallQuota::Ticket> CallQuota::Admit(const std::optional<PeerIdent
   return Ticket(this, key);
 }
 
-void CallQuota::Release(const std::string& key) {
+void CallQuota::Release(const std::string& key, int64_t held) {
   absl::MutexLock lock(&mu_);
   --active_;
+  held_ -= held;
   if (key.empty()) return;
   auto it = per_identity_.find(key);
   if (it != per_identity_.end() && --it->second <= 0) per_identity_.erase(it);
+}
+
+int64_t CallQuota::held() {
+  absl::MutexLock lock(&mu_);
+  return held_;
 }
 
 int CallQuota::active() {

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -389,6 +391,86 @@ TEST(FederationServiceQuotaTest, CallsBeyondTheQuotaAreRefusedAtOnce) {
   EXPECT_FALSE(waiting[1]->done());
   hub.SetDone();
   for (int i = 1; i < 3; ++i) EXPECT_TRUE(waiting[i]->Await().ok());
+  server->Shutdown(std::chrono::system_clock::now());
+}
+
+// Senders that wait for the staging buffer keep their first chunk meanwhile; what they keep in
+// all is bounded (CallLimits::max_held_bytes), and a sender past it is refused at once rather
+// than parked.
+TEST(FederationServiceQuotaTest, WaitingSendersKeepAtMostTheHeldBytes) {
+  FakeClock clock;
+  RoundCoordinatorOptions o;
+  o.experiment_id = "exp";
+  o.model_size = 8;
+  FederationHub hub(*RoundCoordinator::Create(o, &clock), &clock);
+  std::map<std::string, RoundTask> tasks;
+  for (const char* id : {"a", "b", "c"}) tasks[id].model_size = 8;
+  ASSERT_TRUE(hub.Publish(1, "/dev/null", std::move(tasks)).ok());
+  FederationServiceImpl service(&hub, 4, nullptr, nullptr,
+                                CallLimits{/*max_calls=*/100, 16, /*max_held_bytes=*/60});
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = *StartFederationServer("127.0.0.1:0", &service, &port);
+  auto stub = v1::FederationService::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  auto first = [](const std::string& id) {
+    v1::ModelChunk c;
+    c.set_experiment_id("exp");
+    c.set_round(1);
+    c.set_client_id(id);
+    c.set_total_size(8);
+    c.set_weight(1);
+    c.set_count(1);
+    const std::vector<float> part(4, 1.0f);
+    c.set_data(reinterpret_cast<const char*>(part.data()), part.size() * sizeof(float));
+    return c;
+  };
+  // a and b each send their first chunk and pause: one takes the staging buffer, the other
+  // waits for it, keeping its first chunk (about 40 bytes).
+  std::promise<void> go;
+  std::shared_future<void> resume = go.get_future().share();
+  auto sender = [&](const std::string& id) {
+    grpc::ClientContext context;
+    v1::UpdateReceipt receipt;
+    auto w = stub->PushUpdate(&context, &receipt);
+    v1::ModelChunk c = first(id);
+    w->Write(c);
+    resume.wait();
+    c.clear_total_size();
+    c.set_offset(4);
+    w->Write(c);
+    w->WritesDone();
+    grpc::Status s = w->Finish();
+    EXPECT_TRUE(s.ok()) << id << ": " << s.error_message();
+  };
+  std::thread a(sender, "a"), b(sender, "b");
+  for (int i = 0; i < 500 && service.quota().held() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GT(service.quota().held(), 30);
+  // c would keep as much again: past the bound, refused at once.
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::UpdateReceipt receipt;
+    auto w = stub->PushUpdate(&context, &receipt);
+    w->Write(first("c"));
+    w->WritesDone();
+    grpc::Status s = w->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_NE(s.error_message().find("at most 60 in all"), std::string::npos) << s.error_message();
+  }
+  // Both go on: the holder completes, then the waiting one gets the buffer; what it kept is
+  // given back with its call.
+  go.set_value();
+  a.join();
+  b.join();
+  for (int i = 0; i < 200 && service.quota().held() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(service.quota().held(), 0);
+  absl::StatusOr<RoundOutcome> out = hub.Close(nullptr);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FLOAT_EQ(out->mean[0], 1.0f);
   server->Shutdown(std::chrono::system_clock::now());
 }
 

@@ -541,6 +541,26 @@ TEST(SecAggHubJoinTest, TheLineIsBoundedAndAClientTakenGetsItsStartAgainUntilItS
   EXPECT_EQ(hub.Join("exp", Id(2), 1, absl::Seconds(10))->stage, SecAggStage::kAborted);
 }
 
+// A Join call parked between tries (the service's zero-wait tries) holds its client's place:
+// however long the clock runs while it is parked, the client stays in line; once the call ends,
+// silence counts again.
+TEST(SecAggHubJoinTest, AParkedJoinKeepsItsPlaceInLine) {
+  FakeClock clock;
+  SecAggHubOptions so;
+  so.experiment_id = "exp";
+  SecAggHub hub(so, &clock);
+  EXPECT_TRUE(hub.Join("exp", Id(0), 1, absl::ZeroDuration())->pending);
+  EXPECT_TRUE(hub.Join("exp", Id(1), 1, absl::ZeroDuration())->pending);
+  hub.HoldJoin(Id(0), +1);
+  clock.Advance(absl::Seconds(61));
+  std::vector<SecAggJoiner> line = hub.AwaitJoiners(1, absl::Seconds(60), absl::ZeroDuration());
+  ASSERT_EQ(line.size(), 1u);  // Id(1) went silent; Id(0) is held
+  EXPECT_EQ(line[0].client_id, Id(0));
+  hub.HoldJoin(Id(0), -1);
+  clock.Advance(absl::Seconds(61));
+  EXPECT_TRUE(hub.AwaitJoiners(1, absl::Seconds(60), absl::ZeroDuration()).empty());
+}
+
 TEST(SecAggHubStagingTest, HandsOutAtMostMaxStagedBuffersAndReusesTheReturnedOnes) {
   FakeClock clock;
   SecAggHubOptions so;

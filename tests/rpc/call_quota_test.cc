@@ -53,5 +53,22 @@ TEST(CallQuotaTest, TheBoundInAllCoversEveryCaller) {
   EXPECT_TRUE(quota.Admit(Client("bob")).ok());
 }
 
+// What waiting calls keep is bounded in all, and given back with each call's place.
+TEST(CallQuotaTest, BytesKeptByWaitingCallsAreBoundedInAll) {
+  CallQuota quota(CallLimits{/*max_calls=*/10, /*per_identity=*/5, /*max_held_bytes=*/100});
+  absl::StatusOr<CallQuota::Ticket> a = quota.Admit(Client("alice"));
+  absl::StatusOr<CallQuota::Ticket> b = quota.Admit(Client("bob"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(a->Hold(60).ok());
+  absl::Status over = b->Hold(50);
+  EXPECT_TRUE(absl::IsResourceExhausted(over));
+  EXPECT_THAT(over.message(), HasSubstr("keep 60 bytes; at most 100 in all"));
+  EXPECT_TRUE(b->Hold(40).ok());
+  EXPECT_EQ(quota.held(), 100);
+  *a = CallQuota::Ticket();  // alice's call ends
+  EXPECT_EQ(quota.held(), 40);
+  EXPECT_TRUE(b->Hold(50).ok());
+}
+
 }  // namespace
 }  // namespace sextant
