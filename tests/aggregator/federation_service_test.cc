@@ -349,69 +349,74 @@ TEST_F(FederationServiceTest, WaitingCallsHoldNoThreadEach) {
   std::printf("threads: %d before, %d with %d calls waiting\n", before, during, kCallers);
 }
 
+// A server of the test's own, with the given call limits, over a hub of a `size`-float model.
+class FederationServiceQuotaTest : public ::testing::Test {
+ protected:
+  void Serve(int64_t size, CallLimits limits) {
+    RoundCoordinatorOptions o;
+    o.experiment_id = "exp";
+    o.model_size = size;
+    hub_ = std::make_unique<FederationHub>(*RoundCoordinator::Create(o, &clock_), &clock_);
+    service_ = std::make_unique<FederationServiceImpl>(hub_.get(), 4, nullptr, nullptr, limits);
+    int port = 0;
+    server_ = *StartFederationServer("127.0.0.1:0", service_.get(), &port);
+    stub_ = v1::FederationService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                               grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<FederationHub> hub_;
+  std::unique_ptr<FederationServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::FederationService::Stub> stub_;
+};
+
 // A server takes at most its calls' quota at once: one more is refused RESOURCE_EXHAUSTED at
 // once, without harm to those it runs; a cancelled waiting call gives its place back.
-TEST(FederationServiceQuotaTest, CallsBeyondTheQuotaAreRefusedAtOnce) {
-  FakeClock clock;
-  RoundCoordinatorOptions o;
-  o.experiment_id = "exp";
-  o.model_size = 4;
-  FederationHub hub(*RoundCoordinator::Create(o, &clock), &clock);
-  FederationServiceImpl service(&hub, 4, nullptr, nullptr, CallLimits{/*max_calls=*/3, 16});
-  int port = 0;
-  std::unique_ptr<grpc::Server> server = *StartFederationServer("127.0.0.1:0", &service, &port);
-  auto stub = v1::FederationService::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+TEST_F(FederationServiceQuotaTest, CallsBeyondTheQuotaAreRefusedAtOnce) {
+  Serve(4, CallLimits{/*max_calls=*/3, 16});
   std::vector<std::unique_ptr<RoundReader>> waiting;
   for (int i = 0; i < 3; ++i) {
-    waiting.push_back(std::make_unique<RoundReader>(stub.get(), "c" + std::to_string(i), 30));
+    waiting.push_back(std::make_unique<RoundReader>(stub_.get(), "c" + std::to_string(i), 30));
   }
-  for (int i = 0; i < 200 && service.quota().active() < 3; ++i) {
+  for (int i = 0; i < 200 && service_->quota().active() < 3; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ASSERT_EQ(service.quota().active(), 3);
+  ASSERT_EQ(service_->quota().active(), 3);
   const auto start = std::chrono::steady_clock::now();
-  RoundReader extra(stub.get(), "c3", 30);
+  RoundReader extra(stub_.get(), "c3", 30);
   grpc::Status refused = extra.Await();
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(refused.error_message().find("at most 3 calls"), std::string::npos)
       << refused.error_message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
-  EXPECT_EQ(service.quota().refused(), 1);
+  EXPECT_EQ(service_->quota().refused(), 1);
   // One waiting caller gives up: its place is free again, and the others still wait.
   waiting[0]->Cancel();
   EXPECT_EQ(waiting[0]->Await().error_code(), grpc::StatusCode::CANCELLED);
-  for (int i = 0; i < 200 && service.quota().active() > 2; ++i) {
+  for (int i = 0; i < 200 && service_->quota().active() > 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_EQ(service.quota().active(), 2);
-  RoundReader next(stub.get(), "c4", 0);
+  EXPECT_EQ(service_->quota().active(), 2);
+  RoundReader next(stub_.get(), "c4", 0);
   EXPECT_TRUE(next.Await().ok());
   EXPECT_EQ(next.kind(), v1::RoundAssignment::WAIT);
   EXPECT_FALSE(waiting[1]->done());
-  hub.SetDone();
+  hub_->SetDone();
   for (int i = 1; i < 3; ++i) EXPECT_TRUE(waiting[i]->Await().ok());
-  server->Shutdown(std::chrono::system_clock::now());
 }
 
 // Senders that wait for the staging buffer keep their first chunk meanwhile; what they keep in
 // all is bounded (CallLimits::max_held_bytes), and a sender past it is refused at once rather
 // than parked.
-TEST(FederationServiceQuotaTest, WaitingSendersKeepAtMostTheHeldBytes) {
-  FakeClock clock;
-  RoundCoordinatorOptions o;
-  o.experiment_id = "exp";
-  o.model_size = 8;
-  FederationHub hub(*RoundCoordinator::Create(o, &clock), &clock);
+TEST_F(FederationServiceQuotaTest, WaitingSendersKeepAtMostTheHeldBytes) {
+  Serve(8, CallLimits{/*max_calls=*/100, 16, /*max_held_bytes=*/60});
   std::map<std::string, RoundTask> tasks;
   for (const char* id : {"a", "b", "c"}) tasks[id].model_size = 8;
-  ASSERT_TRUE(hub.Publish(1, "/dev/null", std::move(tasks)).ok());
-  FederationServiceImpl service(&hub, 4, nullptr, nullptr,
-                                CallLimits{/*max_calls=*/100, 16, /*max_held_bytes=*/60});
-  int port = 0;
-  std::unique_ptr<grpc::Server> server = *StartFederationServer("127.0.0.1:0", &service, &port);
-  auto stub = v1::FederationService::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(hub_->Publish(1, "/dev/null", std::move(tasks)).ok());
   auto first = [](const std::string& id) {
     v1::ModelChunk c;
     c.set_experiment_id("exp");
@@ -431,7 +436,7 @@ TEST(FederationServiceQuotaTest, WaitingSendersKeepAtMostTheHeldBytes) {
   auto sender = [&](const std::string& id) {
     grpc::ClientContext context;
     v1::UpdateReceipt receipt;
-    auto w = stub->PushUpdate(&context, &receipt);
+    auto w = stub_->PushUpdate(&context, &receipt);
     v1::ModelChunk c = first(id);
     w->Write(c);
     resume.wait();
@@ -443,16 +448,16 @@ TEST(FederationServiceQuotaTest, WaitingSendersKeepAtMostTheHeldBytes) {
     EXPECT_TRUE(s.ok()) << id << ": " << s.error_message();
   };
   std::thread a(sender, "a"), b(sender, "b");
-  for (int i = 0; i < 500 && service.quota().held() == 0; ++i) {
+  for (int i = 0; i < 500 && service_->quota().held() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_GT(service.quota().held(), 30);
+  EXPECT_GT(service_->quota().held(), 30);
   // c would keep as much again: past the bound, refused at once.
   {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     v1::UpdateReceipt receipt;
-    auto w = stub->PushUpdate(&context, &receipt);
+    auto w = stub_->PushUpdate(&context, &receipt);
     w->Write(first("c"));
     w->WritesDone();
     grpc::Status s = w->Finish();
@@ -464,14 +469,13 @@ TEST(FederationServiceQuotaTest, WaitingSendersKeepAtMostTheHeldBytes) {
   go.set_value();
   a.join();
   b.join();
-  for (int i = 0; i < 200 && service.quota().held() > 0; ++i) {
+  for (int i = 0; i < 200 && service_->quota().held() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_EQ(service.quota().held(), 0);
-  absl::StatusOr<RoundOutcome> out = hub.Close(nullptr);
+  EXPECT_EQ(service_->quota().held(), 0);
+  absl::StatusOr<RoundOutcome> out = hub_->Close(nullptr);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_FLOAT_EQ(out->mean[0], 1.0f);
-  server->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace
