@@ -338,9 +338,15 @@ class ServiceCall : public Reactor {
     return true;
   }
 
-  // Keeps `bytes` of a message while the call waits, within the quota's bound in all
-  // (CallLimits::max_held_bytes); given back with the call's place.
-  absl::Status Hold(int64_t bytes) { return ticket_.Hold(bytes); }
+  // Keeps `bytes` of the message the call waits with, within the quota's bound in all
+  // (CallLimits::max_held_bytes), until the call's place is given back. Once per call: later
+  // waits of the same call keep the same message.
+  absl::Status KeepWhileWaiting(int64_t bytes) {
+    if (kept_) return absl::OkStatus();
+    SEXTANT_RETURN_IF_ERROR(ticket_.Hold(bytes));
+    kept_ = true;
+    return absl::OkStatus();
+  }
 
   // Ends the call with s, unless it has ended.
   void End(const absl::Status& s) { End(ToGrpcStatus(s)); }
@@ -381,6 +387,7 @@ class ServiceCall : public Reactor {
 
   CallQuota* quota_;
   CallQuota::Ticket ticket_;
+  bool kept_ = false;  // KeepWhileWaiting's bytes are held
   std::shared_ptr<ServiceCall> self_;
   absl::Mutex mu_;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
@@ -472,10 +479,7 @@ class UpdateCall final : public ServiceCall<grpc::ServerReadReactor<v1::ModelChu
       return End(absl::UnavailableError("the staging buffer stayed busy"));
     }
     // The first chunk waits with the call: within the bytes all waiting calls may keep.
-    if (!holding_) {
-      if (absl::Status s = Hold(first_bytes_); !s.ok()) return End(s);
-      holding_ = true;
-    }
+    if (absl::Status s = KeepWhileWaiting(first_bytes_); !s.ok()) return End(s);
     // The hub cuts a stalled holder off by its own clock: look again soon.
     Park(hub_->waiters(), seen, std::min(until_, SteadyAfter(absl::Milliseconds(100))));
   }
@@ -486,7 +490,6 @@ class UpdateCall final : public ServiceCall<grpc::ServerReadReactor<v1::ModelChu
   v1::UpdateReceipt* receipt_;
   bool started_ = false;
   int64_t first_bytes_ = 0;
-  bool holding_ = false;  // first_bytes_ counted against the quota
   Deadline until_;
   v1::ModelChunk chunk_;
 };
@@ -695,9 +698,8 @@ class SecAggSubmitCall final : public ServiceCall<grpc::ServerReadReactor<v1::Se
         secagg_->TakeStaging(length_ * word, absl::ZeroDuration());
     if (absl::IsUnavailable(buffer.status())) {
       // The first chunk waits with the call: within the bytes all waiting calls may keep.
-      if (!holding_) {
-        if (absl::Status s = Hold(static_cast<int64_t>(m_.ByteSizeLong())); !s.ok()) return End(s);
-        holding_ = true;
+      if (absl::Status s = KeepWhileWaiting(static_cast<int64_t>(m_.ByteSizeLong())); !s.ok()) {
+        return End(s);
       }
       return Park(secagg_->waiters(), seen, SteadyAfter(absl::Milliseconds(200)));
     }
@@ -771,7 +773,6 @@ class SecAggSubmitCall final : public ServiceCall<grpc::ServerReadReactor<v1::Se
   int64_t count_ = 1;
   int64_t rejected_ = 0;
   std::optional<StagingBuffer> staging_;
-  bool holding_ = false;  // the first chunk counted against the quota
   int64_t received_ = 0;
   std::vector<uint64_t> values_;
   std::vector<char> bytes_;
