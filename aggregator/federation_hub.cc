@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace sextant {
 
@@ -52,8 +53,63 @@ absl::Status FederationHub::Publish(int64_t round, const std::string& model_path
     staging_.clear();  // an update still streaming for the old round lost its buffer with it
     senders_.clear();
   }
+  failed_this_round_.clear();
   Changed();
   return absl::OkStatus();
+}
+
+absl::Status FederationHub::RecordFailure(const std::string& experiment_id, int64_t round,
+                                          const std::string& reporter, const std::string& failed,
+                                          const std::string& error) {
+  absl::MutexLock lock(&mu_);
+  if (experiment_id != experiment_id_) {
+    return absl::AbortedError("another experiment is served here");
+  }
+  if (round != round_ || done_) {
+    return absl::AbortedError(absl::StrCat("round ", round, " is not open (open: ", round_, ")"));
+  }
+  if (failed != reporter) {
+    // A region relays its own client's failure: news only; the region still pushes or fails.
+    auto task = tasks_.find(reporter);
+    if (task == tasks_.end() || std::find(task->second.participants.begin(),
+                                          task->second.participants.end(),
+                                          failed) == task->second.participants.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(failed, " is not a client of ", reporter, " in round ", round));
+    }
+  } else if (tasks_.count(reporter) == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(reporter, " is not a participant of round ", round));
+  } else if (!coordinator_.buffered()) {
+    SEXTANT_RETURN_IF_ERROR(coordinator_.MarkFailed(reporter));
+  }
+  if (!failed_this_round_.insert(failed).second) return absl::OkStatus();  // said already
+  if (failures_.size() >= kMaxPendingFailures) {
+    return absl::ResourceExhaustedError("too many failure reports wait to be read");
+  }
+  failures_.push_back(FailureReport{round, reporter, failed, error});
+  Changed();
+  return absl::OkStatus();
+}
+
+std::vector<FailureReport> FederationHub::TakeFailures() {
+  absl::MutexLock lock(&mu_);
+  std::vector<FailureReport> out;
+  out.swap(failures_);
+  return out;
+}
+
+RoundProgress FederationHub::Progress() {
+  absl::MutexLock lock(&mu_);
+  RoundProgress p;
+  p.round = round_;
+  if (!coordinator_.round_open()) return p;
+  p.participants = static_cast<int64_t>(coordinator_.participants().size());
+  p.delivered = static_cast<int64_t>(coordinator_.gate().accepted());
+  p.failed = coordinator_.failed_count();
+  p.count = coordinator_.accepted_count();
+  p.deadline_passed = coordinator_.DeadlinePassed();
+  return p;
 }
 
 std::vector<int64_t> FederationHub::RoundSegments() {

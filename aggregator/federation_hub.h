@@ -48,6 +48,28 @@ struct SenderReport {
   std::vector<std::pair<std::string, double>> client_seconds;
 };
 
+// A participant's failure as reported (ReportFailure): the round, who reported it (a client,
+// or a region's aggregator relaying), who failed, and why.
+struct FailureReport {
+  int64_t round = 0;
+  std::string reporter;
+  std::string failed;
+  std::string error;
+};
+
+// The open round as it stands, for its owner's messages.
+struct RoundProgress {
+  int64_t round = -1;
+  int64_t participants = 0;
+  int64_t delivered = 0;  // participants whose update was accepted
+  int64_t failed = 0;     // participants reported failed (and not delivered)
+  int64_t count = 0;      // clients behind the accepted updates
+  bool deadline_passed = false;
+};
+
+// The most failure reports a hub keeps for its owner between two TakeFailures.
+inline constexpr size_t kMaxPendingFailures = 4096;
+
 // The thread-safe state behind one tier's FederationService: the round's global model (kept in a
 // file and read back in chunks, so it is not held in memory), the tasks of the participants and
 // the RoundCoordinator that folds their updates. The gRPC adapter calls it from its handler
@@ -98,6 +120,20 @@ class FederationHub {
                       const SenderMetrics& metrics, int64_t rejected = 0,
                       std::vector<std::pair<std::string, double>> client_seconds = {})
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A participant will send no update for the open round (FederationService.ReportFailure).
+  // failed is reporter itself, or, at the global tier, one of the reporter region's sampled
+  // clients (relayed: it counts only as news). A synchronous round stops waiting for a failed
+  // participant (RoundCoordinator::MarkFailed); the report is kept for TakeFailures, once per
+  // (round, failed). Aborted for another experiment or a round that is not open;
+  // FailedPrecondition for one that takes no part or delivered already; ResourceExhausted
+  // when kMaxPendingFailures reports wait.
+  absl::Status RecordFailure(const std::string& experiment_id, int64_t round,
+                             const std::string& reporter, const std::string& failed,
+                             const std::string& error) ABSL_LOCKS_EXCLUDED(mu_);
+  // The reports recorded since the last call, oldest first.
+  std::vector<FailureReport> TakeFailures() ABSL_LOCKS_EXCLUDED(mu_);
+  // The open round's participants, deliveries and failures.
+  RoundProgress Progress() ABSL_LOCKS_EXCLUDED(mu_);
   // When the open round was published (the hub's clock).
   absl::Time published_at() ABSL_LOCKS_EXCLUDED(mu_);
   void Abandon(const std::string& client_id) ABSL_LOCKS_EXCLUDED(mu_);
@@ -159,6 +195,8 @@ class FederationHub {
   int64_t model_size_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, RoundTask> tasks_ ABSL_GUARDED_BY(mu_);
   std::vector<SenderReport> senders_ ABSL_GUARDED_BY(mu_);
+  std::vector<FailureReport> failures_ ABSL_GUARDED_BY(mu_);  // not yet taken
+  std::set<std::string> failed_this_round_ ABSL_GUARDED_BY(mu_);
   // Every caller of WaitForRound so far (bounded).
   std::set<std::string> contacted_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> heard_done_ ABSL_GUARDED_BY(mu_);  // of contacted_

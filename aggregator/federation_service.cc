@@ -10,6 +10,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "aggregator/secagg_wire.h"
 #include "common/ids.h"
@@ -819,6 +820,66 @@ grpc::Status FederationServiceImpl::JoinPlanFor(const grpc::CallbackServerContex
   *reply = *std::move(plan);
   reply->set_experiment_id(hub_->experiment_id());
   return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* FederationServiceImpl::ReportFailure(
+    grpc::CallbackServerContext* context, const v1::ParticipantFailure* request,
+    v1::FailureReceipt*) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<CallQuota::Ticket> ticket = quota_.Admit(CallerIdentity(*context));
+  reactor->Finish(ticket.ok() ? RecordFailure(*context, *request)
+                              : ToGrpcStatus(ticket.status()));
+  return reactor;
+}
+
+grpc::Status FederationServiceImpl::RecordFailure(const grpc::CallbackServerContext& context,
+                                                  const v1::ParticipantFailure& request) {
+  if (request.error().size() > kMaxFailureErrorBytes) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "error is ", request.error().size(), " bytes; at most ", kMaxFailureErrorBytes)));
+  }
+  const std::optional<PeerIdentity> caller = CallerIdentity(context);
+  if (absl::Status s = gate_->CheckCaller(caller, request.client_id()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  // A client speaks for itself; an aggregator (at the global tier) also for its own clients,
+  // whose ids the hub checks against the round's tasks.
+  const bool relayed = gate_->policy().region.empty() &&
+                       absl::StartsWith(request.failed(), request.client_id() + "/") &&
+                       request.failed().size() <= request.client_id().size() + 1 + 128;
+  if (request.failed() != request.client_id() && !relayed) {
+    return ToGrpcStatus(absl::PermissionDeniedError(
+        absl::StrCat(request.client_id(), " may not report ", request.failed().substr(0, 128),
+                     " failed")));
+  }
+  absl::Status recorded = hub_->RecordFailure(request.experiment_id(), request.round(),
+                                              request.client_id(), request.failed(),
+                                              request.error());
+  // A region's client that failed its training sends no keys: its SecAgg round goes on without
+  // it at once. (At the global tier a failed region still takes part, with zeros.)
+  if (recorded.ok() && secagg_ != nullptr && !relayed && !gate_->policy().region.empty()) {
+    secagg_->Withdraw(request.experiment_id(), request.round(), request.client_id());
+  }
+  return ToGrpcStatus(recorded);
+}
+
+absl::Status ReportFailure(v1::FederationService::StubInterface* stub,
+                           const std::string& experiment_id, int64_t round,
+                           const std::string& client_id, const std::string& failed,
+                           const std::string& error, double deadline_seconds) {
+  v1::ParticipantFailure request;
+  request.set_experiment_id(experiment_id);
+  request.set_round(round);
+  request.set_client_id(client_id);
+  request.set_failed(failed);
+  request.set_error(error.size() > kMaxFailureErrorBytes
+                        ? "..." + error.substr(error.size() - kMaxFailureErrorBytes + 3)
+                        : error);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(static_cast<int64_t>(deadline_seconds * 1000)));
+  v1::FailureReceipt reply;
+  return FromGrpcStatus(stub->ReportFailure(&context, request, &reply));
 }
 
 grpc::ServerWriteReactor<v1::ModelChunk>* FederationServiceImpl::GetRound(

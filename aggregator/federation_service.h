@@ -141,6 +141,9 @@ class FederationServiceImpl final : public v1::FederationService::CallbackServic
                                  const v1::JoinRequest* request, v1::JoinPlan* reply) override;
   grpc::ServerWriteReactor<v1::ModelChunk>* GetRound(grpc::CallbackServerContext* context,
                                                      const v1::RoundRequest* request) override;
+  grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* context,
+                                          const v1::ParticipantFailure* request,
+                                          v1::FailureReceipt* reply) override;
   grpc::ServerReadReactor<v1::ModelChunk>* PushUpdate(grpc::CallbackServerContext* context,
                                                       v1::UpdateReceipt* receipt) override;
   grpc::ServerUnaryReactor* SecAggAwait(grpc::CallbackServerContext* context,
@@ -152,6 +155,8 @@ class FederationServiceImpl final : public v1::FederationService::CallbackServic
  private:
   grpc::Status JoinPlanFor(const grpc::CallbackServerContext& context,
                            const v1::JoinRequest& request, v1::JoinPlan* reply);
+  grpc::Status RecordFailure(const grpc::CallbackServerContext& context,
+                             const v1::ParticipantFailure& request);
 
   FederationHub* hub_;
   int64_t chunk_floats_;
@@ -178,6 +183,17 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
 absl::StatusOr<v1::JoinPlan> JoinUpstream(v1::FederationService::StubInterface* stub,
                                           const std::string& experiment_id,
                                           double deadline_seconds);
+
+// The longest cause a ParticipantFailure may carry.
+inline constexpr size_t kMaxFailureErrorBytes = 4096;
+
+// Tells the tier above (or a client's aggregator) that `failed` sends no update for `round`,
+// and why (cut to kMaxFailureErrorBytes, keeping its end, where a command's stderr tail is).
+// The server's status otherwise (Aborted once the round is over).
+absl::Status ReportFailure(v1::FederationService::StubInterface* stub,
+                           const std::string& experiment_id, int64_t round,
+                           const std::string& client_id, const std::string& failed,
+                           const std::string& error, double deadline_seconds = 10);
 
 // Receives the next round's task and model. sink(offset, values) is called for each chunk in
 // order (it may write them anywhere; nothing else holds the model). kWait and kDone carry no

@@ -163,7 +163,10 @@ absl::StatusOr<RoundOutcome> SecureRound(
                                       ClientSeed(task.seed, o.region), task.deadline_seconds,
                                       std::max<int64_t>(1, task.min_updates)));
   SEXTANT_RETURN_IF_ERROR(
-      tier.AwaitClosable(Tier::Close::kSecure, [&] { return StopStatus(stop); }));
+      tier.AwaitClosable(Tier::Close::kSecure, [&] {
+        tier.RelayFailures();  // the run's console names each failed client as it goes
+        return StopStatus(stop);
+      }));
   SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, secagg.TakeOutcome());
   if (client_seconds != nullptr) *client_seconds = std::move(out.client_seconds);
   if (region_sum != nullptr) {  // goes on, still encoded, to the regions' round
@@ -231,7 +234,10 @@ absl::StatusOr<std::optional<RoundOutcome>> SecureBuffer(const RegionalAggregato
                                                        o.region),
                                             1));
   SEXTANT_RETURN_IF_ERROR(
-      tier.AwaitClosable(Tier::Close::kSecure, [&] { return StopStatus(stop); }));
+      tier.AwaitClosable(Tier::Close::kSecure, [&] {
+        tier.RelayFailures();  // the run's console names each failed client as it goes
+        return StopStatus(stop);
+      }));
   SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, secagg.TakeOutcome());
   SEXTANT_ASSIGN_OR_RETURN(RoundOutcome r, DecodeOutcome(o, version, out, mean));
   return std::optional<RoundOutcome>(std::move(r));
@@ -514,17 +520,31 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
         if (o.log)
           *o.log << "round=" << task->round << " secure aggregation: " << outcome.status() << "\n"
                  << std::flush;
+        // Upstream would otherwise wait for this region until its deadline, or for ever.
+        (void)tier->ReportRoundFailed(
+            task->round, absl::StrCat("its secure round failed: ", outcome.status().message()));
         continue;
       }
     }
     if (!o.secure_aggregation) {
-      if (!tier->AwaitClosable(Tier::Close::kPlain, [&] { return StopStatus(stop); }).ok()) break;
+      if (!tier->AwaitClosable(Tier::Close::kPlain, [&] {
+                  tier->RelayFailures();  // the run's console names each failed client
+                  return StopStatus(stop);
+                }).ok()) {
+        break;
+      }
       std::vector<SenderReport> senders;
       const double length = absl::ToDoubleSeconds(clock->Now() - hub.published_at());
       outcome = hub.Close(&senders);
-      if (!outcome.ok()) continue;
+      if (!outcome.ok()) {  // every sampled client failed
+        if (o.log) *o.log << "round=" << task->round << " failed: " << outcome.status() << "\n";
+        (void)tier->ReportRoundFailed(task->round, "every sampled client of the region failed");
+        continue;
+      }
       client_seconds = ClientTimings(task->participants, senders, length);
     }
+    // The round above is still open until this push: the failures reach it first.
+    tier->RelayFailures();
     if (roster) {  // upstream knows the region's clients by place
       for (auto& [id, seconds] : client_seconds) id = roster->PlaceOf(id);
     }

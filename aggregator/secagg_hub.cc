@@ -247,6 +247,16 @@ void SecAggHub::Refuse(const std::string& client_id, const std::string& reason) 
   Changed();
 }
 
+void SecAggHub::Withdraw(const std::string& experiment_id, int64_t round,
+                         const std::string& client_id) {
+  absl::MutexLock lock(&mu_);
+  int32_t index = 0;
+  if (!CheckClient(experiment_id, round, client_id, &index).ok()) return;
+  if (stage_ != SecAggStage::kAdvertiseKeys || answered_[index]) return;
+  expected_[index] = false;
+  Changed();
+}
+
 void SecAggHub::SetDone() {
   absl::MutexLock lock(&mu_);
   done_ = true;

@@ -93,6 +93,21 @@ absl::StatusOr<int64_t> Tier::PushAggregate(PushHeader header, absl::Span<const 
   return PushUpdate(options_.upstream->stub.get(), header, mean, options_.chunk_floats);
 }
 
+void Tier::RelayFailures() {
+  if (!options_.upstream) return;
+  for (const FailureReport& f : hub_->TakeFailures()) {
+    (void)ReportFailure(options_.upstream->stub.get(), options_.coordinator.experiment_id,
+                        f.round, options_.upstream->sender_id, f.failed, f.error);
+  }
+}
+
+absl::Status Tier::ReportRoundFailed(int64_t round, const std::string& why) {
+  if (!options_.upstream) return absl::FailedPreconditionError("the global tier has no upstream");
+  RelayFailures();  // the causes first
+  return ReportFailure(options_.upstream->stub.get(), options_.coordinator.experiment_id, round,
+                       options_.upstream->sender_id, options_.upstream->sender_id, why);
+}
+
 void Tier::Shutdown(absl::Duration grace) {
   hub_->SetDone();
   if (secagg_) secagg_->SetDone();

@@ -104,6 +104,13 @@ class Tier {
   // Pushes this tier's aggregate upstream (PushUpdate as this tier's sender id, in chunks of
   // chunk_floats). Returns the payload bytes sent, or upstream's status.
   absl::StatusOr<int64_t> PushAggregate(PushHeader header, absl::Span<const float> mean);
+  // Upstream (a regional tier only): passes the failures its clients reported (hub's
+  // TakeFailures) to the tier above, as this tier's sender id, so that the run's console
+  // names each. Best effort: a report upstream refuses (the round moved on) is dropped.
+  void RelayFailures();
+  // Upstream: this tier's own round `round` produced nothing to push (why), so the tier above
+  // stops waiting for it. Upstream's status.
+  absl::Status ReportRoundFailed(int64_t round, const std::string& why);
   // Upstream's stub, for the regions' secure round; null at the global tier.
   v1::FederationService::StubInterface* upstream() {
     return options_.upstream ? options_.upstream->stub.get() : nullptr;

@@ -105,6 +105,7 @@ absl::Status RoundCoordinator::OpenRound(int64_t round, std::vector<std::string>
   }
   if (absl::Status s = gate_.OpenRound(round, participants); !s.ok()) return s;
   participants_ = std::move(participants);
+  failed_.clear();
   opened_at_ = clock_->Now();
   if (buffered()) {
     ResumeBuffering();
@@ -317,10 +318,33 @@ bool RoundCoordinator::DeadlinePassed() const {
          clock_->Now() - opened_at_ >= absl::Seconds(options_.deadline_seconds);
 }
 
+absl::Status RoundCoordinator::MarkFailed(absl::string_view client_id) {
+  if (!gate_.round_open() || buffered()) {
+    return absl::FailedPreconditionError("no synchronous round is open");
+  }
+  if (std::find(participants_.begin(), participants_.end(), client_id) == participants_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(client_id, " is not a participant of round ", gate_.round()));
+  }
+  if (gate_.delivered(client_id)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(client_id, " delivered its update for round ", gate_.round()));
+  }
+  failed_.insert(std::string(client_id));
+  return absl::OkStatus();
+}
+
+int64_t RoundCoordinator::failed_count() const {
+  int64_t n = 0;
+  for (const std::string& id : failed_) n += !gate_.delivered(id);
+  return n;
+}
+
 bool RoundCoordinator::ReadyToClose() const {
   if (!gate_.round_open()) return false;
   if (buffered()) return !draining_ && count_ >= options_.min_updates;
-  if (gate_.accepted() >= participants_.size()) return true;
+  // Failed participants will not deliver: waiting for them would wait for nothing.
+  if (gate_.accepted() + static_cast<size_t>(failed_count()) >= participants_.size()) return true;
   return DeadlinePassed() && count_ >= options_.min_updates;
 }
 

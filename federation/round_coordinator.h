@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -157,8 +158,15 @@ class RoundCoordinator {
   // Drops a partial update whose stream broke off; the sender may retry. Not a rejection.
   void Abandon(absl::string_view client_id);
 
-  // True when the open round may close: every participant delivered, or the deadline passed
-  // and at least min_updates clients are in.
+  // A participant of the open (synchronous) round will send no update: the round stops waiting
+  // for it. FailedPrecondition when no round is open, the mode is buffered, or client_id is
+  // not a participant or has delivered already. Idempotent.
+  absl::Status MarkFailed(absl::string_view client_id);
+  // Participants of the open round marked failed and not delivered.
+  int64_t failed_count() const;
+  // True when the open round may close: every participant delivered or failed (Close then
+  // refuses a round with no update: it failed), or the deadline passed and at least
+  // min_updates clients are in.
   bool ReadyToClose() const;
   bool DeadlinePassed() const;
   // Closes the open round (later updates for it are stale). FailedPrecondition when no round is
@@ -209,6 +217,7 @@ class RoundCoordinator {
   UpdateGate gate_;
   WeightedAverage average_;
   std::vector<std::string> participants_;
+  std::set<std::string, std::less<>> failed_;  // of participants_ (MarkFailed)
   absl::Time opened_at_;
   // The update being received: its sender, weight, count and the floats so far.
   std::string staging_owner_;

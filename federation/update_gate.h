@@ -102,6 +102,7 @@ class UpdateGate {
   bool round_open() const { return open_; }
   // Clients whose update for the current round was accepted.
   size_t accepted() const { return delivered_.size(); }
+  bool delivered(absl::string_view client_id) const { return delivered_.contains(client_id); }
 
  private:
   absl::Status Reject(absl::string_view client_id, RejectReason reason, absl::Status status);

@@ -24,7 +24,9 @@
 #include "common/process_setup.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/ask_tell/ask_tell_command.h"
+#include "orchestrator/core/command_script.h"
 #include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/core/federated_results.h"
 #include "orchestrator/core/local_launcher.h"
 #include "orchestrator/core/results.h"
 #include "orchestrator/core/run_dir.h"
@@ -57,8 +59,11 @@ int Validate(const Args& a) {
   LoadResult r = LoadExperimentFile(a.positional);
   for (const LoadError& e : r.errors) std::cerr << e.ToString() << "\n";
   if (!r.ok()) return 2;
-  std::cout << a.positional << ": ok (" << r.spec.parameters_size() << " parameters, "
-            << r.spec.search().max_trials() << " trials)\n";
+  // A warning, not an error: the script may be made before the run starts (a build step).
+  if (std::optional<std::string> w = MissingCommandScriptWarning(r.spec)) {
+    std::cerr << a.positional << ": warning: " << *w << "\n";
+  }
+  std::cout << a.positional << ": ok (" << DescribeExperiment(r.spec) << ")\n";
   return 0;
 }
 
@@ -104,6 +109,14 @@ int Run(const Args& a, bool resume, Clock* clock) {
       return UsageError("--max-cost must be a positive amount");
     }
     options.max_cost = v;
+  }
+  if (a.flags.count("max-trials")) {
+    int v = 0;
+    if (!resume) return UsageError("--max-trials applies to resume (set search.max_trials in the file)");
+    if (!absl::SimpleAtoi(a.flags.at("max-trials"), &v) || v < 1) {
+      return UsageError("--max-trials must be a positive integer");
+    }
+    options.max_trials = v;
   }
   if (a.flags.count("max-wall-time")) {
     auto v = ParseDurationSeconds(a.flags.at("max-wall-time"));
@@ -189,18 +202,31 @@ int Results(const Args& a) {
   return 0;
 }
 
+// The workers' last heartbeats. Once the run has ended (or stopped without finishing) they
+// are history: no worker runs a trial then, whatever the last sample said.
+std::string WorkersLines(const std::vector<TelemetryRow>& latest, const nlohmann::json& state,
+                         bool live, const std::string& dir, double now) {
+  if (state == "RUNNING" && live) return TelemetryTable(latest, now);
+  const std::string ended =
+      state == "RUNNING"
+          ? absl::StrCat("it stopped without finishing; `sextant resume ", dir, "` continues it")
+          : absl::StrCat("the run has ended: ", state.is_string() ? state.get<std::string>() : "?");
+  return TelemetryTable(latest, now, ended);
+}
+
 int ShowStatus(const std::string& dir, Clock* clock) {
   auto r = LoadResults(dir);
   if (!r.ok()) {
     std::cerr << "sextant: " << r.status().message() << "\n";
     return r.status().code() == absl::StatusCode::kNotFound ? 2 : 1;
   }
-  std::cout << ResultsToTable(*r, 5);
+  std::cout << ResultsToTable(*r, 5, dir);
   auto store = Store::Open(RunDir::DbPath(dir), false, true);
   if (store.ok()) {
     auto telemetry = (*store)->LoadTelemetry(/*latest_only=*/true);
     if (telemetry.ok()) {
-      std::cout << TelemetryTable(*telemetry, absl::ToUnixMicros(clock->Now()) / 1e6);
+      std::cout << WorkersLines(*telemetry, (*r)["state"], RunDirIsLocked(dir), dir,
+                                absl::ToUnixMicros(clock->Now()) / 1e6);
     }
     auto events = (*store)->LoadEvents(0, 0);
     if (events.ok()) {
@@ -327,6 +353,7 @@ int main(int argc, char** argv) {
   CLI::App* resume = app.add_subcommand("resume", "Continue a run from its run directory");
   resume->add_option("DIR", a.positional, "the run directory")->required();
   run_flags(resume);
+  valued(resume, "max-trials", "replace search.max_trials (room for more trials)");
   actions["resume"] = [&] { return Run(a, true, clock); };
 
   CLI::App* validate = app.add_subcommand("validate", "Check an experiment file");
@@ -402,8 +429,12 @@ int main(int argc, char** argv) {
   import->require_subcommand(1);
   CLI::App* import_optuna = import->add_subcommand(
       "optuna", "Import an Optuna study from its SQLite storage (read directly; no Python)");
-  import_optuna->add_option("STORAGE", import_args.storage, "the Optuna SQLite file")->required();
-  import_optuna->add_option("--study", import_args.study, "the study's name")->required();
+  import_optuna
+      ->add_option("STORAGE", import_args.storage,
+                   "the Optuna SQLite file, or its storage URL (sqlite:///optuna.db)")
+      ->required();
+  import_optuna->add_option("--study", import_args.study,
+                            "the study's name (default: the storage's only study)");
   import_optuna->add_option("-o,--output", import_args.output_dir,
                             "the run directory to write (default runs/<study name>)");
   import_optuna->add_option(

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -20,15 +21,20 @@ namespace {
 
 constexpr int kDefaultFloatGridPoints = 5;
 
-// The grid values of one parameter. Dense int ranges are kept as (lo, count) rather than
-// listed, since [0, 10^6] is a legal range even if a grid over it is a poor idea.
+// The grid values of one parameter. Dense ranges of levels (every int, every step of a
+// stepped float) are kept as levels rather than listed, since [0, 10^6] is a legal range even
+// if a grid over it is a poor idea.
 struct Axis {
   std::vector<ParamValue> values;
-  int64_t int_lo = 0;
-  int64_t int_count = 0;  // > 0 for a dense int range
+  const ParamSpec* spec = nullptr;  // set for a dense range
+  internal::Levels levels{0, 1, 0};
 
-  int64_t size() const { return int_count > 0 ? int_count : static_cast<int64_t>(values.size()); }
-  ParamValue At(int64_t k) const { return int_count > 0 ? ParamValue(int_lo + k) : values[k]; }
+  int64_t size() const {
+    return spec != nullptr ? levels.count : static_cast<int64_t>(values.size());
+  }
+  ParamValue At(int64_t k) const {
+    return spec != nullptr ? internal::LevelValue(*spec, levels, k) : values[k];
+  }
 };
 
 // Position k of n evenly spaced points on [lo, hi], in log space when log is set; the
@@ -41,7 +47,31 @@ double Spaced(double lo, double hi, bool log, int k, int n) {
   return lo + t * (hi - lo);
 }
 
+// grid_points evenly spaced levels, each the level nearest its even position.
+Axis SpacedLevels(const ParamSpec& spec, const internal::Levels& levels) {
+  const double last = static_cast<double>(levels.count - 1);
+  std::vector<int64_t> ks;
+  for (int k = 0; k < spec.grid_points; ++k) {
+    ks.push_back(std::llround(Spaced(0, last, /*log=*/false, k, spec.grid_points)));
+  }
+  ks.erase(std::unique(ks.begin(), ks.end()), ks.end());  // spacing is monotone
+  Axis axis;
+  for (int64_t k : ks) axis.values.push_back(internal::LevelValue(spec, levels, k));
+  return axis;
+}
+
+Axis LevelAxis(const ParamSpec& spec, const internal::Levels& levels) {
+  if (spec.grid_points > 0) return SpacedLevels(spec, levels);
+  Axis axis;
+  axis.spec = &spec;
+  axis.levels = levels;
+  return axis;
+}
+
 Axis FloatAxis(const ParamSpec& spec) {
+  if (std::optional<internal::Levels> levels = internal::LevelsOf(spec)) {
+    return LevelAxis(spec, *levels);
+  }
   const int n = spec.grid_points > 0 ? spec.grid_points : kDefaultFloatGridPoints;
   std::vector<double> xs;
   for (int k = 0; k < n; ++k) {
@@ -54,13 +84,12 @@ Axis FloatAxis(const ParamSpec& spec) {
 }
 
 Axis IntAxis(const ParamSpec& spec) {
-  const auto [lo, hi] = internal::IntRangeOf(spec);
-  Axis axis;
-  if (spec.grid_points <= 0) {
-    axis.int_lo = lo;
-    axis.int_count = hi - lo + 1;
-    return axis;
+  if (std::optional<internal::Levels> levels = internal::LevelsOf(spec)) {
+    return LevelAxis(spec, *levels);
   }
+  // A log-scale int: all of its integers, or grid_points of them log-spaced.
+  const auto [lo, hi] = internal::IntRangeOf(spec);
+  if (spec.grid_points <= 0) return LevelAxis(spec, {static_cast<double>(lo), 1, hi - lo + 1});
   std::vector<int64_t> ks;
   for (int k = 0; k < spec.grid_points; ++k) {
     const double x = Spaced(static_cast<double>(lo), static_cast<double>(hi),
@@ -68,6 +97,7 @@ Axis IntAxis(const ParamSpec& spec) {
     ks.push_back(std::clamp<int64_t>(std::llround(x), lo, hi));
   }
   ks.erase(std::unique(ks.begin(), ks.end()), ks.end());  // spacing is monotone
+  Axis axis;
   axis.values.assign(ks.begin(), ks.end());
   return axis;
 }

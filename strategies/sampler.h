@@ -72,8 +72,9 @@ class Sampler {
 std::unique_ptr<Sampler> NewRandomSampler(SearchSpace space, uint64_t seed);
 
 // The Cartesian product of every parameter's grid in lexicographic order (the first parameter
-// varies slowest): floats get grid_points evenly spaced values (log-spaced for log), ints every
-// value (or grid_points when set), categoricals every value. OutOfRange after the last point.
+// varies slowest): floats get grid_points evenly spaced values (log-spaced for log), ints and
+// floats with a step every value on their step (or grid_points of them, evenly spaced, when
+// set), categoricals every value. OutOfRange after the last point.
 std::unique_ptr<Sampler> NewGridSampler(SearchSpace space);
 
 // Scrambled Sobol points: Joe–Kuo direction numbers (Boost.Random's sobol engine) with

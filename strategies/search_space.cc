@@ -4,6 +4,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -17,6 +20,8 @@ namespace {
 
 using internal::IntRange;
 using internal::IntRangeOf;
+using internal::Levels;
+using internal::LevelsOf;
 using internal::UsesLog;
 
 // The largest double below 1. Results are clamped to the domain too, since u * n can still
@@ -40,7 +45,19 @@ LogIntScale LogIntScaleOf(const IntRange& range) {
           std::log(static_cast<double>(range.hi) + 0.5)};
 }
 
+// Equal slices of the unit interval, one per level.
+ParamValue LevelFromUnit(const ParamSpec& spec, const Levels& levels, double u) {
+  return internal::LevelValue(
+      spec, levels, static_cast<int64_t>(std::floor(u * static_cast<double>(levels.count))));
+}
+
+double LevelToUnit(const Levels& levels, double x) {
+  return (static_cast<double>(internal::NearestLevel(levels, x)) + 0.5) /
+         static_cast<double>(levels.count);
+}
+
 ParamValue FloatFromUnit(const ParamSpec& spec, double u) {
+  if (std::optional<Levels> levels = LevelsOf(spec)) return LevelFromUnit(spec, *levels, u);
   if (u == 0) return spec.min;  // exp(log(min)) can miss min by an ulp
   double x;
   if (UsesLog(spec)) {
@@ -53,14 +70,10 @@ ParamValue FloatFromUnit(const ParamSpec& spec, double u) {
 }
 
 ParamValue IntFromUnit(const ParamSpec& spec, double u) {
+  if (std::optional<Levels> levels = LevelsOf(spec)) return LevelFromUnit(spec, *levels, u);
   const IntRange range = IntRangeOf(spec);
-  int64_t k;
-  if (UsesLog(spec)) {
-    const LogIntScale s = LogIntScaleOf(range);
-    k = std::llround(std::exp(s.log_lo + u * (s.log_hi - s.log_lo)));
-  } else {
-    k = range.lo + static_cast<int64_t>(std::floor(u * static_cast<double>(range.count())));
-  }
+  const LogIntScale s = LogIntScaleOf(range);
+  const int64_t k = std::llround(std::exp(s.log_lo + u * (s.log_hi - s.log_lo)));
   return std::clamp(k, range.lo, range.hi);
 }
 
@@ -72,6 +85,7 @@ ParamValue CategoricalFromUnit(const ParamSpec& spec, double u) {
 }
 
 double FloatToUnit(const ParamSpec& spec, double x) {
+  if (std::optional<Levels> levels = LevelsOf(spec)) return LevelToUnit(*levels, x);
   double t;
   if (UsesLog(spec)) {
     const double a = std::log(spec.min);
@@ -87,15 +101,15 @@ double FloatToUnit(const ParamSpec& spec, double x) {
 }
 
 double IntToUnit(const ParamSpec& spec, int64_t k) {
+  if (std::optional<Levels> levels = LevelsOf(spec)) {
+    return LevelToUnit(*levels, static_cast<double>(k));
+  }
   const IntRange range = IntRangeOf(spec);
   k = std::clamp(k, range.lo, range.hi);
-  if (UsesLog(spec)) {
-    const LogIntScale s = LogIntScaleOf(range);
-    const double centre =
-        0.5 * (std::log(static_cast<double>(k) - 0.5) + std::log(static_cast<double>(k) + 0.5));
-    return std::clamp((centre - s.log_lo) / (s.log_hi - s.log_lo), 0.0, 1.0);
-  }
-  return (static_cast<double>(k - range.lo) + 0.5) / static_cast<double>(range.count());
+  const LogIntScale s = LogIntScaleOf(range);
+  const double centre =
+      0.5 * (std::log(static_cast<double>(k) - 0.5) + std::log(static_cast<double>(k) + 0.5));
+  return std::clamp((centre - s.log_lo) / (s.log_hi - s.log_lo), 0.0, 1.0);
 }
 
 double CategoricalToUnit(const ParamSpec& spec, const std::string& value) {
@@ -216,6 +230,16 @@ std::string OutsideDomain(const ParamSpec& spec, const ParamValue& value) {
   if (!std::isfinite(x)) return "expected a finite number, got " + shown;
   if (x < spec.min) return absl::StrCat(shown, " is below min ", bound(spec.min));
   if (x > spec.max) return absl::StrCat(shown, " is above max ", bound(spec.max));
+  if (std::optional<Levels> levels = LevelsOf(spec); levels && internal::HasStep(spec)) {
+    const double k = (x - levels->origin) / levels->step;
+    if (std::abs(k - std::round(k)) > 1e-9) {
+      const ParamValue below = internal::LevelValue(spec, *levels, static_cast<int64_t>(k));
+      const ParamValue above = internal::LevelValue(spec, *levels, static_cast<int64_t>(k) + 1);
+      return absl::StrCat(shown, " is not on the grid ", bound(levels->origin), " + k * ",
+                          FormatDouble(levels->step), " (nearest: ", FormatParamValue(below), ", ",
+                          FormatParamValue(above), ")");
+    }
+  }
   return "";
 }
 
@@ -251,6 +275,40 @@ std::vector<ParamProblem> CheckParams(const SearchSpace& space, const Params& pa
 }
 
 namespace internal {
+
+std::optional<Levels> LevelsOf(const ParamSpec& spec) {
+  if (spec.kind == ParamSpec::Kind::kInt) {
+    if (UsesLog(spec)) return std::nullopt;
+    const IntRange range = IntRangeOf(spec);
+    const int64_t step = std::max<int64_t>(1, std::llround(spec.step));
+    return Levels{static_cast<double>(range.lo), static_cast<double>(step),
+                  (range.hi - range.lo) / step + 1};
+  }
+  if (spec.kind != ParamSpec::Kind::kFloat || !HasStep(spec)) return std::nullopt;
+  // (max - min) / step can land a hair below a whole number (0.3 / 0.1 is 2.9999999999999996);
+  // the tolerance keeps max itself a level then. The cap keeps the count exact in a double.
+  const double span = std::max(0.0, (spec.max - spec.min) / spec.step);
+  const double last = std::min(std::floor(span + 1e-9 * std::max(1.0, span)), 0x1p53);
+  return Levels{spec.min, spec.step, static_cast<int64_t>(last) + 1};
+}
+
+ParamValue LevelValue(const ParamSpec& spec, const Levels& levels, int64_t k) {
+  k = std::clamp<int64_t>(k, 0, levels.count - 1);
+  if (spec.kind == ParamSpec::Kind::kInt) {
+    return static_cast<int64_t>(levels.origin) + k * static_cast<int64_t>(levels.step);
+  }
+  if (k == 0) return levels.origin;
+  const double x = levels.origin + static_cast<double>(k) * levels.step;
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.15g", x);
+  return std::clamp(std::strtod(buf, nullptr), spec.min, std::max(spec.min, spec.max));
+}
+
+int64_t NearestLevel(const Levels& levels, double x) {
+  if (!std::isfinite(x)) return 0;
+  const double k = std::round((x - levels.origin) / levels.step);
+  return static_cast<int64_t>(std::clamp(k, 0.0, static_cast<double>(levels.count - 1)));
+}
 
 void DropInactive(const SearchSpace& space, Params& params) {
   // Removal only shrinks the map, so this ends after at most params.size() passes.

@@ -19,7 +19,11 @@ struct ParamSpec {
   Kind kind = Kind::kFloat;
   double min = 0;  // float and int: inclusive bounds
   double max = 1;
-  bool log = false;                 // float and int: sample uniformly in log space (min > 0)
+  bool log = false;  // float and int: sample uniformly in log space (min > 0)
+  // float and int: values lie on min + k*step (k = 0, 1, ...), never above max; each such
+  // value has equal mass. 0 (the default) = none, an int's step then being 1. A step other
+  // than an int's 1 takes precedence over log.
+  double step = 0;
   std::vector<std::string> values;  // categorical
   int grid_points = 0;              // grid sampler, float: 0 = default (5)
   // Active only when each named parameter has the given value (its formatted value).
@@ -38,7 +42,8 @@ struct SearchSpace {
 };
 
 // Maps u in [0,1) to the parameter's domain: linear or log for floats; integers in
-// [min, max] with equal mass each; categoricals by equal slices. u outside [0,1) is clamped.
+// [min, max] with equal mass each; with a step, the values min + k*step (<= max) with equal
+// mass each; categoricals by equal slices. u outside [0,1) is clamped.
 ParamValue FromUnit(const ParamSpec& spec, double u);
 
 // Maps a value back to [0,1] (the inverse of FromUnit, at the centre of an int or category
@@ -67,7 +72,8 @@ struct ParamProblem {
 
 // Every problem with params as one point of space (empty when it fits): names that are not
 // parameters, active parameters without a value, values for inactive ones, and values of the
-// wrong type (an int parameter takes only int64_t) or out of their bounds or values. In the
+// wrong type (an int parameter takes only int64_t), out of their bounds or values, or off their
+// step's grid (a float within a billionth of a step of it counts as on it). In the
 // space's parameter order, unknown names last.
 std::vector<ParamProblem> CheckParams(const SearchSpace& space, const Params& params);
 

@@ -55,12 +55,19 @@ def summary(name, seconds, asks, pairs, client_cpu, server_cpu=None):
             "server_cpu_ms_per_pair": None if server_cpu is None else 1e3 * server_cpu / pairs}
 
 
-def server_cpu_seconds(output):
-    """The CPU time `sextant run` reports when it ends ("orchestrator cpu: 3.3 s")."""
-    for line in output.splitlines():
-        if line.startswith("orchestrator cpu:"):
-            return float(line.split()[2])
-    return None
+def server_cpu_seconds(run_dir):
+    """The CPU time `sextant run` recorded for itself when it ended (meta
+    orchestrator_cpu_seconds in RUN_DIR/state.db), or None."""
+    import sqlite3
+    try:
+        with sqlite3.connect(f"file:{run_dir}/state.db?mode=ro", uri=True) as c:
+            row = c.execute("SELECT value FROM meta WHERE key = 'orchestrator_cpu_seconds'"
+                            ).fetchone()
+    except sqlite3.Error:
+        return None
+    if row is None:
+        return None
+    return float(row[0].decode() if isinstance(row[0], bytes) else row[0])
 
 
 def run_sextant(work, pairs, seed):
@@ -87,7 +94,7 @@ def run_sextant(work, pairs, seed):
         if told != pairs:
             raise RuntimeError(f"the run stored {told} completed trials, not {pairs}")
     return summary("Sextant (live run, Python client)", seconds, asks, pairs - 1, cpu,
-                   server_cpu_seconds(run.output()))
+                   server_cpu_seconds(run.dir))
 
 
 def run_optuna(work, pairs, seed, storage):

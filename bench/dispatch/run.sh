@@ -114,6 +114,19 @@ loads = [float(x) for x in open(f"{work}/loads")] if os.path.exists(f"{work}/loa
 load_note = (f"1-minute load average at the start of each measurement: min {min(loads):.1f}, "
              f"median {med(loads):.1f}, max {max(loads):.1f}" if loads else "per-measurement load not recorded")
 
+def orchestrator_cpu(db):
+    """The CPU seconds `sextant run` recorded for itself, or None."""
+    import sqlite3
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+            row = c.execute("SELECT value FROM meta WHERE key = 'orchestrator_cpu_seconds'").fetchone()
+    except sqlite3.Error:
+        return None
+    if row is None:
+        return None
+    v = row[0]
+    return float(v.decode() if isinstance(v, bytes) else v)
+
 def load(r, s):
     return json.load(open(f"{work}/r{r}/{s}.json"))
 
@@ -123,9 +136,9 @@ for r in range(1, rounds + 1):
         d = load(r, s)
         own = d["own_cpu_s"]
         if s == "sextant":
-            # Prefer the orchestrator's own report; /proc (zombie stat) is the cross-check.
-            m = re.search(r"orchestrator cpu: ([0-9.eE+-]+) s", open(f"{work}/r{r}/sextant.out").read())
-            reported = float(m.group(1)) if m else None
+            # Prefer the orchestrator's own record (meta orchestrator_cpu_seconds in its
+            # state.db); /proc (zombie stat) is the cross-check.
+            reported = orchestrator_cpu(f"{work}/r{r}/sextant-run/state.db")
         else:
             reported = None
         rows[s].append({"wall": d["wall_s"], "rate": n / d["wall_s"], "own": own,
@@ -178,7 +191,7 @@ lines = [
     f"| posix_spawn ceiling ÷ Optuna | {sp / op:.2f}x | {top / tsp:.2f}x | — (CPU: the bound for any dispatcher that spawns the command) |",
     "",
     f"- Sextant orchestrator CPU: **{sx_cpu:.2f} s per run, {sx_cpu / n * 1e3:.2f} ms per trial** "
-    f"(median; its `orchestrator cpu:` line, cross-checked against /proc: "
+    f"(median; its `orchestrator_cpu_seconds` in the run's meta, cross-checked against /proc: "
     f"{per_round('sextant', 'reported', '{:.2f}')} reported vs {per_round('sextant', 'own', '{:.2f}')} measured). "
     f"Its two workers and their trials used {med(x['children'] for x in rows['sextant']):.2f} s.",
     f"- Reading: under contention (load average median {med(loads) if loads else float('nan'):.1f} on {cpus} CPUs here) "

@@ -3,11 +3,14 @@
 #include <sodium.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/core/objectives.h"
@@ -187,6 +190,30 @@ absl::StatusOr<int64_t> AskTell::WorkerFor(const std::string& identity) {
   return registered.worker_id();
 }
 
+std::string AskTell::WaitingFor() const {
+  // While new trials may come, the wait is an ordinary one for a free slot.
+  if (dispatcher_->MayCreate() || leases_.empty()) return "";
+  std::vector<std::pair<absl::Time, int64_t>> held;
+  for (const auto& [trial, lease] : leases_) held.emplace_back(lease.deadline, trial);
+  std::sort(held.begin(), held.end());
+  std::vector<std::string> named;
+  for (size_t i = 0; i < held.size() && i < 3; ++i) {
+    const double minutes = absl::ToDoubleMinutes(held[i].first - clock_->Now());
+    named.push_back(absl::StrCat(
+        "trial ", held[i].second, " (its lease ends in ",
+        minutes >= 1 ? absl::StrFormat("%.0f min", minutes)
+                     : absl::StrFormat("%.0f s", std::max(0.0, minutes * 60)),
+        ")"));
+  }
+  if (held.size() > 3) named.push_back(absl::StrCat(held.size() - 3, " more"));
+  return absl::StrCat("no trial can start until an asked trial is told or its lease lapses: "
+                      "waiting for ",
+                      absl::StrJoin(named, ", "), ", asked and not told. The run has all its ",
+                      dispatcher_->trial_count(),
+                      " trials (search.max_trials); tell those, or give it room with `sextant "
+                      "resume RUN_DIR --max-trials N`");
+}
+
 absl::StatusOr<v1::AskResponse> AskTell::Ask(const v1::AskRequest& request,
                                              const std::string& identity) {
   if (request.count() < 0 || request.count() > kMaxAskCount) {
@@ -196,7 +223,11 @@ absl::StatusOr<v1::AskResponse> AskTell::Ask(const v1::AskRequest& request,
   ForgetEnded();
   // Nothing can start (every slot is asked): answer without a transaction, as a long-poll asks
   // again and again.
-  if (dispatcher_->Demand() == 0 && !dispatcher_->Finished()) return v1::AskResponse();
+  if (dispatcher_->Demand() == 0 && !dispatcher_->Finished()) {
+    v1::AskResponse none;
+    none.set_waiting(WaitingFor());
+    return none;
+  }
   const int count = std::max(1, request.count());
   return Transaction([&]() -> absl::StatusOr<v1::AskResponse> {
     v1::AskResponse response;

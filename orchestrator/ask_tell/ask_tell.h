@@ -93,6 +93,10 @@ class AskTell {
     int64_t sequence = 0;  // the largest step sequence stored in this attempt
   };
 
+  // Why an ask that got no trial cannot get one until an asked trial is told or lapses (no new
+  // trial may be created): the held trials and their leases' ends. Empty otherwise.
+  std::string WaitingFor() const;
+
   AskTell(Dispatcher* dispatcher, Store* store, Clock* clock)
       : dispatcher_(dispatcher), store_(store), clock_(clock) {}
   // The lease of the trial's attempt (0: the current one), checked against run_id and identity.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
@@ -289,7 +290,13 @@ int RunAskCommand(const AskOptions& options, std::ostream& out, std::ostream& er
     out << line.dump() << "\n";
   }
   if (response->done()) {
-    err << "sextant: the search in " << options.run_dir << " has ended; no trial will come\n";
+    err << "sextant: the search in " << options.run_dir
+        << " has ended; no trial will come (for room to ask more: sextant resume "
+        << options.run_dir << " --max-trials N)\n";
+  } else if (!response->waiting().empty()) {
+    err << "sextant: "
+        << absl::StrReplaceAll(response->waiting(), {{"RUN_DIR", options.run_dir}}) << "\n";
+    return 1;
   } else if (response->trials_size() == 0) {
     err << "sextant: no trial can start now (search.max_concurrent trials are asked and not yet "
            "told)\n";

@@ -1,9 +1,12 @@
 #include "orchestrator/core/dispatcher.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/error_line.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/core/experiment_loader.h"
@@ -120,6 +123,7 @@ absl::Status Dispatcher::Load() {
       if (it.value().is_number() && objectives_.Mentions(it.key())) {
         e.latest[it.key()] = it.value().get<double>();
       }
+      if (e.reported.size() < 64) e.reported.insert(it.key());
     }
   }
   for (Entry& e : trials_) {
@@ -134,6 +138,7 @@ absl::Status Dispatcher::Load() {
     }
     history_.push_back(std::move(o));
   }
+  UpdateFailureStop();
   if (!trials_.empty() && !(options_.quiet_load && queue_.empty())) {
     SEXTANT_RETURN_IF_ERROR(Event(
         "run_resumed", 0,
@@ -177,6 +182,76 @@ bool Dispatcher::CanCreate() const {
 bool Dispatcher::Finished() const {
   if (!queue_.empty() || running_ > 0) return false;
   return scheduler_ ? scheduler_done_ || interrupted_ : !CanCreate();
+}
+
+int MaxFailedTrials(const v1::Search& search) {
+  if (search.max_failed_trials() > 0) return search.max_failed_trials();
+  return std::max(5, (search.max_trials() + 4) / 5);
+}
+
+int MaxFailedInARow(const v1::Search& search) {
+  return search.max_failed_in_a_row() > 0 ? search.max_failed_in_a_row() : 5;
+}
+
+namespace {
+// A trial's error as a run-ending message quotes it: one line, at most 300 characters.
+std::string Quote(const std::string& error) { return absl::StrCat("\"", ErrorLine(error), "\""); }
+}  // namespace
+
+std::optional<std::string> Dispatcher::FailureStop() const {
+  if (failure_stop_ || spec_.search().mode() == v1::Search::ASK_TELL || !Finished()) {
+    return failure_stop_;
+  }
+  const Entry* last = nullptr;  // the trial that failed last
+  int failed = 0;
+  for (const Entry& e : trials_) {
+    if (e.row.state == v1::COMPLETED || e.row.state == v1::PRUNED) return std::nullopt;
+    if (e.row.state != v1::FAILED) continue;
+    ++failed;
+    if (last == nullptr || e.row.finished_at >= last->row.finished_at) last = &e;
+  }
+  if (last == nullptr) return std::nullopt;
+  return absl::StrCat("every trial failed (", failed, " of ", failed, "); the last error: ",
+                      Quote(last->row.error), " (trial ", last->row.id, ")");
+}
+
+void Dispatcher::UpdateFailureStop() {
+  if (spec_.search().mode() == v1::Search::ASK_TELL || failure_stop_) return;
+  std::vector<const TrialRow*> ended;
+  int failed = 0;
+  for (const Entry& e : trials_) {
+    if (!TrialEnded(e.row.state)) continue;
+    ended.push_back(&e.row);
+    failed += e.row.state == v1::FAILED;
+  }
+  if (failed == 0) return;
+  std::stable_sort(ended.begin(), ended.end(), [](const TrialRow* a, const TrialRow* b) {
+    return a->finished_at > b->finished_at;
+  });
+  const TrialRow* last = nullptr;  // the trial that failed last
+  int in_a_row = 0;
+  for (const TrialRow* r : ended) {
+    if (r->state != v1::FAILED || (last != nullptr && r->error != last->error)) break;
+    if (last == nullptr) last = r;
+    ++in_a_row;
+  }
+  if (last == nullptr) {  // the latest ended trial succeeded: quote the latest failure
+    for (const TrialRow* r : ended) {
+      if (r->state == v1::FAILED) {
+        last = r;
+        break;
+      }
+    }
+  }
+  const std::string quoted = absl::StrCat(Quote(last->error), " (trial ", last->id, ")");
+  const v1::Search& search = spec_.search();
+  if (in_a_row >= MaxFailedInARow(search)) {
+    failure_stop_ = absl::StrCat(in_a_row, " trials in a row failed with the same error: ", quoted,
+                                 " (search.max_failed_in_a_row: ", MaxFailedInARow(search), ")");
+  } else if (failed >= MaxFailedTrials(search)) {
+    failure_stop_ = absl::StrCat(failed, " trials failed (search.max_failed_trials: ",
+                                 MaxFailedTrials(search), "); the last error: ", quoted);
+  }
 }
 
 double Dispatcher::Minimised(double v) const {
@@ -313,7 +388,8 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
       response.set_done(true);
       return response;
     }
-    if (hold_ || running_ >= std::max(1, spec_.search().max_concurrent())) break;
+    // The failure policy has ended the run: the orchestrator's loop winds it down.
+    if (failure_stop_ || hold_ || running_ >= std::max(1, spec_.search().max_concurrent())) break;
     Entry* e = nullptr;
     double target = 0;
     bool resume = false;
@@ -526,6 +602,7 @@ absl::Status Dispatcher::StoreMeasurementsInTx(
     }
     for (const auto& [name, value] : m.metrics()) {
       if (objectives_.Mentions(name)) e.latest[name] = value;
+      if (e.reported.size() < 64) e.reported.insert(name);  // enough to name in an error
     }
     auto it = m.metrics().find(metric);
     if (it != m.metrics().end()) e.objective = it->second;
@@ -671,6 +748,11 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
                                     : request.error();
   } else if (!evaluation.ok()) {
     error = evaluation.error;
+    if (!evaluation.missing_objective.empty()) {
+      absl::StrAppend(&error, e.reported.empty() ? "; it reported no metrics at all"
+                                                 : absl::StrCat("; it reported: ",
+                                                                absl::StrJoin(e.reported, ", ")));
+    }
   }
   ClearRunning(e);
   const int exit_code = request.exit_code();
@@ -716,6 +798,7 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
       history_[e.row.id - 1].outcome = Observation::Outcome::kFailed;
       if (scheduler_) scheduler_->OnEnd(e.row.id, /*reached_target=*/false);
       SEXTANT_RETURN_IF_ERROR(Event("trial_failed", e.row.id, error));
+      UpdateFailureStop();
     }
   }
   return store_->PutTrial(e.row);
@@ -831,17 +914,19 @@ absl::Status Dispatcher::BeginStop(const std::string& why) {
   });
 }
 
-absl::Status Dispatcher::MarkRunState(const std::string& state) {
+absl::Status Dispatcher::MarkRunState(const std::string& state, const std::string& why) {
   SEXTANT_RETURN_IF_ERROR(FlushTelemetry());
   return InTransaction([&]() -> absl::Status {
     SEXTANT_RETURN_IF_ERROR(store_->PutMeta("state", state));
-    SEXTANT_RETURN_IF_ERROR(store_->PutMeta("finished_at", absl::StrCat(Now())));
-    return Event("run_finished", 0, state);
+    const double now = Now();  // the end and its event at the same instant
+    SEXTANT_RETURN_IF_ERROR(store_->PutTimeMeta("finished_at", now));
+    return store_->AddEvent(now, "run_finished", 0,
+                            why.empty() ? state : absl::StrCat(state, ": ", why));
   });
 }
 
 int Dispatcher::Demand() const {
-  if (interrupted_ || stopping_ || hold_ || Finished()) return 0;
+  if (interrupted_ || stopping_ || hold_ || failure_stop_ || Finished()) return 0;
   const int slots = std::max(1, spec_.search().max_concurrent()) - running_;
   if (slots <= 0) return 0;
   const int queued = static_cast<int>(queue_.size());
@@ -902,10 +987,15 @@ DispatchStats Dispatcher::Stats() const {
   DispatchStats s;
   s.max_trials = spec_.search().max_trials();
   s.created = static_cast<int>(trials_.size());
+  std::vector<const TrialRow*> failed;
   for (const Entry& e : trials_) {
     ++s.by_state[TrialStateName(e.row.state)];
     s.preemptions += e.row.preemptions;
     if (TrialEnded(e.row.state)) ++s.finished;
+    if (e.row.state == v1::FAILED) {
+      ++s.failed;
+      failed.push_back(&e.row);
+    }
     if (!objectives_.multi() && e.row.state == v1::COMPLETED && e.row.value && e.row.feasible &&
         (!s.best_value || Better(*e.row.value, *s.best_value))) {
       s.best_value = e.row.value;
@@ -923,6 +1013,12 @@ DispatchStats Dispatcher::Stats() const {
     s.front_size = static_cast<int>(ParetoFront(points).size());
     bool derived = false;
     s.hypervolume = Hypervolume(points, ReferencePoint(objectives_, points, &derived));
+  }
+  const size_t shown = std::min<size_t>(failed.size(), 8);
+  auto later = [](const TrialRow* a, const TrialRow* b) { return a->finished_at > b->finished_at; };
+  std::partial_sort(failed.begin(), failed.begin() + shown, failed.end(), later);
+  for (size_t i = shown; i-- > 0;) {
+    s.recent_failures.emplace_back(failed[i]->id, failed[i]->error);
   }
   if (!CanCreate() && s.max_trials > s.created) s.max_trials = s.created;
   if (spec_.budget().has_max_cost()) s.budget = spec_.budget().max_cost();

@@ -64,7 +64,15 @@ struct DispatchStats {
   // Several objectives: no best_value; the size of the front of feasible completed trials.
   int front_size = 0;
   std::optional<double> hypervolume;  // several objectives: of that front (see results.h)
+  int failed = 0;  // trials that ended FAILED
+  // The latest trials to fail (at most 8), in the order they failed: id and error.
+  std::vector<std::pair<int64_t, std::string>> recent_failures;
 };
+
+// search.max_failed_trials as it holds: the value set, else max(5, ceil(max_trials / 5)).
+int MaxFailedTrials(const v1::Search& search);
+// search.max_failed_in_a_row as it holds: the value set, else 5.
+int MaxFailedInARow(const v1::Search& search);
 
 // The queue of trials and the leases on them: the orchestrator's core, with no gRPC in it.
 // Every state change is committed to the Store before the method returns, so whatever a
@@ -124,11 +132,21 @@ class Dispatcher {
   // Trials running now.
   int running() const { return running_; }
 
-  // Records the run's final state ("COMPLETED", "INTERRUPTED", "FAILED") in the store.
-  absl::Status MarkRunState(const std::string& state);
+  // Records the run's final state ("COMPLETED", "INTERRUPTED", "FAILED") in the store, with
+  // why (default none) in its run_finished event.
+  absl::Status MarkRunState(const std::string& state, const std::string& why = "");
 
   // True when no trial is pending or running and no further trial will be created.
   bool Finished() const;
+  // True while the sampler may still create new trials (room under search.max_trials, the
+  // space not exhausted, no target reached, not interrupted).
+  bool MayCreate() const { return CanCreate(); }
+  // The failure policy of a run that launches its trials (search.mode commands): why the run
+  // must end FAILED now, quoting the error, once search.max_failed_trials trials have failed,
+  // or the last search.max_failed_in_a_row ended trials all failed with the same error, or
+  // the run has Finished() and every trial that ended failed. nullopt while it may go on, and
+  // always in ask/tell mode, where the client decides what a failure means.
+  std::optional<std::string> FailureStop() const;
   // The stored row of trial id as of now; null when the run has no such trial.
   const TrialRow* trial_row(int64_t id) const {
     return id >= 1 && id <= static_cast<int64_t>(trials_.size()) ? &trials_[id - 1].row : nullptr;
@@ -194,6 +212,7 @@ class Dispatcher {
     std::string action_reason;
     double attempt_fidelity = -1;  // last fidelity reported in this attempt (-1: none yet)
     std::string fidelity_error;    // set when the fidelity went backwards
+    std::set<std::string> reported;  // every metric name the trial has reported
   };
 
   Dispatcher(v1::ExperimentSpec spec, Store* store, std::unique_ptr<Sampler> sampler, Clock* clock,
@@ -218,6 +237,8 @@ class Dispatcher {
   // not lapsed; if so e keeps it. *lapsed: it was held, but the lease ran out.
   bool KeepHeldOnLoad(Entry& e, const TrialRow& row, bool* lapsed);
   absl::Status FlushTelemetry();
+  // Re-reads the failure policy (FailureStop) after a trial ended.
+  void UpdateFailureStop();
   // The attempt is lost (its lease lapsed, its worker is gone): recorded with an event of
   // `kind`, and the trial goes back to the front of the queue.
   absl::Status LoseInTx(Entry& e, const std::string& kind, const std::string& why);
@@ -276,6 +297,8 @@ class Dispatcher {
   bool interrupted_ = false;
   bool target_reached_ = false;
   bool hold_ = false;
+  // The failure policy's bounds are passed: why (FailureStop).
+  std::optional<std::string> failure_stop_;
   bool stopping_ = false;                  // BeginStop: winding down for the budget
   std::set<std::string> top_rung_barred_;  // SetTopRungRule
   std::string top_rung_why_;

@@ -23,6 +23,7 @@
 #include <system_error>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -130,6 +131,34 @@ absl::string_view Nearest(absl::string_view key, absl::Span<const absl::string_v
     }
   }
   return best;
+}
+
+// What users of other tuners write for our keys. Spelling distance alone maps Optuna's `low`
+// to `log`, which is wrong in a way that costs more than no suggestion at all.
+// The first entry for a key whose translation is allowed where it was written wins.
+constexpr std::array<std::pair<absl::string_view, absl::string_view>, 12> kForeignKeys = {{
+    {"low", "min"},                 // Optuna
+    {"high", "max"},                // Optuna
+    {"lower", "min"},               // Ray Tune
+    {"upper", "max"},               // Ray Tune
+    {"choices", "values"},          // Optuna
+    {"q", "step"},                  // Ray Tune, Hyperopt
+    {"direction", "goal"},          // Optuna, inside objective:
+    {"direction", "objective"},     // Optuna, at the top level
+    {"directions", "objectives"},   // Optuna
+    {"n_trials", "max_trials"},     // Optuna
+    {"n_jobs", "max_concurrent"},   // Optuna
+    {"num_samples", "max_trials"},  // Ray Tune
+}};
+
+// The allowed key another tuner calls `key`, else the allowed key closest in spelling, else "".
+absl::string_view Suggestion(absl::string_view key, absl::Span<const absl::string_view> allowed) {
+  for (const auto& [foreign, ours] : kForeignKeys) {
+    if (key == foreign && std::find(allowed.begin(), allowed.end(), ours) != allowed.end()) {
+      return ours;
+    }
+  }
+  return Nearest(key, allowed);
 }
 
 bool IsIdentifier(absl::string_view s) {
@@ -318,7 +347,7 @@ class Section {
       if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
       std::string message =
           absl::StrCat("unknown key; allowed keys: ", absl::StrJoin(allowed, ", "));
-      if (absl::string_view near = Nearest(key, allowed); !near.empty()) {
+      if (absl::string_view near = Suggestion(key, allowed); !near.empty()) {
         absl::StrAppend(&message, " (did you mean '", near, "'?)");
       }
       r_.KeyError(e, message);
@@ -449,6 +478,7 @@ class Loader {
   void LoadParameters(const Section& root, bool may_be_empty);
   void LoadParameter(const Field& f, std::vector<PendingWhen>& whens);
   void LoadRange(const Section& s, v1::Parameter* p, bool integral);
+  void LoadStep(const Field& f, v1::Parameter* p, bool integral);
   void LoadCategorical(const Section& s, v1::Parameter* p);
   void LoadConditions(const std::vector<PendingWhen>& whens);
   std::optional<std::string> ConditionValue(const v1::Parameter& target, const Field& f);
@@ -511,6 +541,10 @@ class Loader {
   Reader r_;
   std::string file_;
   v1::ExperimentSpec spec_;
+  // Parameters whose min, max, step or values did not load: their stored domain is a
+  // placeholder, so values checked against it (enqueue, when:) would only repeat the error in
+  // other words.
+  std::set<std::string> unranged_;
   // Positions of pool keys, for errors found once the catalog is known.
   struct PoolFields {
     std::optional<Field> region, instance, market, self;
@@ -638,7 +672,13 @@ void Loader::LoadOneObjective(const Field& f, v1::Objective* objective, bool wit
     if (auto v = r_.NonEmptyString(*metric)) objective->set_metric(*v);
   }
   IfPresent<size_t>(
-      s, "goal", [&](const Field& g) { return r_.Choice(g, kGoals); },
+      s, "goal",
+      [&](const Field& g) -> std::optional<size_t> {
+        // British spellings are accepted but not listed, so the error names each goal once.
+        if (g.value.IsScalar() && g.value.Scalar() == "minimise") return 0;
+        if (g.value.IsScalar() && g.value.Scalar() == "maximise") return 1;
+        return r_.Choice(g, kGoals);
+      },
       [&](size_t i) {
         objective->set_goal(i == 0 ? v1::Objective::MINIMIZE : v1::Objective::MAXIMIZE);
       });
@@ -774,7 +814,7 @@ void Loader::LoadParameter(const Field& f, std::vector<PendingWhen>& whens) {
     r_.KeyError(f,
                 "invalid parameter name; use letters, digits and '_', not starting with a digit");
   }
-  Section s(r_, f, {"type", "min", "max", "log", "values", "grid_points", "when"});
+  Section s(r_, f, {"type", "min", "max", "step", "log", "values", "grid_points", "when"});
   if (!s.ok()) return;
   if (const Field* type = s.Require("type")) {
     if (std::optional<size_t> t = r_.Choice(*type, kParamTypes)) {
@@ -805,6 +845,7 @@ void Loader::LoadRange(const Section& s, v1::Parameter* p, bool integral) {
   if (max != nullptr) hi = read(*max);
   p->set_min(lo.value_or(0));
   p->set_max(hi.value_or(0));
+  if (!lo.has_value() || !hi.has_value()) unranged_.insert(p->name());
   if (lo.has_value() && hi.has_value() && !(p->min() < p->max())) {
     r_.ValueError(*min, absl::StrCat("must be less than max (min ", min->value.Scalar(), ", max ",
                                      max->value.Scalar(), ")"));
@@ -819,15 +860,41 @@ void Loader::LoadRange(const Section& s, v1::Parameter* p, bool integral) {
   IfPresent<int64_t>(
       s, "grid_points", [&](const Field& f) { return r_.Integer(f, 2, kInt32Max); },
       [&](int64_t n) { p->set_grid_points(static_cast<int32_t>(n)); });
+  if (const Field* step = s.Find("step")) LoadStep(*step, p, integral);
+}
+
+// (max - min) need not be a multiple of the step: values stop at the last step below max, as
+// in Optuna and Katib.
+void Loader::LoadStep(const Field& f, v1::Parameter* p, bool integral) {
+  std::optional<double> step;
+  if (integral) {
+    if (std::optional<int64_t> i = r_.Integer(f, 1, kMaxExactInt)) step = static_cast<double>(*i);
+  } else {
+    step = r_.NumberAbove(f, 0, /*strict=*/true);
+  }
+  if (!step) {
+    unranged_.insert(p->name());
+    return;
+  }
+  p->set_step(*step);
+  const bool moot = integral && *step == 1;
+  if (p->log() && !moot) {
+    r_.KeyError(f, "not allowed with log: true (a step spaces values evenly; drop one of them)");
+  } else if (!unranged_.contains(p->name()) && p->min() < p->max() &&
+             !(*step <= p->max() - p->min())) {
+    r_.ValueError(f, absl::StrCat("must be at most max - min (",
+                                  FormatParamValue(p->max() - p->min()), "), or only min is left"));
+  }
 }
 
 void Loader::LoadCategorical(const Section& s, v1::Parameter* p) {
-  for (absl::string_view key : {"min", "max", "log", "grid_points"}) {
+  for (absl::string_view key : {"min", "max", "step", "log", "grid_points"}) {
     if (const Field* f = s.Find(key)) {
       r_.KeyError(*f, "not allowed with type: categorical (only with float and int)");
     }
   }
   const Field* values = s.Require("values");
+  if (values == nullptr || !values->value.IsSequence()) unranged_.insert(p->name());
   if (values == nullptr) return;
   std::vector<Field> elements = r_.Elements(*values);
   if (!values->value.IsSequence()) return;
@@ -883,6 +950,7 @@ std::optional<std::string> Loader::ConditionValue(const v1::Parameter& target, c
   if (!v) return std::nullopt;
   if (target.type() == v1::Parameter::CATEGORICAL) {
     const auto& values = target.values();
+    if (unranged_.contains(target.name())) return v;  // its values' error is reported
     if (std::find(values.begin(), values.end(), *v) != values.end()) return v;
     r_.ValueError(f, absl::StrCat("'", *v, "' is not one of ", target.name(), "'s values (",
                                   absl::StrJoin(values, ", "), ")"));
@@ -896,7 +964,14 @@ std::optional<std::string> Loader::ConditionValue(const v1::Parameter& target, c
     i = static_cast<int64_t>(d);
     integral = true;
   }
-  if (integral && i >= target.min() && i <= target.max()) return FormatInt(i);
+  if (integral && unranged_.contains(target.name())) return FormatInt(i);  // range reported
+  const auto step = static_cast<int64_t>(std::max(1.0, target.step()));
+  if (integral && i >= target.min() && i <= target.max()) {
+    if ((i - static_cast<int64_t>(target.min())) % step == 0) return FormatInt(i);
+    r_.ValueError(f, absl::StrCat("'", *v, "' is not one of ", target.name(), "'s values (",
+                                  target.min(), " + k * ", step, ")"));
+    return std::nullopt;
+  }
   r_.ValueError(f, absl::StrCat("'", *v, "' is not an integer in ", target.name(), "'s range [",
                                 target.min(), ", ", target.max(), "]"));
   return std::nullopt;
@@ -936,7 +1011,8 @@ void Loader::LoadSearch(const Section& root) {
   Section s(
       r_, *f,
       {"sampler", "scheduler", "fidelity", "seed", "max_trials", "max_concurrent", "initial_design",
-       "asha_mode", "cost_aware", "mode", "lease", "enqueue", "warm_start"});
+       "asha_mode", "cost_aware", "mode", "lease", "enqueue", "warm_start", "max_failed_trials",
+       "max_failed_in_a_row"});
   if (!s.ok()) return;
   IfPresent<size_t>(
       s, "sampler", [&](const Field& x) { return r_.Choice(x, kSamplers); },
@@ -961,6 +1037,19 @@ void Loader::LoadSearch(const Section& root) {
       s, "asha_mode", [&](const Field& x) { return r_.Choice(x, kAshaModes); },
       [&](size_t i) { search->set_asha_mode(std::string(kAshaModes[i])); });
   LoadSearchMode(s, search);
+  for (const char* key : {"max_failed_trials", "max_failed_in_a_row"}) {
+    const Field* x = s.Find(key);
+    if (x == nullptr) continue;
+    if (search->mode() == v1::Search::ASK_TELL) {
+      r_.KeyError(*x, "only with mode: commands (an ask/tell client decides what a failure means)");
+    } else if (std::optional<int64_t> v = positive(*x)) {
+      if (std::string(key) == "max_failed_trials") {
+        search->set_max_failed_trials(*v);
+      } else {
+        search->set_max_failed_in_a_row(*v);
+      }
+    }
+  }
   if (const Field* e = s.Find("enqueue")) LoadEnqueue(*e, search);
   if (const Field* w = s.Find("warm_start")) LoadWarmStart(*w, search);
   const Field* fidelity = s.Find("fidelity");
@@ -1033,6 +1122,7 @@ void Loader::LoadEnqueue(const Field& f, v1::Search* search) {
     }
     for (const ParamProblem& p : CheckParams(space, params)) {
       if (bad.contains(p.param) || p.kind == ParamProblem::Kind::kUnknown) continue;
+      if (p.kind == ParamProblem::Kind::kOutside && unranged_.contains(p.param)) continue;
       if (p.kind == ParamProblem::Kind::kMissing) {
         r_.ValueError(e, absl::StrCat("no value for the parameter '", p.param, "'",
                                       space.params[space.IndexOf(p.param)].when.empty()
@@ -1250,7 +1340,18 @@ void Loader::CheckReferences(const Field& f, const std::string& text) {
     const auto& params = spec_.parameters();
     const bool found = std::any_of(params.begin(), params.end(),
                                    [&](const v1::Parameter& p) { return p.name() == name; });
-    if (!found) {
+    if (!found && absl::StartsWith(name, "SEXTANT_")) {
+      // ${...} is substituted by Sextant before the command runs, with parameters only; the
+      // trial's own variables are set in its environment, where only a shell expands them.
+      r_.ValueError(
+          f, absl::StrCat("'${", name,
+                          "}' names no parameter (${...} takes parameters only). Sextant sets "
+                          "SEXTANT_TRIAL_ID, SEXTANT_ATTEMPT, SEXTANT_EXPERIMENT, "
+                          "SEXTANT_CHECKPOINT_DIR, SEXTANT_PARAMS and SEXTANT_PARAM_<NAME> in the "
+                          "trial's environment: read them there, in a command through a shell, "
+                          "e.g. [sh, -c, 'python3 train.py --tag $",
+                          name, "']"));
+    } else if (!found) {
       std::vector<std::string> declared;
       for (const v1::Parameter& p : params) declared.push_back(p.name());
       r_.ValueError(f,
@@ -1591,6 +1692,7 @@ void Loader::LoadFederation(const Field& f) {
              "server_optimizer",
              "server_lr",
              "min_clients",
+             "max_failed_rounds",
              "round_deadline",
              "eval_every",
              "partition",
@@ -1942,6 +2044,7 @@ void Loader::LoadBufferedMode(const Section& s, v1::Federation* fed) {
   refuse("clients_per_round", "every client trains continuously");
   refuse("round_deadline", "a server step waits for buffer_size updates, not a deadline");
   refuse("min_clients", "use buffer_size");
+  refuse("max_failed_rounds", "a failed client's update is only missing from its buffer");
   if (fed->secure_aggregation() && fed->hide_region_sums()) {
     refuse("hide_region_sums", "the regions push their buffers as they fill, not in one round");
   } else if (fed->secure_aggregation() && fed->buffer_size() < 2 * fed->regions_size()) {
@@ -2030,6 +2133,8 @@ void Loader::LoadFederationOptions(const Section& s, v1::Federation* fed) {
       [&](size_t i) { fed->set_server_optimizer(std::string(kServerOptimizers[i])); });
   IfPresent<double>(s, "server_lr", positive, [&](double v) { fed->set_server_lr(v); });
   IfPresent<int64_t>(s, "min_clients", count, [&](int64_t v) { fed->set_min_clients(v); });
+  IfPresent<int64_t>(s, "max_failed_rounds", count,
+                     [&](int64_t v) { fed->set_max_failed_rounds(v); });
   IfPresent<double>(
       s, "round_deadline", [&](const Field& x) { return r_.Duration(x); },
       [&](double v) { fed->set_round_deadline_seconds(v); });
@@ -2114,6 +2219,7 @@ SearchSpace ToSearchSpace(const v1::ExperimentSpec& spec) {
     ps.log = p.log();
     ps.values.assign(p.values().begin(), p.values().end());
     ps.grid_points = p.grid_points();
+    ps.step = p.step();
     ps.when.insert(p.when().begin(), p.when().end());
     space.params.push_back(std::move(ps));
   }

@@ -59,7 +59,7 @@ LoadResult LoadExperimentFromString(const std::string& yaml, const std::string& 
 LoadResult LoadExperimentFile(const std::string& path);
 
 // The search space the samplers see: one ParamSpec per spec.parameters entry, in declaration
-// order, with kind, bounds, log, values, grid_points and when copied over.
+// order, with kind, bounds, log, step, values, grid_points and when copied over.
 SearchSpace ToSearchSpace(const v1::ExperimentSpec& spec);
 
 }  // namespace sextant

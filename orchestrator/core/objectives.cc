@@ -51,6 +51,7 @@ TrialEvaluation ObjectiveSet::Evaluate(const std::map<std::string, double>& metr
     std::optional<double> v = MetricValue(o.metric(), metrics, cost, seconds);
     if (!v) {
       if (e.error.empty()) {
+        e.missing_objective = o.metric();
         e.error =
             absl::StrCat("the trial exited 0 but never reported the objective metric '", o.metric(),
                          "' (print a line such as '", o.metric(), "=0.42' on stdout)");

@@ -24,6 +24,7 @@ struct TrialEvaluation {
                                    // +inf when the metric is missing
   std::vector<std::string> missing_constraints;  // constraint metrics the trial never reported
   std::string error;  // set when an objective is missing or not finite: the trial FAILS
+  std::string missing_objective;  // the first objective metric never reported, if any
   bool ok() const { return error.empty(); }
   bool feasible() const;
 };

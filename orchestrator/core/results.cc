@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -10,8 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/exact_number.h"
 #include "common/status_macros.h"
+#include "orchestrator/core/federated_results.h"
 #include "orchestrator/core/objectives.h"
+#include "orchestrator/core/rounds_table.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/core/warm_start.h"
@@ -46,7 +50,7 @@ nlohmann::json PreemptionCounts(const std::vector<TrialRow>& trials,
 std::string Scalar(const nlohmann::json& v) {
   if (v.is_null()) return "";
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) return absl::StrCat(v.get<double>());
+  if (v.is_number_float()) return ExactNumber(v.get<double>());  // round-trip exact, as JSON
   return v.dump();
 }
 
@@ -206,6 +210,9 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
   nlohmann::json doc;
   doc["experiment"] = spec.name();
   doc["state"] = state.value_or("UNKNOWN");
+  // The cap as it holds now (resume --max-trials changes it).
+  const bool one_federated_run = spec.has_federation() && spec.parameters_size() == 0;
+  if (!one_federated_run) doc["max_trials"] = spec.search().max_trials();
   // A federated run with differential privacy: the cumulative (epsilon, delta) so far.
   if (absl::StatusOr<std::optional<std::string>> privacy = store->GetMeta("privacy");
       privacy.ok() && *privacy) {
@@ -316,10 +323,29 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
                          {"from", warm->from},
                          {"dropped", warm->dropped_count()}};
   }
+  if (IsFederatedRun(spec)) {
+    SEXTANT_ASSIGN_OR_RETURN(RoundsTable table, RoundsTable::OpenReadOnly(RunDir::DbPath(run_dir)));
+    SEXTANT_ASSIGN_OR_RETURN(std::vector<RoundRow> rounds, table.Load());
+    AddFederatedRounds(spec, rounds, costs, &doc);
+  } else if (spec.has_federation()) {
+    // A federated search: each trial is a federated run of its own, in its checkpoint folder
+    // (trial_command.cc); a trial that has not started one yet has no rounds.
+    doc["federation"] = {{"description", DescribeFederation(spec)}};
+    for (nlohmann::json& row : doc["trials"]) {
+      const std::string inner = absl::StrCat(run_dir, "/artifacts/checkpoints/trial-",
+                                             row["id"].get<int64_t>(), "/federation");
+      if (!std::filesystem::exists(RunDir::DbPath(inner))) continue;
+      absl::StatusOr<nlohmann::json> trial_results = LoadResults(inner);
+      if (trial_results.ok() && trial_results->contains("rounds")) {
+        row["rounds"] = std::move((*trial_results)["rounds"]);
+      }
+    }
+  }
   return doc;
 }
 
 std::string ResultsToCsv(const nlohmann::json& results) {
+  if (results.contains("rounds")) return FederatedRoundsToCsv(results);
   std::set<std::string> param_names, metric_names;
   for (const auto& t : results["trials"]) {
     for (auto& [k, v] : t["params"].items()) param_names.insert(k);
@@ -360,7 +386,8 @@ std::string ResultsToCsv(const nlohmann::json& results) {
   return out;
 }
 
-std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
+std::string ResultsToTable(const nlohmann::json& results, int max_rows,
+                           const std::string& run_dir) {
   std::map<std::string, int> counts;
   for (const auto& t : results["trials"]) ++counts[t["state"].get<std::string>()];
   std::vector<std::string> parts;
@@ -375,15 +402,25 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
   } else {
     metric = results["objective"]["metric"];
   }
-  os << "experiment " << Scalar(results["experiment"]) << " (" << Scalar(results["state"])
-     << "): " << results["trials"].size() << " trials"
-     << (parts.empty() ? "" : ", " + absl::StrJoin(parts, ", ")) << "\n";
+  const bool federated_run = results.contains("rounds");
+  os << "experiment " << Scalar(results["experiment"]) << " (" << Scalar(results["state"]) << "): ";
+  if (federated_run) {
+    const nlohmann::json& f = results["federation"];
+    os << Scalar(f["description"]) << "; " << Scalar(f["rounds_completed"]) << " of "
+       << Scalar(f["rounds_planned"]) << " rounds done\n";
+  } else {
+    os << results["trials"].size() << " trials";
+    if (results.contains("max_trials")) os << " of max_trials " << Scalar(results["max_trials"]);
+    os << (parts.empty() ? "" : ", " + absl::StrJoin(parts, ", ")) << "\n";
+  }
   if (results.contains("warm_start")) {
     const nlohmann::json& w = results["warm_start"];
     os << "warm start: " << Scalar(w["observations"]) << " prior observations from "
        << absl::StrJoin(w["from"].get<std::vector<std::string>>(), ", ") << "\n";
   }
-  if (!results["best"].is_null()) {
+  if (federated_run && !results["best"].is_null()) {
+    os << "final global model: " << metric << "=" << Scalar(results["best"]["value"]) << "\n";
+  } else if (!results["best"].is_null()) {
     os << "best: trial " << Scalar(results["best"]["trial"]) << "  " << metric << "="
        << Scalar(results["best"]["value"]) << "  " << results["best"]["params"].dump() << "\n";
   }
@@ -423,6 +460,8 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
       os << "\n";
     }
   }
+  // A federated run's one trial is the run itself; its rounds are what there is to list.
+  if (federated_run) return os.str() + FederatedRoundsToTable(results, max_rows);
   std::vector<const nlohmann::json*> rows;
   for (const auto& t : results["trials"]) rows.push_back(&t);
   const bool maximize = !multi && results["objective"]["goal"] == "maximize";
@@ -469,16 +508,19 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows) {
                           (*t)["params"].dump(), extra);
   }
   if (max_rows > 0 && static_cast<int>(results["trials"].size()) > max_rows) {
-    os << "... " << results["trials"].size() - max_rows
-       << " more (sextant results DIR shows them all)\n";
+    os << "... " << results["trials"].size() - max_rows << " more (sextant results "
+       << (run_dir.empty() ? "DIR" : run_dir) << " shows them all)\n";
   }
   return os.str();
 }
 
-std::string TelemetryTable(const std::vector<TelemetryRow>& latest, double now) {
+std::string TelemetryTable(const std::vector<TelemetryRow>& latest, double now,
+                           const std::string& ended) {
   if (latest.empty()) return "";
   std::ostringstream os;
-  os << "workers:\n";
+  os << (ended.empty()
+             ? "workers:\n"
+             : absl::StrCat("workers: none running (", ended, "); their last heartbeats:\n"));
   for (const TelemetryRow& t : latest) {
     std::string gpu = t.gpu_count == 0
                           ? "no GPU"
@@ -487,7 +529,9 @@ std::string TelemetryTable(const std::vector<TelemetryRow>& latest, double now) 
                                             t.gpu_memory_total_bytes / 1073741824.0);
     os << absl::StrFormat("  worker %-4d %-10s cpu %4.0f%%  rss %7.1f MiB  %s  (%.0fs ago)\n",
                           t.worker_id,
-                          t.trial_id ? absl::StrCat("trial ", t.trial_id) : std::string("idle"),
+                          !ended.empty() ? std::string("-")
+                          : t.trial_id   ? absl::StrCat("trial ", t.trial_id)
+                                         : std::string("idle"),
                           t.cpu_percent, t.rss_bytes / 1048576.0, gpu, std::max(0.0, now - t.time));
   }
   return os.str();

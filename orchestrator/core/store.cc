@@ -6,7 +6,9 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/exact_number.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -157,10 +159,52 @@ absl::Status Store::Upgrade(bool read_only) {
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) has_outcome |= ColumnText(s, 0) == "outcome";
   if (rc != SQLITE_DONE) return Error("read the trials table's columns");
   has_outcome_ = has_outcome;
-  if (has_outcome || read_only) return absl::OkStatus();
-  SEXTANT_RETURN_IF_ERROR(Exec("ALTER TABLE trials ADD COLUMN outcome TEXT NOT NULL DEFAULT '{}'"));
-  has_outcome_ = true;
+  if (read_only) return absl::OkStatus();
+  if (!has_outcome) {
+    SEXTANT_RETURN_IF_ERROR(
+        Exec("ALTER TABLE trials ADD COLUMN outcome TEXT NOT NULL DEFAULT '{}'"));
+    has_outcome_ = true;
+  }
+  return RepairTimes();
+}
+
+absl::StatusOr<std::optional<double>> Store::DerivedTime(const std::string& key) {
+  const char* sql =
+      key == "finished_at"
+          ? "SELECT MAX(time) FROM events WHERE kind = 'run_finished'"
+          : "SELECT MIN(t) FROM (SELECT MIN(created_at) AS t FROM trials UNION ALL"
+            " SELECT MIN(started_at) FROM attempts UNION ALL SELECT MIN(time) FROM events)";
+  SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(sql));
+  StmtGuard g{s};
+  if (sqlite3_step(s) != SQLITE_ROW) return Error("derive a time");
+  if (sqlite3_column_type(s, 0) == SQLITE_NULL) return std::optional<double>();
+  return std::optional<double>(sqlite3_column_double(s, 0));
+}
+
+absl::Status Store::RepairTimes() {
+  for (const char* key : {"started_at", "finished_at"}) {
+    SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> text, GetMeta(key));
+    if (!text || ParseUnixSeconds(*text)) continue;
+    SEXTANT_ASSIGN_OR_RETURN(std::optional<double> exact, DerivedTime(key));
+    // Only a time the records pin down replaces the rounded one; the rest stay as written.
+    if (exact) SEXTANT_RETURN_IF_ERROR(PutTimeMeta(key, *exact));
+  }
   return absl::OkStatus();
+}
+
+absl::Status Store::PutTimeMeta(const std::string& key, double unix_seconds) {
+  return PutMeta(key, UnixSecondsText(unix_seconds));
+}
+
+absl::StatusOr<std::optional<double>> Store::GetTimeMeta(const std::string& key) {
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> text, GetMeta(key));
+  if (!text) return std::optional<double>();
+  if (std::optional<double> t = ParseUnixSeconds(*text)) return t;
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<double> exact, DerivedTime(key));
+  if (exact) return exact;
+  double rounded = 0;
+  if (absl::SimpleAtod(*text, &rounded)) return std::optional<double>(rounded);
+  return absl::DataLossError(absl::StrCat("store: the run's ", key, " is not a time: ", *text));
 }
 
 Store::~Store() {

@@ -128,6 +128,11 @@ class Store {
   absl::Status PutMeta(const std::string& key, const std::string& value);
   // Returns nullopt when key is absent.
   absl::StatusOr<std::optional<std::string>> GetMeta(const std::string& key);
+  // The run's times ("started_at", "finished_at"), in unix seconds exact to the microsecond.
+  absl::Status PutTimeMeta(const std::string& key, double unix_seconds);
+  // Returns nullopt when key is absent. A time that older versions wrote with 6 significant
+  // digits (a resolution of 1,000 s) is derived anew from the records, as RepairTimes does.
+  absl::StatusOr<std::optional<double>> GetTimeMeta(const std::string& key);
 
   // Inserts or replaces the whole row.
   absl::Status PutTrial(const TrialRow& trial);
@@ -171,6 +176,11 @@ class Store {
   // Adds columns that newer versions keep to a store written by an older one (read-write), or
   // notes that they are absent (read-only: they read as their defaults).
   absl::Status Upgrade(bool read_only);
+  // The exact time a rounded "started_at" or "finished_at" stood for: the first record of the
+  // run, or its last run_finished event. nullopt when the records do not tell.
+  absl::StatusOr<std::optional<double>> DerivedTime(const std::string& key);
+  // Rewrites rounded times (see GetTimeMeta) exactly where the records tell them.
+  absl::Status RepairTimes();
   bool has_outcome_ = true;  // the trials table has the `outcome` column
   absl::Status Exec(const char* sql);
   absl::StatusOr<sqlite3_stmt*> Prepare(const char* sql);

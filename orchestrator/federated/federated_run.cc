@@ -23,6 +23,7 @@
 #include "aggregator/secagg_hub.h"
 #include "aggregator/tier.h"
 #include "common/checkpoint.h"
+#include "common/error_line.h"
 #include "common/ids.h"
 #include "common/mapped_floats.h"
 #include "common/status_macros.h"
@@ -34,11 +35,11 @@
 #include "nlohmann/json.hpp"
 #include "orchestrator/core/experiment_loader.h"
 #include "orchestrator/core/results.h"
+#include "orchestrator/core/rounds_table.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/federated/client_selection.h"
 #include "orchestrator/federated/evaluate_command.h"
-#include "orchestrator/federated/federated_rounds_table.h"
 #include "orchestrator/federated/global_checkpoint.h"
 #include "orchestrator/federated/global_evaluator.h"
 #include "orchestrator/monitor/run_monitor.h"
@@ -144,9 +145,8 @@ class FederatedRun {
       SEXTANT_RETURN_IF_ERROR(store_->PutMeta("federation_id", *id));
     }
     experiment_id_ = *id;
-    if (auto started = store_->GetMeta("started_at"); started.ok() && *started) {
-      int64_t t = 0;
-      if (absl::SimpleAtoi(**started, &t)) start_ = absl::FromUnixSeconds(t);
+    if (auto started = store_->GetTimeMeta("started_at"); started.ok() && *started) {
+      start_ = absl::FromUnixMicros(static_cast<int64_t>(std::llround(**started * 1e6)));
     }
     SEXTANT_ASSIGN_OR_RETURN(RoundsTable rounds, RoundsTable::Open(run_dir_->db_path()));
     rounds_ = std::make_unique<RoundsTable>(std::move(rounds));
@@ -880,6 +880,7 @@ class FederatedRun {
         absl::StrFormat("round=%d accuracy=%.4f loss=%.4f clients=%d rejected=%d", round,
                         last_eval_.accuracy, last_eval_.loss, outcome.count, rejected);
     if (epsilon) absl::StrAppendFormat(&line, " epsilon=%.4f", *epsilon);
+    if (failures_this_round_ > 0) absl::StrAppend(&line, " failed=", failures_this_round_);
     (void)store_->AddEvent(EventTime(), "round", 0, line);
     *env_.out << "sextant: " << line << "\n" << std::flush;
     last_round_ = round;
@@ -938,11 +939,18 @@ class FederatedRun {
           tier_->AwaitClosable(hide_region_sums() ? Tier::Close::kSecure : Tier::Close::kPlain,
                                [&] { return Interruption(); });
       if (!ready.ok()) return StoppedBy(ready);
+      ShowFailures();
       std::vector<SenderReport> senders;
       std::vector<float> regions_mean;
       LazyFloats secure_mean;
       auto outcome = hide_region_sums() ? CloseRegionsRound(round, &secure_mean)
                                         : tier_->hub().Close(&senders);
+      // A synchronous round whose participants failed: no update, or too few to count.
+      if (!hide_region_sums() && !buffered() &&
+          (!outcome.ok() || outcome->count < std::max(1, fed().min_clients()))) {
+        SEXTANT_RETURN_IF_ERROR(RoundFailed(round, outcome.ok() ? outcome->count : 0));
+        continue;
+      }
       if (!outcome.ok()) {
         return (hide_region_sums()
                     ? absl::AbortedError(absl::StrCat("the regions' secure round ", round,
@@ -957,8 +965,76 @@ class FederatedRun {
         tier_->hub().ResumeBuffering();
       }
       SEXTANT_RETURN_IF_ERROR(CompleteRound(round, *outcome, senders));
+      failed_in_a_row_ = 0;
+      failures_this_round_ = 0;
+      regions_failed_this_round_ = 0;
+      last_failure_.clear();
     }
     return Finish();
+  }
+
+  // federation.max_failed_rounds as it holds (default 3).
+  int MaxFailedRounds() const {
+    return fed().max_failed_rounds() > 0 ? fed().max_failed_rounds() : 3;
+  }
+
+  // Says each failure the participants reported since the last call: a line on the console
+  // and an event, with the cause (a client command's exit and stderr tail).
+  void ShowFailures() {
+    for (const FailureReport& f : tier_->hub().TakeFailures()) {
+      const bool region = f.failed == f.reporter;
+      const std::string why = ErrorLine(f.error);
+      (void)store_->AddEvent(EventTime(), region ? "region_failed" : "client_failed", 0,
+                             absl::StrCat("round ", f.round, ": ", f.failed, ": ", f.error));
+      *env_.out << "sextant: round " << f.round << ": " << (region ? "region " : "client ")
+                << f.failed << " failed: " << why << "\n"
+                << std::flush;
+      ++(region ? regions_failed_this_round_ : failures_this_round_);
+      if (!region || last_failure_.empty()) last_failure_ = absl::StrCat(f.failed, ": ", why);
+    }
+    // A round that waits past its deadline for too few updates says so once.
+    const RoundProgress p = tier_->hub().Progress();
+    if (p.deadline_passed && p.round > last_round_ && p.round != deadline_said_ &&
+        fed().round_deadline_seconds() > 0 && !buffered()) {
+      deadline_said_ = p.round;
+      *env_.out << "sextant: round " << p.round << ": the deadline passed with " << p.count
+                << " client updates in, fewer than min_clients "
+                << std::max(1, fed().min_clients()) << "; waiting for more\n"
+                << std::flush;
+    }
+  }
+
+  // Round `round` closed with `count` client updates, fewer than min_clients: the model stays
+  // as it was, and the next round goes on, unless max_failed_rounds rounds in a row failed.
+  absl::Status RoundFailed(int64_t round, int64_t count) {
+    ShowFailures();
+    ++failed_in_a_row_;
+    const std::string line = absl::StrCat(
+        "round ", round, " failed: ", count, " client updates of min_clients ",
+        std::max(1, fed().min_clients()), "; ", failures_this_round_, " clients and ",
+        regions_failed_this_round_, " regions failed",
+        last_failure_.empty() ? "" : absl::StrCat(" (last: ", last_failure_, ")"));
+    (void)store_->AddEvent(EventTime(), "round_failed", 0, line);
+    *env_.out << "sextant: " << line << "\n" << std::flush;
+    failures_this_round_ = 0;
+    regions_failed_this_round_ = 0;
+    if (failed_in_a_row_ < MaxFailedRounds()) return absl::OkStatus();
+    return Failed(absl::StrCat(failed_in_a_row_, " rounds in a row failed (federation.",
+                               "max_failed_rounds: ", MaxFailedRounds(), "); the last: ", line,
+                               ". Each participant's log is in ", run_dir_->logs_dir()));
+  }
+
+  // The run cannot go on: it ends FAILED, with why, and the caller exits 1. The last completed
+  // round's model stays (checkpoint and models/).
+  absl::Status Failed(const std::string& why) {
+    PutTrial(v1::FAILED);
+    absl::Status s = store_->PutMeta("state", "FAILED");
+    if (s.ok()) {
+      s = store_->PutTimeMeta("finished_at", absl::ToUnixMicros(env_.clock->Now()) / 1e6);
+    }
+    if (s.ok()) s = store_->AddEvent(EventTime(), "run_finished", 0, absl::StrCat("FAILED: ", why));
+    SEXTANT_RETURN_IF_ERROR(s);
+    return absl::AbortedError(absl::StrCat("the federated run failed: ", why));
   }
 
   // Participants started by hand: says what to start where.
@@ -1003,6 +1079,7 @@ class FederatedRun {
   // aggregator that exited (Unavailable); OK to go on waiting.
   absl::Status Interruption() {
     PublishMetrics();  // waits poll this often
+    if (tier_) ShowFailures();
     if (Stopping()) return absl::CancelledError("INTERRUPTED");
     if (PastWallBudget()) return absl::ResourceExhaustedError("BUDGET_EXHAUSTED");
     if (!AggregatorsAlive()) return AggregatorExited();
@@ -1077,6 +1154,8 @@ class FederatedRun {
     if (state == v1::COMPLETED) {
       const bool loss = spec_.objective().metric().find("loss") != std::string::npos;
       t.value = loss ? last_eval_.loss : last_eval_.accuracy;
+    }
+    if (state == v1::COMPLETED || state == v1::FAILED) {
       t.finished_at = absl::ToUnixMicros(env_.clock->Now()) / 1e6;
     }
     (void)store_->PutTrial(t);
@@ -1094,7 +1173,7 @@ class FederatedRun {
                                           ": the privacy budget is spent (", why.message(), ")");
     absl::Status s = store_->PutMeta("state", "EPSILON_EXHAUSTED");
     if (s.ok())
-      s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
+      s = store_->PutTimeMeta("finished_at", absl::ToUnixMicros(env_.clock->Now()) / 1e6);
     if (s.ok())
       s = store_->AddEvent(EventTime(), "run_finished", 0,
                            absl::StrCat("EPSILON_EXHAUSTED: ", line));
@@ -1123,7 +1202,7 @@ class FederatedRun {
     PutTrial(v1::COMPLETED);
     absl::Status s = store_->PutMeta("state", "COMPLETED");
     if (s.ok())
-      s = store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
+      s = store_->PutTimeMeta("finished_at", absl::ToUnixMicros(env_.clock->Now()) / 1e6);
     if (s.ok()) s = store_->AddEvent(EventTime(), "run_finished", 0, "COMPLETED");
     SEXTANT_RETURN_IF_ERROR(s);
     *env_.out << absl::StrFormat(
@@ -1193,6 +1272,11 @@ class FederatedRun {
   int64_t region_rejections_ = 0;  // the regions' round's rejections already counted
   int64_t last_round_ = 0;
   int64_t published_round_ = -1;
+  int failed_in_a_row_ = 0;       // synchronous rounds that failed since the last completed one
+  int64_t failures_this_round_ = 0;  // client failures reported since the last round ended
+  int64_t regions_failed_this_round_ = 0;
+  std::string last_failure_;         // the last client's (or else region's) failure, one line
+  int64_t deadline_said_ = -1;       // the round whose passed deadline was said
   ModelScore last_eval_;
   absl::Time start_;
   std::vector<Child> children_;

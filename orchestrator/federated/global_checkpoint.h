@@ -10,7 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "federation/server_optimizer.h"
-#include "orchestrator/federated/federated_rounds_table.h"
+#include "orchestrator/core/rounds_table.h"
 
 namespace sextant {
 

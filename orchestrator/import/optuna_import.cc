@@ -38,6 +38,9 @@ using Kind = OptunaDistribution::Kind;
 constexpr const char* kStepKey = "step";
 // User attributes become metrics under this prefix (Optuna's trials_dataframe column names).
 constexpr const char* kUserAttrPrefix = "user_attrs_";
+// The metric that keeps each trial's Optuna number: ids shift by one (Optuna counts from 0),
+// and the number is what Optuna's dashboards, logs and user code call the trial.
+constexpr const char* kOptunaNumberKey = "optuna_number";
 
 // One trial as it will be stored.
 struct ImportedTrial {
@@ -106,13 +109,14 @@ absl::StatusOr<std::vector<std::string>> MetricNames(const OptunaImportOptions& 
   }
   std::set<std::string> seen;
   for (const std::string& m : names) {
-    if (m.empty() || m == kStepKey || m.find_first_of(" \t\n=") != std::string::npos ||
-        absl::StartsWith(m, kUserAttrPrefix) || !seen.insert(m).second) {
+    if (m.empty() || m == kStepKey || m == kOptunaNumberKey ||
+        m.find_first_of(" \t\n=") != std::string::npos || absl::StartsWith(m, kUserAttrPrefix) ||
+        !seen.insert(m).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("metric name ", Quoted(m),
                        " cannot be used: names must be distinct, non-empty, without "
                        "spaces or '=', and not '",
-                       kStepKey, "' or ", kUserAttrPrefix, "..."));
+                       kStepKey, "', '", kOptunaNumberKey, "' or ", kUserAttrPrefix, "..."));
     }
   }
   return names;
@@ -127,9 +131,11 @@ std::string StepMeasurement(const std::string& metric, int64_t step, double v) {
   return j.dump();
 }
 
-// The final measurement: the objectives' values and the user attributes (numbers and strings
-// as they are, anything else as its JSON text). Empty when there is nothing to say.
-std::string FinalMeasurement(const std::vector<std::string>& metrics, const OptunaTrial& t) {
+// The final measurement: the objectives' values, the user attributes (numbers and strings
+// as they are, anything else as its JSON text) and, for a trial that ran, its Optuna number.
+// Empty when there is nothing to say.
+std::string FinalMeasurement(const std::vector<std::string>& metrics, const OptunaTrial& t,
+                             bool ran) {
   google::protobuf::Map<std::string, double> m;
   for (size_t i = 0; i < t.values.size() && i < metrics.size(); ++i) {
     if (t.values[i]) m[metrics[i]] = *t.values[i];
@@ -138,6 +144,7 @@ std::string FinalMeasurement(const std::vector<std::string>& metrics, const Optu
   for (const auto& [key, v] : t.user_attrs.items()) {
     j[kUserAttrPrefix + key] = v.is_number() || v.is_string() ? v : Json(v.dump());
   }
+  if (ran) j[kOptunaNumberKey] = t.number;
   return j.empty() ? "" : j.dump();
 }
 
@@ -211,7 +218,7 @@ absl::StatusOr<ImportedTrial> MapTrial(const Plan& plan, size_t index) {
     out.measurements.push_back(StepMeasurement(plan.metrics[0], step, v));
     row.fidelity = std::max(row.fidelity, static_cast<double>(step));
   }
-  if (std::string final = FinalMeasurement(plan.metrics, t); !final.empty()) {
+  if (std::string final = FinalMeasurement(plan.metrics, t, started); !final.empty()) {
     out.measurements.push_back(std::move(final));
   }
   if (row.state == v1::FAILED && started && out.note.empty()) out.note = row.error;
@@ -244,6 +251,8 @@ std::string ParameterYaml(const ImportedParameter& p) {
   } else {
     absl::StrAppend(&out, "float, min: ", Number(p.min), ", max: ", Number(p.max));
   }
+  if (p.step && p.kind == Kind::kInt) absl::StrAppend(&out, ", step: ", std::llround(*p.step));
+  if (p.step && p.kind == Kind::kFloat) absl::StrAppend(&out, ", step: ", Number(*p.step));
   if (p.log) absl::StrAppend(&out, ", log: true");
   if (!p.when.empty()) {
     std::vector<std::string> conds;
@@ -269,7 +278,10 @@ std::string HeaderYaml(const Plan& plan, const std::string& given_dir) {
       fs::absolute(s.storage).lexically_normal().string(), " (schema ", s.alembic_version,
       ", written by Optuna ", s.library_version, "):\n# ", s.trials.size(), " trials (",
       absl::StrJoin(counts, ", "), "), stored in this folder as trials 1 to ", s.trials.size(),
-      "\n# (Sextant trial id = Optuna trial number + 1).\n"
+      "\n# (Sextant trial id = Optuna trial number + 1; a trial that ran keeps its number as\n"
+      "# the metric ",
+      kOptunaNumberKey,
+      ").\n"
       "#\n"
       "# This is the experiment the run in this folder keeps: `sextant results`, `report` and\n"
       "# `resume` read it from state.db, not from this file. Like the Optuna study, it runs in\n"
@@ -442,9 +454,8 @@ absl::Status WriteStore(const Plan& plan, const std::string& db_path) {
     open |= t.row.state == v1::PENDING || t.row.state == v1::CANCELLED;
   }
   absl::Status s = store->PutMeta("spec", plan.spec.SerializeAsString());
-  if (s.ok()) s = store->PutMeta("started_at", absl::StrCat(started));
-  if (s.ok())
-    s = store->PutMeta("finished_at", absl::StrCat(finished > 0 ? finished : plan.imported_at));
+  if (s.ok()) s = store->PutTimeMeta("started_at", started);
+  if (s.ok()) s = store->PutTimeMeta("finished_at", finished > 0 ? finished : plan.imported_at);
   if (s.ok()) s = store->PutMeta("state", open ? "INTERRUPTED" : "COMPLETED");
   if (s.ok()) s = store->PutMeta("optuna_import", ImportRecord(plan).dump());
   for (size_t i = 0; s.ok() && i < plan.trials.size(); ++i) s = WriteTrial(*store, plan.trials[i]);
@@ -521,11 +532,12 @@ absl::Status WriteRunDir(Plan& plan, const std::string& dir) {
   return s;
 }
 
-absl::StatusOr<Plan> MakePlan(const OptunaImportOptions& options, const std::string& dir,
-                              Clock* clock) {
+// options.storage and options.study are those of `study`, read already.
+absl::StatusOr<Plan> MakePlan(const OptunaImportOptions& options, OptunaStudy study,
+                              const std::string& dir, Clock* clock) {
   Plan plan;
   plan.imported_at = UnixSeconds(clock->Now());
-  SEXTANT_ASSIGN_OR_RETURN(plan.study, ReadOptunaStudy(options.storage, options.study));
+  plan.study = std::move(study);
   const std::string where = absl::StrCat(options.storage, ": study ", Quoted(options.study));
   if (plan.study.directions.empty())
     return absl::InvalidArgumentError(absl::StrCat(where, " has no directions"));
@@ -572,6 +584,24 @@ absl::StatusOr<Plan> MakePlan(const OptunaImportOptions& options, const std::str
 
 }  // namespace
 
+absl::StatusOr<std::string> OptunaStoragePath(const std::string& storage) {
+  constexpr absl::string_view kSqlite = "sqlite:///";
+  if (absl::StartsWith(storage, kSqlite)) {
+    std::string path = storage.substr(kSqlite.size());
+    path = path.substr(0, path.find('?'));  // SQLAlchemy's query options (?timeout=...)
+    if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(storage, ": names no file"));
+    return path;
+  }
+  if (const size_t scheme = storage.find("://"); scheme != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        storage,
+        ": only SQLite storages can be imported (sqlite:///FILE or a file path); copy "
+        "the study into one first: optuna.copy_study(from_study_name=..., from_storage=\"",
+        storage.substr(0, scheme), "://...\", to_storage=\"sqlite:///study.db\")"));
+  }
+  return storage;
+}
+
 std::string SanitizedStudyName(const std::string& study) {
   std::string out;
   for (char c : absl::AsciiStrToLower(study)) {
@@ -590,22 +620,28 @@ std::string SanitizedStudyName(const std::string& study) {
 absl::StatusOr<OptunaImportSummary> ImportOptunaStudy(const OptunaImportOptions& options,
                                                       Clock* clock) {
   if (options.storage.empty()) return absl::InvalidArgumentError("import optuna needs STORAGE.db");
-  if (options.study.empty()) return absl::InvalidArgumentError("import optuna needs --study NAME");
+  OptunaImportOptions resolved = options;
+  SEXTANT_ASSIGN_OR_RETURN(resolved.storage, OptunaStoragePath(options.storage));
   std::error_code ec;
-  if (!fs::is_regular_file(options.storage, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(options.storage, ": no such file"));
+  if (!fs::is_regular_file(resolved.storage, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(resolved.storage, ": no such file"));
   }
+  SEXTANT_ASSIGN_OR_RETURN(OptunaStudy study, ReadOptunaStudy(resolved.storage, options.study));
+  resolved.study = study.name;
   const std::string dir = options.output_dir.empty()
-                              ? absl::StrCat("runs/", SanitizedStudyName(options.study))
+                              ? absl::StrCat("runs/", SanitizedStudyName(resolved.study))
                               : options.output_dir;
   if (ExistsNonEmpty(dir)) {
     return absl::AlreadyExistsError(
         absl::StrCat(dir, " already exists and is not empty; pick another directory with -o"));
   }
-  SEXTANT_ASSIGN_OR_RETURN(Plan plan, MakePlan(options, dir, clock));
+  SEXTANT_ASSIGN_OR_RETURN(Plan plan, MakePlan(resolved, std::move(study), dir, clock));
   SEXTANT_RETURN_IF_ERROR(WriteRunDir(plan, dir));
   OptunaImportSummary summary;
+  summary.study = resolved.study;
   summary.run_dir = dir;
+  summary.first_number = plan.study.trials.front().number;
+  summary.last_number = plan.study.trials.back().number;
   summary.experiment_file = (fs::path(dir) / "experiment.yaml").string();
   summary.trials = static_cast<int>(plan.trials.size());
   for (const ImportedTrial& t : plan.trials) summary.completed += t.row.state == v1::COMPLETED;
@@ -630,8 +666,13 @@ int RunOptunaImport(const OptunaImportOptions& options, Clock* clock, std::ostre
                : 1;
   }
   out << "sextant: imported " << r->trials << " trials (" << r->completed
-      << " completed) of the Optuna study " << Quoted(options.study) << " into " << r->run_dir
-      << "\n";
+      << " completed) of the Optuna study " << Quoted(r->study) << " into " << r->run_dir << "\n";
+  // Optuna counts trials from 0 and Sextant from 1: say which is which before anyone compares
+  // "trial 18" across the two.
+  out << "  trial numbers: Optuna's trials " << r->first_number << " to " << r->last_number
+      << " are Sextant's trials " << r->first_number + 1 << " to " << r->last_number + 1
+      << " (Sextant's id = Optuna's number + 1); each keeps its Optuna number as the metric "
+      << kOptunaNumberKey << "\n";
   for (const std::string& note : r->notes) out << "  " << note << "\n";
   out << "sextant: " << r->experiment_file
       << " is its experiment (ask/tell mode); its comments say how to continue the search\n";

@@ -1,6 +1,7 @@
 #ifndef SEXTANT_ORCHESTRATOR_IMPORT_OPTUNA_IMPORT_H_
 #define SEXTANT_ORCHESTRATOR_IMPORT_OPTUNA_IMPORT_H_
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -10,10 +11,12 @@
 
 namespace sextant {
 
-// `sextant import optuna STORAGE.db --study NAME [-o DIR] [--metric NAME[,NAME...]]`.
+// `sextant import optuna STORAGE [--study NAME] [-o DIR] [--metric NAME[,NAME...]]`.
 struct OptunaImportOptions {
-  std::string storage;     // the Optuna SQLite file. Required.
-  std::string study;       // the study's name. Required.
+  // The Optuna SQLite file, as a path or as Optuna's storage URL (sqlite:///FILE). Required.
+  std::string storage;
+  // The study's name. Empty (the default): the storage's only study.
+  std::string study;
   std::string output_dir;  // default: runs/<the study's name in [a-z0-9_-]>
   // The objectives' metric names, one per objective. Default: the study's metric names when
   // it stores them (Optuna >= 3.2's set_metric_names), else "value" for one objective and
@@ -26,12 +29,22 @@ struct OptunaImportOptions {
 
 // What an import wrote.
 struct OptunaImportSummary {
-  std::string run_dir;             // the directory written
-  std::string experiment_file;     // run_dir/experiment.yaml
-  int trials = 0;                  // trials imported
-  int completed = 0;               // of them COMPLETED
+  std::string study;            // the study imported (named, or the storage's only one)
+  std::string run_dir;          // the directory written
+  std::string experiment_file;  // run_dir/experiment.yaml
+  int trials = 0;               // trials imported
+  int completed = 0;            // of them COMPLETED
+  // Optuna's numbers of the first and last trial; Sextant's ids are these + 1. Each trial
+  // that ran keeps its number as the metric "optuna_number".
+  int64_t first_number = 0;
+  int64_t last_number = 0;
   std::vector<std::string> notes;  // what did not map one to one (steps, renames, constants)
 };
+
+// The file of an Optuna storage: a path as it is, or Optuna's SQLite URL sqlite:///FILE
+// (sqlite:////abs/path for an absolute one; a ?query is dropped). InvalidArgument for another
+// URL (mysql://, postgresql://, ...), saying how to copy the study into SQLite.
+absl::StatusOr<std::string> OptunaStoragePath(const std::string& storage);
 
 // Reads the study (orchestrator/import/optuna_storage.h) and writes a Sextant run directory:
 // state.db through Store (the spec, the trials, their measurements, attempts and events, and
@@ -41,7 +54,8 @@ struct OptunaImportSummary {
 // Sextant run is described in README.md ("Importing Optuna studies").
 // The run is in ask/tell mode (search.mode: ask_tell), as an Optuna study is driven.
 // Errors: InvalidArgument for a storage or study that cannot be imported (the message names
-// the file, the study, the distribution, the schema version or the parameter) or a max_trials
+// the file, the study, the distribution, the schema version or the parameter; without a
+// study name, a storage with several studies, listing them) or a max_trials
 // below the number of trials;
 // AlreadyExists when the output directory exists and is not empty; Internal when writing fails.
 absl::StatusOr<OptunaImportSummary> ImportOptunaStudy(const OptunaImportOptions& options,

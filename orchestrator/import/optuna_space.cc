@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -59,13 +60,50 @@ std::string KindName(Kind k) {
   return k == Kind::kFloat ? "float" : k == Kind::kInt ? "int" : "categorical";
 }
 
+// The step d puts its values on, or nullopt (a float without one, an int's step 1).
+std::optional<double> StepOf(const OptunaDistribution& d) {
+  if (d.kind == Kind::kCategorical || !d.step) return std::nullopt;
+  if (d.kind == Kind::kInt && *d.step == 1) return std::nullopt;
+  return d.step;
+}
+
+// Keeps p's step only while d's values lie on the same grid: the same step, and lows that
+// differ by whole steps (the united min is then on every trial's grid). Once they differ
+// (mixed), p has no step whatever the later trials say.
+void MergeStep(ImportedParameter& p, const OptunaDistribution& d, bool& mixed) {
+  if (mixed) return;
+  const std::optional<double> step = StepOf(d);
+  if (!p.step && !step) return;
+  bool same = p.step && step && *p.step == *step;
+  if (same) {
+    const double k = (d.low - p.min) / *step;
+    same = std::abs(k - std::round(k)) <= 1e-9 * std::max(1.0, std::abs(k));
+  }
+  if (same) return;
+  auto shown = [&](std::optional<double> x) {
+    if (!x) return std::string("none");
+    return p.kind == Kind::kInt ? absl::StrCat(std::llround(*x)) : PythonFloat(*x);
+  };
+  const std::string why =
+      p.step && step && *p.step == *step
+          ? absl::StrCat("Optuna's step ", shown(step), " starts from lows not whole steps apart")
+          : absl::StrCat("Optuna's step differs between trials (", shown(p.step), " and ",
+                         shown(step), ")");
+  p.notes.push_back(why +
+                    ": no step here (the imported values lie on theirs, new trials need not)");
+  p.step.reset();
+  mixed = true;
+}
+
 // Folds one trial's distribution for a parameter into the parameter.
-absl::Status Merge(ImportedParameter& p, const OptunaDistribution& d, bool first) {
+absl::Status Merge(ImportedParameter& p, const OptunaDistribution& d, bool first,
+                   bool& step_mixed) {
   if (first) {
     p.kind = d.kind;
     p.min = d.low;
     p.max = d.high;
     p.log = d.log;
+    p.step = StepOf(d);
   } else if (d.kind != p.kind) {
     return absl::InvalidArgumentError(absl::StrCat(
         "parameter ", Json(p.optuna_name).dump(), " is ", KindName(p.kind), " in some trials and ",
@@ -88,15 +126,10 @@ absl::Status Merge(ImportedParameter& p, const OptunaDistribution& d, bool first
     }
     return absl::OkStatus();
   }
+  if (!first) MergeStep(p, d, step_mixed);
   p.min = std::min(p.min, d.low);
   p.max = std::max(p.max, d.high);
   p.log = p.log && d.log;
-  const bool stepped = d.kind == Kind::kInt ? d.step.value_or(1) != 1 : d.step.has_value();
-  if (stepped) {
-    p.notes.push_back(
-        absl::StrCat("Optuna step ", PythonFloat(*d.step), ": Sextant's ", KindName(d.kind),
-                     "s have no step (the imported values lie on it, new trials need not)"));
-  }
   return absl::OkStatus();
 }
 
@@ -214,6 +247,7 @@ absl::StatusOr<std::string> PythonStr(const Json& choice) {
 absl::StatusOr<ImportedSpace> InferOptunaSpace(const OptunaStudy& study) {
   ImportedSpace space;
   std::map<std::string, size_t> index;  // Optuna name -> parameters[]
+  std::vector<bool> step_mixed;         // by index into parameters
   for (const OptunaTrial& t : study.trials) {
     for (const OptunaParam& op : t.params) {
       auto [it, fresh] = index.emplace(op.name, space.parameters.size());
@@ -221,8 +255,11 @@ absl::StatusOr<ImportedSpace> InferOptunaSpace(const OptunaStudy& study) {
         space.parameters.emplace_back();
         space.parameters.back().optuna_name = op.name;
         space.parameters.back().name = SextantName(op.name);
+        step_mixed.push_back(false);
       }
-      absl::Status s = Merge(space.parameters[it->second], op.distribution, fresh);
+      bool mixed = step_mixed[it->second];
+      absl::Status s = Merge(space.parameters[it->second], op.distribution, fresh, mixed);
+      step_mixed[it->second] = mixed;
       if (!s.ok())
         return absl::InvalidArgumentError(absl::StrCat("trial ", t.number, ": ", s.message()));
     }

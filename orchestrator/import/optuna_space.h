@@ -18,8 +18,12 @@ struct ImportedParameter {
   std::string name;         // the Sextant name: the Optuna name with [^A-Za-z0-9_] as '_'
   std::string optuna_name;  // as Optuna stored it
   OptunaDistribution::Kind kind = OptunaDistribution::Kind::kFloat;
-  double min = 0, max = 0;          // float and int: the union of the trials' ranges
-  bool log = false;                 // float and int: every distribution was log
+  double min = 0, max = 0;  // float and int: the union of the trials' ranges
+  bool log = false;         // float and int: every distribution was log
+  // float and int: the step every distribution shares (Optuna's step, or q of the legacy
+  // DiscreteUniformDistribution), on a grid that the distributions' lows agree on; nullopt
+  // for none (an int's step 1) or when they differ (noted).
+  std::optional<double> step;
   std::vector<std::string> values;  // categorical: choices as Python's str(), first seen first
   std::map<std::string, std::string> when;  // an inferred condition (parent -> value)
   std::vector<std::string> notes;           // what did not map one to one, for the YAML comment
@@ -39,7 +43,8 @@ struct ImportedSpace {
 
 // Infers the space (conditions included) from every trial's parameters. The rules, in
 // README.md "Importing Optuna studies": kinds must agree across trials; ranges are united;
-// a step is not kept (noted); a parameter missing from some COMPLETE trial gets `when: {C: v}`
+// a step is kept when every trial's distribution has the same one on the same grid (else
+// dropped, noted); a parameter missing from some COMPLETE trial gets `when: {C: v}`
 // when an earlier int or categorical parameter C has the value v in every trial that has it
 // and every COMPLETE trial with C = v has it, and otherwise stays unconditional with the
 // trials that lack it recorded in absent_in. Returns InvalidArgument naming the parameter when

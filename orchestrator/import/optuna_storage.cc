@@ -175,11 +175,17 @@ absl::Status FindStudy(Db& db, const std::string& path, const std::string& name,
     study->name = name;
     return absl::OkStatus();
   }
-  for (std::string& n : names) n = Json(n).dump();
-  return absl::InvalidArgumentError(
-      absl::StrCat(path, ": no study named ", Json(name).dump(), "; ",
-                   names.empty() ? "the storage holds no study"
-                                 : absl::StrCat("its studies: ", absl::StrJoin(names, ", "))));
+  if (name.empty() && names.size() == 1) return FindStudy(db, path, names[0], study);
+  std::vector<std::string> quoted;
+  for (const std::string& n : names) quoted.push_back(Json(n).dump());
+  if (names.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": holds no study"));
+  if (name.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": holds ", names.size(),
+                     " studies; name one with --study: ", absl::StrJoin(quoted, ", ")));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(path, ": no study named ", Json(name).dump(),
+                                                 "; its studies: ", absl::StrJoin(quoted, ", ")));
 }
 
 absl::Status ReadStudyRows(Db& db, OptunaStudy* study) {

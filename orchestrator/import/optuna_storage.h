@@ -76,8 +76,9 @@ const std::vector<std::string>& SupportedOptunaSchemas();
 // Errors (all InvalidArgument, naming the file): the file cannot be opened, is not an SQLite
 // database or is corrupt, has no Optuna tables, has a schema version not in
 // SupportedOptunaSchemas() (naming it), holds no study called `study` (listing the studies it
-// holds), or holds a row that cannot be read (a distribution ParseOptunaDistribution refuses, a
-// categorical index out of range, malformed attribute JSON).
+// holds; an empty `study` names the storage's only study, and is an error listing them when it
+// holds several), or holds a row that cannot be read (a distribution ParseOptunaDistribution
+// refuses, a categorical index out of range, malformed attribute JSON).
 absl::StatusOr<OptunaStudy> ReadOptunaStudy(const std::string& path, const std::string& study);
 
 }  // namespace sextant

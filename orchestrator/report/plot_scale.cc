@@ -28,6 +28,12 @@ PlotScale PlotScale::Linear(double lo, double hi, double px0, double px1) {
   return PlotScale(Kind::kLinear, lo, hi, px0, px1);
 }
 
+PlotScale PlotScale::Whole(double lo, double hi, double px0, double px1) {
+  PlotScale s = Linear(lo, hi, px0, px1);
+  s.whole_ = true;
+  return s;
+}
+
 PlotScale PlotScale::Log(double lo, double hi, double px0, double px1) {
   if (!(lo > 0) || !(hi > 0)) return Linear(lo, hi, px0, px1);
   if (lo > hi) std::swap(lo, hi);
@@ -95,6 +101,7 @@ std::vector<std::pair<double, std::string>> PlotScale::Ticks(int n) const {
     step = m * mag;
     if (step >= raw) break;
   }
+  if (whole_) step = std::max(1.0, std::round(step));
   for (double v = std::ceil(lo_ / step) * step; v <= hi_ + step * 1e-9; v += step) {
     double clean = std::abs(v) < step * 1e-9 ? 0 : v;
     out.emplace_back(clean, Label(clean));

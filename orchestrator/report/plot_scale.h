@@ -14,6 +14,9 @@ class PlotScale {
   // [lo, hi] onto [px0, px1]; px1 < px0 is fine (a y axis grows upwards). A degenerate
   // domain (lo == hi, or not finite) is widened to lo +/- 1 (or +/- 10%) so that it still maps.
   static PlotScale Linear(double lo, double hi, double px0, double px1);
+  // Like Linear, for whole quantities such as round numbers: its ticks fall on whole numbers
+  // only (a step of at least 1), never at 0.5.
+  static PlotScale Whole(double lo, double hi, double px0, double px1);
   // Like Linear on log10 of the values; values <= 0 are clamped to the smallest positive lo.
   // Falls back to Linear when lo <= 0.
   static PlotScale Log(double lo, double hi, double px0, double px1);
@@ -27,6 +30,7 @@ class PlotScale {
 
   bool is_log() const { return kind_ == Kind::kLog; }
   bool is_category() const { return kind_ == Kind::kCategory; }
+  bool is_whole() const { return whole_; }
   double lo() const { return lo_; }
   double hi() const { return hi_; }
 
@@ -41,6 +45,7 @@ class PlotScale {
   Kind kind_;
   double lo_, hi_, px0_, px1_;
   std::vector<std::string> categories_;
+  bool whole_ = false;
 };
 
 }  // namespace sextant

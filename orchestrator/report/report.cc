@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "common/status_macros.h"
 #include "orchestrator/report/internal/report_charts.h"
 #include "orchestrator/report/svg_canvas.h"
@@ -46,6 +47,32 @@ var b=document.body;b.setAttribute('data-chart-boxes',JSON.stringify(box));
 b.setAttribute('data-page-height',document.documentElement.scrollHeight);
 b.setAttribute('data-render-ms',Math.round(performance.now()));
 b.setAttribute('data-render-check',bad.length?'blank:'+bad.join(','):'ok');});
+)js";
+
+// The live page's update: every REFRESH ms it fetches itself and, while the run goes on, shows
+// the new page in place. A meta refresh would reload into "connection refused" once the run
+// and its server are gone; this page instead says, when the run has ended or its server no
+// longer answers, that the run is over and how to get its report and results.
+constexpr const char* kLiveScript = R"js(
+(function(){var every=REFRESH,updates=0;
+function say(){var b=document.getElementById('run-in-progress')||document.getElementById('run-ended');
+if(!b){var m=document.querySelector('p.meta');b=document.createElement('div');m.parentNode.insertBefore(b,m.nextSibling);}
+var c=document.querySelector('p.meta code'),dir=c?c.textContent:'RUN_DIR';
+b.id='run-ended';b.className='banner';b.textContent='';
+var s=document.createElement('strong');s.textContent='The run has ended.';b.appendChild(s);
+b.appendChild(document.createTextNode(' This live page stops with it. The report: '));
+var r=document.createElement('code');r.textContent='sextant report '+dir+' -o report.html';b.appendChild(r);
+b.appendChild(document.createTextNode('; the results: '));
+var t=document.createElement('code');t.textContent='sextant results '+dir;b.appendChild(t);
+b.appendChild(document.createTextNode('.'));}
+function poll(){fetch(location.href,{cache:'no-store'}).then(function(r){
+if(!r.ok){setTimeout(poll,every);return;}
+return r.text().then(function(h){var n=new DOMParser().parseFromString(h,'text/html');
+document.title=n.title;document.body.innerHTML=n.body.innerHTML;
+document.body.setAttribute('data-live-updates',++updates);
+if(n.getElementById('run-in-progress'))setTimeout(poll,every);else say();});
+},function(){say();});}
+setTimeout(poll,every);})();
 )js";
 
 std::string Attr(const nlohmann::json& v) { return EscapeXml(v.dump()); }
@@ -85,7 +112,8 @@ std::string Banners(const ReportData& d, bool any_completed, int refresh_seconds
                     "progress.</strong> This report shows the run so far, as of ",
                     EscapeXml(Time(d.generated_at)),
                     refresh_seconds > 0
-                        ? absl::StrCat("; this page reloads every ", refresh_seconds, " s.</div>")
+                        ? absl::StrCat("; this page updates every ", refresh_seconds,
+                                       " s and says when the run has ended.</div>")
                         : "; run <code>sextant report</code> again for newer data.</div>");
   } else if (d.state == "RUNNING") {
     absl::StrAppend(&out,
@@ -300,15 +328,14 @@ std::string RenderReportHtml(const ReportData& d, const ReportHtmlOptions& optio
   std::string title = absl::StrCat("Sextant report: ", d.spec.name());
   std::string html = absl::StrCat(
       "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-      refresh > 0 ? absl::StrCat("<meta http-equiv=\"refresh\" content=\"", refresh, "\">") : "",
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-      "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
-      "<title>",
-      EscapeXml(title), "</title><style>", kStyle, "</style></head><body>", "<h1>",
-      EscapeXml(title), "</h1><p class=\"meta\">Run directory <code>", EscapeXml(d.run_dir),
-      "</code> &#183; state ", EscapeXml(d.state), d.in_progress ? " (in progress)" : "",
-      " &#183; ", EscapeXml(SearchLine(d)), " &#183; generated ", EscapeXml(Time(d.generated_at)),
-      "</p>");
+      "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:",
+      // The live page fetches itself (kLiveScript); a report file fetches nothing.
+      refresh > 0 ? "; connect-src 'self'" : "", "\"><title>", EscapeXml(title), "</title><style>",
+      kStyle, "</style></head><body>", "<h1>", EscapeXml(title),
+      "</h1><p class=\"meta\">Run directory <code>", EscapeXml(d.run_dir), "</code> &#183; state ",
+      EscapeXml(d.state), d.in_progress ? " (in progress)" : "", " &#183; ",
+      EscapeXml(SearchLine(d)), " &#183; generated ", EscapeXml(Time(d.generated_at)), "</p>");
   absl::StrAppend(&html, Banners(d, AnyCompleted(d), refresh));
   absl::StrAppend(&html, Section("summary", "Summary"), Summary(d));
   if (multi) {
@@ -370,6 +397,11 @@ std::string RenderReportHtml(const ReportData& d, const ReportHtmlOptions& optio
   absl::StrAppend(&html, Section("timeline", "Worker timeline"), report::WorkerTimelineChart(d));
   absl::StrAppend(&html, Section("federated", "Federated rounds"), report::FederatedCharts(d));
   absl::StrAppend(&html, Section("events", "Events"), Events(d));
+  if (refresh > 0) {
+    absl::StrAppend(&html, "<script>",
+                    absl::StrReplaceAll(kLiveScript, {{"REFRESH", absl::StrCat(refresh * 1000)}}),
+                    "</script>");
+  }
   absl::StrAppend(&html, "<script>", kScript, "</script></body></html>\n");
   return html;
 }

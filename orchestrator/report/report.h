@@ -12,16 +12,20 @@ namespace sextant {
 
 // The report as one self-contained HTML page: inline CSS, inline SVG charts, and one small
 // inline script that only checks the charts rendered (it sets data-render-check on <body>);
-// nothing is fetched. Every text from the run is escaped. Stable hooks for tools and tests:
+// nothing is fetched, except by the live page, which fetches itself to update. Every text from the run is escaped. Stable hooks for tools and tests:
 //   svg.chart#chart-* or div.nodata#chart-* per chart, with data-marks = marks drawn from data;
 //   table#summary with td#summary-{experiment,state,trials,best-trial,best-value,cost-total}
 //   carrying data-value (JSON text of the value in `results --format json`), tr.best-param
 //   [data-name][data-value] and td.state-count[data-state][data-value];
-//   div#run-in-progress when the run is live, div#no-completed when nothing completed.
+//   div#run-in-progress when the run is live, div#no-completed when nothing completed; on the
+//   live page, data-live-updates on <body> (the updates shown so far) and div#run-ended once
+//   it has found the run ended.
 struct ReportHtmlOptions {
-  // The live page (`/` of --metrics-port): while the run is in progress the page reloads
-  // itself this often (a meta refresh) and says so. 0 = a file (`sextant report`), which never
-  // reloads; default 0.
+  // The live page (`/` of --metrics-port): while the run is in progress the page fetches
+  // itself this often and shows the new page in place, and says so. Once a fetched page is no
+  // longer in progress, or the server no longer answers (it stops with the run), it stops and
+  // shows div#run-ended: the run has ended, with the `sextant report` and `sextant results`
+  // commands for its directory. 0 = a file (`sextant report`), which never updates; default 0.
   int refresh_seconds = 0;
 };
 std::string RenderReportHtml(const ReportData& data, const ReportHtmlOptions& options = {});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "orchestrator/core/federated_results.h"
 #include "orchestrator/report/param_importance.h"
 #include "orchestrator/report/plot_scale.h"
 #include "orchestrator/report/svg_canvas.h"
@@ -874,6 +876,36 @@ std::string WorkerTimelineChart(const ReportData& d) {
   return out;
 }
 
+namespace {
+
+// One round axis for every round chart of a run, so that a round sits at the same x in each:
+// half a round of margin either side of the first and last rounds, ticks on whole rounds.
+PlotScale RoundAxis(const ReportData& d, const Frame& f) {
+  int64_t first = d.rounds.front().round, last = first;
+  for (const RoundRow& r : d.rounds) {
+    first = std::min(first, r.round);
+    last = std::max(last, r.round);
+  }
+  return PlotScale::Whole(first - 0.5, last + 0.5, f.x0(), f.x1());
+}
+
+// What the lines of the accuracy and loss charts measure: the global model and the regions'
+// rows are not scored on the same model nor on the same data.
+std::string RoundMetricsNote(const ReportData& d, const std::string& id) {
+  const RoundMetricMeanings m = RoundMetricMeaning(d.spec);
+  const bool regions = std::any_of(d.rounds.begin(), d.rounds.end(),
+                                   [](const RoundRow& r) { return !r.region.empty(); });
+  std::string out = absl::StrCat("<p class=\"note\" id=\"", id, "\"><strong>global</strong> (black): ",
+                                 EscapeXml(m.global), ".");
+  if (regions) {
+    absl::StrAppend(&out, " <strong>Each region</strong> (coloured): ", EscapeXml(m.regions),
+                    ".");
+  }
+  return out + "</p>";
+}
+
+}  // namespace
+
 std::string FederatedCharts(const ReportData& d) {
   if (d.rounds.empty()) {
     bool configured = d.spec.federation().regions_size() > 0;
@@ -882,24 +914,20 @@ std::string FederatedCharts(const ReportData& d) {
                       ? "The experiment is federated but the store holds no rounds yet."
                       : "This is not a federated run (no federation block in the experiment).");
   }
-  std::map<std::string, std::vector<const RoundRecord*>> by_region;
-  int64_t max_round = 0;
-  for (const RoundRecord& r : d.rounds) {
-    by_region[r.region.empty() ? "global" : r.region].push_back(&r);
-    max_round = std::max(max_round, r.round);
-  }
+  std::map<std::string, std::vector<const RoundRow*>> by_region;
+  for (const RoundRow& r : d.rounds) by_region[r.region.empty() ? "global" : r.region].push_back(&r);
   std::string out;
-  auto line_chart = [&](const std::string& id, const std::string& label,
-                        std::optional<double> RoundRecord::*field) {
+  using Field = std::function<std::optional<double>(const RoundRow&)>;
+  auto line_chart = [&](const std::string& id, const std::string& label, const Field& field) {
     std::vector<double> values;
-    for (const RoundRecord& r : d.rounds) {
-      if ((r.*field) && std::isfinite(*(r.*field))) values.push_back(*(r.*field));
+    for (const RoundRow& r : d.rounds) {
+      if (std::optional<double> v = field(r); v && std::isfinite(*v)) values.push_back(*v);
     }
     if (values.empty()) return NoData(id, absl::StrCat("No round recorded its ", label, "."));
     Frame f;
     f.h = 260;
     SvgCanvas c(id, f.w, f.h);
-    PlotScale x = PlotScale::Linear(0, std::max<double>(max_round, 1), f.x0(), f.x1());
+    PlotScale x = RoundAxis(d, f);
     PlotScale y = ValueScale(values, f.y0(), f.y1());
     Axes(c, f, x, y, "round", label);
     std::vector<LegendItem> legend;
@@ -907,9 +935,9 @@ std::string FederatedCharts(const ReportData& d) {
     for (const auto& [region, rs] : by_region) {
       std::string colour = region == "global" ? "#111111" : kPalette[k++ % 10];
       std::vector<std::pair<double, double>> pts;
-      for (const RoundRecord* r : rs) {
-        if ((r->*field) && std::isfinite(*(r->*field)))
-          pts.emplace_back(x(r->round), y(*(r->*field)));
+      for (const RoundRow* r : rs) {
+        if (std::optional<double> v = field(*r); v && std::isfinite(*v))
+          pts.emplace_back(x(r->round), y(*v));
       }
       if (pts.empty()) continue;
       std::sort(pts.begin(), pts.end());
@@ -921,35 +949,35 @@ std::string FederatedCharts(const ReportData& d) {
     return c.Finish();
   };
   absl::StrAppend(&out, "<h3>Accuracy per round</h3>",
-                  line_chart("chart-federated-accuracy", "accuracy", &RoundRecord::accuracy));
+                  line_chart("chart-federated-accuracy", "accuracy",
+                             [](const RoundRow& r) { return std::optional<double>(r.accuracy); }),
+                  RoundMetricsNote(d, "federated-accuracy-note"));
   absl::StrAppend(&out, "<h3>Loss per round</h3>",
-                  line_chart("chart-federated-loss", "loss", &RoundRecord::loss));
+                  line_chart("chart-federated-loss", "loss",
+                             [](const RoundRow& r) { return std::optional<double>(r.loss); }));
   absl::StrAppend(&out, "<h3>Cumulative privacy loss (&#949;)</h3>",
-                  line_chart("chart-federated-epsilon", "epsilon", &RoundRecord::epsilon));
+                  line_chart("chart-federated-epsilon", "epsilon",
+                             [](const RoundRow& r) { return r.epsilon; }));
   // Participation: clients and rejections per round. The global row ("") already counts every
   // client behind the accepted regional updates and every rejection (its own and the regions'),
   // so it is the round's figure; the regional rows are summed only for a round without one.
   std::map<int64_t, std::pair<int64_t, int64_t>> part, regions;
-  for (const RoundRecord& r : d.rounds) {
+  for (const RoundRow& r : d.rounds) {
     auto& into = r.region.empty() ? part : regions;
-    if (r.clients) into[r.round].first += *r.clients;
-    if (r.rejected) into[r.round].second += *r.rejected;
+    into[r.round].first += r.clients;
+    into[r.round].second += r.rejected;
   }
   for (const auto& [round, p] : regions) part.emplace(round, p);  // keeps a global row's
   absl::StrAppend(&out, "<h3>Client participation and rejections</h3>");
-  if (part.empty()) {
-    absl::StrAppend(&out, NoData("chart-federated-clients", "No round recorded its participants."));
-    return out;
-  }
   Frame f;
   f.h = 240;
   SvgCanvas c("chart-federated-clients", f.w, f.h);
   int64_t ymax = 1;
   for (const auto& [round, p] : part) ymax = std::max(ymax, p.first + p.second);
-  PlotScale x = PlotScale::Linear(0, max_round + 1, f.x0(), f.x1());
+  PlotScale x = RoundAxis(d, f);
   PlotScale y = PlotScale::Linear(0, ymax * 1.1, f.y0(), f.y1());
   Axes(c, f, x, y, "round", "clients");
-  double bw = std::max(1.0, (f.x1() - f.x0()) / (max_round + 2) * 0.8);
+  double bw = std::max(1.0, (x(1) - x(0)) * 0.8);
   for (const auto& [round, p] : part) {
     c.Rect(x(round) - bw / 2, y(p.first), bw, y(0) - y(p.first), kBlue,
            absl::StrCat("round ", round, ": ", p.first, " clients"));

@@ -163,20 +163,15 @@ void LoadOptional(RawReader& db, ReportData& d) {
     if (auto c = Number(r, {"cpu_percent"})) rec.cpu_util = std::max(0.0, *c / 100.0);
     if (rec.gpu_util || rec.cpu_util) d.telemetry.push_back(rec);
   }
-  for (const auto& r : read("rounds")) {
-    auto n = Number(r, {"round"});
-    if (!n) continue;
-    RoundRecord rr;
-    rr.round = static_cast<int64_t>(*n);
-    rr.time = Number(r, {"time", "finished_at", "at"}).value_or(0);
-    rr.region = Text(r, {"region"});
-    if (rr.region == "global") rr.region.clear();
-    rr.accuracy = Number(r, {"accuracy"});
-    rr.loss = Number(r, {"loss"});
-    rr.epsilon = Number(r, {"epsilon"});
-    if (auto c = Number(r, {"clients", "participants"})) rr.clients = static_cast<int64_t>(*c);
-    if (auto c = Number(r, {"rejected"})) rr.rejected = static_cast<int64_t>(*c);
-    d.rounds.push_back(std::move(rr));
+  if (Has(d.tables, "rounds")) {
+    absl::StatusOr<RoundsTable> table = RoundsTable::OpenReadOnly(RunDir::DbPath(d.run_dir));
+    absl::StatusOr<std::vector<RoundRow>> rows =
+        table.ok() ? table->Load() : absl::StatusOr<std::vector<RoundRow>>(table.status());
+    if (rows.ok()) {
+      d.rounds = *std::move(rows);
+    } else {
+      d.notes.push_back(absl::StrCat("table rounds could not be read: ", rows.status().message()));
+    }
   }
 }
 
@@ -224,15 +219,15 @@ absl::StatusOr<ReportData> LoadReportData(const std::string& run_dir, absl::Time
   for (const auto& t : tables) d.tables.push_back(Text(t, {"name"}));
   SEXTANT_RETURN_IF_ERROR(LoadCore(db, d));
 
-  SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> started, store->GetMeta("started_at"));
-  double s = 0;
-  if (started && absl::SimpleAtod(*started, &s) && s > 0) {
-    d.started_at = s;
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<double> started, store->GetTimeMeta("started_at"));
+  if (started && *started > 0) {
+    d.started_at = *started;
   } else {
     d.started_at = d.generated_at;
     for (const TrialRow& t : d.trials) d.started_at = std::min(d.started_at, t.created_at);
   }
-  // started_at is stored in whole seconds; never let a record fall before the origin.
+  // Runs of older versions stored started_at in whole seconds; never let a record fall before
+  // the origin.
   for (const TrialRow& t : d.trials) d.started_at = std::min(d.started_at, t.created_at);
   for (const AttemptRecord& a : d.attempts) d.started_at = std::min(d.started_at, a.started_at);
   LoadOptional(db, d);

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
+#include "orchestrator/core/rounds_table.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/core/warm_start.h"
 #include "sextant/v1/experiment.pb.h"
@@ -41,10 +42,9 @@ struct WorkerRecord {
 //        (also accepted: costs(time REAL unix seconds, pool TEXT, amount REAL), one charge each)
 //   telemetry(time REAL, worker_id INTEGER, trial_id INTEGER, cpu_percent REAL,
 //             gpu_count INTEGER, gpu_utilization REAL, ...)   percentages; gpu_count 0 = no GPU
-//   rounds(round INTEGER, time REAL, region TEXT, accuracy REAL, loss REAL, clients INTEGER,
-//          rejected INTEGER, epsilon REAL)          region '' or 'global' for the global model,
-//          whose clients and rejected are the round's totals (the regional rows are its parts);
-//          time in seconds since the run started
+//   rounds   a federated run's rounds, read by RoundsTable (orchestrator/core/rounds_table.h), as
+//            `results` reads them; the global row's clients and rejected are the round's
+//            totals (the regional rows are its parts)
 struct CostRecord {
   double start = 0, end = 0;  // seconds since the run started; the charge accrues in between
   std::string pool;
@@ -56,14 +56,6 @@ struct TelemetryRecord {
   int64_t worker_id = 0;
   std::optional<double> gpu_util;  // [0, 1]; unset when the worker has no GPU
   std::optional<double> cpu_util;  // cores busy, [0, inf)
-};
-
-struct RoundRecord {
-  int64_t round = 0;
-  double time = 0;     // seconds since the run started
-  std::string region;  // "" for the global model
-  std::optional<double> accuracy, loss, epsilon;
-  std::optional<int64_t> clients, rejected;
 };
 
 // Everything a report draws, read from a run directory without writing to it.
@@ -83,7 +75,7 @@ struct ReportData {
   std::vector<std::string> tables;  // the store's table names
   std::vector<CostRecord> costs;
   std::vector<TelemetryRecord> telemetry;
-  std::vector<RoundRecord> rounds;
+  std::vector<RoundRow> rounds;
   std::optional<WarmStart> warm_start;  // search.warm_start's priors, when the run had them
   std::vector<std::string> notes;       // tables present but unreadable, and similar
 };

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/duration.h"
+#include "common/error_line.h"
 
 namespace sextant {
 
@@ -32,10 +33,7 @@ std::string ProgressReporter::Line(const DispatchStats& stats, const std::string
   if (running != stats.by_state.end() && running->second > 0) {
     absl::StrAppend(&line, " (", running->second, " running)");
   }
-  auto failed = stats.by_state.find(TrialStateName(v1::FAILED));
-  if (failed != stats.by_state.end() && failed->second > 0) {
-    absl::StrAppend(&line, " ", failed->second, " failed");
-  }
+  if (stats.failed > 0) absl::StrAppend(&line, "  ", stats.failed, " FAILED");
   if (stats.preemptions > 0) absl::StrAppend(&line, " ", stats.preemptions, " preempted");
   if (stats.best_value) {
     absl::StrAppend(&line, "  best ", metric, "=", *stats.best_value, " (#", stats.best_trial, ")");
@@ -55,7 +53,19 @@ std::string ProgressReporter::Line(const DispatchStats& stats, const std::string
   return line;
 }
 
+void ProgressReporter::ShowNewFailures(const DispatchStats& stats) {
+  for (const auto& [trial, why] : stats.recent_failures) {
+    if (!shown_failures_.insert(trial).second) continue;
+    const std::string error = ErrorLine(why, 240);
+    // A failure is news: its own line, above the redrawn progress line on a terminal.
+    *out_ << (tty_ ? "\r\033[K" : "") << "sextant: trial " << trial << " failed: " << error
+          << "\n";
+    last_draw_ = absl::InfinitePast();
+  }
+}
+
 void ProgressReporter::Update(const DispatchStats& stats) {
+  ShowNewFailures(stats);
   absl::Time now = clock_->Now();
   double elapsed = absl::ToDoubleSeconds(now - start_);
   if (tty_) {
@@ -72,6 +82,7 @@ void ProgressReporter::Update(const DispatchStats& stats) {
 }
 
 void ProgressReporter::Finish(const DispatchStats& stats) {
+  ShowNewFailures(stats);
   double elapsed = absl::ToDoubleSeconds(clock_->Now() - start_);
   if (tty_) {
     *out_ << "\r\033[K" << Line(stats, metric_, elapsed, true) << "\n" << std::flush;

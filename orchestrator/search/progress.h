@@ -1,7 +1,9 @@
 #ifndef SEXTANT_ORCHESTRATOR_SEARCH_PROGRESS_H_
 #define SEXTANT_ORCHESTRATOR_SEARCH_PROGRESS_H_
 
+#include <cstdint>
 #include <ostream>
+#include <set>
 #include <string>
 
 #include "common/clock.h"
@@ -16,7 +18,12 @@ class ProgressReporter {
  public:
   ProgressReporter(std::ostream* out, bool tty, Clock* clock, std::string metric,
                    double plain_interval_seconds = 5);
-  // Shows the latest stats (rate-limited).
+  // Takes the failures a resumed run already had as shown (call before the first Update).
+  void Resumed(const DispatchStats& stats) {
+    for (const auto& failure : stats.recent_failures) shown_failures_.insert(failure.first);
+  }
+  // Shows the latest stats (rate-limited); a trial that failed since the last call gets a
+  // line of its own with its error.
   void Update(const DispatchStats& stats);
   // Shows the final stats and ends the line.
   void Finish(const DispatchStats& stats);
@@ -35,6 +42,9 @@ class ProgressReporter {
   absl::Time start_;
   absl::Time last_draw_ = absl::InfinitePast();
   int last_finished_ = -1;
+  std::set<int64_t> shown_failures_;  // trials whose failure has had its line
+  // Prints a line for each trial in stats.recent_failures not shown yet, with its error.
+  void ShowNewFailures(const DispatchStats& stats);
 };
 
 }  // namespace sextant

@@ -235,6 +235,7 @@ class SearchRun {
       if (workers_.empty()) return launched;
     }
     ProgressReporter progress(env_.out, options_.tty, env_.clock, ObjectiveLabel());
+    progress.Resumed(Stats());
     if (!trial_service_) {
       *env_.out << "sextant: running " << spec_.name() << " in " << run_dir_path_ << " with " << n
                 << " workers (listening on " << Target() << ")\n"
@@ -256,6 +257,10 @@ class SearchRun {
       DispatchStats stats = Stats();
       progress.Update(stats);
       PublishMetrics(stats);
+      if (std::optional<std::string> why =
+              service_->WithDispatcher([](Dispatcher& d) { return d.FailureStop(); })) {
+        return EndFailed(progress, *why);
+      }
       if (service_->WithDispatcher([](Dispatcher& d) { return d.Finished(); })) {
         // The last trial may have ended between Stats() above and Finished(): draw them anew.
         progress.Finish(Stats());
@@ -367,7 +372,8 @@ class SearchRun {
     });
   }
 
-  // Records and prints the orchestrator's own CPU time (not its workers' or trials').
+  // Records the orchestrator's own CPU time (not its workers' or trials') in the store's meta
+  // (orchestrator_cpu_seconds), where the benchmarks read it; it is no news to a user.
   void RecordCpu() {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -376,13 +382,12 @@ class SearchRun {
     (void)service_->WithDispatcher([&](Dispatcher&) {
       return store_->PutMeta("orchestrator_cpu_seconds", absl::StrCat(cpu));
     });
-    *env_.out << "orchestrator cpu: " << cpu << " s\n";
   }
 
   void PrintSummary() {
     RecordCpu();
     auto results = LoadResults(run_dir_path_);
-    if (results.ok()) *env_.out << ResultsToTable(*results, 10);
+    if (results.ok()) *env_.out << ResultsToTable(*results, 10, run_dir_path_);
   }
 
   // Lets workers see `done` and exit, then stops whatever is left, then the server.
@@ -475,10 +480,10 @@ class SearchRun {
   // A resumed run keeps the bills and pool counters of its earlier sessions.
   absl::Status LoadPriorBills(FleetOptions& fo) {
     SEXTANT_ASSIGN_OR_RETURN(fo.prior_costs, store_->LoadCosts());
-    auto started = store_->GetMeta("started_at");
-    double t0 = 0;
-    if (started.ok() && *started && absl::SimpleAtod(**started, &t0)) {
-      fo.epoch_offset_seconds = std::max(0.0, absl::ToUnixMicros(env_.clock->Now()) / 1e6 - t0);
+    auto started = store_->GetTimeMeta("started_at");
+    if (started.ok() && *started) {
+      fo.epoch_offset_seconds =
+          std::max(0.0, absl::ToUnixMicros(env_.clock->Now()) / 1e6 - **started);
     }
     auto fleet = store_->GetMeta("fleet");
     if (!fleet.ok() || !*fleet) return absl::OkStatus();
@@ -534,6 +539,21 @@ class SearchRun {
   // (SIGTERM to their worker, through the provider for instances) so that they write their
   // checkpoint and hand themselves back; those still running after the wind-down are
   // cancelled. The run ends BUDGET_EXHAUSTED with its report: OK.
+  // The failure policy ended the run (Dispatcher::FailureStop): running trials are cancelled
+  // and the run is FAILED; the error quotes why, and the caller exits 1.
+  absl::Status EndFailed(ProgressReporter& progress, const std::string& why) {
+    progress.Finish(Stats());
+    absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
+    if (s.ok()) {
+      s = service_->WithDispatcher([&](Dispatcher& d) { return d.MarkRunState("FAILED", why); });
+    }
+    SEXTANT_RETURN_IF_ERROR(s);
+    PrintSummary();
+    return absl::AbortedError(absl::StrCat("the run failed: ", why, ". Each trial's output is in ",
+                                           run_dir_->logs_dir(), "; `sextant results ",
+                                           run_dir_path_, "` lists every error"));
+  }
+
   absl::Status WindDown(ProgressReporter& progress, const std::string& why,
                         const std::string& raise) {
     progress.Finish(Stats());

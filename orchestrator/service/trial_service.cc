@@ -54,8 +54,9 @@ grpc::ServerUnaryReactor* TrialServiceImpl::Ask(grpc::CallbackServerContext* con
     }
     auto result = core_->Ask(*request, identity);
     NoteErrorLocked(result.status());
+    // An ask that only a tell can answer is answered at once with why (waiting), not held.
     if (result.ok() && result->trials_size() == 0 && !result->done() &&
-        request->wait_seconds() > 0) {
+        result->waiting().empty() && request->wait_seconds() > 0) {
       const double wait = std::min(request->wait_seconds(), kMaxAskWaitSeconds);
       waiting_.push_back(Waiting{context, reactor, *request, identity, response,
                                  clock_->Now() + absl::Seconds(wait)});
@@ -99,7 +100,8 @@ void TrialServiceImpl::ServeWaitingLocked() {
     }
     auto result = core_->Ask(it->request, it->identity);
     NoteErrorLocked(result.status());
-    if (!result.ok() || result->trials_size() > 0 || result->done() || now >= it->deadline) {
+    if (!result.ok() || result->trials_size() > 0 || result->done() ||
+        !result->waiting().empty() || now >= it->deadline) {
       if (result.ok()) *it->response = *std::move(result);
       it->reactor->Finish(ToGrpcStatus(result.status()));
       it = waiting_.erase(it);

@@ -138,6 +138,24 @@ void RunSession::ApplyBudgetOverrides() {
   }
 }
 
+absl::Status RunSession::RaiseMaxTrials(int max_trials) {
+  if (spec_.has_federation() && spec_.parameters_size() == 0) {
+    return absl::InvalidArgumentError(
+        "--max-trials applies to a search; a federated run has rounds (federation.rounds)");
+  }
+  SEXTANT_ASSIGN_OR_RETURN(std::vector<TrialRow> trials, store_->LoadTrials());
+  if (max_trials < static_cast<int>(trials.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-trials ", max_trials, " is below the ",
+                                                   trials.size(), " trials ", path_,
+                                                   " already has"));
+  }
+  const int before = spec_.search().max_trials();
+  spec_.mutable_search()->set_max_trials(max_trials);
+  return store_->AddEvent(absl::ToUnixMicros(env_.clock->Now()) / 1e6, "max_trials", 0,
+                          absl::StrCat("search.max_trials set from ", before, " to ",
+                                       max_trials, " by resume --max-trials"));
+}
+
 absl::Status RunSession::OpenStore() {
   SEXTANT_ASSIGN_OR_RETURN(RunDir dir, RunDir::Acquire(path_));
   run_dir_ = std::make_unique<RunDir>(std::move(dir));
@@ -149,7 +167,8 @@ absl::Status RunSession::OpenStore() {
     if (spec_.name().empty() && (!stored || !spec_.ParseFromString(*stored))) {
       return absl::InvalidArgumentError(absl::StrCat(path_, " holds no experiment to resume"));
     }
-    if (options_.max_cost || options_.max_wall_time_seconds) {
+    if (options_.max_trials) SEXTANT_RETURN_IF_ERROR(RaiseMaxTrials(*options_.max_trials));
+    if (options_.max_cost || options_.max_wall_time_seconds || options_.max_trials) {
       ApplyBudgetOverrides();
       SEXTANT_RETURN_IF_ERROR(store_->PutMeta("spec", spec_.SerializeAsString()));
     }
@@ -161,7 +180,7 @@ absl::Status RunSession::OpenStore() {
                      "` or pick another --run-dir"));
   }
   SEXTANT_RETURN_IF_ERROR(store_->PutMeta("spec", spec_.SerializeAsString()));
-  return store_->PutMeta("started_at", absl::StrCat(absl::ToUnixSeconds(env_.clock->Now())));
+  return store_->PutTimeMeta("started_at", absl::ToUnixMicros(env_.clock->Now()) / 1e6);
 }
 
 absl::Status RunSession::LoadSecurity() {

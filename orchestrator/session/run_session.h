@@ -47,6 +47,9 @@ struct RunOptions {
   // BUDGET_EXHAUSTED raises them; the new values are stored with the run). Default: keep.
   std::optional<double> max_cost;
   std::optional<double> max_wall_time_seconds;
+  // Replace search.max_trials on resume (a search, ask/tell included, given room for more
+  // trials; stored with the run). At least the trials the run already has. Default: keep.
+  std::optional<int> max_trials;
 };
 
 // The process-wide parts a run uses. All are required and must outlive the run.
@@ -114,6 +117,9 @@ class RunSession {
   RunSession(const RunOptions& options, const RunEnv& env) : options_(options), env_(env) {}
   absl::Status ReadExperiment();
   absl::Status OpenStore();
+  // Resume --max-trials: checks it against the stored trials and sets it in spec_, with an
+  // event. InvalidArgument below the trials the run has, or for a federated run.
+  absl::Status RaiseMaxTrials(int max_trials);
   absl::Status LoadSecurity();
   void ApplyBudgetOverrides();
 

@@ -1,8 +1,11 @@
 #include "orchestrator/simulate/simulate_command.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "common/duration.h"
@@ -14,6 +17,58 @@
 #include "orchestrator/simulate/simulator.h"
 
 namespace sextant {
+namespace {
+
+// The fidelity units a whole search of max_trials takes, and whether that is only a bound:
+// successive halving's budget under ASHA's promotion mode (a promoted trial resumes from its
+// checkpoint), every trial to fidelity.max under another scheduler (a bound: it stops some
+// early) or none, and one unit per trial without a fidelity.
+std::pair<double, bool> PlannedUnits(const v1::Search& s) {
+  const v1::Fidelity& f = s.fidelity();
+  if (!s.has_fidelity() || f.max() <= 0) return {s.max_trials(), false};
+  const bool scheduled =
+      s.scheduler() != v1::Search::NONE && s.scheduler() != v1::Search::SCHEDULER_UNSPECIFIED;
+  if (s.scheduler() != v1::Search::ASHA || s.asha_mode() == "stopping" ||
+      f.reduction_factor() <= 1 || f.min() <= 0) {
+    return {s.max_trials() * f.max(), scheduled};
+  }
+  double units = 0, done = 0, rung = f.min(), n = s.max_trials();
+  while (n >= 1) {
+    rung = std::min(rung, f.max());
+    units += n * (rung - done);
+    if (rung >= f.max()) break;
+    done = rung;
+    rung *= f.reduction_factor();
+    n = std::floor(n / f.reduction_factor());
+  }
+  return {units, false};
+}
+
+// What a run that stopped early left undone (its trials not finished, by why) and what the
+// whole search would have cost at the cost per unit of work so far.
+std::string Unfinished(const v1::ExperimentSpec& spec, const SimulationResult& r,
+                       const std::string& currency) {
+  if (r.state == "COMPLETED" || r.finished >= r.max_trials) return "";
+  std::string out = absl::StrFormat(
+      "not finished: %d of the %d trials (%d paused at a rung, %d cut off by the run's end, %d "
+      "never started; %.0f instance-seconds of work handed back at the end)\n",
+      r.max_trials - r.finished, r.max_trials, r.paused, r.cut_off, r.never_started,
+      r.stopped_seconds);
+  if (r.units_done <= 0) {
+    return out + "projection:  none (no work finished to take a cost per unit from)\n";
+  }
+  const auto [planned, bound] = PlannedUnits(spec.search());
+  const bool fidelity = spec.search().has_fidelity() && spec.search().fidelity().max() > 0;
+  const std::string unit = fidelity ? spec.search().fidelity().name() : "finished trial";
+  const double each = r.cost / r.units_done;
+  return out + absl::StrFormat(
+                   "projection:  all %d trials would cost %s %.2f %s (%.0f %s%s at %.4g %s per "
+                   "%s so far, %.0f done)\n",
+                   r.max_trials, bound ? "at most about" : "about", each * planned, currency,
+                   planned, unit, fidelity ? " units" : "s", each, currency, unit, r.units_done);
+}
+
+}  // namespace
 
 // Long because it is the command's whole story: load, catalog, simulate, store, print.
 int RunSimulateCommand(const std::string& file, const std::string& run_dir, std::ostream& out,
@@ -80,10 +135,11 @@ int RunSimulateCommand(const std::string& file, const std::string& run_dir, std:
   }
   out << absl::StrFormat("wall time:   %s (virtual)\n", FormatClock(r.wall_seconds));
   out << absl::StrFormat(
-      "preemptions: %d (%d spot interruptions; %.0f instance-seconds of work lost)\n",
+      "preemptions: %d (%d spot interruptions; %.0f instance-seconds of work redone)\n",
       r.preemptions, r.interruptions, r.lost_seconds);
   out << absl::StrFormat("trials:      %d (%d completed), at most %d instances\n", r.trials,
                          r.completed, r.max_live_instances);
+  out << Unfinished(spec, r, currency);
   if (r.best_value) {
     out << absl::StrFormat("best value:  %s=%.6g (trial %d)\n", spec.objective().metric(),
                            *r.best_value, r.best_trial);

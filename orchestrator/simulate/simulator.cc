@@ -1,5 +1,6 @@
 #include "orchestrator/simulate/simulator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -408,6 +409,9 @@ class Simulator::Impl {
   bool ran_ = false;
   bool has_scheduler_ = false;
   double wind_down_seconds_ = 0;
+  // The cloud's lost work when the run began to stop: what the stop itself then cuts off
+  // (trials handed back unfinished) is not work that preemptions made it redo.
+  std::optional<double> lost_before_stop_;
 };
 
 absl::Status Simulator::Impl::Init(const SimulationSettings& settings) {
@@ -426,7 +430,7 @@ absl::Status Simulator::Impl::Init(const SimulationSettings& settings) {
   tick_ = absl::Seconds(model_.options().tick_seconds());
   SEXTANT_ASSIGN_OR_RETURN(store_, Store::Open(":memory:", /*create=*/true));
   SEXTANT_RETURN_IF_ERROR(store_->PutMeta("spec", spec_.SerializeAsString()));
-  SEXTANT_RETURN_IF_ERROR(store_->PutMeta("started_at", absl::StrCat(absl::ToUnixSeconds(start_))));
+  SEXTANT_RETURN_IF_ERROR(store_->PutTimeMeta("started_at", absl::ToUnixMicros(start_) / 1e6));
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<Sampler> sampler,
                            MakeRunSampler(spec_, store_.get(), absl::ToUnixSeconds(start_)));
   DispatcherOptions options;
@@ -478,6 +482,7 @@ absl::StatusOr<FleetRoundResult> Simulator::Impl::Round() {
 absl::Status Simulator::Impl::WindDown(const std::string& why) {
   dispatcher_->SetHold(true);
   SEXTANT_RETURN_IF_ERROR(dispatcher_->BeginStop(why));
+  lost_before_stop_ = cloud_->lost_seconds();
   fleet_->NoticeAll();
   const absl::Time deadline = clock_.Now() + absl::Seconds(wind_down_seconds_ + 5);
   while (dispatcher_->running() > 0 && clock_.Now() < deadline) {
@@ -489,6 +494,7 @@ absl::Status Simulator::Impl::WindDown(const std::string& why) {
 }
 
 absl::Status Simulator::Impl::Finish(const std::string& state, const std::string& why) {
+  if (!lost_before_stop_) lost_before_stop_ = cloud_->lost_seconds();
   fleet_->TerminateAll();
   fleet_->Reap(/*force=*/true);
   SEXTANT_RETURN_IF_ERROR(dispatcher_->MarkRunState(state));
@@ -554,7 +560,20 @@ absl::StatusOr<SimulationResult> Simulator::Impl::Run() {
   result_.events = cloud_->events_handled() + rounds;
   result_.max_live_instances = cloud_->max_live();
   result_.busy_seconds = cloud_->busy_seconds();
-  result_.lost_seconds = cloud_->lost_seconds();
+  result_.lost_seconds = lost_before_stop_.value_or(cloud_->lost_seconds());
+  result_.stopped_seconds = cloud_->lost_seconds() - result_.lost_seconds;
+  result_.max_trials = stats.max_trials;
+  result_.finished = stats.finished;
+  SEXTANT_ASSIGN_OR_RETURN(std::vector<TrialRow> trials, store_->LoadTrials());
+  int started = 0;
+  for (const TrialRow& t : trials) {
+    started += t.attempts > 0;
+    result_.paused += t.paused;
+    result_.units_done += model_.has_fidelity() ? t.fidelity : 0;
+  }
+  if (!model_.has_fidelity()) result_.units_done = stats.finished;
+  result_.cut_off = std::max(0, started - stats.finished - result_.paused);
+  result_.never_started = std::max(0, stats.max_trials - started);
   for (const FleetPoolStats& p : fleet_->pool_stats()) {
     PoolSummary s{p.name, p.region, p.market, 0, p.launched, p.preemptions};
     s.cost = b.by_pool.count(p.name) ? b.by_pool[p.name] : 0;
@@ -575,11 +594,12 @@ absl::StatusOr<SimulationResult> Simulator::Impl::Run() {
                             {"wall_seconds", result_.wall_seconds},
                             {"preemptions", result_.preemptions},
                             {"lost_seconds", result_.lost_seconds},
+                            {"stopped_seconds", result_.stopped_seconds},
                             {"events", result_.events},
                             {"simulated", true}};
   SEXTANT_RETURN_IF_ERROR(store_->PutMeta("simulation", summary.dump()));
   SEXTANT_RETURN_IF_ERROR(
-      store_->PutMeta("finished_at", absl::StrCat(absl::ToUnixMicros(clock_.Now()) / 1e6)));
+      store_->PutTimeMeta("finished_at", absl::ToUnixMicros(clock_.Now()) / 1e6));
   return result_;
 }
 

@@ -43,6 +43,17 @@ struct SimulationResult {
   int trials = 0;
   int completed = 0;
   double lost_seconds = 0;  // instance-seconds of work redone because of preemptions
+  // Instance-seconds of work in trials that the run's own stop (budget or wall time) handed
+  // back unfinished; never redone, and not counted in lost_seconds.
+  double stopped_seconds = 0;
+  int max_trials = 0;     // search.max_trials
+  int finished = 0;       // trials that ended COMPLETED, PRUNED or FAILED
+  int paused = 0;         // unfinished trials waiting at a rung for a promotion
+  int cut_off = 0;        // unfinished trials that were running when the run stopped
+  int never_started = 0;  // of max_trials, those never run (created or not)
+  // Work done, in units of search.fidelity (the highest fidelity each trial reported, summed);
+  // without a fidelity, the trials finished.
+  double units_done = 0;
   double busy_seconds = 0;  // instance-seconds spent running trials
   int max_live_instances = 0;
   double overshoot_allowance = 0;  // sum of price x increment over the instances ever live

@@ -36,20 +36,24 @@ double NormalQuantile(double p) {
   return -boost::math::erfc_inv(2.0 * p) / kSqrtHalf;
 }
 
-bool IsDiscrete(const ParamSpec& spec) { return spec.kind == ParamSpec::Kind::kInt; }
+// Ints and stepped floats take separate values, each owning a slice of the unit interval.
+bool IsDiscrete(const ParamSpec& spec) {
+  return spec.kind == ParamSpec::Kind::kInt || LevelsOf(spec).has_value();
+}
 
-// The slice [lo, hi] of the unit interval that rounds to the same integer as x.
+// The slice [lo, hi] of the unit interval that decodes to the same value as x.
 std::pair<double, double> IntSlice(const ParamSpec& spec, double x) {
+  if (std::optional<Levels> levels = LevelsOf(spec)) {
+    const auto count = static_cast<double>(levels->count);
+    const double k = std::clamp(std::floor(x * count), 0.0, count - 1);
+    return {k / count, (k + 1) / count};
+  }
   const IntRange range = IntRangeOf(spec);
   const int64_t k = std::get<int64_t>(FromUnit(spec, x));
-  if (UsesLog(spec)) {
-    const double lo = std::log(static_cast<double>(range.lo) - 0.5);
-    const double span = std::log(static_cast<double>(range.hi) + 0.5) - lo;
-    return {(std::log(static_cast<double>(k) - 0.5) - lo) / span,
-            (std::log(static_cast<double>(k) + 0.5) - lo) / span};
-  }
-  const auto count = static_cast<double>(range.count());
-  return {static_cast<double>(k - range.lo) / count, static_cast<double>(k - range.lo + 1) / count};
+  const double lo = std::log(static_cast<double>(range.lo) - 0.5);
+  const double span = std::log(static_cast<double>(range.hi) + 0.5) - lo;
+  return {(std::log(static_cast<double>(k) - 0.5) - lo) / span,
+          (std::log(static_cast<double>(k) + 0.5) - lo) / span};
 }
 
 // The bandwidth floor: Optuna's "magic clip", 1/min(100, kernels + 1) of the range.

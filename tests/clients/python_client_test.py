@@ -259,6 +259,32 @@ class AskTellTest(Workdir):
         self.assertEqual(e.exception.code, "UNAVAILABLE")
         study.close()
 
+    def test_connect_without_the_secret_is_refused_naming_the_fix(self):
+        with LiveRun(self.work, ask_tell_experiment("no-secret", 2)) as run:
+            # As a newcomer first wrote it: the address alone, no credentials.
+            with sextant.connect(run.address, tls_dir=None, retry_seconds=0.5) as plain:
+                with self.assertRaises(sextant.SextantError) as e:
+                    plain.ask(timeout=1)
+            self.assertEqual(e.exception.code, "UNAUTHENTICATED")
+            self.assertIn("missing bearer token", e.exception.message)
+            self.assertIn("secret_file=RUN_DIR/secrets/worker.secret", str(e.exception))
+            self.assertIn("sextant.open_run(RUN_DIR)", str(e.exception))
+            # Another run's secret is named as the wrong one.
+            wrong = os.path.join(self.work, "other.secret")
+            with open(wrong, "w") as f:
+                f.write("not-this-runs-secret\n")
+            with sextant.connect(run.address, secret_file=wrong, retry_seconds=0.5) as other:
+                with self.assertRaises(sextant.SextantError) as e:
+                    other.ask(timeout=1)
+            self.assertEqual(e.exception.code, "UNAUTHENTICATED")
+            self.assertIn(f"{wrong} does not hold this run's secret", e.exception.message)
+            # Either fix the message names works.
+            with sextant.connect(run.address, secret_file=self.secret(run)) as study:
+                study.tell(study.ask(), loss=1.0)
+            with sextant.open_run(run.dir) as study:
+                study.tell(study.ask(), loss=2.0)
+            self.assertEqual(run.wait(60), 0, run.output())
+
     def test_tls_with_certificates_from_certs_init(self):
         certs = os.path.join(self.work, "certs")
         subprocess.run([sextant_binary(), "certs", "init", certs], check=True,
@@ -409,6 +435,34 @@ trial:
         self.assertEqual(lines[1], "epoch=3 val_loss=0.30000000000000004 big=1e+300 tiny=5e-324")
         self.assertEqual(lines[2], "val/loss=nan up=inf down=-inf")
         self.assertEqual(sum(line.startswith("refused") for line in lines), 4)
+
+
+class ReadmeTest(Workdir):
+    def test_the_readmes_python_snippet_runs_as_written(self):
+        root = os.path.dirname(os.path.dirname(HERE))
+        with open(os.path.join(root, "README.md")) as f:
+            readme = f.read()
+        section = readme[readme.index("### Python client"):]
+        snippet = section[section.index("```python\n") + 10:]
+        snippet = snippet[:snippet.index("```")]
+        exp = """name: readme
+objective: {metric: val_loss, goal: minimize}
+parameters:
+  lr: {type: float, min: 0.001, max: 0.1, log: true}
+search: {mode: ask_tell, sampler: random, seed: 3, max_trials: 3, max_concurrent: 1}
+"""
+        with LiveRun(self.work, exp) as run:
+            # The snippet as the README gives it, on this run's directory, with a stand-in
+            # for the reader's own training step.
+            code = ("def train_one_epoch(params):\n    return params['lr']\n" +
+                    snippet.replace('"runs/x"', repr(run.dir)))
+            out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=120)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(run.wait(60), 0, run.output())
+            r = run.results()
+        self.assertEqual([t["state"] for t in r["trials"]], ["COMPLETED"] * 3)
+        for t in r["trials"]:
+            self.assertAlmostEqual(t["value"], t["params"]["lr"], places=12)
 
 
 class InstallTest(Workdir):

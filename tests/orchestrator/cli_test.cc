@@ -7,9 +7,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -268,6 +273,194 @@ TEST_F(CliTest, EveryExampleValidates) {
   EXPECT_GE(count, 3);
 }
 
+// What copying an example out of the checkout did before its scripts sat in its own folder:
+// `../asha/train.sh` is not there, every trial would fail, and validate says so (exit 0).
+TEST_F(CliTest, ValidateWarnsWhenTheScriptATrialCommandRunsIsMissing) {
+  const std::string copy = dir_ + "/spot-budget";
+  std::filesystem::create_directories(copy);
+  const std::string old_yaml = absl::StrReplaceAll(
+      ReadFile(std::string(SEXTANT_SOURCE_DIR) + "/examples/spot-budget/experiment.yaml"),
+      {{"command: [sh, train.sh]", "command: [sh, ../asha/train.sh]"}});
+  ASSERT_THAT(old_yaml, HasSubstr("../asha/train.sh"));
+  WriteFile(copy + "/experiment.yaml", old_yaml);
+  WriteFile(copy + "/demo-catalog.yaml",
+            ReadFile(std::string(SEXTANT_SOURCE_DIR) + "/examples/spot-budget/demo-catalog.yaml"));
+  auto r = RunProcess({kSextant, "validate", copy + "/experiment.yaml"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(": ok ("));
+  EXPECT_THAT(r.err, HasSubstr(copy +
+                               "/experiment.yaml: warning: trial.command: "
+                               "../asha/train.sh does not exist in " +
+                               copy + " (the trial's working directory"));
+
+  // The script is the first argument that looks like a file, resolved in working_dir.
+  struct Case {
+    std::string command, extra;
+    bool warns;
+  };
+  WriteFile(dir_ + "/here.py", "print('loss=1')\n");
+  std::filesystem::create_directories(dir_ + "/code");
+  WriteFile(dir_ + "/code/train.sh", "echo loss=1\n");
+  for (const Case& c : std::vector<Case>{
+           {"[python3, train.py, --lr, \"${x}\"]", "", true},
+           {"[./train.sh]", "", true},
+           {"[/usr/bin/python3, missing/train.py]", "", true},
+           {"[python3, here.py, --out, results/x.json]", "", false},
+           {"[/usr/bin/python3, here.py]", "", false},
+           {"[sh, train.sh]", "  working_dir: code\n", false},
+           {"[sh, train.sh]", "", true},
+           {"[/usr/bin/python3, -c, \"print('loss=1')\"]", "", false},
+           {"[sh, -c, \"echo loss=1\"]", "", false},
+           {"[echo, \"loss=${x}\"]", "", false},
+       }) {
+    WriteFile(dir_ + "/case.yaml", Experiment("case", 2, 1, c.command, c.extra));
+    auto v = RunProcess({kSextant, "validate", dir_ + "/case.yaml"});
+    EXPECT_EQ(v.exit_code, 0) << c.command << ": " << v.err;
+    EXPECT_EQ(v.err.find("warning: trial.command") != std::string::npos, c.warns)
+        << c.command << c.extra << ": " << v.err;
+  }
+}
+
+// Every example folder, copied out of the checkout on its own, validates without a warning:
+// the scripts its commands run are in it.
+TEST_F(CliTest, EveryExampleCopiedOutOfTheCheckoutValidatesWithoutWarnings) {
+  const std::filesystem::path examples = std::string(SEXTANT_SOURCE_DIR) + "/examples";
+  std::filesystem::create_directories(dir_ + "/copies");
+  int count = 0;
+  for (const auto& folder : std::filesystem::directory_iterator(examples)) {
+    if (!folder.is_directory()) continue;
+    const std::filesystem::path copy = dir_ + "/copies/" + folder.path().filename().string();
+    std::filesystem::copy(folder.path(), copy, std::filesystem::copy_options::recursive);
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(copy)) {
+      if (entry.path().extension() != ".yaml") continue;
+      if (entry.path().stem().string().ends_with("-catalog")) continue;
+      if (std::filesystem::exists(entry.path().parent_path() / "prepare_data.py")) continue;
+      auto r = RunProcess({kSextant, "validate", entry.path().string()});
+      EXPECT_EQ(r.exit_code, 0) << entry.path() << ": " << r.err;
+      EXPECT_THAT(r.err, ::testing::Not(HasSubstr("warning"))) << entry.path();
+      ++count;
+    }
+  }
+  EXPECT_GE(count, 10);
+}
+
+// The examples' copies of a shared script or helper are the same bytes as the original, so a
+// fix to one reaches every folder.
+TEST_F(CliTest, ExampleCopiesOfSharedFilesMatchTheirOriginals) {
+  const std::string root = SEXTANT_SOURCE_DIR;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> copies = {
+      {"examples/asha/train.sh", {"examples/bohb/train.sh", "examples/spot-budget/train.sh"}},
+      {"examples/mixed/objective.sh", {"examples/grid/objective.sh"}},
+      {"examples/quickstart/branin.py", {"examples/bayesian/branin.py"}},
+      {"clients/python/sextant/model_file.py",
+       {"examples/federated/pytorch-client/model_file.py",
+        "examples/federated/pytorch-own-model/model_file.py"}},
+  };
+  for (const auto& [original, duplicates] : copies) {
+    const std::string want = ReadFile(root + "/" + original);
+    ASSERT_FALSE(want.empty()) << original;
+    for (const std::string& d : duplicates) {
+      EXPECT_TRUE(ReadFile(root + "/" + d) == want) << d << " differs from " << original;
+    }
+  }
+}
+
+// A self-contained example runs from a copy out of the checkout. Its end-of-run table, cut to
+// 10 of its 16 trials, names the real run directory, and no debug line comes with it.
+TEST_F(CliTest, AnExampleCopiedOutOfTheCheckoutRuns) {
+  const std::string copy = dir_ + "/grid";
+  std::filesystem::copy(std::string(SEXTANT_SOURCE_DIR) + "/examples/grid", copy,
+                        std::filesystem::copy_options::recursive);
+  auto v = RunProcess({kSextant, "validate", copy + "/experiment.yaml"});
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_EQ(v.err, "");
+  const std::string run_dir = dir_ + "/grid-run";
+  auto r = RunProcess(
+      {"sh", "-c", "cd " + copy + " && " + kSextant + " run experiment.yaml --run-dir " + run_dir},
+      120);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  nlohmann::json j = Results(run_dir);
+  ASSERT_EQ(j["trials"].size(), 16u);
+  for (const auto& t : j["trials"]) EXPECT_EQ(t["state"], "COMPLETED") << t.dump();
+  EXPECT_THAT(r.out, HasSubstr("... 6 more (sextant results " + run_dir + " shows them all)"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("DIR")));
+  EXPECT_THAT(r.out + r.err, ::testing::Not(HasSubstr("orchestrator cpu")));
+  // The figure stays in the store for the benchmarks that read it.
+  auto cpu = testing::QueryRows(run_dir + "/state.db",
+                                "SELECT value FROM meta WHERE key = 'orchestrator_cpu_seconds'");
+  ASSERT_EQ(cpu.size(), 1u);
+  EXPECT_GT(std::stod(cpu[0][0]), 0);
+}
+
+// examples/simulate: $150 does not pay for its 300 ASHA trials. No spot instance was taken back,
+// so no work is called lost; the work the budget's stop handed back is counted on its own, and
+// the end says which trials did not finish and what the whole search would have cost.
+TEST_F(CliTest, SimulateSaysWhatABudgetEndLeftUndoneAndWhatAllTrialsWouldCost) {
+  auto r = RunProcess({kSextant, "simulate",
+                       std::string(SEXTANT_SOURCE_DIR) + "/examples/simulate/experiment.yaml",
+                       "--run-dir", dir_ + "/sim"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.out, m,
+      std::regex(
+          R"(preemptions: (\d+) \(\d+ spot interruptions; (\d+) instance-seconds of work redone\))")))
+      << r.out;
+  if (m[1] == "0") {
+    EXPECT_EQ(m[2], "0") << "no preemption, no work redone";
+  }
+  nlohmann::json j = Results(dir_ + "/sim");
+  ASSERT_EQ(j["state"], "BUDGET_EXHAUSTED");
+  int finished = 0;
+  for (const auto& t : j["trials"]) {
+    finished += t["state"] == "COMPLETED" || t["state"] == "PRUNED" || t["state"] == "FAILED";
+  }
+  ASSERT_TRUE(std::regex_search(
+      r.out, m,
+      std::regex(R"(not finished: (\d+) of the 300 trials \((\d+) paused at a rung, (\d+) cut off )"
+                 R"(by the run's end, (\d+) never started; (\d+) instance-seconds of work handed )"
+                 R"(back at the end\))")))
+      << r.out;
+  EXPECT_EQ(std::stoi(m[1]), 300 - finished);
+  EXPECT_EQ(std::stoi(m[2]) + std::stoi(m[3]) + std::stoi(m[4]), 300 - finished);
+  EXPECT_GT(std::stoi(m[5]), 0) << "the budget's stop cut running trials off";
+  // 896 epochs: successive halving's budget of 300 trials from epoch 1 to 27, factor 3.
+  ASSERT_TRUE(std::regex_search(
+      r.out, m,
+      std::regex(R"(projection:  all 300 trials would cost about ([0-9.]+) USD \(896 epoch units )"
+                 R"(at ([0-9.e-]+) USD per epoch so far, (\d+) done\))")))
+      << r.out;
+  const double spent = j["cost"]["total"].get<double>();
+  double epochs = 0;
+  for (const auto& t : j["trials"])
+    epochs += t["fidelity"].is_number() ? t["fidelity"].get<double>() : 0;
+  EXPECT_EQ(std::stod(m[3]), epochs);
+  EXPECT_NEAR(std::stod(m[1]), spent / epochs * 896, 0.01);
+  EXPECT_GT(std::stod(m[1]), spent) << "the whole search costs more than the cap paid for";
+}
+
+// The workers' last heartbeats named the trials they ran; once the run has ended, status does
+// not show them as running those trials.
+TEST_F(CliTest, StatusShowsNoWorkerRunningATrialAfterTheRunHasEnded) {
+  WriteFile(dir_ + "/slow.sh", "#!/bin/sh\nsleep 1.5\necho loss=1\n");
+  WriteFile(dir_ + "/exp.yaml", Experiment("ended", 8, 2, "[sh, slow.sh]"));
+  auto r = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // The last sample of each worker was taken while it ran a trial.
+  auto busy =
+      testing::QueryRows(dir_ + "/run/state.db",
+                         "SELECT t.worker_id FROM telemetry t WHERE t.trial_id != 0 AND t.time = "
+                         "(SELECT MAX(time) FROM telemetry u WHERE u.worker_id = t.worker_id)");
+  ASSERT_FALSE(busy.empty()) << "no worker's last heartbeat named a trial";
+  auto s = RunProcess({kSextant, "status", dir_ + "/run"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_THAT(s.out, HasSubstr("workers: none running (the run has ended: COMPLETED); their "
+                               "last heartbeats:\n"));
+  EXPECT_THAT(s.out, HasSubstr("rss"));  // what they used is still shown
+  EXPECT_THAT(s.out, ::testing::Not(::testing::ContainsRegex("worker [0-9]+ +trial")));
+  EXPECT_THAT(s.out, HasSubstr("... 3 more (sextant results " + dir_ + "/run shows them all)"));
+}
+
 TEST_F(CliTest, InvalidFileGivesFileLineColAndExitTwo) {
   WriteFile(dir_ + "/bad.yaml", R"(name: bad
 objective: {metric: loss}
@@ -288,6 +481,91 @@ trial:
   auto m = RunProcess({kSextant, "validate", dir_ + "/malformed.yaml"});
   EXPECT_EQ(m.exit_code, 2);
   EXPECT_THAT(m.err, HasSubstr(dir_ + "/malformed.yaml:"));
+}
+
+// What an Optuna user writes first: Optuna's key names, a fractional int bound, British
+// spelling and Sextant's trial id in the command. Each gets one error that says what to write.
+TEST_F(CliTest, ValidateAnswersOptunaHabitsWithOurNames) {
+  WriteFile(dir_ + "/habits.yaml", R"(name: habits
+objective: {metric: acc, direction: maximise}
+parameters:
+  lr: {type: float, low: 0.001, high: 0.1}
+  act: {type: categorical, choices: [relu, tanh]}
+  n_layers: {type: int, min: 1, max: 6.5}
+search:
+  n_trials: 20
+  enqueue: [{lr: 0.01, act: relu, n_layers: 3}]
+trial:
+  command: [sh, objective.sh, "--id=${SEXTANT_TRIAL_ID}"]
+)");
+  auto r = RunProcess({kSextant, "validate", dir_ + "/habits.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  const std::string file = dir_ + "/habits.yaml:";
+  EXPECT_THAT(r.err, HasSubstr(file + "2:26: objective.direction: unknown key; allowed keys: "
+                                      "metric, goal, target (did you mean 'goal'?)"));
+  EXPECT_THAT(r.err, HasSubstr("parameters.lr.low: unknown key; allowed keys: type, min, max, "
+                               "step, log, values, grid_points, when (did you mean 'min'?)"));
+  EXPECT_THAT(r.err, HasSubstr("(did you mean 'max'?)"));
+  EXPECT_THAT(r.err, HasSubstr("(did you mean 'values'?)"));
+  EXPECT_THAT(r.err, HasSubstr("search.n_trials: unknown key"));
+  EXPECT_THAT(r.err, HasSubstr("(did you mean 'max_trials'?)"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("did you mean 'log'")));
+  EXPECT_THAT(r.err,
+              HasSubstr(file + "6:38: parameters.n_layers.max: must be an integer, got 6.5"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("above max")));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("search.enqueue")));
+  EXPECT_THAT(r.err, HasSubstr("'${SEXTANT_TRIAL_ID}' names no parameter (${...} takes "
+                               "parameters only)"));
+  EXPECT_THAT(r.err, HasSubstr("in the trial's environment"));
+
+  // Fixed as the messages say, with the goal still in British spelling, it runs.
+  WriteFile(dir_ + "/fixed.yaml", R"(name: habits
+objective: {metric: loss, goal: minimise}
+parameters:
+  x: {type: float, min: 0, max: 1}
+search: {max_trials: 4}
+trial:
+  command: [sh, -c, 'sh objective.sh "$SEXTANT_TRIAL_ID"']
+)");
+  auto v = RunProcess({kSextant, "validate", dir_ + "/fixed.yaml"});
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  auto run = RunProcess({kSextant, "run", dir_ + "/fixed.yaml", "--run-dir", dir_ + "/run"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  nlohmann::json j = Results(dir_ + "/run");
+  EXPECT_EQ(j["objective"]["goal"], "minimize");
+  ASSERT_FALSE(j["trials"].empty());
+  for (const auto& t : j["trials"]) {
+    // objective.sh's n is $1: here the trial's id, read from the environment by the shell.
+    const double x = t["params"]["x"], n = t["id"];
+    EXPECT_NEAR(t["value"].get<double>(), (x - 0.3) * (x - 0.3) + (n - 2) * (n - 2), 1e-6);
+  }
+}
+
+// `step:` holds in a real run: every trial the sampler proposes lies on min + k * step.
+TEST_F(CliTest, SteppedParametersStayOnTheirGridInARun) {
+  WriteFile(dir_ + "/stepped.yaml", R"(name: stepped
+objective: {metric: loss}
+parameters:
+  x: {type: float, min: -1, max: 1, step: 0.25}
+  n: {type: int, min: 0, max: 4, step: 3}
+search: {sampler: tpe, initial_design: 4, seed: 5, max_trials: 12, max_concurrent: 2}
+trial:
+  command: [sh, objective.sh, "${n}"]
+)");
+  auto run = RunProcess({kSextant, "run", dir_ + "/stepped.yaml", "--run-dir", dir_ + "/run"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  nlohmann::json j = Results(dir_ + "/run");
+  ASSERT_EQ(j["trials"].size(), 12u);
+  std::set<int64_t> ns;
+  for (const auto& t : j["trials"]) {
+    EXPECT_EQ(t["state"], "COMPLETED") << t.dump();
+    const double x = t["params"]["x"];
+    const int64_t n = t["params"]["n"];
+    EXPECT_EQ(x * 4, std::round(x * 4)) << t.dump();
+    EXPECT_TRUE(n == 0 || n == 3) << t.dump();
+    ns.insert(n);
+  }
+  EXPECT_EQ(ns.size(), 2u);
 }
 
 TEST_F(CliTest, SecondRunOnALiveRunDirectoryIsRefused) {
@@ -362,9 +640,11 @@ esac
   EXPECT_EQ(j["trials"][4]["state"], "COMPLETED");
   EXPECT_EQ(j["best"]["trial"], 1);
 
+  // Its only trial failing, the run fails too (exit 1), and says why.
   WriteFile(dir_ + "/missing.yaml", Experiment("missing", 1, 1, "[no-such-command-xyz, a]"));
   r = RunProcess({kSextant, "run", dir_ + "/missing.yaml", "--run-dir", dir_ + "/run2"});
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("every trial failed (1 of 1)"));
   j = Results(dir_ + "/run2");
   EXPECT_EQ(j["trials"][0]["state"], "FAILED");
   EXPECT_THAT(j["trials"][0]["error"].get<std::string>(),

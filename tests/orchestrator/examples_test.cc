@@ -85,7 +85,7 @@ TEST(CostAccuracyExampleTest, SimulatedTwinShowsSpotFirstCheaperThanOnDemand) {
 TEST(SpotBudgetExampleTest, LiveSpotSearchIsPreemptedFallsBackToOnDemandAndStopsAtTheCap) {
   const std::string example = std::string(SEXTANT_SOURCE_DIR) + "/examples/spot-budget";
   const std::string dir = MakeTempDir("spot-budget");
-  // As a user runs it: from the example's folder, with its own catalog and the shared script.
+  // As a user runs it: from the example's folder, with its own catalog and script.
   auto r = RunProcess(
       {"sh", "-c",
        "cd " + example + " && " + kSextant + " run experiment.yaml --run-dir " + dir + "/run"},

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -260,7 +261,7 @@ trial: {command: [run]}
 )"),
               ElementsAre("exp.yaml:4:3: parameters.lr.max: required key is missing",
                           "exp.yaml:4:29: parameters.lr.maxx: unknown key; allowed keys: type, "
-                          "min, max, log, values, grid_points, when (did you mean 'max'?)"));
+                          "min, max, step, log, values, grid_points, when (did you mean 'max'?)"));
 }
 
 TEST(ExperimentLoaderTest, UnknownTopLevelKeyIsAnError) {
@@ -1661,6 +1662,168 @@ simulate:
   EXPECT_THAT(Errors(head + "\"100 - width\"\n"),
               ElementsAre(HasSubstr("must be a positive number of seconds everywhere in the space; "
                                     "at the centre it is -164")));
+}
+
+// The names Optuna (and Ray Tune) use map to ours, rather than to whatever is spelt alike
+// (Optuna's `low` is one letter from `log`).
+TEST(ExperimentLoaderTest, OptunaKeyNamesSuggestOurs) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss, direction: maximize}
+parameters:
+  lr: {type: float, low: 0.001, high: 0.1}
+  act: {type: categorical, choices: [relu, tanh]}
+search: {n_trials: 20}
+trial: {command: [run]}
+)"),
+              ::testing::IsSupersetOf(std::vector<::testing::Matcher<std::string>>{
+                  HasSubstr("objective.direction: unknown key; allowed keys: "
+                            "metric, goal, target (did you mean 'goal'?)"),
+                  HasSubstr("parameters.lr.low: unknown key; allowed keys: "
+                            "type, min, max, step, log, values, grid_points, "
+                            "when (did you mean 'min'?)"),
+                  HasSubstr("parameters.lr.high: unknown key; allowed keys: "
+                            "type, min, max, step, log, values, grid_points, "
+                            "when (did you mean 'max'?)"),
+                  HasSubstr("parameters.act.choices: unknown key; allowed "
+                            "keys: type, min, max, step, log, values, "
+                            "grid_points, when (did you mean 'values'?)"),
+                  AllOf(HasSubstr("search.n_trials: unknown key"),
+                        HasSubstr("(did you mean 'max_trials'?)"))}));
+}
+
+TEST(ExperimentLoaderTest, AFractionalIntBoundIsOneErrorNotACascade) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  n_layers: {type: int, min: 1, max: 6.5}
+  width: {type: int, min: 16, max: 256, when: {n_layers: 3}}
+search:
+  max_trials: 4
+  enqueue:
+    - {n_layers: 3, width: 64}
+trial: {command: [run, "${n_layers}"]}
+)"),
+              ElementsAre("exp.yaml:4:38: parameters.n_layers.max: must be an integer, got 6.5"));
+  // Likewise a categorical whose values are missing (Optuna's `choices`).
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  act: {type: categorical, choices: [relu, tanh]}
+  slope: {type: float, min: 0, max: 1, when: {act: relu}}
+search:
+  max_trials: 4
+  enqueue:
+    - {act: relu, slope: 0.5}
+trial: {command: [run]}
+)"),
+              ElementsAre(StartsWith("exp.yaml:4:3: parameters.act.values: required key"),
+                          StartsWith("exp.yaml:4:28: parameters.act.choices: unknown key")));
+}
+
+TEST(ExperimentLoaderTest, BritishSpellingsOfTheGoalsAreAccepted) {
+  for (const auto& [goal, want] :
+       {std::pair{"minimise", v1::Objective::MINIMIZE}, {"maximise", v1::Objective::MAXIMIZE}}) {
+    LoadResult r = Load(absl::StrCat("name: t\nobjective: {metric: acc, goal: ", goal, "}\n",
+                                     "parameters: {x: {type: float, min: 0, max: 1}}\n",
+                                     "trial: {command: [run]}\n"));
+    ASSERT_TRUE(r.ok()) << goal << ": " << r.errors[0].ToString();
+    EXPECT_EQ(r.spec.objective().goal(), want) << goal;
+  }
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: acc, goal: maximum}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [run]}
+)"),
+              ElementsAre("exp.yaml:2:32: objective.goal: unknown goal 'maximum'; expected one of "
+                          "minimize, maximize"));
+}
+
+TEST(ExperimentLoaderTest, ASextantVariableInTheCommandSaysItIsInTheEnvironment) {
+  EXPECT_THAT(
+      Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [python3, train.py, "--x=${x}", "--id=${SEXTANT_TRIAL_ID}"]}
+)"),
+      ElementsAre(AllOf(
+          StartsWith("exp.yaml:4:50: trial.command[3]: '${SEXTANT_TRIAL_ID}' names no "
+                     "parameter (${...} takes parameters only)"),
+          HasSubstr("SEXTANT_TRIAL_ID, SEXTANT_ATTEMPT"), HasSubstr("in the trial's environment"),
+          HasSubstr("[sh, -c, 'python3 train.py --tag $SEXTANT_TRIAL_ID']"))));
+}
+
+TEST(ExperimentLoaderTest, StepIsLoadedForIntsAndFloats) {
+  LoadResult r = Load(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  n_layers: {type: int, min: 1, max: 8, step: 2}
+  dropout: {type: float, min: 0.1, max: 0.5, step: 0.1}
+  lr: {type: float, min: 1.0e-4, max: 1.0e-1, log: true}
+search:
+  max_trials: 4
+  enqueue:
+    - {n_layers: 7, dropout: 0.3, lr: 0.01}
+trial: {command: [run]}
+)");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_EQ(r.spec.parameters(0).step(), 2);
+  EXPECT_EQ(r.spec.parameters(1).step(), 0.1);
+  EXPECT_EQ(r.spec.parameters(2).step(), 0);
+  const SearchSpace space = ToSearchSpace(r.spec);
+  EXPECT_EQ(space.params[0].step, 2);
+  EXPECT_EQ(space.params[1].step, 0.1);
+}
+
+TEST(ExperimentLoaderTest, StepIsValidated) {
+  EXPECT_THAT(
+      Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  a: {type: int, min: 1, max: 8, step: 1.5}
+  b: {type: int, min: 1, max: 8, step: 0}
+  c: {type: float, min: 0, max: 1, step: -0.1}
+  d: {type: float, min: 1.0e-3, max: 1, step: 0.1, log: true}
+  e: {type: float, min: 0, max: 1, step: 2}
+  f: {type: categorical, values: [x, y], step: 1}
+trial: {command: [run]}
+)"),
+      ElementsAre("exp.yaml:4:40: parameters.a.step: must be an integer, got 1.5",
+                  "exp.yaml:5:40: parameters.b.step: must be >= 1, got 0",
+                  "exp.yaml:6:42: parameters.c.step: must be > 0, got -0.1",
+                  StartsWith("exp.yaml:7:41: parameters.d.step: not allowed with log: true"),
+                  "exp.yaml:8:42: parameters.e.step: must be at most max - min (1), or "
+                  "only min is left",
+                  StartsWith("exp.yaml:9:42: parameters.f.step: not allowed with type: "
+                             "categorical")));
+}
+
+TEST(ExperimentLoaderTest, EnqueuedValuesAndConditionsMustLieOnTheStep) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters:
+  n_layers: {type: int, min: 1, max: 8, step: 2}
+  dropout: {type: float, min: 0.1, max: 0.5, step: 0.1}
+  width: {type: int, min: 16, max: 256, when: {n_layers: 4}}
+search:
+  max_trials: 4
+  enqueue:
+    - {n_layers: 4, dropout: 0.25, width: 64}
+trial: {command: [run]}
+)"),
+              ElementsAre(StartsWith("exp.yaml:6:58: parameters.width.when.n_layers: '4' is not "
+                                     "one of n_layers's values (1 + k * 2)"),
+                          "exp.yaml:10:18: search.enqueue[0].n_layers: 4 is not on the grid 1 + "
+                          "k * 2 (nearest: 3, 5)",
+                          "exp.yaml:10:30: search.enqueue[0].dropout: 0.25 is not on the grid 0.1 "
+                          "+ k * 0.1 (nearest: 0.2, 0.3)"));
 }
 
 }  // namespace

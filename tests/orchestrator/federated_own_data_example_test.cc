@@ -37,15 +37,13 @@ bool HasTorchAndData() {
 TEST(PytorchOwnModelExampleTest, TwoRoundsOfTheUsersCnnOnEachSitesOwnImageFiles) {
   SEXTANT_REQUIRE_COMPONENT(HasTorchAndData(),
                             "needs python3-torch and dataset-fashion-mnist for the example");
-  // A copy of the example, so that its prepared files stay out of the checkout, with the
-  // model_file helper copied beside its scripts (one self-contained file).
+  // A copy of the example out of the checkout, as a user may make one, so that its prepared
+  // files stay out of the checkout too: it needs nothing from the checkout.
   const std::string dir = MakeTempDir("pytorch-own-model");
-  for (const char* file :
-       {"site_data.py", "prepare_data.py", "init_model.py", "client.py", "evaluate.py"}) {
+  for (const char* file : {"site_data.py", "model_file.py", "prepare_data.py", "init_model.py",
+                           "client.py", "evaluate.py"}) {
     WriteFile(dir + "/" + file, ReadFile(kExample + "/" + file));
   }
-  WriteFile(dir + "/model_file.py",
-            ReadFile(std::string(SEXTANT_SOURCE_DIR) + "/clients/python/sextant/model_file.py"));
   WriteFile(dir + "/experiment.yaml", absl::StrReplaceAll(ReadFile(kExample + "/experiment.yaml"),
                                                           {{"rounds: 5", "rounds: 2"}}));
   const std::string sextant = std::string(SEXTANT_BIN_DIR) + "/sextant";

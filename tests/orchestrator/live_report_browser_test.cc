@@ -64,7 +64,8 @@ void ExpectRendered(const testing::BrowserRender& r) {
   EXPECT_THAT(r.stderr_text, Not(HasSubstr(":CONSOLE")));
   EXPECT_EQ(testing::BodyAttribute(r.dom, "data-render-check"), "ok") << r.stderr_text;
   EXPECT_THAT(r.dom, HasSubstr("id=\"run-in-progress\""));
-  EXPECT_THAT(r.dom, HasSubstr("<meta http-equiv=\"refresh\" content=\"5\">"));
+  EXPECT_THAT(r.dom, HasSubstr("this page updates every 5 s"));
+  EXPECT_THAT(r.dom, Not(HasSubstr("http-equiv=\"refresh\"")));
 }
 
 class LiveReportBrowserTest : public ::testing::Test {
@@ -116,10 +117,56 @@ trial:
   EXPECT_GT(std::stoi(testing::AttributeOf(second.dom, "chart-history-trial", "data-marks")),
             marks_first);
 
+  // A page left open updates itself in place (twice in 11 virtual seconds) while the run goes
+  // on: the newer page replaces the old one, still in progress, with no script error.
+  testing::BrowserRender kept = testing::DumpDomUrl(url, 1000, 900, /*virtual_time_ms=*/11000);
+  ASSERT_EQ(kept.exit_code, 0) << kept.stderr_text;
+  EXPECT_THAT(kept.stderr_text, Not(HasSubstr("Uncaught")));
+  EXPECT_THAT(kept.dom, HasSubstr("id=\"run-in-progress\""));
+  EXPECT_THAT(kept.dom, Not(HasSubstr("id=\"run-ended\"")));
+  EXPECT_GE(std::stoi("0" + testing::BodyAttribute(kept.dom, "data-live-updates")), 1);
+  EXPECT_GE(StateCount(kept.dom, "COMPLETED"), StateCount(second.dom, "COMPLETED"));
+
   // The run is far longer than a loaded machine's two page loads (1000 trials of 0.8 s, two at
   // a time): the test ends it with an interrupt, which it meets as a user's Ctrl-C.
   run.Signal(SIGINT);
   EXPECT_EQ(run.Wait(60), 130) << run.err();
+}
+
+// A tab left open on the live page: once the run has ended and its server is gone, the page's
+// next update finds no server and says the run ended and how to get its report, where a meta
+// refresh would have reloaded into "connection refused". The page as the run served it is
+// opened from a file, where its update's fetch fails as it does against a closed port.
+TEST_F(LiveReportBrowserTest, AnOpenPageSaysTheRunEndedOnceItsServerHasGone) {
+  WriteFile(dir_ + "/slow.sh", "#!/bin/sh\nsleep 1\necho \"loss=$SEXTANT_PARAM_X\"\n");
+  WriteFile(dir_ + "/exp.yaml", R"(name: live-ends
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: 0, max: 1}
+search: {sampler: sobol, seed: 1, max_trials: 6, max_concurrent: 2}
+trial:
+  command: [sh, slow.sh]
+)");
+  testing::BackgroundProcess run(
+      {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run", "--metrics-port", "0"});
+  const int port = LivePort(run);
+  ASSERT_GT(port, 0) << run.out() << run.err();
+  const std::string page =
+      testing::HttpBody(testing::HttpExchange(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_THAT(page, HasSubstr("id=\"run-in-progress\"")) << page;
+  ASSERT_EQ(run.Wait(60), 0) << run.out() << run.err();
+  EXPECT_TRUE(Scrape(port).empty()) << "the server stops with the run";
+  WriteFile(dir_ + "/open-tab.html", page);
+  // Eight virtual seconds: the page's update (every 5 s) runs once.
+  testing::BrowserRender r = testing::DumpDomUrl("file://" + dir_ + "/open-tab.html", 1000, 900,
+                                                 /*virtual_time_ms=*/8000);
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stderr_text, Not(HasSubstr("Uncaught")));
+  EXPECT_THAT(r.dom, HasSubstr("id=\"run-ended\""));
+  EXPECT_THAT(r.dom, Not(HasSubstr("id=\"run-in-progress\"")));
+  EXPECT_THAT(r.dom, HasSubstr("The run has ended."));
+  EXPECT_THAT(r.dom, HasSubstr(absl::StrCat("sextant report ", dir_, "/run -o report.html")));
+  EXPECT_THAT(r.dom, HasSubstr(absl::StrCat("sextant results ", dir_, "/run")));
 }
 
 TEST_F(LiveReportBrowserTest, FederatedRunServesMetricsWithItsRoundsAndTheLivePage) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -263,6 +264,7 @@ TEST(OptunaImportTest, ImportsOneObjectiveWithItsValuesParamsAndBest) {
     EXPECT_EQ(got["metrics"]["user_attrs_note"], want["user_attrs"]["note"]);
     EXPECT_EQ(got["metrics"]["user_attrs_shape"], want["user_attrs"]["shape"].dump());
     EXPECT_DOUBLE_EQ(got["metrics"]["value"].get<double>(), want["values"][0].get<double>());
+    EXPECT_EQ(got["metrics"]["optuna_number"], want["number"]);
   }
   EXPECT_EQ(results["best"]["trial"], truth["best"]["number"].get<int>() + 1);
   EXPECT_DOUBLE_EQ(results["best"]["value"].get<double>(), truth["best"]["value"].get<double>());
@@ -280,14 +282,17 @@ TEST(OptunaImportTest, ImportsOneObjectiveWithItsValuesParamsAndBest) {
   EXPECT_EQ(m->type(), v1::Parameter::INT);
   EXPECT_TRUE(m->log());
   EXPECT_EQ(m->max(), 64);
-  const v1::Parameter* n = FindParameter(spec, "n");  // step 2: kept as an int over [1, 9]
+  const v1::Parameter* n = FindParameter(spec, "n");  // step 2 over [1, 9]
   EXPECT_EQ(n->type(), v1::Parameter::INT);
   EXPECT_FALSE(n->log());
   EXPECT_EQ(n->min(), 1);
   EXPECT_EQ(n->max(), 9);
-  const v1::Parameter* f = FindParameter(spec, "f");  // step 0.25: a float over [0, 1]
+  EXPECT_EQ(n->step(), 2);
+  const v1::Parameter* f = FindParameter(spec, "f");  // step 0.25 over [0, 1]
   EXPECT_EQ(f->type(), v1::Parameter::FLOAT);
   EXPECT_EQ(f->max(), 1);
+  EXPECT_EQ(f->step(), 0.25);
+  EXPECT_EQ(m->step(), 0);  // log, Optuna's step 1
   EXPECT_THAT(FindParameter(spec, "act")->values(),
               ElementsAre("relu", "tanh", "None", "3", "1.5", "True"));
   const v1::Parameter* slope = FindParameter(spec, "slope");
@@ -296,8 +301,8 @@ TEST(OptunaImportTest, ImportsOneObjectiveWithItsValuesParamsAndBest) {
 
   // The generated file is that same experiment, and the checks accept it.
   const std::string yaml = ReadFile(dir + "/experiment.yaml");
-  EXPECT_THAT(yaml, HasSubstr("step 2"));
-  EXPECT_THAT(yaml, HasSubstr("step 0.25"));
+  EXPECT_THAT(yaml, HasSubstr("n: {type: int, min: 1, max: 9, step: 2}"));
+  EXPECT_THAT(yaml, HasSubstr("f: {type: float, min: 0, max: 1, step: 0.25}"));
   LoadResult loaded =
       LoadExperimentFile((fs::path(dir).lexically_normal() / "experiment.yaml").string());
   ASSERT_TRUE(loaded.ok());
@@ -387,6 +392,94 @@ trial: {command: [python3, objective.py, "--x=${x}", "--k=${k}"]}
     ASSERT_EQ(warm->trials[i].values.size(), 1u);
     EXPECT_DOUBLE_EQ(warm->trials[i].values[0], truth["trials"][i]["values"][0].get<double>());
   }
+}
+
+// Optuna users name storages by URL and rarely have more than one study in a file.
+TEST(OptunaImportTest, AcceptsTheStorageUrlAndTheStoragesOnlyStudy) {
+  const std::string tmp = MakeTempDir("optuna-url");
+  MakeStudies(tmp, kTwoObjectives);  // mo.db: the study "mo" alone
+  MakeStudies(tmp, kTinyStudy);      // tiny.db: "tiny" and "second one"
+  testing::CommandOutput r =
+      RunProcess({"/bin/sh", "-c",
+                  absl::StrCat("cd ", tmp, " && ", kSextant, " import optuna sqlite:///mo.db")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(R"(of the Optuna study "mo" into runs/mo)"));
+  EXPECT_THAT(r.out, HasSubstr("trial numbers: Optuna's trials 0 to 5 are Sextant's trials 1 to 6 "
+                               "(Sextant's id = Optuna's number + 1); each keeps its Optuna "
+                               "number as the metric optuna_number"));
+  EXPECT_TRUE(fs::exists(tmp + "/runs/mo/state.db"));
+
+  // sqlite:////abs/path: the fourth slash starts an absolute path.
+  ASSERT_EQ(tmp.front(), '/');
+  r = RunProcess(
+      {kSextant, "import", "optuna", "sqlite:///" + tmp + "/mo.db", "-o", tmp + "/absolute"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json results = Results(tmp + "/absolute");
+  ASSERT_EQ(results["trials"].size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(results["trials"][i]["id"], i + 1);
+    EXPECT_EQ(results["trials"][i]["metrics"]["optuna_number"], i);
+  }
+
+  r = RunProcess({kSextant, "import", "optuna", "sqlite:///" + tmp + "/tiny.db"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(R"(holds 2 studies; name one with --study: "tiny", "second one")"));
+  r = RunProcess({kSextant, "import", "optuna", "sqlite:///" + tmp + "/tiny.db", "--study", "tiny",
+                  "-o", tmp + "/tiny"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  r = RunProcess({kSextant, "import", "optuna", "postgresql://me@db/optuna"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("only SQLite storages can be imported"));
+  EXPECT_THAT(r.err, HasSubstr("optuna.copy_study"));
+  r = RunProcess({kSextant, "import", "optuna", "sqlite:///" + tmp + "/none.db"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(tmp + "/none.db: no such file"));
+}
+
+// Optuna's suggest_int("n", 1, 9, step=2) allows odd values only: the continued search must too.
+TEST(OptunaImportTest, KeepsTheStepSoNewTrialsStayOnOptunasGrid) {
+  const std::string tmp = MakeTempDir("optuna-step");
+  MakeStudies(tmp, kBasicStudy);
+  const std::string dir = tmp + "/imported";
+  testing::CommandOutput r = RunProcess({kSextant, "import", "optuna", tmp + "/study.db", "--study",
+                                         "Basic Study", "-o", dir, "--max-trials", "40"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Asked and told one at a time (search.max_concurrent is 1), as an Optuna loop would.
+  std::set<int64_t> ns;
+  std::set<double> fs_seen;
+  for (int i = 0; i < 16; ++i) {
+    testing::CommandOutput ask = RunProcess({kSextant, "ask", dir});
+    ASSERT_EQ(ask.exit_code, 0) << ask.err;
+    const Json trial = Json::parse(ask.out, nullptr, false);
+    ASSERT_TRUE(trial.is_object()) << ask.out;
+    const int64_t n = trial["params"]["n"].get<int64_t>();
+    const double f = trial["params"]["f"].get<double>();
+    EXPECT_EQ(n % 2, 1) << ask.out;
+    EXPECT_TRUE(n >= 1 && n <= 9) << ask.out;
+    EXPECT_EQ(f * 4, std::round(f * 4)) << ask.out;
+    EXPECT_TRUE(f >= 0 && f <= 1) << ask.out;
+    ns.insert(n);
+    fs_seen.insert(f);
+    const std::string value = absl::StrCat((n - 5) * (n - 5) + f);
+    testing::CommandOutput tell =
+        RunProcess({kSextant, "tell", dir, trial["trial"].dump(), "--value", value});
+    ASSERT_EQ(tell.exit_code, 0) << tell.err;
+  }
+  EXPECT_GE(ns.size(), 2u);
+  EXPECT_GE(fs_seen.size(), 3u);
+
+  // Trials that disagree on the step: none is kept, and the import says why.
+  const std::string mixed = EditedCopy(
+      tmp + "/study.db",
+      R"(UPDATE trial_params SET distribution_json = replace(distribution_json, '"step": 2', '"step": 1')
+         WHERE param_name = 'n' AND trial_id = (SELECT MIN(trial_id) FROM trials))");
+  auto summary = Import(mixed, "Basic Study", tmp + "/mixed");
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(FindParameter(StoredSpec(tmp + "/mixed"), "n")->step(), 0);
+  EXPECT_THAT(summary->notes,
+              ::testing::Contains(HasSubstr("n: Optuna's step differs between trials (none and 2): "
+                                            "no step here")));
 }
 
 // The verb on the command line: the default directory, --help, and an error's exit code.
@@ -569,7 +662,9 @@ TEST(OptunaImportTest, ReadsTheLegacyDistributionNames) {
       WHERE param_name = 'x';)sql");
   ASSERT_TRUE(Import(discrete, "tiny", tmp + "/b").ok());
   EXPECT_EQ(FindParameter(StoredSpec(tmp + "/b"), "x")->type(), v1::Parameter::FLOAT);
-  EXPECT_THAT(ReadFile(tmp + "/b/experiment.yaml"), HasSubstr("step 0.5"));
+  EXPECT_EQ(FindParameter(StoredSpec(tmp + "/b"), "x")->step(), 0.5);  // q is the step
+  EXPECT_THAT(ReadFile(tmp + "/b/experiment.yaml"),
+              HasSubstr("x: {type: float, min: 0, max: 1, step: 0.5}"));
 }
 
 // Each bad input: a clear error naming what is wrong, exit 2, and nothing written.

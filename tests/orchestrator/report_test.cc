@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <regex>
 
@@ -99,6 +100,19 @@ TEST(PlotScaleTest, DegenerateDomainStillMapsInsideTheRange) {
   auto ticks = y.Ticks(5);
   EXPECT_EQ(ticks.front().first, 0);
   EXPECT_EQ(ticks.back().first, 10);
+}
+
+// Round numbers are whole: a linear scale over two rounds would tick at 0.5 and 1.5.
+TEST(PlotScaleTest, WholeScaleTicksOnlyOnWholeNumbers) {
+  std::vector<std::string> labels;
+  for (const auto& [v, label] : PlotScale::Whole(0.5, 2.5, 0, 800).Ticks(8)) labels.push_back(label);
+  EXPECT_THAT(labels, ::testing::ElementsAre("1", "2"));
+  labels.clear();
+  for (const auto& [v, label] : PlotScale::Whole(0.5, 40.5, 0, 800).Ticks(8)) {
+    EXPECT_EQ(v, std::round(v)) << label;
+    labels.push_back(label);
+  }
+  EXPECT_THAT(labels, ::testing::ElementsAre("5", "10", "15", "20", "25", "30", "35", "40"));
 }
 
 TEST(ParamImportanceTest, TheParameterThatDrivesTheObjectiveDominates) {
@@ -660,6 +674,75 @@ TEST_F(ReportTest, BadInputGetsAClearMessageAndExitCodeTwo) {
   EXPECT_EQ(no_output.exit_code, 2);
   EXPECT_THAT(no_output.err, HasSubstr("-o FILE.html"));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/r.html"));
+}
+
+// Two rounds of a run with two regions, DP and a participation dip, as the federated run writes
+// them (round 2 closed 20 s after the start).
+void WriteTwoRounds(const std::string& run_dir) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((run_dir + "/state.db").c_str(), &db), SQLITE_OK);
+  const char* sql = R"sql(
+    CREATE TABLE rounds (round INTEGER NOT NULL, region TEXT NOT NULL, accuracy REAL, loss REAL,
+      clients INTEGER, rejected INTEGER, epsilon REAL NULL, time REAL,
+      PRIMARY KEY (round, region));
+    INSERT INTO rounds VALUES (1, '', 0.68, 0.9, 4, 0, 0.5, 10),
+                              (1, 'east', 0.1, 2.3, 2, 0, NULL, 10),
+                              (1, 'west', 0.1, 2.3, 2, 0, NULL, 10),
+                              (2, '', 0.74, 0.7, 3, 1, 0.8, 20),
+                              (2, 'east', 0.66, 0.95, 2, 0, NULL, 20),
+                              (2, 'west', 0.69, 0.92, 1, 1, NULL, 20);
+  )sql";
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+}
+
+// The x axis' tick labels of a chart (centred, in the default size), each with its x pixel.
+std::map<std::string, std::string> XTicks(const std::string& svg) {
+  static const std::regex kTick(
+      R"re(<text x="([-0-9.]+)" y="[-0-9.]+" text-anchor="middle">([^<]*)</text>)re");
+  std::map<std::string, std::string> out;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), kTick); it != std::sregex_iterator();
+       ++it) {
+    out[(*it)[2]] = (*it)[1];
+  }
+  return out;
+}
+
+// Round numbers are integers, so the round axes tick at whole rounds only; and all four round
+// charts share one round axis, so a round sits at the same x in each.
+TEST_F(ReportTest, RoundChartsTickOnWholeRoundsOnOneSharedAxis) {
+  testing::SyntheticRunOptions o;
+  o.trials = 3;
+  testing::BuildSyntheticRun(dir_ + "/run", o);
+  WriteTwoRounds(dir_ + "/run");
+  std::string html = Report(dir_ + "/run");
+  const std::map<std::string, std::string> reference = XTicks(Svg(html, "chart-federated-accuracy"));
+  EXPECT_EQ(reference.size(), 2u) << Svg(html, "chart-federated-accuracy");
+  EXPECT_TRUE(reference.count("1") && reference.count("2")) << Svg(html, "chart-federated-accuracy");
+  for (const char* id :
+       {"chart-federated-loss", "chart-federated-epsilon", "chart-federated-clients"}) {
+    const std::string svg = Svg(html, id);
+    ASSERT_FALSE(svg.empty()) << id;
+    EXPECT_EQ(XTicks(svg), reference) << id << "\n" << svg;
+  }
+}
+
+// The regions' accuracy (0.1 in round 1 beside a global 0.68) is the clients' score of the model
+// they received, before training: the report says so under the chart.
+TEST_F(ReportTest, TheAccuracyChartSaysWhatTheGlobalAndTheRegionalLinesMeasure) {
+  testing::SyntheticRunOptions o;
+  o.trials = 3;
+  testing::BuildSyntheticRun(dir_ + "/run", o);
+  WriteTwoRounds(dir_ + "/run");
+  std::string html = Report(dir_ + "/run");
+  const size_t at = html.find("id=\"federated-accuracy-note\"");
+  ASSERT_NE(at, std::string::npos) << html;
+  const std::string note = html.substr(at, html.find("</p>", at) - at);
+  EXPECT_THAT(note, HasSubstr("server step, scored by the orchestrator"));
+  EXPECT_THAT(note, HasSubstr("the global model they received at the start of the round"));
+  EXPECT_THAT(note, HasSubstr("before their local training"));
+  EXPECT_THAT(note, HasSubstr("round 1 scores the initial, untrained model"));
 }
 
 }  // namespace

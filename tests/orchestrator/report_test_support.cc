@@ -455,8 +455,9 @@ BrowserRender DumpDom(const std::string& html_path, int width, int height) {
   return DumpDomUrl("file://" + std::filesystem::absolute(html_path).string(), width, height);
 }
 
-BrowserRender DumpDomUrl(const std::string& url, int width, int height) {
+BrowserRender DumpDomUrl(const std::string& url, int width, int height, int virtual_time_ms) {
   std::vector<std::string> argv = ChromiumArgs(width, height);
+  if (virtual_time_ms > 0) argv.push_back(absl::StrCat("--virtual-time-budget=", virtual_time_ms));
   argv.push_back("--dump-dom");
   argv.push_back(url);
   auto start = std::chrono::steady_clock::now();

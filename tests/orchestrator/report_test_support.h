@@ -64,8 +64,9 @@ struct BrowserRender {
 };
 // Loads file in headless Chromium and returns the DOM after load.
 BrowserRender DumpDom(const std::string& html_path, int width, int height);
-// The same for a URL (a live page served over HTTP).
-BrowserRender DumpDomUrl(const std::string& url, int width, int height);
+// The same for a URL (a live page served over HTTP). With virtual_time_ms > 0, the page's
+// timers run for that much virtual time before the DOM is taken (--virtual-time-budget).
+BrowserRender DumpDomUrl(const std::string& url, int width, int height, int virtual_time_ms = 0);
 // Takes a screenshot of file at width x height into png_path; returns the exit code.
 int Screenshot(const std::string& html_path, const std::string& png_path, int width, int height,
                std::string* log);

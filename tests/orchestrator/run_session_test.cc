@@ -76,7 +76,7 @@ TEST_F(RunSessionTest, NewRunStoresItsSpecOnceWithAbsolutePathsAndItsStart) {
   EXPECT_EQ(spec.SerializeAsString(), s.spec().SerializeAsString());
   auto started = s.store().GetMeta("started_at");
   ASSERT_TRUE(started.ok() && *started);
-  EXPECT_EQ(**started, "1800000000");  // the injected clock's time
+  EXPECT_EQ(**started, "1800000000.000000");  // the injected clock's time, to the microsecond
   // Loopback: fresh secrets only this user can read, and no live report without the flag.
   EXPECT_TRUE(std::filesystem::exists(s.secrets().worker_file));
   EXPECT_TRUE(s.security().local);

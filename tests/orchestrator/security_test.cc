@@ -406,7 +406,10 @@ exit 3
             Experiment(1, "[sh, leak.sh]",
                        absl::StrCat("  env: {API_TOKEN: ", secret, ", DB_PASSWORD: hunter22}\n")));
   auto r = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"});
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Its only trial failed, so the run failed, quoting the trial's error: redacted there too.
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("failed with token [REDACTED] and [REDACTED]"));
+  EXPECT_THAT(r.out + r.err, Not(HasSubstr(secret)));
   auto results = RunProcess({kSextant, "results", dir_ + "/run", "--format", "json"});
   auto events = RunProcess({kSextant, "events", dir_ + "/run"});
   auto report = RunProcess({kSextant, "report", dir_ + "/run", "-o", dir_ + "/report.html"});

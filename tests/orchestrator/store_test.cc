@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -39,6 +40,39 @@ TEST(StoreTest, OpensInWalModeAndKeepsCommittedRowsAcrossReopen) {
   EXPECT_EQ(trials[0].rungs_json, R"([{"fidelity":9}])");
   EXPECT_EQ(**store->GetMeta("state"), "RUNNING");
   EXPECT_FALSE(store->GetMeta("missing")->has_value());
+}
+
+TEST(StoreTest, TimesReadBackExactToTheMicrosecond) {
+  std::string dir = testing::MakeTempDir("store");
+  const double t = 1796367326.654321;
+  {
+    auto store = *Store::Open(dir + "/state.db", true);
+    ASSERT_TRUE(store->PutTimeMeta("finished_at", t).ok());
+  }
+  auto store = *Store::Open(dir + "/state.db", false, true);
+  std::optional<double> back = *store->GetTimeMeta("finished_at");
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(std::llround(*back * 1e6), std::llround(t * 1e6));
+  EXPECT_EQ(**store->GetMeta("finished_at"), "1796367326.654321");
+  EXPECT_FALSE(store->GetTimeMeta("started_at")->has_value());
+}
+
+TEST(StoreTest, ARoundedTimeIsReadAsTheRecordsTellIt) {
+  std::string dir = testing::MakeTempDir("store");
+  {
+    auto store = *Store::Open(dir + "/state.db", true);
+    ASSERT_TRUE(store->AddEvent(1796367326.25, "run_finished", 0, "COMPLETED").ok());
+    ASSERT_TRUE(store->PutMeta("finished_at", "1.79637e+09").ok());
+  }
+  // Read-only: derived, the file untouched.
+  {
+    auto store = *Store::Open(dir + "/state.db", false, true);
+    EXPECT_EQ(**store->GetTimeMeta("finished_at"), 1796367326.25);
+    EXPECT_EQ(**store->GetMeta("finished_at"), "1.79637e+09");
+  }
+  // Read-write: repaired in place.
+  auto store = *Store::Open(dir + "/state.db", false);
+  EXPECT_EQ(**store->GetMeta("finished_at"), "1796367326.250000");
 }
 
 TEST(StoreTest, RolledBackChangesAreNotKept) {

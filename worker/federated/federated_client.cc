@@ -153,6 +153,14 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       if (!r.ok()) {
         if (o.log != nullptr)
           *o.log << "round=" << task->round << " skipped: " << r.status() << "\n" << std::flush;
+        // The aggregator stops waiting for this client, and the run's console says why.
+        if (!o.job.buffered) {
+          absl::Status told = ReportFailure(stub.get(), o.experiment_id, task->round, id, id,
+                                            std::string(r.status().message()));
+          if (!told.ok() && o.log != nullptr) {
+            *o.log << "round=" << task->round << " failure not reported: " << told << "\n";
+          }
+        }
         // Buffered: the same version comes straight back; do not spin on a failing command.
         if (o.job.buffered) clock->SleepFor(absl::Seconds(1));
         continue;

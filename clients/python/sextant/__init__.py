@@ -3,13 +3,17 @@
 A script or notebook that trains by itself asks a run for trials and tells it their results:
 
     import sextant
-    study = sextant.connect("127.0.0.1:7070", tls_dir=None)   # or sextant.open_run("runs/x")
+    study = sextant.open_run("runs/x")    # the run directory `sextant run` printed
     trial = study.ask()                    # trial.params, trial.id, trial.checkpoint_dir
     for epoch in range(1, 28):
         loss = train_one_epoch(trial.params)
         if trial.report(epoch=epoch, val_loss=loss) == "stop":
             break
     study.tell(trial, val_loss=loss)       # or values=[...], or state="pruned" | "failed"
+
+open_run reads how to dial the run (address, TLS or loopback secret) from RUN_DIR/address.
+sextant.connect(ADDRESS, secret_file="runs/x/secrets/worker.secret") (or tls_dir=, for a run
+with --tls-dir) dials an address instead.
 
 A command trial that a Sextant worker launched reads its parameters and reports its metrics:
 

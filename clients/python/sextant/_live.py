@@ -62,6 +62,19 @@ def credentials(tls_dir=None, tls_name="worker", secret_file=None):
     return None, ()
 
 
+def _credentials_hint(tls_dir, secret_file):
+    """What to change when the run refuses these credentials (UNAUTHENTICATED), or "" when the
+    caller gave TLS credentials (the server's own message then names what is wrong)."""
+    if tls_dir:
+        return ""
+    if secret_file:
+        return (f"{secret_file} does not hold this run's secret: pass the run's own "
+                "secret_file=RUN_DIR/secrets/worker.secret, or use sextant.open_run(RUN_DIR)")
+    return ("a run on loopback takes its worker secret: use sextant.open_run(RUN_DIR), or "
+            "sextant.connect(ADDRESS, secret_file=RUN_DIR/secrets/worker.secret) (RUN_DIR: the "
+            "run directory `sextant run` printed); a run with --tls-dir takes tls_dir=")
+
+
 def _params(proto_map):
     out = {}
     for name, v in proto_map.items():
@@ -98,6 +111,7 @@ class LiveBackend:
         self._retry_seconds = retry_seconds
         self._ended = ended  # () -> True once the run is known to have ended
         self._call_timeout = call_timeout
+        self._hint = _credentials_hint(tls_dir, secret_file)
         self.run_id = ""
 
     def close(self):
@@ -116,8 +130,10 @@ class LiveBackend:
                     time.sleep(delay)
                     delay = min(delay * 2, 1.0)
                     continue
-                raise SextantError(what, code.name if code else "UNKNOWN",
-                                   e.details() or str(code)) from None
+                message = e.details() or str(code)
+                if code == grpc.StatusCode.UNAUTHENTICATED and self._hint:
+                    message = f"{message}; {self._hint}"
+                raise SextantError(what, code.name if code else "UNKNOWN", message) from None
 
     def ask(self, count, wait_seconds):
         try:
@@ -131,6 +147,10 @@ class LiveBackend:
             if e.code in ("UNAVAILABLE", "CANCELLED") and self._ended is not None and self._ended():
                 return [], True
             raise
+        if not r.trials and r.waiting:
+            # Only a tell (or a lapsed lease) can free a trial: waiting would only hide that.
+            raise SextantError("ask", "FAILED_PRECONDITION",
+                               r.waiting)
         trials = []
         for t in r.trials:
             self.run_id = t.run_id or self.run_id

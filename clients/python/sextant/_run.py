@@ -17,6 +17,8 @@ def connect(address, tls_dir=None, *, tls_name="worker", secret_file=None, retry
     certs issue`) for a run started with --tls-dir: the client presents NAME.pem/NAME.key with
     NAME = tls_name ("worker") and sends NAME.token when it is there, as sextant-worker does.
     secret_file: a loopback run's RUN_DIR/secrets/worker.secret (open_run finds it by itself).
+    A run refuses a client with neither (SextantError "UNAUTHENTICATED", whose message names
+    both fixes); open_run(RUN_DIR) is the simpler way to a run on this machine.
     retry_seconds: how long transient failures (the run restarting, a dropped connection) are
     retried before a call raises. server_name: the name to verify the server's certificate
     against when address is not one it names (it names localhost and 127.0.0.1, and any --san).

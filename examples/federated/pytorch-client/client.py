@@ -7,17 +7,15 @@ model and writes its model back as safetensors with the same names, dtypes and s
 `num_examples=N` (the weight of its update) and `train_loss=X`.
 """
 import os
-import sys
 
 import numpy as np
 import torch
 
-try:
-    from sextant import model_file  # the Python client package, when installed
-except ImportError:  # the helper is one self-contained file: take it from this checkout
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
-                                    "clients", "python", "sextant"))
-    import model_file
+# model_file.py beside this script is a copy of the Python client's helper
+# (clients/python/sextant/model_file.py, numpy only), so this folder runs wherever it is copied;
+# with the client installed (scripts/install-python-client), `from sextant import model_file`
+# is the same module.
+import model_file
 
 HIDDEN = [64]  # must match trial.builtin.args.hidden in the experiment file
 INPUTS, CLASSES = 28 * 28, 10

@@ -4,17 +4,15 @@ A site's images are binary PGM files (P5, 8-bit greyscale, 28x28) named LABEL_NN
 that any tool can write them and nothing beyond numpy is needed to read them.
 """
 import os
-import sys
 
 import numpy as np
 import torch
 
-try:
-    from sextant import model_file  # the Python client package, when installed
-except ImportError:  # the helper is one self-contained file: take it from this checkout
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
-                                    "clients", "python", "sextant"))
-    import model_file  # noqa: F401  (re-exported for the scripts)
+# model_file.py beside this script is a copy of the Python client's helper
+# (clients/python/sextant/model_file.py, numpy only), so this folder runs wherever it is copied;
+# with the client installed (scripts/install-python-client), `from sextant import model_file`
+# is the same module.
+import model_file  # noqa: F401  (re-exported for the scripts)
 
 CLASSES = 10
 

@@ -37,7 +37,9 @@ std::string IntermediateValuesChart(const ReportData& d);
 std::string CostChart(const ReportData& d);
 // One row per worker with a bar per attempt; GPU utilisation when recorded.
 std::string WorkerTimelineChart(const ReportData& d);
-// Per-round accuracy and loss (global and per region), participation, and cumulative epsilon.
+// Per-round accuracy and loss (global and per region), participation, and cumulative epsilon,
+// all on one round axis whose ticks are whole rounds. Under the accuracy chart a note
+// (#federated-accuracy-note) says what the global and the regional lines measure.
 std::string FederatedCharts(const ReportData& d);
 
 // Several objectives: every completed trial valued in all of them, the Pareto front's points

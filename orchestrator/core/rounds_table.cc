@@ -1,4 +1,4 @@
-#include "orchestrator/federated/federated_rounds_table.h"
+#include "orchestrator/core/rounds_table.h"
 
 #include <sqlite3.h>
 
@@ -11,25 +11,36 @@ absl::Status Err(sqlite3* db, const char* what) {
   return absl::InternalError(absl::StrCat("rounds table: ", what, ": ", sqlite3_errmsg(db)));
 }
 
-}  // namespace
-
-absl::StatusOr<RoundsTable> RoundsTable::Open(const std::string& db_path) {
+absl::StatusOr<sqlite3*> OpenDb(const std::string& db_path, int flags) {
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
-      SQLITE_OK) {
-    absl::Status s = Err(db, "open");
+  if (sqlite3_open_v2(db_path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+    absl::Status s = db ? Err(db, "open") : absl::InternalError("rounds table: out of memory");
     sqlite3_close(db);
     return s;
   }
-  RoundsTable t(db);
   sqlite3_busy_timeout(db, 10000);
+  return db;
+}
+
+}  // namespace
+
+absl::StatusOr<RoundsTable> RoundsTable::Open(const std::string& db_path) {
+  absl::StatusOr<sqlite3*> db = OpenDb(db_path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (!db.ok()) return db.status();
+  RoundsTable t(*db);
   const char* sql =
       "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
       "CREATE TABLE IF NOT EXISTS rounds (round INTEGER NOT NULL, region TEXT NOT NULL,"
       " accuracy REAL, loss REAL, clients INTEGER, rejected INTEGER, epsilon REAL NULL,"
       " time REAL, PRIMARY KEY (round, region));";
-  if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) return Err(db, "schema");
+  if (sqlite3_exec(*db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) return Err(*db, "schema");
   return t;
+}
+
+absl::StatusOr<RoundsTable> RoundsTable::OpenReadOnly(const std::string& db_path) {
+  absl::StatusOr<sqlite3*> db = OpenDb(db_path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
+  if (!db.ok()) return db.status();
+  return RoundsTable(*db);
 }
 
 RoundsTable::~RoundsTable() {
@@ -75,18 +86,30 @@ absl::Status RoundsTable::Put(const std::vector<RoundRow>& rows) {
 }
 
 absl::StatusOr<std::vector<RoundRow>> RoundsTable::Load() {
+  std::vector<RoundRow> out;
   sqlite3_stmt* st = nullptr;
+  // Probed first: a read-only reader must not fail on a store that never had rounds.
+  if (sqlite3_prepare_v2(db_,
+                         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rounds'", -1,
+                         &st, nullptr) != SQLITE_OK) {
+    return Err(db_, "prepare");
+  }
+  const bool exists = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+  if (!exists) return out;
   if (sqlite3_prepare_v2(db_,
                          "SELECT round, region, accuracy, loss, clients, rejected, epsilon, time"
                          " FROM rounds ORDER BY round, region",
                          -1, &st, nullptr) != SQLITE_OK) {
     return Err(db_, "prepare");
   }
-  std::vector<RoundRow> out;
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     RoundRow r;
     r.round = sqlite3_column_int64(st, 0);
-    r.region = reinterpret_cast<const char*>(sqlite3_column_text(st, 1));
+    const unsigned char* region = sqlite3_column_text(st, 1);
+    r.region = region ? reinterpret_cast<const char*>(region) : "";
+    if (r.region == "global") r.region.clear();
     r.accuracy = sqlite3_column_double(st, 2);
     r.loss = sqlite3_column_double(st, 3);
     r.clients = sqlite3_column_int64(st, 4);
@@ -96,6 +119,7 @@ absl::StatusOr<std::vector<RoundRow>> RoundsTable::Load() {
     out.push_back(std::move(r));
   }
   sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return Err(db_, "read");
   return out;
 }
 
