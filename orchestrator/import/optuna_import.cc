@@ -564,7 +564,7 @@ absl::StatusOr<Plan> MakePlan(const OptunaImportOptions& options, OptunaStudy st
   }
   plan.name = SanitizedStudyName(plan.study.name);
   const int n = static_cast<int>(plan.study.trials.size());
-  plan.max_trials = options.max_trials == 0 ? n : options.max_trials;
+  plan.max_trials = options.max_trials == 0 ? n + kImportedRoom : options.max_trials;
   if (plan.max_trials < n) {
     return absl::InvalidArgumentError(absl::StrCat("--max-trials ", options.max_trials,
                                                    " is below the ", n, " trials of ", where,
@@ -645,6 +645,7 @@ absl::StatusOr<OptunaImportSummary> ImportOptunaStudy(const OptunaImportOptions&
   summary.experiment_file = (fs::path(dir) / "experiment.yaml").string();
   summary.trials = static_cast<int>(plan.trials.size());
   for (const ImportedTrial& t : plan.trials) summary.completed += t.row.state == v1::COMPLETED;
+  summary.max_trials = plan.max_trials;
   for (const ImportedParameter& p : plan.space.parameters) {
     for (const std::string& note : p.notes)
       summary.notes.push_back(absl::StrCat(p.name, ": ", note));
@@ -675,7 +676,10 @@ int RunOptunaImport(const OptunaImportOptions& options, Clock* clock, std::ostre
       << kOptunaNumberKey << "\n";
   for (const std::string& note : r->notes) out << "  " << note << "\n";
   out << "sextant: " << r->experiment_file
-      << " is its experiment (ask/tell mode); its comments say how to continue the search\n";
+      << " is its experiment (ask/tell mode); its comments say how to continue the search\n"
+      << "  room for " << r->max_trials - r->trials << " more trials (search.max_trials "
+      << r->max_trials << "; change it with `sextant resume " << r->run_dir
+      << " --max-trials N`)\n";
   return 0;
 }
 

@@ -23,9 +23,13 @@ struct OptunaImportOptions {
   // "values_0", "values_1", ... for several (the columns of Optuna's trials_dataframe).
   std::vector<std::string> metrics;
   // search.max_trials of the run written; the imported trials count toward it. 0 (the
-  // default): their number, so the search is complete; more leaves trials to ask for.
+  // default): their number plus kImportedRoom, so that the study goes on as an Optuna study
+  // does (sextant resume --max-trials changes it later).
   int max_trials = 0;
 };
+
+// The trials an imported study may add by default (OptunaImportOptions::max_trials).
+inline constexpr int kImportedRoom = 100;
 
 // What an import wrote.
 struct OptunaImportSummary {
@@ -34,6 +38,7 @@ struct OptunaImportSummary {
   std::string experiment_file;  // run_dir/experiment.yaml
   int trials = 0;               // trials imported
   int completed = 0;            // of them COMPLETED
+  int max_trials = 0;           // search.max_trials of the run written
   // Optuna's numbers of the first and last trial; Sextant's ids are these + 1. Each trial
   // that ran keeps its number as the metric "optuna_number".
   int64_t first_number = 0;

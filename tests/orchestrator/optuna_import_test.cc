@@ -272,7 +272,7 @@ TEST(OptunaImportTest, ImportsOneObjectiveWithItsValuesParamsAndBest) {
   const v1::ExperimentSpec spec = StoredSpec(dir);
   EXPECT_EQ(spec.search().sampler(), v1::Search::TPE);
   EXPECT_EQ(spec.search().mode(), v1::Search::ASK_TELL);
-  EXPECT_EQ(spec.search().max_trials(), 8);
+  EXPECT_EQ(spec.search().max_trials(), 8 + 100);  // room for kImportedRoom more by default
   const v1::Parameter* lr = FindParameter(spec, "lr");
   EXPECT_EQ(lr->type(), v1::Parameter::FLOAT);
   EXPECT_TRUE(lr->log());
@@ -330,7 +330,8 @@ TEST(OptunaImportTest, ResumeOfACompleteImportEndsAtOnce) {
   const std::string tmp = MakeTempDir("optuna-resume");
   MakeStudies(tmp, kTinyStudy);
   const std::string dir = tmp + "/imported";
-  ASSERT_TRUE(Import(tmp + "/tiny.db", "tiny", dir).ok());
+  // Complete: max_trials is the imported trials (not the default room for more).
+  ASSERT_TRUE(Import(tmp + "/tiny.db", "tiny", dir, {}, 3).ok());
   testing::CommandOutput resume = RunProcess({kSextant, "resume", dir}, 120);
   EXPECT_EQ(resume.exit_code, 0) << resume.err;
   const Json results = Results(dir);
@@ -362,8 +363,26 @@ TEST(OptunaImportTest, ContinuesTheSearchByAskAndTell) {
   EXPECT_EQ(results["trials"][3]["state"], "COMPLETED");
   EXPECT_EQ(results["trials"][3]["value"], 0.25);
   EXPECT_EQ(results["best"]["trial"], 4);
-  // The search is now at max_trials: nothing more to ask.
-  EXPECT_EQ(RunProcess({kSextant, "ask", dir}).out, "");
+  // The search is now at max_trials: nothing more to ask, and the message says how to go on.
+  testing::CommandOutput ended = RunProcess({kSextant, "ask", dir});
+  EXPECT_EQ(ended.out, "");
+  EXPECT_THAT(ended.err, HasSubstr("sextant resume " + dir + " --max-trials N"));
+}
+
+// By default an imported study has room to go on, as an Optuna study does, and says so.
+TEST(OptunaImportTest, AnImportedStudyContinuesByDefault) {
+  const std::string tmp = MakeTempDir("optuna-room");
+  MakeStudies(tmp, kTinyStudy);
+  const std::string dir = tmp + "/imported";
+  testing::CommandOutput import =
+      RunProcess({kSextant, "import", "optuna", "sqlite:///" + tmp + "/tiny.db", "--study", "tiny",
+                  "-o", dir});
+  ASSERT_EQ(import.exit_code, 0) << import.err;
+  EXPECT_THAT(import.out, HasSubstr("room for 100 more trials (search.max_trials 103; change it "
+                                    "with `sextant resume " + dir + " --max-trials N`)"));
+  testing::CommandOutput ask = RunProcess({kSextant, "ask", dir});
+  ASSERT_EQ(ask.exit_code, 0) << ask.err;
+  EXPECT_THAT(ask.out, HasSubstr("\"trial\":4"));
 }
 
 // An imported directory seeds a new run's sampler through search.warm_start.
