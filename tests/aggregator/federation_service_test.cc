@@ -90,6 +90,78 @@ TEST_F(FederationServiceTest, RegionsRejectionsAndCountTravelWithTheirUpdate) {
   EXPECT_EQ(senders[1].rejected, 0);
 }
 
+// A participant that reports its failure is not waited for: the round closes on the others,
+// and the failure is kept, once, for the tier's owner to show.
+TEST_F(FederationServiceTest, AFailedParticipantIsNotWaitedForAndItsFailureIsKept) {
+  std::vector<float> update(kSize, 1.0f);
+  ASSERT_TRUE(PushUpdate(stub_.get(), PushHeader{"exp", 1, "east", 30, 3}, update, 4).ok());
+  EXPECT_FALSE(hub_->WaitReadyToClose(absl::Milliseconds(50)));  // west is still awaited
+  ASSERT_TRUE(ReportFailure(stub_.get(), "exp", 1, "west", "west", "its secure round failed").ok());
+  ASSERT_TRUE(ReportFailure(stub_.get(), "exp", 1, "west", "west", "again").ok());  // said once
+  EXPECT_TRUE(hub_->WaitReadyToClose(absl::Seconds(5)));
+  const RoundProgress progress = hub_->Progress();
+  EXPECT_EQ(progress.delivered, 1);
+  EXPECT_EQ(progress.failed, 1);
+  std::vector<FailureReport> failures = hub_->TakeFailures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].round, 1);
+  EXPECT_EQ(failures[0].failed, "west");
+  EXPECT_EQ(failures[0].error, "its secure round failed");
+  EXPECT_TRUE(hub_->TakeFailures().empty());
+  // A participant that delivered cannot take its update back.
+  EXPECT_TRUE(
+      absl::IsFailedPrecondition(ReportFailure(stub_.get(), "exp", 1, "east", "east", "late")));
+  absl::StatusOr<RoundOutcome> out = hub_->Close(nullptr);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->count, 3);
+}
+
+TEST_F(FederationServiceTest, ARoundWhoseParticipantsAllFailedClosesWithNothing) {
+  ASSERT_TRUE(ReportFailure(stub_.get(), "exp", 1, "east", "east", "x").ok());
+  ASSERT_TRUE(ReportFailure(stub_.get(), "exp", 1, "west", "west", "y").ok());
+  EXPECT_TRUE(hub_->WaitReadyToClose(absl::Seconds(5)));
+  absl::StatusOr<RoundOutcome> out = hub_->Close(nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition(out.status())) << out.status();
+}
+
+// Failure reports are bounded and checked before anything is kept.
+TEST_F(FederationServiceTest, FailureReportsAreCheckedAndBounded) {
+  auto raw = [&](const std::string& experiment, int64_t round, const std::string& sender,
+                 const std::string& failed, const std::string& error) {
+    v1::ParticipantFailure request;
+    request.set_experiment_id(experiment);
+    request.set_round(round);
+    request.set_client_id(sender);
+    request.set_failed(failed);
+    request.set_error(error);
+    grpc::ClientContext context;
+    v1::FailureReceipt reply;
+    return stub_->ReportFailure(&context, request, &reply).error_code();
+  };
+  EXPECT_EQ(raw("exp", 1, "east", "east", std::string(kMaxFailureErrorBytes + 1, 'x')),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(raw("other", 1, "east", "east", "x"), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(raw("exp", 7, "east", "east", "x"), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(raw("exp", 1, "south", "south", "x"), grpc::StatusCode::FAILED_PRECONDITION);
+  // A region speaks for its own sampled clients only.
+  EXPECT_EQ(raw("exp", 1, "west", "east/0", "x"), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(raw("exp", 1, "west", "west/0", "x"), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(hub_->TakeFailures().empty());
+  EXPECT_EQ(hub_->Progress().failed, 0);
+  // The client helper keeps the end of a long error, where a stderr tail is.
+  std::map<std::string, RoundTask> tasks;
+  tasks["west"].model_size = kSize;
+  tasks["west"].participants = {"west/0"};
+  ASSERT_TRUE(hub_->Publish(2, "/dev/null", std::move(tasks)).ok());
+  const std::string error = std::string(10000, 'a') + "ModuleNotFoundError";
+  ASSERT_TRUE(ReportFailure(stub_.get(), "exp", 2, "west", "west/0", error).ok());
+  std::vector<FailureReport> failures = hub_->TakeFailures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].error.size(), kMaxFailureErrorBytes);
+  EXPECT_EQ(failures[0].error.substr(kMaxFailureErrorBytes - 19), "ModuleNotFoundError");
+  EXPECT_EQ(hub_->Progress().failed, 0);  // a relayed client's failure is news only
+}
+
 // A compressed update is decoded to float32 before the hub folds it, so the mean is that of the
 // decoded values; int8 and fp16 move fewer bytes than float32.
 TEST_F(FederationServiceTest, CompressedUpdatesAreDecodedBeforeTheyAreFolded) {
