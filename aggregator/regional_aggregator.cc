@@ -139,6 +139,15 @@ absl::StatusOr<RoundOutcome> DecodeOutcome(const RegionalAggregatorOptions& o, i
     }
   }
   SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.ConsumeMean(std::move(out.sum), mean->span()));
+  // Each weight travels masked, so it is bounded here, on the sum: the survivors' weights are
+  // each at most max_weight (the client's declared examples).
+  const int64_t contributors = static_cast<int64_t>(out.contributors.size());
+  if (weight > contributors * out.quantization.max_weight) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "round ", round, ": the ", contributors, " clients' total weight ", weight,
+        " is above ", contributors, " x ", out.quantization.max_weight,
+        " (examples_per_client): a client declared a weight out of range"));
+  }
   RoundOutcome r;
   r.round = round;
   r.mean = mean->span();

@@ -181,6 +181,7 @@ absl::StatusOr<int64_t> SecureQuantizer::Decode(
   if (!ranges.ok()) return ranges.status();
   const uint64_t half = uint64_t{1} << (ring_bits_ - 1);
   const double per_level = 1.0 / (static_cast<double>(levels_) * static_cast<double>(total));
+  const uint64_t bound = static_cast<uint64_t>(levels_) * total;
   constexpr size_t kChunk = size_t{1} << 16;
   std::vector<uint64_t> chunk(std::min(mean.size(), kChunk));
   size_t range = 0;
@@ -197,6 +198,15 @@ absl::StatusOr<int64_t> SecureQuantizer::Decode(
       const int64_t s = v >= half
                             ? static_cast<int64_t>(v - half) - static_cast<int64_t>(half - 1) - 1
                             : static_cast<int64_t>(v);
+      // A valid encoding is w * q with |q| <= L, so a sum of them is within L * total: past it,
+      // some client's masked input was not one (a weight or a value out of range).
+      const uint64_t magnitude =
+          s < 0 ? static_cast<uint64_t>(-(s + 1)) + 1 : static_cast<uint64_t>(s);
+      if (magnitude > bound) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "secure quantizer: element ", i, " of the sum is outside what its total weight ",
+            total, " allows: not a sum of valid encodings"));
+      }
       mean[i] = static_cast<float>(static_cast<double>(s) * factor);
     }
     if (done) done(at, part.size());

@@ -72,7 +72,8 @@ class SecureQuantizer {
 
   // Decodes a sum of encodings (mean.size() + 1 elements) into the weighted mean and returns the
   // total weight. FailedPrecondition when the total weight is 0; InvalidArgument for a wrong size
-  // (segments included) or a total weight above n * max_weight (not a sum of valid encodings).
+  // (segments included), a total weight above n * max_weight, or an element beyond L times the
+  // total weight (either is not a sum of valid encodings: a client lied inside its masked input).
   absl::StatusOr<int64_t> DecodeMean(absl::Span<const uint64_t> sum, absl::Span<float> mean) const;
   // The same for a sum held in a RingVector; also InvalidArgument for a ring other than this
   // quantizer's.

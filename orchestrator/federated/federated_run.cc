@@ -531,10 +531,9 @@ class FederatedRun {
 
   // The most weight one client may declare: its example share (or the training split), 1 under
   // DP; unbounded for a command client, whose data is its own.
-  double MaxClientWeight() const {
-    if (!fed().client_command().empty()) return 0;
-    return static_cast<double>(Quantization().max_weight);
-  }
+  // Every client's weight is bounded, a command client's too (its declared examples:
+  // examples_per_client, 60,000 when unset; 1 under DP), at both tiers and in secure rounds.
+  double MaxClientWeight() const { return static_cast<double>(Quantization().max_weight); }
 
   // The model lives in the evaluator process (the only one here that runs the trainer): it
   // gives the seeded starting weights and scores the global model after each evaluated round.

@@ -61,6 +61,31 @@ TEST(SecureQuantizerTest, WorstCaseSumDecodesWithoutOverflow) {
   }
 }
 
+// A client that puts a small weight and an out-of-range value inside its masked input (a
+// weight the aggregator cannot see) is caught on the sum: no valid encoding gets there.
+TEST(SecureQuantizerTest, ASumNoValidEncodingsMakeIsRefused) {
+  SecureQuantizerOptions o;
+  o.bits = 8;
+  o.max_clients = 5;
+  o.max_weight = 1000;
+  auto q = SecureQuantizer::Create(o);
+  ASSERT_TRUE(q.ok());
+  const uint64_t ring = (uint64_t{1} << q->ring_bits()) - 1;
+  std::vector<uint64_t> honest(3), sum(3);
+  ASSERT_TRUE(q->Encode(std::vector<float>{0.5f, -0.5f}, 10, 1, absl::MakeSpan(honest)).ok());
+  // The liar: weight 1, but its first value as large as weight 1000 at +clip would be.
+  const std::vector<uint64_t> forged = {static_cast<uint64_t>(q->levels()) * 1000 & ring, 0, 1};
+  for (int j = 0; j < 3; ++j) sum[j] = (honest[j] + forged[j]) & ring;
+  std::vector<float> mean(2);
+  absl::StatusOr<int64_t> total = q->DecodeMean(sum, absl::MakeSpan(mean));
+  EXPECT_EQ(total.status().code(), absl::StatusCode::kInvalidArgument) << total.status();
+  EXPECT_NE(total.status().message().find("not a sum of valid encodings"), std::string::npos);
+  // The honest one alone decodes.
+  total = q->DecodeMean(honest, absl::MakeSpan(mean));
+  ASSERT_TRUE(total.ok()) << total.status();
+  EXPECT_EQ(*total, 10);
+}
+
 TEST(SecureQuantizerTest, StochasticRoundingIsUnbiased) {
   SecureQuantizerOptions o;
   o.bits = 4;  // L = 7: coarse levels make a bias visible

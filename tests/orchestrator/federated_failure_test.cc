@@ -124,6 +124,23 @@ TEST_P(FederatedFailureTest, AFailedClientIsNamedAndItsRoundGoesOnWithoutIt) {
   EXPECT_EQ(Events(dir_ + "/run", "round_failed"), 0);
 }
 
+// A command client's weight is bounded as every client's is (examples_per_client): a claim of
+// a trillion examples never reaches the mean, and the run says why.
+TEST_P(FederatedFailureTest, AClientClaimingMoreExamplesThanItsCapIsRefused) {
+  WriteFile(dir_ + "/greedy.sh", R"(#!/bin/sh
+cp "$SEXTANT_GLOBAL_MODEL" "$SEXTANT_UPDATED_MODEL"
+if [ "$SEXTANT_CLIENT_ID" = "east/0" ]; then echo "num_examples=1000000000000"; exit 0; fi
+echo "num_examples=100"
+)");
+  WriteFile(dir_ + "/exp.yaml",
+            Experiment("greedy.sh", absl::StrCat("  secure_aggregation: ", secure(), "\n")));
+  auto r = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"}, 240);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("client east/0 failed: the client command reported "
+                               "num_examples=1e+12, more than 200"));
+  EXPECT_THAT(r.out, HasSubstr("clients=4 rejected=0 failed=1"));
+}
+
 INSTANTIATE_TEST_SUITE_P(PlaintextAndSecure, FederatedFailureTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) {
                            return p.param ? "Secure" : "Plaintext";

@@ -89,8 +89,8 @@ absl::StatusOr<CommandRoundResult> CommandTrainer::RunRound(int64_t round, uint6
     return absl::InvalidArgumentError(absl::StrCat(
         "the client command reported num_examples=", examples, ", more than ",
         options_.max_examples,
-        ", the most one update may weigh under secure aggregation; declare the cap with "
-        "federation.examples_per_client"));
+        ", the most one client's update may weigh (federation.examples_per_client, 60000 when "
+        "unset; the aggregators refuse more); declare the cap there"));
   }
   SEXTANT_RETURN_IF_ERROR(ReadUpdated(out, updated));
   CommandRoundResult result;

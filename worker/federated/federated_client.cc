@@ -87,8 +87,9 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
              {"SEXTANT_BATCH_SIZE", absl::StrCat(o.job.local.batch_size)},
              {"SEXTANT_MU", absl::StrCat(o.job.local.proximal_mu)}};
     if (!o.data_dir.empty()) c.env["SEXTANT_DATA_DIR"] = o.data_dir;
-    // DP sends every update with weight 1, whatever the command reports.
-    if (o.job.secure_aggregation && o.job.dp_clip_norm == 0) c.max_examples = o.job.max_weight;
+    // The aggregators refuse a weight above max_weight (examples_per_client): say so here, as
+    // the command's failure. DP sends every update with weight 1, whatever the command reports.
+    if (o.job.dp_clip_norm == 0) c.max_examples = o.job.max_weight;
     SEXTANT_ASSIGN_OR_RETURN(CommandTrainer ct, CommandTrainer::Create(c, clock));
     if (has_data) SEXTANT_RETURN_IF_ERROR(ct.WriteClientShare(mine.train));
     command.emplace(std::move(ct));
