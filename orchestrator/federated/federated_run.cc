@@ -529,10 +529,8 @@ class FederatedRun {
                                index < 0 ? "aggregator" : absl::StrCat(index)});
   }
 
-  // The most weight one client may declare: its example share (or the training split), 1 under
-  // DP; unbounded for a command client, whose data is its own.
-  // Every client's weight is bounded, a command client's too (its declared examples:
-  // examples_per_client, 60,000 when unset; 1 under DP), at both tiers and in secure rounds.
+  // The most weight one client may declare, at both tiers and in secure rounds: its example
+  // share (examples_per_client, 60,000 when unset; a command client's declared cap), 1 under DP.
   double MaxClientWeight() const { return static_cast<double>(Quantization().max_weight); }
 
   // The model lives in the evaluator process (the only one here that runs the trainer): it
