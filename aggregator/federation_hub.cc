@@ -25,11 +25,12 @@ absl::Duration Remaining(std::chrono::steady_clock::time_point deadline) {
 }  // namespace
 
 FederationHub::FederationHub(RoundCoordinator coordinator, Clock* clock,
-                             absl::Duration stall_timeout)
+                             absl::Duration stall_timeout, double min_floats_per_second)
     : clock_(clock),
       coordinator_(std::move(coordinator)),
       experiment_id_(coordinator_.experiment_id()),
-      stall_timeout_(stall_timeout) {}
+      stall_timeout_(stall_timeout),
+      min_floats_per_second_(min_floats_per_second) {}
 
 absl::Status FederationHub::Publish(int64_t round, const std::string& model_path,
                                     std::map<std::string, RoundTask> tasks, double deadline_seconds,
@@ -183,11 +184,16 @@ absl::Status FederationHub::Begin(const UpdateHeader& header, size_t total_size,
     absl::Status s = coordinator_.Begin(header, total_size, count);
     if (s.ok()) {
       staging_ = header.client_id;
-      staging_active_ = clock_->Now();
+      staging_active_ = staging_began_ = clock_->Now();
+      staging_allowed_ =
+          stall_timeout_ + absl::Seconds(static_cast<double>(total_size) / min_floats_per_second_);
     }
     if (!absl::IsUnavailable(s)) return s;
-    if (!staging_.empty() && clock_->Now() - staging_active_ >= stall_timeout_) {
-      // The holder stalled: cut it off so that one silent sender cannot hold the round.
+    const absl::Time now = clock_->Now();
+    if (!staging_.empty() &&
+        (now - staging_active_ >= stall_timeout_ || now - staging_began_ >= staging_allowed_)) {
+      // The holder stalled, or trickles: cut it off so that one slow sender cannot hold the
+      // round.
       coordinator_.Abandon(staging_);
       staging_.clear();
       ++stalled_;
@@ -205,9 +211,7 @@ absl::Status FederationHub::AddChunk(const std::string& client_id, size_t offset
                                      absl::Span<const float> v) {
   absl::MutexLock lock(&mu_);
   if (staging_ != client_id) {
-    return absl::AbortedError(
-        absl::StrCat("the update of '", client_id, "' was cut off: no chunk for ",
-                     absl::FormatDuration(stall_timeout_), " while another sender waited"));
+    return CutOff(client_id);
   }
   absl::Status s = coordinator_.AddChunk(client_id, offset, v);
   staging_active_ = clock_->Now();
@@ -216,6 +220,13 @@ absl::Status FederationHub::AddChunk(const std::string& client_id, size_t offset
     Changed();  // the staging buffer is free again
   }
   return s;
+}
+
+absl::Status FederationHub::CutOff(const std::string& client_id) const {
+  return absl::AbortedError(absl::StrCat(
+      "the update of '", client_id, "' was cut off while another sender waited: no chunk for ",
+      absl::FormatDuration(stall_timeout_), ", or slower in all than ",
+      min_floats_per_second_ * sizeof(float) / (1 << 20), " MiB/s"));
 }
 
 absl::Time FederationHub::published_at() {
@@ -228,7 +239,7 @@ absl::Status FederationHub::Finish(const std::string& client_id, double weight, 
                                    std::vector<std::pair<std::string, double>> client_seconds) {
   absl::MutexLock lock(&mu_);
   if (staging_ != client_id) {
-    return absl::AbortedError(absl::StrCat("the update of '", client_id, "' was cut off"));
+    return CutOff(client_id);
   }
   staging_.clear();
   absl::Status s = coordinator_.Finish(client_id, metrics);

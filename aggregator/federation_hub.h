@@ -79,8 +79,12 @@ class FederationHub {
  public:
   // stall_timeout: an update being staged that sends no chunk for this long (on clock) loses
   // its staging buffer to the next sender that waits for it (see Begin). Default 5 s.
+  // min_floats_per_second: nor may it take longer in all than stall_timeout plus its size at
+  // this rate, however often it sends a chunk, so that a sender trickling a value at a time
+  // cannot hold the buffer either. Default 2^18 floats (1 MiB) a second.
   FederationHub(RoundCoordinator coordinator, Clock* clock,
-                absl::Duration stall_timeout = absl::Seconds(5));
+                absl::Duration stall_timeout = absl::Seconds(5),
+                double min_floats_per_second = 1 << 18);
 
   // Opens `round`: the model is read from model_path (model_size floats, native float32), and
   // tasks maps each participant to its task (kind kTrain is implied). Wakes waiting callers.
@@ -107,8 +111,9 @@ class FederationHub {
 
   // RoundCoordinator's calls, serialised. Begin waits (up to `wait`) while another update is
   // being staged, then fails Unavailable. A staged update that has sent nothing for
-  // stall_timeout is cut off meanwhile (counted in stalled_senders()): its buffer goes to the
-  // waiting sender, and its own next AddChunk fails Aborted. Unavailable at once after SetDone
+  // stall_timeout, or has been staged longer than stall_timeout plus its size at
+  // min_floats_per_second, is cut off meanwhile (counted in stalled_senders()): its buffer goes
+  // to the waiting sender, and its own next AddChunk fails Aborted. Unavailable at once after SetDone
   // (a sender waiting for a buffered tier's next buffer learns the end).
   absl::Status Begin(const UpdateHeader& header, size_t total_size, int64_t count,
                      absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
@@ -176,6 +181,8 @@ class FederationHub {
   WaitList& waiters() { return waiters_; }
 
  private:
+  // Why a sender that no longer holds the staging buffer (it was cut off) is refused.
+  absl::Status CutOff(const std::string& client_id) const;
   // Wakes the blocking waiters and the parked calls.
   void Changed() {
     cv_.SignalAll();
@@ -201,6 +208,9 @@ class FederationHub {
   std::set<std::string> contacted_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> heard_done_ ABSL_GUARDED_BY(mu_);  // of contacted_
   const absl::Duration stall_timeout_;
+  const double min_floats_per_second_;
+  absl::Time staging_began_ ABSL_GUARDED_BY(mu_);  // the holder's Begin
+  absl::Duration staging_allowed_ ABSL_GUARDED_BY(mu_);  // how long its whole update may take
   // The sender whose update is being staged; empty: none.
   std::string staging_ ABSL_GUARDED_BY(mu_);
   absl::Time staging_active_ ABSL_GUARDED_BY(mu_);  // its last Begin or chunk

@@ -25,11 +25,16 @@ namespace {
 
 class FederationServiceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Serve(1 << 18); }
+  // Serves round 1 for east and west from a hub whose senders must stage at least
+  // min_floats_per_second while another waits (FederationHub).
+  void Serve(double min_floats_per_second) {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now());
     RoundCoordinatorOptions o;
     o.experiment_id = "exp";
     o.model_size = kSize;
-    hub_ = std::make_unique<FederationHub>(*RoundCoordinator::Create(o, &clock_), &clock_);
+    hub_ = std::make_unique<FederationHub>(*RoundCoordinator::Create(o, &clock_), &clock_,
+                                           absl::Seconds(5), min_floats_per_second);
     service_ = std::make_unique<FederationServiceImpl>(hub_.get(), /*chunk_floats=*/4);
     int port = 0;
     server_ = *StartFederationServer("127.0.0.1:0", service_.get(), &port);
@@ -275,6 +280,52 @@ TEST_F(FederationServiceTest, SenderThatBreaksOffMidStreamFreesTheStagingBufferF
   absl::StatusOr<RoundOutcome> out = hub_->Close(&senders);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_FLOAT_EQ(out->mean[0], 3.0f);
+}
+
+// A sender that trickles (a value every 3 s, never silent for the stall timeout) is cut off
+// once its update has taken longer than the stall timeout plus its size at the hub's minimum
+// rate (here 1 value a second: 5 + 10 s), so that it cannot hold the region's only staging
+// buffer while an honest sender waits.
+TEST_F(FederationServiceTest, ASenderThatTricklesIsCutOffForAWaitingOne) {
+  Serve(/*min_floats_per_second=*/1);
+  grpc::ClientContext context;
+  v1::UpdateReceipt receipt;
+  auto writer = stub_->PushUpdate(&context, &receipt);
+  v1::ModelChunk chunk;
+  chunk.set_experiment_id("exp");
+  chunk.set_round(1);
+  chunk.set_client_id("east");
+  chunk.set_total_size(kSize);
+  chunk.set_weight(1);
+  chunk.set_count(1);
+  const float one = 100.0f;
+  chunk.set_data(reinterpret_cast<const char*>(&one), sizeof(float));
+  ASSERT_TRUE(writer->Write(chunk));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // east holds the buffer
+  chunk.clear_total_size();
+  absl::Status west = absl::UnknownError("not done");
+  std::atomic<bool> west_done{false};
+  std::thread sender([&] {
+    west = PushUpdate(stub_.get(), {"exp", 1, "west", 1, 1, {}}, std::vector<float>(kSize, 2.0f), 4)
+               .status();
+    west_done = true;
+  });
+  int sent = 1;
+  for (; sent < kSize && !west_done.load(); ++sent) {
+    clock_.Advance(absl::Seconds(3));
+    chunk.set_offset(sent);
+    if (!writer->Write(chunk)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  sender.join();
+  ASSERT_TRUE(west.ok()) << west;
+  EXPECT_EQ(hub_->stalled_senders(), 1);
+  EXPECT_LE(sent, 7);  // cut off after 15 s of its 30 s trickle
+  writer->WritesDone();
+  grpc::Status east = writer->Finish();
+  EXPECT_EQ(east.error_code(), grpc::StatusCode::ABORTED) << east.error_message();
+  EXPECT_NE(east.error_message().find("slower in all than"), std::string::npos)
+      << east.error_message();
 }
 
 // A sender that stops mid-update is cut off once it has been silent for the hub's stall timeout
