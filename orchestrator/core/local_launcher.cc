@@ -21,11 +21,17 @@ class PosixProcessLauncher : public ProcessLauncher {
                                const std::string& log_path) override {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                     0644);
+    // Never through a link: posix_spawn then fails with ELOOP.
+    posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
+    // Each child in a process group of its own: a terminal's Ctrl-C reaches the orchestrator
+    // alone, which stops its children itself, in order (an evaluator that died of the same
+    // SIGINT first would read as a failure). PR_SET_PDEATHSIG still ends them with it.
+    posix_spawnattr_setpgroup(&attr, 0);
     sigset_t none, defaults;
     sigemptyset(&none);
     sigemptyset(&defaults);
@@ -34,7 +40,8 @@ class PosixProcessLauncher : public ProcessLauncher {
     sigaddset(&defaults, SIGTERM);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);

@@ -38,6 +38,7 @@
 #include "orchestrator/core/rounds_table.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
+#include "orchestrator/core/stored_spec.h"
 #include "orchestrator/federated/client_selection.h"
 #include "orchestrator/federated/evaluate_command.h"
 #include "orchestrator/federated/global_checkpoint.h"
@@ -125,6 +126,8 @@ class FederatedRun {
   absl::Status Main() {
     absl::Status s = Prepare();
     if (s.ok()) s = Rounds();
+    // A stop is an interrupt whatever else it broke on its way (a child it reached first).
+    if (!s.ok() && !absl::IsCancelled(s) && Stopping()) s = Interrupted("INTERRUPTED");
     if (session_.monitor()) {
       PublishMetrics();
       session_.monitor()->RunEnded();
@@ -155,7 +158,8 @@ class FederatedRun {
     ckpt_dir_ = std::filesystem::absolute(run_dir_->checkpoints_dir() + "/federation").string();
     std::filesystem::create_directories(fed_dir_);
     spec_file_ = fed_dir_ + "/spec.pb";
-    std::ofstream(spec_file_, std::ios::binary) << spec_.SerializeAsString();
+    // The participants and the evaluator need no trial env; its values may be secrets.
+    std::ofstream(spec_file_, std::ios::binary) << WithoutEnvValues(spec_).SerializeAsString();
     if (fed().model_file().empty()) {
       SEXTANT_RETURN_IF_ERROR(StartEvaluator());
       const std::vector<float> initial = evaluator_->initial_weights();
@@ -527,6 +531,13 @@ class FederatedRun {
     }
     argv->insert(argv->end(), {"--tls-dir", ParticipantTlsDir(region, index), "--tls-name",
                                index < 0 ? "aggregator" : absl::StrCat(index)});
+    // A client dials its aggregator on loopback, a name no aggregator certificate carries (it
+    // could then pose as the orchestrator): it admits the one identity the run issued instead.
+    if (index >= 0) {
+      argv->insert(argv->end(),
+                   {"--server-identity",
+                    IdentityUri(PeerIdentity{Role::kAggregator, region, "aggregator"})});
+    }
   }
 
   // The most weight one client may declare, at both tiers and in secure rounds: its example
@@ -928,6 +939,8 @@ class FederatedRun {
       SEXTANT_RETURN_IF_ERROR(AwaitRegions());
     }
     for (int64_t round = last_round_ + 1; round <= fed().rounds(); ++round) {
+      // A stop takes effect at the round boundary too, not only while a round waits.
+      if (absl::Status stop = Interruption(); !stop.ok()) return StoppedBy(stop);
       if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
       if (round != published_round_) {
         SEXTANT_RETURN_IF_ERROR(PublishRound(round));

@@ -81,8 +81,15 @@ int Spawn(const std::vector<std::string>& argv, const std::string& out, const st
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // A process group of its own, as a shell gives a job: SignalGroup reaches it and its children
+  // as a terminal's Ctrl-C would.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   EXPECT_EQ(rc, 0) << "cannot spawn " << argv[0];
   return rc == 0 ? pid : -1;
@@ -138,6 +145,10 @@ BackgroundProcess::~BackgroundProcess() {
 
 void BackgroundProcess::Signal(int sig) {
   if (pid_ > 0) kill(pid_, sig);
+}
+
+void BackgroundProcess::SignalGroup(int sig) {
+  if (pid_ > 0) kill(-pid_, sig);
 }
 
 int BackgroundProcess::Wait(double timeout_seconds) {

@@ -41,6 +41,8 @@ class BackgroundProcess {
   ~BackgroundProcess();  // kills it if still running
   int pid() const { return pid_; }
   void Signal(int sig);
+  // Signals its whole process group (it has one of its own), as a terminal's Ctrl-C does.
+  void SignalGroup(int sig);
   // Waits for the exit and returns the exit code (-N for signal N); -1000 after timeout.
   int Wait(double timeout_seconds);
   std::string out() const;
