@@ -57,9 +57,14 @@ grpc::ServerUnaryReactor* TrialServiceImpl::Ask(grpc::CallbackServerContext* con
     // An ask that only a tell can answer is answered at once with why (waiting), not held.
     if (result.ok() && result->trials_size() == 0 && !result->done() &&
         result->waiting().empty() && request->wait_seconds() > 0) {
+      absl::StatusOr<CallQuota::Ticket> ticket = quota_.Admit(CallerIdentity(*context));
+      if (!ticket.ok()) {
+        reactor->Finish(ToGrpcStatus(ticket.status()));
+        return 0;
+      }
       const double wait = std::min(request->wait_seconds(), kMaxAskWaitSeconds);
       waiting_.push_back(Waiting{context, reactor, *request, identity, response,
-                                 clock_->Now() + absl::Seconds(wait)});
+                                 clock_->Now() + absl::Seconds(wait), *std::move(ticket)});
       return 0;
     }
     if (result.ok()) *response = *std::move(result);

@@ -8,6 +8,7 @@
 #include "grpcpp/grpcpp.h"
 #include "orchestrator/ask_tell/ask_tell.h"
 #include "orchestrator/service/worker_service.h"
+#include "rpc/call_quota.h"
 #include "sextant/v1/trial_service.grpc.pb.h"
 
 namespace sextant {
@@ -24,8 +25,11 @@ class TrialServiceImpl final : public v1::TrialService::CallbackService {
  public:
   // workers provides the lock and must outlive this; so must core and clock (which times the
   // long-polls and Drain's grace).
-  TrialServiceImpl(WorkerServiceImpl* workers, AskTell* core, Clock* clock = RealClockInstance())
-      : workers_(workers), core_(core), clock_(clock) {}
+  // Each Ask that waits takes a place in a CallQuota of `limits` first (RESOURCE_EXHAUSTED
+  // beyond it, in all or per certificate identity).
+  TrialServiceImpl(WorkerServiceImpl* workers, AskTell* core, Clock* clock = RealClockInstance(),
+                   CallLimits limits = {})
+      : workers_(workers), core_(core), clock_(clock), quota_(limits) {}
 
   grpc::ServerUnaryReactor* Ask(grpc::CallbackServerContext* context, const v1::AskRequest* request,
                                 v1::AskResponse* response) override;
@@ -58,6 +62,7 @@ class TrialServiceImpl final : public v1::TrialService::CallbackService {
     std::string identity;
     v1::AskResponse* response;
     absl::Time deadline;
+    CallQuota::Ticket ticket;  // its place while it waits
   };
   // Runs f (returning StatusOr<Response>) under the lock, finishes the call, and with
   // serve_waiting then answers waiting asks.
@@ -70,6 +75,7 @@ class TrialServiceImpl final : public v1::TrialService::CallbackService {
   WorkerServiceImpl* workers_;
   AskTell* core_;
   Clock* clock_;
+  CallQuota quota_;
   // Guarded by the worker service's lock (WithDispatcher).
   std::deque<Waiting> waiting_;
   bool draining_ = false;

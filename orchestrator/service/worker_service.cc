@@ -95,9 +95,14 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
   auto result = dispatcher_->Lease(request->worker_id());
   NoteErrorLocked(result.status());
   if (result.ok() && result->has_retry() && request->wait_seconds() > 0) {
+    absl::StatusOr<CallQuota::Ticket> ticket = quota_.Admit(CallerIdentity(*context));
+    if (!ticket.ok()) {
+      reactor->Finish(ToGrpcStatus(ticket.status()));
+      return reactor;
+    }
     double wait = std::min(request->wait_seconds(), 30.0);
     waiting_.push_back(Waiting{context, reactor, request->worker_id(), response,
-                               clock_->Now() + absl::Seconds(wait)});
+                               clock_->Now() + absl::Seconds(wait), *std::move(ticket)});
     return reactor;
   }
   if (result.ok()) *response = *std::move(result);

@@ -11,6 +11,7 @@
 #include "grpcpp/grpcpp.h"
 #include "orchestrator/core/dispatcher.h"
 #include "orchestrator/service/worker_sessions.h"
+#include "rpc/call_quota.h"
 #include "rpc/status_conversion.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
 
@@ -20,19 +21,22 @@ namespace sextant {
 // and converts back. Register opens a session (WorkerSessions) for the caller's identity; every
 // other call must carry that session for its worker id, or it is refused before the dispatcher
 // sees it (NOT_FOUND for a worker id never registered, PERMISSION_DENIED for another's). A Lease
-// that finds no work waits (long-poll) until work appears, the run ends, or its wait runs out.
-// Thread-safe.
+// that finds no work waits (long-poll) until work appears, the run ends, or its wait runs out;
+// each waiting Lease takes a place in a CallQuota first (RESOURCE_EXHAUSTED beyond it), as the
+// federation service's calls do. Thread-safe.
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
   // redactor masks secrets in trial errors and events before they are stored; default: none.
   // clock (not owned) times the long-polls and must outlive this; default: the real clock.
+  // limits bound the Leases that wait at once (in all, and per certificate identity).
   explicit WorkerServiceImpl(Dispatcher* dispatcher, Redactor redactor = Redactor(),
                              WorkerSessions sessions = WorkerSessions(),
-                             Clock* clock = RealClockInstance())
+                             Clock* clock = RealClockInstance(), CallLimits limits = {})
       : dispatcher_(dispatcher),
         redactor_(std::move(redactor)),
         sessions_(std::move(sessions)),
-        clock_(clock) {}
+        clock_(clock),
+        quota_(limits) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::RegisterRequest* request,
@@ -77,6 +81,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
     int64_t worker_id;
     v1::LeaseResponse* response;
     absl::Time deadline;
+    CallQuota::Ticket ticket;  // its place while it waits
   };
   // Runs f (returning absl::Status) under the lock and finishes the call with its status;
   // with serve_waiting, then also answers waiting leases that may now get work. f is a lambda
@@ -102,6 +107,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   std::set<int64_t> told_done_ ABSL_GUARDED_BY(mu_);  // workers answered `done`
   WorkerSessions sessions_ ABSL_GUARDED_BY(mu_);
   Clock* clock_;
+  CallQuota quota_;
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -41,16 +41,20 @@ search: {mode: ask_tell, sampler: )",
 // background as `sextant run` ticks them.
 class ServedRun {
  public:
-  ServedRun(const std::string& dir, const std::string& yaml, const ServerSecurity& security) {
+  // limits: the quota of waiting calls of both services.
+  ServedRun(const std::string& dir, const std::string& yaml, const ServerSecurity& security,
+            CallLimits limits = {}) {
     spec_ = SpecFromYaml(yaml);
     store_ = *Store::Open(dir + "/state.db", true);
     DispatcherOptions options;
     options.lease_seconds = AskTellLeaseSeconds(spec_);
     dispatcher_ = *Dispatcher::Create(spec_, store_.get(), *MakeSampler(spec_), RealClockInstance(),
                                       options, MakeScheduler(spec_));
-    workers_ = std::make_unique<WorkerServiceImpl>(dispatcher_.get());
+    workers_ = std::make_unique<WorkerServiceImpl>(dispatcher_.get(), Redactor(), WorkerSessions(),
+                                                   RealClockInstance(), limits);
     core_ = *AskTell::Create(dispatcher_.get(), store_.get(), RealClockInstance());
-    service_ = std::make_unique<TrialServiceImpl>(workers_.get(), core_.get());
+    service_ =
+        std::make_unique<TrialServiceImpl>(workers_.get(), core_.get(), RealClockInstance(), limits);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", MakeServerCredentials(security), &port_);
     builder.RegisterService(service_.get());
@@ -204,6 +208,45 @@ TEST_F(TrialServiceTest, AWaitingAskGetsTheSlotATellFrees) {
   v1::AskResponse done;
   ASSERT_TRUE(alice.Ask(1, 5, &done).ok());
   EXPECT_TRUE(done.done());
+}
+
+// Asks that wait (long-polls) take places in a call quota, as the federation service's calls
+// do: beyond it an ask is refused at once, naming the bound, and a place comes back when a
+// waiting ask ends.
+TEST_F(TrialServiceTest, WaitingAsksBeyondTheQuotaAreRefusedAtOnce) {
+  CallLimits limits;
+  limits.max_calls = 2;
+  ServedRun run(dir_, Yaml(10, 1), ServerSecurity{}, limits);
+  Client client(Plain(run.port()));
+  v1::AskResponse first;
+  ASSERT_TRUE(client.Ask(1, 0, &first).ok());
+  ASSERT_EQ(first.trials_size(), 1);  // the only slot is now asked
+  std::atomic<int> answered{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 2; ++i) {
+    waiters.emplace_back([&] {
+      v1::AskResponse r;
+      EXPECT_TRUE(Client(Plain(run.port())).Ask(1, 30, &r).ok());
+      ++answered;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(answered.load(), 0);  // both wait, holding the quota's two places
+  v1::AskResponse third;
+  const auto start = std::chrono::steady_clock::now();
+  grpc::Status refused = client.Ask(1, 30, &third);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("2"));
+  // A tell frees the slot: one waiter gets the next trial, and its place comes back.
+  v1::TellResponse told;
+  ASSERT_TRUE(client.Tell(first.trials(0), 0.5, &told).ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return answered.load() >= 1; }, 10));
+  v1::AskResponse again;
+  grpc::Status later = Client(Plain(run.port())).Ask(1, 0, &again);
+  EXPECT_TRUE(later.ok()) << later.error_message();
+  run.Drain();
+  for (std::thread& t : waiters) t.join();
 }
 
 TEST_F(TrialServiceTest, AFinishedRunAnswersAsksDoneWhileItDrains) {
