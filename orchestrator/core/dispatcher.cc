@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/error_line.h"
+#include "common/ids.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/core/experiment_loader.h"
@@ -318,6 +319,28 @@ std::vector<Observation> Dispatcher::ModelHistory() const {
       [this](int64_t id) { return EvaluateNow(trials_[id - 1]).violations; });
 }
 
+absl::Status Dispatcher::CheckRegistration(const v1::RegisterRequest& request) const {
+  // Bounded before anything is kept: every field is stored and shown.
+  for (const auto& [field, id] : {std::pair{"region", &request.region()},
+                                  std::pair{"pool", &request.pool()},
+                                  std::pair{"launch_token", &request.launch_token()}}) {
+    if (!id->empty()) SEXTANT_RETURN_IF_ERROR(CheckId(field, *id));
+  }
+  if (request.hostname().size() > kMaxHostnameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("hostname is ", request.hostname().size(),
+                                                   " bytes; at most ", kMaxHostnameBytes));
+  }
+  // A pool of the run is billed at its region's price: only a worker of that region joins it.
+  for (const v1::Pool& pool : spec_.resources().pools()) {
+    if (pool.name() == request.pool() && pool.region() != request.region()) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("pool ", pool.name(), " is in region ", pool.region(),
+                       "; a worker of region ", request.region(), " may not join it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::RegisterResponse> Dispatcher::Register(const v1::RegisterRequest& request) {
   if (request.protocol_version() != v1::PROTOCOL_VERSION_CURRENT) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -325,6 +348,7 @@ absl::StatusOr<v1::RegisterResponse> Dispatcher::Register(const v1::RegisterRequ
         " but this orchestrator speaks ", static_cast<int>(v1::PROTOCOL_VERSION_CURRENT),
         "; use matching sextant and sextant-worker binaries"));
   }
+  SEXTANT_RETURN_IF_ERROR(CheckRegistration(request));
   int64_t id = next_worker_id_++;
   workers_[id] = WorkerInfo{request.region(), request.pool(), request.launch_token()};
   SEXTANT_RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {

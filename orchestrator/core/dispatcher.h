@@ -69,6 +69,9 @@ struct DispatchStats {
   std::vector<std::pair<int64_t, std::string>> recent_failures;
 };
 
+// The longest hostname a worker may register with.
+inline constexpr size_t kMaxHostnameBytes = 512;
+
 // search.max_failed_trials as it holds: the value set, else max(5, ceil(max_trials / 5)).
 int MaxFailedTrials(const v1::Search& search);
 // search.max_failed_in_a_row as it holds: the value set, else 5.
@@ -89,7 +92,9 @@ class Dispatcher {
       v1::ExperimentSpec spec, Store* store, std::unique_ptr<Sampler> sampler, Clock* clock,
       DispatcherOptions options, std::unique_ptr<Scheduler> scheduler = nullptr);
 
-  // Registers a worker. FailedPrecondition when its protocol version differs from ours.
+  // Registers a worker. FailedPrecondition when its protocol version differs from ours;
+  // InvalidArgument for a region, pool or launch token that is not a valid id or a hostname
+  // over kMaxHostnameBytes; PermissionDenied for a pool of the run in another region.
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
 
   // Gives the worker a trial (creating one from the sampler when the queue is empty), or
@@ -237,6 +242,8 @@ class Dispatcher {
   // not lapsed; if so e keeps it. *lapsed: it was held, but the lease ran out.
   bool KeepHeldOnLoad(Entry& e, const TrialRow& row, bool* lapsed);
   absl::Status FlushTelemetry();
+  // Register's checks of what the worker says about itself (see Register).
+  absl::Status CheckRegistration(const v1::RegisterRequest& request) const;
   // Re-reads the failure policy (FailureStop) after a trial ended.
   void UpdateFailureStop();
   // The attempt is lost (its lease lapsed, its worker is gone): recorded with an event of

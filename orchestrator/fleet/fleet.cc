@@ -108,9 +108,18 @@ void Fleet::Bind(const FleetView& view, FleetTick& tick) {
                                           "') was not launched by this run; it is not billed")});
       continue;
     }
-    // Billing a hand-started worker is spending like a launch: the budget must allow it.
+    // Billing a hand-started worker is spending like a launch: the pool's max_instances and
+    // the budget must allow it, so that one certificate cannot register ghost instances.
     std::string why;
-    if (exhausted_ || !guard_.Allows(committed(), WindDown(), ActionCost(*pool), &why)) {
+    const int pool_index = static_cast<int>(pool - pools_.begin());
+    const int live = static_cast<int>(std::count_if(
+        instances_.begin(), instances_.end(),
+        [&](const Instance& i) { return !i.billed_off && i.pool == pool_index; }));
+    if (live >= pool->spec.max_instances()) {
+      why = absl::StrCat("the pool has its max_instances (", pool->spec.max_instances(), ")");
+    }
+    if (exhausted_ || !why.empty() ||
+        !guard_.Allows(committed(), WindDown(), ActionCost(*pool), &why)) {
       tick.retire.push_back(id);
       tick.events.push_back(
           {"budget_refused", 0,

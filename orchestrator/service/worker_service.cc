@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "common/ids.h"
 #include "common/status_macros.h"
 #include "rpc/server_security.h"
 
@@ -68,7 +69,18 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContex
   return Serve(context, /*serve_waiting=*/false, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string identity = IdentityKey(*context);
     if (absl::Status s = sessions_.CanOpen(identity); !s.ok()) return s;
-    auto result = dispatcher_->Register(*request);
+    // A worker's region is its certificate's, never only what it says.
+    v1::RegisterRequest checked = *request;
+    const std::optional<PeerIdentity> caller = CallerIdentity(*context);
+    if (caller && !caller->region.empty()) {
+      if (!checked.region().empty() && checked.region() != caller->region) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "this worker's certificate is of region ", caller->region,
+            "; it registers only there, not in ", QuotedId(checked.region())));
+      }
+      checked.set_region(caller->region);
+    }
+    auto result = dispatcher_->Register(checked);
     if (!result.ok()) return result.status();
     *response = *std::move(result);
     context->AddInitialMetadata(kSessionMetadataKey,
