@@ -15,7 +15,7 @@ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSEXTANT_WITH_CUDA=OFF -DSEXTANT_BUILD_BENCH=OFF \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" >/dev/null
 targets=${TARGETS:-metric_parser_fuzz checkpoint_fuzz loader_fuzz npy_fuzz global_checkpoint_fuzz
-worker_service_fuzz federation_service_fuzz admin_service_fuzz}
+worker_service_fuzz federation_service_fuzz admin_service_fuzz optuna_storage_fuzz}
 # shellcheck disable=SC2086
 ninja -C "$build" -j"${JOBS:-2}" $targets
 echo "load: $(uptime)"

@@ -24,6 +24,7 @@
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/core/trial_command.h"
+#include "orchestrator/import/internal/yaml_scalar.h"
 #include "orchestrator/import/optuna_space.h"
 #include "orchestrator/import/optuna_storage.h"
 
@@ -41,6 +42,7 @@ constexpr const char* kUserAttrPrefix = "user_attrs_";
 // The metric that keeps each trial's Optuna number: ids shift by one (Optuna counts from 0),
 // and the number is what Optuna's dashboards, logs and user code call the trial.
 constexpr const char* kOptunaNumberKey = "optuna_number";
+constexpr size_t kMaxMetricBytes = 256;
 
 // One trial as it will be stored.
 struct ImportedTrial {
@@ -83,8 +85,6 @@ std::string Number(double v) {
   return std::string(buf, r.ptr);
 }
 
-std::string Quoted(const std::string& s) { return Json(s).dump(); }
-
 absl::StatusOr<std::vector<std::string>> MetricNames(const OptunaImportOptions& options,
                                                      const OptunaStudy& study) {
   const size_t n = study.directions.size();
@@ -109,14 +109,18 @@ absl::StatusOr<std::vector<std::string>> MetricNames(const OptunaImportOptions& 
   }
   std::set<std::string> seen;
   for (const std::string& m : names) {
-    if (m.empty() || m == kStepKey || m == kOptunaNumberKey ||
-        m.find_first_of(" \t\n=") != std::string::npos || absl::StartsWith(m, kUserAttrPrefix) ||
-        !seen.insert(m).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("metric name ", Quoted(m),
-                       " cannot be used: names must be distinct, non-empty, without "
-                       "spaces or '=', and not '",
-                       kStepKey, "', '", kOptunaNumberKey, "' or ", kUserAttrPrefix, "..."));
+    const bool controls = std::any_of(m.begin(), m.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20 || c == 0x7F;
+    });
+    if (m.empty() || m.size() > kMaxMetricBytes || !IsUtf8(m) || controls || m == kStepKey ||
+        m == kOptunaNumberKey || m.find_first_of(" =") != std::string::npos ||
+        absl::StartsWith(m, kUserAttrPrefix) || !seen.insert(m).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metric name ", YamlQuoted(m),
+          " cannot be used: names must be distinct, non-empty UTF-8 of at most ", kMaxMetricBytes,
+          " bytes, without spaces, control characters or '=', "
+          "and not '",
+          kStepKey, "', '", kOptunaNumberKey, "' or ", kUserAttrPrefix, "..."));
     }
   }
   return names;
@@ -184,7 +188,7 @@ absl::Status MapState(const Plan& plan, size_t index, ImportedTrial& out) {
     }
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("trial ", t.number, ": unknown state ", Quoted(t.state)));
+        absl::StrCat("trial ", t.number, ": unknown state ", YamlQuoted(t.state)));
   }
   row.params_json = ParamsToJson(params);
   return absl::OkStatus();
@@ -240,11 +244,13 @@ std::optional<std::pair<int64_t, int64_t>> StepRange(const OptunaStudy& study) {
 
 std::string ParameterYaml(const ImportedParameter& p) {
   std::string out;
-  for (const std::string& note : p.notes) absl::StrAppend(&out, "  # ", p.name, ": ", note, "\n");
-  absl::StrAppend(&out, "  ", p.name, ": {type: ");
+  for (const std::string& note : p.notes) {
+    absl::StrAppend(&out, "  # ", p.name, ": ", YamlCommentText(note), "\n");
+  }
+  absl::StrAppend(&out, "  ", YamlKey(p.name), ": {type: ");
   if (p.kind == Kind::kCategorical) {
     std::vector<std::string> values;
-    for (const std::string& v : p.values) values.push_back(Quoted(v));
+    for (const std::string& v : p.values) values.push_back(YamlQuoted(v));
     absl::StrAppend(&out, "categorical, values: [", absl::StrJoin(values, ", "), "]");
   } else if (p.kind == Kind::kInt) {
     absl::StrAppend(&out, "int, min: ", std::llround(p.min), ", max: ", std::llround(p.max));
@@ -257,27 +263,31 @@ std::string ParameterYaml(const ImportedParameter& p) {
   if (!p.when.empty()) {
     std::vector<std::string> conds;
     for (const auto& [parent, value] : p.when)
-      conds.push_back(absl::StrCat(parent, ": ", Quoted(value)));
+      conds.push_back(absl::StrCat(YamlKey(parent), ": ", YamlQuoted(value)));
     absl::StrAppend(&out, ", when: {", absl::StrJoin(conds, ", "), "}");
   }
   return out + "}\n";
 }
 
+// Every string in these comments that did not come from this file is escaped: a line break in
+// a study's name, its Optuna version or a path would end the comment and start YAML.
 std::string HeaderYaml(const Plan& plan, const std::string& given_dir) {
-  const std::string dir = fs::path(given_dir).lexically_normal().string();
+  const std::string dir = YamlCommentText(fs::path(given_dir).lexically_normal().string());
   const OptunaStudy& s = plan.study;
   std::map<std::string, int> states;
   for (const OptunaTrial& t : s.trials) ++states[t.state];
   std::vector<std::string> counts;
   for (const auto& [state, n] : states) counts.push_back(absl::StrCat(n, " ", state));
   std::vector<std::string> tokens;
-  for (const std::string& m : plan.metrics) tokens.push_back(absl::StrCat(m, "=0.123"));
-  const std::string abs_dir = fs::absolute(dir).lexically_normal().string();
+  for (const std::string& m : plan.metrics)
+    tokens.push_back(absl::StrCat(YamlCommentText(m), "=0.123"));
+  const std::string abs_dir = YamlCommentText(fs::absolute(given_dir).lexically_normal().string());
   std::string out = absl::StrCat(
-      "# Generated by `sextant import optuna` from the study ", Quoted(s.name), " in\n# ",
-      fs::absolute(s.storage).lexically_normal().string(), " (schema ", s.alembic_version,
-      ", written by Optuna ", s.library_version, "):\n# ", s.trials.size(), " trials (",
-      absl::StrJoin(counts, ", "), "), stored in this folder as trials 1 to ", s.trials.size(),
+      "# Generated by `sextant import optuna` from the study ", YamlQuoted(s.name), " in\n# ",
+      YamlCommentText(fs::absolute(s.storage).lexically_normal().string()), " (schema ",
+      YamlQuoted(s.alembic_version), ", written by Optuna ", YamlQuoted(s.library_version),
+      "):\n# ", s.trials.size(), " trials (", absl::StrJoin(counts, ", "),
+      "), stored in this folder as trials 1 to ", s.trials.size(),
       "\n# (Sextant trial id = Optuna trial number + 1; a trial that ran keeps its number as\n"
       "# the metric ",
       kOptunaNumberKey,
@@ -302,7 +312,7 @@ std::string HeaderYaml(const Plan& plan, const std::string& given_dir) {
       dir, " TRIAL --value", plan.metrics.size() > 1 ? "s V1,V2" : " V",
       "\n"
       "# Intermediate values are reported at \"",
-      kStepKey, "\" (tell --step S --metrics ", plan.metrics[0],
+      kStepKey, "\" (tell --step S --metrics ", YamlCommentText(plan.metrics[0]),
       "=V).\n"
       "#\n"
       "# To run your objective as a command instead: replace `mode: ask_tell` by a trial block,\n"
@@ -326,7 +336,8 @@ std::string HeaderYaml(const Plan& plan, const std::string& given_dir) {
   if (!plan.space.constants.empty()) {
     absl::StrAppend(&out, "# Constant in every trial, so not searched here:\n");
     for (const auto& [name, c] : plan.space.constants.items()) {
-      absl::StrAppend(&out, "#   ", name, " = ", c["value"].dump(), "\n");
+      absl::StrAppend(&out, "#   ", YamlQuoted(name), " = ", YamlCommentText(c["value"].dump()),
+                      "\n");
     }
   }
   return out;
@@ -334,15 +345,15 @@ std::string HeaderYaml(const Plan& plan, const std::string& given_dir) {
 
 std::string ExperimentYaml(const Plan& plan, const std::string& dir) {
   std::string out = HeaderYaml(plan, dir);
-  absl::StrAppend(&out, "name: ", plan.name, "\n");
+  absl::StrAppend(&out, "name: ", YamlQuoted(plan.name), "\n");
   auto goal = [](const std::string& d) { return d == "MAXIMIZE" ? "maximize" : "minimize"; };
   if (plan.metrics.size() == 1) {
-    absl::StrAppend(&out, "objective: {metric: ", Quoted(plan.metrics[0]),
+    absl::StrAppend(&out, "objective: {metric: ", YamlQuoted(plan.metrics[0]),
                     ", goal: ", goal(plan.study.directions[0]), "}\n");
   } else {
     absl::StrAppend(&out, "objectives:\n");
     for (size_t i = 0; i < plan.metrics.size(); ++i) {
-      absl::StrAppend(&out, "  - {metric: ", Quoted(plan.metrics[i]),
+      absl::StrAppend(&out, "  - {metric: ", YamlQuoted(plan.metrics[i]),
                       ", goal: ", goal(plan.study.directions[i]), "}\n");
     }
   }
@@ -457,7 +468,11 @@ absl::Status WriteStore(const Plan& plan, const std::string& db_path) {
   if (s.ok()) s = store->PutTimeMeta("started_at", started);
   if (s.ok()) s = store->PutTimeMeta("finished_at", finished > 0 ? finished : plan.imported_at);
   if (s.ok()) s = store->PutMeta("state", open ? "INTERRUPTED" : "COMPLETED");
-  if (s.ok()) s = store->PutMeta("optuna_import", ImportRecord(plan).dump());
+  // The storage path comes from the command line and need not be UTF-8.
+  if (s.ok()) {
+    s = store->PutMeta("optuna_import",
+                       ImportRecord(plan).dump(-1, ' ', false, Json::error_handler_t::replace));
+  }
   for (size_t i = 0; s.ok() && i < plan.trials.size(); ++i) s = WriteTrial(*store, plan.trials[i]);
   for (size_t i = 0; s.ok() && i < plan.trials.size(); ++i) {
     if (!plan.trials[i].note.empty()) {
@@ -469,9 +484,10 @@ absl::Status WriteStore(const Plan& plan, const std::string& db_path) {
     s = store->AddEvent(
         plan.imported_at, "optuna_import", 0,
         absl::StrCat("imported ", plan.trials.size(), " trials of the Optuna study ",
-                     Quoted(plan.study.name), " from ",
-                     fs::absolute(plan.study.storage).lexically_normal().string(), " (schema ",
-                     plan.study.alembic_version, ", Optuna ", plan.study.library_version, ")"));
+                     YamlQuoted(plan.study.name), " from ",
+                     YamlCommentText(fs::absolute(plan.study.storage).lexically_normal().string()),
+                     " (schema ", YamlQuoted(plan.study.alembic_version), ", Optuna ",
+                     YamlQuoted(plan.study.library_version), ")"));
   }
   if (!s.ok()) {
     store->Rollback();
@@ -538,7 +554,7 @@ absl::StatusOr<Plan> MakePlan(const OptunaImportOptions& options, OptunaStudy st
   Plan plan;
   plan.imported_at = UnixSeconds(clock->Now());
   plan.study = std::move(study);
-  const std::string where = absl::StrCat(options.storage, ": study ", Quoted(options.study));
+  const std::string where = absl::StrCat(options.storage, ": study ", YamlQuoted(options.study));
   if (plan.study.directions.empty())
     return absl::InvalidArgumentError(absl::StrCat(where, " has no directions"));
   if (plan.study.trials.empty()) {
@@ -547,7 +563,8 @@ absl::StatusOr<Plan> MakePlan(const OptunaImportOptions& options, OptunaStudy st
   }
   for (const std::string& d : plan.study.directions) {
     if (d != "MINIMIZE" && d != "MAXIMIZE") {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": unsupported direction ", Quoted(d)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": unsupported direction ", YamlQuoted(d)));
     }
   }
   auto metrics = MetricNames(options, plan.study);
@@ -648,10 +665,11 @@ absl::StatusOr<OptunaImportSummary> ImportOptunaStudy(const OptunaImportOptions&
   summary.max_trials = plan.max_trials;
   for (const ImportedParameter& p : plan.space.parameters) {
     for (const std::string& note : p.notes)
-      summary.notes.push_back(absl::StrCat(p.name, ": ", note));
+      summary.notes.push_back(absl::StrCat(p.name, ": ", YamlCommentText(note)));
   }
   for (const auto& [name, c] : plan.space.constants.items()) {
-    summary.notes.push_back(absl::StrCat(name, ": constant ", c["value"].dump(), ", not searched"));
+    summary.notes.push_back(absl::StrCat(YamlQuoted(name), ": constant ",
+                                         YamlCommentText(c["value"].dump()), ", not searched"));
   }
   return summary;
 }
@@ -667,7 +685,8 @@ int RunOptunaImport(const OptunaImportOptions& options, Clock* clock, std::ostre
                : 1;
   }
   out << "sextant: imported " << r->trials << " trials (" << r->completed
-      << " completed) of the Optuna study " << Quoted(r->study) << " into " << r->run_dir << "\n";
+      << " completed) of the Optuna study " << YamlQuoted(r->study) << " into " << r->run_dir
+      << "\n";
   // Optuna counts trials from 0 and Sextant from 1: say which is which before anyone compares
   // "trial 18" across the two.
   out << "  trial numbers: Optuna's trials " << r->first_number << " to " << r->last_number

@@ -9,12 +9,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "orchestrator/core/experiment_loader.h"
 
 namespace sextant {
 namespace {
 
 using Json = nlohmann::json;
 using Kind = OptunaDistribution::Kind;
+
+// Trials InferCondition may look at, all parameters together (see there).
+constexpr int64_t kConditionBudget = 200'000'000;
 
 // Python's repr() of a float: the shortest digits that round-trip, positional for decimal
 // exponents in [-4, 16), else d.ddde+XX.
@@ -95,9 +99,17 @@ void MergeStep(ImportedParameter& p, const OptunaDistribution& d, bool& mixed) {
   mixed = true;
 }
 
+// What Merge keeps about a parameter besides the parameter itself: sets, so that a storage with
+// many distinct distributions or choices costs n log n, not n^2.
+struct MergeState {
+  bool step_mixed = false;
+  std::set<std::string> distributions;  // dumped
+  std::set<std::string> values;
+};
+
 // Folds one trial's distribution for a parameter into the parameter.
 absl::Status Merge(ImportedParameter& p, const OptunaDistribution& d, bool first,
-                   bool& step_mixed) {
+                   MergeState& state) {
   if (first) {
     p.kind = d.kind;
     p.min = d.low;
@@ -109,9 +121,7 @@ absl::Status Merge(ImportedParameter& p, const OptunaDistribution& d, bool first
         "parameter ", Json(p.optuna_name).dump(), " is ", KindName(p.kind), " in some trials and ",
         KindName(d.kind), " (", d.name, ") in others; Sextant gives a parameter one type"));
   }
-  for (const Json& seen : p.distributions) {
-    if (seen == d.stored) return absl::OkStatus();
-  }
+  if (!state.distributions.insert(d.stored.dump()).second) return absl::OkStatus();
   p.distributions.push_back(d.stored);
   if (d.kind == Kind::kCategorical) {
     std::set<std::string> own;
@@ -122,11 +132,11 @@ absl::Status Merge(ImportedParameter& p, const OptunaDistribution& d, bool first
             absl::StrCat("parameter ", Json(p.optuna_name).dump(), ": two choices print as ",
                          Json(s).dump(), " (Sextant's categorical values are strings)"));
       }
-      if (std::find(p.values.begin(), p.values.end(), s) == p.values.end()) p.values.push_back(s);
+      if (state.values.insert(s).second) p.values.push_back(s);
     }
     return absl::OkStatus();
   }
-  if (!first) MergeStep(p, d, step_mixed);
+  if (!first) MergeStep(p, d, state.step_mixed);
   p.min = std::min(p.min, d.low);
   p.max = std::max(p.max, d.high);
   p.log = p.log && d.log;
@@ -140,14 +150,18 @@ ParamValue ValueOf(const ImportedParameter& p, const OptunaParam& op) {
 }
 
 // The first earlier int or categorical parameter whose value decides whether `p` is present
-// (see InferOptunaSpace); nullopt when none does.
+// (see InferOptunaSpace); nullopt when none does, or when the search would pass `budget`
+// (trials looked at, shared by all parameters): it costs parameters^2 x trials, which a
+// hostile storage could make hours long.
 std::optional<std::pair<std::string, std::string>> InferCondition(
     const OptunaStudy& study, const std::vector<ImportedParameter>& params, size_t index,
-    const std::vector<Params>& trials) {
+    const std::vector<Params>& trials, int64_t& budget) {
   const std::string& name = params[index].name;
   for (size_t c = 0; c < index; ++c) {
     const ImportedParameter& parent = params[c];
     if (parent.kind == Kind::kFloat) continue;
+    budget -= 2 * static_cast<int64_t>(trials.size());
+    if (budget < 0) return std::nullopt;
     std::optional<std::string> value;
     bool decides = true;
     for (size_t t = 0; t < trials.size() && decides; ++t) {
@@ -204,6 +218,7 @@ absl::Status CheckNames(const std::vector<ImportedParameter>& params) {
 }
 
 void AddConditions(const OptunaStudy& study, ImportedSpace& space) {
+  int64_t budget = kConditionBudget;
   for (size_t i = 0; i < space.parameters.size(); ++i) {
     ImportedParameter& p = space.parameters[i];
     bool missing_in_complete = false;
@@ -219,7 +234,7 @@ void AddConditions(const OptunaStudy& study, ImportedSpace& space) {
       }
       continue;
     }
-    if (auto when = InferCondition(study, space.parameters, i, space.trial_params)) {
+    if (auto when = InferCondition(study, space.parameters, i, space.trial_params, budget)) {
       p.when[when->first] = when->second;
       p.notes.push_back(absl::StrCat("conditional: present in exactly the completed trials with ",
                                      when->first, " = ", when->second));
@@ -247,22 +262,32 @@ absl::StatusOr<std::string> PythonStr(const Json& choice) {
 absl::StatusOr<ImportedSpace> InferOptunaSpace(const OptunaStudy& study) {
   ImportedSpace space;
   std::map<std::string, size_t> index;  // Optuna name -> parameters[]
-  std::vector<bool> step_mixed;         // by index into parameters
+  std::vector<MergeState> states;       // by index into parameters
   for (const OptunaTrial& t : study.trials) {
     for (const OptunaParam& op : t.params) {
       auto [it, fresh] = index.emplace(op.name, space.parameters.size());
       if (fresh) {
+        if (space.parameters.size() == static_cast<size_t>(kMaxParameters)) {
+          return absl::InvalidArgumentError(absl::StrCat("trial ", t.number, ": more than ",
+                                                         kMaxParameters, " distinct parameters"));
+        }
         space.parameters.emplace_back();
         space.parameters.back().optuna_name = op.name;
         space.parameters.back().name = SextantName(op.name);
-        step_mixed.push_back(false);
+        states.emplace_back();
       }
-      bool mixed = step_mixed[it->second];
-      absl::Status s = Merge(space.parameters[it->second], op.distribution, fresh, mixed);
-      step_mixed[it->second] = mixed;
+      absl::Status s =
+          Merge(space.parameters[it->second], op.distribution, fresh, states[it->second]);
       if (!s.ok())
         return absl::InvalidArgumentError(absl::StrCat("trial ", t.number, ": ", s.message()));
     }
+  }
+  // Each later step looks at every parameter of every trial.
+  if (static_cast<double>(space.parameters.size()) * static_cast<double>(study.trials.size()) >
+      static_cast<double>(kMaxOptunaCells)) {
+    return absl::InvalidArgumentError(absl::StrCat(space.parameters.size(), " parameters x ",
+                                                   study.trials.size(), " trials is more than ",
+                                                   kMaxOptunaCells, " to import"));
   }
   SplitConstants(space);
   SEXTANT_RETURN_IF_ERROR(CheckNames(space.parameters));

@@ -1,6 +1,7 @@
 #ifndef SEXTANT_ORCHESTRATOR_IMPORT_OPTUNA_SPACE_H_
 #define SEXTANT_ORCHESTRATOR_IMPORT_OPTUNA_SPACE_H_
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,6 +42,10 @@ struct ImportedSpace {
   std::vector<Params> trial_params;  // by index into study.trials; empty for WAITING trials
 };
 
+// The most parameters x trials InferOptunaSpace accepts (10^8: 100 parameters of a million
+// trials), so that its passes over every parameter of every trial stay bounded.
+inline constexpr int64_t kMaxOptunaCells = 100'000'000;
+
 // Infers the space (conditions included) from every trial's parameters. The rules, in
 // README.md "Importing Optuna studies": kinds must agree across trials; ranges are united;
 // a step is kept when every trial's distribution has the same one on the same grid (else
@@ -48,8 +53,10 @@ struct ImportedSpace {
 // when an earlier int or categorical parameter C has the value v in every trial that has it
 // and every COMPLETE trial with C = v has it, and otherwise stays unconditional with the
 // trials that lack it recorded in absent_in. Returns InvalidArgument naming the parameter when
-// its kind changes between trials, two choices print the same, two names sanitise alike, or a
-// choice is not a JSON scalar.
+// its kind changes between trials, two choices print the same, two names sanitise alike, a
+// choice is not a JSON scalar, or the study has more than kMaxParameters parameters or more
+// than kMaxOptunaCells parameters x trials. The search for conditions has a fixed budget; a
+// parameter it cannot settle within it stays unconditional (noted).
 absl::StatusOr<ImportedSpace> InferOptunaSpace(const OptunaStudy& study);
 
 // The parameters an enqueued (WAITING) trial was given (its system attribute "fixed_params",

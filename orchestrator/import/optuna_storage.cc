@@ -7,10 +7,12 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "orchestrator/import/internal/yaml_scalar.h"
 
 namespace sextant {
 namespace {
@@ -33,6 +35,8 @@ constexpr const char* kTables[] = {"studies",
 
 // A read-only connection and the statements run on it; every failure becomes InvalidArgument
 // naming the file, because a storage that SQLite cannot read is bad input, not our fault.
+// SQLITE_LIMIT_LENGTH bounds each value before SQLite allocates it, the progress handler
+// bounds the work of all statements together, and Query counts the rows read.
 class Db {
  public:
   explicit Db(std::string path) : path_(std::move(path)) {}
@@ -43,8 +47,12 @@ class Db {
       return absl::InvalidArgumentError(
           absl::StrCat(path_, ": cannot open: ", db_ ? sqlite3_errmsg(db_) : "out of memory"));
     }
+    sqlite3_limit(db_, SQLITE_LIMIT_LENGTH, kMaxOptunaValueBytes);
+    sqlite3_progress_handler(db_, kStepsPerCall, &Db::Progress, this);
     return absl::OkStatus();
   }
+
+  const std::string& path() const { return path_; }
 
   // Runs sql with the given integer binds and calls row(stmt) for each result row.
   template <typename F>
@@ -56,7 +64,11 @@ class Db {
     int rc;
     absl::Status status;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-      status = row(s);
+      if (++rows_ > kMaxOptunaRows) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat(path_, ": holds more than ", kMaxOptunaRows, " rows to import"));
+      }
+      if (status.ok()) status = row(s);
       if (!status.ok()) break;
     }
     if (status.ok() && rc != SQLITE_DONE) status = Error();
@@ -65,21 +77,153 @@ class Db {
   }
 
   absl::Status Error() const {
+    const int code = sqlite3_errcode(db_);
+    if (code == SQLITE_TOOBIG) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, ": holds a value larger than ", kMaxOptunaValueBytes, " bytes"));
+    }
+    if (code == SQLITE_INTERRUPT) {
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": reading it took more than ",
+                                                     kMaxOptunaSqliteSteps, " SQLite steps"));
+    }
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": not a readable SQLite database (", sqlite3_errmsg(db_), ")"));
   }
 
+  // Counts text read against kMaxOptunaTextBytes.
+  absl::Status Take(size_t bytes) {
+    text_bytes_ += static_cast<int64_t>(bytes);
+    if (text_bytes_ <= kMaxOptunaTextBytes) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": holds more than ", kMaxOptunaTextBytes, " bytes of text to import"));
+  }
+
  private:
+  static constexpr int kStepsPerCall = 10'000;
+
+  static int Progress(void* self) {
+    Db* db = static_cast<Db*>(self);
+    db->steps_ += kStepsPerCall;
+    return db->steps_ > kMaxOptunaSqliteSteps ? 1 : 0;
+  }
+
   std::string path_;
   sqlite3* db_ = nullptr;
+  int64_t rows_ = 0;
+  int64_t text_bytes_ = 0;
+  int64_t steps_ = 0;
 };
 
-std::string Text(sqlite3_stmt* s, int i) {
-  const unsigned char* t = sqlite3_column_text(s, i);
-  return t ? reinterpret_cast<const char*>(t) : "";
+// A stored value for an error message: short, quoted, with controls escaped.
+std::string Shown(sqlite3_stmt* s, int i) {
+  switch (sqlite3_column_type(s, i)) {
+    case SQLITE_NULL:
+      return "NULL";
+    case SQLITE_INTEGER:
+      return absl::StrCat(sqlite3_column_int64(s, i));
+    case SQLITE_FLOAT:
+      return absl::StrCat(sqlite3_column_double(s, i));
+    case SQLITE_BLOB:
+      return absl::StrCat("a blob of ", sqlite3_column_bytes(s, i), " bytes");
+    default: {
+      const char* t = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
+      const size_t n = static_cast<size_t>(sqlite3_column_bytes(s, i));
+      std::string shown =
+          YamlQuoted(absl::string_view(t ? t : "", t ? std::min<size_t>(n, 40) : 0));
+      return n > 40 ? absl::StrCat(shown, "...") : shown;
+    }
+  }
 }
 
-bool IsNull(sqlite3_stmt* s, int i) { return sqlite3_column_type(s, i) == SQLITE_NULL; }
+// One result row of a table, read strictly. A value of another type than Optuna writes in its
+// column is refused, never converted: SQLite's conversions make the text '2e2', which matched
+// trial 200 by affinity, read back as the integer 2, so a converted row would describe
+// something other than what matched. Errors name the file, the table and the row by its
+// first column (each query selects the table's key first).
+class Row {
+ public:
+  Row(Db& db, sqlite3_stmt* s, const char* table) : db_(db), s_(s), table_(table) {}
+
+  std::string Name() const {
+    return absl::StrCat(table_, " row ", sqlite3_column_name(s_, 0), " = ", Shown(s_, 0));
+  }
+
+  absl::Status Bad(int i, absl::string_view why) const {
+    return absl::InvalidArgumentError(absl::StrCat(
+        db_.path(), ": ", Name(), ": ", sqlite3_column_name(s_, i), " ", Shown(s_, i), " ", why));
+  }
+
+  // An INTEGER (a NULL or any other type is an error).
+  absl::StatusOr<int64_t> Int(int i) const {
+    if (sqlite3_column_type(s_, i) != SQLITE_INTEGER) return Bad(i, "is not an integer");
+    return sqlite3_column_int64(s_, i);
+  }
+
+  // An INTEGER or a REAL, or nullopt for NULL; a non-finite REAL is refused unless
+  // `finite_only` is false.
+  absl::StatusOr<std::optional<double>> Real(int i, bool finite_only) const {
+    const int type = sqlite3_column_type(s_, i);
+    if (type == SQLITE_NULL) return std::nullopt;
+    if (type != SQLITE_INTEGER && type != SQLITE_FLOAT) return Bad(i, "is not a number");
+    const double v = sqlite3_column_double(s_, i);
+    if (finite_only && !std::isfinite(v)) return Bad(i, "is not finite");
+    return v;
+  }
+
+  // TEXT of at most max_bytes of UTF-8, or "" for NULL.
+  absl::StatusOr<std::string> Text(int i, size_t max_bytes) const {
+    const int type = sqlite3_column_type(s_, i);
+    if (type == SQLITE_NULL) return std::string();
+    if (type != SQLITE_TEXT) return Bad(i, "is not text");
+    const char* t = reinterpret_cast<const char*>(sqlite3_column_text(s_, i));
+    const size_t n = static_cast<size_t>(sqlite3_column_bytes(s_, i));
+    if (t == nullptr) return Bad(i, "cannot be read");
+    if (n > max_bytes) return Bad(i, absl::StrCat("is longer than ", max_bytes, " bytes"));
+    SEXTANT_RETURN_IF_ERROR(db_.Take(n));
+    std::string out(t, n);
+    if (!IsUtf8(out)) return Bad(i, "is not UTF-8");
+    return out;
+  }
+
+  // Text holding JSON nested at most kMaxOptunaJsonDepth deep (parsed JSON is copied,
+  // compared and printed recursively).
+  absl::StatusOr<std::string> JsonText(int i) const {
+    SEXTANT_ASSIGN_OR_RETURN(std::string text, Text(i, kMaxOptunaValueBytes));
+    if (JsonDepth(text) > kMaxOptunaJsonDepth) {
+      return Bad(i, absl::StrCat("nests deeper than ", kMaxOptunaJsonDepth, " levels"));
+    }
+    return text;
+  }
+
+ private:
+  // The deepest nesting of [ and { outside strings.
+  static int JsonDepth(absl::string_view text) {
+    int depth = 0, deepest = 0;
+    bool in_string = false, escaped = false;
+    for (char c : text) {
+      if (in_string) {
+        if (escaped) {
+          escaped = false;
+        } else if (c == '\\') {
+          escaped = true;
+        } else if (c == '"') {
+          in_string = false;
+        }
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '[' || c == '{') {
+        deepest = std::max(deepest, ++depth);
+      } else if (c == ']' || c == '}') {
+        --depth;
+      }
+    }
+    return deepest;
+  }
+
+  Db& db_;
+  sqlite3_stmt* s_;
+  const char* table_;
+};
 
 // Attribute JSON as written by Python's json.dumps, which may hold NaN or Infinity that strict
 // JSON has no words for: those values are kept as their text, so nothing stored is dropped.
@@ -89,40 +233,94 @@ Json AttrValue(const std::string& text) {
 }
 
 // A stored value and its value_type column (absent in schemas before v3.0.0.c / v3.0.0.d).
-std::optional<double> TypedValue(sqlite3_stmt* s, int value_col, int type_col) {
-  const std::string type = type_col >= 0 ? Text(s, type_col) : "FINITE";
+absl::StatusOr<std::optional<double>> TypedValue(const Row& row, int value_col, int type_col) {
+  std::string type = "FINITE";
+  if (type_col >= 0) {
+    SEXTANT_ASSIGN_OR_RETURN(type, row.Text(type_col, kMaxOptunaNameBytes));
+  }
   if (type == "INF_POS") return std::numeric_limits<double>::infinity();
   if (type == "INF_NEG") return -std::numeric_limits<double>::infinity();
   if (type == "NAN") return std::numeric_limits<double>::quiet_NaN();
-  if (IsNull(s, value_col)) return std::nullopt;
-  return sqlite3_column_double(s, value_col);
+  return row.Real(value_col, /*finite_only=*/false);
 }
 
 absl::StatusOr<std::set<std::string>> Columns(Db& db, const std::string& table) {
   std::set<std::string> out;
   SEXTANT_RETURN_IF_ERROR(db.Query(
       absl::StrCat("SELECT name FROM pragma_table_info('", table, "')"), {}, [&](sqlite3_stmt* s) {
-        out.insert(Text(s, 0));
+        SEXTANT_ASSIGN_OR_RETURN(std::string name,
+                                 Row(db, s, "pragma_table_info").Text(0, kMaxOptunaNameBytes));
+        out.insert(std::move(name));
         return absl::OkStatus();
       }));
   return out;
+}
+
+// The tables whose rows reference a study or a trial by id: (table, its key, the id column,
+// the table and column the id names).
+struct Reference {
+  const char* table;
+  const char* key;
+  const char* column;
+  const char* target;
+  const char* target_column;
+};
+constexpr Reference kReferences[] = {
+    {"studies", "study_id", "study_id", nullptr, nullptr},
+    {"trials", "trial_id", "trial_id", nullptr, nullptr},
+    {"trials", "trial_id", "study_id", "studies", "study_id"},
+    {"study_directions", "study_direction_id", "study_id", "studies", "study_id"},
+    {"study_user_attributes", "study_user_attribute_id", "study_id", "studies", "study_id"},
+    {"study_system_attributes", "study_system_attribute_id", "study_id", "studies", "study_id"},
+    {"trial_params", "param_id", "trial_id", "trials", "trial_id"},
+    {"trial_values", "trial_value_id", "trial_id", "trials", "trial_id"},
+    {"trial_intermediate_values", "trial_intermediate_value_id", "trial_id", "trials", "trial_id"},
+    {"trial_user_attributes", "trial_user_attribute_id", "trial_id", "trials", "trial_id"},
+    {"trial_system_attributes", "trial_system_attribute_id", "trial_id", "trials", "trial_id"},
+    {"trial_heartbeats", "trial_heartbeat_id", "trial_id", "trials", "trial_id"},
+};
+
+// Every id in the storage is an INTEGER naming a row that exists, in every study, so that the
+// reads below never meet a row whose id matched by SQL affinity but reads as another number.
+absl::Status CheckReferences(Db& db, const std::set<std::string>& tables) {
+  for (const Reference& r : kReferences) {
+    if (!tables.contains(r.table)) continue;  // trial_heartbeats: Optuna >= 2.6 only
+    std::string where = absl::StrCat("typeof(", r.column, ") <> 'integer'");
+    if (r.target != nullptr) {
+      absl::StrAppend(&where, " OR ", r.column, " NOT IN (SELECT ", r.target_column, " FROM ",
+                      r.target, ")");
+    }
+    SEXTANT_RETURN_IF_ERROR(db.Query(absl::StrCat("SELECT ", r.key, ", ", r.column, " FROM ",
+                                                  r.table, " WHERE ", where, " LIMIT 1"),
+                                     {}, [&](sqlite3_stmt* s) {
+                                       Row row(db, s, r.table);
+                                       if (sqlite3_column_type(s, 1) != SQLITE_INTEGER) {
+                                         return row.Bad(1, "is not an integer id");
+                                       }
+                                       return row.Bad(1,
+                                                      absl::StrCat("names no row of ", r.target));
+                                     }));
+  }
+  return absl::OkStatus();
 }
 
 // The file is an SQLite database, not damaged, with Optuna's tables at a schema we read.
 absl::Status CheckStorage(Db& db, const std::string& path, OptunaStudy* study) {
   std::string check;
   SEXTANT_RETURN_IF_ERROR(db.Query("PRAGMA quick_check(1)", {}, [&](sqlite3_stmt* s) {
-    check = Text(s, 0);
+    SEXTANT_ASSIGN_OR_RETURN(check, Row(db, s, "quick_check").Text(0, kMaxOptunaValueBytes));
     return absl::OkStatus();
   }));
   if (check != "ok") {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": the SQLite database is corrupt (", check, ")"));
+        absl::StrCat(path, ": the SQLite database is corrupt (", YamlEscaped(check), ")"));
   }
   std::set<std::string> tables;
   SEXTANT_RETURN_IF_ERROR(
       db.Query("SELECT name FROM sqlite_master WHERE type = 'table'", {}, [&](sqlite3_stmt* s) {
-        tables.insert(Text(s, 0));
+        SEXTANT_ASSIGN_OR_RETURN(std::string name,
+                                 Row(db, s, "sqlite_master").Text(0, kMaxOptunaNameBytes));
+        tables.insert(std::move(name));
         return absl::OkStatus();
       }));
   std::vector<std::string> missing;
@@ -136,161 +334,230 @@ absl::Status CheckStorage(Db& db, const std::string& path, OptunaStudy* study) {
   }
   SEXTANT_RETURN_IF_ERROR(
       db.Query("SELECT version_num FROM alembic_version", {}, [&](sqlite3_stmt* s) {
-        study->alembic_version = Text(s, 0);
+        SEXTANT_ASSIGN_OR_RETURN(study->alembic_version,
+                                 Row(db, s, "alembic_version").Text(0, kMaxOptunaNameBytes));
         return absl::OkStatus();
       }));
-  SEXTANT_RETURN_IF_ERROR(db.Query("SELECT schema_version, library_version FROM version_info", {},
-                                   [&](sqlite3_stmt* s) {
-                                     study->schema_version = sqlite3_column_int(s, 0);
-                                     study->library_version = Text(s, 1);
-                                     return absl::OkStatus();
-                                   }));
+  SEXTANT_RETURN_IF_ERROR(
+      db.Query("SELECT version_info_id, schema_version, library_version FROM version_info", {},
+               [&](sqlite3_stmt* s) -> absl::Status {
+                 Row row(db, s, "version_info");
+                 SEXTANT_ASSIGN_OR_RETURN(int64_t version, row.Int(1));
+                 study->schema_version = static_cast<int>(std::clamp<int64_t>(version, -1, 1000));
+                 SEXTANT_ASSIGN_OR_RETURN(study->library_version, row.Text(2, kMaxOptunaNameBytes));
+                 return absl::OkStatus();
+               }));
   const std::vector<std::string>& supported = SupportedOptunaSchemas();
   if (std::find(supported.begin(), supported.end(), study->alembic_version) == supported.end() ||
       study->schema_version != 12) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": unsupported Optuna storage schema ",
-        study->alembic_version.empty() ? "(no alembic_version)" : study->alembic_version,
+        study->alembic_version.empty() ? "(no alembic_version)"
+                                       : YamlEscaped(study->alembic_version),
         " (version_info.schema_version ", study->schema_version, ", written by Optuna ",
-        study->library_version.empty() ? "?" : study->library_version, "); supported: ",
+        study->library_version.empty() ? "?" : YamlQuoted(study->library_version), "); supported: ",
         absl::StrJoin(supported, ", "), " with schema_version 12 (Optuna 2.4 to 3.x)",
         study->alembic_version < "v2.4.0.a"
             ? "; upgrade it with `optuna storage upgrade --storage sqlite:///FILE`"
             : ""));
   }
-  return absl::OkStatus();
+  return CheckReferences(db, tables);
+}
+
+// Names for an error message: the first few, quoted, and how many more.
+std::string Listed(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 20;
+  std::vector<std::string> quoted;
+  for (size_t i = 0; i < names.size() && i < kShown; ++i) quoted.push_back(YamlQuoted(names[i]));
+  std::string out = absl::StrJoin(quoted, ", ");
+  if (names.size() > kShown) absl::StrAppend(&out, " and ", names.size() - kShown, " more");
+  return out;
 }
 
 absl::Status FindStudy(Db& db, const std::string& path, const std::string& name,
                        OptunaStudy* study) {
-  std::vector<std::string> names;
+  std::vector<std::pair<int64_t, std::string>> studies;
   SEXTANT_RETURN_IF_ERROR(db.Query("SELECT study_id, study_name FROM studies ORDER BY study_id", {},
-                                   [&](sqlite3_stmt* s) {
-                                     names.push_back(Text(s, 1));
-                                     if (names.back() == name)
-                                       study->study_id = sqlite3_column_int64(s, 0);
+                                   [&](sqlite3_stmt* s) -> absl::Status {
+                                     Row row(db, s, "studies");
+                                     SEXTANT_ASSIGN_OR_RETURN(int64_t id, row.Int(0));
+                                     SEXTANT_ASSIGN_OR_RETURN(std::string n,
+                                                              row.Text(1, kMaxOptunaNameBytes));
+                                     studies.emplace_back(id, std::move(n));
                                      return absl::OkStatus();
                                    }));
-  if (study->study_id != 0) {
-    study->name = name;
-    return absl::OkStatus();
+  std::vector<std::string> names;
+  for (const auto& [id, n] : studies) {
+    if (n == name || (name.empty() && studies.size() == 1)) {
+      study->study_id = id;
+      study->name = n;
+      return absl::OkStatus();
+    }
+    names.push_back(n);
   }
-  if (name.empty() && names.size() == 1) return FindStudy(db, path, names[0], study);
-  std::vector<std::string> quoted;
-  for (const std::string& n : names) quoted.push_back(Json(n).dump());
   if (names.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": holds no study"));
   if (name.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": holds ", names.size(),
-                     " studies; name one with --study: ", absl::StrJoin(quoted, ", ")));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": holds ", names.size(), " studies; name one with --study: ", Listed(names)));
   }
-  return absl::InvalidArgumentError(absl::StrCat(path, ": no study named ", Json(name).dump(),
-                                                 "; its studies: ", absl::StrJoin(quoted, ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": no study named ", YamlQuoted(name), "; its studies: ", Listed(names)));
 }
 
 absl::Status ReadStudyRows(Db& db, OptunaStudy* study) {
   const int64_t id = study->study_id;
   SEXTANT_RETURN_IF_ERROR(
-      db.Query("SELECT direction FROM study_directions WHERE study_id = ? ORDER BY objective", {id},
-               [&](sqlite3_stmt* s) {
-                 study->directions.push_back(Text(s, 0));
+      db.Query("SELECT study_direction_id, direction FROM study_directions WHERE study_id = ? "
+               "ORDER BY objective",
+               {id}, [&](sqlite3_stmt* s) -> absl::Status {
+                 Row row(db, s, "study_directions");
+                 if (study->directions.size() == kMaxOptunaObjectives) {
+                   return row.Bad(1, absl::StrCat("is past the ", kMaxOptunaObjectives,
+                                                  " objectives a study may have"));
+                 }
+                 SEXTANT_ASSIGN_OR_RETURN(std::string d, row.Text(1, kMaxOptunaNameBytes));
+                 study->directions.push_back(std::move(d));
                  return absl::OkStatus();
                }));
-  for (auto [table, into] : {std::pair{"study_user_attributes", &study->user_attrs},
-                             std::pair{"study_system_attributes", &study->system_attrs}}) {
-    SEXTANT_RETURN_IF_ERROR(db.Query(
-        absl::StrCat("SELECT key, value_json FROM ", table, " WHERE study_id = ? ORDER BY key"),
-        {id}, [&](sqlite3_stmt* s) {
-          (*into)[Text(s, 0)] = AttrValue(Text(s, 1));
-          return absl::OkStatus();
-        }));
+  for (auto [table, key, into] :
+       {std::tuple{"study_user_attributes", "study_user_attribute_id", &study->user_attrs},
+        std::tuple{"study_system_attributes", "study_system_attribute_id", &study->system_attrs}}) {
+    SEXTANT_RETURN_IF_ERROR(
+        db.Query(absl::StrCat("SELECT ", key, ", key, value_json FROM ", table,
+                              " WHERE study_id = ? ORDER BY key"),
+                 {id}, [&, table = table, into = into](sqlite3_stmt* s) -> absl::Status {
+                   Row row(db, s, table);
+                   SEXTANT_ASSIGN_OR_RETURN(std::string k, row.Text(1, kMaxOptunaNameBytes));
+                   SEXTANT_ASSIGN_OR_RETURN(std::string v, row.JsonText(2));
+                   (*into)[k] = AttrValue(v);
+                   return absl::OkStatus();
+                 }));
   }
+  std::set<int64_t> seen;
   return db.Query(
       "SELECT trial_id, number, state, datetime_start, datetime_complete FROM trials "
       "WHERE study_id = ? ORDER BY number, trial_id",
-      {id}, [&](sqlite3_stmt* s) {
+      {id}, [&](sqlite3_stmt* s) -> absl::Status {
+        Row row(db, s, "trials");
         OptunaTrial t;
-        t.trial_id = sqlite3_column_int64(s, 0);
-        t.number = sqlite3_column_int64(s, 1);
-        t.state = Text(s, 2);
-        t.datetime_start = Text(s, 3);
-        t.datetime_complete = Text(s, 4);
+        SEXTANT_ASSIGN_OR_RETURN(t.trial_id, row.Int(0));
+        SEXTANT_ASSIGN_OR_RETURN(t.number, row.Int(1));
+        SEXTANT_ASSIGN_OR_RETURN(t.state, row.Text(2, kMaxOptunaNameBytes));
+        SEXTANT_ASSIGN_OR_RETURN(t.datetime_start, row.Text(3, kMaxOptunaNameBytes));
+        SEXTANT_ASSIGN_OR_RETURN(t.datetime_complete, row.Text(4, kMaxOptunaNameBytes));
+        if (!seen.insert(t.trial_id).second) return row.Bad(0, "appears twice");
         study->trials.push_back(std::move(t));
         return absl::OkStatus();
       });
 }
 
-// Reads the per-trial tables: params, values, intermediate values and attributes.
-absl::Status ReadTrialRows(Db& db, const std::string& path, OptunaStudy* study) {
-  std::map<int64_t, OptunaTrial*> by_id;
-  for (OptunaTrial& t : study->trials) by_id[t.trial_id] = &t;
-  const std::string of_study = "trial_id IN (SELECT trial_id FROM trials WHERE study_id = ?)";
-  const int64_t id = study->study_id;
-  SEXTANT_RETURN_IF_ERROR(db.Query(
-      absl::StrCat("SELECT trial_id, param_name, param_value, distribution_json FROM trial_params "
-                   "WHERE ",
+// The trial a row of a per-trial table belongs to: column 1 must be the id of one of the
+// study's trials.
+absl::StatusOr<OptunaTrial*> TrialOf(const Row& row, const std::map<int64_t, OptunaTrial*>& by_id) {
+  SEXTANT_ASSIGN_OR_RETURN(int64_t id, row.Int(1));
+  auto it = by_id.find(id);
+  if (it == by_id.end()) return row.Bad(1, "is not a trial of the study");
+  return it->second;
+}
+
+absl::Status ReadParams(Db& db, const std::string& of_study,
+                        const std::map<int64_t, OptunaTrial*>& by_id, OptunaStudy* study) {
+  return db.Query(
+      absl::StrCat("SELECT param_id, trial_id, param_name, param_value, distribution_json "
+                   "FROM trial_params WHERE ",
                    of_study, " ORDER BY trial_id, param_id"),
-      {id}, [&](sqlite3_stmt* s) -> absl::Status {
-        OptunaTrial* t = by_id[sqlite3_column_int64(s, 0)];
+      {study->study_id}, [&](sqlite3_stmt* s) -> absl::Status {
+        Row row(db, s, "trial_params");
+        SEXTANT_ASSIGN_OR_RETURN(OptunaTrial * t, TrialOf(row, by_id));
         OptunaParam p;
-        p.name = Text(s, 1);
-        p.internal = sqlite3_column_double(s, 2);
-        auto d = ParseOptunaDistribution(Text(s, 3));
+        SEXTANT_ASSIGN_OR_RETURN(p.name, row.Text(2, kMaxOptunaNameBytes));
+        SEXTANT_ASSIGN_OR_RETURN(std::optional<double> internal, row.Real(3, true));
+        if (!internal) return row.Bad(3, "is not a number");
+        p.internal = *internal;
+        SEXTANT_ASSIGN_OR_RETURN(std::string json, row.JsonText(4));
+        auto d = ParseOptunaDistribution(json);
         if (!d.ok()) {
           return absl::InvalidArgumentError(
-              absl::StrCat(path, ": study ", Json(study->name).dump(), ", trial ", t->number,
-                           ", parameter ", Json(p.name).dump(), ": ", d.status().message()));
+              absl::StrCat(db.path(), ": study ", YamlQuoted(study->name), ", trial ", t->number,
+                           ", parameter ", YamlQuoted(p.name), ": ", d.status().message()));
         }
         p.distribution = *std::move(d);
         if (p.distribution.kind == OptunaDistribution::Kind::kCategorical &&
             (p.internal != std::floor(p.internal) || p.internal < 0 ||
              p.internal >= static_cast<double>(p.distribution.choices.size()))) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              path, ": trial ", t->number, ", parameter ", Json(p.name).dump(), ": choice index ",
-              p.internal, " is not one of the ", p.distribution.choices.size(), " choices"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(db.path(), ": trial ", t->number, ", parameter ", YamlQuoted(p.name),
+                           ": choice index ", p.internal, " is not one of the ",
+                           p.distribution.choices.size(), " choices"));
         }
         t->params.push_back(std::move(p));
         return absl::OkStatus();
-      }));
+      });
+}
+
+absl::Status ReadValues(Db& db, const std::string& of_study,
+                        const std::map<int64_t, OptunaTrial*>& by_id, OptunaStudy* study) {
   SEXTANT_ASSIGN_OR_RETURN(std::set<std::string> value_cols, Columns(db, "trial_values"));
-  SEXTANT_RETURN_IF_ERROR(db.Query(
-      absl::StrCat("SELECT trial_id, objective, value",
-                   value_cols.contains("value_type") ? ", value_type" : "",
+  const bool typed = value_cols.contains("value_type");
+  return db.Query(
+      absl::StrCat("SELECT trial_value_id, trial_id, objective, value", typed ? ", value_type" : "",
                    " FROM trial_values WHERE ", of_study, " ORDER BY trial_id, objective"),
-      {id}, [&](sqlite3_stmt* s) {
-        OptunaTrial* t = by_id[sqlite3_column_int64(s, 0)];
-        const int64_t objective = sqlite3_column_int64(s, 1);
-        if (objective < 0 || objective > 1000) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(path, ": trial ", t->number, ": objective index ", objective));
+      {study->study_id}, [&](sqlite3_stmt* s) -> absl::Status {
+        Row row(db, s, "trial_values");
+        SEXTANT_ASSIGN_OR_RETURN(OptunaTrial * t, TrialOf(row, by_id));
+        SEXTANT_ASSIGN_OR_RETURN(const int64_t objective, row.Int(2));
+        // The index sizes t->values: only the study's own objectives are allowed.
+        if (objective < 0 || objective >= static_cast<int64_t>(study->directions.size())) {
+          return row.Bad(2, absl::StrCat("is not one of the study's ", study->directions.size(),
+                                         " objectives"));
         }
         if (t->values.size() <= static_cast<size_t>(objective)) t->values.resize(objective + 1);
-        t->values[objective] = TypedValue(s, 2, value_cols.contains("value_type") ? 3 : -1);
+        SEXTANT_ASSIGN_OR_RETURN(t->values[objective], TypedValue(row, 3, typed ? 4 : -1));
         return absl::OkStatus();
-      }));
+      });
+}
+
+absl::Status ReadIntermediate(Db& db, const std::string& of_study,
+                              const std::map<int64_t, OptunaTrial*>& by_id, OptunaStudy* study) {
   SEXTANT_ASSIGN_OR_RETURN(std::set<std::string> step_cols,
                            Columns(db, "trial_intermediate_values"));
   const bool typed = step_cols.contains("intermediate_value_type");
-  SEXTANT_RETURN_IF_ERROR(db.Query(
-      absl::StrCat("SELECT trial_id, step, intermediate_value",
+  return db.Query(
+      absl::StrCat("SELECT trial_intermediate_value_id, trial_id, step, intermediate_value",
                    typed ? ", intermediate_value_type" : "",
                    " FROM trial_intermediate_values WHERE ", of_study, " ORDER BY trial_id, step"),
-      {id}, [&](sqlite3_stmt* s) {
-        std::optional<double> v = TypedValue(s, 2, typed ? 3 : -1);
-        by_id[sqlite3_column_int64(s, 0)]->intermediate.emplace_back(
-            sqlite3_column_int64(s, 1), v.value_or(std::numeric_limits<double>::quiet_NaN()));
+      {study->study_id}, [&](sqlite3_stmt* s) -> absl::Status {
+        Row row(db, s, "trial_intermediate_values");
+        SEXTANT_ASSIGN_OR_RETURN(OptunaTrial * t, TrialOf(row, by_id));
+        SEXTANT_ASSIGN_OR_RETURN(const int64_t step, row.Int(2));
+        SEXTANT_ASSIGN_OR_RETURN(std::optional<double> v, TypedValue(row, 3, typed ? 4 : -1));
+        t->intermediate.emplace_back(step, v.value_or(std::numeric_limits<double>::quiet_NaN()));
         return absl::OkStatus();
-      }));
-  for (auto [table, user] :
-       {std::pair{"trial_user_attributes", true}, std::pair{"trial_system_attributes", false}}) {
-    SEXTANT_RETURN_IF_ERROR(db.Query(absl::StrCat("SELECT trial_id, key, value_json FROM ", table,
-                                                  " WHERE ", of_study, " ORDER BY trial_id, key"),
-                                     {id}, [&](sqlite3_stmt* s) {
-                                       OptunaTrial* t = by_id[sqlite3_column_int64(s, 0)];
-                                       (user ? t->user_attrs : t->system_attrs)[Text(s, 1)] =
-                                           AttrValue(Text(s, 2));
-                                       return absl::OkStatus();
-                                     }));
+      });
+}
+
+// Reads the per-trial tables: params, values, intermediate values and attributes.
+absl::Status ReadTrialRows(Db& db, OptunaStudy* study) {
+  std::map<int64_t, OptunaTrial*> by_id;
+  for (OptunaTrial& t : study->trials) by_id[t.trial_id] = &t;
+  const std::string of_study = "trial_id IN (SELECT trial_id FROM trials WHERE study_id = ?)";
+  SEXTANT_RETURN_IF_ERROR(ReadParams(db, of_study, by_id, study));
+  SEXTANT_RETURN_IF_ERROR(ReadValues(db, of_study, by_id, study));
+  SEXTANT_RETURN_IF_ERROR(ReadIntermediate(db, of_study, by_id, study));
+  for (auto [table, key, user] :
+       {std::tuple{"trial_user_attributes", "trial_user_attribute_id", true},
+        std::tuple{"trial_system_attributes", "trial_system_attribute_id", false}}) {
+    SEXTANT_RETURN_IF_ERROR(db.Query(
+        absl::StrCat("SELECT ", key, ", trial_id, key, value_json FROM ", table, " WHERE ",
+                     of_study, " ORDER BY trial_id, key"),
+        {study->study_id}, [&, table = table, user = user](sqlite3_stmt* s) -> absl::Status {
+          Row row(db, s, table);
+          SEXTANT_ASSIGN_OR_RETURN(OptunaTrial * t, TrialOf(row, by_id));
+          SEXTANT_ASSIGN_OR_RETURN(std::string k, row.Text(2, kMaxOptunaNameBytes));
+          SEXTANT_ASSIGN_OR_RETURN(std::string v, row.JsonText(3));
+          (user ? t->user_attrs : t->system_attrs)[k] = AttrValue(v);
+          return absl::OkStatus();
+        }));
   }
   return absl::OkStatus();
 }
@@ -364,7 +631,12 @@ absl::StatusOr<OptunaDistribution> ParseOptunaDistribution(const std::string& js
   } else if (d.kind == Kind::kInt) {
     d.step = 1;
   }
-  if (!(d.low <= d.high) || (d.log && !(d.low > 0)) || (d.step && !(*d.step > 0))) {
+  // Integers past 2^53 have no exact double, and the experiment loader refuses them.
+  const double limit =
+      d.kind == Kind::kInt ? 9007199254740992.0 : std::numeric_limits<double>::max();
+  const auto in_range = [&](double v) { return std::isfinite(v) && std::fabs(v) <= limit; };
+  if (!(d.low <= d.high) || !in_range(d.low) || !in_range(d.high) || (d.log && !(d.low > 0)) ||
+      (d.step && !(*d.step > 0 && in_range(*d.step)))) {
     return absl::InvalidArgumentError(absl::StrCat(d.name, ": invalid attributes ", a.dump()));
   }
   return d;
@@ -378,7 +650,7 @@ absl::StatusOr<OptunaStudy> ReadOptunaStudy(const std::string& path, const std::
   SEXTANT_RETURN_IF_ERROR(CheckStorage(db, path, &study));
   SEXTANT_RETURN_IF_ERROR(FindStudy(db, path, name, &study));
   SEXTANT_RETURN_IF_ERROR(ReadStudyRows(db, &study));
-  SEXTANT_RETURN_IF_ERROR(ReadTrialRows(db, path, &study));
+  SEXTANT_RETURN_IF_ERROR(ReadTrialRows(db, &study));
   return study;
 }
 

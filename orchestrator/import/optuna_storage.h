@@ -68,6 +68,16 @@ struct OptunaStudy {
   std::string alembic_version;      // alembic_version.version_num, e.g. "v3.0.0.d"
 };
 
+// Bounds on what ReadOptunaStudy reads, each checked before the memory is taken, so that no
+// storage can make the import allocate, recurse or run without limit.
+inline constexpr int kMaxOptunaValueBytes = 4 << 20;  // one stored value (SQLITE_LIMIT_LENGTH)
+inline constexpr int64_t kMaxOptunaTextBytes = int64_t{256} << 20;  // all text read together
+inline constexpr int64_t kMaxOptunaRows = 2'000'000;             // rows read, all tables together
+inline constexpr size_t kMaxOptunaNameBytes = 1024;              // a name, key, state or version
+inline constexpr int kMaxOptunaJsonDepth = 64;                   // nesting of a stored JSON value
+inline constexpr size_t kMaxOptunaObjectives = 64;               // a study's directions
+inline constexpr int64_t kMaxOptunaSqliteSteps = 2'000'000'000;  // SQLite VM steps in all
+
 // The alembic revisions whose tables ReadOptunaStudy reads: Optuna 2.4 to 3.x (v2.4.0.a
 // introduced several objectives; v3.0.0.d is current as of Optuna 3.1).
 const std::vector<std::string>& SupportedOptunaSchemas();
@@ -79,6 +89,13 @@ const std::vector<std::string>& SupportedOptunaSchemas();
 // holds; an empty `study` names the storage's only study, and is an error listing them when it
 // holds several), or holds a row that cannot be read (a distribution ParseOptunaDistribution
 // refuses, a categorical index out of range, malformed attribute JSON).
+// Hostile storages are refused the same way, the message naming the table and the row: an
+// id that is not an INTEGER or names no trial or study of the storage (every table that
+// references one is checked, trial_heartbeats included), any value of another type than
+// Optuna writes there (text where a number belongs, a blob, a NULL where one is required, a
+// non-finite parameter value), text that is not UTF-8, an objective index past the study's
+// directions, JSON nested deeper than kMaxOptunaJsonDepth, or anything past the bounds
+// above.
 absl::StatusOr<OptunaStudy> ReadOptunaStudy(const std::string& path, const std::string& study);
 
 }  // namespace sextant

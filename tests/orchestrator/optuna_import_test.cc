@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -379,7 +380,8 @@ TEST(OptunaImportTest, AnImportedStudyContinuesByDefault) {
                   "-o", dir});
   ASSERT_EQ(import.exit_code, 0) << import.err;
   EXPECT_THAT(import.out, HasSubstr("room for 100 more trials (search.max_trials 103; change it "
-                                    "with `sextant resume " + dir + " --max-trials N`)"));
+                                    "with `sextant resume " +
+                                    dir + " --max-trials N`)"));
   testing::CommandOutput ask = RunProcess({kSextant, "ask", dir});
   ASSERT_EQ(ask.exit_code, 0) << ask.err;
   EXPECT_THAT(ask.out, HasSubstr("\"trial\":4"));
@@ -735,6 +737,168 @@ TEST(OptunaImportTest, RefusesBadInputAndWritesNothing) {
   expect_refused(EditedCopy(good, R"sql(UPDATE trial_params SET param_value = 5, distribution_json =
       '{"name": "CategoricalDistribution", "attributes": {"choices": [1, 2]}}' WHERE param_name = 'k')sql"),
                  "tiny", "choice index 5");
+}
+
+// A hostile storage: ids that match a trial by SQL affinity but read back as another number,
+// rows that name no trial, values of the wrong type and absurd sizes. Each is refused by the
+// command with exit 2 and a message naming the table and the row; nothing is written.
+TEST(OptunaImportTest, RefusesAHostileStorageWithoutCrashingOrWriting) {
+  const std::string tmp = MakeTempDir("optuna-hostile");
+  MakeStudies(tmp, kTinyStudy);
+  const std::string good = tmp + "/tiny.db";
+  const std::string out = tmp + "/out";
+  fs::create_directories(out);
+  auto expect_refused = [&](const std::string& storage, const std::string& needle) {
+    SCOPED_TRACE(needle);
+    testing::CommandOutput r = RunProcess(
+        {kSextant, "import", "optuna", storage, "--study", "tiny", "-o", out + "/imported"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;  // a signal would read -N
+    EXPECT_THAT(r.err, HasSubstr(needle));
+    ExpectNothingWritten(out, out + "/imported");
+  };
+  // trial_params rebuilt without column types, so that the text '20e-1' is kept as text: it
+  // matches trial 2 by numeric affinity, and reads back as 20, a trial that does not exist.
+  expect_refused(EditedCopy(good, R"sql(
+    ALTER TABLE trial_params RENAME TO old_params;
+    CREATE TABLE trial_params (param_id INTEGER PRIMARY KEY, trial_id, param_name, param_value,
+                               distribution_json);
+    INSERT INTO trial_params SELECT param_id, trial_id, param_name, param_value,
+                                    distribution_json FROM old_params;
+    DROP TABLE old_params;
+    UPDATE trial_params SET trial_id = '20e-1' WHERE param_id = 3;)sql"),
+                 R"(trial_params row param_id = 3: trial_id "20e-1" is not an integer id)");
+  // Rows of trials that do not exist, in each table that references one.
+  expect_refused(
+      EditedCopy(good, "UPDATE trial_values SET trial_id = 999 WHERE trial_value_id = 2"),
+      "trial_values row trial_value_id = 2: trial_id 999 names no row of trials");
+  expect_refused(EditedCopy(good, "INSERT INTO trial_heartbeats VALUES (7, 77, '2024-01-01')"),
+                 "trial_heartbeats row trial_heartbeat_id = 7: trial_id 77 names no row of trials");
+  expect_refused(
+      EditedCopy(good, "INSERT INTO trial_user_attributes VALUES (5, NULL, 'k', '1')"),
+      "trial_user_attributes row trial_user_attribute_id = 5: trial_id NULL is not an integer id");
+  expect_refused(
+      EditedCopy(good, "INSERT INTO study_directions VALUES (9, 'MINIMIZE', 42, 1)"),
+      "study_directions row study_direction_id = 9: study_id 42 names no row of studies");
+  // Values of the wrong type.
+  expect_refused(EditedCopy(good, "UPDATE trial_params SET param_value = 'abc' WHERE param_id = 1"),
+                 R"(trial_params row param_id = 1: param_value "abc" is not a number)");
+  expect_refused(EditedCopy(good, "UPDATE trials SET number = NULL WHERE trial_id = 2"),
+                 "trials row trial_id = 2: number NULL is not an integer");
+  expect_refused(EditedCopy(good, "UPDATE trials SET state = X'00FF' WHERE trial_id = 1"),
+                 "trials row trial_id = 1: state a blob of 2 bytes is not text");
+  expect_refused(
+      EditedCopy(good, "UPDATE studies SET study_name = CAST(X'FF' AS TEXT) WHERE study_id = 2"),
+      R"(studies row study_id = 2: study_name "\uFFFD" is not UTF-8)");
+  expect_refused(
+      EditedCopy(good, "UPDATE version_info SET schema_version = '12th'"),
+      R"(version_info row version_info_id = 1: schema_version "12th" is not an integer)");
+  // Absurd sizes: a value past the bound, JSON nested past the stack's bound, an objective
+  // index that would size every trial's values.
+  expect_refused(EditedCopy(good, R"sql(INSERT INTO trial_user_attributes
+      VALUES (1, 1, 'big', '"' || printf('%.*c', 5000000, 'x') || '"'))sql"),
+                 "holds a value larger than 4194304 bytes");
+  expect_refused(EditedCopy(good, R"sql(INSERT INTO trial_user_attributes
+      VALUES (1, 1, 'deep', printf('%.*c', 100000, '[')))sql"),
+                 "trial_user_attributes row trial_user_attribute_id = 1: value_json");
+  expect_refused(
+      EditedCopy(good, "UPDATE trial_values SET objective = 1000000 WHERE trial_value_id = 1"),
+      "trial_values row trial_value_id = 1: objective 1000000 is not one of the study's 1 "
+      "objectives");
+  expect_refused(EditedCopy(good, R"sql(UPDATE trial_params SET distribution_json =
+      '{"name": "IntDistribution", "attributes": {"low": 1, "high": 1e300, "step": 1}}'
+      WHERE param_name = 'k')sql"),
+                 "IntDistribution: invalid attributes");
+  // The storage is unharmed by all of this: the original imports.
+  testing::CommandOutput r =
+      RunProcess({kSextant, "import", "optuna", good, "--study", "tiny", "-o", out + "/imported"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// Strings a storage holds that YAML would read as syntax: a study name, a constant parameter's
+// name, categorical choices, user attributes, the metric name and Optuna's library_version,
+// each with line breaks, quotes, '#' and a `budget:` block.
+constexpr const char* kCraftedStudy = R"py(
+import sqlite3
+BLOCK = "\nbudget: {max_cost: 0.01}\n"
+NAME = "study" + BLOCK + "# "
+CHOICES = ["plain", "a" + BLOCK, "tab\there \"q\" \\ back: [x] #c", "\u2028line\x85next\x01\x1b[31m"]
+CONST = "c" + BLOCK + "#"
+KEY, VALUE = "key" + BLOCK, "value" + BLOCK + "x: \"y\""
+s = optuna.create_study(storage="sqlite:///" + DIR + "/crafted.db", study_name=NAME,
+                        sampler=optuna.samplers.RandomSampler(seed=2))
+def f(t):
+    t.suggest_categorical("choice", CHOICES)
+    t.suggest_float(CONST, 2, 2)
+    t.set_user_attr(KEY, VALUE)
+    return t.suggest_float("x", 0, 1)
+s.optimize(f, n_trials=4)
+record(s)
+VERSION = '3.1.0"' + BLOCK + "#"
+METRIC = 'acc"#:[budget]'
+db = sqlite3.connect(DIR + "/crafted.db")
+db.execute("UPDATE version_info SET library_version = ?", (VERSION,))
+db.execute("INSERT INTO study_system_attributes (study_id, key, value_json) VALUES (1, ?, ?)",
+           ("study:metric_names", json.dumps([METRIC])))
+db.commit()
+truth["crafted"] = {"name": NAME, "choices": CHOICES, "const": CONST, "key": KEY, "value": VALUE,
+                    "version": VERSION, "metric": METRIC}
+)py";
+
+TEST(OptunaImportTest, EscapesEveryImportedStringWrittenIntoYaml) {
+  const std::string tmp = MakeTempDir("optuna-yaml");
+  const Json want = MakeStudies(tmp, kCraftedStudy)["crafted"];
+  ASSERT_TRUE(want.is_object());
+  const std::string dir = tmp + "/imported";
+  testing::CommandOutput r =
+      RunProcess({kSextant, "import", "optuna", tmp + "/crafted.db", "-o", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("\x1b")));  // no terminal escapes pass through
+  testing::CommandOutput validate = RunProcess({kSextant, "validate", dir + "/experiment.yaml"});
+  EXPECT_EQ(validate.exit_code, 0) << validate.err;
+
+  // No line of the file is YAML the import did not mean to write.
+  const std::string yaml = ReadFile(dir + "/experiment.yaml");
+  std::istringstream lines(yaml);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_FALSE(absl::StartsWith(line, "budget")) << line;
+    EXPECT_EQ(line.find('\r'), std::string::npos) << line;
+  }
+  const v1::ExperimentSpec spec = StoredSpec(dir);
+  LoadResult loaded =
+      LoadExperimentFile((fs::path(dir) / "experiment.yaml").lexically_normal().string());
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded.spec.SerializeAsString(), spec.SerializeAsString());
+  EXPECT_FALSE(spec.budget().has_max_cost());
+  EXPECT_EQ(spec.budget().max_wall_time_seconds(), 0);
+
+  // What YAML carries survives the round trip exactly.
+  ASSERT_EQ(spec.parameters_size(), 2);  // the constant is not searched
+  const v1::Parameter* choice = FindParameter(spec, "choice");
+  std::vector<std::string> values(choice->values().begin(), choice->values().end());
+  EXPECT_EQ(values, want["choices"].get<std::vector<std::string>>());
+  EXPECT_EQ(spec.objective().metric(), want["metric"].get<std::string>());
+  EXPECT_EQ(spec.name(), SanitizedStudyName(want["name"].get<std::string>()));
+  // ... and so does what the run keeps beside it.
+  auto store = Store::Open(RunDir::DbPath(dir), false, true);
+  ASSERT_TRUE(store.ok());
+  auto meta = (*store)->GetMeta("optuna_import");
+  ASSERT_TRUE(meta.ok() && *meta);
+  const Json record = Json::parse(**meta);
+  EXPECT_EQ(record["library_version"], want["version"]);
+  EXPECT_EQ(record["study"], want["name"]);
+  EXPECT_TRUE(record["constants"].contains(want["const"].get<std::string>()));
+  const Json results = Results(dir);
+  ASSERT_FALSE(results["trials"].empty());
+  EXPECT_EQ(results["trials"][0]["metrics"]["user_attrs_" + want["key"].get<std::string>()],
+            want["value"]);
+
+  // A metric name with a line break is refused, not written.
+  const std::string refused = tmp + "/refused";
+  r = RunProcess({kSextant, "import", "optuna", tmp + "/crafted.db", "-o", refused, "--metric",
+                  "loss\nbudget:{max_cost:0.01}"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(R"(metric name "loss\nbudget:{max_cost:0.01}" cannot be used)"));
+  ExpectNothingWritten(tmp, refused);
 }
 
 TEST(OptunaImportTest, RefusesToOverwriteANonEmptyDirectory) {
