@@ -89,6 +89,7 @@ absl::StatusOr<v1::JoinPlan> ClientPlan(const RegionalAggregatorOptions& o, Clie
   plan.set_spec(o.client_spec);
   plan.set_spec_signature(o.client_spec_signature);
   plan.set_spec_certificate(o.client_spec_certificate);
+  plan.set_expires_at(o.client_spec_expires_at);
   return plan;
 }
 

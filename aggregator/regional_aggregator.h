@@ -66,6 +66,7 @@ struct RegionalAggregatorOptions {
   std::string client_spec;
   std::string client_spec_signature;
   std::string client_spec_certificate;
+  int64_t client_spec_expires_at = 0;
   // The largest weight (example count) one client may declare (SenderGate). Default 0:
   // unbounded.
   double max_client_weight = 0;

@@ -84,8 +84,12 @@ absl::StatusOr<Fd> OpenCapture(const std::string& path) {
   if (path.empty()) return Fd();
   int fd;
   do {
-    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   } while (fd < 0 && errno == EINTR);
+  if (fd < 0 && errno == ELOOP) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("capture file ", path, " is a symbolic link; refusing to write through it"));
+  }
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open capture file ", path));
   return Fd(fd);
 }
@@ -270,14 +274,18 @@ class CommandRun {
         clock_(clock != nullptr ? clock : RealClockInstance()),
         tick_(std::max<nanoseconds>(ToNanos(spec.tick_seconds), std::chrono::milliseconds(1))),
         lines_(spec.max_line_bytes),
-        buffer_(kReadChunkBytes) {}
+        buffer_(kReadChunkBytes),
+        out_(&spec.redact),
+        err_(&spec.redact) {}
 
   absl::StatusOr<CommandResult> Run();
 
  private:
   struct Stream {
+    explicit Stream(const Redactor* redactor) : redact(redactor) {}
     Fd pipe;
     Fd capture;
+    StreamRedactor redact;  // what goes to capture
   };
 
   static nanoseconds ToNanos(double seconds) {
@@ -413,7 +421,10 @@ void CommandRun::ReadStream(Stream& stream, bool is_stdout) {
     return;
   }
   std::string_view data(buffer_.data(), static_cast<size_t>(n));
-  if (stream.capture.valid()) WriteAll(stream.capture.get(), data.data(), data.size());
+  if (stream.capture.valid()) {
+    const std::string safe = stream.redact.Feed(data);
+    WriteAll(stream.capture.get(), safe.data(), safe.size());
+  }
   if (is_stdout) {
     lines_.Feed(data, [this](std::string_view line) { HandleLine(line); });
   } else {
@@ -502,6 +513,11 @@ void CommandRun::SignalGroup(int sig) {
 
 void CommandRun::Finish() {
   lines_.Finish([this](std::string_view line) { HandleLine(line); });
+  for (Stream* stream : {&out_, &err_}) {
+    if (!stream->capture.valid()) continue;
+    const std::string rest = stream->redact.Finish();
+    WriteAll(stream->capture.get(), rest.data(), rest.size());
+  }
   result_.long_lines = lines_.long_lines();
   size_t keep = spec_.stderr_tail_bytes;
   if (result_.stderr_tail.size() > keep) {

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "common/redactor.h"
 
 namespace sextant {
 
@@ -16,8 +17,11 @@ struct CommandSpec {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;  // set on top of the inherited environment
   std::string working_dir;                 // empty: the current directory
-  std::string stdout_path;                 // capture files; empty: not kept
+  // Capture files; empty: not kept. Created 0600 (as the umask allows) and never through a
+  // symbolic link.
+  std::string stdout_path;
   std::string stderr_path;
+  Redactor redact;  // secrets masked in the capture files (not in what the observer sees); none
   double timeout_seconds = 0;       // 0: no timeout
   double tick_seconds = 0.2;        // how often Observer::OnTick runs
   double kill_grace_seconds = 2;    // SIGTERM then SIGKILL after this, when stopping
@@ -64,7 +68,8 @@ struct CommandResult {
 // observer, copying stdout and stderr to the capture files, and killing the whole group on
 // timeout or stop. Time is read from clock, so a FakeClock can drive the timeout.
 // Returns the result for any outcome of the command itself (including spawn failure); returns
-// an error Status only when the capture files cannot be opened.
+// an error Status only when the capture files cannot be opened (InvalidArgument naming one that
+// is a symbolic link).
 absl::StatusOr<CommandResult> RunCommand(const CommandSpec& spec, CommandObserver* observer,
                                          Clock* clock);
 

@@ -16,6 +16,8 @@ namespace sextant {
 //   DNS servers for an IPv6 address a hosts file does not list, and where those servers cannot
 //   be reached (a region's network namespace) it waited for them to time out, so that regions
 //   joined 80 to 94 s late.
+// - umask 077: whatever the process creates is its user's alone (files 0600, folders 0700), run
+//   directories included; the processes it starts (workers, trials) inherit it.
 void SetUpProcess();
 
 }  // namespace sextant

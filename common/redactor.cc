@@ -44,4 +44,33 @@ std::string Redactor::Apply(const std::string& text) const {
   return out;
 }
 
+size_t Redactor::PartialSecretAtEnd(std::string_view text) const {
+  size_t longest = 0;
+  for (const std::string& s : secrets_) {
+    for (size_t n = std::min(s.size() - 1, text.size()); n > longest; --n) {
+      if (text.substr(text.size() - n) == std::string_view(s).substr(0, n)) {
+        longest = n;
+        break;
+      }
+    }
+  }
+  return longest;
+}
+
+std::string StreamRedactor::Feed(std::string_view data) {
+  if (redactor_ == nullptr || redactor_->empty()) return std::string(data);
+  pending_.append(data);
+  std::string masked = redactor_->Apply(pending_);
+  const size_t keep = redactor_->PartialSecretAtEnd(masked);
+  pending_ = masked.substr(masked.size() - keep);
+  masked.resize(masked.size() - keep);
+  return masked;
+}
+
+std::string StreamRedactor::Finish() {
+  std::string rest = std::move(pending_);
+  pending_.clear();
+  return redactor_ == nullptr ? rest : redactor_->Apply(rest);
+}
+
 }  // namespace sextant

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sextant {
@@ -27,9 +28,32 @@ class Redactor {
   // text with every secret value replaced by kMask.
   std::string Apply(const std::string& text) const;
   bool empty() const { return secrets_.empty(); }
+  // The length of the longest end of text that is the beginning of a secret (and shorter than
+  // it): what may still become a secret when more text follows. 0 when none.
+  size_t PartialSecretAtEnd(std::string_view text) const;
 
  private:
   std::vector<std::string> secrets_;  // longest first, so that no secret is half-masked
+};
+
+// Masks the secrets of a byte stream that arrives in pieces (a trial's output, on its way to a
+// log file): a secret split across two pieces is masked all the same. Holds back at most the
+// longest secret's length, and only while the text could still become one.
+// Not thread-safe; one per stream.
+class StreamRedactor {
+ public:
+  // redactor must outlive this.
+  explicit StreamRedactor(const Redactor* redactor) : redactor_(redactor) {}
+
+  // What may be written now of everything fed so far, masked; the end that could begin a
+  // secret is kept for the next call.
+  std::string Feed(std::string_view data);
+  // What is still held back, masked. Call once at the end of the stream.
+  std::string Finish();
+
+ private:
+  const Redactor* redactor_;
+  std::string pending_;
 };
 
 }  // namespace sextant

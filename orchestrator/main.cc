@@ -442,7 +442,7 @@ int main(int argc, char** argv) {
       "NAME[,NAME...]: the objectives' metrics (default value, or values_0,...)");
   import_optuna->add_option(
       "--max-trials", import_args.max_trials,
-      "search.max_trials, counting the imported trials (default: their number)");
+      "search.max_trials, counting the imported trials (default: their number + 100)");
   actions["import optuna"] = [&] {
     for (absl::string_view m : absl::StrSplit(import_metrics, ',', absl::SkipWhitespace())) {
       import_args.metrics.emplace_back(absl::StripAsciiWhitespace(m));

@@ -183,10 +183,12 @@ absl::StatusOr<KeyPair> IssueCertificate(const KeyPair& ca, const std::string& c
   SEXTANT_ASSIGN_OR_RETURN(Cert cert, NewCert(key.get(), common_name, days));
   X509_set_issuer_name(cert.get(), X509_get_subject_name(ca_cert.get()));
   // Only servers (the orchestrator, aggregators, and certificates without an identity, as
-  // issued before identities) answer on loopback and may authenticate as servers; a worker,
-  // client or admin certificate is for dialling out only.
+  // issued before identities) may authenticate as servers; a worker, client or admin
+  // certificate is for dialling out only. Only the orchestrator's answers for loopback: an
+  // aggregator's names only its own hosts, or its key could pose as the orchestrator to a
+  // worker on the same host.
   const bool server = identity == nullptr || identity->role == Role::kAggregator;
-  std::string san = server ? "DNS:localhost,IP:127.0.0.1" : "";
+  std::string san = identity == nullptr ? "DNS:localhost,IP:127.0.0.1" : "";
   for (const std::string& name : extra_sans) {
     unsigned char addr[sizeof(in6_addr)];
     const bool ip =
@@ -275,6 +277,16 @@ absl::StatusOr<std::string> IssueParticipantDirectory(const std::string& ca_dir,
   SEXTANT_RETURN_IF_ERROR(WriteSecret(out_dir + "/ca.pem", *cert, false));
   SEXTANT_RETURN_IF_ERROR(WritePair(out_dir, identity.name, pair));
   return CertificateFingerprint(pair.cert_pem);
+}
+
+absl::Status EnrollParticipants(const std::string& ca_dir, const std::string& participant_dir,
+                                const std::vector<std::string>& fingerprints) {
+  absl::StatusOr<std::string> list = ReadText(ca_dir + "/enrolled.txt");
+  if (!list.ok()) return absl::OkStatus();
+  std::string text = *list;
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  for (const std::string& fp : fingerprints) absl::StrAppend(&text, fp, " issued-by-the-run\n");
+  return WriteSecret(participant_dir + "/enrolled.txt", text, false);
 }
 
 absl::Status IssueIntoDirectory(const std::string& dir, const std::string& name,

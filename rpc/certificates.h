@@ -22,8 +22,10 @@ absl::StatusOr<KeyPair> CreateCertificateAuthority(const std::string& common_nam
 // Issues a certificate for common_name signed by ca with subjectAltName every entry of
 // extra_sans (an IPv4/IPv6 address becomes IP:, anything else DNS:) and, when identity is given,
 // the URI sextant://ROLE/REGION/NAME that services take the caller's identity from. A server's
-// certificate (no identity, or an aggregator's) also names DNS:localhost and IP:127.0.0.1 and
-// may authenticate TLS servers and clients; a worker's, client's or admin's only clients. Returns
+// certificate (no identity, or an aggregator's) may authenticate TLS servers and clients; a
+// worker's, client's or admin's only clients. Only a certificate without an identity (the
+// orchestrator's) also names DNS:localhost and IP:127.0.0.1: an aggregator's names exactly
+// extra_sans, so that it cannot answer for the orchestrator on loopback. Returns
 // InvalidArgument when ca does not parse or a SAN is not a host name or address, Internal on
 // libcrypto errors.
 absl::StatusOr<KeyPair> IssueCertificate(const KeyPair& ca, const std::string& common_name,
@@ -44,7 +46,7 @@ absl::StatusOr<std::string> NewToken();
 // `sextant certs init DIR [--san HOST,...]`: writes ca.pem/ca.key, orchestrator.pem/.key (its
 // SANs: localhost, 127.0.0.1 and orchestrator_sans, the names workers dial it by),
 // aggregator.pem/.key, worker.pem/.key and admin.pem/.key (identities
-// sextant://ROLE/-/ROLE, for one-host use; per-host certificates come from IssueIntoDirectory),
+// sextant://ROLE/-/ROLE and no host names; per-host certificates come from IssueIntoDirectory),
 // enrolled.txt (the fingerprints of those three)
 // and worker.token, aggregator.token, admin.token. Keys and tokens are mode 0600. Refuses
 // (AlreadyExists) when DIR already holds a ca.key, so that a CA is never overwritten;
@@ -76,6 +78,14 @@ absl::Status IssueIntoDirectory(const std::string& dir, const std::string& name,
 absl::StatusOr<std::string> IssueParticipantDirectory(const std::string& ca_dir,
                                                       const std::string& out_dir,
                                                       const PeerIdentity& identity);
+
+// The enrolment list of a participant's server (a regional aggregator that `sextant run`
+// starts): ca_dir's enrolled.txt, the orchestrator's own list, plus `fingerprints` (the
+// certificates the run issued its clients), written to participant_dir/enrolled.txt, so that
+// each tier admits exactly the enrolled certificates. Nothing is written when ca_dir has no
+// enrolled.txt (every tier then admits any certificate of the CA). Internal when writing fails.
+absl::Status EnrollParticipants(const std::string& ca_dir, const std::string& participant_dir,
+                                const std::vector<std::string>& fingerprints);
 
 }  // namespace sextant
 

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/security/credentials.h"
+#include "rpc/identity.h"
 
 namespace sextant {
 
@@ -18,6 +19,15 @@ namespace sextant {
 // NAME.pem or NAME.key cannot be read; ReadSecretFile's errors for the secret.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> LoadChannelCredentials(
     const std::string& tls_dir, const std::string& name, const std::string& secret_file = "");
+
+// The same TLS credentials, with the server checked by who it is rather than by the name
+// dialled: its certificate must chain to TLS_DIR/ca.pem and carry the URI IdentityUri(server)
+// (UNAUTHENTICATED at the handshake otherwise), whatever host names it has. For participants
+// that `sextant run` starts, which dial their region's aggregator on loopback, a name that no
+// aggregator certificate carries. NotFound as LoadChannelCredentials; InvalidArgument for an
+// empty tls_dir (an identity needs TLS).
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> LoadChannelCredentialsForServer(
+    const std::string& tls_dir, const std::string& name, const PeerIdentity& server);
 
 }  // namespace sextant
 

@@ -168,10 +168,12 @@ absl::StatusOr<KeyAttestation> KeySigner::Sign(const std::string& binding) const
   return KeyAttestation{cert_pem_, std::move(sig)};
 }
 
-std::string ExperimentBinding(const std::string& experiment_id, const std::string& spec) {
-  std::string out = "sextant-experiment/v1";
+std::string ExperimentBinding(const std::string& experiment_id, const std::string& spec,
+                              int64_t expires_at) {
+  std::string out = "sextant-experiment/v2";
   AppendField(&out, experiment_id);
   AppendField(&out, spec);
+  AppendField(&out, absl::StrCat(expires_at));
   return out;
 }
 

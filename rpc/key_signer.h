@@ -72,9 +72,11 @@ absl::Status CheckOwnAttestation(const KeyAttestation& attestation, const std::s
 
 // The experiment the orchestrator hands participants started by hand (JoinPlan) is signed with
 // the orchestrator's own TLS key, so that an aggregator, which relays it to its clients, cannot
-// change what they run or send. The bytes signed: a fixed label, the experiment id and the
-// serialized experiment, each length-prefixed.
-std::string ExperimentBinding(const std::string& experiment_id, const std::string& spec);
+// change what they run or send, nor pass off another run's (the id) or an old one (the
+// expiry). The bytes signed: a fixed label, the experiment id, the serialized experiment and
+// the expiry in unix seconds, each length-prefixed.
+std::string ExperimentBinding(const std::string& experiment_id, const std::string& spec,
+                              int64_t expires_at);
 
 // Signs binding with tls_dir's orchestrator.pem and orchestrator.key. NotFound naming a file
 // that cannot be read; InvalidArgument when they do not parse or do not match; Internal on a

@@ -62,6 +62,16 @@ absl::StatusOr<RunSecrets> CreateRunSecrets(const std::string& dir) {
   return s;
 }
 
+absl::StatusOr<std::string> CreateSecretFile(const std::string& dir, const std::string& name) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(dir, ": ", ec.message()));
+  if (::chmod(dir.c_str(), 0700) != 0) {
+    return absl::InternalError(absl::StrCat(dir, ": ", std::strerror(errno)));
+  }
+  return WriteNewSecret(absl::StrCat(dir, "/", name, ".secret"));
+}
+
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
   // Opened once, not through a link, and checked on the open file: what is checked is read.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);

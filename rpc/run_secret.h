@@ -25,6 +25,11 @@ struct RunSecrets {
 // earlier ones (a resumed run's processes are new). Internal naming the file on error.
 absl::StatusOr<RunSecrets> CreateRunSecrets(const std::string& dir);
 
+// Creates dir (mode 0700) if needed and a fresh DIR/NAME.secret (0600) with a new random secret
+// (64 hex characters), replacing an earlier one; returns the secret. Internal naming the file
+// on error.
+absl::StatusOr<std::string> CreateSecretFile(const std::string& dir, const std::string& name);
+
 // The secret in path. NotFound or PermissionDenied naming it when it cannot be read;
 // FailedPrecondition when group or others may read it (it would not be secret).
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path);

@@ -89,6 +89,14 @@ absl::Status CheckListenAllowed(const std::string& listen, const ServerSecurity&
                    "`sextant certs init DIR`)"));
 }
 
+absl::Status CheckDialAllowed(const std::string& target, bool tls) {
+  if (tls || IsLoopbackAddress(target)) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("refusing to connect to ", target,
+                   " without TLS: a non-loopback address is dialled only with --tls-dir DIR "
+                   "(from `sextant certs init DIR`)"));
+}
+
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const ServerSecurity& security) {
   if (!security.tls()) {
     if (!security.local) return grpc::InsecureServerCredentials();

@@ -66,6 +66,12 @@ bool IsLoopbackAddress(const std::string& listen);
 // FailedPrecondition saying that a non-loopback address needs them (--tls-dir).
 absl::Status CheckListenAllowed(const std::string& listen, const ServerSecurity& security);
 
+// The dialling side of the same rule: OK when target (the HOST:PORT a worker, client or
+// aggregator dials) is a loopback address (IsLoopbackAddress) or tls is set; otherwise
+// FailedPrecondition saying that a non-loopback address is dialled only over TLS (--tls-dir),
+// so that no leased command, plan or model travels in plaintext.
+absl::Status CheckDialAllowed(const std::string& target, bool tls);
+
 // The credentials to listen with: TLS that requires and verifies a client certificate when
 // ca_pem is set, with a RoleAuthProcessor attached; without TLS, local TCP credentials with the
 // processor when `local`, else insecure credentials.

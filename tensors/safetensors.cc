@@ -199,11 +199,17 @@ template <typename WriteData>
 absl::Status WriteAtomically(const std::string& path, const std::string& header,
                              WriteData write_data) {
   std::string tmp = path + ".tmp-XXXXXX";
-  Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
-  if (fd.get() < 0) return Errno(path, "cannot create a temporary file beside it");
-  // mkostemp creates the file 0600; a model file is as readable as any other output.
-  absl::Status s = ::fchmod(fd.get(), 0644) == 0 ? absl::OkStatus() : Errno(tmp, "cannot chmod");
-  if (s.ok()) s = WriteFileBody(fd.get(), tmp, header, write_data);
+  // mkostemp finds a free name; its file is 0600 whatever the umask, so the file is made anew
+  // (O_EXCL: nothing may take the name in between) to be as readable as any other output of
+  // the process: 0644 under umask 022, 0600 under Sextant's 077 (common/process_setup.h).
+  {
+    Fd reserved(::mkostemp(tmp.data(), O_CLOEXEC));
+    if (reserved.get() < 0) return Errno(path, "cannot create a temporary file beside it");
+  }
+  ::unlink(tmp.c_str());
+  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return Errno(tmp, "cannot create");
+  absl::Status s = WriteFileBody(fd.get(), tmp, header, write_data);
   if (fd.Close() != 0 && s.ok()) s = Errno(tmp, "cannot close");
   if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
     s = Errno(path, "cannot rename the temporary file into place");

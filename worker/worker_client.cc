@@ -14,6 +14,7 @@
 #include "common/redactor.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/channel_credentials.h"
+#include "rpc/server_security.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
 #include "common/command_runner.h"
 #include "worker/telemetry.h"
@@ -333,6 +334,9 @@ class Worker {
       std::string base = absl::StrCat(reg_.log_dir(), "/trial-", a.trial_id(), ".", a.attempt());
       spec.stdout_path = base + ".out";
       spec.stderr_path = base + ".err";
+      // A trial that prints a secret from its environment must not leave it in its log either.
+      std::map<std::string, std::string> env(a.env().begin(), a.env().end());
+      spec.redact = Redactor::FromEnvironment(env);
     }
     return spec;
   }
@@ -459,6 +463,12 @@ class Worker {
 
 int RunWorker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop,
               const std::atomic<bool>* preempt) {
+  // Checked before any channel exists: a remote orchestrator in plaintext could lease any
+  // command to this host.
+  if (absl::Status s = CheckDialAllowed(options.target, !options.tls_dir.empty()); !s.ok()) {
+    std::cerr << "sextant-worker: " << s.message() << "\n";
+    return 2;
+  }
   Worker worker(options, clock, stop, preempt);
   return worker.Run();
 }

@@ -26,7 +26,7 @@ struct WorkerOptions {
   std::string gpus;
   // A directory from `sextant certs init`: connect with TLS, verifying the orchestrator against
   // ca.pem, presenting TLS_NAME.pem/.key as the client certificate and sending TLS_NAME.token
-  // (when present) as the bearer token. Default empty: plaintext.
+  // (when present) as the bearer token. Default empty: plaintext, on loopback only.
   std::string tls_dir;
   std::string tls_name = "worker";  // default "worker"
   // Without tls_dir: the run's worker secret (RUN_DIR/secrets/worker.secret), sent with every
@@ -37,6 +37,8 @@ struct WorkerOptions {
 // Registers with the orchestrator and runs leased trials until the orchestrator says the
 // experiment is done (exit 0), stop becomes true (exit 0 after stopping the running trial), the
 // orchestrator refuses us (exit 2, e.g. a protocol mismatch) or stays unreachable (exit 1).
+// A target that is not a loopback address without tls_dir is refused before anything is
+// dialled (exit 2, CheckDialAllowed).
 // When preempt (may be null) becomes true, a preemption notice arrived: the running trial gets
 // SIGTERM and preempt_notice_seconds to checkpoint, its attempt is reported as preempted (not
 // failed), and the worker exits 0 without leasing more.

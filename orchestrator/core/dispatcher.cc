@@ -82,6 +82,7 @@ absl::Status Dispatcher::Event(const std::string& kind, int64_t trial_id,
 // Rebuilds the in-memory queue from the store. Long because it also repairs what a crash
 // left behind: attempts that were running are closed as lost and their trials requeued.
 absl::Status Dispatcher::Load() {
+  session_started_ = Now();
   SEXTANT_ASSIGN_OR_RETURN(std::vector<TrialRow> rows, store_->LoadTrials());
   SEXTANT_ASSIGN_OR_RETURN(std::vector<MeasurementRow> ms, store_->LoadMeasurements());
   SEXTANT_ASSIGN_OR_RETURN(next_worker_id_, store_->MaxWorkerId());
@@ -139,7 +140,6 @@ absl::Status Dispatcher::Load() {
     }
     history_.push_back(std::move(o));
   }
-  UpdateFailureStop();
   if (!trials_.empty() && !(options_.quiet_load && queue_.empty())) {
     SEXTANT_RETURN_IF_ERROR(Event(
         "run_resumed", 0,
@@ -218,10 +218,11 @@ std::optional<std::string> Dispatcher::FailureStop() const {
 
 void Dispatcher::UpdateFailureStop() {
   if (spec_.search().mode() == v1::Search::ASK_TELL || failure_stop_) return;
+  // Only this session's trials count: a run resumed once its cause is fixed goes on.
   std::vector<const TrialRow*> ended;
   int failed = 0;
   for (const Entry& e : trials_) {
-    if (!TrialEnded(e.row.state)) continue;
+    if (!TrialEnded(e.row.state) || e.row.finished_at < session_started_) continue;
     ended.push_back(&e.row);
     failed += e.row.state == v1::FAILED;
   }

@@ -148,8 +148,9 @@ class Dispatcher {
   bool MayCreate() const { return CanCreate(); }
   // The failure policy of a run that launches its trials (search.mode commands): why the run
   // must end FAILED now, quoting the error, once search.max_failed_trials trials have failed,
-  // or the last search.max_failed_in_a_row ended trials all failed with the same error, or
-  // the run has Finished() and every trial that ended failed. nullopt while it may go on, and
+  // or the last search.max_failed_in_a_row ended trials all failed with the same error (both
+  // counted from this dispatcher's start: a resumed run, its cause fixed, goes on), or the run
+  // has Finished() and every trial that ended failed. nullopt while it may go on, and
   // always in ask/tell mode, where the client decides what a failure means.
   std::optional<std::string> FailureStop() const;
   // The stored row of trial id as of now; null when the run has no such trial.
@@ -306,6 +307,7 @@ class Dispatcher {
   bool hold_ = false;
   // The failure policy's bounds are passed: why (FailureStop).
   std::optional<std::string> failure_stop_;
+  double session_started_ = 0;  // Now() when this dispatcher was made: its bounds count from it
   bool stopping_ = false;                  // BeginStop: winding down for the budget
   std::set<std::string> top_rung_barred_;  // SetTopRungRule
   std::string top_rung_why_;

@@ -17,8 +17,9 @@ namespace sextant {
 class ProcessLauncher {
  public:
   virtual ~ProcessLauncher() = default;
-  // Starts argv (argv[0] a path) with stdout and stderr appended to log_path.
-  // Returns the pid, or Internal when it cannot start.
+  // Starts argv (argv[0] a path) with stdout and stderr appended to log_path (created 0600 as
+  // the umask allows, never through a symbolic link). Returns the pid, or Internal when it
+  // cannot start (log_path a link included).
   virtual absl::StatusOr<pid_t> Launch(const std::vector<std::string>& argv,
                                        const std::string& log_path) = 0;
   // Sends sig to pid; a pid that is gone is not an error.

@@ -10,10 +10,17 @@ namespace sextant {
 // A run directory: state.db, logs/ (trial and worker output), artifacts/checkpoints/.
 // Holding a RunDir holds an exclusive lock on it (flock on DIR/lock), so there is exactly one
 // writer. The lock is released when the RunDir is destroyed or the process dies.
+// The directory and its folders are mode 0700 (its files are 0600 by the process umask,
+// common/process_setup.h): the trials' env values and results are not for other local users.
+// No entry in it is a symbolic link, so that nothing is written through one; only the trials'
+// own checkpoint folders (artifacts/checkpoints/*/) are theirs to fill as they like.
 class RunDir {
  public:
-  // Creates the folders if needed and takes the lock. Returns FailedPrecondition naming the
-  // holder's pid when another process holds it, or Internal on filesystem errors.
+  // Creates the folders if needed (0700, and makes existing ones 0700) and takes the lock.
+  // Returns InvalidArgument naming the first entry that is a symbolic link, before anything is
+  // created, opened or written; FailedPrecondition naming the holder's pid when another process
+  // holds the lock; Internal on filesystem errors (a folder of another user cannot be made
+  // private).
   static absl::StatusOr<RunDir> Acquire(const std::string& path);
 
   RunDir(RunDir&& other) noexcept;

@@ -111,6 +111,9 @@ std::vector<SenderReport> MergeBySender(const std::vector<SenderReport>& senders
   return out;
 }
 
+// How long a signed plan for participants started by hand is valid (JoinPlan.expires_at).
+constexpr absl::Duration kPlanLifetime = absl::Hours(24 * 30);
+
 class FederatedRun {
  public:
   explicit FederatedRun(RunSession& session)
@@ -431,8 +434,10 @@ class FederatedRun {
       shared.clear_budget();
       shared.clear_resources();
       const std::string bytes = shared.SerializeAsString();
-      absl::StatusOr<KeyAttestation> signature =
-          SignAsOrchestrator(session_.tls_dir(), ExperimentBinding(experiment_id_, bytes));
+      // Signed anew by every session of the run, each plan valid for kPlanLifetime.
+      const int64_t expires_at = absl::ToUnixSeconds(env_.clock->Now() + kPlanLifetime);
+      absl::StatusOr<KeyAttestation> signature = SignAsOrchestrator(
+          session_.tls_dir(), ExperimentBinding(experiment_id_, bytes, expires_at));
       if (!signature.ok()) return signature.status();
       std::map<std::string, v1::JoinPlan> plans;
       for (const auto& r : fed().regions()) {
@@ -441,6 +446,7 @@ class FederatedRun {
         plan.set_spec(bytes);
         plan.set_spec_signature(signature->signature);
         plan.set_spec_certificate(signature->certificate_pem);
+        plan.set_expires_at(expires_at);
       }
       o.join = [plans =
                     std::move(plans)](const PeerIdentity& caller) -> absl::StatusOr<v1::JoinPlan> {
@@ -512,12 +518,16 @@ class FederatedRun {
           IssueParticipantDirectory(session_.tls_dir(), ParticipantTlsDir(r.name(), -1),
                                     PeerIdentity{Role::kAggregator, r.name(), "aggregator"}));
       security->enrolled.insert(fingerprint);
+      std::vector<std::string> clients;
       for (int i = 0; i < r.clients(); ++i) {
-        SEXTANT_RETURN_IF_ERROR(
+        SEXTANT_ASSIGN_OR_RETURN(
+            clients.emplace_back(),
             IssueParticipantDirectory(session_.tls_dir(), ParticipantTlsDir(r.name(), i),
-                                      PeerIdentity{Role::kClient, r.name(), absl::StrCat(i)})
-                .status());
+                                      PeerIdentity{Role::kClient, r.name(), absl::StrCat(i)}));
       }
+      // The region's aggregator admits the certificates the orchestrator does, and its clients.
+      SEXTANT_RETURN_IF_ERROR(
+          EnrollParticipants(session_.tls_dir(), ParticipantTlsDir(r.name(), -1), clients));
     }
     return absl::OkStatus();
   }
@@ -1057,7 +1067,8 @@ class FederatedRun {
                 << "THIS_HOST:" << tier_->port() << " --tls-dir DIR --tls-name NAME --listen "
                 << "ADDRESS:PORT --work-dir DIR; then " << r.clients()
                 << " x sextant-worker --role client --join --connect AGGREGATOR:PORT --tls-dir "
-                   "DIR --tls-name NAME\n";
+                   "DIR --tls-name NAME --experiment-id "
+                << experiment_id_ << "\n";
     }
     *env_.out << std::flush;
   }
@@ -1205,6 +1216,17 @@ class FederatedRun {
   }
 
   absl::Status Finish() {
+    // Every round failed: there is no model to report, and no score (never a made-up 0).
+    if (last_round_ == 0) {
+      return Failed(absl::StrCat("no round completed: every one of the ", fed().rounds(),
+                                 " rounds failed", last_failure_.empty() ? "" : " (last: ",
+                                 last_failure_, last_failure_.empty() ? "" : ")",
+                                 ". Each participant's log is in ", run_dir_->logs_dir()));
+    }
+    if (failed_in_a_row_ > 0) {
+      *env_.out << "sextant: the last " << failed_in_a_row_
+                << " rounds failed; the model is round " << last_round_ << "'s\n";
+    }
     if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed at the end: evaluate again
       (void)Evaluate(last_round_);
     }

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
 
@@ -162,6 +163,51 @@ void Discard(int fd, SteadyTime deadline) {
   }
 }
 
+// Whether a Host value names this server: a loopback name or the address it listens on, with
+// its port (or without, on port 80, where browsers leave it out). A rebinding page's requests
+// carry its own host name, never one of these.
+bool NamesThisServer(const std::string& host, const std::string& listen_host, int port) {
+  for (const std::string& name :
+       {std::string("127.0.0.1"), std::string("localhost"), std::string("[::1]"), listen_host}) {
+    if (absl::EqualsIgnoreCase(host, absl::StrCat(name, ":", port))) return true;
+    if (port == 80 && absl::EqualsIgnoreCase(host, name)) return true;
+  }
+  return false;
+}
+
+// Why a request may not be answered at all, or "" when it may: it must name this server in one
+// Host header, and a browser's request must come from this server's own origin.
+std::string Refusal(const httplib::Request& req, const std::string& listen_host, int port) {
+  if (req.get_header_value_count("Host") != 1 ||
+      !NamesThisServer(req.get_header_value("Host"), listen_host, port)) {
+    return absl::StrCat("forbidden: the Host header must name this server (127.0.0.1:", port,
+                        " or localhost:", port, ")\n");
+  }
+  if (req.has_header("Origin") &&
+      (req.get_header_value_count("Origin") != 1 ||
+       !absl::EqualsIgnoreCase(req.get_header_value("Origin"),
+                               absl::StrCat("http://", req.get_header_value("Host"))))) {
+    return "forbidden: a request from another origin\n";
+  }
+  return "";
+}
+
+// Compares in time that depends on the lengths only, so that the page's token cannot be
+// guessed byte by byte from how long a refusal takes. An empty secret matches nothing.
+bool SameSecret(const std::string& given, const std::string& secret) {
+  if (secret.empty() || given.size() != secret.size()) return false;
+  volatile unsigned char diff = 0;
+  for (size_t i = 0; i < secret.size(); ++i)
+    diff = diff | static_cast<unsigned char>(given[i] ^ secret[i]);
+  return diff == 0;
+}
+
+httplib::Server::HandlerResponse Forbidden(httplib::Response& res, const std::string& why) {
+  res.status = 403;
+  res.set_content(why, "text/plain");
+  return httplib::Server::HandlerResponse::Handled;
+}
+
 }  // namespace
 
 // httplib parses, routes and answers; this subclass only reads each connection's request head
@@ -230,16 +276,26 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     fcntl(sock, F_SETFD, FD_CLOEXEC);
   });
   http.set_payload_max_length(options.max_request_bytes);
-  http.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    const bool ours = req.path == "/metrics" || req.path == "/";
-    if (!ours || req.method == "GET" || req.method == "HEAD") {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    res.status = 405;
-    res.set_header("Allow", "GET, HEAD");
-    res.set_content("only GET and HEAD\n", "text/plain");
-    return httplib::Server::HandlerResponse::Handled;
-  });
+  // port_ is set before the server thread starts, and read only on its threads.
+  http.set_pre_routing_handler(
+      [p = s.get(), host, token = options.page_token, page = static_cast<bool>(options.page)](
+          const httplib::Request& req, httplib::Response& res) {
+        if (std::string why = Refusal(req, host, p->port_); !why.empty())
+          return Forbidden(res, why);
+        const bool ours = req.path == "/metrics" || req.path == "/";
+        if (ours && req.method != "GET" && req.method != "HEAD") {
+          res.status = 405;
+          res.set_header("Allow", "GET, HEAD");
+          res.set_content("only GET and HEAD\n", "text/plain");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (page && req.path == "/" && !SameSecret(req.get_param_value("token"), token)) {
+          return Forbidden(res,
+                           "forbidden: open the live report at the address `sextant run` printed, "
+                           "with its ?token=\n");
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
   http.Get("/metrics", [p = s.get()](const httplib::Request&, httplib::Response& res) {
     res.set_content(p->Published(), kPrometheusType);
   });
@@ -248,6 +304,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
       absl::StatusOr<std::string> html = page();
       if (html.ok()) {
         res.set_header("Cache-Control", "no-store");
+        // The address holds the token: links out of the page must not pass it on.
+        res.set_header("Referrer-Policy", "no-referrer");
         res.set_content(*std::move(html), "text/html; charset=utf-8");
       } else {
         res.status = 503;

@@ -25,11 +25,18 @@ struct MetricsHttpOptions {
   // default 10.
   double response_timeout_seconds = 10;
   PageSource page;  // serves GET `/` when set; default none (404)
+  // The page's secret: `/` answers only a request whose query carries token=PAGE_TOKEN
+  // (compared in constant time), 403 otherwise. Default empty: the page is refused to all.
+  std::string page_token;
 };
 
 // The HTTP server of --metrics-port, on cpp-httplib: GET /metrics answers the last published
-// text (Content-Type text/plain; version=0.0.4) and GET / the page (text/html) when there is
-// one; other paths get 404, other methods on those two 405, a malformed request 400. Each
+// text (Content-Type text/plain; version=0.0.4) and GET /?token=PAGE_TOKEN the page (text/html)
+// when there is one; other paths get 404, other methods on those two 405, a malformed request
+// 400. Every request must name this server in its one Host header (127.0.0.1:PORT,
+// localhost:PORT, [::1]:PORT or the address it listens on) and, when it has an Origin, come
+// from that same origin: anything else gets 403, so that a page of another site (DNS rebinding)
+// reads nothing. /metrics needs no token (Prometheus scrapes it on loopback). Each
 // connection carries one request and is closed after the response. A request head is read
 // whole, within max_request_bytes and request_timeout_seconds, before httplib parses it, so a
 // slow or hostile client holds one of httplib's threads for at most the timeouts and never

@@ -42,22 +42,22 @@ std::string ObjectiveMetricsLabel(const v1::ExperimentSpec& spec) {
   return absl::StrJoin(names, ",");
 }
 
-absl::StatusOr<std::unique_ptr<RunMonitor>> RunMonitor::Start(int port,
-                                                              const v1::ExperimentSpec& spec,
-                                                              const std::string& run_dir,
-                                                              Clock* clock, std::ostream& out,
-                                                              LiveReportOptions report) {
+absl::StatusOr<std::unique_ptr<RunMonitor>> RunMonitor::Start(
+    int port, const std::string& page_token, const v1::ExperimentSpec& spec,
+    const std::string& run_dir, Clock* clock, std::ostream& out, LiveReportOptions report) {
   std::unique_ptr<RunMonitor> m(new RunMonitor(spec, run_dir, clock));
   m->report_ = std::make_unique<LiveReport>(run_dir, clock, report);
   MetricsHttpOptions http;
   http.page = [r = m->report_.get()] { return r->Page(); };
+  http.page_token = page_token;
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server =
       MetricsHttpServer::Start("127.0.0.1", port, clock, std::move(http));
   if (!server.ok()) return server.status();
   m->server_ = *std::move(server);
   m->Publish(m->Snapshot());
   const std::string base = absl::StrCat("http://127.0.0.1:", m->port(), "/");
-  out << "sextant: live report on " << base << " , metrics on " << base << "metrics\n"
+  out << "sextant: live report on " << base << "?token=" << page_token << " , metrics on " << base
+      << "metrics\n"
       << std::flush;
   return m;
 }

@@ -37,10 +37,12 @@ std::optional<double> MeanGpuUtilisation(const std::vector<TelemetryRow>& latest
 // Thread-safe.
 class RunMonitor {
  public:
-  // Serves on 127.0.0.1:port (0 picks a free one) and prints both addresses on out.
+  // Serves on 127.0.0.1:port (0 picks a free one) and prints both addresses on out, the live
+  // report's with ?token=page_token: the page is served only with it (MetricsHttpServer).
   // run_dir holds the run (its spec is stored); clock (not owned) must outlive the monitor.
   // InvalidArgument for a port outside 0..65535, Unavailable when it is taken.
-  static absl::StatusOr<std::unique_ptr<RunMonitor>> Start(int port, const v1::ExperimentSpec& spec,
+  static absl::StatusOr<std::unique_ptr<RunMonitor>> Start(int port, const std::string& page_token,
+                                                           const v1::ExperimentSpec& spec,
                                                            const std::string& run_dir, Clock* clock,
                                                            std::ostream& out,
                                                            LiveReportOptions report = {});

@@ -549,9 +549,10 @@ class SearchRun {
     }
     SEXTANT_RETURN_IF_ERROR(s);
     PrintSummary();
-    return absl::AbortedError(absl::StrCat("the run failed: ", why, ". Each trial's output is in ",
-                                           run_dir_->logs_dir(), "; `sextant results ",
-                                           run_dir_path_, "` lists every error"));
+    return absl::AbortedError(absl::StrCat(
+        "the run failed: ", why, ". Each trial's output is in ", run_dir_->logs_dir(),
+        "; `sextant results ", run_dir_path_, "` lists every error. Once the cause is fixed, ",
+        "`sextant resume ", run_dir_path_, "` goes on (--max-trials N for room)"));
   }
 
   absl::Status WindDown(ProgressReporter& progress, const std::string& why,

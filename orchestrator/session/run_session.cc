@@ -15,7 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "orchestrator/core/command_script.h"
 #include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/core/stored_spec.h"
 
 namespace sextant {
 namespace {
@@ -88,7 +90,12 @@ absl::StatusOr<std::unique_ptr<RunSession>> RunSession::Open(const RunOptions& o
   SEXTANT_RETURN_IF_ERROR(s->OpenStore());
   SEXTANT_RETURN_IF_ERROR(s->LoadSecurity());
   if (options.metrics_port >= 0) {
-    SEXTANT_ASSIGN_OR_RETURN(s->monitor_, RunMonitor::Start(options.metrics_port, s->spec_,
+    // Every local user can reach the port: the page is served only with this run's token, kept
+    // beside the run's other secrets for whoever needs the address again.
+    SEXTANT_ASSIGN_OR_RETURN(
+        std::string token,
+        CreateSecretFile(std::filesystem::absolute(s->path_ + "/secrets").string(), "live-report"));
+    SEXTANT_ASSIGN_OR_RETURN(s->monitor_, RunMonitor::Start(options.metrics_port, token, s->spec_,
                                                             s->path_, env.clock, *env.out));
   }
   return s;
@@ -114,6 +121,10 @@ absl::Status RunSession::ReadExperiment() {
     return s;
   }
   spec_ = std::move(loaded.spec);
+  // What validate warns of, run says too, before it launches trials that would all fail.
+  if (std::optional<std::string> w = MissingCommandScriptWarning(spec_)) {
+    *env_.err << options_.experiment_file << ": warning: " << *w << "\n";
+  }
   ApplyBudgetOverrides();
   // Stored paths are absolute, so that `resume` from any directory finds the same files.
   const std::string wd = spec_.trial().working_dir().empty() ? "." : spec_.trial().working_dir();
@@ -164,13 +175,16 @@ absl::Status RunSession::OpenStore() {
   SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> stored, store_->GetMeta("spec"));
   if (options_.resume) {
     // A federated trial's retry keeps the spec it has (the one its first attempt stored).
-    if (spec_.name().empty() && (!stored || !spec_.ParseFromString(*stored))) {
-      return absl::InvalidArgumentError(absl::StrCat(path_, " holds no experiment to resume"));
+    if (spec_.name().empty()) {
+      if (!stored || !spec_.ParseFromString(*stored)) {
+        return absl::InvalidArgumentError(absl::StrCat(path_, " holds no experiment to resume"));
+      }
+      SEXTANT_RETURN_IF_ERROR(RestoreEnvValues(&spec_));
     }
     if (options_.max_trials) SEXTANT_RETURN_IF_ERROR(RaiseMaxTrials(*options_.max_trials));
     if (options_.max_cost || options_.max_wall_time_seconds || options_.max_trials) {
       ApplyBudgetOverrides();
-      SEXTANT_RETURN_IF_ERROR(store_->PutMeta("spec", spec_.SerializeAsString()));
+      SEXTANT_RETURN_IF_ERROR(store_->PutMeta("spec", WithoutEnvValues(spec_).SerializeAsString()));
     }
     return absl::OkStatus();
   }
@@ -179,7 +193,7 @@ absl::Status RunSession::OpenStore() {
         absl::StrCat(path_, " already holds a run; continue it with `sextant resume ", path_,
                      "` or pick another --run-dir"));
   }
-  SEXTANT_RETURN_IF_ERROR(store_->PutMeta("spec", spec_.SerializeAsString()));
+  SEXTANT_RETURN_IF_ERROR(store_->PutMeta("spec", WithoutEnvValues(spec_).SerializeAsString()));
   return store_->PutTimeMeta("started_at", absl::ToUnixMicros(env_.clock->Now()) / 1e6);
 }
 

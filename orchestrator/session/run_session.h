@@ -69,13 +69,16 @@ class RunSession {
   // Opens options.experiment_file as a new run in options.run_dir (default runs/NAME), or
   // with options.resume the run stored in options.run_dir. A new run's spec (working_dir and
   // source_path made absolute, the budget overrides applied) and started_at are stored; a
-  // resume with budget overrides stores the raised spec. A process that is one trial of a
+  // resume with budget overrides stores the raised spec. The stored spec has no trial env
+  // values (orchestrator/core/stored_spec.h): a resume reads them again from the experiment
+  // file it names. A process that is one trial of a
   // federated search (SEXTANT_FEDERATED_TRIAL=1) runs the federation with the trial's
   // parameters (SEXTANT_PARAM_*), continuing its own earlier attempt when there is one.
   // Errors, each naming what is wrong:
   //   InvalidArgument: the experiment does not load (the message is the loader's
   //     FILE:LINE:COL lines; see IsLoadError), the directory holds no run to resume or
-  //     already holds one, --tls-dir cannot be read, or the listen address needs TLS;
+  //     already holds one, an entry of it is a symbolic link (RunDir), a resume cannot read
+  //     the trial env values again, --tls-dir cannot be read, or the listen address needs TLS;
   //   FailedPrecondition: another process holds the directory;
   //   others from the filesystem and the store.
   static absl::StatusOr<std::unique_ptr<RunSession>> Open(const RunOptions& options,

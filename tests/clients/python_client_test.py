@@ -4,6 +4,8 @@ Run by ctest (tests/clients/CMakeLists.txt) with PYTHONPATH holding the built pa
 SEXTANT_BIN_DIR the binaries; or by hand:
   PYTHONPATH=build/python SEXTANT_BIN_DIR=build/bin python3 -m unittest -v python_client_test
 """
+import contextlib
+import io
 import json
 import math
 import os
@@ -197,6 +199,23 @@ class AskTellTest(Workdir):
         self.assertEqual(len(configs), 40)
         self.assertEqual(sorted(t["id"] for t in r["trials"] if t["state"] == "COMPLETED"),
                          sorted(ids))
+
+    def test_an_ask_only_a_tell_can_answer_says_which_trial_it_waits_for(self):
+        exp = ask_tell_experiment("held", 1, extra_search="  lease: 10m\n")
+        with LiveRun(self.work, exp) as run:
+            with sextant.open_run(run.dir) as first, sextant.open_run(run.dir) as second:
+                held = first.ask()
+                start = time.monotonic()
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err):
+                    with self.assertRaises(TimeoutError) as caught:
+                        second.ask(timeout=3)
+                self.assertLess(time.monotonic() - start, 10)  # not the 10-minute lease
+                self.assertIn(f"waiting for trial {held.id} (its lease ends in 10 min)",
+                              str(caught.exception))
+                self.assertEqual(err.getvalue().count("asked and not told"), 1)  # said once
+                first.tell(held, loss=0.5)
+            self.assertEqual(run.wait(60), 0, run.output())
 
     def test_keep_alive_holds_a_trial_past_its_lease_and_a_dropped_one_is_requeued(self):
         exp = ask_tell_experiment("lease", 3, extra_search="  lease: 2s\n")
@@ -448,21 +467,20 @@ class ReadmeTest(Workdir):
         exp = """name: readme
 objective: {metric: val_loss, goal: minimize}
 parameters:
-  lr: {type: float, min: 0.001, max: 0.1, log: true}
+  x: {type: float, min: 0, max: 1}
 search: {mode: ask_tell, sampler: random, seed: 3, max_trials: 3, max_concurrent: 1}
 """
         with LiveRun(self.work, exp) as run:
-            # The snippet as the README gives it, on this run's directory, with a stand-in
-            # for the reader's own training step.
-            code = ("def train_one_epoch(params):\n    return params['lr']\n" +
-                    snippet.replace('"runs/x"', repr(run.dir)))
+            # The snippet as the README gives it (its own stand-in for training included), on
+            # this run's directory.
+            code = snippet.replace('"runs/x"', repr(run.dir))
             out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=120)
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertEqual(run.wait(60), 0, run.output())
             r = run.results()
         self.assertEqual([t["state"] for t in r["trials"]], ["COMPLETED"] * 3)
         for t in r["trials"]:
-            self.assertAlmostEqual(t["value"], t["params"]["lr"], places=12)
+            self.assertAlmostEqual(t["value"], (t["params"]["x"] - 0.3) ** 2, places=12)
 
 
 class InstallTest(Workdir):

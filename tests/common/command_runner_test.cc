@@ -197,6 +197,37 @@ TEST_F(CommandRunnerTest, UnopenableCaptureFileIsAnError) {
   EXPECT_THAT(std::string(result.status().message()), HasSubstr("stdout.txt"));
 }
 
+TEST_F(CommandRunnerTest, CaptureFileThatIsALinkIsRefusedAndItsTargetKept) {
+  const std::filesystem::path target = dir_ / "target.txt";
+  std::ofstream(target) << "kept\n";
+  CommandSpec spec = Shell("echo loss=1");
+  spec.stderr_path = dir_ / "stderr.txt";
+  std::filesystem::create_symlink(target, spec.stderr_path);
+  absl::StatusOr<CommandResult> result = RunCommand(spec, &observer_, RealClockInstance());
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(result.status()));
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("stderr.txt is a symbolic link; refusing to write through it"));
+  EXPECT_EQ(ReadFile(target), "kept\n");
+}
+
+TEST_F(CommandRunnerTest, CaptureFilesMaskSecretsEvenSplitAcrossWrites) {
+  // The secret reaches the pipe in two writes, a moment apart, so that it arrives in two reads.
+  CommandSpec spec = Shell(
+      "printf 'a=1 tok-12'; sleep 0.2; printf '34-end b=2\\n'; "
+      "printf 'tok-1234-end\\n' >&2; printf 'ends with tok-12'");
+  spec.stdout_path = dir_ / "stdout.txt";
+  spec.stderr_path = dir_ / "stderr.txt";
+  spec.redact = Redactor(std::map<std::string, std::string>{{"API_TOKEN", "tok-1234-end"}});
+  CommandResult result = Run(spec);
+  EXPECT_EQ(result.exit_code, 0);
+  // The unfinished start of a secret at the very end is written as it is.
+  EXPECT_EQ(ReadFile(spec.stdout_path), "a=1 [REDACTED] b=2\nends with tok-12");
+  EXPECT_EQ(ReadFile(spec.stderr_path), "[REDACTED]\n");
+  // The observer still parses the metrics of the whole line.
+  EXPECT_THAT(observer_.metrics(), ElementsAre(ElementsAre(Pair("a", 1), Pair("b", 2))));
+}
+
 TEST_F(CommandRunnerTest, TimeoutKillsTheWholeProcessGroup) {
   FakeClock clock;
   std::atomic<pid_t> grandchild{0};

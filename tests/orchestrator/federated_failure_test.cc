@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/orchestrator/test_util.h"
@@ -139,6 +140,22 @@ echo "num_examples=100"
   EXPECT_THAT(r.out, HasSubstr("client east/0 failed: the client command reported "
                                "num_examples=1e+12, more than 200"));
   EXPECT_THAT(r.out, HasSubstr("clients=4 rejected=0 failed=1"));
+}
+
+// Fewer rounds than max_failed_rounds, all failed: the run fails (exit 1) rather than finish
+// with no model and a made-up score.
+TEST_P(FederatedFailureTest, ARunWithNoCompletedRoundFails) {
+  WriteFile(dir_ + "/exp.yaml",
+            absl::StrReplaceAll(
+                Experiment("fail.sh", absl::StrCat("  secure_aggregation: ", secure(), "\n")),
+                {{"rounds: 4", "rounds: 2"}}));
+  auto r = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"}, 240);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("no round completed: every one of the 2 rounds failed"));
+  EXPECT_THAT(r.out, Not(HasSubstr("finished: val_accuracy")));
+  auto state = QueryRows(dir_ + "/run/state.db", "SELECT value FROM meta WHERE key = 'state'");
+  ASSERT_EQ(state.size(), 1u);
+  EXPECT_EQ(state[0][0], "FAILED");
 }
 
 INSTANTIATE_TEST_SUITE_P(PlaintextAndSecure, FederatedFailureTest, ::testing::Bool(),

@@ -3,6 +3,8 @@
 // aggregates refused by a running federated run, the non-loopback rule for aggregators, and
 // fleet-launched workers that dial the orchestrator over TLS. (A whole
 // federated run over mTLS is federated_tls_run_test, labelled slow.)
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -22,7 +24,9 @@
 #include "nlohmann/json.hpp"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
+#include "rpc/channel_credentials.h"
 #include "rpc/key_signer.h"
+#include "rpc/server_security.h"
 #include "sextant/v1/federation_service.grpc.pb.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
@@ -146,7 +150,8 @@ TEST_F(FederatedSecurityTest, AggregatorLetsEachClientSpeakOnlyAsItself) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.out;
   };
-  EXPECT_THAT(issue({"agg-east", "--role", "aggregator", "--region", "east"}),
+  // Dialled on loopback below: the one name it is given (an aggregator's names are its own).
+  EXPECT_THAT(issue({"agg-east", "--role", "aggregator", "--region", "east", "--san", "127.0.0.1"}),
               HasSubstr("sextant://aggregator/east/agg-east"));
   issue({"alice", "--role", "client", "--region", "east", "--enroll"});
   issue({"bob", "--role", "client", "--region", "east", "--enroll"});
@@ -207,7 +212,7 @@ TEST_F(FederatedSecurityTest, OneClientCannotHoldMoreThanItsShareOfTheAggregator
               0);
   }
   ASSERT_EQ(RunProcess({kSextant, "certs", "issue", certs_, "agg-east", "--role", "aggregator",
-                        "--region", "east"})
+                        "--region", "east", "--san", "127.0.0.1"})
                 .exit_code,
             0);
   std::unique_ptr<BackgroundProcess> agg = StartEastAggregator();
@@ -286,7 +291,8 @@ TEST_F(FederatedSecurityTest, PlansGoOnlyToTheCallersOwnTierAndRegion) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"agg-east", "--role", "aggregator", "--region", "east"},
+       {std::vector<std::string>{"agg-east", "--role", "aggregator", "--region", "east", "--san",
+                                 "127.0.0.1"},
         {"alice", "--role", "client", "--region", "east"},
         {"carol", "--role", "client", "--region", "west"}}) {
     std::vector<std::string> argv = {kSextant, "certs", "issue", certs_};
@@ -344,10 +350,18 @@ federation:
   for (size_t i = 0; i + 1 < flags.size(); ++i) {
     if (flags[i] == "--experiment-id") id = flags[i + 1];
   }
-  EXPECT_TRUE(VerifyOrchestratorSignature(ReadFile(certs_ + "/ca.pem"),
-                                          {plan->spec_certificate(), plan->spec_signature()},
-                                          ExperimentBinding(id, plan->spec()))
+  EXPECT_TRUE(VerifyOrchestratorSignature(
+                  ReadFile(certs_ + "/ca.pem"), {plan->spec_certificate(), plan->spec_signature()},
+                  ExperimentBinding(id, plan->spec(), plan->expires_at()))
                   .ok());
+  // The plan expires (30 days on), and its expiry is signed: a later one does not verify.
+  const int64_t now = absl::ToUnixSeconds(absl::Now());
+  EXPECT_GT(plan->expires_at(), now + 29 * 86400);
+  EXPECT_LT(plan->expires_at(), now + 31 * 86400);
+  EXPECT_FALSE(VerifyOrchestratorSignature(
+                   ReadFile(certs_ + "/ca.pem"), {plan->spec_certificate(), plan->spec_signature()},
+                   ExperimentBinding(id, plan->spec(), plan->expires_at() + 86400))
+                   .ok());
   v1::ExperimentSpec spec;
   ASSERT_TRUE(spec.ParseFromString(plan->spec()));
   EXPECT_EQ(spec.federation().regions_size(), 2);
@@ -368,6 +382,73 @@ trial: {command: [sh, -c, "echo loss=1"]}
   absl::StatusOr<v1::JoinPlan> again = join(east, "alice");
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(std::vector<std::string>(again->flags().begin(), again->flags().end()), flags);
+}
+
+// A malicious aggregator (a real mTLS server with east's aggregator certificate) hands a
+// client started by hand plans signed by the orchestrator for another run, or for this run but
+// expired: the client refuses each before it trains or sends anything, and a client not told
+// its run's id refuses to start at all.
+TEST_F(FederatedSecurityTest, AClientStartedByHandRunsOnlyItsOwnRunsCurrentPlan) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"agg-east", "--role", "aggregator", "--region", "east", "--san",
+                                 "localhost"},
+        std::vector<std::string>{"alice", "--role", "client", "--region", "east", "--enroll"}}) {
+    std::vector<std::string> argv = {kSextant, "certs", "issue", certs_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ASSERT_EQ(RunProcess(argv).exit_code, 0);
+  }
+  // What the orchestrator of some run signed: an experiment without secure aggregation.
+  v1::ExperimentSpec old_spec;
+  old_spec.set_name("old");
+  old_spec.mutable_federation()->set_secure_aggregation(false);
+  const std::string bytes = old_spec.SerializeAsString();
+  const int64_t later = absl::ToUnixSeconds(absl::Now() + absl::Hours(24));
+  const int64_t past = absl::ToUnixSeconds(absl::Now() - absl::Hours(1));
+  struct Case {
+    std::string signed_for;  // the run id the orchestrator signed
+    int64_t expires_at;
+    std::string refusal;
+  };
+  for (const Case& c : {Case{"old-run-1", later, "PERMISSION_DENIED"},
+                        Case{"current-run-2", past, "expired at"}}) {
+    absl::StatusOr<KeyAttestation> signature =
+        SignAsOrchestrator(certs_, ExperimentBinding(c.signed_for, bytes, c.expires_at));
+    ASSERT_TRUE(signature.ok()) << signature.status();
+    v1::JoinPlan replayed;
+    for (const char* f : {"--region", "east", "--index", "0", "--name", "alice",
+                          "--experiment-id", "current-run-2"}) {
+      replayed.add_flags(f);
+    }
+    replayed.set_spec(bytes);
+    replayed.set_spec_signature(signature->signature);
+    replayed.set_spec_certificate(signature->certificate_pem);
+    replayed.set_expires_at(c.expires_at);
+    RoundCoordinatorOptions o;
+    o.experiment_id = "current-run-2";
+    o.model_size = 4;
+    FederationHub hub(*RoundCoordinator::Create(o, RealClockInstance()), RealClockInstance());
+    FederationServiceImpl service(&hub);
+    service.SetJoinHandler([&](const PeerIdentity&) { return replayed; });
+    auto security = LoadServerSecurity(certs_, "agg-east");
+    ASSERT_TRUE(security.ok()) << security.status();
+    int port = 0;
+    auto server = StartFederationServer("127.0.0.1:0", &service, &port,
+                                        MakeServerCredentials(*security));
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto client = RunProcess({kWorker, "--role", "client", "--join", "--connect",
+                              absl::StrCat("localhost:", port), "--tls-dir", certs_, "--tls-name",
+                              "alice", "--experiment-id", "current-run-2"},
+                             60);
+    EXPECT_EQ(client.exit_code, 1) << client.out << client.err;
+    EXPECT_THAT(client.err, HasSubstr(c.refusal));
+    EXPECT_EQ(hub.Progress().delivered, 0);  // it sent nothing
+    (*server)->Shutdown(std::chrono::system_clock::now());
+  }
+  auto untold = RunProcess({kWorker, "--role", "client", "--join", "--connect", "localhost:1",
+                            "--tls-dir", certs_, "--tls-name", "alice"},
+                           30);
+  EXPECT_EQ(untold.exit_code, 2);
+  EXPECT_THAT(untold.err, HasSubstr("needs --experiment-id ID"));
 }
 
 // A whole federated run over mTLS: every participant the run starts has its own certificate,
@@ -455,6 +536,55 @@ TEST_F(FederatedSecurityTest, AggregatorRefusesANonLoopbackAddressWithoutTls) {
                         30);
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--tls-dir"));
+}
+
+// The aggregators a run starts admit the certificates the orchestrator admits (its enrolment
+// list) and the clients the run issued: a certificate of the CA that was never enrolled is
+// refused there as at the orchestrator, so taking a site out of enrolled.txt revokes it at
+// every tier.
+TEST_F(FederatedSecurityTest, RunStartedAggregatorsCheckEnrolmentAsTheOrchestratorDoes) {
+  auto issue = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {kSextant, "certs", "issue", certs_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunProcess(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  };
+  issue({"stranger", "--role", "client", "--region", "east"});  // of the CA, not enrolled
+  issue({"site", "--role", "client", "--region", "east", "--enroll"});
+  WriteFile(dir_ + "/exp.yaml", R"(name: enrolment
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "8"}}
+federation:
+  regions: [{name: east, clients: 2}, {name: west, clients: 2}]
+  rounds: 400
+  min_clients: 2
+  examples_per_client: 100
+  validation_examples: 100
+)");
+  BackgroundProcess run(
+      {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run", "--tls-dir", certs_});
+  ASSERT_TRUE(run.WaitForOutput("round=1 ", 120)) << run.out() << run.err();
+  const std::string port =
+      std::string(absl::StripAsciiWhitespace(Read(dir_ + "/run/federation/regions", "east.port")));
+  const std::string target = "127.0.0.1:" + port;
+  // Dialled as the run's own clients dial it: the server checked by its identity.
+  auto as = [&](const std::string& name) {
+    auto creds = LoadChannelCredentialsForServer(
+        certs_, name, PeerIdentity{Role::kAggregator, "east", "aggregator"});
+    EXPECT_TRUE(creds.ok()) << creds.status();
+    return grpc::CreateChannel(target, *creds);
+  };
+  grpc::Status stranger = GetRound(as("stranger"), "east/stranger");
+  EXPECT_EQ(stranger.error_code(), grpc::StatusCode::UNAUTHENTICATED) << stranger.error_message();
+  EXPECT_THAT(stranger.error_message(), HasSubstr("not enrolled"));
+  // An enrolled certificate passes the enrolment check (it is not one of the run's clients,
+  // so the round is not its to take: refused later, by identity, not as unenrolled).
+  grpc::Status site = GetRound(as("site"), "east/site");
+  EXPECT_NE(site.error_code(), grpc::StatusCode::UNAUTHENTICATED) << site.error_message();
+  EXPECT_NE(site.error_code(), grpc::StatusCode::UNAVAILABLE) << site.error_message();
+  run.Signal(SIGINT);
+  EXPECT_EQ(run.Wait(60), 130) << run.out() << run.err();
 }
 
 TEST_F(FederatedSecurityTest, FleetWorkersDialTheOrchestratorOverTls) {

@@ -25,19 +25,23 @@ using testing::WriteFile;
 
 const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
 
-// The port of the live report a run announces, or 0.
-int LivePort(testing::BackgroundProcess& run) {
+// The port of the live report a run announces, or 0; *url is the address it prints, with the
+// run's token, which the page is served with only.
+int LivePort(testing::BackgroundProcess& run, std::string* url) {
   if (!run.WaitForOutput("/metrics", 60)) return 0;
   std::smatch m;
   const std::string out = run.out();
-  if (!std::regex_search(out, m, std::regex("live report on http://127\\.0\\.0\\.1:(\\d+)/ ")))
+  if (!std::regex_search(
+          out, m, std::regex("live report on (http://127\\.0\\.0\\.1:(\\d+)/\\?token=[0-9a-f]+) ")))
     return 0;
-  return std::stoi(m[1].str());
+  *url = m[1].str();
+  return std::stoi(m[2].str());
 }
 
 // /metrics now ("" when the server is gone).
 std::string Scrape(int port) {
-  return testing::HttpBody(testing::HttpExchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+  return testing::HttpBody(testing::HttpExchange(
+      port, absl::StrCat("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:", port, "\r\n\r\n")));
 }
 
 // The value of a sample in a scrape (the name with its labels, as written), or -1.
@@ -90,9 +94,9 @@ trial:
 )");
   testing::BackgroundProcess run(
       {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run", "--metrics-port", "0"});
-  const int port = LivePort(run);
+  std::string url;
+  const int port = LivePort(run, &url);
   ASSERT_GT(port, 0) << run.out() << run.err();
-  const std::string url = absl::StrCat("http://127.0.0.1:", port, "/");
   const std::string completed = "sextant_trials{state=\"COMPLETED\"}";
   ASSERT_TRUE(testing::WaitFor([&] { return Sample(Scrape(port), completed) >= 2; }, 60));
 
@@ -149,10 +153,12 @@ trial:
 )");
   testing::BackgroundProcess run(
       {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run", "--metrics-port", "0"});
-  const int port = LivePort(run);
+  std::string url;
+  const int port = LivePort(run, &url);
   ASSERT_GT(port, 0) << run.out() << run.err();
-  const std::string page =
-      testing::HttpBody(testing::HttpExchange(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const std::string page = testing::HttpBody(
+      testing::HttpExchange(port, absl::StrCat("GET ", url.substr(url.find('/', 7)),
+                                               " HTTP/1.1\r\nHost: 127.0.0.1:", port, "\r\n\r\n")));
   ASSERT_THAT(page, HasSubstr("id=\"run-in-progress\"")) << page;
   ASSERT_EQ(run.Wait(60), 0) << run.out() << run.err();
   EXPECT_TRUE(Scrape(port).empty()) << "the server stops with the run";
@@ -188,7 +194,8 @@ federation:
 )");
   testing::BackgroundProcess run(
       {kSextant, "run", dir_ + "/fed.yaml", "--run-dir", dir_ + "/run", "--metrics-port", "0"});
-  const int port = LivePort(run);
+  std::string url;
+  const int port = LivePort(run, &url);
   ASSERT_GT(port, 0) << run.out() << run.err();
   std::string body;
   ASSERT_TRUE(testing::WaitFor(
@@ -209,8 +216,7 @@ federation:
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err << body;
 
   // A round takes about 0.1 s here: 150 leave the page time to load while they go.
-  testing::BrowserRender page =
-      testing::DumpDomUrl(absl::StrCat("http://127.0.0.1:", port, "/"), 1000, 900);
+  testing::BrowserRender page = testing::DumpDomUrl(url, 1000, 900);
   ExpectRendered(page);
   EXPECT_THAT(page.dom, HasSubstr("id=\"chart-federated-accuracy\""));
 

@@ -35,6 +35,12 @@ using testing::RunProcess;
 using ::testing::StartsWith;
 using testing::WriteFile;
 
+// A request whose Host header names the server on `port`, as every request must (a foreign
+// Host is answered 403).
+std::string Request(int port, const std::string& line, const std::string& headers = "") {
+  return absl::StrCat(line, " HTTP/1.1\r\nHost: 127.0.0.1:", port, "\r\n", headers, "\r\n");
+}
+
 const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
 
 TEST(PrometheusTextTest, EveryTrialStateIsListedAndLabelValuesAreEscaped) {
@@ -103,10 +109,11 @@ TEST(RunMonitorTest, PublishesTheWorkersMeanGpuUtilisationFromTheRunsTelemetry) 
   v1::ExperimentSpec spec;
   spec.set_name("gpu");
   std::ostringstream out;
-  auto monitor = RunMonitor::Start(0, spec, dir, &clock, out);
+  auto monitor = RunMonitor::Start(0, "page-token", spec, dir, &clock, out);
   ASSERT_TRUE(monitor.ok()) << monitor.status();
   auto scrape = [&] {
-    return HttpBody(HttpExchange((*monitor)->port(), "GET /metrics HTTP/1.1\r\n\r\n"));
+    const int port = (*monitor)->port();
+    return HttpBody(HttpExchange(port, Request(port, "GET /metrics")));
   };
   EXPECT_THAT(scrape(), HasSubstr("sextant_gpu_utilisation 0.5\n"));  // workers 1 (25) and 2 (75)
 
@@ -134,20 +141,26 @@ TEST(MetricsHttpServerTest, ServesTheLatestPublishedTextOnMetricsOnly) {
   ASSERT_GT(port, 0);
   (*server)->Publish("a 1\n");
   (*server)->Publish("b 2\n");
-  std::string r = HttpExchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string r = HttpExchange(port, Request(port, "GET /metrics"));
   EXPECT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n"));
   EXPECT_THAT(r, HasSubstr("Content-Type: text/plain; version=0.0.4"));
   EXPECT_EQ(HttpBody(r), "b 2\n");
-  EXPECT_THAT(HttpExchange(port, "GET /metrics?x=1 HTTP/1.0\r\n\r\n"), StartsWith("HTTP/1.1 200"));
-  std::string head = HttpExchange(port, "HEAD /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(HttpExchange(port, absl::StrCat("GET /metrics?x=1 HTTP/1.0\r\nHost: localhost:", port,
+                                              "\r\n\r\n")),
+              StartsWith("HTTP/1.1 200"));
+  std::string head = HttpExchange(port, Request(port, "HEAD /metrics"));
   EXPECT_THAT(head, StartsWith("HTTP/1.1 200"));
   EXPECT_EQ(HttpBody(head), "");
-  EXPECT_THAT(HttpExchange(port, "GET / HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404"));  // no page
-  EXPECT_THAT(HttpExchange(port, "GET /other HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404"));
-  std::string post = HttpExchange(port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_THAT(HttpExchange(port, Request(port, "GET /")), StartsWith("HTTP/1.1 404"));  // no page
+  EXPECT_THAT(HttpExchange(port, Request(port, "GET /other")), StartsWith("HTTP/1.1 404"));
+  std::string post = HttpExchange(port, Request(port, "POST /metrics", "Content-Length: 0\r\n"));
   EXPECT_THAT(post, StartsWith("HTTP/1.1 405"));
   EXPECT_THAT(post, HasSubstr("Allow: GET, HEAD"));
-  EXPECT_THAT(HttpExchange(port, "DELETE /metrics HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 405"));
+  EXPECT_THAT(HttpExchange(port, Request(port, "DELETE /metrics")), StartsWith("HTTP/1.1 405"));
+  // Another host name for this port (DNS rebinding), or none: nothing is answered.
+  EXPECT_THAT(HttpExchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"),
+              StartsWith("HTTP/1.1 403"));
+  EXPECT_THAT(HttpExchange(port, "GET /metrics HTTP/1.0\r\n\r\n"), StartsWith("HTTP/1.1 403"));
   EXPECT_THAT(HttpExchange(port, "garbage\r\n\r\n"), StartsWith("HTTP/1.1 400"));
   EXPECT_THAT(HttpExchange(port, "GET /metrics HTTP/1.0\n\n"), StartsWith("HTTP/1.1 400"));
 }
@@ -155,6 +168,7 @@ TEST(MetricsHttpServerTest, ServesTheLatestPublishedTextOnMetricsOnly) {
 TEST(MetricsHttpServerTest, ServesThePageAtTheRootAndItsErrorAs503) {
   std::atomic<int> calls{0};
   MetricsHttpOptions o;
+  o.page_token = "t0k";
   o.page = [&]() -> absl::StatusOr<std::string> {
     if (++calls == 2) return absl::NotFoundError("no run yet");
     return std::string("<html>page</html>");
@@ -162,16 +176,19 @@ TEST(MetricsHttpServerTest, ServesThePageAtTheRootAndItsErrorAs503) {
   auto server = MetricsHttpServer::Start("127.0.0.1", 0, RealClockInstance(), o);
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
-  std::string r = HttpExchange(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string r = HttpExchange(port, Request(port, "GET /?token=t0k"));
   EXPECT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n"));
   EXPECT_THAT(r, HasSubstr("Content-Type: text/html"));
   EXPECT_EQ(HttpBody(r), "<html>page</html>");
-  r = HttpExchange(port, "GET / HTTP/1.1\r\n\r\n");
+  r = HttpExchange(port, Request(port, "GET /?token=t0k"));
   EXPECT_THAT(r, StartsWith("HTTP/1.1 503"));
   EXPECT_THAT(HttpBody(r), HasSubstr("no run yet"));
-  EXPECT_THAT(HttpExchange(port, "POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n"),
+  EXPECT_THAT(HttpExchange(port, Request(port, "POST /?token=t0k", "Content-Length: 0\r\n")),
               StartsWith("HTTP/1.1 405"));
-  EXPECT_EQ(calls, 2);  // a refused method never makes the page
+  // Without the token, or with another, the page is not even made.
+  EXPECT_THAT(HttpExchange(port, Request(port, "GET /")), StartsWith("HTTP/1.1 403"));
+  EXPECT_THAT(HttpExchange(port, Request(port, "GET /?token=t0K")), StartsWith("HTTP/1.1 403"));
+  EXPECT_EQ(calls, 2);  // a refused request never makes the page
 }
 
 TEST(MetricsHttpServerTest, OversizedRequestIsRefusedWithoutReadingItAll) {
@@ -187,7 +204,8 @@ TEST(MetricsHttpServerTest, OversizedRequestIsRefusedWithoutReadingItAll) {
   many += "\r\n";
   EXPECT_THAT(HttpExchange((*server)->port(), many), StartsWith("HTTP/1.1 431"));
   (*server)->Publish("ok 1\n");
-  EXPECT_EQ(HttpBody(HttpExchange((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n")), "ok 1\n");
+  const int port = (*server)->port();
+  EXPECT_EQ(HttpBody(HttpExchange(port, Request(port, "GET /metrics"))), "ok 1\n");
 }
 
 TEST(MetricsHttpServerTest, SilentClientIsDroppedAfterTheTimeoutAndScrapesGoOn) {
@@ -199,7 +217,8 @@ TEST(MetricsHttpServerTest, SilentClientIsDroppedAfterTheTimeoutAndScrapesGoOn) 
   int silent = ConnectLoopback((*server)->port());
   ASSERT_GE(silent, 0);
   auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(HttpBody(HttpExchange((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n")), "x 1\n");
+  const int port = (*server)->port();
+  EXPECT_EQ(HttpBody(HttpExchange(port, Request(port, "GET /metrics"))), "x 1\n");
   double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(waited, 2.0);
   char c;
@@ -237,7 +256,7 @@ int MetricsPort(testing::BackgroundProcess& run) {
 bool ScrapeUntil(int port, const std::string& needle, std::string* body) {
   return testing::WaitFor(
       [&] {
-        *body = HttpBody(HttpExchange(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+        *body = HttpBody(HttpExchange(port, Request(port, "GET /metrics")));
         return body->find(needle) != std::string::npos;
       },
       30);
@@ -288,9 +307,10 @@ budget: {max_cost: 25}
       {kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run", "--metrics-port", "0"});
   const int port = MetricsPort(run);
   ASSERT_GT(port, 0) << run.out() << run.err();
-  EXPECT_THAT(run.out(),
-              HasSubstr(absl::StrCat("sextant: live report on http://127.0.0.1:", port,
-                                     "/ , metrics on http://127.0.0.1:", port, "/metrics\n")));
+  EXPECT_THAT(run.out(), ::testing::ContainsRegex(absl::StrCat(
+                             "sextant: live report on http://127\\.0\\.0\\.1:", port,
+                             "/\\?token=[0-9a-f]{64} , metrics on http://127\\.0\\.0\\.1:", port,
+                             "/metrics\n")));
   // Scrape until a trial has completed, while the run is still going.
   std::string body;
   ASSERT_TRUE(ScrapeUntil(port, "sextant_best_value", &body)) << body;

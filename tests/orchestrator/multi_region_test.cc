@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -454,6 +455,11 @@ TEST_F(MultiRegionTest, FederatedRunWithParticipantsStartedByHandOnTheirHosts) {
                       "127.0.0.1:7002", "--tls-dir", certs, "--external-participants"}));
   ASSERT_TRUE(run.WaitForOutput("started by hand", 60)) << run.out() << run.err();
   const std::string upstream = absl::StrCat(kOrchestratorName, ":7002");
+  // Each site is told its run's id, as the orchestrator prints it, out of band.
+  ASSERT_TRUE(run.WaitForOutput("--experiment-id ", 10)) << run.out();
+  std::smatch id;
+  const std::string announced = run.out();
+  ASSERT_TRUE(std::regex_search(announced, id, std::regex("--experiment-id (\\S+)"))) << announced;
 
   // A client's certificate is not an aggregator's: no plan, and nothing joins.
   auto forged = RunProcess(
@@ -474,7 +480,8 @@ TEST_F(MultiRegionTest, FederatedRunWithParticipantsStartedByHandOnTheirHosts) {
       participants.push_back(std::make_unique<BackgroundProcess>(regions_.In(
           i, {kWorker, "--role", "client", "--join", "--connect",
               absl::StrCat("aggregator.", region, ".sextant.test:7443"), "--tls-dir", certs,
-              "--tls-name", absl::StrCat(site, "-", region), "--threads", "1"})));
+              "--tls-name", absl::StrCat(site, "-", region), "--threads", "1", "--experiment-id",
+              id[1].str()})));
     }
   }
   const int rc = run.Wait(400);

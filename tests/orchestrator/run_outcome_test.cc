@@ -85,6 +85,8 @@ TEST_F(RunOutcomeTest, TrialsFailingInARowWithTheSameErrorStopTheRunEarly) {
   WriteFile(dir_ + "/exp.yaml", Search("wrong-path", 1000, "[sh, no/such/train.sh]"));
   auto r = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  // run warns as validate does, before it launches anything.
+  EXPECT_THAT(r.err, HasSubstr("warning: trial.command: no/such/train.sh does not exist"));
   EXPECT_THAT(r.err, HasSubstr("trials in a row failed with the same error"));
   EXPECT_THAT(r.err, HasSubstr("no/such/train.sh"));
   EXPECT_THAT(r.err, HasSubstr("search.max_failed_in_a_row: 5"));
@@ -94,6 +96,24 @@ TEST_F(RunOutcomeTest, TrialsFailingInARowWithTheSameErrorStopTheRunEarly) {
   // Stopped at once: no more than the failures plus the two that were running.
   EXPECT_LE(j["trials"].size(), 10u);
   EXPECT_EQ(Count(j, "RUNNING"), 0);  // cancelled, not left behind
+}
+
+// A run that failed goes on once its cause is fixed: the bounds count the resumed session's
+// failures, not the ones that ended the run.
+TEST_F(RunOutcomeTest, AFailedRunGoesOnOnceItsCauseIsFixed) {
+  WriteFile(dir_ + "/exp.yaml", Search("fixed", 12, "[sh, train.sh]"));
+  const std::string run = dir_ + "/run";
+  auto r = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", run});
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("Once the cause is fixed, `sextant resume " + run + "` goes on"));
+  const int failed = Count(Results(run), "FAILED");
+  WriteFile(dir_ + "/train.sh", "#!/bin/sh\necho \"loss=$SEXTANT_PARAM_X\"\n");
+  r = RunProcess({kSextant, "resume", run, "--max-trials", "16"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  nlohmann::json j = Results(run);
+  EXPECT_EQ(j["state"], "COMPLETED");
+  EXPECT_EQ(Count(j, "FAILED"), failed);  // kept as they were
+  EXPECT_EQ(Count(j, "COMPLETED"), 16 - failed);
 }
 
 TEST_F(RunOutcomeTest, MaxFailedTrialsStopsARunWhoseTrialsFailEachTheirOwnWay) {

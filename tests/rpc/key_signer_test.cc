@@ -128,15 +128,17 @@ TEST(ExperimentSignatureTest, OnlyTheOrchestratorsSignatureOverTheSameExperiment
   ASSERT_TRUE(InitCertificateDirectory(dir + "/certs", {"orchestrator.example.org"}).ok());
   ASSERT_TRUE(InitCertificateDirectory(dir + "/other", {}).ok());
   const std::string ca = *ReadFileIfPresent(dir + "/certs/ca.pem");
-  const std::string binding = ExperimentBinding("exp-1", "the experiment");
+  const std::string binding = ExperimentBinding("exp-1", "the experiment", 1800000000);
   absl::StatusOr<KeyAttestation> sig = SignAsOrchestrator(dir + "/certs", binding);
   ASSERT_TRUE(sig.ok()) << sig.status();
   EXPECT_TRUE(VerifyOrchestratorSignature(ca, *sig, binding).ok());
-  // Another experiment, or another run's id for it.
-  EXPECT_TRUE(absl::IsPermissionDenied(
-      VerifyOrchestratorSignature(ca, *sig, ExperimentBinding("exp-1", "client_command: evil"))));
-  EXPECT_TRUE(absl::IsPermissionDenied(
-      VerifyOrchestratorSignature(ca, *sig, ExperimentBinding("exp-2", "the experiment"))));
+  // Another experiment, another run's id for it, or another expiry.
+  EXPECT_TRUE(absl::IsPermissionDenied(VerifyOrchestratorSignature(
+      ca, *sig, ExperimentBinding("exp-1", "client_command: evil", 1800000000))));
+  EXPECT_TRUE(absl::IsPermissionDenied(VerifyOrchestratorSignature(
+      ca, *sig, ExperimentBinding("exp-2", "the experiment", 1800000000))));
+  EXPECT_TRUE(absl::IsPermissionDenied(VerifyOrchestratorSignature(
+      ca, *sig, ExperimentBinding("exp-1", "the experiment", 1900000000))));
   // No signature; another CA's orchestrator.
   EXPECT_TRUE(absl::IsPermissionDenied(VerifyOrchestratorSignature(ca, {}, binding)));
   absl::StatusOr<KeyAttestation> other = SignAsOrchestrator(dir + "/other", binding);

@@ -56,6 +56,9 @@ constexpr FlagHelp kFlags[] = {
     {"--krum-selected", "aggregator: multi_krum's selected updates"},
     {"--tls-dir", "certificates from `sextant certs init`: TLS upstream and to clients"},
     {"--tls-name", "the certificate and token to present (default: the role's)"},
+    {"--server-identity",
+     "client: admit the aggregator by this sextant:// identity of its certificate instead of "
+     "the name dialled (the aggregators `sextant run` starts name no host)"},
     {"--secure-aggregation", "aggregator: 1 for secure aggregation"},
     {"--secagg-clip", "aggregator: secure aggregation's clipping bound"},
     {"--secagg-bits", "aggregator: secure aggregation's quantisation bits"},
@@ -242,6 +245,10 @@ int AggregatorSecurity(std::map<std::string, std::string>& f, RegionalAggregator
     std::cerr << "sextant-worker: " << s.message() << "\n";
     return 2;
   }
+  if (absl::Status s = CheckDialAllowed(f["--connect"], !f["--tls-dir"].empty()); !s.ok()) {
+    std::cerr << "sextant-worker: " << s.message() << "\n";
+    return 2;
+  }
   return 0;
 }
 
@@ -264,11 +271,19 @@ int RunClient(std::map<std::string, std::string>& f, const v1::JoinPlan* plan, C
   if (plan != nullptr) {
     // Only an experiment the orchestrator signed runs here, whatever the aggregator relayed.
     std::optional<std::string> ca = ReadFileIfPresent(f["--tls-dir"] + "/ca.pem");
+    // The id is the one this client was given (main checks it was), so another run's plan,
+    // signed for another id, fails here; an old one of this id fails its expiry.
     const absl::Status signed_by = VerifyOrchestratorSignature(
         ca.value_or(""), {plan->spec_certificate(), plan->spec_signature()},
-        ExperimentBinding(f["--experiment-id"], plan->spec()));
+        ExperimentBinding(f["--experiment-id"], plan->spec(), plan->expires_at()));
     if (!signed_by.ok()) {
       std::cerr << "sextant-worker: the plan from " << f["--connect"] << ": " << signed_by << "\n";
+      return 1;
+    }
+    if (clock->Now() > absl::FromUnixSeconds(plan->expires_at()) + absl::Minutes(5)) {
+      std::cerr << "sextant-worker: the plan from " << f["--connect"] << " expired at "
+                << absl::FormatTime(absl::FromUnixSeconds(plan->expires_at()))
+                << "; the run's orchestrator signs a fresh one each session\n";
       return 1;
     }
     if (!spec.ParseFromString(plan->spec())) {
@@ -304,13 +319,25 @@ int RunClient(std::map<std::string, std::string>& f, const v1::JoinPlan* plan, C
     std::error_code ec;
     o.data_dir = std::filesystem::absolute(f["--data-dir"], ec).lexically_normal().string();
   }
-  auto creds = LoadChannelCredentials(f["--tls-dir"], TlsName(f, "worker"), f["--secret-file"]);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds;
+  if (f["--server-identity"].empty()) {
+    creds = LoadChannelCredentials(f["--tls-dir"], TlsName(f, "worker"), f["--secret-file"]);
+  } else if (absl::StatusOr<PeerIdentity> server = ParseIdentityUri(f["--server-identity"]);
+             server.ok()) {
+    creds = LoadChannelCredentialsForServer(f["--tls-dir"], TlsName(f, "worker"), *server);
+  } else {
+    creds = server.status();
+  }
   if (!creds.ok()) {
     std::cerr << "sextant-worker: " << (f["--tls-dir"].empty() ? "--secret-file" : "--tls-dir")
               << ": " << creds.status().message() << "\n";
     return 2;
   }
   o.credentials = *creds;
+  if (absl::Status s = CheckDialAllowed(o.target, !f["--tls-dir"].empty()); !s.ok()) {
+    std::cerr << "sextant-worker: " << s.message() << "\n";
+    return 2;
+  }
   if (!f["--tls-dir"].empty()) {
     absl::StatusOr<std::unique_ptr<KeySigner>> signer =
         KeySigner::Load(f["--tls-dir"], TlsName(f, "worker"));
@@ -379,6 +406,7 @@ int RunAggregator(std::map<std::string, std::string>& f, const v1::JoinPlan* pla
     o.client_spec = plan->spec();
     o.client_spec_signature = plan->spec_signature();
     o.client_spec_certificate = plan->spec_certificate();
+    o.client_spec_expires_at = plan->expires_at();
   }
   o.upstream = f["--connect"];
   o.experiment_id = f["--experiment-id"];
@@ -530,6 +558,13 @@ int RunFederatedMain(int argc, char** argv, Clock* clock, const std::atomic<bool
     return RunEvaluatorRole(f, clock, stop);
   }
   v1::JoinPlan plan;
+  if (joined && f["--role"] == "client" && f["--experiment-id"].empty()) {
+    // The aggregator that relays a client's plan is not trusted to say which run it is for.
+    std::cerr << "sextant-worker: a client started by hand needs --experiment-id ID, the run's "
+                 "id that `sextant run --external-participants` prints, so that no other run's "
+                 "plan is taken for it\n";
+    return 2;
+  }
   if (joined) {
     if (int rc = JoinByHand(f, clock, &plan); rc >= 0) return rc;
   }

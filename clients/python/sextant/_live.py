@@ -147,10 +147,11 @@ class LiveBackend:
             if e.code in ("UNAVAILABLE", "CANCELLED") and self._ended is not None and self._ended():
                 return [], True
             raise
-        if not r.trials and r.waiting:
-            # Only a tell (or a lapsed lease) can free a trial: waiting would only hide that.
-            raise SextantError("ask", "FAILED_PRECONDITION",
-                               r.waiting)
+        self.waiting = r.waiting if not r.trials else ""
+        if self.waiting:
+            # The run answered at once: only a tell (or a lapsed lease) can free a trial. Ask
+            # again at a modest pace; Study.ask says why it waits.
+            time.sleep(min(wait_seconds, 1.0))
         trials = []
         for t in r.trials:
             self.run_id = t.run_id or self.run_id

@@ -40,8 +40,14 @@ class OfflineBackend:
 
     def ask(self, count, wait_seconds):
         rc, out, err = self._run("ask", ["ask", self.run_dir, "--n", str(count)])
+        self.waiting = ""
         if rc == 1 and "no trial can start now" in err:
             time.sleep(min(wait_seconds, 0.5))  # another client must tell one first
+            return [], False
+        if rc == 1 and "no trial can start until" in err:
+            # Only a tell (or a lapsed lease) frees a trial: Study.ask says which it waits for.
+            self.waiting = err.strip().removeprefix("sextant: ")
+            time.sleep(min(wait_seconds, 1.0))
             return [], False
         if rc != 0:
             self._fail("ask", rc, err)

@@ -9,6 +9,7 @@ A backend has four methods, each taking and returning plain Python values:
 and `keeps_leases` (True when asked trials hold leases that lapse unless touched) and close().
 """
 import dataclasses
+import sys
 import threading
 import time
 
@@ -123,6 +124,7 @@ class Study:
         if self.done:
             return None if n is None else []
         limit = None if timeout is None else time.monotonic() + timeout
+        said = ""
         while True:
             wait = 10.0 if limit is None else max(0.0, min(10.0, limit - time.monotonic()))
             fields, done = self._backend.ask(count, wait)
@@ -133,8 +135,14 @@ class Study:
             if done:
                 self.done = True
                 return None if n is None else []
+            # Never silent: when only a tell can free a trial, say which trials it waits for.
+            waiting = getattr(self._backend, "waiting", "")
+            if waiting and waiting != said:
+                print(f"sextant: ask: {waiting}", file=sys.stderr, flush=True)
+                said = waiting
             if limit is not None and time.monotonic() >= limit:
-                raise TimeoutError(f"ask: no trial could start within {timeout} s")
+                raise TimeoutError(f"ask: no trial could start within {timeout} s"
+                                   + (f": {said}" if said else ""))
 
     def tell(self, trial, values=None, *, state="completed", error="", metrics=None, **more):
         """Tells the run how trial ended. A completed trial carries its objective metrics by name
