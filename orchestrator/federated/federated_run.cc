@@ -1015,7 +1015,8 @@ class FederatedRun {
     // A round that waits past its deadline for too few updates says so once.
     const RoundProgress p = tier_->hub().Progress();
     if (p.deadline_passed && p.round > last_round_ && p.round != deadline_said_ &&
-        fed().round_deadline_seconds() > 0 && !buffered()) {
+        p.count < std::max(1, fed().min_clients()) && fed().round_deadline_seconds() > 0 &&
+        !buffered()) {
       deadline_said_ = p.round;
       *env_.out << "sextant: round " << p.round << ": the deadline passed with " << p.count
                 << " client updates in, fewer than min_clients "
