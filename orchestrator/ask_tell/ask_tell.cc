@@ -434,9 +434,9 @@ absl::StatusOr<v1::TellResponse> AskTell::Tell(const v1::TellRequest& request,
     }
     for (int i = 0; i < request.values_size(); ++i) {
       if (!std::isfinite(request.values(i))) {
-        return absl::InvalidArgumentError(absl::StrCat("trial ", id, ": value ", i + 1, " (",
-                                                       names[i], ") is ", request.values(i),
-                                                       "; tell a finite number (or FAILED)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("trial ", id, ": the value of objective '", names[i], "' is ",
+                         request.values(i), "; tell a finite number, or --state failed"));
       }
       metrics[names[i]] = request.values(i);
     }

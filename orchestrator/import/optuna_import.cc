@@ -374,6 +374,8 @@ std::string ExperimentYaml(const Plan& plan, const std::string& dir) {
                     ", max: ", steps->second, "}\n");
   }
   absl::StrAppend(&out, "  max_trials: ", plan.max_trials, "\n");
+  // An Optuna study takes asks from as many workers as run: room for several at once.
+  absl::StrAppend(&out, "  max_concurrent: ", kImportedConcurrent, "\n");
   return out;
 }
 

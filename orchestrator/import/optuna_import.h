@@ -30,6 +30,8 @@ struct OptunaImportOptions {
 
 // The trials an imported study may add by default (OptunaImportOptions::max_trials).
 inline constexpr int kImportedRoom = 100;
+// The trials an imported study's askers may hold at once (search.max_concurrent).
+inline constexpr int kImportedConcurrent = 8;
 
 // What an import wrote.
 struct OptunaImportSummary {

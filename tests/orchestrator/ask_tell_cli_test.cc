@@ -156,7 +156,7 @@ TEST_F(AskTellCliTest, BadTellsAreRefusedLiveWithExitTwo) {
   EXPECT_THAT(unknown.err, HasSubstr("trial 7 is not in this run"));
   auto nan = RunProcess({kSextant, "tell", run, "1", "--value", "nan"});
   EXPECT_EQ(nan.exit_code, 2);
-  EXPECT_THAT(nan.err, HasSubstr("trial 1: value 1 (loss) is nan"));
+  EXPECT_THAT(nan.err, HasSubstr("trial 1: the value of objective 'loss' is nan"));
   auto garbage = RunProcess({kSextant, "tell", run, "1", "--value", "0.5x"});
   EXPECT_EQ(garbage.exit_code, 2);
   EXPECT_THAT(garbage.err, HasSubstr("tell 1: --value '0.5x' is not a number"));

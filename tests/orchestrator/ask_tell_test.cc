@@ -262,9 +262,10 @@ TEST_F(AskTellTest, RefusedTellsStoreNothing) {
   v1::TellRequest no_run = TellOf(t, 0.5);
   no_run.clear_run_id();
   expect_refused(no_run, absl::StatusCode::kInvalidArgument, "run_id is missing");
-  expect_refused(TellOf(t, std::nan("")), absl::StatusCode::kInvalidArgument, "trial 1: value 1");
+  expect_refused(TellOf(t, std::nan("")), absl::StatusCode::kInvalidArgument,
+                 "trial 1: the value of objective 'loss' is nan");
   expect_refused(TellOf(t, std::numeric_limits<double>::infinity()),
-                 absl::StatusCode::kInvalidArgument, "trial 1: value 1 (loss) is inf");
+                 absl::StatusCode::kInvalidArgument, "trial 1: the value of objective 'loss' is inf");
   v1::TellRequest two = TellOf(t, 0.5);
   two.add_values(0.6);
   expect_refused(two, absl::StatusCode::kInvalidArgument,

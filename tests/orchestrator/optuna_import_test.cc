@@ -274,6 +274,7 @@ TEST(OptunaImportTest, ImportsOneObjectiveWithItsValuesParamsAndBest) {
   EXPECT_EQ(spec.search().sampler(), v1::Search::TPE);
   EXPECT_EQ(spec.search().mode(), v1::Search::ASK_TELL);
   EXPECT_EQ(spec.search().max_trials(), 8 + 100);  // room for kImportedRoom more by default
+  EXPECT_EQ(spec.search().max_concurrent(), 8);    // several askers at once, as in Optuna
   const v1::Parameter* lr = FindParameter(spec, "lr");
   EXPECT_EQ(lr->type(), v1::Parameter::FLOAT);
   EXPECT_TRUE(lr->log());
@@ -466,7 +467,7 @@ TEST(OptunaImportTest, KeepsTheStepSoNewTrialsStayOnOptunasGrid) {
   testing::CommandOutput r = RunProcess({kSextant, "import", "optuna", tmp + "/study.db", "--study",
                                          "Basic Study", "-o", dir, "--max-trials", "40"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // Asked and told one at a time (search.max_concurrent is 1), as an Optuna loop would.
+  // Asked and told one at a time, as an Optuna loop would.
   std::set<int64_t> ns;
   std::set<double> fs_seen;
   for (int i = 0; i < 16; ++i) {
