@@ -236,6 +236,12 @@ class SearchRun {
     }
     ProgressReporter progress(env_.out, options_.tty, env_.clock, ObjectiveLabel());
     progress.Resumed(Stats());
+    if (options_.resume && !trial_service_ &&
+        service_->WithDispatcher([](Dispatcher& d) { return d.Finished(); })) {
+      *env_.out << "sextant: " << run_dir_path_ << " has no trial left to run (it has its "
+                << spec_.search().max_trials() << " trials, search.max_trials); give it room "
+                << "with `sextant resume " << run_dir_path_ << " --max-trials N`\n";
+    }
     if (!trial_service_) {
       *env_.out << "sextant: running " << spec_.name() << " in " << run_dir_path_ << " with " << n
                 << " workers (listening on " << Target() << ")\n"

@@ -168,6 +168,12 @@ TEST_F(RunOutcomeTest, ResumeWithMaxTrialsGivesAFinishedSearchMoreTrials) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(Results(run)["max_trials"], 3);
 
+  r = RunProcess({kSextant, "resume", run});  // nothing left: it says how to go on
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("has no trial left to run (it has its 3 trials, "
+                               "search.max_trials); give it room with `sextant resume " +
+                               run + " --max-trials N`"));
+
   r = RunProcess({kSextant, "resume", run, "--max-trials", "2"});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("--max-trials 2 is below the 3 trials"));
