@@ -191,6 +191,35 @@ TEST_F(RunOutcomeTest, ResumeWithMaxTrialsGivesAFinishedSearchMoreTrials) {
   EXPECT_EQ(event[0][0], "search.max_trials set from 3 to 6 by resume --max-trials");
 }
 
+// An ask/tell run that has all its trials is given room the same way, and serves the next.
+TEST_F(RunOutcomeTest, ResumeWithMaxTrialsGivesAnAskTellRunRoomToAskMore) {
+  WriteFile(dir_ + "/exp.yaml", R"(name: asked
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: 0, max: 1}
+search: {max_trials: 1, mode: ask_tell}
+)");
+  const std::string run = dir_ + "/run";
+  {
+    testing::BackgroundProcess serve({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", run});
+    ASSERT_TRUE(serve.WaitForOutput("serving ask/tell", 30)) << serve.out() << serve.err();
+    ASSERT_EQ(RunProcess({kSextant, "ask", run}).exit_code, 0);
+    ASSERT_EQ(RunProcess({kSextant, "tell", run, "1", "--value", "0.5"}).exit_code, 0);
+    EXPECT_EQ(serve.Wait(30), 0) << serve.out() << serve.err();  // its only trial is told
+  }
+  auto ended = RunProcess({kSextant, "ask", run});
+  EXPECT_THAT(ended.err, HasSubstr("sextant resume " + run + " --max-trials N"));
+  testing::BackgroundProcess more({kSextant, "resume", run, "--max-trials", "2"});
+  ASSERT_TRUE(more.WaitForOutput("serving ask/tell", 30)) << more.out() << more.err();
+  auto asked = RunProcess({kSextant, "ask", run});
+  ASSERT_EQ(asked.exit_code, 0) << asked.err;
+  EXPECT_THAT(asked.out, HasSubstr("\"trial\":2"));
+  ASSERT_EQ(RunProcess({kSextant, "tell", run, "2", "--value", "0.25"}).exit_code, 0);
+  EXPECT_EQ(more.Wait(30), 0) << more.out() << more.err();
+  EXPECT_EQ(Results(run)["max_trials"], 2);
+  EXPECT_EQ(Count(Results(run), "COMPLETED"), 2);
+}
+
 TEST_F(RunOutcomeTest, AnAskThatOnlyATellCanAnswerReturnsAtOnceAndSaysSo) {
   WriteFile(dir_ + "/exp.yaml", R"(name: held
 objective: {metric: loss, goal: minimize}
