@@ -60,8 +60,8 @@ int Validate(const Args& a) {
   for (const LoadError& e : r.errors) std::cerr << e.ToString() << "\n";
   if (!r.ok()) return 2;
   // A warning, not an error: the script may be made before the run starts (a build step).
-  if (std::optional<std::string> w = MissingCommandScriptWarning(r.spec)) {
-    std::cerr << a.positional << ": warning: " << *w << "\n";
+  for (const std::string& w : MissingCommandScriptWarnings(r.spec)) {
+    std::cerr << a.positional << ": warning: " << w << "\n";
   }
   std::cout << a.positional << ": ok (" << DescribeExperiment(r.spec) << ")\n";
   return 0;

@@ -55,17 +55,33 @@ std::optional<std::string> CommandScript(const std::vector<std::string>& argv,
   return std::nullopt;
 }
 
-std::optional<std::string> MissingCommandScriptWarning(const v1::ExperimentSpec& spec) {
-  if (spec.search().mode() == v1::Search::ASK_TELL) return std::nullopt;
-  if (spec.resources().provider() == "simulated") return std::nullopt;
+std::vector<std::string> MissingCommandScriptWarnings(const v1::ExperimentSpec& spec) {
+  std::vector<std::string> out;
+  if (spec.search().mode() == v1::Search::ASK_TELL) return out;
+  if (spec.resources().provider() == "simulated") return out;
   const v1::TrialSpec& trial = spec.trial();
   const std::vector<std::string> argv(trial.command().begin(), trial.command().end());
   std::optional<std::string> script = CommandScript(argv, trial.working_dir());
-  if (!script || Exists(Resolve(*script, trial.working_dir()))) return std::nullopt;
-  return absl::StrCat("trial.command: ", *script, " does not exist in ", trial.working_dir(),
-                      " (the trial's working directory: trial.working_dir, else the experiment "
-                      "file's folder); every trial would fail. Copy the script there or fix the "
-                      "path");
+  if (script && !Exists(Resolve(*script, trial.working_dir()))) {
+    out.push_back(absl::StrCat(
+        "trial.command: ", *script, " does not exist in ", trial.working_dir(),
+        " (the trial's working directory: trial.working_dir, else the experiment file's folder); "
+        "every trial would fail. Copy the script there or fix the path"));
+  }
+  // A federated run's own commands run in the experiment file's folder.
+  const std::string folder = std::filesystem::path(spec.source_path()).parent_path().string();
+  for (const auto& [key, command] :
+       {std::pair{"federation.client_command", &spec.federation().client_command()},
+        std::pair{"federation.evaluate_command", &spec.federation().evaluate_command()}}) {
+    script = CommandScript(std::vector<std::string>(command->begin(), command->end()), folder);
+    if (script && !Exists(Resolve(*script, folder))) {
+      out.push_back(absl::StrCat(key, ": ", *script, " does not exist in ",
+                                 folder.empty() ? "." : folder,
+                                 " (the experiment file's folder, where it runs); every round "
+                                 "would fail. Copy the script there or fix the path"));
+    }
+  }
+  return out;
 }
 
 }  // namespace sextant

@@ -23,12 +23,12 @@ namespace sextant {
 std::optional<std::string> CommandScript(const std::vector<std::string>& argv,
                                          const std::string& working_dir);
 
-// A warning for `sextant validate` when spec's trial.command runs a script that is not there:
-// "trial.command: train.py does not exist in DIR (the trial's working directory, ...)".
-// std::nullopt when the script exists, the command runs no script file, or no command runs
-// (trial.builtin, ask_tell, a federated own-model run, or provider `simulated`, which never
-// starts the command).
-std::optional<std::string> MissingCommandScriptWarning(const v1::ExperimentSpec& spec);
+// Warnings for `sextant validate` and `run` when a command runs a script that is not there:
+// "trial.command: train.py does not exist in DIR (the trial's working directory, ...)", and the
+// same for federation.client_command and evaluate_command (they run in the experiment file's
+// folder). Empty when every script exists, no command runs a script file, or no command runs
+// (trial.builtin, ask_tell, or provider `simulated`, which never starts the command).
+std::vector<std::string> MissingCommandScriptWarnings(const v1::ExperimentSpec& spec);
 
 }  // namespace sextant
 

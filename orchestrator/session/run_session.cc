@@ -122,8 +122,8 @@ absl::Status RunSession::ReadExperiment() {
   }
   spec_ = std::move(loaded.spec);
   // What validate warns of, run says too, before it launches trials that would all fail.
-  if (std::optional<std::string> w = MissingCommandScriptWarning(spec_)) {
-    *env_.err << options_.experiment_file << ": warning: " << *w << "\n";
+  for (const std::string& w : MissingCommandScriptWarnings(spec_)) {
+    *env_.err << options_.experiment_file << ": warning: " << w << "\n";
   }
   ApplyBudgetOverrides();
   // Stored paths are absolute, so that `resume` from any directory finds the same files.

@@ -163,6 +163,19 @@ INSTANTIATE_TEST_SUITE_P(PlaintextAndSecure, FederatedFailureTest, ::testing::Bo
                            return p.param ? "Secure" : "Plaintext";
                          });
 
+// A client command whose script is not there is named before the run starts any client.
+TEST(FederatedFailureLoadTest, ValidateWarnsOfAMissingClientScript) {
+  const std::string dir = testing::MakeTempDir("fl-failures-script");
+  WriteFile(dir + "/exp.yaml", Experiment("no-such-client.sh", ""));
+  auto r = RunProcess({kSextant, "validate", dir + "/exp.yaml"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("warning: federation.client_command: no-such-client.sh does not "
+                               "exist in " + dir));
+  WriteFile(dir + "/no-such-client.sh", kFailing);
+  r = RunProcess({kSextant, "validate", dir + "/exp.yaml"});
+  EXPECT_THAT(r.err, Not(HasSubstr("warning")));
+}
+
 TEST(FederatedFailureLoadTest, MaxFailedRoundsIsCheckedAtLoad) {
   const std::string dir = testing::MakeTempDir("fl-failures-load");
   WriteFile(dir + "/zero.yaml", Experiment("fail.sh", "  max_failed_rounds: 0\n"));
