@@ -290,12 +290,16 @@ int Report(const Args& a, Clock* clock) {
     std::cerr << "sextant: " << r.status().message() << "\n";
     return r.status().code() == absl::StatusCode::kNotFound ? 2 : 1;
   }
-  std::cout << "sextant: wrote " << out << " (" << r->trials << " trials, "
-            << (r->bytes + 1023) / 1024 << " KiB)\n";
+  const bool federated = r->rounds >= 0;
+  std::cout << "sextant: wrote " << out << " ("
+            << (federated ? r->rounds : static_cast<int64_t>(r->trials))
+            << (federated ? " rounds, " : " trials, ") << (r->bytes + 1023) / 1024 << " KiB)\n";
   if (r->in_progress) {
     std::cerr << "sextant: the run is still in progress; the report shows it so far\n";
   }
-  if (!r->any_completed) std::cerr << "sextant: no trial has completed yet\n";
+  if (federated ? r->rounds == 0 : !r->any_completed) {
+    std::cerr << "sextant: no " << (federated ? "round" : "trial") << " has completed yet\n";
+  }
   return 0;
 }
 

@@ -429,6 +429,10 @@ absl::StatusOr<ReportFile> WriteReport(const std::string& run_dir, const std::st
   ReportFile out;
   out.bytes = html.size();
   out.trials = d.trials.size();
+  if (d.spec.has_federation() && d.spec.parameters_size() == 0) {
+    out.rounds = std::count_if(d.rounds.begin(), d.rounds.end(),
+                               [](const RoundRow& r) { return r.region.empty(); });
+  }
   out.in_progress = d.in_progress;
   out.any_completed = AnyCompleted(d);
   return out;

@@ -33,6 +33,8 @@ std::string RenderReportHtml(const ReportData& data, const ReportHtmlOptions& op
 struct ReportFile {
   size_t bytes = 0;
   size_t trials = 0;
+  // A federated run (one, not a search over them): its global rounds listed; -1 otherwise.
+  int64_t rounds = -1;
   bool in_progress = false;
   bool any_completed = false;
 };

@@ -156,6 +156,11 @@ TEST_P(FederatedFailureTest, ARunWithNoCompletedRoundFails) {
   auto state = QueryRows(dir_ + "/run/state.db", "SELECT value FROM meta WHERE key = 'state'");
   ASSERT_EQ(state.size(), 1u);
   EXPECT_EQ(state[0][0], "FAILED");
+  // Its report speaks of rounds, as the run does.
+  r = RunProcess({kSextant, "report", dir_ + "/run", "-o", dir_ + "/report.html"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("(0 rounds, "));
+  EXPECT_THAT(r.err, HasSubstr("no round has completed yet"));
 }
 
 INSTANTIATE_TEST_SUITE_P(PlaintextAndSecure, FederatedFailureTest, ::testing::Bool(),
