@@ -151,6 +151,41 @@ constexpr std::array<std::pair<absl::string_view, absl::string_view>, 12> kForei
     {"num_samples", "max_trials"},  // Ray Tune
 }};
 
+// Keys that other tuners write at the top level and Sextant keeps in a section.
+constexpr std::array<std::pair<absl::string_view, absl::string_view>, 6> kSectionKeys = {{
+    {"n_trials", "search.max_trials"},     // Optuna
+    {"max_trials", "search.max_trials"},
+    {"n_jobs", "search.max_concurrent"},   // Optuna
+    {"max_concurrent", "search.max_concurrent"},
+    {"sampler", "search.sampler"},
+    {"seed", "search.seed"},
+}};
+
+// Where a top-level `key` belongs ("search.max_trials"), or "".
+absl::string_view SectionOf(absl::string_view key) {
+  for (const auto& [foreign, where] : kSectionKeys) {
+    if (key == foreign) return where;
+  }
+  return "";
+}
+
+// How Sextant writes a value other tuners use (Optuna's and Hyperopt's distribution names for a
+// parameter's type), or "".
+absl::string_view ForeignValue(absl::string_view value) {
+  static constexpr std::array<std::pair<absl::string_view, absl::string_view>, 6> kValues = {{
+      {"loguniform", "type: float with log: true"},
+      {"uniform", "type: float"},
+      {"discrete_uniform", "type: float with step"},
+      {"int_uniform", "type: int"},
+      {"randint", "type: int"},
+      {"choice", "type: categorical"},
+  }};
+  for (const auto& [foreign, ours] : kValues) {
+    if (value == foreign) return ours;
+  }
+  return "";
+}
+
 // The allowed key another tuner calls `key`, else the allowed key closest in spelling, else "".
 absl::string_view Suggestion(absl::string_view key, absl::Span<const absl::string_view> allowed) {
   for (const auto& [foreign, ours] : kForeignKeys) {
@@ -308,9 +343,13 @@ class Reader {
     for (size_t i = 0; i < names.size(); ++i) {
       if (*s == names[i]) return i;
     }
-    ValueError(f, absl::StrCat("unknown ",
-                               f.key.IsDefined() && f.key.IsScalar() ? f.key.Scalar() : "value",
-                               " '", *s, "'; expected one of ", absl::StrJoin(names, ", ")));
+    std::string message =
+        absl::StrCat("unknown ", f.key.IsDefined() && f.key.IsScalar() ? f.key.Scalar() : "value",
+                     " '", *s, "'; expected one of ", absl::StrJoin(names, ", "));
+    if (absl::string_view ours = ForeignValue(*s); !ours.empty()) {
+      absl::StrAppend(&message, " (for '", *s, "' write ", ours, ")");
+    }
+    ValueError(f, message);
     return std::nullopt;
   }
 
@@ -347,7 +386,10 @@ class Section {
       if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
       std::string message =
           absl::StrCat("unknown key; allowed keys: ", absl::StrJoin(allowed, ", "));
-      if (absl::string_view near = Suggestion(key, allowed); !near.empty()) {
+      if (absl::string_view where = SectionOf(key); !where.empty() && field_.path.empty()) {
+        absl::StrAppend(&message, " (did you mean ", where, "? it belongs under ",
+                        where.substr(0, where.find('.')), ":)");
+      } else if (absl::string_view near = Suggestion(key, allowed); !near.empty()) {
         absl::StrAppend(&message, " (did you mean '", near, "'?)");
       }
       r_.KeyError(e, message);

@@ -1692,6 +1692,27 @@ trial: {command: [run]}
                         HasSubstr("(did you mean 'max_trials'?)"))}));
 }
 
+// Optuna's habits one level up or as a type: the message says where the key goes and what to
+// write for the distribution.
+TEST(ExperimentLoaderTest, OptunaTopLevelKeysAndDistributionNamesSayWhereAndWhat) {
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+n_trials: 30
+parameters:
+  lr: {type: loguniform, min: 0.001, max: 0.1}
+trial: {command: [run]}
+)"),
+              ::testing::IsSupersetOf(std::vector<::testing::Matcher<std::string>>{
+                  HasSubstr("n_trials: unknown key; allowed keys: name, objective, objectives, "
+                            "constraints, parameters, search, trial, budget, resources, "
+                            "federation, simulate (did you mean search.max_trials? it belongs "
+                            "under search:)"),
+                  HasSubstr("parameters.lr.type: unknown type 'loguniform'; expected one of "
+                            "float, int, categorical (for 'loguniform' write type: float with "
+                            "log: true)")}));
+}
+
 TEST(ExperimentLoaderTest, AFractionalIntBoundIsOneErrorNotACascade) {
   EXPECT_THAT(Errors(R"(
 name: t
