@@ -315,7 +315,9 @@ std::string HeaderYaml(const Plan& plan, const std::string& given_dir) {
       kStepKey, "\" (tell --step S --metrics ", YamlCommentText(plan.metrics[0]),
       "=V).\n"
       "#\n"
-      "# To run your objective as a command instead: replace `mode: ask_tell` by a trial block,\n"
+      "# To run your objective as a command instead: copy this file next to your objective\n"
+      "# script (a trial runs in the experiment file's folder), replace `mode: ask_tell` by a\n"
+      "# trial block,\n"
       "#   trial: {command: [python3, objective.py, \"--",
       plan.space.parameters[0].name, "=${", plan.space.parameters[0].name,
       "}\"]}\n"
@@ -324,8 +326,7 @@ std::string HeaderYaml(const Plan& plan, const std::string& given_dir) {
       absl::StrJoin(tokens, " "), "\"), add `warm_start: {runs: [", abs_dir,
       "]}`\n"
       "# under search: so that the sampler starts from these trials, and start a new run:\n"
-      "#   sextant run ",
-      dir, "/experiment.yaml --run-dir runs/", plan.name,
+      "#   sextant run experiment.yaml --run-dir runs/", plan.name,
       "-2\n"
       "#\n"
       "# Categorical values are Python's str() of Optuna's choices. User attributes are the\n"
