@@ -420,6 +420,11 @@ federation:
   seed: 5
   examples_per_client: 600
   validation_examples: 2000
+  # Every client takes 30x its training time: a round lasts long enough for the test to kill
+  # east/1 between rounds 1 and 2 (a plaintext round of this size is over in some 20 ms).
+  stragglers:
+    clients: [east/0, east/1, east/2, east/3, east/4, west/0, west/1, west/2, west/3, west/4]
+    slowdown: 30
   secure_aggregation: )" +
          (secure ? "true" : "false") + "\n" +
          (hide_region_sums ? "  hide_region_sums: true\n" : "");
