@@ -1049,13 +1049,21 @@ class FederatedRun {
   // round's model stays (checkpoint and models/).
   absl::Status Failed(const std::string& why) {
     PutTrial(v1::FAILED);
-    absl::Status s = store_->PutMeta("state", "FAILED");
+    SEXTANT_RETURN_IF_ERROR(RecordEnd("FAILED", why));
+    return absl::AbortedError(absl::StrCat("the federated run failed: ", why));
+  }
+
+  // The run's final state, its end time and its run_finished event ("STATE" or "STATE: why").
+  absl::Status RecordEnd(const std::string& state, const std::string& why = "") {
+    absl::Status s = store_->PutMeta("state", state);
     if (s.ok()) {
       s = store_->PutTimeMeta("finished_at", absl::ToUnixMicros(env_.clock->Now()) / 1e6);
     }
-    if (s.ok()) s = store_->AddEvent(EventTime(), "run_finished", 0, absl::StrCat("FAILED: ", why));
-    SEXTANT_RETURN_IF_ERROR(s);
-    return absl::AbortedError(absl::StrCat("the federated run failed: ", why));
+    if (s.ok()) {
+      s = store_->AddEvent(EventTime(), "run_finished", 0,
+                           why.empty() ? state : absl::StrCat(state, ": ", why));
+    }
+    return s;
   }
 
   // Participants started by hand: says what to start where.
@@ -1193,13 +1201,7 @@ class FederatedRun {
     PutTrial(v1::COMPLETED);
     const std::string line = absl::StrCat("stopped after round ", last_round_,
                                           ": the privacy budget is spent (", why.message(), ")");
-    absl::Status s = store_->PutMeta("state", "EPSILON_EXHAUSTED");
-    if (s.ok())
-      s = store_->PutTimeMeta("finished_at", absl::ToUnixMicros(env_.clock->Now()) / 1e6);
-    if (s.ok())
-      s = store_->AddEvent(EventTime(), "run_finished", 0,
-                           absl::StrCat("EPSILON_EXHAUSTED: ", line));
-    SEXTANT_RETURN_IF_ERROR(s);
+    SEXTANT_RETURN_IF_ERROR(RecordEnd("EPSILON_EXHAUSTED", line));
     *env_.out << "sextant: " << spec_.name() << " " << line
               << "; val_accuracy=" << absl::StrFormat("%.4f", last_eval_.accuracy) << "\n";
     return absl::OkStatus();
@@ -1233,11 +1235,7 @@ class FederatedRun {
     }
     if (last_round_ >= 1) SEXTANT_RETURN_IF_ERROR(WriteModelFile("final.safetensors"));
     PutTrial(v1::COMPLETED);
-    absl::Status s = store_->PutMeta("state", "COMPLETED");
-    if (s.ok())
-      s = store_->PutTimeMeta("finished_at", absl::ToUnixMicros(env_.clock->Now()) / 1e6);
-    if (s.ok()) s = store_->AddEvent(EventTime(), "run_finished", 0, "COMPLETED");
-    SEXTANT_RETURN_IF_ERROR(s);
+    SEXTANT_RETURN_IF_ERROR(RecordEnd("COMPLETED"));
     *env_.out << absl::StrFormat(
         "sextant: %s finished: val_accuracy=%.4f val_loss=%.4f after %d rounds\n", spec_.name(),
         last_eval_.accuracy, last_eval_.loss, last_round_);
