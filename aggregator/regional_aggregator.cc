@@ -351,6 +351,24 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
   return absl::OkStatus();
 }
 
+// Waits until the plaintext round just published may close (relaying its clients' failures
+// upstream meanwhile), then closes it: the weighted mean of the updates, and each
+// participant's delivery time in *client_seconds. Cancelled when stopped; the hub's error (no
+// update: every sampled client failed) otherwise.
+absl::StatusOr<RoundOutcome> PlainRound(
+    Tier& tier, const RoundTask& task, const std::atomic<bool>* stop, Clock* clock,
+    std::vector<std::pair<std::string, double>>* client_seconds) {
+  SEXTANT_RETURN_IF_ERROR(tier.AwaitClosable(Tier::Close::kPlain, [&] {
+    tier.RelayFailures();  // the run's console names each failed client as it goes
+    return StopStatus(stop);
+  }));
+  std::vector<SenderReport> senders;
+  const double length = absl::ToDoubleSeconds(clock->Now() - tier.hub().published_at());
+  SEXTANT_ASSIGN_OR_RETURN(RoundOutcome outcome, tier.hub().Close(&senders));
+  *client_seconds = ClientTimings(task.participants, senders, length);
+  return outcome;
+}
+
 }  // namespace
 
 absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* clock,
@@ -537,21 +555,13 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
       }
     }
     if (!o.secure_aggregation) {
-      if (!tier->AwaitClosable(Tier::Close::kPlain, [&] {
-                  tier->RelayFailures();  // the run's console names each failed client
-                  return StopStatus(stop);
-                }).ok()) {
-        break;
-      }
-      std::vector<SenderReport> senders;
-      const double length = absl::ToDoubleSeconds(clock->Now() - hub.published_at());
-      outcome = hub.Close(&senders);
+      outcome = PlainRound(*tier, *task, stop, clock, &client_seconds);
+      if (Stopped(stop)) break;
       if (!outcome.ok()) {  // every sampled client failed
         if (o.log) *o.log << "round=" << task->round << " failed: " << outcome.status() << "\n";
         (void)tier->ReportRoundFailed(task->round, "every sampled client of the region failed");
         continue;
       }
-      client_seconds = ClientTimings(task->participants, senders, length);
     }
     // The round above is still open until this push: the failures reach it first.
     tier->RelayFailures();
