@@ -89,10 +89,12 @@ TEST(FederatedBufferedTest, ServerStepsOnFullBuffersWhileTheStragglerTrailsAndTh
       "(SELECT SUM(r.clients) FROM rounds r WHERE r.round = g.round AND r.region != '')");
   EXPECT_TRUE(regions.empty()) << "step " << regions[0][0];
 
-  // Nobody waited for the straggler: a fast client delivered well over its share.
+  // Nobody waited for the straggler: had a step waited for it, a fast client would be at most
+  // one delivery ahead. (Not a ratio: the straggler's slowdown scales its training time, which
+  // on a fast machine is small beside the protocol's, so its share varies with the machine.)
   const int slow = Delivered(testing::ReadFile(dir + "/run/logs/client-east-0.log"));
   const int fast = Delivered(testing::ReadFile(dir + "/run/logs/client-east-1.log"));
-  EXPECT_GT(fast, 2 * slow) << "fast " << fast << " slow " << slow;
+  EXPECT_GE(fast, slow + 3) << "fast " << fast << " slow " << slow;
   EXPECT_GE(fast, 4);
 }
 
