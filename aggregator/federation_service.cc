@@ -855,8 +855,8 @@ grpc::Status FederationServiceImpl::RecordFailure(const grpc::CallbackServerCont
   absl::Status recorded = hub_->RecordFailure(request.experiment_id(), request.round(),
                                               request.client_id(), request.failed(),
                                               request.error());
-  // A region's client that failed its training sends no keys: its SecAgg round goes on without
-  // it at once. (At the global tier a failed region still takes part, with zeros.)
+  // A region's client that failed (its training, or a stage it refused) sends nothing more: its
+  // SecAgg round goes on without it at once. (At the global tier a failed region still takes part, with zeros.)
   if (recorded.ok() && secagg_ != nullptr && !relayed && !gate_->policy().region.empty()) {
     secagg_->Withdraw(request.experiment_id(), request.round(), request.client_id());
   }
@@ -908,8 +908,10 @@ grpc::ServerReadReactor<v1::SecAggMessage>* FederationServiceImpl::SecAggSubmit(
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
     const std::string& listen, grpc::Service* service, int* port,
-    std::shared_ptr<grpc::ServerCredentials> credentials, grpc::ResourceQuota* quota) {
+    std::shared_ptr<grpc::ServerCredentials> credentials, grpc::ResourceQuota* quota,
+    const ServerInterceptors& interceptors) {
   grpc::ServerBuilder builder;
+  if (interceptors) builder.experimental().SetInterceptorCreators(interceptors());
   if (quota != nullptr) builder.SetResourceQuota(*quota);
   if (credentials == nullptr) credentials = grpc::InsecureServerCredentials();
   builder.AddListeningPort(listen, credentials, port);

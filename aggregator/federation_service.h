@@ -167,14 +167,19 @@ class FederationServiceImpl final : public v1::FederationService::CallbackServic
   JoinHandler join_;
 };
 
+// gRPC server interceptors for a tier's server, made afresh for each server it starts: an
+// operator's audit of every call, or a test that plays a modified aggregator. Empty: none.
+using ServerInterceptors = std::function<
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>()>;
+
 // Starts a server for `service` on `listen` (e.g. "127.0.0.1:0"); *port receives the bound port.
 // credentials: TLS/mTLS with its auth processor (MakeServerCredentials); null is plaintext.
 // quota, when given, bounds the server's memory. Messages are at most 8 MiB each way.
-// Unavailable when it cannot listen.
+// interceptors, when set, are installed on the server. Unavailable when it cannot listen.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
     const std::string& listen, grpc::Service* service, int* port,
     std::shared_ptr<grpc::ServerCredentials> credentials = nullptr,
-    grpc::ResourceQuota* quota = nullptr);
+    grpc::ResourceQuota* quota = nullptr, const ServerInterceptors& interceptors = {});
 
 // Asks upstream once what to run with (a participant started by hand): the plan, checked
 // against the bounds above (InvalidArgument past them), or the server's status (Unavailable, with

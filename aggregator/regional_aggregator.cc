@@ -376,6 +376,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   TierOptions to;
   to.listen = o.listen;
   to.credentials = o.server_credentials;
+  to.interceptors = o.interceptors;
   to.coordinator.experiment_id = o.experiment_id;
   to.coordinator.model_size = static_cast<size_t>(o.model_size);
   to.coordinator.rule = o.rule;
@@ -409,6 +410,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     to.join = [&o, r = roster.get()](const PeerIdentity& caller) {
       return ClientPlan(o, *r, caller);
     };
+    to.upstream->place_of = [r = roster.get()](const std::string& id) { return r->PlaceOf(id); };
   }
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, Tier::Start(to, clock));
   FederationHub& hub = tier->hub();

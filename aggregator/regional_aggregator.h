@@ -78,6 +78,8 @@ struct RegionalAggregatorOptions {
   // Under TLS: signs this region's keys in the regions' round and checks the other regions'
   // (SecAggParticipantOptions::signer). Default null.
   std::shared_ptr<const KeySigner> signer;
+  // Installed on the server its clients reach (TierOptions::interceptors). Default none.
+  ServerInterceptors interceptors;
 };
 
 // `sextant-worker --role aggregator`: serves FederationService to its region's clients. Each

@@ -252,7 +252,7 @@ void SecAggHub::Withdraw(const std::string& experiment_id, int64_t round,
   absl::MutexLock lock(&mu_);
   int32_t index = 0;
   if (!CheckClient(experiment_id, round, client_id, &index).ok()) return;
-  if (stage_ != SecAggStage::kAdvertiseKeys || answered_[index]) return;
+  if (answered_[index]) return;
   expected_[index] = false;
   Changed();
 }

@@ -179,9 +179,10 @@ class SecAggHub {
   // rejection. No-op for a client that is not waiting.
   void Refuse(const std::string& client_id, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A participant of the open round that has not advertised its keys will not (its training
-  // failed): stage 0 stops waiting for it, as for a dropout at its deadline. No-op for another
-  // experiment or round, a client not in it, or a later stage.
+  // A participant of the open round that has not answered the open stage will not (its training
+  // failed, or it refused the key directory it was given): the stage stops waiting for it, as
+  // for a dropout at the stage's deadline. No-op for another experiment or round, a client not
+  // in it, or one that answered the stage.
   void Withdraw(const std::string& experiment_id, int64_t round, const std::string& client_id)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the experiment: every waiting caller is answered (aborted) and later rounds refused.

@@ -36,7 +36,8 @@ absl::StatusOr<std::unique_ptr<Tier>> Tier::Start(TierOptions options, Clock* cl
   grpc::ResourceQuota quota("sextant-tier");
   quota.Resize(static_cast<size_t>(std::max<int64_t>(o.max_memory_bytes, 64 << 20)));
   absl::StatusOr<std::unique_ptr<grpc::Server>> server =
-      StartFederationServer(o.listen, tier->service_.get(), &tier->port_, o.credentials, &quota);
+      StartFederationServer(o.listen, tier->service_.get(), &tier->port_, o.credentials, &quota,
+                            o.interceptors);
   if (!server.ok()) return server.status();
   tier->server_ = *std::move(server);
   return tier;
@@ -95,9 +96,14 @@ absl::StatusOr<int64_t> Tier::PushAggregate(PushHeader header, absl::Span<const 
 
 void Tier::RelayFailures() {
   if (!options_.upstream) return;
+  const UpstreamOptions& up = *options_.upstream;
   for (const FailureReport& f : hub_->TakeFailures()) {
-    (void)ReportFailure(options_.upstream->stub.get(), options_.coordinator.experiment_id,
-                        f.round, options_.upstream->sender_id, f.failed, f.error);
+    // Upstream knows a client by its place; the console names it by its own name too.
+    const std::string place = up.place_of && f.failed != up.sender_id ? up.place_of(f.failed)
+                                                                       : f.failed;
+    (void)ReportFailure(up.stub.get(), options_.coordinator.experiment_id, f.round,
+                        up.sender_id, place,
+                        place == f.failed ? f.error : absl::StrCat("(", f.failed, ") ", f.error));
   }
 }
 

@@ -36,6 +36,9 @@ struct UpstreamOptions {
   std::string sender_id;  // this tier's id upstream: its region. Required.
   // How long upstream may stay unreachable before a pull gives up. Default 60 s.
   absl::Duration unreachable_timeout = absl::Seconds(60);
+  // The id the tier above knows this tier's client `id` by: a client started by hand holds a
+  // place (ClientRoster::PlaceOf). Default none: its own id.
+  std::function<std::string(const std::string& id)> place_of;
 };
 
 struct TierOptions {
@@ -61,6 +64,8 @@ struct TierOptions {
   JoinHandler join;
   // A regional tier's tier above. Default none: the global tier.
   std::optional<UpstreamOptions> upstream;
+  // Installed on the tier's server (StartFederationServer). Default none.
+  ServerInterceptors interceptors;
 };
 
 // Not thread-safe itself (its owner's loop calls it); the hubs it owns are, and serve the RPCs.

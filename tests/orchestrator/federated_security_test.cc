@@ -11,6 +11,7 @@
 #include <fstream>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +45,17 @@ using testing::WaitFor;
 using testing::WriteFile;
 
 const std::string kSextant = std::string(SEXTANT_BIN_DIR) + "/sextant";
+
+// Every match of pattern in text, as its groups (0: the whole match).
+std::vector<std::vector<std::string>> Groups(const std::string& text, const std::string& pattern) {
+  std::vector<std::vector<std::string>> all;
+  const std::regex re(pattern);
+  for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it) {
+    all.emplace_back();
+    for (const auto& g : *it) all.back().push_back(g.str());
+  }
+  return all;
+}
 const std::string kWorker = std::string(SEXTANT_BIN_DIR) + "/sextant-worker";
 
 class FederatedSecurityTest : public ::testing::Test {
@@ -585,6 +597,101 @@ federation:
   EXPECT_NE(site.error_code(), grpc::StatusCode::UNAVAILABLE) << site.error_message();
   run.Signal(SIGINT);
   EXPECT_EQ(run.Wait(60), 130) << run.out() << run.err();
+}
+
+// An active attacker running east's aggregator: tampering-aggregator is sextant-worker's
+// aggregator with one change, an interceptor that swaps one peer's masking key in each key
+// directory it relays. Real clients started by hand over mTLS check every key against its
+// owner's signature before they use it: each refuses its directory naming the peer whose key
+// was swapped, none submits anything past its own public keys (no key shares, no masked input,
+// nothing to unmask), the round aborts, and the run ends FAILED saying why.
+TEST_F(FederatedSecurityTest, AnAggregatorThatSwapsASecAggKeyLearnsNothing) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::vector<std::string> sites = {"alice", "bob", "carol"};
+  std::vector<std::vector<std::string>> certs = {
+      {"agg-east", "--role", "aggregator", "--region", "east", "--san", "127.0.0.1"}};
+  for (const std::string& site : sites) certs.push_back({site, "--role", "client", "--region", "east"});
+  for (const std::vector<std::string>& args : certs) {
+    std::vector<std::string> argv = {kSextant, "certs", "issue", certs_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--enroll");
+    auto r = RunProcess(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  WriteFile(dir_ + "/exp.yaml", R"(name: swapped-key
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "8"}}
+federation:
+  regions: [{name: east, clients: 3}]
+  rounds: 1
+  min_clients: 2
+  round_deadline: 600s
+  examples_per_client: 100
+  validation_examples: 100
+)");
+  BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
+                         "--tls-dir", certs_, "--external-participants"});
+  ASSERT_TRUE(run.WaitForOutput("--experiment-id ", 60)) << run.out() << run.err();
+  std::smatch m;
+  const std::string announced = run.out();
+  ASSERT_TRUE(std::regex_search(announced, m, std::regex("THIS_HOST:(\\d+)"))) << announced;
+  const std::string orchestrator = absl::StrCat("127.0.0.1:", m[1].str());
+  ASSERT_TRUE(std::regex_search(announced, m, std::regex("--experiment-id (\\S+)"))) << announced;
+  const std::string id = m[1].str();
+
+  const std::string port_file = dir_ + "/east.port";
+  BackgroundProcess agg({TAMPERING_AGGREGATOR, "--role", "aggregator", "--join", "--connect",
+                         orchestrator, "--tls-dir", certs_, "--tls-name", "agg-east",
+                         "--work-dir", dir_ + "/east", "--port-file", port_file});
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(port_file); }, 30))
+      << agg.out() << agg.err();
+  const std::string east =
+      absl::StrCat("127.0.0.1:", std::string(absl::StripAsciiWhitespace(ReadFile(port_file))));
+  std::vector<std::unique_ptr<BackgroundProcess>> clients;
+  for (const std::string& site : sites) {
+    clients.push_back(std::make_unique<BackgroundProcess>(std::vector<std::string>{
+        kWorker, "--role", "client", "--join", "--connect", east, "--tls-dir", certs_,
+        "--tls-name", site, "--threads", "1", "--experiment-id", id}));
+  }
+  const int rc = run.Wait(240);
+  const std::string out = run.out() + run.err();
+  agg.Signal(SIGTERM);
+  agg.Wait(30);
+  std::string client_logs;
+  for (auto& c : clients) {
+    c->Signal(SIGTERM);
+    c->Wait(30);
+    client_logs += c->out() + c->err();
+  }
+  // The attack happened: every client was handed a directory with a swapped key.
+  const std::string seen = agg.out();
+  std::set<std::string> tampered;
+  for (const auto& g : Groups(seen, "tampered client=(\\S+) peer=(\\S+)")) tampered.insert(g[1]);
+  EXPECT_EQ(tampered, (std::set<std::string>{"east/alice", "east/bob", "east/carol"})) << seen;
+  // Each client refused it, naming the peer whose key was not that peer's, and said so: the
+  // run's console names each refusal, by the client's place and its own name.
+  const std::string refusal = "PERMISSION_DENIED: secagg: the keys relayed for '(east/[a-z]+)' "
+                              "are not its own";
+  EXPECT_EQ(Groups(client_logs, refusal).size(), 3u) << client_logs;
+  std::set<std::string> said;
+  for (const auto& g : Groups(out, "client east/[0-2] failed: \\((east/[a-z]+)\\) secagg: the "
+                                   "keys relayed for 'east/[a-z]+' are not its own")) {
+    said.insert(g[1]);
+  }
+  EXPECT_EQ(said, tampered) << out;
+  // Nothing past the clients' own public keys reached the aggregator.
+  int keys = 0;
+  for (const auto& g : Groups(seen, "submit client=(\\S+) stage=(\\d+)")) {
+    EXPECT_EQ(g[2], "0") << g[0] << " after the swapped key";
+    ++keys;
+  }
+  EXPECT_EQ(keys, 3) << seen;
+  // The round aborted at once (not at its 600 s deadline), and the run ends FAILED, saying why.
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_THAT(out, HasSubstr("secagg round 1 aborted")) << out;
+  EXPECT_THAT(out, HasSubstr("the federated run failed")) << out << client_logs << seen;
 }
 
 TEST_F(FederatedSecurityTest, FleetWorkersDialTheOrchestratorOverTls) {

@@ -106,6 +106,17 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   // Buffered rounds: a client may train several times on one model version; each time draws its
   // own shuffling.
   uint64_t trainings = 0;
+  // Tells the aggregator that this client's round `round` failed (why), so that the round stops
+  // waiting for it and the run's console says why. Synchronous rounds only: a buffered client
+  // just trains again.
+  auto report_failure = [&](int64_t round, const absl::Status& why) {
+    if (o.job.buffered) return;
+    absl::Status told =
+        ReportFailure(stub.get(), o.experiment_id, round, id, id, std::string(why.message()));
+    if (!told.ok() && o.log != nullptr) {
+      *o.log << "round=" << round << " failure not reported: " << told << "\n";
+    }
+  };
   while (!Stopped(stop)) {
     auto sink = [&](int64_t offset, absl::Span<const float> v) -> absl::Status {
       if (offset + static_cast<int64_t>(v.size()) > static_cast<int64_t>(global.size())) {
@@ -154,14 +165,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       if (!r.ok()) {
         if (o.log != nullptr)
           *o.log << "round=" << task->round << " skipped: " << r.status() << "\n" << std::flush;
-        // The aggregator stops waiting for this client, and the run's console says why.
-        if (!o.job.buffered) {
-          absl::Status told = ReportFailure(stub.get(), o.experiment_id, task->round, id, id,
-                                            std::string(r.status().message()));
-          if (!told.ok() && o.log != nullptr) {
-            *o.log << "round=" << task->round << " failure not reported: " << told << "\n";
-          }
-        }
+        report_failure(task->round, r.status());
         // Buffered: the same version comes straight back; do not spin on a failing command.
         if (o.job.buffered) clock->SleepFor(absl::Seconds(1));
         continue;
@@ -203,6 +207,11 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       so.noise_sensitivity = o.job.dp_clip_norm;
       sent =
           RunSecAggParticipant(stub.get(), so, clock, local, static_cast<int64_t>(weight), metrics);
+      // Refused (a neighbour's key that is not its owner's, a malformed stage): this client
+      // goes no further in the round, and says so. Aborted is the round closing without it.
+      if (!sent.ok() && !absl::IsAborted(sent.status()) && !absl::IsUnavailable(sent.status())) {
+        report_failure(task->round, sent.status());
+      }
     } else {
       PushHeader header{o.experiment_id, task->round, id, weight, 1, metrics};
       sent = Push(stub.get(), header, local, segments, o.job.update_compression,

@@ -399,8 +399,9 @@ int RunEvaluatorRole(std::map<std::string, std::string>& f, Clock* clock,
 }
 
 int RunAggregator(std::map<std::string, std::string>& f, const v1::JoinPlan* plan, Clock* clock,
-                  const std::atomic<bool>* stop) {
+                  const std::atomic<bool>* stop, const ServerInterceptors& interceptors) {
   RegionalAggregatorOptions o;
+  o.interceptors = interceptors;
   if (plan != nullptr) {  // its clients are started by hand too, and join here
     o.join_clients = true;
     o.client_spec = plan->spec();
@@ -545,7 +546,8 @@ bool IsFederatedInvocation(int argc, char** argv) {
   return aggregator || (client && spec);
 }
 
-int RunFederatedMain(int argc, char** argv, Clock* clock, const std::atomic<bool>* stop) {
+int RunFederatedMain(int argc, char** argv, Clock* clock, const std::atomic<bool>* stop,
+                     const ServerInterceptors& interceptors) {
   std::map<std::string, std::string> f;
   if (int rc = ParseFlags(argc, argv, &f); rc >= 0) return rc;
   const bool joined = f.count("--join") > 0;
@@ -575,7 +577,7 @@ int RunFederatedMain(int argc, char** argv, Clock* clock, const std::atomic<bool
     }
   }
   const v1::JoinPlan* p = joined ? &plan : nullptr;
-  return f["--role"] == "aggregator" ? RunAggregator(f, p, clock, stop)
+  return f["--role"] == "aggregator" ? RunAggregator(f, p, clock, stop, interceptors)
                                      : RunClient(f, p, clock, stop);
 }
 

@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "aggregator/federation_service.h"
 #include "common/clock.h"
 
 namespace sextant {
@@ -26,7 +27,9 @@ bool IsFederatedInvocation(int argc, char** argv);
 // value); `--help` lists them. Returns the exit code: 0 when the experiment ended or after
 // --help, 2 on bad arguments (an unknown flag, a flag without its value, a bad value), 1 on
 // failure. clock (not owned) is every role's time and waits and must outlive the call.
-int RunFederatedMain(int argc, char** argv, Clock* clock, const std::atomic<bool>* stop);
+// interceptors, when set, go on an aggregator's server (RegionalAggregatorOptions).
+int RunFederatedMain(int argc, char** argv, Clock* clock, const std::atomic<bool>* stop,
+                     const ServerInterceptors& interceptors = {});
 
 }  // namespace sextant
 
