@@ -32,6 +32,7 @@
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/import/optuna_import.h"
+#include "orchestrator/mcp/mcp_command.h"
 #include "orchestrator/report/report.h"
 #include "orchestrator/search/search_run.h"
 #include "orchestrator/simulate/simulate_command.h"
@@ -453,6 +454,13 @@ int main(int argc, char** argv) {
     }
     return RunOptunaImport(import_args, clock, std::cout, std::cerr);
   };
+
+  // sextant mcp --root DIR: a Model Context Protocol server on stdio (orchestrator/mcp).
+  std::string mcp_root;
+  CLI::App* mcp = app.add_subcommand(
+      "mcp", "Serve the Model Context Protocol on stdin/stdout (tools over run directories)");
+  mcp->add_option("--root", mcp_root, "the only directory its tools read and write")->required();
+  actions["mcp"] = [&] { return RunMcpCommand(mcp_root, clock); };
 
   CertsArgs certs_args;
   CLI::App* certs = app.add_subcommand("certs", "Make the certificates and tokens of a TLS run");
