@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/ids.h"
 
 namespace sextant {
@@ -59,16 +60,12 @@ absl::StatusOr<int64_t> ClientRoster::Join(const std::string& name) {
                      " client places, all held by other clients (see ", file_, ")"));
   }
   // The whole roster, with the new place, replaces the file at once.
-  const std::string tmp = file_ + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << "experiment " << experiment_id_ << "\n";
-    for (const auto& [p, n] : holder_) out << p << " " << n << "\n";
-    out << place << " " << name << "\n" << std::flush;
-    if (!out || std::rename(tmp.c_str(), file_.c_str()) != 0) {
-      std::remove(tmp.c_str());
-      return absl::UnavailableError(absl::StrCat("cannot record the client's place in ", file_));
-    }
+  std::string text = absl::StrCat("experiment ", experiment_id_, "\n");
+  for (const auto& [p, n] : holder_) absl::StrAppend(&text, p, " ", n, "\n");
+  absl::StrAppend(&text, place, " ", name, "\n");
+  if (absl::Status s = WriteFileAtomically(file_, text); !s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot record the client's place in ", file_, ": ", s.message()));
   }
   holder_[place] = name;
   place_[name] = place;

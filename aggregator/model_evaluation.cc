@@ -13,24 +13,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/atomic_file.h"
 
 namespace sextant {
 namespace {
 
-absl::Status WriteAtomically(const std::string& path, const char* data, size_t size) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(data, static_cast<std::streamsize>(size));
-    out.flush();
-    if (!out)
-      return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
-  return absl::OkStatus();
-}
+// The files of one evaluation are the round's scratch: no restart reads them, so no fsync.
+constexpr AtomicWriteOptions kScratch{0644, /*sync=*/false};
 
 }  // namespace
 
@@ -43,8 +32,10 @@ std::string EvaluationFiles::score(int64_t round) const {
 }
 
 absl::Status WriteFloatsAtomically(const std::string& path, absl::Span<const float> values) {
-  return WriteAtomically(path, reinterpret_cast<const char*>(values.data()),
-                         values.size() * sizeof(float));
+  return WriteFileAtomically(
+      path,
+      absl::string_view(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)),
+      kScratch);
 }
 
 absl::StatusOr<std::vector<float>> ReadFloats(const std::string& path, int64_t expected_size) {
@@ -67,7 +58,7 @@ absl::StatusOr<std::vector<float>> ReadFloats(const std::string& path, int64_t e
 absl::Status WriteScore(const std::string& path, const ModelScore& score) {
   const std::string text = absl::StrFormat("loss=%.17g accuracy=%.17g examples=%d\n", score.loss,
                                            score.accuracy, score.examples);
-  return WriteAtomically(path, text.data(), text.size());
+  return WriteFileAtomically(path, text, kScratch);
 }
 
 absl::StatusOr<ModelScore> ReadScore(const std::string& path) {

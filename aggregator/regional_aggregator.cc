@@ -15,6 +15,7 @@
 #include "aggregator/client_roster.h"
 #include "aggregator/secagg_participant.h"
 #include "aggregator/tier.h"
+#include "common/atomic_file.h"
 #include "common/mapped_floats.h"
 #include "common/status_macros.h"
 #include "federation/secure_quantizer.h"
@@ -419,9 +420,7 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   const int port = tier->port();
   std::filesystem::create_directories(o.work_dir);
   if (!o.port_file.empty()) {
-    const std::string tmp = o.port_file + ".tmp";
-    std::ofstream(tmp) << port << "\n";
-    std::filesystem::rename(tmp, o.port_file);
+    SEXTANT_RETURN_IF_ERROR(WriteFileAtomically(o.port_file, absl::StrCat(port, "\n")));
   }
   if (o.log)
     *o.log << "aggregator " << o.region << " serving on port " << port

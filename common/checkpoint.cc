@@ -14,6 +14,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "common/status_macros.h"
 
 namespace sextant {
 namespace {
@@ -40,36 +42,6 @@ std::string Hash(const std::string& payload) {
                      reinterpret_cast<const unsigned char*>(payload.data()), payload.size(),
                      nullptr, 0);
   return h;
-}
-
-absl::Status Errno(absl::string_view what, const std::string& path) {
-  int e = errno;
-  std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(e));
-  if (e == EACCES || e == EPERM || e == EROFS) return absl::PermissionDeniedError(msg);
-  if (e == ENOSPC || e == EDQUOT) return absl::ResourceExhaustedError(msg);
-  return absl::UnavailableError(msg);
-}
-
-absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Errno("cannot write checkpoint", path);
-    }
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status FsyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("cannot open checkpoint directory", dir);
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return Errno("cannot fsync checkpoint directory", dir);
-  return absl::OkStatus();
 }
 
 // Checkpoint files in `dir` as (step, path), newest first.
@@ -152,25 +124,16 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int64_t step
   PutU64(&header, length);
   header += digest;
   std::string path = absl::StrCat(dir, "/ckpt-", step, ".bin");
-  std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
+  absl::Status s = WriteFileAtomically(path, [&](int fd, const std::string& tmp) {
+    SEXTANT_RETURN_IF_ERROR(WriteAllToFd(fd, header, tmp));
+    for (absl::string_view piece : payload) SEXTANT_RETURN_IF_ERROR(WriteAllToFd(fd, piece, tmp));
+    return absl::OkStatus();
+  });
+  if (absl::IsPermissionDenied(s)) {
     return absl::PermissionDeniedError(
-        absl::StrCat("checkpoint directory ", dir, " is not writable: ", std::strerror(errno)));
+        absl::StrCat("checkpoint directory ", dir, " is not writable: ", s.message()));
   }
-  absl::Status s = WriteAll(fd, header, tmp);
-  for (absl::string_view piece : payload) {
-    if (s.ok()) s = WriteAll(fd, piece, tmp);
-  }
-  if (s.ok() && ::fsync(fd) != 0) s = Errno("cannot fsync checkpoint", tmp);
-  ::close(fd);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
-    s = Errno("cannot rename checkpoint", tmp);
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  if (absl::Status d = FsyncDir(dir); !d.ok()) return d;
+  if (!s.ok()) return s;
   auto all = ListCheckpoints(dir);
   for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i) {
     fs::remove(all[i].second, ec);

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
 #include "tensors/dtype.h"
 #include "tensors/internal/header.h"
@@ -90,16 +91,6 @@ absl::Status ReadAt(int fd, char* out, uint64_t size, uint64_t offset) {
   return absl::OkStatus();
 }
 
-absl::Status WriteAll(int fd, const std::string& path, absl::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t put = ::write(fd, bytes.data(), bytes.size());
-    if (put < 0 && errno == EINTR) continue;
-    if (put < 0) return Errno(path, "cannot write");
-    bytes.remove_prefix(static_cast<size_t>(put));
-  }
-  return absl::OkStatus();
-}
-
 // The tensors of `header`, each data buffer filled by read(begin, out).
 template <typename ReadFn>
 absl::StatusOr<TensorFile> Assemble(internal::Header header, ReadFn read) {
@@ -171,55 +162,19 @@ absl::StatusOr<TensorFile> ReadPath(const std::string& path, ReadFn read) {
   return file;
 }
 
-void FsyncDirectoryOf(const std::string& path) {
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  // Best effort: the rename is already done, and not every filesystem can fsync a directory.
-  if (fd.get() >= 0) (void)::fsync(fd.get());
-}
-
-// The length and header, then write_data(fd, tmp) for the data buffer, then fsync.
-template <typename WriteData>
-absl::Status WriteFileBody(int fd, const std::string& tmp, const std::string& header,
-                           WriteData write_data) {
-  char length[kLengthBytes];
-  const uint64_t n = header.size();
-  std::memcpy(length, &n, sizeof n);
-  SEXTANT_RETURN_IF_ERROR(WriteAll(fd, tmp, absl::string_view(length, kLengthBytes)));
-  SEXTANT_RETURN_IF_ERROR(WriteAll(fd, tmp, header));
-  SEXTANT_RETURN_IF_ERROR(write_data(fd, tmp));
-  if (::fsync(fd) != 0) return Errno(tmp, "cannot fsync");
-  return absl::OkStatus();
-}
-
-// Writes `header` and the data buffer that write_data(fd, tmp) writes to `path` through a
-// temporary file beside it, fsynced and renamed into place.
+// Writes `path` atomically (WriteFileAtomically): the length and header, then the data buffer
+// that write_data(fd, tmp) writes.
 template <typename WriteData>
 absl::Status WriteAtomically(const std::string& path, const std::string& header,
                              WriteData write_data) {
-  std::string tmp = path + ".tmp-XXXXXX";
-  // mkostemp finds a free name; its file is 0600 whatever the umask, so the file is made anew
-  // (O_EXCL: nothing may take the name in between) to be as readable as any other output of
-  // the process: 0644 under umask 022, 0600 under Sextant's 077 (common/process_setup.h).
-  {
-    Fd reserved(::mkostemp(tmp.data(), O_CLOEXEC));
-    if (reserved.get() < 0) return Errno(path, "cannot create a temporary file beside it");
-  }
-  ::unlink(tmp.c_str());
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return Errno(tmp, "cannot create");
-  absl::Status s = WriteFileBody(fd.get(), tmp, header, write_data);
-  if (fd.Close() != 0 && s.ok()) s = Errno(tmp, "cannot close");
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    s = Errno(path, "cannot rename the temporary file into place");
-  }
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  FsyncDirectoryOf(path);
-  return absl::OkStatus();
+  return WriteFileAtomically(path, [&](int fd, const std::string& tmp) -> absl::Status {
+    char length[kLengthBytes];
+    const uint64_t n = header.size();
+    std::memcpy(length, &n, sizeof n);
+    SEXTANT_RETURN_IF_ERROR(WriteAllToFd(fd, absl::string_view(length, kLengthBytes), tmp));
+    SEXTANT_RETURN_IF_ERROR(WriteAllToFd(fd, header, tmp));
+    return write_data(fd, tmp);
+  });
 }
 
 // Elements converted per write or read of the streaming forms (4 MB of f32).
@@ -260,7 +215,7 @@ absl::StatusOr<std::string> SerializeSafetensors(const TensorFile& file) {
 absl::Status WriteSafetensors(const std::string& path, const TensorFile& file) {
   SEXTANT_ASSIGN_OR_RETURN(const std::string header, internal::BuildHeader(file));
   return WriteAtomically(path, header, [&](int fd, const std::string& tmp) {
-    for (const Tensor& t : file.tensors) SEXTANT_RETURN_IF_ERROR(WriteAll(fd, tmp, t.data));
+    for (const Tensor& t : file.tensors) SEXTANT_RETURN_IF_ERROR(WriteAllToFd(fd, t.data, tmp));
     return absl::OkStatus();
   });
 }
@@ -288,7 +243,7 @@ absl::Status WriteSafetensorsFromF32(const std::string& path, const TensorFile& 
           return absl::InvalidArgumentError(
               absl::StrCat(path, ": tensor \"", t.name, "\": ", s.message()));
         }
-        SEXTANT_RETURN_IF_ERROR(WriteAll(fd, tmp, bytes));
+        SEXTANT_RETURN_IF_ERROR(WriteAllToFd(fd, bytes, tmp));
         done += k;
       }
       at += n;

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/read_file.h"
 #include "nlohmann/json.hpp"
 
@@ -20,16 +21,7 @@ absl::Status WriteRunAddress(const std::string& run_dir, const RunAddress& a) {
   if (!a.secret_file.empty()) j["secret_file"] = a.secret_file;
   const std::string text = j.dump() + "\n";
   const std::string path = RunAddressPath(run_dir);
-  const std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  if (!written || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot write ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, text, AtomicWriteOptions{0600});
 }
 
 absl::StatusOr<RunAddress> ReadRunAddress(const std::string& run_dir) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
 #include "orchestrator/report/internal/report_charts.h"
 #include "orchestrator/report/svg_canvas.h"
@@ -410,21 +411,8 @@ absl::StatusOr<ReportFile> WriteReport(const std::string& run_dir, const std::st
                                        absl::Time now) {
   SEXTANT_ASSIGN_OR_RETURN(ReportData d, LoadReportData(run_dir, now));
   std::string html = RenderReportHtml(d);
-  std::string tmp = absl::StrCat(out_path, ".tmp.", getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << html;
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      return absl::InternalError(absl::StrCat(out_path, ": cannot write the report"));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, out_path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat(out_path, ": cannot write the report: ", ec.message()));
+  if (absl::Status s = WriteFileAtomically(out_path, html); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot write the report: ", s.message()));
   }
   ReportFile out;
   out.bytes = html.size();

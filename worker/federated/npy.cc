@@ -14,6 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/atomic_file.h"
+#include "common/status_macros.h"
 
 namespace sextant {
 namespace {
@@ -78,24 +80,23 @@ absl::Status WriteNpy(const std::string& path, absl::Span<const float> data,
     return absl::InvalidArgumentError(
         absl::StrCat("shape of ", shape.size(), " dimensions does not fit a .npy 1.0 header"));
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(kMagic, kMagicLen);
-    const char version[2] = {1, 0};
-    out.write(version, 2);
-    const uint16_t len = static_cast<uint16_t>(header.size());
-    const char len_le[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
-    out.write(len_le, 2);
-    out << header;
-    out.write(reinterpret_cast<const char*>(data.data()),
-              static_cast<std::streamsize>(data.size() * sizeof(float)));
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
-  return absl::OkStatus();
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  const std::string prefix = absl::StrCat(absl::string_view(kMagic, kMagicLen),
+                                          absl::string_view("\x01\x00", 2),
+                                          std::string{static_cast<char>(len & 0xff),
+                                                      static_cast<char>(len >> 8)},
+                                          header);
+  // The command client's exchange with its command, remade each round: no restart reads it.
+  return WriteFileAtomically(
+      path,
+      [&](int fd, const std::string& tmp) {
+        SEXTANT_RETURN_IF_ERROR(WriteAllToFd(fd, prefix, tmp));
+        return WriteAllToFd(fd,
+                            absl::string_view(reinterpret_cast<const char*>(data.data()),
+                                              data.size() * sizeof(float)),
+                            tmp);
+      },
+      AtomicWriteOptions{0644, /*sync=*/false});
 }
 
 absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes) {
