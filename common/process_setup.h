@@ -20,6 +20,12 @@ namespace sextant {
 //   directories included; the processes it starts (workers, trials) inherit it.
 void SetUpProcess();
 
+// The one signal set-up of the binaries: on_interrupt handles SIGINT, and SIGTERM too unless
+// on_terminate is given (a worker checkpoints on SIGTERM, a cloud's spot notice); SIGPIPE is
+// ignored, so that a closed pipe or socket is an error a write returns, not the process's end.
+// Handlers must be async-signal-safe (set an atomic).
+void InstallSignalHandlers(void (*on_interrupt)(int), void (*on_terminate)(int) = nullptr);
+
 }  // namespace sextant
 
 #endif  // SEXTANT_COMMON_PROCESS_SETUP_H_

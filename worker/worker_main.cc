@@ -62,12 +62,7 @@ int FederatedRole(int argc, char** argv, sextant::Clock* clock) {
     // The parent may have died before the signal was armed (killed while launching us).
     if (getppid() == 1) return 1;
   }
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  sextant::InstallSignalHandlers(OnSignal);
   return sextant::RunFederatedMain(argc, argv, clock, &g_stop);
 }
 
@@ -79,13 +74,7 @@ int TrialWorker(const sextant::WorkerOptions& options, bool exit_with_parent,
     prctl(PR_SET_PDEATHSIG, SIGINT);
     if (getppid() == 1) return 1;
   }
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sa.sa_handler = OnPreemptSignal;
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  sextant::InstallSignalHandlers(OnSignal, OnPreemptSignal);
   return sextant::RunWorker(options, clock, &g_stop, &g_preempt);
 }
 

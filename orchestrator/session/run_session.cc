@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/process_setup.h"
 #include "common/status_macros.h"
 #include "orchestrator/core/command_script.h"
 #include "orchestrator/core/experiment_loader.h"
@@ -228,14 +229,7 @@ int RunSession::stop_signal() const { return g_stop_signal.load(); }
 
 void RunSession::RequestStop(int sig) { g_stop_signal.store(sig); }
 
-void InstallStopHandlers() {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = OnStopSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-}
+void InstallStopHandlers() { InstallSignalHandlers(OnStopSignal); }
 
 bool IsLoadError(const absl::Status& status) {
   return status.GetPayload(kLoadErrorPayload).has_value();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/process_setup.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/server_interceptor.h"
 #include "sextant/v1/federation_service.pb.h"
@@ -99,12 +100,8 @@ void OnSignal(int) { g_stop.store(true); }
 }  // namespace
 
 int main(int argc, char** argv) {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  sextant::SetUpProcess();
+  sextant::InstallSignalHandlers(OnSignal);
   return sextant::RunFederatedMain(argc, argv, sextant::RealClockInstance(), &g_stop, [] {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> v;
     v.push_back(std::make_unique<TampererFactory>());
