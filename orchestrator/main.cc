@@ -427,16 +427,19 @@ int main(int argc, char** argv) {
   tell->add_option("--error", tell_args.error, "with --state failed: why");
   actions["tell"] = [&] { return RunTellCommandLine(tell_args, std::cout, std::cerr, clock); };
 
-  // sextant import optuna: an Optuna study, read from its SQLite storage, as a run directory.
+  // sextant import optuna: an Optuna study, read from its SQLite storage or journal file, as a
+  // run directory.
   OptunaImportOptions import_args;
   std::string import_metrics;
   CLI::App* import = app.add_subcommand("import", "Import another tool's study as a run directory");
   import->require_subcommand(1);
   CLI::App* import_optuna = import->add_subcommand(
-      "optuna", "Import an Optuna study from its SQLite storage (read directly; no Python)");
+      "optuna",
+      "Import an Optuna study from its SQLite storage or journal file (read directly; no Python)");
   import_optuna
       ->add_option("STORAGE", import_args.storage,
-                   "the Optuna SQLite file, or its storage URL (sqlite:///optuna.db)")
+                   "the Optuna SQLite file or its storage URL (sqlite:///optuna.db), or a "
+                   "JournalFileBackend log")
       ->required();
   import_optuna->add_option("--study", import_args.study,
                             "the study's name (default: the storage's only study)");

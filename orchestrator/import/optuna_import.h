@@ -13,7 +13,8 @@ namespace sextant {
 
 // `sextant import optuna STORAGE [--study NAME] [-o DIR] [--metric NAME[,NAME...]]`.
 struct OptunaImportOptions {
-  // The Optuna SQLite file, as a path or as Optuna's storage URL (sqlite:///FILE). Required.
+  // The Optuna storage file: SQLite, as a path or as Optuna's storage URL (sqlite:///FILE), or
+  // a journal file (JournalFileBackend's log), as a path; told apart by content. Required.
   std::string storage;
   // The study's name. Empty (the default): the storage's only study.
   std::string study;
@@ -53,9 +54,9 @@ struct OptunaImportSummary {
 // URL (mysql://, postgresql://, ...), saying how to copy the study into SQLite.
 absl::StatusOr<std::string> OptunaStoragePath(const std::string& storage);
 
-// Reads the study (orchestrator/import/optuna_storage.h) and writes a Sextant run directory:
-// state.db through Store (the spec, the trials, their measurements, attempts and events, and
-// meta "optuna_import" with everything Optuna stored that has no Sextant column) and
+// Reads the study (ReadOptunaStorage in orchestrator/import/optuna_storage.h) and writes a Sextant
+// run directory: state.db through Store (the spec, the trials, their measurements, attempts and
+// events, and meta "optuna_import" with everything Optuna stored that has no Sextant column) and
 // experiment.yaml. The directory is built beside the target under a temporary name and renamed
 // into place at the end, so on any error nothing is left behind. How Optuna's study maps onto a
 // Sextant run is described in README.md ("Importing Optuna studies").

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
@@ -11,8 +12,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
+#include "orchestrator/import/internal/python_json.h"
+#include "orchestrator/import/internal/study_choice.h"
 #include "orchestrator/import/internal/yaml_scalar.h"
+#include "orchestrator/import/optuna_journal.h"
 
 namespace sextant {
 namespace {
@@ -196,30 +201,6 @@ class Row {
   }
 
  private:
-  // The deepest nesting of [ and { outside strings.
-  static int JsonDepth(absl::string_view text) {
-    int depth = 0, deepest = 0;
-    bool in_string = false, escaped = false;
-    for (char c : text) {
-      if (in_string) {
-        if (escaped) {
-          escaped = false;
-        } else if (c == '\\') {
-          escaped = true;
-        } else if (c == '"') {
-          in_string = false;
-        }
-      } else if (c == '"') {
-        in_string = true;
-      } else if (c == '[' || c == '{') {
-        deepest = std::max(deepest, ++depth);
-      } else if (c == ']' || c == '}') {
-        --depth;
-      }
-    }
-    return deepest;
-  }
-
   Db& db_;
   sqlite3_stmt* s_;
   const char* table_;
@@ -356,22 +337,12 @@ absl::Status CheckStorage(Db& db, const std::string& path, OptunaStudy* study) {
                                        : YamlEscaped(study->alembic_version),
         " (version_info.schema_version ", study->schema_version, ", written by Optuna ",
         study->library_version.empty() ? "?" : YamlQuoted(study->library_version), "); supported: ",
-        absl::StrJoin(supported, ", "), " with schema_version 12 (Optuna 2.4 to 3.x)",
+        absl::StrJoin(supported, ", "), " with schema_version 12 (Optuna 2.4 to 5.x)",
         study->alembic_version < "v2.4.0.a"
             ? "; upgrade it with `optuna storage upgrade --storage sqlite:///FILE`"
             : ""));
   }
   return CheckReferences(db, tables);
-}
-
-// Names for an error message: the first few, quoted, and how many more.
-std::string Listed(const std::vector<std::string>& names) {
-  constexpr size_t kShown = 20;
-  std::vector<std::string> quoted;
-  for (size_t i = 0; i < names.size() && i < kShown; ++i) quoted.push_back(YamlQuoted(names[i]));
-  std::string out = absl::StrJoin(quoted, ", ");
-  if (names.size() > kShown) absl::StrAppend(&out, " and ", names.size() - kShown, " more");
-  return out;
 }
 
 absl::Status FindStudy(Db& db, const std::string& path, const std::string& name,
@@ -387,21 +358,11 @@ absl::Status FindStudy(Db& db, const std::string& path, const std::string& name,
                                      return absl::OkStatus();
                                    }));
   std::vector<std::string> names;
-  for (const auto& [id, n] : studies) {
-    if (n == name || (name.empty() && studies.size() == 1)) {
-      study->study_id = id;
-      study->name = n;
-      return absl::OkStatus();
-    }
-    names.push_back(n);
-  }
-  if (names.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": holds no study"));
-  if (name.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": holds ", names.size(), " studies; name one with --study: ", Listed(names)));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat(path, ": no study named ", YamlQuoted(name), "; its studies: ", Listed(names)));
+  for (const auto& [id, n] : studies) names.push_back(n);
+  SEXTANT_ASSIGN_OR_RETURN(const size_t chosen, ChooseStudy(path, name, names));
+  study->study_id = studies[chosen].first;
+  study->name = studies[chosen].second;
+  return absl::OkStatus();
 }
 
 absl::Status ReadStudyRows(Db& db, OptunaStudy* study) {
@@ -562,6 +523,26 @@ absl::Status ReadTrialRows(Db& db, OptunaStudy* study) {
   return absl::OkStatus();
 }
 
+// Unix seconds of a naive "YYYY-MM-DD HH:MM:SS[.ffffff]" in zone; 0 when empty or unreadable.
+double NaiveTime(const std::string& text, absl::TimeZone zone) {
+  absl::Time t;
+  std::string err;
+  if (text.empty() || !absl::ParseTime("%Y-%m-%d %H:%M:%E*S", text, zone, &t, &err)) return 0;
+  return absl::ToDoubleSeconds(t - absl::UnixEpoch());
+}
+
+// The RDB storage's datetimes are naive: Optuna before 5.0 wrote local time (datetime.now()),
+// Optuna 5 writes UTC and reads every row as UTC (optuna/optuna#6776, without migrating older
+// rows). Which a storage holds is told by the Optuna that created it.
+absl::TimeZone StoredZone(const std::string& library_version) {
+  int major = 0;
+  for (char c : library_version) {
+    if (c < '0' || c > '9' || major > 1000) break;
+    major = major * 10 + (c - '0');
+  }
+  return major >= 5 ? absl::UTCTimeZone() : absl::LocalTimeZone();
+}
+
 // attributes[key] as a number, or an error naming the distribution and the key.
 absl::StatusOr<double> Attribute(const Json& attributes, const std::string& key,
                                  const std::string& distribution) {
@@ -575,8 +556,8 @@ absl::StatusOr<double> Attribute(const Json& attributes, const std::string& key,
 }  // namespace
 
 const std::vector<std::string>& SupportedOptunaSchemas() {
-  static const auto* kSupported = new std::vector<std::string>{"v2.4.0.a", "v2.6.0.a", "v3.0.0.a",
-                                                               "v3.0.0.b", "v3.0.0.c", "v3.0.0.d"};
+  static const auto* kSupported = new std::vector<std::string>{
+      "v2.4.0.a", "v2.6.0.a", "v3.0.0.a", "v3.0.0.b", "v3.0.0.c", "v3.0.0.d", "v3.2.0.a"};
   return *kSupported;
 }
 
@@ -645,13 +626,35 @@ absl::StatusOr<OptunaDistribution> ParseOptunaDistribution(const std::string& js
 absl::StatusOr<OptunaStudy> ReadOptunaStudy(const std::string& path, const std::string& name) {
   OptunaStudy study;
   study.storage = path;
+  study.format = "SQLite";
   Db db(path);
   SEXTANT_RETURN_IF_ERROR(db.Open());
   SEXTANT_RETURN_IF_ERROR(CheckStorage(db, path, &study));
   SEXTANT_RETURN_IF_ERROR(FindStudy(db, path, name, &study));
   SEXTANT_RETURN_IF_ERROR(ReadStudyRows(db, &study));
   SEXTANT_RETURN_IF_ERROR(ReadTrialRows(db, &study));
+  const absl::TimeZone zone = StoredZone(study.library_version);
+  for (OptunaTrial& t : study.trials) {
+    t.started_at = NaiveTime(t.datetime_start, zone);
+    t.completed_at = NaiveTime(t.datetime_complete, zone);
+  }
   return study;
+}
+
+absl::StatusOr<OptunaStudy> ReadOptunaStorage(const std::string& path, const std::string& study) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open"));
+  char head[16] = {};
+  f.read(head, sizeof(head));
+  const std::string start(head, static_cast<size_t>(f.gcount()));
+  f.close();
+  constexpr absl::string_view kSqliteMagic("SQLite format 3\0", 16);
+  if (start == kSqliteMagic) return ReadOptunaStudy(path, study);
+  if (start.empty() || start[0] == '{') return ReadOptunaJournal(path, study);
+  return absl::InvalidArgumentError(
+      absl::StrCat(path,
+                   ": not an Optuna storage: neither an SQLite database nor an Optuna "
+                   "journal file (JSON lines)"));
 }
 
 }  // namespace sextant

@@ -41,11 +41,18 @@ struct OptunaParam {
 
 // One trial of a study, with everything the storage holds about it.
 struct OptunaTrial {
-  int64_t trial_id = 0;        // unique across the storage's studies
-  int64_t number = 0;          // 0-based within the study
-  std::string state;           // RUNNING | COMPLETE | PRUNED | FAIL | WAITING
-  std::string datetime_start;  // as stored ("2024-05-01 12:00:00.123456", local time); may be empty
-  std::string datetime_complete;    // may be empty
+  int64_t trial_id = 0;  // unique across the storage's studies
+  int64_t number = 0;    // 0-based within the study
+  std::string state;     // RUNNING | COMPLETE | PRUNED | FAIL | WAITING
+  // As stored: SQLite "2024-05-01 12:00:00.123456" (naive), a journal's ISO 8601 text
+  // ("2024-05-01T12:00:00.123456+00:00" from Optuna 5, naive before). May be empty.
+  std::string datetime_start;
+  std::string datetime_complete;
+  // The same as Unix seconds, read in the zone the writer used (SQLite: local time before
+  // Optuna 5, UTC from Optuna 5 on, as version_info.library_version says; a journal: its
+  // offset, else local time); 0 when absent or unreadable.
+  double started_at = 0;
+  double completed_at = 0;
   std::vector<OptunaParam> params;  // in suggestion order
   // By objective index; nullopt when the objective has no stored value. +-inf as stored by
   // value_type INF_POS / INF_NEG.
@@ -57,15 +64,17 @@ struct OptunaTrial {
 
 struct OptunaStudy {
   std::string storage;  // the file it was read from
+  std::string format;   // "SQLite" or "journal"
   int64_t study_id = 0;
   std::string name;
   std::vector<std::string> directions;  // MINIMIZE | MAXIMIZE, by objective index
   nlohmann::json user_attrs = nlohmann::json::object();
   nlohmann::json system_attrs = nlohmann::json::object();
   std::vector<OptunaTrial> trials;  // by number
-  int schema_version = 0;           // version_info.schema_version
-  std::string library_version;      // version_info.library_version (the Optuna that wrote it)
-  std::string alembic_version;      // alembic_version.version_num, e.g. "v3.0.0.d"
+  // SQLite only (empty or 0 for a journal, which stores no version):
+  int schema_version = 0;       // version_info.schema_version
+  std::string library_version;  // version_info.library_version (the Optuna that created it)
+  std::string alembic_version;  // alembic_version.version_num, e.g. "v3.2.0.a"
 };
 
 // Bounds on what ReadOptunaStudy reads, each checked before the memory is taken, so that no
@@ -78,8 +87,9 @@ inline constexpr int kMaxOptunaJsonDepth = 64;                   // nesting of a
 inline constexpr size_t kMaxOptunaObjectives = 64;               // a study's directions
 inline constexpr int64_t kMaxOptunaSqliteSteps = 2'000'000'000;  // SQLite VM steps in all
 
-// The alembic revisions whose tables ReadOptunaStudy reads: Optuna 2.4 to 3.x (v2.4.0.a
-// introduced several objectives; v3.0.0.d is current as of Optuna 3.1).
+// The alembic revisions whose tables ReadOptunaStudy reads: Optuna 2.4 to 5.x (v2.4.0.a
+// introduced several objectives; v3.0.0.d is Optuna 3.0 and 3.1's; v3.2.0.a, an index on
+// trials.study_id, is what Optuna 3.2 to 5.x write).
 const std::vector<std::string>& SupportedOptunaSchemas();
 
 // Reads one study of an Optuna RDB storage in SQLite, read-only, with the SQLite C API.
@@ -97,6 +107,12 @@ const std::vector<std::string>& SupportedOptunaSchemas();
 // directions, JSON nested deeper than kMaxOptunaJsonDepth, or anything past the bounds
 // above.
 absl::StatusOr<OptunaStudy> ReadOptunaStudy(const std::string& path, const std::string& study);
+
+// Reads one study of an Optuna storage file of either kind, told apart by content: a file
+// that starts with SQLite's header is read by ReadOptunaStudy, an empty one or one whose first
+// byte is '{' by ReadOptunaJournal (orchestrator/import/optuna_journal.h). InvalidArgument
+// naming the file when it cannot be opened or is neither, and the reader's errors otherwise.
+absl::StatusOr<OptunaStudy> ReadOptunaStorage(const std::string& path, const std::string& study);
 
 }  // namespace sextant
 

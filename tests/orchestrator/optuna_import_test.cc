@@ -711,7 +711,8 @@ TEST(OptunaImportTest, RefusesBadInputAndWritesNothing) {
 
   // Not SQLite at all, and SQLite damaged in the middle of its pages.
   WriteFile(tmp + "/text.db", std::string(8192, 'x'));
-  expect_refused(tmp + "/text.db", "tiny", "not a readable SQLite database");
+  expect_refused(tmp + "/text.db", "tiny",
+                 "not an Optuna storage: neither an SQLite database nor an Optuna journal file");
   const std::string corrupt = tmp + "/corrupt.db";
   fs::copy_file(good, corrupt);
   {
