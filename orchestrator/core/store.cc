@@ -65,21 +65,37 @@ struct StmtGuard {
   }
 };
 
+// A number of the `outcome` column: JSON has no inf or NaN, so those are the strings "inf",
+// "-inf" and "nan".
+nlohmann::json OutcomeNumber(double v) {
+  if (std::isfinite(v)) return v;
+  if (std::isnan(v)) return "nan";
+  return v > 0 ? "inf" : "-inf";
+}
+
+// The number OutcomeNumber wrote; `otherwise` for anything else (null: a row written before
+// non-finite numbers were kept).
+double ReadOutcomeNumber(const nlohmann::json& v, double otherwise) {
+  if (v.is_number()) return v.get<double>();
+  if (v == "inf") return std::numeric_limits<double>::infinity();
+  if (v == "-inf") return -std::numeric_limits<double>::infinity();
+  if (v == "nan") return std::numeric_limits<double>::quiet_NaN();
+  return otherwise;
+}
+
 // The `outcome` column: {"values": [...], "feasible": bool, "seconds": num, "violations": [...],
-// "cost": num} (non-finite numbers as null); defaults left out.
+// "cost": num} (non-finite numbers as OutcomeNumber writes them); defaults left out.
 std::string OutcomeJson(const TrialRow& t) {
   nlohmann::json j = nlohmann::json::object();
   if (!t.values.empty()) {
     nlohmann::json values = nlohmann::json::array();
-    for (double v : t.values)
-      values.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
+    for (double v : t.values) values.push_back(OutcomeNumber(v));
     j["values"] = std::move(values);
   }
   if (!t.feasible) j["feasible"] = false;
   if (!t.violations.empty()) {
     nlohmann::json violations = nlohmann::json::array();
-    for (double v : t.violations)
-      violations.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
+    for (double v : t.violations) violations.push_back(OutcomeNumber(v));
     j["violations"] = std::move(violations);
   }
   if (t.cost) j["cost"] = *t.cost;
@@ -92,16 +108,14 @@ void ReadOutcomeJson(const std::string& text, TrialRow* t) {
   if (!j.is_object()) return;
   if (j.contains("values") && j["values"].is_array()) {
     for (const nlohmann::json& v : j["values"]) {
-      t->values.push_back(v.is_number() ? v.get<double>()
-                                        : std::numeric_limits<double>::quiet_NaN());
+      t->values.push_back(ReadOutcomeNumber(v, std::numeric_limits<double>::quiet_NaN()));
     }
   }
   if (j.contains("feasible") && j["feasible"].is_boolean()) t->feasible = j["feasible"].get<bool>();
   if (j.contains("seconds") && j["seconds"].is_number()) t->seconds = j["seconds"].get<double>();
   if (j.contains("violations") && j["violations"].is_array()) {
     for (const nlohmann::json& v : j["violations"]) {
-      t->violations.push_back(v.is_number() ? v.get<double>()
-                                            : std::numeric_limits<double>::infinity());
+      t->violations.push_back(ReadOutcomeNumber(v, std::numeric_limits<double>::infinity()));
     }
   }
   if (j.contains("cost") && j["cost"].is_number()) t->cost = j["cost"].get<double>();

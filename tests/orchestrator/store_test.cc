@@ -133,6 +133,31 @@ TEST(StoreTest, ObjectiveValuesViolationsAndCostSurviveAReopen) {
   EXPECT_EQ(rows[0].seconds, 42);
 }
 
+// JSON has no inf or NaN: an objective value that is one (an imported Optuna trial's, a
+// diverged loss) reads back as itself, not as NaN.
+TEST(StoreTest, NonFiniteObjectiveValuesReadBackExactly) {
+  std::string dir = testing::MakeTempDir("store-nonfinite");
+  const double inf = std::numeric_limits<double>::infinity();
+  {
+    auto store = *Store::Open(dir + "/state.db", true);
+    TrialRow t;
+    t.id = 1;
+    t.state = v1::COMPLETED;
+    t.params_json = "{}";
+    t.values = {inf, -inf, std::numeric_limits<double>::quiet_NaN(), 1.5};
+    t.violations = {-inf};
+    ASSERT_TRUE(store->PutTrial(t).ok());
+  }
+  auto rows = *(*Store::Open(dir + "/state.db", false, true))->LoadTrials();
+  ASSERT_EQ(rows.size(), 1u);
+  ASSERT_EQ(rows[0].values.size(), 4u);
+  EXPECT_EQ(rows[0].values[0], inf);
+  EXPECT_EQ(rows[0].values[1], -inf);
+  EXPECT_TRUE(std::isnan(rows[0].values[2]));
+  EXPECT_EQ(rows[0].values[3], 1.5);
+  EXPECT_EQ(rows[0].violations, (std::vector<double>{-inf}));
+}
+
 // A run directory written before trials had an `outcome` column: read-only opens read the
 // defaults, and a read-write open (resume) adds the column and keeps every row.
 TEST(StoreTest, StoreFromBeforeOutcomesIsReadAndUpgraded) {
