@@ -16,6 +16,7 @@
 #include "aggregator/secagg_participant.h"
 #include "aggregator/tier.h"
 #include "common/atomic_file.h"
+#include "common/ids.h"
 #include "common/mapped_floats.h"
 #include "common/status_macros.h"
 #include "federation/secure_quantizer.h"
@@ -59,8 +60,10 @@ class ModelFile {
   int fd_ = -1;
 };
 
+// A client's round seed: the round's and its id, the same in every build (HashId; the golden
+// ratio multiply keeps it apart from the client's own UpdateSeed of the same id).
 uint64_t ClientSeed(uint64_t round_seed, const std::string& client) {
-  return round_seed ^ (std::hash<std::string>()(client) * 0x9E3779B97F4A7C15ULL);
+  return round_seed ^ (HashId(client) * 0x9E3779B97F4A7C15ULL);
 }
 
 // Rounds sample the region's clients by place; with clients started by hand each place goes

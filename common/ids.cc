@@ -69,4 +69,10 @@ absl::Status CheckClientId(absl::string_view field, absl::string_view id) {
   return CheckId(absl::StrCat(field, "'s name"), id.substr(slash + 1));
 }
 
+uint64_t HashId(absl::string_view id) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 }  // namespace sextant

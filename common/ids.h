@@ -4,6 +4,7 @@
 #define SEXTANT_COMMON_IDS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -29,6 +30,10 @@ std::string ClientId(absl::string_view region, int index);
 
 // An untrusted id for a message: quoted, at most 32 bytes of it, anything unprintable escaped.
 std::string QuotedId(absl::string_view id);
+
+// The 64-bit FNV-1a hash of id: the same in every build and on every host (std::hash is not),
+// for seeds that participants derive from ids on their own.
+uint64_t HashId(absl::string_view id);
 
 }  // namespace sextant
 

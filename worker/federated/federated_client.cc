@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/secagg_participant.h"
+#include "common/ids.h"
 #include "common/mapped_floats.h"
 #include "common/status_macros.h"
 #include "federation/dp_noise.h"
@@ -17,13 +18,9 @@ namespace {
 
 bool Stopped(const std::atomic<bool>* stop) { return stop != nullptr && stop->load(); }
 
-// The int8 rounding draws' seed: the client's round seed (from its aggregator) and its id, hashed
-// with FNV-1a so that it is the same in every build.
-uint64_t UpdateSeed(uint64_t round_seed, const std::string& id) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
-  return round_seed ^ h;
-}
+// The int8 rounding draws' seed: the client's round seed (from its aggregator) and its id, the
+// same in every build.
+uint64_t UpdateSeed(uint64_t round_seed, const std::string& id) { return round_seed ^ HashId(id); }
 
 // A plaintext update as float32, or encoded as federation.update_compression says; the bytes it
 // took on the wire, or why it was not sent (a value an encoding cannot hold is InvalidArgument).
