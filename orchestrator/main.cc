@@ -1,6 +1,6 @@
-// sextant: the command-line interface (run, resume, validate, status, results, events, report,
-// simulate, ask, tell, import, certs), parsed with CLI11: `sextant COMMAND --help` describes
-// each verb.
+// sextant: the command-line interface (run, resume, validate, schema, status, results, events,
+// report, simulate, ask, tell, import, mcp, certs), parsed with CLI11: `sextant COMMAND --help`
+// describes each verb.
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +26,7 @@
 #include "orchestrator/ask_tell/ask_tell_command.h"
 #include "orchestrator/core/command_script.h"
 #include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/core/experiment_schema.h"
 #include "orchestrator/core/federated_results.h"
 #include "orchestrator/core/local_launcher.h"
 #include "orchestrator/core/results.h"
@@ -364,6 +365,13 @@ int main(int argc, char** argv) {
   CLI::App* validate = app.add_subcommand("validate", "Check an experiment file");
   validate->add_option("FILE", a.positional, "the experiment file (YAML)")->required();
   actions["validate"] = [&] { return Validate(a); };
+
+  // The schema is embedded at build time, so an installed binary prints it without any file.
+  app.add_subcommand("schema", "Print the experiment file's JSON Schema (for editors)");
+  actions["schema"] = [] {
+    std::cout << ExperimentSchemaJson();
+    return 0;
+  };
 
   CLI::App* status = app.add_subcommand("status", "Show a run's trials, workers and events");
   status->add_option("DIR", a.positional, "the run directory")->required();
