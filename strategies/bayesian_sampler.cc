@@ -81,6 +81,22 @@ struct TrainingData {
   std::vector<double> prior_y;
 };
 
+// One lengthscale per parameter: a categorical's one-hot coordinates share one, so that the
+// kernel sees how many categories differ (a Hamming distance, as Optuna's GPSampler has it)
+// rather than which values. With a lengthscale per one-hot coordinate, 30 of them for six
+// 5-way categoricals, the fit on a few dozen noisy values made some values irrelevant and the
+// search circled around lucky noise (bench/hpo cat6).
+std::vector<int> LengthscaleTie(const UnitEncoding& encoding) {
+  std::vector<int> tie(static_cast<size_t>(encoding.dimension()));
+  int group = 0;
+  for (const UnitEncoding::Block& block : encoding.blocks()) {
+    if (block.width == 0) continue;
+    for (int k = 0; k < block.width; ++k) tie[static_cast<size_t>(block.offset + k)] = group;
+    ++group;
+  }
+  return tie;
+}
+
 bool HasValue(const Observation& o) {
   return (o.outcome == Observation::Outcome::kCompleted ||
           o.outcome == Observation::Outcome::kPruned) &&
@@ -324,6 +340,7 @@ absl::StatusOr<GpHyperparameters> BayesianSampler::FitHyperparameters(size_t slo
   fit.prior = tuning_.prior;
   fit.seed = StreamSeed(seed, static_cast<uint64_t>(n));
   fit.warm_start = last_fit;
+  fit.tie = LengthscaleTie(encoding_);
   if (last_fit.has_value() && n > kColdFitLimit) fit.starts = 1;
   absl::StatusOr<GpHyperparameters> h;
   if (n <= kHyperparameterFitLimit) {

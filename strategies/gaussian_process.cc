@@ -265,6 +265,7 @@ struct MapObjective {
   const Eigen::MatrixXd* x;
   const Eigen::VectorXd* y;
   const GpPrior* prior;
+  const std::vector<int>* tie;  // input -> lengthscale group (see GpFitOptions::tie)
   LikelihoodWorkspace workspace;
   LogLikelihood likelihood;
   double best_value = std::numeric_limits<double>::infinity();
@@ -286,18 +287,34 @@ double GaussianPenalty(double t, double mean, double sd, double* grad) {
   return 0.5 * z * z;
 }
 
+// theta over lengthscale groups, expanded to one entry per input.
+std::vector<double> Untie(const double* theta, unsigned count, const std::vector<int>& tie) {
+  const auto groups = count - 2;
+  std::vector<double> full;
+  for (int g : tie) full.push_back(theta[g]);
+  full.push_back(theta[groups]);
+  full.push_back(theta[groups + 1]);
+  return full;
+}
+
 double NegativeLogPosterior(unsigned count, const double* theta, double* grad, void* data) {
   auto* objective = static_cast<MapObjective*>(data);
-  const Eigen::Index d = static_cast<Eigen::Index>(count) - 2;
+  const Eigen::Index d = static_cast<Eigen::Index>(count) - 2;  // lengthscale groups
+  const std::vector<int>& tie = *objective->tie;
+  const std::vector<double> full = Untie(theta, count, tie);
   LogLikelihood* ll = &objective->likelihood;
   const absl::Status status = ComputeLogMarginalLikelihood(
-      *objective->x, *objective->y, FromTheta(theta, d), objective->workspace, *ll);
+      *objective->x, *objective->y, FromTheta(full.data(), objective->x->cols()),
+      objective->workspace, *ll);
   if (!status.ok() || !std::isfinite(ll->value) || !ll->gradient.allFinite()) {
     if (grad != nullptr) std::fill(grad, grad + count, 0.0);
     return 1e300;  // steers the line search back without poisoning it with inf or NaN
   }
   if (grad != nullptr) {
-    for (unsigned i = 0; i < count; ++i) grad[i] = -ll->gradient[i];
+    std::fill(grad, grad + count, 0.0);
+    for (size_t j = 0; j < tie.size(); ++j) grad[tie[j]] -= ll->gradient[j];
+    grad[d] = -ll->gradient[ll->gradient.size() - 2];
+    grad[d + 1] = -ll->gradient[ll->gradient.size() - 1];
   }
   const GpPrior& p = *objective->prior;
   double value = -ll->value;
@@ -332,9 +349,14 @@ ThetaBounds BoundsOf(const GpPrior& p, Eigen::Index d) {
   return b;
 }
 
-std::vector<double> ThetaOf(const GpHyperparameters& h) {
-  std::vector<double> theta;
-  for (double l : h.lengthscales) theta.push_back(std::log(l));
+// h's θ over lengthscale groups: a group's log lengthscale is its inputs' mean.
+std::vector<double> ThetaOf(const GpHyperparameters& h, const std::vector<int>& tie, int groups) {
+  std::vector<double> theta(groups, 0.0), members(groups, 0.0);
+  for (size_t j = 0; j < tie.size(); ++j) {
+    theta[tie[j]] += std::log(h.lengthscales[static_cast<Eigen::Index>(j)]);
+    members[tie[j]] += 1;
+  }
+  for (int g = 0; g < groups; ++g) theta[g] /= std::max(1.0, members[g]);
   theta.push_back(std::log(h.signal_variance));
   theta.push_back(std::log(h.noise_variance));
   return theta;
@@ -397,23 +419,39 @@ absl::StatusOr<GpHyperparameters> FitGpHyperparameters(const Eigen::MatrixXd& x,
   GpHyperparameters probe;
   probe.lengthscales = Eigen::VectorXd::Ones(d);
   SEXTANT_RETURN_IF_ERROR(Validate(x, y, probe));
+  std::vector<int> tie = options.tie;
+  if (tie.empty()) {
+    for (Eigen::Index j = 0; j < d; ++j) tie.push_back(static_cast<int>(j));
+  }
+  if (static_cast<Eigen::Index>(tie.size()) != d) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GP fit has ", tie.size(), " lengthscale groups for ", d, " inputs"));
+  }
+  const int groups = tie.empty() ? 0 : *std::max_element(tie.begin(), tie.end()) + 1;
+  for (int g : tie) {
+    if (g < 0) return absl::InvalidArgumentError("GP fit: negative lengthscale group");
+  }
   const GpPrior prior = options.prior.value_or(DefaultGpPrior(static_cast<int>(d)));
-  const ThetaBounds bounds = BoundsOf(prior, d);
-  MapObjective objective{&x, &y, &prior, {}, {}, std::numeric_limits<double>::infinity(), {}};
+  const ThetaBounds bounds = BoundsOf(prior, groups);
+  MapObjective objective{&x, &y, &prior, &tie, {}, {}, std::numeric_limits<double>::infinity(),
+                         {}};
   int starts = std::max(1, options.starts);
   if (options.warm_start.has_value() && options.warm_start->lengthscales.size() == d) {
-    RunLbfgs(objective, bounds, ThetaOf(*options.warm_start), options.max_evaluations);
+    RunLbfgs(objective, bounds, ThetaOf(*options.warm_start, tie, groups),
+             options.max_evaluations);
     --starts;
   }
   if (starts > 0) {
-    for (std::vector<double>& start : PriorStarts(prior, d, starts - 1, options.seed)) {
+    for (std::vector<double>& start : PriorStarts(prior, groups, starts - 1, options.seed)) {
       RunLbfgs(objective, bounds, std::move(start), options.max_evaluations);
     }
   }
   if (objective.best_theta.empty() || objective.best_value >= 1e300) {
     return absl::InternalError("GP hyperparameter fit found no finite marginal likelihood");
   }
-  return FromTheta(objective.best_theta.data(), d);
+  const std::vector<double> full =
+      Untie(objective.best_theta.data(), static_cast<unsigned>(objective.best_theta.size()), tie);
+  return FromTheta(full.data(), d);
 }
 
 }  // namespace sextant

@@ -5,6 +5,7 @@
 #include <Eigen/Core>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -112,10 +113,16 @@ struct GpFitOptions {
   int max_evaluations = 60;                     // objective evaluations per start
   uint64_t seed = 0;                            // seeds the random starts
   std::optional<GpHyperparameters> warm_start;  // an extra start, e.g. the last fit
+  // Inputs that share one lengthscale: tie[j] is input j's group, groups numbered 0..G-1
+  // (e.g. the one-hot coordinates of one categorical, whose shared lengthscale makes the
+  // kernel a function of the number of differing categories). Default (empty): one
+  // lengthscale per input. A size other than x.cols() is InvalidArgument.
+  std::vector<int> tie;
 };
 
 // Maximum a posteriori hyperparameters: maximises log p(y | x, h) + log prior(h) within the
 // prior's bounds by NLopt L-BFGS with analytic gradients from each start, keeping the best.
+// With options.tie, the prior applies once per group and tied lengthscales come out equal.
 // Deterministic given its arguments. Returns InvalidArgument for bad inputs (as Fit), and
 // Internal when no start produced a finite objective.
 absl::StatusOr<GpHyperparameters> FitGpHyperparameters(const Eigen::MatrixXd& x,

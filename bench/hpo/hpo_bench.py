@@ -29,7 +29,10 @@ OPTUNA_LABELS = {
     "cmaes": "optuna CMA-ES",
     "qmc": "optuna QMC",
     "random": "optuna random",
+    "o5-gp": "optuna5 GP",
+    "o5-tpe": "optuna5 TPE",
 }
+OPTUNA5_DEFAULT = "/work/shared/peers/optuna5"
 # Rough seconds per 100-trial search (trials only, objective spawns included) with the two
 # cores shared; for the runtime estimate only.
 EST_PER_100 = {
@@ -37,12 +40,17 @@ EST_PER_100 = {
     ("sextant", "tpe"): 5, ("sextant", "bayesian"): 7,
     ("optuna", "tpe"): 7, ("optuna", "tpe-mv"): 6, ("optuna", "cmaes"): 4,
     ("optuna", "qmc"): 4.5, ("optuna", "random"): 4,
+    ("optuna", "o5-gp"): 12, ("optuna", "o5-tpe"): 7,
 }
 STARTUP_S = {"sextant": 0.3, "optuna": 1.8}   # optuna: importing it
 
 
 def label(tool, sampler):
     return f"sextant {sampler}" if tool == "sextant" else OPTUNA_LABELS.get(sampler, sampler)
+
+
+def is_optuna5(sampler):
+    return sampler.startswith("o5-")
 
 
 def yaml_scalar(v):
@@ -66,8 +74,9 @@ def sextant_yaml(problem, sampler, seed, trials, objective, objective_args=(), s
             values = ", ".join(yaml_scalar(v) for v in p["values"])
             lines.append(f"  {p['name']}: {{type: categorical, values: [{values}]}}")
         else:
+            step = f", step: {p['step']!r}" if p.get("step") else ""
             lines.append(f"  {p['name']}: {{type: {p['type']}, min: {p['min']!r}, "
-                         f"max: {p['max']!r}}}")
+                         f"max: {p['max']!r}{step}}}")
         command.append(f"--{p['name']}=${{{p['name']}}}")
     lines += [
         "search:",
@@ -88,8 +97,9 @@ def run_sextant(args, problem, sampler, seed, trials, work):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     exp = os.path.join(d, "experiment.yaml")
+    noisy = ["--seed", str(seed)] if problem.get("noise") else []
     with open(exp, "w") as f:
-        f.write(sextant_yaml(problem, sampler, seed, trials, args.objective))
+        f.write(sextant_yaml(problem, sampler, seed, trials, args.objective, noisy))
     run_dir = os.path.join(d, "run")
     start = time.perf_counter()
     with open(os.path.join(d, "run.out"), "w") as out, open(os.path.join(d, "run.err"), "w") as err:
@@ -105,9 +115,13 @@ def run_sextant(args, problem, sampler, seed, trials, work):
     rows = sorted(doc["trials"], key=lambda t: t["id"])
     values = [t["value"] if t["state"] == "COMPLETED" and isinstance(t["value"], (int, float))
               else None for t in rows]
+    true_values = None
+    if problem.get("noise"):
+        true_values = [t["metrics"].get("true_loss") if v is not None else None
+                       for t, v in zip(rows, values)]
     if not args.keep:
         shutil.rmtree(d, ignore_errors=True)
-    return values, wall
+    return values, true_values, wall
 
 
 def run_optuna(args, problem, sampler, seed, trials):
@@ -118,7 +132,8 @@ def run_optuna(args, problem, sampler, seed, trials):
     wall = time.perf_counter() - start
     if out.returncode != 0:
         raise RuntimeError(f"optuna_peer exited {out.returncode}:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout)["values"], wall
+    doc = json.loads(out.stdout)
+    return doc["values"], doc.get("true_values"), wall
 
 
 def preflight(args, problems, work):
@@ -168,11 +183,14 @@ def run_searches(args, problems, work):
     def one(job):
         tool, sampler, problem, seed = job
         if tool == "sextant":
-            values, wall = run_sextant(args, problem, sampler, seed, args.trials, work)
+            values, true_values, wall = run_sextant(args, problem, sampler, seed, args.trials,
+                                                    work)
         else:
-            values, wall = run_optuna(args, problem, sampler, seed, args.trials)
+            values, true_values, wall = run_optuna(args, problem, sampler, seed, args.trials)
         r = {"tool": tool, "sampler": sampler, "problem": problem["name"], "seed": seed,
              "trials": args.trials, "values": values, "wall_s": wall}
+        if true_values is not None:
+            r["true_values"] = true_values
         with lock:
             done[(tool, sampler, problem["name"], seed)] = r
             with open(cache_path, "a") as f:
@@ -222,8 +240,12 @@ def run_latency(args):
         if out.returncode != 0:
             sys.exit(f"hpo_bench: sampler_latency exited {out.returncode}:\n{out.stderr}")
         rows += [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-    if args.optuna_latency:
-        cmd = [PY, os.path.join(HERE, "optuna_peer.py"), "latency", ",".join(args.optuna_latency),
+    # One process per Optuna version: a process imports one of them.
+    for group in ([s for s in args.optuna_latency if not is_optuna5(s)],
+                  [s for s in args.optuna_latency if is_optuna5(s)]):
+        if not group:
+            continue
+        cmd = [PY, os.path.join(HERE, "optuna_peer.py"), "latency", ",".join(group),
                ns, str(args.latency_dim), str(args.latency_reps), str(args.latency_max_seconds)]
         log("hpo_bench: " + " ".join(cmd))
         out = subprocess.run(cmd, capture_output=True, text=True)
@@ -242,6 +264,11 @@ def checkpoints(trials):
 def regret_at(values, optimum, k):
     seen = [v for v in values[:k] if v is not None and math.isfinite(v)]
     return max(0.0, min(seen) - optimum) if seen else math.inf
+
+
+def measured(run):
+    """The values regret is measured on: the noiseless ones where the problem is noisy."""
+    return run.get("true_values") or run["values"]
 
 
 def fmt_regret(x):
@@ -269,7 +296,7 @@ def analyse(args, problems, runs):
                   (tool, sampler, p["name"])]
             walls.setdefault((tool, sampler), []).extend(r["wall_s"] for r in rs)
             for k in cps:
-                regrets = sorted(regret_at(r["values"], p["optimum"], k) for r in rs)
+                regrets = sorted(regret_at(measured(r), p["optimum"], k) for r in rs)
                 med[(tool, sampler), p["name"], k] = statistics.median(regrets)
                 qs = statistics.quantiles(regrets, n=4, method="inclusive") \
                     if len(regrets) > 1 else [regrets[0]] * 3
@@ -307,7 +334,8 @@ def targets(args, problems, methods, cps, med, lat):
                           f"({fmt_regret(b[0])} vs {fmt_regret(best_o[0])} at {half}, "
                           f"{fmt_regret(b[1])} vs {fmt_regret(best_o[1])} at {full})")
         frac = sum(wins) / len(wins)
-        note = "" if len(optuna) == 5 else f" (only {len(optuna)} Optuna samplers were run)"
+        note = "" if len(optuna) == len(OPTUNA_LABELS) else \
+            f" (only {len(optuna)} of the {len(OPTUNA_LABELS)} Optuna samplers were run)"
         out.append(f"1. Sextant bayesian has a lower median regret than every Optuna sampler at "
                    f"both {half} and {full} trials on >= 80% of problems{scale}{note}: "
                    f"{sum(wins)}/{len(wins)} problems ({frac:.0%}) — {verdict(frac >= 0.8)}. "
@@ -364,6 +392,50 @@ def targets(args, problems, methods, cps, med, lat):
     else:
         out.append("3b. TPE speed target: not evaluated (no latency for Sextant tpe and Optuna "
                    "TPE).")
+    out += optuna5_targets(args, problems, methods, cps, med, lat)
+    return out
+
+
+def optuna5_targets(args, problems, methods, cps, med, lat):
+    """Issue 37's targets against Optuna 5: bayesian at or ahead of Optuna 5's best sampler
+    on >= 80% of (problem, budget) pairs, and its suggestion latency at most 1/5 of
+    GPSampler's at 200 observations."""
+    out = []
+    five = [m for m in methods if m[0] == "optuna" and is_optuna5(m[1])]
+    if ("sextant", "bayesian") in methods and five:
+        pairs, behind = 0, []
+        for p in problems:
+            for k in cps:
+                b = med[("sextant", "bayesian"), p["name"], k]
+                o, who = min((med[m, p["name"], k], label(*m)) for m in five)
+                pairs += 1
+                # Ties: equal medians (both 0 where both reached the optimum) count as at.
+                if not b <= o:
+                    behind.append(f"{p['name']} at {k}: {fmt_regret(b)} vs {fmt_regret(o)} "
+                                  f"({who})")
+        ok = pairs - len(behind)
+        line = (f"4a. Sextant bayesian's median regret at or below the best Optuna 5 sampler's "
+                f"({', '.join(label(*m) for m in five)}) on >= 80% of (problem, budget) pairs: "
+                f"{ok}/{pairs} ({ok / pairs:.0%}) — {verdict(ok >= 0.8 * pairs)}.")
+        if behind:
+            line += " Behind: " + "; ".join(behind) + "."
+        out.append(line)
+    else:
+        out.append("4a. Optuna 5 regret target: not evaluated (Sextant bayesian or no Optuna 5 "
+                   "sampler run).")
+    s = latency_lookup(lat, "sextant", "bayesian", 200)
+    o = latency_lookup(lat, "optuna", "o5-gp", 200)
+    if s and o:
+        ratio = o["median_ms"] / s["median_ms"]
+        cpu = (f" (CPU {o['cpu_median_ms'] / s['cpu_median_ms']:.1f}x)"
+               if s.get("cpu_median_ms") else "")
+        out.append(f"4b. Sextant bayesian's suggestion latency at most 1/5 of Optuna 5 "
+                   f"GPSampler's at 200 observations ({args.latency_dim}-D): "
+                   f"{fmt_ms(s['median_ms'])} ms vs {fmt_ms(o['median_ms'])} ms, "
+                   f"GPSampler {ratio:.1f}x slower{cpu} — {verdict(ratio >= 5)}.")
+    else:
+        out.append("4b. Latency target against GPSampler: not evaluated (no measurement at 200 "
+                   "observations for both).")
     return out
 
 
@@ -398,6 +470,19 @@ def write_results(args, problems, runs, lat, wall_total, versions):
                  "Optuna does by design; its warnings are silenced.")
     L.append("- Simple regret = best value among the first k trials minus the known optimum "
              "(failed trials never improve it); the tables give the median over seeds.")
+    noisy = [p["name"] for p in problems if p.get("noise")]
+    if noisy:
+        L.append(f"- Noisy problems ({', '.join(noisy)}): the samplers see the noisy `loss`; "
+                 "regret is measured on the noiseless value (`true_loss`, printed beside it) "
+                 "of the best trial so far by that value, i.e. whether the search has "
+                 "evaluated the optimum. The noise is a function of (seed, configuration), so "
+                 "a repeated configuration repeats its value and both tools see the same noise "
+                 "for the same configuration in the same seed.")
+    if any(is_optuna5(s) for s in args.optuna_samplers + args.optuna_latency):
+        L.append(f"- Optuna 5: {args.optuna5_version}, run from its source folder with the "
+                 "same Debian python (numpy, scipy, torch 1.13 for GPSampler); `optuna5 GP` is "
+                 "`GPSampler(seed=s)`, `optuna5 TPE` is `TPESampler(seed=s)` with 5.0's "
+                 "defaults. The 3.1 columns are Debian's python3-optuna.")
     L.append("- OMP/OpenBLAS/MKL threads are 1 for everything (two searches share two cores).")
     if getattr(args, "reused", None):
         L.append("- Searches recorded by an earlier invocation with the same scratch directory "
@@ -416,6 +501,16 @@ def write_results(args, problems, runs, lat, wall_total, versions):
         "ackley": "[-5,5]^5, shifted: minimum at (1.283, -2.417, 0.659, 3.142, -1.871)",
         "mixed": "x0, x1 in [-5,5]; n int in [0,10]; c in {red, green, blue, gray}: "
                  "(x0-1.7)^2 + (x1+0.8)^2 + 0.3(n-7)^2 + {0.8, 0, 0.35, 1.5}[c]",
+        "cat6": "c0..c5 categorical in {a,b,c,d,e} (15625 configurations): a main effect per "
+                "parameter plus an interaction in each pair (c0,c1), (c2,c3), (c4,c5); "
+                "Gaussian noise of sd 0.5 (seeded by the search's seed and the configuration; "
+                "noiseless values span 0.9 to 7.1, median 4.7, second best 1.2); optimum at "
+                "e,b,c,a,d,c",
+        "ordinal": "depth int in [2,12]; width int in [16,256] step 16; drop float in [0,0.5] "
+                   "step 0.05; opt in {sgd, adam, rmsprop, adagrad}, act in {relu, tanh, gelu}, "
+                   "norm in {none, batch, layer}; the best depth depends on opt, the best width "
+                   "on act, the best drop on norm, and norm interacts with opt (69696 "
+                   "configurations); optimum at depth 5, width 224, drop 0.1, adam, gelu, layer",
     }
     for p in problems:
         L.append(f"| {p['name']} | {len(p['params'])} | {domains.get(p['name'], '')} | "
@@ -462,7 +557,8 @@ def write_results(args, problems, runs, lat, wall_total, versions):
                  f"`suggest_float` for all {args.latency_dim} parameters (the failed trial is "
                  "told FAIL so it is no observation). Each point: one untimed warm-up, then up "
                  f"to {args.latency_reps} repetitions (fewer past {args.latency_max_seconds:g} s "
-                 "per point, at least 5), one process at a time after the searches. CMA-ES "
+                 "per point, at least 5), one process at a time after the searches (one process "
+                 "per Optuna version). CMA-ES "
                  "builds no model over the N trials it is handed (they carry no CMA-ES state), "
                  "so its figure is its bookkeeping cost, not an update.")
         L.append("")
@@ -503,8 +599,9 @@ def write_results(args, problems, runs, lat, wall_total, versions):
     L.append("## Reproduce")
     L.append("")
     L.append("```sh")
-    L.append("scripts/install-deps --bench    # plus python3-scipy (QMCSampler) and python3-cmaes "
-             "(CmaEsSampler)")
+    L.append("scripts/install-deps --bench    # python3-optuna, -scipy, -cmaes, -torch (Optuna 5's "
+             "GPSampler)")
+    L.append("# Optuna 5: its source folder (default /work/shared/peers/optuna5; --optuna5 DIR)")
     L.append("cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release")
     L.append("ninja -C build sextant sextant-worker hpo_objective sampler_latency")
     L.append(f"bench/hpo/run.sh build {args.cmdline}".rstrip())
@@ -527,9 +624,12 @@ def main():
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--sextant-samplers", default="bayesian,tpe")
-    ap.add_argument("--optuna-samplers", default="tpe,tpe-mv,cmaes,qmc,random")
-    ap.add_argument("--optuna-latency", default="tpe,tpe-mv,cmaes",
+    ap.add_argument("--optuna-samplers", default="tpe,tpe-mv,cmaes,qmc,random,o5-gp,o5-tpe")
+    ap.add_argument("--optuna-latency", default="tpe,tpe-mv,cmaes,o5-gp",
                     help="Optuna samplers whose suggestion latency is measured")
+    ap.add_argument("--optuna5", default=os.environ.get("SEXTANT_OPTUNA5") or OPTUNA5_DEFAULT,
+                    help="Optuna 5's source folder (holding optuna/), for the o5-* samplers; "
+                    "default $SEXTANT_OPTUNA5 or " + OPTUNA5_DEFAULT)
     ap.add_argument("--problems", default="")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--latency-n", default="50,100,200,500")
@@ -555,6 +655,23 @@ def main():
     for s in args.optuna_samplers + args.optuna_latency:
         if s not in OPTUNA_LABELS:
             sys.exit(f"hpo_bench: unknown Optuna sampler {s} ({', '.join(OPTUNA_LABELS)})")
+    if any(is_optuna5(s) for s in args.optuna_samplers + args.optuna_latency):
+        args.optuna5 = os.path.abspath(args.optuna5)
+        if not os.path.isfile(os.path.join(args.optuna5, "optuna", "__init__.py")):
+            sys.exit(f"hpo_bench: Optuna 5 not found: {args.optuna5} holds no optuna/ package. "
+                     "Pass --optuna5 DIR (or set SEXTANT_OPTUNA5) to its source folder, or "
+                     "leave o5-gp and o5-tpe out of --optuna-samplers and --optuna-latency.")
+        os.environ["SEXTANT_OPTUNA5"] = args.optuna5   # for optuna_peer.py
+        probe = subprocess.run([PY, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                                "import optuna, torch, scipy; print(optuna.__version__, "
+                                "torch.__version__)", args.optuna5],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            sys.exit(f"hpo_bench: Optuna 5 at {args.optuna5} does not import with {PY} "
+                     f"(it needs python3-torch and python3-scipy):\n{probe.stderr[-1500:]}")
+        v5, torch_v = probe.stdout.split()
+        args.optuna5_version = (f"Optuna {v5} from {args.optuna5} (see its SOURCE.md), "
+                                f"torch {torch_v}")
     build = os.path.abspath(args.build)
     args.sextant = os.path.join(build, "bin", "sextant")
     args.objective = os.path.join(build, "bench", "hpo_objective")

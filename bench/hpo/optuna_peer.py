@@ -1,6 +1,9 @@
 #!/usr/bin/python3
 """Optuna peer for the HPO benchmark (bench/hpo/run.sh). Run with Debian's /usr/bin/python3
-(python3-optuna 3.1, python3-cmaes for CmaEsSampler, python3-scipy for QMCSampler).
+(python3-optuna 3.1, python3-cmaes for CmaEsSampler, python3-scipy for QMCSampler). The o5-*
+samplers import Optuna 5 instead, from the source folder named by $SEXTANT_OPTUNA5 (default
+/work/shared/peers/optuna5, put first on sys.path; its GPSampler runs on Debian's
+python3-torch); one process imports one Optuna, so a sampler list may not mix the two.
 
   optuna_peer.py run OBJECTIVE PROBLEM SAMPLER SEED TRIALS [ENQUEUE_JSON]
       One study (in-memory storage, one process, trials one after another, as Sextant's
@@ -21,25 +24,51 @@
       and thread CPU time).
 
 SAMPLER is one of: tpe (TPESampler defaults), tpe-mv (TPESampler(multivariate=True)),
-cmaes (CmaEsSampler), qmc (QMCSampler), random (RandomSampler); each gets seed=SEED.
+cmaes (CmaEsSampler), qmc (QMCSampler), random (RandomSampler), all Optuna 3.1; o5-gp
+(Optuna 5 GPSampler) and o5-tpe (Optuna 5 TPESampler with 5.0's defaults); each gets
+seed=SEED.
 """
 import json
 import math
+import os
 import random
 import subprocess
 import sys
 import time
 import warnings
 
-import optuna
+OPTUNA5_DEFAULT = "/work/shared/peers/optuna5"
+optuna = None   # imported by load_optuna: Debian's 3.1, or Optuna 5 for the o5-* samplers
 
 SAMPLERS = {
+    "o5-gp": lambda seed: optuna.samplers.GPSampler(seed=seed),
+    "o5-tpe": lambda seed: optuna.samplers.TPESampler(seed=seed),
     "tpe": lambda seed: optuna.samplers.TPESampler(seed=seed),
     "tpe-mv": lambda seed: optuna.samplers.TPESampler(multivariate=True, seed=seed),
     "cmaes": lambda seed: optuna.samplers.CmaEsSampler(seed=seed),
     "qmc": lambda seed: optuna.samplers.QMCSampler(seed=seed),
     "random": lambda seed: optuna.samplers.RandomSampler(seed=seed),
 }
+
+
+def load_optuna(samplers):
+    """Imports the Optuna the samplers need; exits with a clear message when Optuna 5's source
+    folder is missing or a list mixes the two."""
+    global optuna
+    five = {s.startswith("o5-") for s in samplers}
+    if len(five) > 1:
+        sys.exit("optuna_peer: o5-* samplers (Optuna 5) and Optuna 3.1 samplers cannot share "
+                 "one process; list them separately")
+    if True in five:
+        path = os.environ.get("SEXTANT_OPTUNA5") or OPTUNA5_DEFAULT
+        if not os.path.isfile(os.path.join(path, "optuna", "__init__.py")):
+            sys.exit(f"optuna_peer: Optuna 5 source not found at {path} (set SEXTANT_OPTUNA5 or "
+                     "run.sh --optuna5 to the folder holding optuna/)")
+        sys.path.insert(0, path)
+    import optuna as module
+    if True in five and not module.__version__.startswith("5"):
+        sys.exit(f"optuna_peer: {module.__file__} is Optuna {module.__version__}, not 5")
+    optuna = module
 
 
 def quiet():
@@ -64,22 +93,30 @@ def fmt(v):
 
 def run(objective, problem, sampler, seed, trials, enqueue=None):
     spec = problem_spec(objective, problem)
+    noisy = bool(spec.get("noise"))
 
     def evaluate(trial):
-        argv = [objective, "--problem", problem]
+        argv = [objective, "--problem", problem] + (["--seed", str(seed)] if noisy else [])
         for p in spec["params"]:
+            step = p.get("step")
             if p["type"] == "float":
-                v = trial.suggest_float(p["name"], p["min"], p["max"])
+                v = trial.suggest_float(p["name"], p["min"], p["max"], step=step)
             elif p["type"] == "int":
-                v = trial.suggest_int(p["name"], int(p["min"]), int(p["max"]))
+                v = trial.suggest_int(p["name"], int(p["min"]), int(p["max"]),
+                                      step=int(step or 1))
             else:
                 v = trial.suggest_categorical(p["name"], p["values"])
             argv.append(f"--{p['name']}={fmt(v)}")
         out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60)
+        metrics = {}
         for line in out.stdout.splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == "loss":
-                return float(value)
+            for token in line.split():
+                key, _, value = token.partition("=")
+                metrics[key] = value
+        if "true_loss" in metrics:
+            trial.set_user_attr("true_loss", float(metrics["true_loss"]))
+        if "loss" in metrics:
+            return float(metrics["loss"])
         raise RuntimeError(f"no loss reported by {argv}")
 
     study = optuna.create_study(direction="minimize", sampler=SAMPLERS[sampler](seed))
@@ -91,9 +128,13 @@ def run(objective, problem, sampler, seed, trials, enqueue=None):
     study.optimize(evaluate, n_trials=trials, gc_after_trial=False, catch=(Exception,))
     wall = time.perf_counter() - start
     trials_sorted = sorted(study.trials, key=lambda t: t.number)
-    values = [t.value if t.state == optuna.trial.TrialState.COMPLETE else None
-              for t in trials_sorted]
-    print(json.dumps({"values": values, "wall_s": wall, "optuna": optuna.__version__}))
+    complete = [t.state == optuna.trial.TrialState.COMPLETE for t in trials_sorted]
+    values = [t.value if ok else None for t, ok in zip(trials_sorted, complete)]
+    out = {"values": values, "wall_s": wall, "optuna": optuna.__version__}
+    if noisy:
+        out["true_values"] = [t.user_attrs.get("true_loss") if ok else None
+                              for t, ok in zip(trials_sorted, complete)]
+    print(json.dumps(out))
 
 
 def ackley(x):
@@ -152,11 +193,12 @@ def latency(samplers, ns, dim, reps, max_seconds):
 
 
 def main():
-    quiet()
     if len(sys.argv) in (7, 8) and sys.argv[1] == "run":
         objective, problem, sampler, seed, trials = sys.argv[2:7]
         if sampler not in SAMPLERS:
             sys.exit(f"optuna_peer: unknown sampler {sampler} (one of {', '.join(SAMPLERS)})")
+        load_optuna([sampler])
+        quiet()
         run(objective, problem, sampler, int(seed), int(trials),
             sys.argv[7] if len(sys.argv) == 8 else None)
     elif len(sys.argv) == 7 and sys.argv[1] == "latency":
@@ -165,6 +207,8 @@ def main():
         for s in samplers:
             if s not in SAMPLERS:
                 sys.exit(f"optuna_peer: unknown sampler {s}")
+        load_optuna(samplers)
+        quiet()
         latency(samplers, [int(n) for n in ns.split(",") if n], int(dim), int(reps),
                 float(max_seconds))
     else:

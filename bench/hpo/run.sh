@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# HPO benchmark, Sextant vs Optuna side by side in one invocation: the quality of each sampler
-# (median simple regret after 1/4, 1/2 and all trials on Branin, Hartmann6, Rosenbrock-4D,
-# shifted Ackley-5D and a mixed int/categorical problem) and suggestion latency in 10-D at
-# 50/100/200/500 observations. Writes bench/hpo/RESULTS.md.
+# HPO benchmark, Sextant vs Optuna (Debian's 3.1 and Optuna 5 from source) side by side in one
+# invocation: the quality of each sampler (median simple regret after 1/4, 1/2 and all trials
+# on Branin, Hartmann6, Rosenbrock-4D, shifted Ackley-5D, a mixed int/categorical problem, a
+# noisy all-categorical one and a mixed categorical one with stepped ints and floats) and
+# suggestion latency in 10-D at 50/100/200/500 observations. Writes bench/hpo/RESULTS.md.
 #
 # usage: bench/hpo/run.sh BUILD_DIR [options]
 #   BUILD_DIR: the CMake build directory, holding bin/sextant, bin/sextant-worker,
@@ -12,9 +13,13 @@
 #   --quick                    2 seeds x 30 trials, latency at N=50,200 with 5 repetitions
 #   --seeds N (10)  --trials T (100)
 #   --sextant-samplers LIST    (bayesian,tpe; e.g. random,sobol before the model samplers exist)
-#   --optuna-samplers LIST     (tpe,tpe-mv,cmaes,qmc,random)
-#   --optuna-latency LIST      (tpe,tpe-mv,cmaes)
-#   --problems LIST            (branin,hartmann6,rosenbrock,ackley,mixed)
+#   --optuna-samplers LIST     (tpe,tpe-mv,cmaes,qmc,random,o5-gp,o5-tpe; o5-*: Optuna 5)
+#   --optuna-latency LIST      (tpe,tpe-mv,cmaes,o5-gp)
+#   --optuna5 DIR              Optuna 5's source folder, for the o5-* samplers
+#                              ($SEXTANT_OPTUNA5, else /work/shared/peers/optuna5); the run
+#                              stops with a message when it is missing
+#   --problems LIST            (all of hpo_objective --list: branin,hartmann6,rosenbrock,
+#                              ackley,mixed,mixed6,cat6,ordinal)
 #   --jobs N (2, at most 2)    searches run at once
 #   --latency-n LIST (50,100,200,500)  --latency-dim D (10)  --latency-reps R (30)
 #   --latency-max-seconds S (20)       --no-latency
@@ -23,7 +28,8 @@
 #                              so an interrupted run can be continued
 #   --keep                     keep every Sextant run directory
 #   --estimate-only            print the runtime estimate and exit
-# The full run is 350 searches of 100 trials; it prints its estimate first and an ETA as it goes.
+# RESULTS.md comes from `--seeds 5 --trials 200 --problems branin,hartmann6,rosenbrock,ackley,
+# mixed,cat6,ordinal` (budgets 50, 100, 200); it prints its estimate first and an ETA as it goes.
 set -euo pipefail
 
 if [[ $# -lt 1 || "$1" == -* ]]; then

@@ -352,5 +352,77 @@ TEST(BayesianSamplerTest, EdgeCases) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A space of `count` categoricals with `values` values each, named p0.. with values v0...
+SearchSpace CategoricalSpace(int count, int values) {
+  SearchSpace space;
+  for (int i = 0; i < count; ++i) {
+    ParamSpec spec;
+    spec.name = absl::StrCat("p", i);
+    spec.kind = ParamSpec::Kind::kCategorical;
+    for (int v = 0; v < values; ++v) spec.values.push_back(absl::StrCat("v", v));
+    space.params.push_back(spec);
+  }
+  return space;
+}
+
+int ValueOf(const Params& p, int i) {
+  return std::get<std::string>(p.at(absl::StrCat("p", i)))[1] - '0';
+}
+
+// Main effects plus an interaction in the pairs (p0,p1) and (p2,p3), so that no parameter can
+// be set on its own; the minimum, 0, is at v3 v1 v2 v0 alone.
+double CategoricalObjective(const Params& p) {
+  static const double main[4][4] = {
+      {0.9, 0.6, 0.7, 0.1}, {0.5, 0.2, 0.9, 0.6}, {0.3, 0.8, 0.1, 0.6}, {0.2, 0.7, 0.4, 0.9}};
+  static const double pair[2][4][4] = {
+      {{0.6, 0.9, 0.3, 0.5}, {0.4, 0.7, 0.8, 0.2}, {0.9, 0.1, 0.5, 0.7}, {0.7, 0.0, 0.6, 0.5}},
+      {{0.8, 0.2, 0.7, 0.4}, {0.5, 0.9, 0.3, 0.8}, {0.0, 0.6, 0.9, 0.3}, {0.6, 0.4, 0.2, 0.9}}};
+  int c[4];
+  for (int i = 0; i < 4; ++i) c[i] = ValueOf(p, i);
+  double f = -0.6;  // main 0.1 + 0.2 + 0.1 + 0.2 and pairs 0.0 + 0.0 at the minimum
+  for (int i = 0; i < 4; ++i) f += main[i][c[i]];
+  return f + pair[0][c[0]][c[1]] + pair[1][c[2]][c[3]];
+}
+
+TEST(BayesianSamplerTest, FindsTheOptimumOfASmallNoiselessCategoricalProblem) {
+  // 256 configurations; the model, not enumeration, has to find the one at 0.
+  for (uint64_t seed : {1, 2, 3}) {
+    auto sampler = Bayesian(CategoricalSpace(4, 4), seed);
+    const std::vector<Observation> history = RunTrials(*sampler, 40, CategoricalObjective);
+    double best = 1e300;
+    for (const Observation& o : history) best = std::min(best, *o.value);
+    EXPECT_NEAR(best, 0, 1e-12) << "seed " << seed;
+  }
+}
+
+TEST(BayesianSamplerTest, ProposesAnUnevaluatedNeighbourOfTheBestCategoricalConfiguration) {
+  // Every configuration evaluated so far is near the best one, which has unevaluated
+  // neighbours: the suggestion is new (never a repeat of an evaluated configuration), and
+  // with values that fall away from the best it is one of the best's neighbours.
+  const SearchSpace space = CategoricalSpace(3, 4);
+  const auto f = [](const Params& p) {
+    return 1.0 * (ValueOf(p, 0) != 2) + 0.8 * (ValueOf(p, 1) != 1) + 0.6 * (ValueOf(p, 2) != 3);
+  };
+  std::vector<Observation> history;
+  const auto add = [&](int a, int b, int c) {
+    Params p = {{"p0", absl::StrCat("v", a)}, {"p1", absl::StrCat("v", b)},
+                {"p2", absl::StrCat("v", c)}};
+    history.push_back(Done(p, f(p)));
+  };
+  add(2, 1, 0);  // the best so far, 0.6: the optimum 2 1 3 is one change away
+  for (int v : {0, 1, 3}) add(v, 1, 0);
+  for (int v : {0, 2, 3}) add(2, v, 0);
+  add(0, 0, 0), add(1, 2, 1), add(3, 3, 2), add(0, 3, 1), add(1, 0, 2);
+  for (uint64_t seed : {1, 2, 3, 4}) {
+    auto sampler = Bayesian(space, seed);
+    absl::StatusOr<Params> p = sampler->Ask(At(static_cast<int64_t>(history.size()), history));
+    ASSERT_TRUE(p.ok()) << p.status();
+    for (const Observation& o : history) EXPECT_NE(o.params, *p) << "seed " << seed;
+    int differ = 0;
+    for (int i = 0; i < 3; ++i) differ += ValueOf(*p, i) != ValueOf(history[0].params, i);
+    EXPECT_EQ(differ, 1) << "seed " << seed;
+  }
+}
+
 }  // namespace
 }  // namespace sextant

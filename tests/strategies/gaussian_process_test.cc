@@ -163,6 +163,30 @@ TEST(GaussianProcessTest, FitFindsTheIrrelevantDimension) {
   EXPECT_EQ(h->lengthscales, again->lengthscales);
 }
 
+TEST(GaussianProcessTest, TiedLengthscalesComeOutEqualAndOthersStayFree) {
+  // Inputs 0 and 1 share a lengthscale (as a categorical's one-hot coordinates do); input 2,
+  // on which y does not depend, keeps its own, long one.
+  const int n = 30;
+  Eigen::MatrixXd x(n, 3);
+  Eigen::VectorXd y(n);
+  for (int i = 0; i < n; ++i) {
+    x(i, 0) = std::fmod(0.618034 * i, 1.0);
+    x(i, 1) = std::fmod(0.754878 * i + 0.3, 1.0);
+    x(i, 2) = std::fmod(0.569840 * i + 0.1, 1.0);
+    y[i] = std::sin(6 * x(i, 0)) + std::cos(5 * x(i, 1));
+  }
+  y = (y.array() - y.mean()) / std::sqrt((y.array() - y.mean()).square().mean());
+  GpFitOptions options;
+  options.tie = {0, 0, 1};
+  absl::StatusOr<GpHyperparameters> h = FitGpHyperparameters(x, y, options);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->lengthscales[0], h->lengthscales[1]);
+  EXPECT_LT(4 * h->lengthscales[0], h->lengthscales[2]);
+  options.tie = {0, 1};
+  EXPECT_EQ(FitGpHyperparameters(x, y, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(GaussianProcessTest, DuplicatePointsWithoutNoiseEscalateJitterInsteadOfFailing) {
   Eigen::MatrixXd x(3, 1);
   x << 0.4, 0.4, 0.4;
