@@ -44,7 +44,7 @@ struct AssignmentContext {
 // SEXTANT_TRIAL_ID, SEXTANT_ATTEMPT, SEXTANT_EXPERIMENT and SEXTANT_CHECKPOINT_DIR.
 // With a federation block the trial is a whole federated run: argv is `sextant run FILE
 // --run-dir CHECKPOINT_DIR/federation [--tls-dir TLS_DIR]` with SEXTANT_FEDERATED_TRIAL=1 (see
-// MaybeRunFederated).
+// RunSession::Open in orchestrator/session/run_session.h).
 absl::StatusOr<v1::Assignment> BuildAssignment(const v1::ExperimentSpec& spec,
                                                const SearchSpace& space, const Params& params,
                                                const AssignmentContext& context);

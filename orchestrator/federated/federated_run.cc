@@ -839,7 +839,8 @@ class FederatedRun {
     return absl::OkStatus();
   }
 
-  // Finishes one closed round: server step, evaluation, checkpoint, rows. Returns an exit code.
+  // Finishes one closed round: server step, evaluation, checkpoint, rows. OK, or the first
+  // step's error (the run ends with it).
   absl::Status CompleteRound(int64_t round, const RoundOutcome& outcome,
                              const std::vector<SenderReport>& senders) {
     if (fed().secure_aggregation() && fed().update_compression() == "int8" && !fed().has_dp()) {
@@ -1085,7 +1086,8 @@ class FederatedRun {
   // Waits until every region's aggregator has asked for the round just published (it asks
   // once its clients are up, or after its own startup wait), then starts that round's deadline
   // afresh: a deadline that ran while the participants were starting would close the first
-  // round without the slow starters, as if they were dead. Returns an exit code.
+  // round without the slow starters, as if they were dead. OK once they have, or the
+  // interruption's status (Ctrl-C, the budget).
   absl::Status AwaitRegions() {
     std::vector<std::string> regions;
     for (const auto& r : fed().regions()) regions.push_back(r.name());

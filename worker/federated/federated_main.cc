@@ -65,7 +65,9 @@ constexpr FlagHelp kFlags[] = {
     {"--secagg-max-weight", "aggregator: the largest client weight secure aggregation encodes"},
     {"--secagg-stage-timeout", "aggregator: seconds each secure aggregation stage waits"},
     {"--hide-region-sum", "aggregator: 1 to pass only a masked regional sum upstream"},
-    {"--secagg-ring-clients", "aggregator: SecAgg+ neighbours per client"},
+    {"--secagg-ring-clients",
+     "aggregator: with --hide-region-sum, the clients whose sum the ring must hold (every "
+     "client of the run)"},
     {"--clients", "aggregator: the region's clients, <region>/0..N-1"},
     {"--startup-wait", "aggregator: seconds to wait for them before round 1 (default 120)"},
     {"--max-client-weight", "aggregator: the largest weight a client may claim"},
