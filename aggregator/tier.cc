@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/retry.h"
 #include "common/status_macros.h"
 
 namespace sextant {
@@ -70,21 +71,18 @@ absl::StatusOr<RoundTask> Tier::PullRound(
     const std::function<absl::Status()>& interrupt) {
   if (!options_.upstream) return absl::FailedPreconditionError("the global tier has no upstream");
   const UpstreamOptions& up = *options_.upstream;
-  absl::Time unreachable_since = absl::InfiniteFuture();
-  while (true) {
-    absl::StatusOr<RoundTask> task =
-        sextant::PullRound(up.stub.get(), options_.coordinator.experiment_id, up.sender_id,
-                           after_round, wait_seconds, sink);
-    if (!absl::IsUnavailable(task.status()) && !absl::IsDeadlineExceeded(task.status())) {
-      return task;
-    }
-    if (unreachable_since == absl::InfiniteFuture()) unreachable_since = clock_->Now();
-    if (clock_->Now() - unreachable_since > up.unreachable_timeout) {
-      return absl::UnavailableError(absl::StrCat("upstream ", up.target, " unreachable"));
-    }
-    SEXTANT_RETURN_IF_ERROR(interrupt());
-    clock_->SleepFor(absl::Milliseconds(200));
+  absl::StatusOr<RoundTask> task = RetryWhileUnreachable<RoundTask>(
+      clock_, RetryPolicy{up.unreachable_timeout, kPoll},
+      [&] {
+        return sextant::PullRound(up.stub.get(), options_.coordinator.experiment_id, up.sender_id,
+                                  after_round, wait_seconds, sink);
+      },
+      [&](const absl::Status&) { return interrupt(); });
+  if (IsUnreachable(task.status())) {
+    return absl::UnavailableError(
+        absl::StrCat("upstream ", up.target, " unreachable: ", task.status().message()));
   }
+  return task;
 }
 
 absl::StatusOr<int64_t> Tier::PushAggregate(PushHeader header, absl::Span<const float> mean) {

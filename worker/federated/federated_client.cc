@@ -9,6 +9,7 @@
 #include "aggregator/secagg_participant.h"
 #include "common/ids.h"
 #include "common/mapped_floats.h"
+#include "common/retry.h"
 #include "common/status_macros.h"
 #include "federation/dp_noise.h"
 #include "worker/federated/command_trainer.h"
@@ -92,7 +93,6 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
     command.emplace(std::move(ct));
   }
   int64_t after = -1;
-  absl::Time unreachable_since = absl::InfiniteFuture();
   // federation.stragglers: how much longer than its training this client takes. Stragglers are
   // named by place (REGION/INDEX), which a client started by hand holds under a name of its own.
   const std::string place = ClientId(o.region, o.index);
@@ -122,19 +122,14 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       std::copy(v.begin(), v.end(), global.begin() + offset);
       return absl::OkStatus();
     };
-    absl::StatusOr<RoundTask> task =
-        PullRound(stub.get(), o.experiment_id, id, after, o.poll_seconds, sink);
-    if (absl::IsUnavailable(task.status()) || absl::IsDeadlineExceeded(task.status())) {
-      // The aggregator is starting or restarting: retry, within a bound.
-      if (unreachable_since == absl::InfiniteFuture()) unreachable_since = clock->Now();
-      if (clock->Now() - unreachable_since > absl::Seconds(o.connect_timeout_seconds)) {
-        return absl::UnavailableError(
-            absl::StrCat("aggregator ", o.target, " unreachable: ", task.status().message()));
-      }
-      clock->SleepFor(absl::Milliseconds(200));
-      continue;
+    // The aggregator may be starting or restarting: asked again, within a bound.
+    absl::StatusOr<RoundTask> task = RetryWhileUnreachable<RoundTask>(
+        clock, RetryPolicy{absl::Seconds(o.connect_timeout_seconds), absl::Milliseconds(200)},
+        [&] { return PullRound(stub.get(), o.experiment_id, id, after, o.poll_seconds, sink); });
+    if (IsUnreachable(task.status())) {
+      return absl::UnavailableError(
+          absl::StrCat("aggregator ", o.target, " unreachable: ", task.status().message()));
     }
-    unreachable_since = absl::InfiniteFuture();
     if (!task.ok()) return task.status();
     if (task->kind == RoundTask::Kind::kDone) break;
     if (task->kind == RoundTask::Kind::kWait) continue;

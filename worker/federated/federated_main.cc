@@ -14,6 +14,7 @@
 #include "aggregator/federation_service.h"
 #include "aggregator/regional_aggregator.h"
 #include "common/read_file.h"
+#include "common/retry.h"
 #include "federation/secure_quantizer.h"
 #include "rpc/channel_credentials.h"
 #include "rpc/key_signer.h"
@@ -170,18 +171,17 @@ int JoinByHand(std::map<std::string, std::string>& f, Clock* clock, v1::JoinPlan
     auto stub = v1::FederationService::NewStub(grpc::CreateChannel(f["--connect"], *creds));
     return JoinUpstream(stub.get(), f["--experiment-id"], 30);
   };
-  const absl::Time until = clock->Now() + absl::Minutes(5);
   absl::Time said = absl::InfinitePast();
-  absl::StatusOr<v1::JoinPlan> joined = join();
-  while (absl::IsUnavailable(joined.status()) && clock->Now() < until) {
-    if (clock->Now() - said >= absl::Seconds(10)) {
-      std::cout << "upstream " << f["--connect"] << " not reached yet: " << joined.status() << "\n"
-                << std::flush;
-      said = clock->Now();
-    }
-    clock->SleepFor(absl::Seconds(1));
-    joined = join();
-  }
+  absl::StatusOr<v1::JoinPlan> joined = RetryWhileUnreachable<v1::JoinPlan>(
+      clock, RetryPolicy{absl::Minutes(5), absl::Seconds(1)}, join,
+      [&](const absl::Status& why) {
+        if (clock->Now() - said >= absl::Seconds(10)) {
+          std::cout << "upstream " << f["--connect"] << " not reached yet: " << why << "\n"
+                    << std::flush;
+          said = clock->Now();
+        }
+        return absl::OkStatus();
+      });
   if (!joined.ok()) {
     std::cerr << "sextant-worker: joining " << f["--connect"] << ": " << joined.status() << "\n";
     return 1;
