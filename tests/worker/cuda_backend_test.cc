@@ -80,6 +80,37 @@ TEST(CudaBackendTest, CnnAgreesWithTheCpuAfter100Steps) {
   ExpectCpuAndCudaAgree("cnn", "adam");
 }
 
+// A diagnostic, not a check (scripts/gpu-check runs it and puts its lines in its report): how
+// far CPU and GPU drift apart by step, per model, optimiser and dropout. Divergence that starts
+// small and grows is rounding amplified by training; divergence already large at step 1 is a
+// kernel that computes something different.
+TEST(CudaBackendTest, DISABLED_DivergenceByStep) {
+  SKIP_WITHOUT_GPU(1);
+  train::Dataset data = train::MakeSyntheticDataset(64 * 100, 1);
+  train::Dataset val = train::MakeSyntheticDataset(256, 2);
+  for (std::string model : {"mlp", "cnn"}) {
+    for (std::string opt : {"adam", "sgd"}) {
+      for (float dropout : {0.0f, 0.1f}) {
+        for (int steps : {1, 3, 10, 30, 100}) {
+          TrainerOptions o = Options(model, opt);
+          o.model.dropout = dropout;
+          o.max_steps = steps;
+          auto cpu = train::NewCpuBackend({.threads = 2});
+          auto gpu = cuda::NewCudaBackend({.device = 0});
+          auto a = train::Train(o, data, val, cpu.get());
+          auto b = train::Train(o, data, val, gpu->get());
+          ASSERT_TRUE(a.ok() && b.ok());
+          auto [rel, abs_max] = Divergence(*b, *a);
+          printf("divergence %s %s dropout=%.1f steps=%d abs_max=%.3g rel=%.3g val_loss cpu=%.6f gpu=%.6f\n",
+                 model.c_str(), opt.c_str(), dropout, steps, abs_max, rel,
+                 a->epochs.empty() ? -1.0 : a->epochs.back().val_loss,
+                 b->epochs.empty() ? -1.0 : b->epochs.back().val_loss);
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaBackendTest, AllocationBeyondTheLimitIsResourceExhausted) {
   SKIP_WITHOUT_GPU(1);
   auto gpu = cuda::NewCudaBackend({.device = 0, .memory_limit_bytes = 1 << 20});

@@ -196,6 +196,12 @@ class FakeOomBackend : public Backend {
   void UploadInts(const int32_t* h, IntTensor d) override { real_->UploadInts(h, d); }
   void Download(const Tensor& s, float* h) override { real_->Download(s, h); }
   void Fill(Tensor t, float v) override { real_->Fill(t, v); }
+  absl::StatusOr<Tensor> Readable(const float* h, int64_t r, int64_t c, Buffer* keep) override {
+    return real_->Readable(h, r, c, keep);
+  }
+  void GatherRows(const Tensor& t, const IntTensor& i, Tensor d) override {
+    real_->GatherRows(t, i, d);
+  }
   void Gemm(Transpose ta, Transpose tb, float alpha, const Tensor& a, const Tensor& b, float beta,
             Tensor c) override {
     real_->Gemm(ta, tb, alpha, a, b, beta, c);

@@ -152,6 +152,10 @@ class CudaBackend : public AccountedBackend {
   void Fill(Tensor t, float value) override {
     SEXTANT_CUDA_CHECK(LaunchFill(t.data, t.size(), value, stream_));
   }
+  void GatherRows(const Tensor& table, const IntTensor& index, Tensor dst) override {
+    SEXTANT_CUDA_CHECK(
+        LaunchGatherRows(table.data, index.data, index.size, table.cols, dst.data, stream_));
+  }
 
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
   void Gemm(Transpose ta, Transpose tb, float alpha, const Tensor& a, const Tensor& b, float beta,

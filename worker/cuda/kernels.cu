@@ -22,6 +22,13 @@ __global__ void FillKernel(float* x, int64_t n, float value) {
   SEXTANT_GRID_LOOP(i, n) x[i] = value;
 }
 
+__global__ void GatherRowsKernel(const float* table, const int32_t* index, int64_t rows,
+                                 int64_t cols, float* dst) {
+  SEXTANT_GRID_LOOP(i, rows * cols) {
+    dst[i] = table[static_cast<int64_t>(index[i / cols]) * cols + i % cols];
+  }
+}
+
 __global__ void AddBiasKernel(float* x, const float* bias, int64_t rows, int64_t cols, bool relu) {
   SEXTANT_GRID_LOOP(i, rows * cols) {
     float v = x[i] + bias[i % cols];
@@ -171,6 +178,12 @@ __global__ void AdamKernel(float* w, const float* g, float* m, float* v, int64_t
 
 cudaError_t LaunchFill(float* x, int64_t n, float value, cudaStream_t s) {
   FillKernel<<<Blocks(n), kThreads, 0, s>>>(x, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGatherRows(const float* table, const int32_t* index, int64_t rows, int64_t cols,
+                             float* dst, cudaStream_t s) {
+  GatherRowsKernel<<<Blocks(rows * cols), kThreads, 0, s>>>(table, index, rows, cols, dst);
   return cudaGetLastError();
 }
 

@@ -12,6 +12,9 @@
 namespace sextant::cuda {
 
 cudaError_t LaunchFill(float* x, int64_t n, float value, cudaStream_t s);
+// dst row r = table row index[r], for `rows` rows of `cols` floats.
+cudaError_t LaunchGatherRows(const float* table, const int32_t* index, int64_t rows, int64_t cols,
+                             float* dst, cudaStream_t s);
 cudaError_t LaunchAddBias(float* x, const float* bias, int64_t rows, int64_t cols, bool relu,
                           cudaStream_t s);
 cudaError_t LaunchReluBackward(const float* y, float* dy, int64_t n, cudaStream_t s);

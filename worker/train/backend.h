@@ -117,6 +117,14 @@ class Backend {
   virtual void UploadInts(const int32_t* host, IntTensor dst) = 0;
   virtual void Download(const Tensor& src, float* host) = 0;
   virtual void Fill(Tensor t, float value) = 0;
+  // A view of the host's rows x cols floats that this backend's kernels can read, valid while
+  // `host` lives and `*keep` is held. By default a copy in a buffer allocated into *keep (errors
+  // as Allocate); a backend that computes in host memory returns the host memory itself.
+  virtual absl::StatusOr<Tensor> Readable(const float* host, int64_t rows, int64_t cols,
+                                          Buffer* keep);
+  // dst row r = table row index[r], for r < index.size (dst is index.size x table.cols; every
+  // index in [0, table.rows)). How a batch is drawn from a dataset held by the backend.
+  virtual void GatherRows(const Tensor& table, const IntTensor& index, Tensor dst) = 0;
 
   // c = alpha * op(a) * op(b) + beta * c, all row-major; op(a) is c.rows x k, op(b) k x c.cols.
   // beta = 0 ignores c's previous contents (NaN included).
@@ -165,6 +173,15 @@ class Backend {
 
 inline void BackendDeleter::operator()(void* p) const {
   if (p != nullptr && backend != nullptr) backend->Release(p);
+}
+
+inline absl::StatusOr<Tensor> Backend::Readable(const float* host, int64_t rows, int64_t cols,
+                                                Buffer* keep) {
+  absl::StatusOr<Buffer> b = Allocate(rows, cols);
+  if (!b.ok()) return b.status();
+  *keep = *std::move(b);
+  Upload(host, keep->view());
+  return keep->view();
 }
 
 }  // namespace sextant::train

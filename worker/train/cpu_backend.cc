@@ -42,6 +42,17 @@ class CpuBackend : public AccountedBackend {
   void Fill(Tensor t, float value) override {
     ForEach(t.size(), [&](int64_t i) { t.data[i] = value; });
   }
+  // Host memory is this backend's memory: no copy.
+  absl::StatusOr<Tensor> Readable(const float* host, int64_t rows, int64_t cols,
+                                  Buffer* /*keep*/) override {
+    return Tensor{const_cast<float*>(host), rows, cols};
+  }
+  void GatherRows(const Tensor& table, const IntTensor& index, Tensor dst) override {
+    ForRows(index.size, table.cols, [&](int64_t r) {
+      std::memcpy(dst.data + r * table.cols, table.data + int64_t{index.data[r]} * table.cols,
+                  table.cols * sizeof(float));
+    });
+  }
 
   void Gemm(Transpose ta, Transpose tb, float alpha, const Tensor& a, const Tensor& b, float beta,
             Tensor c) override;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -130,13 +131,20 @@ class TrainLoop {
     std::unique_ptr<Optimizer> opt;
     Buffer dlogits;
     IntBuffer labels;
+    IntBuffer index;  // the rows of a micro-batch, for GatherRows
+    // The datasets where this replica's backend reads them (ResidentData); null data when they
+    // did not fit, and batches are then staged through host memory.
+    Tensor train_x, val_x;
+    Buffer train_keep, val_keep;
   };
   Replica& At(size_t k) { return k == 0 ? main_ : extra_[k - 1]; }
   size_t replica_count() const { return 1 + extra_.size(); }
   absl::Status ReserveReplica(Replica& rep, int64_t rows);
   absl::Status SyncReplicas();
   absl::Status SumGradients();
-  void Stage(Replica& rep, const Dataset& d, const int64_t* rows, int64_t count);
+  absl::Status ResidentData(Replica& rep);
+  void Stage(Replica& rep, const Dataset& d, const Tensor& resident, const int64_t* rows,
+             int64_t count);
   absl::StatusOr<EpochMetrics> Evaluate();
   std::string Fingerprint() const;
   absl::Status SaveCheckpoint();
@@ -157,6 +165,7 @@ class TrainLoop {
   IntBuffer& labels_ = main_.labels;
   std::vector<float> host_x_;
   std::vector<int32_t> host_y_;
+  std::vector<int32_t> host_index_;
   Position pos_;
   std::pair<int64_t, int64_t> last_saved_{-1, -1};  // (global step, epoch)
   TrainResult result_;
@@ -173,6 +182,8 @@ absl::Status TrainLoop::ReserveReplica(Replica& rep, int64_t rows) {
   SEXTANT_RETURN_IF_ERROR(rep.model->Reserve(rows));
   SEXTANT_ASSIGN_OR_RETURN(rep.dlogits, rep.backend->Allocate(rows, o_.model.classes));
   SEXTANT_ASSIGN_OR_RETURN(rep.labels, rep.backend->AllocateInts(rows));
+  rep.index = IntBuffer();
+  SEXTANT_ASSIGN_OR_RETURN(rep.index, rep.backend->AllocateInts(rows));
   return absl::OkStatus();
 }
 
@@ -241,7 +252,27 @@ absl::Status TrainLoop::ChooseMicroBatch(int64_t start) {
   micro_ = m;
   host_x_.resize(m * o_.model.inputs());
   host_y_.resize(m);
+  host_index_.resize(m);
   return absl::OkStatus();
+}
+
+// Puts both datasets where the replica's backend reads them, so a step gathers its batch there
+// (on a GPU: one upload per run instead of one per step). Runs after the micro-batch is chosen,
+// so the batch's buffers come first; a dataset that does not fit is staged per batch instead.
+absl::Status TrainLoop::ResidentData(Replica& rep) {
+  const auto place = [&](const Dataset& d, Tensor* view, Buffer* keep) -> absl::Status {
+    if (d.size() > std::numeric_limits<int32_t>::max()) return absl::OkStatus();
+    absl::StatusOr<Tensor> t = rep.backend->Readable(d.x.data(), d.size(), d.x.cols(), keep);
+    if (t.ok()) {
+      *view = *t;
+      return absl::OkStatus();
+    }
+    *keep = Buffer();
+    return absl::IsResourceExhausted(t.status()) ? absl::OkStatus() : t.status();
+  };
+  SEXTANT_RETURN_IF_ERROR(place(train_, &rep.train_x, &rep.train_keep));
+  // Only the main replica evaluates.
+  return &rep == &main_ ? place(val_, &rep.val_x, &rep.val_keep) : absl::OkStatus();
 }
 
 absl::Status TrainLoop::Setup() {
@@ -262,6 +293,7 @@ absl::Status TrainLoop::Setup() {
     SEXTANT_ASSIGN_OR_RETURN(rep.opt, NewOptimizer(o_.optimizer, rep.model->parameters(), b));
   }
   SEXTANT_RETURN_IF_ERROR(ChooseMicroBatch(o_.batch_size));
+  for (size_t k = 0; k < replica_count(); ++k) SEXTANT_RETURN_IF_ERROR(ResidentData(At(k)));
   if (!o_.checkpoint_dir.empty()) SEXTANT_RETURN_IF_ERROR(Resume());
   return SyncReplicas();
 }
@@ -292,14 +324,27 @@ std::vector<int64_t> TrainLoop::Permutation(int64_t epoch) const {
   return perm;
 }
 
-void TrainLoop::Stage(Replica& rep, const Dataset& d, const int64_t* rows, int64_t count) {
+void TrainLoop::Stage(Replica& rep, const Dataset& d, const Tensor& resident, const int64_t* rows,
+                      int64_t count) {
   const int64_t width = o_.model.inputs();
+  const bool gather = resident.data != nullptr;
   for (int64_t r = 0; r < count; ++r) {
-    const int64_t src = rows != nullptr ? rows[r] : r;
-    std::memcpy(host_x_.data() + r * width, d.x.row(src).data(), width * sizeof(float));
+    const int64_t src = rows[r];
     host_y_[r] = d.y[src];
+    if (gather) {
+      host_index_[r] = static_cast<int32_t>(src);
+    } else {
+      std::memcpy(host_x_.data() + r * width, d.x.row(src).data(), width * sizeof(float));
+    }
   }
-  rep.backend->Upload(host_x_.data(), rep.model->input().RowBlock(0, count));
+  const Tensor input = rep.model->input().RowBlock(0, count);
+  if (gather) {
+    const IntTensor index{rep.index.view().data, count};
+    rep.backend->UploadInts(host_index_.data(), index);
+    rep.backend->GatherRows(resident, index, input);
+  } else {
+    rep.backend->Upload(host_x_.data(), input);
+  }
   rep.backend->UploadInts(host_y_.data(), {rep.labels.view().data, count});
 }
 
@@ -321,7 +366,7 @@ absl::Status TrainLoop::RunStep(const std::vector<int64_t>& perm) {
     }
     for (int64_t off = lo; off < hi; off += micro_) {
       const int64_t r = std::min(micro_, hi - off);
-      Stage(rep, train_, perm.data() + begin + off, r);
+      Stage(rep, train_, rep.train_x, perm.data() + begin + off, r);
       Tensor logits = rep.model->Forward(r, /*training=*/true, dropout_seed, off);
       Tensor dlogits = rep.dlogits.view().RowBlock(0, r);
       LossSums s =
@@ -359,7 +404,7 @@ absl::StatusOr<EpochMetrics> TrainLoop::Evaluate() {
     const int64_t r = std::min(micro_, val_.size() - off);
     std::vector<int64_t> idx(r);
     for (int64_t i = 0; i < r; ++i) idx[i] = off + i;
-    Stage(main_, val_, idx.data(), r);
+    Stage(main_, val_, main_.val_x, idx.data(), r);
     Tensor logits = model_->Forward(r, /*training=*/false, 0, 0);
     LossSums s = backend_->SoftmaxCrossEntropy(logits, {labels_.view().data, r}, 0, Tensor{});
     sums.loss += s.loss;
