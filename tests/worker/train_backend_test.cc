@@ -187,6 +187,25 @@ TEST(CpuBackendTest, MaxPoolRoutesGradientToTheMaximum) {
             (std::vector<float>{0, 0, 2, 0}));
 }
 
+TEST(CpuBackendTest, ReadableHostDataIsNotCopiedAndGatherRowsPicksRowsInOrder) {
+  auto be = NewCpuBackend({.threads = 2});
+  const std::vector<float> table = {0, 1, 10, 11, 20, 21, 30, 31};  // 4 rows x 2
+  Buffer keep;
+  const int64_t before = be->allocated_bytes();
+  auto view = be->Readable(table.data(), 4, 2, &keep);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->data, table.data());
+  EXPECT_TRUE(keep.empty());
+  EXPECT_EQ(be->allocated_bytes(), before);
+  const std::vector<int32_t> rows = {3, 0, 3};
+  IntBuffer index = *be->AllocateInts(3);
+  be->UploadInts(rows.data(), index.view());
+  Buffer dst = *be->Allocate(3, 2);
+  be->GatherRows(*view, index.view(), dst.view());
+  EXPECT_EQ(std::vector<float>(dst.view().data, dst.view().data + 6),
+            (std::vector<float>{30, 31, 0, 1, 30, 31}));
+}
+
 TEST(CpuBackendTest, ColumnSumIsIdenticalForEveryThreadCount) {
   auto v = Random(512 * 300, 9);
   std::vector<float> results[2];

@@ -269,6 +269,27 @@ TEST(TrainerTest, ResourceExhaustedDuringAStepHalvesAndRetriesIt) {
   }
 }
 
+// A backend with no room for the datasets: the trainer stages every batch through host memory
+// instead, with the same result bit for bit.
+class NoRoomForDataBackend : public FakeOomBackend {
+ public:
+  using FakeOomBackend::FakeOomBackend;
+  absl::StatusOr<Tensor> Readable(const float*, int64_t r, int64_t c, Buffer*) override {
+    return absl::ResourceExhaustedError(absl::StrCat("no room for ", r, " x ", c));
+  }
+};
+
+TEST(TrainerTest, DatasetsThatDoNotFitTheBackendAreStagedPerBatch) {
+  Fixture f;
+  auto direct = TrainOn(SmallOptions(), f);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  NoRoomForDataBackend backend(NewCpuBackend({.threads = 2}), /*max_rows=*/1 << 30);
+  auto staged = Train(SmallOptions(), f.train, f.val, &backend);
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  EXPECT_EQ(staged->parameters, direct->parameters);
+  EXPECT_EQ(staged->epochs.back().val_loss, direct->epochs.back().val_loss);
+}
+
 TEST(TrainerTest, ResourceExhaustedAtEveryMicroBatchFailsAtOne) {
   Fixture f;
   FakeOomBackend backend(NewCpuBackend({.threads = 1}), /*max_rows=*/0);
