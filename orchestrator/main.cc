@@ -114,7 +114,8 @@ int Run(const Args& a, bool resume, Clock* clock) {
   }
   if (a.flags.count("max-trials")) {
     int v = 0;
-    if (!resume) return UsageError("--max-trials applies to resume (set search.max_trials in the file)");
+    if (!resume)
+      return UsageError("--max-trials applies to resume (set search.max_trials in the file)");
     if (!absl::SimpleAtoi(a.flags.at("max-trials"), &v) || v < 1) {
       return UsageError("--max-trials must be a positive integer");
     }
@@ -206,14 +207,20 @@ int Results(const Args& a) {
 
 // The workers' last heartbeats. Once the run has ended (or stopped without finishing) they
 // are history: no worker runs a trial then, whatever the last sample said.
-std::string WorkersLines(const std::vector<TelemetryRow>& latest, const nlohmann::json& state,
-                         bool live, const std::string& dir, double now) {
-  if (state == "RUNNING" && live) return TelemetryTable(latest, now);
+std::string WorkersLines(const std::vector<TelemetryRow>& latest, v1::RunState state, bool live,
+                         const std::string& dir, double now) {
+  if (state == v1::RUN_RUNNING && live) return TelemetryTable(latest, now);
   const std::string ended =
-      state == "RUNNING"
+      state == v1::RUN_RUNNING
           ? absl::StrCat("it stopped without finishing; `sextant resume ", dir, "` continues it")
-          : absl::StrCat("the run has ended: ", state.is_string() ? state.get<std::string>() : "?");
+          : absl::StrCat("the run has ended: ", RunStateName(state));
   return TelemetryTable(latest, now, ended);
+}
+
+// The run state a results document shows (LoadResults).
+v1::RunState StateOf(const nlohmann::json& results) {
+  return results["state"].is_string() ? ParseRunState(results["state"].get<std::string>())
+                                      : v1::RUN_STATE_UNSPECIFIED;
 }
 
 int ShowStatus(const std::string& dir, Clock* clock) {
@@ -227,7 +234,7 @@ int ShowStatus(const std::string& dir, Clock* clock) {
   if (store.ok()) {
     auto telemetry = (*store)->LoadTelemetry(/*latest_only=*/true);
     if (telemetry.ok()) {
-      std::cout << WorkersLines(*telemetry, (*r)["state"], RunDirIsLocked(dir), dir,
+      std::cout << WorkersLines(*telemetry, StateOf(*r), RunDirIsLocked(dir), dir,
                                 absl::ToUnixMicros(clock->Now()) / 1e6);
     }
     auto events = (*store)->LoadEvents(0, 0);
@@ -255,7 +262,7 @@ int Status(const Args& a, Clock* clock) {
     int rc = ShowStatus(a.positional, clock);
     if (rc != 0) return rc;
     auto r = LoadResults(a.positional);
-    if (!r.ok() || (*r)["state"] != "RUNNING") return 0;
+    if (!r.ok() || StateOf(*r) != v1::RUN_RUNNING) return 0;
     std::cout << std::flush;
     clock->SleepFor(absl::Seconds(1));
   }

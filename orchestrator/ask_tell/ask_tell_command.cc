@@ -109,9 +109,9 @@ class OfflineSession final : public Session {
     // No process serves the run: it keeps the state it had, unless this call finished it.
     if (dispatcher_ == nullptr) return;
     if (dispatcher_->Finished()) {
-      (void)dispatcher_->MarkRunState("COMPLETED");
-    } else if (!state_.empty()) {
-      (void)store_->PutMeta("state", state_);
+      (void)dispatcher_->MarkRunState(v1::RUN_COMPLETED);
+    } else if (state_ != v1::RUN_STATE_UNSPECIFIED) {
+      (void)store_->SetRunState(state_);
     }
   }
   const std::string& run_id() const override { return core_->run_id(); }
@@ -139,8 +139,7 @@ class OfflineSession final : public Session {
       return absl::InvalidArgumentError(absl::StrCat(
           dir_.path(), " is not an ask/tell run (its experiment has no search.mode: ask_tell)"));
     }
-    SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> state, store_->GetMeta("state"));
-    state_ = state.value_or("");
+    SEXTANT_ASSIGN_OR_RETURN(state_, store_->GetRunState());
     SEXTANT_ASSIGN_OR_RETURN(
         auto sampler, MakeRunSampler(spec_, store_.get(),
                                      absl::ToDoubleSeconds(clock->Now() - absl::UnixEpoch())));
@@ -159,7 +158,7 @@ class OfflineSession final : public Session {
 
   RunDir dir_;
   v1::ExperimentSpec spec_;
-  std::string state_;  // the run's state before this call
+  v1::RunState state_ = v1::RUN_STATE_UNSPECIFIED;  // the run's state before this call
   std::unique_ptr<Store> store_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<AskTell> core_;
@@ -294,8 +293,8 @@ int RunAskCommand(const AskOptions& options, std::ostream& out, std::ostream& er
         << " has ended; no trial will come (for room to ask more: sextant resume "
         << options.run_dir << " --max-trials N)\n";
   } else if (!response->waiting().empty()) {
-    err << "sextant: "
-        << absl::StrReplaceAll(response->waiting(), {{"RUN_DIR", options.run_dir}}) << "\n";
+    err << "sextant: " << absl::StrReplaceAll(response->waiting(), {{"RUN_DIR", options.run_dir}})
+        << "\n";
     return 1;
   } else if (response->trials_size() == 0) {
     err << "sextant: no trial can start now (search.max_concurrent trials are asked and not yet "

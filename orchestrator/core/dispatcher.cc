@@ -146,7 +146,7 @@ absl::Status Dispatcher::Load() {
         absl::StrCat(trials_.size(), " trials stored, ", queue_.size(), " requeued",
                      held > 0 ? absl::StrCat(", ", held, " still held by their askers") : "")));
   }
-  SEXTANT_RETURN_IF_ERROR(store_->PutMeta("state", "RUNNING"));
+  SEXTANT_RETURN_IF_ERROR(store_->SetRunState(v1::RUN_RUNNING));
   return store_->Commit();
 }
 
@@ -212,8 +212,8 @@ std::optional<std::string> Dispatcher::FailureStop() const {
     if (last == nullptr || e.row.finished_at >= last->row.finished_at) last = &e;
   }
   if (last == nullptr) return std::nullopt;
-  return absl::StrCat("every trial failed (", failed, " of ", failed, "); the last error: ",
-                      Quote(last->row.error), " (trial ", last->row.id, ")");
+  return absl::StrCat("every trial failed (", failed, " of ", failed,
+                      "); the last error: ", Quote(last->row.error), " (trial ", last->row.id, ")");
 }
 
 void Dispatcher::UpdateFailureStop() {
@@ -251,8 +251,9 @@ void Dispatcher::UpdateFailureStop() {
     failure_stop_ = absl::StrCat(in_a_row, " trials in a row failed with the same error: ", quoted,
                                  " (search.max_failed_in_a_row: ", MaxFailedInARow(search), ")");
   } else if (failed >= MaxFailedTrials(search)) {
-    failure_stop_ = absl::StrCat(failed, " trials failed (search.max_failed_trials: ",
-                                 MaxFailedTrials(search), "); the last error: ", quoted);
+    failure_stop_ =
+        absl::StrCat(failed, " trials failed (search.max_failed_trials: ", MaxFailedTrials(search),
+                     "); the last error: ", quoted);
   }
 }
 
@@ -322,9 +323,9 @@ std::vector<Observation> Dispatcher::ModelHistory() const {
 
 absl::Status Dispatcher::CheckRegistration(const v1::RegisterRequest& request) const {
   // Bounded before anything is kept: every field is stored and shown.
-  for (const auto& [field, id] : {std::pair{"region", &request.region()},
-                                  std::pair{"pool", &request.pool()},
-                                  std::pair{"launch_token", &request.launch_token()}}) {
+  for (const auto& [field, id] :
+       {std::pair{"region", &request.region()}, std::pair{"pool", &request.pool()},
+        std::pair{"launch_token", &request.launch_token()}}) {
     if (!id->empty()) SEXTANT_RETURN_IF_ERROR(CheckId(field, *id));
   }
   if (request.hostname().size() > kMaxHostnameBytes) {
@@ -334,9 +335,9 @@ absl::Status Dispatcher::CheckRegistration(const v1::RegisterRequest& request) c
   // A pool of the run is billed at its region's price: only a worker of that region joins it.
   for (const v1::Pool& pool : spec_.resources().pools()) {
     if (pool.name() == request.pool() && pool.region() != request.region()) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("pool ", pool.name(), " is in region ", pool.region(),
-                       "; a worker of region ", request.region(), " may not join it"));
+      return absl::PermissionDeniedError(absl::StrCat("pool ", pool.name(), " is in region ",
+                                                      pool.region(), "; a worker of region ",
+                                                      request.region(), " may not join it"));
     }
   }
   return absl::OkStatus();
@@ -939,15 +940,9 @@ absl::Status Dispatcher::BeginStop(const std::string& why) {
   });
 }
 
-absl::Status Dispatcher::MarkRunState(const std::string& state, const std::string& why) {
+absl::Status Dispatcher::MarkRunState(v1::RunState state, const std::string& why) {
   SEXTANT_RETURN_IF_ERROR(FlushTelemetry());
-  return InTransaction([&]() -> absl::Status {
-    SEXTANT_RETURN_IF_ERROR(store_->PutMeta("state", state));
-    const double now = Now();  // the end and its event at the same instant
-    SEXTANT_RETURN_IF_ERROR(store_->PutTimeMeta("finished_at", now));
-    return store_->AddEvent(now, "run_finished", 0,
-                            why.empty() ? state : absl::StrCat(state, ": ", why));
-  });
+  return InTransaction([&]() -> absl::Status { return store_->EndRun(state, Now(), why); });
 }
 
 int Dispatcher::Demand() const {

@@ -64,7 +64,7 @@ struct DispatchStats {
   // Several objectives: no best_value; the size of the front of feasible completed trials.
   int front_size = 0;
   std::optional<double> hypervolume;  // several objectives: of that front (see results.h)
-  int failed = 0;  // trials that ended FAILED
+  int failed = 0;                     // trials that ended FAILED
   // The latest trials to fail (at most 8), in the order they failed: id and error.
   std::vector<std::pair<int64_t, std::string>> recent_failures;
 };
@@ -137,9 +137,9 @@ class Dispatcher {
   // Trials running now.
   int running() const { return running_; }
 
-  // Records the run's final state ("COMPLETED", "INTERRUPTED", "FAILED") in the store, with
-  // why (default none) in its run_finished event.
-  absl::Status MarkRunState(const std::string& state, const std::string& why = "");
+  // Records the run's end in the store (Store::EndRun): its final state, with why (default
+  // none) in its run_finished event.
+  absl::Status MarkRunState(v1::RunState state, const std::string& why = "");
 
   // True when no trial is pending or running and no further trial will be created.
   bool Finished() const;
@@ -216,8 +216,8 @@ class Dispatcher {
     // Multi-fidelity bookkeeping for the current attempt.
     Decision::Kind action = Decision::Kind::kContinue;  // what the scheduler last asked
     std::string action_reason;
-    double attempt_fidelity = -1;  // last fidelity reported in this attempt (-1: none yet)
-    std::string fidelity_error;    // set when the fidelity went backwards
+    double attempt_fidelity = -1;    // last fidelity reported in this attempt (-1: none yet)
+    std::string fidelity_error;      // set when the fidelity went backwards
     std::set<std::string> reported;  // every metric name the trial has reported
   };
 
@@ -308,7 +308,7 @@ class Dispatcher {
   // The failure policy's bounds are passed: why (FailureStop).
   std::optional<std::string> failure_stop_;
   double session_started_ = 0;  // Now() when this dispatcher was made: its bounds count from it
-  bool stopping_ = false;                  // BeginStop: winding down for the budget
+  bool stopping_ = false;       // BeginStop: winding down for the budget
   std::set<std::string> top_rung_barred_;  // SetTopRungRule
   std::string top_rung_why_;
   std::string stop_reason_;

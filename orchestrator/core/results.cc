@@ -176,7 +176,7 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
   if (!spec_bytes || !spec.ParseFromString(*spec_bytes)) {
     return absl::NotFoundError(absl::StrCat(run_dir, ": not a Sextant run directory (no spec)"));
   }
-  SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> state, store->GetMeta("state"));
+  SEXTANT_ASSIGN_OR_RETURN(const v1::RunState state, store->GetRunState());
   SEXTANT_ASSIGN_OR_RETURN(std::vector<TrialRow> trials, store->LoadTrials());
   SEXTANT_ASSIGN_OR_RETURN(std::vector<MeasurementRow> ms, store->LoadMeasurements());
   SEXTANT_ASSIGN_OR_RETURN(std::vector<EventRow> events, store->LoadEvents());
@@ -209,7 +209,7 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
   const bool maximize = spec.objective().goal() == v1::Objective::MAXIMIZE;
   nlohmann::json doc;
   doc["experiment"] = spec.name();
-  doc["state"] = state.value_or("UNKNOWN");
+  doc["state"] = RunStateName(state);
   // The cap as it holds now (resume --max-trials changes it).
   const bool one_federated_run = spec.has_federation() && spec.parameters_size() == 0;
   if (!one_federated_run) doc["max_trials"] = spec.search().max_trials();
@@ -471,7 +471,7 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows,
   }
   // Best first: the front (several objectives) or the best value, feasible before infeasible.
   auto rank = [&](const nlohmann::json& t) {
-    if (t["state"] != "COMPLETED") return 3;
+    if (t["state"] != TrialStateName(v1::COMPLETED)) return 3;
     if (!t.value("feasible", true)) return 2;
     return multi ? (front.count(t["id"].get<int64_t>()) ? 0 : 1) : 0;
   };

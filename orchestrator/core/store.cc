@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -278,6 +279,47 @@ absl::StatusOr<std::optional<std::string>> Store::GetMeta(const std::string& key
 }
 
 const std::string& TrialStateName(v1::TrialState state) { return v1::TrialState_Name(state); }
+
+const std::string& RunStateName(v1::RunState state) {
+  static const auto* names = [] {
+    auto* m = new std::map<v1::RunState, std::string>();
+    for (int i = v1::RunState_MIN; i <= v1::RunState_MAX; ++i) {
+      if (!v1::RunState_IsValid(i)) continue;
+      const auto state = static_cast<v1::RunState>(i);
+      const std::string& full = v1::RunState_Name(state);
+      (*m)[state] = state == v1::RUN_STATE_UNSPECIFIED ? "UNKNOWN" : full.substr(4);  // "RUN_"
+    }
+    return m;
+  }();
+  static const std::string unknown = "UNKNOWN";
+  auto it = names->find(state);
+  return it == names->end() ? unknown : it->second;
+}
+
+v1::RunState ParseRunState(absl::string_view name) {
+  v1::RunState state = v1::RUN_STATE_UNSPECIFIED;
+  if (name.empty() || name == "UNKNOWN" || name == "STATE_UNSPECIFIED" ||
+      !v1::RunState_Parse(absl::StrCat("RUN_", name), &state)) {
+    return v1::RUN_STATE_UNSPECIFIED;
+  }
+  return state;
+}
+
+absl::Status Store::SetRunState(v1::RunState state) {
+  return PutMeta("state", RunStateName(state));
+}
+
+absl::StatusOr<v1::RunState> Store::GetRunState() {
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> name, GetMeta("state"));
+  return name ? ParseRunState(*name) : v1::RUN_STATE_UNSPECIFIED;
+}
+
+absl::Status Store::EndRun(v1::RunState state, double time, const std::string& why) {
+  SEXTANT_RETURN_IF_ERROR(SetRunState(state));
+  SEXTANT_RETURN_IF_ERROR(PutTimeMeta("finished_at", time));
+  const std::string& name = RunStateName(state);
+  return AddEvent(time, "run_finished", 0, why.empty() ? name : absl::StrCat(name, ": ", why));
+}
 
 bool TrialEnded(v1::TrialState state) {
   return state == v1::COMPLETED || state == v1::PRUNED || state == v1::FAILED;

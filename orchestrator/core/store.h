@@ -106,6 +106,12 @@ struct CostRow {
 // Begin()/Commit() and acknowledges it only after Commit() returns OK.
 // Not thread-safe: the orchestrator owns one Store on its dispatch lock; readers
 // (`sextant status`, `results`) open their own read-only Store.
+// The name a run state is stored, reported and shown under: "COMPLETED" ("UNKNOWN" for
+// RUN_STATE_UNSPECIFIED).
+const std::string& RunStateName(v1::RunState state);
+// The state a stored name (RunStateName) stands for; RUN_STATE_UNSPECIFIED for anything else.
+v1::RunState ParseRunState(absl::string_view name);
+
 class Store {
  public:
   // Opens (creating when create is true) the database at path and its schema.
@@ -128,6 +134,13 @@ class Store {
   absl::Status PutMeta(const std::string& key, const std::string& value);
   // Returns nullopt when key is absent.
   absl::StatusOr<std::optional<std::string>> GetMeta(const std::string& key);
+  // The run's state (meta "state", by RunStateName): the one place it is written and read.
+  absl::Status SetRunState(v1::RunState state);
+  // RUN_STATE_UNSPECIFIED when none is recorded.
+  absl::StatusOr<v1::RunState> GetRunState();
+  // The run's end: its state, "finished_at" and a run_finished event ("STATE" or "STATE: why")
+  // at `time`. Group it in a transaction with what else the end changes.
+  absl::Status EndRun(v1::RunState state, double time, const std::string& why = "");
   // The run's times ("started_at", "finished_at"), in unix seconds exact to the microsecond.
   absl::Status PutTimeMeta(const std::string& key, double unix_seconds);
   // Returns nullopt when key is absent. A time that older versions wrote with 6 significant

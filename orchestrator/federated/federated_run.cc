@@ -93,13 +93,16 @@ std::vector<SenderReport> MergeBySender(const std::vector<SenderReport>& senders
     SenderReport& m = it->second;
     const double w = m.weight + s.weight, e = m.metrics.eval_weight + s.metrics.eval_weight;
     if (w > 0) {
-      m.metrics.train_loss = (m.metrics.train_loss * m.weight + s.metrics.train_loss * s.weight) / w;
+      m.metrics.train_loss =
+          (m.metrics.train_loss * m.weight + s.metrics.train_loss * s.weight) / w;
     }
     if (e > 0) {
-      m.metrics.eval_loss =
-          (m.metrics.eval_loss * m.metrics.eval_weight + s.metrics.eval_loss * s.metrics.eval_weight) / e;
+      m.metrics.eval_loss = (m.metrics.eval_loss * m.metrics.eval_weight +
+                             s.metrics.eval_loss * s.metrics.eval_weight) /
+                            e;
       m.metrics.eval_accuracy = (m.metrics.eval_accuracy * m.metrics.eval_weight +
-                                 s.metrics.eval_accuracy * s.metrics.eval_weight) / e;
+                                 s.metrics.eval_accuracy * s.metrics.eval_weight) /
+                                e;
     }
     m.metrics.eval_weight = e;
     m.weight = w;
@@ -130,7 +133,7 @@ class FederatedRun {
     absl::Status s = Prepare();
     if (s.ok()) s = Rounds();
     // A stop is an interrupt whatever else it broke on its way (a child it reached first).
-    if (!s.ok() && !absl::IsCancelled(s) && Stopping()) s = Interrupted("INTERRUPTED");
+    if (!s.ok() && !absl::IsCancelled(s) && Stopping()) s = Interrupted(v1::RUN_INTERRUPTED);
     if (session_.monitor()) {
       PublishMetrics();
       session_.monitor()->RunEnded();
@@ -241,7 +244,8 @@ class FederatedRun {
   // while it is read or written, never together with the round's mean.
   absl::Status AllocateGlobal(size_t n) {
     if (n >= kFileBackedFloats) {
-      SEXTANT_ASSIGN_OR_RETURN(MappedFloats file, MappedFloats::Create(fed_dir_ + "/global.f32", n));
+      SEXTANT_ASSIGN_OR_RETURN(MappedFloats file,
+                               MappedFloats::Create(fed_dir_ + "/global.f32", n));
       global_file_.emplace(std::move(file));
       global_ = global_file_->span();
     } else {
@@ -381,9 +385,9 @@ class FederatedRun {
     nlohmann::json j = {{"policy", policy}, {"selected", selected_}};
     if (!speeds_.estimates().empty()) j["seconds"] = speeds_.estimates();
     SEXTANT_RETURN_IF_ERROR(store_->PutMeta("client_selection", j.dump()));
-    return store_->AddEvent(EventTime(), "selection", 0,
-                            absl::StrCat("round=", round, " policy=", policy,
-                                         " clients=", absl::StrJoin(ids, ",")));
+    return store_->AddEvent(
+        EventTime(), "selection", 0,
+        absl::StrCat("round=", round, " policy=", policy, " clients=", absl::StrJoin(ids, ",")));
   }
 
   // Learns each client's delivery time from its region's report of a closed round.
@@ -844,8 +848,8 @@ class FederatedRun {
   absl::Status CompleteRound(int64_t round, const RoundOutcome& outcome,
                              const std::vector<SenderReport>& senders) {
     if (fed().secure_aggregation() && fed().update_compression() == "int8" && !fed().has_dp()) {
-      int8_ranges_ = SegmentClipsFromMean(outcome.mean, LayoutSegments(layout_),
-                                          kInt8RangeHeadroom, kInt8MinRange);
+      int8_ranges_ = SegmentClipsFromMean(outcome.mean, LayoutSegments(layout_), kInt8RangeHeadroom,
+                                          kInt8MinRange);
     }
     // A copy of the mean only to add central noise to; otherwise the step reads it in place.
     std::vector<float> noisy;
@@ -854,10 +858,10 @@ class FederatedRun {
       SEXTANT_RETURN_IF_ERROR(AddCentralNoise(noisy, outcome.total_weight));
     }
     // A file-backed model is stepped a range at a time, each range's pages given back at once.
-    SEXTANT_RETURN_IF_ERROR(optimizer_->Step(
-        global_, CentralNoise() ? noisy : outcome.mean, kStepRangeFloats, [&](size_t at, size_t n) {
-          if (global_file_) global_file_->Release(at, n);
-        }));
+    SEXTANT_RETURN_IF_ERROR(optimizer_->Step(global_, CentralNoise() ? noisy : outcome.mean,
+                                             kStepRangeFloats, [&](size_t at, size_t n) {
+                                               if (global_file_) global_file_->Release(at, n);
+                                             }));
     // The round's mean is spent: a large model's evaluation, checkpoint and files then read the
     // model without the mean beside it in memory.
     if (global_file_ && !buffered() && !hide_region_sums()) tier_->hub().ReleaseOutcome();
@@ -1020,8 +1024,8 @@ class FederatedRun {
         !buffered()) {
       deadline_said_ = p.round;
       *env_.out << "sextant: round " << p.round << ": the deadline passed with " << p.count
-                << " client updates in, fewer than min_clients "
-                << std::max(1, fed().min_clients()) << "; waiting for more\n"
+                << " client updates in, fewer than min_clients " << std::max(1, fed().min_clients())
+                << "; waiting for more\n"
                 << std::flush;
     }
   }
@@ -1031,11 +1035,11 @@ class FederatedRun {
   absl::Status RoundFailed(int64_t round, int64_t count) {
     ShowFailures();
     ++failed_in_a_row_;
-    const std::string line = absl::StrCat(
-        "round ", round, " failed: ", count, " client updates of min_clients ",
-        std::max(1, fed().min_clients()), "; ", failures_this_round_, " clients and ",
-        regions_failed_this_round_, " regions failed",
-        last_failure_.empty() ? "" : absl::StrCat(" (last: ", last_failure_, ")"));
+    const std::string line =
+        absl::StrCat("round ", round, " failed: ", count, " client updates of min_clients ",
+                     std::max(1, fed().min_clients()), "; ", failures_this_round_, " clients and ",
+                     regions_failed_this_round_, " regions failed",
+                     last_failure_.empty() ? "" : absl::StrCat(" (last: ", last_failure_, ")"));
     (void)store_->AddEvent(EventTime(), "round_failed", 0, line);
     *env_.out << "sextant: " << line << "\n" << std::flush;
     failures_this_round_ = 0;
@@ -1050,21 +1054,13 @@ class FederatedRun {
   // round's model stays (checkpoint and models/).
   absl::Status Failed(const std::string& why) {
     PutTrial(v1::FAILED);
-    SEXTANT_RETURN_IF_ERROR(RecordEnd("FAILED", why));
+    SEXTANT_RETURN_IF_ERROR(RecordEnd(v1::RUN_FAILED, why));
     return absl::AbortedError(absl::StrCat("the federated run failed: ", why));
   }
 
-  // The run's final state, its end time and its run_finished event ("STATE" or "STATE: why").
-  absl::Status RecordEnd(const std::string& state, const std::string& why = "") {
-    absl::Status s = store_->PutMeta("state", state);
-    if (s.ok()) {
-      s = store_->PutTimeMeta("finished_at", absl::ToUnixMicros(env_.clock->Now()) / 1e6);
-    }
-    if (s.ok()) {
-      s = store_->AddEvent(EventTime(), "run_finished", 0,
-                           why.empty() ? state : absl::StrCat(state, ": ", why));
-    }
-    return s;
+  // The run's final state, its end time and its run_finished event (Store::EndRun).
+  absl::Status RecordEnd(v1::RunState state, const std::string& why = "") {
+    return store_->EndRun(state, absl::ToUnixMicros(env_.clock->Now()) / 1e6, why);
   }
 
   // Participants started by hand: says what to start where.
@@ -1120,8 +1116,8 @@ class FederatedRun {
 
   // The exit code for a wait that Interruption() ended.
   absl::Status StoppedBy(const absl::Status& why) {
-    if (absl::IsCancelled(why)) return Interrupted("INTERRUPTED");
-    if (absl::IsResourceExhausted(why)) return Interrupted("BUDGET_EXHAUSTED");
+    if (absl::IsCancelled(why)) return Interrupted(v1::RUN_INTERRUPTED);
+    if (absl::IsResourceExhausted(why)) return Interrupted(v1::RUN_BUDGET_EXHAUSTED);
     return why;
   }
 
@@ -1203,41 +1199,41 @@ class FederatedRun {
     PutTrial(v1::COMPLETED);
     const std::string line = absl::StrCat("stopped after round ", last_round_,
                                           ": the privacy budget is spent (", why.message(), ")");
-    SEXTANT_RETURN_IF_ERROR(RecordEnd("EPSILON_EXHAUSTED", line));
+    SEXTANT_RETURN_IF_ERROR(RecordEnd(v1::RUN_EPSILON_EXHAUSTED, line));
     *env_.out << "sextant: " << spec_.name() << " " << line
               << "; val_accuracy=" << absl::StrFormat("%.4f", last_eval_.accuracy) << "\n";
     return absl::OkStatus();
   }
 
-  absl::Status Interrupted(const std::string& state) {
+  absl::Status Interrupted(v1::RunState state) {
     // The budget ends the run normally: its model is final. An interrupted run resumes.
-    if (state != "INTERRUPTED" && last_round_ >= 1) {
+    if (state != v1::RUN_INTERRUPTED && last_round_ >= 1) {
       SEXTANT_RETURN_IF_ERROR(WriteModelFile("final.safetensors"));
     }
-    (void)store_->PutMeta("state", state);
+    (void)store_->SetRunState(state);
     *env_.out << "sextant: stopped after round " << last_round_
               << "; continue with: sextant resume " << run_dir_path_ << "\n";
-    return state == "INTERRUPTED" ? absl::CancelledError("interrupted") : absl::OkStatus();
+    return state == v1::RUN_INTERRUPTED ? absl::CancelledError("interrupted") : absl::OkStatus();
   }
 
   absl::Status Finish() {
     // Every round failed: there is no model to report, and no score (never a made-up 0).
     if (last_round_ == 0) {
-      return Failed(absl::StrCat("no round completed: every one of the ", fed().rounds(),
-                                 " rounds failed", last_failure_.empty() ? "" : " (last: ",
-                                 last_failure_, last_failure_.empty() ? "" : ")",
-                                 ". Each participant's log is in ", run_dir_->logs_dir()));
+      return Failed(absl::StrCat(
+          "no round completed: every one of the ", fed().rounds(), " rounds failed",
+          last_failure_.empty() ? "" : " (last: ", last_failure_, last_failure_.empty() ? "" : ")",
+          ". Each participant's log is in ", run_dir_->logs_dir()));
     }
     if (failed_in_a_row_ > 0) {
-      *env_.out << "sextant: the last " << failed_in_a_row_
-                << " rounds failed; the model is round " << last_round_ << "'s\n";
+      *env_.out << "sextant: the last " << failed_in_a_row_ << " rounds failed; the model is round "
+                << last_round_ << "'s\n";
     }
     if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed at the end: evaluate again
       (void)Evaluate(last_round_);
     }
     if (last_round_ >= 1) SEXTANT_RETURN_IF_ERROR(WriteModelFile("final.safetensors"));
     PutTrial(v1::COMPLETED);
-    SEXTANT_RETURN_IF_ERROR(RecordEnd("COMPLETED"));
+    SEXTANT_RETURN_IF_ERROR(RecordEnd(v1::RUN_COMPLETED));
     *env_.out << absl::StrFormat(
         "sextant: %s finished: val_accuracy=%.4f val_loss=%.4f after %d rounds\n", spec_.name(),
         last_eval_.accuracy, last_eval_.loss, last_round_);
@@ -1286,7 +1282,7 @@ class FederatedRun {
   Store* const store_;
   std::string fed_dir_, ckpt_dir_, experiment_id_, previous_file_;
   std::unique_ptr<RoundsTable> rounds_;
-  ClientSpeeds speeds_;                     // federation.client_selection
+  ClientSpeeds speeds_;                      // federation.client_selection
   std::map<std::string, int64_t> selected_;  // rounds each client was selected for
   std::string spec_file_;  // the experiment, for the participants and the evaluator
   std::unique_ptr<GlobalEvaluator> evaluator_;
@@ -1305,11 +1301,11 @@ class FederatedRun {
   int64_t region_rejections_ = 0;  // the regions' round's rejections already counted
   int64_t last_round_ = 0;
   int64_t published_round_ = -1;
-  int failed_in_a_row_ = 0;       // synchronous rounds that failed since the last completed one
+  int failed_in_a_row_ = 0;          // synchronous rounds that failed since the last completed one
   int64_t failures_this_round_ = 0;  // client failures reported since the last round ended
   int64_t regions_failed_this_round_ = 0;
-  std::string last_failure_;         // the last client's (or else region's) failure, one line
-  int64_t deadline_said_ = -1;       // the round whose passed deadline was said
+  std::string last_failure_;    // the last client's (or else region's) failure, one line
+  int64_t deadline_said_ = -1;  // the round whose passed deadline was said
   ModelScore last_eval_;
   absl::Time start_;
   std::vector<Child> children_;

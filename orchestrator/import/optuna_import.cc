@@ -323,7 +323,8 @@ std::string HeaderYaml(const Plan& plan, const std::string& given_dir) {
       absl::StrJoin(tokens, " "), "\"), add `warm_start: {runs: [", abs_dir,
       "]}`\n"
       "# under search: so that the sampler starts from these trials, and start a new run:\n"
-      "#   sextant run experiment.yaml --run-dir runs/", plan.name,
+      "#   sextant run experiment.yaml --run-dir runs/",
+      plan.name,
       "-2\n"
       "#\n"
       "# Categorical values are Python's str() of Optuna's choices. User attributes are the\n"
@@ -468,7 +469,7 @@ absl::Status WriteStore(const Plan& plan, const std::string& db_path) {
   absl::Status s = store->PutMeta("spec", plan.spec.SerializeAsString());
   if (s.ok()) s = store->PutTimeMeta("started_at", started);
   if (s.ok()) s = store->PutTimeMeta("finished_at", finished > 0 ? finished : plan.imported_at);
-  if (s.ok()) s = store->PutMeta("state", open ? "INTERRUPTED" : "COMPLETED");
+  if (s.ok()) s = store->SetRunState(open ? v1::RUN_INTERRUPTED : v1::RUN_COMPLETED);
   // The storage path comes from the command line and need not be UTF-8.
   if (s.ok()) {
     s = store->PutMeta("optuna_import",

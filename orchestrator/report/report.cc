@@ -116,7 +116,7 @@ std::string Banners(const ReportData& d, bool any_completed, int refresh_seconds
                         ? absl::StrCat("; this page updates every ", refresh_seconds,
                                        " s and says when the run has ended.</div>")
                         : "; run <code>sextant report</code> again for newer data.</div>");
-  } else if (d.state == "RUNNING") {
+  } else if (d.state == v1::RUN_RUNNING) {
     absl::StrAppend(&out,
                     "<div class=\"banner warn\" id=\"run-stopped\"><strong>The run stopped "
                     "without finishing</strong> (no orchestrator holds its directory). "
@@ -223,7 +223,7 @@ std::string Summary(const ReportData& d) {
     row("Constraints", "summary-constraints", r["constraints"], absl::StrJoin(shown, ", "));
     int infeasible = 0;
     for (const auto& t : r["trials"]) {
-      if (t["state"] == "COMPLETED" && !t.value("feasible", true)) ++infeasible;
+      if (t["state"] == TrialStateName(v1::COMPLETED) && !t.value("feasible", true)) ++infeasible;
     }
     row("Infeasible trials", "summary-infeasible", infeasible,
         absl::StrCat(infeasible, " completed trials broke a constraint"));
@@ -335,7 +335,7 @@ std::string RenderReportHtml(const ReportData& d, const ReportHtmlOptions& optio
       refresh > 0 ? "; connect-src 'self'" : "", "\"><title>", EscapeXml(title), "</title><style>",
       kStyle, "</style></head><body>", "<h1>", EscapeXml(title),
       "</h1><p class=\"meta\">Run directory <code>", EscapeXml(d.run_dir), "</code> &#183; state ",
-      EscapeXml(d.state), d.in_progress ? " (in progress)" : "", " &#183; ",
+      EscapeXml(RunStateName(d.state)), d.in_progress ? " (in progress)" : "", " &#183; ",
       EscapeXml(SearchLine(d)), " &#183; generated ", EscapeXml(Time(d.generated_at)), "</p>");
   absl::StrAppend(&html, Banners(d, AnyCompleted(d), refresh));
   absl::StrAppend(&html, Section("summary", "Summary"), Summary(d));

@@ -207,8 +207,7 @@ absl::StatusOr<ReportData> LoadReportData(const std::string& run_dir, absl::Time
   if (!spec || !d.spec.ParseFromString(*spec)) {
     return absl::NotFoundError(absl::StrCat(run_dir, ": not a Sextant run directory (no spec)"));
   }
-  SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> state, store->GetMeta("state"));
-  d.state = state.value_or("UNKNOWN");
+  SEXTANT_ASSIGN_OR_RETURN(d.state, store->GetRunState());
   SEXTANT_ASSIGN_OR_RETURN(d.trials, store->LoadTrials());
   SEXTANT_ASSIGN_OR_RETURN(d.measurements, store->LoadMeasurements());
   SEXTANT_ASSIGN_OR_RETURN(d.events, store->LoadEvents());

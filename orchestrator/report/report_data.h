@@ -62,11 +62,11 @@ struct TelemetryRecord {
 struct ReportData {
   std::string run_dir;
   v1::ExperimentSpec spec;
-  nlohmann::json results;    // LoadResults(run_dir): the summary uses exactly these numbers
-  std::string state;         // the run's stored state (RUNNING, COMPLETED, INTERRUPTED, ...)
-  bool in_progress = false;  // another process holds the run directory's lock
-  double started_at = 0;     // unix seconds: the run's start (its first record when unknown)
-  double generated_at = 0;   // unix seconds: when the report was made
+  nlohmann::json results;  // LoadResults(run_dir): the summary uses exactly these numbers
+  v1::RunState state = v1::RUN_STATE_UNSPECIFIED;  // the run's stored state
+  bool in_progress = false;                        // another process holds the run directory's lock
+  double started_at = 0;    // unix seconds: the run's start (its first record when unknown)
+  double generated_at = 0;  // unix seconds: when the report was made
   std::vector<TrialRow> trials;
   std::vector<MeasurementRow> measurements;
   std::vector<EventRow> events;

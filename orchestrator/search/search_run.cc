@@ -257,7 +257,8 @@ class SearchRun {
       if (fatal.ok() && trial_service_) fatal = trial_service_->fatal_error();
       if (!fatal.ok()) {
         progress.Finish(Stats());
-        (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("FAILED"); });
+        (void)service_->WithDispatcher(
+            [](Dispatcher& d) { return d.MarkRunState(v1::RUN_FAILED); });
         return fatal;
       }
       DispatchStats stats = Stats();
@@ -270,8 +271,8 @@ class SearchRun {
       if (service_->WithDispatcher([](Dispatcher& d) { return d.Finished(); })) {
         // The last trial may have ended between Stats() above and Finished(): draw them anew.
         progress.Finish(Stats());
-        SEXTANT_RETURN_IF_ERROR(
-            service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("COMPLETED"); }));
+        SEXTANT_RETURN_IF_ERROR(service_->WithDispatcher(
+            [](Dispatcher& d) { return d.MarkRunState(v1::RUN_COMPLETED); }));
         PrintSummary();
         return absl::OkStatus();
       }
@@ -291,7 +292,7 @@ class SearchRun {
         absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
         if (s.ok())
           s = service_->WithDispatcher(
-              [&](Dispatcher& d) { return d.MarkRunState("INTERRUPTED"); });
+              [&](Dispatcher& d) { return d.MarkRunState(v1::RUN_INTERRUPTED); });
         SEXTANT_RETURN_IF_ERROR(s);
         *env_.out
             << "sextant: interrupted; running trials were cancelled. Continue with: sextant resume "
@@ -301,7 +302,8 @@ class SearchRun {
       if (trial_service_) continue;  // no workers: clients come and go
       ReapWorkers(/*replace=*/true);
       if (workers_.empty()) {
-        (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("FAILED"); });
+        (void)service_->WithDispatcher(
+            [](Dispatcher& d) { return d.MarkRunState(v1::RUN_FAILED); });
         return absl::UnavailableError(absl::StrCat("every local worker has exited; see ",
                                                    run_dir_->logs_dir(), "/worker-*.log"));
       }
@@ -534,7 +536,7 @@ class SearchRun {
     if (stuck.empty()) return std::nullopt;
     progress.Finish(Stats());
     if (!absl::StartsWith(stuck, "the budget")) {
-      (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState("FAILED"); });
+      (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState(v1::RUN_FAILED); });
       return absl::UnavailableError(absl::StrCat(stuck, "; see ", run_dir_->logs_dir()));
     }
     return WindDown(progress, absl::StrCat("budget.max_cost reached: ", stuck),
@@ -551,7 +553,8 @@ class SearchRun {
     progress.Finish(Stats());
     absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
     if (s.ok()) {
-      s = service_->WithDispatcher([&](Dispatcher& d) { return d.MarkRunState("FAILED", why); });
+      s = service_->WithDispatcher(
+          [&](Dispatcher& d) { return d.MarkRunState(v1::RUN_FAILED, why); });
     }
     SEXTANT_RETURN_IF_ERROR(s);
     PrintSummary();
@@ -591,7 +594,7 @@ class SearchRun {
     absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
     if (s.ok())
       s = service_->WithDispatcher(
-          [](Dispatcher& d) { return d.MarkRunState("BUDGET_EXHAUSTED"); });
+          [](Dispatcher& d) { return d.MarkRunState(v1::RUN_BUDGET_EXHAUSTED); });
     SEXTANT_RETURN_IF_ERROR(s);
     *env_.out << "sextant: " << why << "; running trials checkpointed and stopped. Continue with a "
               << "raised budget: sextant resume " << run_dir_path_ << " " << raise << "\n";

@@ -48,7 +48,7 @@ std::pair<double, bool> PlannedUnits(const v1::Search& s) {
 // whole search would have cost at the cost per unit of work so far.
 std::string Unfinished(const v1::ExperimentSpec& spec, const SimulationResult& r,
                        const std::string& currency) {
-  if (r.state == "COMPLETED" || r.finished >= r.max_trials) return "";
+  if (r.state == v1::RUN_COMPLETED || r.finished >= r.max_trials) return "";
   std::string out = absl::StrFormat(
       "not finished: %d of the %d trials (%d paused at a rung, %d cut off by the run's end, %d "
       "never started; %.0f instance-seconds of work handed back at the end)\n",
@@ -123,8 +123,8 @@ int RunSimulateCommand(const std::string& file, const std::string& run_dir, std:
   }
   const SimulationResult& r = *result;
   const std::string currency = spec.budget().currency().empty() ? "USD" : spec.budget().currency();
-  out << absl::StrFormat("sextant: simulated %s in %s (%s: %s)\n", spec.name(), dir, r.state,
-                         r.message);
+  out << absl::StrFormat("sextant: simulated %s in %s (%s: %s)\n", spec.name(), dir,
+                         RunStateName(r.state), r.message);
   out << absl::StrFormat("cost:        %.2f %s%s\n", r.cost, currency,
                          spec.budget().has_max_cost()
                              ? absl::StrFormat(" of budget %.2f", spec.budget().max_cost())

@@ -391,7 +391,7 @@ class Simulator::Impl {
   absl::StatusOr<FleetRoundResult> Round();
   // Runs rounds every tick until no trial runs or the wind-down is over.
   absl::Status WindDown(const std::string& why);
-  absl::Status Finish(const std::string& state, const std::string& why);
+  absl::Status Finish(v1::RunState state, const std::string& why);
   absl::Status Event(const std::string& kind, const std::string& message);
 
   v1::ExperimentSpec spec_;
@@ -490,10 +490,10 @@ absl::Status Simulator::Impl::WindDown(const std::string& why) {
     SEXTANT_RETURN_IF_ERROR(Round().status());
   }
   SEXTANT_RETURN_IF_ERROR(dispatcher_->Interrupt());
-  return Finish("BUDGET_EXHAUSTED", why);
+  return Finish(v1::RUN_BUDGET_EXHAUSTED, why);
 }
 
-absl::Status Simulator::Impl::Finish(const std::string& state, const std::string& why) {
+absl::Status Simulator::Impl::Finish(v1::RunState state, const std::string& why) {
   if (!lost_before_stop_) lost_before_stop_ = cloud_->lost_seconds();
   fleet_->TerminateAll();
   fleet_->Reap(/*force=*/true);
@@ -516,8 +516,8 @@ absl::StatusOr<SimulationResult> Simulator::Impl::Run() {
     SEXTANT_ASSIGN_OR_RETURN(FleetRoundResult r, Round());
     ++rounds;
     if (dispatcher_->Finished()) {
-      SEXTANT_RETURN_IF_ERROR(
-          Finish("COMPLETED", has_scheduler_ ? "the schedule finished" : "every trial finished"));
+      SEXTANT_RETURN_IF_ERROR(Finish(
+          v1::RUN_COMPLETED, has_scheduler_ ? "the schedule finished" : "every trial finished"));
       break;
     }
     if (wall > 0 && Elapsed() + kEps >= wall) {
@@ -534,14 +534,15 @@ absl::StatusOr<SimulationResult> Simulator::Impl::Run() {
       if (absl::StartsWith(r.stuck, "the budget")) {
         SEXTANT_RETURN_IF_ERROR(WindDown(absl::StrCat("budget.max_cost reached: ", r.stuck)));
       } else {
-        SEXTANT_RETURN_IF_ERROR(Finish("FAILED", r.stuck));
+        SEXTANT_RETURN_IF_ERROR(Finish(v1::RUN_FAILED, r.stuck));
       }
       break;
     }
     // Nothing runs, boots or is due, and the fleet starts nothing: the run cannot go on.
     quiet_rounds = cloud_->Quiet() ? quiet_rounds + 1 : 0;
     if (quiet_rounds > 3) {
-      SEXTANT_RETURN_IF_ERROR(Finish("FAILED", "nothing more can run: no instance and no work"));
+      SEXTANT_RETURN_IF_ERROR(
+          Finish(v1::RUN_FAILED, "nothing more can run: no instance and no work"));
       break;
     }
     absl::Time next = clock_.Now() + tick_;

@@ -32,9 +32,9 @@ struct PoolSummary {
 
 // What a simulated run did. Times are virtual seconds unless named real.
 struct SimulationResult {
-  std::string state;        // COMPLETED | BUDGET_EXHAUSTED | FAILED
-  std::string message;      // why it ended, for people
-  double cost = 0;          // the ledger's total
+  v1::RunState state = v1::RUN_STATE_UNSPECIFIED;  // COMPLETED, BUDGET_EXHAUSTED or FAILED
+  std::string message;                             // why it ended, for people
+  double cost = 0;                                 // the ledger's total
   double wall_seconds = 0;  // virtual time from start to the end of the last instance
   int preemptions = 0;      // attempts ended by a spot interruption
   int interruptions = 0;    // spot instances taken back (busy or idle)

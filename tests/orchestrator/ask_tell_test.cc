@@ -334,7 +334,7 @@ TEST_F(AskTellTest, TellOfATrialCancelledByAnInterruptSaysSo) {
   Open();
   v1::AskedTrial t = Ask(1).at(0);
   ASSERT_TRUE(dispatcher_->Interrupt().ok());  // Ctrl-C in `sextant run`
-  ASSERT_TRUE(dispatcher_->MarkRunState("INTERRUPTED").ok());
+  ASSERT_TRUE(dispatcher_->MarkRunState(v1::RUN_INTERRUPTED).ok());
   Open();  // `sextant tell` offline, or `sextant resume`
   const Snapshot before = Stored();
   auto late = core_->Tell(TellOf(t, 0.5), "");

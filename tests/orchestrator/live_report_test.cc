@@ -26,7 +26,7 @@ std::string SmallRun(const std::string& name) {
   testing::SyntheticRunOptions o;
   o.trials = 12;
   o.epochs = 3;
-  o.state = "RUNNING";
+  o.state = v1::RUN_RUNNING;
   testing::BuildSyntheticRun(dir, o);
   return dir;
 }

@@ -105,7 +105,8 @@ TEST(PlotScaleTest, DegenerateDomainStillMapsInsideTheRange) {
 // Round numbers are whole: a linear scale over two rounds would tick at 0.5 and 1.5.
 TEST(PlotScaleTest, WholeScaleTicksOnlyOnWholeNumbers) {
   std::vector<std::string> labels;
-  for (const auto& [v, label] : PlotScale::Whole(0.5, 2.5, 0, 800).Ticks(8)) labels.push_back(label);
+  for (const auto& [v, label] : PlotScale::Whole(0.5, 2.5, 0, 800).Ticks(8))
+    labels.push_back(label);
   EXPECT_THAT(labels, ::testing::ElementsAre("1", "2"));
   labels.clear();
   for (const auto& [v, label] : PlotScale::Whole(0.5, 40.5, 0, 800).Ticks(8)) {
@@ -293,7 +294,7 @@ TEST_F(ReportTest, MarkupInParameterValuesAndErrorsIsEscapedEverywhere) {
 TEST_F(ReportTest, LiveRunIsReportedSoFarAndMarkedInProgress) {
   testing::SyntheticRunOptions o;
   o.trials = 40;
-  o.state = "RUNNING";
+  o.state = v1::RUN_RUNNING;
   testing::BuildSyntheticRun(dir_ + "/run", o);
   auto lock = RunDir::Acquire(dir_ + "/run");  // as a live orchestrator would hold it
   ASSERT_TRUE(lock.ok()) << lock.status();
@@ -309,7 +310,7 @@ TEST_F(ReportTest, LiveRunIsReportedSoFarAndMarkedInProgress) {
 TEST_F(ReportTest, RunLeftRunningWithoutItsOrchestratorSaysHowToResume) {
   testing::SyntheticRunOptions o;
   o.trials = 20;
-  o.state = "RUNNING";
+  o.state = v1::RUN_RUNNING;
   testing::BuildSyntheticRun(dir_ + "/run", o);
   std::string html = Report(dir_ + "/run");
   EXPECT_THAT(html, Not(HasSubstr("id=\"run-in-progress\"")));
@@ -717,9 +718,11 @@ TEST_F(ReportTest, RoundChartsTickOnWholeRoundsOnOneSharedAxis) {
   testing::BuildSyntheticRun(dir_ + "/run", o);
   WriteTwoRounds(dir_ + "/run");
   std::string html = Report(dir_ + "/run");
-  const std::map<std::string, std::string> reference = XTicks(Svg(html, "chart-federated-accuracy"));
+  const std::map<std::string, std::string> reference =
+      XTicks(Svg(html, "chart-federated-accuracy"));
   EXPECT_EQ(reference.size(), 2u) << Svg(html, "chart-federated-accuracy");
-  EXPECT_TRUE(reference.count("1") && reference.count("2")) << Svg(html, "chart-federated-accuracy");
+  EXPECT_TRUE(reference.count("1") && reference.count("2"))
+      << Svg(html, "chart-federated-accuracy");
   for (const char* id :
        {"chart-federated-loss", "chart-federated-epsilon", "chart-federated-clients"}) {
     const std::string svg = Svg(html, id);

@@ -58,7 +58,7 @@ void BuildSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
   Check(store.Begin());
   Check(store.PutMeta("spec", spec.SerializeAsString()));
   Check(store.PutMeta("started_at", absl::StrCat(static_cast<int64_t>(t0))));
-  Check(store.PutMeta("state", o.state));
+  Check(store.SetRunState(o.state));
   for (int w = 1; w <= o.workers; ++w) {
     Check(store.AddWorker(w, "local", "local", "host", 1000 + w, t0));
     Check(store.AddEvent(t0, "worker_registered", 0, absl::StrCat("worker ", w)));
@@ -86,7 +86,7 @@ void BuildSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
   std::vector<double> sorted;
   for (const Plan& p : plans) sorted.push_back(p.floor);
   std::sort(sorted.begin(), sorted.end());
-  const int running_from = o.state == "RUNNING" ? o.trials - o.workers : o.trials;
+  const int running_from = o.state == v1::RUN_RUNNING ? o.trials - o.workers : o.trials;
   for (int i = 0; i < o.trials; ++i) {
     const Plan& p = plans[i];
     double q = static_cast<double>(std::lower_bound(sorted.begin(), sorted.end(), p.floor) -
@@ -159,9 +159,9 @@ void BuildSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
     }
     Check(store.PutTrial(t));
   }
-  if (o.state == "COMPLETED")
+  if (o.state == v1::RUN_COMPLETED)
     Check(store.AddEvent(*std::max_element(free_at.begin(), free_at.end()), "run_finished", 0,
-                         "COMPLETED"));
+                         RunStateName(o.state)));
   Check(store.Commit());
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "sextant/v1/trial.pb.h"
 
 namespace sextant::testing {
 
@@ -14,9 +15,9 @@ struct SyntheticRunOptions {
   int trials = 1000;
   int epochs = 27;  // measurements per completed trial
   int workers = 8;
-  std::string state = "COMPLETED";  // the run's stored state
-  bool all_failed = false;          // every trial FAILED (no value)
-  std::string odd_category;         // an extra categorical value, e.g. markup for escaping tests
+  v1::RunState state = v1::RUN_COMPLETED;  // the run's stored state
+  bool all_failed = false;                 // every trial FAILED (no value)
+  std::string odd_category;  // an extra categorical value, e.g. markup for escaping tests
   std::string name = "synthetic";
 };
 

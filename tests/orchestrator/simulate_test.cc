@@ -97,7 +97,7 @@ TEST(SimulatorTest, AshaRunCompletesAndWritesARunDirectoryThatResultsReads) {
   ASSERT_TRUE(sim.ok()) << sim.status();
   auto r = (*sim)->Run();
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->state, "COMPLETED") << r->message;
+  EXPECT_EQ(r->state, v1::RUN_COMPLETED) << r->message;
   EXPECT_EQ(r->trials, 27);
   EXPECT_GT(r->completed, 0);
   EXPECT_LE(r->max_live_instances, 4);
@@ -133,7 +133,7 @@ TEST(SimulatorTest, PreemptedTrialsResumeFromCheckpointAndEndExactlyAtTheirTarge
   ASSERT_TRUE(sim.ok());
   auto r = (*sim)->Run();
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->state, "COMPLETED") << r->message;
+  EXPECT_EQ(r->state, v1::RUN_COMPLETED) << r->message;
   EXPECT_GT(r->preemptions, 3);
   EXPECT_GT(r->lost_seconds, 0);
   TempDir dir;
@@ -237,9 +237,9 @@ TEST(SimulatorTest, BudgetIsNeverExceededAcrossRandomizedRuns) {
     s.placement =
         std::vector<std::string>{"cheapest", "spot_first", "on_demand", "mixed"}[rng() % 4];
     SimulationResult r = Simulate(loaded.spec, s);
-    ASSERT_NE(r.state, "FAILED") << yaml << r.message;
+    ASSERT_NE(r.state, v1::RUN_FAILED) << yaml << r.message;
     EXPECT_LE(r.cost, max_cost + r.overshoot_allowance + 1e-9) << yaml;
-    exhausted += r.state == "BUDGET_EXHAUSTED";
+    exhausted += r.state == v1::RUN_BUDGET_EXHAUSTED;
   }
   EXPECT_GT(exhausted, 20);  // the cap was actually reached in many runs
 }
@@ -252,7 +252,7 @@ TEST(SimulatorTest, WallTimeLimitEndsTheRunWithinTheWindDownAfterTheDeadline) {
                     "max_instances: 2}\n",
                     200, 2, "budget: {max_wall_time: 1h}\n"));
   SimulationResult r = Simulate(spec);
-  EXPECT_EQ(r.state, "BUDGET_EXHAUSTED");
+  EXPECT_EQ(r.state, v1::RUN_BUDGET_EXHAUSTED);
   EXPECT_GE(r.wall_seconds, 3600);
   EXPECT_LE(r.wall_seconds, 3600 + 10 + 20 + 5);
 }
@@ -393,7 +393,7 @@ TEST(SimulatorTest, ThousandInstancesTenThousandTrialsSimulateWithinAMinute) {
   SimulationSettings s;
   s.spot_rate_per_day = 5;
   SimulationResult r = Simulate(spec, s);
-  EXPECT_EQ(r.state, "COMPLETED") << r.message;
+  EXPECT_EQ(r.state, v1::RUN_COMPLETED) << r.message;
   EXPECT_EQ(r.trials, 10000);
   EXPECT_EQ(r.max_live_instances, 1000);
   EXPECT_LT(r.real_seconds, 60);
@@ -436,7 +436,7 @@ TEST(SimulatorTest, SeveralObjectivesWithCostGiveAFrontAndCostFollowsTheTimeExpr
   ASSERT_TRUE(sim.ok()) << sim.status();
   auto r = (*sim)->Run();
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->state, "COMPLETED") << r->message;
+  EXPECT_EQ(r->state, v1::RUN_COMPLETED) << r->message;
   EXPECT_FALSE(r->best_value.has_value());  // several objectives: no single best
   TempDir dir;
   absl::StatusOr<nlohmann::json> results = WriteAndLoadResults(**sim, dir.path());
@@ -475,7 +475,7 @@ TEST(SimulatorTest, EverySamplerRunsSeveralObjectivesUnderSimulate) {
   for (const char* sampler : {"random", "sobol", "tpe", "bayesian", "nsga2"}) {
     v1::ExperimentSpec spec = Spec(CostFrontYaml(sampler));
     SimulationResult r = Simulate(spec);
-    EXPECT_EQ(r.state, "COMPLETED") << sampler << ": " << r.message;
+    EXPECT_EQ(r.state, v1::RUN_COMPLETED) << sampler << ": " << r.message;
     EXPECT_EQ(r.trials, 40) << sampler;
   }
 }
@@ -489,7 +489,7 @@ TEST(SimulatorTest, MoAshaRanksOnEveryObjective) {
                "objectives: [{metric: loss}, {metric: cost}]");
   v1::ExperimentSpec spec = Spec(yaml);
   SimulationResult r = Simulate(spec);
-  EXPECT_EQ(r.state, "COMPLETED") << r.message;
+  EXPECT_EQ(r.state, v1::RUN_COMPLETED) << r.message;
   EXPECT_EQ(r.trials, 30);
   EXPECT_GT(r.completed, 0);
 }

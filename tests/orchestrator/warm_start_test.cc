@@ -130,7 +130,7 @@ class DispatchedRun {
 
   void Close() {
     if (dispatcher_) {
-      EXPECT_TRUE(dispatcher_->MarkRunState("COMPLETED").ok());
+      EXPECT_TRUE(dispatcher_->MarkRunState(v1::RUN_COMPLETED).ok());
     }
     dispatcher_.reset();
     store_.reset();
