@@ -78,18 +78,22 @@ Eigen::VectorXd BestBoxCox(const Eigen::VectorXd& y) {
   return BoxCox(positive, best_lambda);
 }
 
-// Values above the median are compressed logarithmically, with unit slope at the median and
-// the scale of the better half (median - min), so that a few huge values cannot flatten the
-// good region, while the good half keeps its shape.
+// Values above the upper quartile are compressed logarithmically, with unit slope at the
+// quartile and the scale of the better three quarters (quartile - min), so that a few huge
+// values cannot flatten the good region, while the good region keeps its shape. The knee was
+// at the median: once half the trials lay in Rosenbrock's valley, it crossed the valley's
+// walls, whose quadratic rise then turned into a crease that the GP could follow only with
+// short lengthscales, and it stopped extrapolating along the valley (bench/hpo).
 Eigen::VectorXd TailLog(const Eigen::VectorXd& y) {
   std::vector<double> sorted(y.data(), y.data() + y.size());
-  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
-  const double median = sorted[sorted.size() / 2];
-  double scale = median - y.minCoeff();
-  if (!(scale > 0)) scale = y.maxCoeff() - median;
+  const size_t k = sorted.size() * 3 / 4;
+  std::nth_element(sorted.begin(), sorted.begin() + k, sorted.end());
+  const double knee = sorted[k];
+  double scale = knee - y.minCoeff();
+  if (!(scale > 0)) scale = y.maxCoeff() - knee;
   if (!(scale > 0)) return y;
-  return y.unaryExpr([median, scale](double v) {
-    return v <= median ? v : median + scale * std::log1p((v - median) / scale);
+  return y.unaryExpr([knee, scale](double v) {
+    return v <= knee ? v : knee + scale * std::log1p((v - knee) / scale);
   });
 }
 

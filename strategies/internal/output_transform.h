@@ -12,7 +12,7 @@ enum class OutputWarp {
   kRankGaussian,  // Gaussian copula: normal scores of the (tie-averaged) ranks
   kLog,           // log(y - min + c), with c the median's distance to min
   kBoxCox,        // Box–Cox of (y - min + c), λ in [-1, 2] by maximum likelihood
-  kTailLog,       // identity up to the median, logarithmic above it
+  kTailLog,       // identity up to the upper quartile, logarithmic above it
 };
 
 // Returns the warped values standardised to mean 0 and standard deviation 1 (all zeros when

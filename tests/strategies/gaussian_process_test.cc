@@ -187,6 +187,27 @@ TEST(GaussianProcessTest, TiedLengthscalesComeOutEqualAndOthersStayFree) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(GaussianProcessTest, DefaultNoiseFloorLetsANoiselessFitInterpolateTinyDifferences) {
+  // A smooth noiseless function whose values near its minimum differ by less than 1e-3 of
+  // their spread: the fit must be free to take the noise well below 1e-6, so that the
+  // posterior mean still ranks those points as the data do.
+  const int n = 40;
+  Eigen::MatrixXd x(n, 1);
+  Eigen::VectorXd y(n);
+  for (int i = 0; i < n; ++i) {
+    x(i, 0) = i < 30 ? std::fmod(0.618034 * i, 1.0) : 0.3 + 0.001 * (i - 30);
+    y[i] = 1000 * std::pow(x(i, 0) - 0.3, 2) + std::pow(x(i, 0) - 0.3, 4);
+  }
+  y = (y.array() - y.mean()) / std::sqrt((y.array() - y.mean()).square().mean());
+  absl::StatusOr<GpHyperparameters> h = FitGpHyperparameters(x, y, GpFitOptions());
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_LT(h->noise_variance, 1e-8);
+  absl::StatusOr<GaussianProcess> gp = GaussianProcess::Fit(x, y, *h);
+  ASSERT_TRUE(gp.ok()) << gp.status();
+  const Eigen::VectorXd mean = gp->Predict(x.bottomRows(10)).mean;
+  for (int i = 1; i < 10; ++i) EXPECT_LT(mean[i - 1], mean[i]) << i;
+}
+
 TEST(GaussianProcessTest, DuplicatePointsWithoutNoiseEscalateJitterInsteadOfFailing) {
   Eigen::MatrixXd x(3, 1);
   x << 0.4, 0.4, 0.4;

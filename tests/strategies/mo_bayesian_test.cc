@@ -303,7 +303,10 @@ TEST(CostAwareBayesianTest, DesignContinuesWithCheapSobolPoints) {
 
 TEST(CostAwareBayesianTest, WithTheBudgetSpentItChoosesWhatPlainEiChooses) {
   BayesianOptions plain;
-  plain.seed = 23;
+  // Not 23: since the GP's noise floor and tail-log warp changed (bench/hpo), that seed's
+  // cost-aware suggestion at budget_used 0 is the same corner, (0, 1), as plain EI's; it is
+  // the only one of seeds 20..29 where the cost changes nothing.
+  plain.seed = 24;
   auto runner = NewBayesianSampler(UnitSpace(2), plain);
   const std::vector<Observation> history = RunTrials(*runner, 12, 2, Periodic);
   BayesianOptions cost_aware = plain;
