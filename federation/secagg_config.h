@@ -54,7 +54,7 @@ class SecAggGraph {
 };
 
 // Chooses the degree k and threshold t from n, the expected dropout rate and a correctness
-// parameter. The rule (documented in the README's "Secure aggregation" section):
+// parameter. The rule (documented in docs/secure-aggregation.md, "The protocol"):
 //  - start from k = 2 * ceil(log2 n) (even), the O(log n) degree of Bell et al., capped at n - 1;
 //  - t = floor((k + 1) / 2) + 1: a strict majority of the k + 1 holders, so that the server
 //    cannot obtain t shares of both a client's mask key and its self-mask seed (the holders refuse

@@ -16,7 +16,7 @@
 namespace sextant {
 namespace {
 
-// Kept as text so that README, `Catalog::DefaultYaml()` and `Catalog::Default()` agree.
+// Kept as text so that docs/cost.md, `Catalog::DefaultYaml()` and `Catalog::Default()` agree.
 constexpr const char* kDefaultCatalog =
     R"yaml(# Sextant's built-in price catalog (USD). Spot is 70% and reserved 35% off on-demand.
 regions: [us-east-1, eu-west-1, ap-south-1, cn-east-1, cn-west-1]

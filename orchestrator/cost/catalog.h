@@ -62,12 +62,12 @@ struct CatalogError {
 // Regions x instance types x markets, with prices. A plain value; thread-compatible.
 class Catalog {
  public:
-  // Parses catalog YAML (see README "Cost and markets"). On errors the returned catalog is
+  // Parses catalog YAML (see docs/cost.md). On errors the returned catalog is
   // empty and *errors holds every problem found: unknown keys, a zero or negative price, a
   // duplicate offer, an offer naming an undeclared instance type, a bad market or duration.
   static Catalog Parse(const std::string& yaml, std::vector<CatalogError>* errors);
 
-  // The built-in catalog (documented in README.md): us-east-1, eu-west-1, ap-south-1 x
+  // The built-in catalog (documented in docs/cost.md): us-east-1, eu-west-1, ap-south-1 x
   // gpu.1x, gpu.4x, gpu.8x, cpu.small x spot (70% off on-demand), on_demand, reserved (35%
   // off), per-second billing with a 60 s minimum.
   static Catalog Default();

@@ -59,7 +59,7 @@ absl::StatusOr<std::string> OptunaStoragePath(const std::string& storage);
 // events, and meta "optuna_import" with everything Optuna stored that has no Sextant column) and
 // experiment.yaml. The directory is built beside the target under a temporary name and renamed
 // into place at the end, so on any error nothing is left behind. How Optuna's study maps onto a
-// Sextant run is described in README.md ("Importing Optuna studies").
+// Sextant run is described in docs/ask-tell.md ("Importing Optuna studies").
 // The run is in ask/tell mode (search.mode: ask_tell), as an Optuna study is driven.
 // Errors: InvalidArgument for a storage or study that cannot be imported (the message names
 // the file, the study, the distribution, the schema version or the parameter; without a

@@ -47,7 +47,7 @@ struct ImportedSpace {
 inline constexpr int64_t kMaxOptunaCells = 100'000'000;
 
 // Infers the space (conditions included) from every trial's parameters. The rules, in
-// README.md "Importing Optuna studies": kinds must agree across trials; ranges are united;
+// docs/ask-tell.md "Importing Optuna studies": kinds must agree across trials; ranges are united;
 // a step is kept when every trial's distribution has the same one on the same grid (else
 // dropped, noted); a parameter missing from some COMPLETE trial gets `when: {C: v}`
 // when an earlier int or categorical parameter C has the value v in every trial that has it

@@ -456,12 +456,12 @@ trial:
         self.assertEqual(sum(line.startswith("refused") for line in lines), 4)
 
 
-class ReadmeTest(Workdir):
-    def test_the_readmes_python_snippet_runs_as_written(self):
+class DocsSnippetTest(Workdir):
+    def test_the_ask_tell_pages_python_snippet_runs_as_written(self):
         root = os.path.dirname(os.path.dirname(HERE))
-        with open(os.path.join(root, "README.md")) as f:
-            readme = f.read()
-        section = readme[readme.index("### Python client"):]
+        with open(os.path.join(root, "docs", "ask-tell.md")) as f:
+            page = f.read()
+        section = page[page.index("## Python client"):]
         snippet = section[section.index("```python\n") + 10:]
         snippet = snippet[:snippet.index("```")]
         exp = """name: readme
@@ -471,8 +471,8 @@ parameters:
 search: {mode: ask_tell, sampler: random, seed: 3, max_trials: 3, max_concurrent: 1}
 """
         with LiveRun(self.work, exp) as run:
-            # The snippet as the README gives it (its own stand-in for training included), on
-            # this run's directory.
+            # The snippet as docs/ask-tell.md gives it (its own stand-in for training included),
+            # on this run's directory.
             code = snippet.replace('"runs/x"', repr(run.dir))
             out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=120)
             self.assertEqual(out.returncode, 0, out.stderr)

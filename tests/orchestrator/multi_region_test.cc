@@ -236,7 +236,7 @@ class MultiRegionTest : public ::testing::Test {
 // A search on static pools, one per region: each region's worker connects over TLS with its
 // certificate and token through its relay, and the trials run inside the regions.
 TEST_F(MultiRegionTest, SearchCompletesWithWorkersInThreeRegionsOverTlsThroughLossyLinks) {
-  // The README's flow: the orchestrator's certificate names the host the workers dial, and
+  // docs/deployment.md's flow: the orchestrator's certificate names the host the workers dial, and
   // each worker host gets its own certificate.
   const std::string certs = dir_ + "/certs";
   auto init = RunProcess({kSextant, "certs", "init", certs, "--san", kOrchestratorName});
@@ -420,12 +420,12 @@ exec ip netns exec "$ns" )SH",
   }
 }
 
-// The README's deployment with participants started by hand: every host gets a certificate of
-// its own from `sextant certs issue`, the orchestrator is run with --external-participants, and
-// each region's aggregator and clients are started in their region with `--join`, taking the
-// experiment from upstream by their certificates. Clients are named for their sites, not by
-// index: their aggregator gives each a place. A client certificate asking the orchestrator
-// for an aggregator's plan is refused.
+// The deployment of docs/deployment.md with participants started by hand: every host gets a
+// certificate of its own from `sextant certs issue`, the orchestrator is run with
+// --external-participants, and each region's aggregator and clients are started in their region
+// with `--join`, taking the experiment from upstream by their certificates. Clients are named
+// for their sites, not by index: their aggregator gives each a place. A client certificate
+// asking the orchestrator for an aggregator's plan is refused.
 TEST_F(MultiRegionTest, FederatedRunWithParticipantsStartedByHandOnTheirHosts) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
@@ -477,11 +477,11 @@ TEST_F(MultiRegionTest, FederatedRunWithParticipantsStartedByHandOnTheirHosts) {
             "--tls-name", "agg-" + region, "--listen", absl::StrCat(regions_.Inside(i), ":7443"),
             "--work-dir", absl::StrCat(dir_, "/agg-", region)})));
     for (const char* site : kSites) {
-      participants.push_back(std::make_unique<BackgroundProcess>(regions_.In(
-          i, {kWorker, "--role", "client", "--join", "--connect",
-              absl::StrCat("aggregator.", region, ".sextant.test:7443"), "--tls-dir", certs,
-              "--tls-name", absl::StrCat(site, "-", region), "--threads", "1", "--experiment-id",
-              id[1].str()})));
+      participants.push_back(std::make_unique<BackgroundProcess>(
+          regions_.In(i, {kWorker, "--role", "client", "--join", "--connect",
+                          absl::StrCat("aggregator.", region, ".sextant.test:7443"), "--tls-dir",
+                          certs, "--tls-name", absl::StrCat(site, "-", region), "--threads", "1",
+                          "--experiment-id", id[1].str()})));
     }
   }
   const int rc = run.Wait(400);

@@ -1,6 +1,6 @@
 // Reports rendered in Debian's headless Chromium: the page loads without errors, every chart
 // has ink where the page says it is, and a 1,000-trial report renders in under 3 s. With
-// SEXTANT_UPDATE_GALLERY=1 the screenshots are written to docs/gallery/ for the README.
+// SEXTANT_UPDATE_GALLERY=1 the screenshots are written to docs/gallery/ for docs/reports.md.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>

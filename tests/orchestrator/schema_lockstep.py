@@ -5,10 +5,12 @@ Checks, with Debian's python3-jsonschema (Draft202012Validator) and python3-yaml
   1. the schema is a valid draft 2020-12 schema, and `sextant schema` prints it byte for byte;
   2. every experiment under examples/ begins with the yaml-language-server modeline that points at
      the schema, is valid under the schema, and `sextant validate` accepts it;
-  3. every README.md yaml block that is an experiment file (a top-level name: and objective: or
-     objectives:) is valid under the schema, and `sextant validate` accepts it or refuses it only
-     for checks the schema cannot express (INEXPRESSIBLE below); every other block (a fragment)
-     uses only keys the schema knows;
+  3. every yaml block of README.md and docs/*.md that is an experiment file (a top-level name: and
+     objective: or objectives:) begins with the modeline (its path relative to the page), is
+     valid under the schema, and `sextant validate` accepts it or refuses it only for checks the
+     schema cannot express (INEXPRESSIBLE below); every other block (a fragment) uses only keys
+     the schema knows. The blocks are found, and the folder each is validated in is made, by
+     doc_yaml_blocks() and prepare_block() below, which tests/docs/docs_test.py shares;
   4. a deterministic corpus of mutations of valid experiments (wrong types, unknown keys, missing
      keys, out-of-range values, bad enums, at every level including federation and resources,
      plus cases for each conditional rule) is judged by the schema and by `sextant validate`:
@@ -774,32 +776,109 @@ def check_examples(source, judges):
     return checked, problems
 
 
-def check_readme(source, judges):
+# --- The yaml blocks of the docs (shared with tests/docs/docs_test.py) ---------------------------
+
+FRAGMENT = "# fragment"  # a line of an experiment block that is not meant to be validated alone
+EXAMPLE_LINE = re.compile(r"^# (examples/\S+\.ya?ml)\s*$", re.M)
+
+
+def doc_pages(source):
+    """README.md and every docs/*.md, as paths relative to source, README first."""
+    docs = os.path.join(source, "docs")
+    pages = sorted(f"docs/{f}" for f in os.listdir(docs) if f.endswith(".md")) \
+        if os.path.isdir(docs) else []
+    return ["README.md"] + pages
+
+
+def doc_yaml_blocks(source):
+    """Every ```yaml block of the pages of doc_pages(), fenced at any indent (inside a list item
+    too): (where "PAGE:LINE", page, block text without its indent, the block read as YAML 1.2)."""
+    for page in doc_pages(source):
+        text = open(os.path.join(source, page)).read()
+        for m in re.finditer(r"^( *)```yaml\n(.*?)^\1```", text, re.S | re.M):
+            line = text[:m.start()].count("\n") + 1
+            indent = len(m.group(1))
+            block = "".join(l[indent:] + "\n" for l in m.group(2).splitlines())
+            yield f"{page}:{line}", page, block, load12(block)
+
+
+def is_marked_fragment(block):
+    """True when an experiment block says, by a line `# fragment`, that it is not a whole file."""
+    return any(l.strip() == FRAGMENT for l in block.splitlines())
+
+
+def block_example(source, block):
+    """The example file an experiment block says it shows (a line `# examples/.../NAME.yaml`),
+    as a path relative to source, or None."""
+    m = EXAMPLE_LINE.search(block)
+    return m.group(1) if m and os.path.isfile(os.path.join(source, m.group(1))) else None
+
+
+def prepare_block(source, sextant, block, doc, folder):
+    """Writes an experiment block into folder as a file `sextant validate` can judge, with what it
+    opens: a block that names its example (block_example) goes into a copy of that example's
+    folder under the example's file name; any other into folder/experiment.yaml, with
+    prepare_files() and, for each relative search.warm_start run that is missing, a one-trial
+    run measuring the block's objectives made there first. Returns the file's path."""
+    example = block_example(source, block)
+    if example is not None:
+        shutil.copytree(os.path.join(source, os.path.dirname(example)), folder, dirs_exist_ok=True)
+        path = os.path.join(folder, os.path.basename(example))
+    else:
+        prepare_files(folder, doc)
+        make_warm_start_runs(sextant, folder, doc)
+        path = os.path.join(folder, "experiment.yaml")
+    with open(path, "w") as f:
+        f.write(block)
+    return path
+
+
+def make_warm_start_runs(sextant, folder, doc):
+    search = doc.get("search") if isinstance(doc, dict) else None
+    warm = search.get("warm_start") if isinstance(search, dict) else None
+    runs = warm.get("runs") if isinstance(warm, dict) else None
+    objectives = doc.get("objectives") or [doc.get("objective")]
+    metrics = [o["metric"] for o in objectives if isinstance(o, dict) and "metric" in o
+               and o["metric"] not in ("cost", "trial_seconds")]
+    for run in runs if isinstance(runs, list) else []:
+        if not isinstance(run, str) or os.path.isabs(run) or \
+                os.path.exists(os.path.join(folder, run)):
+            continue
+        source_doc = {"name": "warm-start-source", "parameters": {"p": {
+                          "type": "float", "min": 0, "max": 1}},
+                      "search": {"max_trials": 1},
+                      "trial": {"command": ["sh", "-c", "echo " + " ".join(
+                          f"{m}=1" for m in metrics)]}}
+        if "objectives" in doc:
+            source_doc["objectives"] = doc["objectives"]
+        else:
+            source_doc["objective"] = doc["objective"]
+        exp = os.path.join(folder, "warm-start-source.yaml")
+        with open(exp, "w") as f:
+            f.write(dump(source_doc))
+        p = subprocess.run([sextant, "run", exp, "--run-dir", os.path.join(folder, run)],
+                           capture_output=True, text=True, timeout=120, cwd=folder)
+        if p.returncode != 0:
+            raise RuntimeError(f"making the warm_start run {run}: exit {p.returncode}: {p.stderr}")
+
+
+def check_docs(source, judges):
     problems, experiments, fragments = [], 0, 0
-    text = open(os.path.join(source, "README.md")).read()
-    for m in re.finditer(r"^( *)```yaml\n(.*?)^\1```", text, re.S | re.M):
-        line = text[:m.start()].count("\n") + 1
-        indent = len(m.group(1))
-        block = "".join(l[indent:] + "\n" for l in m.group(2).splitlines())
-        doc = load12(block)
-        where = f"README.md:{line}"
+    schema_path = os.path.join(source, "schema", "experiment.schema.json")
+    for where, page, block, doc in doc_yaml_blocks(source):
         if not is_experiment(doc):
             fragments += 1
             for e in unknown_keys(judges.validator.schema, doc):
                 problems.append(f"{where} (a fragment): {e}")
             continue
         experiments += 1
-        want = MODELINE + "schema/experiment.schema.json"
+        want = MODELINE + os.path.relpath(schema_path, os.path.join(source, os.path.dirname(page)))
         if block.splitlines()[0] != want:
             problems.append(f"{where}: an experiment block's first line must be `{want}`")
         for e in judges.schema_errors(doc):
             problems.append(f"{where}: schema: {e}")
         folder = tempfile.mkdtemp(dir=judges.workdir)
-        prepare_files(folder, doc)
-        path = os.path.join(folder, "experiment.yaml")
-        with open(path, "w") as f:
-            f.write(block)
-        accepted, errors = judges.loader(path)
+        accepted, errors = judges.loader(prepare_block(source, judges.sextant, block, doc, folder))
         if not accepted and inexpressible_rule(errors) is None:
             problems.append(f"{where}: sextant validate refuses it for a check the schema "
                             f"could express: {errors}")
@@ -913,7 +992,7 @@ def main():
         write_safetensors(os.path.join(workdir, "init.safetensors"))
         n_examples, p = check_examples(args.source, judges)
         problems += p
-        n_readme, n_fragments, p = check_readme(args.source, judges)
+        n_docs, n_fragments, p = check_docs(args.source, judges)
         problems += p
         total, accepted, refused, inexpressible, stricter, p = check_corpus(
             judges, args.exhaustive, args.verbose, args.jobs)
@@ -921,8 +1000,8 @@ def main():
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    print(f"examples: {n_examples} experiment files; README.md: {n_readme} experiment blocks, "
-          f"{n_fragments} fragments")
+    print(f"examples: {n_examples} experiment files; README.md and docs/*.md: {n_docs} "
+          f"experiment blocks, {n_fragments} fragments")
     print(f"corpus: {total} experiments ({len(BASES)} valid bases and their mutations): "
           f"{accepted} accepted by both, {refused} refused by both, "
           f"{sum(len(v) for v in inexpressible.values())} refused by the loader alone for checks "

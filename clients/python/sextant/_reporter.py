@@ -1,5 +1,6 @@
 """The command-trial side: a script that a Sextant worker launched reads its parameters from the
-environment and reports metrics as `name=value` lines on stdout (README "The metric protocol").
+environment and reports metrics as `name=value` lines on stdout (docs/search.md, "The metric
+protocol").
 """
 import json
 import math
