@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Ask/tell overhead, side by side in one invocation: one Python client doing 2,000 ask/tell pairs
 # of a trivial objective against a live `sextant run` (search.mode ask_tell, random sampler,
-# through the Python client in clients/python), against Optuna 3.1's ask/tell (RandomSampler)
-# with in-memory storage and with SQLite storage. Reports pairs per second (median over the
-# repeats), the ratio to Optuna SQLite, and the p50 and p99 of one ask. Writes the table to
-# stdout and every repeat to bench/asktell/raw.jsonl.
+# through the Python client in clients/python), against Optuna 3.1's and Optuna 5's ask/tell
+# (RandomSampler) with in-memory storage and with SQLite storage, each Optuna repeat in a process
+# of its own; and, with a model, Sextant's bayesian sampler against Optuna 5's GPSampler for
+# --model-pairs pairs. Reports pairs per second (median over the repeats), the ratios to Optuna
+# 3.1's and 5's SQLite, and the p50 and p99 of one ask. Writes the table to stdout and every
+# repeat to bench/asktell/raw.jsonl.
 #
-# usage: bench/asktell/run.sh BUILD_DIR [--pairs N (2000)] [--repeats R (3)] [--work DIR]
+# usage: bench/asktell/run.sh BUILD_DIR [--pairs N (2000)] [--model-pairs N (100)]
+#                             [--repeats R (3)] [--systems LIST] [--optuna5 DIR] [--work DIR]
+#   --systems: sextant,memory,sqlite,o5-memory,o5-sqlite,sextant-bayesian,o5-gp (o5-* = Optuna 5)
+#   --optuna5: Optuna 5's source folder, the one holding optuna/ (default $SEXTANT_OPTUNA5, else
+#              /work/shared/peers/optuna5); the run stops with a clear message when it is absent
 #   BUILD_DIR: the CMake build directory, with bin/sextant and python/sextant
 #              (ninja -C BUILD_DIR sextant sextant-worker sextant_python)
 set -euo pipefail

@@ -37,7 +37,9 @@ import sys
 import time
 import warnings
 
-OPTUNA5_DEFAULT = "/work/shared/peers/optuna5"
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import bench_env  # noqa: E402
+
 optuna = None   # imported by load_optuna: Debian's 3.1, or Optuna 5 for the o5-* samplers
 
 SAMPLERS = {
@@ -52,23 +54,14 @@ SAMPLERS = {
 
 
 def load_optuna(samplers):
-    """Imports the Optuna the samplers need; exits with a clear message when Optuna 5's source
-    folder is missing or a list mixes the two."""
+    """Imports the Optuna the samplers need (bench_env.import_optuna); exits with a clear message
+    when a list mixes Optuna 5's o5-* samplers with 3.1's."""
     global optuna
     five = {s.startswith("o5-") for s in samplers}
     if len(five) > 1:
         sys.exit("optuna_peer: o5-* samplers (Optuna 5) and Optuna 3.1 samplers cannot share "
                  "one process; list them separately")
-    if True in five:
-        path = os.environ.get("SEXTANT_OPTUNA5") or OPTUNA5_DEFAULT
-        if not os.path.isfile(os.path.join(path, "optuna", "__init__.py")):
-            sys.exit(f"optuna_peer: Optuna 5 source not found at {path} (set SEXTANT_OPTUNA5 or "
-                     "run.sh --optuna5 to the folder holding optuna/)")
-        sys.path.insert(0, path)
-    import optuna as module
-    if True in five and not module.__version__.startswith("5"):
-        sys.exit(f"optuna_peer: {module.__file__} is Optuna {module.__version__}, not 5")
-    optuna = module
+    optuna = bench_env.import_optuna(True in five)
 
 
 def quiet():

@@ -8,9 +8,15 @@ examples/fashion-mnist/train.py MLP, for
   bohb         Sextant, scheduler bohb (TPE)
   optuna-sh    Optuna 3.1 TPESampler + SuccessiveHalvingPruner
   optuna-hb    Optuna 3.1 TPESampler + HyperbandPruner
+  optuna5-sh   Optuna 5 TPESampler (5.0 defaults) + SuccessiveHalvingPruner
+  optuna5-hb   Optuna 5 TPESampler (5.0 defaults) + HyperbandPruner
   asha-stop    (optional) Sextant, scheduler asha, asha_mode stopping
+  asha-tpe     (optional) Sextant, scheduler asha with the tpe sampler: the like-for-like of
+               Optuna's TPE + SuccessiveHalvingPruner, shown beside the others but not counted
+               in "Sextant's best" (which stays asha, hyperband and bohb)
 
-one after another, each with two trials at once. Every epoch train.py trains is appended to a
+one after another, each with two trials at once. Each Optuna study runs in a process of its own
+(optuna_driver.py), so Optuna 3.1 and 5 never share one. Every epoch train.py trains is appended to a
 per-method log (--epoch-log); the curve is the running maximum of val_accuracy over those epochs
 in the order they finished. Totals: Sextant's `fidelity_consumed` for its schedulers, epochs
 actually run (log lines) for Optuna, trials x max epochs for full-fidelity random search.
@@ -32,6 +38,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+import bench_env  # noqa: E402
 TRAIN = os.path.join(ROOT, "examples", "fashion-mnist", "train.py")
 PY = "/usr/bin/python3"
 
@@ -51,19 +59,31 @@ SEXTANT_METHODS = {
     "asha-stop": ("asha", "random", "stopping"),
     "hyperband": ("hyperband", "random", None),
     "bohb": ("bohb", "tpe", None),
+    "asha-tpe": ("asha", "tpe", "promotion"),
 }
-OPTUNA_METHODS = {"optuna-sh": "sh", "optuna-hb": "hyperband"}
-ALL_METHODS = ["random", "asha", "hyperband", "bohb", "optuna-sh", "optuna-hb", "asha-stop"]
-DEFAULT_METHODS = ["random", "asha", "hyperband", "bohb", "optuna-sh", "optuna-hb"]
+OPTUNA_METHODS = {"optuna-sh": "sh", "optuna-hb": "hyperband",
+                  "optuna5-sh": "sh", "optuna5-hb": "hyperband"}
+# New methods go at the end: a method's seed is derived from its index here.
+ALL_METHODS = ["random", "asha", "hyperband", "bohb", "optuna-sh", "optuna-hb", "asha-stop",
+               "optuna5-sh", "optuna5-hb", "asha-tpe"]
+DEFAULT_METHODS = ["random", "asha", "hyperband", "bohb", "optuna-sh", "optuna-hb",
+                   "optuna5-sh", "optuna5-hb"]
 LABEL = {
     "random": "random, full fidelity (Sextant, no scheduler)",
     "asha": "Sextant asha (promotion)",
     "asha-stop": "Sextant asha (stopping)",
+    "asha-tpe": "Sextant asha + tpe sampler (not counted in Sextant's best)",
     "hyperband": "Sextant hyperband",
     "bohb": "Sextant bohb (TPE)",
     "optuna-sh": "Optuna TPE + SuccessiveHalvingPruner",
     "optuna-hb": "Optuna TPE + HyperbandPruner",
+    "optuna5-sh": "Optuna 5 TPE + SuccessiveHalvingPruner",
+    "optuna5-hb": "Optuna 5 TPE + HyperbandPruner",
 }
+
+
+def is_optuna5(method):
+    return method.startswith("optuna5-")
 
 PROFILES = {
     # Trials per method: random search at full fidelity gets `random` trials; the multi-fidelity
@@ -71,10 +91,12 @@ PROFILES = {
     # with eta 3; Hyperband's brackets ~7).
     "full": {"train_subset": 10000, "min_epochs": 1, "max_epochs": 27, "eta": 3,
              "trials": {"random": 20, "asha": 60, "asha-stop": 60, "hyperband": 26, "bohb": 26,
-                        "optuna-sh": 60, "optuna-hb": 26}},
+                        "optuna-sh": 60, "optuna-hb": 26, "optuna5-sh": 60, "optuna5-hb": 26,
+                        "asha-tpe": 60}},
     "quick": {"train_subset": 2000, "min_epochs": 1, "max_epochs": 9, "eta": 3,
               "trials": {"random": 3, "asha": 9, "asha-stop": 9, "hyperband": 8, "bohb": 8,
-                         "optuna-sh": 9, "optuna-hb": 8}},
+                         "optuna-sh": 9, "optuna-hb": 8, "optuna5-sh": 9, "optuna5-hb": 8,
+                         "asha-tpe": 9}},
 }
 
 
@@ -190,14 +212,31 @@ def run_sextant(build, method, cfg, seed, n_trials, mdir, cache_dir, keep):
 
 # ------------------------------------------------------------------------------------- Optuna
 
-def run_optuna(method, cfg, seed, n_trials, mdir, cache_dir):
-    import optuna_driver
-    env = dict(os.environ, FASHION_MNIST_CACHE_DIR=cache_dir)
-    s = optuna_driver.run(
-        pruner=OPTUNA_METHODS[method], space=SPACE,
-        train_cmd=[PY, TRAIN, "--train-subset", str(cfg["train_subset"])],
-        max_epochs=cfg["max_epochs"], min_epochs=cfg["min_epochs"], eta=cfg["eta"],
-        n_trials=n_trials, seed=seed, epoch_log=os.path.join(mdir, "epochs.jsonl"), env=env)
+def run_optuna(method, cfg, seed, n_trials, mdir, cache_dir, optuna5):
+    """One study through optuna_driver.py in a process of its own (Optuna 5 for optuna5-*)."""
+    config = {"pruner": OPTUNA_METHODS[method], "space": SPACE,
+              "train_cmd": [PY, TRAIN, "--train-subset", str(cfg["train_subset"])],
+              "max_epochs": cfg["max_epochs"], "min_epochs": cfg["min_epochs"],
+              "eta": cfg["eta"], "n_trials": n_trials, "seed": seed,
+              "epoch_log": os.path.join(mdir, "epochs.jsonl")}
+    cmd = [PY, os.path.join(HERE, "optuna_driver.py")]
+    if is_optuna5(method):
+        cmd += ["--optuna5", optuna5]
+    env = dict(os.environ, FASHION_MNIST_CACHE_DIR=cache_dir, OMP_NUM_THREADS="1")
+    with open(os.path.join(mdir, "optuna_driver.err"), "w") as err:
+        # Its own session, as for Sextant: a Ctrl-C of the benchmark reaches it once, through us.
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                             text=True, env=env, start_new_session=True)
+        try:
+            out, _ = p.communicate(json.dumps(config))
+        except BaseException:
+            p.send_signal(signal.SIGINT)
+            p.wait()
+            raise
+    if p.returncode != 0:
+        tail = open(os.path.join(mdir, "optuna_driver.err")).read()[-2000:]
+        raise RuntimeError(f"optuna_driver ({method}) exited {p.returncode}:\n{tail}")
+    s = json.loads(out)
     s["tool"] = "optuna"
     # Epochs actually run: every epoch train.py finished, including one that completed between
     # the pruning decision and the kill (the log has it; the driver may not have read it).
@@ -267,7 +306,11 @@ MEASURES = {
 }
 SEXTANT_MF = ("asha", "hyperband", "bohb", "asha-stop")
 PAIRS = [("asha", "optuna-sh"), ("bohb", "optuna-hb"), ("hyperband", "optuna-hb"),
-         ("asha-stop", "optuna-sh")]
+         ("asha-stop", "optuna-sh"), ("asha", "optuna5-sh"), ("bohb", "optuna5-hb"),
+         ("hyperband", "optuna5-hb"), ("asha-stop", "optuna5-sh"), ("asha-tpe", "optuna-sh"),
+         ("asha-tpe", "optuna5-sh")]
+BEST_VS_ALL = "best of Sextant's vs best of Optuna's"
+BEST_VS_5 = "best of Sextant's vs best of Optuna 5's"
 
 
 def fmt(x, nd=4):
@@ -313,7 +356,10 @@ def evaluate_targets(rep, measure):
     sext = [m for m in ("asha", "hyperband", "bohb") if m in rep and rep[m]["curve"]]
     opt = [m for m in OPTUNA_METHODS if m in rep and rep[m]["curve"]]
     if sext and opt:
-        out["b"]["best of Sextant's vs best of Optuna's"] = compare(sext, opt)
+        out["b"][BEST_VS_ALL] = compare(sext, opt)
+    opt5 = [m for m in opt if is_optuna5(m)]
+    if sext and opt5:
+        out["b"][BEST_VS_5] = compare(sext, opt5)
     return out
 
 
@@ -476,6 +522,52 @@ def notes(L, reps, methods):
                  "decimal.")
 
 
+def optuna5_section(L, reps, methods, cfg):
+    """Issue 37's share: at each epoch budget of the tables below that every compared method
+    reached in every repeat, Sextant's best scheduler (asha, hyperband, bohb; mean over repeats)
+    against Optuna 5's best pruner, for both measures."""
+    sext = [m for m in ("asha", "hyperband", "bohb") if m in methods]
+    five = [m for m in methods if is_optuna5(m)]
+    if not sext or not five:
+        return
+    reach = min(rep[m]["curve"][-1][0] for rep in reps for m in sext + five
+                if m in rep and rep[m]["curve"])
+    budgets = [b for b in budget_rows(reps, sext + five, cfg) if b <= reach]
+    L.append("### Against Optuna 5 (issue 37)")
+    L.append("")
+    L.append("| measure | epochs | Sextant's best (mean) | Optuna 5's best (mean) | Sextant at or "
+             "above |")
+    L.append("|---|---|---|---|---|")
+    wins, total, behind = 0, 0, []
+    for measure, key in (("any", "curve"), ("final", "curve_final")):
+        for b in budgets:
+            def at(m):
+                v = [best_at(rep[m][key], b) for rep in reps]
+                return None if None in v else mean(v)
+            vs = {m: at(m) for m in sext + five}
+            bs = max(sext, key=lambda m: -1 if vs[m] is None else vs[m])
+            bo = max(five, key=lambda m: -1 if vs[m] is None else vs[m])
+            if vs[bs] is None and vs[bo] is None:
+                continue   # no trial trained to the maximum yet on either side
+            ok = (vs[bs] or 0) >= (vs[bo] or 0)
+            wins += ok
+            total += 1
+            def show(m):
+                return f"{m} {fmt(vs[m])}" if vs[m] is not None else "no trial at max yet"
+            if not ok:
+                behind.append(f"{measure} at {b} epochs ({show(bo)} vs {show(bs)})")
+            L.append(f"| {measure} | {b} | {show(bs)} | {show(bo)} | {'yes' if ok else 'no'} |")
+    L.append("")
+    frac = wins / total if total else 0
+    L.append(f"Sextant at or above Optuna 5's best on **{wins}/{total} (measure, budget) pairs "
+             f"({frac:.0%}) — target 80% {'met' if frac >= 0.8 else 'not met'}**. Budgets: the "
+             f"rows of the tables below up to {fmt(reach, 0)} epochs, the fewest any compared "
+             "method trained in a repeat; a value is the mean over repeats, and a method with no "
+             "trial trained to the maximum yet in some repeat has none (a side with none counts "
+             "as 0). Optuna 5 ahead: " + ("; ".join(behind) if behind else "nowhere") + ".")
+    L.append("")
+
+
 def write_report(path, args, cfg, reps, env_info, wall_total, cpu_total=None):
     methods = [m for m in ALL_METHODS if any(m in r for r in reps)]
     n = len(reps)
@@ -484,7 +576,8 @@ def write_report(path, args, cfg, reps, env_info, wall_total, cpu_total=None):
     L.append("")
     L.append("Best validation accuracy reached against total training epochs consumed, for "
              "full-fidelity random search, Sextant's `asha`, `hyperband` and `bohb` schedulers, "
-             "and Optuna's `SuccessiveHalvingPruner` and `HyperbandPruner` with `TPESampler`, all "
+             "and Optuna's (3.1 and 5) `SuccessiveHalvingPruner` and `HyperbandPruner` with "
+             "`TPESampler`, all "
              "driving the same trainer (`examples/fashion-mnist/train.py`, a one-hidden-layer "
              "numpy MLP) with two trials at once, one method after another.")
     L.append("")
@@ -518,24 +611,36 @@ def write_report(path, args, cfg, reps, env_info, wall_total, cpu_total=None):
     for measure in ("any", "final"):
         row = []
         for rep in reps:
-            b = rep["_targets"][measure]["b"].get("best of Sextant's vs best of Optuna's")
+            b = rep["_targets"][measure]["b"].get(BEST_VS_ALL)
             if not b:
                 row.append("—")
                 continue
             pairs = ", ".join(f"{k}: {'≥' if v['met'] else '<'}"
                               for k, v in rep["_targets"][measure]["b"].items()
-                              if k != "best of Sextant's vs best of Optuna's")
+                              if k not in (BEST_VS_ALL, BEST_VS_5))
             row.append(f"**{'met' if b['met'] else 'not met'}** ({fmt(b['sextant'])} vs "
                        f"{fmt(b['optuna'])} at {fmt(b['budget'], 0)} epochs; {pairs})")
         L.append("| (b) at an equal epoch budget, Sextant's best ≥ Optuna's | "
                  f"{MEASURES[measure]} | " + " | ".join(row) + " |")
+    for measure in ("any", "final"):
+        row = []
+        for rep in reps:
+            b = rep["_targets"][measure]["b"].get(BEST_VS_5)
+            row.append("—" if not b else
+                       f"**{'met' if b['met'] else 'not met'}** ({fmt(b['sextant'])} vs "
+                       f"{fmt(b['optuna'])} at {fmt(b['budget'], 0)} epochs)")
+        if any(r != "—" for r in row):
+            L.append("| (b5) at an equal epoch budget, Sextant's best ≥ Optuna 5's best | "
+                     f"{MEASURES[measure]} | " + " | ".join(row) + " |")
     L.append("")
     L.append("(a): epochs from the start of each search until its curve reaches random search's "
              "final best. (b): both tools' curves cut at the same number of epochs, the smallest "
-             "total among the methods compared; \"best of\" takes the better of Sextant's three "
-             "schedulers and of Optuna's two pruners; the pairs compare like with like "
-             "(successive halving, Hyperband). Details per repeat below.")
+             "total among the methods compared; \"best of\" takes the best of Sextant's three "
+             "schedulers and of Optuna's pruners (3.1's and 5's); the pairs compare like with "
+             "like (successive halving, Hyperband). (b5): the same against Optuna 5's two "
+             "pruners only. Details per repeat below.")
     L.append("")
+    optuna5_section(L, reps, methods, cfg)
 
     # ---- main table
     L.append("## Results" + (f" (means over {n} repeats)" if n > 1 else ""))
@@ -596,6 +701,13 @@ def write_report(path, args, cfg, reps, env_info, wall_total, cpu_total=None):
              "between a prune decision and the kill). Random search: trials x max epochs. "
              "\"Epochs logged\" counts the epochs train.py appended to its log, as a cross-check; "
              "the curves' x axis is that log.")
+    L.append("- Optuna: each study runs in a process of its own (`optuna_driver.py`), Optuna "
+             "3.1 (Debian's) or Optuna 5 (from its source folder), with the same pruners and "
+             "arguments (`SuccessiveHalvingPruner(min_resource, reduction_factor, "
+             "min_early_stopping_rate=0)`, `HyperbandPruner(min_resource, max_resource, "
+             "reduction_factor)`) and `TPESampler(seed)` with each version's defaults: 3.1 "
+             "independent, no constant liar; 5.0 multivariate with constant liar (a running "
+             "trial counts as a bad one, which keeps the two concurrent trials apart).")
     L.append("- Seeds differ per method and repeat (Sextant `search.seed`, Optuna "
              "`TPESampler(seed)`); train.py's initialisation seed is fixed. Runs with two "
              "concurrent trials are not bit-reproducible (completion order decides promotions "
@@ -636,26 +748,33 @@ def write_report(path, args, cfg, reps, env_info, wall_total, cpu_total=None):
     if path == "-":
         print(text)
     else:
+        # Keep the section written by hand (the analysis of the Optuna 5 comparison, which says
+        # which run it read).
+        old = open(path).read() if os.path.exists(path) else ""
+        begin, end = "<!-- optuna5-analysis: begin", "<!-- optuna5-analysis: end -->"
+        if begin in old and end in old:
+            text += "\n\n" + old[old.index(begin):old.index(end) + len(end)] + "\n"
         with open(path, "w") as f:
             f.write(text)
 
 
-def env_description():
+def env_description(optuna5=None):
     try:
         cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                    if l.startswith("model name"))
     except (OSError, StopIteration):
         cpu = platform.processor() or "unknown CPU"
     import numpy
-    import optuna
+    import optuna   # Debian's 3.1, for its version only; the studies run in processes of their own
     try:
         commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True).stdout.strip() or "unknown"
     except OSError:
         commit = "unknown"
+    five = bench_env.optuna5_version(optuna5) if optuna5 else None
     return (f"{os.cpu_count()} CPUs ({cpu}), shared with other jobs (load average at start "
-            f"{os.getloadavg()[0]:.1f}); numpy {numpy.__version__}, optuna {optuna.__version__}; "
-            f"Sextant at commit {commit}")
+            f"{os.getloadavg()[0]:.1f}); numpy {numpy.__version__}, optuna {optuna.__version__}"
+            + (f", {five}" if five else "") + f"; Sextant at commit {commit}")
 
 
 # --------------------------------------------------------------------------------------- main
@@ -758,6 +877,9 @@ def main():
     ap.add_argument("--curves", default=None,
                     help="curve CSV (default: next to the report as curves.csv)")
     ap.add_argument("--keep", action="store_true", help="keep the trials' checkpoints")
+    ap.add_argument("--optuna5", default=None,
+                    help="Optuna 5 source folder, the one holding optuna/ (default "
+                    "$SEXTANT_OPTUNA5, else /work/shared/peers/optuna5)")
     ap.add_argument("--report-from", default=None, metavar="WORK",
                     help="only rewrite the report and curves from a finished run's work folder")
     ap.add_argument("--cmdline", default="", help=argparse.SUPPRESS)
@@ -782,6 +904,11 @@ def main():
     for m in methods:
         if m not in ALL_METHODS:
             ap.error(f"unknown method {m!r}; choose from {', '.join(ALL_METHODS)}")
+    if any(is_optuna5(m) for m in methods):
+        missing = bench_env.optuna5_missing(args.optuna5)
+        if missing:
+            ap.error(f"{missing} (the optuna5-* methods)")
+    args.optuna5 = bench_env.optuna5_path(args.optuna5)
     for b in ("sextant", "sextant-worker"):
         if not os.access(os.path.join(args.build, "bin", b), os.X_OK):
             ap.error(f"{args.build}/bin/{b} is missing; build it with: ninja -C {args.build} "
@@ -801,7 +928,8 @@ def main():
     for b in ("sextant", "sextant-worker"):
         shutil.copy2(os.path.join(args.build, "bin", b), os.path.join(bindir, b))
     args.build = work
-    env_info = env_description()
+    env_info = env_description(
+        args.optuna5 if any(is_optuna5(m) for m in methods) else None)
     log(f"work folder {work}; methods {', '.join(methods)}; {args.repeats} repeat(s); "
         f"train subset {cfg['train_subset']}, max {cfg['max_epochs']} epochs")
 
@@ -835,7 +963,7 @@ def main():
             if m in SEXTANT_METHODS:
                 s = run_sextant(args.build, m, cfg, seed, n, mdir, cache_dir, args.keep)
             else:
-                s = run_optuna(m, cfg, seed, n, mdir, cache_dir)
+                s = run_optuna(m, cfg, seed, n, mdir, cache_dir, args.optuna5)
             # CPU time of everything the method ran (trials, Sextant, its workers), as opposed
             # to wall time, which depends on what else the machine runs.
             s["cpu_s"] = children_cpu() - cpu0

@@ -1,6 +1,15 @@
 """Optuna's side of the multi-fidelity benchmark: TPESampler with HyperbandPruner or
 SuccessiveHalvingPruner, driving the same examples/fashion-mnist/train.py as Sextant.
 
+mf_bench.py runs it as a process of its own per study, so that Optuna 3.1 (Debian's) and Optuna 5
+(from its source folder, bench_env.import_optuna) never share one:
+
+  optuna_driver.py [--optuna5 DIR] < CONFIG.json      prints the study's summary as JSON
+
+CONFIG holds run()'s keyword arguments. Both Optunas get the same pruners with the same arguments
+and TPESampler(seed=seed) with their own defaults (3.1: independent, no constant liar; 5.0:
+multivariate with constant liar, which matters here as two trials run at once).
+
 Each trial runs train.py in a subprocess (its own process group) for up to the maximum number of
 epochs, reads its `epoch=E ... val_accuracy=A` lines as they arrive, calls
 trial.report(A, E) and, when trial.should_prune() says so, kills the process group and raises
@@ -8,6 +17,7 @@ TrialPruned. Optuna's pruners stop trials (they never pause and resume), so trai
 checkpoint folder. Two trials run at once (n_jobs=2; threads that only wait on pipes).
 """
 
+import json
 import os
 import re
 import signal
@@ -16,7 +26,10 @@ import sys
 import threading
 import time
 
-import optuna
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import bench_env  # noqa: E402
+
+optuna = None   # set by main: Debian's 3.1, or Optuna 5 with --optuna5
 
 LINE = re.compile(r"(?:^|[\s,])epoch=(\d+)\b.*?(?:^|[\s,])val_accuracy=([-+0-9.eEnaif]+)")
 
@@ -142,5 +155,21 @@ def run(*, pruner, space, train_cmd, max_epochs, min_epochs, eta, n_trials, seed
             "best_params": study.best_params if best is not None else None}
 
 
+def main(argv):
+    path, five = None, False
+    if argv[1:2] == ["--optuna5"]:
+        if len(argv) < 3:
+            sys.exit("usage: optuna_driver.py [--optuna5 DIR] < CONFIG.json")
+        path, five = argv[2], True
+    elif len(argv) > 1:
+        sys.exit("usage: optuna_driver.py [--optuna5 DIR] < CONFIG.json (mf_bench.py runs it; "
+                 "run bench/multifidelity/run.sh)")
+    global optuna
+    optuna = bench_env.import_optuna(five, path)
+    summary = run(**json.load(sys.stdin))
+    summary["optuna"] = optuna.__version__
+    print(json.dumps(summary))
+
+
 if __name__ == "__main__":
-    sys.exit("optuna_driver.py is used by mf_bench.py; run bench/multifidelity/run.sh")
+    main(sys.argv)

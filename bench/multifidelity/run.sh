@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Multi-fidelity benchmark, side by side in one run: best validation accuracy against epochs
 # consumed on examples/fashion-mnist/train.py (numpy MLP, Fashion-MNIST) for full-fidelity random
-# search, Sextant's asha, hyperband and bohb schedulers, and Optuna 3.1's TPESampler with
-# SuccessiveHalvingPruner and HyperbandPruner. Two trials at once everywhere. Writes
-# bench/multifidelity/RESULTS.md and curves.csv (about 20-30 minutes on two shared cores).
+# search, Sextant's asha, hyperband and bohb schedulers, and Optuna 3.1's and Optuna 5's
+# TPESampler with SuccessiveHalvingPruner and HyperbandPruner (each Optuna study in a process of
+# its own). Two trials at once everywhere. Writes bench/multifidelity/RESULTS.md and curves.csv
+# (about 25-40 minutes on two shared cores with 2 repeats).
 #
 # usage: bench/multifidelity/run.sh [BUILD_DIR] [options]
 #   BUILD_DIR (default: build): holds bin/sextant and bin/sextant-worker
@@ -14,7 +15,11 @@
 #                       the epochs train.py logged, resumes from checkpoints, no restarts from
 #                       scratch, Optuna pruned trials were killed) and exits 1 on a problem;
 #                       writes WORK/RESULTS.md, not bench/multifidelity/RESULTS.md
-#   --methods LIST      random,asha,hyperband,bohb,optuna-sh,optuna-hb (and asha-stop)
+#   --methods LIST      random,asha,hyperband,bohb,optuna-sh,optuna-hb,optuna5-sh,optuna5-hb
+#                       (and asha-stop, asha-tpe); optuna5-* = Optuna 5
+#   --optuna5 DIR       Optuna 5's source folder, the one holding optuna/ (default
+#                       $SEXTANT_OPTUNA5, else /work/shared/peers/optuna5); the run stops with a
+#                       clear message when it is absent and an optuna5-* method is asked
 #   --repeats N (2)     --seed S (1)
 #   --trials LIST       per-method trial counts, e.g. random=20,asha=60,hyperband=26
 #   --train-subset N (10000)   --max-epochs E (27)

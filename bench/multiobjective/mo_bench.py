@@ -4,7 +4,8 @@ there).
 
 Runs every (method, problem, seed) search, Sextant's through `sextant run` (trial command
 `problems.py PROBLEM ${x0} ...`, one process per trial) and Optuna's through optuna_peer.py
-(the same problems.py functions, in-process), interleaved and at most --jobs at a time. Scores
+(the same problems.py functions, in-process; one process per search, so Optuna 3.1 and the
+o5-* samplers' Optuna 5 never share one), interleaved and at most --jobs at a time. Scores
 every search the same way: hypervolume.py over the feasible completed trials among the first
 k created, against the problem's fixed reference point, for k in --budgets. Writes the
 per-seed numbers to raw.csv and the tables and the target to RESULTS.md.
@@ -24,7 +25,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from bench_env import PY, fmt_s, loadavg, log, versions  # noqa: E402
+from bench_env import PY, fmt_s, loadavg, log, optuna5_missing, optuna5_path, optuna5_version, \
+    versions  # noqa: E402
 sys.path.insert(0, HERE)
 import hypervolume  # noqa: E402
 import problems  # noqa: E402
@@ -35,9 +37,11 @@ LABELS = {
     ("sextant", "sobol"): "sextant sobol",
     ("optuna", "nsga2"): "optuna NSGAII", ("optuna", "tpe"): "optuna TPE (MOTPE)",
     ("optuna", "random"): "optuna random",
+    ("optuna", "o5-nsga2"): "optuna5 NSGAII", ("optuna", "o5-tpe"): "optuna5 TPE",
+    ("optuna", "o5-gp"): "optuna5 GP", ("optuna", "o5-random"): "optuna5 random",
 }
 # Rough seconds per 100-trial search on two busy cores, for the estimate only.
-EST_PER_100 = {("sextant", "bayesian"): 60, ("optuna", "tpe"): 25}
+EST_PER_100 = {("sextant", "bayesian"): 60, ("optuna", "tpe"): 25, ("optuna", "o5-gp"): 90}
 EST_DEFAULT = {"sextant": 12, "optuna": 4}
 
 
@@ -111,9 +115,10 @@ def run_sextant(args, name, sampler, seed, work):
 
 def run_optuna(args, name, sampler, seed):
     start = time.perf_counter()
-    out = subprocess.run([PY, os.path.join(HERE, "optuna_peer.py"), name, sampler, str(seed),
-                          str(args.trials)], capture_output=True, text=True,
-                         stdin=subprocess.DEVNULL)
+    cmd = [PY, os.path.join(HERE, "optuna_peer.py"), name, sampler, str(seed), str(args.trials)]
+    if is_optuna5(sampler):
+        cmd += ["--optuna5", args.optuna5]
+    out = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     if out.returncode != 0:
         raise RuntimeError(f"optuna_peer exited {out.returncode}:\n{out.stderr[-2000:]}")
@@ -121,6 +126,10 @@ def run_optuna(args, name, sampler, seed):
     rows = [{"values": t["values"], "feasible": all(g <= 0 for g in t["constraints"])}
             for t in doc["trials"]]
     return rows, wall, {"optuna": doc["optuna"], "study_wall_s": doc["wall_s"]}
+
+
+def is_optuna5(sampler):
+    return sampler.startswith("o5-")
 
 
 def estimate(tool, sampler, trials):
@@ -232,14 +241,18 @@ def write_csv(path, raw):
     log(f"mo_bench: wrote {path}")
 
 
-def targets(args, methods, table):
+def targets(args, methods, table, five=None):
+    """The target table against Optuna's samplers: all of them (five None), Optuna 5's only
+    (True) or Optuna 3.1's only (False)."""
     sextant = [m for m in methods if m[0] == "sextant"]
-    optuna = [m for m in methods if m[0] == "optuna"]
+    optuna = [m for m in methods if m[0] == "optuna" and
+              (five is None or is_optuna5(m[1]) == five)]
+    who = {None: "Optuna", True: "Optuna 5", False: "Optuna 3.1"}[five]
     if not sextant or not optuna:
-        return ["Target: not evaluated (needs at least one Sextant and one Optuna sampler)."]
+        return [f"Target: not evaluated (needs at least one Sextant and one {who} sampler)."]
     lines, wins, total = [], 0, 0
-    lines.append("| problem | trials | best Sextant sampler (median) | best Optuna sampler (median) "
-                 "| Sextant at or above every Optuna median |")
+    lines.append(f"| problem | trials | best Sextant sampler (median) | best {who} sampler "
+                 f"(median) | Sextant at or above every {who} median |")
     lines.append("| --- | ---: | --- | --- | --- |")
     for name in args.problems:
         for k in args.budgets:
@@ -253,9 +266,27 @@ def targets(args, methods, table):
                          f"({fmt_hv(med[bo])}) | {'yes' if ok else 'no'} |")
     frac = wins / total if total else 0
     head = (f"Target: in at least 80% of the (problem, budget) pairs, Sextant's best sampler has "
-            f"a median hypervolume at or above every Optuna sampler's median: **{wins}/{total} "
+            f"a median hypervolume at or above every {who} sampler's median: **{wins}/{total} "
             f"pairs ({frac:.0%}) — {'met' if frac >= 0.8 else 'not met'}**.")
     return [head, ""] + lines
+
+
+def optuna5_ahead(args, methods, table):
+    """Where an Optuna 5 sampler's median is above every Sextant sampler's: one line each."""
+    sextant = [m for m in methods if m[0] == "sextant"]
+    five = [m for m in methods if m[0] == "optuna" and is_optuna5(m[1])]
+    out = []
+    for name in args.problems:
+        for k in args.budgets:
+            best = max(statistics.median(table[m, name, k]) for m in sextant)
+            ahead = [m for m in five if statistics.median(table[m, name, k]) > best]
+            if ahead:
+                out.append(f"- {name}, {k} trials: " + ", ".join(
+                    f"{label(*m)} {fmt_hv(statistics.median(table[m, name, k]))}" for m in ahead)
+                    + f" above Sextant's best {fmt_hv(best)}")
+    if not out:
+        return ["", "No Optuna 5 sampler's median is above Sextant's best on any pair."]
+    return ["", "Where an Optuna 5 sampler's median is above Sextant's best sampler's:", ""] + out
 
 
 PROBLEM_NOTES = {
@@ -289,13 +320,23 @@ def write_results(args, methods, table, runs, wall_total, version_line):
              "and calls the same function in-process from `study.optimize` (in-memory storage), "
              "so Optuna's wall times below carry no process spawns and Sextant's do.")
     L.append("- Constraints: each `g_j <= 0` holds. Sextant: `constraints: - {metric: gj, max: 0}`. "
-             "Optuna: the values are stored as a user attribute and passed through "
-             "`constraints_func` to `NSGAIISampler` and `TPESampler` (RandomSampler takes none).")
+             "Optuna 3.1: the values are stored as a user attribute and passed through "
+             "`constraints_func` to `NSGAIISampler` and `TPESampler` (RandomSampler takes none). "
+             "Optuna 5: `trial.set_constraint(\"gj\", value)` in the objective, 5.0's way "
+             "(it deprecates `constraints_func`; both end in the same `trial.constraints`), "
+             "which `NSGAIISampler`, `TPESampler` and `GPSampler` all read.")
     L.append("- Samplers are used with their defaults plus the seed (seed s = 1..N on both sides): "
              "Sextant nsga2 (population 20), tpe (MOTPE, 10 startup trials, one estimator per "
              "parameter), bayesian (one GP per objective + EHVI, after a Sobol design of 2(d+1) "
              "points, 14 here), random; Optuna 3.1 `NSGAIISampler` (population 50), "
-             "`TPESampler` (MOTPE, 10 startup trials, independent), `RandomSampler`.")
+             "`TPESampler` (MOTPE, 10 startup trials, independent), `RandomSampler`; Optuna 5 "
+             "(5.0 defaults) `NSGAIISampler` (population 50), `TPESampler` (constant liar on; "
+             "multivariate is 5.0's default for one objective only, so with several it is "
+             "independent MOTPE, 10 startup trials), `GPSampler` (10 random startup trials, then "
+             "one GP per objective, Matérn 5/2 ARD, and one per constraint; logEHVI, or logCEHVI "
+             "with constraints: the log hypervolume improvement plus the log probability of "
+             "feasibility; the acquisition optimised from 2,048 QMC points and 10 L-BFGS-B local "
+             "searches).")
     L.append("- Hypervolume: one implementation, `bench/multiobjective/hypervolume.py` (exact; 2-D "
              "sweep, 3-D slicing; self-test against Monte Carlo), over the feasible completed trials "
              "among the first k created (creation order = Sextant trial id, Optuna trial number), "
@@ -307,7 +348,10 @@ def write_results(args, methods, table, runs, wall_total, version_line):
              "point beyond it in some objective improves nothing), tpe uses it for MOTPE's "
              "hypervolume subset and weights; nsga2 and random ignore it. Optuna 3.1's samplers "
              "have no option for a reference point (its MOTPE derives one from the points, 1.1x "
-             "the worst), so Optuna searches without knowing the region the score counts.")
+             "the worst), so Optuna searches without knowing the region the score counts. Optuna 5 has "
+             "none either: its MOTPE still derives one from the points, and `GPSampler`'s "
+             "logEHVI measures the improvement in standardised objective units against a "
+             "reference derived from the observed worst values.")
     L.append(f"- Raw per-seed numbers: `bench/multiobjective/{os.path.basename(args.csv)}`.")
     if args.reused:
         L.append(f"- {args.reused} searches were reused from an earlier invocation with the same "
@@ -399,11 +443,19 @@ def write_results(args, methods, table, runs, wall_total, version_line):
     L.append("## Target")
     L.append("")
     L += targets(args, methods, table)
+    if any(m[0] == "optuna" and is_optuna5(m[1]) for m in methods):
+        L.append("")
+        L.append("### Against Optuna 5 alone (issue 37)")
+        L.append("")
+        L += targets(args, methods, table, five=True)
+        L += optuna5_ahead(args, methods, table)
     L.append("")
     L.append("## Reproduce")
     L.append("")
     L.append("```sh")
-    L.append("scripts/install-deps --bench    # python3-optuna (Optuna 3.1)")
+    L.append("scripts/install-deps --bench    # python3-optuna (Optuna 3.1), python3-torch")
+    L.append("# Optuna 5: its source folder (holding optuna/) at /work/shared/peers/optuna5, or "
+             "--optuna5 DIR / $SEXTANT_OPTUNA5")
     L.append("cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release")
     L.append("ninja -C build sextant sextant-worker")
     L.append(f"bench/multiobjective/run.sh build {args.cmdline}".rstrip())
@@ -413,11 +465,13 @@ def write_results(args, methods, table, runs, wall_total, version_line):
     if args.out == "-":
         print(text)
     else:
-        # Keep the section cost_aware.py writes into the same file.
-        begin, end = "<!-- cost-aware: begin", "<!-- cost-aware: end -->"
+        # Keep the sections written by hand (the analysis of the Optuna 5 comparison, which
+        # says which run it read) and by cost_aware.py into the same file.
         old = open(args.out).read() if os.path.exists(args.out) else ""
-        if begin in old and end in old:
-            text += "\n" + old[old.index(begin):old.index(end) + len(end)] + "\n"
+        for tag in ("optuna5-analysis", "cost-aware"):
+            begin, end = f"<!-- {tag}: begin", f"<!-- {tag}: end -->"
+            if begin in old and end in old:
+                text += "\n" + old[old.index(begin):old.index(end) + len(end)] + "\n"
         with open(args.out, "w") as f:
             f.write(text)
         log(f"mo_bench: wrote {args.out}")
@@ -431,7 +485,10 @@ def main():
     ap.add_argument("--budgets", default="50,100")
     ap.add_argument("--problems", default="zdt1,zdt2,dtlz2,osy")
     ap.add_argument("--sextant-samplers", default="nsga2,tpe,bayesian,random")
-    ap.add_argument("--optuna-samplers", default="nsga2,tpe,random")
+    ap.add_argument("--optuna-samplers", default="nsga2,tpe,random,o5-nsga2,o5-tpe,o5-gp")
+    ap.add_argument("--optuna5", default=None,
+                    help="Optuna 5 source folder, the one holding optuna/ (default "
+                    "$SEXTANT_OPTUNA5, else /work/shared/peers/optuna5)")
     ap.add_argument("--max-concurrent", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
@@ -452,6 +509,11 @@ def main():
             sys.exit(f"mo_bench: unknown problem {n} ({', '.join(problems.PROBLEMS)})")
         if problems.PROBLEMS[n]["objectives"] > 3:
             sys.exit("mo_bench: hypervolume.py is exact for 2 and 3 objectives only")
+    if any(is_optuna5(s) for s in args.optuna_samplers):
+        missing = optuna5_missing(args.optuna5)
+        if missing:
+            sys.exit(f"mo_bench: {missing} (e.g. --optuna-samplers nsga2,tpe,random)")
+    args.optuna5 = optuna5_path(args.optuna5)
     args.sextant = os.path.join(os.path.abspath(args.build), "bin", "sextant")
     if args.sextant_samplers and not os.access(args.sextant, os.X_OK):
         sys.exit(f"mo_bench: {args.sextant} missing (ninja -C {args.build} sextant)")
@@ -465,6 +527,8 @@ def main():
         work = tempfile.mkdtemp(prefix="sextant-mo-bench.")
     log(f"mo_bench: scratch {work}")
     version_line = versions()
+    if any(is_optuna5(s) for s in args.optuna_samplers):
+        version_line += "; " + (optuna5_version(args.optuna5) or "Optuna 5: version unknown")
     start = time.perf_counter()
     runs = run_searches(args, work)
     wall = time.perf_counter() - start

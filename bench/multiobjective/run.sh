@@ -2,8 +2,9 @@
 # Multi-objective benchmark, Sextant vs Optuna side by side in one invocation: median (and IQR)
 # hypervolume after 50 and 100 trials over 10 seeds on ZDT1 (6-D), ZDT2 (6-D), DTLZ2 with 3
 # objectives (6-D) and the constrained OSY (6-D, 6 constraints), for Sextant's nsga2, tpe,
-# bayesian and random samplers and Optuna 3.1's NSGAIISampler, TPESampler (MOTPE) and
-# RandomSampler. Writes bench/multiobjective/RESULTS.md and raw.csv.
+# bayesian and random samplers, Optuna 3.1's NSGAIISampler, TPESampler (MOTPE) and
+# RandomSampler, and Optuna 5's NSGAIISampler, TPESampler and GPSampler (each Optuna in a
+# process of its own). Writes bench/multiobjective/RESULTS.md and raw.csv.
 #
 # usage: bench/multiobjective/run.sh BUILD_DIR [options]
 #   BUILD_DIR: the CMake build directory, holding bin/sextant (ninja -C BUILD_DIR sextant sextant-worker)
@@ -12,7 +13,11 @@
 #   --seeds N (10)  --trials T (100)  --budgets LIST (50,100)
 #   --problems LIST            (zdt1,zdt2,dtlz2,osy; also bnh)
 #   --sextant-samplers LIST    (nsga2,tpe,bayesian,random)
-#   --optuna-samplers LIST     (nsga2,tpe,random)
+#   --optuna-samplers LIST     (nsga2,tpe,random,o5-nsga2,o5-tpe,o5-gp; o5-* = Optuna 5,
+#                              also o5-random)
+#   --optuna5 DIR              Optuna 5's source folder, the one holding optuna/ (default
+#                              $SEXTANT_OPTUNA5, else /work/shared/peers/optuna5); the run
+#                              stops with a clear message when it is absent and o5-* is asked
 #   --max-concurrent N (1)     Sextant's search.max_concurrent
 #   --jobs N (2)               searches run at once
 #   --out FILE (RESULTS.md; - for stdout)  --csv FILE (raw.csv)

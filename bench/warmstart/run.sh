@@ -3,8 +3,10 @@
 # and the 6-D mixed float/int/categorical problem of bench/hpo (mixed6), a new 20-trial run
 # seeded by an earlier 100-trial run of the same problem with its optimum shifted by 0.1 of
 # each range; median regret after 20 trials over 10 seeds, cold vs search.warm_start (bayesian, tpe), search.enqueue of the old
-# best 10 (tpe), and Optuna TPE cold vs enqueue_trial of the same best 10. Writes
-# bench/warmstart/RESULTS.md and the raw records bench/warmstart/runs.jsonl.
+# best 10 (tpe), Optuna 3.1 TPE cold vs enqueue_trial of the same best 10, and Optuna 5 TPE and
+# GP, each cold and with enqueue_trial of the same best 10 (each Optuna search in a process of
+# its own, through bench/hpo/optuna_peer.py). Writes bench/warmstart/RESULTS.md and the raw
+# records bench/warmstart/runs.jsonl.
 #
 # usage: bench/warmstart/run.sh BUILD_DIR [options]
 #   BUILD_DIR: the CMake build directory, holding bin/sextant, bin/sextant-worker and
@@ -14,9 +16,12 @@
 #   --seeds N (10)  --trials T (20)  --old-trials T (100)  --shift F (0.1)
 #   --problems LIST            (branin,hartmann6,mixed6)
 #   --jobs N (2, at most 2)    searches run at once
+#   --optuna5 DIR              Optuna 5's source folder, the one holding optuna/ (default
+#                              $SEXTANT_OPTUNA5, else /work/shared/peers/optuna5); the run stops
+#                              with a clear message when it is absent
 #   --out FILE (bench/warmstart/RESULTS.md; - for stdout)  --raw FILE (bench/warmstart/runs.jsonl)
 #   --work DIR  --keep         scratch directory, and keep every run directory in it
-# The full run is 30 earlier runs and 210 new searches: about 5 minutes on 2 idle cores.
+# The full run is 30 earlier runs and 330 new searches: about 6-10 minutes on 2 busy cores.
 set -euo pipefail
 
 if [[ $# -lt 1 || "$1" == -* ]]; then

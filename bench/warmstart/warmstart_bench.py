@@ -10,6 +10,11 @@ parameter), then new runs of --trials trials on the unshifted problem:
   sextant tpe, enqueue best 10            search.enqueue: the earlier run's 10 best, then TPE
   optuna TPE, cold                        TPESampler(seed)
   optuna TPE, enqueue best 10             study.enqueue_trial() of the same 10, then TPE
+  optuna5 TPE / GP, cold                  Optuna 5 TPESampler(seed) / GPSampler(seed)
+  optuna5 TPE / GP, enqueue best 10       the same 10 through Optuna 5's enqueue_trial()
+
+Optuna's searches run through bench/hpo/optuna_peer.py, one process each: Optuna 3.1 or, for
+its o5-* samplers, Optuna 5 from the folder in $SEXTANT_OPTUNA5 (--optuna5 sets it).
 
 Every method of one (problem, seed) sees the same earlier run. The figure is the median over
 seeds of the simple regret after --trials trials of the new run (best value among its own
@@ -33,7 +38,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "hpo"))
-from bench_env import PY, cpu_model, fmt_s, loadavg, log, versions  # noqa: E402
+from bench_env import PY, OPTUNA5_ENV, cpu_model, fmt_s, loadavg, log, optuna5_missing, \
+    optuna5_path, optuna5_version, versions  # noqa: E402
 from hpo_bench import regret_at, fmt_regret, sextant_yaml  # noqa: E402
 
 OPTUNA_PEER = os.path.join(os.path.dirname(HERE), "hpo", "optuna_peer.py")
@@ -48,7 +54,18 @@ METHODS = [
     ("optuna-tpe-cold", "optuna TPE, cold", "optuna", "tpe", "cold"),
     ("optuna-tpe-enqueue", f"optuna TPE, enqueue_trial best {ENQUEUED}", "optuna", "tpe",
      "enqueue"),
+    ("optuna5-tpe-cold", "optuna5 TPE, cold", "optuna", "o5-tpe", "cold"),
+    ("optuna5-tpe-enqueue", f"optuna5 TPE, enqueue_trial best {ENQUEUED}", "optuna", "o5-tpe",
+     "enqueue"),
+    ("optuna5-gp-cold", "optuna5 GP, cold", "optuna", "o5-gp", "cold"),
+    ("optuna5-gp-enqueue", f"optuna5 GP, enqueue_trial best {ENQUEUED}", "optuna", "o5-gp",
+     "enqueue"),
 ]
+OPTUNA5_BUDGETS = (10, 20)   # trials of the new run at which the Optuna 5 comparison is made
+
+
+def is_optuna5(method):
+    return method[3].startswith("o5-")
 PAIRS = [  # (cold, warm) pairs the targets are about
     ("sextant-bayesian-cold", "sextant-bayesian-warm"),
     ("sextant-tpe-cold", "sextant-tpe-warm"),
@@ -182,6 +199,46 @@ def quartiles(xs):
     return q[0], q[2]
 
 
+def optuna5_comparison(args, problems, records):
+    """Issue 37's share: at each (problem, budget k), the median regret after k trials of
+    Sextant's best method (cold or seeded) against Optuna 5's best. Returns report lines."""
+    sext = [m for m in METHODS if m[2] == "sextant"]
+    five = [m for m in METHODS if is_optuna5(m)]
+    have = {r["method"] for r in records}
+    if not any(m[0] in have for m in five):
+        return []
+    by = {}
+    for r in records:
+        by.setdefault((r["method"], r["problem"]), []).append(r)
+    budgets = [k for k in OPTUNA5_BUDGETS if k <= args.trials]
+    L = ["### Against Optuna 5 (issue 37)", "",
+         "Median regret after k trials of the new run; Sextant's best method against Optuna 5's "
+         "best, cold or seeded alike (lower is better):", "",
+         "| problem | k | Sextant's best (median) | Optuna 5's best (median) | Sextant at or "
+         "below |", "| --- | ---: | --- | --- | --- |"]
+    wins, total, behind = 0, 0, []
+    for p in problems:
+        for k in budgets:
+            med = {m: statistics.median(regret_at(r["values"], p["optimum"], k)
+                                        for r in by[m[0], p["name"]])
+                   for m in sext + five if (m[0], p["name"]) in by}
+            bs = min((m for m in sext if m in med), key=lambda m: med[m])
+            bo = min((m for m in five if m in med), key=lambda m: med[m])
+            ok = med[bs] <= med[bo]
+            wins += ok
+            total += 1
+            if not ok:
+                behind.append(f"{p['name']} at {k} trials ({bo[1]} {fmt_regret(med[bo])} vs "
+                              f"{bs[1]} {fmt_regret(med[bs])})")
+            L.append(f"| {p['name']} | {k} | {bs[1]} ({fmt_regret(med[bs])}) | {bo[1]} "
+                     f"({fmt_regret(med[bo])}) | {'yes' if ok else 'no'} |")
+    frac = wins / total if total else 0
+    L += ["", f"Sextant at or below Optuna 5's best median regret on **{wins}/{total} (problem, "
+          f"budget) pairs ({frac:.0%}) — target 80% {'met' if frac >= 0.8 else 'not met'}**. "
+          "Optuna 5 ahead: " + ("; ".join(behind) if behind else "nowhere") + ".", ""]
+    return L
+
+
 def write_results(args, problems, records, wall, version_line):
     by = {}
     for r in records:
@@ -213,7 +270,14 @@ def write_results(args, problems, records, wall, version_line):
              "warm_start names the earlier run directory (its completed trials become prior "
              "observations; they are not trials of the new run). enqueue and Optuna's "
              f"`enqueue_trial` get the earlier run's {ENQUEUED} best configurations, which are "
-             f"the new run's first {ENQUEUED} trials; Optuna uses in-memory storage.")
+             f"the new run's first {ENQUEUED} trials; Optuna uses in-memory storage. Optuna has no "
+             "counterpart of warm_start (a sampler that learns from another study's trials "
+             "without running them), in 3.1 or 5; enqueue_trial is its way.")
+    L.append("- Optuna 5 (5.0 defaults plus the seed, each search in a process of its own through "
+             "`bench/hpo/optuna_peer.py`): `TPESampler` (multivariate, constant liar, 10 startup "
+             "trials) and `GPSampler` (10 random startup trials, then a Matérn 5/2 ARD GP and "
+             "logEI); with enqueue_trial the 10 enqueued trials are the startup trials, so both "
+             "model from trial 11 on.")
     L.append(f"- Simple regret after k trials = best value among the new run's first k trials "
              "minus the known optimum; the tables give the median (and interquartile range) "
              "over seeds.")
@@ -285,6 +349,15 @@ def write_results(args, problems, records, wall, version_line):
                  f"{fmt_regret(med['sextant-bayesian-warm', p['name']])}, sextant tpe warm_start "
                  f"{fmt_regret(med['sextant-tpe-warm', p['name']])}" for p in problems) + ".")
     L.append("")
+    L.append("Side by side with Optuna 5's `enqueue_trial` of the same best "
+             f"{ENQUEUED}: " + "; ".join(
+                 f"{p['name']}: optuna5 TPE enqueue "
+                 f"{fmt_regret(med.get(('optuna5-tpe-enqueue', p['name']), math.inf))}, "
+                 f"optuna5 GP enqueue "
+                 f"{fmt_regret(med.get(('optuna5-gp-enqueue', p['name']), math.inf))}"
+                 for p in problems) + ".")
+    L.append("")
+    L += optuna5_comparison(args, problems, records)
     L.append(f"Raw records: `bench/warmstart/runs.jsonl` (one line per search: method, problem, "
              "seed, every trial's value in order, wall time; the earlier runs' lines also hold "
              f"their {ENQUEUED} best configurations).")
@@ -292,6 +365,12 @@ def write_results(args, problems, records, wall, version_line):
     if args.out == "-":
         sys.stdout.write(text)
     else:
+        # Keep the section written by hand (the analysis of the Optuna 5 comparison, which says
+        # which run it read).
+        old = open(args.out).read() if os.path.exists(args.out) else ""
+        begin, end = "<!-- optuna5-analysis: begin", "<!-- optuna5-analysis: end -->"
+        if begin in old and end in old:
+            text += "\n" + old[old.index(begin):old.index(end) + len(end)] + "\n"
         with open(args.out, "w") as f:
             f.write(text)
         log(f"warmstart_bench: wrote {args.out}")
@@ -313,6 +392,9 @@ def main():
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--methods", default="",
                     help="only these method keys (comma-separated); writes the raw records only")
+    ap.add_argument("--optuna5", default=None,
+                    help="Optuna 5 source folder, the one holding optuna/ (default "
+                    "$SEXTANT_OPTUNA5, else /work/shared/peers/optuna5)")
     ap.add_argument("--load-before", default="")
     ap.add_argument("--cmdline", default="")
     args = ap.parse_args()
@@ -331,6 +413,14 @@ def main():
     if unknown:
         sys.exit(f"warmstart_bench: unknown problems {sorted(unknown)}")
     problems = [p for p in problems if p["name"] in names]
+    chosen = [m for m in METHODS if not args.methods or m[0] in args.methods.split(",")]
+    five = any(is_optuna5(m) for m in chosen)
+    if five:
+        missing = optuna5_missing(args.optuna5)
+        if missing:
+            sys.exit(f"warmstart_bench: {missing} (--methods without the optuna5-* ones runs "
+                     "the rest, recording runs.jsonl only)")
+        os.environ[OPTUNA5_ENV] = optuna5_path(args.optuna5)   # read by hpo/optuna_peer.py
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"
     args.work = os.path.abspath(args.work) if args.work else \
@@ -339,6 +429,8 @@ def main():
     log(f"warmstart_bench: {len(problems)} problems x {args.seeds} seeds: {args.old_trials}-trial "
         f"earlier runs, then {len(METHODS)} methods x {args.trials} trials; scratch {args.work}")
     version_line = versions()
+    if five:
+        version_line += "; " + (optuna5_version(args.optuna5) or "Optuna 5: version unknown")
     start = time.perf_counter()
     records = run_all(args, problems)
     wall = time.perf_counter() - start
