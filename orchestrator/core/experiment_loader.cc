@@ -153,9 +153,9 @@ constexpr std::array<std::pair<absl::string_view, absl::string_view>, 12> kForei
 
 // Keys that other tuners write at the top level and Sextant keeps in a section.
 constexpr std::array<std::pair<absl::string_view, absl::string_view>, 6> kSectionKeys = {{
-    {"n_trials", "search.max_trials"},     // Optuna
+    {"n_trials", "search.max_trials"},  // Optuna
     {"max_trials", "search.max_trials"},
-    {"n_jobs", "search.max_concurrent"},   // Optuna
+    {"n_jobs", "search.max_concurrent"},  // Optuna
     {"max_concurrent", "search.max_concurrent"},
     {"sampler", "search.sampler"},
     {"seed", "search.seed"},
@@ -1050,11 +1050,10 @@ void Loader::LoadSearch(const Section& root) {
   search->set_max_concurrent(1);
   const Field* f = root.Find("search");
   if (f == nullptr) return;
-  Section s(
-      r_, *f,
-      {"sampler", "scheduler", "fidelity", "seed", "max_trials", "max_concurrent", "initial_design",
-       "asha_mode", "cost_aware", "mode", "lease", "enqueue", "warm_start", "max_failed_trials",
-       "max_failed_in_a_row"});
+  Section s(r_, *f,
+            {"sampler", "scheduler", "fidelity", "seed", "max_trials", "max_concurrent",
+             "initial_design", "asha_mode", "cost_aware", "mode", "lease", "enqueue", "warm_start",
+             "max_failed_trials", "max_failed_in_a_row"});
   if (!s.ok()) return;
   IfPresent<size_t>(
       s, "sampler", [&](const Field& x) { return r_.Choice(x, kSamplers); },
@@ -1626,32 +1625,19 @@ void Loader::LoadSimulate(const Field& f) {
 // Long because each pool key gets its own positioned error.
 void Loader::CheckPoolsAgainstCatalog(const Section& root) {
   const v1::Resources& res = spec_.resources();
-  Catalog catalog = Catalog::Default();
-  std::string catalog_name = "the built-in catalog";
-  if (!res.catalog().empty()) {
-    std::FILE* fp = std::fopen(res.catalog().c_str(), "rb");
-    if (fp == nullptr) {
-      r_.ValueError(*catalog_field_, absl::StrCat("cannot read catalog ", res.catalog(), ": ",
-                                                  std::generic_category().message(errno)));
-      return;
-    }
-    std::string text;
-    char buf[65536];
-    size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof(buf), fp)) > 0 && text.size() < (4u << 20))
-      text.append(buf, n);
-    std::fclose(fp);
-    std::vector<CatalogError> errors;
-    catalog = Catalog::Parse(text, &errors);
-    for (const CatalogError& e : errors) {
-      r_.errors().push_back({res.catalog(), e.line, e.col, e.message});
-    }
-    if (!errors.empty()) {
-      r_.ValueError(*catalog_field_, absl::StrCat("the catalog ", res.catalog(), " has errors"));
-      return;
-    }
-    catalog_name = res.catalog();
+  std::vector<CatalogError> errors;
+  absl::StatusOr<Catalog> loaded = LoadCatalog(res.catalog(), &errors);
+  for (const CatalogError& e : errors) {
+    r_.errors().push_back({res.catalog(), e.line, e.col, e.message});
   }
+  if (!loaded.ok()) {
+    r_.ValueError(*catalog_field_,
+                  errors.empty() ? std::string(loaded.status().message())
+                                 : absl::StrCat("the catalog ", res.catalog(), " has errors"));
+    return;
+  }
+  const Catalog& catalog = *loaded;
+  const std::string catalog_name = res.catalog().empty() ? "the built-in catalog" : res.catalog();
   double cheapest = -1;
   for (int i = 0; i < res.pools_size() && i < static_cast<int>(pool_fields_.size()); ++i) {
     const v1::Pool& pool = res.pools(i);
@@ -2145,8 +2131,9 @@ void Loader::LoadStragglers(const Field& f, v1::Federation* fed) {
         }
       }
       if (!known) {
-        r_.ValueError(e, absl::StrCat("'", *id, "' is not a client of the federation (REGION/INDEX, ",
-                                      "INDEX from 0)"));
+        r_.ValueError(e,
+                      absl::StrCat("'", *id, "' is not a client of the federation (REGION/INDEX, ",
+                                   "INDEX from 0)"));
         continue;
       }
       st->add_clients(*id);

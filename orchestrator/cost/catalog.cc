@@ -3,11 +3,15 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <set>
+#include <system_error>
 #include <tuple>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -418,6 +422,27 @@ const InstanceType* Catalog::FindInstance(absl::string_view name) const {
 
 bool Catalog::HasRegion(absl::string_view region) const {
   return std::find(regions_.begin(), regions_.end(), region) != regions_.end();
+}
+
+absl::StatusOr<Catalog> LoadCatalog(const std::string& path, std::vector<CatalogError>* errors) {
+  if (path.empty()) return Catalog::Default();
+  std::FILE* fp = std::fopen(path.c_str(), "rb");
+  if (fp == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read catalog ", path, ": ", std::generic_category().message(errno)));
+  }
+  std::string text;
+  char buf[65536];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), fp)) > 0 && text.size() < (4u << 20))
+    text.append(buf, n);
+  std::fclose(fp);
+  const size_t before = errors->size();
+  Catalog catalog = Catalog::Parse(text, errors);
+  if (errors->size() == before) return catalog;
+  const CatalogError& first = (*errors)[before];
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ":", first.line, ":", first.col, ": ", first.message));
 }
 
 }  // namespace sextant

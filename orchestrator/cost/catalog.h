@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace sextant {
@@ -102,6 +103,14 @@ class Catalog {
   std::vector<InstanceType> instances_;
   std::vector<Offer> offers_;
 };
+
+// The catalog an experiment names (resources.catalog, already resolved against the experiment
+// file's folder): the built-in one when `path` is empty, else the file at `path` (read up to
+// its first 4 MiB) parsed. `sextant validate`, `run` and `simulate` all load it through here.
+// FailedPrecondition "cannot read catalog PATH: REASON" when the file cannot be opened.
+// InvalidArgument "PATH:LINE:COL: MESSAGE" (the first problem) when it does not parse; every
+// problem is then appended to *errors.
+absl::StatusOr<Catalog> LoadCatalog(const std::string& path, std::vector<CatalogError>* errors);
 
 }  // namespace sextant
 

@@ -6,10 +6,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -29,6 +27,7 @@
 #include "orchestrator/core/store.h"
 #include "orchestrator/core/strategy_factory.h"
 #include "orchestrator/core/warm_start.h"
+#include "orchestrator/cost/catalog.h"
 #include "orchestrator/federated/federated_run.h"
 #include "orchestrator/fleet/fleet.h"
 #include "orchestrator/fleet/fleet_driver.h"
@@ -433,19 +432,9 @@ class SearchRun {
 
   // Builds the provider and the fleet that launches, bills and scales the spec's pools.
   absl::Status StartFleet() {
-    Catalog catalog = Catalog::Default();
-    if (!spec_.resources().catalog().empty()) {
-      std::ifstream in(spec_.resources().catalog());
-      std::stringstream text;
-      text << in.rdbuf();
-      std::vector<CatalogError> errors;
-      catalog = Catalog::Parse(text.str(), &errors);
-      if (!errors.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(spec_.resources().catalog(), ":",
-                                                       errors[0].line, ":", errors[0].col, ": ",
-                                                       errors[0].message));
-      }
-    }
+    std::vector<CatalogError> errors;
+    absl::StatusOr<Catalog> catalog = LoadCatalog(spec_.resources().catalog(), &errors);
+    if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
     const std::string bin = session_.worker_binary();
     const std::string& kind = spec_.resources().provider();
     if (kind == "static") {
@@ -467,7 +456,7 @@ class SearchRun {
     fo.seed = spec_.search().seed();
     fo.wind_down_seconds = kWindDownSeconds;
     if (options_.resume) SEXTANT_RETURN_IF_ERROR(LoadPriorBills(fo));
-    auto fleet = Fleet::Create(spec_, std::move(catalog), provider_.get(), env_.clock, fo);
+    auto fleet = Fleet::Create(spec_, *std::move(catalog), provider_.get(), env_.clock, fo);
     if (!fleet.ok()) return absl::InvalidArgumentError(fleet.status().message());
     fleet_ = *std::move(fleet);
     fleet_driver_ = std::make_unique<FleetDriver>(fleet_.get(), store_, env_.clock);

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -80,22 +78,16 @@ int RunSimulateCommand(const std::string& file, const std::string& run_dir, std:
   }
   v1::ExperimentSpec spec = loaded.spec;
   spec.set_source_path(std::filesystem::absolute(spec.source_path()).string());
-  Catalog catalog = Catalog::Default();
-  if (!spec.resources().catalog().empty()) {
-    std::ifstream in(spec.resources().catalog());
-    std::stringstream text;
-    text << in.rdbuf();
-    std::vector<CatalogError> errors;
-    catalog = Catalog::Parse(text.str(), &errors);
-    if (!errors.empty()) {
-      for (const CatalogError& e : errors) {
-        err << spec.resources().catalog() << ":" << e.line << ":" << e.col << ": " << e.message
-            << "\n";
-      }
-      return 2;
-    }
+  std::vector<CatalogError> errors;
+  absl::StatusOr<Catalog> catalog = LoadCatalog(spec.resources().catalog(), &errors);
+  for (const CatalogError& e : errors) {
+    err << spec.resources().catalog() << ":" << e.line << ":" << e.col << ": " << e.message << "\n";
   }
-  auto sim = Simulator::Create(spec, catalog);
+  if (!catalog.ok()) {
+    if (errors.empty()) err << "sextant: " << catalog.status().message() << "\n";
+    return 2;
+  }
+  auto sim = Simulator::Create(spec, *std::move(catalog));
   if (!sim.ok()) {
     err << "sextant: " << sim.status().message() << "\n";
     return 2;
