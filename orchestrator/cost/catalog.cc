@@ -177,6 +177,15 @@ class CatalogReader {
     return *v;
   }
 
+  std::optional<double> PositiveDuration(const YAML::Node& node, const std::string& path) {
+    std::optional<double> v = Duration(node, path);
+    if (v && *v <= 0) {
+      Error(node, path, "must be > 0");
+      return std::nullopt;
+    }
+    return v;
+  }
+
   std::optional<std::string> Text(const YAML::Node& node, const std::string& path) {
     if (node.IsScalar() && !node.Scalar().empty()) return node.Scalar();
     Error(node, path, "expected a non-empty string");
@@ -192,6 +201,202 @@ std::optional<Market> ParseMarket(const std::string& s) {
   if (s == "on_demand") return Market::kOnDemand;
   if (s == "reserved") return Market::kReserved;
   return std::nullopt;
+}
+
+// What every offer starts from: the catalog's billing and reservation term.
+struct OfferDefaults {
+  BillingTerms billing;
+  double reservation_seconds = 3600;
+};
+
+OfferDefaults ReadOfferDefaults(CatalogReader& r, const YAML::Node& root) {
+  OfferDefaults d;
+  if (YAML::Node b = root["billing"]) {
+    if (r.Keys(b, "billing", {"increment", "minimum"})) {
+      if (b["increment"]) {
+        if (auto v = r.PositiveDuration(b["increment"], "billing.increment")) {
+          d.billing.increment_seconds = *v;
+        }
+      }
+      if (b["minimum"]) {
+        if (auto v = r.Duration(b["minimum"], "billing.minimum")) d.billing.minimum_seconds = *v;
+      }
+    }
+  }
+  if (YAML::Node res = root["reservation"]) {
+    if (auto v = r.PositiveDuration(res, "reservation")) d.reservation_seconds = *v;
+  }
+  return d;
+}
+
+std::vector<std::string> ReadRegions(CatalogReader& r, const YAML::Node& root) {
+  std::vector<std::string> out;
+  YAML::Node regions = root["regions"];
+  if (!regions || !regions.IsSequence() || regions.size() == 0) {
+    r.Error(regions ? regions : root, "regions", "expected a non-empty list of region names");
+    return out;
+  }
+  for (size_t i = 0; i < regions.size(); ++i) {
+    if (auto v = r.Text(regions[i], absl::StrCat("regions[", i, "]"))) {
+      if (std::find(out.begin(), out.end(), *v) != out.end())
+        r.Error(regions[i], "regions", absl::StrCat("duplicate region '", *v, "'"));
+      else
+        out.push_back(*v);
+    }
+  }
+  return out;
+}
+
+std::vector<InstanceType> ReadInstances(CatalogReader& r, const YAML::Node& root) {
+  std::vector<InstanceType> out;
+  YAML::Node instances = root["instances"];
+  if (!instances || !instances.IsMap() || instances.size() == 0) {
+    r.Error(instances ? instances : root, "instances",
+            "expected a non-empty mapping of instance types");
+    return out;
+  }
+  for (const auto& kv : instances) {
+    std::string path = absl::StrCat("instances.", kv.first.Scalar());
+    if (!r.Keys(kv.second, path, {"gpus", "gpu_memory_gb", "cpus"})) continue;
+    InstanceType t;
+    t.name = kv.first.Scalar();
+    if (auto v = kv.second["gpus"] ? r.Number(kv.second["gpus"], path + ".gpus") : 0.0)
+      t.gpus = static_cast<int>(*v);
+    if (auto v = kv.second["gpu_memory_gb"]
+                     ? r.Number(kv.second["gpu_memory_gb"], path + ".gpu_memory_gb")
+                     : 0.0)
+      t.gpu_memory_gb = *v;
+    if (auto v = kv.second["cpus"] ? r.Number(kv.second["cpus"], path + ".cpus") : 0.0)
+      t.cpus = static_cast<int>(*v);
+    if (t.gpus < 0 || t.cpus < 0 || t.gpu_memory_gb < 0)
+      r.Error(kv.second, path, "counts must be >= 0");
+    out.push_back(t);
+  }
+  return out;
+}
+
+// An offer's price, into billing->price_per_second.
+void ReadPrice(CatalogReader& r, const YAML::Node& o, const std::string& path,
+               BillingTerms* billing) {
+  if (o["price_per_hour"] && o["price_per_second"]) {
+    r.Error(o, path, "give price_per_hour or price_per_second, not both");
+  } else if (o["price_per_hour"]) {
+    if (auto v = r.Positive(o["price_per_hour"], path + ".price_per_hour"))
+      billing->price_per_second = *v / 3600;
+  } else if (o["price_per_second"]) {
+    if (auto v = r.Positive(o["price_per_second"], path + ".price_per_second"))
+      billing->price_per_second = *v;
+  } else {
+    r.Error(o, path, "needs price_per_hour or price_per_second");
+  }
+}
+
+// An offer's own increment, minimum and reservation, over the catalog's.
+void ReadTerms(CatalogReader& r, const YAML::Node& o, const std::string& path, Offer* offer) {
+  if (o["increment"]) {
+    if (auto v = r.PositiveDuration(o["increment"], path + ".increment")) {
+      offer->billing.increment_seconds = *v;
+    }
+  }
+  if (o["minimum"]) {
+    if (auto v = r.Duration(o["minimum"], path + ".minimum")) offer->billing.minimum_seconds = *v;
+  }
+  if (o["reservation"]) {
+    if (auto v = r.PositiveDuration(o["reservation"], path + ".reservation")) {
+      offer->reservation_seconds = *v;
+    }
+  }
+}
+
+void ReadInterruption(CatalogReader& r, const YAML::Node& in, const std::string& ip, Offer* offer) {
+  if (offer->market != Market::kSpot) r.Error(in, ip, "only spot offers are interrupted");
+  if (!r.Keys(in, ip, {"rate_per_day", "notice", "notice_probability"})) return;
+  InterruptionModel& m = offer->interruption;
+  if (in["rate_per_day"]) {
+    if (auto v = r.Number(in["rate_per_day"], ip + ".rate_per_day")) {
+      if (*v < 0)
+        r.Error(in["rate_per_day"], ip + ".rate_per_day", "must be >= 0");
+      else
+        m.rate_per_day = *v;
+    }
+  }
+  if (in["notice"]) {
+    if (auto v = r.Duration(in["notice"], ip + ".notice")) m.notice_seconds = *v;
+  }
+  if (in["notice_probability"]) {
+    if (auto v = r.Number(in["notice_probability"], ip + ".notice_probability")) {
+      if (*v < 0 || *v > 1)
+        r.Error(in["notice_probability"], ip + ".notice_probability", "must be in [0, 1]");
+      else
+        m.notice_probability = *v;
+    }
+  }
+}
+
+// One entry of `offers`, checked against the regions and instance types of `c`. Nothing when
+// it cannot be placed: no region, instance or market, or an unknown market.
+std::optional<Offer> ReadOffer(CatalogReader& r, const YAML::Node& o, const std::string& path,
+                               const Catalog& c, const OfferDefaults& defaults) {
+  if (!r.Keys(o, path,
+              {"region", "instance", "market", "price_per_hour", "price_per_second", "increment",
+               "minimum", "interruption", "reservation"})) {
+    return std::nullopt;
+  }
+  auto region = o["region"] ? r.Text(o["region"], path + ".region") : std::nullopt;
+  auto instance = o["instance"] ? r.Text(o["instance"], path + ".instance") : std::nullopt;
+  auto market_text = o["market"] ? r.Text(o["market"], path + ".market") : std::nullopt;
+  if (!region || !instance || !market_text) {
+    if (!o["region"] || !o["instance"] || !o["market"])
+      r.Error(o, path, "needs region, instance and market");
+    return std::nullopt;
+  }
+  if (!c.HasRegion(*region))
+    r.Error(o["region"], path + ".region", absl::StrCat("unknown region '", *region, "'"));
+  if (!c.FindInstance(*instance))
+    r.Error(o["instance"], path + ".instance",
+            absl::StrCat("unknown instance type '", *instance, "'"));
+  std::optional<Market> market = ParseMarket(*market_text);
+  if (!market) {
+    r.Error(o["market"], path + ".market",
+            absl::StrCat("unknown market '", *market_text,
+                         "'; expected one of spot, on_demand, reserved"));
+    return std::nullopt;
+  }
+  Offer offer;
+  offer.billing = defaults.billing;
+  offer.reservation_seconds = defaults.reservation_seconds;
+  offer.region = *region;
+  offer.instance = *instance;
+  offer.market = *market;
+  ReadPrice(r, o, path, &offer.billing);
+  ReadTerms(r, o, path, &offer);
+  if (YAML::Node in = o["interruption"]) ReadInterruption(r, in, path + ".interruption", &offer);
+  return offer;
+}
+
+// The `offers` list; each offer may appear once per region, instance and market.
+std::vector<Offer> ReadOffers(CatalogReader& r, const YAML::Node& root, const Catalog& c,
+                              const OfferDefaults& defaults) {
+  YAML::Node offers = root["offers"];
+  if (!offers || !offers.IsSequence() || offers.size() == 0) {
+    r.Error(offers ? offers : root, "offers", "expected a non-empty list of offers");
+    return {};
+  }
+  std::vector<Offer> out;
+  std::set<std::tuple<std::string, std::string, int>> seen;
+  for (size_t i = 0; i < offers.size(); ++i) {
+    const YAML::Node o = offers[i];
+    const std::string path = absl::StrCat("offers[", i, "]");
+    std::optional<Offer> offer = ReadOffer(r, o, path, c, defaults);
+    if (!offer) continue;
+    if (!seen.insert({offer->region, offer->instance, static_cast<int>(offer->market)}).second) {
+      r.Error(o, path,
+              absl::StrCat("duplicate offer for ", offer->region, " ", offer->instance, " ",
+                           MarketName(offer->market)));
+    }
+    out.push_back(*offer);
+  }
+  return out;
 }
 
 }  // namespace
@@ -215,9 +420,7 @@ double BilledSeconds(double seconds, const BillingTerms& terms) {
   return std::max(rounded, terms.minimum_seconds);
 }
 
-// Long because it walks the whole document once, checking each section in place.
 Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* errors) {
-  Catalog c;
   const size_t before = errors->size();
   CatalogReader r(errors);
   YAML::Node root;
@@ -230,170 +433,11 @@ Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* error
   if (!r.Keys(root, "", {"regions", "instances", "offers", "billing", "reservation"})) {
     return Catalog();
   }
-  BillingTerms defaults;
-  double reservation = 3600;
-  if (YAML::Node b = root["billing"]) {
-    if (r.Keys(b, "billing", {"increment", "minimum"})) {
-      if (b["increment"]) {
-        if (auto v = r.Duration(b["increment"], "billing.increment")) {
-          if (*v <= 0)
-            r.Error(b["increment"], "billing.increment", "must be > 0");
-          else
-            defaults.increment_seconds = *v;
-        }
-      }
-      if (b["minimum"]) {
-        if (auto v = r.Duration(b["minimum"], "billing.minimum")) defaults.minimum_seconds = *v;
-      }
-    }
-  }
-  if (YAML::Node res = root["reservation"]) {
-    if (auto v = r.Duration(res, "reservation")) {
-      if (*v <= 0)
-        r.Error(res, "reservation", "must be > 0");
-      else
-        reservation = *v;
-    }
-  }
-  YAML::Node regions = root["regions"];
-  if (!regions || !regions.IsSequence() || regions.size() == 0) {
-    r.Error(regions ? regions : root, "regions", "expected a non-empty list of region names");
-  } else {
-    for (size_t i = 0; i < regions.size(); ++i) {
-      if (auto v = r.Text(regions[i], absl::StrCat("regions[", i, "]"))) {
-        if (c.HasRegion(*v))
-          r.Error(regions[i], "regions", absl::StrCat("duplicate region '", *v, "'"));
-        else
-          c.regions_.push_back(*v);
-      }
-    }
-  }
-  YAML::Node instances = root["instances"];
-  if (!instances || !instances.IsMap() || instances.size() == 0) {
-    r.Error(instances ? instances : root, "instances",
-            "expected a non-empty mapping of instance types");
-  } else {
-    for (const auto& kv : instances) {
-      std::string path = absl::StrCat("instances.", kv.first.Scalar());
-      if (!r.Keys(kv.second, path, {"gpus", "gpu_memory_gb", "cpus"})) continue;
-      InstanceType t;
-      t.name = kv.first.Scalar();
-      if (auto v = kv.second["gpus"] ? r.Number(kv.second["gpus"], path + ".gpus") : 0.0)
-        t.gpus = static_cast<int>(*v);
-      if (auto v = kv.second["gpu_memory_gb"]
-                       ? r.Number(kv.second["gpu_memory_gb"], path + ".gpu_memory_gb")
-                       : 0.0)
-        t.gpu_memory_gb = *v;
-      if (auto v = kv.second["cpus"] ? r.Number(kv.second["cpus"], path + ".cpus") : 0.0)
-        t.cpus = static_cast<int>(*v);
-      if (t.gpus < 0 || t.cpus < 0 || t.gpu_memory_gb < 0)
-        r.Error(kv.second, path, "counts must be >= 0");
-      c.instances_.push_back(t);
-    }
-  }
-  YAML::Node offers = root["offers"];
-  if (!offers || !offers.IsSequence() || offers.size() == 0) {
-    r.Error(offers ? offers : root, "offers", "expected a non-empty list of offers");
-    offers = YAML::Node(YAML::NodeType::Sequence);
-  }
-  std::set<std::tuple<std::string, std::string, int>> seen;
-  for (size_t i = 0; i < offers.size(); ++i) {
-    const YAML::Node o = offers[i];
-    const std::string path = absl::StrCat("offers[", i, "]");
-    if (!r.Keys(o, path,
-                {"region", "instance", "market", "price_per_hour", "price_per_second", "increment",
-                 "minimum", "interruption", "reservation"})) {
-      continue;
-    }
-    Offer offer;
-    offer.billing = defaults;
-    offer.reservation_seconds = reservation;
-    auto region = o["region"] ? r.Text(o["region"], path + ".region") : std::nullopt;
-    auto instance = o["instance"] ? r.Text(o["instance"], path + ".instance") : std::nullopt;
-    auto market_text = o["market"] ? r.Text(o["market"], path + ".market") : std::nullopt;
-    if (!region || !instance || !market_text) {
-      if (!o["region"] || !o["instance"] || !o["market"])
-        r.Error(o, path, "needs region, instance and market");
-      continue;
-    }
-    if (!c.HasRegion(*region))
-      r.Error(o["region"], path + ".region", absl::StrCat("unknown region '", *region, "'"));
-    if (!c.FindInstance(*instance))
-      r.Error(o["instance"], path + ".instance",
-              absl::StrCat("unknown instance type '", *instance, "'"));
-    std::optional<Market> market = ParseMarket(*market_text);
-    if (!market) {
-      r.Error(o["market"], path + ".market",
-              absl::StrCat("unknown market '", *market_text,
-                           "'; expected one of spot, on_demand, reserved"));
-      continue;
-    }
-    offer.region = *region;
-    offer.instance = *instance;
-    offer.market = *market;
-    if (o["price_per_hour"] && o["price_per_second"]) {
-      r.Error(o, path, "give price_per_hour or price_per_second, not both");
-    } else if (o["price_per_hour"]) {
-      if (auto v = r.Positive(o["price_per_hour"], path + ".price_per_hour"))
-        offer.billing.price_per_second = *v / 3600;
-    } else if (o["price_per_second"]) {
-      if (auto v = r.Positive(o["price_per_second"], path + ".price_per_second"))
-        offer.billing.price_per_second = *v;
-    } else {
-      r.Error(o, path, "needs price_per_hour or price_per_second");
-    }
-    if (o["increment"]) {
-      if (auto v = r.Duration(o["increment"], path + ".increment")) {
-        if (*v <= 0)
-          r.Error(o["increment"], path + ".increment", "must be > 0");
-        else
-          offer.billing.increment_seconds = *v;
-      }
-    }
-    if (o["minimum"]) {
-      if (auto v = r.Duration(o["minimum"], path + ".minimum")) offer.billing.minimum_seconds = *v;
-    }
-    if (o["reservation"]) {
-      if (auto v = r.Duration(o["reservation"], path + ".reservation")) {
-        if (*v <= 0)
-          r.Error(o["reservation"], path + ".reservation", "must be > 0");
-        else
-          offer.reservation_seconds = *v;
-      }
-    }
-    if (YAML::Node in = o["interruption"]) {
-      const std::string ip = path + ".interruption";
-      if (offer.market != Market::kSpot) r.Error(in, ip, "only spot offers are interrupted");
-      if (r.Keys(in, ip, {"rate_per_day", "notice", "notice_probability"})) {
-        if (in["rate_per_day"]) {
-          if (auto v = r.Number(in["rate_per_day"], ip + ".rate_per_day")) {
-            if (*v < 0)
-              r.Error(in["rate_per_day"], ip + ".rate_per_day", "must be >= 0");
-            else
-              offer.interruption.rate_per_day = *v;
-          }
-        }
-        if (in["notice"]) {
-          if (auto v = r.Duration(in["notice"], ip + ".notice"))
-            offer.interruption.notice_seconds = *v;
-        }
-        if (in["notice_probability"]) {
-          if (auto v = r.Number(in["notice_probability"], ip + ".notice_probability")) {
-            if (*v < 0 || *v > 1)
-              r.Error(in["notice_probability"], ip + ".notice_probability", "must be in [0, 1]");
-            else
-              offer.interruption.notice_probability = *v;
-          }
-        }
-      }
-    }
-    if (!seen.insert({offer.region, offer.instance, static_cast<int>(offer.market)}).second) {
-      r.Error(o, path,
-              absl::StrCat("duplicate offer for ", offer.region, " ", offer.instance, " ",
-                           MarketName(offer.market)));
-    }
-    c.offers_.push_back(offer);
-  }
+  const OfferDefaults defaults = ReadOfferDefaults(r, root);
+  Catalog c;
+  c.regions_ = ReadRegions(r, root);
+  c.instances_ = ReadInstances(r, root);
+  c.offers_ = ReadOffers(r, root, c, defaults);
   if (errors->size() != before) return Catalog();
   return c;
 }
