@@ -312,217 +312,306 @@ int Report(const Args& a, Clock* clock) {
   return 0;
 }
 
-}  // namespace
-}  // namespace sextant
+// The command line's verbs, registered with CLI11 one per Add* function in the order --help
+// lists them, each with the action that runs it. CLI11 writes each verb's values into the
+// members here, so an object outlives its parse. Not thread-safe.
+class CommandLine {
+ public:
+  explicit CommandLine(Clock* clock);
 
-int main(int argc, char** argv) {
-  using namespace sextant;
-  SetUpProcess();
-  Clock* const clock = RealClockInstance();
-  CLI::App app(
-      "sextant: hyperparameter search and federated learning, driven by one experiment "
-      "file.",
-      "sextant");
-  app.require_subcommand(1);
-  app.failure_message(CLI::FailureMessage::simple);
+  // Parses `args` (argv without the program name) and runs the verb they name: its exit code,
+  // 0 for --help, or 2 for a usage error (with a pointer to --help on stderr).
+  int Execute(std::vector<std::string> args);
 
-  Args a;
-  // Adds a flag that takes a value, recorded in a.flags under its name when given.
-  auto valued = [&a](CLI::App* verb, const std::string& name, const std::string& help) {
-    return verb->add_option_function<std::string>(
-        "--" + name, [&a, name](const std::string& v) { a.flags.insert_or_assign(name, v); }, help);
-  };
-  auto boolean = [&a](CLI::App* verb, const std::string& name, const std::string& help) {
-    return verb->add_flag_callback(
-        "--" + name, [&a, name] { a.flags.insert_or_assign(name, "1"); }, help);
-  };
+ private:
+  // Adds a flag that takes a value, recorded in a_.flags under its name when given.
+  CLI::Option* Valued(CLI::App* verb, const std::string& name, const std::string& help);
+  // Adds a flag without a value, recorded in a_.flags as "1" when given.
+  CLI::Option* Boolean(CLI::App* verb, const std::string& name, const std::string& help);
+  // The flags `run` and `resume` share.
+  void AddRunFlags(CLI::App* verb);
 
-  std::map<std::string, std::function<int()>> actions;
-  auto run_flags = [&](CLI::App* verb) {
-    valued(verb, "workers", "local workers (default: search.max_concurrent)");
-    valued(verb, "metrics-port",
-           "serve the live report (/) and Prometheus /metrics on 127.0.0.1:PORT (0: any port)");
-    valued(verb, "tls-dir", "serve TLS with the certificates of `sextant certs init DIR`");
-    boolean(verb, "external-participants",
-            "federated: aggregators and clients are started by hand on their hosts "
-            "(sextant-worker --join); needs --tls-dir");
-    valued(verb, "max-cost", "replace budget.max_cost");
-    valued(verb, "max-wall-time", "replace budget.max_wall_time (e.g. 90s, 2h)");
-    valued(verb, "listen", "the worker service's address (default 127.0.0.1:0)");
-    valued(verb, "lease-timeout",
-           "a lease lapses this long after the last heartbeat (default 15s)");
-    valued(verb, "heartbeat", "how often workers heartbeat (default 2s)");
-    valued(verb, "time-scale", "multiply spot interruption times and notices by X");
-    valued(verb, "slurm-partition", "slurm: the partition of on-demand and reserved jobs");
-    valued(verb, "slurm-spot-partition", "slurm: the partition of spot jobs");
-  };
+  void AddRun();
+  void AddResume();
+  void AddValidate();
+  void AddSchema();
+  void AddStatus();
+  void AddResults();
+  void AddEvents();
+  void AddReport();
+  void AddSimulate();
+  void AddAsk();
+  void AddTell();
+  void AddImport();
+  void AddMcp();
+  void AddCerts();
 
-  CLI::App* run = app.add_subcommand("run", "Run an experiment file to its end");
-  run->add_option("FILE", a.positional, "the experiment file (YAML)")->required();
-  valued(run, "run-dir", "the run directory (default runs/<name>)");
-  run_flags(run);
-  actions["run"] = [&] { return Run(a, false, clock); };
+  Clock* const clock_;
+  CLI::App app_;
+  // What each verb runs, by its name ("certs init" for a verb's own verb).
+  std::map<std::string, std::function<int()>> actions_;
+  Args a_;
+  AskOptions ask_args_;
+  TellFlags tell_args_;
+  OptunaImportOptions import_args_;
+  std::string import_metrics_;
+  std::string mcp_root_;
+  CertsArgs certs_args_;
+};
 
-  CLI::App* resume = app.add_subcommand("resume", "Continue a run from its run directory");
-  resume->add_option("DIR", a.positional, "the run directory")->required();
-  run_flags(resume);
-  valued(resume, "max-trials", "replace search.max_trials (room for more trials)");
-  actions["resume"] = [&] { return Run(a, true, clock); };
+CommandLine::CommandLine(Clock* clock)
+    : clock_(clock),
+      app_(
+          "sextant: hyperparameter search and federated learning, driven by one experiment "
+          "file.",
+          "sextant") {
+  app_.require_subcommand(1);
+  app_.failure_message(CLI::FailureMessage::simple);
+  AddRun();
+  AddResume();
+  AddValidate();
+  AddSchema();
+  AddStatus();
+  AddResults();
+  AddEvents();
+  AddReport();
+  AddSimulate();
+  AddAsk();
+  AddTell();
+  AddImport();
+  AddMcp();
+  AddCerts();
+}
 
-  CLI::App* validate = app.add_subcommand("validate", "Check an experiment file");
-  validate->add_option("FILE", a.positional, "the experiment file (YAML)")->required();
-  actions["validate"] = [&] { return Validate(a); };
+CLI::Option* CommandLine::Valued(CLI::App* verb, const std::string& name, const std::string& help) {
+  return verb->add_option_function<std::string>(
+      "--" + name, [this, name](const std::string& v) { a_.flags.insert_or_assign(name, v); },
+      help);
+}
 
-  // The schema is embedded at build time, so an installed binary prints it without any file.
-  app.add_subcommand("schema", "Print the experiment file's JSON Schema (for editors)");
-  actions["schema"] = [] {
+CLI::Option* CommandLine::Boolean(CLI::App* verb, const std::string& name,
+                                  const std::string& help) {
+  return verb->add_flag_callback(
+      "--" + name, [this, name] { a_.flags.insert_or_assign(name, "1"); }, help);
+}
+
+void CommandLine::AddRunFlags(CLI::App* verb) {
+  Valued(verb, "workers", "local workers (default: search.max_concurrent)");
+  Valued(verb, "metrics-port",
+         "serve the live report (/) and Prometheus /metrics on 127.0.0.1:PORT (0: any port)");
+  Valued(verb, "tls-dir", "serve TLS with the certificates of `sextant certs init DIR`");
+  Boolean(verb, "external-participants",
+          "federated: aggregators and clients are started by hand on their hosts "
+          "(sextant-worker --join); needs --tls-dir");
+  Valued(verb, "max-cost", "replace budget.max_cost");
+  Valued(verb, "max-wall-time", "replace budget.max_wall_time (e.g. 90s, 2h)");
+  Valued(verb, "listen", "the worker service's address (default 127.0.0.1:0)");
+  Valued(verb, "lease-timeout", "a lease lapses this long after the last heartbeat (default 15s)");
+  Valued(verb, "heartbeat", "how often workers heartbeat (default 2s)");
+  Valued(verb, "time-scale", "multiply spot interruption times and notices by X");
+  Valued(verb, "slurm-partition", "slurm: the partition of on-demand and reserved jobs");
+  Valued(verb, "slurm-spot-partition", "slurm: the partition of spot jobs");
+}
+
+void CommandLine::AddRun() {
+  CLI::App* run = app_.add_subcommand("run", "Run an experiment file to its end");
+  run->add_option("FILE", a_.positional, "the experiment file (YAML)")->required();
+  Valued(run, "run-dir", "the run directory (default runs/<name>)");
+  AddRunFlags(run);
+  actions_["run"] = [this] { return Run(a_, false, clock_); };
+}
+
+void CommandLine::AddResume() {
+  CLI::App* resume = app_.add_subcommand("resume", "Continue a run from its run directory");
+  resume->add_option("DIR", a_.positional, "the run directory")->required();
+  AddRunFlags(resume);
+  Valued(resume, "max-trials", "replace search.max_trials (room for more trials)");
+  actions_["resume"] = [this] { return Run(a_, true, clock_); };
+}
+
+void CommandLine::AddValidate() {
+  CLI::App* validate = app_.add_subcommand("validate", "Check an experiment file");
+  validate->add_option("FILE", a_.positional, "the experiment file (YAML)")->required();
+  actions_["validate"] = [this] { return Validate(a_); };
+}
+
+// The schema is embedded at build time, so an installed binary prints it without any file.
+void CommandLine::AddSchema() {
+  app_.add_subcommand("schema", "Print the experiment file's JSON Schema (for editors)");
+  actions_["schema"] = [] {
     std::cout << ExperimentSchemaJson();
     return 0;
   };
+}
 
-  CLI::App* status = app.add_subcommand("status", "Show a run's trials, workers and events");
-  status->add_option("DIR", a.positional, "the run directory")->required();
-  boolean(status, "watch", "redraw every second until the run ends");
-  actions["status"] = [&] { return Status(a, clock); };
+void CommandLine::AddStatus() {
+  CLI::App* status = app_.add_subcommand("status", "Show a run's trials, workers and events");
+  status->add_option("DIR", a_.positional, "the run directory")->required();
+  Boolean(status, "watch", "redraw every second until the run ends");
+  actions_["status"] = [this] { return Status(a_, clock_); };
+}
 
-  CLI::App* results = app.add_subcommand("results", "Print a run's results");
-  results->add_option("DIR", a.positional, "the run directory")->required();
-  valued(results, "format", "table (default), json or csv");
-  actions["results"] = [&] { return Results(a); };
+void CommandLine::AddResults() {
+  CLI::App* results = app_.add_subcommand("results", "Print a run's results");
+  results->add_option("DIR", a_.positional, "the run directory")->required();
+  Valued(results, "format", "table (default), json or csv");
+  actions_["results"] = [this] { return Results(a_); };
+}
 
-  CLI::App* events = app.add_subcommand("events", "Print a run's event log as JSON lines");
-  events->add_option("DIR", a.positional, "the run directory")->required();
-  actions["events"] = [&] { return Events(a); };
+void CommandLine::AddEvents() {
+  CLI::App* events = app_.add_subcommand("events", "Print a run's event log as JSON lines");
+  events->add_option("DIR", a_.positional, "the run directory")->required();
+  actions_["events"] = [this] { return Events(a_); };
+}
 
-  CLI::App* report = app.add_subcommand("report", "Write a run's HTML report");
-  report->add_option("DIR", a.positional, "the run directory")->required();
+void CommandLine::AddReport() {
+  CLI::App* report = app_.add_subcommand("report", "Write a run's HTML report");
+  report->add_option("DIR", a_.positional, "the run directory")->required();
   report
       ->add_option_function<std::string>(
-          "-o,--output", [&a](const std::string& v) { a.flags["output"] = v; },
+          "-o,--output", [this](const std::string& v) { a_.flags["output"] = v; },
           "the HTML file to write (required)")
       ->type_name("FILE.html");
-  actions["report"] = [&] { return Report(a, clock); };
+  actions_["report"] = [this] { return Report(a_, clock_); };
+}
 
+void CommandLine::AddSimulate() {
   CLI::App* simulate =
-      app.add_subcommand("simulate", "Forecast an experiment's time and cost on virtual time");
-  simulate->add_option("FILE", a.positional, "the experiment file (YAML)")->required();
-  valued(simulate, "run-dir", "the run directory (default runs/<name>)");
-  actions["simulate"] = [&] {
-    return RunSimulateCommand(a.positional, a.flags.count("run-dir") ? a.flags.at("run-dir") : "",
-                              std::cout, std::cerr);
+      app_.add_subcommand("simulate", "Forecast an experiment's time and cost on virtual time");
+  simulate->add_option("FILE", a_.positional, "the experiment file (YAML)")->required();
+  Valued(simulate, "run-dir", "the run directory (default runs/<name>)");
+  actions_["simulate"] = [this] {
+    return RunSimulateCommand(a_.positional,
+                              a_.flags.count("run-dir") ? a_.flags.at("run-dir") : "", std::cout,
+                              std::cerr);
   };
+}
 
-  // Ask and tell (search.mode: ask_tell), against a live run or offline on its directory.
-  AskOptions ask_args;
-  CLI::App* ask = app.add_subcommand("ask", "Ask an ask/tell run for trials (one JSON line each)");
-  ask->add_option("DIR", ask_args.run_dir,
+// Ask and tell (search.mode: ask_tell), against a live run or offline on its directory.
+void CommandLine::AddAsk() {
+  CLI::App* ask = app_.add_subcommand("ask", "Ask an ask/tell run for trials (one JSON line each)");
+  ask->add_option("DIR", ask_args_.run_dir,
                   "the run directory (a live run, or one no process holds)")
       ->required();
-  ask->add_option("--n", ask_args.count, "how many trials (default 1, at most 1024)");
-  ask->add_option("--wait", ask_args.wait_seconds,
+  ask->add_option("--n", ask_args_.count, "how many trials (default 1, at most 1024)");
+  ask->add_option("--wait", ask_args_.wait_seconds,
                   "live: wait up to this many seconds (at most 30) for a trial to start");
-  actions["ask"] = [&] { return RunAskCommand(ask_args, std::cout, std::cerr, clock); };
+  actions_["ask"] = [this] { return RunAskCommand(ask_args_, std::cout, std::cerr, clock_); };
+}
 
-  TellFlags tell_args;
-  CLI::App* tell = app.add_subcommand(
+void CommandLine::AddTell() {
+  TellFlags& t = tell_args_;
+  CLI::App* tell = app_.add_subcommand(
       "tell", "Tell an ask/tell run a trial's result, or report an intermediate --step");
-  tell->add_option("DIR", tell_args.run_dir,
-                   "the run directory (a live run, or one no process holds)")
+  tell->add_option("DIR", t.run_dir, "the run directory (a live run, or one no process holds)")
       ->required();
-  tell->add_option("TRIAL", tell_args.trial, "the trial id")->required();
-  tell->add_option("--value", tell_args.value, "the objective's value");
-  tell->add_option("--values", tell_args.values, "V1,V2,...: each objective's value, in order");
-  tell->add_option("--state", tell_args.state, "pruned or failed (instead of a value)");
-  tell->add_option("--metrics", tell_args.metrics,
+  tell->add_option("TRIAL", t.trial, "the trial id")->required();
+  tell->add_option("--value", t.value, "the objective's value");
+  tell->add_option("--values", t.values, "V1,V2,...: each objective's value, in order");
+  tell->add_option("--state", t.state, "pruned or failed (instead of a value)");
+  tell->add_option("--metrics", t.metrics,
                    "NAME=VALUE,...: further metrics (with --step: the step's)");
-  tell->add_option("--step", tell_args.step,
+  tell->add_option("--step", t.step,
                    "report an intermediate step S (the fidelity) with --metrics; prints continue, "
                    "stop or pause");
-  tell->add_option("--attempt", tell_args.attempt, "the attempt (default: the one holding it)");
-  tell->add_option("--error", tell_args.error, "with --state failed: why");
-  actions["tell"] = [&] { return RunTellCommandLine(tell_args, std::cout, std::cerr, clock); };
+  tell->add_option("--attempt", t.attempt, "the attempt (default: the one holding it)");
+  tell->add_option("--error", t.error, "with --state failed: why");
+  actions_["tell"] = [this] {
+    return RunTellCommandLine(tell_args_, std::cout, std::cerr, clock_);
+  };
+}
 
-  // sextant import optuna: an Optuna study, read from its SQLite storage or journal file, as a
-  // run directory.
-  OptunaImportOptions import_args;
-  std::string import_metrics;
-  CLI::App* import = app.add_subcommand("import", "Import another tool's study as a run directory");
+// sextant import optuna: an Optuna study, read from its SQLite storage or journal file, as a
+// run directory.
+void CommandLine::AddImport() {
+  CLI::App* import =
+      app_.add_subcommand("import", "Import another tool's study as a run directory");
   import->require_subcommand(1);
-  CLI::App* import_optuna = import->add_subcommand(
+  CLI::App* optuna = import->add_subcommand(
       "optuna",
       "Import an Optuna study from its SQLite storage or journal file (read directly; no Python)");
-  import_optuna
-      ->add_option("STORAGE", import_args.storage,
+  optuna
+      ->add_option("STORAGE", import_args_.storage,
                    "the Optuna SQLite file or its storage URL (sqlite:///optuna.db), or a "
                    "JournalFileBackend log")
       ->required();
-  import_optuna->add_option("--study", import_args.study,
-                            "the study's name (default: the storage's only study)");
-  import_optuna->add_option("-o,--output", import_args.output_dir,
-                            "the run directory to write (default runs/<study name>)");
-  import_optuna->add_option(
-      "--metric", import_metrics,
-      "NAME[,NAME...]: the objectives' metrics (default value, or values_0,...)");
-  import_optuna->add_option(
-      "--max-trials", import_args.max_trials,
+  optuna->add_option("--study", import_args_.study,
+                     "the study's name (default: the storage's only study)");
+  optuna->add_option("-o,--output", import_args_.output_dir,
+                     "the run directory to write (default runs/<study name>)");
+  optuna->add_option("--metric", import_metrics_,
+                     "NAME[,NAME...]: the objectives' metrics (default value, or values_0,...)");
+  optuna->add_option(
+      "--max-trials", import_args_.max_trials,
       "search.max_trials, counting the imported trials (default: their number + 100)");
-  actions["import optuna"] = [&] {
-    for (absl::string_view m : absl::StrSplit(import_metrics, ',', absl::SkipWhitespace())) {
-      import_args.metrics.emplace_back(absl::StripAsciiWhitespace(m));
+  actions_["import optuna"] = [this] {
+    for (absl::string_view m : absl::StrSplit(import_metrics_, ',', absl::SkipWhitespace())) {
+      import_args_.metrics.emplace_back(absl::StripAsciiWhitespace(m));
     }
-    return RunOptunaImport(import_args, clock, std::cout, std::cerr);
+    return RunOptunaImport(import_args_, clock_, std::cout, std::cerr);
   };
+}
 
-  // sextant mcp --root DIR: a Model Context Protocol server on stdio (orchestrator/mcp).
-  std::string mcp_root;
-  CLI::App* mcp = app.add_subcommand(
+// sextant mcp --root DIR: a Model Context Protocol server on stdio (orchestrator/mcp).
+void CommandLine::AddMcp() {
+  CLI::App* mcp = app_.add_subcommand(
       "mcp", "Serve the Model Context Protocol on stdin/stdout (tools over run directories)");
-  mcp->add_option("--root", mcp_root, "the only directory its tools read and write")->required();
-  actions["mcp"] = [&] { return RunMcpCommand(mcp_root, clock); };
+  mcp->add_option("--root", mcp_root_, "the only directory its tools read and write")->required();
+  actions_["mcp"] = [this] { return RunMcpCommand(mcp_root_, clock_); };
+}
 
-  CertsArgs certs_args;
-  CLI::App* certs = app.add_subcommand("certs", "Make the certificates and tokens of a TLS run");
+void CommandLine::AddCerts() {
+  CertsArgs& c = certs_args_;
+  CLI::App* certs = app_.add_subcommand("certs", "Make the certificates and tokens of a TLS run");
   certs->require_subcommand(1);
-  CLI::App* certs_init =
-      certs->add_subcommand("init", "Write a private CA, certificates and tokens");
-  certs_init->add_option("DIR", certs_args.dir, "where to write them")->required();
-  certs_init->add_option("--san", certs_args.sans, "HOST,...: names the servers answer to");
-  CLI::App* certs_issue = certs->add_subcommand("issue", "Issue one more certificate from the CA");
-  certs_issue->add_option("DIR", certs_args.dir, "a directory from `certs init`")->required();
-  certs_issue->add_option("NAME", certs_args.name, "the certificate's name")->required();
-  certs_issue->add_option("--role", certs_args.role,
-                          "worker (default), client, aggregator or admin");
-  certs_issue->add_option("--region", certs_args.region, "the region it belongs to");
-  certs_issue->add_option("--san", certs_args.sans, "HOST,...: names the holder serves under");
-  certs_issue->add_flag("--enroll", certs_args.enroll, "also write an enrolment token");
-  actions["certs init"] = [&] { return Certs(certs_args, true); };
-  actions["certs issue"] = [&] { return Certs(certs_args, false); };
+  CLI::App* init = certs->add_subcommand("init", "Write a private CA, certificates and tokens");
+  init->add_option("DIR", c.dir, "where to write them")->required();
+  init->add_option("--san", c.sans, "HOST,...: names the servers answer to");
+  CLI::App* issue = certs->add_subcommand("issue", "Issue one more certificate from the CA");
+  issue->add_option("DIR", c.dir, "a directory from `certs init`")->required();
+  issue->add_option("NAME", c.name, "the certificate's name")->required();
+  issue->add_option("--role", c.role, "worker (default), client, aggregator or admin");
+  issue->add_option("--region", c.region, "the region it belongs to");
+  issue->add_option("--san", c.sans, "HOST,...: names the holder serves under");
+  issue->add_flag("--enroll", c.enroll, "also write an enrolment token");
+  actions_["certs init"] = [this] { return Certs(certs_args_, true); };
+  actions_["certs issue"] = [this] { return Certs(certs_args_, false); };
+}
 
-  std::vector<std::string> args(argv + 1, argv + argc);
+int CommandLine::Execute(std::vector<std::string> args) {
   if (!args.empty() && args[0] == "help") args[0] = "--help";
-  if (!args.empty() && args[0].rfind("-", 0) != 0 && !actions.count(args[0]) &&
+  if (!args.empty() && args[0].rfind("-", 0) != 0 && !actions_.count(args[0]) &&
       args[0] != "certs" && args[0] != "import") {
     return UsageError("unknown command '" + args[0] + "'");
   }
   const bool no_args = args.empty();
   std::reverse(args.begin(), args.end());  // CLI11 takes them last-first, and consumes them
   try {
-    app.parse(args);
+    app_.parse(args);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return app_.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return app_.exit(e);
   } catch (const CLI::ParseError& e) {
     if (no_args) {
-      std::cerr << app.help();
+      std::cerr << app_.help();
       return 2;
     }
     return UsageError(e.what());
   }
-  for (CLI::App* verb : app.get_subcommands()) {
+  for (CLI::App* verb : app_.get_subcommands()) {
     std::string name = verb->get_name();
     for (CLI::App* sub : verb->get_subcommands()) name += " " + sub->get_name();
-    return actions.at(name)();
+    return actions_.at(name)();
   }
   return UsageError("no command");
+}
+
+}  // namespace
+}  // namespace sextant
+
+int main(int argc, char** argv) {
+  sextant::SetUpProcess();
+  sextant::CommandLine command_line(sextant::RealClockInstance());
+  return command_line.Execute(std::vector<std::string>(argv + 1, argv + argc));
 }
