@@ -11,6 +11,8 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -228,6 +230,143 @@ int Fail(int code, const absl::Status& s) {
   return code;
 }
 
+// The command line from argv, with $SEXTANT_FIDELITY applied. -h/--help prints the usage and
+// sets *help_exit to the exit code. InvalidArgument naming the flag when the command line is bad.
+absl::StatusOr<CommandLine> ParseCommandLine(CLI::App& app, int argc, char** argv,
+                                             std::optional<int>* help_exit) {
+  absl::StatusOr<CommandLine> parsed;
+  try {
+    app.parse(argc, argv);
+    parsed = ToCommandLine(app);
+  } catch (const CLI::CallForHelp& e) {
+    *help_exit = app.exit(e);
+    return parsed;
+  } catch (const CLI::ArgumentMismatch& e) {
+    // A flag at the end without its value; CLI11's message starts with the flag's name.
+    const std::string what = e.what();
+    parsed =
+        absl::InvalidArgumentError(absl::StrCat(what.substr(0, what.find(':')), " needs a value"));
+  } catch (const CLI::ParseError& e) {
+    parsed = absl::InvalidArgumentError(e.what());
+  }
+  // Under a multi-fidelity scheduler the orchestrator sets the epoch to train to; the
+  // checkpoint carries the run from the previous rung.
+  if (const char* f = std::getenv("SEXTANT_FIDELITY"); parsed.ok() && f != nullptr) {
+    double target = 0;
+    if (absl::SimpleAtod(f, &target) && target >= 1) {
+      parsed->trainer.epochs = static_cast<int>(std::ceil(target));
+    }
+  }
+  return parsed;
+}
+
+// FailedPrecondition when --gpus asks for more CUDA devices than this build and host have.
+absl::Status CheckGpus(int gpus) {
+  if (gpus <= 0) return absl::OkStatus();
+  const size_t found = QueryGpus().size();
+  if (BuiltWithCuda() && found >= static_cast<size_t>(gpus)) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("no CUDA device available: --gpus ", gpus, " requires ", gpus,
+                   " visible CUDA device(s) and a build with CUDA (built with CUDA: ",
+                   BuiltWithCuda() ? "yes" : "no", ", devices found: ", found,
+                   "); use --gpus 0 for the CPU backend"));
+}
+
+// The training and validation sets the command line names, with the model shaped to them.
+absl::Status LoadData(CommandLine& c, Dataset* train, Dataset* validation) {
+  if (c.dataset == "synthetic") {
+    *train = MakeSyntheticDataset(c.train_subset > 0 ? c.train_subset : 6000, c.trainer.seed + 1);
+    *validation = MakeSyntheticDataset(c.val_subset > 0 ? c.val_subset : 1000, c.trainer.seed + 2);
+  } else {
+    absl::StatusOr<FashionMnist> data = LoadFashionMnist(c.data_dir);
+    if (!data.ok()) return data.status();
+    *train = Head(data->train, c.train_subset);
+    *validation = Head(data->validation, c.val_subset);
+  }
+  c.trainer.model.channels = train->channels;
+  c.trainer.model.height = train->height;
+  c.trainer.model.width = train->width;
+  c.trainer.model.classes = train->num_classes;
+  return absl::OkStatus();
+}
+
+// SIGTERM stops the trainer at its next step boundary; each epoch's metrics and each event go
+// to stdout as they happen.
+void ConnectOutputs(TrainerOptions& t) {
+  struct sigaction action = {};
+  action.sa_handler = OnTerm;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  t.stop = &g_stop_requested;
+  t.on_epoch = [fidelity = t.fidelity_name](const EpochMetrics& m) {
+    std::printf("%s\n", m.Format(fidelity).c_str());
+    std::fflush(stdout);
+  };
+  // On stdout, in order with the metrics: sextant-worker records them as the trial's events.
+  t.on_event = [](const TrainEvent& e) {
+    std::printf("sextant-event: %s\n", e.Format().c_str());
+    std::fflush(stdout);
+  };
+}
+
+// What a run trains on; it outlives the training.
+struct Backends {
+  std::unique_ptr<Backend> primary;  // the CPU backend, or the first GPU's
+  std::vector<std::unique_ptr<Backend>> replicas;
+  std::unique_ptr<cuda::GradientAllReduce> all_reduce;
+};
+
+// One replica per GPU, all in this process; gradients are summed with NCCL. One GPU takes the
+// same path with nothing to sum. Without --gpus, the CPU backend. Fills in the trainer's
+// replicas and gradient sum.
+absl::Status MakeBackends(CommandLine& c, Backends* b) {
+  if (c.gpus <= 0) {
+    b->primary = NewCpuBackend({.threads = c.threads, .memory_limit_bytes = 0});
+    return absl::OkStatus();
+  }
+  for (int d = 0; d < c.gpus; ++d) {
+    auto gpu = cuda::NewCudaBackend({.device = d});
+    if (!gpu.ok()) return gpu.status();
+    if (d == 0) {
+      b->primary = *std::move(gpu);
+    } else {
+      c.trainer.replicas.push_back(gpu->get());
+      b->replicas.push_back(*std::move(gpu));
+    }
+  }
+  if (c.gpus > 1) {
+    std::vector<Backend*> all = {b->primary.get()};
+    all.insert(all.end(), c.trainer.replicas.begin(), c.trainer.replicas.end());
+    auto reduce = cuda::NewGradientAllReduce(all);
+    if (!reduce.ok()) return reduce.status();
+    b->all_reduce = *std::move(reduce);
+    c.trainer.all_reduce_sum =
+        [all_reduce = b->all_reduce.get()](const std::vector<std::vector<Tensor>>& grads) {
+          return all_reduce->SumInPlace(grads);
+        };
+  }
+  return absl::OkStatus();
+}
+
+// The exit code of a finished Train call, with its notes on stderr.
+int ExitCode(const absl::StatusOr<TrainResult>& result, const TrainerOptions& t) {
+  if (!result.ok()) {
+    return Fail(absl::IsInvalidArgument(result.status()) ? kTrainExitBadArgs : kTrainExitFailed,
+                result.status());
+  }
+  if (result->resumed_from_step >= 0) {
+    std::fprintf(stderr, "sextant-train: resumed from the checkpoint at step %lld\n",
+                 static_cast<long long>(result->resumed_from_step));
+  }
+  if (result->outcome == TrainResult::Outcome::kPreempted) {
+    std::fprintf(stderr, "sextant-train: preempted at step %lld; checkpoint in %s\n",
+                 static_cast<long long>(result->steps),
+                 t.checkpoint_dir.empty() ? "(none)" : t.checkpoint_dir.c_str());
+    return kTrainExitPreempted;
+  }
+  return kTrainExitOk;
+}
+
 }  // namespace
 
 int RunTrainCommand(int argc, char** argv) {
@@ -246,28 +385,9 @@ int RunTrainCommand(int argc, char** argv) {
   // Left-over arguments are kept, so that ToCommandLine can name the unknown flag.
   app.allow_extras();
   AddFlags(app);
-  absl::StatusOr<CommandLine> parsed;
-  try {
-    app.parse(argc, argv);
-    parsed = ToCommandLine(app);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ArgumentMismatch& e) {
-    // A flag at the end without its value; CLI11's message starts with the flag's name.
-    const std::string what = e.what();
-    parsed =
-        absl::InvalidArgumentError(absl::StrCat(what.substr(0, what.find(':')), " needs a value"));
-  } catch (const CLI::ParseError& e) {
-    parsed = absl::InvalidArgumentError(e.what());
-  }
-  // Under a multi-fidelity scheduler the orchestrator sets the epoch to train to; the
-  // checkpoint carries the run from the previous rung.
-  if (const char* f = std::getenv("SEXTANT_FIDELITY"); parsed.ok() && f != nullptr) {
-    double target = 0;
-    if (absl::SimpleAtod(f, &target) && target >= 1) {
-      parsed->trainer.epochs = static_cast<int>(std::ceil(target));
-    }
-  }
+  std::optional<int> help_exit;
+  absl::StatusOr<CommandLine> parsed = ParseCommandLine(app, argc, argv, &help_exit);
+  if (help_exit) return *help_exit;
   if (!parsed.ok()) {
     std::cerr << "sextant-train: " << parsed.status().message() << "\nRun '" << command
               << " --help' for usage.\n";
@@ -275,94 +395,13 @@ int RunTrainCommand(int argc, char** argv) {
   }
   CommandLine& c = *parsed;
   if (auto s = ValidateTrainerOptions(c.trainer); !s.ok()) return Fail(kTrainExitBadArgs, s);
-  if (c.gpus > 0) {
-    const size_t found = QueryGpus().size();
-    if (!BuiltWithCuda() || found < static_cast<size_t>(c.gpus)) {
-      return Fail(kTrainExitFailed,
-                  absl::FailedPreconditionError(absl::StrCat(
-                      "no CUDA device available: --gpus ", c.gpus, " requires ", c.gpus,
-                      " visible CUDA device(s) and a build with CUDA (built with CUDA: ",
-                      BuiltWithCuda() ? "yes" : "no", ", devices found: ", found,
-                      "); use --gpus 0 for the CPU backend")));
-    }
-  }
-
+  if (auto s = CheckGpus(c.gpus); !s.ok()) return Fail(kTrainExitFailed, s);
   Dataset train, validation;
-  if (c.dataset == "synthetic") {
-    train = MakeSyntheticDataset(c.train_subset > 0 ? c.train_subset : 6000, c.trainer.seed + 1);
-    validation = MakeSyntheticDataset(c.val_subset > 0 ? c.val_subset : 1000, c.trainer.seed + 2);
-  } else {
-    absl::StatusOr<FashionMnist> data = LoadFashionMnist(c.data_dir);
-    if (!data.ok()) return Fail(kTrainExitFailed, data.status());
-    train = Head(data->train, c.train_subset);
-    validation = Head(data->validation, c.val_subset);
-  }
-  c.trainer.model.channels = train.channels;
-  c.trainer.model.height = train.height;
-  c.trainer.model.width = train.width;
-  c.trainer.model.classes = train.num_classes;
-
-  struct sigaction action = {};
-  action.sa_handler = OnTerm;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, nullptr);
-  c.trainer.stop = &g_stop_requested;
-  const std::string fidelity = c.trainer.fidelity_name;
-  c.trainer.on_epoch = [&](const EpochMetrics& m) {
-    std::printf("%s\n", m.Format(fidelity).c_str());
-    std::fflush(stdout);
-  };
-  // On stdout, in order with the metrics: sextant-worker records them as the trial's events.
-  c.trainer.on_event = [](const TrainEvent& e) {
-    std::printf("sextant-event: %s\n", e.Format().c_str());
-    std::fflush(stdout);
-  };
-
-  // One replica per GPU, all in this process; gradients are summed with NCCL. One GPU takes the
-  // same path with nothing to sum.
-  std::unique_ptr<Backend> backend;
-  std::vector<std::unique_ptr<Backend>> replicas;
-  std::unique_ptr<cuda::GradientAllReduce> all_reduce;
-  if (c.gpus > 0) {
-    for (int d = 0; d < c.gpus; ++d) {
-      auto gpu = cuda::NewCudaBackend({.device = d});
-      if (!gpu.ok()) return Fail(kTrainExitFailed, gpu.status());
-      if (d == 0) {
-        backend = *std::move(gpu);
-      } else {
-        c.trainer.replicas.push_back(gpu->get());
-        replicas.push_back(*std::move(gpu));
-      }
-    }
-    if (c.gpus > 1) {
-      std::vector<Backend*> all = {backend.get()};
-      all.insert(all.end(), c.trainer.replicas.begin(), c.trainer.replicas.end());
-      auto reduce = cuda::NewGradientAllReduce(all);
-      if (!reduce.ok()) return Fail(kTrainExitFailed, reduce.status());
-      all_reduce = *std::move(reduce);
-      c.trainer.all_reduce_sum = [&](const std::vector<std::vector<Tensor>>& grads) {
-        return all_reduce->SumInPlace(grads);
-      };
-    }
-  } else {
-    backend = NewCpuBackend({.threads = c.threads, .memory_limit_bytes = 0});
-  }
-  absl::StatusOr<TrainResult> result = Train(c.trainer, train, validation, backend.get());
-  if (!result.ok()) {
-    return Fail(absl::IsInvalidArgument(result.status()) ? kTrainExitBadArgs : kTrainExitFailed,
-                result.status());
-  }
-  if (result->resumed_from_step >= 0) {
-    std::fprintf(stderr, "sextant-train: resumed from the checkpoint at step %lld\n",
-                 static_cast<long long>(result->resumed_from_step));
-  }
-  if (result->outcome == TrainResult::Outcome::kPreempted) {
-    std::fprintf(stderr, "sextant-train: preempted at step %lld; checkpoint in %s\n",
-                 static_cast<long long>(result->steps),
-                 c.trainer.checkpoint_dir.empty() ? "(none)" : c.trainer.checkpoint_dir.c_str());
-    return kTrainExitPreempted;
-  }
-  return kTrainExitOk;
+  if (auto s = LoadData(c, &train, &validation); !s.ok()) return Fail(kTrainExitFailed, s);
+  ConnectOutputs(c.trainer);
+  Backends backends;
+  if (auto s = MakeBackends(c, &backends); !s.ok()) return Fail(kTrainExitFailed, s);
+  return ExitCode(Train(c.trainer, train, validation, backends.primary.get()), c.trainer);
 }
 
 }  // namespace sextant::train
