@@ -938,9 +938,13 @@ class FederatedRun {
   absl::Status Rounds() {
     *env_.out << "sextant: federated run " << spec_.name() << " in " << run_dir_path_ << ": "
               << fed().regions_size() << " regions, " << TotalClients(fed()) << " clients, "
-              << global_.size() << " parameters, rounds " << last_round_ + 1 << ".."
-              << fed().rounds() << "\n"
-              << std::flush;
+              << global_.size() << " parameters, ";
+    if (last_round_ < fed().rounds()) {
+      *env_.out << "rounds " << last_round_ + 1 << ".." << fed().rounds() << "\n";
+    } else {
+      *env_.out << "all " << fed().rounds() << " rounds already done\n";
+    }
+    *env_.out << std::flush;
     PutTrial(v1::RUNNING);
     PublishMetrics();
     if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);

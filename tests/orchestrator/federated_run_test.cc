@@ -254,7 +254,11 @@ TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedR
   for (int r = 1; r <= resumed_after; ++r) {
     EXPECT_EQ(out.find("round=" + std::to_string(r) + " "), std::string::npos) << out;
   }
-  EXPECT_NE(out.find("round=" + std::to_string(resumed_after + 1) + " "), std::string::npos) << out;
+  // Killed between round 5's checkpoint and its rows, the resume only restores those rows.
+  if (resumed_after < 5) {
+    EXPECT_NE(out.find("round=" + std::to_string(resumed_after + 1) + " "), std::string::npos)
+        << out;
+  }
   auto rounds =
       QueryRows(db, "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
   ASSERT_EQ(rounds.size(), 5u);
