@@ -166,172 +166,188 @@ void AddParetoFront(const ObjectiveSet& objectives, const std::vector<TrialRow>&
   (*doc)["hypervolume_history"] = std::move(history);
 }
 
-}  // namespace
-
-absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
-  SEXTANT_ASSIGN_OR_RETURN(auto store, Store::Open(RunDir::DbPath(run_dir), /*create=*/false,
-                                                   /*read_only=*/true));
-  SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> spec_bytes, store->GetMeta("spec"));
+// The run's experiment, as stored when it started.
+absl::StatusOr<v1::ExperimentSpec> LoadSpec(Store& store, const std::string& run_dir) {
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> spec_bytes, store.GetMeta("spec"));
   v1::ExperimentSpec spec;
   if (!spec_bytes || !spec.ParseFromString(*spec_bytes)) {
     return absl::NotFoundError(absl::StrCat(run_dir, ": not a Sextant run directory (no spec)"));
   }
-  SEXTANT_ASSIGN_OR_RETURN(const v1::RunState state, store->GetRunState());
-  SEXTANT_ASSIGN_OR_RETURN(std::vector<TrialRow> trials, store->LoadTrials());
-  SEXTANT_ASSIGN_OR_RETURN(std::vector<MeasurementRow> ms, store->LoadMeasurements());
-  SEXTANT_ASSIGN_OR_RETURN(std::vector<EventRow> events, store->LoadEvents());
-  // Run directories from before the costs table have no cost rows: all costs read as 0.
-  std::vector<CostRow> costs = store->LoadCosts().value_or(std::vector<CostRow>());
-  std::map<int64_t, double> trial_cost;
+  return spec;
+}
+
+// What the records beside the trials table hold of each trial, by trial id.
+struct TrialRecords {
+  std::map<int64_t, nlohmann::json> metrics;  // the last value reported of each metric
+  std::map<int64_t, nlohmann::json> events;   // [{"time", "kind", "message"}], oldest first
+  std::map<int64_t, double> cost;             // dollars: the cost ledger's "trial" rows
+  FidelityCount consumed;                     // the fidelity trained, over all trials
+};
+
+TrialRecords GatherTrialRecords(const std::vector<MeasurementRow>& ms,
+                                const std::vector<EventRow>& events,
+                                const std::vector<CostRow>& costs,
+                                const std::string& fidelity_key) {
+  TrialRecords out;
   for (const CostRow& c : costs) {
-    if (c.kind == "trial") trial_cost[c.ref] += c.cost;
+    if (c.kind == "trial") out.cost[c.ref] += c.cost;
   }
-  std::map<int64_t, nlohmann::json> trial_events;
   for (const EventRow& e : events) {
     if (e.trial_id == 0) continue;
-    trial_events[e.trial_id].push_back(
-        {{"time", e.time}, {"kind", e.kind}, {"message", e.message}});
+    out.events[e.trial_id].push_back({{"time", e.time}, {"kind", e.kind}, {"message", e.message}});
   }
-
-  const std::string& fidelity_key = spec.search().fidelity().name();
-  std::map<int64_t, nlohmann::json> metrics;
-  FidelityCount consumed;
   for (const MeasurementRow& m : ms) {
     nlohmann::json j = nlohmann::json::parse(m.metrics_json, nullptr, false);
     if (!j.is_object()) continue;
-    nlohmann::json& into = metrics[m.trial_id];
+    nlohmann::json& into = out.metrics[m.trial_id];
     if (!into.is_object()) into = nlohmann::json::object();
     for (auto& [k, v] : j.items()) into[k] = v;
     if (!fidelity_key.empty() && j.contains(fidelity_key) && j[fidelity_key].is_number()) {
-      consumed.Add(m.trial_id, m.attempt, j[fidelity_key].get<double>());
+      out.consumed.Add(m.trial_id, m.attempt, j[fidelity_key].get<double>());
     }
   }
-  const bool maximize = spec.objective().goal() == v1::Objective::MAXIMIZE;
-  nlohmann::json doc;
-  doc["experiment"] = spec.name();
-  doc["state"] = RunStateName(state);
-  // The cap as it holds now (resume --max-trials changes it).
-  const bool one_federated_run = spec.has_federation() && spec.parameters_size() == 0;
-  if (!one_federated_run) doc["max_trials"] = spec.search().max_trials();
+  return out;
+}
+
+// "privacy", "client_selection" and "model_file": what a federated run stores beside its
+// state. One that is absent or unreadable is left out.
+void AddFederatedMeta(Store& store, nlohmann::json* doc) {
   // A federated run with differential privacy: the cumulative (epsilon, delta) so far.
-  if (absl::StatusOr<std::optional<std::string>> privacy = store->GetMeta("privacy");
+  if (absl::StatusOr<std::optional<std::string>> privacy = store.GetMeta("privacy");
       privacy.ok() && *privacy) {
     nlohmann::json p = nlohmann::json::parse(**privacy, nullptr, false);
-    if (p.is_object()) doc["privacy"] = p;
+    if (p.is_object()) (*doc)["privacy"] = p;
   }
-  // A federated run: the newest global model file (RUN_DIR/model/*.safetensors).
   // A federated run's client selection: the policy, rounds per client, seconds per client.
-  if (absl::StatusOr<std::optional<std::string>> sel = store->GetMeta("client_selection");
+  if (absl::StatusOr<std::optional<std::string>> sel = store.GetMeta("client_selection");
       sel.ok() && *sel) {
     nlohmann::json p = nlohmann::json::parse(**sel, nullptr, false);
-    if (p.is_object()) doc["client_selection"] = p;
+    if (p.is_object()) (*doc)["client_selection"] = p;
   }
-  if (absl::StatusOr<std::optional<std::string>> model = store->GetMeta("model_file");
+  // A federated run: the newest global model file (RUN_DIR/model/*.safetensors).
+  if (absl::StatusOr<std::optional<std::string>> model = store.GetMeta("model_file");
       model.ok() && *model) {
-    doc["model_file"] = **model;
+    (*doc)["model_file"] = **model;
   }
-  const ObjectiveSet objectives(spec);
+}
+
+// "objective" (null with several objectives, which "objectives" then lists) and, when the
+// experiment has any, "constraints".
+void AddObjectives(const v1::ExperimentSpec& spec, const ObjectiveSet& objectives,
+                   nlohmann::json* doc) {
+  const bool maximize = spec.objective().goal() == v1::Objective::MAXIMIZE;
   if (objectives.multi()) {
-    doc["objective"] = nullptr;
-    doc["objectives"] = nlohmann::json::array();
+    (*doc)["objective"] = nullptr;
+    (*doc)["objectives"] = nlohmann::json::array();
     for (const v1::Objective& o : objectives.objectives()) {
-      doc["objectives"].push_back(
+      (*doc)["objectives"].push_back(
           {{"metric", o.metric()},
            {"goal", o.goal() == v1::Objective::MAXIMIZE ? "maximize" : "minimize"}});
     }
   } else {
-    doc["objective"] = {{"metric", spec.objective().metric()},
-                        {"goal", maximize ? "maximize" : "minimize"}};
+    (*doc)["objective"] = {{"metric", spec.objective().metric()},
+                           {"goal", maximize ? "maximize" : "minimize"}};
   }
   if (!objectives.constraints().empty()) {
-    doc["constraints"] = nlohmann::json::array();
+    (*doc)["constraints"] = nlohmann::json::array();
     for (const v1::Constraint& c : objectives.constraints()) {
       nlohmann::json j = {{"metric", c.metric()}};
       if (c.has_max()) j["max"] = c.max();
       if (c.has_min()) j["min"] = c.min();
-      doc["constraints"].push_back(std::move(j));
+      (*doc)["constraints"].push_back(std::move(j));
     }
   }
-  doc["best"] = nullptr;
-  doc["trials"] = nlohmann::json::array();
+}
+
+// One entry of "trials".
+nlohmann::json TrialJson(const v1::ExperimentSpec& spec, bool multi, const TrialRow& t,
+                         const TrialRecords& records) {
+  const std::string& fidelity_key = spec.search().fidelity().name();
+  nlohmann::json row;
+  row["id"] = t.id;
+  row["state"] = TrialStateName(t.state);
+  row["params"] = nlohmann::json::parse(t.params_json, nullptr, false);
+  row["value"] = t.value ? nlohmann::json(*t.value) : nlohmann::json(nullptr);
+  row["values"] = nlohmann::json::array();
+  if (multi) {
+    for (double v : t.values)
+      row["values"].push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
+  } else if (t.value) {
+    row["values"].push_back(*t.value);
+  }
+  row["feasible"] = t.feasible;
+  auto metrics = records.metrics.find(t.id);
+  nlohmann::json m = metrics != records.metrics.end() ? metrics->second : nlohmann::json::object();
+  row["fidelity"] = nullptr;
+  if (t.fidelity > 0) {
+    row["fidelity"] = t.fidelity;
+  } else if (!fidelity_key.empty() && m.contains(fidelity_key) && m[fidelity_key].is_number()) {
+    row["fidelity"] = m[fidelity_key];
+  }
+  if (spec.search().scheduler() != v1::Search::NONE &&
+      spec.search().scheduler() != v1::Search::SCHEDULER_UNSPECIFIED) {
+    row["rungs"] = nlohmann::json::parse(t.rungs_json, nullptr, false);
+    row["restarts_from_scratch"] = t.scratch_restarts;
+  }
+  row["metrics"] = std::move(m);
+  row["attempts"] = t.attempts;
+  row["preemptions"] = t.preemptions;
+  auto events = records.events.find(t.id);
+  row["events"] = events != records.events.end() ? events->second : nlohmann::json::array();
+  auto cost = records.cost.find(t.id);
+  row["cost"] = cost != records.cost.end() ? cost->second : 0.0;
+  row["trial_seconds"] = t.seconds;
+  row["error"] = t.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.error);
+  return row;
+}
+
+// A run with one objective: its best feasible COMPLETED trial, the first of equals. nullptr
+// when there is none, and with several objectives (the Pareto front stands in for it).
+const TrialRow* BestTrial(const std::vector<TrialRow>& trials, bool multi, bool maximize) {
   const TrialRow* best = nullptr;
   for (const TrialRow& t : trials) {
-    nlohmann::json row;
-    row["id"] = t.id;
-    row["state"] = TrialStateName(t.state);
-    row["params"] = nlohmann::json::parse(t.params_json, nullptr, false);
-    row["value"] = t.value ? nlohmann::json(*t.value) : nlohmann::json(nullptr);
-    row["values"] = nlohmann::json::array();
-    if (objectives.multi()) {
-      for (double v : t.values)
-        row["values"].push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
-    } else if (t.value) {
-      row["values"].push_back(*t.value);
-    }
-    row["feasible"] = t.feasible;
-    nlohmann::json m = metrics.count(t.id) ? metrics[t.id] : nlohmann::json::object();
-    row["fidelity"] = nullptr;
-    if (t.fidelity > 0) {
-      row["fidelity"] = t.fidelity;
-    } else if (!fidelity_key.empty() && m.contains(fidelity_key) && m[fidelity_key].is_number()) {
-      row["fidelity"] = m[fidelity_key];
-    }
-    if (spec.search().scheduler() != v1::Search::NONE &&
-        spec.search().scheduler() != v1::Search::SCHEDULER_UNSPECIFIED) {
-      row["rungs"] = nlohmann::json::parse(t.rungs_json, nullptr, false);
-      row["restarts_from_scratch"] = t.scratch_restarts;
-    }
-    row["metrics"] = std::move(m);
-    row["attempts"] = t.attempts;
-    row["preemptions"] = t.preemptions;
-    row["events"] = trial_events.count(t.id) ? trial_events[t.id] : nlohmann::json::array();
-    row["cost"] = trial_cost.count(t.id) ? trial_cost[t.id] : 0.0;
-    row["trial_seconds"] = t.seconds;
-    row["error"] = t.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.error);
-    doc["trials"].push_back(std::move(row));
-    if (!objectives.multi() && t.state == v1::COMPLETED && t.value && t.feasible &&
+    if (!multi && t.state == v1::COMPLETED && t.value && t.feasible &&
         (!best || (maximize ? *t.value > *best->value : *t.value < *best->value))) {
       best = &t;
     }
   }
-  if (best) {
-    doc["best"] = {{"trial", best->id},
-                   {"value", *best->value},
-                   {"params", nlohmann::json::parse(best->params_json, nullptr, false)}};
-  }
-  if (objectives.multi()) AddParetoFront(objectives, trials, trial_cost, &doc);
-  if (!fidelity_key.empty()) doc["fidelity_consumed"] = consumed.total();
+  return best;
+}
+
+// "cost": the total of instances and reservations, by pool and by region (trial rows
+// attribute that same money to trials, so they are not added again), and the budget.
+void AddCost(const v1::ExperimentSpec& spec, const std::vector<CostRow>& costs,
+             nlohmann::json* doc) {
   std::string currency = spec.budget().currency().empty() ? "USD" : spec.budget().currency();
-  doc["cost"] = {{"total", 0.0}, {"currency", currency}, {"by_pool", nlohmann::json::object()}};
+  nlohmann::json& out = (*doc)["cost"];
+  out = {{"total", 0.0}, {"currency", currency}, {"by_pool", nlohmann::json::object()}};
   double total = 0;
   for (const CostRow& c : costs) {
     if (c.kind == "trial") continue;
     total += c.cost;
-    nlohmann::json& pool = doc["cost"]["by_pool"][c.pool];
+    nlohmann::json& pool = out["by_pool"][c.pool];
     pool = (pool.is_number() ? pool.get<double>() : 0.0) + c.cost;
-    if (!doc["cost"].contains("by_region")) doc["cost"]["by_region"] = nlohmann::json::object();
-    nlohmann::json& region = doc["cost"]["by_region"][c.region];
+    if (!out.contains("by_region")) out["by_region"] = nlohmann::json::object();
+    nlohmann::json& region = out["by_region"][c.region];
     region = (region.is_number() ? region.get<double>() : 0.0) + c.cost;
   }
-  doc["cost"]["total"] = total;
-  if (spec.budget().has_max_cost()) doc["cost"]["budget"] = spec.budget().max_cost();
-  SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> fleet, store->GetMeta("fleet"));
-  doc["preemptions"] = PreemptionCounts(trials, fleet);
-  SEXTANT_ASSIGN_OR_RETURN(std::optional<WarmStart> warm, LoadStoredWarmStart(store.get(), spec));
-  if (warm) {
-    doc["warm_start"] = {{"observations", warm->trials.size()},
-                         {"from", warm->from},
-                         {"dropped", warm->dropped_count()}};
-  }
+  out["total"] = total;
+  if (spec.budget().has_max_cost()) out["budget"] = spec.budget().max_cost();
+}
+
+// A federated run: its rounds ("rounds", "federation"). A federated search: each trial's
+// rounds, read from the federated run the trial holds.
+absl::Status AddFederation(const v1::ExperimentSpec& spec, const std::string& run_dir,
+                           const std::vector<CostRow>& costs, nlohmann::json* doc) {
   if (IsFederatedRun(spec)) {
     SEXTANT_ASSIGN_OR_RETURN(RoundsTable table, RoundsTable::OpenReadOnly(RunDir::DbPath(run_dir)));
     SEXTANT_ASSIGN_OR_RETURN(std::vector<RoundRow> rounds, table.Load());
-    AddFederatedRounds(spec, rounds, costs, &doc);
+    AddFederatedRounds(spec, rounds, costs, doc);
   } else if (spec.has_federation()) {
     // A federated search: each trial is a federated run of its own, in its checkpoint folder
     // (trial_command.cc); a trial that has not started one yet has no rounds.
-    doc["federation"] = {{"description", DescribeFederation(spec)}};
-    for (nlohmann::json& row : doc["trials"]) {
+    (*doc)["federation"] = {{"description", DescribeFederation(spec)}};
+    for (nlohmann::json& row : (*doc)["trials"]) {
       const std::string inner = absl::StrCat(run_dir, "/artifacts/checkpoints/trial-",
                                              row["id"].get<int64_t>(), "/federation");
       if (!std::filesystem::exists(RunDir::DbPath(inner))) continue;
@@ -341,6 +357,56 @@ absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
       }
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> LoadResults(const std::string& run_dir) {
+  SEXTANT_ASSIGN_OR_RETURN(auto store, Store::Open(RunDir::DbPath(run_dir), /*create=*/false,
+                                                   /*read_only=*/true));
+  SEXTANT_ASSIGN_OR_RETURN(const v1::ExperimentSpec spec, LoadSpec(*store, run_dir));
+  SEXTANT_ASSIGN_OR_RETURN(const v1::RunState state, store->GetRunState());
+  SEXTANT_ASSIGN_OR_RETURN(std::vector<TrialRow> trials, store->LoadTrials());
+  SEXTANT_ASSIGN_OR_RETURN(std::vector<MeasurementRow> ms, store->LoadMeasurements());
+  SEXTANT_ASSIGN_OR_RETURN(std::vector<EventRow> events, store->LoadEvents());
+  // Run directories from before the costs table have no cost rows: all costs read as 0.
+  std::vector<CostRow> costs = store->LoadCosts().value_or(std::vector<CostRow>());
+  const std::string& fidelity_key = spec.search().fidelity().name();
+  const TrialRecords records = GatherTrialRecords(ms, events, costs, fidelity_key);
+
+  nlohmann::json doc;
+  doc["experiment"] = spec.name();
+  doc["state"] = RunStateName(state);
+  // The cap as it holds now (resume --max-trials changes it).
+  const bool one_federated_run = spec.has_federation() && spec.parameters_size() == 0;
+  if (!one_federated_run) doc["max_trials"] = spec.search().max_trials();
+  AddFederatedMeta(*store, &doc);
+  const ObjectiveSet objectives(spec);
+  AddObjectives(spec, objectives, &doc);
+  doc["best"] = nullptr;
+  doc["trials"] = nlohmann::json::array();
+  for (const TrialRow& t : trials) {
+    doc["trials"].push_back(TrialJson(spec, objectives.multi(), t, records));
+  }
+  const bool maximize = spec.objective().goal() == v1::Objective::MAXIMIZE;
+  if (const TrialRow* best = BestTrial(trials, objectives.multi(), maximize)) {
+    doc["best"] = {{"trial", best->id},
+                   {"value", *best->value},
+                   {"params", nlohmann::json::parse(best->params_json, nullptr, false)}};
+  }
+  if (objectives.multi()) AddParetoFront(objectives, trials, records.cost, &doc);
+  if (!fidelity_key.empty()) doc["fidelity_consumed"] = records.consumed.total();
+  AddCost(spec, costs, &doc);
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> fleet, store->GetMeta("fleet"));
+  doc["preemptions"] = PreemptionCounts(trials, fleet);
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<WarmStart> warm, LoadStoredWarmStart(store.get(), spec));
+  if (warm) {
+    doc["warm_start"] = {{"observations", warm->trials.size()},
+                         {"from", warm->from},
+                         {"dropped", warm->dropped_count()}};
+  }
+  SEXTANT_RETURN_IF_ERROR(AddFederation(spec, run_dir, costs, &doc));
   return doc;
 }
 
@@ -386,25 +452,24 @@ std::string ResultsToCsv(const nlohmann::json& results) {
   return out;
 }
 
-std::string ResultsToTable(const nlohmann::json& results, int max_rows,
-                           const std::string& run_dir) {
+namespace {
+
+// The objective's metric, or the objectives' metrics joined by commas.
+std::string MetricLabel(const nlohmann::json& results) {
+  if (!results.contains("objectives")) return results["objective"]["metric"].get<std::string>();
+  std::vector<std::string> names;
+  for (const auto& o : results["objectives"]) names.push_back(o["metric"].get<std::string>());
+  return absl::StrJoin(names, ",");
+}
+
+// "experiment NAME (STATE): ..." with the trials by state, or a federated run's rounds.
+void WriteRunLine(const nlohmann::json& results, std::ostream& os) {
   std::map<std::string, int> counts;
   for (const auto& t : results["trials"]) ++counts[t["state"].get<std::string>()];
   std::vector<std::string> parts;
   for (const auto& [state, n] : counts) parts.push_back(absl::StrCat(n, " ", state));
-  std::ostringstream os;
-  const bool multi = results.contains("objectives");
-  std::string metric;
-  if (multi) {
-    std::vector<std::string> names;
-    for (const auto& o : results["objectives"]) names.push_back(o["metric"].get<std::string>());
-    metric = absl::StrJoin(names, ",");
-  } else {
-    metric = results["objective"]["metric"];
-  }
-  const bool federated_run = results.contains("rounds");
   os << "experiment " << Scalar(results["experiment"]) << " (" << Scalar(results["state"]) << "): ";
-  if (federated_run) {
+  if (results.contains("rounds")) {
     const nlohmann::json& f = results["federation"];
     os << Scalar(f["description"]) << "; " << Scalar(f["rounds_completed"]) << " of "
        << Scalar(f["rounds_planned"]) << " rounds done\n";
@@ -418,13 +483,17 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows,
     os << "warm start: " << Scalar(w["observations"]) << " prior observations from "
        << absl::StrJoin(w["from"].get<std::vector<std::string>>(), ", ") << "\n";
   }
-  if (federated_run && !results["best"].is_null()) {
+}
+
+// The best trial (a federated run's final global model), or the Pareto front.
+void WriteBest(const nlohmann::json& results, const std::string& metric, std::ostream& os) {
+  if (results.contains("rounds") && !results["best"].is_null()) {
     os << "final global model: " << metric << "=" << Scalar(results["best"]["value"]) << "\n";
   } else if (!results["best"].is_null()) {
     os << "best: trial " << Scalar(results["best"]["trial"]) << "  " << metric << "="
        << Scalar(results["best"]["value"]) << "  " << results["best"]["params"].dump() << "\n";
   }
-  if (multi && results.contains("pareto")) {
+  if (results.contains("objectives") && results.contains("pareto")) {
     os << "pareto front: " << results["pareto"].size() << " trials (";
     std::vector<std::string> ids;
     for (const auto& p : results["pareto"]) ids.push_back(Scalar(p["trial"]));
@@ -434,6 +503,11 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows,
     if (results.contains("hypervolume_note"))
       os << "  " << Scalar(results["hypervolume_note"]) << "\n";
   }
+}
+
+// What the run cost and what the market took back; nothing when it cost nothing and lost no
+// trial to a preemption.
+void WriteCostAndPreemptions(const nlohmann::json& results, std::ostream& os) {
   if (results.contains("cost") && results["cost"]["total"].is_number() &&
       results["cost"]["total"].get<double>() > 0) {
     const nlohmann::json& cost = results["cost"];
@@ -460,21 +534,21 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows,
       os << "\n";
     }
   }
-  // A federated run's one trial is the run itself; its rounds are what there is to list.
-  if (federated_run) return os.str() + FederatedRoundsToTable(results, max_rows);
-  std::vector<const nlohmann::json*> rows;
-  for (const auto& t : results["trials"]) rows.push_back(&t);
+}
+
+// The trials, best first: the front (several objectives) or the best value, feasible before
+// infeasible, completed before the rest; equals keep their order.
+std::vector<const nlohmann::json*> RankedTrials(const nlohmann::json& results,
+                                                const std::set<int64_t>& front) {
+  const bool multi = results.contains("objectives");
   const bool maximize = !multi && results["objective"]["goal"] == "maximize";
-  std::set<int64_t> front;
-  if (multi && results.contains("pareto")) {
-    for (const auto& p : results["pareto"]) front.insert(p["trial"].get<int64_t>());
-  }
-  // Best first: the front (several objectives) or the best value, feasible before infeasible.
   auto rank = [&](const nlohmann::json& t) {
     if (t["state"] != TrialStateName(v1::COMPLETED)) return 3;
     if (!t.value("feasible", true)) return 2;
     return multi ? (front.count(t["id"].get<int64_t>()) ? 0 : 1) : 0;
   };
+  std::vector<const nlohmann::json*> rows;
+  for (const auto& t : results["trials"]) rows.push_back(&t);
   std::stable_sort(rows.begin(), rows.end(), [&](const nlohmann::json* a, const nlohmann::json* b) {
     const int ra = rank(*a), rb = rank(*b);
     if (ra != rb) return ra < rb;
@@ -482,31 +556,53 @@ std::string ResultsToTable(const nlohmann::json& results, int max_rows,
     double x = (*a)["value"].get<double>(), y = (*b)["value"].get<double>();
     return maximize ? x > y : x < y;
   });
+  return rows;
+}
+
+// One trial's line of the table (see ResultsToTable's header line).
+std::string TrialLine(const nlohmann::json& t, bool multi, const std::set<int64_t>& front) {
+  std::string extra;
+  if (!t["error"].is_null()) {
+    std::string e = t["error"];
+    if (e.size() > 80) e = e.substr(0, 77) + "...";
+    extra = "  error: " + e;
+  }
+  if (!t.value("feasible", true)) extra += "  infeasible";
+  std::string value = Scalar(t["value"]);
+  if (multi) {
+    std::vector<std::string> vs;
+    if (t.contains("values")) {
+      for (const auto& v : t["values"])
+        vs.push_back(v.is_number() ? absl::StrFormat("%.6g", v.get<double>()) : "-");
+    }
+    value = absl::StrJoin(vs, ",");
+    if (front.count(t["id"].get<int64_t>())) extra += "  pareto";
+  }
+  return absl::StrFormat("%6s  %-10s  %14s  %8s  %s%s\n", Scalar(t["id"]), Scalar(t["state"]),
+                         value, Scalar(t["attempts"]), t["params"].dump(), extra);
+}
+
+}  // namespace
+
+std::string ResultsToTable(const nlohmann::json& results, int max_rows,
+                           const std::string& run_dir) {
+  std::ostringstream os;
+  const bool multi = results.contains("objectives");
+  const std::string metric = MetricLabel(results);
+  WriteRunLine(results, os);
+  WriteBest(results, metric, os);
+  WriteCostAndPreemptions(results, os);
+  // A federated run's one trial is the run itself; its rounds are what there is to list.
+  if (results.contains("rounds")) return os.str() + FederatedRoundsToTable(results, max_rows);
+  std::set<int64_t> front;
+  if (multi && results.contains("pareto")) {
+    for (const auto& p : results["pareto"]) front.insert(p["trial"].get<int64_t>());
+  }
+  std::vector<const nlohmann::json*> rows = RankedTrials(results, front);
   if (max_rows > 0 && static_cast<int>(rows.size()) > max_rows) rows.resize(max_rows);
   os << absl::StrFormat("%6s  %-10s  %14s  %8s  %s\n", "trial", "state", metric.substr(0, 14),
                         "attempts", "params");
-  for (const nlohmann::json* t : rows) {
-    std::string extra;
-    if (!(*t)["error"].is_null()) {
-      std::string e = (*t)["error"];
-      if (e.size() > 80) e = e.substr(0, 77) + "...";
-      extra = "  error: " + e;
-    }
-    if (!(*t).value("feasible", true)) extra += "  infeasible";
-    std::string value = Scalar((*t)["value"]);
-    if (multi) {
-      std::vector<std::string> vs;
-      if ((*t).contains("values")) {
-        for (const auto& v : (*t)["values"])
-          vs.push_back(v.is_number() ? absl::StrFormat("%.6g", v.get<double>()) : "-");
-      }
-      value = absl::StrJoin(vs, ",");
-      if (front.count((*t)["id"].get<int64_t>())) extra += "  pareto";
-    }
-    os << absl::StrFormat("%6s  %-10s  %14s  %8s  %s%s\n", Scalar((*t)["id"]),
-                          Scalar((*t)["state"]), value, Scalar((*t)["attempts"]),
-                          (*t)["params"].dump(), extra);
-  }
+  for (const nlohmann::json* t : rows) os << TrialLine(*t, multi, front);
   if (max_rows > 0 && static_cast<int>(results["trials"].size()) > max_rows) {
     os << "... " << results["trials"].size() - max_rows << " more (sextant results "
        << (run_dir.empty() ? "DIR" : run_dir) << " shows them all)\n";
