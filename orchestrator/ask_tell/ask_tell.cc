@@ -23,12 +23,6 @@ constexpr char kRunIdKey[] = "run_id";
 // A tell's own measurement: above every step sequence, so it never collides with one.
 constexpr int64_t kTellSequence = kMaxStepSequence;
 
-v1::TrialState StateOf(const std::string& state) {
-  v1::TrialState s = v1::TRIAL_STATE_UNSPECIFIED;
-  v1::TrialState_Parse(state, &s);
-  return s;
-}
-
 // The objectives a client reports (not the built-ins cost and trial_seconds), in order.
 std::vector<std::string> ClientObjectives(const v1::ExperimentSpec& spec) {
   std::vector<std::string> out;
@@ -199,19 +193,20 @@ std::string AskTell::WaitingFor() const {
   std::vector<std::string> named;
   for (size_t i = 0; i < held.size() && i < 3; ++i) {
     const double minutes = absl::ToDoubleMinutes(held[i].first - clock_->Now());
-    named.push_back(absl::StrCat(
-        "trial ", held[i].second, " (its lease ends in ",
-        minutes >= 1 ? absl::StrFormat("%.0f min", minutes)
-                     : absl::StrFormat("%.0f s", std::max(0.0, minutes * 60)),
-        ")"));
+    named.push_back(absl::StrCat("trial ", held[i].second, " (its lease ends in ",
+                                 minutes >= 1
+                                     ? absl::StrFormat("%.0f min", minutes)
+                                     : absl::StrFormat("%.0f s", std::max(0.0, minutes * 60)),
+                                 ")"));
   }
   if (held.size() > 3) named.push_back(absl::StrCat(held.size() - 3, " more"));
-  return absl::StrCat("no trial can start until an asked trial is told or its lease lapses: "
-                      "waiting for ",
-                      absl::StrJoin(named, ", "), ", asked and not told. The run has all its ",
-                      dispatcher_->trial_count(),
-                      " trials (search.max_trials); tell those, or give it room with `sextant "
-                      "resume RUN_DIR --max-trials N`");
+  return absl::StrCat(
+      "no trial can start until an asked trial is told or its lease lapses: "
+      "waiting for ",
+      absl::StrJoin(named, ", "), ", asked and not told. The run has all its ",
+      dispatcher_->trial_count(),
+      " trials (search.max_trials); tell those, or give it room with `sextant "
+      "resume RUN_DIR --max-trials N`");
 }
 
 absl::StatusOr<v1::AskResponse> AskTell::Ask(const v1::AskRequest& request,
@@ -288,7 +283,7 @@ absl::StatusOr<std::pair<int64_t, AskTell::Lease*>> AskTell::Held(const std::str
     } else {
       SEXTANT_ASSIGN_OR_RETURN(std::optional<AttemptRow> ended,
                                store_->LoadAttempt(trial_id, attempt));
-      if (ended.has_value() && ended->outcome == "CANCELLED") {
+      if (ended.has_value() && ended->outcome == v1::ATTEMPT_CANCELLED) {
         now =
             "the run was interrupted while it ran, which cancelled it; the trial is asked "
             "again once the run resumes";
@@ -409,9 +404,9 @@ absl::StatusOr<v1::TellResponse> AskTell::Tell(const v1::TellRequest& request,
     // later one): the attempt's own outcome, as stored.
     if (!held && attempt > 0 && attempt <= row->attempts) {
       SEXTANT_ASSIGN_OR_RETURN(std::optional<AttemptRow> ended, store_->LoadAttempt(id, attempt));
-      if (ended.has_value() && ended->outcome == "FAILED") {
+      if (ended.has_value() && ended->outcome == v1::ATTEMPT_FAILED) {
         v1::TellResponse response;
-        response.set_state(StateOf(ended->outcome));
+        response.set_state(v1::FAILED);
         response.set_attempt(attempt);
         response.set_already_told(true);
         return response;

@@ -104,7 +104,7 @@ absl::Status Dispatcher::Load() {
       row.paused = false;
       if (row.state == v1::RUNNING) {
         SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
-            row.id, row.attempts, "lost", -1,
+            row.id, row.attempts, v1::ATTEMPT_LOST, -1,
             lapsed ? absl::StrCat("lease lapsed (not told within ", options_.lease_seconds, "s)")
                    : "orchestrator stopped",
             Now()));
@@ -693,7 +693,7 @@ absl::StatusOr<bool> Dispatcher::FinishScheduledInTx(Entry& e, const v1::Complet
     return false;
   }
   SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
-      e.row.id, e.row.attempts, e.row.paused ? "PAUSED" : TrialStateName(v1::PRUNED),
+      e.row.id, e.row.attempts, e.row.paused ? v1::ATTEMPT_PAUSED : v1::ATTEMPT_PRUNED,
       request.exit_code(), "", Now()));
   return true;
 }
@@ -714,8 +714,8 @@ absl::Status Dispatcher::PreemptInTx(Entry& e, const v1::CompleteRequest& reques
   if (stopping_) {
     e.row.state = v1::CANCELLED;
     const std::string why = absl::StrCat("checkpointed and stopped: ", stop_reason_);
-    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
-        e.row.id, e.row.attempts, TrialStateName(v1::CANCELLED), request.exit_code(), why, Now()));
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, v1::ATTEMPT_CANCELLED,
+                                                  request.exit_code(), why, Now()));
     SEXTANT_RETURN_IF_ERROR(
         Event("trial_stopped", e.row.id,
               absl::StrCat(why, "; `sextant resume` continues it from its checkpoint")));
@@ -726,8 +726,8 @@ absl::Status Dispatcher::PreemptInTx(Entry& e, const v1::CompleteRequest& reques
   std::string why = absl::StrCat("worker ", worker, " got a preemption notice");
   if (request.exit_code() != 0)
     absl::StrAppend(&why, " (the command exited ", request.exit_code(), ")");
-  SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
-      e.row.id, e.row.attempts, TrialStateName(v1::PREEMPTED), request.exit_code(), why, Now()));
+  SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, v1::ATTEMPT_PREEMPTED,
+                                                request.exit_code(), why, Now()));
   if (!interrupted_) queue_.push_front(e.row.id);  // after an interrupt, resume requeues it
   SEXTANT_RETURN_IF_ERROR(Event("trial_preempted", e.row.id,
                                 absl::StrCat(why, "; requeued to resume from its checkpoint")));
@@ -753,8 +753,8 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
   if (request.pruned() && !(scheduler_ && e.action == Decision::Kind::kStop)) {
     ClearRunning(e);
     SEXTANT_RETURN_IF_ERROR(PruneInTx(e, "pruned by its client"));
-    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
-        e.row.id, e.row.attempts, TrialStateName(v1::PRUNED), request.exit_code(), "", Now()));
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, v1::ATTEMPT_PRUNED,
+                                                  request.exit_code(), "", Now()));
     return store_->PutTrial(e.row);
   }
   if (scheduler_) {
@@ -807,13 +807,13 @@ absl::Status Dispatcher::FinishInTx(Entry& e, const v1::CompleteRequest& request
       AddRung(e, "completed");
       scheduler_->OnEnd(e.row.id, /*reached_target=*/true);
     }
-    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
-        e.row.id, e.row.attempts, TrialStateName(v1::COMPLETED), exit_code, "", Now()));
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, v1::ATTEMPT_COMPLETED,
+                                                  exit_code, "", Now()));
   } else {
     e.row.failures += 1;
     e.row.error = error;
-    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
-        e.row.id, e.row.attempts, TrialStateName(v1::FAILED), exit_code, error, Now()));
+    SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, v1::ATTEMPT_FAILED,
+                                                  exit_code, error, Now()));
     if (e.row.failures <= spec_.trial().max_restarts() && !interrupted_) {
       e.row.state = v1::PENDING;
       queue_.push_back(e.row.id);
@@ -867,7 +867,8 @@ absl::StatusOr<int> Dispatcher::Tick() {
 }
 
 absl::Status Dispatcher::LoseInTx(Entry& e, const std::string& kind, const std::string& why) {
-  SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, "lost", -1, why, Now()));
+  SEXTANT_RETURN_IF_ERROR(
+      store_->FinishAttempt(e.row.id, e.row.attempts, v1::ATTEMPT_LOST, -1, why, Now()));
   SEXTANT_RETURN_IF_ERROR(Event(kind, e.row.id, why));
   e.row.state = v1::PENDING;
   ClearRunning(e);
@@ -917,8 +918,8 @@ absl::Status Dispatcher::Interrupt() {
     const std::vector<int64_t> running(running_ids_.begin(), running_ids_.end());
     for (int64_t id : running) {
       Entry& e = trials_[id - 1];
-      SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(
-          e.row.id, e.row.attempts, TrialStateName(v1::CANCELLED), -1, "run interrupted", Now()));
+      SEXTANT_RETURN_IF_ERROR(store_->FinishAttempt(e.row.id, e.row.attempts, v1::ATTEMPT_CANCELLED,
+                                                    -1, "run interrupted", Now()));
       e.row.state = v1::CANCELLED;
       ClearRunning(e);
       EndAttemptClock(e);

@@ -305,6 +305,32 @@ v1::RunState ParseRunState(absl::string_view name) {
   return state;
 }
 
+const std::string& AttemptOutcomeName(v1::AttemptOutcome outcome) {
+  static const auto* names = [] {
+    auto* m = new std::map<v1::AttemptOutcome, std::string>();
+    for (int i = v1::AttemptOutcome_MIN; i <= v1::AttemptOutcome_MAX; ++i) {
+      if (!v1::AttemptOutcome_IsValid(i)) continue;
+      const auto outcome = static_cast<v1::AttemptOutcome>(i);
+      (*m)[outcome] = v1::AttemptOutcome_Name(outcome).substr(8);  // "ATTEMPT_"
+    }
+    (*m)[v1::ATTEMPT_OUTCOME_UNSPECIFIED] = "";
+    (*m)[v1::ATTEMPT_LOST] = "lost";  // lower case since the first version: old stores read alike
+    return m;
+  }();
+  static const std::string none;
+  auto it = names->find(outcome);
+  return it == names->end() ? none : it->second;
+}
+
+v1::AttemptOutcome ParseAttemptOutcome(absl::string_view name) {
+  for (int i = v1::AttemptOutcome_MIN; i <= v1::AttemptOutcome_MAX; ++i) {
+    if (!v1::AttemptOutcome_IsValid(i)) continue;
+    const auto outcome = static_cast<v1::AttemptOutcome>(i);
+    if (AttemptOutcomeName(outcome) == name) return outcome;
+  }
+  return v1::ATTEMPT_OUTCOME_UNSPECIFIED;
+}
+
 absl::Status Store::SetRunState(v1::RunState state) {
   return PutMeta("state", RunStateName(state));
 }
@@ -411,7 +437,7 @@ absl::Status Store::StartAttempt(int64_t trial_id, int attempt, int64_t worker_i
   return absl::OkStatus();
 }
 
-absl::Status Store::FinishAttempt(int64_t trial_id, int attempt, const std::string& outcome,
+absl::Status Store::FinishAttempt(int64_t trial_id, int attempt, v1::AttemptOutcome outcome,
                                   int exit_code, const std::string& error, double time) {
   SEXTANT_ASSIGN_OR_RETURN(
       sqlite3_stmt * s,
@@ -419,7 +445,7 @@ absl::Status Store::FinishAttempt(int64_t trial_id, int attempt, const std::stri
               " WHERE trial_id = ? AND attempt = ?"));
   StmtGuard g{s};
   sqlite3_bind_double(s, 1, time);
-  BindText(s, 2, outcome);
+  BindText(s, 2, AttemptOutcomeName(outcome));
   sqlite3_bind_int(s, 3, exit_code);
   BindText(s, 4, error);
   sqlite3_bind_int64(s, 5, trial_id);
@@ -445,7 +471,7 @@ absl::StatusOr<std::optional<AttemptRow>> Store::LoadAttempt(int64_t trial_id, i
   a.worker_id = sqlite3_column_int64(s, 0);
   a.started_at = sqlite3_column_double(s, 1);
   if (sqlite3_column_type(s, 2) != SQLITE_NULL) a.finished_at = sqlite3_column_double(s, 2);
-  a.outcome = ColumnText(s, 3);
+  a.outcome = ParseAttemptOutcome(ColumnText(s, 3));
   a.exit_code = sqlite3_column_int(s, 4);
   a.error = ColumnText(s, 5);
   return a;

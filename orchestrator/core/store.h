@@ -74,8 +74,8 @@ struct AttemptRow {
   int attempt = 0;
   int64_t worker_id = 0;
   double started_at = 0;
-  std::optional<double> finished_at;  // unset while the attempt runs
-  std::string outcome;                // e.g. COMPLETED, FAILED, CANCELLED, lost; "" while it runs
+  std::optional<double> finished_at;                             // unset while the attempt runs
+  v1::AttemptOutcome outcome = v1::ATTEMPT_OUTCOME_UNSPECIFIED;  // UNSPECIFIED while it runs
   int exit_code = 0;
   std::string error;
 };
@@ -111,6 +111,12 @@ struct CostRow {
 const std::string& RunStateName(v1::RunState state);
 // The state a stored name (RunStateName) stands for; RUN_STATE_UNSPECIFIED for anything else.
 v1::RunState ParseRunState(absl::string_view name);
+// The name an attempt's outcome is stored, reported and shown under: "COMPLETED", "lost" for
+// ATTEMPT_LOST, "" for ATTEMPT_OUTCOME_UNSPECIFIED (the attempt runs).
+const std::string& AttemptOutcomeName(v1::AttemptOutcome outcome);
+// The outcome a stored name (AttemptOutcomeName) stands for; ATTEMPT_OUTCOME_UNSPECIFIED for ""
+// and anything else.
+v1::AttemptOutcome ParseAttemptOutcome(absl::string_view name);
 
 class Store {
  public:
@@ -151,9 +157,9 @@ class Store {
   absl::Status PutTrial(const TrialRow& trial);
   absl::StatusOr<std::vector<TrialRow>> LoadTrials();
 
-  // Records the start and the end of an attempt.
+  // Records the start and the end of an attempt; the outcome is stored by AttemptOutcomeName.
   absl::Status StartAttempt(int64_t trial_id, int attempt, int64_t worker_id, double time);
-  absl::Status FinishAttempt(int64_t trial_id, int attempt, const std::string& outcome,
+  absl::Status FinishAttempt(int64_t trial_id, int attempt, v1::AttemptOutcome outcome,
                              int exit_code, const std::string& error, double time);
   // The attempt's row; nullopt when it was never started.
   absl::StatusOr<std::optional<AttemptRow>> LoadAttempt(int64_t trial_id, int attempt);

@@ -433,6 +433,20 @@ Json ImportRecord(const Plan& plan) {
           {"trials", std::move(trials)}};
 }
 
+// The outcome of an imported trial's one attempt: the state Optuna left the trial in (MapState).
+v1::AttemptOutcome ImportedOutcome(v1::TrialState state) {
+  switch (state) {
+    case v1::COMPLETED:
+      return v1::ATTEMPT_COMPLETED;
+    case v1::PRUNED:
+      return v1::ATTEMPT_PRUNED;
+    case v1::FAILED:
+      return v1::ATTEMPT_FAILED;
+    default:
+      return v1::ATTEMPT_CANCELLED;  // RUNNING in Optuna
+  }
+}
+
 absl::Status WriteTrial(Store& store, const ImportedTrial& t) {
   SEXTANT_RETURN_IF_ERROR(store.PutTrial(t.row));
   if (t.row.attempts > 0) {
@@ -441,7 +455,7 @@ absl::Status WriteTrial(Store& store, const ImportedTrial& t) {
     const std::string error =
         t.row.state == v1::CANCELLED ? "RUNNING in Optuna when imported" : t.row.error;
     SEXTANT_RETURN_IF_ERROR(
-        store.FinishAttempt(t.row.id, 1, TrialStateName(t.row.state), exit_code, error,
+        store.FinishAttempt(t.row.id, 1, ImportedOutcome(t.row.state), exit_code, error,
                             t.row.finished_at > 0 ? t.row.finished_at : t.started));
   }
   for (size_t i = 0; i < t.measurements.size(); ++i) {

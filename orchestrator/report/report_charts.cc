@@ -588,16 +588,25 @@ std::string ImportanceChart(const ReportData& d) {
   return c.Finish();
 }
 
-std::string IntermediateValuesChart(const ReportData& d) {
-  const std::string id = "chart-intermediate";
+namespace {
+
+struct CurvePoint {
+  double x, y;
+};
+
+// Each trial's learning curve: the objective against the fidelity or, in reports without the
+// fidelity key, against the report number. A report whose x falls below the last one (a
+// restart from scratch) begins a new segment.
+struct LearningCurves {
+  std::map<int64_t, std::vector<std::vector<CurvePoint>>> by_trial;  // trial -> segments
+  bool any_fidelity = false;  // some report carried the fidelity key
+};
+
+LearningCurves ReadLearningCurves(const ReportData& d) {
   const std::string& metric = Metric(d);
   const std::string& fkey = d.spec.search().fidelity().name();
-  struct Point {
-    double x, y;
-  };
-  std::map<int64_t, std::vector<std::vector<Point>>> curves;  // trial -> segments
+  LearningCurves out;
   std::map<int64_t, double> report_index;
-  bool any_fidelity = false;
   for (const MeasurementRow& m : d.measurements) {
     nlohmann::json j = nlohmann::json::parse(m.metrics_json, nullptr, false);
     if (!j.is_object() || !j.contains(metric) || !j[metric].is_number()) continue;
@@ -606,40 +615,21 @@ std::string IntermediateValuesChart(const ReportData& d) {
     double xv;
     if (!fkey.empty() && j.contains(fkey) && j[fkey].is_number()) {
       xv = j[fkey].get<double>();
-      any_fidelity = true;
+      out.any_fidelity = true;
     } else {
       xv = ++report_index[m.trial_id];
     }
-    auto& segs = curves[m.trial_id];
+    auto& segs = out.by_trial[m.trial_id];
     if (segs.empty() || xv < segs.back().back().x) segs.emplace_back();
-    segs.back().push_back(Point{xv, v});
+    segs.back().push_back(CurvePoint{xv, v});
   }
-  if (curves.empty()) {
-    return NoData(id, absl::StrCat("No trial has reported the objective '", metric,
-                                   "' on an intermediate step yet."));
-  }
-  double xmin = 1e300, xmax = -1e300;
-  std::vector<double> values;
-  for (const auto& [trial, segs] : curves) {
-    for (const auto& s : segs) {
-      for (const Point& p : s) {
-        xmin = std::min(xmin, p.x);
-        xmax = std::max(xmax, p.x);
-        values.push_back(p.y);
-      }
-    }
-  }
-  Frame f;
-  f.h = 360;
-  SvgCanvas c(id, f.w, f.h);
+  return out;
+}
+
+// Rungs as dashed lines: min * eta^k up to max, as the successive-halving schedulers place them.
+void DrawRungs(SvgCanvas& c, const Frame& f, const PlotScale& x, const ReportData& d,
+               bool any_fidelity) {
   const auto& fid = d.spec.search().fidelity();
-  bool log_x = any_fidelity && xmin > 0 && fid.reduction_factor() > 1 && xmax / xmin >= 9;
-  PlotScale x = log_x ? PlotScale::Log(xmin, xmax, f.x0(), f.x1())
-                      : PlotScale::Linear(std::min(0.0, xmin), xmax, f.x0(), f.x1());
-  PlotScale y = ValueScale(values, f.y0(), f.y1());
-  Axes(c, f, x, y, any_fidelity ? absl::StrCat(fkey, log_x ? " (log)" : "") : "report number",
-       PrimaryObjectiveLabel(d));
-  // Rungs: min * eta^k up to max, as the successive-halving schedulers place them.
   std::set<double> rungs;
   auto sched = d.spec.search().scheduler();
   if (any_fidelity && fid.reduction_factor() > 1 && fid.min() > 0 &&
@@ -651,9 +641,15 @@ std::string IntermediateValuesChart(const ReportData& d) {
     c.Line(x(r), f.y0(), x(r), f.y1(), "#888888", 1, "4 3");
     c.Text(x(r) + 3, f.y1() + 10, absl::StrCat("rung ", PlotScale::Label(r)), "start", 10, "#666");
   }
+}
+
+// Each segment of each curve as a polyline of at most about kMaxCurvePoints, in the colour of
+// its trial's state (a lone point as a dot).
+void DrawCurves(SvgCanvas& c, const PlotScale& x, const PlotScale& y, const ReportData& d,
+                const LearningCurves& curves) {
   std::map<int64_t, const TrialRow*> by_id;
   for (const TrialRow& t : d.trials) by_id[t.id] = &t;
-  for (const auto& [trial, segs] : curves) {
+  for (const auto& [trial, segs] : curves.by_trial) {
     const TrialRow* t = by_id.count(trial) ? by_id[trial] : nullptr;
     const v1::TrialState state = t ? t->state : v1::TRIAL_STATE_UNSPECIFIED;
     const char* colour = state == v1::COMPLETED ? kBlue : state == v1::PRUNED ? kGrey : kOrange;
@@ -670,8 +666,19 @@ std::string IntermediateValuesChart(const ReportData& d) {
       c.CountData();
     }
   }
-  // Decisions at the rungs, from each trial's rung records.
-  int promoted = 0, pruned = 0;
+}
+
+struct RungDecisionCounts {
+  int promoted = 0;
+  int pruned = 0;
+};
+
+// The scheduler's decisions at the rungs, from each trial's rung records: promotions as
+// triangles, prunes as crosses.
+RungDecisionCounts DrawRungDecisions(SvgCanvas& c, const PlotScale& x, const PlotScale& y,
+                                     const ReportData& d) {
+  const std::string& fkey = d.spec.search().fidelity().name();
+  RungDecisionCounts n;
   for (const TrialRow& t : d.trials) {
     nlohmann::json rr = nlohmann::json::parse(t.rungs_json, nullptr, false);
     if (!rr.is_array()) continue;
@@ -686,21 +693,58 @@ std::string IntermediateValuesChart(const ReportData& d) {
                                        Fmt(r["fidelity"].get<double>()));
       if (decision == "promoted") {
         c.Triangle(px, py, 4.5, kGreen, title);
-        ++promoted;
+        ++n.promoted;
         c.CountData();
       } else if (decision == "pruned") {
         c.Cross(px, py, 4, kRed, title);
-        ++pruned;
+        ++n.pruned;
         c.CountData();
       }
     }
   }
+  return n;
+}
+
+}  // namespace
+
+std::string IntermediateValuesChart(const ReportData& d) {
+  const std::string id = "chart-intermediate";
+  const LearningCurves curves = ReadLearningCurves(d);
+  if (curves.by_trial.empty()) {
+    return NoData(id, absl::StrCat("No trial has reported the objective '", Metric(d),
+                                   "' on an intermediate step yet."));
+  }
+  double xmin = 1e300, xmax = -1e300;
+  std::vector<double> values;
+  for (const auto& [trial, segs] : curves.by_trial) {
+    for (const auto& s : segs) {
+      for (const CurvePoint& p : s) {
+        xmin = std::min(xmin, p.x);
+        xmax = std::max(xmax, p.x);
+        values.push_back(p.y);
+      }
+    }
+  }
+  Frame f;
+  f.h = 360;
+  SvgCanvas c(id, f.w, f.h);
+  const auto& fid = d.spec.search().fidelity();
+  const bool any_fidelity = curves.any_fidelity;
+  bool log_x = any_fidelity && xmin > 0 && fid.reduction_factor() > 1 && xmax / xmin >= 9;
+  PlotScale x = log_x ? PlotScale::Log(xmin, xmax, f.x0(), f.x1())
+                      : PlotScale::Linear(std::min(0.0, xmin), xmax, f.x0(), f.x1());
+  PlotScale y = ValueScale(values, f.y0(), f.y1());
+  Axes(c, f, x, y, any_fidelity ? absl::StrCat(fid.name(), log_x ? " (log)" : "") : "report number",
+       PrimaryObjectiveLabel(d));
+  DrawRungs(c, f, x, d, any_fidelity);
+  DrawCurves(c, x, y, d, curves);
+  const RungDecisionCounts decisions = DrawRungDecisions(c, x, y, d);
   Legend(c, f,
          {{kBlue, "completed"},
           {kGrey, "pruned"},
           {kOrange, "other"},
-          {kGreen, absl::StrCat("promoted (", promoted, ")")},
-          {kRed, absl::StrCat("pruned at rung (", pruned, ")")}});
+          {kGreen, absl::StrCat("promoted (", decisions.promoted, ")")},
+          {kRed, absl::StrCat("pruned at rung (", decisions.pruned, ")")}});
   return c.Finish();
 }
 
@@ -781,6 +825,30 @@ std::string CostChart(const ReportData& d) {
   return c.Finish();
 }
 
+namespace {
+
+// An attempt's bar in the worker timeline, as its legend says: one that has not ended is
+// running while the run is in progress, and unfinished ("other") once it is not.
+const char* AttemptColour(v1::AttemptOutcome outcome, bool in_progress) {
+  switch (outcome) {
+    case v1::ATTEMPT_COMPLETED:
+      return kBlue;
+    case v1::ATTEMPT_PRUNED:
+      return kGrey;
+    case v1::ATTEMPT_PAUSED:
+      return "#9ecae1";
+    case v1::ATTEMPT_FAILED:
+    case v1::ATTEMPT_LOST:
+      return kRed;
+    case v1::ATTEMPT_OUTCOME_UNSPECIFIED:
+      return in_progress ? kGreen : kOrange;
+    default:
+      return kOrange;  // cancelled or preempted
+  }
+}
+
+}  // namespace
+
 std::string WorkerTimelineChart(const ReportData& d) {
   const std::string id = "chart-timeline";
   if (d.attempts.empty()) return NoData(id, "No attempt has started yet.");
@@ -818,14 +886,11 @@ std::string WorkerTimelineChart(const ReportData& d) {
     double t0 = (a.started_at - d.started_at) / unit.seconds;
     double t1 = (a.finished_at.value_or(d.in_progress ? d.generated_at : end) - d.started_at) /
                 unit.seconds;
-    std::string outcome =
-        a.outcome.empty() ? (d.in_progress ? "RUNNING" : "unfinished") : a.outcome;
-    const char* colour = outcome == "COMPLETED"                     ? kBlue
-                         : outcome == "PRUNED"                      ? kGrey
-                         : outcome == "PAUSED"                      ? "#9ecae1"
-                         : outcome == "FAILED" || outcome == "lost" ? kRed
-                         : outcome == "RUNNING"                     ? kGreen
-                                                                    : kOrange;
+    const std::string outcome = a.outcome != v1::ATTEMPT_OUTCOME_UNSPECIFIED
+                                    ? AttemptOutcomeName(a.outcome)
+                                : d.in_progress ? "RUNNING"
+                                                : "unfinished";
+    const char* colour = AttemptColour(a.outcome, d.in_progress);
     double top = f.y1() + lane * row[a.worker_id] + 1;
     c.Rect(x(t0), top, std::max(1.0, x(t1) - x(t0)), lane - 2, colour,
            absl::StrCat("trial ", a.trial_id, " attempt ", a.attempt, " on worker ", a.worker_id,
@@ -895,11 +960,10 @@ std::string RoundMetricsNote(const ReportData& d, const std::string& id) {
   const RoundMetricMeanings m = RoundMetricMeaning(d.spec);
   const bool regions = std::any_of(d.rounds.begin(), d.rounds.end(),
                                    [](const RoundRow& r) { return !r.region.empty(); });
-  std::string out = absl::StrCat("<p class=\"note\" id=\"", id, "\"><strong>global</strong> (black): ",
-                                 EscapeXml(m.global), ".");
+  std::string out = absl::StrCat("<p class=\"note\" id=\"", id,
+                                 "\"><strong>global</strong> (black): ", EscapeXml(m.global), ".");
   if (regions) {
-    absl::StrAppend(&out, " <strong>Each region</strong> (coloured): ", EscapeXml(m.regions),
-                    ".");
+    absl::StrAppend(&out, " <strong>Each region</strong> (coloured): ", EscapeXml(m.regions), ".");
   }
   return out + "</p>";
 }
@@ -915,7 +979,8 @@ std::string FederatedCharts(const ReportData& d) {
                       : "This is not a federated run (no federation block in the experiment).");
   }
   std::map<std::string, std::vector<const RoundRow*>> by_region;
-  for (const RoundRow& r : d.rounds) by_region[r.region.empty() ? "global" : r.region].push_back(&r);
+  for (const RoundRow& r : d.rounds)
+    by_region[r.region.empty() ? "global" : r.region].push_back(&r);
   std::string out;
   using Field = std::function<std::optional<double>(const RoundRow&)>;
   auto line_chart = [&](const std::string& id, const std::string& label, const Field& field) {

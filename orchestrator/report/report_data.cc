@@ -114,7 +114,7 @@ absl::Status LoadCore(RawReader& db, ReportData& d) {
     a.worker_id = r["worker_id"].get<int64_t>();
     a.started_at = Number(r, {"started_at"}).value_or(0);
     a.finished_at = Number(r, {"finished_at"});
-    a.outcome = Text(r, {"outcome"});
+    a.outcome = ParseAttemptOutcome(Text(r, {"outcome"}));
     d.attempts.push_back(std::move(a));
   }
   SEXTANT_ASSIGN_OR_RETURN(

@@ -23,7 +23,7 @@ struct AttemptRecord {
   int64_t worker_id = 0;
   double started_at = 0;
   std::optional<double> finished_at;  // unset while running (or lost when the run died)
-  std::string outcome;                // empty while running
+  v1::AttemptOutcome outcome = v1::ATTEMPT_OUTCOME_UNSPECIFIED;  // UNSPECIFIED while running
 };
 
 struct WorkerRecord {

@@ -121,10 +121,10 @@ void BuildSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
       free_at[w] = end;
       bool last = to == stop;
       if (running && last) break;  // the attempt is still open
-      std::string outcome = !last        ? "PAUSED"
-                            : failed     ? "FAILED"
-                            : stop == 27 ? "COMPLETED"
-                                         : "PRUNED";
+      const v1::AttemptOutcome outcome = !last        ? v1::ATTEMPT_PAUSED
+                                         : failed     ? v1::ATTEMPT_FAILED
+                                         : stop == 27 ? v1::ATTEMPT_COMPLETED
+                                                      : v1::ATTEMPT_PRUNED;
       Check(store.FinishAttempt(t.id, attempt, outcome, failed && last ? 1 : 0, "", end));
       if (!last) {
         rungs.push_back({{"fidelity", to},
@@ -249,7 +249,8 @@ void BuildObjectivesRun(const std::string& dir, const ObjectivesRunOptions& o) {
     }
     auto added = store.AddMeasurement(MeasurementRow{i, 1, 1, seconds, m.dump()});
     ASSERT_TRUE(added.ok());
-    Check(store.FinishAttempt(i, 1, TrialStateName(t.state), failed ? 1 : 0, t.error, end));
+    Check(store.FinishAttempt(i, 1, failed ? v1::ATTEMPT_FAILED : v1::ATTEMPT_COMPLETED,
+                              failed ? 1 : 0, t.error, end));
     if (o.billed) {
       Check(store.AddCost(CostRow{"trial", i, "", "", "", start - t0, end - t0, 0.01 * seconds}));
     }

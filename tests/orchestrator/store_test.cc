@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/orchestrator/test_util.h"
 
@@ -190,6 +192,53 @@ TEST(StoreTest, StoreFromBeforeOutcomesIsReadAndUpgraded) {
   t.values = {1, 2};
   ASSERT_TRUE((*store)->PutTrial(t).ok());
   EXPECT_EQ((*(*store)->LoadTrials())[0].values, (std::vector<double>{1, 2}));
+}
+
+// Attempt outcomes are stored as the text every version has written ("lost" in lower case, no
+// text while the attempt runs), so old run directories read back the same outcomes.
+TEST(StoreTest, AttemptOutcomesAreStoredAsTheTextEveryVersionWrote) {
+  const std::map<v1::AttemptOutcome, std::string> names = {{v1::ATTEMPT_COMPLETED, "COMPLETED"},
+                                                           {v1::ATTEMPT_PRUNED, "PRUNED"},
+                                                           {v1::ATTEMPT_PAUSED, "PAUSED"},
+                                                           {v1::ATTEMPT_FAILED, "FAILED"},
+                                                           {v1::ATTEMPT_PREEMPTED, "PREEMPTED"},
+                                                           {v1::ATTEMPT_CANCELLED, "CANCELLED"},
+                                                           {v1::ATTEMPT_LOST, "lost"}};
+  std::string dir = testing::MakeTempDir("store-attempts");
+  const std::string db = dir + "/state.db";
+  std::string expected;
+  {
+    auto store = *Store::Open(db, true);
+    int attempt = 0;
+    for (const auto& [outcome, name] : names) {
+      ++attempt;
+      ASSERT_TRUE(store->StartAttempt(1, attempt, 1, attempt).ok());
+      ASSERT_TRUE(store->FinishAttempt(1, attempt, outcome, 0, "", attempt + 0.5).ok());
+      absl::StrAppend(&expected, attempt, "|", name, "\n");
+    }
+    ASSERT_TRUE(store->StartAttempt(1, attempt + 1, 1, attempt + 1).ok());  // still running
+    absl::StrAppend(&expected, attempt + 1, "|\n");
+  }
+  auto r = testing::RunProcess(
+      {"sqlite3", db, "SELECT attempt, outcome FROM attempts WHERE trial_id = 1 ORDER BY attempt"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, expected);
+
+  auto store = *Store::Open(db, false, true);
+  int attempt = 0;
+  for (const auto& [outcome, name] : names) {
+    std::optional<AttemptRow> row = *store->LoadAttempt(1, ++attempt);
+    ASSERT_TRUE(row.has_value());
+    EXPECT_EQ(row->outcome, outcome) << name;
+    EXPECT_EQ(AttemptOutcomeName(outcome), name);
+    EXPECT_EQ(ParseAttemptOutcome(name), outcome);
+  }
+  std::optional<AttemptRow> running = *store->LoadAttempt(1, attempt + 1);
+  ASSERT_TRUE(running.has_value());
+  EXPECT_EQ(running->outcome, v1::ATTEMPT_OUTCOME_UNSPECIFIED);
+  EXPECT_FALSE(running->finished_at.has_value());
+  EXPECT_EQ(ParseAttemptOutcome("LOST"), v1::ATTEMPT_OUTCOME_UNSPECIFIED);
+  EXPECT_EQ(ParseAttemptOutcome("OUTCOME_UNSPECIFIED"), v1::ATTEMPT_OUTCOME_UNSPECIFIED);
 }
 
 }  // namespace
