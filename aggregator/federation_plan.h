@@ -4,6 +4,7 @@
 #define SEXTANT_AGGREGATOR_FEDERATION_PLAN_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "sextant/v1/experiment.pb.h"
 
@@ -28,6 +29,17 @@ double DistributedNoiseMultiplier(const v1::Federation& federation);
 // sigma * C / sqrt(2), 2 being the smallest SecAgg threshold of any round (each client
 // calibrates to its own round's threshold, SecAggParticipantOptions); 0 without it.
 double MaxClientNoiseStddev(const v1::Federation& federation);
+
+// Clients sampled per round: clients_per_round as a fraction of all (rounded up) or a count,
+// at least min_clients, at most all.
+int64_t ClientsPerRound(const v1::Federation& f);
+
+// Under secure aggregation, how many of ClientsPerRound(f) clients each region (in f.regions
+// order) gives a round: its share of them by its number of clients, at least 2 (a region's
+// masked sum of one client would be that client's update), at most all of its clients, the
+// quotas summing to ClientsPerRound. Empty without secure aggregation, or where that is
+// impossible (fewer than 2 x regions per round; the loader refuses such an experiment).
+std::vector<int64_t> RegionQuotas(const v1::Federation& f);
 
 }  // namespace sextant
 

@@ -30,6 +30,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "aggregator/federation_plan.h"
 #include "common/duration.h"
 #include "common/ids.h"
 #include "orchestrator/core/trial_command.h"
@@ -1764,6 +1765,16 @@ void Loader::LoadFederation(const Field& f) {
   if (const Field* per = s.Find("clients_per_round"); per && fed->clients_per_round() > total) {
     r_.ValueError(*per, absl::StrCat("must be <= the total number of clients (", total, "), got ",
                                      per->value.Scalar()));
+  } else if (per && fed->secure_aggregation() && fed->mode() != "buffered" &&
+             RegionQuotas(*fed).empty()) {
+    r_.ValueError(
+        *per,
+        absl::StrCat("secure aggregation samples at least 2 clients in each region, so a "
+                     "round needs at least ",
+                     2 * fed->regions_size(), " clients (2 x ", fed->regions_size(), " regions); ",
+                     per->value.Scalar(), " gives ", ClientsPerRound(*fed), " of the ", total,
+                     " (raise clients_per_round, or set secure_aggregation: false; it "
+                     "defaults to true)"));
   }
 }
 

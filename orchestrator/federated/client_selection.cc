@@ -38,37 +38,49 @@ absl::StatusOr<ClientSpeeds> ClientSpeeds::FromJson(absl::string_view json) {
   return s;
 }
 
-int64_t ClientsPerRound(const v1::Federation& f) {
-  const int64_t total = TotalClients(f);
-  const double per = f.clients_per_round();
-  int64_t k = per <= 1 ? static_cast<int64_t>(std::ceil(per * static_cast<double>(total)))
-                       : static_cast<int64_t>(per);
-  return std::clamp<int64_t>(std::max<int64_t>(k, f.min_clients()), 1, std::max<int64_t>(total, 1));
-}
+namespace {
 
-std::vector<Participant> SelectClients(const v1::Federation& f, int64_t round,
-                                       const ClientSpeeds& speeds) {
-  std::vector<Participant> all;
-  for (const auto& r : f.regions()) {
-    for (int i = 0; i < r.clients(); ++i) all.push_back({r.name(), i});
-  }
-  const int64_t k = ClientsPerRound(f);
-  std::mt19937_64 rng(f.seed() * 1000003ULL + static_cast<uint64_t>(round));
-  std::shuffle(all.begin(), all.end(), rng);
+// The `k` clients of `pool` that f.client_selection picks, drawing from rng.
+std::vector<Participant> Pick(std::vector<Participant> pool, int64_t k, const v1::Federation& f,
+                              const ClientSpeeds& speeds, std::mt19937_64& rng) {
+  std::shuffle(pool.begin(), pool.end(), rng);
   const std::string& policy = f.client_selection();
   if (policy == "fastest" || policy == "power_of_choice") {
     if (policy == "power_of_choice") {
-      all.resize(std::min<size_t>(all.size(), static_cast<size_t>(2 * k)));
+      pool.resize(std::min<size_t>(pool.size(), static_cast<size_t>(2 * k)));
     }
     auto seconds = [&](const Participant& p) {
       return speeds.Estimate(ClientId(p.region, p.index)).value_or(0.0);
     };
-    std::stable_sort(all.begin(), all.end(), [&](const Participant& a, const Participant& b) {
+    std::stable_sort(pool.begin(), pool.end(), [&](const Participant& a, const Participant& b) {
       return seconds(a) < seconds(b);
     });
   }
-  all.resize(std::min<size_t>(all.size(), static_cast<size_t>(k)));
-  return all;
+  pool.resize(std::min<size_t>(pool.size(), static_cast<size_t>(k)));
+  return pool;
+}
+
+}  // namespace
+
+std::vector<Participant> SelectClients(const v1::Federation& f, int64_t round,
+                                       const ClientSpeeds& speeds) {
+  std::mt19937_64 rng(f.seed() * 1000003ULL + static_cast<uint64_t>(round));
+  const std::vector<int64_t> quota = RegionQuotas(f);
+  std::vector<Participant> chosen;
+  if (quota.empty()) {
+    for (const auto& r : f.regions()) {
+      for (int i = 0; i < r.clients(); ++i) chosen.push_back({r.name(), i});
+    }
+    return Pick(std::move(chosen), ClientsPerRound(f), f, speeds, rng);
+  }
+  for (int r = 0; r < f.regions_size(); ++r) {
+    std::vector<Participant> region;
+    for (int i = 0; i < f.regions(r).clients(); ++i) region.push_back({f.regions(r).name(), i});
+    for (Participant& p : Pick(std::move(region), quota[r], f, speeds, rng)) {
+      chosen.push_back(std::move(p));
+    }
+  }
+  return chosen;
 }
 
 }  // namespace sextant

@@ -38,12 +38,9 @@ class ClientSpeeds {
   std::map<std::string, double> seconds_;
 };
 
-// Clients sampled per round: clients_per_round as a fraction of all (rounded up) or a count,
-// at least min_clients, at most all.
-int64_t ClientsPerRound(const v1::Federation& f);
-
-// The clients of `round` under f.client_selection, seeded by f.seed and the round alone (a
-// resumed run selects the same clients from the same speeds):
+// The clients of `round` under f.client_selection, sampled within each region to its
+// RegionQuotas under secure aggregation and across all clients otherwise, seeded by f.seed and the
+// round alone (a resumed run selects the same clients from the same speeds):
 //   random (default): a uniform sample of ClientsPerRound clients;
 //   fastest: the ClientsPerRound clients with the lowest expected seconds, a client never
 //     observed counting as 0 (each is tried once), ties in random order;

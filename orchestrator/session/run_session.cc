@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "aggregator/federation_plan.h"
 #include "common/process_setup.h"
 #include "common/status_macros.h"
 #include "orchestrator/core/command_script.h"
@@ -69,6 +70,13 @@ absl::Status ApplyFederatedTrialParams(
     }
   }
   spec.clear_parameters();
+  if (f->secure_aggregation() && f->mode() != "buffered" && TotalClients(*f) > 0 &&
+      RegionQuotas(*f).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parameter clients_per_round=", f->clients_per_round(), " gives ", ClientsPerRound(*f),
+        " clients a round; secure aggregation samples at least 2 in each of the ",
+        f->regions_size(), " regions (", 2 * f->regions_size(), ")"));
+  }
   return absl::OkStatus();
 }
 
@@ -164,8 +172,8 @@ absl::Status RunSession::RaiseMaxTrials(int max_trials) {
   const int before = spec_.search().max_trials();
   spec_.mutable_search()->set_max_trials(max_trials);
   return store_->AddEvent(absl::ToUnixMicros(env_.clock->Now()) / 1e6, "max_trials", 0,
-                          absl::StrCat("search.max_trials set from ", before, " to ",
-                                       max_trials, " by resume --max-trials"));
+                          absl::StrCat("search.max_trials set from ", before, " to ", max_trials,
+                                       " by resume --max-trials"));
 }
 
 absl::Status RunSession::OpenStore() {

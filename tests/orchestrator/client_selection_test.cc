@@ -1,9 +1,11 @@
 #include "orchestrator/federated/client_selection.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "aggregator/federation_plan.h"
 #include "common/ids.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -64,7 +66,7 @@ TEST(ClientSelectionTest, FastestTriesEveryUnknownClientThenKeepsTheStragglersOu
   for (int64_t round = 1; round <= 20; ++round) {
     const std::set<std::string> ids = Ids(SelectClients(f, round, known));
     EXPECT_EQ(ids, (std::set<std::string>{"east/2", "east/3", "east/4", "west/1", "west/2",
-                                           "west/3", "west/4"}))
+                                          "west/3", "west/4"}))
         << round;
   }
 }
@@ -77,7 +79,8 @@ TEST(ClientSelectionTest, PowerOfChoiceSpreadsRoundsOverTheFastClientsInsteadOfT
          Ids(SelectClients(TwoRegionsOfFive("power_of_choice", 3), round, speeds))) {
       ++power[id];
     }
-    for (const std::string& id : Ids(SelectClients(TwoRegionsOfFive("fastest", 3), round, speeds))) {
+    for (const std::string& id :
+         Ids(SelectClients(TwoRegionsOfFive("fastest", 3), round, speeds))) {
       ++fastest[id];
     }
   }
@@ -89,6 +92,49 @@ TEST(ClientSelectionTest, PowerOfChoiceSpreadsRoundsOverTheFastClientsInsteadOfT
     EXPECT_TRUE(id != "east/0" && id != "east/1" && id != "west/0") << id;
     EXPECT_GT(n, 10) << id;  // the slowest of the fast ones least often
   }
+}
+
+// Under secure aggregation every region gives each round its share of the clients and at least
+// 2 of them: 4 of 2 x 4 clients are 2 + 2 (across all clients, a round would often sample one
+// region's single client, whose masked sum would be its update).
+TEST(ClientSelectionTest, SecureAggregationSamplesEachRegionsShareAndAtLeastTwo) {
+  v1::Federation f;
+  for (auto [name, n] : {std::pair<const char*, int>{"east", 4}, {"west", 4}}) {
+    v1::FederatedRegion* r = f.add_regions();
+    r->set_name(name);
+    r->set_clients(n);
+  }
+  f.set_secure_aggregation(true);
+  f.set_clients_per_round(4);
+  f.set_seed(3);
+  EXPECT_EQ(RegionQuotas(f), (std::vector<int64_t>{2, 2}));
+  std::map<std::string, int> times;
+  for (int64_t round = 1; round <= 200; ++round) {
+    std::map<std::string, int> per_region;
+    for (const Participant& p : SelectClients(f, round, ClientSpeeds())) {
+      ++per_region[p.region];
+      ++times[ClientId(p.region, p.index)];
+    }
+    EXPECT_EQ(per_region, (std::map<std::string, int>{{"east", 2}, {"west", 2}})) << round;
+  }
+  EXPECT_EQ(times.size(), 8u);  // a uniform sample within each region
+  for (const auto& [id, n] : times) EXPECT_NEAR(n, 100, 30) << id;
+
+  // Shares follow the regions' sizes, with the minimum of 2 taken from the larger region.
+  f.mutable_regions(0)->set_clients(2);
+  f.mutable_regions(1)->set_clients(10);
+  f.set_clients_per_round(6);
+  EXPECT_EQ(RegionQuotas(f), (std::vector<int64_t>{2, 4}));
+  f.set_clients_per_round(0.5);  // 6 of 12
+  EXPECT_EQ(RegionQuotas(f), (std::vector<int64_t>{2, 4}));
+  f.set_clients_per_round(11);
+  EXPECT_EQ(RegionQuotas(f), (std::vector<int64_t>{2, 9}));
+  // Fewer than 2 per region is impossible; without secure aggregation there are no quotas.
+  f.set_clients_per_round(3);
+  EXPECT_TRUE(RegionQuotas(f).empty());
+  f.set_clients_per_round(6);
+  f.set_secure_aggregation(false);
+  EXPECT_TRUE(RegionQuotas(f).empty());
 }
 
 TEST(ClientSelectionTest, SpeedsAreAMovingMeanThatRoundTripsThroughJson) {

@@ -801,6 +801,29 @@ federation:
                                      "secure_aggregation: true")));
 }
 
+// Secure aggregation samples at least 2 clients in every region: fewer than 2 x regions a round
+// is refused at load, naming the numbers, instead of failing rounds at run time.
+TEST(ExperimentLoaderTest, SecureSamplingNeedsTwoClientsPerRegionEachRound) {
+  const std::string head = R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 4}, {name: west, clients: 4}]
+)";
+  EXPECT_THAT(Errors(head + "  clients_per_round: 3\n"),
+              ElementsAre(AllOf(StartsWith("exp.yaml:6:22: federation.clients_per_round: secure "
+                                           "aggregation samples at least 2 clients in each "
+                                           "region, so a round needs at least 4 clients (2 x 2 "
+                                           "regions); 3 gives 3 of the 8"),
+                                HasSubstr("secure_aggregation: false"))));
+  EXPECT_THAT(Errors(head + "  clients_per_round: 0.25\n"),
+              ElementsAre(HasSubstr("0.25 gives 2 of the 8")));
+  EXPECT_TRUE(Load(head + "  clients_per_round: 4\n").ok());
+  EXPECT_TRUE(Load(head + "  clients_per_round: 0.5\n").ok());
+  EXPECT_TRUE(Load(head + "  clients_per_round: 3\n  secure_aggregation: false\n").ok());
+}
+
 // A region of one client would hand its aggregator that client's update as the region's sum.
 TEST(ExperimentLoaderTest, SecureAggregationNeedsTwoClientsInEveryRegion) {
   EXPECT_THAT(Errors(R"(
@@ -910,7 +933,8 @@ federation:
 )");
   ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
   EXPECT_EQ(r.spec.federation().mode(), "sync");
-  EXPECT_THAT(Errors(R"(
+  EXPECT_THAT(
+      Errors(R"(
 name: t
 objective: {metric: loss}
 trial: {builtin: {model: mlp}}
@@ -918,7 +942,7 @@ federation:
   regions: [{name: east, clients: 2}]
   max_staleness: 2
 )"),
-              ElementsAre("exp.yaml:6:18: federation.max_staleness: applies to mode: buffered only"));
+      ElementsAre("exp.yaml:6:18: federation.max_staleness: applies to mode: buffered only"));
   // Secure buffered rounds: each region's share of a buffer is one SecAgg instance of >= 2.
   r = Load(R"(
 name: t

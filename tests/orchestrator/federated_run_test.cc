@@ -179,13 +179,14 @@ TEST(FederatedRunTest, KilledClientDoesNotBlockRoundsThatCloseWithMinClients) {
                     dir + "/out.txt");
   ASSERT_TRUE(WaitForRound(db, 1, 120)) << Read(dir + "/out.txt");
   auto launched = QueryRows(db,
-                        "SELECT message FROM events WHERE kind = 'federation_launch' AND "
-                        "message LIKE 'client east/1 pid=%'");
+                            "SELECT message FROM events WHERE kind = 'federation_launch' AND "
+                            "message LIKE 'client east/1 pid=%'");
   ASSERT_EQ(launched.size(), 1u);
   const pid_t victim = std::stoi(launched[0][0].substr(launched[0][0].find("pid=") + 4));
   ASSERT_EQ(kill(victim, SIGKILL), 0);
   const auto killed_at = std::chrono::steady_clock::now();
-  const size_t committed_at_kill = QueryRows(db, "SELECT round FROM rounds WHERE region = ''").size();
+  const size_t committed_at_kill =
+      QueryRows(db, "SELECT round FROM rounds WHERE region = ''").size();
   ASSERT_LE(committed_at_kill, 4u) << "the kill landed too late to leave rounds after it";
   ASSERT_EQ(WaitExit(run, 180), 0) << Read(dir + "/out.txt");
   const double after_kill =
@@ -239,7 +240,7 @@ TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedR
   auto id_before = QueryRows(db, "SELECT value FROM meta WHERE key = 'federation_id'");
   const double accuracy_before =
       std::stod(QueryRows(db, "SELECT accuracy FROM rounds WHERE region = '' AND round = " +
-                              std::to_string(listed))[0][0]);
+                                  std::to_string(listed))[0][0]);
 
   pid_t resumed = Spawn({bin + "/sextant", "resume", dir + "/run"}, dir + "/out2.txt");
   ASSERT_EQ(WaitExit(resumed, 240), 0) << Read(dir + "/out2.txt");
@@ -315,7 +316,7 @@ federation:
     EXPECT_EQ(t[1], "COMPLETED") << t[0];
     const std::string inner = dir + "/run/artifacts/checkpoints/trial-" + t[0] + "/federation";
     auto rounds = QueryRows(inner + "/state.db",
-                        "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
+                            "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
     ASSERT_EQ(rounds.size(), 2u) << inner;
     // The inner run issued its participants' certificates (it ran over mTLS) and wrote no
     // loopback secrets.
@@ -359,8 +360,8 @@ federation:
     const std::string nested =
         dir + "/run/artifacts/checkpoints/trial-" + t[0] + "/federation/state.db";
     auto rounds = QueryRows(nested,
-                        "SELECT round, clients, accuracy FROM rounds WHERE region = '' "
-                        "ORDER BY round");
+                            "SELECT round, clients, accuracy FROM rounds WHERE region = '' "
+                            "ORDER BY round");
     ASSERT_EQ(rounds.size(), 2u) << nested;
     std::smatch m;
     ASSERT_TRUE(std::regex_search(t[2], m, std::regex("\"clients_per_round\":\\s*(\\d+)"))) << t[2];
@@ -391,7 +392,7 @@ TEST(FederatedRunTest, PytorchCommandClientExampleLearns) {
   ASSERT_EQ(WaitExit(run, 600), 0) << Read(dir + "/out.txt");
   auto rounds =
       QueryRows(dir + "/run/state.db",
-            "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
+                "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
   ASSERT_EQ(rounds.size(), 3u) << Read(dir + "/out.txt");
   for (const auto& r : rounds) EXPECT_EQ(r[1], "3");
   // Three clients of 1,000 examples, three rounds of one local epoch of SGD in PyTorch.
@@ -455,8 +456,8 @@ KilledRun RunKillingEast1(const std::string& dir, const std::string& yaml) {
     return r;
   }
   auto launched = QueryRows(db,
-                        "SELECT message FROM events WHERE kind = 'federation_launch' AND "
-                        "message LIKE 'client east/1 pid=%'");
+                            "SELECT message FROM events WHERE kind = 'federation_launch' AND "
+                            "message LIKE 'client east/1 pid=%'");
   if (launched.size() == 1) {
     kill(std::stoi(launched[0][0].substr(launched[0][0].find("pid=") + 4)), SIGKILL);
   }
@@ -531,6 +532,40 @@ TEST(FederatedRunTest, SecureAggregationWithAKilledClientMatchesThePlaintextRun)
       << east_hidden;
 }
 
+// clients_per_round: 4 over 2 regions x 4 clients under secure aggregation samples 2 in each
+// region every round (sampled across all clients, a round could take one region's single client,
+// which its aggregator refuses), and the run completes every round with 4 clients.
+TEST(FederatedRunTest, SecureSamplingTakesTwoClientsOfEachRegionEveryRound) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = ::testing::TempDir() + "/fl-secure-sampling";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string yaml = SmallExperiment(
+      "fl-sampling", "[{name: east, clients: 4}, {name: west, clients: 4}]", 4, 4, "60s");
+  yaml.replace(yaml.find("secure_aggregation: false"), 25,
+               "secure_aggregation: true\n  clients_per_round: 4");
+  std::ofstream(dir + "/exp.yaml") << yaml;
+  const std::string bin = SEXTANT_BIN_DIR;
+  pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
+                    dir + "/out.txt");
+  ASSERT_EQ(WaitExit(run, 240), 0) << Read(dir + "/out.txt");
+  const std::string db = dir + "/run/state.db";
+  auto rounds = QueryRows(db, "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
+  ASSERT_EQ(rounds.size(), 4u) << Read(dir + "/out.txt");
+  for (const auto& r : rounds) EXPECT_EQ(r[1], "4") << "round " << r[0];
+  auto selections = QueryRows(db, "SELECT message FROM events WHERE kind = 'selection'");
+  ASSERT_EQ(selections.size(), 4u);
+  for (const auto& row : selections) {
+    const std::string& m = row[0];
+    int east = 0, west = 0;
+    for (size_t at = m.find("east/"); at != std::string::npos; at = m.find("east/", at + 1)) ++east;
+    for (size_t at = m.find("west/"); at != std::string::npos; at = m.find("west/", at + 1)) ++west;
+    EXPECT_EQ(east, 2) << m;
+    EXPECT_EQ(west, 2) << m;
+  }
+}
+
 // federation.dp with a target: the accountant's cumulative epsilon per round (the published RDP
 // of the Gaussian mechanism, q = 1) lands in the rounds table and in `results --format json`,
 // and the run stops, with its state recorded, before the round that would pass the target.
@@ -569,7 +604,7 @@ federation:
   const std::string out = Read(dir + "/out.txt");
   EXPECT_NE(out.find("privacy budget is spent"), std::string::npos) << out;
   auto rounds = QueryRows(dir + "/run/state.db",
-                      "SELECT round, epsilon FROM rounds WHERE region = '' ORDER BY round");
+                          "SELECT round, epsilon FROM rounds WHERE region = '' ORDER BY round");
   ASSERT_EQ(rounds.size(), 3u) << out;
   for (int r = 0; r < 3; ++r) {
     EXPECT_NEAR(std::stod(rounds[r][1]), accountant.EpsilonAfter(r + 1), 1e-9) << r;

@@ -129,6 +129,8 @@ INEXPRESSIBLE = [
     ("distinct region names", r"^federation\.regions\[", r"duplicate region"),
     ("clients against the regions' total", r"^federation\.(min_clients|clients_per_round)$",
      r"the total number of clients"),
+    ("secure sampling takes 2 clients of every region", r"^federation\.clients_per_round$",
+     r"samples at least 2 clients in each region"),
     ("buffer_size >= 2 per region", r"^federation\.(buffer_size|mode)$",
      r"need buffer_size >= 2 per region"),
     ("stragglers name existing clients", r"^federation\.stragglers\.clients\[",
@@ -365,7 +367,7 @@ federation:
     - {name: east, clients: 3}
     - {name: west, clients: 2}
   rounds: 5
-  clients_per_round: 0.5
+  clients_per_round: 0.8
   local_epochs: 1
   local_batch_size: 32
   local_lr: 0.05
