@@ -40,9 +40,9 @@ absl::StatusOr<std::vector<std::pair<std::string, double>>> ClientSecondsOf(
   for (const v1::ClientSeconds& c : m.client_seconds()) {
     if (c.client_id().rfind(prefix, 0) != 0 || !seen.insert(c.client_id()).second ||
         !CheckClientId("client_seconds.client_id", c.client_id()).ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "client_seconds names '", c.client_id().substr(0, 64), "': not a client of '", sender,
-          "', or twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("client_seconds names '", c.client_id().substr(0, 64),
+                       "': not a client of '", sender, "', or twice"));
     }
     if (!std::isfinite(c.seconds()) || c.seconds() < 0) {
       return absl::InvalidArgumentError(
@@ -294,8 +294,9 @@ class ServiceCall : public Reactor {
  public:
   // Starts a call made with make_shared; returns what the RPC method returns.
   template <class Call>
-  static Call* Launch(std::shared_ptr<Call> call) {
+  static Call* Launch(std::shared_ptr<Call> call, TransferMeter* meter) {
     ServiceCall* base = call.get();
+    base->meter_ = meter;
     base->self_ = std::move(call);
     base->Start();
     return static_cast<Call*>(base);
@@ -319,6 +320,17 @@ class ServiceCall : public Reactor {
  protected:
   ServiceCall(grpc::CallbackServerContext* context, CallQuota* quota)
       : context_(context), quota_(quota) {}
+
+  // Counts a message written to (sent) or read from the sender `id`, whom the gate accepted.
+  void Count(const std::string& id, const google::protobuf::MessageLite& m, bool sent) {
+    if (meter_ == nullptr) return;
+    const auto bytes = static_cast<int64_t>(m.ByteSizeLong());
+    if (sent) {
+      meter_->Sent(id, bytes);
+    } else {
+      meter_->Received(id, bytes);
+    }
+  }
 
   // The call's first step, from the RPC method.
   virtual void Start() = 0;
@@ -394,6 +406,7 @@ class ServiceCall : public Reactor {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool parked_ ABSL_GUARDED_BY(mu_) = false;
+  TransferMeter* meter_ = nullptr;  // set by Launch; null: nothing counted
 };
 
 // GetRound: parked until the caller's round is published or its wait is over, then the
@@ -404,7 +417,8 @@ class RoundCall final : public ServiceCall<grpc::ServerWriteReactor<v1::ModelChu
             SenderGate* gate, int64_t chunk_floats, const v1::RoundRequest& request)
       : ServiceCall(context, quota),
         hub_(hub),
-        serving_(hub, gate, CallerIdentity(*context), chunk_floats, request) {}
+        serving_(hub, gate, CallerIdentity(*context), chunk_floats, request),
+        client_id_(request.client_id()) {}
 
   void OnWriteDone(bool ok) override {
     if (!ok) return End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "client went away"));
@@ -431,11 +445,13 @@ class RoundCall final : public ServiceCall<grpc::ServerWriteReactor<v1::ModelChu
     absl::StatusOr<bool> more = serving_.Next(&message_);
     if (!more.ok()) return End(more.status());
     if (!*more) return End(grpc::Status::OK);
+    Count(client_id_, message_, /*sent=*/true);
     StartWrite(&message_);
   }
 
   FederationHub* hub_;
   RoundServing serving_;
+  const std::string client_id_;
   Deadline until_;
   v1::ModelChunk message_;
 };
@@ -456,6 +472,8 @@ class UpdateCall final : public ServiceCall<grpc::ServerReadReactor<v1::ModelChu
       if (!ok) return End(absl::InvalidArgumentError("empty update stream"));
       started_ = true;
       first_bytes_ = static_cast<int64_t>(chunk_.ByteSizeLong());
+      sender_ = chunk_.client_id();
+      Count(sender_, chunk_, /*sent=*/false);
       if (absl::Status s = receiving_.Start(std::move(chunk_)); !s.ok()) return End(s);
       // A sender waits this long for the staging buffer; one that holds it and stalls is cut
       // off after the hub's stall timeout, so the wait is for live senders only.
@@ -463,6 +481,7 @@ class UpdateCall final : public ServiceCall<grpc::ServerReadReactor<v1::ModelChu
       return Resume();
     }
     if (!ok) return End(receiving_.End(context_->IsCancelled(), receipt_));
+    Count(sender_, chunk_, /*sent=*/false);
     if (absl::Status s = receiving_.Add(chunk_); !s.ok()) return End(s);
     StartRead(&chunk_);
   }
@@ -490,6 +509,7 @@ class UpdateCall final : public ServiceCall<grpc::ServerReadReactor<v1::ModelChu
   UpdateReceiving receiving_;
   v1::UpdateReceipt* receipt_;
   bool started_ = false;
+  std::string sender_;  // the first chunk's client id
   int64_t first_bytes_ = 0;
   Deadline until_;
   v1::ModelChunk chunk_;
@@ -549,6 +569,7 @@ class SecAggAwaitCall final : public ServiceCall<grpc::ServerUnaryReactor> {
     const int64_t round =
         request_.join_buffer() && d->start ? d->start->config.round : request_.round();
     *reply_ = DownlinkToProto(*d, request_.experiment_id(), round, request_.client_id());
+    Count(request_.client_id(), *reply_, /*sent=*/true);
     End(grpc::Status::OK);
   }
 
@@ -585,6 +606,7 @@ class SecAggSubmitCall final : public ServiceCall<grpc::ServerReadReactor<v1::Se
         return End(grpc::Status::OK);
       case Phase::kMasked:
         if (!ok) return EndMasked();
+        Count(client_, m_, /*sent=*/false);
         if (absl::Status s = AddMasked(); !s.ok()) return End(s);
         return StartRead(&m_);
     }
@@ -605,6 +627,7 @@ class SecAggSubmitCall final : public ServiceCall<grpc::ServerReadReactor<v1::Se
     if (absl::Status s = gate_->CheckCaller(CallerIdentity(*context_), m_.client_id()); !s.ok()) {
       return End(s);
     }
+    Count(m_.client_id(), m_, /*sent=*/false);
     receipt_->set_experiment_id(m_.experiment_id());
     receipt_->set_round(m_.round());
     receipt_->set_stage(m_.stage());
@@ -827,8 +850,7 @@ grpc::ServerUnaryReactor* FederationServiceImpl::ReportFailure(
     v1::FailureReceipt*) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<CallQuota::Ticket> ticket = quota_.Admit(CallerIdentity(*context));
-  reactor->Finish(ticket.ok() ? RecordFailure(*context, *request)
-                              : ToGrpcStatus(ticket.status()));
+  reactor->Finish(ticket.ok() ? RecordFailure(*context, *request) : ToGrpcStatus(ticket.status()));
   return reactor;
 }
 
@@ -848,15 +870,15 @@ grpc::Status FederationServiceImpl::RecordFailure(const grpc::CallbackServerCont
                        absl::StartsWith(request.failed(), request.client_id() + "/") &&
                        request.failed().size() <= request.client_id().size() + 1 + 128;
   if (request.failed() != request.client_id() && !relayed) {
-    return ToGrpcStatus(absl::PermissionDeniedError(
-        absl::StrCat(request.client_id(), " may not report ", request.failed().substr(0, 128),
-                     " failed")));
+    return ToGrpcStatus(absl::PermissionDeniedError(absl::StrCat(
+        request.client_id(), " may not report ", request.failed().substr(0, 128), " failed")));
   }
-  absl::Status recorded = hub_->RecordFailure(request.experiment_id(), request.round(),
-                                              request.client_id(), request.failed(),
-                                              request.error());
+  absl::Status recorded =
+      hub_->RecordFailure(request.experiment_id(), request.round(), request.client_id(),
+                          request.failed(), request.error());
   // A region's client that failed (its training, or a stage it refused) sends nothing more: its
-  // SecAgg round goes on without it at once. (At the global tier a failed region still takes part, with zeros.)
+  // SecAgg round goes on without it at once. (At the global tier a failed region still takes part,
+  // with zeros.)
   if (recorded.ok() && secagg_ != nullptr && !relayed && !gate_->policy().region.empty()) {
     secagg_->Withdraw(request.experiment_id(), request.round(), request.client_id());
   }
@@ -885,25 +907,26 @@ absl::Status ReportFailure(v1::FederationService::StubInterface* stub,
 grpc::ServerWriteReactor<v1::ModelChunk>* FederationServiceImpl::GetRound(
     grpc::CallbackServerContext* context, const v1::RoundRequest* request) {
   return RoundCall::Launch(
-      std::make_shared<RoundCall>(context, &quota_, hub_, gate_, chunk_floats_, *request));
+      std::make_shared<RoundCall>(context, &quota_, hub_, gate_, chunk_floats_, *request), meter_);
 }
 
 grpc::ServerReadReactor<v1::ModelChunk>* FederationServiceImpl::PushUpdate(
     grpc::CallbackServerContext* context, v1::UpdateReceipt* receipt) {
-  return UpdateCall::Launch(std::make_shared<UpdateCall>(context, &quota_, hub_, gate_, receipt));
+  return UpdateCall::Launch(std::make_shared<UpdateCall>(context, &quota_, hub_, gate_, receipt),
+                            meter_);
 }
 
 grpc::ServerUnaryReactor* FederationServiceImpl::SecAggAwait(grpc::CallbackServerContext* context,
                                                              const v1::SecAggPoll* request,
                                                              v1::SecAggMessage* reply) {
   return SecAggAwaitCall::Launch(
-      std::make_shared<SecAggAwaitCall>(context, &quota_, secagg_, gate_, request, reply));
+      std::make_shared<SecAggAwaitCall>(context, &quota_, secagg_, gate_, request, reply), meter_);
 }
 
 grpc::ServerReadReactor<v1::SecAggMessage>* FederationServiceImpl::SecAggSubmit(
     grpc::CallbackServerContext* context, v1::SecAggReceipt* receipt) {
   return SecAggSubmitCall::Launch(
-      std::make_shared<SecAggSubmitCall>(context, &quota_, secagg_, gate_, receipt));
+      std::make_shared<SecAggSubmitCall>(context, &quota_, secagg_, gate_, receipt), meter_);
 }
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
@@ -973,10 +996,12 @@ absl::StatusOr<RoundTask> PullRound(
       (chunk.assignment().segment_clips_size() != 0 &&
        chunk.assignment().segment_clips_size() != chunk.assignment().segments_size())) {
     context.TryCancel();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "round assignment: ", chunk.assignment().segments_size(), " segments and ",
-        chunk.assignment().segment_clips_size(), " ranges; ranges must be none or one per "
-        "segment, at most ", kMaxUpdateSegments));
+    return absl::InvalidArgumentError(
+        absl::StrCat("round assignment: ", chunk.assignment().segments_size(), " segments and ",
+                     chunk.assignment().segment_clips_size(),
+                     " ranges; ranges must be none or one per "
+                     "segment, at most ",
+                     kMaxUpdateSegments));
   }
   RoundTask task = FromProto(chunk.assignment(), chunk.round());
   std::vector<float> scratch;

@@ -15,6 +15,7 @@
 #include "aggregator/federation_hub.h"
 #include "aggregator/secagg_hub.h"
 #include "aggregator/sender_gate.h"
+#include "aggregator/transfer_meter.h"
 #include "federation/update_codec.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/call_quota.h"
@@ -135,6 +136,9 @@ class FederationServiceImpl final : public v1::FederationService::CallbackServic
 
   // Join answers through `join` (set before serving; without one, FAILED_PRECONDITION).
   void SetJoinHandler(JoinHandler join) { join_ = std::move(join); }
+  // Counts every accepted sender's message bytes here (set before serving; not owned, must
+  // outlive the service). Default none.
+  void SetTransferMeter(TransferMeter* meter) { meter_ = meter; }
   CallQuota& quota() { return quota_; }
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
@@ -165,6 +169,7 @@ class FederationServiceImpl final : public v1::FederationService::CallbackServic
   SenderGate* gate_;
   CallQuota quota_;
   JoinHandler join_;
+  TransferMeter* meter_ = nullptr;
 };
 
 // gRPC server interceptors for a tier's server, made afresh for each server it starts: an

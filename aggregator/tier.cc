@@ -34,11 +34,11 @@ absl::StatusOr<std::unique_ptr<Tier>> Tier::Start(TierOptions options, Clock* cl
   tier->service_ = std::make_unique<FederationServiceImpl>(
       tier->hub_.get(), o.chunk_floats, tier->secagg_.get(), &tier->gate_, o.calls);
   if (o.join) tier->service_->SetJoinHandler(o.join);
+  tier->service_->SetTransferMeter(&tier->transfer_);
   grpc::ResourceQuota quota("sextant-tier");
   quota.Resize(static_cast<size_t>(std::max<int64_t>(o.max_memory_bytes, 64 << 20)));
-  absl::StatusOr<std::unique_ptr<grpc::Server>> server =
-      StartFederationServer(o.listen, tier->service_.get(), &tier->port_, o.credentials, &quota,
-                            o.interceptors);
+  absl::StatusOr<std::unique_ptr<grpc::Server>> server = StartFederationServer(
+      o.listen, tier->service_.get(), &tier->port_, o.credentials, &quota, o.interceptors);
   if (!server.ok()) return server.status();
   tier->server_ = *std::move(server);
   return tier;
@@ -97,10 +97,10 @@ void Tier::RelayFailures() {
   const UpstreamOptions& up = *options_.upstream;
   for (const FailureReport& f : hub_->TakeFailures()) {
     // Upstream knows a client by its place; the console names it by its own name too.
-    const std::string place = up.place_of && f.failed != up.sender_id ? up.place_of(f.failed)
-                                                                       : f.failed;
-    (void)ReportFailure(up.stub.get(), options_.coordinator.experiment_id, f.round,
-                        up.sender_id, place,
+    const std::string place =
+        up.place_of && f.failed != up.sender_id ? up.place_of(f.failed) : f.failed;
+    (void)ReportFailure(up.stub.get(), options_.coordinator.experiment_id, f.round, up.sender_id,
+                        place,
                         place == f.failed ? f.error : absl::StrCat("(", f.failed, ") ", f.error));
   }
 }

@@ -80,6 +80,8 @@ class Tier {
   FederationHub& hub() { return *hub_; }
   SecAggHub& secagg() { return *secagg_; }  // only with options.secure
   SenderGate& gate() { return gate_; }
+  // The bytes this tier's server moved for each sender: at the global tier, each region's.
+  const TransferMeter& transfer() const { return transfer_; }
 
   // How a round closes: its plaintext updates folded by the hub (kPlain), or its SecAgg round
   // run through its stages (kSecure).
@@ -134,6 +136,7 @@ class Tier {
   std::unique_ptr<FederationHub> hub_;
   std::unique_ptr<SecAggHub> secagg_;
   SenderGate gate_;
+  TransferMeter transfer_;  // before service_, which counts into it
   std::unique_ptr<FederationServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -36,6 +36,7 @@
 #include "orchestrator/core/trial_command.h"
 #include "orchestrator/core/warm_start.h"
 #include "orchestrator/cost/catalog.h"
+#include "orchestrator/cost/federated_placement.h"
 #include "orchestrator/cost/param_expression.h"
 #include "tensors/safetensors.h"
 
@@ -433,6 +434,7 @@ constexpr std::array<absl::string_view, 5> kSchedulers = {"none", "asha", "hyper
                                                           "median"};
 constexpr std::array<absl::string_view, 4> kProviders = {"local", "slurm", "simulated", "static"};
 constexpr std::array<absl::string_view, 3> kMarkets = {"spot", "on_demand", "reserved"};
+constexpr std::array<absl::string_view, 3> kPoolHosts = {"any", "clients", "aggregator"};
 constexpr std::array<absl::string_view, 5> kAggregations = {"fedavg", "median", "trimmed_mean",
                                                             "krum", "multi_krum"};
 constexpr std::array<absl::string_view, 5> kServerOptimizers = {"fedavg", "fedavgm", "fedadam",
@@ -550,6 +552,7 @@ class Loader {
   void LoadSimulate(const Field& f);
   void LoadTimeExpression(const Field& f, v1::Simulation* sim);
   void CheckPoolsAgainstCatalog(const Section& root);
+  void CheckFederatedPlacement(const Section& root, const Catalog& catalog);
   void LoadFederation(const Field& f);
   int64_t LoadRegions(const Section& s, v1::Federation* fed);
   void LoadFederationOptions(const Section& s, v1::Federation* fed);
@@ -590,11 +593,13 @@ class Loader {
   std::set<std::string> unranged_;
   // Positions of pool keys, for errors found once the catalog is known.
   struct PoolFields {
-    std::optional<Field> region, instance, market, self;
+    std::optional<Field> region, instance, market, hosts, self;
   };
   std::vector<PoolFields> pool_fields_;
   std::optional<Field> catalog_field_;
   std::optional<Field> max_cost_field_;
+  std::optional<Field> provider_field_, global_region_field_;
+  std::vector<Field> region_name_fields_;  // federation.regions[i].name, in order
 };
 
 LoadResult Loader::Run(const std::string& yaml) {
@@ -1439,6 +1444,7 @@ void Loader::LoadResources(const Section& root) {
   if (f == nullptr) return;
   Section s(r_, *f, {"provider", "pools", "catalog", "placement", "per_trial", "idle_timeout"});
   if (!s.ok()) return;
+  if (const Field* x = s.Find("provider")) provider_field_.emplace(*x);
   IfPresent<size_t>(
       s, "provider", [&](const Field& x) { return r_.Choice(x, kProviders); },
       [&](size_t i) { resources->set_provider(std::string(kProviders[i])); });
@@ -1453,13 +1459,19 @@ void Loader::LoadPool(const Field& f, std::set<std::string>& names, v1::Pool* po
   pool->set_market(v1::Pool::ON_DEMAND);
   pool->set_min_instances(0);
   pool->set_max_instances(1);
-  Section s(r_, f, {"name", "region", "instance", "market", "min_instances", "max_instances"});
+  Section s(r_, f,
+            {"name", "region", "instance", "market", "min_instances", "max_instances", "hosts"});
   if (!s.ok()) return;
   PoolFields& pf = pool_fields_.emplace_back();
   pf.self.emplace(f);
   if (const Field* x = s.Find("region")) pf.region.emplace(*x);
   if (const Field* x = s.Find("instance")) pf.instance.emplace(*x);
   if (const Field* x = s.Find("market")) pf.market.emplace(*x);
+  if (const Field* x = s.Find("hosts")) pf.hosts.emplace(*x);
+  pool->set_hosts("any");
+  IfPresent<size_t>(
+      s, "hosts", [&](const Field& x) { return r_.Choice(x, kPoolHosts); },
+      [&](size_t i) { pool->set_hosts(std::string(kPoolHosts[i])); });
   if (const Field* name = s.Require("name")) {
     if (auto v = IdString(*name, "a pool name")) {
       if (!names.insert(*v).second) r_.ValueError(*name, absl::StrCat("duplicate pool '", *v, "'"));
@@ -1680,7 +1692,13 @@ void Loader::CheckPoolsAgainstCatalog(const Section& root) {
                                                " cannot hold one trial (resources.per_trial)"));
     }
   }
-  (void)root;
+  if (spec_.has_federation()) {
+    CheckFederatedPlacement(root, catalog);
+  } else {
+    for (const PoolFields& pf : pool_fields_) {
+      if (pf.hosts) r_.ValueError(*pf.hosts, "applies to a federated run's participants");
+    }
+  }
   if (cheapest > 0 && spec_.budget().has_max_cost() && spec_.budget().max_cost() < cheapest) {
     if (max_cost_field_) {
       r_.ValueError(*max_cost_field_,
@@ -1688,6 +1706,99 @@ void Loader::CheckPoolsAgainstCatalog(const Section& root) {
                                  " is less than one billing increment of the cheapest pool (",
                                  cheapest, ")"));
     }
+  }
+}
+
+// A federated run's resources place every participant: each region's clients and aggregator on
+// pools in that region (pool.region is the region's name), the global tier in
+// federation.global_region; the catalog must price each region's transfer to it. Keys that
+// would be ignored (hosts outside a federated run, pools of no region, a budget or a global
+// region with nothing to bill) are errors.
+void Loader::CheckFederatedPlacement(const Section& root, const Catalog& catalog) {
+  const v1::Resources& res = spec_.resources();
+  const v1::Federation& fed = spec_.federation();
+  const bool run = spec_.parameters_size() == 0;
+  if (!run || res.pools_size() == 0) {
+    if (global_region_field_) {
+      r_.ValueError(*global_region_field_,
+                    run ? "prices transfer from the participants' pools; add resources.pools"
+                        : "applies to a plain federated run, not to a federated search");
+    }
+    if (run && max_cost_field_) {
+      r_.ValueError(*max_cost_field_,
+                    "a federated run is billed for the instances of resources.pools; add pools "
+                    "that host each region's clients and aggregator");
+    }
+    if (!run) {
+      for (const PoolFields& pf : pool_fields_) {
+        if (pf.hosts) r_.ValueError(*pf.hosts, "applies to a plain federated run's participants");
+      }
+    }
+    return;
+  }
+  if (res.provider() != "local") {
+    r_.ValueError(provider_field_ ? *provider_field_ : *root.Find("resources"),
+                  absl::StrCat("a federated run places its participants on the local provider "
+                               "only in this version, not on ",
+                               res.provider()));
+    return;
+  }
+  std::set<std::string> regions;
+  for (int i = 0; i < fed.regions_size(); ++i) {
+    const std::string& name = fed.regions(i).name();
+    regions.insert(name);
+    bool clients = false, aggregator = false;
+    std::vector<std::string> here;
+    for (const v1::Pool& p : res.pools()) {
+      if (p.region() != name) continue;
+      here.push_back(p.name());
+      clients = clients || p.hosts() != "aggregator";
+      aggregator = aggregator || p.hosts() != "clients";
+    }
+    if (clients && aggregator) continue;
+    if (i >= static_cast<int>(region_name_fields_.size())) continue;
+    const char* missing = !clients && !aggregator ? "its clients and its aggregator"
+                          : !clients              ? "its clients"
+                                                  : "its aggregator";
+    r_.ValueError(
+        region_name_fields_[i],
+        absl::StrCat("region '", name, "' has no pool that can host ", missing,
+                     here.empty() ? " (no pool of resources.pools is in region '" : " (its pools: ",
+                     here.empty() ? name + "'" : absl::StrJoin(here, ", "),
+                     "); a client never runs outside its region"));
+  }
+  for (size_t i = 0; i < pool_fields_.size() && i < static_cast<size_t>(res.pools_size()); ++i) {
+    const v1::Pool& p = res.pools(static_cast<int>(i));
+    if (!regions.contains(p.region()) && pool_fields_[i].region) {
+      r_.ValueError(*pool_fields_[i].region,
+                    absl::StrCat("'", p.region(), "' is not a region of the federation (",
+                                 absl::StrJoin(regions, ", "), "): the pool would host nobody"));
+    }
+  }
+  const std::string global =
+      fed.global_region().empty() ? fed.regions(0).name() : fed.global_region();
+  if (global_region_field_ && !catalog.HasRegion(global)) {
+    r_.ValueError(*global_region_field_,
+                  absl::StrCat("unknown region '", global, "' (the catalog has ",
+                               absl::StrJoin(catalog.regions(), ", "), ")"));
+    return;
+  }
+  for (int i = 0; i < fed.regions_size() && i < static_cast<int>(region_name_fields_.size()); ++i) {
+    const std::string& name = fed.regions(i).name();
+    if (!catalog.HasRegion(name) || catalog.TransferPricePerGb(global, name)) continue;
+    r_.ValueError(global_region_field_ ? *global_region_field_ : region_name_fields_[i],
+                  absl::StrCat("the catalog prices no transfer between ", global, " and ", name,
+                               " (add transfer.pairs or transfer.between_regions_per_gb)"));
+  }
+  absl::StatusOr<FederatedPlacement> placement = FederatedPlacement::Create(spec_, catalog);
+  if (placement.ok() && max_cost_field_ && spec_.budget().has_max_cost() &&
+      spec_.budget().max_cost() < placement->FirstIncrements()) {
+    r_.ValueError(
+        *max_cost_field_,
+        absl::StrCat("max_cost ", spec_.budget().max_cost(),
+                     " is less than one round's cost: starting the federation's ",
+                     TotalClients(fed) + fed.regions_size(), " participants costs at least ",
+                     placement->FirstIncrements(), " (each pool's first billing increment)"));
   }
 }
 
@@ -1746,8 +1857,13 @@ void Loader::LoadFederation(const Field& f) {
              "model",
              "data",
              "data_dir",
-             "evaluate_command"});
+             "evaluate_command",
+             "global_region"});
   if (!s.ok()) return;
+  if (const Field* g = s.Find("global_region")) {
+    global_region_field_.emplace(*g);
+    if (std::optional<std::string> v = IdString(*g, "a region name")) fed->set_global_region(*v);
+  }
   const int64_t total = LoadRegions(s, fed);
   LoadFederationOptions(s, fed);
   LoadRobustAndCommandOptions(s, fed);
@@ -2019,6 +2135,7 @@ int64_t Loader::LoadRegions(const Section& s, v1::Federation* fed) {
     valid = valid && rs.ok();
     if (!rs.ok()) continue;
     const Field* name = rs.Require("name");
+    if (name) region_name_fields_.push_back(*name);
     if (std::optional<std::string> v = name ? IdString(*name, "a region name") : std::nullopt) {
       if (!names.insert(*v).second)
         r_.ValueError(*name, absl::StrCat("duplicate region '", *v, "'"));

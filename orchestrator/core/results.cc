@@ -314,17 +314,19 @@ const TrialRow* BestTrial(const std::vector<TrialRow>& trials, bool multi, bool 
   return best;
 }
 
-// "cost": the total of instances and reservations, by pool and by region (trial rows
-// attribute that same money to trials, so they are not added again), and the budget.
+// "cost": the total of instances, reservations and transfer, split into compute and transfer,
+// by pool (transfer as pool "transfer") and by region (trial rows attribute that same money
+// to trials, so they are not added again), and the budget.
 void AddCost(const v1::ExperimentSpec& spec, const std::vector<CostRow>& costs,
              nlohmann::json* doc) {
   std::string currency = spec.budget().currency().empty() ? "USD" : spec.budget().currency();
   nlohmann::json& out = (*doc)["cost"];
   out = {{"total", 0.0}, {"currency", currency}, {"by_pool", nlohmann::json::object()}};
-  double total = 0;
+  double total = 0, transfer = 0;
   for (const CostRow& c : costs) {
     if (c.kind == "trial") continue;
     total += c.cost;
+    if (c.kind == "transfer") transfer += c.cost;
     nlohmann::json& pool = out["by_pool"][c.pool];
     pool = (pool.is_number() ? pool.get<double>() : 0.0) + c.cost;
     if (!out.contains("by_region")) out["by_region"] = nlohmann::json::object();
@@ -332,6 +334,8 @@ void AddCost(const v1::ExperimentSpec& spec, const std::vector<CostRow>& costs,
     region = (region.is_number() ? region.get<double>() : 0.0) + c.cost;
   }
   out["total"] = total;
+  out["compute"] = total - transfer;  // instances and reservations
+  out["transfer"] = transfer;         // bytes between regions (federated runs)
   if (spec.budget().has_max_cost()) out["budget"] = spec.budget().max_cost();
 }
 

@@ -91,8 +91,8 @@ struct EventRow {
 // One row of the cost ledger as stored: an instance's or a reservation's whole bill, or the
 // cost attributed to a trial (the seconds it ran times its instance's rate).
 struct CostRow {
-  std::string kind;    // "instance" | "reservation" | "trial"
-  int64_t ref = 0;     // the instance, reservation or trial id
+  std::string kind;    // "instance" | "reservation" | "trial" | "transfer"
+  int64_t ref = 0;     // the instance, reservation or trial id; a transfer's bytes
   std::string pool;    // empty for "trial"
   std::string region;  // empty for "trial"
   std::string market;  // spot | on_demand | reserved; empty for "trial"

@@ -6,10 +6,12 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <set>
 #include <system_error>
 #include <tuple>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -112,6 +114,19 @@ offers:
   - {region: cn-west-1, instance: cpu.small, market: reserved, price_per_hour: 0.104}
   - {region: cn-west-1, instance: cpu.small, market: spot, price_per_hour: 0.048,
      interruption: {rate_per_day: 0.08, notice: 60s, notice_probability: 0.9}}
+# Bytes sent from one region to another, per GB (10^9 bytes); within a region they are free.
+transfer:
+  between_regions_per_gb: 0.02
+  pairs:
+    - {between: [us-east-1, ap-south-1], per_gb: 0.086}
+    - {between: [eu-west-1, ap-south-1], per_gb: 0.086}
+    - {between: [cn-east-1, cn-west-1], per_gb: 0.05}
+    - {between: [cn-east-1, us-east-1], per_gb: 0.12}
+    - {between: [cn-east-1, eu-west-1], per_gb: 0.12}
+    - {between: [cn-east-1, ap-south-1], per_gb: 0.12}
+    - {between: [cn-west-1, us-east-1], per_gb: 0.12}
+    - {between: [cn-west-1, eu-west-1], per_gb: 0.12}
+    - {between: [cn-west-1, ap-south-1], per_gb: 0.12}
 )yaml";
 
 // Reads typed values out of the YAML tree, recording every problem with its position.
@@ -399,6 +414,68 @@ std::vector<Offer> ReadOffers(CatalogReader& r, const YAML::Node& root, const Ca
   return out;
 }
 
+// transfer: {between_regions_per_gb: X, pairs: [{between: [A, B], per_gb: Y}, ...]}.
+void ReadTransfer(CatalogReader& r, const YAML::Node& root, const std::vector<std::string>& regions,
+                  std::optional<double>* between_regions,
+                  std::map<std::pair<std::string, std::string>, double>* pairs) {
+  const YAML::Node t = root["transfer"];
+  if (!t) return;
+  if (!t.IsMap()) {
+    r.Error(t, "transfer", "must be a mapping of between_regions_per_gb and pairs");
+    return;
+  }
+  if (!r.Keys(t, "transfer", {"between_regions_per_gb", "pairs"})) return;
+  if (t["between_regions_per_gb"]) {
+    std::optional<double> v =
+        r.Number(t["between_regions_per_gb"], "transfer.between_regions_per_gb");
+    if (v && *v < 0) {
+      r.Error(t["between_regions_per_gb"], "transfer.between_regions_per_gb",
+              absl::StrCat("must be >= 0, got ", *v));
+    } else {
+      *between_regions = v;
+    }
+  }
+  const YAML::Node list = t["pairs"];
+  if (!list) return;
+  if (!list.IsSequence()) {
+    r.Error(list, "transfer.pairs", "must be a list of {between: [A, B], per_gb: X}");
+    return;
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = absl::StrCat("transfer.pairs[", i, "]");
+    const YAML::Node p = list[i];
+    if (!p.IsMap() || !r.Keys(p, path, {"between", "per_gb"})) {
+      if (!p.IsMap()) r.Error(p, path, "must be {between: [A, B], per_gb: X}");
+      continue;
+    }
+    const YAML::Node between = p["between"];
+    if (!between || !between.IsSequence() || between.size() != 2) {
+      r.Error(between ? between : p, path + ".between", "must name two regions: [A, B]");
+      continue;
+    }
+    std::optional<std::string> a = r.Text(between[0], path + ".between[0]");
+    std::optional<std::string> b = r.Text(between[1], path + ".between[1]");
+    std::optional<double> price =
+        p["per_gb"] ? r.Number(p["per_gb"], path + ".per_gb") : std::nullopt;
+    if (!p["per_gb"]) r.Error(p, path + ".per_gb", "is required");
+    if (!a || !b || !price) continue;
+    bool known = true;
+    for (const auto& [name, node] : {std::pair{*a, between[0]}, std::pair{*b, between[1]}}) {
+      if (std::find(regions.begin(), regions.end(), name) == regions.end()) {
+        r.Error(node, path + ".between", absl::StrCat("unknown region '", name, "'"));
+        known = false;
+      }
+    }
+    if (*a == *b) {
+      r.Error(between, path + ".between", "names one region twice; within a region bytes are free");
+    } else if (*price < 0) {
+      r.Error(p["per_gb"], path + ".per_gb", absl::StrCat("must be >= 0, got ", *price));
+    } else if (known && !pairs->emplace(std::minmax(*a, *b), *price).second) {
+      r.Error(between, path + ".between", absl::StrCat("duplicate pair ", *a, " - ", *b));
+    }
+  }
+}
+
 }  // namespace
 
 const char* MarketName(Market market) {
@@ -430,7 +507,7 @@ Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* error
     errors->push_back({e.mark.line + 1, e.mark.column + 1, absl::StrCat("invalid YAML: ", e.msg)});
     return Catalog();
   }
-  if (!r.Keys(root, "", {"regions", "instances", "offers", "billing", "reservation"})) {
+  if (!r.Keys(root, "", {"regions", "instances", "offers", "billing", "reservation", "transfer"})) {
     return Catalog();
   }
   const OfferDefaults defaults = ReadOfferDefaults(r, root);
@@ -438,6 +515,7 @@ Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* error
   c.regions_ = ReadRegions(r, root);
   c.instances_ = ReadInstances(r, root);
   c.offers_ = ReadOffers(r, root, c, defaults);
+  ReadTransfer(r, root, c.regions_, &c.between_regions_per_gb_, &c.transfer_pairs_);
   if (errors->size() != before) return Catalog();
   return c;
 }
@@ -462,6 +540,16 @@ const InstanceType* Catalog::FindInstance(absl::string_view name) const {
     if (t.name == name) return &t;
   }
   return nullptr;
+}
+
+std::optional<double> Catalog::TransferPricePerGb(absl::string_view from,
+                                                  absl::string_view to) const {
+  if (from == to) return 0.0;
+  const std::pair<std::string, std::string> key =
+      from < to ? std::pair(std::string(from), std::string(to))
+                : std::pair(std::string(to), std::string(from));
+  if (auto it = transfer_pairs_.find(key); it != transfer_pairs_.end()) return it->second;
+  return between_regions_per_gb_;
 }
 
 bool Catalog::HasRegion(absl::string_view region) const {

@@ -1,8 +1,10 @@
 #ifndef SEXTANT_ORCHESTRATOR_COST_CATALOG_H_
 #define SEXTANT_ORCHESTRATOR_COST_CATALOG_H_
 
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -81,6 +83,10 @@ class Catalog {
   // The instance type, or null.
   const InstanceType* FindInstance(absl::string_view name) const;
   bool HasRegion(absl::string_view region) const;
+  // Dollars per GB (10^9 bytes) sent from one region to the other, either way: 0 within a
+  // region, the pair's price (transfer.pairs), else transfer.between_regions_per_gb; nullopt
+  // when the catalog prices neither.
+  std::optional<double> TransferPricePerGb(absl::string_view from, absl::string_view to) const;
 
   const std::vector<std::string>& regions() const { return regions_; }
   const std::vector<InstanceType>& instances() const { return instances_; }
@@ -102,6 +108,8 @@ class Catalog {
   std::vector<std::string> regions_;
   std::vector<InstanceType> instances_;
   std::vector<Offer> offers_;
+  std::optional<double> between_regions_per_gb_;
+  std::map<std::pair<std::string, std::string>, double> transfer_pairs_;  // (lesser, greater)
 };
 
 // The catalog an experiment names (resources.catalog, already resolved against the experiment

@@ -39,8 +39,11 @@
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/core/stored_spec.h"
+#include "orchestrator/cost/catalog.h"
+#include "orchestrator/cost/federated_placement.h"
 #include "orchestrator/federated/client_selection.h"
 #include "orchestrator/federated/evaluate_command.h"
+#include "orchestrator/federated/federated_billing.h"
 #include "orchestrator/federated/global_checkpoint.h"
 #include "orchestrator/federated/global_evaluator.h"
 #include "orchestrator/monitor/run_monitor.h"
@@ -139,6 +142,10 @@ class FederatedRun {
       session_.monitor()->RunEnded();
     }
     Teardown();
+    if (billing_) {
+      billing_->StopAll();
+      if (absl::Status w = WriteCosts(); !w.ok() && s.ok()) s = w;
+    }
     return s;
   }
 
@@ -494,14 +501,16 @@ class FederatedRun {
 
   std::string Bin() const { return session_.worker_binary(); }
 
-  void Launch(const std::vector<std::string>& argv, const std::string& log,
-              const std::string& what) {
+  // Starts a participant of `region` (its aggregator, or a client), billed on its pool from now
+  // to its exit when the run is billed.
+  void Launch(const std::vector<std::string>& argv, const std::string& log, const std::string& what,
+              const std::string& region, bool aggregator) {
     auto pid = env_.launcher->Launch(argv, absl::StrCat(run_dir_->logs_dir(), "/", log));
     if (!pid.ok()) {
       *env_.err << "sextant: " << pid.status().message() << "\n";
       return;
     }
-    children_.push_back({*pid, what});
+    children_.push_back({*pid, what, billing_ ? billing_->Start(region, aggregator) : 0});
     (void)store_->AddEvent(EventTime(), "federation_launch", 0, absl::StrCat(what, " pid=", *pid));
   }
 
@@ -676,6 +685,7 @@ class FederatedRun {
 
   // One aggregator per region, then its clients once it serves (it writes its port to a file).
   absl::Status LaunchParticipants() {
+    SEXTANT_RETURN_IF_ERROR(StartBilling());
     std::filesystem::create_directories(run_dir_->logs_dir());
     const std::string target = absl::StrCat("127.0.0.1:", tier_->port());
     for (const auto& r : fed().regions()) {
@@ -699,7 +709,7 @@ class FederatedRun {
       const std::vector<std::string> flags = AggregatorFlags(r);
       argv.insert(argv.end(), flags.begin(), flags.end());
       Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
-             absl::StrCat("aggregator ", r.name()));
+             absl::StrCat("aggregator ", r.name()), r.name(), /*aggregator=*/true);
     }
     int global_index = 0;  // the clients' order of federation.client_data_dirs
     for (const auto& r : fed().regions()) {
@@ -741,7 +751,7 @@ class FederatedRun {
         }
         ++global_index;
         Launch(argv, absl::StrCat("client-", r.name(), "-", i, ".log"),
-               absl::StrCat("client ", ClientId(r.name(), i)));
+               absl::StrCat("client ", ClientId(r.name(), i)), r.name(), /*aggregator=*/false);
       }
     }
     return absl::OkStatus();
@@ -961,6 +971,7 @@ class FederatedRun {
       // A stop takes effect at the round boundary too, not only while a round waits.
       if (absl::Status stop = Interruption(); !stop.ok()) return StoppedBy(stop);
       if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
+      if (absl::Status s = CheckCostBudget(round); !s.ok()) return StoppedBy(s);
       if (round != published_round_) {
         SEXTANT_RETURN_IF_ERROR(PublishRound(round));
       }
@@ -993,13 +1004,71 @@ class FederatedRun {
         outcome->mean = regions_mean;
         tier_->hub().ResumeBuffering();
       }
+      if (billing_) billing_->MeterTransfer(tier_->transfer().Totals());
       SEXTANT_RETURN_IF_ERROR(CompleteRound(round, *outcome, senders));
+      SEXTANT_RETURN_IF_ERROR(CloseRoundBill(round));
       failed_in_a_row_ = 0;
       failures_this_round_ = 0;
       regions_failed_this_round_ = 0;
       last_failure_.clear();
     }
     return Finish();
+  }
+
+  // With resources.pools (and participants this run starts), bills them: FederatedBilling over
+  // the placement of the experiment's catalog, after the costs of earlier sessions.
+  absl::Status StartBilling() {
+    if (spec_.resources().pools_size() == 0 || options_.external_participants) {
+      return absl::OkStatus();
+    }
+    std::vector<CatalogError> errors;
+    SEXTANT_ASSIGN_OR_RETURN(Catalog catalog, LoadCatalog(spec_.resources().catalog(), &errors));
+    SEXTANT_ASSIGN_OR_RETURN(FederatedPlacement placement,
+                             FederatedPlacement::Create(spec_, catalog));
+    SEXTANT_ASSIGN_OR_RETURN(std::vector<CostRow> prior, store_->LoadCosts());
+    billing_.emplace(std::move(placement), env_.clock, start_, std::move(prior));
+    return absl::OkStatus();
+  }
+
+  // Rewrites the store's cost rows from the billing, in one transaction.
+  absl::Status WriteCosts() {
+    SEXTANT_RETURN_IF_ERROR(store_->Begin());
+    absl::Status s = store_->ClearCosts();
+    for (const CostRow& row : billing_->Rows()) {
+      if (s.ok()) s = store_->AddCost(row);
+    }
+    if (!s.ok()) {
+      store_->Rollback();
+      return s;
+    }
+    return store_->Commit();
+  }
+
+  // The round's bill is closed: its dollars as an event, and the cost rows stored.
+  absl::Status CloseRoundBill(int64_t round) {
+    if (!billing_) return absl::OkStatus();
+    const double cost = billing_->CloseRound();
+    SEXTANT_RETURN_IF_ERROR(
+        store_->AddEvent(EventTime(), "round_cost", 0,
+                         absl::StrFormat("round=%d cost=%.6f total=%.6f transfer=%.6f", round, cost,
+                                         billing_->Committed(), billing_->transfer())));
+    return WriteCosts();
+  }
+
+  // budget.max_cost: ResourceExhausted (the run stops at this round boundary, keeping the last
+  // global model) when the committed dollars and the round's projection would pass the cap.
+  absl::Status CheckCostBudget(int64_t round) {
+    if (!billing_ || !spec_.budget().has_max_cost()) return absl::OkStatus();
+    const double committed = billing_->Committed();
+    const double projected = billing_->NextRoundProjection();
+    if (committed + projected <= spec_.budget().max_cost()) return absl::OkStatus();
+    const std::string why = absl::StrFormat(
+        "budget: round %d would pass max_cost %.6g (spent %.6f, a round costs up to %.6f); the "
+        "model is round %d's",
+        round, spec_.budget().max_cost(), committed, projected, last_round_);
+    *env_.out << "sextant: " << why << "\n";
+    (void)store_->AddEvent(EventTime(), "budget_exhausted", 0, why);
+    return absl::ResourceExhaustedError("BUDGET_EXHAUSTED");
   }
 
   // federation.max_failed_rounds as it holds (default 3).
@@ -1142,6 +1211,7 @@ class FederatedRun {
         const bool aggregator = absl::StartsWith(it->what, "aggregator");
         (void)store_->AddEvent(EventTime(), "federation_exit", 0,
                                absl::StrCat(it->what, " exited (status ", *status, ")"));
+        if (billing_) billing_->Stop(it->bill);
         it = children_.erase(it);
         if (aggregator) return false;
       } else {
@@ -1255,7 +1325,12 @@ class FederatedRun {
     const absl::Time until = env_.clock->Now() + absl::Seconds(15);
     while (!children_.empty() && env_.clock->Now() < until) {
       for (auto it = children_.begin(); it != children_.end();) {
-        it = env_.launcher->Poll(it->pid) ? children_.erase(it) : it + 1;
+        if (!env_.launcher->Poll(it->pid)) {
+          ++it;
+          continue;
+        }
+        if (billing_) billing_->Stop(it->bill);
+        it = children_.erase(it);
       }
       env_.clock->SleepFor(absl::Milliseconds(50));
     }
@@ -1275,6 +1350,7 @@ class FederatedRun {
   struct Child {
     pid_t pid;
     std::string what;
+    int64_t bill = 0;  // its instance on billing_, when billed
   };
 
   RunSession& session_;
@@ -1301,7 +1377,9 @@ class FederatedRun {
   std::vector<double> int8_ranges_;
   std::unique_ptr<ServerOptimizer> optimizer_;
   std::optional<RdpAccountant> accountant_;
-  std::unique_ptr<Tier> tier_;     // the global tier of the rounds
+  std::unique_ptr<Tier> tier_;  // the global tier of the rounds
+  // The participants' instances and the regions' transfer, with resources.pools; else null.
+  std::optional<FederatedBilling> billing_;
   int64_t region_rejections_ = 0;  // the regions' round's rejections already counted
   int64_t last_round_ = 0;
   int64_t published_round_ = -1;

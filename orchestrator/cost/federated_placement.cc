@@ -1,0 +1,60 @@
+#include "orchestrator/cost/federated_placement.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+
+namespace sextant {
+namespace {
+
+double FirstIncrement(const Offer& offer) {
+  return offer.billing.price_per_second *
+         std::max(offer.billing.minimum_seconds, offer.billing.increment_seconds);
+}
+
+}  // namespace
+
+absl::StatusOr<FederatedPlacement> FederatedPlacement::Create(const v1::ExperimentSpec& spec,
+                                                              const Catalog& catalog) {
+  const v1::Federation& fed = spec.federation();
+  if (fed.regions_size() == 0) return absl::InvalidArgumentError("the federation has no regions");
+  FederatedPlacement p;
+  p.global_ = fed.global_region().empty() ? fed.regions(0).name() : fed.global_region();
+  if (!catalog.HasRegion(p.global_)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("federation.global_region: unknown region '", p.global_, "'"));
+  }
+  for (const v1::FederatedRegion& r : fed.regions()) {
+    for (bool aggregator : {false, true}) {
+      std::optional<PoolOffer> best;
+      for (const v1::Pool& pool : spec.resources().pools()) {
+        const std::string& hosts = pool.hosts();
+        if (pool.region() != r.name() || hosts == (aggregator ? "clients" : "aggregator")) continue;
+        absl::StatusOr<PoolOffer> offer = ResolvePoolOffer(catalog, pool);
+        if (!offer.ok()) return offer.status();
+        if (!best || FirstIncrement(offer->offer) < FirstIncrement(best->offer)) best = *offer;
+      }
+      if (!best) {
+        return absl::InvalidArgumentError(absl::StrCat("region '", r.name(),
+                                                       "' has no pool that can host its ",
+                                                       aggregator ? "aggregator" : "clients"));
+      }
+      p.first_increments_ += FirstIncrement(best->offer) * (aggregator ? 1 : r.clients());
+      (aggregator ? p.aggregators_ : p.clients_).emplace(r.name(), *best);
+    }
+    std::optional<double> per_gb = catalog.TransferPricePerGb(p.global_, r.name());
+    if (!per_gb) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the catalog prices no transfer between ", p.global_, " and ", r.name()));
+    }
+    p.per_byte_[r.name()] = *per_gb / 1e9;
+  }
+  return p;
+}
+
+const PoolOffer& FederatedPlacement::For(const std::string& region, bool aggregator) const {
+  return (aggregator ? aggregators_ : clients_).at(region);
+}
+
+}  // namespace sextant

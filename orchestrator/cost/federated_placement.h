@@ -1,0 +1,50 @@
+#ifndef SEXTANT_ORCHESTRATOR_COST_FEDERATED_PLACEMENT_H_
+#define SEXTANT_ORCHESTRATOR_COST_FEDERATED_PLACEMENT_H_
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "orchestrator/cost/catalog.h"
+#include "orchestrator/cost/pool_offer.h"
+#include "sextant/v1/experiment.pb.h"
+
+namespace sextant {
+
+// Where a plain federated run's participants run and what moving its bytes costs: each
+// region's clients, and its aggregator, on the pool of that region (pool.region is the
+// region's name) whose `hosts` allows them and whose first billing increment is cheapest; the
+// global tier in federation.global_region (default the first region). A plain value.
+class FederatedPlacement {
+ public:
+  // InvalidArgument naming the region when one has no pool for its clients or its aggregator,
+  // an unknown global region, or a region whose transfer to it the catalog does not price
+  // (the loader reports the same with positions).
+  static absl::StatusOr<FederatedPlacement> Create(const v1::ExperimentSpec& spec,
+                                                   const Catalog& catalog);
+
+  // The pool that hosts `region`'s clients (aggregator false) or its aggregator. The region
+  // must be one of the federation's.
+  const PoolOffer& For(const std::string& region, bool aggregator) const;
+  const std::string& global_region() const { return global_; }
+  // Dollars per byte sent between `region` and the global region, either way; nullopt for a
+  // name that is not one of the federation's regions.
+  std::optional<double> TransferPerByte(const std::string& region) const {
+    auto it = per_byte_.find(region);
+    return it == per_byte_.end() ? std::nullopt : std::optional<double>(it->second);
+  }
+  // Dollars of every participant's first billing increment (the minimum) together: what
+  // starting the federation costs at least, before any round.
+  double FirstIncrements() const { return first_increments_; }
+
+ private:
+  std::map<std::string, PoolOffer> clients_, aggregators_;  // by region
+  std::map<std::string, double> per_byte_;
+  std::string global_;
+  double first_increments_ = 0;
+};
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_COST_FEDERATED_PLACEMENT_H_
