@@ -14,9 +14,14 @@ FederatedBilling::FederatedBilling(FederatedPlacement placement, const Clock* cl
       ledger_(clock),
       prior_(std::move(prior)) {
   for (const CostRow& c : prior_) {
-    if (c.kind != "trial") prior_total_ += c.cost;
+    if (c.kind == "transfer") {
+      transfer_ += c.cost;
+    } else if (c.kind != "trial") {
+      prior_total_ += c.cost;
+    }
   }
   closed_at_ = Committed();
+  closed_transfer_ = transfer_;
   closed_time_ = clock->Now();
 }
 

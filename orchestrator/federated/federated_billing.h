@@ -43,6 +43,7 @@ class FederatedBilling {
 
   // Dollars owed now: earlier sessions, instances as if they stopped now, transfer.
   double Committed() const;
+  // Of those, transfer (earlier sessions' included).
   double transfer() const { return transfer_; }
   // Ends a round's bill: what was committed since the previous round closed (or billing
   // began). Returns it.
@@ -51,6 +52,8 @@ class FederatedBilling {
   // of the last three rounds (whole billing increments, a minimum already paid counting as
   // paid), plus the most transfer of those rounds. 0 before a round has closed.
   double NextRoundProjection() const;
+  // True once a round has closed in this session (NextRoundProjection has a round to go by).
+  bool projects() const { return !last_rounds_.empty(); }
 
   // The cost rows to store: the earlier sessions', then one "instance" row per participant
   // instance and one "transfer" row (pool "transfer") per region and metering.
@@ -65,8 +68,8 @@ class FederatedBilling {
   double ledger_offset_;  // the ledger's epoch, in seconds since run_start
   Ledger ledger_;
   std::vector<CostRow> prior_, transfers_;
-  double prior_total_ = 0;
-  double transfer_ = 0;
+  double prior_total_ = 0;                  // earlier sessions' instances and reservations
+  double transfer_ = 0;                     // every session's
   std::map<std::string, int64_t> metered_;  // bytes already billed, by region
   std::map<int64_t, bool> live_;            // ledger id -> billing
   double closed_at_ = 0;                    // Committed() when the last round closed

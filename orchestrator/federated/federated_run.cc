@@ -1048,19 +1048,24 @@ class FederatedRun {
   absl::Status CloseRoundBill(int64_t round) {
     if (!billing_) return absl::OkStatus();
     const double cost = billing_->CloseRound();
-    SEXTANT_RETURN_IF_ERROR(
-        store_->AddEvent(EventTime(), "round_cost", 0,
-                         absl::StrFormat("round=%d cost=%.6f total=%.6f transfer=%.6f", round, cost,
-                                         billing_->Committed(), billing_->transfer())));
+    // projected: what the budget check expected the round to add ("-" for a session's first).
+    SEXTANT_RETURN_IF_ERROR(store_->AddEvent(
+        EventTime(), "round_cost", 0,
+        absl::StrFormat("round=%d cost=%.6f projected=%s total=%.6f transfer=%.6f", round, cost,
+                        projected_ ? absl::StrFormat("%.6f", *projected_) : "-",
+                        billing_->Committed(), billing_->transfer())));
     return WriteCosts();
   }
 
   // budget.max_cost: ResourceExhausted (the run stops at this round boundary, keeping the last
   // global model) when the committed dollars and the round's projection would pass the cap.
   absl::Status CheckCostBudget(int64_t round) {
-    if (!billing_ || !spec_.budget().has_max_cost()) return absl::OkStatus();
-    const double committed = billing_->Committed();
+    if (!billing_) return absl::OkStatus();
     const double projected = billing_->NextRoundProjection();
+    projected_.reset();
+    if (billing_->projects()) projected_ = projected;
+    if (!spec_.budget().has_max_cost()) return absl::OkStatus();
+    const double committed = billing_->Committed();
     if (committed + projected <= spec_.budget().max_cost()) return absl::OkStatus();
     const std::string why = absl::StrFormat(
         "budget: round %d would pass max_cost %.6g (spent %.6f, a round costs up to %.6f); the "
@@ -1380,7 +1385,8 @@ class FederatedRun {
   std::unique_ptr<Tier> tier_;  // the global tier of the rounds
   // The participants' instances and the regions' transfer, with resources.pools; else null.
   std::optional<FederatedBilling> billing_;
-  int64_t region_rejections_ = 0;  // the regions' round's rejections already counted
+  std::optional<double> projected_;  // the cost projected for the round in progress
+  int64_t region_rejections_ = 0;    // the regions' round's rejections already counted
   int64_t last_round_ = 0;
   int64_t published_round_ = -1;
   int failed_in_a_row_ = 0;          // synchronous rounds that failed since the last completed one

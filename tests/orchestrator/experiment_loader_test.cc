@@ -18,6 +18,7 @@ namespace sextant {
 namespace {
 
 using ::testing::AllOf;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -822,6 +823,103 @@ federation:
   EXPECT_TRUE(Load(head + "  clients_per_round: 4\n").ok());
   EXPECT_TRUE(Load(head + "  clients_per_round: 0.5\n").ok());
   EXPECT_TRUE(Load(head + "  clients_per_round: 3\n  secure_aggregation: false\n").ok());
+}
+
+// A federated run's pools place its participants: every region needs a pool in it for its
+// clients and one for its aggregator, pools must serve a region, the global region must price
+// each region's transfer, and a budget must at least start the federation. Keys that would be
+// ignored are errors.
+TEST(ExperimentLoaderTest, FederatedPlacementIsCheckedAtLoad) {
+  const std::string head = R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: us-east-1, clients: 2}, {name: eu-west-1, clients: 2}]
+)";
+  const std::string pools = R"(resources:
+  pools:
+    - {name: e, region: us-east-1, instance: gpu.1x, market: spot}
+    - {name: w, region: eu-west-1, instance: gpu.1x, hosts: clients}
+    - {name: w-agg, region: eu-west-1, instance: cpu.small, hosts: aggregator}
+)";
+  EXPECT_TRUE(Load(head + pools).ok()) << Load(head + pools).errors[0].ToString();
+  EXPECT_TRUE(Load(head + "  global_region: eu-west-1\n" + pools).ok());
+  // No pool for west's aggregator.
+  EXPECT_THAT(Errors(head + R"(resources:
+  pools:
+    - {name: e, region: us-east-1, instance: gpu.1x}
+    - {name: w, region: eu-west-1, instance: gpu.1x, hosts: clients}
+)"),
+              ElementsAre(StartsWith(
+                  "exp.yaml:5:51: federation.regions[1].name: region 'eu-west-1' has no pool "
+                  "that can host its aggregator (its pools: w); a client never runs outside its "
+                  "region")));
+  // A region without any pool, and a pool in no region of the federation.
+  EXPECT_THAT(Errors(head + R"(resources:
+  pools:
+    - {name: e, region: us-east-1, instance: gpu.1x}
+    - {name: a, region: ap-south-1, instance: gpu.1x}
+)"),
+              ElementsAre(HasSubstr("region 'eu-west-1' has no pool that can host its clients "
+                                    "and its aggregator (no pool of resources.pools is in region "
+                                    "'eu-west-1')"),
+                          HasSubstr("resources.pools[1].region: 'ap-south-1' is not a region of "
+                                    "the federation (eu-west-1, us-east-1)")));
+  EXPECT_THAT(Errors(head + "  global_region: mars-1\n" + pools),
+              ElementsAre(HasSubstr("federation.global_region: unknown region 'mars-1'")));
+  EXPECT_THAT(Errors(head + "resources:\n  provider: slurm\n" + pools.substr(11)),
+              Contains(HasSubstr("resources.provider: a federated run places its participants "
+                                 "on the local provider only in this version, not on slurm")));
+  // A budget below the first billing increment of the participants (6 x 60 s of gpu.1x at
+  // least); without pools a budget has nothing to bill, nor a global region anything to price.
+  EXPECT_THAT(Errors(head + pools + "budget: {max_cost: 0.05}\n"),
+              Contains(HasSubstr("budget.max_cost: max_cost 0.05 is less than one round's cost: "
+                                 "starting the federation's 6 participants costs at least")));
+  EXPECT_THAT(Errors(head + "budget: {max_cost: 5}\n"),
+              ElementsAre(HasSubstr("budget.max_cost: a federated run is billed for the "
+                                    "instances of resources.pools")));
+  EXPECT_THAT(Errors(head + "  global_region: us-east-1\n"),
+              ElementsAre(HasSubstr("federation.global_region: prices transfer from the "
+                                    "participants' pools; add resources.pools")));
+  // hosts outside a federated run would be ignored.
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [echo]}
+resources:
+  pools: [{name: p, region: us-east-1, instance: gpu.1x, hosts: clients}]
+)"),
+              ElementsAre(HasSubstr("resources.pools[0].hosts: applies to a federated run's "
+                                    "participants")));
+}
+
+// A catalog without a price between the global region and a region in use is refused.
+TEST(ExperimentLoaderTest, FederatedTransferNeedsAPriceForEveryRegionInUse) {
+  const std::string dir = ::testing::TempDir() + "/transfer-catalog";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/catalog.yaml") << R"(regions: [a, b]
+instances: {big: {gpus: 1, gpu_memory_gb: 80, cpus: 8}}
+offers:
+  - {region: a, instance: big, market: on_demand, price_per_hour: 1}
+  - {region: b, instance: big, market: on_demand, price_per_hour: 1}
+)";
+  const std::string yaml = R"(name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: a, clients: 2}, {name: b, clients: 2}]
+resources:
+  catalog: catalog.yaml
+  pools: [{name: pa, region: a, instance: big}, {name: pb, region: b, instance: big}]
+)";
+  std::ofstream(dir + "/exp.yaml") << yaml;
+  LoadResult r = LoadExperimentFile(dir + "/exp.yaml");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_THAT(r.errors[0].ToString(),
+              HasSubstr("federation.regions[1].name: the catalog prices no transfer between a "
+                        "and b (add transfer.pairs or transfer.between_regions_per_gb)"));
 }
 
 // A region of one client would hand its aggregator that client's update as the region's sum.

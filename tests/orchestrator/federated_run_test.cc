@@ -566,6 +566,91 @@ TEST(FederatedRunTest, SecureSamplingTakesTwoClientsOfEachRegionEveryRound) {
   }
 }
 
+// A federated run on resources.pools is billed: each participant's instance per second, each
+// region's bytes to and from the global tier at the catalog's transfer price. budget.max_cost
+// stops it at a round boundary (BUDGET_EXHAUSTED, the last model kept), and `sextant resume
+// --max-cost` continues to the end with the earlier bills counted.
+TEST(FederatedRunTest, BilledRunStopsAtTheBudgetAndResumesWithAHigherCap) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = ::testing::TempDir() + "/fl-billed";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // $0.001 per instance-second (1 s minimum) and $10,000 per GB between a and b: the bytes,
+  // which are the same every round, dominate, so that where the budget stops is known.
+  std::ofstream(dir + "/catalog.yaml") << R"(regions: [a, b]
+instances: {box: {gpus: 0, gpu_memory_gb: 0, cpus: 2}}
+billing: {increment: 1s, minimum: 1s}
+offers:
+  - {region: a, instance: box, market: on_demand, price_per_second: 0.001}
+  - {region: b, instance: box, market: on_demand, price_per_second: 0.001}
+transfer: {between_regions_per_gb: 10000}
+)";
+  std::string yaml =
+      SmallExperiment("fl-billed", "[{name: a, clients: 2}, {name: b, clients: 2}]", 30, 4, "60s");
+  yaml.replace(yaml.find("examples_per_client: 600"), 24, "examples_per_client: 2000");
+  yaml += R"(resources:
+  catalog: catalog.yaml
+  pools: [{name: pa, region: a, instance: box, max_instances: 3},
+          {name: pb, region: b, instance: box, max_instances: 3}]
+budget: {max_cost: 20}
+)";
+  std::ofstream(dir + "/exp.yaml") << yaml;
+  const std::string bin = SEXTANT_BIN_DIR;
+  const std::string run_dir = dir + "/run";
+  pid_t run =
+      Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", run_dir}, dir + "/out1.txt");
+  ASSERT_EQ(WaitExit(run, 240), 0) << Read(dir + "/out1.txt");
+  const std::string out1 = Read(dir + "/out1.txt");
+  EXPECT_NE(out1.find("would pass max_cost 20"), std::string::npos) << out1;
+  const std::string db = run_dir + "/state.db";
+  EXPECT_EQ(QueryRows(db, "SELECT value FROM meta WHERE key = 'state'"),
+            (std::vector<std::vector<std::string>>{{"BUDGET_EXHAUSTED"}}));
+  const int stopped =
+      std::stoi(QueryRows(db, "SELECT MAX(round) FROM rounds WHERE region = ''")[0][0]);
+  // b's round moves its model down and its mean up: about 2 x 101,800 bytes, $2.04.
+  const double model_bytes = 25450 * 4.0;
+  const double round_dollars = 2 * model_bytes * 10000 / 1e9;
+  EXPECT_GE(stopped, static_cast<int>(20 / (round_dollars * 1.05)) - 1) << out1;
+  EXPECT_LE(stopped, static_cast<int>(20 / round_dollars)) << out1;
+  EXPECT_TRUE(std::filesystem::exists(run_dir + "/model/final.safetensors"));
+  auto total = [&] {
+    return std::stod(QueryRows(db, "SELECT SUM(cost) FROM costs WHERE kind != 'trial'")[0][0]);
+  };
+  const double spent = total();
+  std::printf("budget 20: stopped after round %d at $%.4f\n", stopped, spent);
+  EXPECT_LE(spent, 20.0);  // the projection held: no round was started that would pass it
+  EXPECT_GT(spent, 20.0 - 2 * round_dollars);
+
+  // Bytes billed: each region's aggregator fetched the model and sent its mean back once a
+  // round, as the global tier's server counted them; a (the global region) moves them free.
+  auto bytes = [&](const char* region) {
+    return std::stod(QueryRows(db, std::string("SELECT COALESCE(SUM(ref), 0) FROM costs WHERE "
+                                               "kind = 'transfer' AND region = '") +
+                                       region + "'")[0][0]);
+  };
+  EXPECT_GE(bytes("b"), 2 * stopped * model_bytes);
+  EXPECT_LE(bytes("b"), 2 * (stopped + 1) * model_bytes * 1.05 + 65536);
+  EXPECT_EQ(QueryRows(db,
+                      "SELECT COALESCE(SUM(cost), 0) FROM costs WHERE kind = 'transfer' AND "
+                      "region = 'a'")[0][0],
+            "0.0");
+  const double b_dollars = std::stod(
+      QueryRows(db, "SELECT SUM(cost) FROM costs WHERE kind = 'transfer' AND region = 'b'")[0][0]);
+  EXPECT_NEAR(b_dollars, bytes("b") * 10000 / 1e9, 1e-9);
+
+  pid_t resumed =
+      Spawn({bin + "/sextant", "resume", run_dir, "--max-cost", "1000"}, dir + "/out2.txt");
+  ASSERT_EQ(WaitExit(resumed, 240), 0) << Read(dir + "/out2.txt");
+  auto rounds = QueryRows(db, "SELECT round FROM rounds WHERE region = '' ORDER BY round");
+  ASSERT_EQ(rounds.size(), 30u) << Read(dir + "/out2.txt");
+  EXPECT_EQ(QueryRows(db, "SELECT value FROM meta WHERE key = 'state'"),
+            (std::vector<std::vector<std::string>>{{"COMPLETED"}}));
+  // The first session's bills kept, the second's added.
+  EXPECT_GE(total(), spent + (30 - stopped) * round_dollars);
+  EXPECT_GE(bytes("b"), 2 * 30 * model_bytes);
+}
+
 // federation.dp with a target: the accountant's cumulative epsilon per round (the published RDP
 // of the Gaussian mechanism, q = 1) lands in the rounds table and in `results --format json`,
 // and the run stops, with its state recorded, before the round that would pass the target.

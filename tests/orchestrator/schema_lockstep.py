@@ -131,6 +131,10 @@ INEXPRESSIBLE = [
      r"the total number of clients"),
     ("secure sampling takes 2 clients of every region", r"^federation\.clients_per_round$",
      r"samples at least 2 clients in each region"),
+    ("a federated run's pools place every participant", r"^(federation\.(regions\[|global_region)|resources\.|budget\.)",
+     r"has no pool that can host|is not a region of the federation|prices transfer from|"
+     r"is billed for the instances|local provider only|less than one round's cost|"
+     r"prices no transfer|applies to a federated run|unknown region"),
     ("buffer_size >= 2 per region", r"^federation\.(buffer_size|mode)$",
      r"need buffer_size >= 2 per region"),
     ("stragglers name existing clients", r"^federation\.stragglers\.clients\[",
