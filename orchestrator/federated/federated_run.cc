@@ -41,6 +41,8 @@
 #include "orchestrator/core/stored_spec.h"
 #include "orchestrator/cost/catalog.h"
 #include "orchestrator/cost/federated_placement.h"
+#include "orchestrator/cost/interruption_sampler.h"
+#include "orchestrator/cost/pool_offer.h"
 #include "orchestrator/federated/client_selection.h"
 #include "orchestrator/federated/evaluate_command.h"
 #include "orchestrator/federated/federated_billing.h"
@@ -150,6 +152,20 @@ class FederatedRun {
   }
 
  private:
+  struct Child {
+    pid_t pid;
+    std::string what;
+    int64_t bill = 0;  // its instance on billing_, when billed
+    // How to start it again (a replacement after a spot interruption).
+    std::vector<std::string> argv;
+    std::string log, region;
+    bool aggregator = false;
+    // A spot instance: when the market takes it back (SIGTERM with a notice, else SIGKILL).
+    absl::Time interrupt_at = absl::InfiniteFuture();
+    bool notice = false;
+    bool interrupted = false;  // signalled by the market: its exit is a preemption
+  };
+
   const v1::Federation& fed() const { return spec_.federation(); }
 
   absl::Status Prepare() {
@@ -510,7 +526,11 @@ class FederatedRun {
       *env_.err << "sextant: " << pid.status().message() << "\n";
       return;
     }
-    children_.push_back({*pid, what, billing_ ? billing_->Start(region, aggregator) : 0});
+    Child c{*pid,   what,      billing_ ? billing_->Start(region, aggregator) : 0, argv, log,
+            region, aggregator};
+    if (placement_) ++launched_[placement_->For(region, aggregator).owner.pool];
+    DrawInterruption(c);
+    children_.push_back(std::move(c));
     (void)store_->AddEvent(EventTime(), "federation_launch", 0, absl::StrCat(what, " pid=", *pid));
   }
 
@@ -721,6 +741,7 @@ class FederatedRun {
         if (!(in >> port)) port = 0;
         if (port == 0) env_.clock->SleepFor(absl::Milliseconds(50));
       }
+      region_ports_[r.name()] = port;
       if (port == 0) {
         return absl::UnavailableError(absl::StrCat("the aggregator of region ", r.name(),
                                                    " did not start; see ", run_dir_->logs_dir(),
@@ -1026,14 +1047,29 @@ class FederatedRun {
     SEXTANT_ASSIGN_OR_RETURN(FederatedPlacement placement,
                              FederatedPlacement::Create(spec_, catalog));
     SEXTANT_ASSIGN_OR_RETURN(std::vector<CostRow> prior, store_->LoadCosts());
+    placement_ = placement;
+    SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> fleet, store_->GetMeta("fleet"));
+    if (fleet) {
+      const nlohmann::json doc = nlohmann::json::parse(*fleet, nullptr, false);
+      if (doc.is_object() && doc.contains("pools") && doc["pools"].is_object()) {
+        for (const auto& [name, p] : doc["pools"].items()) {
+          if (!p.is_object()) continue;
+          prior_preemptions_[name] = p.value("preemptions", 0);
+          prior_launched_[name] = p.value("launched", 0);
+        }
+      }
+    }
     billing_.emplace(std::move(placement), env_.clock, start_, std::move(prior));
+    // Seeded by the federation and the session, so that a resumed run draws afresh.
+    spot_.emplace(fed().seed() * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(last_round_));
     return absl::OkStatus();
   }
 
   // Rewrites the store's cost rows from the billing, in one transaction.
   absl::Status WriteCosts() {
     SEXTANT_RETURN_IF_ERROR(store_->Begin());
-    absl::Status s = store_->ClearCosts();
+    absl::Status s = store_->PutMeta("fleet", FleetMeta());
+    if (s.ok()) s = store_->ClearCosts();
     for (const CostRow& row : billing_->Rows()) {
       if (s.ok()) s = store_->AddCost(row);
     }
@@ -1042,6 +1078,31 @@ class FederatedRun {
       return s;
     }
     return store_->Commit();
+  }
+
+  // Meta "fleet" as a search's fleet writes it (results' preemptions by pool): each pool's
+  // region, market, participants launched and instances the market took back, earlier
+  // sessions' counts included.
+  std::string FleetMeta() const {
+    nlohmann::json pools = nlohmann::json::object();
+    for (const v1::Pool& p : spec_.resources().pools()) {
+      const int taken = Count(preemptions_, p.name()) + Count(prior_preemptions_, p.name());
+      pools[p.name()] = {
+          {"region", p.region()},
+          {"market", MarketName(PoolMarket(p.market()))},
+          {"launched", Count(launched_, p.name()) + Count(prior_launched_, p.name())},
+          {"launch_failures", 0},
+          {"interruptions", taken},
+          {"preemptions", taken}};
+    }
+    return nlohmann::json({{"provider", spec_.resources().provider()},
+                           {"committed", billing_->Committed()},
+                           {"pools", pools}})
+        .dump();
+  }
+  static int Count(const std::map<std::string, int>& m, const std::string& key) {
+    auto it = m.find(key);
+    return it == m.end() ? 0 : it->second;
   }
 
   // The round's bill is closed: its dollars as an event, and the cost rows stored.
@@ -1211,19 +1272,77 @@ class FederatedRun {
   }
 
   bool AggregatorsAlive() {
+    InterruptSpotInstances();
+    std::vector<Child> replace;
+    bool alive = true;
     for (auto it = children_.begin(); it != children_.end();) {
       if (auto status = env_.launcher->Poll(it->pid)) {
-        const bool aggregator = absl::StartsWith(it->what, "aggregator");
-        (void)store_->AddEvent(EventTime(), "federation_exit", 0,
-                               absl::StrCat(it->what, " exited (status ", *status, ")"));
         if (billing_) billing_->Stop(it->bill);
+        if (it->interrupted) {
+          replace.push_back(std::move(*it));
+        } else {
+          (void)store_->AddEvent(EventTime(), "federation_exit", 0,
+                                 absl::StrCat(it->what, " exited (status ", *status, ")"));
+          alive = alive && !it->aggregator;
+        }
         it = children_.erase(it);
-        if (aggregator) return false;
       } else {
         ++it;
       }
     }
-    return true;
+    for (const Child& c : replace) Replace(c);
+    return alive;
+  }
+
+  // A spot participant's interruption, drawn from its pool's model when it starts (scaled by
+  // --time-scale); none on other markets or without billing.
+  void DrawInterruption(Child& c) {
+    if (!billing_) return;
+    const PoolOffer& pool = placement_->For(c.region, c.aggregator);
+    if (pool.offer.market != Market::kSpot) return;
+    const sextant::Interruption i = spot_->Sample(pool.offer.interruption);
+    if (!std::isfinite(i.after_seconds)) return;
+    c.interrupt_at = env_.clock->Now() + absl::Seconds(i.after_seconds * options_.time_scale);
+    c.notice = i.notice;
+  }
+
+  // The market takes back the spot instances that are due: SIGTERM when a notice came (the
+  // participant's notice), SIGKILL otherwise. Their exits are replaced (Replace).
+  void InterruptSpotInstances() {
+    const absl::Time now = env_.clock->Now();
+    for (Child& c : children_) {
+      if (c.interrupted || now < c.interrupt_at) continue;
+      c.interrupted = true;
+      env_.launcher->Signal(c.pid, c.notice ? SIGTERM : SIGKILL);
+      const PoolOffer& pool = placement_->For(c.region, c.aggregator);
+      ++preemptions_[pool.owner.pool];
+      (void)store_->AddEvent(
+          EventTime(), "federation_preempted", 0,
+          absl::StrCat(c.what, " preempted: spot pool ", pool.owner.pool, " took its instance back",
+                       c.notice ? " after a notice" : " without a notice",
+                       "; a new instance takes its place"));
+    }
+  }
+
+  // The fleet's replacement of a participant the market took: the same place (region, index
+  // and so data partition), a new instance billed from now. An aggregator listens on its
+  // region's port again, where its clients look for it.
+  void Replace(const Child& c) {
+    std::vector<std::string> argv;
+    for (size_t i = 0; i < c.argv.size(); ++i) {
+      if (c.argv[i] == "--listen") {
+        ++i;
+        continue;
+      }
+      argv.push_back(c.argv[i]);
+    }
+    if (auto port = region_ports_.find(c.region); c.aggregator && port != region_ports_.end()) {
+      argv.insert(argv.end(), {"--listen", absl::StrCat("127.0.0.1:", port->second)});
+    }
+    // Its own log beside the one it replaces: NAME.log, then NAME.2.log, NAME.3.log, ...
+    const int n = ++replaced_[c.what] + 1;
+    const std::string log = absl::StrCat(c.log.substr(0, c.log.size() - 4), ".", n, ".log");
+    Launch(argv, log, c.what, c.region, c.aggregator);
   }
 
   // The run as one trial whose fidelity is rounds; its workers are the client processes alive,
@@ -1258,6 +1377,10 @@ class FederatedRun {
     t.attempts = 1;
     t.created_at = absl::ToUnixMicros(start_) / 1e6;
     t.fidelity = static_cast<double>(std::max<int64_t>(last_round_, 0));
+    // Its participants' instances the market took back, in every session.
+    for (const auto* counts : {&preemptions_, &prior_preemptions_}) {
+      for (const auto& [pool, n] : *counts) t.preemptions += n;
+    }
     if (state == v1::COMPLETED) {
       const bool loss = spec_.objective().metric().find("loss") != std::string::npos;
       t.value = loss ? last_eval_.loss : last_eval_.accuracy;
@@ -1352,12 +1475,6 @@ class FederatedRun {
     }
   }
 
-  struct Child {
-    pid_t pid;
-    std::string what;
-    int64_t bill = 0;  // its instance on billing_, when billed
-  };
-
   RunSession& session_;
   const RunOptions& options_;
   const RunEnv env_;
@@ -1385,8 +1502,15 @@ class FederatedRun {
   std::unique_ptr<Tier> tier_;  // the global tier of the rounds
   // The participants' instances and the regions' transfer, with resources.pools; else null.
   std::optional<FederatedBilling> billing_;
-  std::optional<double> projected_;  // the cost projected for the round in progress
-  int64_t region_rejections_ = 0;    // the regions' round's rejections already counted
+  std::optional<FederatedPlacement> placement_;  // with billing_
+  std::optional<InterruptionSampler> spot_;      // with billing_: spot pools' interruptions
+  std::map<std::string, int> preemptions_;       // by pool, this session
+  std::map<std::string, int> launched_;          // participants started, by pool, this session
+  std::map<std::string, int> prior_preemptions_, prior_launched_;  // earlier sessions' (meta)
+  std::map<std::string, int> region_ports_;  // each region's aggregator's port
+  std::map<std::string, int> replaced_;      // replacements of each participant, by name
+  std::optional<double> projected_;          // the cost projected for the round in progress
+  int64_t region_rejections_ = 0;            // the regions' round's rejections already counted
   int64_t last_round_ = 0;
   int64_t published_round_ = -1;
   int failed_in_a_row_ = 0;          // synchronous rounds that failed since the last completed one
