@@ -87,13 +87,15 @@ std::string EvalEvery(const v1::Federation& f) {
 }
 
 // Dollars of the billed rows (not trial attributions) accrued in (from, to], of one region when
-// region is set. An instance's bill accrues evenly over its [start, end]; a reservation is paid
-// at its start. nullopt when no row is billed (to that region).
+// region is set, of transfer rows only with transfer_only. An instance's bill accrues evenly
+// over its [start, end]; a reservation or a transfer is paid at its start. nullopt when no row
+// is billed (to that region).
 std::optional<double> CostBetween(const std::vector<CostRow>& costs, double from, double to,
-                                  const std::string* region) {
+                                  const std::string* region, bool transfer_only = false) {
   std::optional<double> total;
   for (const CostRow& c : costs) {
     if (c.kind == "trial" || (region != nullptr && c.region != *region)) continue;
+    if (transfer_only && c.kind != "transfer") continue;
     double share = 0;
     if (c.kind == "reservation" || c.end <= c.start) {
       share = c.start > from && c.start <= to ? c.cost : 0;
@@ -106,14 +108,16 @@ std::optional<double> CostBetween(const std::vector<CostRow>& costs, double from
   return total;
 }
 
-nlohmann::json Figures(const RoundRow& r, const std::optional<double>& cost) {
+nlohmann::json Figures(const RoundRow& r, const std::optional<double>& cost,
+                       const std::optional<double>& transfer) {
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
   return {{"accuracy", number(r.accuracy)},
           {"loss", number(r.loss)},
           {"clients", r.clients},
           {"rejected", r.rejected},
           {"epsilon", r.epsilon ? number(*r.epsilon) : nlohmann::json()},
-          {"cost", cost ? nlohmann::json(*cost) : nlohmann::json()}};
+          {"cost", cost ? nlohmann::json(*cost) : nlohmann::json()},
+          {"transfer", transfer ? nlohmann::json(*transfer) : nlohmann::json()}};
 }
 
 std::string Exact(const nlohmann::json& v) {
@@ -221,17 +225,20 @@ void AddFederatedRounds(const v1::ExperimentSpec& spec, const std::vector<RoundR
     nlohmann::json& entry = rounds[r.round];
     if (entry.is_null()) {
       // Filled from the global row; a round without one (never written so) keeps nulls.
-      entry = {
-          {"round", r.round},   {"time", closed[r.round]}, {"accuracy", nullptr},
-          {"loss", nullptr},    {"clients", nullptr},      {"rejected", nullptr},
-          {"epsilon", nullptr}, {"cost", nullptr},         {"regions", nlohmann::json::object()}};
+      entry = {{"round", r.round},    {"time", closed[r.round]},
+               {"accuracy", nullptr}, {"loss", nullptr},
+               {"clients", nullptr},  {"rejected", nullptr},
+               {"epsilon", nullptr},  {"cost", nullptr},
+               {"transfer", nullptr}, {"regions", nlohmann::json::object()}};
     }
-    const std::optional<double> cost = CostBetween(costs, opened[r.round], closed[r.round],
-                                                   r.region.empty() ? nullptr : &r.region);
+    const std::string* region = r.region.empty() ? nullptr : &r.region;
+    const std::optional<double> cost = CostBetween(costs, opened[r.round], closed[r.round], region);
+    const std::optional<double> transfer =
+        CostBetween(costs, opened[r.round], closed[r.round], region, /*transfer_only=*/true);
     if (r.region.empty()) {
-      entry.update(Figures(r, cost));
+      entry.update(Figures(r, cost, transfer));
     } else {
-      entry["regions"][r.region] = Figures(r, cost);
+      entry["regions"][r.region] = Figures(r, cost, transfer);
     }
   }
   nlohmann::json list = nlohmann::json::array();

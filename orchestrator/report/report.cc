@@ -15,6 +15,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
+#include "orchestrator/core/federated_results.h"
 #include "orchestrator/report/internal/report_charts.h"
 #include "orchestrator/report/svg_canvas.h"
 
@@ -275,6 +276,53 @@ std::string Summary(const ReportData& d) {
   return out;
 }
 
+// A plain federated run's summary: what a federation user asks first (rounds, the model's
+// score, clients, privacy, dollars, preemptions), from the same results as `sextant results`.
+std::string FederatedSummary(const ReportData& d) {
+  const nlohmann::json& r = d.results;
+  const nlohmann::json& fed = r["federation"];
+  std::string out = "<table id=\"summary\">";
+  auto row = [&](const std::string& label, const std::string& id, const nlohmann::json& v,
+                 const std::string& shown) {
+    absl::StrAppend(&out, "<tr><th>", label, "</th><td id=\"", id, "\" data-value=\"", Attr(v),
+                    "\">", shown, "</td></tr>");
+  };
+  row("Experiment", "summary-experiment", r["experiment"], Show(r["experiment"]));
+  row("State", "summary-state", r["state"],
+      absl::StrCat(Show(r["state"]), d.in_progress ? " (in progress)" : ""));
+  row("Federation", "summary-federation", fed["description"], Show(fed["description"]));
+  row("Rounds", "summary-rounds", fed["rounds_completed"],
+      absl::StrCat(Show(fed["rounds_completed"]), " of ", Show(fed["rounds_planned"])));
+  nlohmann::json last = nullptr;
+  if (r.contains("rounds") && r["rounds"].is_array() && !r["rounds"].empty()) {
+    last = r["rounds"].back();
+  }
+  const nlohmann::json none = nullptr;
+  const nlohmann::json& accuracy = last.is_null() ? none : last["accuracy"];
+  row("Global accuracy", "summary-accuracy", accuracy,
+      accuracy.is_null() ? "&#8212;"
+                         : absl::StrCat(Show(accuracy), " after round ", Show(last["round"])));
+  row("Clients in the last round", "summary-clients", last.is_null() ? none : last["clients"],
+      last.is_null() ? "&#8212;" : Show(last["clients"]));
+  if (!last.is_null() && last["epsilon"].is_number()) {
+    row("Privacy loss (&#949;)", "summary-epsilon", last["epsilon"], Show(last["epsilon"]));
+  }
+  const nlohmann::json& cost = r["cost"];
+  row("Total cost", "summary-cost-total", cost["total"],
+      absl::StrCat(Show(cost["total"]), " ", Show(cost["currency"]), " (compute ",
+                   Show(cost["compute"]), ", transfer ", Show(cost["transfer"]), ")"));
+  if (r.contains("preemptions") && r["preemptions"].is_object()) {
+    const nlohmann::json& pre = r["preemptions"];
+    std::string shown = Show(pre["total"]);
+    std::vector<std::string> pools;
+    for (const auto& [pool, n] : pre["by_pool"].items())
+      pools.push_back(absl::StrCat(EscapeXml(pool), " ", Show(n)));
+    if (!pools.empty()) absl::StrAppend(&shown, " (by pool: ", absl::StrJoin(pools, ", "), ")");
+    row("Preemptions", "summary-preemptions", pre, shown);
+  }
+  return out + "</table>";
+}
+
 std::string Events(const ReportData& d) {
   if (d.events.empty()) return "<p class=\"note\">No events recorded.</p>";
   std::map<std::string, int> kinds;
@@ -321,23 +369,9 @@ std::string SearchLine(const ReportData& d) {
   return absl::AsciiStrToLower(out);
 }
 
-}  // namespace
-
-std::string RenderReportHtml(const ReportData& d, const ReportHtmlOptions& options) {
-  const bool multi = report::MultiObjective(d);
-  const int refresh = d.in_progress ? options.refresh_seconds : 0;
-  std::string title = absl::StrCat("Sextant report: ", d.spec.name());
-  std::string html = absl::StrCat(
-      "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-      "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:",
-      // The live page fetches itself (kLiveScript); a report file fetches nothing.
-      refresh > 0 ? "; connect-src 'self'" : "", "\"><title>", EscapeXml(title), "</title><style>",
-      kStyle, "</style></head><body>", "<h1>", EscapeXml(title),
-      "</h1><p class=\"meta\">Run directory <code>", EscapeXml(d.run_dir), "</code> &#183; state ",
-      EscapeXml(RunStateName(d.state)), d.in_progress ? " (in progress)" : "", " &#183; ",
-      EscapeXml(SearchLine(d)), " &#183; generated ", EscapeXml(Time(d.generated_at)), "</p>");
-  absl::StrAppend(&html, Banners(d, AnyCompleted(d), refresh));
+// A search's sections (a federated search's trials included), after its banners.
+std::string SearchSections(const ReportData& d, bool multi) {
+  std::string html;
   absl::StrAppend(&html, Section("summary", "Summary"), Summary(d));
   if (multi) {
     absl::StrAppend(&html, Section("pareto", "Pareto front"), report::ParetoFrontCharts(d),
@@ -397,6 +431,45 @@ std::string RenderReportHtml(const ReportData& d, const ReportHtmlOptions& optio
   absl::StrAppend(&html, Section("cost", "Cost over time"), report::CostChart(d));
   absl::StrAppend(&html, Section("timeline", "Worker timeline"), report::WorkerTimelineChart(d));
   absl::StrAppend(&html, Section("federated", "Federated rounds"), report::FederatedCharts(d));
+  return html;
+}
+
+// A plain federated run's sections: the federation first, then its dollars, with no search
+// sections (there is no search).
+std::string FederatedRunSections(const ReportData& d) {
+  return absl::StrCat(Section("summary", "Summary"), FederatedSummary(d),
+                      Section("federated", "Federated rounds"), report::FederatedCharts(d),
+                      Section("round-cost", "Dollars per round"), report::RoundCostChart(d),
+                      "<p class=\"note\">Each round's dollars from the close of the round before "
+                      "it: the participants' instances (compute) and the bytes between the "
+                      "regions and the global region (transfer).</p>",
+                      Section("cost", "Cost over time"), report::CostChart(d));
+}
+
+}  // namespace
+
+std::string RenderReportHtml(const ReportData& d, const ReportHtmlOptions& options) {
+  const bool multi = report::MultiObjective(d);
+  const bool federated_run = IsFederatedRun(d.spec);
+  const int refresh = d.in_progress ? options.refresh_seconds : 0;
+  std::string title = absl::StrCat("Sextant report: ", d.spec.name());
+  std::string html = absl::StrCat(
+      "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+      "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:",
+      // The live page fetches itself (kLiveScript); a report file fetches nothing.
+      refresh > 0 ? "; connect-src 'self'" : "", "\"><title>", EscapeXml(title), "</title><style>",
+      kStyle, "</style></head><body>", "<h1>", EscapeXml(title),
+      "</h1><p class=\"meta\">Run directory <code>", EscapeXml(d.run_dir), "</code> &#183; state ",
+      EscapeXml(RunStateName(d.state)), d.in_progress ? " (in progress)" : "", " &#183; ",
+      EscapeXml(federated_run ? DescribeFederation(d.spec) : SearchLine(d)), " &#183; generated ",
+      EscapeXml(Time(d.generated_at)), "</p>");
+  absl::StrAppend(&html, Banners(d, AnyCompleted(d), refresh));
+  if (federated_run) {
+    absl::StrAppend(&html, FederatedRunSections(d));
+  } else {
+    absl::StrAppend(&html, SearchSections(d, multi));
+  }
   absl::StrAppend(&html, Section("events", "Events"), Events(d));
   if (refresh > 0) {
     absl::StrAppend(&html, "<script>",

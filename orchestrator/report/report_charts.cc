@@ -1057,6 +1057,50 @@ std::string FederatedCharts(const ReportData& d) {
   return out;
 }
 
+std::string RoundCostChart(const ReportData& d) {
+  const std::string id = "chart-federated-cost";
+  struct Bill {
+    int64_t round;
+    double compute, transfer;
+  };
+  std::vector<Bill> bills;
+  double ymax = 0;
+  if (d.results.contains("rounds") && d.results["rounds"].is_array()) {
+    for (const nlohmann::json& r : d.results["rounds"]) {
+      if (!r.contains("cost") || !r["cost"].is_number()) continue;
+      const double total = r["cost"].get<double>();
+      const double transfer =
+          r.value("transfer", nlohmann::json()).is_number() ? r["transfer"].get<double>() : 0.0;
+      bills.push_back({r["round"].get<int64_t>(), total - transfer, transfer});
+      ymax = std::max(ymax, total);
+    }
+  }
+  if (bills.empty() || d.rounds.empty()) {
+    return NoData(id, "No round was billed: the run has no resources.pools.");
+  }
+  Frame f;
+  f.h = 240;
+  SvgCanvas c(id, f.w, f.h);
+  PlotScale x = RoundAxis(d, f);
+  PlotScale y = PlotScale::Linear(0, ymax * 1.1 + 1e-12, f.y0(), f.y1());
+  const std::string currency =
+      d.spec.budget().currency().empty() ? "USD" : d.spec.budget().currency();
+  Axes(c, f, x, y, "round", absl::StrCat("cost (", currency, ")"));
+  const double bw = std::max(1.0, (x(1) - x(0)) * 0.8);
+  for (const Bill& b : bills) {
+    c.Rect(x(b.round) - bw / 2, y(b.compute), bw, y(0) - y(b.compute), kBlue,
+           absl::StrCat("round ", b.round, ": compute ", Fmt(b.compute), " ", currency));
+    if (b.transfer > 0) {
+      c.Rect(x(b.round) - bw / 2, y(b.compute + b.transfer), bw,
+             y(b.compute) - y(b.compute + b.transfer), kOrange,
+             absl::StrCat("round ", b.round, ": transfer ", Fmt(b.transfer), " ", currency));
+    }
+    c.CountData();
+  }
+  Legend(c, f, {{kBlue, "compute"}, {kOrange, "transfer"}});
+  return c.Finish();
+}
+
 std::string ParetoFrontCharts(const ReportData& d) {
   if (!MultiObjective(d)) return NoData("chart-pareto", "This run has one objective.");
   const std::vector<v1::Objective> objectives = AllObjectives(d);

@@ -739,6 +739,24 @@ transfer: {between_regions_per_gb: 0.02}
   std::printf("compute: spot $%.4f, on-demand $%.4f, %zu preemptions\n", compute(spot_db),
               compute(od_db), preempted.size());
   EXPECT_LT(compute(spot_db), compute(od_db));
+
+  // The report leads with the federation and its dollars; a plain federated run has no search
+  // sections.
+  pid_t rep = Spawn({bin + "/sextant", "report", dir + "/spot", "-o", dir + "/report.html"},
+                    dir + "/report.txt");
+  ASSERT_EQ(WaitExit(rep, 60), 0) << Read(dir + "/report.txt");
+  const std::string html = Read(dir + "/report.html");
+  std::vector<std::string> sections;
+  for (size_t at = html.find("id=\"section-"); at != std::string::npos;
+       at = html.find("id=\"section-", at + 1)) {
+    sections.push_back(html.substr(at + 12, html.find('"', at + 12) - at - 12));
+  }
+  EXPECT_EQ(sections,
+            (std::vector<std::string>{"summary", "federated", "round-cost", "cost", "events"}));
+  EXPECT_NE(html.find("id=\"summary-rounds\" data-value=\"12\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-federated-cost\" data-marks=\"12\""), std::string::npos);
+  EXPECT_NE(html.find("<td id=\"summary-preemptions\""), std::string::npos);
+  EXPECT_EQ(html.find("sampler random"), std::string::npos);
 }
 
 // federation.dp with a target: the accountant's cumulative epsilon per round (the published RDP

@@ -41,6 +41,9 @@ std::string WorkerTimelineChart(const ReportData& d);
 // all on one round axis whose ticks are whole rounds. Under the accuracy chart a note
 // (#federated-accuracy-note) says what the global and the regional lines measure.
 std::string FederatedCharts(const ReportData& d);
+// A federated run's dollars per round (results' rounds[].cost), compute and transfer stacked,
+// one bar per round on the round axis (chart-federated-cost).
+std::string RoundCostChart(const ReportData& d);
 
 // Several objectives: every completed trial valued in all of them, the Pareto front's points
 // highlighted and infeasible trials as crosses. Two objectives: one scatter (chart-pareto) with
