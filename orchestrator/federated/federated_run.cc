@@ -1366,6 +1366,15 @@ class FederatedRun {
     if (published_round_ > last_round_) {
       m.busy_workers = static_cast<int>(std::min<int64_t>(ClientsPerRound(fed()), m.workers));
     }
+    if (billing_) {
+      m.spend = billing_->Committed();
+      m.transfer_spend = billing_->transfer();
+      m.participant_preemptions = 0;
+      for (const auto* counts : {&preemptions_, &prior_preemptions_}) {
+        for (const auto& [pool, n] : *counts) *m.participant_preemptions += n;
+      }
+    }
+    if (spec_.budget().has_max_cost()) m.budget = spec_.budget().max_cost();
     monitor->Publish(m);
   }
 

@@ -102,6 +102,20 @@ std::string RenderPrometheusText(const MetricsSnapshot& s) {
     Family(&out, "sextant_rounds_max", "gauge", "Federated rounds configured (federation.rounds).");
     Sample(&out, "sextant_rounds_max", "", *s.rounds_max);
   }
+  if (s.transfer_spend) {
+    const std::string currency = absl::StrCat("currency=\"", LabelValue(s.currency), "\"");
+    Family(&out, "sextant_spend_by_kind", "gauge",
+           "Money spent so far on instances (compute) and on bytes between regions (transfer).");
+    Sample(&out, "sextant_spend_by_kind", absl::StrCat(currency, ",kind=\"compute\""),
+           s.spend - *s.transfer_spend);
+    Sample(&out, "sextant_spend_by_kind", absl::StrCat(currency, ",kind=\"transfer\""),
+           *s.transfer_spend);
+  }
+  if (s.participant_preemptions) {
+    Family(&out, "sextant_participant_preemptions", "gauge",
+           "Federated participants whose spot instance the market took back.");
+    Sample(&out, "sextant_participant_preemptions", "", *s.participant_preemptions);
+  }
   Family(&out, "sextant_elapsed_seconds", "gauge",
          "Seconds since this orchestrator started the run.");
   Sample(&out, "sextant_elapsed_seconds", "", s.elapsed_seconds);

@@ -27,6 +27,10 @@ struct MetricsSnapshot {
   std::optional<double> gpu_utilisation;  // mean over workers, in [0, 1], when reported
   std::optional<int> rounds_max;          // federated runs only: federation.rounds
   int rounds_done = 0;                    // federated runs: rounds finished
+  // A billed federated run: of spend, the bytes between regions, and its participants' spot
+  // instances the market took back. Unset otherwise.
+  std::optional<double> transfer_spend;
+  std::optional<int> participant_preemptions;
   double elapsed_seconds = 0;
 };
 
@@ -35,7 +39,9 @@ struct MetricsSnapshot {
 // Families: sextant_run_info, sextant_trials{state}, sextant_trials_max, sextant_best_value,
 // sextant_best_trial, sextant_spend, sextant_budget, sextant_workers, sextant_workers_busy,
 // sextant_worker_utilisation, sextant_gpu_utilisation, sextant_rounds_done,
-// sextant_rounds_max, sextant_elapsed_seconds. Optional ones are left out when unset. (A
+// sextant_rounds_max, sextant_spend_by_kind{kind=compute|transfer},
+// sextant_participant_preemptions, sextant_elapsed_seconds. Optional ones are left out when
+// unset. (A
 // gauge may not end in _total, which Prometheus keeps for counters.)
 std::string RenderPrometheusText(const MetricsSnapshot& s);
 

@@ -69,6 +69,14 @@ TEST(PrometheusTextTest, EveryTrialStateIsListedAndLabelValuesAreEscaped) {
   text = RenderPrometheusText(s);
   EXPECT_THAT(text, HasSubstr("sextant_rounds_max 20\n"));
   EXPECT_THAT(text, HasSubstr("sextant_budget{currency=\"USD\"} 50\n"));
+  EXPECT_THAT(text, Not(HasSubstr("sextant_spend_by_kind")));  // not a billed federated run
+  s.spend = 10;
+  s.transfer_spend = 2.5;
+  s.participant_preemptions = 3;
+  text = RenderPrometheusText(s);
+  EXPECT_THAT(text, HasSubstr("sextant_spend_by_kind{currency=\"USD\",kind=\"compute\"} 7.5\n"));
+  EXPECT_THAT(text, HasSubstr("sextant_spend_by_kind{currency=\"USD\",kind=\"transfer\"} 2.5\n"));
+  EXPECT_THAT(text, HasSubstr("sextant_participant_preemptions 3\n"));
 }
 
 // A worker's latest telemetry sample, as its heartbeat leaves it in state.db.
@@ -288,6 +296,8 @@ TEST(PrometheusTextTest, EveryFamilyPassesPromtool) {
   s.gpu_utilisation = 0.5;
   s.rounds_max = 20;
   s.rounds_done = 7;
+  s.transfer_spend = 0.25;
+  s.participant_preemptions = 2;
   ExpectValidForPromtool(MakeTempDir("promtool-all"), RenderPrometheusText(s));
 }
 
