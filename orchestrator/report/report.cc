@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -187,15 +188,36 @@ std::string FrontTable(const nlohmann::json& r) {
   return out;
 }
 
+// One row of the summary table: its label, an id for tests and links, the value as data (the
+// results' exact value) and as shown.
+void AddSummaryRow(std::string* out, const std::string& label, const std::string& id,
+                   const nlohmann::json& v, const std::string& shown) {
+  absl::StrAppend(out, "<tr><th>", label, "</th><td id=\"", id, "\" data-value=\"", Attr(v), "\">",
+                  shown, "</td></tr>");
+}
+using SummaryRow = std::function<void(const std::string&, const std::string&, const nlohmann::json&,
+                                      const std::string&)>;
+
+// The preemptions row: the results' total and each pool's count.
+void PreemptionsRow(const nlohmann::json& r, const SummaryRow& row) {
+  if (!r.contains("preemptions") || !r["preemptions"].is_object()) return;
+  const nlohmann::json& pre = r["preemptions"];
+  std::string shown = Show(pre["total"]);
+  std::vector<std::string> pools;
+  for (const auto& [pool, n] : pre["by_pool"].items())
+    pools.push_back(absl::StrCat(EscapeXml(pool), " ", Show(n)));
+  if (!pools.empty()) absl::StrAppend(&shown, " (by pool: ", absl::StrJoin(pools, ", "), ")");
+  row("Preemptions", "summary-preemptions", pre, shown);
+}
+
 std::string Summary(const ReportData& d) {
   const nlohmann::json& r = d.results;
   std::map<std::string, int> counts;
   for (const auto& t : r["trials"]) ++counts[t["state"].get<std::string>()];
   std::string out = "<table id=\"summary\">";
-  auto row = [&](const std::string& label, const std::string& id, const nlohmann::json& v,
-                 const std::string& shown) {
-    absl::StrAppend(&out, "<tr><th>", label, "</th><td id=\"", id, "\" data-value=\"", Attr(v),
-                    "\">", shown, "</td></tr>");
+  const SummaryRow row = [&](const std::string& label, const std::string& id,
+                             const nlohmann::json& v, const std::string& shown) {
+    AddSummaryRow(&out, label, id, v, shown);
   };
   row("Experiment", "summary-experiment", r["experiment"], Show(r["experiment"]));
   row("State", "summary-state", r["state"],
@@ -243,15 +265,7 @@ std::string Summary(const ReportData& d) {
   }
   row("Total cost", "summary-cost-total", r["cost"]["total"],
       absl::StrCat(Show(r["cost"]["total"]), " ", Show(r["cost"]["currency"])));
-  if (r.contains("preemptions") && r["preemptions"].is_object()) {
-    const nlohmann::json& pre = r["preemptions"];
-    std::string shown = Show(pre["total"]);
-    std::vector<std::string> pools;
-    for (const auto& [pool, n] : pre["by_pool"].items())
-      pools.push_back(absl::StrCat(EscapeXml(pool), " ", Show(n)));
-    if (!pools.empty()) absl::StrAppend(&shown, " (by pool: ", absl::StrJoin(pools, ", "), ")");
-    row("Preemptions", "summary-preemptions", pre, shown);
-  }
+  PreemptionsRow(r, row);
   out += "</table>";
   if (multi) out += FrontTable(r);
   if (!best.is_null() && best["params"].is_object()) {
@@ -282,10 +296,9 @@ std::string FederatedSummary(const ReportData& d) {
   const nlohmann::json& r = d.results;
   const nlohmann::json& fed = r["federation"];
   std::string out = "<table id=\"summary\">";
-  auto row = [&](const std::string& label, const std::string& id, const nlohmann::json& v,
-                 const std::string& shown) {
-    absl::StrAppend(&out, "<tr><th>", label, "</th><td id=\"", id, "\" data-value=\"", Attr(v),
-                    "\">", shown, "</td></tr>");
+  const SummaryRow row = [&](const std::string& label, const std::string& id,
+                             const nlohmann::json& v, const std::string& shown) {
+    AddSummaryRow(&out, label, id, v, shown);
   };
   row("Experiment", "summary-experiment", r["experiment"], Show(r["experiment"]));
   row("State", "summary-state", r["state"],
@@ -311,15 +324,7 @@ std::string FederatedSummary(const ReportData& d) {
   row("Total cost", "summary-cost-total", cost["total"],
       absl::StrCat(Show(cost["total"]), " ", Show(cost["currency"]), " (compute ",
                    Show(cost["compute"]), ", transfer ", Show(cost["transfer"]), ")"));
-  if (r.contains("preemptions") && r["preemptions"].is_object()) {
-    const nlohmann::json& pre = r["preemptions"];
-    std::string shown = Show(pre["total"]);
-    std::vector<std::string> pools;
-    for (const auto& [pool, n] : pre["by_pool"].items())
-      pools.push_back(absl::StrCat(EscapeXml(pool), " ", Show(n)));
-    if (!pools.empty()) absl::StrAppend(&shown, " (by pool: ", absl::StrJoin(pools, ", "), ")");
-    row("Preemptions", "summary-preemptions", pre, shown);
-  }
+  PreemptionsRow(r, row);
   return out + "</table>";
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/duration.h"
 #include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/core/federated_results.h"
 #include "orchestrator/core/results.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
@@ -77,6 +78,14 @@ int RunSimulateCommand(const std::string& file, const std::string& run_dir, std:
     return 2;
   }
   v1::ExperimentSpec spec = loaded.spec;
+  if (IsFederatedRun(spec)) {
+    // The simulator plays a search's trials; a plain federated run has rounds, not trials.
+    err << file
+        << ": sextant simulate does not forecast a plain federated run yet (its dollars per "
+           "round, from the participants' pools and the bytes between regions); run it with a "
+           "budget.max_cost instead, which stops it at a round boundary\n";
+    return 2;
+  }
   spec.set_source_path(std::filesystem::absolute(spec.source_path()).string());
   std::vector<CatalogError> errors;
   absl::StatusOr<Catalog> catalog = LoadCatalog(spec.resources().catalog(), &errors);

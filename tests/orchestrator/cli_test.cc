@@ -441,6 +441,17 @@ TEST_F(CliTest, SimulateSaysWhatABudgetEndLeftUndoneAndWhatAllTrialsWouldCost) {
 
 // The workers' last heartbeats named the trials they ran; once the run has ended, status does
 // not show them as running those trials.
+// The simulator plays a search's trials: a plain federated run is refused by name, never
+// simulated as a search it is not.
+TEST_F(CliTest, SimulateRefusesAPlainFederatedRunInsteadOfSimulatingASearch) {
+  const std::string exp =
+      std::string(SEXTANT_SOURCE_DIR) + "/examples/federated/billed-regions/fedavg-billed.yaml";
+  auto r = RunProcess({kSextant, "simulate", exp, "--run-dir", dir_ + "/fl-sim"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("does not forecast a plain federated run yet"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/fl-sim"));
+}
+
 TEST_F(CliTest, StatusShowsNoWorkerRunningATrialAfterTheRunHasEnded) {
   WriteFile(dir_ + "/slow.sh", "#!/bin/sh\nsleep 1.5\necho loss=1\n");
   WriteFile(dir_ + "/exp.yaml", Experiment("ended", 8, 2, "[sh, slow.sh]"));
