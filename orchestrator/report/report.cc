@@ -198,6 +198,16 @@ void AddSummaryRow(std::string* out, const std::string& label, const std::string
 using SummaryRow = std::function<void(const std::string&, const std::string&, const nlohmann::json&,
                                       const std::string&)>;
 
+// The summary table's opening and the rows every run has: the experiment and its state.
+std::string SummaryStart(const ReportData& d) {
+  const nlohmann::json& r = d.results;
+  std::string out = "<table id=\"summary\">";
+  AddSummaryRow(&out, "Experiment", "summary-experiment", r["experiment"], Show(r["experiment"]));
+  AddSummaryRow(&out, "State", "summary-state", r["state"],
+                absl::StrCat(Show(r["state"]), d.in_progress ? " (in progress)" : ""));
+  return out;
+}
+
 // The preemptions row: the results' total and each pool's count.
 void PreemptionsRow(const nlohmann::json& r, const SummaryRow& row) {
   if (!r.contains("preemptions") || !r["preemptions"].is_object()) return;
@@ -214,14 +224,11 @@ std::string Summary(const ReportData& d) {
   const nlohmann::json& r = d.results;
   std::map<std::string, int> counts;
   for (const auto& t : r["trials"]) ++counts[t["state"].get<std::string>()];
-  std::string out = "<table id=\"summary\">";
+  std::string out = SummaryStart(d);
   const SummaryRow row = [&](const std::string& label, const std::string& id,
                              const nlohmann::json& v, const std::string& shown) {
     AddSummaryRow(&out, label, id, v, shown);
   };
-  row("Experiment", "summary-experiment", r["experiment"], Show(r["experiment"]));
-  row("State", "summary-state", r["state"],
-      absl::StrCat(Show(r["state"]), d.in_progress ? " (in progress)" : ""));
   row("Trials", "summary-trials", r["trials"].size(), absl::StrCat(r["trials"].size()));
   const nlohmann::json& best = r["best"];
   const bool multi = report::MultiObjective(d);
@@ -295,14 +302,11 @@ std::string Summary(const ReportData& d) {
 std::string FederatedSummary(const ReportData& d) {
   const nlohmann::json& r = d.results;
   const nlohmann::json& fed = r["federation"];
-  std::string out = "<table id=\"summary\">";
+  std::string out = SummaryStart(d);
   const SummaryRow row = [&](const std::string& label, const std::string& id,
                              const nlohmann::json& v, const std::string& shown) {
     AddSummaryRow(&out, label, id, v, shown);
   };
-  row("Experiment", "summary-experiment", r["experiment"], Show(r["experiment"]));
-  row("State", "summary-state", r["state"],
-      absl::StrCat(Show(r["state"]), d.in_progress ? " (in progress)" : ""));
   row("Federation", "summary-federation", fed["description"], Show(fed["description"]));
   row("Rounds", "summary-rounds", fed["rounds_completed"],
       absl::StrCat(Show(fed["rounds_completed"]), " of ", Show(fed["rounds_planned"])));

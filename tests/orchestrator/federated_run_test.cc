@@ -64,6 +64,24 @@ int WaitExit(pid_t pid, double seconds) {
 
 using sextant::testing::QueryRows;
 
+// A catalog of regions a and b with one instance type `box`, billed per second with a 1 s
+// minimum: on-demand at `on_demand` dollars a second, spot (when `spot` is not empty) with
+// that offer's fields, and `per_gb` dollars per GB between the regions.
+void WriteTwoRegionCatalog(const std::string& path, double on_demand, const std::string& spot,
+                           double per_gb) {
+  std::ofstream out(path);
+  out << "regions: [a, b]\ninstances: {box: {gpus: 0, gpu_memory_gb: 0, cpus: 2}}\n"
+      << "billing: {increment: 1s, minimum: 1s}\noffers:\n";
+  for (const char* region : {"a", "b"}) {
+    out << "  - {region: " << region
+        << ", instance: box, market: on_demand, price_per_second: " << on_demand << "}\n";
+    if (!spot.empty()) {
+      out << "  - {region: " << region << ", instance: box, market: spot, " << spot << "}\n";
+    }
+  }
+  out << "transfer: {between_regions_per_gb: " << per_gb << "}\n";
+}
+
 // Waits up to `seconds` until the global row of `round` is in the rounds table.
 bool WaitForRound(const std::string& db, int round, double seconds) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -580,14 +598,7 @@ TEST(FederatedRunTest, BilledRunStopsAtTheBudgetAndResumesWithAHigherCap) {
   std::filesystem::create_directories(dir);
   // $0.001 per instance-second (1 s minimum) and $10,000 per GB between a and b: the bytes,
   // which are the same every round, dominate, so that where the budget stops is known.
-  std::ofstream(dir + "/catalog.yaml") << R"(regions: [a, b]
-instances: {box: {gpus: 0, gpu_memory_gb: 0, cpus: 2}}
-billing: {increment: 1s, minimum: 1s}
-offers:
-  - {region: a, instance: box, market: on_demand, price_per_second: 0.001}
-  - {region: b, instance: box, market: on_demand, price_per_second: 0.001}
-transfer: {between_regions_per_gb: 10000}
-)";
+  WriteTwoRegionCatalog(dir + "/catalog.yaml", 0.001, "", 10000);
   std::string yaml =
       SmallExperiment("fl-billed", "[{name: a, clients: 2}, {name: b, clients: 2}]", 30, 4, "60s");
   yaml.replace(yaml.find("examples_per_client: 600"), 24, "examples_per_client: 2000");
@@ -664,18 +675,11 @@ TEST(FederatedRunTest, SpotInterruptionsReplaceParticipantsAndTheRunLearnsAsItsO
   const std::string dir = ::testing::TempDir() + "/fl-spot";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/catalog.yaml") << R"(regions: [a, b]
-instances: {box: {gpus: 0, gpu_memory_gb: 0, cpus: 2}}
-billing: {increment: 1s, minimum: 1s}
-offers:
-  - {region: a, instance: box, market: on_demand, price_per_second: 0.01}
-  - {region: a, instance: box, market: spot, price_per_second: 0.003,
-     interruption: {rate_per_day: 17280, notice: 2s, notice_probability: 0.5}}
-  - {region: b, instance: box, market: on_demand, price_per_second: 0.01}
-  - {region: b, instance: box, market: spot, price_per_second: 0.003,
-     interruption: {rate_per_day: 17280, notice: 2s, notice_probability: 0.5}}
-transfer: {between_regions_per_gb: 0.02}
-)";
+  // Spot is taken back about every 5 s per instance, half the time after a 2 s notice.
+  WriteTwoRegionCatalog(dir + "/catalog.yaml", 0.01,
+                        "price_per_second: 0.003, interruption: {rate_per_day: 17280, notice: "
+                        "2s, notice_probability: 0.5}",
+                        0.02);
   auto experiment = [&](const std::string& name, const std::string& market) {
     std::string yaml =
         SmallExperiment(name, "[{name: a, clients: 3}, {name: b, clients: 3}]", 12, 4, "20s");
