@@ -351,6 +351,7 @@ class CommandLine {
   // What each verb runs, by its name ("certs init" for a verb's own verb).
   std::map<std::string, std::function<int()>> actions_;
   Args a_;
+  std::vector<std::string> markets_;  // simulate --market REGION=MARKET, repeatable
   AskOptions ask_args_;
   TellFlags tell_args_;
   OptunaImportOptions import_args_;
@@ -480,10 +481,29 @@ void CommandLine::AddSimulate() {
       app_.add_subcommand("simulate", "Forecast an experiment's time and cost on virtual time");
   simulate->add_option("FILE", a_.positional, "the experiment file (YAML)")->required();
   Valued(simulate, "run-dir", "the run directory (default runs/<name>)");
-  actions_["simulate"] = [this] {
-    return RunSimulateCommand(a_.positional,
-                              a_.flags.count("run-dir") ? a_.flags.at("run-dir") : "", std::cout,
-                              std::cerr);
+  simulate->add_option("--market", markets_,
+                       "a federated run's what-if: REGION=spot|on_demand for that region's pools");
+  Valued(simulate, "global-region", "a federated run's what-if: the global tier's region");
+  Valued(simulate, "time-scale",
+         "a federated run's forecast: spot interruption times multiplied by X, as in run");
+  actions_["simulate"] = [this]() -> int {
+    SimulateOptions o;
+    if (a_.flags.count("run-dir")) o.run_dir = a_.flags.at("run-dir");
+    if (a_.flags.count("global-region")) o.global_region = a_.flags.at("global-region");
+    if (a_.flags.count("time-scale") &&
+        (!absl::SimpleAtod(a_.flags.at("time-scale"), &o.time_scale) || o.time_scale <= 0)) {
+      return UsageError("--time-scale must be a positive number");
+    }
+    for (const std::string& m : markets_) {
+      const size_t eq = m.find('=');
+      const std::string market = eq == std::string::npos ? "" : m.substr(eq + 1);
+      if (eq == std::string::npos || (market != "spot" && market != "on_demand")) {
+        return UsageError("--market takes REGION=spot or REGION=on_demand, got '" + m + "'");
+      }
+      o.markets[m.substr(0, eq)] = market;
+    }
+    o.worker_binary = BinaryBesideThisOne("sextant-worker");
+    return RunSimulateCommand(a_.positional, o, std::cout, std::cerr);
   };
 }
 

@@ -1579,12 +1579,26 @@ void Loader::LoadTimeExpression(const Field& f, v1::Simulation* sim) {
 }
 
 void Loader::LoadSimulate(const Field& f) {
-  Section s(
-      r_, f,
-      {"seconds_per_unit", "seconds_per_unit_expression", "seconds_per_trial", "attempt_overhead",
-       "objective", "noise", "checkpoint_every", "checkpoint_time", "boot_time", "seed", "tick"});
+  Section s(r_, f,
+            {"seconds_per_unit", "seconds_per_unit_expression", "seconds_per_trial",
+             "attempt_overhead", "objective", "noise", "checkpoint_every", "checkpoint_time",
+             "boot_time", "seed", "tick", "client_seconds", "link_mbps"});
   if (!s.ok()) return;
   v1::Simulation* sim = spec_.mutable_simulate();
+  // A plain federated run is forecast by rounds; a search is simulated by trials. Each kind's
+  // keys are refused in the other, never ignored.
+  const bool federated = spec_.has_federation() && spec_.parameters_size() == 0;
+  for (const char* key : {"seconds_per_unit", "seconds_per_unit_expression", "seconds_per_trial",
+                          "attempt_overhead", "objective", "noise", "checkpoint_every",
+                          "checkpoint_time", "tick", "client_seconds", "link_mbps"}) {
+    const bool rounds_key =
+        absl::string_view(key) == "client_seconds" || absl::string_view(key) == "link_mbps";
+    const Field* x = s.Find(key);
+    if (x == nullptr || rounds_key == federated) continue;
+    r_.KeyError(*x, rounds_key ? "applies to a plain federated run's forecast, not to a search"
+                               : "does not apply to a plain federated run (its forecast takes "
+                                 "client_seconds, link_mbps, boot_time and seed)");
+  }
   auto duration = [&](const Field& x) { return r_.Duration(x); };
   auto positive_duration = [&](const Field& x) -> std::optional<double> {
     std::optional<double> v = r_.Duration(x);
@@ -1598,6 +1612,13 @@ void Loader::LoadSimulate(const Field& f) {
                     [&](double v) { sim->set_seconds_per_unit(v); });
   IfPresent<double>(s, "seconds_per_trial", positive_duration,
                     [&](double v) { sim->set_seconds_per_trial(v); });
+  sim->set_client_seconds(5);
+  sim->set_link_mbps(100);
+  IfPresent<double>(s, "client_seconds", positive_duration,
+                    [&](double v) { sim->set_client_seconds(v); });
+  IfPresent<double>(
+      s, "link_mbps", [&](const Field& x) { return r_.NumberAbove(x, 0, false); },
+      [&](double v) { sim->set_link_mbps(v); });
   if (const Field* x = s.Find("seconds_per_unit_expression")) LoadTimeExpression(*x, sim);
   IfPresent<double>(s, "attempt_overhead", duration,
                     [&](double v) { sim->set_attempt_overhead_seconds(v); });

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 
 extern char** environ;
@@ -40,8 +42,8 @@ class PosixProcessLauncher : public ProcessLauncher {
     sigaddset(&defaults, SIGTERM);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr,
-                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -72,6 +74,12 @@ class PosixProcessLauncher : public ProcessLauncher {
 
 std::unique_ptr<ProcessLauncher> NewPosixProcessLauncher() {
   return std::make_unique<PosixProcessLauncher>();
+}
+
+std::string BinaryBesideThisOne(const std::string& name) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (ec ? std::string(".") : self.parent_path().string()) + "/" + name;
 }
 
 }  // namespace sextant

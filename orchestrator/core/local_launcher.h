@@ -31,6 +31,10 @@ class ProcessLauncher {
 // Real processes, via posix_spawn.
 std::unique_ptr<ProcessLauncher> NewPosixProcessLauncher();
 
+// The path of the program `name` in this binary's folder (/proc/self/exe's; "." when that
+// cannot be read), e.g. BinaryBesideThisOne("sextant-worker").
+std::string BinaryBesideThisOne(const std::string& name);
+
 }  // namespace sextant
 
 #endif  // SEXTANT_ORCHESTRATOR_CORE_LOCAL_LAUNCHER_H_

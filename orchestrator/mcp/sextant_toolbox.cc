@@ -24,6 +24,7 @@
 #include "orchestrator/core/command_script.h"
 #include "orchestrator/core/experiment_loader.h"
 #include "orchestrator/core/federated_results.h"
+#include "orchestrator/core/local_launcher.h"
 #include "orchestrator/core/results.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/mcp/internal/tool_args.h"
@@ -620,7 +621,14 @@ class SextantToolboxImpl final : public Toolbox {
           paths_.Resolve("runs/" + (loaded.ok() ? loaded.spec.name() : "experiment") + "-sim"));
     }
     std::ostringstream out, err;
-    SEXTANT_RETURN_IF_ERROR(VerbStatus(RunSimulateCommand(path, dir, out, err), err.str()));
+    SimulateOptions options;
+    options.run_dir = dir;
+    options.worker_binary = BinaryBesideThisOne("sextant-worker");
+    SEXTANT_RETURN_IF_ERROR(VerbStatus(RunSimulateCommand(path, options, out, err), err.str()));
+    // A plain federated run is forecast, not simulated: there is no run directory to read.
+    if (!std::filesystem::exists(RunDir::DbPath(dir))) {
+      return ToolResult::Ok(json{{"forecast", out.str()}}, out.str());
+    }
     SEXTANT_ASSIGN_OR_RETURN(json results, LoadResults(dir));
     json summary = Summary(results);
     summary["run_dir"] = paths_.Relative(dir);

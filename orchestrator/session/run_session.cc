@@ -19,6 +19,7 @@
 #include "common/status_macros.h"
 #include "orchestrator/core/command_script.h"
 #include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/core/local_launcher.h"
 #include "orchestrator/core/stored_spec.h"
 
 namespace sextant {
@@ -228,9 +229,7 @@ absl::Status RunSession::LoadSecurity() {
 
 std::string RunSession::worker_binary() const {
   if (!options_.worker_binary.empty()) return options_.worker_binary;
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return (ec ? std::string(".") : self.parent_path().string()) + "/sextant-worker";
+  return BinaryBesideThisOne("sextant-worker");
 }
 
 int RunSession::stop_signal() const { return g_stop_signal.load(); }

@@ -3,16 +3,21 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "common/duration.h"
 #include "orchestrator/core/experiment_loader.h"
 #include "orchestrator/core/federated_results.h"
+#include "orchestrator/core/local_launcher.h"
 #include "orchestrator/core/results.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/cost/catalog.h"
+#include "orchestrator/federated/global_evaluator.h"
+#include "orchestrator/simulate/federated_forecast.h"
 #include "orchestrator/simulate/simulator.h"
 
 namespace sextant {
@@ -67,25 +72,119 @@ std::string Unfinished(const v1::ExperimentSpec& spec, const SimulationResult& r
                    planned, unit, fidelity ? " units" : "s", each, currency, unit, r.units_done);
 }
 
+// The model's weights: the declared layout of a model of the user's own, else what the built-in
+// trainer's evaluator (the one a run starts) reports as its initial model.
+absl::StatusOr<int64_t> ModelParameters(const v1::ExperimentSpec& spec,
+                                        const std::string& worker_binary) {
+  const v1::Federation& fed = spec.federation();
+  if (fed.model_layout_size() > 0) {
+    int64_t n = 0;
+    for (const v1::TensorLayout& t : fed.model_layout()) {
+      int64_t elements = 1;
+      for (int64_t d : t.shape()) elements *= d;
+      n += elements;
+    }
+    return n;
+  }
+  char dir_template[] = "/tmp/sextant-forecast.XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) return absl::InternalError("cannot make a scratch folder");
+  const std::string dir = dir_template;
+  std::ofstream(dir + "/spec.pb", std::ios::binary) << spec.SerializeAsString();
+  std::unique_ptr<ProcessLauncher> launcher = NewPosixProcessLauncher();
+  absl::StatusOr<std::unique_ptr<GlobalEvaluator>> evaluator =
+      GlobalEvaluator::Start(launcher.get(),
+                             {worker_binary, "--role", "evaluator", "--spec", dir + "/spec.pb",
+                              "--work-dir", dir + "/eval", "--threads", "1", "--exit-with-parent"},
+                             dir + "/eval", dir + "/evaluator.log", absl::Seconds(120));
+  absl::StatusOr<int64_t> n =
+      evaluator.ok()
+          ? absl::StatusOr<int64_t>(static_cast<int64_t>((*evaluator)->initial_weights().size()))
+          : evaluator.status();
+  evaluator = nullptr;  // stops the process before its folder goes
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return n;
+}
+
+// `sextant simulate` of a plain federated run: its rounds' dollars and time (ForecastFederatedRun)
+// printed, nothing stored.
+int ForecastCommand(v1::ExperimentSpec spec, const Catalog& catalog, const SimulateOptions& options,
+                    std::ostream& out, std::ostream& err) {
+  for (const auto& [region, market] : options.markets) {
+    bool found = false;
+    for (v1::Pool& p : *spec.mutable_resources()->mutable_pools()) {
+      if (p.region() != region) continue;
+      p.set_market(market == "spot" ? v1::Pool::SPOT : v1::Pool::ON_DEMAND);
+      found = true;
+    }
+    if (!found) {
+      err << "sextant: --market " << region << "=" << market << ": no pool is in region " << region
+          << "\n";
+      return 2;
+    }
+  }
+  if (!options.global_region.empty()) {
+    spec.mutable_federation()->set_global_region(options.global_region);
+  }
+  absl::StatusOr<int64_t> parameters = ModelParameters(spec, options.worker_binary);
+  if (!parameters.ok()) {
+    err << "sextant: the model's size: " << parameters.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<FederatedForecast> f =
+      ForecastFederatedRun(spec, catalog, *parameters, options.time_scale);
+  if (!f.ok()) {
+    err << "sextant: " << f.status().message() << "\n";
+    return 2;
+  }
+  const std::string currency = spec.budget().currency().empty() ? "USD" : spec.budget().currency();
+  const v1::Simulation& sim = spec.simulate();
+  out << absl::StrFormat(
+      "sextant: forecast of the federated run %s: %d regions, %d parameters, %d rounds of %gs "
+      "training (simulate.client_seconds) over %g Mbit/s links (simulate.link_mbps), global "
+      "region %s\n",
+      spec.name(), spec.federation().regions_size(), *parameters, spec.federation().rounds(),
+      sim.client_seconds() > 0 ? sim.client_seconds() : 5.0,
+      sim.link_mbps() > 0 ? sim.link_mbps() : 100.0,
+      spec.federation().global_region().empty() ? spec.federation().regions(0).name()
+                                                : spec.federation().global_region());
+  out << " round   closes at    compute   transfer\n";
+  for (const RoundForecast& r : f->rounds) {
+    out << absl::StrFormat("%6d  %10s  %9.4f  %9.6f\n", r.round, FormatClock(r.close_seconds),
+                           r.compute, r.transfer);
+  }
+  out << absl::StrFormat("cost:        %.4f %s (compute %.4f, transfer %.6f)%s\n", f->total,
+                         currency, f->compute, f->transfer,
+                         spec.budget().has_max_cost()
+                             ? absl::StrFormat(" of budget %.2f", spec.budget().max_cost())
+                             : "");
+  for (const auto& [pool, cost] : f->by_pool) {
+    out << absl::StrFormat("  pool %-16s %9.4f %s\n", pool, cost, currency);
+  }
+  out << absl::StrFormat("transfer:    %d bytes a round between the regions and the global one\n",
+                         f->bytes_per_round);
+  out << absl::StrFormat("spot:        %.2f participants expected to be taken back\n",
+                         f->expected_preemptions);
+  out << absl::StrFormat("wall time:   %s\n", FormatClock(f->wall_seconds));
+  if (f->rounds_within_budget < spec.federation().rounds()) {
+    out << absl::StrFormat("budget:      the run stops after round %d of %d (BUDGET_EXHAUSTED)\n",
+                           f->rounds_within_budget, spec.federation().rounds());
+  }
+  return 0;
+}
+
 }  // namespace
 
 // Long because it is the command's whole story: load, catalog, simulate, store, print.
-int RunSimulateCommand(const std::string& file, const std::string& run_dir, std::ostream& out,
+int RunSimulateCommand(const std::string& file, const SimulateOptions& options, std::ostream& out,
                        std::ostream& err) {
+  const std::string& run_dir = options.run_dir;
   LoadResult loaded = LoadExperimentFile(file);
   if (!loaded.ok()) {
     for (const LoadError& e : loaded.errors) err << e.ToString() << "\n";
     return 2;
   }
   v1::ExperimentSpec spec = loaded.spec;
-  if (IsFederatedRun(spec)) {
-    // The simulator plays a search's trials; a plain federated run has rounds, not trials.
-    err << file
-        << ": sextant simulate does not forecast a plain federated run yet (its dollars per "
-           "round, from the participants' pools and the bytes between regions); run it with a "
-           "budget.max_cost instead, which stops it at a round boundary\n";
-    return 2;
-  }
   spec.set_source_path(std::filesystem::absolute(spec.source_path()).string());
   std::vector<CatalogError> errors;
   absl::StatusOr<Catalog> catalog = LoadCatalog(spec.resources().catalog(), &errors);
@@ -96,6 +195,8 @@ int RunSimulateCommand(const std::string& file, const std::string& run_dir, std:
     if (errors.empty()) err << "sextant: " << catalog.status().message() << "\n";
     return 2;
   }
+  // The simulator plays a search's trials; a plain federated run is forecast by rounds.
+  if (IsFederatedRun(spec)) return ForecastCommand(spec, *catalog, options, out, err);
   auto sim = Simulator::Create(spec, *std::move(catalog));
   if (!sim.ok()) {
     err << "sextant: " << sim.status().message() << "\n";

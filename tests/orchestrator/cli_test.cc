@@ -441,15 +441,37 @@ TEST_F(CliTest, SimulateSaysWhatABudgetEndLeftUndoneAndWhatAllTrialsWouldCost) {
 
 // The workers' last heartbeats named the trials they ran; once the run has ended, status does
 // not show them as running those trials.
-// The simulator plays a search's trials: a plain federated run is refused by name, never
-// simulated as a search it is not.
-TEST_F(CliTest, SimulateRefusesAPlainFederatedRunInsteadOfSimulatingASearch) {
+// A plain federated run is forecast by rounds, not simulated as a search: each round's
+// dollars, the pools' totals and the wall time, with what-ifs for a region's market and the
+// global region. Nothing is stored.
+TEST_F(CliTest, SimulateForecastsAPlainFederatedRunAndItsWhatIfs) {
   const std::string exp =
       std::string(SEXTANT_SOURCE_DIR) + "/examples/federated/billed-regions/fedavg-billed.yaml";
+  auto total = [](const std::string& out) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(out, m, std::regex(R"(cost: +([0-9.]+) USD)"))) << out;
+    return m.empty() ? -1.0 : std::stod(m[1]);
+  };
   auto r = RunProcess({kSextant, "simulate", exp, "--run-dir", dir_ + "/fl-sim"});
-  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("does not forecast a plain federated run yet"), std::string::npos) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("50890 parameters, 10 rounds"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    10  "), std::string::npos) << r.out;  // a line per round
+  EXPECT_NE(r.out.find("pool us-gpu-spot"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/fl-sim"));
+  const double base = total(r.out);
+  auto spot = RunProcess({kSextant, "simulate", exp, "--market", "eu-west-1=spot"});
+  ASSERT_EQ(spot.exit_code, 0) << spot.err;
+  EXPECT_LT(total(spot.out), base);
+  auto moved = RunProcess({kSextant, "simulate", exp, "--global-region", "eu-west-1"});
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  EXPECT_NE(moved.out.find("global region eu-west-1"), std::string::npos) << moved.out;
+  auto bad = RunProcess({kSextant, "simulate", exp, "--market", "mars-1=spot"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("no pool is in region mars-1"), std::string::npos) << bad.err;
+  auto typo = RunProcess({kSextant, "simulate", exp, "--market", "eu-west-1=cheap"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("--market takes REGION=spot or REGION=on_demand"), std::string::npos)
+      << typo.err;
 }
 
 TEST_F(CliTest, StatusShowsNoWorkerRunningATrialAfterTheRunHasEnded) {

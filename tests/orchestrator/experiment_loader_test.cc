@@ -895,6 +895,40 @@ resources:
                                     "participants")));
 }
 
+// simulate: a plain federated run is forecast by rounds (client_seconds, link_mbps, boot_time,
+// seed) and a search simulated by trials; each kind's keys are refused in the other.
+TEST(ExperimentLoaderTest, SimulateKeysOfTheOtherKindOfRunAreRefused) {
+  LoadResult fl = Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation: {regions: [{name: east, clients: 2}]}
+simulate: {client_seconds: 30s, link_mbps: 50, boot_time: 20s}
+)");
+  ASSERT_TRUE(fl.ok()) << fl.errors[0].ToString();
+  EXPECT_EQ(fl.spec.simulate().client_seconds(), 30);
+  EXPECT_EQ(fl.spec.simulate().link_mbps(), 50);
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation: {regions: [{name: east, clients: 2}]}
+simulate: {seconds_per_unit: 30s}
+)"),
+              ElementsAre(HasSubstr("simulate.seconds_per_unit: does not apply to a plain "
+                                    "federated run (its forecast takes client_seconds, "
+                                    "link_mbps, boot_time and seed)")));
+  EXPECT_THAT(Errors(R"(
+name: t
+objective: {metric: loss}
+parameters: {x: {type: float, min: 0, max: 1}}
+trial: {command: [echo]}
+simulate: {link_mbps: 10}
+)"),
+              ElementsAre(HasSubstr("simulate.link_mbps: applies to a plain federated run's "
+                                    "forecast, not to a search")));
+}
+
 // A catalog without a price between the global region and a region in use is refused.
 TEST(ExperimentLoaderTest, FederatedTransferNeedsAPriceForEveryRegionInUse) {
   const std::string dir = ::testing::TempDir() + "/transfer-catalog";

@@ -131,6 +131,8 @@ INEXPRESSIBLE = [
      r"the total number of clients"),
     ("secure sampling takes 2 clients of every region", r"^federation\.clients_per_round$",
      r"samples at least 2 clients in each region"),
+    ("a search's simulate keys against a federated run's", r"^simulate\.",
+     r"applies to a plain federated run's forecast|does not apply to a plain federated run"),
     ("a federated run's pools place every participant", r"^(federation\.(regions\[|global_region)|resources\.|budget\.)",
      r"has no pool that can host|is not a region of the federation|prices transfer from|"
      r"is billed for the instances|local provider only|less than one round's cost|"

@@ -9,11 +9,13 @@ interrupted at the catalog's rates, compressed by --time-scale so that a run of 
 what a run of days would (the market takes instances back; each is replaced in its place).
 Every placement runs with the same seeds; runs alternate placements so that machine noise
 falls on all alike. Figures: compute and transfer dollars (results' cost), the final global
-validation accuracy, wall seconds, preemptions.
+validation accuracy, wall seconds, preemptions, and `sextant simulate`'s forecast of the same
+experiment (same --time-scale; simulate: block below, set before any run) against them.
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -35,6 +37,7 @@ federation:
   examples_per_client: 2000
   validation_examples: 2000
   seed: %(seed)d
+simulate: {client_seconds: 0.2s, boot_time: 2s, link_mbps: 1000}
 resources:
   pools:
     - {name: us-clients, region: us-east-1, instance: gpu.1x, market: %(clients)s, hosts: clients, max_instances: 4}
@@ -66,11 +69,15 @@ def run_once(build, work, placement, seed, time_scale):
         sys.exit("%s seed %d failed:\n%s%s" % (placement, seed, p.stdout, p.stderr))
     r = json.loads(subprocess.run([sextant, "results", run_dir, "--format", "json"],
                                   capture_output=True, text=True, check=True).stdout)
+    forecast = subprocess.run([sextant, "simulate", exp, "--time-scale", str(time_scale)],
+                              capture_output=True, text=True, check=True).stdout
+    predicted = float(re.search(r"cost: +([0-9.]+) ", forecast).group(1))
     rounds = r["rounds"]
     return {"placement": placement, "seed": seed, "wall_s": round(wall, 2),
             "rounds": len(rounds), "accuracy": rounds[-1]["accuracy"],
             "compute": r["cost"]["compute"], "transfer": r["cost"]["transfer"],
-            "total": r["cost"]["total"], "preemptions": r["preemptions"]["total"]}
+            "total": r["cost"]["total"], "preemptions": r["preemptions"]["total"],
+            "predicted": predicted}
 
 
 def main():
@@ -91,17 +98,20 @@ def main():
                 print(json.dumps(rec), flush=True)
                 out.write(json.dumps(rec) + "\n")
                 records.append(rec)
-    print("\n| placement | compute $ | transfer $ | total $ | accuracy | wall s | preemptions |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| placement | compute $ | transfer $ | total $ | accuracy | wall s | preemptions |"
+          " forecast $ | forecast / live |")
+    print("|---|---|---|---|---|---|---|---|---|")
     med = {}
     for placement in PLACEMENTS:
         rs = [r for r in records if r["placement"] == placement]
         m = {k: statistics.median(r[k] for r in rs)
-             for k in ("compute", "transfer", "total", "accuracy", "wall_s", "preemptions")}
+             for k in ("compute", "transfer", "total", "accuracy", "wall_s", "preemptions",
+                       "predicted")}
+        m["ratio"] = statistics.median(r["predicted"] / r["total"] for r in rs)
         med[placement] = m
-        print("| %s | %.4f | %.6f | %.4f | %.4f | %.1f | %g |" % (
+        print("| %s | %.4f | %.6f | %.4f | %.4f | %.1f | %g | %.4f | %.3f |" % (
             placement, m["compute"], m["transfer"], m["total"], m["accuracy"], m["wall_s"],
-            m["preemptions"]))
+            m["preemptions"], m["predicted"], m["ratio"]))
     od = med["on_demand"]
     for placement in ("spot", "mixed"):
         m = med[placement]

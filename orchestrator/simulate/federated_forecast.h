@@ -1,0 +1,55 @@
+#ifndef SEXTANT_ORCHESTRATOR_SIMULATE_FEDERATED_FORECAST_H_
+#define SEXTANT_ORCHESTRATOR_SIMULATE_FEDERATED_FORECAST_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "orchestrator/cost/catalog.h"
+#include "sextant/v1/experiment.pb.h"
+
+namespace sextant {
+
+// One forecast round: when it closes (seconds from the start) and what it adds.
+struct RoundForecast {
+  int64_t round = 0;
+  double close_seconds = 0;
+  double compute = 0;   // dollars: the participants' instances from the previous close
+  double transfer = 0;  // dollars: the round's bytes between the regions and the global region
+};
+
+struct FederatedForecast {
+  std::vector<RoundForecast> rounds;  // every planned round, budget or not
+  double wall_seconds = 0;            // start-up and every round
+  double compute = 0, transfer = 0, total = 0;
+  std::map<std::string, double> by_pool;  // compute, by the pool that hosts each participant
+  int64_t bytes_per_round = 0;            // over every region's link to the global region
+  double expected_preemptions = 0;        // spot participants the market is expected to take
+  // With budget.max_cost: the last round the run completes before it stops (all when it
+  // does not stop).
+  int64_t rounds_within_budget = 0;
+};
+
+// What a plain federated run of `parameters` model weights costs on its pools, round by round:
+//   - time: every participant starts, then boots for simulate.boot_time (default 10 s); a round
+//     takes simulate.client_seconds of training (default 5 s) plus its slowest region's model
+//     down and aggregate up over simulate.link_mbps (default 100 Mbit/s; the global region's
+//     own link is free and instant);
+//   - compute: each participant billed per second from the start to the last round's close at
+//     its pool's terms (the run's placement), a round being charged what the bills grow by up
+//     to its close; a spot participant is expected to be taken back at its pool's rate, each
+//     time paying a new instance's minimum;
+//   - transfer: per round, each region's model down and aggregate up (4 bytes a weight, 1 for
+//     an int8 plaintext update, plus 0.15% of message framing as measured) at the catalog's
+//     price between it and the global region.
+// time_scale multiplies the spot interruption times as `sextant run --time-scale` does.
+// InvalidArgument as FederatedPlacement::Create when the pools cannot host the run.
+absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec& spec,
+                                                       const Catalog& catalog, int64_t parameters,
+                                                       double time_scale = 1);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_SIMULATE_FEDERATED_FORECAST_H_

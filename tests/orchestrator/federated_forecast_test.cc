@@ -1,0 +1,100 @@
+#include "orchestrator/simulate/federated_forecast.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "orchestrator/cost/catalog.h"
+
+namespace sextant {
+namespace {
+
+// Regions east (global) and west; `big` at $1/s on-demand and $0.25/s spot (taken back 8640
+// times a day, every 10 s), billed per second with a 2 s minimum; $0.1/GB between them.
+Catalog TestCatalog() {
+  std::vector<CatalogError> errors;
+  Catalog c = Catalog::Parse(R"(
+regions: [east, west]
+instances: {big: {gpus: 1, gpu_memory_gb: 80, cpus: 8}}
+billing: {increment: 1s, minimum: 2s}
+offers:
+  - {region: east, instance: big, market: on_demand, price_per_second: 1}
+  - {region: west, instance: big, market: on_demand, price_per_second: 1}
+  - {region: west, instance: big, market: spot, price_per_second: 0.25,
+     interruption: {rate_per_day: 8640}}
+transfer:
+  pairs: [{between: [east, west], per_gb: 0.1}]
+)",
+                             &errors);
+  EXPECT_TRUE(errors.empty()) << errors[0].message;
+  return c;
+}
+
+v1::ExperimentSpec Spec(v1::Pool::Market west_market) {
+  v1::ExperimentSpec spec;
+  v1::Federation* f = spec.mutable_federation();
+  f->set_rounds(4);
+  for (const char* name : {"east", "west"}) {
+    v1::FederatedRegion* r = f->add_regions();
+    r->set_name(name);
+    r->set_clients(2);
+    v1::Pool* p = spec.mutable_resources()->add_pools();
+    p->set_name(std::string(name) + "-pool");
+    p->set_region(name);
+    p->set_instance("big");
+    p->set_market(std::string(name) == "west" ? west_market : v1::Pool::ON_DEMAND);
+    p->set_hosts("any");
+  }
+  spec.mutable_simulate()->set_boot_seconds(10);
+  spec.mutable_simulate()->set_client_seconds(4);
+  spec.mutable_simulate()->set_link_mbps(8);  // 1 MB/s
+  return spec;
+}
+
+TEST(FederatedForecastTest, RoundsCostTheirInstancesSecondsAndTheirBytesBetweenRegions) {
+  // 250,000 weights: 1 MB down and 1 MB up (plus framing) to west each round, 2 s at 1 MB/s.
+  absl::StatusOr<FederatedForecast> f =
+      ForecastFederatedRun(Spec(v1::Pool::ON_DEMAND), TestCatalog(), 250'000);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(f->rounds.size(), 4u);
+  const double bytes = 2 * 4 * 250'000 * 1.0015;
+  EXPECT_EQ(f->bytes_per_round, static_cast<int64_t>(bytes));
+  const double round_seconds = 4 + bytes * 8 / 8e6;  // 6.006 s
+  EXPECT_NEAR(f->rounds[0].close_seconds, 10 + round_seconds, 1e-9);
+  EXPECT_NEAR(f->wall_seconds, 10 + 4 * round_seconds, 1e-9);
+  // Six participants at $1/s, billed in whole seconds: round 1 to 17 s, round 2 to 23 s, ...
+  EXPECT_DOUBLE_EQ(f->rounds[0].compute, 6 * 17.0);
+  EXPECT_DOUBLE_EQ(f->rounds[1].compute, 6 * 6.0);
+  EXPECT_NEAR(f->rounds[0].transfer, bytes * 0.1 / 1e9, 1e-12);
+  EXPECT_DOUBLE_EQ(f->compute, 6 * std::ceil(f->wall_seconds));
+  EXPECT_NEAR(f->total, f->compute + 4 * f->rounds[0].transfer, 1e-9);
+  EXPECT_EQ(f->rounds_within_budget, 4);
+  EXPECT_DOUBLE_EQ(f->by_pool.at("east-pool"), 3 * std::ceil(f->wall_seconds));
+
+  // A budget the third round would pass stops the run after the second.
+  v1::ExperimentSpec capped = Spec(v1::Pool::ON_DEMAND);
+  capped.mutable_budget()->set_max_cost(6 * 26.0);  // round 2 closes at 23 s, round 3 at 29 s
+  EXPECT_EQ(ForecastFederatedRun(capped, TestCatalog(), 250'000)->rounds_within_budget, 2);
+}
+
+TEST(FederatedForecastTest, SpotIsCheaperButPaysAMinimumForEachExpectedReplacement) {
+  absl::StatusOr<FederatedForecast> od =
+      ForecastFederatedRun(Spec(v1::Pool::ON_DEMAND), TestCatalog(), 250'000);
+  absl::StatusOr<FederatedForecast> spot =
+      ForecastFederatedRun(Spec(v1::Pool::SPOT), TestCatalog(), 250'000);
+  ASSERT_TRUE(od.ok() && spot.ok());
+  // Three west participants for 35 s, taken back every 10 s on average: 10.5 replacements.
+  EXPECT_NEAR(spot->expected_preemptions, 3 * spot->wall_seconds / 10, 1e-9);
+  const double west = 3 * 0.25 * std::ceil(spot->wall_seconds) + spot->expected_preemptions * 0.5;
+  EXPECT_NEAR(spot->by_pool.at("west-pool"), west, 1e-9);
+  EXPECT_LT(spot->total, od->total);
+  // The global region's own link is free; with west global, east pays the bytes instead.
+  v1::ExperimentSpec west_global = Spec(v1::Pool::ON_DEMAND);
+  west_global.mutable_federation()->set_global_region("west");
+  EXPECT_NEAR(ForecastFederatedRun(west_global, TestCatalog(), 250'000)->transfer, od->transfer,
+              1e-12);
+}
+
+}  // namespace
+}  // namespace sextant
