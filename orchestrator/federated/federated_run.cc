@@ -48,6 +48,7 @@
 #include "orchestrator/federated/federated_billing.h"
 #include "orchestrator/federated/global_checkpoint.h"
 #include "orchestrator/federated/global_evaluator.h"
+#include "orchestrator/federated/participants.h"
 #include "orchestrator/monitor/run_monitor.h"
 #include "rpc/certificates.h"
 #include "rpc/key_signer.h"
@@ -132,7 +133,10 @@ class FederatedRun {
         run_dir_path_(session.path()),
         run_dir_(&session.run_dir()),
         store_(&session.store()),
-        start_(env_.clock->Now()) {}
+        start_(env_.clock->Now()) {
+    participants_.emplace(ParticipantsEnv{env_.launcher, env_.clock, store_, env_.err,
+                                          run_dir_->logs_dir(), options_.time_scale});
+  }
 
   absl::Status Main() {
     absl::Status s = Prepare();
@@ -152,20 +156,6 @@ class FederatedRun {
   }
 
  private:
-  struct Child {
-    pid_t pid;
-    std::string what;
-    int64_t bill = 0;  // its instance on billing_, when billed
-    // How to start it again (a replacement after a spot interruption).
-    std::vector<std::string> argv;
-    std::string log, region;
-    bool aggregator = false;
-    // A spot instance: when the market takes it back (SIGTERM with a notice, else SIGKILL).
-    absl::Time interrupt_at = absl::InfiniteFuture();
-    bool notice = false;
-    bool interrupted = false;  // signalled by the market: its exit is a preemption
-  };
-
   const v1::Federation& fed() const { return spec_.federation(); }
 
   absl::Status Prepare() {
@@ -517,23 +507,6 @@ class FederatedRun {
 
   std::string Bin() const { return session_.worker_binary(); }
 
-  // Starts a participant of `region` (its aggregator, or a client), billed on its pool from now
-  // to its exit when the run is billed.
-  void Launch(const std::vector<std::string>& argv, const std::string& log, const std::string& what,
-              const std::string& region, bool aggregator) {
-    auto pid = env_.launcher->Launch(argv, absl::StrCat(run_dir_->logs_dir(), "/", log));
-    if (!pid.ok()) {
-      *env_.err << "sextant: " << pid.status().message() << "\n";
-      return;
-    }
-    Child c{*pid,   what,      billing_ ? billing_->Start(region, aggregator) : 0, argv, log,
-            region, aggregator};
-    if (placement_) ++launched_[placement_->For(region, aggregator).owner.pool];
-    DrawInterruption(c);
-    children_.push_back(std::move(c));
-    (void)store_->AddEvent(EventTime(), "federation_launch", 0, absl::StrCat(what, " pid=", *pid));
-  }
-
   // Where a participant's own certificate goes: its region's aggregator (index -1) or client.
   std::string ParticipantTlsDir(const std::string& region, int index) const {
     return index < 0 ? absl::StrCat(fed_dir_, "/tls/", region, "/aggregator")
@@ -728,8 +701,8 @@ class FederatedRun {
       AddCredentials(&argv, r.name(), -1);
       const std::vector<std::string> flags = AggregatorFlags(r);
       argv.insert(argv.end(), flags.begin(), flags.end());
-      Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
-             absl::StrCat("aggregator ", r.name()), r.name(), /*aggregator=*/true);
+      participants_->Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
+                            absl::StrCat("aggregator ", r.name()), r.name(), /*aggregator=*/true);
     }
     int global_index = 0;  // the clients' order of federation.client_data_dirs
     for (const auto& r : fed().regions()) {
@@ -741,7 +714,7 @@ class FederatedRun {
         if (!(in >> port)) port = 0;
         if (port == 0) env_.clock->SleepFor(absl::Milliseconds(50));
       }
-      region_ports_[r.name()] = port;
+      participants_->SetRegionPort(r.name(), port);
       if (port == 0) {
         return absl::UnavailableError(absl::StrCat("the aggregator of region ", r.name(),
                                                    " did not start; see ", run_dir_->logs_dir(),
@@ -771,8 +744,9 @@ class FederatedRun {
           argv.insert(argv.end(), {"--data-dir", fed().client_data_dirs(global_index)});
         }
         ++global_index;
-        Launch(argv, absl::StrCat("client-", r.name(), "-", i, ".log"),
-               absl::StrCat("client ", ClientId(r.name(), i)), r.name(), /*aggregator=*/false);
+        participants_->Launch(argv, absl::StrCat("client-", r.name(), "-", i, ".log"),
+                              absl::StrCat("client ", ClientId(r.name(), i)), r.name(),
+                              /*aggregator=*/false);
       }
     }
     return absl::OkStatus();
@@ -1047,7 +1021,6 @@ class FederatedRun {
     SEXTANT_ASSIGN_OR_RETURN(FederatedPlacement placement,
                              FederatedPlacement::Create(spec_, catalog));
     SEXTANT_ASSIGN_OR_RETURN(std::vector<CostRow> prior, store_->LoadCosts());
-    placement_ = placement;
     SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> fleet, store_->GetMeta("fleet"));
     if (fleet) {
       const nlohmann::json doc = nlohmann::json::parse(*fleet, nullptr, false);
@@ -1059,9 +1032,11 @@ class FederatedRun {
         }
       }
     }
-    billing_.emplace(std::move(placement), env_.clock, start_, std::move(prior));
+    billing_.emplace(placement, env_.clock, start_, std::move(prior));
     // Seeded by the federation and the session, so that a resumed run draws afresh.
-    spot_.emplace(fed().seed() * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(last_round_));
+    participants_->SetMarket(
+        std::move(placement), &*billing_,
+        fed().seed() * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(last_round_));
     return absl::OkStatus();
   }
 
@@ -1086,14 +1061,15 @@ class FederatedRun {
   std::string FleetMeta() const {
     nlohmann::json pools = nlohmann::json::object();
     for (const v1::Pool& p : spec_.resources().pools()) {
-      const int taken = Count(preemptions_, p.name()) + Count(prior_preemptions_, p.name());
-      pools[p.name()] = {
-          {"region", p.region()},
-          {"market", MarketName(PoolMarket(p.market()))},
-          {"launched", Count(launched_, p.name()) + Count(prior_launched_, p.name())},
-          {"launch_failures", 0},
-          {"interruptions", taken},
-          {"preemptions", taken}};
+      const int taken =
+          Count(participants_->preemptions(), p.name()) + Count(prior_preemptions_, p.name());
+      pools[p.name()] = {{"region", p.region()},
+                         {"market", MarketName(PoolMarket(p.market()))},
+                         {"launched", Count(participants_->launched(), p.name()) +
+                                          Count(prior_launched_, p.name())},
+                         {"launch_failures", 0},
+                         {"interruptions", taken},
+                         {"preemptions", taken}};
     }
     return nlohmann::json({{"provider", spec_.resources().provider()},
                            {"committed", billing_->Committed()},
@@ -1271,79 +1247,7 @@ class FederatedRun {
         absl::StrCat("an aggregator exited; see ", run_dir_->logs_dir(), "/aggregator-*.log"));
   }
 
-  bool AggregatorsAlive() {
-    InterruptSpotInstances();
-    std::vector<Child> replace;
-    bool alive = true;
-    for (auto it = children_.begin(); it != children_.end();) {
-      if (auto status = env_.launcher->Poll(it->pid)) {
-        if (billing_) billing_->Stop(it->bill);
-        if (it->interrupted) {
-          replace.push_back(std::move(*it));
-        } else {
-          (void)store_->AddEvent(EventTime(), "federation_exit", 0,
-                                 absl::StrCat(it->what, " exited (status ", *status, ")"));
-          alive = alive && !it->aggregator;
-        }
-        it = children_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    for (const Child& c : replace) Replace(c);
-    return alive;
-  }
-
-  // A spot participant's interruption, drawn from its pool's model when it starts (scaled by
-  // --time-scale); none on other markets or without billing.
-  void DrawInterruption(Child& c) {
-    if (!billing_) return;
-    const PoolOffer& pool = placement_->For(c.region, c.aggregator);
-    if (pool.offer.market != Market::kSpot) return;
-    const sextant::Interruption i = spot_->Sample(pool.offer.interruption);
-    if (!std::isfinite(i.after_seconds)) return;
-    c.interrupt_at = env_.clock->Now() + absl::Seconds(i.after_seconds * options_.time_scale);
-    c.notice = i.notice;
-  }
-
-  // The market takes back the spot instances that are due: SIGTERM when a notice came (the
-  // participant's notice), SIGKILL otherwise. Their exits are replaced (Replace).
-  void InterruptSpotInstances() {
-    const absl::Time now = env_.clock->Now();
-    for (Child& c : children_) {
-      if (c.interrupted || now < c.interrupt_at) continue;
-      c.interrupted = true;
-      env_.launcher->Signal(c.pid, c.notice ? SIGTERM : SIGKILL);
-      const PoolOffer& pool = placement_->For(c.region, c.aggregator);
-      ++preemptions_[pool.owner.pool];
-      (void)store_->AddEvent(
-          EventTime(), "federation_preempted", 0,
-          absl::StrCat(c.what, " preempted: spot pool ", pool.owner.pool, " took its instance back",
-                       c.notice ? " after a notice" : " without a notice",
-                       "; a new instance takes its place"));
-    }
-  }
-
-  // The fleet's replacement of a participant the market took: the same place (region, index
-  // and so data partition), a new instance billed from now. An aggregator listens on its
-  // region's port again, where its clients look for it.
-  void Replace(const Child& c) {
-    std::vector<std::string> argv;
-    for (size_t i = 0; i < c.argv.size(); ++i) {
-      if (c.argv[i] == "--listen") {
-        ++i;
-        continue;
-      }
-      argv.push_back(c.argv[i]);
-    }
-    if (auto port = region_ports_.find(c.region); c.aggregator && port != region_ports_.end()) {
-      argv.insert(argv.end(), {"--listen", absl::StrCat("127.0.0.1:", port->second)});
-    }
-    // Its own log beside the one it replaces: NAME.log, then NAME.2.log, NAME.3.log, ...
-    const int n = ++replaced_[c.what] + 1;
-    const std::string log = absl::StrCat(c.log.substr(0, c.log.size() - 4), ".", n, ".log");
-    Launch(argv, log, c.what, c.region, c.aggregator);
-  }
+  bool AggregatorsAlive() { return participants_->Poll(); }
 
   // The run as one trial whose fidelity is rounds; its workers are the client processes alive,
   // busy while sampled for the round in progress.
@@ -1359,23 +1263,25 @@ class FederatedRun {
     }
     m.rounds_max = static_cast<int>(fed().rounds());
     m.rounds_done = static_cast<int>(last_round_);
-    m.workers =
-        static_cast<int>(std::count_if(children_.begin(), children_.end(), [](const Child& c) {
-          return absl::StartsWith(c.what, "client");
-        }));
+    m.workers = participants_->clients();
     if (published_round_ > last_round_) {
       m.busy_workers = static_cast<int>(std::min<int64_t>(ClientsPerRound(fed()), m.workers));
     }
     if (billing_) {
       m.spend = billing_->Committed();
       m.transfer_spend = billing_->transfer();
-      m.participant_preemptions = 0;
-      for (const auto* counts : {&preemptions_, &prior_preemptions_}) {
-        for (const auto& [pool, n] : *counts) *m.participant_preemptions += n;
-      }
+      m.participant_preemptions = Preemptions();
     }
     if (spec_.budget().has_max_cost()) m.budget = spec_.budget().max_cost();
     monitor->Publish(m);
+  }
+
+  // The participants' instances the market took back, in every session.
+  int Preemptions() const {
+    int n = 0;
+    for (const auto& [pool, k] : participants_->preemptions()) n += k;
+    for (const auto& [pool, k] : prior_preemptions_) n += k;
+    return n;
   }
 
   void PutTrial(v1::TrialState state) {
@@ -1386,10 +1292,7 @@ class FederatedRun {
     t.attempts = 1;
     t.created_at = absl::ToUnixMicros(start_) / 1e6;
     t.fidelity = static_cast<double>(std::max<int64_t>(last_round_, 0));
-    // Its participants' instances the market took back, in every session.
-    for (const auto* counts : {&preemptions_, &prior_preemptions_}) {
-      for (const auto& [pool, n] : *counts) t.preemptions += n;
-    }
+    t.preemptions = Preemptions();
     if (state == v1::COMPLETED) {
       const bool loss = spec_.objective().metric().find("loss") != std::string::npos;
       t.value = loss ? last_eval_.loss : last_eval_.accuracy;
@@ -1459,24 +1362,7 @@ class FederatedRun {
       tier_->hub().SetDone();
       if (hide_region_sums()) tier_->secagg().SetDone();
     }
-    const absl::Time until = env_.clock->Now() + absl::Seconds(15);
-    while (!children_.empty() && env_.clock->Now() < until) {
-      for (auto it = children_.begin(); it != children_.end();) {
-        if (!env_.launcher->Poll(it->pid)) {
-          ++it;
-          continue;
-        }
-        if (billing_) billing_->Stop(it->bill);
-        it = children_.erase(it);
-      }
-      env_.clock->SleepFor(absl::Milliseconds(50));
-    }
-    for (const Child& c : children_) env_.launcher->Signal(c.pid, SIGKILL);
-    for (const Child& c : children_) {
-      for (int i = 0; i < 100 && !env_.launcher->Poll(c.pid); ++i) {
-        env_.clock->SleepFor(absl::Milliseconds(10));
-      }
-    }
+    participants_->StopAll(absl::Seconds(15));
     // Aggregators started by hand are no children of this run: the server stays up until each
     // has been told the run ended, so that none finds it gone mid-call.
     if (tier_) {
@@ -1511,15 +1397,9 @@ class FederatedRun {
   std::unique_ptr<Tier> tier_;  // the global tier of the rounds
   // The participants' instances and the regions' transfer, with resources.pools; else null.
   std::optional<FederatedBilling> billing_;
-  std::optional<FederatedPlacement> placement_;  // with billing_
-  std::optional<InterruptionSampler> spot_;      // with billing_: spot pools' interruptions
-  std::map<std::string, int> preemptions_;       // by pool, this session
-  std::map<std::string, int> launched_;          // participants started, by pool, this session
   std::map<std::string, int> prior_preemptions_, prior_launched_;  // earlier sessions' (meta)
-  std::map<std::string, int> region_ports_;  // each region's aggregator's port
-  std::map<std::string, int> replaced_;      // replacements of each participant, by name
-  std::optional<double> projected_;          // the cost projected for the round in progress
-  int64_t region_rejections_ = 0;            // the regions' round's rejections already counted
+  std::optional<double> projected_;  // the cost projected for the round in progress
+  int64_t region_rejections_ = 0;    // the regions' round's rejections already counted
   int64_t last_round_ = 0;
   int64_t published_round_ = -1;
   int failed_in_a_row_ = 0;          // synchronous rounds that failed since the last completed one
@@ -1529,8 +1409,8 @@ class FederatedRun {
   int64_t deadline_said_ = -1;  // the round whose passed deadline was said
   ModelScore last_eval_;
   absl::Time start_;
-  std::vector<Child> children_;
-  TrialRow trial_;  // the run as trial 1, as last stored
+  std::optional<Participants> participants_;  // from the constructor on
+  TrialRow trial_;                            // the run as trial 1, as last stored
 };
 
 }  // namespace

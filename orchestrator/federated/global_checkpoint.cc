@@ -66,8 +66,8 @@ GlobalCheckpointPieces EncodeGlobalCheckpointPieces(int64_t round, absl::Span<co
   head.U64(static_cast<uint64_t>(model.size()));  // ByteWriter::Floats's length prefix
   p.head = head.str();
   // The floats as ByteWriter::Floats appends them: their bytes in host order.
-  p.model = absl::string_view(reinterpret_cast<const char*>(model.data()),
-                              model.size() * sizeof(float));
+  p.model =
+      absl::string_view(reinterpret_cast<const char*>(model.data()), model.size() * sizeof(float));
   ByteWriter w;
   w.I64(optimizer.rounds);
   w.I64(static_cast<int64_t>(optimizer.m.size()));

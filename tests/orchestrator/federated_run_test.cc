@@ -239,13 +239,16 @@ TEST(FederatedRunTest, KilledClientDoesNotBlockRoundsThatCloseWithMinClients) {
 // resume` continues after the last checkpointed round with the same federation, and the rounds
 // table ends with every round exactly once.
 TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedRound) {
+  // Rounds of this small model take tens of milliseconds: enough of them that the kill after
+  // round 2 lands well before the end.
+  constexpr int kRounds = 30;
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
   const std::string dir = ::testing::TempDir() + "/fl-kill-orchestrator";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/exp.yaml") << SmallExperiment(
-      "fl-kill-orch", "[{name: east, clients: 2}, {name: west, clients: 2}]", 5, 4, "60s");
+      "fl-kill-orch", "[{name: east, clients: 2}, {name: west, clients: 2}]", kRounds, 4, "60s");
   const std::string bin = SEXTANT_BIN_DIR;
   const std::string db = dir + "/run/state.db";
   pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
@@ -256,7 +259,7 @@ TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedR
   auto before = QueryRows(db, "SELECT MAX(round) FROM rounds WHERE region = ''");
   ASSERT_EQ(before.size(), 1u);
   const int listed = std::stoi(before[0][0]);
-  ASSERT_LT(listed, 5) << "the run finished before it was killed";
+  ASSERT_LT(listed, kRounds) << "the run finished before it was killed";
   auto id_before = QueryRows(db, "SELECT value FROM meta WHERE key = 'federation_id'");
   const double accuracy_before =
       std::stod(QueryRows(db, "SELECT accuracy FROM rounds WHERE region = '' AND round = " +
@@ -275,20 +278,20 @@ TEST(FederatedRunTest, ResumeAfterOrchestratorKillContinuesFromTheLastCompletedR
   for (int r = 1; r <= resumed_after; ++r) {
     EXPECT_EQ(out.find("round=" + std::to_string(r) + " "), std::string::npos) << out;
   }
-  // Killed between round 5's checkpoint and its rows, the resume only restores those rows.
-  if (resumed_after < 5) {
+  // Killed between the last round's checkpoint and its rows, the resume only restores those rows.
+  if (resumed_after < kRounds) {
     EXPECT_NE(out.find("round=" + std::to_string(resumed_after + 1) + " "), std::string::npos)
         << out;
   }
   auto rounds =
       QueryRows(db, "SELECT round, clients, accuracy FROM rounds WHERE region = '' ORDER BY round");
-  ASSERT_EQ(rounds.size(), 5u);
-  for (int r = 0; r < 5; ++r) {
+  ASSERT_EQ(rounds.size(), static_cast<size_t>(kRounds));
+  for (int r = 0; r < kRounds; ++r) {
     EXPECT_EQ(rounds[r][0], std::to_string(r + 1));
     EXPECT_EQ(rounds[r][1], "4");
   }
   // Training went on from the restored model, not from a fresh one.
-  EXPECT_GT(std::stod(rounds[4][2]), accuracy_before - 0.05);
+  EXPECT_GT(std::stod(rounds[kRounds - 1][2]), accuracy_before - 0.05);
   EXPECT_EQ(QueryRows(db, "SELECT value FROM meta WHERE key = 'federation_id'"), id_before);
   auto trial = QueryRows(db, "SELECT state FROM trials WHERE id = 1");
   ASSERT_EQ(trial.size(), 1u);
