@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "federation/rdp_accountant.h"
 #include "sextant/v1/experiment.pb.h"
 
 namespace sextant {
@@ -40,6 +41,11 @@ int64_t ClientsPerRound(const v1::Federation& f);
 // quotas summing to ClientsPerRound. Empty without secure aggregation, or where that is
 // impossible (fewer than 2 x regions per round; the loader refuses such an experiment).
 std::vector<int64_t> RegionQuotas(const v1::Federation& f);
+
+// The privacy accountant's options for a run of federation f with federation.dp: its noise
+// multiplier, the chance a client takes part in a round (ClientsPerRound over all clients),
+// its delta (default 1e-5) and target, and integer orders only when clients are sampled.
+RdpAccountantOptions DpAccountantOptions(const v1::Federation& f);
 
 }  // namespace sextant
 

@@ -11,7 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "aggregator/federation_plan.h"
 #include "common/exact_number.h"
+#include "federation/rdp_accountant.h"
 
 namespace sextant {
 namespace {
@@ -254,6 +256,49 @@ void AddFederatedRounds(const v1::ExperimentSpec& spec, const std::vector<RoundR
                                 {"cost", meaning.cost},
                                 {"epsilon", meaning.epsilon}}}};
   (*results)["rounds"] = std::move(list);
+}
+
+nlohmann::json StudyPrivacy(const v1::ExperimentSpec& spec, const nlohmann::json& trials) {
+  const RdpAccountantOptions base = DpAccountantOptions(spec.federation());
+  struct Spent {
+    int64_t trial;
+    double sigma, q;
+    int64_t rounds;
+    nlohmann::json epsilon;
+  };
+  std::vector<Spent> spent;
+  bool sampled = false;
+  for (const nlohmann::json& t : trials) {
+    if (!t.contains("privacy") || !t["privacy"].is_object()) continue;
+    const nlohmann::json& p = t["privacy"];
+    spent.push_back({t.value("id", int64_t{0}), p.value("noise_multiplier", 0.0),
+                     p.value("sampling_rate", 1.0), p.value("rounds", int64_t{0}), p["epsilon"]});
+    sampled = sampled || spent.back().q < 1;
+  }
+  // The orders every trial's accountant may use: fractional ones only when no trial sampled.
+  RdpAccountantOptions options = base;
+  options.sampling_rate = sampled ? 0.5 : 1.0;
+  if (!sampled) options.orders.clear();
+  absl::StatusOr<RdpAccountant> orders_of = RdpAccountant::Create(options);
+  const std::vector<double> orders =
+      orders_of.ok() ? orders_of->orders() : std::vector<double>{2, 4, 8, 16, 32, 64};
+  std::vector<double> rdp(orders.size(), 0.0);
+  nlohmann::json per_trial = nlohmann::json::array();
+  int64_t rounds = 0;
+  for (const Spent& s : spent) {
+    per_trial.push_back({{"trial", s.trial}, {"epsilon", s.epsilon}, {"rounds", s.rounds}});
+    if (s.sigma <= 0 || s.rounds <= 0) continue;
+    rounds += s.rounds;
+    for (size_t i = 0; i < orders.size(); ++i) {
+      rdp[i] += static_cast<double>(s.rounds) * RdpAccountant::GaussianRdp(s.q, s.sigma, orders[i]);
+    }
+  }
+  return {
+      {"study_epsilon", rounds > 0 ? RdpAccountant::EpsilonFromRdp(orders, rdp, base.delta) : 0.0},
+      {"delta", base.delta},
+      {"method", "rdp_composition"},
+      {"rounds", rounds},
+      {"per_trial", std::move(per_trial)}};
 }
 
 std::string FederatedRoundsToCsv(const nlohmann::json& results) {

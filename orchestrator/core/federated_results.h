@@ -63,6 +63,14 @@ void AddFederatedRounds(const v1::ExperimentSpec& spec, const std::vector<RoundR
 // exactly. Empty fields for nulls.
 std::string FederatedRoundsToCsv(const nlohmann::json& results);
 
+// A federated search with federation.dp: the privacy the whole study spent on the same
+// clients, RDP composed over every round of every trial (`trials`: results' trial rows, each
+// with its run's "privacy": noise_multiplier, sampling_rate, rounds, epsilon).
+// {"study_epsilon", "delta", "method": "rdp_composition", "rounds", "per_trial": [{"trial",
+// "epsilon", "rounds"}]}. Composition is always valid, and loose: N trials of the same
+// configuration spend what one run of all their rounds would.
+nlohmann::json StudyPrivacy(const v1::ExperimentSpec& spec, const nlohmann::json& trials);
+
 // The rounds of a results document with "rounds" for people: a line per round for the global
 // model and one per region beneath it, then what each figure measures. max_rows > 0 keeps only
 // the newest max_rows rounds.

@@ -359,7 +359,11 @@ absl::Status AddFederation(const v1::ExperimentSpec& spec, const std::string& ru
       if (trial_results.ok() && trial_results->contains("rounds")) {
         row["rounds"] = std::move((*trial_results)["rounds"]);
       }
+      if (trial_results.ok() && trial_results->contains("privacy")) {
+        row["privacy"] = std::move((*trial_results)["privacy"]);
+      }
     }
+    if (spec.federation().has_dp()) (*doc)["privacy"] = StudyPrivacy(spec, (*doc)["trials"]);
   }
   return absl::OkStatus();
 }
@@ -509,6 +513,24 @@ void WriteBest(const nlohmann::json& results, const std::string& metric, std::os
   }
 }
 
+// The privacy spent: a federated run's epsilon, or what a federated search spent on the same
+// clients over all its trials; nothing without DP.
+void WritePrivacy(const nlohmann::json& results, std::ostream& os) {
+  if (!results.contains("privacy") || !results["privacy"].is_object()) return;
+  const nlohmann::json& p = results["privacy"];
+  if (p.contains("study_epsilon")) {
+    os << absl::StrFormat(
+        "privacy: the study spent epsilon %.4g at delta %g (RDP composition over %d rounds of %d "
+        "trials on the same clients)\n",
+        p["study_epsilon"].get<double>(), p["delta"].get<double>(), p["rounds"].get<int64_t>(),
+        static_cast<int>(p["per_trial"].size()));
+  } else if (p["epsilon"].is_number()) {
+    os << absl::StrFormat("privacy: epsilon %.4g at delta %g after %d rounds\n",
+                          p["epsilon"].get<double>(), p["delta"].get<double>(),
+                          p["rounds"].get<int64_t>());
+  }
+}
+
 // What the run cost and what the market took back; nothing when it cost nothing and lost no
 // trial to a preemption.
 void WriteCostAndPreemptions(const nlohmann::json& results, std::ostream& os) {
@@ -538,6 +560,7 @@ void WriteCostAndPreemptions(const nlohmann::json& results, std::ostream& os) {
       os << "\n";
     }
   }
+  WritePrivacy(results, os);
 }
 
 // The trials, best first: the front (several objectives) or the best value, feasible before

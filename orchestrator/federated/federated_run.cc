@@ -197,18 +197,7 @@ class FederatedRun {
   // usual approximation for fixed-size sampling); a resumed run composes its completed rounds.
   absl::Status PrepareAccountant() {
     if (!fed().has_dp()) return absl::OkStatus();
-    const v1::DifferentialPrivacy& dp = fed().dp();
-    RdpAccountantOptions a;
-    a.noise_multiplier = dp.noise_multiplier();
-    a.sampling_rate = static_cast<double>(ClientsPerRound(fed())) /
-                      static_cast<double>(std::max<int64_t>(1, TotalClients(fed())));
-    a.delta = dp.delta() > 0 ? dp.delta() : 1e-5;
-    if (dp.target_epsilon() > 0) a.target_epsilon = dp.target_epsilon();
-    if (a.sampling_rate < 1) {
-      for (int order = 2; order <= 64; ++order) a.orders.push_back(order);
-      for (double order : {80.0, 96.0, 128.0, 256.0}) a.orders.push_back(order);
-    }
-    auto accountant = RdpAccountant::Create(a);
+    auto accountant = RdpAccountant::Create(DpAccountantOptions(fed()));
     if (!accountant.ok()) return absl::InvalidArgumentError(accountant.status().message());
     accountant_.emplace(*std::move(accountant));
     accountant_->Compose(last_round_);
@@ -919,13 +908,11 @@ class FederatedRun {
   // The privacy spent so far, for `results` (meta "privacy", a JSON object).
   absl::Status PutPrivacy(double epsilon, int64_t round) {
     const v1::DifferentialPrivacy& dp = fed().dp();
+    const RdpAccountantOptions a = DpAccountantOptions(fed());
     std::string json = absl::StrFormat(
         "{\"epsilon\": %.17g, \"delta\": %.17g, \"rounds\": %d, \"noise_multiplier\": %.17g, "
         "\"clip_norm\": %.17g, \"noise\": \"%s\", \"sampling_rate\": %.17g",
-        epsilon, dp.delta() > 0 ? dp.delta() : 1e-5, round, dp.noise_multiplier(), dp.clip_norm(),
-        dp.noise(),
-        static_cast<double>(ClientsPerRound(fed())) /
-            static_cast<double>(std::max<int64_t>(1, TotalClients(fed()))));
+        epsilon, a.delta, round, a.noise_multiplier, dp.clip_norm(), dp.noise(), a.sampling_rate);
     if (dp.target_epsilon() > 0)
       absl::StrAppendFormat(&json, ", \"target_epsilon\": %.17g", dp.target_epsilon());
     json += "}";

@@ -398,6 +398,63 @@ federation:
 
 // examples/federated/pytorch-client: every client trains with its own PyTorch code through
 // `federation.client_command`; the global model still learns.
+// A federated search with DP: every trial spends privacy on the same clients, and results
+// say what the study spent in all, RDP composed over every round of every trial (three
+// trials of 2 rounds spend what one run of 6 rounds would), beside each trial's own epsilon.
+TEST(FederatedRunTest, AFederatedSearchWithDpReportsThePrivacyTheWholeStudySpent) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = ::testing::TempDir() + "/fl-dp-study";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/exp.yaml") << R"(name: fl-dp-study
+objective: {metric: val_accuracy, goal: maximize}
+parameters:
+  local_lr: {type: float, min: 0.02, max: 0.1, log: true}
+search: {sampler: random, seed: 4, max_trials: 3, max_concurrent: 1}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "32"}}
+federation:
+  regions: [{name: east, clients: 3}]
+  rounds: 2
+  round_deadline: 60s
+  seed: 2
+  examples_per_client: 600
+  validation_examples: 500
+  dp: {noise_multiplier: 2.0, clip_norm: 1.0, delta: 1.0e-5}
+)";
+  const std::string bin = SEXTANT_BIN_DIR;
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
+                           dir + "/out.txt"),
+                     300),
+            0)
+      << Read(dir + "/out.txt");
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "results", dir + "/run", "--format", "json"},
+                           dir + "/results.json"),
+                     60),
+            0);
+  const nlohmann::json doc = nlohmann::json::parse(Read(dir + "/results.json"));
+  sextant::RdpAccountantOptions a;
+  a.noise_multiplier = 2.0;
+  a.delta = 1e-5;
+  const sextant::RdpAccountant one = *sextant::RdpAccountant::Create(a);
+  ASSERT_TRUE(doc.contains("privacy")) << doc.dump(2);
+  const nlohmann::json& p = doc["privacy"];
+  EXPECT_EQ(p["method"], "rdp_composition");
+  EXPECT_EQ(p["rounds"], 6);
+  EXPECT_NEAR(p["study_epsilon"].get<double>(), one.EpsilonAfter(6), 1e-9);
+  ASSERT_EQ(p["per_trial"].size(), 3u);
+  for (const nlohmann::json& t : p["per_trial"]) {
+    EXPECT_NEAR(t["epsilon"].get<double>(), one.EpsilonAfter(2), 1e-9) << t;
+    EXPECT_EQ(t["rounds"], 2);
+  }
+  EXPECT_GT(p["study_epsilon"].get<double>(), one.EpsilonAfter(2) * 1.5);
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "results", dir + "/run"}, dir + "/table.txt"), 60),
+            0);
+  EXPECT_NE(Read(dir + "/table.txt").find("privacy: the study spent epsilon"), std::string::npos)
+      << Read(dir + "/table.txt");
+}
+
 TEST(FederatedRunTest, PytorchCommandClientExampleLearns) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
