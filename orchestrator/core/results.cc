@@ -540,6 +540,10 @@ void WriteCostAndPreemptions(const nlohmann::json& results, std::ostream& os) {
     os << absl::StrFormat("cost: %.2f %s", cost["total"].get<double>(), Scalar(cost["currency"]));
     if (cost.contains("budget"))
       os << absl::StrFormat(" of budget %.2f", cost["budget"].get<double>());
+    if (cost.value("transfer", 0.0) > 0) {
+      os << absl::StrFormat(" (compute %.4f, transfer %.6f)", cost["compute"].get<double>(),
+                            cost["transfer"].get<double>());
+    }
     std::vector<std::string> pools;
     for (auto& [pool, v] : cost["by_pool"].items())
       pools.push_back(absl::StrFormat("%s %.2f", pool, v.get<double>()));
