@@ -72,9 +72,9 @@ absl::Status FederationHub::RecordFailure(const std::string& experiment_id, int6
   if (failed != reporter) {
     // A region relays its own client's failure: news only; the region still pushes or fails.
     auto task = tasks_.find(reporter);
-    if (task == tasks_.end() || std::find(task->second.participants.begin(),
-                                          task->second.participants.end(),
-                                          failed) == task->second.participants.end()) {
+    if (task == tasks_.end() ||
+        std::find(task->second.participants.begin(), task->second.participants.end(), failed) ==
+            task->second.participants.end()) {
       return absl::FailedPreconditionError(
           absl::StrCat(failed, " is not a client of ", reporter, " in round ", round));
     }
@@ -111,6 +111,12 @@ RoundProgress FederationHub::Progress() {
   p.count = coordinator_.accepted_count();
   p.deadline_passed = coordinator_.DeadlinePassed();
   return p;
+}
+
+std::vector<std::string> FederationHub::FailedParticipants() {
+  absl::MutexLock lock(&mu_);
+  if (!coordinator_.round_open()) return {};
+  return coordinator_.failed();
 }
 
 std::vector<int64_t> FederationHub::RoundSegments() {

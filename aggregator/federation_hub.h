@@ -113,8 +113,8 @@ class FederationHub {
   // being staged, then fails Unavailable. A staged update that has sent nothing for
   // stall_timeout, or has been staged longer than stall_timeout plus its size at
   // min_floats_per_second, is cut off meanwhile (counted in stalled_senders()): its buffer goes
-  // to the waiting sender, and its own next AddChunk fails Aborted. Unavailable at once after SetDone
-  // (a sender waiting for a buffered tier's next buffer learns the end).
+  // to the waiting sender, and its own next AddChunk fails Aborted. Unavailable at once after
+  // SetDone (a sender waiting for a buffered tier's next buffer learns the end).
   absl::Status Begin(const UpdateHeader& header, size_t total_size, int64_t count,
                      absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status AddChunk(const std::string& client_id, size_t offset, absl::Span<const float> v)
@@ -139,6 +139,9 @@ class FederationHub {
   std::vector<FailureReport> TakeFailures() ABSL_LOCKS_EXCLUDED(mu_);
   // The open round's participants, deliveries and failures.
   RoundProgress Progress() ABSL_LOCKS_EXCLUDED(mu_);
+  // The open round's participants reported failed that delivered nothing; empty when no round
+  // is open.
+  std::vector<std::string> FailedParticipants() ABSL_LOCKS_EXCLUDED(mu_);
   // When the open round was published (the hub's clock).
   absl::Time published_at() ABSL_LOCKS_EXCLUDED(mu_);
   void Abandon(const std::string& client_id) ABSL_LOCKS_EXCLUDED(mu_);
@@ -209,7 +212,7 @@ class FederationHub {
   std::set<std::string> heard_done_ ABSL_GUARDED_BY(mu_);  // of contacted_
   const absl::Duration stall_timeout_;
   const double min_floats_per_second_;
-  absl::Time staging_began_ ABSL_GUARDED_BY(mu_);  // the holder's Begin
+  absl::Time staging_began_ ABSL_GUARDED_BY(mu_);        // the holder's Begin
   absl::Duration staging_allowed_ ABSL_GUARDED_BY(mu_);  // how long its whole update may take
   // The sender whose update is being staged; empty: none.
   std::string staging_ ABSL_GUARDED_BY(mu_);

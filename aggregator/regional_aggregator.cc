@@ -119,8 +119,8 @@ absl::StatusOr<SecAggQuantization> RoundQuantization(const RegionalAggregatorOpt
   SecAggQuantization q = o.quantization;
   if (task.quantizer_bits != 0) {
     if (task.quantizer_bits < 2 || task.quantizer_bits > 32) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "round ", task.round, ": quantizer bits ", task.quantizer_bits, " outside 2..32"));
+      return absl::InvalidArgumentError(absl::StrCat("round ", task.round, ": quantizer bits ",
+                                                     task.quantizer_bits, " outside 2..32"));
     }
     q.bits = task.quantizer_bits;
   }
@@ -148,10 +148,10 @@ absl::StatusOr<RoundOutcome> DecodeOutcome(const RegionalAggregatorOptions& o, i
   // each at most max_weight (the client's declared examples).
   const int64_t contributors = static_cast<int64_t>(out.contributors.size());
   if (weight > contributors * out.quantization.max_weight) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "round ", round, ": the ", contributors, " clients' total weight ", weight,
-        " is above ", contributors, " x ", out.quantization.max_weight,
-        " (examples_per_client): a client declared a weight out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("round ", round, ": the ", contributors, " clients' total weight ", weight,
+                     " is above ", contributors, " x ", out.quantization.max_weight,
+                     " (examples_per_client): a client declared a weight out of range"));
   }
   RoundOutcome r;
   r.round = round;
@@ -176,11 +176,15 @@ absl::StatusOr<RoundOutcome> SecureRound(
                                       static_cast<size_t>(o.model_size),
                                       ClientSeed(task.seed, o.region), task.deadline_seconds,
                                       std::max<int64_t>(1, task.min_updates)));
-  SEXTANT_RETURN_IF_ERROR(
-      tier.AwaitClosable(Tier::Close::kSecure, [&] {
-        tier.RelayFailures();  // the run's console names each failed client as it goes
-        return StopStatus(stop);
-      }));
+  // A client that failed before the SecAgg round opened (its command exits at once) reported
+  // it to the hub only: the round must not wait out its stage deadline for that client's keys.
+  for (const std::string& id : tier.hub().FailedParticipants()) {
+    secagg.Withdraw(o.experiment_id, task.round, id);
+  }
+  SEXTANT_RETURN_IF_ERROR(tier.AwaitClosable(Tier::Close::kSecure, [&] {
+    tier.RelayFailures();  // the run's console names each failed client as it goes
+    return StopStatus(stop);
+  }));
   SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, secagg.TakeOutcome());
   if (client_seconds != nullptr) *client_seconds = std::move(out.client_seconds);
   if (region_sum != nullptr) {  // goes on, still encoded, to the regions' round
@@ -243,15 +247,13 @@ absl::StatusOr<std::optional<RoundOutcome>> SecureBuffer(const RegionalAggregato
   SEXTANT_ASSIGN_OR_RETURN(SecAggQuantization quantization, RoundQuantization(o, task));
   secagg.SetQuantization(std::move(quantization));
   ++*instance;
-  SEXTANT_RETURN_IF_ERROR(secagg.OpenBuffer(*instance, scales, static_cast<size_t>(o.model_size),
-                                            ClientSeed(task.seed ^ static_cast<uint64_t>(*instance),
-                                                       o.region),
-                                            1));
   SEXTANT_RETURN_IF_ERROR(
-      tier.AwaitClosable(Tier::Close::kSecure, [&] {
-        tier.RelayFailures();  // the run's console names each failed client as it goes
-        return StopStatus(stop);
-      }));
+      secagg.OpenBuffer(*instance, scales, static_cast<size_t>(o.model_size),
+                        ClientSeed(task.seed ^ static_cast<uint64_t>(*instance), o.region), 1));
+  SEXTANT_RETURN_IF_ERROR(tier.AwaitClosable(Tier::Close::kSecure, [&] {
+    tier.RelayFailures();  // the run's console names each failed client as it goes
+    return StopStatus(stop);
+  }));
   SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, secagg.TakeOutcome());
   SEXTANT_ASSIGN_OR_RETURN(RoundOutcome r, DecodeOutcome(o, version, out, mean));
   return std::optional<RoundOutcome>(std::move(r));
@@ -311,8 +313,8 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
       pushed_last = true;
       if (!outcome.ok()) continue;
       const int64_t now_rejected = rejections_now();
-      PushHeader header{o.experiment_id, version,           o.region,
-                        outcome->total_weight, outcome->count, outcome->metrics,
+      PushHeader header{o.experiment_id,          version,        o.region,
+                        outcome->total_weight,    outcome->count, outcome->metrics,
                         now_rejected - rejections};
       absl::StatusOr<int64_t> sent = tier.PushAggregate(header, outcome->mean);
       secure_mean.Release();  // until the next decode
@@ -345,8 +347,8 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
     ToHolders(roster, &*task);
     const std::string file = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
     std::filesystem::rename(incoming, file);
-    SEXTANT_RETURN_IF_ERROR(
-        hub.Publish(task->round, file, ClientTasks(*task), 0, std::max<int64_t>(1, task->min_updates)));
+    SEXTANT_RETURN_IF_ERROR(hub.Publish(task->round, file, ClientTasks(*task), 0,
+                                        std::max<int64_t>(1, task->min_updates)));
     if (!previous_file.empty()) std::filesystem::remove(previous_file);
     previous_file = file;
     version = task->round;
@@ -572,8 +574,9 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     if (roster) {  // upstream knows the region's clients by place
       for (auto& [id, seconds] : client_seconds) id = roster->PlaceOf(id);
     }
-    PushHeader header{o.experiment_id, task->round,      o.region,         outcome->total_weight,
-                      outcome->count,  outcome->metrics, outcome->rejected, std::move(client_seconds)};
+    PushHeader header{
+        o.experiment_id, task->round,      o.region,          outcome->total_weight,
+        outcome->count,  outcome->metrics, outcome->rejected, std::move(client_seconds)};
     absl::StatusOr<int64_t> sent = tier->PushAggregate(header, outcome->mean);
     secure_mean.Release();  // until the next decode
     if (o.log) {

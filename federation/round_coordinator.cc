@@ -73,7 +73,8 @@ absl::StatusOr<RoundCoordinator> RoundCoordinator::Create(RoundCoordinatorOption
     }
   }
   RoundCoordinator c(std::move(options), clock);
-  if (c.buffered()) c.gate_.SetBuffered(c.options_.buffer.max_staleness, c.options_.buffer.distinct_senders);
+  if (c.buffered())
+    c.gate_.SetBuffered(c.options_.buffer.max_staleness, c.options_.buffer.distinct_senders);
   return c;
 }
 
@@ -158,7 +159,8 @@ absl::Status RoundCoordinator::Begin(const UpdateHeader& header, size_t total_si
     return absl::UnavailableError("the buffer is full; it takes updates again once applied");
   }
   if (absl::Status s = gate_.Admit(header, total_size); !s.ok()) return s;
-  staging_factor_ = buffered() ? StalenessFactor(options_.buffer, gate_.Staleness(header.round)) : 1;
+  staging_factor_ =
+      buffered() ? StalenessFactor(options_.buffer, gate_.Staleness(header.round)) : 1;
   if (count < 1) {
     gate_.Abandon(header.client_id);
     return absl::InvalidArgumentError(absl::StrCat("count must be >= 1, got ", count));
@@ -286,7 +288,8 @@ absl::Status RoundCoordinator::FoldStagedFile() {
     for (size_t at = 0; at < n; at += file_chunk_.size()) {
       const size_t k = std::min(file_chunk_.size(), n - at);
       SEXTANT_RETURN_IF_ERROR(read(at, k));
-      for (size_t i = 0; i < k; ++i) squares += static_cast<double>(file_chunk_[i]) * file_chunk_[i];
+      for (size_t i = 0; i < k; ++i)
+        squares += static_cast<double>(file_chunk_[i]) * file_chunk_[i];
     }
     const double norm = std::sqrt(squares);
     if (norm > options_.clip_norm) {
@@ -301,8 +304,8 @@ absl::Status RoundCoordinator::FoldStagedFile() {
       for (size_t i = 0; i < k; ++i) file_chunk_[i] = static_cast<float>(file_chunk_[i] * scale);
     }
     // The gate checked every value as it arrived, so a range cannot fail part-way.
-    SEXTANT_RETURN_IF_ERROR(average_.AddDampedRange(
-        at, absl::MakeConstSpan(file_chunk_.data(), k), staging_weight_, staging_factor_));
+    SEXTANT_RETURN_IF_ERROR(average_.AddDampedRange(at, absl::MakeConstSpan(file_chunk_.data(), k),
+                                                    staging_weight_, staging_factor_));
   }
   average_.EndRanges(staging_weight_);
   return absl::OkStatus();
@@ -332,6 +335,14 @@ absl::Status RoundCoordinator::MarkFailed(absl::string_view client_id) {
   }
   failed_.insert(std::string(client_id));
   return absl::OkStatus();
+}
+
+std::vector<std::string> RoundCoordinator::failed() const {
+  std::vector<std::string> out;
+  for (const std::string& id : failed_) {
+    if (!gate_.delivered(id)) out.push_back(id);
+  }
+  return out;
 }
 
 int64_t RoundCoordinator::failed_count() const {

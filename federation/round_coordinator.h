@@ -164,6 +164,8 @@ class RoundCoordinator {
   absl::Status MarkFailed(absl::string_view client_id);
   // Participants of the open round marked failed and not delivered.
   int64_t failed_count() const;
+  // Their ids.
+  std::vector<std::string> failed() const;
   // True when the open round may close: every participant delivered or failed (Close then
   // refuses a round with no update: it failed), or the deadline passed and at least
   // min_updates clients are in.

@@ -286,12 +286,19 @@ nlohmann::json StudyPrivacy(const v1::ExperimentSpec& spec, const nlohmann::json
   nlohmann::json per_trial = nlohmann::json::array();
   int64_t rounds = 0;
   for (const Spent& s : spent) {
-    per_trial.push_back({{"trial", s.trial}, {"epsilon", s.epsilon}, {"rounds", s.rounds}});
-    if (s.sigma <= 0 || s.rounds <= 0) continue;
-    rounds += s.rounds;
-    for (size_t i = 0; i < orders.size(); ++i) {
-      rdp[i] += static_cast<double>(s.rounds) * RdpAccountant::GaussianRdp(s.q, s.sigma, orders[i]);
+    if (s.sigma > 0 && s.rounds > 0) {
+      rounds += s.rounds;
+      for (size_t i = 0; i < orders.size(); ++i) {
+        rdp[i] +=
+            static_cast<double>(s.rounds) * RdpAccountant::GaussianRdp(s.q, s.sigma, orders[i]);
+      }
     }
+    per_trial.push_back(
+        {{"trial", s.trial},
+         {"epsilon", s.epsilon},
+         {"rounds", s.rounds},
+         {"study_epsilon",
+          rounds > 0 ? RdpAccountant::EpsilonFromRdp(orders, rdp, base.delta) : 0.0}});
   }
   return {
       {"study_epsilon", rounds > 0 ? RdpAccountant::EpsilonFromRdp(orders, rdp, base.delta) : 0.0},

@@ -67,8 +67,9 @@ std::string FederatedRoundsToCsv(const nlohmann::json& results);
 // clients, RDP composed over every round of every trial (`trials`: results' trial rows, each
 // with its run's "privacy": noise_multiplier, sampling_rate, rounds, epsilon).
 // {"study_epsilon", "delta", "method": "rdp_composition", "rounds", "per_trial": [{"trial",
-// "epsilon", "rounds"}]}. Composition is always valid, and loose: N trials of the same
-// configuration spend what one run of all their rounds would.
+// "epsilon", "rounds", "study_epsilon": the study's after this trial, in results' order}]}.
+// Composition is always valid, and loose: N trials of the same configuration spend what one run of
+// all their rounds would.
 nlohmann::json StudyPrivacy(const v1::ExperimentSpec& spec, const nlohmann::json& trials);
 
 // The rounds of a results document with "rounds" for people: a line per round for the global

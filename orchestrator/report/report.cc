@@ -440,6 +440,13 @@ std::string SearchSections(const ReportData& d, bool multi) {
   absl::StrAppend(&html, Section("cost", "Cost over time"), report::CostChart(d));
   absl::StrAppend(&html, Section("timeline", "Worker timeline"), report::WorkerTimelineChart(d));
   absl::StrAppend(&html, Section("federated", "Federated rounds"), report::FederatedCharts(d));
+  if (d.spec.has_federation() && d.spec.federation().has_dp()) {
+    absl::StrAppend(&html, Section("study-privacy", "Privacy spent by the study"),
+                    report::StudyPrivacyChart(d),
+                    "<p class=\"note\">Every trial trains on the same clients: the study's "
+                    "epsilon composes every round of every trial (RDP at the experiment's "
+                    "delta), which is more than any one trial's.</p>");
+  }
   return html;
 }
 

@@ -1220,6 +1220,46 @@ std::string HypervolumeCharts(const ReportData& d) {
                       "<h3>By dollars spent</h3>", HypervolumeChart(d, true), HypervolumeNote(d));
 }
 
+std::string StudyPrivacyChart(const ReportData& d) {
+  const std::string id = "chart-study-privacy";
+  const nlohmann::json& r = d.results;
+  if (!r.contains("privacy") || !r["privacy"].contains("per_trial") ||
+      r["privacy"]["per_trial"].empty()) {
+    return NoData(id, "No trial has spent privacy yet.");
+  }
+  const nlohmann::json& trials = r["privacy"]["per_trial"];
+  std::vector<double> values;
+  for (const nlohmann::json& t : trials) {
+    values.push_back(t.value("study_epsilon", 0.0));
+    if (t["epsilon"].is_number()) values.push_back(t["epsilon"].get<double>());
+  }
+  values.push_back(0);
+  Frame f;
+  f.h = 260;
+  SvgCanvas c(id, f.w, f.h);
+  PlotScale x = PlotScale::Whole(0.5, static_cast<double>(trials.size()) + 0.5, f.x0(), f.x1());
+  PlotScale y = ValueScale(values, f.y0(), f.y1());
+  Axes(c, f, x, y, "trials, in order", "epsilon");
+  std::vector<std::pair<double, double>> line;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const nlohmann::json& t = trials[i];
+    const double at = x(static_cast<double>(i + 1));
+    line.emplace_back(at, y(t.value("study_epsilon", 0.0)));
+    if (t["epsilon"].is_number()) {
+      c.Circle(at, y(t["epsilon"].get<double>()), 3.5, kBlue,
+               absl::StrCat("trial ", t.value("trial", int64_t{0}), ": epsilon ",
+                            Fmt(t["epsilon"].get<double>()), " over ",
+                            t.value("rounds", int64_t{0}), " rounds"));
+      c.CountData();
+    }
+  }
+  c.Polyline(line, kRed, 2, 1,
+             absl::StrCat("the study: epsilon ", Fmt(r["privacy"].value("study_epsilon", 0.0))));
+  c.CountData();
+  Legend(c, f, {{kRed, "the study (RDP composition)"}, {kBlue, "each trial"}});
+  return c.Finish();
+}
+
 std::string BestValueByCostChart(const ReportData& d) {
   const std::string id = "chart-best-cost";
   const nlohmann::json& trials = d.results["trials"];

@@ -101,7 +101,10 @@ TEST_F(FederationServiceTest, AFailedParticipantIsNotWaitedForAndItsFailureIsKep
   std::vector<float> update(kSize, 1.0f);
   ASSERT_TRUE(PushUpdate(stub_.get(), PushHeader{"exp", 1, "east", 30, 3}, update, 4).ok());
   EXPECT_FALSE(hub_->WaitReadyToClose(absl::Milliseconds(50)));  // west is still awaited
+  EXPECT_TRUE(hub_->FailedParticipants().empty());
   ASSERT_TRUE(ReportFailure(stub_.get(), "exp", 1, "west", "west", "its secure round failed").ok());
+  // What a regional aggregator withdraws from the SecAgg round it opens after the report.
+  EXPECT_EQ(hub_->FailedParticipants(), std::vector<std::string>{"west"});
   ASSERT_TRUE(ReportFailure(stub_.get(), "exp", 1, "west", "west", "again").ok());  // said once
   EXPECT_TRUE(hub_->WaitReadyToClose(absl::Seconds(5)));
   const RoundProgress progress = hub_->Progress();

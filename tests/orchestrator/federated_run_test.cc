@@ -453,6 +453,19 @@ federation:
     EXPECT_EQ(t["rounds"], 2);
   }
   EXPECT_GT(p["study_epsilon"].get<double>(), one.EpsilonAfter(2) * 1.5);
+  // The study's epsilon after each trial, in order: 2, 4 and 6 rounds composed.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(p["per_trial"][i]["study_epsilon"].get<double>(), one.EpsilonAfter(2 * (i + 1)),
+                1e-9);
+  }
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "report", dir + "/run", "-o", dir + "/report.html"},
+                           dir + "/report.txt"),
+                     60),
+            0)
+      << Read(dir + "/report.txt");
+  const std::string html = Read(dir + "/report.html");
+  EXPECT_NE(html.find("id=\"section-study-privacy\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-study-privacy\" data-marks=\"4\""), std::string::npos);
   ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "results", dir + "/run"}, dir + "/table.txt"), 60),
             0);
   EXPECT_NE(Read(dir + "/table.txt").find("privacy: the study spent epsilon"), std::string::npos)

@@ -59,6 +59,10 @@ std::string HypervolumeCharts(const ReportData& d);
 // far against the cumulative dollars of the trials up to it, in trial id order. Marks: one per
 // trial, plus the best-so-far line.
 std::string BestValueByCostChart(const ReportData& d);
+// A federated search with DP: the study's epsilon after each trial (results'
+// privacy.per_trial[].study_epsilon, a line) and each trial's own (points), against the trial
+// (chart-study-privacy).
+std::string StudyPrivacyChart(const ReportData& d);
 
 // The placeholder panel for a chart with no data.
 std::string NoData(const std::string& id, const std::string& why);
