@@ -375,10 +375,9 @@ absl::StatusOr<RoundOutcome> PlainRound(
   return outcome;
 }
 
-}  // namespace
-
-absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* clock,
-                                   const std::atomic<bool>* stop) {
+// The tier this region serves its clients on, under the tier above (o.upstream): only this
+// region's clients, each as itself (by certificate) and with a fixed weight.
+TierOptions RegionalTierOptions(const RegionalAggregatorOptions& o) {
   TierOptions to;
   to.listen = o.listen;
   to.credentials = o.server_credentials;
@@ -390,7 +389,6 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   to.coordinator.buffer.distinct_senders = true;  // a push never stands for more than its clients
   to.coordinator.clip_norm = o.dp_clip_norm;
   to.coordinator.staging_dir = o.work_dir;  // a large model's update is staged there
-  // Only this region's clients, each as itself (by certificate) and with a fixed weight.
   to.policy.region = o.region;
   to.policy.max_client_weight = o.max_client_weight;
   to.chunk_floats = o.chunk_floats;
@@ -407,6 +405,195 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   up.target = o.upstream;
   up.sender_id = o.region;
   up.unreachable_timeout = absl::Seconds(o.connect_timeout_seconds);
+  return to;
+}
+
+// Before the first round: upstream may have opened round 1 already and starts that round's
+// deadline once every region has asked for it, so this region waits (up to
+// o.startup_wait_seconds) for clients started by hand to take every place, then for every
+// client to ask for a round, and logs who is missing.
+void AwaitClients(const RegionalAggregatorOptions& o, Tier& tier, const ClientRoster* roster,
+                  Clock* clock, const std::atomic<bool>* stop) {
+  if (o.clients.empty()) return;
+  const absl::Time start = clock->Now();
+  const absl::Time until = start + absl::Seconds(o.startup_wait_seconds);
+  while (roster && roster->held() < static_cast<int64_t>(o.clients.size()) &&
+         clock->Now() < until && !Stopped(stop)) {
+    clock->SleepFor(absl::Milliseconds(200));
+  }
+  std::vector<std::string> ids = o.clients;
+  if (roster) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const std::string holder = roster->Holder(ids[i]);
+      if (o.log && holder != ids[i]) {
+        *o.log << "client " << holder << " joined at place " << i << "\n";
+      }
+      ids[i] = holder;
+    }
+  }
+  std::vector<std::string> missing =
+      tier.AwaitContact(ids, std::max(absl::ZeroDuration(), until - clock->Now()),
+                        [&] { return StopStatus(stop); })
+          .value_or(ids);
+  if (o.log) {
+    *o.log << "clients_connected=" << o.clients.size() - missing.size() << "/" << o.clients.size()
+           << " after=" << absl::ToDoubleSeconds(clock->Now() - start) << "s";
+    if (!missing.empty()) *o.log << " missing=" << absl::StrJoin(missing, ",");
+    *o.log << "\n" << std::flush;
+  }
+}
+
+// What a synchronous region carries from round to round: the decoded mean's memory and the
+// SecAgg rejections already counted.
+struct RegionRounds {
+  LazyFloats secure_mean;
+  int64_t secure_rejections = 0;
+};
+
+// hide_region_sum: this region's part in the regions' round, its encoded sum masked; zeros
+// when none of its clients was sampled or its own round aborted (its clients then count as
+// dropped).
+void RegionsRound(const RegionalAggregatorOptions& o, Tier& tier, const RoundTask& task,
+                  bool sampled, Clock* clock, const std::atomic<bool>* stop, RegionRounds* state) {
+  RegionSum region;
+  if (sampled) {
+    absl::StatusOr<RoundOutcome> outcome =
+        SecureRound(o, tier, task, stop, &state->secure_mean, &region);
+    if (Stopped(stop)) return;
+    const int64_t rejections = tier.secagg().rejections();
+    region.rejected = rejections - state->secure_rejections;
+    state->secure_rejections = rejections;
+    if (!outcome.ok() && o.log) {
+      *o.log << "round=" << task.round << " secure aggregation: " << outcome.status() << "\n"
+             << std::flush;
+    }
+  }
+  if (region.sum.empty()) {  // its rejections still count
+    region.clients = 0;
+    region.metrics = SenderMetrics{};
+    const absl::StatusOr<SecAggQuantization> q = RoundQuantization(o, task);
+    region.sum =
+        RingVector(SecureQuantizer::RequiredRingBits(q.ok() ? q->bits : o.quantization.bits,
+                                                     o.ring_clients, o.quantization.max_weight),
+                   static_cast<size_t>(o.model_size) + 1);
+  }
+  SecAggParticipantOptions po;
+  po.experiment_id = o.experiment_id;
+  po.client_id = o.region;
+  po.round = task.round;
+  po.poll_seconds = std::min(o.poll_seconds, 1.0);
+  po.stage_wait_seconds = std::max(600.0, 4 * o.stage_timeout_seconds);
+  po.signer = o.signer.get();
+  const int64_t clients = region.clients;
+  absl::StatusOr<int64_t> sent =
+      RunSecAggRegionParticipant(tier.upstream(), po, clock, std::move(region));
+  if (o.log) {
+    *o.log << "round=" << task.round << " clients=" << clients
+           << " regions_round=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"
+           << std::flush;
+  }
+}
+
+// This region's own round (secure or plaintext) and its aggregate pushed upstream; a round
+// whose clients all failed is reported upstream instead, so that it does not wait for it.
+void OwnRound(const RegionalAggregatorOptions& o, Tier& tier, const ClientRoster* roster,
+              const RoundTask& task, Clock* clock, const std::atomic<bool>* stop,
+              RegionRounds* state) {
+  std::vector<std::pair<std::string, double>> client_seconds;
+  absl::StatusOr<RoundOutcome> outcome;
+  if (o.secure_aggregation) {
+    outcome = SecureRound(o, tier, task, stop, &state->secure_mean, nullptr, &client_seconds);
+    if (Stopped(stop)) return;
+    const int64_t rejections = tier.secagg().rejections();
+    if (outcome.ok()) outcome->rejected = rejections - state->secure_rejections;
+    state->secure_rejections = rejections;
+    if (!outcome.ok()) {
+      if (o.log)
+        *o.log << "round=" << task.round << " secure aggregation: " << outcome.status() << "\n"
+               << std::flush;
+      // Upstream would otherwise wait for this region until its deadline, or for ever.
+      (void)tier.ReportRoundFailed(
+          task.round, absl::StrCat("its secure round failed: ", outcome.status().message()));
+      return;
+    }
+  } else {
+    outcome = PlainRound(tier, task, stop, clock, &client_seconds);
+    if (Stopped(stop)) return;
+    if (!outcome.ok()) {  // every sampled client failed
+      if (o.log) *o.log << "round=" << task.round << " failed: " << outcome.status() << "\n";
+      (void)tier.ReportRoundFailed(task.round, "every sampled client of the region failed");
+      return;
+    }
+  }
+  // The round above is still open until this push: the failures reach it first.
+  tier.RelayFailures();
+  if (roster) {  // upstream knows the region's clients by place
+    for (auto& [id, seconds] : client_seconds) id = roster->PlaceOf(id);
+  }
+  PushHeader header{
+      o.experiment_id, task.round,       o.region,          outcome->total_weight,
+      outcome->count,  outcome->metrics, outcome->rejected, std::move(client_seconds)};
+  absl::StatusOr<int64_t> sent = tier.PushAggregate(header, outcome->mean);
+  state->secure_mean.Release();  // until the next decode
+  if (o.log) {
+    *o.log << "round=" << task.round << " clients=" << outcome->count
+           << " weight=" << outcome->total_weight << " rejected=" << outcome->rejected
+           << " excluded=" << outcome->excluded
+           << " pushed=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"
+           << std::flush;
+  }
+}
+
+// Synchronous rounds: each round's model pulled from upstream into a file named after the
+// round (the previous one removed once replaced), published to the sampled clients, then the
+// region's round run. OK when upstream ends the experiment or the aggregator is stopped;
+// upstream's or the hub's error otherwise.
+absl::Status SynchronousRounds(const RegionalAggregatorOptions& o, Tier& tier,
+                               const ClientRoster* roster, Clock* clock,
+                               const std::atomic<bool>* stop) {
+  RegionRounds state;
+  int64_t after = -1;
+  std::string previous_file;
+  const std::string incoming = absl::StrCat(o.work_dir, "/incoming.f32");
+  while (!Stopped(stop)) {
+    ModelFile out(incoming);
+    auto sink = [&](int64_t offset, absl::Span<const float> v) { return out.Write(offset, v); };
+    absl::StatusOr<RoundTask> task =
+        tier.PullRound(after, o.poll_seconds, sink, [&] { return StopStatus(stop); });
+    out.Close();
+    if (Stopped(stop)) break;
+    if (!task.ok()) return task.status();
+    if (task->kind == RoundTask::Kind::kDone) break;
+    if (task->kind == RoundTask::Kind::kWait) continue;
+    ToHolders(roster, &*task);
+    const std::string file = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
+    std::filesystem::rename(incoming, file);
+    std::map<std::string, RoundTask> tasks = ClientTasks(*task);
+    if (tasks.empty() && !o.hide_region_sum) continue;
+    // The orchestrator says how many of this region's clients the round needs (min_clients).
+    const bool sampled = !tasks.empty();
+    if (sampled) {
+      SEXTANT_RETURN_IF_ERROR(tier.hub().Publish(task->round, file, std::move(tasks),
+                                                 task->deadline_seconds,
+                                                 std::max<int64_t>(1, task->min_updates)));
+    }
+    if (!previous_file.empty()) std::filesystem::remove(previous_file);
+    previous_file = file;
+    after = task->round;
+    if (o.hide_region_sum) {
+      RegionsRound(o, tier, *task, sampled, clock, stop, &state);
+    } else {
+      OwnRound(o, tier, roster, *task, clock, stop, &state);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* clock,
+                                   const std::atomic<bool>* stop) {
+  TierOptions to = RegionalTierOptions(o);
   std::unique_ptr<ClientRoster> roster;
   if (o.join_clients) {
     std::filesystem::create_directories(o.work_dir);
@@ -419,9 +606,6 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     to.upstream->place_of = [r = roster.get()](const std::string& id) { return r->PlaceOf(id); };
   }
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, Tier::Start(to, clock));
-  FederationHub& hub = tier->hub();
-  LazyFloats secure_mean;
-  int64_t secure_rejections = 0;
   const int port = tier->port();
   std::filesystem::create_directories(o.work_dir);
   if (!o.port_file.empty()) {
@@ -431,162 +615,10 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     *o.log << "aggregator " << o.region << " serving on port " << port
            << (o.dp_clip_norm > 0 ? absl::StrCat(" dp_clip_norm=", o.dp_clip_norm) : "") << "\n"
            << std::flush;
-  if (!o.clients.empty()) {
-    // Upstream may have opened round 1 already; it starts that round's deadline once every
-    // region has asked for it, so this region asks only once its clients are up.
-    const absl::Time start = clock->Now();
-    const absl::Time until = start + absl::Seconds(o.startup_wait_seconds);
-    // Clients started by hand join first: wait for every place to be taken.
-    while (roster && roster->held() < static_cast<int64_t>(o.clients.size()) &&
-           clock->Now() < until && !Stopped(stop)) {
-      clock->SleepFor(absl::Milliseconds(200));
-    }
-    std::vector<std::string> ids = o.clients;
-    if (roster) {
-      for (size_t i = 0; i < ids.size(); ++i) {
-        const std::string holder = roster->Holder(ids[i]);
-        if (o.log && holder != ids[i]) {
-          *o.log << "client " << holder << " joined at place " << i << "\n";
-        }
-        ids[i] = holder;
-      }
-    }
-    std::vector<std::string> missing =
-        tier->AwaitContact(ids, std::max(absl::ZeroDuration(), until - clock->Now()),
-                           [&] { return StopStatus(stop); })
-            .value_or(ids);
-    if (o.log) {
-      *o.log << "clients_connected=" << o.clients.size() - missing.size() << "/" << o.clients.size()
-             << " after=" << absl::ToDoubleSeconds(clock->Now() - start) << "s";
-      if (!missing.empty()) *o.log << " missing=" << absl::StrJoin(missing, ",");
-      *o.log << "\n" << std::flush;
-    }
-  }
-  int64_t after = -1;
-  std::string previous_file;
-  absl::Status result;
-  if (o.buffer.enabled) result = BufferedRegion(o, *tier, roster.get(), stop);
-  while (!o.buffer.enabled && !Stopped(stop)) {
-    // Round r's model goes to a file named after r; the previous one is removed once replaced.
-    std::string file;
-    std::unique_ptr<ModelFile> out;
-    auto sink = [&](int64_t offset, absl::Span<const float> v) { return out->Write(offset, v); };
-    file = absl::StrCat(o.work_dir, "/global-", after + 1, ".f32");
-    out = std::make_unique<ModelFile>(absl::StrCat(o.work_dir, "/incoming.f32"));
-    absl::StatusOr<RoundTask> task =
-        tier->PullRound(after, o.poll_seconds, sink, [&] { return StopStatus(stop); });
-    out->Close();
-    if (Stopped(stop)) break;
-    if (!task.ok()) {
-      result = task.status();
-      break;
-    }
-    if (task->kind == RoundTask::Kind::kDone) break;
-    if (task->kind == RoundTask::Kind::kWait) continue;
-    ToHolders(roster.get(), &*task);
-    file = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
-    std::filesystem::rename(absl::StrCat(o.work_dir, "/incoming.f32"), file);
-    std::map<std::string, RoundTask> tasks = ClientTasks(*task);
-    if (tasks.empty() && !o.hide_region_sum) continue;
-    // The orchestrator says how many of this region's clients the round needs (min_clients).
-    const bool sampled = !tasks.empty();
-    absl::Status s = sampled
-                         ? hub.Publish(task->round, file, std::move(tasks), task->deadline_seconds,
-                                       std::max<int64_t>(1, task->min_updates))
-                         : absl::OkStatus();
-    if (!s.ok()) {
-      result = s;
-      break;
-    }
-    if (!previous_file.empty()) std::filesystem::remove(previous_file);
-    previous_file = file;
-    after = task->round;
-    absl::StatusOr<RoundOutcome> outcome;
-    if (o.hide_region_sum) {
-      // The regions' round: this region's encoded sum, masked; zeros when none of its clients
-      // took part or its own round aborted (its clients then count as dropped).
-      RegionSum region;
-      if (sampled) {
-        outcome = SecureRound(o, *tier, *task, stop, &secure_mean, &region);
-        if (Stopped(stop)) break;
-        const int64_t rejections = tier->secagg().rejections();
-        region.rejected = rejections - secure_rejections;
-        secure_rejections = rejections;
-        if (!outcome.ok() && o.log) {
-          *o.log << "round=" << task->round << " secure aggregation: " << outcome.status() << "\n"
-                 << std::flush;
-        }
-      }
-      if (region.sum.empty()) {  // its rejections still count
-        region.clients = 0;
-        region.metrics = SenderMetrics{};
-        const absl::StatusOr<SecAggQuantization> q = RoundQuantization(o, *task);
-        region.sum =
-            RingVector(SecureQuantizer::RequiredRingBits(q.ok() ? q->bits : o.quantization.bits,
-                                                         o.ring_clients, o.quantization.max_weight),
-                       static_cast<size_t>(o.model_size) + 1);
-      }
-      SecAggParticipantOptions po;
-      po.experiment_id = o.experiment_id;
-      po.client_id = o.region;
-      po.round = task->round;
-      po.poll_seconds = std::min(o.poll_seconds, 1.0);
-      po.stage_wait_seconds = std::max(600.0, 4 * o.stage_timeout_seconds);
-      po.signer = o.signer.get();
-      const int64_t clients = region.clients;
-      absl::StatusOr<int64_t> sent =
-          RunSecAggRegionParticipant(tier->upstream(), po, clock, std::move(region));
-      if (o.log) {
-        *o.log << "round=" << task->round << " clients=" << clients
-               << " regions_round=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"
-               << std::flush;
-      }
-      continue;
-    }
-    std::vector<std::pair<std::string, double>> client_seconds;
-    if (o.secure_aggregation) {
-      outcome = SecureRound(o, *tier, *task, stop, &secure_mean, nullptr, &client_seconds);
-      if (Stopped(stop)) break;
-      const int64_t rejections = tier->secagg().rejections();
-      if (outcome.ok()) outcome->rejected = rejections - secure_rejections;
-      secure_rejections = rejections;
-      if (!outcome.ok()) {
-        if (o.log)
-          *o.log << "round=" << task->round << " secure aggregation: " << outcome.status() << "\n"
-                 << std::flush;
-        // Upstream would otherwise wait for this region until its deadline, or for ever.
-        (void)tier->ReportRoundFailed(
-            task->round, absl::StrCat("its secure round failed: ", outcome.status().message()));
-        continue;
-      }
-    }
-    if (!o.secure_aggregation) {
-      outcome = PlainRound(*tier, *task, stop, clock, &client_seconds);
-      if (Stopped(stop)) break;
-      if (!outcome.ok()) {  // every sampled client failed
-        if (o.log) *o.log << "round=" << task->round << " failed: " << outcome.status() << "\n";
-        (void)tier->ReportRoundFailed(task->round, "every sampled client of the region failed");
-        continue;
-      }
-    }
-    // The round above is still open until this push: the failures reach it first.
-    tier->RelayFailures();
-    if (roster) {  // upstream knows the region's clients by place
-      for (auto& [id, seconds] : client_seconds) id = roster->PlaceOf(id);
-    }
-    PushHeader header{
-        o.experiment_id, task->round,      o.region,          outcome->total_weight,
-        outcome->count,  outcome->metrics, outcome->rejected, std::move(client_seconds)};
-    absl::StatusOr<int64_t> sent = tier->PushAggregate(header, outcome->mean);
-    secure_mean.Release();  // until the next decode
-    if (o.log) {
-      *o.log << "round=" << task->round << " clients=" << outcome->count
-             << " weight=" << outcome->total_weight << " rejected=" << outcome->rejected
-             << " excluded=" << outcome->excluded
-             << " pushed=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"
-             << std::flush;
-    }
-  }
+  AwaitClients(o, *tier, roster.get(), clock, stop);
+  const absl::Status result = o.buffer.enabled
+                                  ? BufferedRegion(o, *tier, roster.get(), stop)
+                                  : SynchronousRounds(o, *tier, roster.get(), clock, stop);
   // Let clients waiting on GetRound see the end before the server goes.
   // Clients started by hand may be slower to ask than ones this host started.
   tier->Shutdown(o.join_clients ? absl::Seconds(10) : absl::Milliseconds(500));
