@@ -14,6 +14,7 @@
 #include "common/exact_number.h"
 #include "common/status_macros.h"
 #include "orchestrator/core/federated_results.h"
+#include "orchestrator/core/fleet_meta.h"
 #include "orchestrator/core/objectives.h"
 #include "orchestrator/core/rounds_table.h"
 #include "orchestrator/core/run_dir.h"
@@ -39,11 +40,7 @@ nlohmann::json PreemptionCounts(const std::vector<TrialRow>& trials,
   }
   out["total"] = total;
   if (!fleet) return out;
-  nlohmann::json doc = nlohmann::json::parse(*fleet, nullptr, false);
-  if (!doc.is_object() || !doc.contains("pools") || !doc["pools"].is_object()) return out;
-  for (const auto& [name, p] : doc["pools"].items()) {
-    if (p.is_object()) out["by_pool"][name] = p.value("preemptions", 0);
-  }
+  for (const auto& [name, p] : PoolsFromFleetMeta(*fleet)) out["by_pool"][name] = p.preemptions;
   return out;
 }
 

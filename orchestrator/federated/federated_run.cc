@@ -34,6 +34,7 @@
 #include "federation/server_optimizer.h"
 #include "nlohmann/json.hpp"
 #include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/core/fleet_meta.h"
 #include "orchestrator/core/results.h"
 #include "orchestrator/core/rounds_table.h"
 #include "orchestrator/core/run_dir.h"
@@ -1009,16 +1010,7 @@ class FederatedRun {
                              FederatedPlacement::Create(spec_, catalog));
     SEXTANT_ASSIGN_OR_RETURN(std::vector<CostRow> prior, store_->LoadCosts());
     SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> fleet, store_->GetMeta("fleet"));
-    if (fleet) {
-      const nlohmann::json doc = nlohmann::json::parse(*fleet, nullptr, false);
-      if (doc.is_object() && doc.contains("pools") && doc["pools"].is_object()) {
-        for (const auto& [name, p] : doc["pools"].items()) {
-          if (!p.is_object()) continue;
-          prior_preemptions_[name] = p.value("preemptions", 0);
-          prior_launched_[name] = p.value("launched", 0);
-        }
-      }
-    }
+    if (fleet) prior_pools_ = PoolsFromFleetMeta(*fleet);
     billing_.emplace(placement, env_.clock, start_, std::move(prior));
     // Seeded by the federation and the session, so that a resumed run draws afresh.
     participants_->SetMarket(
@@ -1030,7 +1022,7 @@ class FederatedRun {
   // Rewrites the store's cost rows from the billing, in one transaction.
   absl::Status WriteCosts() {
     SEXTANT_RETURN_IF_ERROR(store_->Begin());
-    absl::Status s = store_->PutMeta("fleet", FleetMeta());
+    absl::Status s = store_->PutMeta("fleet", FleetMetaJson());
     if (s.ok()) s = store_->ClearCosts();
     for (const CostRow& row : billing_->Rows()) {
       if (s.ok()) s = store_->AddCost(row);
@@ -1045,23 +1037,20 @@ class FederatedRun {
   // Meta "fleet" as a search's fleet writes it (results' preemptions by pool): each pool's
   // region, market, participants launched and instances the market took back, earlier
   // sessions' counts included.
-  std::string FleetMeta() const {
-    nlohmann::json pools = nlohmann::json::object();
+  std::string FleetMetaJson() const {
+    FleetMeta meta{spec_.resources().provider(), billing_->Committed(), 0, {}};
     for (const v1::Pool& p : spec_.resources().pools()) {
-      const int taken =
-          Count(participants_->preemptions(), p.name()) + Count(prior_preemptions_, p.name());
-      pools[p.name()] = {{"region", p.region()},
-                         {"market", MarketName(PoolMarket(p.market()))},
-                         {"launched", Count(participants_->launched(), p.name()) +
-                                          Count(prior_launched_, p.name())},
-                         {"launch_failures", 0},
-                         {"interruptions", taken},
-                         {"preemptions", taken}};
+      FleetPoolStats& st = meta.pools[p.name()];
+      st = {p.name(), p.region(), MarketName(PoolMarket(p.market()))};
+      if (auto prior = prior_pools_.find(p.name()); prior != prior_pools_.end()) {
+        st.launched = prior->second.launched;
+        st.preemptions = prior->second.preemptions;
+      }
+      st.launched += Count(participants_->launched(), p.name());
+      st.preemptions += Count(participants_->preemptions(), p.name());
+      st.interruptions = st.preemptions;  // each one took a participant with it
     }
-    return nlohmann::json({{"provider", spec_.resources().provider()},
-                           {"committed", billing_->Committed()},
-                           {"pools", pools}})
-        .dump();
+    return FleetMetaToJson(meta);
   }
   static int Count(const std::map<std::string, int>& m, const std::string& key) {
     auto it = m.find(key);
@@ -1267,7 +1256,7 @@ class FederatedRun {
   int Preemptions() const {
     int n = 0;
     for (const auto& [pool, k] : participants_->preemptions()) n += k;
-    for (const auto& [pool, k] : prior_preemptions_) n += k;
+    for (const auto& [pool, st] : prior_pools_) n += st.preemptions;
     return n;
   }
 
@@ -1384,7 +1373,7 @@ class FederatedRun {
   std::unique_ptr<Tier> tier_;  // the global tier of the rounds
   // The participants' instances and the regions' transfer, with resources.pools; else null.
   std::optional<FederatedBilling> billing_;
-  std::map<std::string, int> prior_preemptions_, prior_launched_;  // earlier sessions' (meta)
+  std::map<std::string, FleetPoolStats> prior_pools_;  // earlier sessions' (meta "fleet")
   std::optional<double> projected_;  // the cost projected for the round in progress
   int64_t region_rejections_ = 0;    // the regions' round's rejections already counted
   int64_t last_round_ = 0;

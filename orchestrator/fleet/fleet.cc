@@ -112,9 +112,9 @@ void Fleet::Bind(const FleetView& view, FleetTick& tick) {
     // the budget must allow it, so that one certificate cannot register ghost instances.
     std::string why;
     const int pool_index = static_cast<int>(pool - pools_.begin());
-    const int live = static_cast<int>(std::count_if(
-        instances_.begin(), instances_.end(),
-        [&](const Instance& i) { return !i.billed_off && i.pool == pool_index; }));
+    const int live = static_cast<int>(
+        std::count_if(instances_.begin(), instances_.end(),
+                      [&](const Instance& i) { return !i.billed_off && i.pool == pool_index; }));
     if (live >= pool->spec.max_instances()) {
       why = absl::StrCat("the pool has its max_instances (", pool->spec.max_instances(), ")");
     }
@@ -618,20 +618,9 @@ absl::Status Fleet::WriteCosts(Store* store) const {
   for (const auto& [trial, cost] : by_trial) {
     SEXTANT_RETURN_IF_ERROR(store->AddCost(CostRow{"trial", trial, "", "", "", 0, 0, cost}));
   }
-  nlohmann::json pools = nlohmann::json::object();
-  for (const Pool& p : pools_) {
-    pools[p.spec.name()] = {{"region", p.stats.region},
-                            {"market", p.stats.market},
-                            {"launched", p.stats.launched},
-                            {"launch_failures", p.stats.launch_failures},
-                            {"interruptions", p.stats.interruptions},
-                            {"preemptions", p.stats.preemptions}};
-  }
-  nlohmann::json doc = {{"provider", provider_->name()},
-                        {"committed", committed()},
-                        {"live_instances", ledger_.live_instances()},
-                        {"pools", pools}};
-  return store->PutMeta("fleet", doc.dump());
+  FleetMeta meta{provider_->name(), committed(), ledger_.live_instances(), {}};
+  for (const Pool& p : pools_) meta.pools[p.spec.name()] = p.stats;
+  return store->PutMeta("fleet", FleetMetaToJson(meta));
 }
 
 double Fleet::TrialCost(int64_t trial) const {

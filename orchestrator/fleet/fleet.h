@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "orchestrator/core/fleet_meta.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/cost/autoscaler.h"
 #include "orchestrator/cost/budget_guard.h"
@@ -23,15 +24,6 @@
 #include "sextant/v1/experiment.pb.h"
 
 namespace sextant {
-
-// One pool's counters for the results.
-struct FleetPoolStats {
-  std::string name, region, market;
-  int launched = 0;
-  int launch_failures = 0;
-  int interruptions = 0;  // spot instances taken back
-  int preemptions = 0;    // trials running on them when they were taken back
-};
 
 struct FleetOptions {
   std::string connect;            // HOST:PORT the workers dial; required

@@ -483,19 +483,7 @@ class SearchRun {
           std::max(0.0, absl::ToUnixMicros(env_.clock->Now()) / 1e6 - **started);
     }
     auto fleet = store_->GetMeta("fleet");
-    if (!fleet.ok() || !*fleet) return absl::OkStatus();
-    nlohmann::json doc = nlohmann::json::parse(**fleet, nullptr, false);
-    if (!doc.is_object() || !doc.contains("pools") || !doc["pools"].is_object()) {
-      return absl::OkStatus();
-    }
-    for (const auto& [name, p] : doc["pools"].items()) {
-      FleetPoolStats& st = fo.prior_pools[name];
-      st.name = name;
-      st.launched = p.value("launched", 0);
-      st.launch_failures = p.value("launch_failures", 0);
-      st.interruptions = p.value("interruptions", 0);
-      st.preemptions = p.value("preemptions", 0);
-    }
+    if (fleet.ok() && *fleet) fo.prior_pools = PoolsFromFleetMeta(**fleet);
     return absl::OkStatus();
   }
 
