@@ -7,6 +7,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/duration.h"
 #include "orchestrator/core/experiment_loader.h"
@@ -86,9 +87,12 @@ absl::StatusOr<int64_t> ModelParameters(const v1::ExperimentSpec& spec,
     }
     return n;
   }
-  char dir_template[] = "/tmp/sextant-forecast.XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) return absl::InternalError("cannot make a scratch folder");
-  const std::string dir = dir_template;
+  std::error_code ec;
+  std::string pattern = (std::filesystem::temp_directory_path(ec) / "sextant-forecast.XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot make a scratch folder like ", pattern));
+  }
+  const std::string dir = pattern;
   std::ofstream(dir + "/spec.pb", std::ios::binary) << spec.SerializeAsString();
   std::unique_ptr<ProcessLauncher> launcher = NewPosixProcessLauncher();
   absl::StatusOr<std::unique_ptr<GlobalEvaluator>> evaluator =
@@ -101,7 +105,6 @@ absl::StatusOr<int64_t> ModelParameters(const v1::ExperimentSpec& spec,
           ? absl::StatusOr<int64_t>(static_cast<int64_t>((*evaluator)->initial_weights().size()))
           : evaluator.status();
   evaluator = nullptr;  // stops the process before its folder goes
-  std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return n;
 }
