@@ -84,10 +84,7 @@ RdpAccountantOptions DpAccountantOptions(const v1::Federation& f) {
                     static_cast<double>(std::max<int64_t>(1, TotalClients(f)));
   a.delta = dp.delta() > 0 ? dp.delta() : 1e-5;
   if (dp.target_epsilon() > 0) a.target_epsilon = dp.target_epsilon();
-  if (a.sampling_rate < 1) {
-    for (int order = 2; order <= 64; ++order) a.orders.push_back(order);
-    for (double order : {80.0, 96.0, 128.0, 256.0}) a.orders.push_back(order);
-  }
+  if (a.sampling_rate < 1) a.orders = DefaultRdpOrders(/*sampled=*/true);
   return a;
 }
 

@@ -31,6 +31,14 @@ double RdpAccountant::GaussianRdp(double q, double sigma, double order) {
   return log_a / (order - 1);
 }
 
+std::vector<double> DefaultRdpOrders(bool sampled) {
+  std::vector<double> orders;
+  if (!sampled) orders = {1.25, 1.5, 1.75};
+  for (int a = 2; a <= 64; ++a) orders.push_back(a);
+  for (double a : {80.0, 96.0, 128.0, 256.0}) orders.push_back(a);
+  return orders;
+}
+
 double RdpAccountant::EpsilonFromRdp(absl::Span<const double> orders, absl::Span<const double> rdp,
                                      double delta) {
   double best = INFINITY;
@@ -44,12 +52,7 @@ double RdpAccountant::EpsilonFromRdp(absl::Span<const double> orders, absl::Span
 
 RdpAccountant::RdpAccountant(RdpAccountantOptions options) : options_(std::move(options)) {
   orders_ = options_.orders;
-  if (orders_.empty()) {
-    orders_ = {1.25, 1.5, 1.75};
-    for (int a = 2; a <= 64; ++a) orders_.push_back(a);
-    for (double a : {80.0, 96.0, 128.0, 256.0}) orders_.push_back(a);
-    if (options_.sampling_rate < 1) orders_.erase(orders_.begin(), orders_.begin() + 3);
-  }
+  if (orders_.empty()) orders_ = DefaultRdpOrders(options_.sampling_rate < 1);
   for (double a : orders_) {
     rdp_.push_back(GaussianRdp(options_.sampling_rate, options_.noise_multiplier, a));
   }

@@ -21,10 +21,14 @@ struct RdpAccountantOptions {
   double delta = 1e-5;  // default 1e-5
   // The run stops before a round would take epsilon above this; default +inf (never).
   double target_epsilon = std::numeric_limits<double>::infinity();
-  // RDP orders alpha > 1. Empty (default): 1.25, 1.5, 1.75, then 2..64 and 80, 96, 128, 256.
+  // RDP orders alpha > 1. Empty (default): DefaultRdpOrders(sampling_rate < 1).
   // Fractional orders are allowed only with sampling_rate == 1.
   std::vector<double> orders;
 };
+
+// The default RDP orders: 2..64 and 80, 96, 128, 256, with 1.25, 1.5 and 1.75 in front when
+// clients are not sampled (fractional orders hold only for q = 1).
+std::vector<double> DefaultRdpOrders(bool sampled);
 
 // A Renyi-DP accountant for the (Poisson-subsampled) Gaussian mechanism, composed over rounds,
 // reporting the cumulative (epsilon, delta) of client-level DP.
