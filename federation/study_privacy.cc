@@ -24,9 +24,12 @@ std::vector<double> StudyPrivacyAccount::TrialRdp(const TrialPrivacy& trial) con
 }
 
 void StudyPrivacyAccount::Add(const TrialPrivacy& trial) {
-  const std::vector<double> rdp = TrialRdp(trial);
+  AddRdp(TrialRdp(trial), trial.noise_multiplier > 0 ? trial.rounds : 0);
+}
+
+void StudyPrivacyAccount::AddRdp(const std::vector<double>& rdp, int64_t rounds) {
   for (size_t i = 0; i < rdp_.size(); ++i) rdp_[i] += rdp[i];
-  if (trial.noise_multiplier > 0 && trial.rounds > 0) rounds_ += trial.rounds;
+  if (rounds > 0) rounds_ += rounds;
 }
 
 double StudyPrivacyAccount::Epsilon() const {
@@ -42,9 +45,11 @@ double StudyPrivacyAccount::EpsilonWith(const TrialPrivacy& trial) const {
 int64_t StudyPrivacyAccount::TrialsThatFit(const TrialPrivacy& trial, double max_epsilon,
                                            int64_t limit) const {
   StudyPrivacyAccount with = *this;
+  const std::vector<double> rdp = TrialRdp(trial);
+  const int64_t rounds = trial.noise_multiplier > 0 ? trial.rounds : 0;
   int64_t n = 0;
   while (n < limit) {
-    with.Add(trial);
+    with.AddRdp(rdp, rounds);
     if (with.Epsilon() > max_epsilon) break;
     ++n;
   }

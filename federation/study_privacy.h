@@ -30,6 +30,8 @@ class StudyPrivacyAccount {
   StudyPrivacyAccount(std::vector<double> orders, double delta);
 
   void Add(const TrialPrivacy& trial);
+  // Adds a trial of `rounds` rounds whose RDP at each of orders() is rdp (TrialRdp's).
+  void AddRdp(const std::vector<double>& rdp, int64_t rounds);
   // The study's epsilon at delta so far (0 before any round).
   double Epsilon() const;
   // Its epsilon if `trial` were added too.

@@ -1,6 +1,7 @@
 // sextant: the command-line interface (run, resume, validate, schema, status, results, events,
 // report, simulate, ask, tell, import, mcp, certs), parsed with CLI11: `sextant COMMAND --help`
 // describes each verb.
+#include <cmath>
 #include <unistd.h>
 
 #include <algorithm>
@@ -111,6 +112,13 @@ int Run(const Args& a, bool resume, Clock* clock) {
       return UsageError("--max-cost must be a positive amount");
     }
     options.max_cost = v;
+  }
+  if (a.flags.count("max-epsilon")) {
+    double v = 0;
+    if (!absl::SimpleAtod(a.flags.at("max-epsilon"), &v) || !(v > 0) || !std::isfinite(v)) {
+      return UsageError("--max-epsilon must be a positive number");
+    }
+    options.max_epsilon = v;
   }
   if (a.flags.count("max-trials")) {
     int v = 0;
@@ -405,6 +413,7 @@ void CommandLine::AddRunFlags(CLI::App* verb) {
           "federated: aggregators and clients are started by hand on their hosts "
           "(sextant-worker --join); needs --tls-dir");
   Valued(verb, "max-cost", "replace budget.max_cost");
+  Valued(verb, "max-epsilon", "replace budget.max_epsilon (a federated search with DP)");
   Valued(verb, "max-wall-time", "replace budget.max_wall_time (e.g. 90s, 2h)");
   Valued(verb, "listen", "the worker service's address (default 127.0.0.1:0)");
   Valued(verb, "lease-timeout", "a lease lapses this long after the last heartbeat (default 15s)");

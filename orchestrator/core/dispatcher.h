@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -177,6 +178,14 @@ class Dispatcher {
     std::string launch_token;  // empty for a worker started by hand
   };
   const std::map<int64_t, WorkerInfo>& workers() const { return workers_; }
+  // No trial is created beyond `limit` trials in all (the study's privacy budget,
+  // budget.max_epsilon, allows no more); trials already created run on. Default: none.
+  void SetCreateLimit(int64_t limit) { create_limit_ = limit; }
+  // True when the limit above, not search.max_trials, is what stops new trials now.
+  bool CreateLimited() const {
+    return static_cast<int64_t>(trials_.size()) >= create_limit_ &&
+           create_limit_ < spec_.search().max_trials();
+  }
   // While held, no trial is leased or promoted (the budget cannot pay for more work);
   // running trials go on.
   void SetHold(bool hold) { hold_ = hold; }
@@ -284,6 +293,7 @@ class Dispatcher {
   v1::ExperimentSpec spec_;
   ObjectiveSet objectives_;
   std::function<double(int64_t)> trial_cost_;
+  int64_t create_limit_ = std::numeric_limits<int64_t>::max();
   std::function<double()> spend_;
   std::function<void(int64_t, int64_t)> worker_trial_;
   SearchSpace space_;

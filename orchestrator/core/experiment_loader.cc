@@ -546,6 +546,8 @@ class Loader {
   void CheckReferences(const Field& f, const std::string& text);
   std::string WorkingDir(const std::string& given) const;
   void LoadBudget(const Section& root);
+  void LoadStudyPrivacy(const Field& f);
+  void CheckStudyPrivacy();
   void LoadResources(const Section& root);
   void LoadPool(const Field& f, std::set<std::string>& names, v1::Pool* pool);
   void LoadResourceOptions(const Section& s, v1::Resources* resources);
@@ -598,6 +600,10 @@ class Loader {
   std::vector<PoolFields> pool_fields_;
   std::optional<Field> catalog_field_;
   std::optional<Field> max_cost_field_;
+  // Keys checked once the whole file is loaded (the study's privacy and rounds as fidelity).
+  std::optional<Field> max_epsilon_field_, privacy_field_, selection_field_;
+  std::optional<Field> sampler_field_, scheduler_field_, max_trials_field_, warm_start_field_;
+  std::optional<Field> fidelity_name_field_, fidelity_max_field_;
   std::optional<Field> provider_field_, global_region_field_;
   std::vector<Field> region_name_fields_;  // federation.regions[i].name, in order
 };
@@ -644,7 +650,7 @@ LoadResult Loader::Run(const std::string& yaml) {
 void Loader::LoadRoot(const Field& root) {
   Section s(r_, root,
             {"name", "objective", "objectives", "constraints", "parameters", "search", "trial",
-             "budget", "resources", "federation", "simulate"});
+             "budget", "resources", "federation", "simulate", "privacy"});
   if (!s.ok()) return;
   spec_.set_source_path(file_);
   LoadName(s);
@@ -657,6 +663,8 @@ void Loader::LoadRoot(const Field& root) {
   LoadResources(s);
   if (const Field* f = s.Find("federation")) LoadFederation(*f);
   if (const Field* f = s.Find("simulate")) LoadSimulate(*f);
+  if (const Field* f = s.Find("privacy")) LoadStudyPrivacy(*f);
+  CheckStudyPrivacy();
   CheckPoolsAgainstCatalog(s);
   CheckObjectivesAgainstSearch(s);
   if (spec_.search().mode() == v1::Search::ASK_TELL) CheckAskTell(s);
@@ -1061,6 +1069,12 @@ void Loader::LoadSearch(const Section& root) {
              "initial_design", "asha_mode", "cost_aware", "mode", "lease", "enqueue", "warm_start",
              "max_failed_trials", "max_failed_in_a_row"});
   if (!s.ok()) return;
+  for (auto [key, field] : {std::pair{"sampler", &sampler_field_},
+                            std::pair{"scheduler", &scheduler_field_},
+                            std::pair{"max_trials", &max_trials_field_},
+                            std::pair{"warm_start", &warm_start_field_}}) {
+    if (const Field* x = s.Find(key)) field->emplace(*x);
+  }
   IfPresent<size_t>(
       s, "sampler", [&](const Field& x) { return r_.Choice(x, kSamplers); },
       [&](size_t i) { search->set_sampler(static_cast<v1::Search::Sampler>(i + 1)); });
@@ -1245,9 +1259,11 @@ void Loader::LoadFidelity(const Field& f, v1::Fidelity* fidelity) {
   if (!s.ok()) return;
   if (const Field* name = s.Require("name")) {
     if (auto v = r_.NonEmptyString(*name)) fidelity->set_name(*v);
+    fidelity_name_field_.emplace(*name);
   }
   const Field* min = s.Require("min");
   const Field* max = s.Require("max");
+  if (max != nullptr) fidelity_max_field_.emplace(*max);
   std::optional<double> lo, hi;
   if (min != nullptr) lo = r_.NumberAbove(*min, 0, /*strict=*/true);
   if (max != nullptr) hi = r_.Number(*max);
@@ -1423,9 +1439,13 @@ void Loader::LoadBudget(const Section& root) {
   budget->set_currency("USD");
   const Field* f = root.Find("budget");
   if (f == nullptr) return;
-  Section s(r_, *f, {"max_cost", "max_wall_time", "currency"});
+  Section s(r_, *f, {"max_cost", "max_wall_time", "currency", "max_epsilon"});
   if (!s.ok()) return;
   if (const Field* mc = s.Find("max_cost")) max_cost_field_.emplace(*mc);
+  if (const Field* me = s.Find("max_epsilon")) max_epsilon_field_.emplace(*me);
+  IfPresent<double>(
+      s, "max_epsilon", [&](const Field& x) { return r_.NumberAbove(x, 0, true); },
+      [&](double v) { budget->set_max_epsilon(v); });
   IfPresent<double>(
       s, "max_cost", [&](const Field& x) { return r_.NumberAbove(x, 0, true); },
       [&](double v) { budget->set_max_cost(v); });
@@ -1435,6 +1455,127 @@ void Loader::LoadBudget(const Section& root) {
   IfPresent<std::string>(
       s, "currency", [&](const Field& x) { return r_.NonEmptyString(x); },
       [&](const std::string& v) { budget->set_currency(v); });
+}
+
+constexpr std::array<absl::string_view, 2> kSelections = {"composition", "random_stopping"};
+constexpr std::array<absl::string_view, 2> kStoppingDistributions = {"truncated_negative_binomial",
+                                                                     "poisson"};
+
+void Loader::LoadStudyPrivacy(const Field& f) {
+  privacy_field_.emplace(f);
+  v1::StudyPrivacy* p = spec_.mutable_privacy();
+  p->set_selection("composition");
+  Section s(r_, f, {"selection", "distribution", "mean_trials", "eta"});
+  if (!s.ok()) return;
+  if (const Field* x = s.Find("selection")) {
+    selection_field_.emplace(*x);
+    if (std::optional<size_t> i = r_.Choice(*x, kSelections)) {
+      p->set_selection(std::string(kSelections[*i]));
+    }
+  }
+  const bool stopping = p->selection() == "random_stopping";
+  for (const char* key : {"distribution", "mean_trials", "eta"}) {
+    if (const Field* x = s.Find(key); x != nullptr && !stopping) {
+      r_.KeyError(*x, "only with selection: random_stopping (composition draws nothing)");
+    }
+  }
+  if (!stopping) return;
+  p->set_distribution("truncated_negative_binomial");
+  p->set_mean_trials(10);
+  p->set_eta(1);
+  IfPresent<size_t>(
+      s, "distribution", [&](const Field& x) { return r_.Choice(x, kStoppingDistributions); },
+      [&](size_t i) { p->set_distribution(std::string(kStoppingDistributions[i])); });
+  if (const Field* x = s.Find("mean_trials")) {
+    std::optional<double> v = r_.Number(*x);
+    if (v && !(*v > 1 && *v <= 1e6)) {
+      r_.ValueError(*x, "the expected number of trials must be above 1 (and at most 1e6)");
+    } else if (v) {
+      p->set_mean_trials(*v);
+    }
+  }
+  if (const Field* x = s.Find("eta")) {
+    std::optional<double> v = r_.Number(*x);
+    if (p->distribution() == "poisson") {
+      r_.KeyError(*x, "only with distribution: truncated_negative_binomial (its shape)");
+    } else if (v && !(*v > -1 && *v <= 1e3)) {
+      r_.ValueError(*x, "the shape must be above -1 (1: geometric, 0: logarithmic)");
+    } else if (v) {
+      p->set_eta(*v);
+    }
+  }
+}
+
+// The study's privacy (budget.max_epsilon, privacy:) holds only for a federated search with DP,
+// random stopping only where no configuration depends on an earlier result, and rounds as a
+// fidelity only for federated trials.
+void Loader::CheckStudyPrivacy() {
+  const bool federated = spec_.has_federation();
+  const bool search = federated && spec_.parameters_size() > 0;
+  const bool dp = federated && spec_.federation().has_dp();
+  auto why_not = [&](const char* what) -> std::string {
+    if (!federated) {
+      return absl::StrCat(what, " needs a federated search with differential privacy (a ",
+                          "federation: block with dp:, and parameters: to tune)");
+    }
+    if (!dp) return absl::StrCat(what, " needs differential privacy: add federation.dp");
+    if (!search) {
+      return absl::StrCat(what, " is the privacy of a tuning study (parameters: to tune); a ",
+                          "single federated run stops at federation.dp.target_epsilon");
+    }
+    return "";
+  };
+  if (max_epsilon_field_) {
+    if (std::string why = why_not("a cap on the study's epsilon"); !why.empty()) {
+      r_.ValueError(*max_epsilon_field_, why);
+    }
+  }
+  if (privacy_field_) {
+    if (std::string why = why_not("the study's privacy account"); !why.empty()) {
+      r_.KeyError(*privacy_field_, why);
+    }
+  }
+  if (spec_.privacy().selection() == "random_stopping" && selection_field_) {
+    const v1::Search& s = spec_.search();
+    const bool fixed = s.sampler() == v1::Search::RANDOM || s.sampler() == v1::Search::GRID ||
+                       s.sampler() == v1::Search::SOBOL;
+    const std::string rule =
+        "random_stopping holds only when no configuration depends on an earlier trial's result "
+        "(sampler random, sobol or grid, no scheduler, no warm start)";
+    if (!fixed) {
+      const Field& at = sampler_field_ ? *sampler_field_ : *selection_field_;
+      r_.ValueError(at, absl::StrCat(rule, "; sampler ",
+                                     sampler_field_ ? sampler_field_->value.Scalar() : "",
+                                     " adapts to the results"));
+    }
+    if (s.scheduler() != v1::Search::NONE && scheduler_field_) {
+      r_.ValueError(*scheduler_field_, absl::StrCat(rule, "; a scheduler stops trials by them"));
+    }
+    if (warm_start_field_) {
+      r_.KeyError(*warm_start_field_, absl::StrCat(rule, "; a warm start seeds the sampler"));
+    }
+    if (spec_.objectives_size() > 1) {
+      r_.ValueError(*selection_field_,
+                    "random_stopping releases the one best trial; with several objectives there "
+                    "is a front, not one best (use composition)");
+    }
+    if (max_trials_field_) {
+      r_.KeyError(*max_trials_field_,
+                  "random_stopping draws the number of trials (privacy.mean_trials on average); "
+                  "a fixed max_trials would void its guarantee");
+    }
+  }
+  if (fidelity_name_field_ && spec_.search().fidelity().name() == "rounds") {
+    if (!federated) {
+      r_.ValueError(*fidelity_name_field_,
+                    "rounds is the fidelity of federated trials; it needs a federation: block");
+    } else if (fidelity_max_field_ && spec_.search().fidelity().max() > spec_.federation().rounds()) {
+      r_.ValueError(*fidelity_max_field_,
+                    absl::StrCat("a rung of ", spec_.search().fidelity().max(),
+                                 " rounds is above federation.rounds (",
+                                 spec_.federation().rounds(), ")"));
+    }
+  }
 }
 
 void Loader::LoadResources(const Section& root) {

@@ -12,6 +12,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "aggregator/federation_plan.h"
+#include "federation/rdp_accountant.h"
+#include "federation/study_privacy.h"
+#include "orchestrator/core/study_privacy.h"
 #include "common/exact_number.h"
 #include "federation/rdp_accountant.h"
 
@@ -259,53 +262,62 @@ void AddFederatedRounds(const v1::ExperimentSpec& spec, const std::vector<RoundR
 }
 
 nlohmann::json StudyPrivacy(const v1::ExperimentSpec& spec, const nlohmann::json& trials) {
-  const RdpAccountantOptions base = DpAccountantOptions(spec.federation());
+  const double delta = DpAccountantOptions(spec.federation()).delta;
   struct Spent {
     int64_t trial;
-    double sigma, q;
-    int64_t rounds;
+    TrialPrivacy privacy;
     nlohmann::json epsilon;
   };
   std::vector<Spent> spent;
-  bool sampled = false;
+  bool sampled = PlannedTrialPrivacy(spec).sampling_rate < 1;
   for (const nlohmann::json& t : trials) {
     if (!t.contains("privacy") || !t["privacy"].is_object()) continue;
     const nlohmann::json& p = t["privacy"];
-    spent.push_back({t.value("id", int64_t{0}), p.value("noise_multiplier", 0.0),
-                     p.value("sampling_rate", 1.0), p.value("rounds", int64_t{0}), p["epsilon"]});
-    sampled = sampled || spent.back().q < 1;
+    spent.push_back({t.value("id", int64_t{0}),
+                     {p.value("sampling_rate", 1.0), p.value("noise_multiplier", 0.0),
+                      p.value("rounds", int64_t{0})},
+                     p["epsilon"]});
+    sampled = sampled || spent.back().privacy.sampling_rate < 1;
   }
-  // The orders every trial's accountant may use: fractional ones only when no trial sampled.
-  RdpAccountantOptions options = base;
-  options.sampling_rate = sampled ? 0.5 : 1.0;
-  if (!sampled) options.orders.clear();
-  absl::StatusOr<RdpAccountant> orders_of = RdpAccountant::Create(options);
-  const std::vector<double> orders =
-      orders_of.ok() ? orders_of->orders() : std::vector<double>{2, 4, 8, 16, 32, 64};
-  std::vector<double> rdp(orders.size(), 0.0);
+  // Fractional orders only when no trial sampled its clients.
+  StudyPrivacyAccount account(DefaultRdpOrders(sampled), delta);
+  // Random stopping needs one RDP curve every trial keeps to: the largest at each order.
+  std::vector<double> worst(account.orders().size(), 0.0);
   nlohmann::json per_trial = nlohmann::json::array();
-  int64_t rounds = 0;
   for (const Spent& s : spent) {
-    if (s.sigma > 0 && s.rounds > 0) {
-      rounds += s.rounds;
-      for (size_t i = 0; i < orders.size(); ++i) {
-        rdp[i] +=
-            static_cast<double>(s.rounds) * RdpAccountant::GaussianRdp(s.q, s.sigma, orders[i]);
-      }
-    }
-    per_trial.push_back(
-        {{"trial", s.trial},
-         {"epsilon", s.epsilon},
-         {"rounds", s.rounds},
-         {"study_epsilon",
-          rounds > 0 ? RdpAccountant::EpsilonFromRdp(orders, rdp, base.delta) : 0.0}});
+    account.Add(s.privacy);
+    const std::vector<double> rdp = account.TrialRdp(s.privacy);
+    for (size_t i = 0; i < worst.size(); ++i) worst[i] = std::max(worst[i], rdp[i]);
+    per_trial.push_back({{"trial", s.trial},
+                         {"epsilon", s.epsilon},
+                         {"rounds", s.privacy.rounds},
+                         {"study_epsilon", account.Epsilon()}});
   }
-  return {
-      {"study_epsilon", rounds > 0 ? RdpAccountant::EpsilonFromRdp(orders, rdp, base.delta) : 0.0},
-      {"delta", base.delta},
-      {"method", "rdp_composition"},
-      {"rounds", rounds},
-      {"per_trial", std::move(per_trial)}};
+  nlohmann::json out = {{"study_epsilon", account.Epsilon()},
+                        {"delta", delta},
+                        {"method", "rdp_composition"},
+                        {"rounds", account.rounds()},
+                        {"per_trial", std::move(per_trial)}};
+  if (std::optional<RandomStopping> r = RandomStoppingOf(spec)) {
+    // What the selection releases is bounded whatever the number of trials drawn: it holds for
+    // the planned trial too, so it is stated before any trial has run.
+    const std::vector<double> planned = account.TrialRdp(PlannedTrialPrivacy(spec));
+    for (size_t i = 0; i < worst.size(); ++i) worst[i] = std::max(worst[i], planned[i]);
+    out["composition_epsilon"] = out["study_epsilon"];
+    out["study_epsilon"] = RandomStoppingEpsilon(*r, account.orders(), worst, delta);
+    out["method"] = "random_stopping";
+    out["distribution"] = r->distribution == RandomStopping::Distribution::kPoisson
+                              ? "poisson"
+                              : "truncated_negative_binomial";
+    out["mean_trials"] = ExpectedTrials(*r);
+    if (r->distribution != RandomStopping::Distribution::kPoisson) {
+      out["eta"] = r->eta;
+      out["gamma"] = r->gamma;
+    }
+    out["trials_drawn"] = spec.search().max_trials();
+    out["released"] = "the best trial's model only; every other trial's models are deleted";
+  }
+  return out;
 }
 
 std::string FederatedRoundsToCsv(const nlohmann::json& results) {

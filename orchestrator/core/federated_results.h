@@ -69,7 +69,9 @@ std::string FederatedRoundsToCsv(const nlohmann::json& results);
 // {"study_epsilon", "delta", "method": "rdp_composition", "rounds", "per_trial": [{"trial",
 // "epsilon", "rounds", "study_epsilon": the study's after this trial, in results' order}]}.
 // Composition is always valid, and loose: N trials of the same configuration spend what one run of
-// all their rounds would.
+// all their rounds would. Under privacy.selection: random_stopping, "study_epsilon" is the
+// selection's (Papernot and Steinke) and "method" says so, with "composition_epsilon" beside it,
+// "distribution", "mean_trials" (and "eta", "gamma"), "trials_drawn" and "released".
 nlohmann::json StudyPrivacy(const v1::ExperimentSpec& spec, const nlohmann::json& trials);
 
 // The rounds of a results document with "rounds" for people: a line per round for the global

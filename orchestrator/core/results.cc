@@ -349,8 +349,7 @@ absl::Status AddFederation(const v1::ExperimentSpec& spec, const std::string& ru
     // (trial_command.cc); a trial that has not started one yet has no rounds.
     (*doc)["federation"] = {{"description", DescribeFederation(spec)}};
     for (nlohmann::json& row : (*doc)["trials"]) {
-      const std::string inner = absl::StrCat(run_dir, "/artifacts/checkpoints/trial-",
-                                             row["id"].get<int64_t>(), "/federation");
+      const std::string inner = RunDir::FederatedTrialDir(run_dir, row["id"].get<int64_t>());
       if (!std::filesystem::exists(RunDir::DbPath(inner))) continue;
       absl::StatusOr<nlohmann::json> trial_results = LoadResults(inner);
       if (trial_results.ok() && trial_results->contains("rounds")) {
@@ -515,7 +514,14 @@ void WriteBest(const nlohmann::json& results, const std::string& metric, std::os
 void WritePrivacy(const nlohmann::json& results, std::ostream& os) {
   if (!results.contains("privacy") || !results["privacy"].is_object()) return;
   const nlohmann::json& p = results["privacy"];
-  if (p.contains("study_epsilon")) {
+  if (p.contains("study_epsilon") && p.value("method", "") == "random_stopping") {
+    os << absl::StrFormat(
+        "privacy: the study spent epsilon %.4g at delta %g (random stopping: %d trials drawn, "
+        "%.4g expected; only the best trial's model is released; composition would say %.4g)\n",
+        p["study_epsilon"].get<double>(), p["delta"].get<double>(),
+        p["trials_drawn"].get<int64_t>(), p["mean_trials"].get<double>(),
+        p["composition_epsilon"].get<double>());
+  } else if (p.contains("study_epsilon")) {
     os << absl::StrFormat(
         "privacy: the study spent epsilon %.4g at delta %g (RDP composition over %d rounds of %d "
         "trials on the same clients)\n",

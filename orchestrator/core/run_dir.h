@@ -1,6 +1,7 @@
 #ifndef SEXTANT_ORCHESTRATOR_CORE_RUN_DIR_H_
 #define SEXTANT_ORCHESTRATOR_CORE_RUN_DIR_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -34,6 +35,10 @@ class RunDir {
 
   // The path of the store inside a run directory, for readers that take no lock.
   static std::string DbPath(const std::string& dir) { return dir + "/state.db"; }
+  // The folder of trial `trial`'s own federated run, in a federated search's run directory.
+  static std::string FederatedTrialDir(const std::string& dir, int64_t trial) {
+    return dir + "/artifacts/checkpoints/trial-" + std::to_string(trial) + "/federation";
+  }
 
  private:
   RunDir(std::string path, int fd) : path_(std::move(path)), lock_fd_(fd) {}

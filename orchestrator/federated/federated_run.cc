@@ -1291,7 +1291,8 @@ class FederatedRun {
                                           ": the privacy budget is spent (", why.message(), ")");
     SEXTANT_RETURN_IF_ERROR(RecordEnd(v1::RUN_EPSILON_EXHAUSTED, line));
     *env_.out << "sextant: " << spec_.name() << " " << line
-              << "; val_accuracy=" << absl::StrFormat("%.4f", last_eval_.accuracy) << "\n";
+              << "; val_accuracy=" << absl::StrFormat("%.4f", last_eval_.accuracy)
+              << SpentMetrics() << "\n";
     return absl::OkStatus();
   }
 
@@ -1325,9 +1326,19 @@ class FederatedRun {
     PutTrial(v1::COMPLETED);
     SEXTANT_RETURN_IF_ERROR(RecordEnd(v1::RUN_COMPLETED));
     *env_.out << absl::StrFormat(
-        "sextant: %s finished: val_accuracy=%.4f val_loss=%.4f after %d rounds\n", spec_.name(),
-        last_eval_.accuracy, last_eval_.loss, last_round_);
+        "sextant: %s finished: val_accuracy=%.4f val_loss=%.4f%s after %d rounds\n", spec_.name(),
+        last_eval_.accuracy, last_eval_.loss, SpentMetrics(), last_round_);
     return absl::OkStatus();
+  }
+
+  // What the run spent, as metrics on its last line, so that a federated search can take them
+  // as objectives or constraints: " cost=D" (compute and transfer, when billed) and
+  // " epsilon=E" (at the experiment's delta, with DP); empty when neither applies.
+  std::string SpentMetrics() const {
+    std::string out;
+    if (billing_) absl::StrAppend(&out, absl::StrFormat(" cost=%.17g", billing_->Committed()));
+    if (accountant_) absl::StrAppend(&out, absl::StrFormat(" epsilon=%.17g", accountant_->Epsilon()));
+    return out;
   }
 
   // Ends the experiment for every participant, then stops what is left. The grace covers a

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/redactor.h"
 #include "common/status_macros.h"
@@ -28,6 +29,7 @@
 #include "orchestrator/core/strategy_factory.h"
 #include "orchestrator/core/warm_start.h"
 #include "orchestrator/cost/catalog.h"
+#include "orchestrator/core/study_privacy.h"
 #include "orchestrator/federated/federated_run.h"
 #include "orchestrator/fleet/fleet.h"
 #include "orchestrator/fleet/fleet_driver.h"
@@ -108,6 +110,7 @@ class SearchRun {
     SEXTANT_ASSIGN_OR_RETURN(
         dispatcher_, Dispatcher::Create(spec_, store_, *std::move(sampler), env_.clock, dopts,
                                         MakeScheduler(spec_)));
+    if (spec_.budget().has_max_epsilon()) privacy_budget_.emplace(spec_, run_dir_path_);
     return StartServer();
   }
 
@@ -252,6 +255,7 @@ class SearchRun {
       env_.clock->SleepFor(kLoopPeriod);
       absl::Status tick = service_->Tick();
       if (trial_service_) trial_service_->Tick();
+      if (privacy_budget_) LimitByPrivacy();
       absl::Status fatal = service_->fatal_error();
       if (fatal.ok() && trial_service_) fatal = trial_service_->fatal_error();
       if (!fatal.ok()) {
@@ -270,8 +274,14 @@ class SearchRun {
       if (service_->WithDispatcher([](Dispatcher& d) { return d.Finished(); })) {
         // The last trial may have ended between Stats() above and Finished(): draw them anew.
         progress.Finish(Stats());
+        if (privacy_budget_) LimitByPrivacy();
+        if (privacy_budget_ &&
+            service_->WithDispatcher([](Dispatcher& d) { return d.CreateLimited(); })) {
+          return EpsilonExhausted();
+        }
         SEXTANT_RETURN_IF_ERROR(service_->WithDispatcher(
             [](Dispatcher& d) { return d.MarkRunState(v1::RUN_COMPLETED); }));
+        ReleaseBestModelOnly();
         PrintSummary();
         return absl::OkStatus();
       }
@@ -520,6 +530,50 @@ class SearchRun {
                     "--max-cost AMOUNT");
   }
 
+  // budget.max_epsilon: the dispatcher creates no trial that could take the study past it.
+  void LimitByPrivacy() {
+    service_->WithDispatcher([&](Dispatcher& d) {
+      d.SetCreateLimit(privacy_budget_->CreateLimit(d.trial_count(), [&](int64_t id) {
+        const TrialRow* row = d.trial_row(id);
+        return row != nullptr && (row->state == v1::COMPLETED || row->state == v1::PRUNED ||
+                                  row->state == v1::FAILED);
+      }));
+      return 0;
+    });
+  }
+
+  // Every trial the study's privacy allowed has ended: the run ends EPSILON_EXHAUSTED, with its
+  // report, and a resume with a raised cap goes on.
+  absl::Status EpsilonExhausted() {
+    const std::string why = absl::StrFormat(
+        "budget.max_epsilon %g reached: the study has spent epsilon %.4g; one more trial could "
+        "bring it to %.4g",
+        privacy_budget_->max_epsilon(), privacy_budget_->committed(), privacy_budget_->with_next());
+    SEXTANT_RETURN_IF_ERROR(service_->WithDispatcher(
+        [&](Dispatcher& d) { return d.MarkRunState(v1::RUN_EPSILON_EXHAUSTED, why); }));
+    *env_.out << "sextant: " << why << ". Continue with a raised budget: sextant resume "
+              << run_dir_path_ << " --max-epsilon EPSILON\n";
+    ReleaseBestModelOnly();
+    PrintSummary();
+    return absl::OkStatus();
+  }
+
+  // Random stopping releases the best trial's model only: the others' are deleted once the
+  // study has ended and the best is known.
+  void ReleaseBestModelOnly() {
+    if (!RandomStoppingOf(spec_)) return;
+    const int64_t best =
+        service_->WithDispatcher([](Dispatcher& d) { return d.Stats().best_trial; });
+    const int64_t trials = service_->WithDispatcher([](Dispatcher& d) { return d.trial_count(); });
+    const int deleted = DeleteUnreleasedModels(run_dir_path_, best, trials);
+    (void)store_->AddEvent(absl::ToUnixMicros(env_.clock->Now()) / 1e6, "random_stopping", 0,
+                           absl::StrCat("released trial ", best,
+                                        "'s model; deleted the models of ", deleted,
+                                        " other trials"));
+    *env_.out << "sextant: random stopping released trial " << best
+              << "'s model only; the models of " << deleted << " other trials were deleted\n";
+  }
+
   // The budget is spent: nothing new starts, running trials get the preemption-style notice
   // (SIGTERM to their worker, through the provider for instances) so that they write their
   // checkpoint and hand themselves back; those still running after the wind-down are
@@ -629,6 +683,7 @@ class SearchRun {
   RunDir* const run_dir_;
   Store* const store_;
   std::unique_ptr<Dispatcher> dispatcher_;
+  std::optional<StudyPrivacyBudget> privacy_budget_;  // budget.max_epsilon
   std::unique_ptr<WorkerServiceImpl> service_;
   std::unique_ptr<AskTell> ask_tell_;                // search.mode: ask_tell
   std::unique_ptr<TrialServiceImpl> trial_service_;  // search.mode: ask_tell

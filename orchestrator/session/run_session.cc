@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
@@ -21,6 +22,7 @@
 #include "orchestrator/core/experiment_loader.h"
 #include "orchestrator/core/local_launcher.h"
 #include "orchestrator/core/stored_spec.h"
+#include "orchestrator/core/study_privacy.h"
 
 namespace sextant {
 namespace {
@@ -136,6 +138,7 @@ absl::Status RunSession::ReadExperiment() {
     *env_.err << options_.experiment_file << ": warning: " << w << "\n";
   }
   ApplyBudgetOverrides();
+  SEXTANT_RETURN_IF_ERROR(CheckMaxEpsilonApplies());
   // Stored paths are absolute, so that `resume` from any directory finds the same files.
   const std::string wd = spec_.trial().working_dir().empty() ? "." : spec_.trial().working_dir();
   spec_.mutable_trial()->set_working_dir(std::filesystem::absolute(wd).lexically_normal().string());
@@ -157,6 +160,17 @@ void RunSession::ApplyBudgetOverrides() {
   if (options_.max_wall_time_seconds) {
     spec_.mutable_budget()->set_max_wall_time_seconds(*options_.max_wall_time_seconds);
   }
+  if (options_.max_epsilon) spec_.mutable_budget()->set_max_epsilon(*options_.max_epsilon);
+}
+
+absl::Status RunSession::CheckMaxEpsilonApplies() const {
+  if (!options_.max_epsilon || (spec_.has_federation() && spec_.federation().has_dp() &&
+                                spec_.parameters_size() > 0)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      "--max-epsilon applies to a federated search with differential privacy (federation.dp and "
+      "parameters: to tune)");
 }
 
 absl::Status RunSession::RaiseMaxTrials(int max_trials) {
@@ -192,7 +206,9 @@ absl::Status RunSession::OpenStore() {
       SEXTANT_RETURN_IF_ERROR(RestoreEnvValues(&spec_));
     }
     if (options_.max_trials) SEXTANT_RETURN_IF_ERROR(RaiseMaxTrials(*options_.max_trials));
-    if (options_.max_cost || options_.max_wall_time_seconds || options_.max_trials) {
+    SEXTANT_RETURN_IF_ERROR(CheckMaxEpsilonApplies());
+    if (options_.max_cost || options_.max_wall_time_seconds || options_.max_trials ||
+        options_.max_epsilon) {
       ApplyBudgetOverrides();
       SEXTANT_RETURN_IF_ERROR(store_->PutMeta("spec", WithoutEnvValues(spec_).SerializeAsString()));
     }
@@ -203,8 +219,24 @@ absl::Status RunSession::OpenStore() {
         absl::StrCat(path_, " already holds a run; continue it with `sextant resume ", path_,
                      "` or pick another --run-dir"));
   }
+  SEXTANT_RETURN_IF_ERROR(DrawStudyTrialsOnce());
   SEXTANT_RETURN_IF_ERROR(store_->PutMeta("spec", WithoutEnvValues(spec_).SerializeAsString()));
   return store_->PutTimeMeta("started_at", absl::ToUnixMicros(env_.clock->Now()) / 1e6);
+}
+
+absl::Status RunSession::DrawStudyTrialsOnce() {
+  std::optional<RandomStopping> r = RandomStoppingOf(spec_);
+  if (!r || spec_.parameters_size() == 0) return absl::OkStatus();
+  const int64_t k = DrawStudyTrials(*r, spec_.search().seed());
+  spec_.mutable_search()->set_max_trials(static_cast<int32_t>(std::min<int64_t>(k, std::numeric_limits<int32_t>::max())));
+  SEXTANT_RETURN_IF_ERROR(store_->AddEvent(
+      absl::ToUnixMicros(env_.clock->Now()) / 1e6, "random_stopping", 0,
+      absl::StrCat("privacy.selection random_stopping drew ", k,
+                   " trials (expected ", ExpectedTrials(*r),
+                   "); only the best trial's model will be kept")));
+  *env_.out << "sextant: random stopping drew " << k << " trials (expected "
+            << ExpectedTrials(*r) << "); only the best trial's model will be kept\n";
+  return absl::OkStatus();
 }
 
 absl::Status RunSession::LoadSecurity() {

@@ -47,6 +47,9 @@ struct RunOptions {
   // BUDGET_EXHAUSTED raises them; the new values are stored with the run). Default: keep.
   std::optional<double> max_cost;
   std::optional<double> max_wall_time_seconds;
+  // Replace budget.max_epsilon (a federated search with DP; a resume after EPSILON_EXHAUSTED
+  // raises it; stored with the run). Default: keep.
+  std::optional<double> max_epsilon;
   // Replace search.max_trials on resume (a search, ask/tell included, given room for more
   // trials; stored with the run). At least the trials the run already has. Default: keep.
   std::optional<int> max_trials;
@@ -122,6 +125,11 @@ class RunSession {
   absl::Status OpenStore();
   // Resume --max-trials: checks it against the stored trials and sets it in spec_, with an
   // event. InvalidArgument below the trials the run has, or for a federated run.
+  // --max-epsilon only for a federated search with DP: InvalidArgument otherwise.
+  absl::Status CheckMaxEpsilonApplies() const;
+  // A new run under random stopping: draws its number of trials (search.max_trials) once, and
+  // records the draw (event random_stopping).
+  absl::Status DrawStudyTrialsOnce();
   absl::Status RaiseMaxTrials(int max_trials);
   absl::Status LoadSecurity();
   void ApplyBudgetOverrides();

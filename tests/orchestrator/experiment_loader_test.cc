@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -1862,7 +1863,7 @@ trial: {command: [run]}
               ::testing::IsSupersetOf(std::vector<::testing::Matcher<std::string>>{
                   HasSubstr("n_trials: unknown key; allowed keys: name, objective, objectives, "
                             "constraints, parameters, search, trial, budget, resources, "
-                            "federation, simulate (did you mean search.max_trials? it belongs "
+                            "federation, simulate, privacy (did you mean search.max_trials? it belongs "
                             "under search:)"),
                   HasSubstr("parameters.lr.type: unknown type 'loguniform'; expected one of "
                             "float, int, categorical (for 'loguniform' write type: float with "
@@ -2001,6 +2002,128 @@ trial: {command: [run]}
                           "k * 2 (nearest: 3, 5)",
                           "exp.yaml:10:30: search.enqueue[0].dropout: 0.25 is not on the grid 0.1 "
                           "+ k * 0.1 (nearest: 0.2, 0.3)"));
+}
+
+}  // namespace
+}  // namespace sextant
+
+namespace sextant {
+namespace {
+
+// A federated search with DP, the base of the study-privacy cases below.
+constexpr char kDpStudy[] = R"(
+name: dp-study
+objective: {metric: val_accuracy, goal: maximize}
+parameters:
+  local_lr: {type: float, min: 0.01, max: 0.1}
+search: {sampler: random}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist}
+federation:
+  regions: [{name: east, clients: 3}]
+  rounds: 4
+  dp: {noise_multiplier: 1.0, clip_norm: 1.0}
+)";
+
+TEST(StudyPrivacyLoaderTest, MaxEpsilonAndRandomStoppingLoadForADpSearch) {
+  LoadResult r = Load(absl::StrCat(
+      kDpStudy, "budget: {max_epsilon: 4.5}\n",
+      "privacy: {selection: random_stopping, distribution: truncated_negative_binomial, "
+      "mean_trials: 12, eta: 0.5}\n"));
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_DOUBLE_EQ(r.spec.budget().max_epsilon(), 4.5);
+  EXPECT_EQ(r.spec.privacy().selection(), "random_stopping");
+  EXPECT_EQ(r.spec.privacy().distribution(), "truncated_negative_binomial");
+  EXPECT_DOUBLE_EQ(r.spec.privacy().mean_trials(), 12);
+  EXPECT_DOUBLE_EQ(r.spec.privacy().eta(), 0.5);
+  LoadResult plain = Load(absl::StrCat(kDpStudy, "privacy: {selection: random_stopping}\n"));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_DOUBLE_EQ(plain.spec.privacy().mean_trials(), 10);  // the defaults
+  EXPECT_DOUBLE_EQ(plain.spec.privacy().eta(), 1);
+}
+
+TEST(StudyPrivacyLoaderTest, MaxEpsilonWithoutDpIsRefusedAtTheKey) {
+  std::string no_dp(kDpStudy);
+  no_dp.erase(no_dp.find("  dp: {"));
+  EXPECT_THAT(Errors(absl::StrCat(no_dp, "budget: {max_epsilon: 3}\n")),
+              ElementsAre(AllOf(StartsWith("exp.yaml:11:23: budget.max_epsilon:"),
+                                HasSubstr("needs differential privacy: add federation.dp"))));
+  EXPECT_THAT(Errors(R"(
+name: plain
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: 0, max: 1}
+trial: {command: [echo, loss=1]}
+budget: {max_epsilon: 3}
+)"),
+              ElementsAre(AllOf(StartsWith("exp.yaml:6:23: budget.max_epsilon:"),
+                                HasSubstr("needs a federated search with differential privacy"))));
+}
+
+TEST(StudyPrivacyLoaderTest, APlainFederatedRunHasNoStudyToCap) {
+  std::string run(kDpStudy);
+  run.erase(run.find("parameters:"), run.find("trial:") - run.find("parameters:"));
+  EXPECT_THAT(Errors(absl::StrCat(run, "budget: {max_epsilon: 3}\n")),
+              Contains(AllOf(HasSubstr("budget.max_epsilon:"),
+                             HasSubstr("single federated run stops at "
+                                       "federation.dp.target_epsilon"))));
+}
+
+TEST(StudyPrivacyLoaderTest, RandomStoppingWithAnAdaptiveSearchIsRefusedSayingWhy) {
+  std::string adaptive(kDpStudy);
+  adaptive.replace(adaptive.find("{sampler: random}"), 17,
+                   "{sampler: bayesian, scheduler: asha, max_trials: 9, fidelity: {name: rounds, "
+                   "min: 1, max: 4}}");
+  const std::vector<std::string> errors =
+      Errors(absl::StrCat(adaptive, "privacy: {selection: random_stopping}\n"));
+  EXPECT_THAT(errors, Contains(AllOf(StartsWith("exp.yaml:5:19: search.sampler:"),
+                                     HasSubstr("sampler bayesian adapts to the results"))));
+  EXPECT_THAT(errors, Contains(AllOf(HasSubstr("search.scheduler:"),
+                                     HasSubstr("a scheduler stops trials by them"))));
+  EXPECT_THAT(errors, Contains(AllOf(HasSubstr("search.max_trials:"),
+                                     HasSubstr("random_stopping draws the number of trials"))));
+  EXPECT_EQ(errors.size(), 3u) << absl::StrJoin(errors, "\n");
+}
+
+TEST(StudyPrivacyLoaderTest, RandomStoppingWithoutDpIsRefused) {
+  std::string no_dp(kDpStudy);
+  no_dp.erase(no_dp.find("  dp: {"));
+  EXPECT_THAT(Errors(absl::StrCat(no_dp, "privacy: {selection: random_stopping}\n")),
+              ElementsAre(AllOf(StartsWith("exp.yaml:11:1: privacy:"),
+                                HasSubstr("needs differential privacy"))));
+}
+
+TEST(StudyPrivacyLoaderTest, StoppingKeysAreCheckedAndApplyOnlyWhereTheyMean) {
+  EXPECT_THAT(Errors(absl::StrCat(kDpStudy, "privacy: {mean_trials: 5}\n")),
+              ElementsAre(HasSubstr("privacy.mean_trials: only with selection: random_stopping")));
+  EXPECT_THAT(
+      Errors(absl::StrCat(kDpStudy,
+                          "privacy: {selection: random_stopping, distribution: poisson, eta: 1}\n")),
+      ElementsAre(HasSubstr("privacy.eta: only with distribution: truncated_negative_binomial")));
+  EXPECT_THAT(Errors(absl::StrCat(kDpStudy,
+                                  "privacy: {selection: random_stopping, mean_trials: 1}\n")),
+              ElementsAre(HasSubstr("the expected number of trials must be above 1")));
+  EXPECT_THAT(Errors(absl::StrCat(kDpStudy, "privacy: {selection: random_stopping, eta: -1}\n")),
+              ElementsAre(HasSubstr("the shape must be above -1")));
+}
+
+TEST(StudyPrivacyLoaderTest, RoundsAsFidelityNeedFederationAndARungWithinTheRounds) {
+  EXPECT_THAT(Errors(R"(
+name: not-federated
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: 0, max: 1}
+search: {scheduler: asha, fidelity: {name: rounds, min: 1, max: 9}}
+trial: {command: [echo, loss=1]}
+)"),
+              ElementsAre(AllOf(StartsWith("exp.yaml:5:44: search.fidelity.name:"),
+                                HasSubstr("needs a federation: block"))));
+  std::string above(kDpStudy);
+  above.replace(above.find("{sampler: random}"), 17,
+                "{sampler: random, scheduler: asha, fidelity: {name: rounds, min: 1, max: 9}}");
+  EXPECT_THAT(Errors(above),
+              ElementsAre(AllOf(HasSubstr("search.fidelity.max:"),
+                                HasSubstr("a rung of 9 rounds is above federation.rounds (4)"))));
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 
 #include "federation/rdp_accountant.h"
 #include "gtest/gtest.h"
+#include "orchestrator/core/run_dir.h"
+#include "orchestrator/core/study_privacy.h"
 #include "nlohmann/json.hpp"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
@@ -470,6 +472,120 @@ federation:
             0);
   EXPECT_NE(Read(dir + "/table.txt").find("privacy: the study spent epsilon"), std::string::npos)
       << Read(dir + "/table.txt");
+}
+
+// The DP study of the test above, as a file: `extra` appended, `search` as its search block.
+std::string DpStudyYaml(const std::string& name, const std::string& search,
+                        const std::string& extra) {
+  return absl::StrCat("name: ", name, R"(
+objective: {metric: val_accuracy, goal: maximize}
+parameters:
+  local_lr: {type: float, min: 0.02, max: 0.1, log: true}
+search: )", search, R"(
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "32"}}
+federation:
+  regions: [{name: east, clients: 3}]
+  rounds: 2
+  round_deadline: 60s
+  seed: 2
+  examples_per_client: 600
+  validation_examples: 500
+  dp: {noise_multiplier: 2.0, clip_norm: 1.0, delta: 1.0e-5}
+)", extra);
+}
+
+// budget.max_epsilon: no trial starts that could take the study past it. Trials of 2 rounds at
+// sigma 2 spend 3.19 alone, 4.75 for two and 6.00 for three: a cap of 5 lets two run, and the
+// run ends EPSILON_EXHAUSTED saying what one more would reach; a resume with the cap raised to
+// 6.5 runs one more and ends there again.
+TEST(FederatedRunTest, MaxEpsilonStopsTheStudyBeforeATrialThatWouldPassIt) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = ::testing::TempDir() + "/fl-dp-cap";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/exp.yaml") << DpStudyYaml(
+      "fl-dp-cap", "{sampler: random, seed: 4, max_trials: 5, max_concurrent: 1}",
+      "budget: {max_epsilon: 5}\n");
+  const std::string bin = SEXTANT_BIN_DIR;
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
+                           dir + "/out.txt"),
+                     300),
+            0)
+      << Read(dir + "/out.txt");
+  EXPECT_NE(Read(dir + "/out.txt")
+                .find("budget.max_epsilon 5 reached: the study has spent epsilon 4.753; one more "
+                      "trial could bring it to 6.003"),
+            std::string::npos)
+      << Read(dir + "/out.txt");
+  auto results = [&] {
+    EXPECT_EQ(WaitExit(Spawn({bin + "/sextant", "results", dir + "/run", "--format", "json"},
+                             dir + "/results.json"),
+                       60),
+              0);
+    return nlohmann::json::parse(Read(dir + "/results.json"));
+  };
+  nlohmann::json doc = results();
+  EXPECT_EQ(doc["state"], "EPSILON_EXHAUSTED");
+  EXPECT_EQ(doc["trials"].size(), 2u);
+  EXPECT_LE(doc["privacy"]["study_epsilon"].get<double>(), 5.0);
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "resume", dir + "/run", "--max-epsilon", "6.5"},
+                           dir + "/resume.txt"),
+                     300),
+            0)
+      << Read(dir + "/resume.txt");
+  doc = results();
+  EXPECT_EQ(doc["state"], "EPSILON_EXHAUSTED");
+  EXPECT_EQ(doc["trials"].size(), 3u);
+  EXPECT_NEAR(doc["privacy"]["study_epsilon"].get<double>(), 6.003, 1e-3);
+  for (const nlohmann::json& t : doc["trials"]) EXPECT_EQ(t["state"], "COMPLETED") << t;
+}
+
+// privacy.selection: random_stopping draws the number of trials from the run's seed, reports the
+// selection's epsilon (below composition's), and keeps only the best trial's model.
+TEST(FederatedRunTest, RandomStoppingDrawsTheTrialsAndReleasesOnlyTheBestModel) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = ::testing::TempDir() + "/fl-dp-stopping";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/exp.yaml") << DpStudyYaml(
+      "fl-dp-stopping", "{sampler: random, seed: 4, max_concurrent: 1}",
+      "privacy: {selection: random_stopping, mean_trials: 4}\n");
+  const std::string bin = SEXTANT_BIN_DIR;
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
+                           dir + "/out.txt"),
+                     300),
+            0)
+      << Read(dir + "/out.txt");
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "results", dir + "/run", "--format", "json"},
+                           dir + "/results.json"),
+                     60),
+            0);
+  const nlohmann::json doc = nlohmann::json::parse(Read(dir + "/results.json"));
+  sextant::RandomStopping r;
+  r.gamma = 0.25;  // E[K] = 1 / gamma = 4 for the geometric distribution (eta 1)
+  const int64_t k = sextant::DrawStudyTrials(r, 4);
+  ASSERT_EQ(doc["trials"].size(), static_cast<size_t>(k));
+  const nlohmann::json& p = doc["privacy"];
+  EXPECT_EQ(p["method"], "random_stopping");
+  EXPECT_EQ(p["trials_drawn"], k);
+  EXPECT_NEAR(p["mean_trials"].get<double>(), 4, 1e-9);
+  // One trial spends 3.19; the selection at most three times that, whatever K.
+  EXPECT_GT(p["study_epsilon"].get<double>(), 3.19);
+  EXPECT_LE(p["study_epsilon"].get<double>(), 3 * 3.1904);
+  const int64_t best = doc["best"]["trial"].get<int64_t>();
+  for (int64_t id = 1; id <= k; ++id) {
+    const std::string trial_dir = sextant::RunDir::FederatedTrialDir(dir + "/run", id);
+    EXPECT_EQ(std::filesystem::exists(trial_dir + "/model/final.safetensors"), id == best)
+        << "trial " << id;
+    EXPECT_EQ(std::filesystem::exists(trial_dir + "/federation"), id == best) << "trial " << id;
+    EXPECT_TRUE(std::filesystem::exists(sextant::RunDir::DbPath(trial_dir)));  // its rounds stay
+  }
+  EXPECT_NE(Read(dir + "/out.txt").find(absl::StrCat("random stopping drew ", k, " trials")),
+            std::string::npos)
+      << Read(dir + "/out.txt");
 }
 
 TEST(FederatedRunTest, PytorchCommandClientExampleLearns) {
