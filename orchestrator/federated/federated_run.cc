@@ -899,6 +899,11 @@ class FederatedRun {
                         last_eval_.accuracy, last_eval_.loss, outcome.count, rejected);
     if (epsilon) absl::StrAppendFormat(&line, " epsilon=%.4f", *epsilon);
     if (failures_this_round_ > 0) absl::StrAppend(&line, " failed=", failures_this_round_);
+    if (options_.federated_trial) {
+      // The trial's metrics at this fidelity (search.fidelity.name: rounds), for its worker.
+      absl::StrAppendFormat(&line, " rounds=%d val_accuracy=%.17g val_loss=%.17g", round,
+                            last_eval_.accuracy, last_eval_.loss);
+    }
     (void)store_->AddEvent(EventTime(), "round", 0, line);
     *env_.out << "sextant: " << line << "\n" << std::flush;
     last_round_ = round;
@@ -994,6 +999,7 @@ class FederatedRun {
       failures_this_round_ = 0;
       regions_failed_this_round_ = 0;
       last_failure_.clear();
+      if (round == options_.pause_after_round && round < fed().rounds()) return PausedAtRung();
     }
     return Finish();
   }
@@ -1305,6 +1311,19 @@ class FederatedRun {
     *env_.out << "sextant: stopped after round " << last_round_
               << "; continue with: sextant resume " << run_dir_path_ << "\n";
     return state == v1::RUN_INTERRUPTED ? absl::CancelledError("interrupted") : absl::OkStatus();
+  }
+
+  // A federated trial reached its scheduler's rung: it stops after this round, resumable (its
+  // checkpoint holds the global model, the server optimiser, the rounds and the privacy spent),
+  // and exits 0 with its metrics so that the scheduler pauses it there; a promotion resumes it.
+  absl::Status PausedAtRung() {
+    PutTrial(v1::RUNNING);
+    SEXTANT_RETURN_IF_ERROR(RecordEnd(
+        v1::RUN_INTERRUPTED, absl::StrCat("paused after round ", last_round_, " (the rung)")));
+    *env_.out << absl::StrFormat(
+        "sextant: %s paused after round %d (its rung): val_accuracy=%.4f val_loss=%.4f%s\n",
+        spec_.name(), last_round_, last_eval_.accuracy, last_eval_.loss, SpentMetrics());
+    return absl::OkStatus();
   }
 
   absl::Status Finish() {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -151,6 +152,14 @@ absl::Status RunSession::ReadExperiment() {
       spec_.parameters_size() > 0) {
     SEXTANT_RETURN_IF_ERROR(ApplyFederatedTrialParams(spec_, TrialParamFromEnv));
     options_.resume = std::filesystem::exists(RunDir::DbPath(path_));
+    options_.federated_trial = true;
+    // Rounds as the fidelity: this attempt runs to the scheduler's rung (a whole round).
+    const char* rung = std::getenv("SEXTANT_FIDELITY");
+    double target = 0;
+    if (spec_.search().fidelity().name() == "rounds" && rung != nullptr &&
+        absl::SimpleAtod(rung, &target) && target >= 1) {
+      options_.pause_after_round = static_cast<int64_t>(std::ceil(target));
+    }
   }
   return absl::OkStatus();
 }

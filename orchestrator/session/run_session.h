@@ -50,6 +50,13 @@ struct RunOptions {
   // Replace budget.max_epsilon (a federated search with DP; a resume after EPSILON_EXHAUSTED
   // raises it; stored with the run). Default: keep.
   std::optional<double> max_epsilon;
+  // One trial of a federated search (SEXTANT_FEDERATED_TRIAL=1): each round's line carries the
+  // trial's metrics (rounds=N val_accuracy= val_loss=) for its worker, and under a scheduler
+  // over rounds (search.fidelity.name: rounds) the run pauses after round pause_after_round
+  // (SEXTANT_FIDELITY, the rung), resumable, to go on when the scheduler promotes the trial.
+  // Defaults: false, 0 (no pause).
+  bool federated_trial = false;
+  int64_t pause_after_round = 0;
   // Replace search.max_trials on resume (a search, ask/tell included, given room for more
   // trials; stored with the run). At least the trials the run already has. Default: keep.
   std::optional<int> max_trials;

@@ -588,6 +588,85 @@ TEST(FederatedRunTest, RandomStoppingDrawsTheTrialsAndReleasesOnlyTheBestModel) 
       << Read(dir + "/out.txt");
 }
 
+// Rounds as the fidelity: ASHA schedules federated trials by rounds. A trial paused at a rung
+// resumes its own federated run from its checkpoint when promoted (never from round 1): each
+// trial's rounds table holds rounds 1..its fidelity once each, and its log says where it
+// resumed. Pruned trials spend fewer rounds than a full search would.
+class RoundsFidelityTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RoundsFidelityTest, AshaPausesFederatedTrialsAtRungsAndResumesThemFromTheirCheckpoint) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string mode = GetParam();
+  const std::string dir = ::testing::TempDir() + "/fl-rounds-fidelity-" + mode;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string federation =
+      mode == "buffered" ? "  mode: buffered\n  buffer_size: 2\n  secure_aggregation: false\n"
+                         : absl::StrCat("  secure_aggregation: ", mode == "secure" ? "true" : "false", "\n");
+  std::ofstream(dir + "/exp.yaml") << "name: fl-rounds-" << mode << R"(
+objective: {metric: val_accuracy, goal: maximize}
+parameters:
+  local_lr: {type: float, min: 0.005, max: 0.2, log: true}
+search:
+  sampler: random
+  seed: 3
+  max_trials: 4
+  max_concurrent: 2
+  scheduler: asha
+  fidelity: {name: rounds, min: 1, max: 4, reduction_factor: 2}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:
+  regions: [{name: east, clients: 2}, {name: west, clients: 2}]
+  rounds: 4
+  seed: 2
+  examples_per_client: 300
+  validation_examples: 300
+)" << federation << (mode == "buffered" ? "" : "  round_deadline: 60s\n");
+  const std::string bin = SEXTANT_BIN_DIR;
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
+                           dir + "/out.txt"),
+                     400),
+            0)
+      << Read(dir + "/out.txt");
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "results", dir + "/run", "--format", "json"},
+                           dir + "/results.json"),
+                     60),
+            0);
+  const nlohmann::json doc = nlohmann::json::parse(Read(dir + "/results.json"));
+  ASSERT_EQ(doc["trials"].size(), 4u) << doc.dump(2);
+  int completed = 0, pruned = 0;
+  int64_t rounds_run = 0;
+  for (const nlohmann::json& t : doc["trials"]) {
+    const int64_t id = t["id"].get<int64_t>();
+    const int64_t fidelity = static_cast<int64_t>(t["fidelity"].get<double>());
+    completed += t["state"] == "COMPLETED";
+    pruned += t["state"] == "PRUNED";
+    if (t["state"] == "COMPLETED") EXPECT_EQ(fidelity, 4) << t;
+    // Rounds 1..fidelity, each once: a promotion went on from the rung, it did not start over.
+    std::vector<int64_t> rounds;
+    for (const nlohmann::json& r : t["rounds"]) rounds.push_back(r["round"].get<int64_t>());
+    std::vector<int64_t> want;
+    for (int64_t r = 1; r <= fidelity; ++r) want.push_back(r);
+    EXPECT_EQ(rounds, want) << "trial " << id;
+    rounds_run += fidelity;
+    // Every attempt after the first resumed after the round its predecessor paused at.
+    const int attempts = t["attempts"].get<int>();
+    for (int a = 2; a <= attempts; ++a) {
+      const std::string log = Read(absl::StrCat(dir, "/run/logs/trial-", id, ".", a, ".out"));
+      EXPECT_NE(log.find("sextant: resuming after round "), std::string::npos)
+          << "trial " << id << " attempt " << a << ":\n" << log;
+    }
+  }
+  EXPECT_GE(completed, 1);
+  EXPECT_GE(pruned, 1);
+  EXPECT_LT(rounds_run, 4 * 4);  // fewer rounds than four whole runs
+}
+
+INSTANTIATE_TEST_SUITE_P(SyncAndBuffered, RoundsFidelityTest,
+                         ::testing::Values("plaintext", "secure", "buffered"));
+
 TEST(FederatedRunTest, PytorchCommandClientExampleLearns) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
