@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -586,6 +587,75 @@ TEST(FederatedRunTest, RandomStoppingDrawsTheTrialsAndReleasesOnlyTheBestModel) 
   EXPECT_NE(Read(dir + "/out.txt").find(absl::StrCat("random stopping drew ", k, " trials")),
             std::string::npos)
       << Read(dir + "/out.txt");
+}
+
+// epsilon is a built-in metric of federated trials: an objective beside val_accuracy and a
+// constraint. clients_per_round tunes the sampling rate, so trials of 2 of 4 clients spend less
+// than trials of all 4; those over the cap are infeasible and the front holds feasible ones only.
+TEST(FederatedRunTest, EpsilonIsAnObjectiveAndAConstraintOfFederatedTrials) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = ::testing::TempDir() + "/fl-dp-front";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/exp.yaml") << R"(name: fl-dp-front
+objectives:
+  - {metric: val_accuracy, goal: maximize}
+  - {metric: epsilon, goal: minimize}
+constraints:
+  - {metric: epsilon, max: 4}
+parameters:
+  local_lr: {type: float, min: 0.02, max: 0.1, log: true}
+  clients_per_round: {type: categorical, values: [2, 4]}
+search: {sampler: random, seed: 4, max_trials: 4, max_concurrent: 2}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "32"}}
+federation:
+  regions: [{name: east, clients: 4}]
+  rounds: 3
+  round_deadline: 60s
+  seed: 2
+  examples_per_client: 600
+  validation_examples: 500
+  dp: {noise_multiplier: 2.0, clip_norm: 1.0, delta: 1.0e-5}
+)";
+  const std::string bin = SEXTANT_BIN_DIR;
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
+                           dir + "/out.txt"),
+                     300),
+            0)
+      << Read(dir + "/out.txt");
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "results", dir + "/run", "--format", "json"},
+                           dir + "/results.json"),
+                     60),
+            0);
+  const nlohmann::json doc = nlohmann::json::parse(Read(dir + "/results.json"));
+  auto epsilon_after_3 = [](double q) {
+    sextant::RdpAccountantOptions a;
+    a.noise_multiplier = 2.0;
+    a.sampling_rate = q;
+    a.delta = 1e-5;
+    if (q < 1) a.orders = sextant::DefaultRdpOrders(true);
+    return sextant::RdpAccountant::Create(a)->EpsilonAfter(3);
+  };
+  std::set<int64_t> feasible;
+  int each[2] = {0, 0};
+  for (const nlohmann::json& t : doc["trials"]) {
+    ASSERT_EQ(t["state"], "COMPLETED") << t;
+    const bool all = t["params"]["clients_per_round"] == "4";
+    ++each[all];
+    const double eps = t["values"][1].get<double>();
+    EXPECT_NEAR(eps, epsilon_after_3(all ? 1.0 : 0.5), 1e-9) << t;
+    EXPECT_EQ(t["feasible"].get<bool>(), eps <= 4) << t;
+    if (eps <= 4) feasible.insert(t["id"].get<int64_t>());
+  }
+  ASSERT_GT(each[0], 0);
+  ASSERT_GT(each[1], 0);
+  EXPECT_GT(epsilon_after_3(1.0), 4);  // all four clients each round: over the cap
+  ASSERT_FALSE(doc["pareto"].empty());
+  for (const nlohmann::json& p : doc["pareto"]) {
+    EXPECT_TRUE(feasible.contains(p["trial"].get<int64_t>())) << p;
+  }
 }
 
 // Rounds as the fidelity: ASHA schedules federated trials by rounds. A trial paused at a rung
