@@ -178,7 +178,7 @@ bool Dispatcher::Better(double a, double b) const {
 bool Dispatcher::CanCreate() const {
   return !interrupted_ && !sampler_exhausted_ && !target_reached_ &&
          static_cast<int>(trials_.size()) < spec_.search().max_trials() &&
-         static_cast<int64_t>(trials_.size()) < create_limit_;
+         static_cast<int64_t>(trials_.size()) < CreateLimit();
 }
 
 bool Dispatcher::Finished() const {

@@ -178,13 +178,16 @@ class Dispatcher {
     std::string launch_token;  // empty for a worker started by hand
   };
   const std::map<int64_t, WorkerInfo>& workers() const { return workers_; }
-  // No trial is created beyond `limit` trials in all (the study's privacy budget,
-  // budget.max_epsilon, allows no more); trials already created run on. Default: none.
-  void SetCreateLimit(int64_t limit) { create_limit_ = limit; }
+  // No trial is created beyond limit(*this) trials in all (the study's privacy budget,
+  // budget.max_epsilon, allows no more); trials already created run on. Asked whenever a trial
+  // might be created, so it sees every trial that has just ended. Default: no limit.
+  void SetCreateLimit(std::function<int64_t(const Dispatcher&)> limit) {
+    create_limit_ = std::move(limit);
+  }
   // True when the limit above, not search.max_trials, is what stops new trials now.
   bool CreateLimited() const {
-    return static_cast<int64_t>(trials_.size()) >= create_limit_ &&
-           create_limit_ < spec_.search().max_trials();
+    const int64_t limit = CreateLimit();
+    return static_cast<int64_t>(trials_.size()) >= limit && limit < spec_.search().max_trials();
   }
   // While held, no trial is leased or promoted (the budget cannot pay for more work);
   // running trials go on.
@@ -293,7 +296,10 @@ class Dispatcher {
   v1::ExperimentSpec spec_;
   ObjectiveSet objectives_;
   std::function<double(int64_t)> trial_cost_;
-  int64_t create_limit_ = std::numeric_limits<int64_t>::max();
+  std::function<int64_t(const Dispatcher&)> create_limit_;
+  int64_t CreateLimit() const {
+    return create_limit_ ? create_limit_(*this) : std::numeric_limits<int64_t>::max();
+  }
   std::function<double()> spend_;
   std::function<void(int64_t, int64_t)> worker_trial_;
   SearchSpace space_;

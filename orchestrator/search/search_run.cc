@@ -110,7 +110,16 @@ class SearchRun {
     SEXTANT_ASSIGN_OR_RETURN(
         dispatcher_, Dispatcher::Create(spec_, store_, *std::move(sampler), env_.clock, dopts,
                                         MakeScheduler(spec_)));
-    if (spec_.budget().has_max_epsilon()) privacy_budget_.emplace(spec_, run_dir_path_);
+    if (spec_.budget().has_max_epsilon()) {
+      privacy_budget_.emplace(spec_, run_dir_path_);
+      dispatcher_->SetCreateLimit([this](const Dispatcher& d) {
+        return privacy_budget_->CreateLimit(d.trial_count(), [&](int64_t id) {
+          const TrialRow* row = d.trial_row(id);
+          return row != nullptr && (row->state == v1::COMPLETED || row->state == v1::PRUNED ||
+                                    row->state == v1::FAILED);
+        });
+      });
+    }
     return StartServer();
   }
 
@@ -255,7 +264,6 @@ class SearchRun {
       env_.clock->SleepFor(kLoopPeriod);
       absl::Status tick = service_->Tick();
       if (trial_service_) trial_service_->Tick();
-      if (privacy_budget_) LimitByPrivacy();
       absl::Status fatal = service_->fatal_error();
       if (fatal.ok() && trial_service_) fatal = trial_service_->fatal_error();
       if (!fatal.ok()) {
@@ -274,8 +282,7 @@ class SearchRun {
       if (service_->WithDispatcher([](Dispatcher& d) { return d.Finished(); })) {
         // The last trial may have ended between Stats() above and Finished(): draw them anew.
         progress.Finish(Stats());
-        if (privacy_budget_) LimitByPrivacy();
-        if (privacy_budget_ &&
+          if (privacy_budget_ &&
             service_->WithDispatcher([](Dispatcher& d) { return d.CreateLimited(); })) {
           return EpsilonExhausted();
         }
@@ -528,18 +535,6 @@ class SearchRun {
     }
     return WindDown(progress, absl::StrCat("budget.max_cost reached: ", stuck),
                     "--max-cost AMOUNT");
-  }
-
-  // budget.max_epsilon: the dispatcher creates no trial that could take the study past it.
-  void LimitByPrivacy() {
-    service_->WithDispatcher([&](Dispatcher& d) {
-      d.SetCreateLimit(privacy_budget_->CreateLimit(d.trial_count(), [&](int64_t id) {
-        const TrialRow* row = d.trial_row(id);
-        return row != nullptr && (row->state == v1::COMPLETED || row->state == v1::PRUNED ||
-                                  row->state == v1::FAILED);
-      }));
-      return 0;
-    });
   }
 
   // Every trial the study's privacy allowed has ended: the run ends EPSILON_EXHAUSTED, with its

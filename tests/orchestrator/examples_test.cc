@@ -8,6 +8,7 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/component.h"
 #include "nlohmann/json.hpp"
 #include "tests/orchestrator/test_util.h"
 
@@ -140,6 +141,52 @@ TEST(SimulateExampleTest, WhatIfOn32GpusForecastsTheCapAndMixedPaysForOnDemand) 
     return sum;
   };
   EXPECT_GT(epochs(b), epochs(a));
+}
+
+}  // namespace
+}  // namespace sextant
+
+namespace sextant {
+namespace {
+
+// examples/federated/tuning, copied out of the checkout and run from its folder as its README
+// says: ASHA over rounds pauses and promotes federated trials under the study's privacy budget,
+// and the random-stopping twin keeps only the best trial's model.
+TEST(FederatedTuningExampleTest, BothStudiesRunFromACopyOfTheFolderAsItsReadmeSays) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = testing::MakeTempDir("federated-tuning-example");
+  std::filesystem::copy(std::string(SEXTANT_SOURCE_DIR) + "/examples/federated/tuning", dir,
+                        std::filesystem::copy_options::recursive |
+                            std::filesystem::copy_options::overwrite_existing);
+  auto in_folder = [&](const std::string& file) {
+    return testing::RunProcess({"/bin/sh", "-c", "cd '" + dir + "' && exec '" + kSextant +
+                                                     "' run " + file},
+                               600);
+  };
+  auto run = in_folder("experiment.yaml");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  nlohmann::json doc = Results(dir + "/runs/fl-tuning");
+  EXPECT_EQ(doc["state"], "COMPLETED");
+  int paused_then_promoted = 0;
+  for (const nlohmann::json& t : doc["trials"]) {
+    paused_then_promoted += t["attempts"].get<int>() > 1;
+  }
+  EXPECT_GE(paused_then_promoted, 1) << doc["trials"].dump(1);
+  EXPECT_EQ(doc["privacy"]["method"], "rdp_composition");
+  EXPECT_LE(doc["privacy"]["study_epsilon"].get<double>(), 60);
+  EXPECT_THAT(run.out, HasSubstr("privacy: the study spent epsilon"));
+
+  auto stopping = in_folder("random-stopping.yaml");
+  ASSERT_EQ(stopping.exit_code, 0) << stopping.out << stopping.err;
+  doc = Results(dir + "/runs/fl-tuning-random-stopping");
+  EXPECT_EQ(doc["privacy"]["method"], "random_stopping");
+  EXPECT_EQ(doc["trials"].size(), doc["privacy"]["trials_drawn"].get<size_t>());
+  if (doc["trials"].size() >= 3) {  // past a few trials, the selection spends less than composition
+    EXPECT_LT(doc["privacy"]["study_epsilon"].get<double>(),
+              doc["privacy"]["composition_epsilon"].get<double>());
+  }
+  EXPECT_THAT(stopping.out, HasSubstr("random stopping released trial"));
 }
 
 }  // namespace
