@@ -13,6 +13,8 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "orchestrator/core/strategy_factory.h"
+#include "orchestrator/service/worker_service.h"
+#include "orchestrator/service/worker_sessions.h"
 #include "rpc/certificates.h"
 #include "rpc/channel_credentials.h"
 #include "rpc/server_security.h"
@@ -247,6 +249,94 @@ TEST_F(TrialServiceTest, WaitingAsksBeyondTheQuotaAreRefusedAtOnce) {
   EXPECT_TRUE(later.ok()) << later.error_message();
   run.Drain();
   for (std::thread& t : waiters) t.join();
+}
+
+// WorkerService.Lease long-polls take places in the same kind of CallQuota: with room for two
+// waiting calls, two workers wait for the only slot and a third is refused at once
+// (RESOURCE_EXHAUSTED, naming the bound), with no trial leased to it; the waiters are answered
+// when the run drains.
+TEST_F(TrialServiceTest, WaitingLeasesBeyondTheQuotaAreRefusedAtOnce) {
+  const v1::ExperimentSpec spec = SpecFromYaml(R"(
+name: leased
+objective: {metric: loss, goal: minimize}
+parameters:
+  x: {type: float, min: 0, max: 1}
+search: {sampler: sobol, seed: 7, max_trials: 10, max_concurrent: 1}
+trial: {command: [echo, loss=1]}
+)");
+  std::unique_ptr<Store> store = *Store::Open(dir_ + "/state.db", true);
+  std::unique_ptr<Dispatcher> dispatcher = *Dispatcher::Create(
+      spec, store.get(), *MakeSampler(spec), RealClockInstance(), DispatcherOptions{}, nullptr);
+  CallLimits limits;
+  limits.max_calls = 2;
+  WorkerServiceImpl workers(dispatcher.get(), Redactor(), WorkerSessions(), RealClockInstance(),
+                            limits);
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&workers);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::atomic<bool> stop{false};
+  std::thread ticker([&] {
+    while (!stop) {
+      (void)workers.Tick();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  auto stub = v1::WorkerService::NewStub(Plain(port));
+  // Registers a worker: its id and its session.
+  auto enrol = [&](const std::string& host) {
+    grpc::ClientContext context;
+    v1::RegisterRequest r;
+    r.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
+    r.set_hostname(host);
+    v1::RegisterResponse response;
+    EXPECT_TRUE(stub->Register(&context, r, &response).ok());
+    auto session = context.GetServerInitialMetadata().find(kSessionMetadataKey);
+    EXPECT_NE(session, context.GetServerInitialMetadata().end());
+    return std::pair{response.worker_id(), std::string(session->second.data(),
+                                                       session->second.size())};
+  };
+  auto lease = [&](const std::pair<int64_t, std::string>& w, double wait,
+                   v1::LeaseResponse* response) {
+    grpc::ClientContext context;
+    context.AddMetadata(kSessionMetadataKey, w.second);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(40));
+    v1::LeaseRequest r;
+    r.set_worker_id(w.first);
+    r.set_wait_seconds(wait);
+    return stub->Lease(&context, r, response);
+  };
+  const auto busy = enrol("busy");
+  v1::LeaseResponse first;
+  ASSERT_TRUE(lease(busy, 0, &first).ok());
+  ASSERT_TRUE(first.has_assignment());  // the only slot
+  std::atomic<int> answered{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 2; ++i) {
+    waiters.emplace_back([&, w = enrol(absl::StrCat("waiter", i))] {
+      v1::LeaseResponse r;
+      EXPECT_TRUE(lease(w, 30, &r).ok());
+      ++answered;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(answered.load(), 0);  // both wait, holding the quota's two places
+  const auto third = enrol("third");
+  v1::LeaseResponse refused_response;
+  const auto start = std::chrono::steady_clock::now();
+  grpc::Status refused = lease(third, 30, &refused_response);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("2"));
+  EXPECT_FALSE(refused_response.has_assignment());
+  EXPECT_EQ(workers.WithDispatcher([](Dispatcher& d) { return d.trial_count(); }), 1);
+  workers.Drain();  // the waiters hear `done`
+  for (std::thread& t : waiters) t.join();
+  EXPECT_EQ(answered.load(), 2);
+  stop = true;
+  ticker.join();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
 TEST_F(TrialServiceTest, AFinishedRunAnswersAsksDoneWhileItDrains) {
