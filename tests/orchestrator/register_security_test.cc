@@ -149,5 +149,43 @@ TEST_F(RegisterSecurityTest, AWorkerRegistersOnlyAsItsCertificatesRegionWithinBo
   EXPECT_EQ(orchestrator.Wait(60), 130) << orchestrator.out() << orchestrator.err();
 }
 
+// Adoption respects the budget as well as max_instances: with room for three instances but a
+// cap that pays for one, the second hand-started worker is refused by the budget, not adopted.
+TEST_F(RegisterSecurityTest, AdoptionStopsAtTheBudget) {
+  std::string yaml = ReadFile(dir_ + "/exp.yaml");
+  const std::string one = "market: on_demand, max_instances: 1}";
+  yaml.replace(yaml.find(one), one.size(), "market: on_demand, max_instances: 3}");
+  // Adopting one instance at 1 USD/h commits 11 s (its first second and the wind-down): 0.0031.
+  yaml += "budget: {max_cost: 0.005}\n";  // one fits, two do not
+  WriteFile(dir_ + "/exp.yaml", yaml);
+  const std::string run = dir_ + "/run";
+  BackgroundProcess orchestrator(
+      {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", run, "--tls-dir", certs_});
+  ASSERT_TRUE(orchestrator.WaitForOutput("start workers with", 60))
+      << orchestrator.out() << orchestrator.err();
+  std::smatch m;
+  const std::string out = orchestrator.out();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("--connect (\\S+)")));
+  auto r1 = Stub(m[1].str(), "w-r1");
+  for (int i = 0; i < 2; ++i) {
+    grpc::Status s = Register(r1.get(), "r1", "cheap", absl::StrCat("host-", i));
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  const std::string db = run + "/state.db";
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return QueryRows(db, "SELECT COUNT(*) FROM events WHERE kind = 'budget_refused'")[0][0] ==
+               "1";
+      },
+      30))
+      << orchestrator.out();
+  EXPECT_EQ(QueryRows(db, "SELECT COUNT(*) FROM events WHERE kind = 'instance_adopted'")[0][0],
+            "1");
+  auto refused = QueryRows(db, "SELECT message FROM events WHERE kind = 'budget_refused'");
+  EXPECT_THAT(refused[0][0], ::testing::Not(HasSubstr("max_instances"))) << refused[0][0];
+  orchestrator.Signal(SIGINT);
+  orchestrator.Wait(60);
+}
+
 }  // namespace
 }  // namespace sextant
