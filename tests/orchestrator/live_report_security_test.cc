@@ -212,6 +212,58 @@ TEST(WorkerTransportTest, PlaintextToANonLoopbackAddressIsRefusedBeforeDialling)
   }
 }
 
+// A federated client's and aggregator's upstream obeys the same rule: a non-loopback address in
+// plaintext is refused before it is dialled (exit 2), whether or not a secret file is given.
+TEST(WorkerTransportTest, FederatedUpstreamsInPlaintextToANonLoopbackAddressAreRefused) {
+  const std::string host = HostAddress();
+  int listener = -1;
+  std::string target = "10.255.255.1:7070";
+  if (!host.empty()) {
+    listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(listen(listener, 8), 0);
+    socklen_t len = sizeof(a);
+    getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+    target = absl::StrCat(host, ":", ntohs(a.sin_port));
+  }
+  const std::string dir = MakeTempDir("federated-plaintext");
+  WriteFile(dir + "/worker.secret", std::string(64, 'a'));
+  chmod((dir + "/worker.secret").c_str(), 0600);
+  WriteFile(dir + "/spec.pb", testing::SpecFromYaml(R"(name: upstream
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist}
+federation:
+  regions: [{name: east, clients: 2}]
+  rounds: 1
+)").SerializeAsString());
+  const std::vector<std::vector<std::string>> roles = {
+      {kWorker, "--role", "client", "--spec", dir + "/spec.pb", "--region", "east", "--index", "0",
+       "--experiment-id", "e1", "--connect", target, "--secret-file", dir + "/worker.secret"},
+      {kWorker, "--role", "aggregator", "--region", "east", "--experiment-id", "e1",
+       "--model-size", "10", "--work-dir", dir + "/agg", "--listen", "127.0.0.1:0", "--connect",
+       target, "--secret-file", dir + "/worker.secret"},
+      {kWorker, "--role", "aggregator", "--region", "east", "--experiment-id", "e1",
+       "--model-size", "10", "--work-dir", dir + "/agg", "--listen", "127.0.0.1:0", "--connect",
+       target}};
+  for (const std::vector<std::string>& argv : roles) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = RunProcess(argv, 20);
+    EXPECT_EQ(r.exit_code, 2) << argv[2] << ": " << r.out << r.err;
+    EXPECT_THAT(r.err, HasSubstr(absl::StrCat("refusing to connect to ", target, " without TLS")))
+        << argv[2];
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5);
+  }
+  if (listener >= 0) {
+    pollfd p{listener, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 0), 0) << "a federated role connected to " << target;
+    close(listener);
+  }
+}
+
 // A stand-in orchestrator, serving TLS with whatever certificate it holds: it counts the
 // Register calls that reach it and refuses them (FAILED_PRECONDITION), which a worker takes as
 // final (exit 2).
