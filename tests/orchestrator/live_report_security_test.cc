@@ -25,6 +25,7 @@
 #include "rpc/channel_credentials.h"
 #include "sextant/v1/worker_service.grpc.pb.h"
 #include "tests/orchestrator/test_util.h"
+#include "tests/support/component.h"
 
 namespace sextant {
 namespace {
@@ -128,6 +129,33 @@ TEST_F(LiveReportSecurityTest, PageIsServedWithThePrintedTokenOnly) {
   ASSERT_EQ(stat(file.c_str(), &st), 0) << file;
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(absl::StripAsciiWhitespace(ReadFile(file)), token_);
+}
+
+// Another local user, as a second uid: it cannot read the run's token, and the page it can
+// reach on the port without one is refused (403) and shows nothing of the run.
+TEST_F(LiveReportSecurityTest, AnotherUserGetsNoTokenAndNoPage) {
+  SEXTANT_REQUIRE_COMPONENT(geteuid() == 0 && std::filesystem::exists("/usr/bin/setpriv"),
+                            "needs root and setpriv to act as a second user");
+  auto as_nobody = [](std::vector<std::string> argv) {
+    argv.insert(argv.begin(),
+                {"/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"});
+    return RunProcess(argv, 30);
+  };
+  const std::string file = dir_ + "/run/secrets/live-report.secret";
+  auto read = as_nobody({"/bin/cat", file});
+  EXPECT_NE(read.exit_code, 0);
+  EXPECT_THAT(read.out, Not(HasSubstr(token_)));
+  const std::string fetch = absl::StrCat(
+      "import urllib.request, urllib.error\n"
+      "try:\n"
+      "    r = urllib.request.urlopen('http://127.0.0.1:", port_, "/', timeout=10)\n"
+      "    print(r.status); print(r.read().decode())\n"
+      "except urllib.error.HTTPError as e:\n"
+      "    print(e.code); print(e.read().decode())\n");
+  auto page = as_nobody({"/usr/bin/python3", "-c", fetch});
+  ASSERT_EQ(page.exit_code, 0) << page.err;
+  EXPECT_THAT(page.out, StartsWith("403")) << page.out;
+  EXPECT_THAT(page.out, Not(HasSubstr(kParameter)));
 }
 
 // A DNS-rebinding page reaches the port under its own host name, and a page of another site
