@@ -31,6 +31,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "aggregator/federation_plan.h"
+#include "orchestrator/core/federated_trial_params.h"
 #include "common/duration.h"
 #include "common/ids.h"
 #include "orchestrator/core/trial_command.h"
@@ -604,6 +605,7 @@ class Loader {
   std::optional<Field> max_epsilon_field_, privacy_field_, selection_field_;
   std::optional<Field> sampler_field_, scheduler_field_, max_trials_field_, warm_start_field_;
   std::optional<Field> fidelity_name_field_, fidelity_max_field_;
+  std::vector<Field> parameter_fields_;  // parameters.NAME, in order
   std::optional<Field> provider_field_, global_region_field_;
   std::vector<Field> region_name_fields_;  // federation.regions[i].name, in order
 };
@@ -863,6 +865,7 @@ void Loader::LoadParameters(const Section& root, bool may_be_empty) {
 }
 
 void Loader::LoadParameter(const Field& f, std::vector<PendingWhen>& whens) {
+  parameter_fields_.push_back(f);
   const int index = spec_.parameters_size();
   v1::Parameter* p = spec_.add_parameters();
   p->set_name(f.key.Scalar());
@@ -1510,6 +1513,19 @@ void Loader::LoadStudyPrivacy(const Field& f) {
 // random stopping only where no configuration depends on an earlier result, and rounds as a
 // fidelity only for federated trials.
 void Loader::CheckStudyPrivacy() {
+  // A federated search tunes the federation block: every parameter must be one of its keys.
+  if (spec_.has_federation()) {
+    for (const Field& p : parameter_fields_) {
+      const std::string& name = p.key.Scalar();
+      if (!IsFederationHyperparameter(name)) {
+        r_.KeyError(p, absl::StrCat("a federated search tunes the federation block: '", name,
+                                    "' is not one of its hyperparameters (",
+                                    FederationHyperparameterNames(), ")"));
+      } else if (name == "clip_norm" && !spec_.federation().has_dp()) {
+        r_.KeyError(p, "clip_norm tunes federation.dp.clip_norm: add federation.dp");
+      }
+    }
+  }
   const bool federated = spec_.has_federation();
   const bool search = federated && spec_.parameters_size() > 0;
   const bool dp = federated && spec_.federation().has_dp();

@@ -16,11 +16,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "aggregator/federation_plan.h"
 #include "common/process_setup.h"
 #include "common/status_macros.h"
 #include "orchestrator/core/command_script.h"
 #include "orchestrator/core/experiment_loader.h"
+#include "orchestrator/core/federated_trial_params.h"
 #include "orchestrator/core/local_launcher.h"
 #include "orchestrator/core/stored_spec.h"
 #include "orchestrator/core/study_privacy.h"
@@ -34,55 +34,6 @@ void OnStopSignal(int sig) { g_stop_signal.store(sig); }
 
 // Marks RunSession::Open's error for an experiment file that did not load.
 constexpr char kLoadErrorPayload[] = "sextant/load-error";
-
-// One trial of a federated search: its parameters (value(name), nullopt when inactive) go into
-// the federation block, which then runs as a plain federated experiment.
-absl::Status ApplyFederatedTrialParams(
-    v1::ExperimentSpec& spec,
-    const std::function<std::optional<std::string>(const std::string&)>& value) {
-  v1::Federation* f = spec.mutable_federation();
-  for (const v1::Parameter& p : spec.parameters()) {
-    std::optional<std::string> v = value(p.name());
-    if (!v) continue;
-    double x = 0;
-    if (!absl::SimpleAtod(*v, &x)) {
-      if (p.name() == "server_optimizer") {
-        f->set_server_optimizer(*v);
-        continue;
-      }
-      return absl::InvalidArgumentError(absl::StrCat("parameter ", p.name(), "='", *v, "'"));
-    }
-    const std::string& n = p.name();
-    if (n == "local_lr" || n == "client_lr") {
-      f->set_local_lr(x);
-    } else if (n == "local_epochs") {
-      f->set_local_epochs(static_cast<int32_t>(x));
-    } else if (n == "local_batch_size") {
-      f->set_local_batch_size(static_cast<int32_t>(x));
-    } else if (n == "server_lr") {
-      f->set_server_lr(x);
-    } else if (n == "proximal_mu" || n == "mu") {
-      f->set_proximal_mu(x);
-    } else if (n == "clients_per_round") {
-      f->set_clients_per_round(x);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parameter '", n,
-          "' is not a federation hyperparameter (local_lr, client_lr, "
-          "local_epochs, local_batch_size, server_lr, proximal_mu, mu, clients_per_round, "
-          "server_optimizer)"));
-    }
-  }
-  spec.clear_parameters();
-  if (f->secure_aggregation() && f->mode() != "buffered" && TotalClients(*f) > 0 &&
-      RegionQuotas(*f).empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "parameter clients_per_round=", f->clients_per_round(), " gives ", ClientsPerRound(*f),
-        " clients a round; secure aggregation samples at least 2 in each of the ",
-        f->regions_size(), " regions (", 2 * f->regions_size(), ")"));
-  }
-  return absl::OkStatus();
-}
 
 std::optional<std::string> TrialParamFromEnv(const std::string& name) {
   std::string var = "SEXTANT_PARAM_";

@@ -2107,6 +2107,20 @@ TEST(StudyPrivacyLoaderTest, StoppingKeysAreCheckedAndApplyOnlyWhereTheyMean) {
               ElementsAre(HasSubstr("the shape must be above -1")));
 }
 
+TEST(StudyPrivacyLoaderTest, AFederatedSearchTunesOnlyFederationHyperparameters) {
+  std::string typo(kDpStudy);
+  typo.replace(typo.find("local_lr:"), 9, "learning_rate:");
+  EXPECT_THAT(Errors(typo),
+              ElementsAre(AllOf(StartsWith("exp.yaml:4:3: parameters.learning_rate:"),
+                                HasSubstr("not one of its hyperparameters (local_lr, client_lr"))));
+  std::string clip(kDpStudy);
+  clip.replace(clip.find("local_lr:"), 9, "clip_norm:");
+  EXPECT_TRUE(Load(clip).ok());
+  clip.erase(clip.find("  dp: {"));
+  EXPECT_THAT(Errors(clip), ElementsAre(HasSubstr("parameters.clip_norm: clip_norm tunes "
+                                                  "federation.dp.clip_norm: add federation.dp")));
+}
+
 TEST(StudyPrivacyLoaderTest, RoundsAsFidelityNeedFederationAndARungWithinTheRounds) {
   EXPECT_THAT(Errors(R"(
 name: not-federated
