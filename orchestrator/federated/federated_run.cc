@@ -48,6 +48,7 @@
 #include "orchestrator/federated/evaluate_command.h"
 #include "orchestrator/federated/federated_billing.h"
 #include "orchestrator/federated/global_checkpoint.h"
+#include "orchestrator/federated/privacy_budget.h"
 #include "orchestrator/federated/global_evaluator.h"
 #include "orchestrator/federated/participants.h"
 #include "orchestrator/monitor/run_monitor.h"
@@ -194,28 +195,12 @@ class FederatedRun {
     return StartServer();
   }
 
-  // Client-level DP: the sampled fraction is accounted as Poisson sampling at that rate (the
-  // usual approximation for fixed-size sampling); a resumed run composes its completed rounds.
+  // Client-level DP (privacy_budget.h); a resumed run composes its completed rounds.
   absl::Status PrepareAccountant() {
-    if (!fed().has_dp()) return absl::OkStatus();
-    auto accountant = RdpAccountant::Create(DpAccountantOptions(fed()));
-    if (!accountant.ok()) return absl::InvalidArgumentError(accountant.status().message());
-    accountant_.emplace(*std::move(accountant));
-    accountant_->Compose(last_round_);
+    SEXTANT_ASSIGN_OR_RETURN(privacy_, PrivacyBudget::Create(fed(), last_round_));
     return absl::OkStatus();
   }
-
-  // Central DP noise on the round's mean: N(0, (sigma C)^2) on the sum of `count` clipped
-  // updates of weight 1 is N(0, (sigma C / count)^2) on their mean.
-  bool CentralNoise() const { return fed().has_dp() && fed().dp().noise() != "distributed"; }
-  absl::Status AddCentralNoise(std::vector<float>& mean, double total_weight) {
-    const v1::DifferentialPrivacy& dp = fed().dp();
-    if (!CentralNoise()) return absl::OkStatus();
-    std::array<uint8_t, 32> seed;
-    randombytes_buf(seed.data(), seed.size());
-    const double stddev = dp.noise_multiplier() * dp.clip_norm() / std::max(1.0, total_weight);
-    return AddGaussianNoise(absl::MakeSpan(mean), stddev, seed);
-  }
+  bool CentralNoise() const { return privacy_ && privacy_->central_noise(); }
 
   // federation.model.file: its tensors widened to f32 are the first global model. The file must
   // still have the layout the loader read from its header.
@@ -850,7 +835,8 @@ class FederatedRun {
     std::vector<float> noisy;
     if (CentralNoise()) {
       noisy.assign(outcome.mean.begin(), outcome.mean.end());
-      SEXTANT_RETURN_IF_ERROR(AddCentralNoise(noisy, outcome.total_weight));
+      SEXTANT_RETURN_IF_ERROR(
+          privacy_->AddCentralNoise(absl::MakeSpan(noisy), outcome.total_weight));
     }
     // A file-backed model is stepped a range at a time, each range's pages given back at once.
     SEXTANT_RETURN_IF_ERROR(optimizer_->Step(global_, CentralNoise() ? noisy : outcome.mean,
@@ -861,10 +847,7 @@ class FederatedRun {
     // model without the mean beside it in memory.
     if (global_file_ && !buffered() && !hide_region_sums()) tier_->hub().ReleaseOutcome();
     std::optional<double> epsilon;
-    if (accountant_) {
-      accountant_->Compose(round - accountant_->rounds());
-      epsilon = accountant_->Epsilon();
-    }
+    if (privacy_) epsilon = privacy_->ComposeThrough(round);
     std::vector<RoundRow> rows;
     const bool eval =
         round == fed().rounds() || fed().eval_every() <= 1 || round % fed().eval_every() == 0;
@@ -892,7 +875,7 @@ class FederatedRun {
     SEXTANT_RETURN_IF_ERROR(WriteRoundModel(round));
     SEXTANT_RETURN_IF_ERROR(rounds_->Put(rows));
     if (epsilon) {
-      SEXTANT_RETURN_IF_ERROR(PutPrivacy(*epsilon, round));
+      SEXTANT_RETURN_IF_ERROR(store_->PutMeta("privacy", privacy_->ToJson(round)));
     }
     std::string line =
         absl::StrFormat("round=%d accuracy=%.4f loss=%.4f clients=%d rejected=%d", round,
@@ -911,24 +894,9 @@ class FederatedRun {
     return absl::OkStatus();
   }
 
-  // The privacy spent so far, for `results` (meta "privacy", a JSON object).
-  absl::Status PutPrivacy(double epsilon, int64_t round) {
-    const v1::DifferentialPrivacy& dp = fed().dp();
-    const RdpAccountantOptions a = DpAccountantOptions(fed());
-    std::string json = absl::StrFormat(
-        "{\"epsilon\": %.17g, \"delta\": %.17g, \"rounds\": %d, \"noise_multiplier\": %.17g, "
-        "\"clip_norm\": %.17g, \"noise\": \"%s\", \"sampling_rate\": %.17g",
-        epsilon, a.delta, round, a.noise_multiplier, dp.clip_norm(), dp.noise(), a.sampling_rate);
-    if (dp.target_epsilon() > 0)
-      absl::StrAppendFormat(&json, ", \"target_epsilon\": %.17g", dp.target_epsilon());
-    json += "}";
-    return store_->PutMeta("privacy", json);
-  }
-
   // ResourceExhausted (with the message) when the next round would pass the epsilon target.
   absl::Status CheckPrivacyBudget() const {
-    if (!accountant_) return absl::OkStatus();
-    return accountant_->CheckNextRound();
+    return privacy_ ? privacy_->CheckNextRound() : absl::OkStatus();
   }
 
   bool Stopping() const { return session_.stop_signal() != 0; }
@@ -1356,7 +1324,7 @@ class FederatedRun {
   std::string SpentMetrics() const {
     std::string out;
     if (billing_) absl::StrAppend(&out, absl::StrFormat(" cost=%.17g", billing_->Committed()));
-    if (accountant_) absl::StrAppend(&out, absl::StrFormat(" epsilon=%.17g", accountant_->Epsilon()));
+    if (privacy_) absl::StrAppend(&out, absl::StrFormat(" epsilon=%.17g", privacy_->epsilon()));
     return out;
   }
 
@@ -1399,7 +1367,7 @@ class FederatedRun {
   // round completed in this process.
   std::vector<double> int8_ranges_;
   std::unique_ptr<ServerOptimizer> optimizer_;
-  std::optional<RdpAccountant> accountant_;
+  std::optional<PrivacyBudget> privacy_;  // with federation.dp
   std::unique_ptr<Tier> tier_;  // the global tier of the rounds
   // The participants' instances and the regions' transfer, with resources.pools; else null.
   std::optional<FederatedBilling> billing_;

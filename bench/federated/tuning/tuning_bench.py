@@ -8,9 +8,11 @@ local_lr, local_epochs, server_lr, server_optimizer, proximal_mu (and, with DP, 
   (a) default: Sextant's FedAvg defaults, one run of ROUNDS rounds;
   (b) grid: every point of a 2-point grid over the space (32 configurations), ROUNDS rounds each;
   (c) asha: `bayesian` + ASHA over rounds (min 1, max ROUNDS, reduction 3), TRIALS trials.
-Dollars: every round a trial ran, priced as the participants' instance-seconds it took (its
-gap to the round before in the trial's rounds table) at the built-in catalog's on-demand
-prices: 5 clients on gpu.1x and an aggregator on cpu.small in each of us-east-1 and eu-west-1.
+Dollars: every round a trial ran, priced as the participants' instance-seconds a round of that
+trial takes (the median gap between its consecutive rounds in its rounds table, leaving out the
+gaps across a pause at an ASHA rung, which hold the wait for promotion and the relaunch) at the
+built-in catalog's on-demand prices: 5 clients on gpu.1x and an aggregator on cpu.small in each
+of us-east-1 and eu-west-1. A trial with no such gap takes the median of its study's.
 A federated search does not bill its trials' participants on pools yet, so the bench prices
 their measured time itself, alike for the three.
 With --dp (a fixed noise multiplier): (c) with clip_norm tuned too, reporting the study's
@@ -94,33 +96,41 @@ def run(bin_dir, text, work, kind):
     return json.loads(r.stdout), wall
 
 
-def round_seconds(rounds):
-    """The seconds each round of one federated run took: its gap to the round before (the first
-    round's is left out: it also holds the participants' start)."""
-    times = [r["time"] for r in rounds if r.get("time") is not None]
-    return [b - a for a, b in zip(times, times[1:])]
+def rung_ends(rounds, kind):
+    """The rounds after which an ASHA trial pauses (min 1, reduction 3, below the last)."""
+    ends, r = set(), 1
+    while kind == "asha" and r < rounds:
+        ends.add(r)
+        r *= 3
+    return ends
+
+
+def price(rec):
+    """Round-seconds and dollars of a record's trials (see the module's docstring)."""
+    ends = rung_ends(rec["rounds"], rec["kind"])
+    per_trial, every = [], []
+    for t in rec["trial_rounds"]:
+        gaps = [b[1] - a[1] for a, b in zip(t, t[1:]) if b[0] == a[0] + 1 and a[0] not in ends]
+        per_trial.append((len(t), statistics.median(gaps) if gaps else None))
+        every += gaps
+    fallback = statistics.median(every) if every else 0.0
+    seconds = sum(n * (m if m is not None else fallback) for n, m in per_trial)
+    return seconds, seconds * PRICE_PER_SECOND
 
 
 def summarise(kind, doc, wall):
-    if "rounds" in doc and doc.get("trials") and "federation" in doc and "trials" in doc and \
-            not any("rounds" in t for t in doc["trials"]):
+    if "trials" in doc and not any("rounds" in t for t in doc["trials"]) and "rounds" in doc:
         trials = [{"id": 1, "rounds": doc["rounds"], "value": doc["rounds"][-1]["accuracy"],
                    "state": doc["state"]}]
     else:
         trials = [{"id": t["id"], "rounds": t.get("rounds", []), "value": t.get("value"),
                    "state": t["state"]} for t in doc["trials"]]
-    seconds = 0.0
-    rounds_run = 0
-    for t in trials:
-        gaps = round_seconds(t["rounds"])
-        rounds_run += len(t["rounds"])
-        # The first round: priced as the trial's median round.
-        seconds += sum(gaps) + (statistics.median(gaps) if gaps else 0.0)
     best = max((t["value"] for t in trials if t["state"] == "COMPLETED" and t["value"] is not None),
                default=None)
-    out = {"kind": kind, "trials": len(trials), "rounds_run": rounds_run,
-           "round_seconds": seconds, "dollars": seconds * PRICE_PER_SECOND, "best": best,
-           "wall_seconds": wall}
+    out = {"kind": kind, "trials": len(trials),
+           "rounds_run": sum(len(t["rounds"]) for t in trials), "best": best,
+           "wall_seconds": wall,
+           "trial_rounds": [[[r["round"], r["time"]] for r in t["rounds"]] for t in trials]}
     if "privacy" in doc and "study_epsilon" in doc["privacy"]:
         p = doc["privacy"]
         out["privacy"] = {k: p.get(k) for k in ("method", "study_epsilon", "composition_epsilon",
@@ -137,13 +147,15 @@ def report():
             records.append(json.load(open(os.path.join(raw, name))))
     by = {}
     for r in records:
+        r["round_seconds"], r["dollars"] = price(r)
         by.setdefault((r["dp"], r["kind"]), []).append(r)
     med = statistics.median
-    lines = ["| setup | kind | seeds | best val_accuracy (median) | dollars (median) | rounds run | "
-             "wall s |", "|---|---|---|---|---|---|---|"]
+    lines = ["| setup | kind | seeds | best val_accuracy (median) | dollars (median) | rounds run "
+             "(median) | wall s (median) |", "|---|---|---|---|---|---|---|"]
     for (dp, kind), rs in sorted(by.items()):
+        bests = [r["best"] for r in rs if r["best"] is not None]
         lines.append(f"| {'DP' if dp else 'no DP'} | {kind} | {len(rs)} | "
-                     f"{med([r['best'] for r in rs]):.4f} | {med([r['dollars'] for r in rs]):.4f} | "
+                     f"{med(bests) if bests else float('nan'):.4f} | {med([r['dollars'] for r in rs]):.4f} | "
                      f"{med([r['rounds_run'] for r in rs]):.0f} | {med([r['wall_seconds'] for r in rs]):.0f} |")
     print("\n".join(lines))
     seeds = sorted({r["seed"] for r in records if not r["dp"]})
@@ -187,6 +199,7 @@ def main():
                 rec = summarise(kind, doc, wall)
                 rec.update({"seed": seed, "dp": a.dp, "rounds": a.rounds,
                             "load": os.getloadavg()[0]})
+                rec["round_seconds"], rec["dollars"] = price(rec)
                 name = f"{'dp-' if a.dp else ''}{seed}-{kind}.json"
                 with open(os.path.join(HERE, "raw", name), "w") as f:
                     json.dump(rec, f, indent=1)
