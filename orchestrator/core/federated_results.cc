@@ -116,13 +116,16 @@ std::optional<double> CostBetween(const std::vector<CostRow>& costs, double from
 nlohmann::json Figures(const RoundRow& r, const std::optional<double>& cost,
                        const std::optional<double>& transfer) {
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
-  return {{"accuracy", number(r.accuracy)},
+  nlohmann::json out = {{"accuracy", number(r.accuracy)},
           {"loss", number(r.loss)},
           {"clients", r.clients},
           {"rejected", r.rejected},
           {"epsilon", r.epsilon ? number(*r.epsilon) : nlohmann::json()},
           {"cost", cost ? nlohmann::json(*cost) : nlohmann::json()},
           {"transfer", transfer ? nlohmann::json(*transfer) : nlohmann::json()}};
+  // A region's row without clients or scores: it sat the round out (federated_run.cc).
+  if (!r.region.empty() && r.clients == 0 && std::isnan(r.accuracy)) out["sat_out"] = true;
+  return out;
 }
 
 std::string Exact(const nlohmann::json& v) {

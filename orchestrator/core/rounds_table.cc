@@ -2,6 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <cmath>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 
 namespace sextant {
@@ -63,8 +66,16 @@ absl::Status RoundsTable::Put(const std::vector<RoundRow>& rows) {
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, r.round);
     sqlite3_bind_text(st, 2, r.region.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_double(st, 3, r.accuracy);
-    sqlite3_bind_double(st, 4, r.loss);
+    // A score that is not a number (a region that sat the round out) is stored as NULL.
+    auto bind_score = [&](int at, double v) {
+      if (std::isnan(v)) {
+        sqlite3_bind_null(st, at);
+      } else {
+        sqlite3_bind_double(st, at, v);
+      }
+    };
+    bind_score(3, r.accuracy);
+    bind_score(4, r.loss);
     sqlite3_bind_int64(st, 5, r.clients);
     sqlite3_bind_int64(st, 6, r.rejected);
     if (r.epsilon) {
@@ -110,8 +121,12 @@ absl::StatusOr<std::vector<RoundRow>> RoundsTable::Load() {
     const unsigned char* region = sqlite3_column_text(st, 1);
     r.region = region ? reinterpret_cast<const char*>(region) : "";
     if (r.region == "global") r.region.clear();
-    r.accuracy = sqlite3_column_double(st, 2);
-    r.loss = sqlite3_column_double(st, 3);
+    auto score = [&](int at) {
+      return sqlite3_column_type(st, at) == SQLITE_NULL ? std::numeric_limits<double>::quiet_NaN()
+                                                        : sqlite3_column_double(st, at);
+    };
+    r.accuracy = score(2);
+    r.loss = score(3);
     r.clients = sqlite3_column_int64(st, 4);
     r.rejected = sqlite3_column_int64(st, 5);
     if (sqlite3_column_type(st, 6) != SQLITE_NULL) r.epsilon = sqlite3_column_double(st, 6);

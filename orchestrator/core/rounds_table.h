@@ -21,7 +21,8 @@ struct RoundRow {
   // Global: the global model's score after the round (RoundMetricMeanings in
   // orchestrator/core/federated_results.h says by whom and on what data);
   // region: its clients' scores of the model they received at the start of the round, on their
-  // own held-out data, before training, weighted by their examples.
+  // own held-out data, before training, weighted by their examples. NaN (stored as NULL) for a
+  // region that sat the round out (no clients).
   double accuracy = 0;
   double loss = 0;
   int64_t clients = 0;            // updates aggregated

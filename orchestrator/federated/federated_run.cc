@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -868,6 +869,7 @@ class FederatedRun {
       rows.push_back({round, s.client_id, s.metrics.eval_accuracy, s.metrics.eval_loss, s.count,
                       s.rejected, std::nullopt, Seconds()});
     }
+    RecordRegionsSittingOut(round, rows);
     // The checkpoint is the commit point and carries the rows: a round is listed only once it
     // is committed (so a listed round is never redone with other values), and a kill before
     // the rows reach the table is repaired from the checkpoint on resume.
@@ -1061,6 +1063,25 @@ class FederatedRun {
     *env_.out << "sextant: " << why << "\n";
     (void)store_->AddEvent(EventTime(), "budget_exhausted", 0, why);
     return absl::ResourceExhaustedError("BUDGET_EXHAUSTED");
+  }
+
+  // A synchronous plaintext round closes without the regions whose aggregate did not come (an
+  // aggregator preempted or failed, its replacement not yet in): each sits the round out, and the
+  // rounds table says so with a row of no clients and no scores (results: "sat_out"), an event
+  // and a console line. Under hide_region_sums the regions' round has no per-region rows.
+  void RecordRegionsSittingOut(int64_t round, std::vector<RoundRow>& rows) {
+    if (buffered() || hide_region_sums()) return;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (const v1::FederatedRegion& r : fed().regions()) {
+      bool in = false;
+      for (const RoundRow& row : rows) in = in || row.region == r.name();
+      if (in) continue;
+      rows.push_back({round, r.name(), nan, nan, 0, 0, std::nullopt, Seconds()});
+      const std::string line =
+          absl::StrCat("round ", round, ": region ", r.name(), " sat the round out (no aggregate)");
+      (void)store_->AddEvent(EventTime(), "region_sat_out", 0, line);
+      *env_.out << "sextant: " << line << "\n" << std::flush;
+    }
   }
 
   // federation.max_failed_rounds as it holds (default 3).

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "orchestrator/core/federated_results.h"
+#include "orchestrator/core/rounds_table.h"
 #include "orchestrator/core/store.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
@@ -306,6 +309,40 @@ TEST(FederatedResultsTest, ReportSaysTheRegionalAccuracyIsTheReceivedModelBefore
   const std::string note = page.substr(at, page.find("</p>", at) - at);
   EXPECT_THAT(note, HasSubstr("scored by the orchestrator on 200 held-out validation examples"));
   EXPECT_THAT(note, HasSubstr("round 1 scores the initial, untrained model"));
+}
+
+}  // namespace
+}  // namespace sextant
+
+namespace sextant {
+namespace {
+
+// A region that sat a round out has a row of no clients and no scores: stored as NULL, read
+// back as NaN, and shown in results as "sat_out" with null scores.
+TEST(FederatedResultsTest, ARegionThatSatARoundOutIsShownSo) {
+  const std::string dir = testing::MakeTempDir("fl-sat-out");
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  {
+    absl::StatusOr<RoundsTable> table = RoundsTable::Open(dir + "/state.db");
+    ASSERT_TRUE(table.ok()) << table.status();
+    ASSERT_TRUE(table->Put({{1, "", 0.5, 1.2, 2, 0, std::nullopt, 3.0},
+                            {1, "east", 0.4, 1.3, 2, 0, std::nullopt, 3.0},
+                            {1, "west", nan, nan, 0, 0, std::nullopt, 3.0}})
+                    .ok());
+  }
+  absl::StatusOr<RoundsTable> table = RoundsTable::OpenReadOnly(dir + "/state.db");
+  ASSERT_TRUE(table.ok()) << table.status();
+  absl::StatusOr<std::vector<RoundRow>> rows = table->Load();
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 3u);
+  nlohmann::json doc;
+  AddFederatedRounds(testing::SpecFromYaml(kExperiment), *rows, {}, &doc);
+  const nlohmann::json& regions = doc["rounds"][0]["regions"];
+  EXPECT_TRUE(regions["west"]["sat_out"].get<bool>()) << regions.dump();
+  EXPECT_TRUE(regions["west"]["accuracy"].is_null());
+  EXPECT_EQ(regions["west"]["clients"], 0);
+  EXPECT_FALSE(regions["east"].contains("sat_out"));
+  EXPECT_EQ(regions["east"]["accuracy"], 0.4);
 }
 
 }  // namespace
