@@ -403,6 +403,26 @@ federation:
   }
 }
 
+// `sextant run DIR/exp.yaml --run-dir DIR/run`, its output in DIR/out.txt: its exit code.
+int RunExperimentIn(const std::string& dir, int timeout_seconds) {
+  const std::string bin = SEXTANT_BIN_DIR;
+  return WaitExit(Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
+                        dir + "/out.txt"),
+                  timeout_seconds);
+}
+
+// `sextant results DIR/run --format json` (kept in DIR/results.json), parsed; null when it
+// fails.
+nlohmann::json ResultsOf(const std::string& dir) {
+  const std::string bin = SEXTANT_BIN_DIR;
+  if (WaitExit(Spawn({bin + "/sextant", "results", dir + "/run", "--format", "json"},
+                     dir + "/results.json"),
+               60) != 0) {
+    return nullptr;
+  }
+  return nlohmann::json::parse(Read(dir + "/results.json"), nullptr, false);
+}
+
 // examples/federated/pytorch-client: every client trains with its own PyTorch code through
 // `federation.client_command`; the global model still learns.
 // A federated search with DP: every trial spends privacy on the same clients, and results
@@ -431,16 +451,9 @@ federation:
   dp: {noise_multiplier: 2.0, clip_norm: 1.0, delta: 1.0e-5}
 )";
   const std::string bin = SEXTANT_BIN_DIR;
-  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
-                           dir + "/out.txt"),
-                     300),
-            0)
-      << Read(dir + "/out.txt");
-  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "results", dir + "/run", "--format", "json"},
-                           dir + "/results.json"),
-                     60),
-            0);
-  const nlohmann::json doc = nlohmann::json::parse(Read(dir + "/results.json"));
+  ASSERT_EQ(RunExperimentIn(dir, 300), 0) << Read(dir + "/out.txt");
+  const nlohmann::json doc = ResultsOf(dir);
+  ASSERT_FALSE(doc.is_null()) << Read(dir + "/results.json");
   sextant::RdpAccountantOptions a;
   a.noise_multiplier = 2.0;
   a.delta = 1e-5;
@@ -510,24 +523,13 @@ TEST(FederatedRunTest, MaxEpsilonStopsTheStudyBeforeATrialThatWouldPassIt) {
       "fl-dp-cap", "{sampler: random, seed: 4, max_trials: 5, max_concurrent: 1}",
       "budget: {max_epsilon: 5}\n");
   const std::string bin = SEXTANT_BIN_DIR;
-  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
-                           dir + "/out.txt"),
-                     300),
-            0)
-      << Read(dir + "/out.txt");
+  ASSERT_EQ(RunExperimentIn(dir, 300), 0) << Read(dir + "/out.txt");
   EXPECT_NE(Read(dir + "/out.txt")
                 .find("budget.max_epsilon 5 reached: the study has spent epsilon 4.753; one more "
                       "trial could bring it to 6.003"),
             std::string::npos)
       << Read(dir + "/out.txt");
-  auto results = [&] {
-    EXPECT_EQ(WaitExit(Spawn({bin + "/sextant", "results", dir + "/run", "--format", "json"},
-                             dir + "/results.json"),
-                       60),
-              0);
-    return nlohmann::json::parse(Read(dir + "/results.json"));
-  };
-  nlohmann::json doc = results();
+  nlohmann::json doc = ResultsOf(dir);
   EXPECT_EQ(doc["state"], "EPSILON_EXHAUSTED");
   EXPECT_EQ(doc["trials"].size(), 2u);
   EXPECT_LE(doc["privacy"]["study_epsilon"].get<double>(), 5.0);
@@ -536,7 +538,7 @@ TEST(FederatedRunTest, MaxEpsilonStopsTheStudyBeforeATrialThatWouldPassIt) {
                      300),
             0)
       << Read(dir + "/resume.txt");
-  doc = results();
+  doc = ResultsOf(dir);
   EXPECT_EQ(doc["state"], "EPSILON_EXHAUSTED");
   EXPECT_EQ(doc["trials"].size(), 3u);
   EXPECT_NEAR(doc["privacy"]["study_epsilon"].get<double>(), 6.003, 1e-3);
@@ -555,16 +557,9 @@ TEST(FederatedRunTest, RandomStoppingDrawsTheTrialsAndReleasesOnlyTheBestModel) 
       "fl-dp-stopping", "{sampler: random, seed: 4, max_concurrent: 1}",
       "privacy: {selection: random_stopping, mean_trials: 4}\n");
   const std::string bin = SEXTANT_BIN_DIR;
-  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
-                           dir + "/out.txt"),
-                     300),
-            0)
-      << Read(dir + "/out.txt");
-  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "results", dir + "/run", "--format", "json"},
-                           dir + "/results.json"),
-                     60),
-            0);
-  const nlohmann::json doc = nlohmann::json::parse(Read(dir + "/results.json"));
+  ASSERT_EQ(RunExperimentIn(dir, 300), 0) << Read(dir + "/out.txt");
+  const nlohmann::json doc = ResultsOf(dir);
+  ASSERT_FALSE(doc.is_null()) << Read(dir + "/results.json");
   sextant::RandomStopping r;
   r.gamma = 0.25;  // E[K] = 1 / gamma = 4 for the geometric distribution (eta 1)
   const int64_t k = sextant::DrawStudyTrials(r, 4);
@@ -620,16 +615,9 @@ federation:
   dp: {noise_multiplier: 2.0, clip_norm: 1.0, delta: 1.0e-5}
 )";
   const std::string bin = SEXTANT_BIN_DIR;
-  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
-                           dir + "/out.txt"),
-                     300),
-            0)
-      << Read(dir + "/out.txt");
-  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "results", dir + "/run", "--format", "json"},
-                           dir + "/results.json"),
-                     60),
-            0);
-  const nlohmann::json doc = nlohmann::json::parse(Read(dir + "/results.json"));
+  ASSERT_EQ(RunExperimentIn(dir, 300), 0) << Read(dir + "/out.txt");
+  const nlohmann::json doc = ResultsOf(dir);
+  ASSERT_FALSE(doc.is_null()) << Read(dir + "/results.json");
   auto epsilon_after_3 = [](double q) {
     sextant::RdpAccountantOptions a;
     a.noise_multiplier = 2.0;
@@ -695,16 +683,9 @@ federation:
   validation_examples: 300
 )" << federation << (mode == "buffered" ? "" : "  round_deadline: 60s\n");
   const std::string bin = SEXTANT_BIN_DIR;
-  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
-                           dir + "/out.txt"),
-                     400),
-            0)
-      << Read(dir + "/out.txt");
-  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "results", dir + "/run", "--format", "json"},
-                           dir + "/results.json"),
-                     60),
-            0);
-  const nlohmann::json doc = nlohmann::json::parse(Read(dir + "/results.json"));
+  ASSERT_EQ(RunExperimentIn(dir, 400), 0) << Read(dir + "/out.txt");
+  const nlohmann::json doc = ResultsOf(dir);
+  ASSERT_FALSE(doc.is_null()) << Read(dir + "/results.json");
   ASSERT_EQ(doc["trials"].size(), 4u) << doc.dump(2);
   int completed = 0, pruned = 0;
   int64_t rounds_run = 0;
@@ -713,7 +694,9 @@ federation:
     const int64_t fidelity = static_cast<int64_t>(t["fidelity"].get<double>());
     completed += t["state"] == "COMPLETED";
     pruned += t["state"] == "PRUNED";
-    if (t["state"] == "COMPLETED") EXPECT_EQ(fidelity, 4) << t;
+    if (t["state"] == "COMPLETED") {
+      EXPECT_EQ(fidelity, 4) << t;
+    }
     // Rounds 1..fidelity, each once: a promotion went on from the rung, it did not start over.
     std::vector<int64_t> rounds;
     for (const nlohmann::json& r : t["rounds"]) rounds.push_back(r["round"].get<int64_t>());

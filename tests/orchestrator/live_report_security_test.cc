@@ -201,24 +201,46 @@ std::string HostAddress() {
   return found;
 }
 
+// A listener on a non-loopback address of this host, to dial and see whether anyone did; with
+// no such address, a target nothing answers (10.255.255.1:7070) and no listener.
+struct OffLoopbackListener {
+  OffLoopbackListener() {
+    const std::string host = HostAddress();
+    if (host.empty()) return;
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 8) != 0) {
+      close(fd);
+      fd = -2;
+      return;
+    }
+    socklen_t len = sizeof(a);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    target = absl::StrCat(host, ":", ntohs(a.sin_port));
+  }
+  ~OffLoopbackListener() {
+    if (fd >= 0) close(fd);
+  }
+  bool ok() const { return fd != -2; }
+  // True when a connection is waiting to be accepted.
+  bool Connected() const {
+    if (fd < 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    return poll(&p, 1, 0) != 0;
+  }
+  int fd = -1;
+  std::string target = "10.255.255.1:7070";
+};
+
 // A worker pointed at a remote address without --tls-dir stops before it dials: no command can
 // be leased to it in plaintext. Where the host has an address of its own, something listens
 // there and is never connected to.
 TEST(WorkerTransportTest, PlaintextToANonLoopbackAddressIsRefusedBeforeDialling) {
-  const std::string host = HostAddress();
-  int listener = -1;
-  std::string target = "10.255.255.1:7070";
-  if (!host.empty()) {
-    listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    inet_pton(AF_INET, host.c_str(), &a.sin_addr);
-    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    ASSERT_EQ(listen(listener, 8), 0);
-    socklen_t len = sizeof(a);
-    getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
-    target = absl::StrCat(host, ":", ntohs(a.sin_port));
-  }
+  const OffLoopbackListener off;
+  ASSERT_TRUE(off.ok());
+  const std::string& target = off.target;
   const std::string dir = MakeTempDir("worker-plaintext");
   WriteFile(dir + "/worker.secret", std::string(64, 'a'));
   chmod((dir + "/worker.secret").c_str(), 0600);
@@ -233,30 +255,15 @@ TEST(WorkerTransportTest, PlaintextToANonLoopbackAddressIsRefusedBeforeDialling)
     EXPECT_THAT(r.err, HasSubstr("--tls-dir"));
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5);
   }
-  if (listener >= 0) {
-    pollfd p{listener, POLLIN, 0};
-    EXPECT_EQ(poll(&p, 1, 0), 0) << "the worker connected to " << target;
-    close(listener);
-  }
+  EXPECT_FALSE(off.Connected()) << "the worker connected to " << target;
 }
 
 // A federated client's and aggregator's upstream obeys the same rule: a non-loopback address in
 // plaintext is refused before it is dialled (exit 2), whether or not a secret file is given.
 TEST(WorkerTransportTest, FederatedUpstreamsInPlaintextToANonLoopbackAddressAreRefused) {
-  const std::string host = HostAddress();
-  int listener = -1;
-  std::string target = "10.255.255.1:7070";
-  if (!host.empty()) {
-    listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    inet_pton(AF_INET, host.c_str(), &a.sin_addr);
-    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    ASSERT_EQ(listen(listener, 8), 0);
-    socklen_t len = sizeof(a);
-    getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
-    target = absl::StrCat(host, ":", ntohs(a.sin_port));
-  }
+  const OffLoopbackListener off;
+  ASSERT_TRUE(off.ok());
+  const std::string& target = off.target;
   const std::string dir = MakeTempDir("federated-plaintext");
   WriteFile(dir + "/worker.secret", std::string(64, 'a'));
   chmod((dir + "/worker.secret").c_str(), 0600);
@@ -285,11 +292,7 @@ federation:
         << argv[2];
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5);
   }
-  if (listener >= 0) {
-    pollfd p{listener, POLLIN, 0};
-    EXPECT_EQ(poll(&p, 1, 0), 0) << "a federated role connected to " << target;
-    close(listener);
-  }
+  EXPECT_FALSE(off.Connected()) << "a federated role connected to " << target;
 }
 
 // A stand-in orchestrator, serving TLS with whatever certificate it holds: it counts the
