@@ -425,20 +425,14 @@ nlohmann::json ResultsOf(const std::string& dir) {
 
 // examples/federated/pytorch-client: every client trains with its own PyTorch code through
 // `federation.client_command`; the global model still learns.
-// A federated search with DP: every trial spends privacy on the same clients, and results
-// say what the study spent in all, RDP composed over every round of every trial (three
-// trials of 2 rounds spend what one run of 6 rounds would), beside each trial's own epsilon.
-TEST(FederatedRunTest, AFederatedSearchWithDpReportsThePrivacyTheWholeStudySpent) {
-  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
-                            "no dataset");
-  const std::string dir = ::testing::TempDir() + "/fl-dp-study";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/exp.yaml") << R"(name: fl-dp-study
+// A DP federated search of 2-round trials on 3 clients, as a file: `extra` appended, `search` as its search block.
+std::string DpStudyYaml(const std::string& name, const std::string& search,
+                        const std::string& extra) {
+  return absl::StrCat("name: ", name, R"(
 objective: {metric: val_accuracy, goal: maximize}
 parameters:
   local_lr: {type: float, min: 0.02, max: 0.1, log: true}
-search: {sampler: random, seed: 4, max_trials: 3, max_concurrent: 1}
+search: )", search, R"(
 trial:
   builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "32"}}
 federation:
@@ -449,7 +443,20 @@ federation:
   examples_per_client: 600
   validation_examples: 500
   dp: {noise_multiplier: 2.0, clip_norm: 1.0, delta: 1.0e-5}
-)";
+)", extra);
+}
+
+// A federated search with DP: every trial spends privacy on the same clients, and results
+// say what the study spent in all, RDP composed over every round of every trial (three
+// trials of 2 rounds spend what one run of 6 rounds would), beside each trial's own epsilon.
+TEST(FederatedRunTest, AFederatedSearchWithDpReportsThePrivacyTheWholeStudySpent) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = ::testing::TempDir() + "/fl-dp-study";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/exp.yaml") << DpStudyYaml(
+      "fl-dp-study", "{sampler: random, seed: 4, max_trials: 3, max_concurrent: 1}", "");
   const std::string bin = SEXTANT_BIN_DIR;
   ASSERT_EQ(RunExperimentIn(dir, 300), 0) << Read(dir + "/out.txt");
   const nlohmann::json doc = ResultsOf(dir);
@@ -486,27 +493,6 @@ federation:
             0);
   EXPECT_NE(Read(dir + "/table.txt").find("privacy: the study spent epsilon"), std::string::npos)
       << Read(dir + "/table.txt");
-}
-
-// The DP study of the test above, as a file: `extra` appended, `search` as its search block.
-std::string DpStudyYaml(const std::string& name, const std::string& search,
-                        const std::string& extra) {
-  return absl::StrCat("name: ", name, R"(
-objective: {metric: val_accuracy, goal: maximize}
-parameters:
-  local_lr: {type: float, min: 0.02, max: 0.1, log: true}
-search: )", search, R"(
-trial:
-  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "32"}}
-federation:
-  regions: [{name: east, clients: 3}]
-  rounds: 2
-  round_deadline: 60s
-  seed: 2
-  examples_per_client: 600
-  validation_examples: 500
-  dp: {noise_multiplier: 2.0, clip_norm: 1.0, delta: 1.0e-5}
-)", extra);
 }
 
 // budget.max_epsilon: no trial starts that could take the study past it. Trials of 2 rounds at
@@ -556,7 +542,6 @@ TEST(FederatedRunTest, RandomStoppingDrawsTheTrialsAndReleasesOnlyTheBestModel) 
   std::ofstream(dir + "/exp.yaml") << DpStudyYaml(
       "fl-dp-stopping", "{sampler: random, seed: 4, max_concurrent: 1}",
       "privacy: {selection: random_stopping, mean_trials: 4}\n");
-  const std::string bin = SEXTANT_BIN_DIR;
   ASSERT_EQ(RunExperimentIn(dir, 300), 0) << Read(dir + "/out.txt");
   const nlohmann::json doc = ResultsOf(dir);
   ASSERT_FALSE(doc.is_null()) << Read(dir + "/results.json");
@@ -614,7 +599,6 @@ federation:
   validation_examples: 500
   dp: {noise_multiplier: 2.0, clip_norm: 1.0, delta: 1.0e-5}
 )";
-  const std::string bin = SEXTANT_BIN_DIR;
   ASSERT_EQ(RunExperimentIn(dir, 300), 0) << Read(dir + "/out.txt");
   const nlohmann::json doc = ResultsOf(dir);
   ASSERT_FALSE(doc.is_null()) << Read(dir + "/results.json");
@@ -682,7 +666,6 @@ federation:
   examples_per_client: 300
   validation_examples: 300
 )" << federation << (mode == "buffered" ? "" : "  round_deadline: 60s\n");
-  const std::string bin = SEXTANT_BIN_DIR;
   ASSERT_EQ(RunExperimentIn(dir, 400), 0) << Read(dir + "/out.txt");
   const nlohmann::json doc = ResultsOf(dir);
   ASSERT_FALSE(doc.is_null()) << Read(dir + "/results.json");

@@ -86,6 +86,20 @@ resources:
     return stub->Register(&ctx, req, &resp);
   }
 
+  // The address the orchestrator tells workers to --connect to; empty when it never says.
+  static std::string WorkerTarget(BackgroundProcess& orchestrator) {
+    if (!orchestrator.WaitForOutput("start workers with", 60)) return "";
+    std::smatch m;
+    const std::string out = orchestrator.out();
+    return std::regex_search(out, m, std::regex("--connect (\\S+)")) ? m[1].str() : "";
+  }
+
+  // How many events of `kind` the run has recorded.
+  static int Events(const std::string& db, const std::string& kind) {
+    return std::stoi(
+        QueryRows(db, "SELECT COUNT(*) FROM events WHERE kind = '" + kind + "'")[0][0]);
+  }
+
   std::string dir_, certs_;
 };
 
@@ -93,12 +107,8 @@ TEST_F(RegisterSecurityTest, AWorkerRegistersOnlyAsItsCertificatesRegionWithinBo
   const std::string run = dir_ + "/run";
   BackgroundProcess orchestrator(
       {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", run, "--tls-dir", certs_});
-  ASSERT_TRUE(orchestrator.WaitForOutput("start workers with", 60))
-      << orchestrator.out() << orchestrator.err();
-  std::smatch m;
-  const std::string out = orchestrator.out();
-  ASSERT_TRUE(std::regex_search(out, m, std::regex("--connect (\\S+)")));
-  const std::string target = m[1].str();
+  const std::string target = WorkerTarget(orchestrator);
+  ASSERT_FALSE(target.empty()) << orchestrator.out() << orchestrator.err();
   auto r1 = Stub(target, "w-r1");
 
   // A certificate of r1 claiming r2 and r2's dear pool: refused, naming the rule.
@@ -126,15 +136,9 @@ TEST_F(RegisterSecurityTest, AWorkerRegistersOnlyAsItsCertificatesRegionWithinBo
     EXPECT_TRUE(s.ok()) << s.error_message();
   }
   const std::string db = run + "/state.db";
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        return QueryRows(db, "SELECT COUNT(*) FROM events WHERE kind = 'budget_refused'")[0][0] ==
-               "2";
-      },
-      30))
+  ASSERT_TRUE(testing::WaitFor([&] { return Events(db, "budget_refused") == 2; }, 30))
       << orchestrator.out();
-  EXPECT_EQ(QueryRows(db, "SELECT COUNT(*) FROM events WHERE kind = 'instance_adopted'")[0][0],
-            "1");
+  EXPECT_EQ(Events(db, "instance_adopted"), 1);
   auto refused = QueryRows(db, "SELECT message FROM events WHERE kind = 'budget_refused'");
   EXPECT_THAT(refused[0][0], HasSubstr("the pool has its max_instances (1)"));
   // Nothing of the refused calls was stored: only the three honest workers, all in r1.
@@ -161,26 +165,17 @@ TEST_F(RegisterSecurityTest, AdoptionStopsAtTheBudget) {
   const std::string run = dir_ + "/run";
   BackgroundProcess orchestrator(
       {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", run, "--tls-dir", certs_});
-  ASSERT_TRUE(orchestrator.WaitForOutput("start workers with", 60))
-      << orchestrator.out() << orchestrator.err();
-  std::smatch m;
-  const std::string out = orchestrator.out();
-  ASSERT_TRUE(std::regex_search(out, m, std::regex("--connect (\\S+)")));
-  auto r1 = Stub(m[1].str(), "w-r1");
+  const std::string target = WorkerTarget(orchestrator);
+  ASSERT_FALSE(target.empty()) << orchestrator.out() << orchestrator.err();
+  auto r1 = Stub(target, "w-r1");
   for (int i = 0; i < 2; ++i) {
     grpc::Status s = Register(r1.get(), "r1", "cheap", absl::StrCat("host-", i));
     EXPECT_TRUE(s.ok()) << s.error_message();
   }
   const std::string db = run + "/state.db";
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        return QueryRows(db, "SELECT COUNT(*) FROM events WHERE kind = 'budget_refused'")[0][0] ==
-               "1";
-      },
-      30))
+  ASSERT_TRUE(testing::WaitFor([&] { return Events(db, "budget_refused") == 1; }, 30))
       << orchestrator.out();
-  EXPECT_EQ(QueryRows(db, "SELECT COUNT(*) FROM events WHERE kind = 'instance_adopted'")[0][0],
-            "1");
+  EXPECT_EQ(Events(db, "instance_adopted"), 1);
   auto refused = QueryRows(db, "SELECT message FROM events WHERE kind = 'budget_refused'");
   EXPECT_THAT(refused[0][0], ::testing::Not(HasSubstr("max_instances"))) << refused[0][0];
   orchestrator.Signal(SIGINT);
