@@ -1914,11 +1914,15 @@ void Loader::CheckFederatedPlacement(const Section& root, const Catalog& catalog
     }
     return;
   }
-  if (res.provider() != "local") {
+  if (res.provider() != "local" && res.provider() != "slurm") {
     r_.ValueError(provider_field_ ? *provider_field_ : *root.Find("resources"),
-                  absl::StrCat("a federated run places its participants on the local provider "
-                               "only in this version, not on ",
-                               res.provider()));
+                  absl::StrCat("a federated run places its participants with the local or the "
+                               "slurm provider, not ",
+                               res.provider(),
+                               res.provider() == "static"
+                                   ? " (participants started by hand join a run started with "
+                                     "`sextant run --external-participants`)"
+                                   : ""));
     return;
   }
   std::set<std::string> regions;

@@ -52,6 +52,7 @@
 #include "orchestrator/federated/privacy_budget.h"
 #include "orchestrator/federated/global_evaluator.h"
 #include "orchestrator/federated/participants.h"
+#include "orchestrator/fleet/providers.h"
 #include "orchestrator/monitor/run_monitor.h"
 #include "rpc/certificates.h"
 #include "rpc/key_signer.h"
@@ -137,7 +138,14 @@ class FederatedRun {
         run_dir_(&session.run_dir()),
         store_(&session.store()),
         start_(env_.clock->Now()) {
-    participants_.emplace(ParticipantsEnv{env_.launcher, env_.clock, store_, env_.err,
+    // Participants run where resources.provider says: Slurm jobs under slurm, else processes
+    // here (the loader admits no other provider for a federated run's pools).
+    const ProviderOptions where{Bin(), env_.launcher, options_.slurm_partition,
+                                options_.slurm_spot_partition};
+    absl::StatusOr<std::unique_ptr<Provider>> provider =
+        MakeProvider(spec_.resources().provider() == "slurm" ? "slurm" : "local", where);
+    provider_ = *std::move(provider);  // local and slurm are always made
+    participants_.emplace(ParticipantsEnv{provider_.get(), env_.clock, store_, env_.err,
                                           run_dir_->logs_dir(), options_.time_scale});
   }
 
@@ -1404,6 +1412,7 @@ class FederatedRun {
   int64_t deadline_said_ = -1;  // the round whose passed deadline was said
   ModelScore last_eval_;
   absl::Time start_;
+  std::unique_ptr<Provider> provider_;         // where participants_ run
   std::optional<Participants> participants_;  // from the constructor on
   TrialRow trial_;                            // the run as trial 1, as last stored
 };

@@ -1,7 +1,5 @@
 #include "orchestrator/federated/participants.h"
 
-#include <signal.h>
-
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -17,43 +15,75 @@ void Participants::SetMarket(FederatedPlacement placement, FederatedBilling* bil
   spot_.emplace(seed);
 }
 
+namespace {
+
+// Between two status queries of a provider other than local (each a Slurm command).
+constexpr absl::Duration kStatusInterval = absl::Seconds(1);
+
+}  // namespace
+
 void Participants::Launch(const std::vector<std::string>& argv, const std::string& log,
                           const std::string& what, const std::string& region, bool aggregator) {
-  auto pid = env_.launcher->Launch(argv, absl::StrCat(env_.logs_dir, "/", log));
-  if (!pid.ok()) {
-    *env_.err << "sextant: " << pid.status().message() << "\n";
+  InstanceRequest request;
+  request.region = region;
+  if (placement_) {
+    const PoolOffer& pool = placement_->For(region, aggregator);
+    request.pool = pool.owner.pool;
+    request.instance = pool.offer.instance;
+    request.market = pool.offer.market;
+  }
+  // A Slurm job is named after the participant's log: sextant-client-east-0.
+  request.launch_token = log.substr(0, log.rfind(".log"));
+  request.log_path = absl::StrCat(env_.logs_dir, "/", log);
+  request.command = argv;
+  absl::StatusOr<std::string> handle = env_.provider->Launch(request);
+  if (!handle.ok()) {
+    *env_.err << "sextant: " << what << " not started: " << handle.status().message() << "\n";
     return;
   }
-  Child c{*pid,   what,      billing_ ? billing_->Start(region, aggregator) : 0, argv, log,
-          region, aggregator};
-  if (placement_) ++launched_[placement_->For(region, aggregator).owner.pool];
+  Child c{*handle,    what,       billing_ ? billing_->Start(region, aggregator) : 0,
+          argv,       log,        region,
+          aggregator, absl::InfiniteFuture(), false, false, request.pool};
+  if (!c.pool.empty()) ++launched_[c.pool];
   DrawInterruption(c);
   children_.push_back(std::move(c));
-  (void)env_.store->AddEvent(EventTime(), "federation_launch", 0,
-                             absl::StrCat(what, " pid=", *pid));
+  const bool local = std::string(env_.provider->name()) == "local";
+  (void)env_.store->AddEvent(
+      EventTime(), "federation_launch", 0,
+      absl::StrCat(what, local ? " pid=" : absl::StrCat(" ", env_.provider->name(), " job="),
+                   *handle, request.pool.empty() ? "" : absl::StrCat(" pool=", request.pool)));
 }
 
-bool Participants::Poll() {
-  InterruptSpotInstances();
-  std::vector<Child> replace;
-  bool alive = true;
+std::vector<std::pair<Participants::Child, std::string>> Participants::Reap(bool now) {
+  std::vector<std::pair<Child, std::string>> ended;
+  const bool local = std::string(env_.provider->name()) == "local";
+  if (!local && !now && env_.clock->Now() < next_status_) return ended;
+  next_status_ = env_.clock->Now() + kStatusInterval;
   for (auto it = children_.begin(); it != children_.end();) {
-    std::optional<int> status = env_.launcher->Poll(it->pid);
-    if (!status) {
+    InstanceStatus status = env_.provider->Poll(it->handle);
+    if (!status.gone()) {
       ++it;
       continue;
     }
     Ended(*it);
-    if (it->interrupted) {
-      replace.push_back(std::move(*it));
-    } else {
-      (void)env_.store->AddEvent(EventTime(), "federation_exit", 0,
-                                 absl::StrCat(it->what, " exited (status ", *status, ")"));
-      alive = alive && !it->aggregator;
-    }
+    ended.emplace_back(std::move(*it), std::move(status.detail));
     it = children_.erase(it);
   }
-  for (const Child& c : replace) Replace(c);
+  return ended;
+}
+
+bool Participants::Poll() {
+  InterruptSpotInstances();
+  bool alive = true;
+  for (auto& [child, why] : Reap(/*now=*/false)) {
+    if (child.interrupted) {
+      Replace(child);
+      continue;
+    }
+    (void)env_.store->AddEvent(EventTime(), "federation_exit", 0,
+                               absl::StrCat(child.what, " exited (", why, ")"));
+    alive = alive && !child.aggregator;
+  }
   return alive;
 }
 
@@ -64,23 +94,13 @@ int Participants::clients() const {
 
 void Participants::StopAll(absl::Duration grace) {
   const absl::Time until = env_.clock->Now() + grace;
-  auto reap = [&] {
-    for (auto it = children_.begin(); it != children_.end();) {
-      if (!env_.launcher->Poll(it->pid)) {
-        ++it;
-        continue;
-      }
-      Ended(*it);
-      it = children_.erase(it);
-    }
-  };
   while (!children_.empty() && env_.clock->Now() < until) {
-    reap();
-    env_.clock->SleepFor(absl::Milliseconds(50));
+    (void)Reap(/*now=*/true);
+    if (!children_.empty()) env_.clock->SleepFor(absl::Milliseconds(50));
   }
-  for (const Child& c : children_) env_.launcher->Signal(c.pid, SIGKILL);
+  for (const Child& c : children_) env_.provider->Interrupt(c.handle, /*notice=*/false).IgnoreError();
   for (int i = 0; i < 100 && !children_.empty(); ++i) {
-    reap();
+    (void)Reap(/*now=*/true);
     if (!children_.empty()) env_.clock->SleepFor(absl::Milliseconds(10));
   }
   for (const Child& c : children_) Ended(c);  // killed and not reaped yet: billed until now
@@ -106,7 +126,7 @@ void Participants::InterruptSpotInstances() {
   for (Child& c : children_) {
     if (c.interrupted || now < c.interrupt_at) continue;
     c.interrupted = true;
-    env_.launcher->Signal(c.pid, c.notice ? SIGTERM : SIGKILL);
+    env_.provider->Interrupt(c.handle, c.notice).IgnoreError();
     const PoolOffer& pool = placement_->For(c.region, c.aggregator);
     ++preemptions_[pool.owner.pool];
     (void)env_.store->AddEvent(

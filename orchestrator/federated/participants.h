@@ -1,27 +1,26 @@
 #ifndef SEXTANT_ORCHESTRATOR_FEDERATED_PARTICIPANTS_H_
 #define SEXTANT_ORCHESTRATOR_FEDERATED_PARTICIPANTS_H_
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "orchestrator/core/local_launcher.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/cost/federated_placement.h"
 #include "orchestrator/cost/interruption_sampler.h"
 #include "orchestrator/federated/federated_billing.h"
+#include "orchestrator/fleet/provider.h"
 
 namespace sextant {
 
 struct ParticipantsEnv {
-  ProcessLauncher* launcher = nullptr;  // not owned
+  Provider* provider = nullptr;         // where participants run (local, slurm); not owned
   Clock* clock = nullptr;               // not owned
   Store* store = nullptr;               // its events; not owned
   std::ostream* err = nullptr;          // launch failures
@@ -29,12 +28,13 @@ struct ParticipantsEnv {
   double time_scale = 1;                // multiplies spot interruption times (--time-scale)
 };
 
-// The processes of a federated run's participants (each region's aggregator and clients),
-// each with its log in logs_dir and a `federation_launch` event. On pools (SetMarket) each is
-// billed on its pool from its start to its exit, and one on a spot pool is taken back at its
-// pool's interruption model (SIGTERM after a notice, SIGKILL without one) and replaced in its
-// place: a client with its argv (so its region, index and data), an aggregator on its region's
-// port. Not thread-safe; runs on the run's loop. Everything env names must outlive it.
+// A federated run's participants (each region's aggregator and clients), each an instance of
+// the provider (a process here, a Slurm job in its pool's partition) with its log in logs_dir
+// and a `federation_launch` event. On pools (SetMarket) each is billed on its pool from its
+// start to its end, and one on a spot pool is taken back at its pool's interruption model
+// (SIGTERM after a notice, a kill without one) and replaced in its place: a client with its
+// argv (so its region, index and data), an aggregator on its region's port. Not thread-safe;
+// runs on the run's loop. Everything env names must outlive it.
 class Participants {
  public:
   explicit Participants(ParticipantsEnv env) : env_(std::move(env)) {}
@@ -53,7 +53,7 @@ class Participants {
   // replaces those gone, and records every other exit as a `federation_exit` event. False once
   // an aggregator has exited on its own.
   bool Poll();
-  // Client processes alive.
+  // Clients alive.
   int clients() const;
   // Waits up to `grace` for every participant to exit, then kills those left; their bills end.
   void StopAll(absl::Duration grace);
@@ -64,7 +64,7 @@ class Participants {
 
  private:
   struct Child {
-    pid_t pid;
+    std::string handle;  // the provider's: a pid, a Slurm job id
     std::string what;
     int64_t bill = 0;  // its instance on billing_, when billed
     // How to start it again (a replacement after a spot interruption).
@@ -75,6 +75,7 @@ class Participants {
     absl::Time interrupt_at = absl::InfiniteFuture();
     bool notice = false;
     bool interrupted = false;  // signalled by the market: its exit is a preemption
+    std::string pool;          // its pool on the market, else empty
   };
 
   void DrawInterruption(Child& c);
@@ -83,6 +84,10 @@ class Participants {
   // Ends a child that exited: its bill stops.
   void Ended(const Child& c);
   double EventTime() const { return absl::ToUnixMicros(env_.clock->Now()) / 1e6; }
+  // Asks the provider, at most once per kStatusInterval for a provider other than local (a
+  // Slurm query is a command), whether each child has ended; those that have leave children_
+  // and are returned with why they ended.
+  std::vector<std::pair<Child, std::string>> Reap(bool now);
 
   ParticipantsEnv env_;
   std::optional<FederatedPlacement> placement_;  // with billing_
@@ -92,6 +97,7 @@ class Participants {
   std::map<std::string, int> launched_, preemptions_;  // by pool
   std::map<std::string, int> ports_;                   // each region's aggregator's port
   std::map<std::string, int> replaced_;                // replacements of each participant
+  absl::Time next_status_ = absl::InfinitePast();
 };
 
 }  // namespace sextant

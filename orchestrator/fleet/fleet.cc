@@ -434,7 +434,8 @@ void Fleet::Launch(int index, FleetTick& tick, BudgetSnapshot& budget) {
                       options_.connect,
                       absl::StrCat(options_.logs_dir, "/worker-", inst.token, ".log"),
                       0,
-                      options_.credentials};
+                      options_.credentials,
+                      {}};
   Interruption intr;
   // A stop at the budget gives a trial on a non-spot instance the wind-down the budget projected.
   req.preempt_notice_seconds = std::max(0.5, options_.wind_down_seconds);

@@ -26,14 +26,17 @@ LocalProvider::LocalProvider(ProcessLauncher* launcher, std::string worker_binar
     : launcher_(launcher), worker_binary_(std::move(worker_binary)) {}
 
 absl::StatusOr<std::string> LocalProvider::Launch(const InstanceRequest& request) {
-  std::vector<std::string> argv = {
-      worker_binary_, "--connect",  request.connect,  "--region",           request.region,
-      "--pool",       request.pool, "--launch-token", request.launch_token, "--exit-with-parent"};
-  if (request.preempt_notice_seconds > 0) {
-    argv.push_back("--preempt-notice");
-    argv.push_back(absl::StrCat(request.preempt_notice_seconds));
+  std::vector<std::string> argv = request.command;
+  if (argv.empty()) {
+    argv = {worker_binary_,        "--connect",         request.connect, "--region",
+            request.region,        "--pool",            request.pool,    "--launch-token",
+            request.launch_token,  "--exit-with-parent"};
+    if (request.preempt_notice_seconds > 0) {
+      argv.push_back("--preempt-notice");
+      argv.push_back(absl::StrCat(request.preempt_notice_seconds));
+    }
+    request.credentials.AppendFlags(&argv);
   }
-  request.credentials.AppendFlags(&argv);
   absl::StatusOr<pid_t> pid = launcher_->Launch(argv, request.log_path);
   if (!pid.ok()) return pid.status();
   live_[*pid] = true;

@@ -3,6 +3,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -11,7 +12,6 @@
 
 namespace sextant {
 
-// One instance to start: a worker for a pool, told how to reach the orchestrator.
 // How a worker dials the orchestrator: TLS from a certificate folder, or, on loopback, with the
 // run's worker secret (rpc/run_secret.h).
 struct WorkerCredentials {
@@ -30,6 +30,8 @@ struct WorkerCredentials {
   }
 };
 
+// One instance to start: a worker for a pool, told how to reach the orchestrator, or, with
+// `command`, a federated participant (an aggregator or a client) that runs that command.
 struct InstanceRequest {
   std::string pool;
   std::string region;
@@ -40,6 +42,10 @@ struct InstanceRequest {
   std::string log_path;               // where the worker's stdout and stderr go
   double preempt_notice_seconds = 0;  // the worker's --preempt-notice; 0 = the worker's default
   WorkerCredentials credentials;      // how the worker dials; default: plaintext
+  // When not empty, the instance runs this argv (argv[0] a path) instead of a worker: connect,
+  // preempt_notice_seconds and credentials are then not used, and launch_token only names it
+  // (a Slurm job's name).
+  std::vector<std::string> command;
 };
 
 // What a provider knows of an instance it launched.
@@ -55,7 +61,7 @@ struct InstanceStatus {
 };
 
 // Where workers run: starts and stops instances, each running one `sextant-worker` that
-// registers with its request's launch token. The fleet (orchestrator/fleet/fleet.h) owns billing,
+// registers with its request's launch token (or the request's own command). The fleet (orchestrator/fleet/fleet.h) owns billing,
 // placement and scaling; a provider only acts. Not thread-safe; runs on the orchestrator loop.
 class Provider {
  public:

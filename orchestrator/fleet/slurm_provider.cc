@@ -64,15 +64,17 @@ std::string SlurmProvider::Command(const char* name) const {
 }
 
 absl::StatusOr<std::string> SlurmProvider::Launch(const InstanceRequest& request) {
-  std::vector<std::string> worker = {
-      options_.worker_binary, "--connect", request.connect, "--region",
-      request.region,         "--pool",    request.pool,    "--launch-token",
-      request.launch_token};
-  if (request.preempt_notice_seconds > 0) {
-    worker.push_back("--preempt-notice");
-    worker.push_back(absl::StrCat(request.preempt_notice_seconds));
+  std::vector<std::string> worker = request.command;
+  if (worker.empty()) {
+    worker = {options_.worker_binary, "--connect", request.connect, "--region",
+              request.region,         "--pool",    request.pool,    "--launch-token",
+              request.launch_token};
+    if (request.preempt_notice_seconds > 0) {
+      worker.push_back("--preempt-notice");
+      worker.push_back(absl::StrCat(request.preempt_notice_seconds));
+    }
+    request.credentials.AppendFlags(&worker);
   }
-  request.credentials.AppendFlags(&worker);
   std::vector<std::string> quoted;
   for (const std::string& w : worker) quoted.push_back(ShellQuote(w));
   const bool spot = request.market == Market::kSpot;

@@ -33,9 +33,7 @@
 #include "orchestrator/federated/federated_run.h"
 #include "orchestrator/fleet/fleet.h"
 #include "orchestrator/fleet/fleet_driver.h"
-#include "orchestrator/fleet/local_provider.h"
-#include "orchestrator/fleet/slurm_provider.h"
-#include "orchestrator/fleet/static_provider.h"
+#include "orchestrator/fleet/providers.h"
 #include "orchestrator/monitor/run_monitor.h"
 #include "orchestrator/report/report.h"
 #include "orchestrator/search/progress.h"
@@ -452,19 +450,10 @@ class SearchRun {
     std::vector<CatalogError> errors;
     absl::StatusOr<Catalog> catalog = LoadCatalog(spec_.resources().catalog(), &errors);
     if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
-    const std::string bin = session_.worker_binary();
-    const std::string& kind = spec_.resources().provider();
-    if (kind == "static") {
-      provider_ = std::make_unique<StaticProvider>();
-    } else if (kind == "slurm") {
-      provider_ = std::make_unique<SlurmProvider>(
-          SlurmOptions{bin, options_.slurm_partition, options_.slurm_spot_partition, ""});
-    } else if (kind == "local" || kind.empty()) {
-      provider_ = std::make_unique<LocalProvider>(env_.launcher, bin);
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("provider ", kind, " runs only under `sextant simulate`"));
-    }
+    SEXTANT_ASSIGN_OR_RETURN(
+        provider_, MakeProvider(spec_.resources().provider(),
+                                {session_.worker_binary(), env_.launcher, options_.slurm_partition,
+                                 options_.slurm_spot_partition}));
     FleetOptions fo;
     fo.connect = Target();
     fo.logs_dir = std::filesystem::absolute(run_dir_->logs_dir()).string();
@@ -481,7 +470,7 @@ class SearchRun {
       fleet_driver_->Connect(d);
       return 0;
     });
-    if (kind == "static") {
+    if (!provider_->launches()) {  // static: workers are started by hand
       *env_.out << "sextant: start workers with: sextant-worker --connect " << Target()
                 << " --region REGION --pool POOL"
                 << (options_.tls_dir.empty() ? " --secret-file " + session_.secrets().worker_file

@@ -869,9 +869,14 @@ federation:
                                     "the federation (eu-west-1, us-east-1)")));
   EXPECT_THAT(Errors(head + "  global_region: mars-1\n" + pools),
               ElementsAre(HasSubstr("federation.global_region: unknown region 'mars-1'")));
-  EXPECT_THAT(Errors(head + "resources:\n  provider: slurm\n" + pools.substr(11)),
+  // Slurm places them as jobs; static hosts have nothing to launch with (their participants
+  // are started by hand, under --external-participants).
+  EXPECT_THAT(Errors(head + "resources:\n  provider: slurm\n" + pools.substr(11)), IsEmpty());
+  EXPECT_THAT(Errors(head + "resources:\n  provider: static\n" + pools.substr(11)),
               Contains(HasSubstr("resources.provider: a federated run places its participants "
-                                 "on the local provider only in this version, not on slurm")));
+                                 "with the local or the slurm provider, not static "
+                                 "(participants started by hand join a run started with "
+                                 "`sextant run --external-participants`)")));
   // A budget below the first billing increment of the participants (6 x 60 s of gpu.1x at
   // least); without pools a budget has nothing to bill, nor a global region anything to price.
   EXPECT_THAT(Errors(head + pools + "budget: {max_cost: 0.05}\n"),

@@ -135,7 +135,7 @@ INEXPRESSIBLE = [
      r"applies to a plain federated run's forecast|does not apply to a plain federated run"),
     ("a federated run's pools place every participant", r"^(federation\.(regions\[|global_region)|resources\.|budget\.)",
      r"has no pool that can host|is not a region of the federation|prices transfer from|"
-     r"is billed for the instances|local provider only|less than one round's cost|"
+     r"is billed for the instances|the local or the slurm provider|less than one round's cost|"
      r"prices no transfer|applies to a federated run|unknown region"),
     ("buffer_size >= 2 per region", r"^federation\.(buffer_size|mode)$",
      r"need buffer_size >= 2 per region"),
