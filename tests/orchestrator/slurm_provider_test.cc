@@ -1,11 +1,14 @@
 // The Slurm provider against real daemons: slurmctld, slurmd and munged from Debian's packages,
 // started on loopback by the test with their own config (tests/orchestrator/slurm_cluster.h).
 // Skipped, with the reason, where they cannot start (not root, packages missing).
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -105,6 +108,154 @@ resources:
     EXPECT_TRUE(std::regex_search(jobcomp, line)) << "job " << job << " of pool " << pool << "\n"
                                                   << jobcomp;
   }
+}
+
+// Two regions of two clients on Slurm: region a's clients on spot (taken back at
+// `spot_rate_per_day`, after a 1 s notice), its aggregator and region b on-demand.
+void WriteFederatedExperiment(const std::string& dir, double spot_rate_per_day, int rounds,
+                              int min_clients, const std::string& deadline) {
+  WriteFile(dir + "/catalog.yaml", absl::StrCat(R"(regions: [a, b]
+instances: {box: {gpus: 0, gpu_memory_gb: 0, cpus: 1}}
+billing: {increment: 1s, minimum: 1s}
+offers:
+  - {region: a, instance: box, market: on_demand, price_per_hour: 36}
+  - {region: a, instance: box, market: spot, price_per_hour: 12,
+     interruption: {rate_per_day: )",
+                                                spot_rate_per_day, R"(, notice: 1s, notice_probability: 1}}
+  - {region: b, instance: box, market: on_demand, price_per_hour: 36}
+transfer: {between_regions_per_gb: 0.02}
+)"));
+  WriteFile(dir + "/exp.yaml", absl::StrCat(R"(name: slurm-fl
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:
+  regions: [{name: a, clients: 2}, {name: b, clients: 2}]
+  rounds: )",
+                                            rounds, R"(
+  local_lr: 0.05
+  min_clients: )",
+                                            min_clients, R"(
+  round_deadline: )",
+                                            deadline, R"(
+  seed: 5
+  examples_per_client: 300
+  validation_examples: 500
+  secure_aggregation: false
+resources:
+  provider: slurm
+  catalog: catalog.yaml
+  pools:
+    - {name: a-clients, region: a, instance: box, market: spot, hosts: clients}
+    - {name: a-agg, region: a, instance: box, hosts: aggregator}
+    - {name: b-all, region: b, instance: box}
+)"));
+}
+
+// The Slurm job of each participant that `sextant events` names as launched: its job name
+// (sextant-client-a-0, sextant-client-a-0.2 for its first replacement) -> its job id.
+std::map<std::string, std::string> ParticipantJobs(const std::string& events) {
+  std::map<std::string, std::string> job_of;
+  std::regex launched(
+      R"((aggregator|client) ([ab])(?:/(\d))? slurm job=(\d+) pool=([a-z-]+))");
+  std::map<std::string, int> launches;
+  for (auto it = std::sregex_iterator(events.begin(), events.end(), launched);
+       it != std::sregex_iterator(); ++it) {
+    std::string name = (*it)[1] == "aggregator"
+                           ? absl::StrCat("aggregator-", (*it)[2].str())
+                           : absl::StrCat("client-", (*it)[2].str(), "-", (*it)[3].str());
+    const int n = ++launches[name];
+    if (n > 1) absl::StrAppend(&name, ".", n);
+    job_of[name] = (*it)[4];
+  }
+  return job_of;
+}
+
+// Waits until the queue is empty, then finds each job of `job_of` in Slurm's completion log,
+// under its name, in its pool's partition: spot for region a's clients, else ondemand.
+void ExpectEveryJobEndedInItsPartition(const SlurmCluster& cluster,
+                                       const std::map<std::string, std::string>& job_of) {
+  const std::string env = absl::StrCat("SLURM_CONF=", cluster.conf());
+  std::string queue;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        queue = RunProcess({"env", env, "squeue", "-h", "-t", "PENDING,RUNNING"}).out;
+        return queue.empty();
+      },
+      15))
+      << queue;
+  const std::string jobcomp = ReadFile(cluster.jobcomp_path());
+  for (const auto& [name, job] : job_of) {
+    const std::string partition = absl::StartsWith(name, "client-a") ? "spot" : "ondemand";
+    std::regex line(absl::StrCat("JobId=", job, " .*Name=sextant-", name, " .*Partition=",
+                                 partition));
+    EXPECT_TRUE(std::regex_search(jobcomp, line)) << name << " (job " << job << ")\n" << jobcomp;
+  }
+}
+
+// A federated run on Slurm: each region's aggregator and clients are jobs in the partition of
+// their pool's market (region a's clients on spot, everything else on-demand), billed on their
+// pools, and none is left in the queue once the run ends.
+TEST(SlurmProviderTest, FederatedRunPlacesEveryParticipantAsAJobInItsPoolsPartition) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = MakeTempDir("slurm-fl");
+  SlurmCluster cluster;
+  const std::string why = cluster.Start(dir + "/cluster");
+  SEXTANT_REQUIRE_COMPONENT(why.empty(), "no Slurm cluster here: " << why);
+  WriteFederatedExperiment(dir, 0.001, 3, 4, "60s");
+  const std::string env = absl::StrCat("SLURM_CONF=", cluster.conf());
+  auto run = RunProcess({"env", env, kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
+                         "--slurm-partition", "ondemand", "--slurm-spot-partition", "spot"},
+                        240);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+
+  auto results = RunProcess({kSextant, "results", dir + "/run", "--format", "json"});
+  ASSERT_EQ(results.exit_code, 0) << results.err;
+  nlohmann::json j = nlohmann::json::parse(results.out);
+  EXPECT_EQ(j["state"], "COMPLETED");
+  for (const char* pool : {"a-clients", "a-agg", "b-all"}) {
+    EXPECT_GT(j["cost"]["by_pool"][pool].get<double>(), 0) << pool << "\n" << j["cost"].dump();
+  }
+
+  // Six participants, each a job sbatch queued, named after it, in its pool's partition.
+  auto events = RunProcess({kSextant, "events", dir + "/run"});
+  const std::map<std::string, std::string> job_of = ParticipantJobs(events.out);
+  ASSERT_EQ(job_of.size(), 6u) << events.out;
+  ExpectEveryJobEndedInItsPartition(cluster, job_of);
+}
+
+// Spot clients on Slurm taken back at their pool's interruption model (scancel --signal=TERM
+// after the notice): each is a dropout for its round and a new job takes its place in the spot
+// partition, and the run completes every round.
+TEST(SlurmProviderTest, FederatedSpotClientsTakenBackAreReplacedByNewJobs) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = MakeTempDir("slurm-fl-spot");
+  SlurmCluster cluster;
+  const std::string why = cluster.Start(dir + "/cluster");
+  SEXTANT_REQUIRE_COMPONENT(why.empty(), "no Slurm cluster here: " << why);
+  // A spot client lives 2 s on average; rounds close on region b's two clients at the latest.
+  WriteFederatedExperiment(dir, 43200, 6, 2, "5s");
+  const std::string env = absl::StrCat("SLURM_CONF=", cluster.conf());
+  auto run = RunProcess({"env", env, kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
+                         "--slurm-partition", "ondemand", "--slurm-spot-partition", "spot"},
+                        240);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto results = RunProcess({kSextant, "results", dir + "/run", "--format", "json"});
+  ASSERT_EQ(results.exit_code, 0) << results.err;
+  nlohmann::json j = nlohmann::json::parse(results.out);
+  EXPECT_EQ(j["state"], "COMPLETED");
+  EXPECT_EQ(j["federation"]["rounds_completed"], 6) << j["federation"].dump();
+  const int preempted = j["preemptions"]["by_pool"]["a-clients"].get<int>();
+  std::printf("%d spot clients taken back\n", preempted);
+  EXPECT_GE(preempted, 1) << j["preemptions"].dump();
+  EXPECT_EQ(j["preemptions"]["total"], preempted) << "only spot clients are taken back";
+
+  auto events = RunProcess({kSextant, "events", dir + "/run"});
+  const std::map<std::string, std::string> job_of = ParticipantJobs(events.out);
+  EXPECT_EQ(job_of.size(), 6u + static_cast<size_t>(preempted)) << events.out;
+  ExpectEveryJobEndedInItsPartition(cluster, job_of);
 }
 
 }  // namespace
