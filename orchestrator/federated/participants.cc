@@ -41,9 +41,15 @@ void Participants::Launch(const std::vector<std::string>& argv, const std::strin
     *env_.err << "sextant: " << what << " not started: " << handle.status().message() << "\n";
     return;
   }
-  Child c{*handle,    what,       billing_ ? billing_->Start(region, aggregator) : 0,
-          argv,       log,        region,
-          aggregator, absl::InfiniteFuture(), false, false, request.pool};
+  Child c;
+  c.handle = *handle;
+  c.what = what;
+  c.bill = billing_ ? billing_->Start(region, aggregator) : 0;
+  c.argv = argv;
+  c.log = log;
+  c.region = region;
+  c.aggregator = aggregator;
+  c.pool = request.pool;
   if (!c.pool.empty()) ++launched_[c.pool];
   DrawInterruption(c);
   children_.push_back(std::move(c));
@@ -117,23 +123,33 @@ void Participants::DrawInterruption(Child& c) {
   if (pool.offer.market != Market::kSpot) return;
   const Interruption i = spot_->Sample(pool.offer.interruption);
   if (!std::isfinite(i.after_seconds)) return;
-  c.interrupt_at = env_.clock->Now() + absl::Seconds(i.after_seconds * env_.time_scale);
-  c.notice = i.notice;
+  const absl::Time now = env_.clock->Now();
+  c.interrupt_at = now + absl::Seconds(i.after_seconds * env_.time_scale);
+  if (i.notice) {
+    c.notice_at = now + absl::Seconds((i.after_seconds - i.notice_seconds) * env_.time_scale);
+  }
 }
 
 void Participants::InterruptSpotInstances() {
   const absl::Time now = env_.clock->Now();
   for (Child& c : children_) {
-    if (c.interrupted || now < c.interrupt_at) continue;
+    if (c.killed || (now < c.notice_at && now < c.interrupt_at)) continue;
+    const bool noticed = c.interrupted;
+    if (!noticed) {
+      ++preemptions_[c.pool];
+      (void)env_.store->AddEvent(
+          EventTime(), "federation_preempted", 0,
+          absl::StrCat(c.what, " preempted: spot pool ", c.pool, " takes its instance back",
+                       c.notice_at != absl::InfiniteFuture() ? " after a notice" : " without a notice",
+                       "; a new instance takes its place"));
+    }
     c.interrupted = true;
-    env_.provider->Interrupt(c.handle, c.notice).IgnoreError();
-    const PoolOffer& pool = placement_->For(c.region, c.aggregator);
-    ++preemptions_[pool.owner.pool];
-    (void)env_.store->AddEvent(
-        EventTime(), "federation_preempted", 0,
-        absl::StrCat(c.what, " preempted: spot pool ", pool.owner.pool, " took its instance back",
-                     c.notice ? " after a notice" : " without a notice",
-                     "; a new instance takes its place"));
+    if (now < c.interrupt_at) {
+      if (!noticed) env_.provider->Interrupt(c.handle, /*notice=*/true).IgnoreError();
+      continue;
+    }
+    c.killed = true;
+    env_.provider->Interrupt(c.handle, /*notice=*/false).IgnoreError();
   }
 }
 

@@ -32,7 +32,7 @@ struct ParticipantsEnv {
 // the provider (a process here, a Slurm job in its pool's partition) with its log in logs_dir
 // and a `federation_launch` event. On pools (SetMarket) each is billed on its pool from its
 // start to its end, and one on a spot pool is taken back at its pool's interruption model
-// (SIGTERM after a notice, a kill without one) and replaced in its place: a client with its
+// (SIGTERM at the notice, when there is one, and killed at its end) and replaced in its place: a client with its
 // argv (so its region, index and data), an aggregator on its region's port. Not thread-safe;
 // runs on the run's loop. Everything env names must outlive it.
 class Participants {
@@ -71,11 +71,13 @@ class Participants {
     std::vector<std::string> argv;
     std::string log, region;
     bool aggregator = false;
-    // A spot instance: when the market takes it back (SIGTERM with a notice, else SIGKILL).
+    std::string pool;  // its pool on the market, else empty
+    // A spot instance: the market's notice (SIGTERM) at notice_at, when it has one, and the
+    // instance taken back (killed) at interrupt_at, as the search's fleet does.
+    absl::Time notice_at = absl::InfiniteFuture();
     absl::Time interrupt_at = absl::InfiniteFuture();
-    bool notice = false;
-    bool interrupted = false;  // signalled by the market: its exit is a preemption
-    std::string pool;          // its pool on the market, else empty
+    bool interrupted = false;  // noticed or taken back by the market: its exit is a preemption
+    bool killed = false;       // taken back
   };
 
   void DrawInterruption(Child& c);
