@@ -24,6 +24,12 @@ constexpr absl::Duration kStatusInterval = absl::Seconds(1);
 
 void Participants::Launch(const std::vector<std::string>& argv, const std::string& log,
                           const std::string& what, const std::string& region, bool aggregator) {
+  Start(argv, log, log, what, region, aggregator);
+}
+
+void Participants::Start(const std::vector<std::string>& argv, const std::string& log,
+                         const std::string& first_log, const std::string& what,
+                         const std::string& region, bool aggregator) {
   InstanceRequest request;
   request.region = region;
   if (placement_) {
@@ -46,7 +52,7 @@ void Participants::Launch(const std::vector<std::string>& argv, const std::strin
   c.what = what;
   c.bill = billing_ ? billing_->Start(region, aggregator) : 0;
   c.argv = argv;
-  c.log = log;
+  c.log = first_log;
   c.region = region;
   c.aggregator = aggregator;
   c.pool = request.pool;
@@ -168,7 +174,7 @@ void Participants::Replace(const Child& c) {
   // Its own log beside the one it replaces: NAME.log, then NAME.2.log, NAME.3.log, ...
   const int n = ++replaced_[c.what] + 1;
   const std::string log = absl::StrCat(c.log.substr(0, c.log.size() - 4), ".", n, ".log");
-  Launch(argv, log, c.what, c.region, c.aggregator);
+  Start(argv, log, c.log, c.what, c.region, c.aggregator);
 }
 
 }  // namespace sextant

@@ -69,7 +69,8 @@ class Participants {
     int64_t bill = 0;  // its instance on billing_, when billed
     // How to start it again (a replacement after a spot interruption).
     std::vector<std::string> argv;
-    std::string log, region;
+    std::string log;  // its first log's name (a replacement's is NAME.2.log, ...)
+    std::string region;
     bool aggregator = false;
     std::string pool;  // its pool on the market, else empty
     // A spot instance: the market's notice (SIGTERM) at notice_at, when it has one, and the
@@ -80,6 +81,10 @@ class Participants {
     bool killed = false;       // taken back
   };
 
+  // Launch, with the log of the participant's first instance (Child::log) apart from this one's.
+  void Start(const std::vector<std::string>& argv, const std::string& log,
+             const std::string& first_log, const std::string& what, const std::string& region,
+             bool aggregator);
   void DrawInterruption(Child& c);
   void InterruptSpotInstances();
   void Replace(const Child& c);
