@@ -57,4 +57,8 @@ const PoolOffer& FederatedPlacement::For(const std::string& region, bool aggrega
   return (aggregator ? aggregators_ : clients_).at(region);
 }
 
+uint64_t SpotMarketSeed(const v1::Federation& federation, int64_t last_round) {
+  return federation.seed() * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(last_round);
+}
+
 }  // namespace sextant

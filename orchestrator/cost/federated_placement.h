@@ -45,6 +45,12 @@ class FederatedPlacement {
   double first_increments_ = 0;
 };
 
+// The seed of a federated run's spot market for a session that starts after `last_round` (0
+// for a new run): each spot participant's interruption is drawn from it in launch order (every
+// region's aggregator, then every region's clients; a replacement when it starts). A new run
+// draws what `sextant simulate` draws; a resumed one draws afresh.
+uint64_t SpotMarketSeed(const v1::Federation& federation, int64_t last_round);
+
 }  // namespace sextant
 
 #endif  // SEXTANT_ORCHESTRATOR_COST_FEDERATED_PLACEMENT_H_

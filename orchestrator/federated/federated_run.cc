@@ -996,10 +996,7 @@ class FederatedRun {
     SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> fleet, store_->GetMeta("fleet"));
     if (fleet) prior_pools_ = PoolsFromFleetMeta(*fleet);
     billing_.emplace(placement, env_.clock, start_, std::move(prior));
-    // Seeded by the federation and the session, so that a resumed run draws afresh.
-    participants_->SetMarket(
-        std::move(placement), &*billing_,
-        fed().seed() * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(last_round_));
+    participants_->SetMarket(std::move(placement), &*billing_, SpotMarketSeed(fed(), last_round_));
     return absl::OkStatus();
   }
 

@@ -1,9 +1,12 @@
 #include "orchestrator/simulate/federated_forecast.h"
 
 #include <algorithm>
+#include <limits>
+#include <vector>
 
 #include "common/status_macros.h"
 #include "orchestrator/cost/federated_placement.h"
+#include "orchestrator/cost/interruption_sampler.h"
 #include "orchestrator/cost/ledger.h"
 
 namespace sextant {
@@ -14,6 +17,62 @@ constexpr double kFraming = 1.0015;  // message bytes over payload bytes, as mea
 // One participant's expected bill if it runs `seconds` from the start.
 double Bill(const PoolOffer& pool, double seconds) {
   return Ledger::LaunchCost(pool.offer.billing, seconds);
+}
+
+// One instance of a participant: from its start to its end (seconds from the run's start;
+// infinity while it runs), on its pool.
+struct Instance {
+  const PoolOffer* pool;
+  double start = 0;
+  double end = std::numeric_limits<double>::infinity();
+};
+
+// The instances a run of this seed starts within `seconds`, as its participants draw them
+// (participants.h): all start at 0, in launch order (every region's aggregator, then every
+// region's clients), each spot one drawing its interruption from SpotMarketSeed at its start;
+// one taken back is replaced at once by a new instance, which draws next. *expected gets the
+// mean number taken back over all seeds (each spot participant's rate over `seconds`).
+std::vector<Instance> SpotReplay(const v1::Federation& fed, const FederatedPlacement& placement,
+                                 double seconds, double time_scale, double* expected) {
+  std::vector<Instance> out;
+  for (const v1::FederatedRegion& r : fed.regions()) {
+    out.push_back({&placement.For(r.name(), /*aggregator=*/true)});
+  }
+  for (const v1::FederatedRegion& r : fed.regions()) {
+    for (int i = 0; i < r.clients(); ++i) {
+      out.push_back({&placement.For(r.name(), /*aggregator=*/false)});
+    }
+  }
+  InterruptionSampler market(SpotMarketSeed(fed, 0));
+  auto draw = [&](Instance& i) {
+    if (i.pool->offer.market != Market::kSpot) return;
+    i.end = i.start + market.Sample(i.pool->offer.interruption).after_seconds * time_scale;
+  };
+  *expected = 0;
+  for (Instance& i : out) {
+    draw(i);
+    if (i.pool->offer.market == Market::kSpot) {
+      *expected += i.pool->offer.interruption.rate_per_day * seconds / (86400.0 * time_scale);
+    }
+  }
+  // Interruptions in the order they come, each starting its replacement (appended: `live`
+  // indexes the instances that run now, one per participant).
+  std::vector<size_t> live(out.size());
+  for (size_t k = 0; k < live.size(); ++k) live[k] = k;
+  for (;;) {
+    size_t next = live.size();
+    for (size_t k = 0; k < live.size(); ++k) {
+      if (out[live[k]].end < seconds && (next == live.size() || out[live[k]].end < out[live[next]].end)) {
+        next = k;
+      }
+    }
+    if (next == live.size()) break;
+    Instance replacement{out[live[next]].pool, out[live[next]].end};
+    draw(replacement);
+    live[next] = out.size();
+    out.push_back(replacement);
+  }
+  return out;
 }
 
 }  // namespace
@@ -41,19 +100,15 @@ absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec&
   }
   const double round_seconds = client + slowest_link;
 
-  // Each participant: its pool, and how many of it (a region's clients share one pool).
-  struct Group {
-    const PoolOffer* pool;
-    int count;
-  };
-  std::vector<Group> groups;
-  for (const v1::FederatedRegion& r : fed.regions()) {
-    groups.push_back({&placement.For(r.name(), /*aggregator=*/true), 1});
-    groups.push_back({&placement.For(r.name(), /*aggregator=*/false), r.clients()});
-  }
-  auto compute_until = [&](double seconds) {
+  f.wall_seconds = boot + static_cast<double>(fed.rounds()) * round_seconds;
+  const std::vector<Instance> instances =
+      SpotReplay(fed, placement, f.wall_seconds, time_scale, &f.expected_preemptions);
+  // The bills so far at `t` seconds: every instance from its start to its end or t.
+  auto compute_until = [&](double t) {
     double sum = 0;
-    for (const Group& g : groups) sum += g.count * Bill(*g.pool, seconds);
+    for (const Instance& i : instances) {
+      if (i.start < t) sum += Bill(*i.pool, std::min(t, i.end) - i.start);
+    }
     return sum;
   };
   double previous = 0, cumulative = 0;
@@ -70,18 +125,11 @@ absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec&
     if (cap < 0 || cumulative <= cap) f.rounds_within_budget = round;
     f.rounds.push_back(r);
   }
-  f.wall_seconds = boot + static_cast<double>(fed.rounds()) * round_seconds;
-  // Spot: each expected interruption starts a new instance, which pays its minimum again.
-  for (const Group& g : groups) {
-    double bill = g.count * Bill(*g.pool, f.wall_seconds);
-    if (g.pool->offer.market == Market::kSpot) {
-      const double taken = g.count * g.pool->offer.interruption.rate_per_day * f.wall_seconds /
-                           (86400.0 * time_scale);
-      f.expected_preemptions += taken;
-      bill += taken * Bill(*g.pool, 0);
-    }
-    f.by_pool[g.pool->owner.pool] += bill;
+  for (const Instance& i : instances) {
+    const double bill = Bill(*i.pool, std::min(f.wall_seconds, i.end) - i.start);
+    f.by_pool[i.pool->owner.pool] += bill;
     f.compute += bill;
+    if (i.end < f.wall_seconds) ++f.preemptions;
   }
   f.transfer = transfer_per_round * static_cast<double>(fed.rounds());
   f.total = f.compute + f.transfer;

@@ -26,7 +26,8 @@ struct FederatedForecast {
   double compute = 0, transfer = 0, total = 0;
   std::map<std::string, double> by_pool;  // compute, by the pool that hosts each participant
   int64_t bytes_per_round = 0;            // over every region's link to the global region
-  double expected_preemptions = 0;        // spot participants the market is expected to take
+  int64_t preemptions = 0;                // spot participants this seed's market takes back
+  double expected_preemptions = 0;        // the mean over all seeds
   // With budget.max_cost: the last round the run completes before it stops (all when it
   // does not stop).
   int64_t rounds_within_budget = 0;
@@ -39,8 +40,9 @@ struct FederatedForecast {
 //     own link is free and instant);
 //   - compute: each participant billed per second from the start to the last round's close at
 //     its pool's terms (the run's placement), a round being charged what the bills grow by up
-//     to its close; a spot participant is expected to be taken back at its pool's rate, each
-//     time paying a new instance's minimum;
+//     to its close; a spot participant is taken back when the run's seeded market draws it
+//     (SpotMarketSeed, as a live run of the same seed and time scale draws it), its
+//     replacement billed from then on as a new instance, with its own minimum;
 //   - transfer: per round, each region's model down and aggregate up (4 bytes a weight, 1 for
 //     an int8 plaintext update, plus 0.15% of message framing as measured) at the catalog's
 //     price between it and the global region.

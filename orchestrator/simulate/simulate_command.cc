@@ -166,8 +166,9 @@ int ForecastCommand(v1::ExperimentSpec spec, const Catalog& catalog, const Simul
   }
   out << absl::StrFormat("transfer:    %d bytes a round between the regions and the global one\n",
                          f->bytes_per_round);
-  out << absl::StrFormat("spot:        %.2f participants expected to be taken back\n",
-                         f->expected_preemptions);
+  out << absl::StrFormat(
+      "spot:        %d participants taken back by this seed's market (%.2f on average over seeds)\n",
+      f->preemptions, f->expected_preemptions);
   out << absl::StrFormat("wall time:   %s\n", FormatClock(f->wall_seconds));
   if (f->rounds_within_budget < spec.federation().rounds()) {
     out << absl::StrFormat("budget:      the run stops after round %d of %d (BUDGET_EXHAUSTED)\n",
