@@ -1959,18 +1959,21 @@ void Loader::CheckFederatedPlacement(const Section& root, const Catalog& catalog
   }
   const std::string global =
       fed.global_region().empty() ? fed.regions(0).name() : fed.global_region();
-  if (global_region_field_ && !catalog.HasRegion(global)) {
+  if (global_region_field_ && global != kInternet && !catalog.HasRegion(global)) {
     r_.ValueError(*global_region_field_,
                   absl::StrCat("unknown region '", global, "' (the catalog has ",
-                               absl::StrJoin(catalog.regions(), ", "), ")"));
+                               absl::StrJoin(catalog.regions(), ", "),
+                               "; `internet` for an orchestrator outside them)"));
     return;
   }
   for (int i = 0; i < fed.regions_size() && i < static_cast<int>(region_name_fields_.size()); ++i) {
     const std::string& name = fed.regions(i).name();
-    if (!catalog.HasRegion(name) || catalog.TransferPricePerGb(global, name)) continue;
+    if (!catalog.HasRegion(name) || (catalog.TransferPricePerGb(global, name) &&
+                                     catalog.TransferPricePerGb(name, global))) {
+      continue;
+    }
     r_.ValueError(global_region_field_ ? *global_region_field_ : region_name_fields_[i],
-                  absl::StrCat("the catalog prices no transfer between ", global, " and ", name,
-                               " (add transfer.pairs or transfer.between_regions_per_gb)"));
+                  MissingTransferPrice(global, name));
   }
   absl::StatusOr<FederatedPlacement> placement = FederatedPlacement::Create(spec_, catalog);
   if (placement.ok() && max_cost_field_ && spec_.budget().has_max_cost() &&

@@ -115,8 +115,12 @@ offers:
   - {region: cn-west-1, instance: cpu.small, market: spot, price_per_hour: 0.048,
      interruption: {rate_per_day: 0.08, notice: 60s, notice_probability: 0.9}}
 # Bytes sent from one region to another, per GB (10^9 bytes); within a region they are free.
+# To and from hosts outside every region (`internet`, e.g. an orchestrator on premises): the
+# regions' egress, and their ingress (free).
 transfer:
   between_regions_per_gb: 0.02
+  to_internet_per_gb: 0.09
+  from_internet_per_gb: 0
   pairs:
     - {between: [us-east-1, ap-south-1], per_gb: 0.086}
     - {between: [eu-west-1, ap-south-1], per_gb: 0.086}
@@ -253,7 +257,11 @@ std::vector<std::string> ReadRegions(CatalogReader& r, const YAML::Node& root) {
   }
   for (size_t i = 0; i < regions.size(); ++i) {
     if (auto v = r.Text(regions[i], absl::StrCat("regions[", i, "]"))) {
-      if (std::find(out.begin(), out.end(), *v) != out.end())
+      if (*v == kInternet)
+        r.Error(regions[i], "regions",
+                "'internet' is not a region: it names hosts outside every region "
+                "(transfer.to_internet_per_gb and from_internet_per_gb price it)");
+      else if (std::find(out.begin(), out.end(), *v) != out.end())
         r.Error(regions[i], "regions", absl::StrCat("duplicate region '", *v, "'"));
       else
         out.push_back(*v);
@@ -414,27 +422,36 @@ std::vector<Offer> ReadOffers(CatalogReader& r, const YAML::Node& root, const Ca
   return out;
 }
 
-// transfer: {between_regions_per_gb: X, pairs: [{between: [A, B], per_gb: Y}, ...]}.
+// transfer: {between_regions_per_gb: X, to_internet_per_gb: Y, from_internet_per_gb: Z,
+//            pairs: [{between: [A, B], per_gb: W}, ...]}.
 void ReadTransfer(CatalogReader& r, const YAML::Node& root, const std::vector<std::string>& regions,
-                  std::optional<double>* between_regions,
-                  std::map<std::pair<std::string, std::string>, double>* pairs) {
+                  TransferPrices* prices) {
   const YAML::Node t = root["transfer"];
   if (!t) return;
   if (!t.IsMap()) {
-    r.Error(t, "transfer", "must be a mapping of between_regions_per_gb and pairs");
+    r.Error(t, "transfer",
+            "must be a mapping of between_regions_per_gb, to_internet_per_gb, "
+            "from_internet_per_gb and pairs");
     return;
   }
-  if (!r.Keys(t, "transfer", {"between_regions_per_gb", "pairs"})) return;
-  if (t["between_regions_per_gb"]) {
-    std::optional<double> v =
-        r.Number(t["between_regions_per_gb"], "transfer.between_regions_per_gb");
-    if (v && *v < 0) {
-      r.Error(t["between_regions_per_gb"], "transfer.between_regions_per_gb",
-              absl::StrCat("must be >= 0, got ", *v));
-    } else {
-      *between_regions = v;
-    }
+  if (!r.Keys(t, "transfer",
+              {"between_regions_per_gb", "to_internet_per_gb", "from_internet_per_gb", "pairs"})) {
+    return;
   }
+  auto price = [&](const char* key) -> std::optional<double> {
+    if (!t[key]) return std::nullopt;
+    const std::string path = absl::StrCat("transfer.", key);
+    std::optional<double> v = r.Number(t[key], path);
+    if (v && *v < 0) {
+      r.Error(t[key], path, absl::StrCat("must be >= 0, got ", *v));
+      return std::nullopt;
+    }
+    return v;
+  };
+  prices->between_regions = price("between_regions_per_gb");
+  prices->to_internet = price("to_internet_per_gb");
+  prices->from_internet = price("from_internet_per_gb").value_or(0);
+  std::map<std::pair<std::string, std::string>, double>* pairs = &prices->pairs;
   const YAML::Node list = t["pairs"];
   if (!list) return;
   if (!list.IsSequence()) {
@@ -515,7 +532,7 @@ Catalog Catalog::Parse(const std::string& yaml, std::vector<CatalogError>* error
   c.regions_ = ReadRegions(r, root);
   c.instances_ = ReadInstances(r, root);
   c.offers_ = ReadOffers(r, root, c, defaults);
-  ReadTransfer(r, root, c.regions_, &c.between_regions_per_gb_, &c.transfer_pairs_);
+  ReadTransfer(r, root, c.regions_, &c.transfer_);
   if (errors->size() != before) return Catalog();
   return c;
 }
@@ -545,11 +562,13 @@ const InstanceType* Catalog::FindInstance(absl::string_view name) const {
 std::optional<double> Catalog::TransferPricePerGb(absl::string_view from,
                                                   absl::string_view to) const {
   if (from == to) return 0.0;
+  if (to == kInternet) return transfer_.to_internet;
+  if (from == kInternet) return transfer_.from_internet;
   const std::pair<std::string, std::string> key =
       from < to ? std::pair(std::string(from), std::string(to))
                 : std::pair(std::string(to), std::string(from));
-  if (auto it = transfer_pairs_.find(key); it != transfer_pairs_.end()) return it->second;
-  return between_regions_per_gb_;
+  if (auto it = transfer_.pairs.find(key); it != transfer_.pairs.end()) return it->second;
+  return transfer_.between_regions;
 }
 
 bool Catalog::HasRegion(absl::string_view region) const {

@@ -62,6 +62,18 @@ struct CatalogError {
   std::string message;  // names the key, e.g. "offers[2].price_per_hour: must be > 0, got 0"
 };
 
+// Hosts outside every region of the catalog (an orchestrator on premises): a name no catalog
+// region may take, priced by transfer.to_internet_per_gb and from_internet_per_gb.
+inline constexpr absl::string_view kInternet = "internet";
+
+// The catalog's transfer prices, dollars per GB (10^9 bytes).
+struct TransferPrices {
+  std::optional<double> between_regions;  // any two regions no pair names
+  std::optional<double> to_internet;      // a region's egress to kInternet
+  double from_internet = 0;               // a region's ingress from kInternet
+  std::map<std::pair<std::string, std::string>, double> pairs;  // (lesser, greater)
+};
+
 // Regions x instance types x markets, with prices. A plain value; thread-compatible.
 class Catalog {
  public:
@@ -83,9 +95,10 @@ class Catalog {
   // The instance type, or null.
   const InstanceType* FindInstance(absl::string_view name) const;
   bool HasRegion(absl::string_view region) const;
-  // Dollars per GB (10^9 bytes) sent from one region to the other, either way: 0 within a
-  // region, the pair's price (transfer.pairs), else transfer.between_regions_per_gb; nullopt
-  // when the catalog prices neither.
+  // Dollars per GB (10^9 bytes) sent from one region to another: 0 within a region, the
+  // pair's price either way (transfer.pairs), else transfer.between_regions_per_gb; to
+  // kInternet transfer.to_internet_per_gb, from it transfer.from_internet_per_gb (default 0).
+  // nullopt when the catalog prices none of these.
   std::optional<double> TransferPricePerGb(absl::string_view from, absl::string_view to) const;
 
   const std::vector<std::string>& regions() const { return regions_; }
@@ -108,8 +121,7 @@ class Catalog {
   std::vector<std::string> regions_;
   std::vector<InstanceType> instances_;
   std::vector<Offer> offers_;
-  std::optional<double> between_regions_per_gb_;
-  std::map<std::pair<std::string, std::string>, double> transfer_pairs_;  // (lesser, greater)
+  TransferPrices transfer_;
 };
 
 // The catalog an experiment names (resources.catalog, already resolved against the experiment

@@ -15,13 +15,22 @@ double FirstIncrement(const Offer& offer) {
 
 }  // namespace
 
+std::string MissingTransferPrice(const std::string& global, const std::string& region) {
+  if (global == kInternet) {
+    return absl::StrCat("the catalog prices no transfer from ", region,
+                        " to the internet (add transfer.to_internet_per_gb)");
+  }
+  return absl::StrCat("the catalog prices no transfer between ", global, " and ", region,
+                      " (add transfer.pairs or transfer.between_regions_per_gb)");
+}
+
 absl::StatusOr<FederatedPlacement> FederatedPlacement::Create(const v1::ExperimentSpec& spec,
                                                               const Catalog& catalog) {
   const v1::Federation& fed = spec.federation();
   if (fed.regions_size() == 0) return absl::InvalidArgumentError("the federation has no regions");
   FederatedPlacement p;
   p.global_ = fed.global_region().empty() ? fed.regions(0).name() : fed.global_region();
-  if (!catalog.HasRegion(p.global_)) {
+  if (p.global_ != kInternet && !catalog.HasRegion(p.global_)) {
     return absl::InvalidArgumentError(
         absl::StrCat("federation.global_region: unknown region '", p.global_, "'"));
   }
@@ -43,12 +52,12 @@ absl::StatusOr<FederatedPlacement> FederatedPlacement::Create(const v1::Experime
       p.first_increments_ += FirstIncrement(best->offer) * (aggregator ? 1 : r.clients());
       (aggregator ? p.aggregators_ : p.clients_).emplace(r.name(), *best);
     }
-    std::optional<double> per_gb = catalog.TransferPricePerGb(p.global_, r.name());
-    if (!per_gb) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the catalog prices no transfer between ", p.global_, " and ", r.name()));
+    const std::optional<double> down = catalog.TransferPricePerGb(p.global_, r.name());
+    const std::optional<double> up = catalog.TransferPricePerGb(r.name(), p.global_);
+    if (!down || !up) {
+      return absl::InvalidArgumentError(MissingTransferPrice(p.global_, r.name()));
     }
-    p.per_byte_[r.name()] = *per_gb / 1e9;
+    p.per_byte_[r.name()] = {*down / 1e9, *up / 1e9};
   }
   return p;
 }

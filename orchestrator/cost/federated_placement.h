@@ -15,7 +15,8 @@ namespace sextant {
 // Where a plain federated run's participants run and what moving its bytes costs: each
 // region's clients, and its aggregator, on the pool of that region (pool.region is the
 // region's name) whose `hosts` allows them and whose first billing increment is cheapest; the
-// global tier in federation.global_region (default the first region). A plain value.
+// global tier in federation.global_region (default the first region; `internet` for an
+// orchestrator outside every region). A plain value.
 class FederatedPlacement {
  public:
   // InvalidArgument naming the region when one has no pool for its clients or its aggregator,
@@ -28,11 +29,16 @@ class FederatedPlacement {
   // must be one of the federation's.
   const PoolOffer& For(const std::string& region, bool aggregator) const;
   const std::string& global_region() const { return global_; }
-  // Dollars per byte sent between `region` and the global region, either way; nullopt for a
-  // name that is not one of the federation's regions.
-  std::optional<double> TransferPerByte(const std::string& region) const {
+  // Dollars per byte between a region and the global region: `down` from the global tier to
+  // the region (the model), `up` from the region to it (its aggregate).
+  struct TransferPrice {
+    double down = 0;
+    double up = 0;
+  };
+  // `region`'s prices; nullopt for a name that is not one of the federation's regions.
+  std::optional<TransferPrice> TransferPerByte(const std::string& region) const {
     auto it = per_byte_.find(region);
-    return it == per_byte_.end() ? std::nullopt : std::optional<double>(it->second);
+    return it == per_byte_.end() ? std::nullopt : std::optional<TransferPrice>(it->second);
   }
   // Dollars of every participant's first billing increment (the minimum) together: what
   // starting the federation costs at least, before any round.
@@ -40,10 +46,14 @@ class FederatedPlacement {
 
  private:
   std::map<std::string, PoolOffer> clients_, aggregators_;  // by region
-  std::map<std::string, double> per_byte_;
+  std::map<std::string, TransferPrice> per_byte_;
   std::string global_;
   double first_increments_ = 0;
 };
+
+// Why `region`'s transfer to the global region (`global`, maybe kInternet) has no price, and
+// which catalog key would give it one.
+std::string MissingTransferPrice(const std::string& global, const std::string& region);
 
 // The seed of a federated run's spot market for a session that starts after `last_round` (0
 // for a new run): each spot participant's interruption is drawn from it in launch order (every

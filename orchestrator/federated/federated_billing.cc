@@ -49,13 +49,15 @@ void FederatedBilling::StopAll() {
 void FederatedBilling::MeterTransfer(const std::map<std::string, TransferMeter::Bytes>& totals) {
   const double now = Seconds(clock_->Now());
   for (const auto& [sender, bytes] : totals) {
-    const std::optional<double> per_byte = placement_.TransferPerByte(sender);
-    if (!per_byte) continue;  // not a region's aggregator
-    const int64_t total = bytes.sent + bytes.received;
-    const int64_t fresh = total - metered_[sender];
+    const std::optional<FederatedPlacement::TransferPrice> price =
+        placement_.TransferPerByte(sender);
+    if (!price) continue;  // not a region's aggregator
+    TransferMeter::Bytes& metered = metered_[sender];
+    const int64_t down = bytes.sent - metered.sent, up = bytes.received - metered.received;
+    const int64_t fresh = down + up;
     if (fresh <= 0) continue;
-    metered_[sender] = total;
-    const double cost = static_cast<double>(fresh) * *per_byte;
+    metered = bytes;
+    const double cost = static_cast<double>(down) * price->down + static_cast<double>(up) * price->up;
     transfer_ += cost;
     transfers_.push_back({"transfer", fresh, "transfer", sender, "", now, now, cost});
   }

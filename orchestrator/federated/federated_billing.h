@@ -70,7 +70,7 @@ class FederatedBilling {
   std::vector<CostRow> prior_, transfers_;
   double prior_total_ = 0;                  // earlier sessions' instances and reservations
   double transfer_ = 0;                     // every session's
-  std::map<std::string, int64_t> metered_;  // bytes already billed, by region
+  std::map<std::string, TransferMeter::Bytes> metered_;  // bytes already billed, by region
   std::map<int64_t, bool> live_;            // ledger id -> billing
   double closed_at_ = 0;                    // Committed() when the last round closed
   absl::Time closed_time_;                  // when it closed (or billing began)

@@ -95,7 +95,9 @@ absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec&
   for (const v1::FederatedRegion& r : fed.regions()) {
     if (r.name() == placement.global_region()) continue;
     slowest_link = std::max(slowest_link, (down + up) * 8 / (mbps * 1e6));
-    transfer_per_round += (down + up) * placement.TransferPerByte(r.name()).value_or(0);
+    const FederatedPlacement::TransferPrice price =
+        placement.TransferPerByte(r.name()).value_or(FederatedPlacement::TransferPrice{});
+    transfer_per_round += down * price.down + up * price.up;
     f.bytes_per_round += static_cast<int64_t>(down + up);
   }
   const double round_seconds = client + slowest_link;

@@ -846,6 +846,8 @@ federation:
 )";
   EXPECT_TRUE(Load(head + pools).ok()) << Load(head + pools).errors[0].ToString();
   EXPECT_TRUE(Load(head + "  global_region: eu-west-1\n" + pools).ok());
+  // An orchestrator outside every region: the built-in catalog prices egress to the internet.
+  EXPECT_TRUE(Load(head + "  global_region: internet\n" + pools).ok());
   // No pool for west's aggregator.
   EXPECT_THAT(Errors(head + R"(resources:
   pools:
@@ -960,6 +962,15 @@ resources:
   EXPECT_THAT(r.errors[0].ToString(),
               HasSubstr("federation.regions[1].name: the catalog prices no transfer between a "
                         "and b (add transfer.pairs or transfer.between_regions_per_gb)"));
+  // An orchestrator on the internet needs each region's egress priced.
+  std::string internet = yaml;
+  internet.replace(internet.find("resources:"), 0, "  global_region: internet\n");
+  std::ofstream(dir + "/exp.yaml") << internet;
+  r = LoadExperimentFile(dir + "/exp.yaml");
+  ASSERT_EQ(r.errors.size(), 2u);
+  EXPECT_THAT(r.errors[0].ToString(),
+              HasSubstr("federation.global_region: the catalog prices no transfer from a to the "
+                        "internet (add transfer.to_internet_per_gb)"));
 }
 
 // A region of one client would hand its aggregator that client's update as the region's sum.

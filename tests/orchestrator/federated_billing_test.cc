@@ -67,8 +67,10 @@ TEST(FederatedPlacementTest, EachRoleGoesToTheCheapestPoolOfItsRegionThatHostsIt
   EXPECT_EQ(p->For("west", false).owner.pool, "west-spot");
   EXPECT_EQ(p->For("west", true).owner.pool, "west-spot");
   EXPECT_EQ(p->global_region(), "east");
-  EXPECT_DOUBLE_EQ(*p->TransferPerByte("west"), 0.1 / 1e9);
-  EXPECT_DOUBLE_EQ(*p->TransferPerByte("east"), 0);
+  EXPECT_DOUBLE_EQ(p->TransferPerByte("west")->down, 0.1 / 1e9);
+  EXPECT_DOUBLE_EQ(p->TransferPerByte("west")->up, 0.1 / 1e9);
+  EXPECT_DOUBLE_EQ(p->TransferPerByte("east")->down, 0);
+  EXPECT_DOUBLE_EQ(p->TransferPerByte("east")->up, 0);
   EXPECT_FALSE(p->TransferPerByte("east/0").has_value());
   // 2 s minimum each: east 2 x $1 + $0.5, west 3 x $0.25.
   EXPECT_DOUBLE_EQ(p->FirstIncrements(), 2 * (2 * 1 + 0.5) + 2 * 3 * 0.25);
@@ -81,6 +83,76 @@ TEST(FederatedPlacementTest, EachRoleGoesToTheCheapestPoolOfItsRegionThatHostsIt
   v1::ExperimentSpec far = Spec();
   far.mutable_federation()->set_global_region("north");
   EXPECT_FALSE(FederatedPlacement::Create(far, TestCatalog()).ok());
+}
+
+// An orchestrator outside every region (global_region: internet): each region pays its egress
+// for the aggregates it sends up and its ingress (free unless priced) for the model it gets.
+TEST(FederatedBillingTest, AGlobalTierOnTheInternetBillsEachRegionsEgressAndIngress) {
+  std::vector<CatalogError> errors;
+  Catalog catalog = Catalog::Parse(R"(
+regions: [east, west]
+instances: {big: {gpus: 1, gpu_memory_gb: 80, cpus: 8}}
+offers:
+  - {region: east, instance: big, market: on_demand, price_per_second: 1}
+  - {region: west, instance: big, market: on_demand, price_per_second: 1}
+transfer: {between_regions_per_gb: 0.02, to_internet_per_gb: 0.09}
+)",
+                                   &errors);
+  ASSERT_TRUE(errors.empty()) << errors[0].message;
+  v1::ExperimentSpec spec = Spec();
+  spec.mutable_federation()->set_global_region("internet");
+  for (v1::Pool& p : *spec.mutable_resources()->mutable_pools()) {
+    p.set_instance("big");
+    p.set_market(v1::Pool::ON_DEMAND);
+  }
+  absl::StatusOr<FederatedPlacement> p = FederatedPlacement::Create(spec, catalog);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->global_region(), "internet");
+  for (const char* region : {"east", "west"}) {
+    EXPECT_DOUBLE_EQ(p->TransferPerByte(region)->down, 0) << region;
+    EXPECT_DOUBLE_EQ(p->TransferPerByte(region)->up, 0.09 / 1e9) << region;
+  }
+  FakeClock clock;
+  FederatedBilling bill(*p, &clock, clock.Now(), {});
+  // Sent is the global tier's (down to the region), received its region's aggregate (up).
+  bill.MeterTransfer({{"east", {3'000'000'000, 1'000'000'000}},
+                      {"west", {1'000'000'000, 2'000'000'000}}});
+  EXPECT_NEAR(bill.transfer(), 3 * 0.09, 1e-12);
+  bill.MeterTransfer({{"west", {1'000'000'000, 3'000'000'000}}});  // 1 GB more up
+  EXPECT_NEAR(bill.transfer(), 4 * 0.09, 1e-12);
+
+  // Ingress priced too, and a catalog that prices no egress cannot place the run.
+  catalog = Catalog::Parse(R"(
+regions: [east, west]
+instances: {big: {gpus: 1, gpu_memory_gb: 80, cpus: 8}}
+offers:
+  - {region: east, instance: big, market: on_demand, price_per_second: 1}
+  - {region: west, instance: big, market: on_demand, price_per_second: 1}
+transfer: {to_internet_per_gb: 0.09, from_internet_per_gb: 0.01}
+)",
+                           &errors);
+  ASSERT_TRUE(errors.empty()) << errors[0].message;
+  EXPECT_DOUBLE_EQ(FederatedPlacement::Create(spec, catalog)->TransferPerByte("west")->down,
+                   0.01 / 1e9);
+  catalog = Catalog::Parse(R"(
+regions: [east, west]
+instances: {big: {gpus: 1, gpu_memory_gb: 80, cpus: 8}}
+offers:
+  - {region: east, instance: big, market: on_demand, price_per_second: 1}
+  - {region: west, instance: big, market: on_demand, price_per_second: 1}
+transfer: {between_regions_per_gb: 0.02}
+)",
+                           &errors);
+  ASSERT_TRUE(errors.empty()) << errors[0].message;
+  EXPECT_EQ(FederatedPlacement::Create(spec, catalog).status().message(),
+            "the catalog prices no transfer from east to the internet (add "
+            "transfer.to_internet_per_gb)");
+  // `internet` is no catalog region.
+  errors.clear();
+  Catalog::Parse("regions: [east, internet]\ninstances: {}\noffers: []\n", &errors);
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(errors[0].message.find("regions: 'internet' is not a region"), std::string::npos)
+      << errors[0].message;
 }
 
 TEST(FederatedBillingTest, BillsInstancesPerSecondAndCrossRegionBytesAndProjectsTheNextRound) {

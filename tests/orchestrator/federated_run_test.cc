@@ -972,6 +972,47 @@ budget: {max_cost: 20}
   EXPECT_GE(bytes("b"), 2 * 30 * model_bytes);
 }
 
+// An orchestrator outside every region (global_region: internet): each region pays its egress
+// for the aggregates it sends up, and the model it gets down is free (ingress), as the global
+// tier's server counted the bytes.
+TEST(FederatedRunTest, AnOrchestratorOnTheInternetBillsEachRegionsEgressOnly) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = ::testing::TempDir() + "/fl-internet";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/catalog.yaml")
+      << "regions: [a, b]\ninstances: {box: {gpus: 0, gpu_memory_gb: 0, cpus: 2}}\n"
+      << "billing: {increment: 1s, minimum: 1s}\noffers:\n"
+      << "  - {region: a, instance: box, market: on_demand, price_per_second: 0.001}\n"
+      << "  - {region: b, instance: box, market: on_demand, price_per_second: 0.001}\n"
+      << "transfer: {between_regions_per_gb: 1, to_internet_per_gb: 10000}\n";
+  std::string yaml =
+      SmallExperiment("fl-internet", "[{name: a, clients: 2}, {name: b, clients: 2}]", 3, 4, "60s");
+  yaml.replace(yaml.find("federation:\n"), 12, "federation:\n  global_region: internet\n");
+  yaml += R"(resources:
+  catalog: catalog.yaml
+  pools: [{name: pa, region: a, instance: box}, {name: pb, region: b, instance: box}]
+)";
+  std::ofstream(dir + "/exp.yaml") << yaml;
+  const std::string bin = SEXTANT_BIN_DIR;
+  pid_t run = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
+                    dir + "/out.txt");
+  ASSERT_EQ(WaitExit(run, 240), 0) << Read(dir + "/out.txt");
+  const std::string db = dir + "/run/state.db";
+  const double model_bytes = 25450 * 4.0;  // the MLP of SmallExperiment
+  for (const char* region : {"a", "b"}) {
+    const std::string where =
+        std::string("FROM costs WHERE kind = 'transfer' AND region = '") + region + "'";
+    const double bytes = std::stod(QueryRows(db, "SELECT SUM(ref) " + where)[0][0]);
+    const double dollars = std::stod(QueryRows(db, "SELECT SUM(cost) " + where)[0][0]);
+    // Down and up were counted, 3 rounds of each; only up (about half the bytes) was billed.
+    EXPECT_GE(bytes, 2 * 3 * model_bytes) << region;
+    EXPECT_NEAR(dollars, 3 * model_bytes * 10000 / 1e9, 0.05 * dollars) << region;
+    EXPECT_LT(dollars, 0.6 * bytes * 10000 / 1e9) << region;
+  }
+}
+
 // Two regions on spot pools whose market takes instances back every few seconds (clients and
 // one aggregator; with a notice or without): each taken participant is replaced in its place
 // (same region, index and data), the run completes every round, and it learns as its on-demand
