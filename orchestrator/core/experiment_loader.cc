@@ -2376,6 +2376,14 @@ void Loader::LoadBufferedMode(const Section& s, v1::Federation* fed) {
   IfPresent<size_t>(
       s, "staleness_weighting", [&](const Field& x) { return r_.Choice(x, kStalenessWeightings); },
       [&](size_t i) { fed->set_staleness_weighting(std::string(kStalenessWeightings[i])); });
+  // A step applies buffer_size of the clients' updates, and every client trains continuously:
+  // the model takes clients / buffer_size steps for each update of every client. The default
+  // server_lr (buffer_size / clients) moves it as far per such generation as one synchronous
+  // round of every client does (bench/federated/equal_updates).
+  if (!s.Find("server_lr") && clients > 0) {
+    fed->set_server_lr(std::min(1.0, static_cast<double>(fed->buffer_size()) /
+                                         static_cast<double>(clients)));
+  }
   const Field* mode = s.Find("mode");
   auto refuse = [&](const char* key, absl::string_view why) {
     if (const Field* x = s.Find(key)) {

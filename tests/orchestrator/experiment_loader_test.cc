@@ -1071,6 +1071,7 @@ federation:
   EXPECT_EQ(f.buffer_size(), 3);  // half the clients, rounded up
   EXPECT_EQ(f.max_staleness(), 4);
   EXPECT_EQ(f.staleness_weighting(), "polynomial");
+  EXPECT_DOUBLE_EQ(f.server_lr(), 3.0 / 5);  // K / clients unless given
   EXPECT_THAT(f.stragglers().clients(), ElementsAre("east/0", "west/1"));
   EXPECT_DOUBLE_EQ(f.stragglers().slowdown(), 5);
   r = Load(R"(
@@ -1082,6 +1083,19 @@ federation:
 )");
   ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
   EXPECT_EQ(r.spec.federation().mode(), "sync");
+  EXPECT_DOUBLE_EQ(r.spec.federation().server_lr(), 1);
+  r = Load(R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 4}]
+  secure_aggregation: false
+  mode: buffered
+  server_lr: 0.8
+)");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_DOUBLE_EQ(r.spec.federation().server_lr(), 0.8);  // given: kept
   EXPECT_THAT(
       Errors(R"(
 name: t

@@ -17,6 +17,13 @@
 namespace sextant {
 namespace {
 
+// Buffered rounds: how many times its last training's duration, or the longest wait between
+// two model versions it has seen, a client waits for a newer version before it trains on the
+// same one again (RunFederatedClient); before it has seen two, kFirstVersionWait stands for
+// the wait between versions.
+constexpr int kNewerVersionWait = 3;
+constexpr absl::Duration kFirstVersionWait = absl::Seconds(10);
+
 bool Stopped(const std::atomic<bool>* stop) { return stop != nullptr && stop->load(); }
 
 // The int8 rounding draws' seed: the client's round seed (from its aggregator) and its id, the
@@ -100,9 +107,20 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
                                   o.job.slow_clients.end()
                               ? o.job.slowdown
                               : 1.0;
-  // Buffered rounds: a client may train several times on one model version; each time draws its
-  // own shuffling.
+  // Buffered rounds: each training draws its own shuffling. After training on a version the
+  // client waits for a newer one, up to kNewerVersionWait times as long as that training took,
+  // before it trains on the same version again: with every client training, an update computed
+  // again from the version just stepped away from would be stale by design; a buffer that
+  // cannot fill without it (a client gone) still fills.
   uint64_t trainings = 0;
+  int64_t trained_on = -1;
+  absl::Time newer_until = absl::InfinitePast();
+  // When this client first saw its newest version, and the longest wait between two versions
+  // so far (before any: kFirstVersionWait, so that a slow first step does not set every client
+  // one version behind for the whole run).
+  int64_t seen = -1;
+  absl::Time seen_at = clock->Now();
+  std::optional<absl::Duration> version_gap;
   // Tells the aggregator that this client's round `round` failed (why), so that the round stops
   // waiting for it and the run's console says why. Synchronous rounds only: a buffered client
   // just trains again.
@@ -122,10 +140,16 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       std::copy(v.begin(), v.end(), global.begin() + offset);
       return absl::OkStatus();
     };
+    double poll = o.poll_seconds;
+    if (o.job.buffered) {
+      const absl::Duration left = newer_until - clock->Now();
+      after = left > absl::ZeroDuration() ? trained_on : -1;
+      if (after >= 0) poll = std::clamp(absl::ToDoubleSeconds(left), 0.05, poll);
+    }
     // The aggregator may be starting or restarting: asked again, within a bound.
     absl::StatusOr<RoundTask> task = RetryWhileUnreachable<RoundTask>(
         clock, RetryPolicy{absl::Seconds(o.connect_timeout_seconds), absl::Milliseconds(200)},
-        [&] { return PullRound(stub.get(), o.experiment_id, id, after, o.poll_seconds, sink); });
+        [&] { return PullRound(stub.get(), o.experiment_id, id, after, poll, sink); });
     if (IsUnreachable(task.status())) {
       return absl::UnavailableError(
           absl::StrCat("aggregator ", o.target, " unreachable: ", task.status().message()));
@@ -137,8 +161,14 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       return absl::InvalidArgumentError(absl::StrCat("global model has ", task->model_size,
                                                      " values, this client's ", model_size));
     }
-    // Buffered: always the newest version, even the one just trained on (train continuously).
     if (!o.job.buffered) after = task->round;
+    if (o.job.buffered && task->round > seen) {
+      if (seen >= 0) {
+        version_gap = std::max(version_gap.value_or(absl::ZeroDuration()), clock->Now() - seen_at);
+      }
+      seen = task->round;
+      seen_at = clock->Now();
+    }
     const uint64_t seed =
         o.job.buffered ? task->seed ^ (++trainings * 0x9E3779B97F4A7C15ULL) : task->seed;
     const absl::Time training_start = clock->Now();
@@ -215,6 +245,11 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
              << " bytes_sent=" << (sent.ok() ? *sent : 0)
              << (sent.ok() ? "" : absl::StrCat(" rejected=", sent.status().ToString())) << "\n"
              << std::flush;
+    }
+    if (o.job.buffered) {  // delivered or turned away, the next update wants a newer version
+      trained_on = task->round;
+      newer_until = clock->Now() + kNewerVersionWait * std::max(clock->Now() - training_start,
+                                                                version_gap.value_or(kFirstVersionWait));
     }
     if (!sent.ok()) continue;  // e.g. Aborted: the round closed first; wait for the next one
     stats.bytes_sent += *sent;
