@@ -838,11 +838,39 @@ grpc::Status FederationServiceImpl::JoinPlanFor(const grpc::CallbackServerContex
   if (!request.experiment_id().empty() && request.experiment_id() != hub_->experiment_id()) {
     return grpc::Status(grpc::StatusCode::ABORTED, "another experiment is served here");
   }
-  absl::StatusOr<v1::JoinPlan> plan = join_(*caller);
+  if (!request.pool().empty()) {
+    if (absl::Status s = CheckId("pool", request.pool()); !s.ok()) return ToGrpcStatus(s);
+  }
+  absl::StatusOr<v1::JoinPlan> plan = join_(*caller, request.pool());
   if (!plan.ok()) return ToGrpcStatus(plan.status());
   *reply = *std::move(plan);
   reply->set_experiment_id(hub_->experiment_id());
   return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* FederationServiceImpl::ReportJoin(grpc::CallbackServerContext* context,
+                                                            const v1::JoinedClient* request,
+                                                            v1::JoinedReceipt*) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<CallQuota::Ticket> ticket = quota_.Admit(CallerIdentity(*context));
+  if (!ticket.ok()) {
+    reactor->Finish(ToGrpcStatus(ticket.status()));
+    return reactor;
+  }
+  const std::optional<PeerIdentity> caller = CallerIdentity(*context);
+  absl::Status s;
+  if (!caller) {
+    s = absl::PermissionDeniedError("reporting a join takes a certificate identity");
+  } else if (!join_report_) {
+    s = absl::FailedPreconditionError("this server starts its participants itself: none joins by hand");
+  } else if (request->experiment_id() != hub_->experiment_id()) {
+    s = absl::AbortedError("another experiment is served here");
+  } else if (s = CheckClientId("client_id", request->client_id()); s.ok()) {
+    s = CheckId("pool", request->pool());
+    if (s.ok()) s = join_report_(*caller, request->client_id(), request->pool());
+  }
+  reactor->Finish(ToGrpcStatus(s));
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* FederationServiceImpl::ReportFailure(
@@ -947,11 +975,26 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
   return server;
 }
 
+absl::Status ReportJoin(v1::FederationService::StubInterface* stub,
+                        const std::string& experiment_id, const std::string& client_id,
+                        const std::string& pool, double deadline_seconds) {
+  v1::JoinedClient request;
+  request.set_experiment_id(experiment_id);
+  request.set_client_id(client_id);
+  request.set_pool(pool);
+  v1::JoinedReceipt receipt;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(static_cast<int64_t>(deadline_seconds * 1000)));
+  return FromGrpcStatus(stub->ReportJoin(&context, request, &receipt));
+}
+
 absl::StatusOr<v1::JoinPlan> JoinUpstream(v1::FederationService::StubInterface* stub,
                                           const std::string& experiment_id,
-                                          double deadline_seconds) {
+                                          double deadline_seconds, const std::string& pool) {
   v1::JoinRequest request;
   request.set_experiment_id(experiment_id);
+  request.set_pool(pool);
   v1::JoinPlan plan;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +

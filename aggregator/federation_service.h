@@ -33,8 +33,15 @@ inline constexpr size_t kMaxAttestationSignatureBytes = 256;
 inline constexpr int64_t kDefaultChunkFloats = (1 << 20) / sizeof(float);
 
 // Answers Join (participants started by hand): the plan for the caller's verified identity,
-// PermissionDenied for one it takes no part for, ResourceExhausted when no place is left.
-using JoinHandler = std::function<absl::StatusOr<v1::JoinPlan>(const PeerIdentity& caller)>;
+// which runs on `pool` (the run's pool it named, an id already checked; empty: none),
+// PermissionDenied for one it takes no part for, InvalidArgument for a pool that cannot host
+// it, ResourceExhausted when no place is left.
+using JoinHandler =
+    std::function<absl::StatusOr<v1::JoinPlan>(const PeerIdentity& caller, const std::string& pool)>;
+// Takes ReportJoin: `caller` (verified) says its client `client_id` joined on `pool` (both ids
+// already checked). OK, PermissionDenied or InvalidArgument as ReportJoin says.
+using JoinReportHandler = std::function<absl::Status(
+    const PeerIdentity& caller, const std::string& client_id, const std::string& pool)>;
 
 // The most bytes of an experiment a JoinPlan may carry, and of flags in all.
 inline constexpr size_t kMaxJoinSpecBytes = size_t{4} << 20;
@@ -136,6 +143,8 @@ class FederationServiceImpl final : public v1::FederationService::CallbackServic
 
   // Join answers through `join` (set before serving; without one, FAILED_PRECONDITION).
   void SetJoinHandler(JoinHandler join) { join_ = std::move(join); }
+  // ReportJoin answers through `report` (set before serving; without one, FAILED_PRECONDITION).
+  void SetJoinReportHandler(JoinReportHandler report) { join_report_ = std::move(report); }
   // Counts every accepted sender's message bytes here (set before serving; not owned, must
   // outlive the service). Default none.
   void SetTransferMeter(TransferMeter* meter) { meter_ = meter; }
@@ -143,6 +152,9 @@ class FederationServiceImpl final : public v1::FederationService::CallbackServic
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const v1::JoinRequest* request, v1::JoinPlan* reply) override;
+  grpc::ServerUnaryReactor* ReportJoin(grpc::CallbackServerContext* context,
+                                       const v1::JoinedClient* request,
+                                       v1::JoinedReceipt* reply) override;
   grpc::ServerWriteReactor<v1::ModelChunk>* GetRound(grpc::CallbackServerContext* context,
                                                      const v1::RoundRequest* request) override;
   grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* context,
@@ -169,6 +181,7 @@ class FederationServiceImpl final : public v1::FederationService::CallbackServic
   SenderGate* gate_;
   CallQuota quota_;
   JoinHandler join_;
+  JoinReportHandler join_report_;
   TransferMeter* meter_ = nullptr;
 };
 
@@ -192,7 +205,13 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
 // deadline_seconds.
 absl::StatusOr<v1::JoinPlan> JoinUpstream(v1::FederationService::StubInterface* stub,
                                           const std::string& experiment_id,
-                                          double deadline_seconds);
+                                          double deadline_seconds, const std::string& pool = "");
+
+// Tells the tier above that client `client_id` of this region joined on `pool` (ReportJoin):
+// OK or the server's status, within deadline_seconds.
+absl::Status ReportJoin(v1::FederationService::StubInterface* stub,
+                        const std::string& experiment_id, const std::string& client_id,
+                        const std::string& pool, double deadline_seconds = 10);
 
 // The longest cause a ParticipantFailure may carry.
 inline constexpr size_t kMaxFailureErrorBytes = 4096;

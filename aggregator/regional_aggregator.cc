@@ -600,8 +600,17 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
     SEXTANT_ASSIGN_OR_RETURN(
         roster, ClientRoster::Open(o.region, std::max<int64_t>(1, o.clients.size()),
                                    o.experiment_id, absl::StrCat(o.work_dir, "/clients.txt")));
-    to.join = [&o, r = roster.get()](const PeerIdentity& caller) {
-      return ClientPlan(o, *r, caller);
+    // A client that names its pool is billed there by the tier above, which checks the pool
+    // first: a pool it refuses refuses the join.
+    to.join = [&o, r = roster.get(), up = to.upstream->stub](
+                  const PeerIdentity& caller,
+                  const std::string& pool) -> absl::StatusOr<v1::JoinPlan> {
+      SEXTANT_ASSIGN_OR_RETURN(v1::JoinPlan plan, ClientPlan(o, *r, caller));
+      if (!pool.empty()) {
+        SEXTANT_RETURN_IF_ERROR(
+            ReportJoin(up.get(), o.experiment_id, r->PlaceOf(caller.ClientId()), pool));
+      }
+      return plan;
     };
     to.upstream->place_of = [r = roster.get()](const std::string& id) { return r->PlaceOf(id); };
   }

@@ -34,6 +34,7 @@ absl::StatusOr<std::unique_ptr<Tier>> Tier::Start(TierOptions options, Clock* cl
   tier->service_ = std::make_unique<FederationServiceImpl>(
       tier->hub_.get(), o.chunk_floats, tier->secagg_.get(), &tier->gate_, o.calls);
   if (o.join) tier->service_->SetJoinHandler(o.join);
+  if (o.join_report) tier->service_->SetJoinReportHandler(o.join_report);
   tier->service_->SetTransferMeter(&tier->transfer_);
   grpc::ResourceQuota quota("sextant-tier");
   quota.Resize(static_cast<size_t>(std::max<int64_t>(o.max_memory_bytes, 64 << 20)));

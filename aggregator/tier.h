@@ -62,6 +62,9 @@ struct TierOptions {
   // Participants started by hand ask here what to run with (FederationService.Join). Default
   // none: the tier's owner starts them, and Join is FAILED_PRECONDITION.
   JoinHandler join;
+  // The tier below reports its clients that joined by hand on a pool (ReportJoin). Default
+  // none: FAILED_PRECONDITION.
+  JoinReportHandler join_report;
   // A regional tier's tier above. Default none: the global tier.
   std::optional<UpstreamOptions> upstream;
   // Installed on the tier's server (StartFederationServer). Default none.

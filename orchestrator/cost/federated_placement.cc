@@ -42,6 +42,7 @@ absl::StatusOr<FederatedPlacement> FederatedPlacement::Create(const v1::Experime
         if (pool.region() != r.name() || hosts == (aggregator ? "clients" : "aggregator")) continue;
         absl::StatusOr<PoolOffer> offer = ResolvePoolOffer(catalog, pool);
         if (!offer.ok()) return offer.status();
+        p.pools_.emplace(pool.name(), *offer);
         if (!best || FirstIncrement(offer->offer) < FirstIncrement(best->offer)) best = *offer;
       }
       if (!best) {

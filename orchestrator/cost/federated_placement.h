@@ -28,6 +28,11 @@ class FederatedPlacement {
   // The pool that hosts `region`'s clients (aggregator false) or its aggregator. The region
   // must be one of the federation's.
   const PoolOffer& For(const std::string& region, bool aggregator) const;
+  // Any pool of resources.pools by name (its offer resolved), or null.
+  const PoolOffer* Pool(const std::string& name) const {
+    auto it = pools_.find(name);
+    return it == pools_.end() ? nullptr : &it->second;
+  }
   const std::string& global_region() const { return global_; }
   // Dollars per byte between a region and the global region: `down` from the global tier to
   // the region (the model), `up` from the region to it (its aggregate).
@@ -46,6 +51,7 @@ class FederatedPlacement {
 
  private:
   std::map<std::string, PoolOffer> clients_, aggregators_;  // by region
+  std::map<std::string, PoolOffer> pools_;                  // every pool, by name
   std::map<std::string, TransferPrice> per_byte_;
   std::string global_;
   double first_increments_ = 0;

@@ -26,7 +26,10 @@ FederatedBilling::FederatedBilling(FederatedPlacement placement, const Clock* cl
 }
 
 int64_t FederatedBilling::Start(const std::string& region, bool aggregator) {
-  const PoolOffer& pool = placement_.For(region, aggregator);
+  return StartOn(placement_.For(region, aggregator));
+}
+
+int64_t FederatedBilling::StartOn(const PoolOffer& pool) {
   const int64_t id = ledger_.Launch(pool.owner, pool.offer.billing);
   live_[id] = true;
   return id;

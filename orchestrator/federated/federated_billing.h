@@ -33,6 +33,9 @@ class FederatedBilling {
   // A participant's process started: its instance (its region's client or aggregator pool) is
   // billed from now. Returns the id to stop it with.
   int64_t Start(const std::string& region, bool aggregator);
+  // The same on a pool of the run named outright (a participant started by hand names its own).
+  int64_t StartOn(const PoolOffer& pool);
+  const FederatedPlacement& placement() const { return placement_; }
   // Its process ended: billing stops now. Unknown or stopped ids are ignored.
   void Stop(int64_t id);
   void StopAll();

@@ -449,8 +449,9 @@ class FederatedRun {
         plan.set_spec_certificate(signature->certificate_pem);
         plan.set_expires_at(expires_at);
       }
-      o.join = [plans =
-                    std::move(plans)](const PeerIdentity& caller) -> absl::StatusOr<v1::JoinPlan> {
+      o.join = [this, plans = std::move(plans)](
+                   const PeerIdentity& caller,
+                   const std::string& pool) -> absl::StatusOr<v1::JoinPlan> {
         auto it = plans.find(caller.region);
         if (caller.role != Role::kAggregator || it == plans.end()) {
           return absl::PermissionDeniedError(
@@ -458,7 +459,26 @@ class FederatedRun {
                            " may not join here: only an aggregator "
                            "certificate of one of the run's regions"));
         }
+        if (!pool.empty()) {
+          SEXTANT_RETURN_IF_ERROR(
+              QueueHandJoin(absl::StrCat("aggregator ", caller.region), caller.region, true, pool));
+        }
         return it->second;
+      };
+      // A client started by hand that named its pool, as its region's aggregator reports it.
+      o.join_report = [this](const PeerIdentity& caller, const std::string& client_id,
+                             const std::string& pool) -> absl::Status {
+        const std::string region = client_id.substr(0, client_id.find('/'));
+        int index = -1;
+        const v1::FederatedRegion* r = Region(region);
+        if (caller.role != Role::kAggregator || caller.region != region || r == nullptr ||
+            !absl::SimpleAtoi(client_id.substr(client_id.find('/') + 1), &index) || index < 0 ||
+            index >= r->clients()) {
+          return absl::PermissionDeniedError(
+              absl::StrCat(IdentityUri(caller), " may not report client ", client_id,
+                           ": only the aggregator of its region, for one of its places"));
+        }
+        return QueueHandJoin(absl::StrCat("client ", client_id), region, false, pool);
       };
     } else if (!session_.tls_dir().empty()) {
       if (absl::Status s = IssueParticipantCertificates(&security); !s.ok()) {
@@ -468,6 +488,63 @@ class FederatedRun {
     o.credentials = MakeServerCredentials(security);
     SEXTANT_ASSIGN_OR_RETURN(tier_, Tier::Start(std::move(o), env_.clock));
     return absl::OkStatus();
+  }
+
+  // The federation's region `name`, or null.
+  const v1::FederatedRegion* Region(const std::string& name) const {
+    for (const v1::FederatedRegion& r : fed().regions()) {
+      if (r.name() == name) return &r;
+    }
+    return nullptr;
+  }
+
+  // A participant started by hand named `pool` (`who`: "aggregator R", "client R/I"): checked
+  // here against the run's pools (any thread: the spec does not change), and billed on the
+  // run's loop from then on (BillHandJoins). InvalidArgument naming what is wrong.
+  absl::Status QueueHandJoin(std::string who, const std::string& region, bool aggregator,
+                             const std::string& pool) ABSL_LOCKS_EXCLUDED(hand_mu_) {
+    std::vector<std::string> names;
+    for (const v1::Pool& p : spec_.resources().pools()) {
+      names.push_back(p.name());
+      if (p.name() != pool) continue;
+      if (p.region() != region) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("pool ", pool, " is in region ", p.region(), ", not ", region,
+                         ": a participant is billed on a pool of its own region"));
+      }
+      if (p.hosts() == (aggregator ? "clients" : "aggregator")) {
+        return absl::InvalidArgumentError(absl::StrCat("pool ", pool, " hosts ", p.hosts(),
+                                                       " only, not ", aggregator ? "an aggregator" : "clients"));
+      }
+      absl::MutexLock lock(&hand_mu_);
+      hand_joins_.push_back({std::move(who), pool});
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no pool ", pool, " in the run's resources.pools (",
+        names.empty() ? "it has none: the run bills nothing" : absl::StrJoin(names, ", "), ")"));
+  }
+
+  // Starts the bill of each participant started by hand that joined on a pool since the last
+  // call (once per participant: one that joins again keeps its bill), with an event each. Its
+  // bill runs to the end of the run, as a static pool's workers' do.
+  void BillHandJoins() ABSL_LOCKS_EXCLUDED(hand_mu_) {
+    std::vector<std::pair<std::string, std::string>> joins;
+    {
+      absl::MutexLock lock(&hand_mu_);
+      joins.swap(hand_joins_);
+    }
+    if (!billing_) return;
+    for (const auto& [who, pool] : joins) {
+      if (!billed_by_hand_.emplace(who, pool).second) continue;
+      const PoolOffer* offer = billing_->placement().Pool(pool);
+      if (offer == nullptr) continue;  // checked when it joined
+      billing_->StartOn(*offer);
+      ++hand_launched_[pool];
+      (void)store_->AddEvent(EventTime(), "federation_joined", 0,
+                             absl::StrCat(who, " joined on pool ", pool,
+                                          ": billed from now to the end of the run"));
+    }
   }
 
   bool hide_region_sums() const { return fed().hide_region_sums(); }
@@ -927,6 +1004,7 @@ class FederatedRun {
     if (last_round_ < fed().rounds()) {
       SEXTANT_RETURN_IF_ERROR(PublishRound(last_round_ + 1));
       if (options_.external_participants) {
+        SEXTANT_RETURN_IF_ERROR(StartBilling());
         AnnounceJoin();
       } else {
         SEXTANT_RETURN_IF_ERROR(LaunchParticipants());
@@ -985,9 +1063,7 @@ class FederatedRun {
   // With resources.pools (and participants this run starts), bills them: FederatedBilling over
   // the placement of the experiment's catalog, after the costs of earlier sessions.
   absl::Status StartBilling() {
-    if (spec_.resources().pools_size() == 0 || options_.external_participants) {
-      return absl::OkStatus();
-    }
+    if (spec_.resources().pools_size() == 0) return absl::OkStatus();
     std::vector<CatalogError> errors;
     SEXTANT_ASSIGN_OR_RETURN(Catalog catalog, LoadCatalog(spec_.resources().catalog(), &errors));
     SEXTANT_ASSIGN_OR_RETURN(FederatedPlacement placement,
@@ -996,7 +1072,11 @@ class FederatedRun {
     SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> fleet, store_->GetMeta("fleet"));
     if (fleet) prior_pools_ = PoolsFromFleetMeta(*fleet);
     billing_.emplace(placement, env_.clock, start_, std::move(prior));
-    participants_->SetMarket(std::move(placement), &*billing_, SpotMarketSeed(fed(), last_round_));
+    // Participants started by hand are billed as they join (BillHandJoins), not here.
+    if (!options_.external_participants) {
+      participants_->SetMarket(std::move(placement), &*billing_,
+                               SpotMarketSeed(fed(), last_round_));
+    }
     return absl::OkStatus();
   }
 
@@ -1027,7 +1107,7 @@ class FederatedRun {
         st.launched = prior->second.launched;
         st.preemptions = prior->second.preemptions;
       }
-      st.launched += Count(participants_->launched(), p.name());
+      st.launched += Count(participants_->launched(), p.name()) + Count(hand_launched_, p.name());
       st.preemptions += Count(participants_->preemptions(), p.name());
       st.interruptions = st.preemptions;  // each one took a participant with it
     }
@@ -1197,6 +1277,7 @@ class FederatedRun {
   // Why a wait must end now: a stop (Cancelled), the wall-time budget (ResourceExhausted) or an
   // aggregator that exited (Unavailable); OK to go on waiting.
   absl::Status Interruption() {
+    BillHandJoins();
     PublishMetrics();  // waits poll this often
     if (tier_) ShowFailures();
     if (Stopping()) return absl::CancelledError("INTERRUPTED");
@@ -1410,6 +1491,12 @@ class FederatedRun {
   ModelScore last_eval_;
   absl::Time start_;
   std::unique_ptr<Provider> provider_;         // where participants_ run
+  // Participants started by hand that joined on a pool: waiting to be billed (from the
+  // server's threads), and billed (who -> pool), with how many by pool.
+  absl::Mutex hand_mu_;
+  std::vector<std::pair<std::string, std::string>> hand_joins_ ABSL_GUARDED_BY(hand_mu_);
+  std::map<std::string, std::string> billed_by_hand_;
+  std::map<std::string, int> hand_launched_;
   std::optional<Participants> participants_;  // from the constructor on
   TrialRow trial_;                            // the run as trial 1, as last stored
 };

@@ -59,7 +59,7 @@ class FederationServiceTest : public ::testing::Test {
 TEST_F(FederationServiceTest, JoiningTakesACertificateIdentity) {
   absl::StatusOr<v1::JoinPlan> plan = JoinUpstream(stub_.get(), "exp", 5);
   EXPECT_TRUE(absl::IsPermissionDenied(plan.status())) << plan.status();
-  service_->SetJoinHandler([](const PeerIdentity&) { return v1::JoinPlan(); });
+  service_->SetJoinHandler([](const PeerIdentity&, const std::string&) { return v1::JoinPlan(); });
   plan = JoinUpstream(stub_.get(), "exp", 5);
   EXPECT_TRUE(absl::IsPermissionDenied(plan.status())) << plan.status();
 }

@@ -334,6 +334,22 @@ federation:
     auto stub = v1::FederationService::NewStub(Tls(target, certs_, name, ""));
     return JoinUpstream(stub.get(), "", 10);
   };
+  // Only a region's aggregator reports its clients' joins, for places of its own region, on
+  // pools of the run (this one has none).
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("--experiment-id (\\S+)"))) << out;
+  const std::string run_id = m[1].str();
+  auto report = [&](const std::string& name, const std::string& client, const std::string& pool) {
+    auto stub = v1::FederationService::NewStub(Tls(orchestrator, certs_, name, ""));
+    return ReportJoin(stub.get(), run_id, client, pool);
+  };
+  EXPECT_TRUE(absl::IsPermissionDenied(report("alice", "east/0", "p")));
+  EXPECT_TRUE(absl::IsPermissionDenied(report("agg-east", "west/0", "p")));
+  EXPECT_TRUE(absl::IsPermissionDenied(report("agg-east", "east/2", "p")));
+  const absl::Status no_pool = report("agg-east", "east/1", "p");
+  EXPECT_TRUE(absl::IsInvalidArgument(no_pool)) << no_pool;
+  EXPECT_THAT(std::string(no_pool.message()),
+              HasSubstr("no pool p in the run's resources.pools (it has none"));
+  EXPECT_TRUE(absl::IsInvalidArgument(report("agg-east", "east/1", "../x")));
   // A client certificate asking the orchestrator: no aggregator's plan.
   absl::StatusOr<v1::JoinPlan> as_client = join(orchestrator, "alice");
   EXPECT_TRUE(absl::IsPermissionDenied(as_client.status())) << as_client.status();
@@ -440,7 +456,7 @@ TEST_F(FederatedSecurityTest, AClientStartedByHandRunsOnlyItsOwnRunsCurrentPlan)
     o.model_size = 4;
     FederationHub hub(*RoundCoordinator::Create(o, RealClockInstance()), RealClockInstance());
     FederationServiceImpl service(&hub);
-    service.SetJoinHandler([&](const PeerIdentity&) { return replayed; });
+    service.SetJoinHandler([&](const PeerIdentity&, const std::string&) { return replayed; });
     auto security = LoadServerSecurity(certs_, "agg-east");
     ASSERT_TRUE(security.ok()) << security.status();
     int port = 0;

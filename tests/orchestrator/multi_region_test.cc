@@ -448,7 +448,22 @@ TEST_F(MultiRegionTest, FederatedRunWithParticipantsStartedByHandOnTheirHosts) {
       ASSERT_EQ(client.exit_code, 0) << client.err;
     }
   }
-  WriteFile(dir_ + "/fed.yaml", SecureFederation("regions-fl-by-hand"));
+  // Each host names the pool its instance belongs to, and the run bills it there: a small
+  // aggregator pool and a client pool in every region, on a catalog of the test's regions.
+  std::string catalog =
+      "regions: [r1, r2, r3]\ninstances: {box: {gpus: 0, gpu_memory_gb: 0, cpus: 2}}\n"
+      "billing: {increment: 1s, minimum: 1s}\noffers:\n";
+  std::string pools = "resources:\n  catalog: catalog.yaml\n  pools:\n";
+  for (int i = 1; i <= kRegions; ++i) {
+    absl::StrAppend(&catalog, "  - {region: r", i,
+                    ", instance: box, market: on_demand, price_per_second: 0.001}\n");
+    absl::StrAppend(&pools, "    - {name: agg-r", i, ", region: r", i,
+                    ", instance: box, hosts: aggregator}\n", "    - {name: sites-r", i,
+                    ", region: r", i, ", instance: box, hosts: clients}\n");
+  }
+  absl::StrAppend(&catalog, "transfer: {between_regions_per_gb: 0.02}\n");
+  WriteFile(dir_ + "/catalog.yaml", catalog);
+  WriteFile(dir_ + "/fed.yaml", SecureFederation("regions-fl-by-hand") + pools);
   StartRelays(7002, "127.0.0.1", regions_.Path(0));
   BackgroundProcess run(
       regions_.In(0, {kSextant, "run", dir_ + "/fed.yaml", "--run-dir", dir_ + "/run", "--listen",
@@ -469,19 +484,30 @@ TEST_F(MultiRegionTest, FederatedRunWithParticipantsStartedByHandOnTheirHosts) {
   EXPECT_EQ(forged.exit_code, 1) << forged.out << forged.err;
   EXPECT_NE(forged.err.find("PERMISSION_DENIED"), std::string::npos) << forged.err;
 
+  // An aggregator naming another region's pool is refused before it runs anything.
+  auto elsewhere = RunProcess(
+      regions_.In(1, {kWorker, "--role", "aggregator", "--join", "--connect", upstream, "--tls-dir",
+                      certs, "--tls-name", "agg-r1", "--pool", "agg-r2", "--work-dir",
+                      dir_ + "/elsewhere"}),
+      60);
+  EXPECT_EQ(elsewhere.exit_code, 1) << elsewhere.out << elsewhere.err;
+  EXPECT_NE(elsewhere.err.find("pool agg-r2 is in region r2, not r1"), std::string::npos)
+      << elsewhere.err;
+
   std::vector<std::unique_ptr<BackgroundProcess>> participants;
   for (int i = 1; i <= kRegions; ++i) {
     const std::string region = absl::StrCat("r", i);
     participants.push_back(std::make_unique<BackgroundProcess>(regions_.In(
         i, {kWorker, "--role", "aggregator", "--join", "--connect", upstream, "--tls-dir", certs,
-            "--tls-name", "agg-" + region, "--listen", absl::StrCat(regions_.Inside(i), ":7443"),
-            "--work-dir", absl::StrCat(dir_, "/agg-", region)})));
+            "--tls-name", "agg-" + region, "--pool", "agg-" + region, "--listen",
+            absl::StrCat(regions_.Inside(i), ":7443"), "--work-dir",
+            absl::StrCat(dir_, "/agg-", region)})));
     for (const char* site : kSites) {
-      participants.push_back(std::make_unique<BackgroundProcess>(
-          regions_.In(i, {kWorker, "--role", "client", "--join", "--connect",
-                          absl::StrCat("aggregator.", region, ".sextant.test:7443"), "--tls-dir",
-                          certs, "--tls-name", absl::StrCat(site, "-", region), "--threads", "1",
-                          "--experiment-id", id[1].str()})));
+      participants.push_back(std::make_unique<BackgroundProcess>(regions_.In(
+          i, {kWorker, "--role", "client", "--join", "--connect",
+              absl::StrCat("aggregator.", region, ".sextant.test:7443"), "--tls-dir", certs,
+              "--tls-name", absl::StrCat(site, "-", region), "--pool", "sites-" + region,
+              "--threads", "1", "--experiment-id", id[1].str()})));
     }
   }
   const int rc = run.Wait(400);
@@ -516,6 +542,23 @@ TEST_F(MultiRegionTest, FederatedRunWithParticipantsStartedByHandOnTheirHosts) {
     }
     EXPECT_GT(relays_[i - 1]->bytes_relayed(), 3 * 50000) << "region " << i;
   }
+  // Every participant was billed on the pool it named, from its join to the end of the run:
+  // one aggregator and two clients in each region, each a `federation_joined` event.
+  auto results = RunProcess({kSextant, "results", dir_ + "/run", "--format", "json"});
+  ASSERT_EQ(results.exit_code, 0) << results.err;
+  const nlohmann::json j = nlohmann::json::parse(results.out);
+  for (int i = 1; i <= kRegions; ++i) {
+    for (const std::string pool : {absl::StrCat("agg-r", i), absl::StrCat("sites-r", i)}) {
+      EXPECT_GT(j["cost"]["by_pool"].value(pool, 0.0), 0) << pool << " " << j["cost"].dump();
+    }
+  }
+  auto events = RunProcess({kSextant, "events", dir_ + "/run"});
+  size_t joined = 0;
+  for (size_t at = events.out.find("federation_joined"); at != std::string::npos;
+       at = events.out.find("federation_joined", at + 1)) {
+    ++joined;
+  }
+  EXPECT_EQ(joined, static_cast<size_t>(3 * kRegions)) << events.out;
 }
 
 }  // namespace

@@ -49,6 +49,9 @@ constexpr FlagHelp kFlags[] = {
      "aggregator, evaluator (required); client: the command client's exchange "
      "folder"},
     {"--listen", "aggregator: the address to serve clients on (default loopback, any port)"},
+    {"--pool",
+     "with --join: the run's pool this host's instance belongs to, where the run bills it "
+     "(default: not billed)"},
     {"--port-file", "aggregator: where to write the port it listens on"},
     {"--chunk-floats", "floats per streamed chunk"},
     {"--aggregation", "aggregator: fedavg, median, trimmed_mean, krum or multi_krum"},
@@ -169,7 +172,7 @@ int JoinByHand(std::map<std::string, std::string>& f, Clock* clock, v1::JoinPlan
   // that a channel's reconnect backoff (up to minutes) does not hold up a server just started.
   auto join = [&] {
     auto stub = v1::FederationService::NewStub(grpc::CreateChannel(f["--connect"], *creds));
-    return JoinUpstream(stub.get(), f["--experiment-id"], 30);
+    return JoinUpstream(stub.get(), f["--experiment-id"], 30, f["--pool"]);
   };
   absl::Time said = absl::InfinitePast();
   absl::StatusOr<v1::JoinPlan> joined = RetryWhileUnreachable<v1::JoinPlan>(
@@ -560,6 +563,11 @@ int RunFederatedMain(int argc, char** argv, Clock* clock, const std::atomic<bool
       return 2;
     }
     return RunEvaluatorRole(f, clock, stop);
+  }
+  if (!joined && f.count("--pool") > 0) {
+    std::cerr << "sextant-worker: --pool applies to a participant started by hand (--join); the "
+                 "run bills the participants it starts on their placement itself\n";
+    return 2;
   }
   v1::JoinPlan plan;
   if (joined && f["--role"] == "client" && f["--experiment-id"].empty()) {
