@@ -82,19 +82,23 @@ double FederatedBilling::CloseRound() {
   return cost;
 }
 
-double FederatedBilling::NextRoundProjection() const {
+double FederatedBilling::KeepingCost(absl::Duration longer) const {
+  const absl::Time until = clock_->Now() + longer;
+  double compute = 0;
+  for (const auto& [id, live] : live_) {
+    if (live) compute += ledger_.ExtraUntil(id, until);
+  }
+  return compute;
+}
+
+double FederatedBilling::NextRoundProjection(absl::Duration then) const {
+  if (last_rounds_.empty()) return 0;
   double seconds = 0, transfer = 0;
   for (const ClosedRound& r : last_rounds_) {
     seconds = std::max(seconds, r.seconds);
     transfer = std::max(transfer, r.transfer);
   }
-  if (last_rounds_.empty()) return 0;
-  const absl::Time until = clock_->Now() + absl::Seconds(seconds);
-  double compute = 0;
-  for (const auto& [id, live] : live_) {
-    if (live) compute += ledger_.ExtraUntil(id, until);
-  }
-  return compute + transfer;
+  return KeepingCost(absl::Seconds(seconds) + then) + transfer;
 }
 
 std::vector<CostRow> FederatedBilling::Rows() const {

@@ -51,10 +51,18 @@ class FederatedBilling {
   // Ends a round's bill: what was committed since the previous round closed (or billing
   // began). Returns it.
   double CloseRound();
+  // The rounds begin now: the first round's length, which the projection goes by, is counted
+  // from here, not from the start of billing (the participants' start-up is paid in round 1's
+  // bill, but no later round takes that long). Call once the participants are up.
+  void RoundsBegin() { closed_time_ = clock_->Now(); }
   // What one more round is expected to add: every live instance kept as long as the longest
-  // of the last three rounds (whole billing increments, a minimum already paid counting as
-  // paid), plus the most transfer of those rounds. 0 before a round has closed.
-  double NextRoundProjection() const;
+  // of the last three rounds and `then` more (the wind-down after it; whole billing
+  // increments, a minimum already paid counting as paid), plus the most transfer of those
+  // rounds. 0 before a round has closed.
+  double NextRoundProjection(absl::Duration then = absl::ZeroDuration()) const;
+  // What keeping every live instance `longer` adds (whole billing increments, a minimum
+  // already paid counting as paid): the wind-down after a stop, say.
+  double KeepingCost(absl::Duration longer) const;
   // True once a round has closed in this session (NextRoundProjection has a round to go by).
   bool projects() const { return !last_rounds_.empty(); }
 

@@ -155,6 +155,20 @@ transfer: {between_regions_per_gb: 0.02}
       << errors[0].message;
 }
 
+// Start-up (participants loading their data) is paid in round 1's bill, but the projection of
+// the next rounds goes by how long round 1 took once the rounds began.
+TEST(FederatedBillingTest, TheProjectionLeavesTheStartUpOutOfRoundOnesLength) {
+  FakeClock clock;
+  FederatedBilling bill(*FederatedPlacement::Create(Spec(), TestCatalog()), &clock, clock.Now(),
+                        {});
+  (void)bill.Start("east", false);  // $1/s
+  clock.Advance(absl::Seconds(30));  // start-up
+  bill.RoundsBegin();
+  clock.Advance(absl::Seconds(2));
+  EXPECT_NEAR(bill.CloseRound(), 32, 1e-9);
+  EXPECT_NEAR(bill.NextRoundProjection(), 2, 1e-9);
+}
+
 TEST(FederatedBillingTest, BillsInstancesPerSecondAndCrossRegionBytesAndProjectsTheNextRound) {
   FakeClock clock;
   const absl::Time run_start = clock.Now() - absl::Seconds(100);  // a resumed run's origin
