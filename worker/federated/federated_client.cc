@@ -17,13 +17,6 @@
 namespace sextant {
 namespace {
 
-// Buffered rounds: how many times its last training's duration, or the longest wait between
-// two model versions it has seen, a client waits for a newer version before it trains on the
-// same one again (RunFederatedClient); before it has seen two, kFirstVersionWait stands for
-// the wait between versions.
-constexpr int kNewerVersionWait = 3;
-constexpr absl::Duration kFirstVersionWait = absl::Seconds(10);
-
 bool Stopped(const std::atomic<bool>* stop) { return stop != nullptr && stop->load(); }
 
 // The int8 rounding draws' seed: the client's round seed (from its aggregator) and its id, the
@@ -38,6 +31,215 @@ absl::StatusOr<int64_t> Push(v1::FederationService::StubInterface* stub, const P
   if (mode == UpdateCompression::kNone) return PushUpdate(stub, header, update, chunk_floats);
   SEXTANT_ASSIGN_OR_RETURN(EncodedUpdate encoded, EncodeUpdate(update, segments, mode, seed));
   return PushUpdate(stub, header, encoded, chunk_floats);
+}
+
+// Buffered rounds: which model version a client asks for next, and each training's seed. Each
+// training draws its own shuffling. After training on a version the client waits for a newer
+// one, up to kNewerVersionWait times as long as that training took or as the longest wait
+// between two versions it has seen (kFirstVersionWait before it has seen two, so that a slow
+// first step does not set every client one version behind for the whole run), before it trains
+// on the same version again: with every client training, an update computed again from the
+// version just stepped away from would be stale by design; a buffer that cannot fill without it
+// (a client gone) still fills.
+class BufferedPacing {
+ public:
+  static constexpr int kNewerVersionWait = 3;
+  static constexpr absl::Duration kFirstVersionWait = absl::Seconds(10);
+
+  // The round to ask for versions after (-1: any), and *poll cut to the wait left.
+  int64_t After(absl::Time now, double* poll) const {
+    const absl::Duration left = newer_until_ - now;
+    if (left <= absl::ZeroDuration()) return -1;
+    *poll = std::clamp(absl::ToDoubleSeconds(left), 0.05, *poll);
+    return trained_on_;
+  }
+  // A task of version `round` arrived at `now`; returns its training's seed.
+  uint64_t Received(int64_t round, uint64_t task_seed, absl::Time now) {
+    if (round > seen_) {
+      if (seen_ >= 0) {
+        version_gap_ = std::max(version_gap_.value_or(absl::ZeroDuration()), now - seen_at_);
+      }
+      seen_ = round;
+      seen_at_ = now;
+    }
+    return task_seed ^ (++trainings_ * 0x9E3779B97F4A7C15ULL);
+  }
+  // Its update of version `round` was delivered or turned away at `now`, `took` after its
+  // training began: the next one wants a newer version.
+  void Trained(int64_t round, absl::Time now, absl::Duration took) {
+    trained_on_ = round;
+    newer_until_ =
+        now + kNewerVersionWait * std::max(took, version_gap_.value_or(kFirstVersionWait));
+  }
+
+ private:
+  uint64_t trainings_ = 0;
+  int64_t trained_on_ = -1;
+  absl::Time newer_until_ = absl::InfinitePast();
+  int64_t seen_ = -1;  // the newest version seen, and when
+  absl::Time seen_at_;
+  std::optional<absl::Duration> version_gap_;  // the longest between two versions seen
+};
+
+// The client command (federation.client_command) client `id` runs each round, or none.
+absl::StatusOr<std::optional<CommandTrainer>> MakeCommand(const FederatedClientOptions& o,
+                                                          const std::string& id,
+                                                          const ClientData& mine, bool has_data,
+                                                          Clock* clock) {
+  if (o.job.client_command.empty()) return std::optional<CommandTrainer>();
+  CommandTrainerOptions c;
+  c.layout = o.job.layout;
+  c.argv = o.job.client_command;
+  c.work_dir = !o.work_dir.empty() ? o.work_dir
+                                   : absl::StrCat("/tmp/sextant-client-", o.experiment_id, "-",
+                                                  o.region, "-", o.index);
+  c.working_dir = o.job.command_dir;
+  c.env = {{"SEXTANT_CLIENT_ID", id},
+           {"SEXTANT_LR", absl::StrCat(o.job.local.lr)},
+           {"SEXTANT_EPOCHS", absl::StrCat(o.job.local.epochs)},
+           {"SEXTANT_BATCH_SIZE", absl::StrCat(o.job.local.batch_size)},
+           {"SEXTANT_MU", absl::StrCat(o.job.local.proximal_mu)}};
+  if (!o.data_dir.empty()) c.env["SEXTANT_DATA_DIR"] = o.data_dir;
+  // The aggregators refuse a weight above max_weight (examples_per_client): say so here, as
+  // the command's failure. DP sends every update with weight 1, whatever the command reports.
+  if (o.job.dp_clip_norm == 0) c.max_examples = o.job.max_weight;
+  SEXTANT_ASSIGN_OR_RETURN(CommandTrainer ct, CommandTrainer::Create(c, clock));
+  if (has_data) SEXTANT_RETURN_IF_ERROR(ct.WriteClientShare(mine.train));
+  return std::optional<CommandTrainer>(std::move(ct));
+}
+
+// The built-in trainer holds the built-in model: it trains it, or evaluates it on the held-out
+// share before a command client trains. Null for a model of the user's own, which only the
+// command knows. Internal when the built-in model is not the job's layout of `model_size`.
+absl::StatusOr<std::unique_ptr<LocalTrainer>> MakeTrainer(const FederatedClientOptions& o,
+                                                          int64_t model_size) {
+  if (o.job.own_model) return std::unique_ptr<LocalTrainer>();
+  SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<LocalTrainer> trainer,
+                           LocalTrainer::Create(o.job.model, o.job.seed, o.threads));
+  if (trainer->size() != model_size) {
+    return absl::InternalError(absl::StrCat("the built-in model has ", trainer->size(),
+                                            " parameters, its layout ", model_size));
+  }
+  return trainer;
+}
+
+// The next task for client `id` of a version above `after` (-1: any), waiting up to `poll`,
+// its model written into `global`. The aggregator may be starting or restarting: asked again,
+// within the client's connect timeout, then Unavailable naming it; InvalidArgument for a model
+// of another size than `global`.
+absl::StatusOr<RoundTask> NextTask(const FederatedClientOptions& o,
+                                   v1::FederationService::StubInterface* stub,
+                                   const std::string& id, int64_t after, double poll,
+                                   std::vector<float>& global, Clock* clock) {
+  auto sink = [&](int64_t offset, absl::Span<const float> v) -> absl::Status {
+    if (offset + static_cast<int64_t>(v.size()) > static_cast<int64_t>(global.size())) {
+      return absl::InvalidArgumentError("the global model is larger than this client's model");
+    }
+    std::copy(v.begin(), v.end(), global.begin() + offset);
+    return absl::OkStatus();
+  };
+  absl::StatusOr<RoundTask> task = RetryWhileUnreachable<RoundTask>(
+      clock, RetryPolicy{absl::Seconds(o.connect_timeout_seconds), absl::Milliseconds(200)},
+      [&] { return PullRound(stub, o.experiment_id, id, after, poll, sink); });
+  if (IsUnreachable(task.status())) {
+    return absl::UnavailableError(
+        absl::StrCat("aggregator ", o.target, " unreachable: ", task.status().message()));
+  }
+  if (task.ok() && task->kind != RoundTask::Kind::kWait && task->kind != RoundTask::Kind::kDone &&
+      task->model_size != static_cast<int64_t>(global.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("global model has ", task->model_size,
+                                                   " values, this client's ", global.size()));
+  }
+  return task;
+}
+
+// One local training: what it reports, with the global model's evaluation before it.
+struct LocalRound {
+  double train_loss = 0;
+  int64_t examples = 0;
+  EvalResult before;  // the built-in trainer's on the held-out share, else the command's own
+  absl::Status command_failed;  // the client command failed this round: nothing to send
+};
+
+// Trains the round's model `global` into `local` (the trained weights): with the client
+// command when there is one, else the built-in trainer. The trainer's own errors are returned;
+// a command's failure is LocalRound::command_failed.
+absl::StatusOr<LocalRound> TrainLocally(const FederatedClientOptions& o, LocalTrainer* trainer,
+                                        CommandTrainer* command, const ClientData& mine,
+                                        int64_t round, uint64_t seed,
+                                        const std::vector<float>& global, absl::Span<float> local) {
+  LocalRound out;
+  out.examples = static_cast<int64_t>(mine.train.size());
+  if (trainer) {
+    SEXTANT_RETURN_IF_ERROR(trainer->SetWeights(global));
+    SEXTANT_ASSIGN_OR_RETURN(out.before, trainer->Evaluate(mine.held_out));
+  }
+  if (command == nullptr) {
+    LocalTrainingOptions local_opts = o.job.local;
+    local_opts.seed = seed;
+    SEXTANT_ASSIGN_OR_RETURN(out.train_loss, trainer->Train(mine.train, local_opts, global));
+    SEXTANT_RETURN_IF_ERROR(trainer->GetWeights(local));
+    return out;
+  }
+  absl::StatusOr<CommandRoundResult> r = command->RunRound(round, seed, global, local);
+  if (!r.ok()) {
+    out.command_failed = r.status();
+    return out;
+  }
+  out.train_loss = r->train_loss;
+  out.examples = r->num_examples;
+  if (!trainer && r->eval_examples > 0) {  // the command's own evaluation of the global model
+    out.before = EvalResult{r->eval_loss, r->eval_accuracy, r->eval_examples};
+  }
+  return out;
+}
+
+// Turns the trained weights in `local` into the update to send, a delta from `global`, and
+// returns its weight: its examples, or under client-level DP 1 with the delta clipped to the
+// job's norm. The global model's pages go back (the next round's pull writes it whole).
+absl::StatusOr<double> ToUpdate(const FederatedJob& job, std::vector<float>& global,
+                                absl::Span<float> local, int64_t examples) {
+  for (size_t i = 0; i < local.size(); ++i) local[i] -= global[i];
+  ReleasePages(global.data(), global.size() * sizeof(float));
+  if (job.dp_clip_norm <= 0) return static_cast<double>(examples);
+  SEXTANT_RETURN_IF_ERROR(ClipToL2Norm(local, job.dp_clip_norm));
+  return 1.0;
+}
+
+// Sends client `id`'s update of `round` (a delta, of `weight`): through a SecAgg+ instance
+// under secure aggregation, else pushed plainly (compressed as the job says). The bytes sent,
+// or why not; `report` is told of a refusal that is this client's own failure.
+absl::StatusOr<int64_t> SendUpdate(const FederatedClientOptions& o,
+                                   v1::FederationService::StubInterface* stub,
+                                   const std::string& id, int64_t round, uint64_t seed,
+                                   absl::Span<const float> update, double weight,
+                                   const SenderMetrics& metrics,
+                                   const std::vector<int64_t>& segments, Clock* clock,
+                                   const std::function<void(const absl::Status&)>& report) {
+  if (!o.job.secure_aggregation) {
+    PushHeader header{o.experiment_id, round, id, weight, 1, metrics};
+    return Push(stub, header, update, segments, o.job.update_compression, UpdateSeed(seed, id),
+                o.chunk_floats);
+  }
+  SecAggParticipantOptions so;
+  so.experiment_id = o.experiment_id;
+  so.client_id = id;
+  so.round = round;
+  // Buffered: the update goes into the next buffer's instance, damped by its staleness.
+  if (o.job.buffered) so.join_version = round;
+  so.poll_seconds = o.poll_seconds;
+  so.chunk_elements = o.chunk_floats;
+  so.noise_multiplier = o.job.dp_noise_multiplier;
+  so.signer = o.signer.get();
+  so.noise_sensitivity = o.job.dp_clip_norm;
+  absl::StatusOr<int64_t> sent =
+      RunSecAggParticipant(stub, so, clock, update, static_cast<int64_t>(weight), metrics);
+  // Refused (a neighbour's key that is not its owner's, a malformed stage): this client goes
+  // no further in the round, and says so. Aborted is the round closing without it.
+  if (!sent.ok() && !absl::IsAborted(sent.status()) && !absl::IsUnavailable(sent.status())) {
+    report(sent.status());
+  }
+  return sent;
 }
 
 }  // namespace
@@ -57,16 +259,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
     SEXTANT_ASSIGN_OR_RETURN(mine, PartitionForClient(data, o.job, o.global_index));
   }
   SEXTANT_ASSIGN_OR_RETURN(const int64_t model_size, LayoutElements(o.job.layout));
-  // The built-in trainer holds the built-in model: it trains it, or evaluates it on the held-out
-  // share before a command client trains. A model of the user's own only the command knows.
-  std::unique_ptr<LocalTrainer> trainer;
-  if (!o.job.own_model) {
-    SEXTANT_ASSIGN_OR_RETURN(trainer, LocalTrainer::Create(o.job.model, o.job.seed, o.threads));
-    if (trainer->size() != model_size) {
-      return absl::InternalError(absl::StrCat("the built-in model has ", trainer->size(),
-                                              " parameters, its layout ", model_size));
-    }
-  }
+  SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<LocalTrainer> trainer, MakeTrainer(o, model_size));
   const std::string id =
       o.name.empty() ? ClientId(o.region, o.index) : absl::StrCat(o.region, "/", o.name);
   auto channel = grpc::CreateChannel(
@@ -77,50 +270,16 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   stats.examples = mine.train.size();
   std::vector<float> global(model_size), local(model_size);
   const std::vector<int64_t> segments = LayoutSegments(o.job.layout);
-  std::optional<CommandTrainer> command;
-  if (!o.job.client_command.empty()) {
-    CommandTrainerOptions c;
-    c.layout = o.job.layout;
-    c.argv = o.job.client_command;
-    c.work_dir = !o.work_dir.empty() ? o.work_dir
-                                     : absl::StrCat("/tmp/sextant-client-", o.experiment_id, "-",
-                                                    o.region, "-", o.index);
-    c.working_dir = o.job.command_dir;
-    c.env = {{"SEXTANT_CLIENT_ID", id},
-             {"SEXTANT_LR", absl::StrCat(o.job.local.lr)},
-             {"SEXTANT_EPOCHS", absl::StrCat(o.job.local.epochs)},
-             {"SEXTANT_BATCH_SIZE", absl::StrCat(o.job.local.batch_size)},
-             {"SEXTANT_MU", absl::StrCat(o.job.local.proximal_mu)}};
-    if (!o.data_dir.empty()) c.env["SEXTANT_DATA_DIR"] = o.data_dir;
-    // The aggregators refuse a weight above max_weight (examples_per_client): say so here, as
-    // the command's failure. DP sends every update with weight 1, whatever the command reports.
-    if (o.job.dp_clip_norm == 0) c.max_examples = o.job.max_weight;
-    SEXTANT_ASSIGN_OR_RETURN(CommandTrainer ct, CommandTrainer::Create(c, clock));
-    if (has_data) SEXTANT_RETURN_IF_ERROR(ct.WriteClientShare(mine.train));
-    command.emplace(std::move(ct));
-  }
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<CommandTrainer> command,
+                           MakeCommand(o, id, mine, has_data, clock));
   int64_t after = -1;
   // federation.stragglers: how much longer than its training this client takes. Stragglers are
   // named by place (REGION/INDEX), which a client started by hand holds under a name of its own.
   const std::string place = ClientId(o.region, o.index);
-  const double slowdown = std::find(o.job.slow_clients.begin(), o.job.slow_clients.end(), place) !=
-                                  o.job.slow_clients.end()
-                              ? o.job.slowdown
-                              : 1.0;
-  // Buffered rounds: each training draws its own shuffling. After training on a version the
-  // client waits for a newer one, up to kNewerVersionWait times as long as that training took,
-  // before it trains on the same version again: with every client training, an update computed
-  // again from the version just stepped away from would be stale by design; a buffer that
-  // cannot fill without it (a client gone) still fills.
-  uint64_t trainings = 0;
-  int64_t trained_on = -1;
-  absl::Time newer_until = absl::InfinitePast();
-  // When this client first saw its newest version, and the longest wait between two versions
-  // so far (before any: kFirstVersionWait, so that a slow first step does not set every client
-  // one version behind for the whole run).
-  int64_t seen = -1;
-  absl::Time seen_at = clock->Now();
-  std::optional<absl::Duration> version_gap;
+  const bool slow = std::find(o.job.slow_clients.begin(), o.job.slow_clients.end(), place) !=
+                    o.job.slow_clients.end();
+  const double slowdown = slow ? o.job.slowdown : 1.0;
+  BufferedPacing pacing;
   // Tells the aggregator that this client's round `round` failed (why), so that the round stops
   // waiting for it and the run's console says why. Synchronous rounds only: a buffered client
   // just trains again.
@@ -133,124 +292,48 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
     }
   };
   while (!Stopped(stop)) {
-    auto sink = [&](int64_t offset, absl::Span<const float> v) -> absl::Status {
-      if (offset + static_cast<int64_t>(v.size()) > static_cast<int64_t>(global.size())) {
-        return absl::InvalidArgumentError("the global model is larger than this client's model");
-      }
-      std::copy(v.begin(), v.end(), global.begin() + offset);
-      return absl::OkStatus();
-    };
     double poll = o.poll_seconds;
-    if (o.job.buffered) {
-      const absl::Duration left = newer_until - clock->Now();
-      after = left > absl::ZeroDuration() ? trained_on : -1;
-      if (after >= 0) poll = std::clamp(absl::ToDoubleSeconds(left), 0.05, poll);
-    }
-    // The aggregator may be starting or restarting: asked again, within a bound.
-    absl::StatusOr<RoundTask> task = RetryWhileUnreachable<RoundTask>(
-        clock, RetryPolicy{absl::Seconds(o.connect_timeout_seconds), absl::Milliseconds(200)},
-        [&] { return PullRound(stub.get(), o.experiment_id, id, after, poll, sink); });
-    if (IsUnreachable(task.status())) {
-      return absl::UnavailableError(
-          absl::StrCat("aggregator ", o.target, " unreachable: ", task.status().message()));
-    }
-    if (!task.ok()) return task.status();
-    if (task->kind == RoundTask::Kind::kDone) break;
-    if (task->kind == RoundTask::Kind::kWait) continue;
-    if (task->model_size != model_size) {
-      return absl::InvalidArgumentError(absl::StrCat("global model has ", task->model_size,
-                                                     " values, this client's ", model_size));
-    }
-    if (!o.job.buffered) after = task->round;
-    if (o.job.buffered && task->round > seen) {
-      if (seen >= 0) {
-        version_gap = std::max(version_gap.value_or(absl::ZeroDuration()), clock->Now() - seen_at);
-      }
-      seen = task->round;
-      seen_at = clock->Now();
-    }
+    if (o.job.buffered) after = pacing.After(clock->Now(), &poll);
+    SEXTANT_ASSIGN_OR_RETURN(const RoundTask task,
+                             NextTask(o, stub.get(), id, after, poll, global, clock));
+    if (task.kind == RoundTask::Kind::kDone) break;
+    if (task.kind == RoundTask::Kind::kWait) continue;
+    if (!o.job.buffered) after = task.round;
     const uint64_t seed =
-        o.job.buffered ? task->seed ^ (++trainings * 0x9E3779B97F4A7C15ULL) : task->seed;
+        o.job.buffered ? pacing.Received(task.round, task.seed, clock->Now()) : task.seed;
     const absl::Time training_start = clock->Now();
-    EvalResult before;
-    if (trainer) {
-      SEXTANT_RETURN_IF_ERROR(trainer->SetWeights(global));
-      SEXTANT_ASSIGN_OR_RETURN(before, trainer->Evaluate(mine.held_out));
-    }
-    LocalTrainingOptions local_opts = o.job.local;
-    local_opts.seed = seed;
-    double train_loss = 0;
-    int64_t examples = mine.train.size();
-    if (command) {
-      absl::StatusOr<CommandRoundResult> r =
-          command->RunRound(task->round, seed, global, absl::MakeSpan(local));
-      if (!r.ok()) {
-        if (o.log != nullptr)
-          *o.log << "round=" << task->round << " skipped: " << r.status() << "\n" << std::flush;
-        report_failure(task->round, r.status());
-        // Buffered: the same version comes straight back; do not spin on a failing command.
-        if (o.job.buffered) clock->SleepFor(absl::Seconds(1));
-        continue;
+    SEXTANT_ASSIGN_OR_RETURN(LocalRound trained,
+                             TrainLocally(o, trainer.get(), command ? &*command : nullptr, mine,
+                                          task.round, seed, global, absl::MakeSpan(local)));
+    if (!trained.command_failed.ok()) {
+      if (o.log != nullptr) {
+        *o.log << "round=" << task.round << " skipped: " << trained.command_failed << "\n"
+               << std::flush;
       }
-      train_loss = r->train_loss;
-      examples = r->num_examples;
-      if (!trainer && r->eval_examples > 0) {  // the command's own evaluation of the global model
-        before = EvalResult{r->eval_loss, r->eval_accuracy, r->eval_examples};
-      }
-    } else {
-      SEXTANT_ASSIGN_OR_RETURN(train_loss, trainer->Train(mine.train, local_opts, global));
-      SEXTANT_RETURN_IF_ERROR(trainer->GetWeights(absl::MakeSpan(local)));
+      report_failure(task.round, trained.command_failed);
+      // Buffered: the same version comes straight back; do not spin on a failing command.
+      if (o.job.buffered) clock->SleepFor(absl::Seconds(1));
+      continue;
     }
     if (slowdown > 1) clock->SleepFor((clock->Now() - training_start) * (slowdown - 1));
-    for (size_t i = 0; i < local.size(); ++i) local[i] -= global[i];  // the update is a delta
-    // The global model is not read again before the next round's pull writes it whole: its
-    // memory goes back while the update is encoded and sent.
-    ReleasePages(global.data(), global.size() * sizeof(float));
-    double weight = static_cast<double>(examples);
-    if (o.job.dp_clip_norm > 0) {
-      // Client-level DP: a bounded contribution (norm <= C, weight 1) per client.
-      SEXTANT_RETURN_IF_ERROR(ClipToL2Norm(absl::MakeSpan(local), o.job.dp_clip_norm));
-      weight = 1;
-    }
+    SEXTANT_ASSIGN_OR_RETURN(const double weight,
+                             ToUpdate(o.job, global, absl::MakeSpan(local), trained.examples));
+    const double train_loss = trained.train_loss;
+    const int64_t examples = trained.examples;
+    const EvalResult& before = trained.before;
     const SenderMetrics metrics{train_loss, before.loss, before.accuracy,
                                 static_cast<double>(before.examples)};
-    absl::StatusOr<int64_t> sent;
-    if (o.job.secure_aggregation) {
-      SecAggParticipantOptions so;
-      so.experiment_id = o.experiment_id;
-      so.client_id = id;
-      so.round = task->round;
-      // Buffered: the update goes into the next buffer's instance, damped by its staleness.
-      if (o.job.buffered) so.join_version = task->round;
-      so.poll_seconds = o.poll_seconds;
-      so.chunk_elements = o.chunk_floats;
-      so.noise_multiplier = o.job.dp_noise_multiplier;
-      so.signer = o.signer.get();
-      so.noise_sensitivity = o.job.dp_clip_norm;
-      sent =
-          RunSecAggParticipant(stub.get(), so, clock, local, static_cast<int64_t>(weight), metrics);
-      // Refused (a neighbour's key that is not its owner's, a malformed stage): this client
-      // goes no further in the round, and says so. Aborted is the round closing without it.
-      if (!sent.ok() && !absl::IsAborted(sent.status()) && !absl::IsUnavailable(sent.status())) {
-        report_failure(task->round, sent.status());
-      }
-    } else {
-      PushHeader header{o.experiment_id, task->round, id, weight, 1, metrics};
-      sent = Push(stub.get(), header, local, segments, o.job.update_compression,
-                  UpdateSeed(seed, id), o.chunk_floats);
-    }
+    const absl::StatusOr<int64_t> sent =
+        SendUpdate(o, stub.get(), id, task.round, seed, local, weight, metrics, segments, clock,
+                   [&](const absl::Status& why) { report_failure(task.round, why); });
     if (o.log != nullptr) {
-      *o.log << "round=" << task->round << " train_loss=" << train_loss
+      *o.log << "round=" << task.round << " train_loss=" << train_loss
              << " eval_accuracy=" << before.accuracy << " examples=" << examples
              << " bytes_sent=" << (sent.ok() ? *sent : 0)
              << (sent.ok() ? "" : absl::StrCat(" rejected=", sent.status().ToString())) << "\n"
              << std::flush;
     }
-    if (o.job.buffered) {  // delivered or turned away, the next update wants a newer version
-      trained_on = task->round;
-      newer_until = clock->Now() + kNewerVersionWait * std::max(clock->Now() - training_start,
-                                                                version_gap.value_or(kFirstVersionWait));
-    }
+    if (o.job.buffered) pacing.Trained(task.round, clock->Now(), clock->Now() - training_start);
     if (!sent.ok()) continue;  // e.g. Aborted: the round closed first; wait for the next one
     stats.bytes_sent += *sent;
     ++stats.rounds;
