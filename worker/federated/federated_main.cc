@@ -15,6 +15,7 @@
 #include "aggregator/regional_aggregator.h"
 #include "common/read_file.h"
 #include "common/retry.h"
+#include "common/status_macros.h"
 #include "federation/secure_quantizer.h"
 #include "rpc/channel_credentials.h"
 #include "rpc/key_signer.h"
@@ -270,31 +271,38 @@ bool ReadSpec(std::map<std::string, std::string>& f, v1::ExperimentSpec* spec) {
   return true;
 }
 
+// A client started by hand: the experiment of its plan, run only when the orchestrator signed
+// it, for the run id this client was given (main checks it was: another run's plan, signed for
+// another id, fails here; an old one of this id fails its expiry). Returns an exit code (-1 to
+// go on).
+int SpecFromPlan(std::map<std::string, std::string>& f, const v1::JoinPlan& plan, Clock* clock,
+                 v1::ExperimentSpec* spec) {
+  std::optional<std::string> ca = ReadFileIfPresent(f["--tls-dir"] + "/ca.pem");
+  const absl::Status signed_by = VerifyOrchestratorSignature(
+      ca.value_or(""), {plan.spec_certificate(), plan.spec_signature()},
+      ExperimentBinding(f["--experiment-id"], plan.spec(), plan.expires_at()));
+  if (!signed_by.ok()) {
+    std::cerr << "sextant-worker: the plan from " << f["--connect"] << ": " << signed_by << "\n";
+    return 1;
+  }
+  if (clock->Now() > absl::FromUnixSeconds(plan.expires_at()) + absl::Minutes(5)) {
+    std::cerr << "sextant-worker: the plan from " << f["--connect"] << " expired at "
+              << absl::FormatTime(absl::FromUnixSeconds(plan.expires_at()))
+              << "; the run's orchestrator signs a fresh one each session\n";
+    return 1;
+  }
+  if (!spec->ParseFromString(plan.spec())) {
+    std::cerr << "sextant-worker: the experiment from " << f["--connect"] << " does not parse\n";
+    return 1;
+  }
+  return -1;
+}
+
 int RunClient(std::map<std::string, std::string>& f, const v1::JoinPlan* plan, Clock* clock,
               const std::atomic<bool>* stop) {
   v1::ExperimentSpec spec;
   if (plan != nullptr) {
-    // Only an experiment the orchestrator signed runs here, whatever the aggregator relayed.
-    std::optional<std::string> ca = ReadFileIfPresent(f["--tls-dir"] + "/ca.pem");
-    // The id is the one this client was given (main checks it was), so another run's plan,
-    // signed for another id, fails here; an old one of this id fails its expiry.
-    const absl::Status signed_by = VerifyOrchestratorSignature(
-        ca.value_or(""), {plan->spec_certificate(), plan->spec_signature()},
-        ExperimentBinding(f["--experiment-id"], plan->spec(), plan->expires_at()));
-    if (!signed_by.ok()) {
-      std::cerr << "sextant-worker: the plan from " << f["--connect"] << ": " << signed_by << "\n";
-      return 1;
-    }
-    if (clock->Now() > absl::FromUnixSeconds(plan->expires_at()) + absl::Minutes(5)) {
-      std::cerr << "sextant-worker: the plan from " << f["--connect"] << " expired at "
-                << absl::FormatTime(absl::FromUnixSeconds(plan->expires_at()))
-                << "; the run's orchestrator signs a fresh one each session\n";
-      return 1;
-    }
-    if (!spec.ParseFromString(plan->spec())) {
-      std::cerr << "sextant-worker: the experiment from " << f["--connect"] << " does not parse\n";
-      return 1;
-    }
+    if (int rc = SpecFromPlan(f, *plan, clock, &spec); rc >= 0) return rc;
   } else if (!ReadSpec(f, &spec)) {
     return 2;
   }
@@ -403,6 +411,108 @@ int RunEvaluatorRole(std::map<std::string, std::string>& f, Clock* clock,
   return 0;
 }
 
+// --aggregation and its parameters (--trim-fraction, --byzantine, --krum-selected) into o.rule.
+absl::Status ParseAggregation(std::map<std::string, std::string>& f, RegionalAggregatorOptions* o) {
+  double trim = 0.1;
+  int64_t byzantine = 1, selected = 0;
+  if ((f.count("--trim-fraction") && !absl::SimpleAtod(f["--trim-fraction"], &trim)) ||
+      (f.count("--byzantine") && !absl::SimpleAtoi(f["--byzantine"], &byzantine)) ||
+      (f.count("--krum-selected") && !absl::SimpleAtoi(f["--krum-selected"], &selected))) {
+    return absl::InvalidArgumentError(
+        "--trim-fraction takes a number, --byzantine and --krum-selected integers");
+  }
+  SEXTANT_ASSIGN_OR_RETURN(o->rule,
+                           MakeAggregationRule(f["--aggregation"], trim, byzantine, selected));
+  return absl::OkStatus();
+}
+
+// Secure aggregation (--secure-aggregation, --secagg-*, --hide-region-sum) and central DP's
+// clip (--dp-clip-norm), which the aggregator applies only to plaintext updates.
+absl::Status ParseSecurity(std::map<std::string, std::string>& f, RegionalAggregatorOptions* o) {
+  o->secure_aggregation = f["--secure-aggregation"] == "1" || f["--secure-aggregation"] == "true";
+  if ((f.count("--secagg-clip") && !absl::SimpleAtod(f["--secagg-clip"], &o->quantization.clip)) ||
+      (f.count("--secagg-bits") && !absl::SimpleAtoi(f["--secagg-bits"], &o->quantization.bits)) ||
+      (f.count("--secagg-max-weight") &&
+       !absl::SimpleAtoi(f["--secagg-max-weight"], &o->quantization.max_weight)) ||
+      (f.count("--secagg-stage-timeout") &&
+       !absl::SimpleAtod(f["--secagg-stage-timeout"], &o->stage_timeout_seconds))) {
+    return absl::InvalidArgumentError(
+        "--secagg-clip and --secagg-stage-timeout take numbers, --secagg-bits and "
+        "--secagg-max-weight integers");
+  }
+  if (f.count("--dp-clip-norm") &&
+      (!absl::SimpleAtod(f["--dp-clip-norm"], &o->dp_clip_norm) ||
+       !(o->dp_clip_norm >= 0 && std::isfinite(o->dp_clip_norm)))) {
+    return absl::InvalidArgumentError("--dp-clip-norm takes a number >= 0");
+  }
+  if (o->dp_clip_norm > 0 && o->secure_aggregation) {
+    return absl::InvalidArgumentError(
+        "--dp-clip-norm clips plaintext updates; under --secure-aggregation the clients clip "
+        "their own");
+  }
+  o->hide_region_sum = f["--hide-region-sum"] == "1" || f["--hide-region-sum"] == "true";
+  if (f.count("--secagg-ring-clients") &&
+      !absl::SimpleAtoi(f["--secagg-ring-clients"], &o->ring_clients)) {
+    return absl::InvalidArgumentError("--secagg-ring-clients takes an integer");
+  }
+  if (o->hide_region_sum && !o->secure_aggregation) {
+    return absl::InvalidArgumentError("--hide-region-sum needs --secure-aggregation 1");
+  }
+  if (!o->secure_aggregation) return absl::OkStatus();
+  SecureQuantizerOptions q{o->quantization.clip, o->quantization.bits, o->quantization.max_weight,
+                           2, 0};
+  return SecureQuantizer::Create(q).status();
+}
+
+// The region's clients (--clients, ids REGION/0..), how long to wait for them at start
+// (--startup-wait) and the most weight one may declare (--max-client-weight).
+absl::Status ParseClients(std::map<std::string, std::string>& f, RegionalAggregatorOptions* o) {
+  // The most clients one aggregator serves: as many as its sender gate keeps weights for.
+  const int64_t max_clients = static_cast<int64_t>(TierPolicy{}.max_senders);
+  int64_t clients = 0;
+  if ((f.count("--clients") &&
+       (!absl::SimpleAtoi(f["--clients"], &clients) || clients < 0 || clients > max_clients)) ||
+      (f.count("--startup-wait") &&
+       (!absl::SimpleAtod(f["--startup-wait"], &o->startup_wait_seconds) ||
+        !(o->startup_wait_seconds >= 0)))) {
+    return absl::InvalidArgumentError(absl::StrCat("--clients takes an integer from 0 to ",
+                                                   max_clients, ", --startup-wait seconds >= 0"));
+  }
+  if (f.count("--max-client-weight") &&
+      (!absl::SimpleAtod(f["--max-client-weight"], &o->max_client_weight) ||
+       !(o->max_client_weight >= 0))) {
+    return absl::InvalidArgumentError("--max-client-weight takes a number >= 0");
+  }
+  for (int64_t i = 0; i < clients; ++i) {
+    o->clients.push_back(ClientId(o->region, static_cast<int>(i)));
+  }
+  return absl::OkStatus();
+}
+
+// Buffered rounds (--max-staleness, --staleness-weighting), after ParseAggregation and
+// ParseSecurity: a weighted mean only, and no hidden region sums.
+absl::Status ParseBuffered(std::map<std::string, std::string>& f, RegionalAggregatorOptions* o) {
+  if (!f.count("--max-staleness")) return absl::OkStatus();
+  o->buffer.enabled = true;
+  const std::string& w = f["--staleness-weighting"];
+  if (!absl::SimpleAtoi(f["--max-staleness"], &o->buffer.max_staleness) ||
+      o->buffer.max_staleness < 0 || !(w.empty() || w == "polynomial" || w == "constant")) {
+    return absl::InvalidArgumentError(
+        "--max-staleness takes an integer >= 0, --staleness-weighting polynomial or constant");
+  }
+  if (w == "constant") o->buffer.weighting = BufferPolicy::Weighting::kConstant;
+  if (o->rule.robust()) {
+    return absl::InvalidArgumentError(
+        "--max-staleness (buffered rounds) folds a weighted mean: not with a robust "
+        "--aggregation");
+  }
+  if (o->hide_region_sum) {
+    return absl::InvalidArgumentError(
+        "--hide-region-sum takes synchronous rounds, not --max-staleness");
+  }
+  return absl::OkStatus();
+}
+
 int RunAggregator(std::map<std::string, std::string>& f, const v1::JoinPlan* plan, Clock* clock,
                   const std::atomic<bool>* stop, const ServerInterceptors& interceptors) {
   RegionalAggregatorOptions o;
@@ -426,98 +536,8 @@ int RunAggregator(std::map<std::string, std::string>& f, const v1::JoinPlan* pla
     return 2;
   }
   if (f.count("--chunk-floats")) (void)absl::SimpleAtoi(f["--chunk-floats"], &o.chunk_floats);
-  double trim = 0.1;
-  int64_t byzantine = 1, selected = 0;
-  if ((f.count("--trim-fraction") && !absl::SimpleAtod(f["--trim-fraction"], &trim)) ||
-      (f.count("--byzantine") && !absl::SimpleAtoi(f["--byzantine"], &byzantine)) ||
-      (f.count("--krum-selected") && !absl::SimpleAtoi(f["--krum-selected"], &selected))) {
-    std::cerr << "sextant-worker: --trim-fraction takes a number, --byzantine and --krum-selected "
-                 "integers\n";
-    return 2;
-  }
-  absl::StatusOr<AggregationRule> rule =
-      MakeAggregationRule(f["--aggregation"], trim, byzantine, selected);
-  if (!rule.ok()) {
-    std::cerr << "sextant-worker: " << rule.status().message() << "\n";
-    return 2;
-  }
-  o.rule = *rule;
-  o.secure_aggregation = f["--secure-aggregation"] == "1" || f["--secure-aggregation"] == "true";
-  if ((f.count("--secagg-clip") && !absl::SimpleAtod(f["--secagg-clip"], &o.quantization.clip)) ||
-      (f.count("--secagg-bits") && !absl::SimpleAtoi(f["--secagg-bits"], &o.quantization.bits)) ||
-      (f.count("--secagg-max-weight") &&
-       !absl::SimpleAtoi(f["--secagg-max-weight"], &o.quantization.max_weight)) ||
-      (f.count("--secagg-stage-timeout") &&
-       !absl::SimpleAtod(f["--secagg-stage-timeout"], &o.stage_timeout_seconds))) {
-    std::cerr << "sextant-worker: --secagg-clip and --secagg-stage-timeout take numbers, "
-                 "--secagg-bits and --secagg-max-weight integers\n";
-    return 2;
-  }
-  if (f.count("--dp-clip-norm") &&
-      (!absl::SimpleAtod(f["--dp-clip-norm"], &o.dp_clip_norm) ||
-       !(o.dp_clip_norm >= 0 && std::isfinite(o.dp_clip_norm)))) {
-    std::cerr << "sextant-worker: --dp-clip-norm takes a number >= 0\n";
-    return 2;
-  }
-  if (o.dp_clip_norm > 0 && o.secure_aggregation) {
-    std::cerr << "sextant-worker: --dp-clip-norm clips plaintext updates; under "
-                 "--secure-aggregation the clients clip their own\n";
-    return 2;
-  }
-  // The most clients one aggregator serves: as many as its sender gate keeps weights for.
-  const int64_t max_clients = static_cast<int64_t>(TierPolicy{}.max_senders);
-  int64_t clients = 0;
-  if ((f.count("--clients") &&
-       (!absl::SimpleAtoi(f["--clients"], &clients) || clients < 0 || clients > max_clients)) ||
-      (f.count("--startup-wait") &&
-       (!absl::SimpleAtod(f["--startup-wait"], &o.startup_wait_seconds) ||
-        !(o.startup_wait_seconds >= 0)))) {
-    std::cerr << "sextant-worker: --clients takes an integer from 0 to " << max_clients
-              << ", --startup-wait seconds >= 0\n";
-    return 2;
-  }
-  if (f.count("--max-client-weight") &&
-      (!absl::SimpleAtod(f["--max-client-weight"], &o.max_client_weight) ||
-       !(o.max_client_weight >= 0))) {
-    std::cerr << "sextant-worker: --max-client-weight takes a number >= 0\n";
-    return 2;
-  }
-  for (int64_t i = 0; i < clients; ++i)
-    o.clients.push_back(ClientId(o.region, static_cast<int>(i)));
-  if (f.count("--max-staleness")) {
-    o.buffer.enabled = true;
-    const std::string& w = f["--staleness-weighting"];
-    if (!absl::SimpleAtoi(f["--max-staleness"], &o.buffer.max_staleness) ||
-        o.buffer.max_staleness < 0 || !(w.empty() || w == "polynomial" || w == "constant")) {
-      std::cerr << "sextant-worker: --max-staleness takes an integer >= 0, "
-                   "--staleness-weighting polynomial or constant\n";
-      return 2;
-    }
-    if (w == "constant") o.buffer.weighting = BufferPolicy::Weighting::kConstant;
-    if (o.rule.robust()) {
-      std::cerr << "sextant-worker: --max-staleness (buffered rounds) folds a weighted mean: "
-                   "not with a robust --aggregation\n";
-      return 2;
-    }
-  }
-  o.hide_region_sum = f["--hide-region-sum"] == "1" || f["--hide-region-sum"] == "true";
-  if (f.count("--secagg-ring-clients") &&
-      !absl::SimpleAtoi(f["--secagg-ring-clients"], &o.ring_clients)) {
-    std::cerr << "sextant-worker: --secagg-ring-clients takes an integer\n";
-    return 2;
-  }
-  if (o.hide_region_sum && !o.secure_aggregation) {
-    std::cerr << "sextant-worker: --hide-region-sum needs --secure-aggregation 1\n";
-    return 2;
-  }
-  if (o.hide_region_sum && o.buffer.enabled) {
-    std::cerr << "sextant-worker: --hide-region-sum takes synchronous rounds, not --max-staleness\n";
-    return 2;
-  }
-  if (o.secure_aggregation) {
-    SecureQuantizerOptions q{o.quantization.clip, o.quantization.bits, o.quantization.max_weight, 2,
-                             0};
-    if (absl::Status s = SecureQuantizer::Create(q).status(); !s.ok()) {
+  for (auto parse : {ParseAggregation, ParseSecurity, ParseClients, ParseBuffered}) {
+    if (absl::Status s = parse(f, &o); !s.ok()) {
       std::cerr << "sextant-worker: " << s.message() << "\n";
       return 2;
     }
