@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <string>
@@ -193,6 +194,26 @@ void ExpectEveryJobEndedInItsPartition(const SlurmCluster& cluster,
   }
 }
 
+// Runs DIR/exp.yaml on the cluster (on-demand jobs in partition ondemand, spot ones in spot)
+// into DIR/run and returns its results; nothing, with the failure added, when the run or
+// `results` failed.
+std::optional<nlohmann::json> RunOnSlurm(const SlurmCluster& cluster, const std::string& dir) {
+  const std::string env = absl::StrCat("SLURM_CONF=", cluster.conf());
+  auto run = RunProcess({"env", env, kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
+                         "--slurm-partition", "ondemand", "--slurm-spot-partition", "spot"},
+                        240);
+  if (run.exit_code != 0) {
+    ADD_FAILURE() << "sextant run exited " << run.exit_code << "\n" << run.out << run.err;
+    return std::nullopt;
+  }
+  auto results = RunProcess({kSextant, "results", dir + "/run", "--format", "json"});
+  if (results.exit_code != 0) {
+    ADD_FAILURE() << "sextant results: " << results.err;
+    return std::nullopt;
+  }
+  return nlohmann::json::parse(results.out);
+}
+
 // A federated run on Slurm: each region's aggregator and clients are jobs in the partition of
 // their pool's market (region a's clients on spot, everything else on-demand), billed on their
 // pools, and none is left in the queue once the run ends.
@@ -204,15 +225,9 @@ TEST(SlurmProviderTest, FederatedRunPlacesEveryParticipantAsAJobInItsPoolsPartit
   const std::string why = cluster.Start(dir + "/cluster");
   SEXTANT_REQUIRE_COMPONENT(why.empty(), "no Slurm cluster here: " << why);
   WriteFederatedExperiment(dir, 0.001, 3, 4, "60s");
-  const std::string env = absl::StrCat("SLURM_CONF=", cluster.conf());
-  auto run = RunProcess({"env", env, kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
-                         "--slurm-partition", "ondemand", "--slurm-spot-partition", "spot"},
-                        240);
-  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-
-  auto results = RunProcess({kSextant, "results", dir + "/run", "--format", "json"});
-  ASSERT_EQ(results.exit_code, 0) << results.err;
-  nlohmann::json j = nlohmann::json::parse(results.out);
+  const std::optional<nlohmann::json> results = RunOnSlurm(cluster, dir);
+  ASSERT_TRUE(results.has_value());
+  const nlohmann::json& j = *results;
   EXPECT_EQ(j["state"], "COMPLETED");
   for (const char* pool : {"a-clients", "a-agg", "b-all"}) {
     EXPECT_GT(j["cost"]["by_pool"][pool].get<double>(), 0) << pool << "\n" << j["cost"].dump();
@@ -237,14 +252,9 @@ TEST(SlurmProviderTest, FederatedSpotClientsTakenBackAreReplacedByNewJobs) {
   SEXTANT_REQUIRE_COMPONENT(why.empty(), "no Slurm cluster here: " << why);
   // A spot client lives 2 s on average; rounds close on region b's two clients at the latest.
   WriteFederatedExperiment(dir, 43200, 6, 2, "5s");
-  const std::string env = absl::StrCat("SLURM_CONF=", cluster.conf());
-  auto run = RunProcess({"env", env, kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
-                         "--slurm-partition", "ondemand", "--slurm-spot-partition", "spot"},
-                        240);
-  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  auto results = RunProcess({kSextant, "results", dir + "/run", "--format", "json"});
-  ASSERT_EQ(results.exit_code, 0) << results.err;
-  nlohmann::json j = nlohmann::json::parse(results.out);
+  const std::optional<nlohmann::json> results = RunOnSlurm(cluster, dir);
+  ASSERT_TRUE(results.has_value());
+  const nlohmann::json& j = *results;
   EXPECT_EQ(j["state"], "COMPLETED");
   EXPECT_EQ(j["federation"]["rounds_completed"], 6) << j["federation"].dump();
   const int preempted = j["preemptions"]["by_pool"]["a-clients"].get<int>();
