@@ -89,15 +89,18 @@ TEST(FederatedPlacementTest, EachRoleGoesToTheCheapestPoolOfItsRegionThatHostsIt
 // for the aggregates it sends up and its ingress (free unless priced) for the model it gets.
 TEST(FederatedBillingTest, AGlobalTierOnTheInternetBillsEachRegionsEgressAndIngress) {
   std::vector<CatalogError> errors;
-  Catalog catalog = Catalog::Parse(R"(
+  // Two regions of $1/s instances, with the transfer prices `transfer` gives.
+  auto with_transfer = [&](const std::string& transfer) {
+    return Catalog::Parse(R"(
 regions: [east, west]
 instances: {big: {gpus: 1, gpu_memory_gb: 80, cpus: 8}}
 offers:
   - {region: east, instance: big, market: on_demand, price_per_second: 1}
   - {region: west, instance: big, market: on_demand, price_per_second: 1}
-transfer: {between_regions_per_gb: 0.02, to_internet_per_gb: 0.09}
-)",
-                                   &errors);
+transfer: )" + transfer + "\n",
+                          &errors);
+  };
+  Catalog catalog = with_transfer("{between_regions_per_gb: 0.02, to_internet_per_gb: 0.09}");
   ASSERT_TRUE(errors.empty()) << errors[0].message;
   v1::ExperimentSpec spec = Spec();
   spec.mutable_federation()->set_global_region("internet");
@@ -122,27 +125,11 @@ transfer: {between_regions_per_gb: 0.02, to_internet_per_gb: 0.09}
   EXPECT_NEAR(bill.transfer(), 4 * 0.09, 1e-12);
 
   // Ingress priced too, and a catalog that prices no egress cannot place the run.
-  catalog = Catalog::Parse(R"(
-regions: [east, west]
-instances: {big: {gpus: 1, gpu_memory_gb: 80, cpus: 8}}
-offers:
-  - {region: east, instance: big, market: on_demand, price_per_second: 1}
-  - {region: west, instance: big, market: on_demand, price_per_second: 1}
-transfer: {to_internet_per_gb: 0.09, from_internet_per_gb: 0.01}
-)",
-                           &errors);
+  catalog = with_transfer("{to_internet_per_gb: 0.09, from_internet_per_gb: 0.01}");
   ASSERT_TRUE(errors.empty()) << errors[0].message;
   EXPECT_DOUBLE_EQ(FederatedPlacement::Create(spec, catalog)->TransferPerByte("west")->down,
                    0.01 / 1e9);
-  catalog = Catalog::Parse(R"(
-regions: [east, west]
-instances: {big: {gpus: 1, gpu_memory_gb: 80, cpus: 8}}
-offers:
-  - {region: east, instance: big, market: on_demand, price_per_second: 1}
-  - {region: west, instance: big, market: on_demand, price_per_second: 1}
-transfer: {between_regions_per_gb: 0.02}
-)",
-                           &errors);
+  catalog = with_transfer("{between_regions_per_gb: 0.02}");
   ASSERT_TRUE(errors.empty()) << errors[0].message;
   EXPECT_EQ(FederatedPlacement::Create(spec, catalog).status().message(),
             "the catalog prices no transfer from east to the internet (add "
