@@ -1934,8 +1934,8 @@ void Loader::CheckFederatedPlacement(const Section& root, const Catalog& catalog
     for (const v1::Pool& p : res.pools()) {
       if (p.region() != name) continue;
       here.push_back(p.name());
-      clients = clients || p.hosts() != "aggregator";
-      aggregator = aggregator || p.hosts() != "clients";
+      clients = clients || PoolHosts(p, /*aggregator=*/false);
+      aggregator = aggregator || PoolHosts(p, /*aggregator=*/true);
     }
     if (clients && aggregator) continue;
     if (i >= static_cast<int>(region_name_fields_.size())) continue;

@@ -38,8 +38,7 @@ absl::StatusOr<FederatedPlacement> FederatedPlacement::Create(const v1::Experime
     for (bool aggregator : {false, true}) {
       std::optional<PoolOffer> best;
       for (const v1::Pool& pool : spec.resources().pools()) {
-        const std::string& hosts = pool.hosts();
-        if (pool.region() != r.name() || hosts == (aggregator ? "clients" : "aggregator")) continue;
+        if (pool.region() != r.name() || !PoolHosts(pool, aggregator)) continue;
         absl::StatusOr<PoolOffer> offer = ResolvePoolOffer(catalog, pool);
         if (!offer.ok()) return offer.status();
         p.pools_.emplace(pool.name(), *offer);

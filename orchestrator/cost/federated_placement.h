@@ -57,6 +57,12 @@ class FederatedPlacement {
   double first_increments_ = 0;
 };
 
+// True when `pool` may host a region's aggregator (aggregator) or its clients: its `hosts` is
+// `any` (or unset) or names that role.
+inline bool PoolHosts(const v1::Pool& pool, bool aggregator) {
+  return pool.hosts() != (aggregator ? "clients" : "aggregator");
+}
+
 // Why `region`'s transfer to the global region (`global`, maybe kInternet) has no price, and
 // which catalog key would give it one.
 std::string MissingTransferPrice(const std::string& global, const std::string& region);

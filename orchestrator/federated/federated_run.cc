@@ -516,7 +516,7 @@ class FederatedRun {
             absl::StrCat("pool ", pool, " is in region ", p.region(), ", not ", region,
                          ": a participant is billed on a pool of its own region"));
       }
-      if (p.hosts() == (aggregator ? "clients" : "aggregator")) {
+      if (!PoolHosts(p, aggregator)) {
         return absl::InvalidArgumentError(absl::StrCat("pool ", pool, " hosts ", p.hosts(),
                                                        " only, not ", aggregator ? "an aggregator" : "clients"));
       }
