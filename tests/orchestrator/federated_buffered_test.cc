@@ -46,7 +46,7 @@ federation:
   examples_per_client: 1200
   validation_examples: 1000
   seed: 5
-  stragglers: {clients: [east/0], slowdown: 20}
+  stragglers: {clients: [east/0], slowdown: 100}
 )",
                                                      federation));
   const std::string bin = SEXTANT_BIN_DIR;
@@ -90,7 +90,8 @@ TEST(FederatedBufferedTest, ServerStepsOnFullBuffersWhileTheStragglerTrailsAndTh
   EXPECT_TRUE(regions.empty()) << "step " << regions[0][0];
 
   // Nobody waited for the straggler: had a step waited for it, a fast client would be at most
-  // one delivery ahead. (Not a ratio: the straggler's slowdown scales its training time, which
+  // one delivery ahead. (A fast client trains once per model version, so the straggler must be
+  // slow beside a step, not only beside a fast client's training: slowdown 100.) (Not a ratio: the straggler's slowdown scales its training time, which
   // on a fast machine is small beside the protocol's, so its share varies with the machine.)
   const int slow = Delivered(testing::ReadFile(dir + "/run/logs/client-east-0.log"));
   const int fast = Delivered(testing::ReadFile(dir + "/run/logs/client-east-1.log"));
@@ -152,7 +153,7 @@ federation:
   examples_per_client: 1200
   validation_examples: 500
   seed: 3
-  stragglers: {clients: [east/0], slowdown: 20}
+  stragglers: {clients: [east/0], slowdown: 100}
   secure_aggregation: )", secure ? "true" : "false", "\n"));
   const std::string bin = SEXTANT_BIN_DIR;
   testing::CommandOutput run = testing::RunProcess(
