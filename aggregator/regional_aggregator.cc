@@ -388,6 +388,7 @@ TierOptions RegionalTierOptions(const RegionalAggregatorOptions& o) {
   to.coordinator.buffer = o.buffer;
   to.coordinator.buffer.distinct_senders = true;  // a push never stands for more than its clients
   to.coordinator.clip_norm = o.dp_clip_norm;
+  to.coordinator.ordered = o.ordered;
   to.coordinator.staging_dir = o.work_dir;  // a large model's update is staged there
   to.policy.region = o.region;
   to.policy.max_client_weight = o.max_client_weight;

@@ -37,6 +37,10 @@ struct RegionalAggregatorOptions {
   // this L2 norm and counts with weight 1 (RoundCoordinatorOptions::clip_norm), whatever the
   // client did. Default 0: off.
   double dp_clip_norm = 0;
+  // Reproducible rounds (federation.reproducible): a round's client updates fold at its close,
+  // in the order of the clients' ids, not as they arrive (RoundCoordinatorOptions::ordered;
+  // memory O(clients x model size)). Default off.
+  bool ordered = false;
   // Secure aggregation (SecAgg+) with the region's clients instead of plaintext updates; the
   // quantisation every client uses and the deadline of each stage after the first (the first
   // closes like a plaintext round: all clients in, or the round deadline with min_updates).

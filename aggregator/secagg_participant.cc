@@ -179,8 +179,6 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
     SEXTANT_ASSIGN_OR_RETURN(
         SecureQuantizer quantizer,
         MakeQuantizer(start.quantization, start.config.num_clients, start.config.ring_bits));
-    uint64_t rounding_seed = 0;
-    randombytes_buf(&rounding_seed, sizeof(rounding_seed));
     if (o.noise_multiplier > 0 || start.update_scale != 1) {
       std::vector<float> x(update.begin(), update.end());
       // A buffer's stale update is damped as the plaintext buffer damps it (WeightedAverage::
@@ -193,9 +191,9 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
                                                      start.config.threshold);
         SEXTANT_RETURN_IF_ERROR(AddGaussianNoise(absl::MakeSpan(x), stddev, Fresh()));
       }
-      return quantizer.Encode(x, weight, rounding_seed);
+      return quantizer.Encode(x, weight, o.rounding_seed);
     }
-    return quantizer.Encode(update, weight, rounding_seed);
+    return quantizer.Encode(update, weight, o.rounding_seed);
   };
   return RunStages(stub, o, clock, encode, metrics, std::nullopt, 0);
 }

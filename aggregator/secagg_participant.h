@@ -35,6 +35,11 @@ struct SecAggParticipantOptions {
   // central noise (noise_multiplier * noise_sensitivity). Default 0: no noise.
   double noise_multiplier = 0;
   double noise_sensitivity = 0;
+  // Drives the quantiser's stochastic rounding (SecureQuantizer::Encode). The update is masked
+  // before it leaves, so the aggregator learns nothing from knowing it; the client derives it
+  // from the round's seed and its id, as a compressed plaintext update's rounding, so that a
+  // run with the same seed quantises the same way (federation.reproducible). Default 0.
+  uint64_t rounding_seed = 0;
   // Under TLS: this participant's TLS identity. Its keys go out signed, and every neighbour's
   // keys must come with a valid signature of that neighbour (VerifyKeyDirectory), or the round
   // is refused for this participant (PermissionDenied naming the neighbour). Default null: no
@@ -54,8 +59,8 @@ absl::Status VerifyKeyDirectory(const KeySigner& signer, const std::string& expe
 // The client's side of one secure-aggregation round with its regional aggregator, over
 // SecAggAwait / SecAggSubmit: it fetches the round's config, runs SecAggClient's four stages
 // (advertise keys, share keys, masked input, unmask) and sends (w * q(update), w) encoded by
-// SecureQuantizer (w = `weight`; fresh randomness from libsodium for every secret and the
-// stochastic rounding). The update never leaves the process unmasked.
+// SecureQuantizer (w = `weight`; fresh randomness from libsodium for every secret and DP noise,
+// options.rounding_seed for the stochastic rounding). The update never leaves the process unmasked.
 // Returns the bytes sent. Aborted when the round aborted or this client was dropped (its
 // message came too late), or the transport's status; InvalidArgument when the update's length
 // does not match the round's vectors or the weight is outside [1, max_weight] (after the

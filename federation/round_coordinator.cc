@@ -64,6 +64,11 @@ absl::StatusOr<RoundCoordinator> RoundCoordinator::Create(RoundCoordinatorOption
   if (!options.staging_dir.empty() && options.rule.robust()) {
     return absl::InvalidArgumentError("a robust rule keeps every update in memory: no staging_dir");
   }
+  if (options.ordered && options.model_size >= options.file_staging_from &&
+      !options.staging_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "an ordered fold keeps every update in memory: not with a model staged in a file");
+  }
   if (options.buffer.enabled) {
     if (options.rule.robust()) {
       return absl::InvalidArgumentError("buffered aggregation needs the weighted mean (fedavg)");
@@ -240,37 +245,42 @@ absl::Status RoundCoordinator::Finish(absl::string_view client_id, const SenderM
 }
 
 absl::Status RoundCoordinator::FoldStaged() {
+  std::string sender = std::move(staging_owner_);
   staging_owner_.clear();
   fold_pending_ = false;
-  if (stages_in_file()) {
-    SEXTANT_RETURN_IF_ERROR(FoldStagedFile());
-  } else {
-    if (options_.clip_norm > 0) {
-      double norm = 0;
-      // The gate checked every value, so the clip cannot fail.
-      SEXTANT_RETURN_IF_ERROR(ClipToL2Norm(absl::MakeSpan(staging_), options_.clip_norm, &norm));
-      if (norm > options_.clip_norm) ++clipped_;
-    }
-    if (options_.rule.robust()) {
-      // Kept whole for Close; the next Begin stages into a fresh buffer.
-      kept_.push_back(std::move(staging_));
-      staging_ = std::vector<float>();
-      total_weight_ += staging_weight_;
-    } else {
-      // The gate checked every value and the weight, so the fold cannot fail.
-      SEXTANT_RETURN_IF_ERROR(average_.AddDamped(staging_, staging_weight_, staging_factor_));
-    }
-  }
   count_ += staging_count_;
   ++senders_;
-  const SenderMetrics& metrics = staging_metrics_;
-  sums_.train_loss += staging_weight_ * metrics.train_loss;
+  if (stages_in_file()) {
+    SEXTANT_RETURN_IF_ERROR(FoldStagedFile());
+    AddMetrics(staging_weight_, staging_metrics_);
+    return absl::OkStatus();
+  }
+  if (options_.clip_norm > 0) {
+    double norm = 0;
+    // The gate checked every value, so the clip cannot fail.
+    SEXTANT_RETURN_IF_ERROR(ClipToL2Norm(absl::MakeSpan(staging_), options_.clip_norm, &norm));
+    if (norm > options_.clip_norm) ++clipped_;
+  }
+  if (keeps_updates()) {
+    // Kept whole for Close; the next Begin stages into a fresh buffer.
+    kept_.push_back(Kept{std::move(sender), std::move(staging_), staging_weight_, staging_factor_,
+                         staging_metrics_});
+    staging_ = std::vector<float>();
+    return absl::OkStatus();
+  }
+  // The gate checked every value and the weight, so the fold cannot fail.
+  SEXTANT_RETURN_IF_ERROR(average_.AddDamped(staging_, staging_weight_, staging_factor_));
+  AddMetrics(staging_weight_, staging_metrics_);
+  return absl::OkStatus();
+}
+
+void RoundCoordinator::AddMetrics(double weight, const SenderMetrics& metrics) {
+  sums_.train_loss += weight * metrics.train_loss;
   if (metrics.eval_weight > 0 && std::isfinite(metrics.eval_loss)) {
     sums_.eval_loss += metrics.eval_weight * metrics.eval_loss;
     sums_.eval_accuracy += metrics.eval_weight * metrics.eval_accuracy;
     eval_weight_ += metrics.eval_weight;
   }
-  return absl::OkStatus();
 }
 
 absl::Status RoundCoordinator::FoldStagedFile() {
@@ -374,13 +384,14 @@ absl::StatusOr<RoundOutcome> RoundCoordinator::Close() {
   }
   RoundOutcome out;
   out.round = gate_.round();
-  if (options_.rule.robust()) {
-    absl::StatusOr<int64_t> excluded = AggregateKept();
+  if (keeps_updates()) {
+    absl::StatusOr<int64_t> excluded = TakeKept();
     if (!excluded.ok()) return excluded.status();
     out.excluded = *excluded;
+  }
+  if (options_.rule.robust()) {
     out.mean = robust_out_;
     out.total_weight = total_weight_;
-    kept_.clear();
   } else {
     out.mean = average_.mean();
     out.total_weight = average_.total_weight();
@@ -397,11 +408,34 @@ absl::StatusOr<RoundOutcome> RoundCoordinator::Close() {
   return out;
 }
 
+absl::StatusOr<int64_t> RoundCoordinator::TakeKept() {
+  std::stable_sort(kept_.begin(), kept_.end(),
+            [](const Kept& a, const Kept& b) { return a.sender < b.sender; });
+  int64_t excluded = 0;
+  for (const Kept& k : kept_) {
+    AddMetrics(k.weight, k.metrics);
+    if (options_.rule.robust()) {
+      total_weight_ += k.weight;
+    } else {
+      // The gate checked every value and the weight, so the fold cannot fail.
+      SEXTANT_RETURN_IF_ERROR(average_.AddDamped(k.values, k.weight, k.factor));
+    }
+  }
+  if (options_.rule.robust()) {
+    absl::StatusOr<int64_t> left_out = AggregateKept();
+    if (!left_out.ok()) return left_out.status();
+    excluded = *left_out;
+  }
+  kept_.clear();
+  return excluded;
+}
+
 // Krum needs n >= 2f + 3: with fewer updates f shrinks to what they allow, and below three
 // updates (where no f fits) the round falls back to the plain mean, so that a round with few
 // survivors still produces a model.
 absl::StatusOr<int64_t> RoundCoordinator::AggregateKept() {
-  std::vector<absl::Span<const float>> views(kept_.begin(), kept_.end());
+  std::vector<absl::Span<const float>> views;
+  for (const Kept& k : kept_) views.push_back(k.values);
   const int64_t n = static_cast<int64_t>(views.size());
   robust_out_.assign(options_.model_size, 0.0f);
   const AggregationRule& rule = options_.rule;

@@ -92,6 +92,14 @@ struct RoundCoordinatorOptions {
   // (it keeps every update in memory). Default: in memory.
   std::string staging_dir;
   size_t file_staging_from = size_t{1} << 26;
+  // Reproducible rounds: the weighted mean folds a round's (or a buffer's) accepted updates at
+  // Close, in the order of their senders' ids, instead of as they arrive, and so do the
+  // senders' metrics. A float sum depends on its order; this way the outcome depends only on
+  // which updates came, not on when, and a run with the same seed and the same participants
+  // gives the same model bit for bit (a paused and resumed trial the same as one never paused).
+  // Keeps every accepted update until Close, as a robust rule does: memory O(participants x
+  // model size). Not with file staging. Default off: each update folds as it arrives.
+  bool ordered = false;
 };
 
 // Metrics a sender attaches to its update; folded as weighted means.
@@ -205,6 +213,9 @@ class RoundCoordinator {
  private:
   RoundCoordinator(RoundCoordinatorOptions options, Clock* clock);
   absl::Status Drop(absl::string_view client_id, absl::Status status);
+  // Sorts kept_ by sender and takes it in: folded into the mean in that order (ordered), or
+  // combined by the robust rule into robust_out_. Returns the updates a Krum rule left out.
+  absl::StatusOr<int64_t> TakeKept();
   // Writes the robust rule's aggregate of kept_ to robust_out_; returns the updates left out.
   absl::StatusOr<int64_t> AggregateKept();
   // Forgets the round's (or the buffer's) updates, sums and counts.
@@ -240,8 +251,20 @@ class RoundCoordinator {
   int64_t clipped_ = 0;
   SenderMetrics sums_;  // weighted sums, divided at Close
   double eval_weight_ = 0;
-  // Robust rules only: every accepted update of the open round, and the aggregate.
-  std::vector<std::vector<float>> kept_;
+  // An accepted update kept for Close (a robust rule, or options.ordered).
+  struct Kept {
+    std::string sender;
+    std::vector<float> values;
+    double weight;
+    double factor;  // staleness damping (buffered)
+    SenderMetrics metrics;
+  };
+  bool keeps_updates() const { return options_.rule.robust() || options_.ordered; }
+  // Adds one accepted update's metrics to the round's weighted sums.
+  void AddMetrics(double weight, const SenderMetrics& metrics);
+  // Robust rules and ordered folds: every accepted update of the open round (or buffer), and
+  // a robust rule's aggregate.
+  std::vector<Kept> kept_;
   std::vector<float> robust_out_;
   double total_weight_ = 0;
 };

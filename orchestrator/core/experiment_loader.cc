@@ -559,6 +559,7 @@ class Loader {
   void LoadFederation(const Field& f);
   int64_t LoadRegions(const Section& s, v1::Federation* fed);
   void LoadFederationOptions(const Section& s, v1::Federation* fed);
+  void LoadReproducible(const Section& s, v1::Federation* fed, int64_t total_clients);
   void LoadRobustAndCommandOptions(const Section& s, v1::Federation* fed);
   void LoadBufferedMode(const Section& s, v1::Federation* fed);
   void CheckSecureRegions(const Section& s, const v1::Federation& fed);
@@ -2043,7 +2044,8 @@ void Loader::LoadFederation(const Field& f) {
              "data",
              "data_dir",
              "evaluate_command",
-             "global_region"});
+             "global_region",
+             "reproducible"});
   if (!s.ok()) return;
   if (const Field* g = s.Find("global_region")) {
     global_region_field_.emplace(*g);
@@ -2054,6 +2056,7 @@ void Loader::LoadFederation(const Field& f) {
   LoadRobustAndCommandOptions(s, fed);
   if (const Field* dp = s.Find("dp")) LoadDifferentialPrivacy(*dp, fed);
   LoadBufferedMode(s, fed);
+  LoadReproducible(s, fed, total);
   if (total > 0) CheckSecureRegions(s, *fed);
   if (const Field* st = s.Find("stragglers")) LoadStragglers(*st, fed);
   if (const Field* model = s.Find("model")) LoadModel(*model, fed);
@@ -2459,6 +2462,24 @@ void Loader::LoadStragglers(const Field& f, v1::Federation* fed) {
       }
       st->add_clients(*id);
     }
+  }
+}
+
+// federation.reproducible. Buffered rounds are reproducible only in lockstep, every client's
+// update in every step: with fewer, which updates a step takes depends on timing. A search by
+// rounds pauses and resumes trials, so there it defaults to true where it can hold.
+void Loader::LoadReproducible(const Section& s, v1::Federation* fed, int64_t total_clients) {
+  const bool lockstep = fed->mode() != "buffered" || fed->buffer_size() == total_clients;
+  fed->set_reproducible(spec_.search().fidelity().name() == "rounds" && lockstep);
+  IfPresent<bool>(
+      s, "reproducible", [&](const Field& x) { return r_.Bool(x); },
+      [&](bool v) { fed->set_reproducible(v); });
+  if (fed->reproducible() && !lockstep) {
+    r_.ValueError(*s.Find("reproducible"),
+                  absl::StrCat("buffered rounds are reproducible only when every step takes "
+                               "every client's update (buffer_size: ",
+                               total_clients, "); with buffer_size ", fed->buffer_size(),
+                               " which updates a step takes depends on timing"));
   }
 }
 

@@ -411,12 +411,15 @@ class FederatedRun {
     o.coordinator.experiment_id = experiment_id_;
     o.coordinator.model_size = global_.size();
     o.coordinator.staging_dir = fed_dir_;  // a large model's region update is staged there
+    o.coordinator.ordered = fed().reproducible();
     o.coordinator.min_updates = std::max(1, fed().min_clients());
     o.coordinator.deadline_seconds = fed().round_deadline_seconds();
     if (buffered()) {
       o.coordinator.min_updates = fed().buffer_size();
       o.coordinator.deadline_seconds = 0;
       o.coordinator.buffer = StalenessPolicy();
+      // Reproducible: a region's second push waits for the next step, whatever its timing.
+      o.coordinator.buffer.distinct_senders = fed().reproducible();
     }
     // Only a region's own aggregator speaks for it, for at most its clients.
     for (const auto& r : fed().regions()) o.policy.region_clients[r.name()] = r.clients();
@@ -734,6 +737,7 @@ class FederatedRun {
     if (DpClipNorm(fed()) > 0 && !fed().secure_aggregation()) {
       argv.insert(argv.end(), {"--dp-clip-norm", absl::StrCat(DpClipNorm(fed()))});
     }
+    if (fed().reproducible()) argv.insert(argv.end(), {"--reproducible", "1"});
     if (buffered()) {
       argv.insert(argv.end(), {"--max-staleness", absl::StrCat(fed().max_staleness()),
                                "--staleness-weighting", fed().staleness_weighting()});

@@ -1,5 +1,6 @@
 #include "federation/round_coordinator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -354,6 +355,90 @@ TEST(RoundCoordinatorTest, RobustRuleStartsEachRoundWithoutTheLastRoundsUpdates)
   absl::StatusOr<RoundOutcome> out = c.Close();
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_FLOAT_EQ(out->mean[0], 1);
+}
+
+// The outcome of every order in which five updates can arrive, folded as they arrive or, with
+// options.ordered, at Close in sender order. Values span six orders of magnitude, so that the
+// float sums depend on their order.
+std::vector<std::pair<std::vector<float>, double>> OutcomesOverArrivalOrders(bool ordered,
+                                                                            bool buffered) {
+  const int kSenders = 5;
+  const size_t d = 64;
+  std::vector<std::vector<float>> u(kSenders, std::vector<float>(d));
+  uint64_t x = 88172645463325252ULL;
+  for (auto& v : u) {
+    for (float& f : v) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      f = static_cast<float>(static_cast<double>(x % 2000001) / 1e6 - 1.0) *
+          std::pow(10.0f, static_cast<float>(x % 7) - 3);
+    }
+  }
+  std::vector<int> order = {0, 1, 2, 3, 4};
+  std::vector<std::pair<std::vector<float>, double>> outcomes;
+  do {
+    FakeClock clock;
+    RoundCoordinatorOptions o;
+    o.experiment_id = "exp";
+    o.model_size = d;
+    o.ordered = ordered;
+    o.min_updates = kSenders;
+    o.buffer.enabled = buffered;
+    RoundCoordinator c = *RoundCoordinator::Create(o, &clock);
+    const std::vector<std::string> ids = {"a", "b", "c", "d", "e"};
+    EXPECT_TRUE(c.OpenRound(1, ids).ok());
+    if (buffered) {
+      EXPECT_TRUE(c.OpenRound(3, ids).ok());
+    }
+    for (int i : order) {
+      const int64_t round = buffered ? 1 + i % 3 : 1;  // buffered: staleness 0 to 2
+      absl::Status s = c.Begin({"exp", round, ids[i], 1.0 + i}, d, 1);
+      if (s.ok()) s = c.AddChunk(ids[i], 0, u[i]);
+      if (s.ok()) s = c.Finish(ids[i], SenderMetrics{0.1f * (i + 1) + 1e-7 * i, 0, 0, 0});
+      EXPECT_TRUE(s.ok()) << s;
+    }
+    absl::StatusOr<RoundOutcome> out = c.Close();
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (!out.ok()) return {};
+    outcomes.emplace_back(std::vector<float>(out->mean.begin(), out->mean.end()),
+                          out->metrics.train_loss);
+  } while (std::next_permutation(order.begin(), order.end()));
+  return outcomes;
+}
+
+// options.ordered: the mean and the metrics are the same bit for bit whatever the order in
+// which the updates arrived (synchronous and buffered, with staleness damping); folded as they
+// arrive, some orders give other bits.
+TEST(RoundCoordinatorTest, AnOrderedFoldGivesTheSameBitsForEveryArrivalOrder) {
+  for (bool buffered : {false, true}) {
+    const auto ordered = OutcomesOverArrivalOrders(true, buffered);
+    ASSERT_EQ(ordered.size(), 120u);
+    for (const auto& o : ordered) {
+      EXPECT_EQ(o.first, ordered[0].first) << "buffered " << buffered;
+      EXPECT_EQ(o.second, ordered[0].second);
+    }
+    const auto arriving = OutcomesOverArrivalOrders(false, buffered);
+    bool some_differ = false;
+    for (const auto& o : arriving) some_differ |= o.first != arriving[0].first;
+    EXPECT_TRUE(some_differ) << "the test's values do not show the order";
+    // Both are the weighted mean: they differ only in rounding.
+    for (size_t j = 0; j < ordered[0].first.size(); ++j) {
+      EXPECT_NEAR(ordered[0].first[j], arriving[0].first[j],
+                  1e-6 * (1 + std::abs(arriving[0].first[j])));
+    }
+  }
+}
+
+TEST(RoundCoordinatorTest, AnOrderedFoldKeepsUpdatesInMemorySoItRefusesFileStaging) {
+  FakeClock clock;
+  RoundCoordinatorOptions o;
+  o.experiment_id = "exp";
+  o.model_size = 16;
+  o.ordered = true;
+  o.staging_dir = ::testing::TempDir();
+  o.file_staging_from = 8;
+  EXPECT_TRUE(absl::IsInvalidArgument(RoundCoordinator::Create(o, &clock).status()));
+  o.file_staging_from = 32;  // the model is held in memory: fine
+  EXPECT_TRUE(RoundCoordinator::Create(o, &clock).ok());
 }
 
 TEST(RoundCoordinatorTest, UnknownRuleOrParameterOutOfRangeIsInvalidArgument) {

@@ -2170,5 +2170,42 @@ trial: {command: [echo, loss=1]}
                                 HasSubstr("a rung of 9 rounds is above federation.rounds (4)"))));
 }
 
+// federation.reproducible: on by default in a search by rounds (trials pause and resume), off
+// elsewhere, and refused for buffered rounds that do not take every client's update per step.
+TEST(StudyPrivacyLoaderTest, ReproducibleRoundsDefaultOnInASearchByRoundsAndNeedLockstepBuffers) {
+  const std::string plain = R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 2}, {name: west, clients: 2}]
+)";
+  LoadResult r = Load(plain);
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_FALSE(r.spec.federation().reproducible());
+  r = Load(plain + "  reproducible: true\n");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_TRUE(r.spec.federation().reproducible());
+  std::string by_rounds(kDpStudy);
+  by_rounds.replace(by_rounds.find("{sampler: random}"), 17,
+                    "{sampler: random, scheduler: asha, fidelity: {name: rounds, min: 1, max: 4}}");
+  r = Load(by_rounds);
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_TRUE(r.spec.federation().reproducible());
+  r = Load(by_rounds + "  reproducible: false\n");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_FALSE(r.spec.federation().reproducible());
+  // Buffered: reproducible only in lockstep.
+  const std::string buffered = plain + "  secure_aggregation: false\n  mode: buffered\n";
+  r = Load(buffered + "  buffer_size: 4\n  reproducible: true\n");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_TRUE(r.spec.federation().reproducible());
+  EXPECT_THAT(Errors(buffered + "  buffer_size: 3\n  reproducible: true\n"),
+              ElementsAre(AllOf(StartsWith("exp.yaml:9:17: federation.reproducible:"),
+                                HasSubstr("every client's update (buffer_size: 4); with "
+                                          "buffer_size 3 which updates a step takes depends "
+                                          "on timing"))));
+}
+
 }  // namespace
 }  // namespace sextant

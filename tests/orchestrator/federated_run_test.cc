@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "federation/rdp_accountant.h"
 #include "gtest/gtest.h"
 #include "orchestrator/core/run_dir.h"
@@ -702,6 +704,87 @@ federation:
 
 INSTANTIATE_TEST_SUITE_P(SyncAndBuffered, RoundsFidelityTest,
                          ::testing::Values("plaintext", "secure", "buffered"));
+
+// Bit-exact pause and resume: a federated search by rounds pauses each trial at round 4; ASHA
+// promotes the better one, which resumes from its checkpoint (global model, server optimiser
+// state, round index) to round 8. Its final model is byte for byte that of a plain 8-round
+// run of the same configuration and seed, which never paused. A search by rounds makes its
+// rounds reproducible by default (federation.reproducible); the plain run asks for it.
+// fedadam has server state to carry over; the buffered runs apply every client's update at
+// each step (buffer_size = all clients), so that what a step holds does not depend on timing.
+class BitExactResumeTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BitExactResumeTest, ATrialPausedAtRound4AndResumedTo8EqualsAnUninterruptedRun) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string mode = GetParam();
+  const bool secure = absl::StrContains(mode, "secure");
+  const bool buffered = absl::StrContains(mode, "buffered");
+  const std::string dir = ::testing::TempDir() + "/fl-bit-exact-" + mode;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/plain");
+  const std::string federation = absl::StrCat(R"(
+  regions: [{name: east, clients: 2}, {name: west, clients: 2}]
+  rounds: 8
+  seed: 2
+  server_optimizer: fedadam
+  server_lr: 0.05
+  examples_per_client: 300
+  validation_examples: 300
+)",
+      "  secure_aggregation: ", secure ? "true" : "false", "\n",
+      buffered ? "  mode: buffered\n  buffer_size: 4\n" : "  round_deadline: 60s\n");
+  std::ofstream(dir + "/exp.yaml") << "name: bit-exact-" << mode << R"(
+objective: {metric: val_accuracy, goal: maximize}
+parameters:
+  local_lr: {type: categorical, values: [0.02, 0.1]}
+search:
+  sampler: grid
+  max_trials: 2
+  max_concurrent: 2
+  scheduler: asha
+  fidelity: {name: rounds, min: 4, max: 8, reduction_factor: 2}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:)" << federation;
+  ASSERT_EQ(RunExperimentIn(dir, 400), 0) << Read(dir + "/out.txt");
+  const nlohmann::json doc = ResultsOf(dir);
+  ASSERT_FALSE(doc.is_null()) << Read(dir + "/results.json");
+  const nlohmann::json* promoted = nullptr;
+  for (const nlohmann::json& t : doc["trials"]) {
+    if (t["state"] == "COMPLETED") promoted = &t;
+  }
+  ASSERT_NE(promoted, nullptr) << doc.dump(2);
+  const int64_t id = (*promoted)["id"].get<int64_t>();
+  ASSERT_EQ((*promoted)["attempts"].get<int>(), 2) << *promoted;  // paused at 4, resumed
+  const std::string resumed_log = Read(absl::StrCat(dir, "/run/logs/trial-", id, ".2.out"));
+  EXPECT_NE(resumed_log.find("sextant: resuming after round 4"), std::string::npos)
+      << resumed_log;
+  const std::string lr = (*promoted)["params"]["local_lr"].get<std::string>();
+
+  std::ofstream(dir + "/plain/exp.yaml") << "name: bit-exact-plain-" << mode << R"(
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:
+  reproducible: true
+  local_lr: )" << lr << federation;
+  ASSERT_EQ(RunExperimentIn(dir + "/plain", 300), 0) << Read(dir + "/plain/out.txt");
+  const std::string resumed_model =
+      Read(sextant::RunDir::FederatedTrialDir(dir + "/run", id) + "/model/final.safetensors");
+  const std::string plain_model = Read(dir + "/plain/run/model/final.safetensors");
+  ASSERT_GT(plain_model.size(), 12730u * 4);
+  EXPECT_TRUE(resumed_model == plain_model)
+      << "trial " << id << " (local_lr " << lr << ") ends with another model than the plain run";
+}
+
+INSTANTIATE_TEST_SUITE_P(SyncAndBufferedPlainAndSecure, BitExactResumeTest,
+                         ::testing::Values("plaintext", "secure", "buffered", "buffered-secure"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(FederatedRunTest, PytorchCommandClientExampleLearns) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),

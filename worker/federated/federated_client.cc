@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -19,8 +20,8 @@ namespace {
 
 bool Stopped(const std::atomic<bool>* stop) { return stop != nullptr && stop->load(); }
 
-// The int8 rounding draws' seed: the client's round seed (from its aggregator) and its id, the
-// same in every build.
+// The seed of an update's stochastic rounding (int8 compression, secure quantisation): the
+// client's round seed (from its aggregator) and its id, the same in every build.
 uint64_t UpdateSeed(uint64_t round_seed, const std::string& id) { return round_seed ^ HashId(id); }
 
 // A plaintext update as float32, or encoded as federation.update_compression says; the bytes it
@@ -34,20 +35,26 @@ absl::StatusOr<int64_t> Push(v1::FederationService::StubInterface* stub, const P
 }
 
 // Buffered rounds: which model version a client asks for next, and each training's seed. Each
-// training draws its own shuffling. After training on a version the client waits for a newer
+// training draws its own shuffling, from the version's seed and how many times the client has
+// trained on that version: a client restarted with the run (a resume) draws what it would have
+// drawn, so that a reproducible run resumes bit for bit. After training on a version the client waits for a newer
 // one, up to kNewerVersionWait times as long as that training took or as the longest wait
 // between two versions it has seen (kFirstVersionWait before it has seen two, so that a slow
 // first step does not set every client one version behind for the whole run), before it trains
 // on the same version again: with every client training, an update computed again from the
 // version just stepped away from would be stale by design; a buffer that cannot fill without it
-// (a client gone) still fills.
+// (a client gone) still fills. In lockstep (federation.reproducible) it waits for a newer version
+// however long that takes, so that every buffer holds what it would hold without the waits.
 class BufferedPacing {
  public:
+  explicit BufferedPacing(bool lockstep) : lockstep_(lockstep) {}
+
   static constexpr int kNewerVersionWait = 3;
   static constexpr absl::Duration kFirstVersionWait = absl::Seconds(10);
 
   // The round to ask for versions after (-1: any), and *poll cut to the wait left.
   int64_t After(absl::Time now, double* poll) const {
+    if (lockstep_) return trained_on_;
     const absl::Duration left = newer_until_ - now;
     if (left <= absl::ZeroDuration()) return -1;
     *poll = std::clamp(absl::ToDoubleSeconds(left), 0.05, *poll);
@@ -62,7 +69,11 @@ class BufferedPacing {
       seen_ = round;
       seen_at_ = now;
     }
-    return task_seed ^ (++trainings_ * 0x9E3779B97F4A7C15ULL);
+    // Versions this far behind the newest will not be trained on again (max_staleness).
+    while (!trainings_.empty() && trainings_.begin()->first < seen_ - 64) {
+      trainings_.erase(trainings_.begin());
+    }
+    return task_seed ^ (++trainings_[round] * 0x9E3779B97F4A7C15ULL);
   }
   // Its update of version `round` was delivered or turned away at `now`, `took` after its
   // training began: the next one wants a newer version.
@@ -73,7 +84,8 @@ class BufferedPacing {
   }
 
  private:
-  uint64_t trainings_ = 0;
+  bool lockstep_;
+  std::map<int64_t, uint64_t> trainings_;  // version -> trainings on it
   int64_t trained_on_ = -1;
   absl::Time newer_until_ = absl::InfinitePast();
   int64_t seen_ = -1;  // the newest version seen, and when
@@ -232,6 +244,7 @@ absl::StatusOr<int64_t> SendUpdate(const FederatedClientOptions& o,
   so.noise_multiplier = o.job.dp_noise_multiplier;
   so.signer = o.signer.get();
   so.noise_sensitivity = o.job.dp_clip_norm;
+  so.rounding_seed = UpdateSeed(seed, id);
   absl::StatusOr<int64_t> sent =
       RunSecAggParticipant(stub, so, clock, update, static_cast<int64_t>(weight), metrics);
   // Refused (a neighbour's key that is not its owner's, a malformed stage): this client goes
@@ -279,7 +292,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   const bool slow = std::find(o.job.slow_clients.begin(), o.job.slow_clients.end(), place) !=
                     o.job.slow_clients.end();
   const double slowdown = slow ? o.job.slowdown : 1.0;
-  BufferedPacing pacing;
+  BufferedPacing pacing(o.job.reproducible);
   // Tells the aggregator that this client's round `round` failed (why), so that the round stops
   // waiting for it and the run's console says why. Synchronous rounds only: a buffered client
   // just trains again.

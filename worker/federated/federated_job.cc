@@ -64,6 +64,7 @@ absl::StatusOr<FederatedJob> FederatedJobFromSpec(const v1::ExperimentSpec& spec
     job.update_compression = *c;
   }
   job.buffered = f.mode() == "buffered";
+  job.reproducible = f.reproducible();
   job.slow_clients.assign(f.stragglers().clients().begin(), f.stragglers().clients().end());
   job.slowdown = std::max(1.0, f.stragglers().slowdown());
   if (!spec.source_path().empty()) {

@@ -56,6 +56,10 @@ struct FederatedJob {
   // federation.mode: buffered: the client trains continuously on the newest model version its
   // aggregator has, instead of once per round it is sampled for.
   bool buffered = false;
+  // federation.reproducible: buffered, a client trains once on each model version and never
+  // again on one it has trained on (its update would land in another buffer than it would
+  // without the wait, by timing).
+  bool reproducible = false;
   // federation.stragglers: these clients ("<region>/<index>") sleep after each local training
   // for (slowdown - 1) times its duration.
   std::vector<std::string> slow_clients;

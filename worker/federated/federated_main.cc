@@ -83,6 +83,9 @@ constexpr FlagHelp kFlags[] = {
      "aggregator: buffered asynchronous rounds (federation.mode: buffered), rejecting updates "
      "staler than this many model versions"},
     {"--staleness-weighting", "aggregator, buffered: polynomial (default) or constant"},
+    {"--reproducible",
+     "aggregator: 1 to fold each round's updates in the clients' order at its close, so that "
+     "the same seed gives the same model bit for bit (federation.reproducible)"},
     {"--secret-file", "without TLS: the run's secret (RUN_DIR/secrets/worker.secret)"},
 };
 
@@ -148,7 +151,8 @@ constexpr const char* kAggregatorPlanFlags[] = {"--region",
                                                 "--max-client-weight",
                                                 "--dp-clip-norm",
                                                 "--max-staleness",
-                                                "--staleness-weighting"};
+                                                "--staleness-weighting",
+                                                "--reproducible"};
 constexpr const char* kClientPlanFlags[] = {"--region", "--index", "--name", "--experiment-id"};
 
 // A participant started by hand (--join): asks --connect for its plan with its --tls-dir
@@ -411,7 +415,8 @@ int RunEvaluatorRole(std::map<std::string, std::string>& f, Clock* clock,
   return 0;
 }
 
-// --aggregation and its parameters (--trim-fraction, --byzantine, --krum-selected) into o.rule.
+// --aggregation and its parameters (--trim-fraction, --byzantine, --krum-selected) into o.rule,
+// and --reproducible into o.ordered.
 absl::Status ParseAggregation(std::map<std::string, std::string>& f, RegionalAggregatorOptions* o) {
   double trim = 0.1;
   int64_t byzantine = 1, selected = 0;
@@ -423,6 +428,7 @@ absl::Status ParseAggregation(std::map<std::string, std::string>& f, RegionalAgg
   }
   SEXTANT_ASSIGN_OR_RETURN(o->rule,
                            MakeAggregationRule(f["--aggregation"], trim, byzantine, selected));
+  o->ordered = f["--reproducible"] == "1" || f["--reproducible"] == "true";
   return absl::OkStatus();
 }
 
