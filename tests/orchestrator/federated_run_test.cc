@@ -712,6 +712,7 @@ INSTANTIATE_TEST_SUITE_P(SyncAndBuffered, RoundsFidelityTest,
 // rounds reproducible by default (federation.reproducible); the plain run asks for it.
 // fedadam has server state to carry over; the buffered runs apply every client's update at
 // each step (buffer_size = all clients), so that what a step holds does not depend on timing.
+// The BOHB run checks another scheduler's pause: its promoted trial is found by its attempts.
 class BitExactResumeTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(BitExactResumeTest, ATrialPausedAtRound4AndResumedTo8EqualsAnUninterruptedRun) {
@@ -720,6 +721,7 @@ TEST_P(BitExactResumeTest, ATrialPausedAtRound4AndResumedTo8EqualsAnUninterrupte
   const std::string mode = GetParam();
   const bool secure = absl::StrContains(mode, "secure");
   const bool buffered = absl::StrContains(mode, "buffered");
+  const bool bohb = absl::StrContains(mode, "bohb");
   const std::string dir = ::testing::TempDir() + "/fl-bit-exact-" + mode;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir + "/plain");
@@ -739,12 +741,11 @@ objective: {metric: val_accuracy, goal: maximize}
 parameters:
   local_lr: {type: categorical, values: [0.02, 0.1]}
 search:
-  sampler: grid
-  max_trials: 2
   max_concurrent: 2
-  scheduler: asha
   fidelity: {name: rounds, min: 4, max: 8, reduction_factor: 2}
-trial:
+)" << (bohb ? "  sampler: random\n  max_trials: 3\n  scheduler: bohb\n"
+            : "  sampler: grid\n  max_trials: 2\n  scheduler: asha\n")
+                                    << R"(trial:
   builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
 federation:)" << federation;
   ASSERT_EQ(RunExperimentIn(dir, 400), 0) << Read(dir + "/out.txt");
@@ -752,7 +753,7 @@ federation:)" << federation;
   ASSERT_FALSE(doc.is_null()) << Read(dir + "/results.json");
   const nlohmann::json* promoted = nullptr;
   for (const nlohmann::json& t : doc["trials"]) {
-    if (t["state"] == "COMPLETED") promoted = &t;
+    if (t["state"] == "COMPLETED" && t["attempts"].get<int>() == 2) promoted = &t;
   }
   ASSERT_NE(promoted, nullptr) << doc.dump(2);
   const int64_t id = (*promoted)["id"].get<int64_t>();
@@ -779,7 +780,8 @@ federation:
 }
 
 INSTANTIATE_TEST_SUITE_P(SyncAndBufferedPlainAndSecure, BitExactResumeTest,
-                         ::testing::Values("plaintext", "secure", "buffered", "buffered-secure"),
+                         ::testing::Values("plaintext", "secure", "buffered", "buffered-secure",
+                                           "plaintext-bohb"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
