@@ -417,6 +417,7 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
     }
     // The failure policy has ended the run: the orchestrator's loop winds it down.
     if (failure_stop_ || hold_ || running_ >= std::max(1, spec_.search().max_concurrent())) break;
+    if (lease_gate_ && !lease_gate_(*this)) break;
     Entry* e = nullptr;
     double target = 0;
     bool resume = false;

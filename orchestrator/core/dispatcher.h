@@ -192,6 +192,9 @@ class Dispatcher {
   // While held, no trial is leased or promoted (the budget cannot pay for more work);
   // running trials go on.
   void SetHold(bool hold) { hold_ = hold; }
+  // Asked before each lease (a new attempt, a resume or a promotion): false holds it back, as
+  // SetHold does, until a later lease finds it true. Default none: every lease may go.
+  void SetLeaseGate(std::function<bool(const Dispatcher&)> gate) { lease_gate_ = std::move(gate); }
   // Placement keeps the top rung (a job whose fidelity target is the maximum) off these
   // pools: their workers never lease such a job, which waits in the queue for a worker of
   // another pool. `why` goes into the "placement" event of each top-rung lease. Default: none.
@@ -321,6 +324,7 @@ class Dispatcher {
   bool interrupted_ = false;
   bool target_reached_ = false;
   bool hold_ = false;
+  std::function<bool(const Dispatcher&)> lease_gate_;
   // The failure policy's bounds are passed: why (FailureStop).
   std::optional<std::string> failure_stop_;
   double session_started_ = 0;  // Now() when this dispatcher was made: its bounds count from it

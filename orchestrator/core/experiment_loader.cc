@@ -1890,28 +1890,23 @@ void Loader::CheckPoolsAgainstCatalog(const Section& root) {
 
 // A federated run's resources place every participant: each region's clients and aggregator on
 // pools in that region (pool.region is the region's name), the global tier in
-// federation.global_region; the catalog must price each region's transfer to it. Keys that
-// would be ignored (hosts outside a federated run, pools of no region, a budget or a global
-// region with nothing to bill) are errors.
+// federation.global_region; the catalog must price each region's transfer to it. In a federated
+// search each trial's participants are placed so, and the pools must hold at least one trial's.
+// Keys that would be ignored (pools of no region, a budget or a global region with nothing to
+// bill) are errors.
 void Loader::CheckFederatedPlacement(const Section& root, const Catalog& catalog) {
   const v1::Resources& res = spec_.resources();
   const v1::Federation& fed = spec_.federation();
   const bool run = spec_.parameters_size() == 0;
-  if (!run || res.pools_size() == 0) {
+  if (res.pools_size() == 0) {
     if (global_region_field_) {
       r_.ValueError(*global_region_field_,
-                    run ? "prices transfer from the participants' pools; add resources.pools"
-                        : "applies to a plain federated run, not to a federated search");
+                    "prices transfer from the participants' pools; add resources.pools");
     }
     if (run && max_cost_field_) {
       r_.ValueError(*max_cost_field_,
                     "a federated run is billed for the instances of resources.pools; add pools "
                     "that host each region's clients and aggregator");
-    }
-    if (!run) {
-      for (const PoolFields& pf : pool_fields_) {
-        if (pf.hosts) r_.ValueError(*pf.hosts, "applies to a plain federated run's participants");
-      }
     }
     return;
   }
@@ -1977,6 +1972,19 @@ void Loader::CheckFederatedPlacement(const Section& root, const Catalog& catalog
                   MissingTransferPrice(global, name));
   }
   absl::StatusOr<FederatedPlacement> placement = FederatedPlacement::Create(spec_, catalog);
+  if (placement.ok() && !run && FederatedTrialsAtOnce(spec_, *placement) == 0) {
+    for (int i = 0; i < res.pools_size() && i < static_cast<int>(pool_fields_.size()); ++i) {
+      auto used = placement->instances().find(res.pools(i).name());
+      if (used == placement->instances().end() || used->second <= res.pools(i).max_instances()) {
+        continue;
+      }
+      r_.ValueError(pool_fields_[i].self ? *pool_fields_[i].self : *root.Find("resources"),
+                    absl::StrCat("max_instances ", res.pools(i).max_instances(),
+                                 " cannot hold one trial's ", used->second,
+                                 " participants placed on this pool (each federated trial "
+                                 "places all its participants)"));
+    }
+  }
   if (placement.ok() && max_cost_field_ && spec_.budget().has_max_cost() &&
       spec_.budget().max_cost() < placement->FirstIncrements()) {
     r_.ValueError(

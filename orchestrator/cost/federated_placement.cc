@@ -50,6 +50,7 @@ absl::StatusOr<FederatedPlacement> FederatedPlacement::Create(const v1::Experime
                                                        aggregator ? "aggregator" : "clients"));
       }
       p.first_increments_ += FirstIncrement(best->offer) * (aggregator ? 1 : r.clients());
+      p.instances_[best->owner.pool] += aggregator ? 1 : r.clients();
       (aggregator ? p.aggregators_ : p.clients_).emplace(r.name(), *best);
     }
     const std::optional<double> down = catalog.TransferPricePerGb(p.global_, r.name());
@@ -64,6 +65,16 @@ absl::StatusOr<FederatedPlacement> FederatedPlacement::Create(const v1::Experime
 
 const PoolOffer& FederatedPlacement::For(const std::string& region, bool aggregator) const {
   return (aggregator ? aggregators_ : clients_).at(region);
+}
+
+int FederatedTrialsAtOnce(const v1::ExperimentSpec& spec, const FederatedPlacement& placement) {
+  int64_t fit = std::max(1, spec.search().max_concurrent());
+  for (const v1::Pool& pool : spec.resources().pools()) {
+    auto used = placement.instances().find(pool.name());
+    if (used == placement.instances().end() || used->second == 0) continue;
+    fit = std::min<int64_t>(fit, pool.max_instances() / used->second);
+  }
+  return static_cast<int>(fit);
 }
 
 uint64_t SpotMarketSeed(const v1::Federation& federation, int64_t last_round) {

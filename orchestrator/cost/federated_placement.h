@@ -48,6 +48,9 @@ class FederatedPlacement {
   // Dollars of every participant's first billing increment (the minimum) together: what
   // starting the federation costs at least, before any round.
   double FirstIncrements() const { return first_increments_; }
+  // The instances one run of the federation holds on each pool it uses (its clients and
+  // aggregators there), by pool name.
+  const std::map<std::string, int64_t>& instances() const { return instances_; }
 
  private:
   std::map<std::string, PoolOffer> clients_, aggregators_;  // by region
@@ -55,7 +58,13 @@ class FederatedPlacement {
   std::map<std::string, TransferPrice> per_byte_;
   std::string global_;
   double first_increments_ = 0;
+  std::map<std::string, int64_t> instances_;
 };
+
+// How many federated trials of `spec` (a federated search on pools) fit on its pools at once:
+// max_concurrent, or fewer when some pool's max_instances cannot hold that many trials'
+// participants (placement.instances() each). At least 0; 0 when one trial does not fit.
+int FederatedTrialsAtOnce(const v1::ExperimentSpec& spec, const FederatedPlacement& placement);
 
 // True when `pool` may host a region's aggregator (aggregator) or its clients: its `hosts` is
 // `any` (or unset) or names that role.

@@ -28,7 +28,10 @@
 #include "orchestrator/core/store.h"
 #include "orchestrator/core/strategy_factory.h"
 #include "orchestrator/core/warm_start.h"
+#include "orchestrator/cost/budget_guard.h"
 #include "orchestrator/cost/catalog.h"
+#include "orchestrator/cost/federated_placement.h"
+#include "orchestrator/core/study_cost.h"
 #include "orchestrator/core/study_privacy.h"
 #include "orchestrator/federated/federated_run.h"
 #include "orchestrator/fleet/fleet.h"
@@ -227,10 +230,13 @@ class SearchRun {
 
   absl::Status Loop() {
     int n = options_.workers > 0 ? options_.workers : std::max(1, spec_.search().max_concurrent());
+    if (spec_.has_federation() && spec_.resources().pools_size() > 0) {
+      SEXTANT_ASSIGN_OR_RETURN(n, FederatedTrialSlots(n));
+    }
     respawns_left_ = 3 * n;
     if (trial_service_) {
       SEXTANT_RETURN_IF_ERROR(AnnounceAskTell());
-    } else if (spec_.resources().pools_size() > 0) {
+    } else if (spec_.resources().pools_size() > 0 && !spec_.has_federation()) {
       SEXTANT_RETURN_IF_ERROR(StartFleet());
     } else {
       // Each worker that starts takes trials; the run fails only when none does.
@@ -280,7 +286,8 @@ class SearchRun {
       if (service_->WithDispatcher([](Dispatcher& d) { return d.Finished(); })) {
         // The last trial may have ended between Stats() above and Finished(): draw them anew.
         progress.Finish(Stats());
-          if (privacy_budget_ &&
+        if (FederatedOnPools()) SEXTANT_RETURN_IF_ERROR(ReadStudyCosts().status());
+        if (privacy_budget_ &&
             service_->WithDispatcher([](Dispatcher& d) { return d.CreateLimited(); })) {
           return EpsilonExhausted();
         }
@@ -300,6 +307,9 @@ class SearchRun {
       if (fleet_ && sig == 0) {
         if (std::optional<absl::Status> end = FleetStep(progress)) return *end;
         continue;
+      }
+      if (FederatedOnPools() && sig == 0) {
+        if (std::optional<absl::Status> end = StudyCostStep(progress)) return *end;
       }
       if (sig != 0) {
         progress.Finish(Stats());
@@ -443,6 +453,130 @@ class SearchRun {
     ReapWorkers(false);
     service_->Drain();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+
+  bool FederatedOnPools() const {
+    return spec_.has_federation() && spec_.resources().pools_size() > 0;
+  }
+
+  // A federated search on pools, once a second: the trials' bills (each trial's run bills its
+  // own participants) become the search's cost rows, so that results, the report and the
+  // budget see them; once what is spent, plus one more round of every running trial at the
+  // dearest round seen so far, would pass budget.max_cost, the study winds down (BUDGET_EXHAUSTED; the trials pause at their
+  // checkpoints, and a resume with a raised cap goes on). Returns how the run ended once it has.
+  std::optional<absl::Status> StudyCostStep(ProgressReporter& progress) {
+    if (env_.clock->Now() - costs_read_at_ < absl::Seconds(1)) return std::nullopt;
+    costs_read_at_ = env_.clock->Now();
+    absl::StatusOr<bool> over = ReadStudyCosts();
+    if (!over.ok()) return over.status();
+    if (!*over) return std::nullopt;
+    return WindDown(progress,
+                    absl::StrCat("budget.max_cost reached (", spec_.budget().max_cost(),
+                                 "): one more round of the running trials could pass it"),
+                    "--max-cost AMOUNT");
+  }
+
+  // Every trial's bills as the search's cost rows (FederatedTrialCosts), read afresh; keeps
+  // what they add up to and the dearest round so far for the budget.
+  absl::StatusOr<std::vector<CostRow>> StudyBills(const Dispatcher& d) {
+    std::map<int64_t, double> offsets, rounds;
+    auto started = store_->GetTimeMeta("started_at");
+    for (int64_t id = 1; id <= d.trial_count(); ++id) {
+      const TrialRow* row = d.trial_row(id);
+      if (row == nullptr) continue;
+      rounds[id] = row->fidelity;
+      if (started.ok() && *started) offsets[id] = std::max(0.0, row->created_at - **started);
+    }
+    SEXTANT_ASSIGN_OR_RETURN(std::vector<CostRow> rows,
+                             FederatedTrialCosts(run_dir_path_, d.trial_count(), offsets));
+    study_spent_ = BilledTotal(rows);
+    study_round_ = CostPerRound(rows, rounds);
+    // What the running trials may still add: a round each, and the first billing increments
+    // of an attempt's participants that its run has not billed yet (it may not have launched
+    // them when the gate lets the next one start).
+    std::map<int64_t, double> billed;
+    for (const CostRow& r : rows) {
+      if (r.kind == "trial") billed[r.ref] = r.cost;
+    }
+    study_pending_ = 0;
+    for (int64_t id = 1; id <= d.trial_count(); ++id) {
+      const TrialRow* row = d.trial_row(id);
+      if (row == nullptr || row->state != v1::RUNNING) {
+        attempt_billed_from_.erase(id);
+        continue;
+      }
+      const double now = billed[id];
+      const double from = attempt_billed_from_.emplace(id, now).first->second;
+      study_pending_ += std::max(0.0, first_increments_ - (now - from)) + study_round_;
+    }
+    return rows;
+  }
+
+  // The lease gate of a federated search on pools: whether budget.max_cost holds what the
+  // trials have been billed (read afresh: an attempt that just ended is counted), one more
+  // round of every running trial, and the one about to start: its participants' first billing
+  // increments (billed at their launch, they pay for its first rounds) and a round.
+  bool StudyCanStart(const Dispatcher& d) {
+    if (!StudyBills(d).ok()) return false;  // unreadable bills start nothing
+    return BudgetGuard(spec_.budget().max_cost())
+        .Allows(study_spent_, study_pending_, first_increments_ + study_round_);
+  }
+
+  // StudyCostStep's reading: stores the trials' bills as the search's; true when the budget
+  // would not hold one more round of the running trials, or nothing runs and nothing can
+  // start.
+  absl::StatusOr<bool> ReadStudyCosts() {
+    bool over = false;
+    absl::Status s = service_->WithDispatcher([&](Dispatcher& d) -> absl::Status {
+      SEXTANT_ASSIGN_OR_RETURN(std::vector<CostRow> rows, StudyBills(d));
+      SEXTANT_RETURN_IF_ERROR(store_->Begin());
+      absl::Status w = store_->ClearCosts();
+      for (const CostRow& r : rows) {
+        if (w.ok()) w = store_->AddCost(r);
+      }
+      if (!w.ok()) {
+        store_->Rollback();
+        return w;
+      }
+      SEXTANT_RETURN_IF_ERROR(store_->Commit());
+      if (!spec_.budget().has_max_cost()) return absl::OkStatus();
+      BudgetGuard guard(spec_.budget().max_cost());
+      over = !guard.Allows(study_spent_, study_pending_, 0) ||
+             (d.running() == 0 && !d.Finished() && !StudyCanStart(d));
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
+    return over;
+  }
+
+  // A federated search on pools: each trial is the global tier of its own federated run, on
+  // this host, and its run places and bills its participants on the pools (federated_run.h);
+  // the trials that run at once are those the pools' max_instances hold (at most `asked`).
+  absl::StatusOr<int> FederatedTrialSlots(int asked) {
+    std::vector<CatalogError> errors;
+    absl::StatusOr<Catalog> catalog = LoadCatalog(spec_.resources().catalog(), &errors);
+    if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
+    SEXTANT_ASSIGN_OR_RETURN(FederatedPlacement placement,
+                             FederatedPlacement::Create(spec_, *catalog));
+    const int fit = std::min(asked, FederatedTrialsAtOnce(spec_, placement));
+    first_increments_ = placement.FirstIncrements();
+    if (spec_.budget().has_max_cost()) {
+      SEXTANT_RETURN_IF_ERROR(ReadStudyCosts().status());  // a resume's earlier bills
+      service_->WithDispatcher([&](Dispatcher& d) {
+        d.SetLeaseGate([this](const Dispatcher& d) { return StudyCanStart(d); });
+        return 0;
+      });
+    }
+    if (fit < 1) {
+      return absl::InvalidArgumentError(
+          "resources.pools cannot hold one trial's participants (raise max_instances)");
+    }
+    if (fit < asked) {
+      *env_.out << "sextant: the pools' max_instances hold " << fit << " trial"
+                << (fit == 1 ? "" : "s") << "' participants at once; running " << fit
+                << " of search.max_concurrent " << asked << "\n";
+    }
+    return fit;
   }
 
   // Builds the provider and the fleet that launches, bills and scales the spec's pools.
@@ -607,6 +741,7 @@ class SearchRun {
       }
     }
     absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
+    if (s.ok() && FederatedOnPools()) s = ReadStudyCosts().status();  // the last bills
     if (s.ok())
       s = service_->WithDispatcher(
           [](Dispatcher& d) { return d.MarkRunState(v1::RUN_BUDGET_EXHAUSTED); });
@@ -668,6 +803,14 @@ class SearchRun {
   Store* const store_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::optional<StudyPrivacyBudget> privacy_budget_;  // budget.max_epsilon
+  // A federated search on pools (StudyCostStep): when the trials' bills were last read, and
+  // what starting one trial's participants costs at least.
+  absl::Time costs_read_at_ = absl::InfinitePast();
+  double first_increments_ = 0;
+  double study_spent_ = 0;  // the trials' bills, as last read
+  double study_round_ = 0;  // the dearest round seen, per round a trial ran (CostPerRound)
+  double study_pending_ = 0;  // what the running trials may still add (StudyBills)
+  std::map<int64_t, double> attempt_billed_from_;  // a running trial's bill when first seen
   std::unique_ptr<WorkerServiceImpl> service_;
   std::unique_ptr<AskTell> ask_tell_;                // search.mode: ask_tell
   std::unique_ptr<TrialServiceImpl> trial_service_;  // search.mode: ask_tell

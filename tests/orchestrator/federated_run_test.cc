@@ -788,6 +788,85 @@ INSTANTIATE_TEST_SUITE_P(SyncAndBufferedPlainAndSecure, BitExactResumeTest,
                            return name;
                          });
 
+// A federated search on pools: each trial's participants are placed and billed on the pools in
+// their regions (the trials run at once are those max_instances holds), the search's cost is
+// the sum of its trials' bills, and budget.max_cost covers them all: no trial starts, and no
+// running trial goes on, past what the cap holds. A resume with a raised cap completes.
+TEST(FederatedRunTest, AFederatedSearchOnPoolsBillsEveryTrialsParticipantsUnderOneBudget) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = ::testing::TempDir() + "/fl-search-on-pools";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/exp.yaml") << R"(name: fl-search-on-pools
+objective: {metric: val_accuracy, goal: maximize}
+parameters:
+  local_lr: {type: categorical, values: [0.02, 0.05, 0.1]}
+search: {sampler: grid, max_trials: 3, max_concurrent: 3, scheduler: asha,
+         fidelity: {name: rounds, min: 2, max: 4}}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:
+  regions: [{name: us-east-1, clients: 2}, {name: eu-west-1, clients: 2}]
+  rounds: 4
+  seed: 1
+  secure_aggregation: false
+  round_deadline: 60s
+  examples_per_client: 300
+  validation_examples: 300
+resources:
+  pools:
+    - {name: us-gpu, region: us-east-1, instance: gpu.1x, hosts: clients, max_instances: 4}
+    - {name: us-agg, region: us-east-1, instance: cpu.small, hosts: aggregator, max_instances: 2}
+    - {name: eu-gpu, region: eu-west-1, instance: gpu.1x, hosts: clients, max_instances: 4}
+    - {name: eu-agg, region: eu-west-1, instance: cpu.small, hosts: aggregator, max_instances: 2}
+budget: {max_cost: 0.3}
+)";
+  ASSERT_EQ(RunExperimentIn(dir, 400), 0) << Read(dir + "/out.txt");
+  const std::string out = Read(dir + "/out.txt");
+  // max_instances holds two trials' participants (2 clients and an aggregator per region).
+  EXPECT_NE(out.find("max_instances hold 2 trials' participants at once; running 2 of "
+                     "search.max_concurrent 3"),
+            std::string::npos)
+      << out;
+  nlohmann::json doc = ResultsOf(dir);
+  ASSERT_FALSE(doc.is_null()) << Read(dir + "/results.json");
+  EXPECT_EQ(doc["state"], "BUDGET_EXHAUSTED") << out;
+  const double capped = doc["cost"]["total"].get<double>();
+  EXPECT_GT(capped, 0) << doc["cost"];
+  EXPECT_LE(capped, 0.3) << doc["cost"];
+  for (const char* pool : {"us-gpu", "us-agg", "eu-gpu", "eu-agg"}) {
+    EXPECT_GT(doc["cost"]["by_pool"].value(pool, 0.0), 0) << pool << ": " << doc["cost"];
+  }
+  // Each trial's cost is its own run's bill.
+  auto billed = [&](int64_t id) {
+    const std::string db = sextant::RunDir::FederatedTrialDir(dir + "/run", id) + "/state.db";
+    if (!std::filesystem::exists(db)) return 0.0;
+    return std::stod(QueryRows(db, "SELECT COALESCE(SUM(cost), 0) FROM costs WHERE kind != "
+                                   "'trial'")[0][0]);
+  };
+  double sum = 0;
+  for (const nlohmann::json& t : doc["trials"]) {
+    const double b = billed(t["id"].get<int64_t>());
+    EXPECT_NEAR(t.value("cost", 0.0), b, 1e-9) << t;
+    sum += b;
+  }
+  EXPECT_NEAR(sum, capped, 1e-9);
+  // A raised cap: the study goes on and completes, its earlier bills counted.
+  const std::string bin = SEXTANT_BIN_DIR;
+  ASSERT_EQ(WaitExit(Spawn({bin + "/sextant", "resume", dir + "/run", "--max-cost", "10"},
+                           dir + "/out2.txt"),
+                     400),
+            0)
+      << Read(dir + "/out2.txt");
+  doc = ResultsOf(dir);
+  ASSERT_FALSE(doc.is_null());
+  EXPECT_EQ(doc["state"], "COMPLETED") << Read(dir + "/out2.txt");
+  EXPECT_GT(doc["cost"]["total"].get<double>(), capped);
+  EXPECT_LE(doc["cost"]["total"].get<double>(), 10);
+  EXPECT_EQ(doc["trials"].size(), 3u);
+}
+
 TEST(FederatedRunTest, PytorchCommandClientExampleLearns) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
