@@ -176,6 +176,10 @@ TEST(FederatedTuningExampleTest, BothStudiesRunFromACopyOfTheFolderAsItsReadmeSa
   EXPECT_EQ(doc["privacy"]["method"], "rdp_composition");
   EXPECT_LE(doc["privacy"]["study_epsilon"].get<double>(), 60);
   EXPECT_THAT(run.out, HasSubstr("privacy: the study spent epsilon"));
+  // Every trial's participants billed on the pools, under the study's dollar cap.
+  EXPECT_GT(doc["cost"]["total"].get<double>(), 0) << doc["cost"];
+  EXPECT_LE(doc["cost"]["total"].get<double>(), 20) << doc["cost"];
+  for (const nlohmann::json& t : doc["trials"]) EXPECT_GT(t.value("cost", 0.0), 0) << t;
 
   auto stopping = in_folder("random-stopping.yaml");
   ASSERT_EQ(stopping.exit_code, 0) << stopping.out << stopping.err;
