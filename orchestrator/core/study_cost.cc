@@ -8,20 +8,18 @@
 
 namespace sextant {
 
-absl::StatusOr<std::vector<CostRow>> FederatedTrialCosts(const std::string& run_dir,
-                                                        int64_t trials,
-                                                        const std::map<int64_t, double>& offsets) {
+absl::StatusOr<std::vector<CostRow>> FederatedTrialCosts(
+    const std::string& run_dir, int64_t trials, const std::map<int64_t, double>& offsets,
+    const std::function<bool(int64_t)>& running) {
   std::vector<CostRow> out;
   for (int64_t id = 1; id <= trials; ++id) {
     const std::string db = RunDir::DbPath(RunDir::FederatedTrialDir(run_dir, id));
     if (!std::filesystem::exists(db)) continue;
     absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db, false, /*read_only=*/true);
-    if (!store.ok()) {
-      return absl::InternalError(
-          absl::StrCat("trial ", id, "'s bills (", db, "): ", store.status().message()));
-    }
-    absl::StatusOr<std::vector<CostRow>> rows = (*store)->LoadCosts();
+    absl::StatusOr<std::vector<CostRow>> rows =
+        store.ok() ? (*store)->LoadCosts() : absl::StatusOr<std::vector<CostRow>>(store.status());
     if (!rows.ok()) {
+      if (running(id)) continue;  // its run is still creating its store
       return absl::InternalError(
           absl::StrCat("trial ", id, "'s bills (", db, "): ", rows.status().message()));
     }

@@ -487,8 +487,12 @@ class SearchRun {
       rounds[id] = row->fidelity;
       if (started.ok() && *started) offsets[id] = std::max(0.0, row->created_at - **started);
     }
-    SEXTANT_ASSIGN_OR_RETURN(std::vector<CostRow> rows,
-                             FederatedTrialCosts(run_dir_path_, d.trial_count(), offsets));
+    SEXTANT_ASSIGN_OR_RETURN(
+        std::vector<CostRow> rows,
+        FederatedTrialCosts(run_dir_path_, d.trial_count(), offsets, [&](int64_t id) {
+          const TrialRow* row = d.trial_row(id);
+          return row != nullptr && row->state == v1::RUNNING;
+        }));
     study_spent_ = BilledTotal(rows);
     study_round_ = CostPerRound(rows, rounds);
     // What the running trials may still add: a round each, and the first billing increments

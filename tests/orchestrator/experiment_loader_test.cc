@@ -830,6 +830,34 @@ federation:
 // clients and one for its aggregator, pools must serve a region, the global region must price
 // each region's transfer, and a budget must at least start the federation. Keys that would be
 // ignored are errors.
+// A federated search places every trial's participants on its pools: pools that cannot hold
+// one trial's are refused, naming the pool.
+TEST(ExperimentLoaderTest, AFederatedSearchsPoolsMustHoldOneTrialsParticipants) {
+  const std::string search = R"(
+name: t
+objective: {metric: val_accuracy, goal: maximize}
+parameters:
+  local_lr: {type: float, min: 0.01, max: 0.1}
+search: {max_concurrent: 2}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: us-east-1, clients: 2}, {name: eu-west-1, clients: 2}]
+resources:
+  pools:
+    - {name: e, region: us-east-1, instance: gpu.1x, max_instances: 3}
+    - {name: w, region: eu-west-1, instance: gpu.1x, hosts: clients, max_instances: 2}
+    - {name: w-agg, region: eu-west-1, instance: cpu.small, hosts: aggregator}
+)";
+  LoadResult r = Load(search);
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  std::string small(search);
+  small.replace(small.find("max_instances: 3"), 16, "max_instances: 2");
+  EXPECT_THAT(Errors(small),
+              ElementsAre(AllOf(StartsWith("exp.yaml:11:7: resources.pools[0]:"),
+                                HasSubstr("max_instances 2 cannot hold one trial's 3 "
+                                          "participants placed on this pool"))));
+}
+
 TEST(ExperimentLoaderTest, FederatedPlacementIsCheckedAtLoad) {
   const std::string head = R"(
 name: t

@@ -85,6 +85,25 @@ TEST(FederatedPlacementTest, EachRoleGoesToTheCheapestPoolOfItsRegionThatHostsIt
   EXPECT_FALSE(FederatedPlacement::Create(far, TestCatalog()).ok());
 }
 
+// A federated search's trials share the pools: as many at once as every pool's max_instances
+// holds of one trial's participants on it, at most max_concurrent; none when one does not fit.
+TEST(FederatedPlacementTest, TrialsAtOnceAreWhatEveryPoolsMaxInstancesHolds) {
+  v1::ExperimentSpec spec = Spec();
+  spec.mutable_search()->set_max_concurrent(4);
+  for (v1::Pool& p : *spec.mutable_resources()->mutable_pools()) p.set_max_instances(8);
+  absl::StatusOr<FederatedPlacement> p = FederatedPlacement::Create(spec, TestCatalog());
+  ASSERT_TRUE(p.ok()) << p.status();
+  // east: 2 clients on east-clients, its aggregator on east-agg; west: all 3 on west-spot.
+  EXPECT_EQ(p->instances(), (std::map<std::string, int64_t>{
+                                {"east-agg", 1}, {"east-clients", 2}, {"west-spot", 3}}));
+  EXPECT_EQ(FederatedTrialsAtOnce(spec, *p), 2);  // west-spot: 8 / 3
+  spec.mutable_search()->set_max_concurrent(1);
+  EXPECT_EQ(FederatedTrialsAtOnce(spec, *p), 1);
+  spec.mutable_search()->set_max_concurrent(4);
+  spec.mutable_resources()->mutable_pools(3)->set_max_instances(2);  // west-spot
+  EXPECT_EQ(FederatedTrialsAtOnce(spec, *p), 0);
+}
+
 // An orchestrator outside every region (global_region: internet): each region pays its egress
 // for the aggregates it sends up and its ingress (free unless priced) for the model it gets.
 TEST(FederatedBillingTest, AGlobalTierOnTheInternetBillsEachRegionsEgressAndIngress) {
