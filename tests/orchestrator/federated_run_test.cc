@@ -867,6 +867,50 @@ budget: {max_cost: 0.3}
   EXPECT_EQ(doc["trials"].size(), 3u);
 }
 
+// The dollars a federated trial's participants were billed are an objective: each trial's second
+// value is its own run's bill, and the front is drawn from them.
+TEST(FederatedRunTest, TheBilledDollarsOfFederatedTrialsAreAnObjective) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = ::testing::TempDir() + "/fl-cost-objective";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/exp.yaml") << R"(name: fl-cost-objective
+objectives: [{metric: val_accuracy, goal: maximize}, {metric: cost, goal: minimize}]
+parameters:
+  local_lr: {type: float, min: 0.01, max: 0.2, log: true}
+search: {sampler: nsga2, max_trials: 3, max_concurrent: 1}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:
+  regions: [{name: us-east-1, clients: 2}, {name: eu-west-1, clients: 2}]
+  rounds: 2
+  seed: 1
+  secure_aggregation: false
+  round_deadline: 60s
+  examples_per_client: 300
+  validation_examples: 300
+resources:
+  pools:
+    - {name: us, region: us-east-1, instance: gpu.1x, max_instances: 3}
+    - {name: eu, region: eu-west-1, instance: gpu.1x, max_instances: 3}
+)";
+  ASSERT_EQ(RunExperimentIn(dir, 300), 0) << Read(dir + "/out.txt");
+  const nlohmann::json doc = ResultsOf(dir);
+  ASSERT_FALSE(doc.is_null()) << Read(dir + "/results.json");
+  ASSERT_EQ(doc["trials"].size(), 3u);
+  for (const nlohmann::json& t : doc["trials"]) {
+    ASSERT_EQ(t["state"], "COMPLETED") << t;
+    const std::string db =
+        sextant::RunDir::FederatedTrialDir(dir + "/run", t["id"].get<int64_t>()) + "/state.db";
+    const double bill = std::stod(
+        QueryRows(db, "SELECT COALESCE(SUM(cost), 0) FROM costs WHERE kind != 'trial'")[0][0]);
+    EXPECT_GT(bill, 0);
+    EXPECT_NEAR(t["values"][1].get<double>(), bill, 1e-9) << t;
+  }
+  EXPECT_FALSE(doc["pareto"].empty());
+}
+
 TEST(FederatedRunTest, PytorchCommandClientExampleLearns) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
