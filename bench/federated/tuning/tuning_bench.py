@@ -45,11 +45,11 @@ FEDERATION = """federation:
 %(dp)s"""
 
 SPACE = """parameters:
-  local_lr: {type: float, min: 0.02, max: 0.2, log: true, grid_points: 2}
-  local_epochs: {type: int, min: 1, max: 2}
-  server_lr: {type: float, min: 0.03, max: 1.0, log: true, grid_points: 2}
+  local_lr: {type: float, min: 0.02, max: 0.2, log: true, grid_points: %(points)d}
+  local_epochs: {type: int, min: 1, max: %(epochs)d}
+  server_lr: {type: float, min: 0.03, max: 1.0, log: true, grid_points: %(points)d}
   server_optimizer: {type: categorical, values: [fedavg, fedadam]}
-  proximal_mu: {type: float, min: 0, max: 0.05, grid_points: 2}
+  proximal_mu: {type: float, min: 0, max: 0.05, grid_points: %(points)d}
 %(clip)s"""
 
 HEAD = """name: %(name)s
@@ -59,22 +59,22 @@ trial:
 """
 
 
-def experiment(kind, seed, rounds, trials, dp):
+def experiment(kind, seed, rounds, trials, dp, points=2):
     dp_block = "  dp: {noise_multiplier: 0.8, clip_norm: 1.0, delta: 1.0e-5}\n" if dp else ""
     clip = "  clip_norm: {type: float, min: 0.3, max: 3.0, log: true}\n" if dp else ""
     text = HEAD % {"name": f"bench-tuning-{kind}"}
     if kind == "default":
         pass
     elif kind == "grid":
-        text += SPACE % {"clip": clip}
+        text += SPACE % {"clip": clip, "points": points, "epochs": points}
         text += "search: {sampler: grid, max_trials: 1000, max_concurrent: 2}\n"
     elif kind == "asha":
-        text += SPACE % {"clip": clip}
+        text += SPACE % {"clip": clip, "points": points, "epochs": points}
         text += (f"search: {{sampler: bayesian, seed: {seed}, max_trials: {trials}, "
                  f"max_concurrent: 2, scheduler: asha, fidelity: {{name: rounds, min: 1, "
                  f"max: {rounds}, reduction_factor: 3}}}}\n")
     elif kind == "stopping":
-        text += SPACE % {"clip": clip}
+        text += SPACE % {"clip": clip, "points": points, "epochs": points}
         text += f"search: {{sampler: random, seed: {seed}, max_concurrent: 2}}\n"
         text += "privacy: {selection: random_stopping, mean_trials: 10}\n"
     return text + FEDERATION % {"rounds": rounds, "seed": seed, "dp": dp_block}
@@ -139,9 +139,9 @@ def summarise(kind, doc, wall):
     return out
 
 
-def report():
+def report(raw_name):
     records = []
-    raw = os.path.join(HERE, "raw")
+    raw = os.path.join(HERE, raw_name)
     for name in sorted(os.listdir(raw)):
         if name.endswith(".json"):
             records.append(json.load(open(os.path.join(raw, name))))
@@ -187,21 +187,26 @@ def main():
     ap.add_argument("--kinds", default="default,asha,grid")
     ap.add_argument("--dp", action="store_true")
     ap.add_argument("--report", action="store_true")
+    # Points per float dimension of the grid, and the most local epochs (1..points): 2 gives
+    # 32 configurations, 3 gives 162 (the space (c) searches is the same either way).
+    ap.add_argument("--grid-points", type=int, default=2)
+    ap.add_argument("--raw", default="raw", help="folder of raw records, under this one")
     a = ap.parse_args()
     if a.report:
-        report()
+        report(a.raw)
         return
-    os.makedirs(os.path.join(HERE, "raw"), exist_ok=True)
+    os.makedirs(os.path.join(HERE, a.raw), exist_ok=True)
     for seed in [int(s) for s in a.seeds.split(",")]:
         for kind in a.kinds.split(","):
             with tempfile.TemporaryDirectory() as work:
-                doc, wall = run(a.bin, experiment(kind, seed, a.rounds, a.trials, a.dp), work, kind)
+                doc, wall = run(a.bin, experiment(kind, seed, a.rounds, a.trials, a.dp,
+                                                  a.grid_points), work, kind)
                 rec = summarise(kind, doc, wall)
                 rec.update({"seed": seed, "dp": a.dp, "rounds": a.rounds,
-                            "load": os.getloadavg()[0]})
+                            "grid_points": a.grid_points, "load": os.getloadavg()[0]})
                 rec["round_seconds"], rec["dollars"] = price(rec)
                 name = f"{'dp-' if a.dp else ''}{seed}-{kind}.json"
-                with open(os.path.join(HERE, "raw", name), "w") as f:
+                with open(os.path.join(HERE, a.raw, name), "w") as f:
                     json.dump(rec, f, indent=1)
                 print(json.dumps({k: rec[k] for k in ("kind", "seed", "best", "dollars",
                                                       "rounds_run", "wall_seconds")}), flush=True)
