@@ -468,7 +468,7 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
                               options_.checkpoints_dir.empty()
                                   ? ""
                                   : absl::StrCat(options_.checkpoints_dir, "/trial-", e->row.id),
-                              options_.tls_dir};
+                              options_.federated_trial_flags};
     absl::StatusOr<v1::Assignment> a = BuildAssignment(spec_, space_, e->params, context);
     if (!a.ok()) {
       e->row.state = v1::FAILED;

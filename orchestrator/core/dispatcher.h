@@ -39,9 +39,10 @@ struct DispatcherOptions {
   std::string logs_dir;          // sent to workers; default empty (workers keep logs locally)
   std::string checkpoints_dir;   // per-trial folders go below it; default empty
   std::string working_dir;       // where trial commands run; default empty (worker's cwd)
-  // Federated tuning: the run's --tls-dir (absolute), which each trial's inner federated run
-  // serves and dials with too. Default empty: the inner runs use loopback secrets.
-  std::string tls_dir;
+  // Federated tuning: flags of each trial's inner federated run (AssignmentContext), from the
+  // run's own: its --tls-dir (absolute), which the inner run serves and dials with too, and its
+  // Slurm partitions, where the inner run places its participants. Default none.
+  std::vector<std::string> federated_trial_flags;
   // Ask/tell across processes: a trial RUNNING in the store whose attempt is held here with a
   // deadline still ahead stays RUNNING on load, with that lease, instead of being requeued.
   // Default: none (every RUNNING trial is requeued, as after a crash).

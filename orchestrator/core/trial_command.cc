@@ -150,11 +150,9 @@ absl::StatusOr<v1::Assignment> BuildAssignment(const v1::ExperimentSpec& spec,
                           std::string("--run-dir"), context.checkpoint_dir + "/federation"}) {
       a.add_argv(std::move(s));
     }
-    // The inner run's participants then get certificates of their own from the same CA.
-    if (!context.tls_dir.empty()) {
-      a.add_argv("--tls-dir");
-      a.add_argv(context.tls_dir);
-    }
+    // With --tls-dir the inner run's participants get certificates of their own from the same
+    // CA; with the Slurm partitions they are jobs where the run's own would be.
+    for (const std::string& flag : context.federated_flags) a.add_argv(flag);
   } else if (spec.trial().has_builtin()) {
     SEXTANT_ASSIGN_OR_RETURN(std::vector<std::string> argv, BuiltinArgv(spec, space, params));
     for (std::string& s : argv) a.add_argv(std::move(s));

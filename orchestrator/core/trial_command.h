@@ -3,6 +3,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "sextant/v1/experiment.pb.h"
@@ -35,7 +36,9 @@ struct AssignmentContext {
   int64_t trial_id = 0;
   int attempt = 0;
   std::string checkpoint_dir;  // this trial's folder (same for every attempt)
-  std::string tls_dir;         // federated tuning: the inner run's --tls-dir; default none
+  // Federated tuning: flags appended to the inner run's command line (--tls-dir DIR,
+  // --slurm-partition P, ...). Default none.
+  std::vector<std::string> federated_flags;
 };
 
 // Builds what the worker runs: argv with ${name} substituted (for trial.builtin, the
@@ -43,7 +46,8 @@ struct AssignmentContext {
 // the experiment's env (substituted), SEXTANT_PARAMS (JSON), SEXTANT_PARAM_<NAME> (upper case),
 // SEXTANT_TRIAL_ID, SEXTANT_ATTEMPT, SEXTANT_EXPERIMENT and SEXTANT_CHECKPOINT_DIR.
 // With a federation block the trial is a whole federated run: argv is `sextant run FILE
-// --run-dir CHECKPOINT_DIR/federation [--tls-dir TLS_DIR]` with SEXTANT_FEDERATED_TRIAL=1 (see
+// --run-dir CHECKPOINT_DIR/federation` and context.federated_flags, with
+// SEXTANT_FEDERATED_TRIAL=1 (see
 // RunSession::Open in orchestrator/session/run_session.h).
 absl::StatusOr<v1::Assignment> BuildAssignment(const v1::ExperimentSpec& spec,
                                                const SearchSpace& space, const Params& params,

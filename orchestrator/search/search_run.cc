@@ -94,7 +94,13 @@ class SearchRun {
     dopts.logs_dir = std::filesystem::absolute(run_dir_->logs_dir()).string();
     dopts.checkpoints_dir = std::filesystem::absolute(run_dir_->checkpoints_dir()).string();
     dopts.working_dir = spec_.trial().working_dir();
-    dopts.tls_dir = session_.tls_dir();
+    for (auto [flag, value] : {std::pair{"--tls-dir", session_.tls_dir()},
+                               std::pair{"--slurm-partition", options_.slurm_partition},
+                               std::pair{"--slurm-spot-partition", options_.slurm_spot_partition}}) {
+      if (value.empty()) continue;
+      dopts.federated_trial_flags.push_back(flag);
+      dopts.federated_trial_flags.push_back(value);
+    }
     if (dopts.working_dir.empty() && !spec_.source_path().empty()) {
       dopts.working_dir = std::filesystem::path(spec_.source_path()).parent_path().string();
     }

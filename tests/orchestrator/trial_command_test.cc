@@ -60,7 +60,7 @@ trial:
 }
 
 // Federated tuning: each trial is an inner `sextant run`, which serves and dials over the outer
-// run's TLS folder when it has one.
+// run's TLS folder when it has one, and places its participants in the run's Slurm partitions.
 TEST(TrialCommandTest, AFederatedTrialIsAnInnerRunWithTheRunsTlsFolder) {
   v1::ExperimentSpec spec = testing::SpecFromYaml(R"(
 name: fl
@@ -78,11 +78,15 @@ federation:
   ASSERT_EQ(plain->argv_size(), 5);
   EXPECT_EQ(plain->argv(4), "/ck/trial-3/federation");
   EXPECT_EQ(plain->env().at("SEXTANT_FEDERATED_TRIAL"), "1");
-  auto tls = BuildAssignment(spec, ToSearchSpace(spec), p, {3, 1, "/ck/trial-3", "/etc/certs"});
+  auto tls = BuildAssignment(
+      spec, ToSearchSpace(spec), p,
+      {3, 1, "/ck/trial-3", {"--tls-dir", "/etc/certs", "--slurm-spot-partition", "spot"}});
   ASSERT_TRUE(tls.ok()) << tls.status();
-  ASSERT_EQ(tls->argv_size(), 7);
+  ASSERT_EQ(tls->argv_size(), 9);
   EXPECT_EQ(tls->argv(5), "--tls-dir");
   EXPECT_EQ(tls->argv(6), "/etc/certs");
+  EXPECT_EQ(tls->argv(7), "--slurm-spot-partition");  // where its participants' jobs go
+  EXPECT_EQ(tls->argv(8), "spot");
 }
 
 TEST(TrialCommandTest, BuiltinTrainerGetsItsHyperparametersAsFlags) {
