@@ -788,6 +788,22 @@ INSTANTIATE_TEST_SUITE_P(SyncAndBufferedPlainAndSecure, BitExactResumeTest,
                            return name;
                          });
 
+// The trial and federation blocks of the tests of federated searches on pools: two regions of
+// the built-in catalog with 2 clients each, `rounds` rounds.
+std::string TwoCloudRegions(int rounds) {
+  return absl::StrCat(R"(trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
+federation:
+  regions: [{name: us-east-1, clients: 2}, {name: eu-west-1, clients: 2}]
+  rounds: )", rounds, R"(
+  seed: 1
+  secure_aggregation: false
+  round_deadline: 60s
+  examples_per_client: 300
+  validation_examples: 300
+)");
+}
+
 // A federated search on pools: each trial's participants are placed and billed on the pools in
 // their regions (the trials run at once are those max_instances holds), the search's cost is
 // the sum of its trials' bills, and budget.max_cost covers them all: no trial starts, and no
@@ -804,17 +820,7 @@ parameters:
   local_lr: {type: categorical, values: [0.02, 0.05, 0.1]}
 search: {sampler: grid, max_trials: 3, max_concurrent: 3, scheduler: asha,
          fidelity: {name: rounds, min: 2, max: 4}}
-trial:
-  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
-federation:
-  regions: [{name: us-east-1, clients: 2}, {name: eu-west-1, clients: 2}]
-  rounds: 4
-  seed: 1
-  secure_aggregation: false
-  round_deadline: 60s
-  examples_per_client: 300
-  validation_examples: 300
-resources:
+)" << TwoCloudRegions(4) << R"(resources:
   pools:
     - {name: us-gpu, region: us-east-1, instance: gpu.1x, hosts: clients, max_instances: 4}
     - {name: us-agg, region: us-east-1, instance: cpu.small, hosts: aggregator, max_instances: 2}
@@ -880,17 +886,7 @@ objectives: [{metric: val_accuracy, goal: maximize}, {metric: cost, goal: minimi
 parameters:
   local_lr: {type: float, min: 0.01, max: 0.2, log: true}
 search: {sampler: nsga2, max_trials: 3, max_concurrent: 1}
-trial:
-  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
-federation:
-  regions: [{name: us-east-1, clients: 2}, {name: eu-west-1, clients: 2}]
-  rounds: 2
-  seed: 1
-  secure_aggregation: false
-  round_deadline: 60s
-  examples_per_client: 300
-  validation_examples: 300
-resources:
+)" << TwoCloudRegions(2) << R"(resources:
   pools:
     - {name: us, region: us-east-1, instance: gpu.1x, max_instances: 3}
     - {name: eu, region: eu-west-1, instance: gpu.1x, max_instances: 3}
