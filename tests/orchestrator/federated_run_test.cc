@@ -712,7 +712,8 @@ INSTANTIATE_TEST_SUITE_P(SyncAndBuffered, RoundsFidelityTest,
 // rounds reproducible by default (federation.reproducible); the plain run asks for it.
 // fedadam has server state to carry over; the buffered runs apply every client's update at
 // each step (buffer_size = all clients), so that what a step holds does not depend on timing.
-// The BOHB run checks another scheduler's pause: its promoted trial is found by its attempts.
+// The BOHB and Hyperband runs check the other schedulers that pause (the median rule stops
+// trials, it never pauses them): their promoted trial is found by its attempts.
 class BitExactResumeTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(BitExactResumeTest, ATrialPausedAtRound4AndResumedTo8EqualsAnUninterruptedRun) {
@@ -722,6 +723,7 @@ TEST_P(BitExactResumeTest, ATrialPausedAtRound4AndResumedTo8EqualsAnUninterrupte
   const bool secure = absl::StrContains(mode, "secure");
   const bool buffered = absl::StrContains(mode, "buffered");
   const bool bohb = absl::StrContains(mode, "bohb");
+  const bool hyperband = absl::StrContains(mode, "hyperband");
   const std::string dir = ::testing::TempDir() + "/fl-bit-exact-" + mode;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir + "/plain");
@@ -743,8 +745,9 @@ parameters:
 search:
   max_concurrent: 2
   fidelity: {name: rounds, min: 4, max: 8, reduction_factor: 2}
-)" << (bohb ? "  sampler: random\n  max_trials: 3\n  scheduler: bohb\n"
-            : "  sampler: grid\n  max_trials: 2\n  scheduler: asha\n")
+)" << (bohb        ? "  sampler: random\n  max_trials: 3\n  scheduler: bohb\n"
+            : hyperband ? "  sampler: random\n  max_trials: 6\n  scheduler: hyperband\n"
+                        : "  sampler: grid\n  max_trials: 2\n  scheduler: asha\n")
                                     << R"(trial:
   builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "16"}}
 federation:)" << federation;
@@ -781,7 +784,7 @@ federation:
 
 INSTANTIATE_TEST_SUITE_P(SyncAndBufferedPlainAndSecure, BitExactResumeTest,
                          ::testing::Values("plaintext", "secure", "buffered", "buffered-secure",
-                                           "plaintext-bohb"),
+                                           "plaintext-bohb", "plaintext-hyperband"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
