@@ -406,6 +406,12 @@ class FederatedRun {
   // The global tier: the regions' aggregators send to it. With hide_region_sums its SecAgg hub
   // runs the regions' round, in which the aggregators are the clients.
   absl::Status StartServer() {
+    if (fed().reproducible() && global_.size() >= RoundCoordinatorOptions{}.file_staging_from) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "federation.reproducible keeps every update of a round in memory until it closes, and "
+          "this model's ", global_.size(), " parameters are staged in files instead; set "
+          "federation.reproducible: false"));
+    }
     TierOptions o;
     o.listen = options_.listen;
     o.coordinator.experiment_id = experiment_id_;
