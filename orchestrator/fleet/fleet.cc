@@ -524,22 +524,22 @@ std::set<std::string> Fleet::PoolsOffTheTopRung(std::string* why) const {
   return out;
 }
 
-bool Fleet::Stuck(std::string* why) const {
+Fleet::StuckOn Fleet::Stuck(std::string* why) const {
   for (const Instance& inst : instances_) {
-    if (!inst.billed_off) return false;
+    if (!inst.billed_off) return StuckOn::kNone;
   }
-  if (!provider_->launches()) return false;  // hand-started workers may still come
+  if (!provider_->launches()) return StuckOn::kNone;  // hand-started workers may still come
   const bool all_given_up =
       std::all_of(pools_.begin(), pools_.end(), [](const Pool& p) { return p.given_up; });
   if (all_given_up) {
     *why = "every pool failed to launch instances";
-    return true;
+    return StuckOn::kLaunchFailed;
   }
   if (launch_refused_) {
     *why = absl::StrCat("the budget pays for no instance: ", last_refusal_);
-    return true;
+    return StuckOn::kBudget;
   }
-  return false;
+  return StuckOn::kNone;
 }
 
 int Fleet::NoticeAll() {

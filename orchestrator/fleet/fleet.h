@@ -106,9 +106,11 @@ class Fleet {
   // True once committed spend plus the projected wind-down of live instances has reached
   // max_cost: the run must stop. Sticky.
   bool exhausted() const { return exhausted_; }
-  // True when work waits and the fleet can never run it: no instance is live or starting and
-  // every pool is given up (launch failures) or the budget refuses every launch. *why says why.
-  bool Stuck(std::string* why) const;
+  // Why waiting work can never run: no instance is live or starting and every pool is given up
+  // (kLaunchFailed) or the budget refuses every launch (kBudget). kNone when it can.
+  enum class StuckOn { kNone, kLaunchFailed, kBudget };
+  // Stuck()'s reason, and *why in words (left alone with kNone).
+  StuckOn Stuck(std::string* why) const;
 
   // The budget is spent: every instance that runs a trial gets the preemption-style notice
   // (the provider's Interrupt with notice: the worker has its trial write its checkpoint, hands

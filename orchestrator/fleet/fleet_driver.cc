@@ -66,7 +66,7 @@ absl::StatusOr<FleetRoundResult> FleetDriver::Round(Dispatcher& d) {
   SEXTANT_RETURN_IF_ERROR(store_->Commit());
   FleetRoundResult r;
   r.exhausted = fleet_->exhausted();
-  if (!r.exhausted && view.demand > 0) (void)fleet_->Stuck(&r.stuck);
+  if (!r.exhausted && view.demand > 0) r.stuck_on = fleet_->Stuck(&r.stuck);
   return r;
 }
 

@@ -25,7 +25,8 @@ struct FleetDriverOptions {
 // How a round left the run.
 struct FleetRoundResult {
   bool exhausted = false;  // the budget is spent: the run must wind down
-  std::string stuck;       // why waiting work can never run; empty when it can
+  Fleet::StuckOn stuck_on = Fleet::StuckOn::kNone;  // whether waiting work can never run
+  std::string stuck;                                // why, in words; empty when it can
 };
 
 // Drives one Fleet for one Dispatcher over one Store. Not thread-safe: call it under the

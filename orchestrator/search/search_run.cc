@@ -638,35 +638,29 @@ class SearchRun {
   }
 
   // One fleet round under the dispatch lock: ticks the fleet, applies its decisions to the
-  // dispatcher and stores its events and bills. *exhausted: the budget is spent; *stuck: why
-  // waiting work can never run (empty when it can).
-  absl::Status FleetRound(bool* exhausted, std::string* stuck) {
-    return service_->WithDispatcher([&](Dispatcher& d) -> absl::Status {
-      SEXTANT_ASSIGN_OR_RETURN(FleetRoundResult r, fleet_driver_->Round(d));
-      *exhausted = r.exhausted;
-      *stuck = std::move(r.stuck);
-      return absl::OkStatus();
-    });
+  // dispatcher and stores its events and bills (whether the budget is spent, and whether
+  // waiting work can never run).
+  absl::StatusOr<FleetRoundResult> FleetRound() {
+    return service_->WithDispatcher(
+        [&](Dispatcher& d) -> absl::StatusOr<FleetRoundResult> { return fleet_driver_->Round(d); });
   }
 
   // One fleet round. Returns how the run ended once it has.
   std::optional<absl::Status> FleetStep(ProgressReporter& progress) {
-    bool exhausted = false;
-    std::string stuck;
-    absl::Status s = FleetRound(&exhausted, &stuck);
-    if (!s.ok()) return s;
-    if (exhausted) {
+    absl::StatusOr<FleetRoundResult> r = FleetRound();
+    if (!r.ok()) return r.status();
+    if (r->exhausted) {
       return WindDown(progress,
                       absl::StrCat("budget.max_cost reached (", spec_.budget().max_cost(), ")"),
                       "--max-cost AMOUNT");
     }
-    if (stuck.empty()) return std::nullopt;
+    if (r->stuck_on == Fleet::StuckOn::kNone) return std::nullopt;
     progress.Finish(Stats());
-    if (!absl::StartsWith(stuck, "the budget")) {
+    if (r->stuck_on == Fleet::StuckOn::kLaunchFailed) {
       (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState(v1::RUN_FAILED); });
-      return absl::UnavailableError(absl::StrCat(stuck, "; see ", run_dir_->logs_dir()));
+      return absl::UnavailableError(absl::StrCat(r->stuck, "; see ", run_dir_->logs_dir()));
     }
-    return WindDown(progress, absl::StrCat("budget.max_cost reached: ", stuck),
+    return WindDown(progress, absl::StrCat("budget.max_cost reached: ", r->stuck),
                     "--max-cost AMOUNT");
   }
 
@@ -743,9 +737,7 @@ class SearchRun {
       env_.clock->SleepFor(absl::Milliseconds(50));
       service_->Tick().IgnoreError();
       if (fleet_) {
-        bool exhausted = false;
-        std::string stuck;
-        FleetRound(&exhausted, &stuck).IgnoreError();
+        FleetRound().IgnoreError();
       } else {
         ReapWorkers(/*replace=*/false);
       }

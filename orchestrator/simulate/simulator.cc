@@ -530,8 +530,8 @@ absl::StatusOr<SimulationResult> Simulator::Impl::Run() {
           WindDown(absl::StrCat("budget.max_cost reached (", spec_.budget().max_cost(), ")")));
       break;
     }
-    if (!r.stuck.empty()) {
-      if (absl::StartsWith(r.stuck, "the budget")) {
+    if (r.stuck_on != Fleet::StuckOn::kNone) {
+      if (r.stuck_on == Fleet::StuckOn::kBudget) {
         SEXTANT_RETURN_IF_ERROR(WindDown(absl::StrCat("budget.max_cost reached: ", r.stuck)));
       } else {
         SEXTANT_RETURN_IF_ERROR(Finish(v1::RUN_FAILED, r.stuck));

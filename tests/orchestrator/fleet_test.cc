@@ -239,6 +239,33 @@ TEST(FleetTest, UnderSpotFirstPlacementTheTopRungMayRunOnSpot) {
   EXPECT_TRUE((*fleet)->PoolsOffTheTopRung(&why).empty());
 }
 
+// Once the cap pays for no more instances and none is left, work waits that the fleet can never
+// run, and it says the budget is why (the run winds down BUDGET_EXHAUSTED rather than failing).
+TEST(FleetTest, ACapThatPaysForNoMoreInstancesIsStuckOnTheBudget) {
+  FakeClock clock;
+  FakeProvider provider;
+  // One minimum bill of gpu.1x on demand is 60 s x 2.4/h = 0.04: the cap pays for one.
+  auto fleet = Fleet::Create(Spec("    - {name: od, region: us-east-1, instance: gpu.1x, market: "
+                                  "on_demand, max_instances: 4}\n",
+                                  "budget: {max_cost: 0.05}\n"),
+                             Catalog::Default(), &provider, &clock, Options());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  FleetView view;
+  view.demand = 2;
+  (*fleet)->Tick(view);
+  EXPECT_EQ(provider.live.size(), 1u);
+  std::string why;
+  EXPECT_EQ((*fleet)->Stuck(&why), Fleet::StuckOn::kNone);  // one instance is still live
+  provider.live.clear();                                    // it is gone
+  for (int s = 0; s < 5; ++s) {
+    clock.Advance(absl::Seconds(1));
+    (*fleet)->Tick(view);
+  }
+  EXPECT_TRUE(provider.live.empty());
+  EXPECT_EQ((*fleet)->Stuck(&why), Fleet::StuckOn::kBudget);
+  EXPECT_THAT(why, HasSubstr("the budget pays for no instance"));
+}
+
 TEST(FleetTest, LaunchFailuresBackOffMoveToAnotherPoolAndGiveUpBounded) {
   FakeClock clock;
   FakeProvider provider;
@@ -253,10 +280,11 @@ TEST(FleetTest, LaunchFailuresBackOffMoveToAnotherPoolAndGiveUpBounded) {
   view.demand = 1;
   std::string why;
   int ticks = 0;
-  for (; ticks < 10000 && !(*fleet)->Stuck(&why); ++ticks) {
+  for (; ticks < 10000 && (*fleet)->Stuck(&why) == Fleet::StuckOn::kNone; ++ticks) {
     (*fleet)->Tick(view);
     clock.Advance(absl::Seconds(1));
   }
+  EXPECT_EQ((*fleet)->Stuck(&why), Fleet::StuckOn::kLaunchFailed);
   EXPECT_THAT(why, HasSubstr("every pool failed"));
   // Five tries per pool with backoff 1, 2, 4, 8 s between them: both pools, bounded.
   EXPECT_EQ(provider.refused, 10);
