@@ -555,6 +555,7 @@ class Loader {
   void LoadSimulate(const Field& f);
   void LoadTimeExpression(const Field& f, v1::Simulation* sim);
   void CheckPoolsAgainstCatalog(const Section& root);
+  void CheckPoolsHoldOneTrial(const Section& root, const FederatedPlacement& placement);
   void CheckFederatedPlacement(const Section& root, const Catalog& catalog);
   void LoadFederation(const Field& f);
   int64_t LoadRegions(const Section& s, v1::Federation* fed);
@@ -1888,6 +1889,24 @@ void Loader::CheckPoolsAgainstCatalog(const Section& root) {
   }
 }
 
+// A federated search places every trial's participants on its pools: each pool's max_instances
+// must hold what one trial places there.
+void Loader::CheckPoolsHoldOneTrial(const Section& root, const FederatedPlacement& placement) {
+  const v1::Resources& res = spec_.resources();
+  if (FederatedTrialsAtOnce(spec_, placement) > 0) return;
+  for (int i = 0; i < res.pools_size() && i < static_cast<int>(pool_fields_.size()); ++i) {
+    auto used = placement.instances().find(res.pools(i).name());
+    if (used == placement.instances().end() || used->second <= res.pools(i).max_instances()) {
+      continue;
+    }
+    r_.ValueError(pool_fields_[i].self ? *pool_fields_[i].self : *root.Find("resources"),
+                  absl::StrCat("max_instances ", res.pools(i).max_instances(),
+                               " cannot hold one trial's ", used->second,
+                               " participants placed on this pool (each federated trial "
+                               "places all its participants)"));
+  }
+}
+
 // A federated run's resources place every participant: each region's clients and aggregator on
 // pools in that region (pool.region is the region's name), the global tier in
 // federation.global_region; the catalog must price each region's transfer to it. In a federated
@@ -1972,19 +1991,7 @@ void Loader::CheckFederatedPlacement(const Section& root, const Catalog& catalog
                   MissingTransferPrice(global, name));
   }
   absl::StatusOr<FederatedPlacement> placement = FederatedPlacement::Create(spec_, catalog);
-  if (placement.ok() && !run && FederatedTrialsAtOnce(spec_, *placement) == 0) {
-    for (int i = 0; i < res.pools_size() && i < static_cast<int>(pool_fields_.size()); ++i) {
-      auto used = placement->instances().find(res.pools(i).name());
-      if (used == placement->instances().end() || used->second <= res.pools(i).max_instances()) {
-        continue;
-      }
-      r_.ValueError(pool_fields_[i].self ? *pool_fields_[i].self : *root.Find("resources"),
-                    absl::StrCat("max_instances ", res.pools(i).max_instances(),
-                                 " cannot hold one trial's ", used->second,
-                                 " participants placed on this pool (each federated trial "
-                                 "places all its participants)"));
-    }
-  }
+  if (placement.ok() && !run) CheckPoolsHoldOneTrial(root, *placement);
   if (placement.ok() && max_cost_field_ && spec_.budget().has_max_cost() &&
       spec_.budget().max_cost() < placement->FirstIncrements()) {
     r_.ValueError(

@@ -234,27 +234,35 @@ class SearchRun {
     }
   }
 
-  absl::Status Loop() {
+  // Starts what takes the trials: ask/tell clients, the fleet's instances, or n local workers
+  // (the run fails only when none starts). Returns n, the workers asked for.
+  absl::StatusOr<int> StartWorkers() {
     int n = options_.workers > 0 ? options_.workers : std::max(1, spec_.search().max_concurrent());
-    if (spec_.has_federation() && spec_.resources().pools_size() > 0) {
+    if (FederatedOnPools()) {
       SEXTANT_ASSIGN_OR_RETURN(n, FederatedTrialSlots(n));
     }
     respawns_left_ = 3 * n;
     if (trial_service_) {
       SEXTANT_RETURN_IF_ERROR(AnnounceAskTell());
-    } else if (spec_.resources().pools_size() > 0 && !spec_.has_federation()) {
-      SEXTANT_RETURN_IF_ERROR(StartFleet());
-    } else {
-      // Each worker that starts takes trials; the run fails only when none does.
-      absl::Status launched;
-      for (int i = 0; i < n; ++i) {
-        if (absl::Status s = LaunchWorker(i); !s.ok()) {
-          if (i + 1 < n || !workers_.empty()) *env_.err << "sextant: " << s.message() << "\n";
-          launched = s;
-        }
-      }
-      if (workers_.empty()) return launched;
+      return n;
     }
+    if (spec_.resources().pools_size() > 0 && !spec_.has_federation()) {
+      SEXTANT_RETURN_IF_ERROR(StartFleet());
+      return n;
+    }
+    absl::Status launched;
+    for (int i = 0; i < n; ++i) {
+      if (absl::Status s = LaunchWorker(i); !s.ok()) {
+        if (i + 1 < n || !workers_.empty()) *env_.err << "sextant: " << s.message() << "\n";
+        launched = s;
+      }
+    }
+    if (workers_.empty()) return launched;
+    return n;
+  }
+
+  absl::Status Loop() {
+    SEXTANT_ASSIGN_OR_RETURN(const int n, StartWorkers());
     ProgressReporter progress(env_.out, options_.tty, env_.clock, ObjectiveLabel());
     progress.Resumed(Stats());
     if (options_.resume && !trial_service_ &&
