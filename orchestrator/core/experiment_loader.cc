@@ -436,6 +436,8 @@ constexpr std::array<absl::string_view, 5> kSchedulers = {"none", "asha", "hyper
 constexpr std::array<absl::string_view, 4> kProviders = {"local", "slurm", "simulated", "static"};
 constexpr std::array<absl::string_view, 3> kMarkets = {"spot", "on_demand", "reserved"};
 constexpr std::array<absl::string_view, 3> kPoolHosts = {"any", "clients", "aggregator"};
+// A pool's own provider (resources.provider's values but simulated, which runs every pool).
+constexpr std::array<absl::string_view, 3> kPoolProviders = {"local", "slurm", "static"};
 constexpr std::array<absl::string_view, 5> kAggregations = {"fedavg", "median", "trimmed_mean",
                                                             "krum", "multi_krum"};
 constexpr std::array<absl::string_view, 5> kServerOptimizers = {"fedavg", "fedavgm", "fedadam",
@@ -557,6 +559,7 @@ class Loader {
   void CheckPoolsAgainstCatalog(const Section& root);
   void CheckPoolsHoldOneTrial(const Section& root, const FederatedPlacement& placement);
   void CheckFederatedPlacement(const Section& root, const Catalog& catalog);
+  bool CheckFederatedProviders(const Section& root);
   void LoadFederation(const Field& f);
   int64_t LoadRegions(const Section& s, v1::Federation* fed);
   void LoadFederationOptions(const Section& s, v1::Federation* fed);
@@ -598,7 +601,7 @@ class Loader {
   std::set<std::string> unranged_;
   // Positions of pool keys, for errors found once the catalog is known.
   struct PoolFields {
-    std::optional<Field> region, instance, market, hosts, self;
+    std::optional<Field> region, instance, market, hosts, provider, self;
   };
   std::vector<PoolFields> pool_fields_;
   std::optional<Field> catalog_field_;
@@ -1612,6 +1615,14 @@ void Loader::LoadResources(const Section& root) {
     std::set<std::string> names;
     for (const Field& e : r_.Elements(*pools)) LoadPool(e, names, resources->add_pools());
   }
+  if (resources->provider() != "simulated") return;
+  for (const PoolFields& pf : pool_fields_) {
+    if (pf.provider) {
+      r_.ValueError(*pf.provider,
+                    "resources.provider simulated runs every pool in virtual time; a pool's own "
+                    "provider applies to `sextant run`");
+    }
+  }
 }
 
 void Loader::LoadPool(const Field& f, std::set<std::string>& names, v1::Pool* pool) {
@@ -1619,7 +1630,8 @@ void Loader::LoadPool(const Field& f, std::set<std::string>& names, v1::Pool* po
   pool->set_min_instances(0);
   pool->set_max_instances(1);
   Section s(r_, f,
-            {"name", "region", "instance", "market", "min_instances", "max_instances", "hosts"});
+            {"name", "region", "instance", "market", "min_instances", "max_instances", "hosts",
+             "provider"});
   if (!s.ok()) return;
   PoolFields& pf = pool_fields_.emplace_back();
   pf.self.emplace(f);
@@ -1627,6 +1639,10 @@ void Loader::LoadPool(const Field& f, std::set<std::string>& names, v1::Pool* po
   if (const Field* x = s.Find("instance")) pf.instance.emplace(*x);
   if (const Field* x = s.Find("market")) pf.market.emplace(*x);
   if (const Field* x = s.Find("hosts")) pf.hosts.emplace(*x);
+  if (const Field* x = s.Find("provider")) pf.provider.emplace(*x);
+  IfPresent<size_t>(
+      s, "provider", [&](const Field& x) { return r_.Choice(x, kPoolProviders); },
+      [&](size_t i) { pool->set_provider(std::string(kPoolProviders[i])); });
   pool->set_hosts("any");
   IfPresent<size_t>(
       s, "hosts", [&](const Field& x) { return r_.Choice(x, kPoolHosts); },
@@ -1907,6 +1923,49 @@ void Loader::CheckPoolsHoldOneTrial(const Section& root, const FederatedPlacemen
   }
 }
 
+// Each pool's provider (its own, else resources.provider) can place a federated run's
+// participants: local or slurm launch them, static pools host participants started by hand
+// (`--join`), in a plain run only, and a region's pools all launch or are all static. False
+// (with the errors) otherwise.
+bool Loader::CheckFederatedProviders(const Section& root) {
+  const v1::Resources& res = spec_.resources();
+  const bool search = spec_.parameters_size() > 0;
+  auto where = [&](int i) -> const Field& {
+    if (i < static_cast<int>(pool_fields_.size()) && pool_fields_[i].provider) {
+      return *pool_fields_[i].provider;
+    }
+    return provider_field_ ? *provider_field_ : *root.Find("resources");
+  };
+  bool ok = true;
+  std::map<std::string, std::pair<int, int>> static_pools;  // region -> (static, launching)
+  for (int i = 0; i < res.pools_size(); ++i) {
+    const std::string& provider = PoolProvider(res, res.pools(i));
+    if (provider == "simulated" || (search && provider == "static")) {
+      r_.ValueError(where(i),
+                    absl::StrCat("a federated ", search ? "search" : "run",
+                                 " places its participants with the local or the slurm provider",
+                                 search ? "" : " (static: started by hand)", ", not ", provider,
+                                 search ? " (each trial starts its own participants)" : ""));
+      ok = false;
+      continue;
+    }
+    auto& [fixed, launching] = static_pools[res.pools(i).region()];
+    ++(provider == "static" ? fixed : launching);
+  }
+  for (const auto& [region, counts] : static_pools) {
+    if (counts.first == 0 || counts.second == 0) continue;
+    for (int i = 0; i < res.pools_size(); ++i) {
+      if (res.pools(i).region() != region || PoolProvider(res, res.pools(i)) != "static") continue;
+      r_.ValueError(where(i), absl::StrCat("region '", region, "' has static and launching pools: ",
+                                           "a region's participants are all started by hand "
+                                           "(static) or all launched"));
+      ok = false;
+      break;
+    }
+  }
+  return ok;
+}
+
 // A federated run's resources place every participant: each region's clients and aggregator on
 // pools in that region (pool.region is the region's name), the global tier in
 // federation.global_region; the catalog must price each region's transfer to it. In a federated
@@ -1929,17 +1988,7 @@ void Loader::CheckFederatedPlacement(const Section& root, const Catalog& catalog
     }
     return;
   }
-  if (res.provider() != "local" && res.provider() != "slurm") {
-    r_.ValueError(provider_field_ ? *provider_field_ : *root.Find("resources"),
-                  absl::StrCat("a federated run places its participants with the local or the "
-                               "slurm provider, not ",
-                               res.provider(),
-                               res.provider() == "static"
-                                   ? " (participants started by hand join a run started with "
-                                     "`sextant run --external-participants`)"
-                                   : ""));
-    return;
-  }
+  if (!CheckFederatedProviders(root)) return;
   std::set<std::string> regions;
   for (int i = 0; i < fed.regions_size(); ++i) {
     const std::string& name = fed.regions(i).name();

@@ -72,6 +72,11 @@ inline bool PoolHosts(const v1::Pool& pool, bool aggregator) {
   return pool.hosts() != (aggregator ? "clients" : "aggregator");
 }
 
+// Where `pool`'s instances run: its own provider, else `resources.provider`.
+inline const std::string& PoolProvider(const v1::Resources& resources, const v1::Pool& pool) {
+  return pool.provider().empty() ? resources.provider() : pool.provider();
+}
+
 // Why `region`'s transfer to the global region (`global`, maybe kInternet) has no price, and
 // which catalog key would give it one.
 std::string MissingTransferPrice(const std::string& global, const std::string& region);

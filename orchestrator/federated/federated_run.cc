@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -142,13 +143,19 @@ class FederatedRun {
         run_dir_(&session.run_dir()),
         store_(&session.store()),
         start_(env_.clock->Now()) {
-    // Participants run where resources.provider says: Slurm jobs under slurm, else processes
-    // here (the loader admits no other provider for a federated run's pools).
+    // Participants run where their pools' providers say (Slurm jobs, processes here, or hosts
+    // where they are started by hand); without pools, where resources.provider says. The
+    // loader admits local, slurm and static pools only, which are always made.
     const ProviderOptions where{Bin(), env_.launcher, options_.slurm_partition,
                                 options_.slurm_spot_partition};
     absl::StatusOr<std::unique_ptr<Provider>> provider =
-        MakeProvider(spec_.resources().provider() == "slurm" ? "slurm" : "local", where);
-    provider_ = *std::move(provider);  // local and slurm are always made
+        spec_.resources().pools_size() > 0
+            ? MakePoolsProvider(spec_.resources(), where)
+            : MakeProvider(spec_.resources().provider() == "slurm" ? "slurm" : "local", where);
+    provider_ = provider.ok() ? *std::move(provider) : *MakeProvider("local", where);
+    for (const v1::FederatedRegion& r : fed().regions()) {
+      if (options_.external_participants || StaticRegion(r.name())) hand_joined_.insert(r.name());
+    }
     participants_.emplace(ParticipantsEnv{provider_.get(), env_.clock, store_, env_.err,
                                           run_dir_->logs_dir(), options_.time_scale});
   }
@@ -173,7 +180,31 @@ class FederatedRun {
  private:
   const v1::Federation& fed() const { return spec_.federation(); }
 
+  // True when every pool of `region` (at least one) is static: its participants are started
+  // by hand and join (`--join`).
+  bool StaticRegion(const std::string& region) const {
+    const v1::Resources& res = spec_.resources();
+    bool any = false;
+    for (const v1::Pool& p : res.pools()) {
+      if (p.region() != region) continue;
+      if (PoolProvider(res, p) != "static") return false;
+      any = true;
+    }
+    return any;
+  }
+  bool HandJoined(const std::string& region) const { return hand_joined_.contains(region); }
+  // Every region's participants are started by hand: the run launches none.
+  bool AllHandJoined() const {
+    return static_cast<int>(hand_joined_.size()) == fed().regions_size();
+  }
+
   absl::Status Prepare() {
+    if (!hand_joined_.empty() && session_.tls_dir().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the participants of region ", *hand_joined_.begin(),
+          " are started by hand (its pools are static) and join with certificates: run with "
+          "--tls-dir DIR (`sextant certs init DIR`)"));
+    }
     // The federation id names this run to its participants for all its sessions; a run
     // stopped before its first session stored one gets it now (no round has run under another).
     SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> id, store_->GetMeta("federation_id"));
@@ -436,7 +467,7 @@ class FederatedRun {
     o.secagg.staging_dir = fed_dir_;  // the regions' masked sums are assembled there
     // The session's TLS/mTLS and token rules, as for the worker service (search/search_run.cc).
     ServerSecurity& security = session_.security();
-    if (options_.external_participants) {
+    if (!hand_joined_.empty()) {
       // Aggregators started by hand ask for their plans, each by its own region's certificate.
       // What participants need of the experiment, signed by this orchestrator: its trial's
       // environment (which may hold secrets), the search, budget and resources stay here, and
@@ -455,6 +486,7 @@ class FederatedRun {
       if (!signature.ok()) return signature.status();
       std::map<std::string, v1::JoinPlan> plans;
       for (const auto& r : fed().regions()) {
+        if (!HandJoined(r.name())) continue;  // the run starts this region's participants
         v1::JoinPlan& plan = plans[r.name()];
         for (const std::string& f : AggregatorFlags(r)) plan.add_flags(f);
         plan.set_spec(bytes);
@@ -470,7 +502,7 @@ class FederatedRun {
           return absl::PermissionDeniedError(
               absl::StrCat(IdentityUri(caller),
                            " may not join here: only an aggregator "
-                           "certificate of one of the run's regions"));
+                           "certificate of one of the run's regions started by hand"));
         }
         if (!pool.empty()) {
           SEXTANT_RETURN_IF_ERROR(
@@ -493,7 +525,8 @@ class FederatedRun {
         }
         return QueueHandJoin(absl::StrCat("client ", client_id), region, false, pool);
       };
-    } else if (!session_.tls_dir().empty()) {
+    }
+    if (!AllHandJoined() && !session_.tls_dir().empty()) {
       if (absl::Status s = IssueParticipantCertificates(&security); !s.ok()) {
         return absl::InvalidArgumentError(s.message());
       }
@@ -593,6 +626,7 @@ class FederatedRun {
   // call this server.
   absl::Status IssueParticipantCertificates(ServerSecurity* security) {
     for (const auto& r : fed().regions()) {
+      if (HandJoined(r.name())) continue;
       SEXTANT_ASSIGN_OR_RETURN(
           std::string fingerprint,
           IssueParticipantDirectory(session_.tls_dir(), ParticipantTlsDir(r.name(), -1),
@@ -751,12 +785,14 @@ class FederatedRun {
     return argv;
   }
 
-  // One aggregator per region, then its clients once it serves (it writes its port to a file).
+  // Starts billing, then, in each region not started by hand, its aggregator, then its
+  // clients once it serves (it writes its port to a file).
   absl::Status LaunchParticipants() {
     SEXTANT_RETURN_IF_ERROR(StartBilling());
     std::filesystem::create_directories(run_dir_->logs_dir());
     const std::string target = absl::StrCat("127.0.0.1:", tier_->port());
     for (const auto& r : fed().regions()) {
+      if (HandJoined(r.name())) continue;
       // Each region's files sit in regions/: no region name can meet the run's own folders.
       std::filesystem::create_directories(fed_dir_ + "/regions");
       const std::string port_file = absl::StrCat(fed_dir_, "/regions/", r.name(), ".port");
@@ -781,6 +817,10 @@ class FederatedRun {
     }
     int global_index = 0;  // the clients' order of federation.client_data_dirs
     for (const auto& r : fed().regions()) {
+      if (HandJoined(r.name())) {
+        global_index += r.clients();
+        continue;
+      }
       const std::string port_file = absl::StrCat(fed_dir_, "/regions/", r.name(), ".port");
       const absl::Time until = env_.clock->Now() + absl::Seconds(60);
       int port = 0;
@@ -1017,12 +1057,8 @@ class FederatedRun {
     if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
     if (last_round_ < fed().rounds()) {
       SEXTANT_RETURN_IF_ERROR(PublishRound(last_round_ + 1));
-      if (options_.external_participants) {
-        SEXTANT_RETURN_IF_ERROR(StartBilling());
-        AnnounceJoin();
-      } else {
-        SEXTANT_RETURN_IF_ERROR(LaunchParticipants());
-      }
+      SEXTANT_RETURN_IF_ERROR(LaunchParticipants());
+      if (!hand_joined_.empty()) AnnounceJoin();
       SEXTANT_RETURN_IF_ERROR(AwaitRegions());
       if (billing_) billing_->RoundsBegin();
     }
@@ -1088,7 +1124,7 @@ class FederatedRun {
     if (fleet) prior_pools_ = PoolsFromFleetMeta(*fleet);
     billing_.emplace(placement, env_.clock, start_, std::move(prior));
     // Participants started by hand are billed as they join (BillHandJoins), not here.
-    if (!options_.external_participants) {
+    if (!AllHandJoined()) {
       participants_->SetMarket(std::move(placement), &*billing_,
                                SpotMarketSeed(fed(), last_round_));
     }
@@ -1258,13 +1294,22 @@ class FederatedRun {
     *env_.out << "sextant: waiting for the regions' aggregators and clients, started by hand "
                  "with certificates of this CA (sextant certs issue --role aggregator|client "
                  "--region R):\n";
+    // The pool each participant is billed on, when the region has one for its role.
+    auto pool_flag = [&](const std::string& region, bool aggregator) {
+      for (const v1::Pool& p : spec_.resources().pools()) {
+        if (p.region() == region && PoolHosts(p, aggregator)) return " --pool " + p.name();
+      }
+      return std::string();
+    };
     for (const auto& r : fed().regions()) {
+      if (!HandJoined(r.name())) continue;
       *env_.out << "  region " << r.name() << ": sextant-worker --role aggregator --join --connect "
-                << "THIS_HOST:" << tier_->port() << " --tls-dir DIR --tls-name NAME --listen "
-                << "ADDRESS:PORT --work-dir DIR; then " << r.clients()
+                << "THIS_HOST:" << tier_->port() << " --tls-dir DIR --tls-name NAME"
+                << pool_flag(r.name(), true) << " --listen ADDRESS:PORT --work-dir DIR; then "
+                << r.clients()
                 << " x sextant-worker --role client --join --connect AGGREGATOR:PORT --tls-dir "
-                   "DIR --tls-name NAME --experiment-id "
-                << experiment_id_ << "\n";
+                   "DIR --tls-name NAME"
+                << pool_flag(r.name(), false) << " --experiment-id " << experiment_id_ << "\n";
     }
     *env_.out << std::flush;
   }
@@ -1278,7 +1323,7 @@ class FederatedRun {
     std::vector<std::string> regions;
     for (const auto& r : fed().regions()) regions.push_back(r.name());
     // Participants started by hand come when their hosts' people start them: no time limit.
-    const absl::Duration wait = options_.external_participants
+    const absl::Duration wait = !hand_joined_.empty()
                                     ? absl::InfiniteDuration()
                                     : absl::Seconds(kStartupWaitSeconds + 60);
     absl::StatusOr<std::vector<std::string>> missing =
@@ -1483,7 +1528,7 @@ class FederatedRun {
     // Aggregators started by hand are no children of this run: the server stays up until each
     // has been told the run ended, so that none finds it gone mid-call.
     if (tier_) {
-      tier_->Shutdown(options_.external_participants ? absl::Seconds(15) : absl::ZeroDuration());
+      tier_->Shutdown(!hand_joined_.empty() ? absl::Seconds(15) : absl::ZeroDuration());
     }
   }
 
@@ -1527,6 +1572,7 @@ class FederatedRun {
   ModelScore last_eval_;
   absl::Time start_;
   std::unique_ptr<Provider> provider_;         // where participants_ run
+  std::set<std::string> hand_joined_;          // regions whose participants are started by hand
   // Participants started by hand that joined on a pool: waiting to be billed (from the
   // server's threads), and billed (who -> pool), with how many by pool.
   absl::Mutex hand_mu_;

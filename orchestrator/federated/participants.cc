@@ -59,11 +59,10 @@ void Participants::Start(const std::vector<std::string>& argv, const std::string
   if (!c.pool.empty()) ++launched_[c.pool];
   DrawInterruption(c);
   children_.push_back(std::move(c));
-  const bool local = std::string(env_.provider->name()) == "local";
   (void)env_.store->AddEvent(
       EventTime(), "federation_launch", 0,
-      absl::StrCat(what, local ? " pid=" : absl::StrCat(" ", env_.provider->name(), " job="),
-                   *handle, request.pool.empty() ? "" : absl::StrCat(" pool=", request.pool)));
+      absl::StrCat(what, " ", env_.provider->Label(*handle),
+                   request.pool.empty() ? "" : absl::StrCat(" pool=", request.pool)));
 }
 
 std::vector<std::pair<Participants::Child, std::string>> Participants::Reap(bool now) {

@@ -102,7 +102,7 @@ void Fleet::Bind(const FleetView& view, FleetTick& tick) {
     auto pool = std::find_if(pools_.begin(), pools_.end(),
                              [&](const Pool& p) { return p.spec.name() == w.pool; });
     by_worker_[id] = SIZE_MAX;  // seen
-    if (provider_->launches() || pool == pools_.end()) {
+    if (pool == pools_.end() || provider_->Launches(w.pool)) {
       tick.events.push_back({"worker_unbilled", 0,
                              absl::StrCat("worker ", id, " (pool '", w.pool,
                                           "') was not launched by this run; it is not billed")});
@@ -326,7 +326,7 @@ std::vector<PoolCandidate> Fleet::Candidates() const {
     c.market = p.offer.market;
     c.price_per_second = p.offer.billing.price_per_second;
     c.instance = p.type;
-    const bool can_launch = provider_->launches() && !p.given_up && now >= p.retry_at;
+    const bool can_launch = provider_->Launches(p.spec.name()) && !p.given_up && now >= p.retry_at;
     c.free_slots = can_launch ? std::max(0, p.spec.max_instances() - live) : 0;
     c.prepaid_idle = p.offer.market == Market::kReserved && p.reservation != 0;
     out.push_back(c);
@@ -409,7 +409,7 @@ void Fleet::Scale(const FleetView& view, FleetTick& tick) {
 void Fleet::Launch(int index, FleetTick& tick, BudgetSnapshot& budget) {
   Pool& p = pools_[index];
   const absl::Time now = clock_->Now();
-  if (p.given_up || now < p.retry_at || !provider_->launches()) return;
+  if (p.given_up || now < p.retry_at || !provider_->Launches(p.spec.name())) return;
   std::string why;
   if (guard_.max_cost() &&
       !guard_.Allows(budget.committed, budget.wind_down, ActionCost(p), &why)) {
@@ -494,7 +494,7 @@ void Fleet::Launch(int index, FleetTick& tick, BudgetSnapshot& budget) {
   ++p.stats.launched;
   tick.events.push_back({"instance_launched", 0,
                          absl::StrCat("instance ", inst.token, " in pool ", p.spec.name(), " (",
-                                      provider_->name(), " ", inst.handle, ")")});
+                                      provider_->Label(inst.handle), ")")});
   instances_.push_back(std::move(inst));
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "orchestrator/core/local_launcher.h"
+#include "absl/strings/str_cat.h"
 #include "orchestrator/fleet/provider.h"
 
 namespace sextant {
@@ -22,6 +23,9 @@ class LocalProvider : public Provider {
   LocalProvider(ProcessLauncher* launcher, std::string worker_binary);
 
   const char* name() const override { return "local"; }
+  std::string Label(const std::string& handle) const override {
+    return absl::StrCat("pid=", handle);
+  }
   // Returns the pid as text; Internal when the process cannot start.
   absl::StatusOr<std::string> Launch(const InstanceRequest& request) override;
   // SIGINT: the worker stops taking work and exits.

@@ -73,6 +73,12 @@ class Provider {
   // False when instances cannot be launched at all (workers are started by hand and only
   // accepted). Launch then always fails with FailedPrecondition.
   virtual bool launches() const { return true; }
+  // Whether instances of `pool` can be launched (false: its workers are started by hand). A
+  // provider that places every pool the same way answers launches().
+  virtual bool Launches(const std::string& pool) const {
+    (void)pool;
+    return launches();
+  }
 
   // Starts an instance. Returns the provider's handle for it (a pid, a Slurm job id).
   // Unavailable when there is no capacity now (retry later or elsewhere), FailedPrecondition
@@ -85,6 +91,11 @@ class Provider {
 
   // The instance's state now. An unknown handle is Gone.
   virtual InstanceStatus Poll(const std::string& handle) = 0;
+
+  // How events name the instance `handle`: "pid=123", "slurm job=45".
+  virtual std::string Label(const std::string& handle) const {
+    return absl::StrCat(name(), " ", handle);
+  }
 
   // Takes a spot instance back, as the market would: with notice, the worker is told to
   // checkpoint and go (SIGTERM); without, it is killed at once. Unimplemented when the

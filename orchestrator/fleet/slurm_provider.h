@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "orchestrator/fleet/provider.h"
 
 namespace sextant {
@@ -24,6 +25,9 @@ class SlurmProvider : public Provider {
   explicit SlurmProvider(SlurmOptions options) : options_(std::move(options)) {}
 
   const char* name() const override { return "slurm"; }
+  std::string Label(const std::string& handle) const override {
+    return absl::StrCat("slurm job=", handle);
+  }
   // Returns the job id. Unavailable when sbatch refuses for capacity or cannot reach the
   // controller, Internal for other sbatch errors (the message holds sbatch's stderr).
   absl::StatusOr<std::string> Launch(const InstanceRequest& request) override;

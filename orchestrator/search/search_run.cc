@@ -603,9 +603,10 @@ class SearchRun {
     absl::StatusOr<Catalog> catalog = LoadCatalog(spec_.resources().catalog(), &errors);
     if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
     SEXTANT_ASSIGN_OR_RETURN(
-        provider_, MakeProvider(spec_.resources().provider(),
-                                {session_.worker_binary(), env_.launcher, options_.slurm_partition,
-                                 options_.slurm_spot_partition}));
+        provider_,
+        MakePoolsProvider(spec_.resources(), {session_.worker_binary(), env_.launcher,
+                                              options_.slurm_partition,
+                                              options_.slurm_spot_partition}));
     FleetOptions fo;
     fo.connect = Target();
     fo.logs_dir = std::filesystem::absolute(run_dir_->logs_dir()).string();
@@ -622,7 +623,7 @@ class SearchRun {
       fleet_driver_->Connect(d);
       return 0;
     });
-    if (!provider_->launches()) {  // static: workers are started by hand
+    if (!provider_->launches()) {  // static pools: their workers are started by hand
       *env_.out << "sextant: start workers with: sextant-worker --connect " << Target()
                 << " --region REGION --pool POOL"
                 << (options_.tls_dir.empty() ? " --secret-file " + session_.secrets().worker_file

@@ -899,14 +899,38 @@ federation:
                                     "the federation (eu-west-1, us-east-1)")));
   EXPECT_THAT(Errors(head + "  global_region: mars-1\n" + pools),
               ElementsAre(HasSubstr("federation.global_region: unknown region 'mars-1'")));
-  // Slurm places them as jobs; static hosts have nothing to launch with (their participants
-  // are started by hand, under --external-participants).
+  // Slurm places them as jobs; static pools host participants started by hand.
   EXPECT_THAT(Errors(head + "resources:\n  provider: slurm\n" + pools.substr(11)), IsEmpty());
-  EXPECT_THAT(Errors(head + "resources:\n  provider: static\n" + pools.substr(11)),
-              Contains(HasSubstr("resources.provider: a federated run places its participants "
-                                 "with the local or the slurm provider, not static "
-                                 "(participants started by hand join a run started with "
-                                 "`sextant run --external-participants`)")));
+  EXPECT_THAT(Errors(head + "resources:\n  provider: static\n" + pools.substr(11)), IsEmpty());
+  // Each region on its own provider: us-east-1 on Slurm, eu-west-1 started by hand.
+  const std::string mixed = R"(resources:
+  pools:
+    - {name: e, region: us-east-1, instance: gpu.1x, provider: slurm}
+    - {name: w, region: eu-west-1, instance: gpu.1x, hosts: clients, provider: static}
+    - {name: w-agg, region: eu-west-1, instance: cpu.small, hosts: aggregator, provider: static}
+)";
+  EXPECT_THAT(Errors(head + mixed), IsEmpty());
+  // A region half started by hand: its clients would not know where its aggregator is.
+  std::string half = mixed;
+  half.replace(half.rfind("provider: static"), 16, "provider: local");
+  EXPECT_THAT(Errors(head + half),
+              ElementsAre(StartsWith("exp.yaml:9:80: resources.pools[1].provider: region "
+                                     "'eu-west-1' has static and launching pools")));
+  std::string unknown = mixed;
+  unknown.replace(unknown.find("provider: slurm"), 15, "provider: kubernetes");
+  EXPECT_THAT(Errors(head + unknown),
+              ElementsAre(HasSubstr("resources.pools[0].provider: unknown provider 'kubernetes'; "
+                                    "expected one of local, slurm, "
+                                    "static")));
+  // A search's trials start their own participants: nothing is started by hand.
+  EXPECT_THAT(Errors(head + "parameters: {local_lr: {type: float, min: 0.01, max: 0.1}}\n" +
+                     "search: {max_trials: 2}\n" + mixed),
+              Contains(HasSubstr("resources.pools[1].provider: a federated search places its "
+                                 "participants with the local or the slurm provider, not static")));
+  // `sextant simulate`'s provider runs every pool.
+  EXPECT_THAT(Errors(head + "resources:\n  provider: simulated\n" + mixed.substr(11)),
+              Contains(HasSubstr("resources.pools[0].provider: resources.provider simulated runs "
+                                 "every pool in virtual time")));
   // A budget below the first billing increment of the participants (6 x 60 s of gpu.1x at
   // least); without pools a budget has nothing to bill, nor a global region anything to price.
   EXPECT_THAT(Errors(head + pools + "budget: {max_cost: 0.05}\n"),

@@ -710,6 +710,109 @@ federation:
   EXPECT_THAT(out, HasSubstr("the federated run failed")) << out << client_logs << seen;
 }
 
+// Each region on its own provider: east's aggregator and clients are launched here (its pool
+// is local), west's are started by hand (its pools are static) and join with their own
+// certificates. The run launches only east's, tells how to start west's, bills every
+// participant on its pool and completes every round. Without --tls-dir it says why it cannot
+// take hand-started participants, before it starts anything.
+TEST_F(FederatedSecurityTest, ARegionStartedByHandJoinsARunThatLaunchesTheOther) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"agg-west", "--role", "aggregator", "--region", "west", "--san",
+                                 "127.0.0.1"},
+        {"alice", "--role", "client", "--region", "west"},
+        {"bob", "--role", "client", "--region", "west"}}) {
+    std::vector<std::string> argv = {kSextant, "certs", "issue", certs_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--enroll");
+    auto r = RunProcess(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  WriteFile(dir_ + "/catalog.yaml", R"(regions: [east, west]
+instances: {box: {gpus: 0, gpu_memory_gb: 0, cpus: 2}}
+billing: {increment: 1s, minimum: 1s}
+offers:
+  - {region: east, instance: box, market: on_demand, price_per_second: 0.001}
+  - {region: west, instance: box, market: on_demand, price_per_second: 0.001}
+transfer: {between_regions_per_gb: 0.02}
+)");
+  WriteFile(dir_ + "/exp.yaml", R"(name: mixed-providers
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "8"}}
+federation:
+  regions: [{name: east, clients: 2}, {name: west, clients: 2}]
+  rounds: 2
+  secure_aggregation: false
+  examples_per_client: 200
+  validation_examples: 200
+resources:
+  catalog: catalog.yaml
+  pools:
+    - {name: east-all, region: east, instance: box}
+    - {name: west-agg, region: west, instance: box, hosts: aggregator, provider: static}
+    - {name: west-sites, region: west, instance: box, hosts: clients, provider: static}
+)");
+  auto plain = RunProcess({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/plain"});
+  EXPECT_NE(plain.exit_code, 0);
+  EXPECT_THAT(plain.err, HasSubstr("the participants of region west are started by hand (its "
+                                   "pools are static) and join with certificates: run with "
+                                   "--tls-dir DIR"));
+
+  BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
+                         "--tls-dir", certs_});
+  ASSERT_TRUE(run.WaitForOutput("--experiment-id ", 90)) << run.out() << run.err();
+  std::smatch m;
+  const std::string announced = run.out();
+  ASSERT_TRUE(std::regex_search(announced, m, std::regex("THIS_HOST:(\\d+)"))) << announced;
+  const std::string orchestrator = absl::StrCat("127.0.0.1:", m[1].str());
+  ASSERT_TRUE(std::regex_search(announced, m, std::regex("--experiment-id (\\S+)"))) << announced;
+  const std::string id = m[1].str();
+  // Only west is to be started by hand, each participant naming its pool.
+  EXPECT_THAT(announced, HasSubstr("region west: sextant-worker --role aggregator --join"));
+  EXPECT_THAT(announced, HasSubstr("--pool west-agg"));
+  EXPECT_THAT(announced, HasSubstr("--pool west-sites"));
+  EXPECT_THAT(announced, Not(HasSubstr("region east:")));
+
+  const std::string port_file = dir_ + "/west.port";
+  BackgroundProcess agg({kWorker, "--role", "aggregator", "--join", "--connect", orchestrator,
+                         "--tls-dir", certs_, "--tls-name", "agg-west", "--pool", "west-agg",
+                         "--work-dir", dir_ + "/west", "--port-file", port_file});
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(port_file); }, 60))
+      << agg.out() << agg.err();
+  const std::string west =
+      absl::StrCat("127.0.0.1:", std::string(absl::StripAsciiWhitespace(ReadFile(port_file))));
+  std::vector<std::unique_ptr<BackgroundProcess>> clients;
+  for (const std::string site : {"alice", "bob"}) {
+    clients.push_back(std::make_unique<BackgroundProcess>(std::vector<std::string>{
+        kWorker, "--role", "client", "--join", "--connect", west, "--tls-dir", certs_,
+        "--tls-name", site, "--pool", "west-sites", "--threads", "1", "--experiment-id", id}));
+  }
+  const int rc = run.Wait(300);
+  EXPECT_EQ(agg.Wait(rc == 0 ? 60 : 1), 0) << agg.out() << agg.err();
+  for (auto& c : clients) EXPECT_EQ(c->Wait(rc == 0 ? 60 : 1), 0) << c->out() << c->err();
+  ASSERT_EQ(rc, 0) << run.out() << run.err();
+
+  auto results = RunProcess({kSextant, "results", dir_ + "/run", "--format", "json"});
+  ASSERT_EQ(results.exit_code, 0) << results.err;
+  const nlohmann::json j = nlohmann::json::parse(results.out);
+  EXPECT_EQ(j["state"], "COMPLETED");
+  EXPECT_EQ(j["federation"]["rounds_completed"], 2) << j["federation"].dump();
+  for (const char* pool : {"east-all", "west-agg", "west-sites"}) {
+    EXPECT_GT(j["cost"]["by_pool"].value(pool, 0.0), 0) << pool << " " << j["cost"].dump();
+  }
+  // East's three were launched here as processes, west's three joined on their pools.
+  auto events = RunProcess({kSextant, "events", dir_ + "/run"});
+  EXPECT_EQ(Groups(events.out, "(aggregator|client) east(/\\d)? pid=\\d+ pool=east-all").size(),
+            3u)
+      << events.out;
+  EXPECT_EQ(Groups(events.out, "federation_launch[^\\n]*west").size(), 0u) << events.out;
+  EXPECT_EQ(Groups(events.out, "(aggregator west|client west/\\d) joined on pool west-").size(),
+            3u)
+      << events.out;
+}
+
 TEST_F(FederatedSecurityTest, FleetWorkersDialTheOrchestratorOverTls) {
   WriteFile(dir_ + "/catalog.yaml", R"(regions: [r1]
 instances: {gpu.1x: {gpus: 1, gpu_memory_gb: 80, cpus: 16}}

@@ -1,14 +1,18 @@
 #include "orchestrator/fleet/fleet.h"
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "orchestrator/fleet/providers.h"
 #include "orchestrator/fleet/static_provider.h"
+#include "tests/fakes/fake_provider.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {
@@ -16,42 +20,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Instances that exist only as entries here: the one cloud that a unit test can own. A test
-// can refuse launches (no capacity) and end instances.
-class FakeProvider : public Provider {
- public:
-  const char* name() const override { return "fake"; }
-  absl::StatusOr<std::string> Launch(const InstanceRequest& r) override {
-    if (refuse_launches > 0) {
-      --refuse_launches;
-      ++refused;
-      return absl::UnavailableError("no capacity");
-    }
-    std::string h = absl::StrCat("h", next_++);
-    live[h] = r;
-    return h;
-  }
-  absl::Status Terminate(const std::string& h) override {
-    live.erase(h);
-    terminated.push_back(h);
-    return absl::OkStatus();
-  }
-  InstanceStatus Poll(const std::string& h) override {
-    return live.count(h) ? InstanceStatus::Running() : InstanceStatus::Gone("gone");
-  }
-  absl::Status Interrupt(const std::string& h, bool notice) override {
-    (notice ? noticed : killed).push_back(h);
-    if (!notice) live.erase(h);
-    return absl::OkStatus();
-  }
-  std::map<std::string, InstanceRequest> live;
-  std::vector<std::string> terminated, noticed, killed;
-  int refuse_launches = 0;
-  int refused = 0;
-
- private:
-  int next_ = 1;
-};
+using testing::FakeProvider;
 
 v1::ExperimentSpec Spec(const std::string& pools, const std::string& budget = "") {
   return testing::SpecFromYaml(absl::StrCat(R"(name: fleet
@@ -351,6 +320,56 @@ TEST(FleetTest, StaticWorkersAreAdoptedAndBilledFromRegistration) {
   EXPECT_TRUE(kinds.count("worker_unbilled"));
   clock.Advance(absl::Seconds(120));
   EXPECT_NEAR((*fleet)->committed(), 120 * 2.4 / 3600, 1e-12);
+}
+
+// Pools on different providers: the cloud pool's instances are launched (and polled, ended
+// and taken back) through its provider, the lab pool's workers are started by hand and adopted
+// as they register; a worker on the cloud pool that no launch made is not billed.
+TEST(FleetTest, EachPoolLaunchesThroughItsOwnProvider) {
+  FakeClock clock;
+  auto cloud = std::make_shared<FakeProvider>();
+  PoolProviders providers({{"cloud", cloud}, {"lab", std::make_shared<StaticProvider>()}});
+  EXPECT_FALSE(providers.launches());
+  EXPECT_TRUE(providers.Launches("cloud"));
+  EXPECT_FALSE(providers.Launches("lab"));
+  EXPECT_FALSE(providers.Launches("elsewhere"));
+  auto fleet = Fleet::Create(
+      Spec("    - {name: cloud, region: us-east-1, instance: gpu.1x, market: spot, "
+           "max_instances: 2}\n"
+           "    - {name: lab, region: us-east-1, instance: gpu.1x, market: on_demand, "
+           "max_instances: 2}\n"),
+      Catalog::Default(), &providers, &clock, Options());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  FleetView view;
+  view.demand = 4;
+  FleetTick t = (*fleet)->Tick(view);
+  ASSERT_EQ(cloud->live.size(), 2u);  // the lab has nothing to launch
+  for (const auto& [h, r] : cloud->live) EXPECT_EQ(r.pool, "cloud");
+  bool labelled = false;
+  for (const auto& e : t.events) {
+    labelled = labelled || (e.kind == "instance_launched" && absl::StrContains(e.message, "(fake h"));
+  }
+  EXPECT_TRUE(labelled) << "events name the instance as its own provider does";
+  RegisterAll(*cloud, view);
+  view.workers[3] = {"us-east-1", "lab", ""};
+  view.workers[4] = {"us-east-1", "cloud", ""};
+  t = (*fleet)->Tick(view);
+  EXPECT_EQ((*fleet)->live_instances(), 3);
+  std::set<std::string> kinds;
+  for (const auto& e : t.events) kinds.insert(e.kind);
+  EXPECT_TRUE(kinds.count("instance_adopted"));
+  EXPECT_TRUE(kinds.count("worker_unbilled"));
+  // A cloud instance's end reaches the provider that launched it, under its own handle.
+  view.demand = 0;
+  const std::string first = cloud->live.begin()->first;
+  cloud->live.erase(first);
+  for (int i = 0; i < 3; ++i) {
+    clock.Advance(absl::Seconds(5));
+    (*fleet)->Tick(view);
+  }
+  EXPECT_EQ((*fleet)->live_instances(), 2);
+  EXPECT_EQ(providers.Poll("0:" + first).gone(), true);
+  EXPECT_EQ(providers.Poll("9:h1").detail, "unknown instance");
 }
 
 // A hand-started worker is billed from the moment it joins: the budget must allow that as it

@@ -15,6 +15,7 @@
 #include "orchestrator/mcp/mcp_server.h"
 #include "orchestrator/mcp/root_paths.h"
 #include "orchestrator/mcp/sextant_toolbox.h"
+#include "tests/fakes/fake_launcher.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {
@@ -233,21 +234,7 @@ TEST_F(RootPathsTest, CreateRefusesARootThatIsNotADirectory) {
   EXPECT_FALSE(RootPaths::Create(top_ + "/file").ok());
 }
 
-// Records what it is asked to do; starts nothing.
-class FakeLauncher : public ProcessLauncher {
- public:
-  absl::StatusOr<pid_t> Launch(const std::vector<std::string>& argv,
-                               const std::string& log_path) override {
-    launched.push_back(argv);
-    logs.push_back(log_path);
-    return 4242;
-  }
-  void Signal(pid_t pid, int sig) override { signals.push_back({pid, sig}); }
-  std::optional<int> Poll(pid_t) override { return std::nullopt; }
-  std::vector<std::vector<std::string>> launched;
-  std::vector<std::string> logs;
-  std::vector<std::pair<pid_t, int>> signals;
-};
+using testing::FakeLauncher;
 
 class SextantToolboxTest : public ::testing::Test {
  protected:

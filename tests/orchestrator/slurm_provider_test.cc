@@ -3,6 +3,7 @@
 // Skipped, with the reason, where they cannot start (not root, packages missing).
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <regex>
@@ -84,7 +85,7 @@ resources:
   // completion log names the same job, in the partition of its pool's market.
   auto events = RunProcess({kSextant, "events", dir + "/run"});
   std::map<std::string, std::string> pool_of_job;
-  std::regex launched(R"(instance ([a-z0-9-]+)-\d+ in pool [a-z0-9-]+ \(slurm (\d+)\))");
+  std::regex launched(R"(instance ([a-z0-9-]+)-\d+ in pool [a-z0-9-]+ \(slurm job=(\d+)\))");
   for (auto it = std::sregex_iterator(events.out.begin(), events.out.end(), launched);
        it != std::sregex_iterator(); ++it) {
     pool_of_job[(*it)[2]] = (*it)[1];
@@ -240,6 +241,44 @@ TEST(SlurmProviderTest, FederatedRunPlacesEveryParticipantAsAJobInItsPoolsPartit
   ExpectEveryJobEndedInItsPartition(cluster, job_of);
 }
 
+// Each region on its own provider: region a's participants are Slurm jobs in their pools'
+// partitions, region b's (its pool says `provider: local`) processes on this machine; every
+// pool is billed and the run completes.
+TEST(SlurmProviderTest, FederatedRegionsRunOnTheirOwnProviders) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = MakeTempDir("slurm-fl-mixed");
+  SlurmCluster cluster;
+  const std::string why = cluster.Start(dir + "/cluster");
+  SEXTANT_REQUIRE_COMPONENT(why.empty(), "no Slurm cluster here: " << why);
+  WriteFederatedExperiment(dir, 0.001, 2, 4, "60s");
+  std::string exp = ReadFile(dir + "/exp.yaml");
+  const std::string b = "{name: b-all, region: b, instance: box}";
+  ASSERT_NE(exp.find(b), std::string::npos) << exp;
+  exp.replace(exp.find(b), b.size(), "{name: b-all, region: b, instance: box, provider: local}");
+  WriteFile(dir + "/exp.yaml", exp);
+  const std::optional<nlohmann::json> results = RunOnSlurm(cluster, dir);
+  ASSERT_TRUE(results.has_value());
+  const nlohmann::json& j = *results;
+  EXPECT_EQ(j["state"], "COMPLETED");
+  EXPECT_EQ(j["federation"]["rounds_completed"], 2) << j["federation"].dump();
+  for (const char* pool : {"a-clients", "a-agg", "b-all"}) {
+    EXPECT_GT(j["cost"]["by_pool"][pool].get<double>(), 0) << pool << "\n" << j["cost"].dump();
+  }
+  auto events = RunProcess({kSextant, "events", dir + "/run"});
+  const std::map<std::string, std::string> job_of = ParticipantJobs(events.out);
+  EXPECT_EQ(job_of.size(), 3u) << events.out;
+  for (const auto& [name, job] : job_of) {
+    EXPECT_TRUE(absl::StrContains(name, "-a")) << name << " is a job\n" << events.out;
+  }
+  std::regex local(R"((aggregator b|client b/\d) pid=\d+ pool=b-all)");
+  EXPECT_EQ(std::distance(std::sregex_iterator(events.out.begin(), events.out.end(), local),
+                          std::sregex_iterator()),
+            3)
+      << events.out;
+  ExpectEveryJobEndedInItsPartition(cluster, job_of);
+}
+
 // Spot clients on Slurm taken back at their pool's interruption model (scancel --signal=TERM
 // after the notice): each is a dropout for its round and a new job takes its place in the spot
 // partition, and the run completes every round.
@@ -264,7 +303,11 @@ TEST(SlurmProviderTest, FederatedSpotClientsTakenBackAreReplacedByNewJobs) {
 
   auto events = RunProcess({kSextant, "events", dir + "/run"});
   const std::map<std::string, std::string> job_of = ParticipantJobs(events.out);
-  EXPECT_EQ(job_of.size(), 6u + static_cast<size_t>(preempted)) << events.out;
+  // Each one taken back is replaced by a new job, but for one that is still leaving when the
+  // last round closes (at most one per spot client: region a's two).
+  const int replacements = static_cast<int>(job_of.size()) - 6;
+  EXPECT_LE(replacements, preempted) << events.out;
+  EXPECT_GE(replacements, preempted - 2) << events.out;
   ExpectEveryJobEndedInItsPartition(cluster, job_of);
 }
 
