@@ -49,10 +49,15 @@
 #include "orchestrator/federated/client_selection.h"
 #include "orchestrator/federated/evaluate_command.h"
 #include "orchestrator/federated/federated_billing.h"
+#include "orchestrator/federated/federation_settings.h"
 #include "orchestrator/federated/global_checkpoint.h"
 #include "orchestrator/federated/privacy_budget.h"
 #include "orchestrator/federated/global_evaluator.h"
+#include "orchestrator/federated/global_model.h"
+#include "orchestrator/federated/hand_joins.h"
 #include "orchestrator/federated/participants.h"
+#include "orchestrator/federated/region_launch.h"
+#include "orchestrator/federated/selection_record.h"
 #include "orchestrator/fleet/providers.h"
 #include "orchestrator/monitor/run_monitor.h"
 #include "rpc/certificates.h"
@@ -73,14 +78,17 @@ constexpr absl::Duration kEvaluatorStartup = absl::Seconds(120);
 constexpr absl::Duration kEvaluationTimeout = absl::Seconds(600);
 // How many per-round model files (RUN_DIR/model/round-N.safetensors) are kept.
 constexpr int kRoundModelsKept = 3;
+
+// The file of the global model after `round` in RUN_DIR/model.
+std::string RoundModelName(int64_t round) {
+  return absl::StrFormat("round-%04d.safetensors", round);
+}
 // How long participants take to exit once the run is over, as the budget counts it: each
 // live instance is billed that much after the last round (measured: under 1 s on loopback,
 // bench/federated/cost/budget_bench.py).
 constexpr absl::Duration kParticipantWindDown = absl::Seconds(2);
-// From this many values (256 MB) the global model lives in a mapped file (AllocateGlobal), as
-// the tier stages a region's update of that size in a file; the server step then goes
-// kStepRangeFloats (16 MB) at a time.
-constexpr size_t kFileBackedFloats = size_t{1} << 26;
+// A global model in a mapped file (from kFileBackedFloats values on, global_model.h) takes the
+// server step kStepRangeFloats (16 MB) at a time.
 constexpr size_t kStepRangeFloats = size_t{1} << 22;
 // Secure int8 updates: a tensor's range is this many times the largest |value| of its last mean
 // update (a client's own update reaches past the mean), and never below kInt8MinRange.
@@ -142,6 +150,9 @@ class FederatedRun {
         run_dir_path_(session.path()),
         run_dir_(&session.run_dir()),
         store_(&session.store()),
+        selection_(store_),
+        model_(std::filesystem::absolute(session.run_dir().path() + "/federation").string()),
+        hand_joins_(spec_, options_.external_participants),
         start_(env_.clock->Now()) {
     // Participants run where their pools' providers say (Slurm jobs, processes here, or hosts
     // where they are started by hand); without pools, where resources.provider says. The
@@ -153,9 +164,6 @@ class FederatedRun {
             ? MakePoolsProvider(spec_.resources(), where)
             : MakeProvider(spec_.resources().provider() == "slurm" ? "slurm" : "local", where);
     provider_ = provider.ok() ? *std::move(provider) : *MakeProvider("local", where);
-    for (const v1::FederatedRegion& r : fed().regions()) {
-      if (options_.external_participants || StaticRegion(r.name())) hand_joined_.insert(r.name());
-    }
     participants_.emplace(ParticipantsEnv{provider_.get(), env_.clock, store_, env_.err,
                                           run_dir_->logs_dir(), options_.time_scale});
   }
@@ -180,31 +188,8 @@ class FederatedRun {
  private:
   const v1::Federation& fed() const { return spec_.federation(); }
 
-  // True when every pool of `region` (at least one) is static: its participants are started
-  // by hand and join (`--join`).
-  bool StaticRegion(const std::string& region) const {
-    const v1::Resources& res = spec_.resources();
-    bool any = false;
-    for (const v1::Pool& p : res.pools()) {
-      if (p.region() != region) continue;
-      if (PoolProvider(res, p) != "static") return false;
-      any = true;
-    }
-    return any;
-  }
-  bool HandJoined(const std::string& region) const { return hand_joined_.contains(region); }
-  // Every region's participants are started by hand: the run launches none.
-  bool AllHandJoined() const {
-    return static_cast<int>(hand_joined_.size()) == fed().regions_size();
-  }
-
   absl::Status Prepare() {
-    if (!hand_joined_.empty() && session_.tls_dir().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the participants of region ", *hand_joined_.begin(),
-          " are started by hand (its pools are static) and join with certificates: run with "
-          "--tls-dir DIR (`sextant certs init DIR`)"));
-    }
+    SEXTANT_RETURN_IF_ERROR(hand_joins_.CheckCredentials(session_.tls_dir()));
     // The federation id names this run to its participants for all its sessions; a run
     // stopped before its first session stored one gets it now (no round has run under another).
     SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> id, store_->GetMeta("federation_id"));
@@ -228,11 +213,9 @@ class FederatedRun {
     if (fed().model_file().empty()) {
       SEXTANT_RETURN_IF_ERROR(StartEvaluator());
       const std::vector<float> initial = evaluator_->initial_weights();
-      SEXTANT_RETURN_IF_ERROR(AllocateGlobal(initial.size()));
-      std::copy(initial.begin(), initial.end(), global_.begin());
-      layout_ = evaluator_->layout();
+      SEXTANT_RETURN_IF_ERROR(model_.Adopt(initial, evaluator_->layout()));
     } else {
-      SEXTANT_RETURN_IF_ERROR(LoadOwnModel());
+      SEXTANT_RETURN_IF_ERROR(model_.LoadOwn(fed()));
     }
     SEXTANT_RETURN_IF_ERROR(Restore());
     SEXTANT_RETURN_IF_ERROR(PrepareAccountant());
@@ -246,68 +229,12 @@ class FederatedRun {
   }
   bool CentralNoise() const { return privacy_ && privacy_->central_noise(); }
 
-  // federation.model.file: its tensors widened to f32 are the first global model. The file must
-  // still have the layout the loader read from its header.
-  absl::Status LoadOwnModel() {
-    SEXTANT_ASSIGN_OR_RETURN(TensorFile model, ReadSafetensorsLayout(fed().model_file()));
-    bool same = model.tensors.size() == static_cast<size_t>(fed().model_layout_size());
-    for (size_t i = 0; same && i < model.tensors.size(); ++i) {
-      const Tensor& t = model.tensors[i];
-      const v1::TensorLayout& l = fed().model_layout(static_cast<int>(i));
-      same = t.name == l.name() && DTypeName(t.dtype) == l.dtype() &&
-             std::equal(t.shape.begin(), t.shape.end(), l.shape().begin(), l.shape().end());
-    }
-    if (!same) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          fed().model_file(), ": its tensors changed since the experiment was loaded"));
-    }
-    // Read a chunk at a time into the flat model: a model of many gigabytes costs itself once.
-    SEXTANT_ASSIGN_OR_RETURN(const int64_t elements, LayoutElements(model));
-    SEXTANT_RETURN_IF_ERROR(AllocateGlobal(static_cast<size_t>(elements)));
-    SEXTANT_RETURN_IF_ERROR(ReadSafetensorsToF32(fed().model_file(), model, global_));
-    ReleaseGlobal();
-    layout_ = std::move(model);
-    return absl::OkStatus();
-  }
-
-  // The global model's memory: from kFileBackedFloats on, a file in the run's federation folder
-  // mapped into memory, whose pages go back to the system after each pass over the model
-  // (ReleaseGlobal) and, in the server step, after each range; so the model is resident only
-  // while it is read or written, never together with the round's mean.
-  absl::Status AllocateGlobal(size_t n) {
-    if (n >= kFileBackedFloats) {
-      SEXTANT_ASSIGN_OR_RETURN(MappedFloats file,
-                               MappedFloats::Create(fed_dir_ + "/global.f32", n));
-      global_file_.emplace(std::move(file));
-      global_ = global_file_->span();
-    } else {
-      global_memory_.assign(n, 0.0f);
-      global_ = absl::MakeSpan(global_memory_);
-    }
-    return absl::OkStatus();
-  }
-  void ReleaseGlobal() {
-    if (global_file_) global_file_->Release();
-  }
-
   // The global model as safetensors in RUN_DIR/model/NAME (the layout's names and dtypes), written
   // atomically; the meta `model_file` names the newest.
   absl::Status WriteModelFile(const std::string& name) {
-    const std::string dir = run_dir_->path() + "/model";
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
-    const std::string path =
-        std::filesystem::absolute(absl::StrCat(dir, "/", name)).lexically_normal().string();
-    SEXTANT_RETURN_IF_ERROR(WriteGlobalModel(path));
+    SEXTANT_ASSIGN_OR_RETURN(const std::string path,
+                             model_.WriteTo(run_dir_->path() + "/model", name));
     return store_->PutMeta("model_file", path);  // `results --format json` names it
-  }
-
-  // The global model as safetensors at path (the layout's names and dtypes).
-  absl::Status WriteGlobalModel(const std::string& path) {
-    const absl::Status s = WriteSafetensorsFromF32(path, layout_, global_);
-    ReleaseGlobal();
-    return s;
   }
 
   // federation.evaluate_command on the global model after `round`: its score becomes
@@ -323,7 +250,7 @@ class FederatedRun {
     o.timeout_seconds = absl::ToDoubleSeconds(kEvaluationTimeout);
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    const absl::Status written = WriteGlobalModel(model);
+    const absl::Status written = model_.WriteSafetensors(model);
     absl::StatusOr<PrintedEvaluation> e = written.ok()
                                               ? RunEvaluateCommand(o, round, model, env_.clock)
                                               : absl::StatusOr<PrintedEvaluation>(written);
@@ -348,33 +275,29 @@ class FederatedRun {
     return absl::OkStatus();
   }
 
-  static std::string RoundModelName(int64_t round) {
-    return absl::StrFormat("round-%04d.safetensors", round);
-  }
-
   // Payload: see global_checkpoint.h (the round's rows travel with it).
   absl::Status Checkpoint(int64_t round, const std::vector<RoundRow>& rows) {
-    // In pieces, the model's a view of global_: no copy of the model is made.
+    // In pieces, the model's a view of its values: no copy of the model is made.
     const GlobalCheckpointPieces c =
-        EncodeGlobalCheckpointPieces(round, global_, optimizer_->state(), rows);
+        EncodeGlobalCheckpointPieces(round, model_.values(), optimizer_->state(), rows);
     const absl::string_view pieces[] = {c.head, c.model, c.tail};
     const absl::Status s = WriteCheckpoint(ckpt_dir_, round, pieces).status();
-    ReleaseGlobal();
+    model_.Release();
     return s;
   }
 
   absl::Status Restore() {
     auto ck = LoadLatestCheckpoint(ckpt_dir_);
     if (!ck.ok()) return absl::OkStatus();  // nothing completed yet
-    absl::StatusOr<GlobalCheckpoint> c = DecodeGlobalCheckpoint(ck->payload, global_.size());
+    absl::StatusOr<GlobalCheckpoint> c = DecodeGlobalCheckpoint(ck->payload, model_.size());
     if (!c.ok()) return c.status();
     SEXTANT_RETURN_IF_ERROR(optimizer_->Restore(std::move(c->optimizer)));
     // A kill between the checkpoint and the rounds table's commit left the rows out.
     if (!c->rows.empty()) {
       SEXTANT_RETURN_IF_ERROR(rounds_->Put(c->rows));
     }
-    std::copy(c->model.begin(), c->model.end(), global_.begin());
-    ReleaseGlobal();
+    std::copy(c->model.begin(), c->model.end(), model_.values().begin());
+    model_.Release();
     last_round_ = c->round;
     // Without an evaluator the last score is the clients' of the committed round (its global
     // row comes first), which no one can compute again.
@@ -382,152 +305,50 @@ class FederatedRun {
       last_eval_ = ModelScore{c->rows[0].loss, c->rows[0].accuracy, c->rows[0].clients};
     }
     *env_.out << "sextant: resuming after round " << last_round_ << "\n";
-    return RestoreSelection();
-  }
-
-  // federation.client_selection's state: the clients' speeds and how often each was selected
-  // (meta client_speeds and client_selection, written after every round).
-  absl::Status RestoreSelection() {
-    SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> speeds, store_->GetMeta("client_speeds"));
-    if (speeds) {
-      absl::StatusOr<ClientSpeeds> s = ClientSpeeds::FromJson(*speeds);
-      if (s.ok()) speeds_ = *std::move(s);
-    }
-    SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> sel, store_->GetMeta("client_selection"));
-    if (sel) {
-      nlohmann::json j = nlohmann::json::parse(*sel, nullptr, false);
-      if (j.is_object() && j["selected"].is_object()) {
-        for (const auto& [id, n] : j["selected"].items()) {
-          if (n.is_number_integer()) selected_[id] = n.get<int64_t>();
-        }
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  // Counts the round's selection (meta client_selection, for `results`) and says it in an event.
-  absl::Status RecordSelection(int64_t round, const std::vector<Participant>& chosen) {
-    std::vector<std::string> ids;
-    for (const Participant& p : chosen) {
-      ids.push_back(ClientId(p.region, p.index));
-      ++selected_[ids.back()];
-    }
-    const std::string policy =
-        fed().client_selection().empty() ? "random" : fed().client_selection();
-    nlohmann::json j = {{"policy", policy}, {"selected", selected_}};
-    if (!speeds_.estimates().empty()) j["seconds"] = speeds_.estimates();
-    SEXTANT_RETURN_IF_ERROR(store_->PutMeta("client_selection", j.dump()));
-    return store_->AddEvent(
-        EventTime(), "selection", 0,
-        absl::StrCat("round=", round, " policy=", policy, " clients=", absl::StrJoin(ids, ",")));
-  }
-
-  // Learns each client's delivery time from its region's report of a closed round.
-  absl::Status ObserveSpeeds(const std::vector<SenderReport>& senders) {
-    bool any = false;
-    for (const SenderReport& s : senders) {
-      for (const auto& [id, seconds] : s.client_seconds) {
-        speeds_.Observe(id, seconds);
-        any = true;
-      }
-    }
-    return any ? store_->PutMeta("client_speeds", speeds_.ToJson()) : absl::OkStatus();
+    return selection_.Restore();
   }
 
   // The global tier: the regions' aggregators send to it. With hide_region_sums its SecAgg hub
   // runs the regions' round, in which the aggregators are the clients.
   absl::Status StartServer() {
-    if (fed().reproducible() && global_.size() >= RoundCoordinatorOptions{}.file_staging_from) {
+    if (fed().reproducible() && model_.size() >= RoundCoordinatorOptions{}.file_staging_from) {
       return absl::InvalidArgumentError(absl::StrCat(
           "federation.reproducible keeps every update of a round in memory until it closes, and "
-          "this model's ", global_.size(), " parameters are staged in files instead; set "
+          "this model's ", model_.size(), " parameters are staged in files instead; set "
           "federation.reproducible: false"));
     }
     TierOptions o;
     o.listen = options_.listen;
     o.coordinator.experiment_id = experiment_id_;
-    o.coordinator.model_size = global_.size();
+    o.coordinator.model_size = model_.size();
     o.coordinator.staging_dir = fed_dir_;  // a large model's region update is staged there
     o.coordinator.ordered = fed().reproducible();
     o.coordinator.min_updates = std::max(1, fed().min_clients());
     o.coordinator.deadline_seconds = fed().round_deadline_seconds();
-    if (buffered()) {
+    if (Buffered(fed())) {
       o.coordinator.min_updates = fed().buffer_size();
       o.coordinator.deadline_seconds = 0;
-      o.coordinator.buffer = StalenessPolicy();
+      o.coordinator.buffer = StalenessPolicy(fed());
       // Reproducible: a region's second push waits for the next step, whatever its timing.
       o.coordinator.buffer.distinct_senders = fed().reproducible();
     }
     // Only a region's own aggregator speaks for it, for at most its clients.
     for (const auto& r : fed().regions()) o.policy.region_clients[r.name()] = r.clients();
-    o.policy.max_client_weight = MaxClientWeight();
+    o.policy.max_client_weight = MaxClientWeight(fed());
     o.secure = fed().hide_region_sums();
-    o.secagg.stage_timeout_seconds = StageTimeout();
-    o.secagg.quantization = Quantization();
+    o.secagg.stage_timeout_seconds = StageTimeoutSeconds(fed());
+    o.secagg.quantization = BaseQuantization(fed());
     o.secagg.staging_dir = fed_dir_;  // the regions' masked sums are assembled there
     // The session's TLS/mTLS and token rules, as for the worker service (search/search_run.cc).
     ServerSecurity& security = session_.security();
-    if (!hand_joined_.empty()) {
-      // Aggregators started by hand ask for their plans, each by its own region's certificate.
-      // What participants need of the experiment, signed by this orchestrator: its trial's
-      // environment (which may hold secrets), the search, budget and resources stay here, and
-      // a client command runs in its host's own folder.
-      v1::ExperimentSpec shared = spec_;
-      shared.clear_source_path();
-      shared.mutable_trial()->mutable_env()->clear();
-      shared.clear_search();
-      shared.clear_budget();
-      shared.clear_resources();
-      const std::string bytes = shared.SerializeAsString();
-      // Signed anew by every session of the run, each plan valid for kPlanLifetime.
-      const int64_t expires_at = absl::ToUnixSeconds(env_.clock->Now() + kPlanLifetime);
-      absl::StatusOr<KeyAttestation> signature = SignAsOrchestrator(
-          session_.tls_dir(), ExperimentBinding(experiment_id_, bytes, expires_at));
-      if (!signature.ok()) return signature.status();
-      std::map<std::string, v1::JoinPlan> plans;
-      for (const auto& r : fed().regions()) {
-        if (!HandJoined(r.name())) continue;  // the run starts this region's participants
-        v1::JoinPlan& plan = plans[r.name()];
-        for (const std::string& f : AggregatorFlags(r)) plan.add_flags(f);
-        plan.set_spec(bytes);
-        plan.set_spec_signature(signature->signature);
-        plan.set_spec_certificate(signature->certificate_pem);
-        plan.set_expires_at(expires_at);
-      }
-      o.join = [this, plans = std::move(plans)](
-                   const PeerIdentity& caller,
-                   const std::string& pool) -> absl::StatusOr<v1::JoinPlan> {
-        auto it = plans.find(caller.region);
-        if (caller.role != Role::kAggregator || it == plans.end()) {
-          return absl::PermissionDeniedError(
-              absl::StrCat(IdentityUri(caller),
-                           " may not join here: only an aggregator "
-                           "certificate of one of the run's regions started by hand"));
-        }
-        if (!pool.empty()) {
-          SEXTANT_RETURN_IF_ERROR(
-              QueueHandJoin(absl::StrCat("aggregator ", caller.region), caller.region, true, pool));
-        }
-        return it->second;
-      };
-      // A client started by hand that named its pool, as its region's aggregator reports it.
-      o.join_report = [this](const PeerIdentity& caller, const std::string& client_id,
-                             const std::string& pool) -> absl::Status {
-        const std::string region = client_id.substr(0, client_id.find('/'));
-        int index = -1;
-        const v1::FederatedRegion* r = Region(region);
-        if (caller.role != Role::kAggregator || caller.region != region || r == nullptr ||
-            !absl::SimpleAtoi(client_id.substr(client_id.find('/') + 1), &index) || index < 0 ||
-            index >= r->clients()) {
-          return absl::PermissionDeniedError(
-              absl::StrCat(IdentityUri(caller), " may not report client ", client_id,
-                           ": only the aggregator of its region, for one of its places"));
-        }
-        return QueueHandJoin(absl::StrCat("client ", client_id), region, false, pool);
-      };
-    }
-    if (!AllHandJoined() && !session_.tls_dir().empty()) {
-      if (absl::Status s = IssueParticipantCertificates(&security); !s.ok()) {
+    // Signed anew by every session of the run, each plan valid for kPlanLifetime.
+    SEXTANT_RETURN_IF_ERROR(hand_joins_.Serve(
+        &o, session_.tls_dir(), experiment_id_, env_.clock->Now(), kPlanLifetime,
+        [&](const v1::FederatedRegion& r) {
+          return AggregatorFlags(fed(), r, experiment_id_, model_.size());
+        }));
+    if (!hand_joins_.all() && !session_.tls_dir().empty()) {
+      if (absl::Status s = IssueParticipantCertificates(Launch(), &security); !s.ok()) {
         return absl::InvalidArgumentError(s.message());
       }
     }
@@ -536,137 +357,25 @@ class FederatedRun {
     return absl::OkStatus();
   }
 
-  // The federation's region `name`, or null.
-  const v1::FederatedRegion* Region(const std::string& name) const {
-    for (const v1::FederatedRegion& r : fed().regions()) {
-      if (r.name() == name) return &r;
-    }
-    return nullptr;
-  }
-
-  // A participant started by hand named `pool` (`who`: "aggregator R", "client R/I"): checked
-  // here against the run's pools (any thread: the spec does not change), and billed on the
-  // run's loop from then on (BillHandJoins). InvalidArgument naming what is wrong.
-  absl::Status QueueHandJoin(std::string who, const std::string& region, bool aggregator,
-                             const std::string& pool) ABSL_LOCKS_EXCLUDED(hand_mu_) {
-    std::vector<std::string> names;
-    for (const v1::Pool& p : spec_.resources().pools()) {
-      names.push_back(p.name());
-      if (p.name() != pool) continue;
-      if (p.region() != region) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("pool ", pool, " is in region ", p.region(), ", not ", region,
-                         ": a participant is billed on a pool of its own region"));
-      }
-      if (!PoolHosts(p, aggregator)) {
-        return absl::InvalidArgumentError(absl::StrCat("pool ", pool, " hosts ", p.hosts(),
-                                                       " only, not ", aggregator ? "an aggregator" : "clients"));
-      }
-      absl::MutexLock lock(&hand_mu_);
-      hand_joins_.push_back({std::move(who), pool});
-      return absl::OkStatus();
-    }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "no pool ", pool, " in the run's resources.pools (",
-        names.empty() ? "it has none: the run bills nothing" : absl::StrJoin(names, ", "), ")"));
-  }
-
-  // Starts the bill of each participant started by hand that joined on a pool since the last
-  // call (once per participant: one that joins again keeps its bill), with an event each. Its
-  // bill runs to the end of the run, as a static pool's workers' do.
-  void BillHandJoins() ABSL_LOCKS_EXCLUDED(hand_mu_) {
-    std::vector<std::pair<std::string, std::string>> joins;
-    {
-      absl::MutexLock lock(&hand_mu_);
-      joins.swap(hand_joins_);
-    }
-    if (!billing_) return;
-    for (const auto& [who, pool] : joins) {
-      if (!billed_by_hand_.emplace(who, pool).second) continue;
-      const PoolOffer* offer = billing_->placement().Pool(pool);
-      if (offer == nullptr) continue;  // checked when it joined
-      billing_->StartOn(*offer);
-      ++hand_launched_[pool];
-      (void)store_->AddEvent(EventTime(), "federation_joined", 0,
-                             absl::StrCat(who, " joined on pool ", pool,
-                                          ": billed from now to the end of the run"));
-    }
-  }
-
-  bool hide_region_sums() const { return fed().hide_region_sums(); }
-  bool buffered() const { return fed().mode() == "buffered"; }
-
-  BufferPolicy StalenessPolicy() const {
-    BufferPolicy b;
-    b.enabled = true;
-    b.max_staleness = fed().max_staleness();
-    if (fed().staleness_weighting() == "constant") b.weighting = BufferPolicy::Weighting::kConstant;
-    return b;
-  }
-
-  // Buffered: the updates a region buffers before it pushes them, ceil(buffer_size / regions)
-  // and at most its clients (each client delivers once per buffer).
-  int64_t RegionBufferSize(int64_t clients) const {
-    const int64_t regions = std::max(1, fed().regions_size());
-    return std::clamp<int64_t>((fed().buffer_size() + regions - 1) / regions, 1,
-                               std::max<int64_t>(1, clients));
-  }
-
   std::string Bin() const { return session_.worker_binary(); }
 
-  // Where a participant's own certificate goes: its region's aggregator (index -1) or client.
-  std::string ParticipantTlsDir(const std::string& region, int index) const {
-    return index < 0 ? absl::StrCat(fed_dir_, "/tls/", region, "/aggregator")
-                     : absl::StrCat(fed_dir_, "/tls/", region, "/client-", index);
+  // How this run starts its own participants (region_launch.h).
+  RegionLaunch Launch() const {
+    RegionLaunch l;
+    l.spec = &spec_;
+    l.hand_joins = &hand_joins_;
+    l.worker_binary = Bin();
+    l.tls_dir = session_.tls_dir();
+    l.secret_file = session_.secrets().worker_file;
+    l.fed_dir = fed_dir_;
+    l.logs_dir = run_dir_->logs_dir();
+    l.experiment_id = experiment_id_;
+    l.spec_file = spec_file_;
+    l.model_size = model_.size();
+    l.startup_wait_seconds = kStartupWaitSeconds;
+    l.clock = env_.clock;
+    return l;
   }
-
-  // Every participant this run starts gets a certificate of its own identity
-  // (sextant://aggregator/R/aggregator, sextant://client/R/I) from the CA in --tls-dir, so that
-  // each may speak only as itself. The aggregators' certificates are enrolled here: only they
-  // call this server.
-  absl::Status IssueParticipantCertificates(ServerSecurity* security) {
-    for (const auto& r : fed().regions()) {
-      if (HandJoined(r.name())) continue;
-      SEXTANT_ASSIGN_OR_RETURN(
-          std::string fingerprint,
-          IssueParticipantDirectory(session_.tls_dir(), ParticipantTlsDir(r.name(), -1),
-                                    PeerIdentity{Role::kAggregator, r.name(), "aggregator"}));
-      security->enrolled.insert(fingerprint);
-      std::vector<std::string> clients;
-      for (int i = 0; i < r.clients(); ++i) {
-        SEXTANT_ASSIGN_OR_RETURN(
-            clients.emplace_back(),
-            IssueParticipantDirectory(session_.tls_dir(), ParticipantTlsDir(r.name(), i),
-                                      PeerIdentity{Role::kClient, r.name(), absl::StrCat(i)}));
-      }
-      // The region's aggregator admits the certificates the orchestrator does, and its clients.
-      SEXTANT_RETURN_IF_ERROR(
-          EnrollParticipants(session_.tls_dir(), ParticipantTlsDir(r.name(), -1), clients));
-    }
-    return absl::OkStatus();
-  }
-
-  // A participant dials and serves with its own certificate (IssueParticipantCertificates),
-  // or on loopback with the run's secret.
-  void AddCredentials(std::vector<std::string>* argv, const std::string& region, int index) const {
-    if (session_.tls_dir().empty()) {
-      argv->insert(argv->end(), {"--secret-file", session_.secrets().worker_file});
-      return;
-    }
-    argv->insert(argv->end(), {"--tls-dir", ParticipantTlsDir(region, index), "--tls-name",
-                               index < 0 ? "aggregator" : absl::StrCat(index)});
-    // A client dials its aggregator on loopback, a name no aggregator certificate carries (it
-    // could then pose as the orchestrator): it admits the one identity the run issued instead.
-    if (index >= 0) {
-      argv->insert(argv->end(),
-                   {"--server-identity",
-                    IdentityUri(PeerIdentity{Role::kAggregator, region, "aggregator"})});
-    }
-  }
-
-  // The most weight one client may declare, at both tiers and in secure rounds: its example
-  // share (examples_per_client, 60,000 when unset; a command client's declared cap), 1 under DP.
-  double MaxClientWeight() const { return static_cast<double>(Quantization().max_weight); }
 
   // The model lives in the evaluator process (the only one here that runs the trainer): it
   // gives the seeded starting weights and scores the global model after each evaluated round.
@@ -686,25 +395,11 @@ class FederatedRun {
   // there is no evaluator (a no-op): CompleteRound takes the clients' own scores instead.
   absl::Status Evaluate(int64_t round) {
     if (!evaluator_) return absl::OkStatus();
-    absl::StatusOr<ModelScore> score = evaluator_->Evaluate(round, global_, kEvaluationTimeout);
+    absl::StatusOr<ModelScore> score =
+        evaluator_->Evaluate(round, model_.values(), kEvaluationTimeout);
     if (!score.ok()) return score.status();
     last_eval_ = *score;
     return absl::OkStatus();
-  }
-
-  // The quantisation of secure aggregation. Weights are example counts (at most a client's
-  // share: examples_per_client, or the whole training split), or 1 under DP. Each coordinate of
-  // an update is clipped to [-4, 4], or to C plus six standard deviations of distributed noise
-  // under DP, at 16 bits: the decoded mean is within 4 / 32767 of the plaintext one.
-  SecAggQuantization Quantization() const {
-    SecAggQuantization q;
-    q.bits = 16;
-    q.clip = 4.0;
-    q.max_weight = SecAggMaxWeight(fed());
-    if (fed().has_dp()) {
-      q.clip = std::max(q.clip, DpClipNorm(fed()) + 6 * MaxClientNoiseStddev(fed()));
-    }
-    return q;
   }
 
   // The quantisation of the next secure round. int8 updates go at 8 bits: under DP in the clip
@@ -713,13 +408,13 @@ class FederatedRun {
   // follows the updates as they shrink. The first round (and the first after a resume) has no
   // mean to size ranges from and goes at 16 bits.
   SecAggQuantization RoundQuantization() const {
-    SecAggQuantization q = Quantization();
+    SecAggQuantization q = BaseQuantization(fed());
     if (fed().update_compression() != "int8") return q;
     if (fed().has_dp()) {
       q.bits = 8;
     } else if (!int8_ranges_.empty()) {
       q.bits = 8;
-      q.segments = LayoutSegments(layout_);
+      q.segments = LayoutSegments(model_.layout());
       q.segment_clips = int8_ranges_;
     }
     return q;
@@ -731,140 +426,17 @@ class FederatedRun {
   // as `sextant events`, `status` and the report read it.
   double EventTime() const { return absl::ToUnixMicros(env_.clock->Now()) / 1e6; }
 
-  // Each secure-aggregation stage after the first closes this long after it opened.
-  double StageTimeout() const {
-    return fed().round_deadline_seconds() > 0 ? fed().round_deadline_seconds() : 30.0;
-  }
-
   // The ring of every secure sum when the regions' sums are hidden: it holds all clients' total.
   int RegionsRingBits() const {
     const SecAggQuantization q = RoundQuantization();
     return SecureQuantizer::RequiredRingBits(q.bits, TotalClients(fed()), q.max_weight);
   }
 
-  // The experiment's settings for region r's aggregator, as its flags: what the run gives the
-  // aggregators it starts and the plan one started by hand joins with.
-  std::vector<std::string> AggregatorFlags(const v1::FederatedRegion& r) const {
-    std::vector<std::string> argv = {"--region",
-                                     r.name(),
-                                     "--experiment-id",
-                                     experiment_id_,
-                                     "--model-size",
-                                     absl::StrCat(global_.size()),
-                                     "--clients",
-                                     absl::StrCat(r.clients()),
-                                     "--max-client-weight",
-                                     absl::StrCat(MaxClientWeight())};
-    // Robust rules run where client updates are in the clear: at the regional aggregators.
-    if (!fed().aggregation().empty() && fed().aggregation() != "fedavg") {
-      argv.insert(argv.end(), {"--aggregation", fed().aggregation(), "--trim-fraction",
-                               absl::StrCat(fed().trim_fraction()), "--byzantine",
-                               absl::StrCat(fed().byzantine_clients()), "--krum-selected",
-                               absl::StrCat(fed().krum_selected())});
-    }
-    if (fed().secure_aggregation()) {
-      const SecAggQuantization q = Quantization();
-      argv.insert(argv.end(), {"--secure-aggregation", "1", "--secagg-clip", absl::StrCat(q.clip),
-                               "--secagg-bits", absl::StrCat(q.bits), "--secagg-max-weight",
-                               absl::StrCat(q.max_weight), "--secagg-stage-timeout",
-                               absl::StrCat(StageTimeout())});
-      if (fed().hide_region_sums()) {
-        argv.insert(argv.end(), {"--hide-region-sum", "1", "--secagg-ring-clients",
-                                 absl::StrCat(TotalClients(fed()))});
-      }
-    }
-    // Central DP over plaintext updates: the aggregator enforces each client's bound itself.
-    if (DpClipNorm(fed()) > 0 && !fed().secure_aggregation()) {
-      argv.insert(argv.end(), {"--dp-clip-norm", absl::StrCat(DpClipNorm(fed()))});
-    }
-    if (fed().reproducible()) argv.insert(argv.end(), {"--reproducible", "1"});
-    if (buffered()) {
-      argv.insert(argv.end(), {"--max-staleness", absl::StrCat(fed().max_staleness()),
-                               "--staleness-weighting", fed().staleness_weighting()});
-    }
-    return argv;
-  }
-
-  // Starts billing, then, in each region not started by hand, its aggregator, then its
-  // clients once it serves (it writes its port to a file).
+  // Starts billing, then the participants of each region not started by hand.
   absl::Status LaunchParticipants() {
     SEXTANT_RETURN_IF_ERROR(StartBilling());
     std::filesystem::create_directories(run_dir_->logs_dir());
-    const std::string target = absl::StrCat("127.0.0.1:", tier_->port());
-    for (const auto& r : fed().regions()) {
-      if (HandJoined(r.name())) continue;
-      // Each region's files sit in regions/: no region name can meet the run's own folders.
-      std::filesystem::create_directories(fed_dir_ + "/regions");
-      const std::string port_file = absl::StrCat(fed_dir_, "/regions/", r.name(), ".port");
-      std::filesystem::remove(port_file);
-      std::vector<std::string> argv = {Bin(),
-                                       "--role",
-                                       "aggregator",
-                                       "--connect",
-                                       target,
-                                       "--work-dir",
-                                       absl::StrCat(fed_dir_, "/regions/", r.name()),
-                                       "--port-file",
-                                       port_file,
-                                       "--startup-wait",
-                                       absl::StrCat(kStartupWaitSeconds),
-                                       "--exit-with-parent"};
-      AddCredentials(&argv, r.name(), -1);
-      const std::vector<std::string> flags = AggregatorFlags(r);
-      argv.insert(argv.end(), flags.begin(), flags.end());
-      participants_->Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
-                            absl::StrCat("aggregator ", r.name()), r.name(), /*aggregator=*/true);
-    }
-    int global_index = 0;  // the clients' order of federation.client_data_dirs
-    for (const auto& r : fed().regions()) {
-      if (HandJoined(r.name())) {
-        global_index += r.clients();
-        continue;
-      }
-      const std::string port_file = absl::StrCat(fed_dir_, "/regions/", r.name(), ".port");
-      const absl::Time until = env_.clock->Now() + absl::Seconds(60);
-      int port = 0;
-      while (env_.clock->Now() < until && port == 0) {
-        std::ifstream in(port_file);
-        if (!(in >> port)) port = 0;
-        if (port == 0) env_.clock->SleepFor(absl::Milliseconds(50));
-      }
-      participants_->SetRegionPort(r.name(), port);
-      if (port == 0) {
-        return absl::UnavailableError(absl::StrCat("the aggregator of region ", r.name(),
-                                                   " did not start; see ", run_dir_->logs_dir(),
-                                                   "/aggregator-", r.name(), ".log"));
-      }
-      for (int i = 0; i < r.clients(); ++i) {
-        std::vector<std::string> argv = {Bin(),
-                                         "--role",
-                                         "client",
-                                         "--region",
-                                         r.name(),
-                                         "--index",
-                                         absl::StrCat(i),
-                                         "--connect",
-                                         absl::StrCat("127.0.0.1:", port),
-                                         "--experiment-id",
-                                         experiment_id_,
-                                         "--spec",
-                                         spec_file_,
-                                         "--threads",
-                                         "1",
-                                         "--work-dir",
-                                         absl::StrCat(fed_dir_, "/client-", r.name(), "-", i),
-                                         "--exit-with-parent"};
-        AddCredentials(&argv, r.name(), i);
-        if (global_index < fed().client_data_dirs_size()) {
-          argv.insert(argv.end(), {"--data-dir", fed().client_data_dirs(global_index)});
-        }
-        ++global_index;
-        participants_->Launch(argv, absl::StrCat("client-", r.name(), "-", i, ".log"),
-                              absl::StrCat("client ", ClientId(r.name(), i)), r.name(),
-                              /*aggregator=*/false);
-      }
-    }
-    return absl::OkStatus();
+    return LaunchRegions(Launch(), tier_->port(), *participants_);
   }
 
   // Opens the regions' round `round` (every region takes part, with zeros when none of its
@@ -876,7 +448,7 @@ class FederatedRun {
     SEXTANT_ASSIGN_OR_RETURN(
         SecAggConfig config,
         RegionalLayerConfig(experiment_id_, round, static_cast<int32_t>(regions.size()),
-                            RegionsRingBits(), global_.size() + 1,
+                            RegionsRingBits(), model_.size() + 1,
                             fed().seed() * 0x2545F4914F6CDD1DULL + static_cast<uint64_t>(round)));
     return tier_->secagg().OpenWithConfig(std::move(regions), std::move(config), 0, 1);
   }
@@ -889,8 +461,8 @@ class FederatedRun {
         SecureQuantizer quantizer,
         MakeQuantizer(out.quantization, TotalClients(fed()), out.config.ring_bits));
     // Resident only as the decode writes it, while the sum's memory goes back.
-    *mean = LazyFloats(global_.size());
-    if (mean->size() != global_.size()) {
+    *mean = LazyFloats(model_.size());
+    if (mean->size() != model_.size()) {
       return absl::ResourceExhaustedError("no memory for the regions' mean");
     }
     SEXTANT_ASSIGN_OR_RETURN(int64_t weight,
@@ -910,19 +482,20 @@ class FederatedRun {
   }
 
   absl::Status PublishRound(int64_t round) {
-    if (hide_region_sums()) SEXTANT_RETURN_IF_ERROR(OpenRegionsRound(round));
+    if (fed().hide_region_sums()) SEXTANT_RETURN_IF_ERROR(OpenRegionsRound(round));
     const std::string file = absl::StrCat(fed_dir_, "/global-", round, ".f32");
     {
       std::ofstream out(file, std::ios::binary | std::ios::trunc);
-      out.write(reinterpret_cast<const char*>(global_.data()), global_.size() * sizeof(float));
+      out.write(reinterpret_cast<const char*>(model_.values().data()),
+                model_.size() * sizeof(float));
       if (!out) return absl::InternalError(absl::StrCat("cannot write ", file));
     }
-    ReleaseGlobal();
+    model_.Release();
     std::map<std::string, RoundTask> tasks;
     const SecAggQuantization quantization = RoundQuantization();
     auto task_of = [&](const std::string& region) -> RoundTask& {
       RoundTask& t = tasks[region];
-      t.model_size = static_cast<int64_t>(global_.size());
+      t.model_size = static_cast<int64_t>(model_.size());
       t.seed = fed().seed() * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(round);
       t.deadline_seconds = fed().round_deadline_seconds();
       if (fed().secure_aggregation()) {
@@ -930,19 +503,21 @@ class FederatedRun {
         t.segments = quantization.segments;
         t.segment_clips = quantization.segment_clips;
       } else if (fed().update_compression() == "int8") {
-        t.segments = LayoutSegments(layout_);  // the aggregators hold int8 updates to them
+        t.segments = LayoutSegments(model_.layout());  // the aggregators hold int8 updates to them
       }
       return t;
     };
     // Every region takes part in the regions' round, those without a sampled client too.
-    if (hide_region_sums()) {
+    if (fed().hide_region_sums()) {
       for (const auto& r : fed().regions()) task_of(r.name());
     }
-    const std::vector<Participant> chosen = SelectClients(fed(), round, speeds_);
+    const std::vector<Participant> chosen = selection_.Select(fed(), round);
     for (const Participant& p : chosen) {
       task_of(p.region).participants.push_back(ClientId(p.region, p.index));
     }
-    if (!buffered()) SEXTANT_RETURN_IF_ERROR(RecordSelection(round, chosen));
+    if (!Buffered(fed())) {
+      SEXTANT_RETURN_IF_ERROR(selection_.Record(fed(), round, chosen, EventTime()));
+    }
     // Each region may close at the deadline once it is short by no more than the round's slack
     // (sampled - min_clients): with one region that is min_clients itself, and the global tier
     // still waits until min_clients are in over all regions.
@@ -952,11 +527,12 @@ class FederatedRun {
     for (auto& [region, t] : tasks) {
       t.min_updates = std::max<int64_t>(1, static_cast<int64_t>(t.participants.size()) - slack);
       // Buffered: each region pushes its share of a server step's buffer_size updates.
-      if (buffered()) t.min_updates = RegionBufferSize(static_cast<int64_t>(t.participants.size()));
+      if (Buffered(fed()))
+        t.min_updates = RegionBufferSize(fed(), static_cast<int64_t>(t.participants.size()));
     }
     SEXTANT_RETURN_IF_ERROR(tier_->hub().Publish(
-        round, file, std::move(tasks), buffered() ? 0 : fed().round_deadline_seconds(),
-        buffered() ? fed().buffer_size() : std::max(1, fed().min_clients())));
+        round, file, std::move(tasks), Buffered(fed()) ? 0 : fed().round_deadline_seconds(),
+        Buffered(fed()) ? fed().buffer_size() : std::max(1, fed().min_clients())));
     if (!previous_file_.empty()) std::filesystem::remove(previous_file_);
     previous_file_ = file;
     published_round_ = round;
@@ -968,8 +544,8 @@ class FederatedRun {
   absl::Status CompleteRound(int64_t round, const RoundOutcome& outcome,
                              const std::vector<SenderReport>& senders) {
     if (fed().secure_aggregation() && fed().update_compression() == "int8" && !fed().has_dp()) {
-      int8_ranges_ = SegmentClipsFromMean(outcome.mean, LayoutSegments(layout_), kInt8RangeHeadroom,
-                                          kInt8MinRange);
+      int8_ranges_ = SegmentClipsFromMean(outcome.mean, LayoutSegments(model_.layout()),
+                                          kInt8RangeHeadroom, kInt8MinRange);
     }
     // A copy of the mean only to add central noise to; otherwise the step reads it in place.
     std::vector<float> noisy;
@@ -979,13 +555,14 @@ class FederatedRun {
           privacy_->AddCentralNoise(absl::MakeSpan(noisy), outcome.total_weight));
     }
     // A file-backed model is stepped a range at a time, each range's pages given back at once.
-    SEXTANT_RETURN_IF_ERROR(optimizer_->Step(global_, CentralNoise() ? noisy : outcome.mean,
+    SEXTANT_RETURN_IF_ERROR(optimizer_->Step(model_.values(), CentralNoise() ? noisy : outcome.mean,
                                              kStepRangeFloats, [&](size_t at, size_t n) {
-                                               if (global_file_) global_file_->Release(at, n);
+                                               model_.Release(at, n);
                                              }));
     // The round's mean is spent: a large model's evaluation, checkpoint and files then read the
     // model without the mean beside it in memory.
-    if (global_file_ && !buffered() && !hide_region_sums()) tier_->hub().ReleaseOutcome();
+    if (model_.mapped() && !Buffered(fed()) && !fed().hide_region_sums())
+      tier_->hub().ReleaseOutcome();
     std::optional<double> epsilon;
     if (privacy_) epsilon = privacy_->ComposeThrough(round);
     std::vector<RoundRow> rows;
@@ -1045,7 +622,7 @@ class FederatedRun {
   absl::Status Rounds() {
     *env_.out << "sextant: federated run " << spec_.name() << " in " << run_dir_path_ << ": "
               << fed().regions_size() << " regions, " << TotalClients(fed()) << " clients, "
-              << global_.size() << " parameters, ";
+              << model_.size() << " parameters, ";
     if (last_round_ < fed().rounds()) {
       *env_.out << "rounds " << last_round_ + 1 << ".." << fed().rounds() << "\n";
     } else {
@@ -1058,7 +635,7 @@ class FederatedRun {
     if (last_round_ < fed().rounds()) {
       SEXTANT_RETURN_IF_ERROR(PublishRound(last_round_ + 1));
       SEXTANT_RETURN_IF_ERROR(LaunchParticipants());
-      if (!hand_joined_.empty()) AnnounceJoin();
+      if (hand_joins_.any()) hand_joins_.Announce(*env_.out, tier_->port(), experiment_id_);
       SEXTANT_RETURN_IF_ERROR(AwaitRegions());
       if (billing_) billing_->RoundsBegin();
     }
@@ -1070,30 +647,30 @@ class FederatedRun {
       if (round != published_round_) {
         SEXTANT_RETURN_IF_ERROR(PublishRound(round));
       }
-      absl::Status ready =
-          tier_->AwaitClosable(hide_region_sums() ? Tier::Close::kSecure : Tier::Close::kPlain,
-                               [&] { return Interruption(); });
+      absl::Status ready = tier_->AwaitClosable(
+          fed().hide_region_sums() ? Tier::Close::kSecure : Tier::Close::kPlain,
+          [&] { return Interruption(); });
       if (!ready.ok()) return StoppedBy(ready);
       ShowFailures();
       std::vector<SenderReport> senders;
       std::vector<float> regions_mean;
       LazyFloats secure_mean;
-      auto outcome = hide_region_sums() ? CloseRegionsRound(round, &secure_mean)
+      auto outcome = fed().hide_region_sums() ? CloseRegionsRound(round, &secure_mean)
                                         : tier_->hub().Close(&senders);
       // A synchronous round whose participants failed: no update, or too few to count.
-      if (!hide_region_sums() && !buffered() &&
+      if (!fed().hide_region_sums() && !Buffered(fed()) &&
           (!outcome.ok() || outcome->count < std::max(1, fed().min_clients()))) {
         SEXTANT_RETURN_IF_ERROR(RoundFailed(round, outcome.ok() ? outcome->count : 0));
         continue;
       }
       if (!outcome.ok()) {
-        return (hide_region_sums()
+        return (fed().hide_region_sums()
                     ? absl::AbortedError(absl::StrCat("the regions' secure round ", round,
                                                       " failed: ", outcome.status().message()))
                     : outcome.status());
       }
-      SEXTANT_RETURN_IF_ERROR(ObserveSpeeds(senders));
-      if (buffered()) {
+      SEXTANT_RETURN_IF_ERROR(selection_.Observe(senders));
+      if (Buffered(fed())) {
         // Copied out, so that the next buffer fills while this one is applied and evaluated.
         regions_mean.assign(outcome->mean.begin(), outcome->mean.end());
         outcome->mean = regions_mean;
@@ -1124,7 +701,7 @@ class FederatedRun {
     if (fleet) prior_pools_ = PoolsFromFleetMeta(*fleet);
     billing_.emplace(placement, env_.clock, start_, std::move(prior));
     // Participants started by hand are billed as they join (BillHandJoins), not here.
-    if (!AllHandJoined()) {
+    if (!hand_joins_.all()) {
       participants_->SetMarket(std::move(placement), &*billing_,
                                SpotMarketSeed(fed(), last_round_));
     }
@@ -1158,7 +735,8 @@ class FederatedRun {
         st.launched = prior->second.launched;
         st.preemptions = prior->second.preemptions;
       }
-      st.launched += Count(participants_->launched(), p.name()) + Count(hand_launched_, p.name());
+      st.launched +=
+          Count(participants_->launched(), p.name()) + Count(hand_joins_.billed(), p.name());
       st.preemptions += Count(participants_->preemptions(), p.name());
       st.interruptions = st.preemptions;  // each one took a participant with it
     }
@@ -1210,7 +788,7 @@ class FederatedRun {
   // rounds table says so with a row of no clients and no scores (results: "sat_out"), an event
   // and a console line. Under hide_region_sums the regions' round has no per-region rows.
   void RecordRegionsSittingOut(int64_t round, std::vector<RoundRow>& rows) {
-    if (buffered() || hide_region_sums()) return;
+    if (Buffered(fed()) || fed().hide_region_sums()) return;
     const double nan = std::numeric_limits<double>::quiet_NaN();
     for (const v1::FederatedRegion& r : fed().regions()) {
       bool in = false;
@@ -1247,7 +825,7 @@ class FederatedRun {
     const RoundProgress p = tier_->hub().Progress();
     if (p.deadline_passed && p.round > last_round_ && p.round != deadline_said_ &&
         p.count < std::max(1, fed().min_clients()) && fed().round_deadline_seconds() > 0 &&
-        !buffered()) {
+        !Buffered(fed())) {
       deadline_said_ = p.round;
       *env_.out << "sextant: round " << p.round << ": the deadline passed with " << p.count
                 << " client updates in, fewer than min_clients " << std::max(1, fed().min_clients())
@@ -1289,31 +867,6 @@ class FederatedRun {
     return store_->EndRun(state, absl::ToUnixMicros(env_.clock->Now()) / 1e6, why);
   }
 
-  // Participants started by hand: says what to start where.
-  void AnnounceJoin() {
-    *env_.out << "sextant: waiting for the regions' aggregators and clients, started by hand "
-                 "with certificates of this CA (sextant certs issue --role aggregator|client "
-                 "--region R):\n";
-    // The pool each participant is billed on, when the region has one for its role.
-    auto pool_flag = [&](const std::string& region, bool aggregator) {
-      for (const v1::Pool& p : spec_.resources().pools()) {
-        if (p.region() == region && PoolHosts(p, aggregator)) return " --pool " + p.name();
-      }
-      return std::string();
-    };
-    for (const auto& r : fed().regions()) {
-      if (!HandJoined(r.name())) continue;
-      *env_.out << "  region " << r.name() << ": sextant-worker --role aggregator --join --connect "
-                << "THIS_HOST:" << tier_->port() << " --tls-dir DIR --tls-name NAME"
-                << pool_flag(r.name(), true) << " --listen ADDRESS:PORT --work-dir DIR; then "
-                << r.clients()
-                << " x sextant-worker --role client --join --connect AGGREGATOR:PORT --tls-dir "
-                   "DIR --tls-name NAME"
-                << pool_flag(r.name(), false) << " --experiment-id " << experiment_id_ << "\n";
-    }
-    *env_.out << std::flush;
-  }
-
   // Waits until every region's aggregator has asked for the round just published (it asks
   // once its clients are up, or after its own startup wait), then starts that round's deadline
   // afresh: a deadline that ran while the participants were starting would close the first
@@ -1323,7 +876,7 @@ class FederatedRun {
     std::vector<std::string> regions;
     for (const auto& r : fed().regions()) regions.push_back(r.name());
     // Participants started by hand come when their hosts' people start them: no time limit.
-    const absl::Duration wait = !hand_joined_.empty()
+    const absl::Duration wait = hand_joins_.any()
                                     ? absl::InfiniteDuration()
                                     : absl::Seconds(kStartupWaitSeconds + 60);
     absl::StatusOr<std::vector<std::string>> missing =
@@ -1341,7 +894,7 @@ class FederatedRun {
   // Why a wait must end now: a stop (Cancelled), the wall-time budget (ResourceExhausted) or an
   // aggregator that exited (Unavailable); OK to go on waiting.
   absl::Status Interruption() {
-    BillHandJoins();
+    hand_joins_.Bill(billing_ ? &*billing_ : nullptr, store_, EventTime());
     PublishMetrics();  // waits poll this often
     if (tier_) ShowFailures();
     if (Stopping()) return absl::CancelledError("INTERRUPTED");
@@ -1522,13 +1075,13 @@ class FederatedRun {
   void Teardown() {
     if (tier_) {
       tier_->hub().SetDone();
-      if (hide_region_sums()) tier_->secagg().SetDone();
+      if (fed().hide_region_sums()) tier_->secagg().SetDone();
     }
     participants_->StopAll(absl::Seconds(15));
     // Aggregators started by hand are no children of this run: the server stays up until each
     // has been told the run ended, so that none finds it gone mid-call.
     if (tier_) {
-      tier_->Shutdown(!hand_joined_.empty() ? absl::Seconds(15) : absl::ZeroDuration());
+      tier_->Shutdown(hand_joins_.any() ? absl::Seconds(15) : absl::ZeroDuration());
     }
   }
 
@@ -1541,21 +1094,16 @@ class FederatedRun {
   Store* const store_;
   std::string fed_dir_, ckpt_dir_, experiment_id_, previous_file_;
   std::unique_ptr<RoundsTable> rounds_;
-  ClientSpeeds speeds_;                      // federation.client_selection
-  std::map<std::string, int64_t> selected_;  // rounds each client was selected for
+  SelectionRecord selection_;  // federation.client_selection's speeds and counts
   std::string spec_file_;  // the experiment, for the participants and the evaluator
   std::unique_ptr<GlobalEvaluator> evaluator_;
-  // The global model (AllocateGlobal): in global_memory_, or from kFileBackedFloats on in
-  // global_file_.
-  absl::Span<float> global_;
-  std::vector<float> global_memory_;
-  std::optional<MappedFloats> global_file_;
-  TensorFile layout_;  // global_'s named tensors (data empty), for the model files
+  GlobalModel model_;  // in memory, or a mapped file in the federation folder
   // Secure int8 updates: each tensor's range in the next round (RoundQuantization); empty until a
   // round completed in this process.
   std::vector<double> int8_ranges_;
   std::unique_ptr<ServerOptimizer> optimizer_;
   std::optional<PrivacyBudget> privacy_;  // with federation.dp
+  HandJoins hand_joins_;         // its join handlers outlive the tier that calls them
   std::unique_ptr<Tier> tier_;  // the global tier of the rounds
   // The participants' instances and the regions' transfer, with resources.pools; else null.
   std::optional<FederatedBilling> billing_;
@@ -1572,13 +1120,6 @@ class FederatedRun {
   ModelScore last_eval_;
   absl::Time start_;
   std::unique_ptr<Provider> provider_;         // where participants_ run
-  std::set<std::string> hand_joined_;          // regions whose participants are started by hand
-  // Participants started by hand that joined on a pool: waiting to be billed (from the
-  // server's threads), and billed (who -> pool), with how many by pool.
-  absl::Mutex hand_mu_;
-  std::vector<std::pair<std::string, std::string>> hand_joins_ ABSL_GUARDED_BY(hand_mu_);
-  std::map<std::string, std::string> billed_by_hand_;
-  std::map<std::string, int> hand_launched_;
   std::optional<Participants> participants_;  // from the constructor on
   TrialRow trial_;                            // the run as trial 1, as last stored
 };

@@ -75,8 +75,7 @@ bool PoolProviders::Launches(const std::string& pool) const {
 absl::StatusOr<std::string> PoolProviders::Launch(const InstanceRequest& request) {
   auto it = of_pool_.find(request.pool);
   if (it == of_pool_.end()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no provider for pool '", request.pool, "'"));
+    return absl::FailedPreconditionError(absl::StrCat("no provider for pool '", request.pool, "'"));
   }
   absl::StatusOr<std::string> handle = it->second->Launch(request);
   if (!handle.ok()) return handle.status();

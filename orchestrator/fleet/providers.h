@@ -15,10 +15,10 @@
 namespace sextant {
 
 struct ProviderOptions {
-  std::string worker_binary;          // sextant-worker, here and on Slurm's nodes; required
+  std::string worker_binary;            // sextant-worker, here and on Slurm's nodes; required
   ProcessLauncher* launcher = nullptr;  // local: starts the processes; not owned
-  std::string slurm_partition;        // slurm: on-demand and reserved jobs; default: Slurm's
-  std::string slurm_spot_partition;   // slurm: spot jobs; default: slurm_partition
+  std::string slurm_partition;          // slurm: on-demand and reserved jobs; default: Slurm's
+  std::string slurm_spot_partition;     // slurm: spot jobs; default: slurm_partition
 };
 
 // The provider that resources.provider names: "local" (or empty: processes on this machine),

@@ -347,7 +347,8 @@ TEST(FleetTest, EachPoolLaunchesThroughItsOwnProvider) {
   for (const auto& [h, r] : cloud->live) EXPECT_EQ(r.pool, "cloud");
   bool labelled = false;
   for (const auto& e : t.events) {
-    labelled = labelled || (e.kind == "instance_launched" && absl::StrContains(e.message, "(fake h"));
+    labelled =
+        labelled || (e.kind == "instance_launched" && absl::StrContains(e.message, "(fake h"));
   }
   EXPECT_TRUE(labelled) << "events name the instance as its own provider does";
   RegisterAll(*cloud, view);

@@ -1,0 +1,46 @@
+#ifndef SEXTANT_ORCHESTRATOR_FEDERATED_REGION_LAUNCH_H_
+#define SEXTANT_ORCHESTRATOR_FEDERATED_REGION_LAUNCH_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/clock.h"
+#include "orchestrator/federated/hand_joins.h"
+#include "orchestrator/federated/participants.h"
+#include "rpc/server_security.h"
+#include "sextant/v1/experiment.pb.h"
+
+namespace sextant {
+
+// What the run needs to start its own participants: those of every region not started by hand.
+struct RegionLaunch {
+  const v1::ExperimentSpec* spec = nullptr;  // not owned
+  const HandJoins* hand_joins = nullptr;     // the regions to leave out; not owned
+  std::string worker_binary;                 // sextant-worker
+  std::string tls_dir;      // the run's CA (--tls-dir); empty: loopback with secret_file
+  std::string secret_file;  // the run's worker secret
+  std::string fed_dir;      // the run's federation folder (certificates, ports, work dirs)
+  std::string logs_dir;     // where the participants' logs go (Participants')
+  std::string experiment_id;
+  std::string spec_file;            // the experiment as the clients read it
+  size_t model_size = 0;            // the global model's floats
+  double startup_wait_seconds = 0;  // an aggregator's wait for its clients to come up
+  Clock* clock = nullptr;           // not owned
+};
+
+// Gives every participant the run starts a certificate of its own identity
+// (sextant://aggregator/R/aggregator, sextant://client/R/I) from the CA in tls_dir, so that each
+// may speak only as itself, and enrols the aggregators' on `security`: only they call the
+// global tier. Each region's aggregator admits its own clients' certificates.
+absl::Status IssueParticipantCertificates(const RegionLaunch& l, ServerSecurity* security);
+
+// Starts, in each region not started by hand, its aggregator (dialling 127.0.0.1:`tier_port`,
+// serving its clients on a port it writes to a file), then its clients once it serves, each
+// with its own credentials and its share of federation.client_data_dirs, on `participants`.
+// Unavailable, naming its log, when an aggregator has not served within 60 s.
+absl::Status LaunchRegions(const RegionLaunch& l, int tier_port, Participants& participants);
+
+}  // namespace sextant
+
+#endif  // SEXTANT_ORCHESTRATOR_FEDERATED_REGION_LAUNCH_H_
