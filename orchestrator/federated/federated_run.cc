@@ -57,6 +57,7 @@
 #include "orchestrator/federated/hand_joins.h"
 #include "orchestrator/federated/participants.h"
 #include "orchestrator/federated/region_launch.h"
+#include "orchestrator/federated/run_bill.h"
 #include "orchestrator/federated/selection_record.h"
 #include "orchestrator/fleet/providers.h"
 #include "orchestrator/monitor/run_monitor.h"
@@ -83,10 +84,6 @@ constexpr int kRoundModelsKept = 3;
 std::string RoundModelName(int64_t round) {
   return absl::StrFormat("round-%04d.safetensors", round);
 }
-// How long participants take to exit once the run is over, as the budget counts it: each
-// live instance is billed that much after the last round (measured: under 1 s on loopback,
-// bench/federated/cost/budget_bench.py).
-constexpr absl::Duration kParticipantWindDown = absl::Seconds(2);
 // A global model in a mapped file (from kFileBackedFloats values on, global_model.h) takes the
 // server step kStepRangeFloats (16 MB) at a time.
 constexpr size_t kStepRangeFloats = size_t{1} << 22;
@@ -153,6 +150,7 @@ class FederatedRun {
         selection_(store_),
         model_(std::filesystem::absolute(session.run_dir().path() + "/federation").string()),
         hand_joins_(spec_, options_.external_participants),
+        bill_(spec_, store_, env_.clock, &hand_joins_),
         start_(env_.clock->Now()) {
     // Participants run where their pools' providers say (Slurm jobs, processes here, or hosts
     // where they are started by hand); without pools, where resources.provider says. The
@@ -178,9 +176,9 @@ class FederatedRun {
       session_.monitor()->RunEnded();
     }
     Teardown();
-    if (billing_) {
-      billing_->StopAll();
-      if (absl::Status w = WriteCosts(); !w.ok() && s.ok()) s = w;
+    if (bill_.billing()) {
+      bill_.billing()->StopAll();
+      if (absl::Status w = bill_.Write(); !w.ok() && s.ok()) s = w;
     }
     return s;
   }
@@ -637,13 +635,15 @@ class FederatedRun {
       SEXTANT_RETURN_IF_ERROR(LaunchParticipants());
       if (hand_joins_.any()) hand_joins_.Announce(*env_.out, tier_->port(), experiment_id_);
       SEXTANT_RETURN_IF_ERROR(AwaitRegions());
-      if (billing_) billing_->RoundsBegin();
+      if (bill_.billing()) bill_.billing()->RoundsBegin();
     }
     for (int64_t round = last_round_ + 1; round <= fed().rounds(); ++round) {
       // A stop takes effect at the round boundary too, not only while a round waits.
       if (absl::Status stop = Interruption(); !stop.ok()) return StoppedBy(stop);
       if (absl::Status s = CheckPrivacyBudget(); !s.ok()) return EpsilonReached(s);
-      if (absl::Status s = CheckCostBudget(round); !s.ok()) return StoppedBy(s);
+      if (absl::Status s = bill_.CheckBefore(round, last_round_, EventTime(), *env_.out); !s.ok()) {
+        return StoppedBy(s);
+      }
       if (round != published_round_) {
         SEXTANT_RETURN_IF_ERROR(PublishRound(round));
       }
@@ -676,9 +676,9 @@ class FederatedRun {
         outcome->mean = regions_mean;
         tier_->hub().ResumeBuffering();
       }
-      if (billing_) billing_->MeterTransfer(tier_->transfer().Totals());
+      if (bill_.billing()) bill_.billing()->MeterTransfer(tier_->transfer().Totals());
       SEXTANT_RETURN_IF_ERROR(CompleteRound(round, *outcome, senders));
-      SEXTANT_RETURN_IF_ERROR(CloseRoundBill(round));
+      SEXTANT_RETURN_IF_ERROR(bill_.CloseRound(round, EventTime()));
       failed_in_a_row_ = 0;
       failures_this_round_ = 0;
       regions_failed_this_round_ = 0;
@@ -688,99 +688,16 @@ class FederatedRun {
     return Finish();
   }
 
-  // With resources.pools (and participants this run starts), bills them: FederatedBilling over
-  // the placement of the experiment's catalog, after the costs of earlier sessions.
+  // With resources.pools, bills the run (RunBill); the participants this run starts are
+  // billed on their pools and taken back at their markets from their launch, those started by
+  // hand as they join (HandJoins::Bill).
   absl::Status StartBilling() {
-    if (spec_.resources().pools_size() == 0) return absl::OkStatus();
-    std::vector<CatalogError> errors;
-    SEXTANT_ASSIGN_OR_RETURN(Catalog catalog, LoadCatalog(spec_.resources().catalog(), &errors));
-    SEXTANT_ASSIGN_OR_RETURN(FederatedPlacement placement,
-                             FederatedPlacement::Create(spec_, catalog));
-    SEXTANT_ASSIGN_OR_RETURN(std::vector<CostRow> prior, store_->LoadCosts());
-    SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> fleet, store_->GetMeta("fleet"));
-    if (fleet) prior_pools_ = PoolsFromFleetMeta(*fleet);
-    billing_.emplace(placement, env_.clock, start_, std::move(prior));
-    // Participants started by hand are billed as they join (BillHandJoins), not here.
-    if (!hand_joins_.all()) {
-      participants_->SetMarket(std::move(placement), &*billing_,
+    SEXTANT_RETURN_IF_ERROR(bill_.Start(start_, &*participants_));
+    if (bill_.billing() && !hand_joins_.all()) {
+      participants_->SetMarket(bill_.billing()->placement(), bill_.billing(),
                                SpotMarketSeed(fed(), last_round_));
     }
     return absl::OkStatus();
-  }
-
-  // Rewrites the store's cost rows from the billing, in one transaction.
-  absl::Status WriteCosts() {
-    SEXTANT_RETURN_IF_ERROR(store_->Begin());
-    absl::Status s = store_->PutMeta("fleet", FleetMetaJson());
-    if (s.ok()) s = store_->ClearCosts();
-    for (const CostRow& row : billing_->Rows()) {
-      if (s.ok()) s = store_->AddCost(row);
-    }
-    if (!s.ok()) {
-      store_->Rollback();
-      return s;
-    }
-    return store_->Commit();
-  }
-
-  // Meta "fleet" as a search's fleet writes it (results' preemptions by pool): each pool's
-  // region, market, participants launched and instances the market took back, earlier
-  // sessions' counts included.
-  std::string FleetMetaJson() const {
-    FleetMeta meta{spec_.resources().provider(), billing_->Committed(), 0, {}};
-    for (const v1::Pool& p : spec_.resources().pools()) {
-      FleetPoolStats& st = meta.pools[p.name()];
-      st = {p.name(), p.region(), MarketName(PoolMarket(p.market()))};
-      if (auto prior = prior_pools_.find(p.name()); prior != prior_pools_.end()) {
-        st.launched = prior->second.launched;
-        st.preemptions = prior->second.preemptions;
-      }
-      st.launched +=
-          Count(participants_->launched(), p.name()) + Count(hand_joins_.billed(), p.name());
-      st.preemptions += Count(participants_->preemptions(), p.name());
-      st.interruptions = st.preemptions;  // each one took a participant with it
-    }
-    return FleetMetaToJson(meta);
-  }
-  static int Count(const std::map<std::string, int>& m, const std::string& key) {
-    auto it = m.find(key);
-    return it == m.end() ? 0 : it->second;
-  }
-
-  // The round's bill is closed: its dollars as an event, and the cost rows stored.
-  absl::Status CloseRoundBill(int64_t round) {
-    if (!billing_) return absl::OkStatus();
-    const double cost = billing_->CloseRound();
-    // projected: what the budget check expected the round to add ("-" for a session's first).
-    SEXTANT_RETURN_IF_ERROR(store_->AddEvent(
-        EventTime(), "round_cost", 0,
-        absl::StrFormat("round=%d cost=%.6f projected=%s total=%.6f transfer=%.6f", round, cost,
-                        projected_ ? absl::StrFormat("%.6f", *projected_) : "-",
-                        billing_->Committed(), billing_->transfer())));
-    return WriteCosts();
-  }
-
-  // budget.max_cost: ResourceExhausted (the run stops at this round boundary, keeping the last
-  // global model) when the committed dollars and the round's projection would pass the cap.
-  absl::Status CheckCostBudget(int64_t round) {
-    if (!billing_) return absl::OkStatus();
-    const double projected = billing_->NextRoundProjection();
-    projected_.reset();
-    if (billing_->projects()) projected_ = projected;
-    if (!spec_.budget().has_max_cost()) return absl::OkStatus();
-    const double committed = billing_->Committed();
-    // The round must fit, and so must stopping after it: its participants are billed until
-    // they have exited.
-    const double with_wind_down = billing_->NextRoundProjection(kParticipantWindDown);
-    if (committed + with_wind_down <= spec_.budget().max_cost()) return absl::OkStatus();
-    const std::string why = absl::StrFormat(
-        "budget: round %d would pass max_cost %.6g (spent %.6f, a round costs up to %.6f and "
-        "stopping after it %.6f more); the model is round %d's",
-        round, spec_.budget().max_cost(), committed, projected, with_wind_down - projected,
-        last_round_);
-    *env_.out << "sextant: " << why << "\n";
-    (void)store_->AddEvent(EventTime(), "budget_exhausted", 0, why);
-    return absl::ResourceExhaustedError("BUDGET_EXHAUSTED");
   }
 
   // A synchronous plaintext round closes without the regions whose aggregate did not come (an
@@ -894,11 +811,13 @@ class FederatedRun {
   // Why a wait must end now: a stop (Cancelled), the wall-time budget (ResourceExhausted) or an
   // aggregator that exited (Unavailable); OK to go on waiting.
   absl::Status Interruption() {
-    hand_joins_.Bill(billing_ ? &*billing_ : nullptr, store_, EventTime());
+    hand_joins_.Bill(bill_.billing(), store_, EventTime());
     PublishMetrics();  // waits poll this often
     if (tier_) ShowFailures();
     if (Stopping()) return absl::CancelledError("INTERRUPTED");
-    if (PastWallBudget() || AtCostBudget()) return absl::ResourceExhaustedError("BUDGET_EXHAUSTED");
+    if (PastWallBudget() || bill_.Reached(published_round_, last_round_, EventTime(), *env_.out)) {
+      return absl::ResourceExhaustedError("BUDGET_EXHAUSTED");
+    }
     if (!AggregatorsAlive()) return AggregatorExited();
     return absl::OkStatus();
   }
@@ -910,22 +829,6 @@ class FederatedRun {
     return why;
   }
 
-  // True once what the run owes, with its participants' wind-down, reaches budget.max_cost
-  // while it waits (start-up, or a round that runs long): the round boundary's check
-  // (CheckCostBudget) cannot see those dollars coming. Said once, as an event and a line.
-  bool AtCostBudget() {
-    if (!billing_ || !spec_.budget().has_max_cost()) return false;
-    const double owed = billing_->Committed() + billing_->KeepingCost(kParticipantWindDown);
-    if (owed < spec_.budget().max_cost()) return false;
-    const std::string why = absl::StrFormat(
-        "budget: max_cost %.6g reached while round %d ran (spent %.6f, stopping %.6f more); the "
-        "model is round %d's",
-        spec_.budget().max_cost(), published_round_, billing_->Committed(),
-        owed - billing_->Committed(), last_round_);
-    *env_.out << "sextant: " << why << "\n";
-    (void)store_->AddEvent(EventTime(), "budget_exhausted", 0, why);
-    return true;
-  }
 
   // True once the run has used its budget's max_wall_time (none: never).
   bool PastWallBudget() const {
@@ -958,22 +861,15 @@ class FederatedRun {
     if (published_round_ > last_round_) {
       m.busy_workers = static_cast<int>(std::min<int64_t>(ClientsPerRound(fed()), m.workers));
     }
-    if (billing_) {
-      m.spend = billing_->Committed();
-      m.transfer_spend = billing_->transfer();
-      m.participant_preemptions = Preemptions();
+    if (bill_.billing()) {
+      m.spend = bill_.billing()->Committed();
+      m.transfer_spend = bill_.billing()->transfer();
+      m.participant_preemptions = bill_.Preemptions();
     }
     if (spec_.budget().has_max_cost()) m.budget = spec_.budget().max_cost();
     monitor->Publish(m);
   }
 
-  // The participants' instances the market took back, in every session.
-  int Preemptions() const {
-    int n = 0;
-    for (const auto& [pool, k] : participants_->preemptions()) n += k;
-    for (const auto& [pool, st] : prior_pools_) n += st.preemptions;
-    return n;
-  }
 
   void PutTrial(v1::TrialState state) {
     TrialRow t;
@@ -983,7 +879,7 @@ class FederatedRun {
     t.attempts = 1;
     t.created_at = absl::ToUnixMicros(start_) / 1e6;
     t.fidelity = static_cast<double>(std::max<int64_t>(last_round_, 0));
-    t.preemptions = Preemptions();
+    t.preemptions = bill_.Preemptions();
     if (state == v1::COMPLETED) {
       const bool loss = spec_.objective().metric().find("loss") != std::string::npos;
       t.value = loss ? last_eval_.loss : last_eval_.accuracy;
@@ -1064,7 +960,8 @@ class FederatedRun {
   // " epsilon=E" (at the experiment's delta, with DP); empty when neither applies.
   std::string SpentMetrics() const {
     std::string out;
-    if (billing_) absl::StrAppend(&out, absl::StrFormat(" cost=%.17g", billing_->Committed()));
+    if (bill_.billing())
+      absl::StrAppend(&out, absl::StrFormat(" cost=%.17g", bill_.billing()->Committed()));
     if (privacy_) absl::StrAppend(&out, absl::StrFormat(" epsilon=%.17g", privacy_->epsilon()));
     return out;
   }
@@ -1106,9 +1003,7 @@ class FederatedRun {
   HandJoins hand_joins_;         // its join handlers outlive the tier that calls them
   std::unique_ptr<Tier> tier_;  // the global tier of the rounds
   // The participants' instances and the regions' transfer, with resources.pools; else null.
-  std::optional<FederatedBilling> billing_;
-  std::map<std::string, FleetPoolStats> prior_pools_;  // earlier sessions' (meta "fleet")
-  std::optional<double> projected_;  // the cost projected for the round in progress
+  RunBill bill_;  // with resources.pools: the participants' instances and the transfer
   int64_t region_rejections_ = 0;    // the regions' round's rejections already counted
   int64_t last_round_ = 0;
   int64_t published_round_ = -1;
