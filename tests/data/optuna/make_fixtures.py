@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the Optuna storages that tests/orchestrator/optuna_formats_test.cc imports.
+"""Writes the Optuna storages that tests/orchestrator/import/optuna_formats_test.cc imports.
 
 Usage: make_fixtures.py OUT_DIR [--optuna5 OPTUNA_SOURCE_DIR]
 

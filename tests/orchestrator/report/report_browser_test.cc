@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/orchestrator/report_test_support.h"
+#include "tests/orchestrator/report/report_test_support.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
 

@@ -1,4 +1,4 @@
-#include "tests/orchestrator/slurm_cluster.h"
+#include "tests/orchestrator/fleet/slurm_cluster.h"
 
 #include <netinet/in.h>
 #include <signal.h>

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/orchestrator/report_test_support.h"
+#include "tests/orchestrator/report/report_test_support.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
 

@@ -19,7 +19,7 @@
 #include "orchestrator/report/plot_scale.h"
 #include "orchestrator/report/report.h"
 #include "orchestrator/report/svg_canvas.h"
-#include "tests/orchestrator/report_test_support.h"
+#include "tests/orchestrator/report/report_test_support.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {

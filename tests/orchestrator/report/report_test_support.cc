@@ -1,4 +1,4 @@
-#include "tests/orchestrator/report_test_support.h"
+#include "tests/orchestrator/report/report_test_support.h"
 
 #include <zlib.h>
 

@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "orchestrator/core/run_dir.h"
-#include "tests/orchestrator/report_test_support.h"
+#include "tests/orchestrator/report/report_test_support.h"
 #include "tests/orchestrator/test_util.h"
 
 namespace sextant {

@@ -1,5 +1,5 @@
 // The Slurm provider against real daemons: slurmctld, slurmd and munged from Debian's packages,
-// started on loopback by the test with their own config (tests/orchestrator/slurm_cluster.h).
+// started on loopback by the test with their own config (tests/orchestrator/fleet/slurm_cluster.h).
 // Skipped, with the reason, where they cannot start (not root, packages missing).
 #include <cstdio>
 #include <filesystem>
@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/orchestrator/slurm_cluster.h"
+#include "tests/orchestrator/fleet/slurm_cluster.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
 
