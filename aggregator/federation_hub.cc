@@ -22,6 +22,12 @@ constexpr size_t kMaxContacts = 1 << 16;
 absl::Duration Remaining(std::chrono::steady_clock::time_point deadline) {
   return absl::FromChrono(deadline - std::chrono::steady_clock::now());
 }
+
+// What a caller of a stopping tier hears: ask again (its replacement answers).
+absl::Status StoppingStatus() {
+  return absl::UnavailableError("this aggregator is stopping; its replacement takes over here");
+}
+
 }  // namespace
 
 FederationHub::FederationHub(RoundCoordinator coordinator, Clock* clock,
@@ -130,6 +136,12 @@ void FederationHub::SetDone() {
   Changed();
 }
 
+void FederationHub::SetStopping() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+  Changed();
+}
+
 absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experiment_id,
                                                       const std::string& client_id,
                                                       int64_t after_round, absl::Duration wait) {
@@ -141,6 +153,7 @@ absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experim
   if (contacted_.size() < kMaxContacts && contacted_.insert(client_id).second) cv_.SignalAll();
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
   while (true) {
+    if (stopping_ && !done_) return StoppingStatus();
     if (done_) {
       if (contacted_.count(client_id) && heard_done_.insert(client_id).second) cv_.SignalAll();
       RoundTask done;
@@ -187,6 +200,7 @@ absl::Status FederationHub::Begin(const UpdateHeader& header, size_t total_size,
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
   while (true) {
     if (done_) return absl::UnavailableError("the experiment has ended");
+    if (stopping_) return StoppingStatus();
     absl::Status s = coordinator_.Begin(header, total_size, count);
     if (s.ok()) {
       staging_ = header.client_id;

@@ -94,12 +94,17 @@ class FederationHub {
                        int64_t min_updates = 1) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the experiment: every waiting and later caller gets kDone.
   void SetDone() ABSL_LOCKS_EXCLUDED(mu_);
+  // This tier stops while the experiment goes on (its instance taken back, its process told to
+  // stop): every waiting and later WaitForRound and Begin is answered Unavailable, so that a
+  // client keeps asking and finds the replacement at the same address instead of ending.
+  void SetStopping() ABSL_LOCKS_EXCLUDED(mu_);
   // The model's tensor element counts that the open round's tasks carry (RoundTask::segments):
   // an int8 update's segments must equal them. Empty when the round carries none.
   std::vector<int64_t> RoundSegments() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits up to `wait` (on the real clock) for a round above after_round that includes client_id.
-  // Returns kWait on timeout, kDone when the experiment ended. Aborted for another experiment.
+  // Returns kWait on timeout, kDone when the experiment ended. Aborted for another experiment;
+  // Unavailable once stopping (SetStopping).
   absl::StatusOr<RoundTask> WaitForRound(const std::string& experiment_id,
                                          const std::string& client_id, int64_t after_round,
                                          absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
@@ -201,6 +206,7 @@ class FederationHub {
   int64_t round_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Time published_at_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::string model_path_ ABSL_GUARDED_BY(mu_);
   int64_t model_size_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, RoundTask> tasks_ ABSL_GUARDED_BY(mu_);

@@ -629,9 +629,14 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   const absl::Status result = o.buffer.enabled
                                   ? BufferedRegion(o, *tier, roster.get(), stop)
                                   : SynchronousRounds(o, *tier, roster.get(), clock, stop);
-  // Let clients waiting on GetRound see the end before the server goes.
-  // Clients started by hand may be slower to ask than ones this host started.
-  tier->Shutdown(o.join_clients ? absl::Seconds(10) : absl::Milliseconds(500));
+  // Stopped while the experiment goes on (a spot notice): the clients wait for the replacement.
+  // Ended: let clients waiting on GetRound see the end before the server goes; clients started
+  // by hand may be slower to ask than ones this host started.
+  if (Stopped(stop)) {
+    tier->Stop();
+  } else {
+    tier->Shutdown(o.join_clients ? absl::Seconds(10) : absl::Milliseconds(500));
+  }
   return result;
 }
 

@@ -117,10 +117,19 @@ void Tier::Shutdown(absl::Duration grace) {
   hub_->SetDone();
   if (secagg_) secagg_->SetDone();
   hub_->WaitUntilAllHeardDone(grace);
-  if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    server_.reset();
-  }
+  StopServer();
+}
+
+void Tier::Stop() {
+  hub_->SetStopping();
+  if (secagg_) secagg_->SetDone();
+  StopServer();
+}
+
+void Tier::StopServer() {
+  if (!server_) return;
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server_.reset();
 }
 
 }  // namespace sextant

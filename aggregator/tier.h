@@ -130,9 +130,14 @@ class Tier {
   // ever asked for a round has been told (FederationHub::WaitUntilAllHeardDone), then stops the
   // server.
   void Shutdown(absl::Duration grace);
+  // Stops this tier while the experiment goes on (a spot notice, a signal): its participants
+  // are answered Unavailable rather than kDone (FederationHub::SetStopping), so that they keep
+  // asking and find its replacement; then the server stops.
+  void Stop();
 
  private:
   Tier(TierOptions options, Clock* clock, std::unique_ptr<FederationHub> hub);
+  void StopServer();  // within a second; waiting calls are cancelled
 
   TierOptions options_;
   Clock* clock_;

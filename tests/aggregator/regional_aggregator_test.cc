@@ -192,5 +192,80 @@ TEST(RegionalAggregatorTest, TheStartupWaitEndsOnTheInjectedClockWithoutRealWait
   EXPECT_NE(log.str().find("missing=r/0"), std::string::npos) << log.str();
 }
 
+// The port an aggregator wrote to `file`, once it is serving; 0 after 10 s without.
+int WaitForPort(const std::string& file) {
+  int port = 0;
+  for (int i = 0; i < 200 && port == 0; ++i) {
+    std::ifstream in(file);
+    if (!(in >> port)) port = 0;
+    if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return port;
+}
+
+// An aggregator stopped while the experiment goes on (its spot instance taken back after a
+// notice) does not end the experiment for its clients: a client waiting on it is answered
+// Unavailable, keeps asking, and takes round 1 from the replacement at the same address. Only
+// the experiment's end (upstream done) tells it kDone.
+TEST(RegionalAggregatorTest, StoppedWhileTheRunGoesOnItsClientsWaitForItsReplacement) {
+  Upstream up;
+  std::ostringstream log_a, log_b;
+  RegionalAggregatorOptions a = NeverStartingClientOptions("agg-stop-a", up, 0, &log_a);
+  a.clients.clear();
+  a.port_file = a.work_dir + ".port";
+  std::atomic<bool> stop_a{false};
+  std::thread first(
+      [&] { EXPECT_TRUE(RunRegionalAggregator(a, RealClockInstance(), &stop_a).ok()); });
+  const int port = WaitForPort(a.port_file);
+  ASSERT_NE(port, 0);
+  auto stub = v1::FederationService::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  auto sink = [](int64_t, absl::Span<const float>) { return absl::OkStatus(); };
+  // No round is open upstream: the client waits on the first aggregator until it stops.
+  absl::StatusOr<RoundTask> asked;
+  std::thread waiting([&] { asked = PullRound(stub.get(), "exp", "r/0", 0, 20, sink); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  stop_a = true;
+  first.join();
+  waiting.join();
+  ASSERT_FALSE(asked.ok()) << "kind " << static_cast<int>(asked->kind);
+  EXPECT_TRUE(absl::IsUnavailable(asked.status())) << asked.status();
+  EXPECT_NE(asked.status().message().find("stopping"), std::string::npos) << asked.status();
+
+  RegionalAggregatorOptions b = NeverStartingClientOptions("agg-stop-b", up, 0, &log_b);
+  b.clients.clear();
+  b.listen = "127.0.0.1:" + std::to_string(port);
+  std::atomic<bool> stop_b{false};
+  std::thread second(
+      [&] { EXPECT_TRUE(RunRegionalAggregator(b, RealClockInstance(), &stop_b).ok()); });
+  const std::string model = testing::TempDir() + "/agg-stop-global.f32";
+  {
+    std::vector<float> zeros(kSize, 0.0f);
+    std::ofstream(model, std::ios::binary)
+        .write(reinterpret_cast<const char*>(zeros.data()), kSize * sizeof(float));
+  }
+  std::map<std::string, RoundTask> tasks;
+  tasks["r"].model_size = kSize;
+  tasks["r"].participants = {"r/0"};
+  ASSERT_TRUE(up.hub->Publish(1, model, std::move(tasks)).ok());
+  absl::StatusOr<RoundTask> task = absl::UnavailableError("not asked");
+  for (int i = 0; i < 100; ++i) {
+    task = PullRound(stub.get(), "exp", "r/0", 0, 0.5, sink);
+    if (task.ok() && task->kind != RoundTask::Kind::kWait) break;
+    if (!task.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(task.ok()) << task.status() << "\n" << log_b.str();
+  EXPECT_EQ(task->kind, RoundTask::Kind::kTrain);
+  EXPECT_EQ(task->round, 1);
+  std::vector<float> ones(kSize, 1.0f);
+  EXPECT_TRUE(PushUpdate(stub.get(), PushHeader{"exp", 1, "r/0", 1, 1, {}, 0}, ones, 4).ok());
+  EXPECT_TRUE(up.hub->WaitReadyToClose(absl::Seconds(30)));
+  up.hub->SetDone();
+  absl::StatusOr<RoundTask> end = PullRound(stub.get(), "exp", "r/0", 1, 10, sink);
+  second.join();
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(end->kind, RoundTask::Kind::kDone);
+}
+
 }  // namespace
 }  // namespace sextant
