@@ -37,11 +37,11 @@ absl::StatusOr<int64_t> Push(v1::FederationService::StubInterface* stub, const P
 // Buffered rounds: which model version a client asks for next, and each training's seed. Each
 // training draws its own shuffling, from the version's seed and how many times the client has
 // trained on that version: a client restarted with the run (a resume) draws what it would have
-// drawn, so that a reproducible run resumes bit for bit. After training on a version the client waits for a newer
-// one, up to kNewerVersionWait times as long as that training took or as the longest wait
-// between two versions it has seen (kFirstVersionWait before it has seen two, so that a slow
-// first step does not set every client one version behind for the whole run), before it trains
-// on the same version again: with every client training, an update computed again from the
+// drawn, so that a reproducible run resumes bit for bit. After training on a version the client
+// waits for a newer one, up to kNewerVersionWait times as long as that training took or as the
+// longest wait between two versions it has seen (kFirstVersionWait before it has seen two, so that
+// a slow first step does not set every client one version behind for the whole run), before it
+// trains on the same version again: with every client training, an update computed again from the
 // version just stepped away from would be stale by design; a buffer that cannot fill without it
 // (a client gone) still fills. In lockstep (federation.reproducible) it waits for a newer version
 // however long that takes, so that every buffer holds what it would hold without the waits.
@@ -152,7 +152,16 @@ absl::StatusOr<RoundTask> NextTask(const FederatedClientOptions& o,
   };
   absl::StatusOr<RoundTask> task = RetryWhileUnreachable<RoundTask>(
       clock, RetryPolicy{absl::Seconds(o.connect_timeout_seconds), absl::Milliseconds(200)},
-      [&] { return PullRound(stub, o.experiment_id, id, after, poll, sink); });
+      [&]() -> absl::StatusOr<RoundTask> {
+        // This client never cancels its own calls: a cancelled one is an aggregator that
+        // stopped under it (its instance taken back), and its replacement answers the next.
+        absl::StatusOr<RoundTask> t = PullRound(stub, o.experiment_id, id, after, poll, sink);
+        if (absl::IsCancelled(t.status())) {
+          return absl::UnavailableError(
+              absl::StrCat("the call was cancelled (", t.status().message(), ")"));
+        }
+        return t;
+      });
   if (IsUnreachable(task.status())) {
     return absl::UnavailableError(
         absl::StrCat("aggregator ", o.target, " unreachable: ", task.status().message()));
