@@ -1231,9 +1231,10 @@ TEST(FederatedRunTest, SpotInterruptionsReplaceParticipantsAndTheRunLearnsAsItsO
   const std::string dir = ::testing::TempDir() + "/fl-spot";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  // Spot is taken back about every 5 s per instance, half the time after a 2 s notice.
+  // Spot is taken back about every 10 s per instance, half the time after a 2 s notice: a
+  // region's aggregator is replaced every few rounds, and its clients wait for the replacement.
   WriteTwoRegionCatalog(dir + "/catalog.yaml", 0.01,
-                        "price_per_second: 0.003, interruption: {rate_per_day: 17280, notice: "
+                        "price_per_second: 0.003, interruption: {rate_per_day: 8640, notice: "
                         "2s, notice_probability: 0.5}",
                         0.02);
   auto experiment = [&](const std::string& name, const std::string& market) {
