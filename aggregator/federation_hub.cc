@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -17,11 +16,6 @@ namespace sextant {
 namespace {
 // Contacts are kept for WaitForContact; a sender naming ever new ids cannot grow them past this.
 constexpr size_t kMaxContacts = 1 << 16;
-
-// The time left until deadline on the steady clock; not positive once it has passed.
-absl::Duration Remaining(std::chrono::steady_clock::time_point deadline) {
-  return absl::FromChrono(deadline - std::chrono::steady_clock::now());
-}
 
 // What a caller of a stopping tier hears: ask again (its replacement answers).
 absl::Status StoppingStatus() {
@@ -151,7 +145,7 @@ absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experim
         absl::StrCat("experiment '", experiment_id, "', this is '", experiment_id_, "'"));
   }
   if (contacted_.size() < kMaxContacts && contacted_.insert(client_id).second) cv_.SignalAll();
-  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  const absl::Time deadline = clock_->Now() + wait;
   while (true) {
     if (stopping_ && !done_) return StoppingStatus();
     if (done_) {
@@ -164,8 +158,7 @@ absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experim
       auto it = tasks_.find(client_id);
       if (it != tasks_.end()) return it->second;
     }
-    cv_.WaitWithTimeout(&mu_, Remaining(deadline));
-    if (std::chrono::steady_clock::now() >= deadline) return RoundTask{};
+    if (clock_->WaitUntil(cv_, mu_, deadline)) return RoundTask{};
   }
 }
 
@@ -197,7 +190,7 @@ absl::Status FederationHub::ReadModel(int64_t round, int64_t offset, absl::Span<
 absl::Status FederationHub::Begin(const UpdateHeader& header, size_t total_size, int64_t count,
                                   absl::Duration wait) {
   absl::MutexLock lock(&mu_);
-  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  const absl::Time deadline = clock_->Now() + wait;
   while (true) {
     if (done_) return absl::UnavailableError("the experiment has ended");
     if (stopping_) return StoppingStatus();
@@ -219,11 +212,9 @@ absl::Status FederationHub::Begin(const UpdateHeader& header, size_t total_size,
       ++stalled_;
       continue;
     }
-    // Wake up now and then to look at the holder's progress on the injected clock.
-    const auto next =
-        std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
-    cv_.WaitWithTimeout(&mu_, Remaining(next));
-    if (std::chrono::steady_clock::now() >= deadline) return s;
+    // Wake up now and then to look at the holder's progress.
+    clock_->WaitUntil(cv_, mu_, std::min(deadline, now + absl::Milliseconds(100)));
+    if (clock_->Now() >= deadline) return s;
   }
 }
 
@@ -287,10 +278,11 @@ void FederationHub::Abandon(const std::string& client_id) {
 
 bool FederationHub::WaitUntilAllHeardDone(absl::Duration wait) {
   absl::MutexLock lock(&mu_);
-  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  const absl::Time until = clock_->Now() + wait;
   while (heard_done_.size() < contacted_.size()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    cv_.WaitWithTimeout(&mu_, Remaining(until));
+    if (clock_->WaitUntil(cv_, mu_, until) && heard_done_.size() < contacted_.size()) {
+      return false;
+    }
   }
   return true;
 }
@@ -298,15 +290,15 @@ bool FederationHub::WaitUntilAllHeardDone(absl::Duration wait) {
 std::vector<std::string> FederationHub::WaitForContact(const std::vector<std::string>& ids,
                                                        absl::Duration wait) {
   absl::MutexLock lock(&mu_);
-  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  const absl::Time until = clock_->Now() + wait;
   std::vector<std::string> missing;
   while (true) {
     missing.clear();
     for (const std::string& id : ids) {
       if (!contacted_.contains(id)) missing.push_back(id);
     }
-    if (missing.empty() || std::chrono::steady_clock::now() >= until) return missing;
-    cv_.WaitWithTimeout(&mu_, Remaining(until));
+    if (missing.empty() || clock_->Now() >= until) return missing;
+    clock_->WaitUntil(cv_, mu_, until);
   }
 }
 
@@ -317,11 +309,11 @@ void FederationHub::RestartDeadline() {
 
 bool FederationHub::WaitReadyToClose(absl::Duration wait) {
   absl::MutexLock lock(&mu_);
-  // The deadline is measured on the injected clock, so poll it rather than sleep until it.
-  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  // The round's own deadline passes on the same clock, so wake at it (or every 20 ms).
+  const absl::Time until = clock_->Now() + wait;
   while (!coordinator_.ReadyToClose()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
+    if (clock_->Now() >= until) return false;
+    clock_->WaitUntil(cv_, mu_, std::min(until, clock_->Now() + absl::Milliseconds(20)));
   }
   return true;
 }

@@ -1,7 +1,6 @@
 #include "aggregator/secagg_hub.h"
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,11 +9,6 @@
 
 namespace sextant {
 namespace {
-
-// The time left until deadline on the steady clock; not positive once it has passed.
-absl::Duration Remaining(std::chrono::steady_clock::time_point deadline) {
-  return absl::FromChrono(deadline - std::chrono::steady_clock::now());
-}
 
 }  // namespace
 
@@ -150,7 +144,7 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Join(const std::string& experiment_id,
     return absl::AbortedError(absl::StrCat("secagg: experiment '", experiment_id, "', this is '",
                                            options_.experiment_id, "'"));
   }
-  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  const absl::Time until = clock_->Now() + wait;
   SecAggDownlink out;
   out.stage = SecAggStage::kAdvertiseKeys;
   bool counted = false;  // this call is counted in its entry's calls
@@ -199,8 +193,7 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Join(const std::string& experiment_id,
     w->second.joiner.base_version = base_version;
     w->second.last_asked = clock_->Now();
     cv_.SignalAll();  // AwaitJoiners
-    cv_.WaitWithTimeout(&mu_, Remaining(until));
-    if (std::chrono::steady_clock::now() >= until) {
+    if (clock_->WaitUntil(cv_, mu_, until)) {
       leave();
       out.pending = true;
       return out;
@@ -211,7 +204,7 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Join(const std::string& experiment_id,
 std::vector<SecAggJoiner> SecAggHub::AwaitJoiners(size_t count, absl::Duration fresh,
                                                   absl::Duration wait) {
   absl::MutexLock lock(&mu_);
-  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  const absl::Time until = clock_->Now() + wait;
   while (true) {
     const absl::Time now = clock_->Now();
     for (auto it = joiners_.begin(); it != joiners_.end();) {
@@ -220,8 +213,7 @@ std::vector<SecAggJoiner> SecAggHub::AwaitJoiners(size_t count, absl::Duration f
       it = silent ? joiners_.erase(it) : std::next(it);
     }
     if (done_ || joiners_.size() >= count) break;
-    cv_.WaitWithTimeout(&mu_, Remaining(until));
-    if (std::chrono::steady_clock::now() >= until) break;
+    if (clock_->WaitUntil(cv_, mu_, until)) break;
   }
   std::vector<SecAggJoiner> out;
   for (const auto& [id, w] : joiners_) out.push_back(w.joiner);
@@ -295,7 +287,7 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id
                                                 SecAggStage stage, const std::string& client_id,
                                                 absl::Duration wait) {
   absl::MutexLock lock(&mu_);
-  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  const absl::Time until = clock_->Now() + wait;
   SecAggDownlink out;
   out.stage = stage;
   while (true) {
@@ -342,8 +334,7 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id
       return absl::AbortedError(absl::StrCat("secagg: experiment '", experiment_id, "', this is '",
                                              options_.experiment_id, "'"));
     }
-    cv_.WaitWithTimeout(&mu_, Remaining(until));
-    if (std::chrono::steady_clock::now() >= until) {
+    if (clock_->WaitUntil(cv_, mu_, until)) {
       out.pending = true;
       return out;
     }
@@ -423,11 +414,10 @@ absl::StatusOr<StagingBuffer> SecAggHub::TakeStaging(size_t bytes, absl::Duratio
   std::optional<StagingBuffer> buffer;
   {
     absl::MutexLock lock(&mu_);
-    const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+    const absl::Time until = clock_->Now() + wait;
     const int limit = std::max(1, options_.max_staged_inputs);
     while (!done_ && staged_ >= limit) {
-      cv_.WaitWithTimeout(&mu_, Remaining(until));
-      if (std::chrono::steady_clock::now() >= until) break;
+      if (clock_->WaitUntil(cv_, mu_, until)) break;
     }
     if (done_) return absl::AbortedError("secagg: the experiment is done");
     if (staged_ >= limit) {
@@ -573,14 +563,14 @@ SecAggStage SecAggHub::Advance() {
 }
 
 bool SecAggHub::WaitAndAdvance(absl::Duration wait) {
-  // Deadlines are on the injected clock, so poll it rather than sleep until them.
-  const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  // A stage's deadline passes on the same clock, so wake at it (or every 20 ms).
+  const absl::Time until = clock_->Now() + wait;
   while (true) {
     const SecAggStage s = Advance();
     if (s == SecAggStage::kDone || s == SecAggStage::kAborted) return true;
     absl::MutexLock lock(&mu_);
-    if (std::chrono::steady_clock::now() >= until) return false;
-    cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
+    if (clock_->Now() >= until) return false;
+    clock_->WaitUntil(cv_, mu_, std::min(until, clock_->Now() + absl::Milliseconds(20)));
   }
 }
 

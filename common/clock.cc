@@ -9,6 +9,12 @@ void FakeClock::SleepFor(absl::Duration d) {
   std::this_thread::yield();
 }
 
+bool FakeClock::WaitUntil(absl::CondVar& cv, absl::Mutex& mu, absl::Time deadline) {
+  if (Now() >= deadline) return true;
+  cv.WaitWithTimeout(&mu, absl::Milliseconds(1));
+  return Now() >= deadline;
+}
+
 Clock* RealClockInstance() {
   static RealClock* clock = new RealClock();
   return clock;

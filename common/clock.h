@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -18,6 +19,11 @@ class Clock {
   // Waits for d (d <= 0: returns at once). A polling loop sleeps through this, so that under
   // a FakeClock its deadlines pass without real waiting.
   virtual void SleepFor(absl::Duration d) = 0;
+  // Waits on cv, with mu held, until cv is signalled or this clock reaches deadline. It may
+  // wake early, so the caller rechecks its condition and calls again. Returns whether deadline
+  // has passed. A hub's timed waits go through here, so that under a FakeClock a test's
+  // Advance ends them, and nothing waits on the real clock.
+  virtual bool WaitUntil(absl::CondVar& cv, absl::Mutex& mu, absl::Time deadline) = 0;
 };
 
 // The real wall clock. Thread-safe.
@@ -25,6 +31,11 @@ class RealClock : public Clock {
  public:
   absl::Time Now() const override { return absl::Now(); }
   void SleepFor(absl::Duration d) override { absl::SleepFor(d); }
+  bool WaitUntil(absl::CondVar& cv, absl::Mutex& mu, absl::Time deadline) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    cv.WaitWithDeadline(&mu, deadline);
+    return absl::Now() >= deadline;
+  }
 };
 
 // Returns a process-wide RealClock (stateless, so sharing it is safe).
@@ -40,6 +51,10 @@ class FakeClock : public Clock {
   void Advance(absl::Duration d) { now_ns_ += absl::ToInt64Nanoseconds(d); }
   // Moves the clock forward by d at once (d <= 0: not at all), and lets other threads run.
   void SleepFor(absl::Duration d) override;
+  // Waits for cv at most a millisecond of real time, so that another thread's Advance past
+  // deadline is seen at once; the time itself moves only through Advance and SleepFor.
+  bool WaitUntil(absl::CondVar& cv, absl::Mutex& mu, absl::Time deadline) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
  private:
   std::atomic<int64_t> now_ns_;

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "federation/round_coordinator.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/clock_ticker.h"
 
 namespace sextant {
 namespace {
@@ -69,10 +70,13 @@ TEST_F(FederationServiceTest, AllThatAskedHearTheEnd) {
   ASSERT_TRUE(hub_->WaitForRound("exp", "east", 1, absl::ZeroDuration()).ok());
   ASSERT_TRUE(hub_->WaitForRound("exp", "west", 1, absl::ZeroDuration()).ok());
   hub_->SetDone();
-  EXPECT_FALSE(hub_->WaitUntilAllHeardDone(absl::Milliseconds(50)));
-  EXPECT_EQ(hub_->WaitForRound("exp", "east", 1, absl::ZeroDuration())->kind,
-            RoundTask::Kind::kDone);
-  EXPECT_FALSE(hub_->WaitUntilAllHeardDone(absl::Milliseconds(50)));
+  {
+    ClockTicker ticker(&clock_, absl::Milliseconds(5));  // the waits below time out on it
+    EXPECT_FALSE(hub_->WaitUntilAllHeardDone(absl::Milliseconds(50)));
+    EXPECT_EQ(hub_->WaitForRound("exp", "east", 1, absl::ZeroDuration())->kind,
+              RoundTask::Kind::kDone);
+    EXPECT_FALSE(hub_->WaitUntilAllHeardDone(absl::Milliseconds(50)));
+  }
   std::thread west([&] { (void)hub_->WaitForRound("exp", "west", 1, absl::Seconds(5)); });
   EXPECT_TRUE(hub_->WaitUntilAllHeardDone(absl::Seconds(5)));
   west.join();
@@ -100,7 +104,10 @@ TEST_F(FederationServiceTest, RegionsRejectionsAndCountTravelWithTheirUpdate) {
 TEST_F(FederationServiceTest, AFailedParticipantIsNotWaitedForAndItsFailureIsKept) {
   std::vector<float> update(kSize, 1.0f);
   ASSERT_TRUE(PushUpdate(stub_.get(), PushHeader{"exp", 1, "east", 30, 3}, update, 4).ok());
-  EXPECT_FALSE(hub_->WaitReadyToClose(absl::Milliseconds(50)));  // west is still awaited
+  {
+    ClockTicker ticker(&clock_, absl::Milliseconds(5));
+    EXPECT_FALSE(hub_->WaitReadyToClose(absl::Milliseconds(50)));  // west is still awaited
+  }
   EXPECT_TRUE(hub_->FailedParticipants().empty());
   ASSERT_TRUE(ReportFailure(stub_.get(), "exp", 1, "west", "west", "its secure round failed").ok());
   // What a regional aggregator withdraws from the SecAgg round it opens after the report.
@@ -232,13 +239,16 @@ TEST_F(FederationServiceTest, AnInt8UpdateCutAlongOtherTensorsThanTheModelsIsRef
 // the open one; a caller for another experiment does not count.
 TEST_F(FederationServiceTest, WaitForContactReturnsThoseThatHaveNotAskedForARound) {
   const std::vector<std::string> ids = {"east", "west", "north"};
-  EXPECT_EQ(hub_->WaitForContact(ids, absl::Milliseconds(50)), ids);
   auto noop = [](int64_t, absl::Span<const float>) { return absl::OkStatus(); };
-  // "east" is in round 1 (its model read fails on the empty file; it has asked all the same).
-  (void)PullRound(stub_.get(), "exp", "east", 0, 0.1, noop);
-  (void)PullRound(stub_.get(), "other", "west", 0, 0.1, noop);
-  EXPECT_EQ(hub_->WaitForContact(ids, absl::Milliseconds(50)),
-            (std::vector<std::string>{"west", "north"}));
+  {
+    ClockTicker ticker(&clock_, absl::Milliseconds(5));  // the waits below time out on it
+    EXPECT_EQ(hub_->WaitForContact(ids, absl::Milliseconds(50)), ids);
+    // "east" is in round 1 (its model read fails on the empty file; it has asked all the same).
+    (void)PullRound(stub_.get(), "exp", "east", 0, 0.1, noop);
+    (void)PullRound(stub_.get(), "other", "west", 0, 0.1, noop);
+    EXPECT_EQ(hub_->WaitForContact(ids, absl::Milliseconds(50)),
+              (std::vector<std::string>{"west", "north"}));
+  }
   // A waiter wakes when the last one asks.
   std::thread late([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "rpc/certificates.h"
 #include "rpc/key_signer.h"
+#include "tests/fakes/clock_ticker.h"
 
 namespace sextant {
 namespace {
@@ -86,10 +87,12 @@ class SecAggTransportTest : public ::testing::Test {
                                 weight, SenderMetrics{1, 1, 0.5, 10});
   }
 
-  // The aggregator loop: closes stages as they are ready, moving the fake clock 1 s per 50 ms
+  // The aggregator loop: closes stages as they are ready, the fake clock moving 1 s per 50 ms
   // of real time so that a stage whose clients went silent times out quickly.
   void RunAggregator() {
-    while (!secagg_->WaitAndAdvance(absl::Milliseconds(50))) clock_.Advance(absl::Seconds(1));
+    ClockTicker ticker(&clock_, absl::Milliseconds(20));
+    while (!secagg_->WaitAndAdvance(absl::Seconds(1))) {
+    }
   }
 
   // The first `k` clients' weighted mean of their clipped updates, decoded from the outcome.
@@ -573,8 +576,11 @@ TEST(SecAggHubStagingTest, HandsOutAtMostMaxStagedBuffersAndReusesTheReturnedOne
   EXPECT_EQ(a->size(), 1000u);
   EXPECT_FALSE(a->in_file());
   // A third sender waits; with both still out it is told to retry.
-  EXPECT_EQ(hub.TakeStaging(1000, absl::Milliseconds(30)).status().code(),
-            absl::StatusCode::kUnavailable);
+  {
+    ClockTicker ticker(&clock, absl::Milliseconds(5));
+    EXPECT_EQ(hub.TakeStaging(1000, absl::Milliseconds(30)).status().code(),
+              absl::StatusCode::kUnavailable);
+  }
   const std::string mark = "staged by a";
   ASSERT_TRUE(a->Write(500, mark).ok());
   // A waiting sender gets the buffer as soon as it is given back, contents and all.
