@@ -1,5 +1,6 @@
-// The gRPC side of federated rounds: FederationService over a FederationHub (the server), and
-// the two calls a participant makes (the client). Proto stays in this file pair.
+// The server side of federated rounds: FederationService over a FederationHub and a SecAggHub,
+// on gRPC's callback API. The calls a participant makes are in federation_calls.h; the bounds
+// both sides share are in federation_wire.h.
 #ifndef SEXTANT_AGGREGATOR_FEDERATION_SERVICE_H_
 #define SEXTANT_AGGREGATOR_FEDERATION_SERVICE_H_
 
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "aggregator/federation_hub.h"
+#include "aggregator/federation_wire.h"
 #include "aggregator/secagg_hub.h"
 #include "aggregator/sender_gate.h"
 #include "aggregator/transfer_meter.h"
@@ -24,14 +26,6 @@
 
 namespace sextant {
 
-// The largest key attestation a SecAgg participant may send (its certificate and signature),
-// relayed to each of its neighbours.
-inline constexpr size_t kMaxAttestationCertificateBytes = 8192;
-inline constexpr size_t kMaxAttestationSignatureBytes = 256;
-
-// Floats per chunk by default: 1 MiB.
-inline constexpr int64_t kDefaultChunkFloats = (1 << 20) / sizeof(float);
-
 // Answers Join (participants started by hand): the plan for the caller's verified identity,
 // which runs on `pool` (the run's pool it named, an id already checked; empty: none),
 // PermissionDenied for one it takes no part for, InvalidArgument for a pool that cannot host
@@ -42,10 +36,6 @@ using JoinHandler =
 // already checked). OK, PermissionDenied or InvalidArgument as ReportJoin says.
 using JoinReportHandler = std::function<absl::Status(
     const PeerIdentity& caller, const std::string& client_id, const std::string& pool)>;
-
-// The most bytes of an experiment a JoinPlan may carry, and of flags in all.
-inline constexpr size_t kMaxJoinSpecBytes = size_t{4} << 20;
-inline constexpr size_t kMaxJoinFlagBytes = 64 << 10;
 
 // GetRound's logic without its transport (the reactor parks between Polls; the fuzz target
 // drives it directly): the gate's check of the caller, the round asked for, then the messages
@@ -198,67 +188,6 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartFederationServer(
     const std::string& listen, grpc::Service* service, int* port,
     std::shared_ptr<grpc::ServerCredentials> credentials = nullptr,
     grpc::ResourceQuota* quota = nullptr, const ServerInterceptors& interceptors = {});
-
-// Asks upstream once what to run with (a participant started by hand): the plan, checked
-// against the bounds above (InvalidArgument past them), or the server's status (Unavailable, with
-// gRPC's reason, while it cannot be reached or the TLS handshake fails), within
-// deadline_seconds.
-absl::StatusOr<v1::JoinPlan> JoinUpstream(v1::FederationService::StubInterface* stub,
-                                          const std::string& experiment_id,
-                                          double deadline_seconds, const std::string& pool = "");
-
-// Tells the tier above that client `client_id` of this region joined on `pool` (ReportJoin):
-// OK or the server's status, within deadline_seconds.
-absl::Status ReportJoin(v1::FederationService::StubInterface* stub,
-                        const std::string& experiment_id, const std::string& client_id,
-                        const std::string& pool, double deadline_seconds = 10);
-
-// The longest cause a ParticipantFailure may carry.
-inline constexpr size_t kMaxFailureErrorBytes = 4096;
-
-// Tells the tier above (or a client's aggregator) that `failed` sends no update for `round`,
-// and why (cut to kMaxFailureErrorBytes, keeping its end, where a command's stderr tail is).
-// The server's status otherwise (Aborted once the round is over).
-absl::Status ReportFailure(v1::FederationService::StubInterface* stub,
-                           const std::string& experiment_id, int64_t round,
-                           const std::string& client_id, const std::string& failed,
-                           const std::string& error, double deadline_seconds = 10);
-
-// Receives the next round's task and model. sink(offset, values) is called for each chunk in
-// order (it may write them anywhere; nothing else holds the model). kWait and kDone carry no
-// model. Errors: the server's status (Aborted for another experiment), or DataLoss when the
-// stream ended early.
-absl::StatusOr<RoundTask> PullRound(
-    v1::FederationService::StubInterface* stub, const std::string& experiment_id,
-    const std::string& client_id, int64_t after_round, double wait_seconds,
-    const std::function<absl::Status(int64_t, absl::Span<const float>)>& sink);
-
-// What one PushUpdate sends besides the values.
-struct PushHeader {
-  std::string experiment_id;
-  int64_t round = 0;
-  std::string client_id;
-  double weight = 0;  // num_examples, or a region's total weight
-  int64_t count = 1;  // client updates behind it
-  SenderMetrics metrics;
-  int64_t rejected = 0;  // from an aggregator: client updates it rejected this round
-  // From an aggregator: each participant's seconds to deliver (UpdateMetrics.client_seconds).
-  std::vector<std::pair<std::string, double>> client_seconds;
-};
-
-// Streams `values` in chunks of chunk_floats. Returns the payload bytes sent (the serialized
-// sizes of every message), or the server's status.
-absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
-                                   const PushHeader& header, absl::Span<const float> values,
-                                   int64_t chunk_floats = kDefaultChunkFloats);
-
-// Streams an encoded update (federation.update_compression) in chunks of the same byte size as
-// chunk_floats float32 values; the first chunk carries its encoding, segments and scales. The
-// receiver decodes it to float32 before anything aggregates it. Returns the payload bytes sent
-// (the serialized sizes of every message), or the server's status.
-absl::StatusOr<int64_t> PushUpdate(v1::FederationService::StubInterface* stub,
-                                   const PushHeader& header, const EncodedUpdate& update,
-                                   int64_t chunk_floats = kDefaultChunkFloats);
 
 }  // namespace sextant
 

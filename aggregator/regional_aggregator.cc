@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "aggregator/client_roster.h"
+#include "aggregator/federation_calls.h"
 #include "aggregator/secagg_participant.h"
 #include "aggregator/tier.h"
 #include "common/atomic_file.h"
@@ -129,89 +130,53 @@ absl::StatusOr<SecAggQuantization> RoundQuantization(const RegionalAggregatorOpt
   return q;
 }
 
-// A finished SecAgg round's weighted mean, decoded into *mean, as `round`'s outcome.
-absl::StatusOr<RoundOutcome> DecodeOutcome(const RegionalAggregatorOptions& o, int64_t round,
-                                           SecAggRoundOutcome& out, LazyFloats* mean) {
-  SEXTANT_ASSIGN_OR_RETURN(
-      SecureQuantizer quantizer,
-      MakeQuantizer(out.quantization, out.config.num_clients, out.config.ring_bits));
-  // The mean is resident only as the decode writes it, and the sum's memory goes back as it
-  // does: never both whole.
-  if (mean->size() != static_cast<size_t>(o.model_size)) {
-    *mean = LazyFloats(static_cast<size_t>(o.model_size));
-    if (mean->size() != static_cast<size_t>(o.model_size)) {
-      return absl::ResourceExhaustedError("no memory for the round's mean");
-    }
-  }
-  SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.ConsumeMean(std::move(out.sum), mean->span()));
-  // Each weight travels masked, so it is bounded here, on the sum: the survivors' weights are
-  // each at most max_weight (the client's declared examples).
-  const int64_t contributors = static_cast<int64_t>(out.contributors.size());
-  if (weight > contributors * out.quantization.max_weight) {
+// Each weight travels masked, so it is bounded on the sum: the survivors' weights are each at
+// most max_weight (the client's declared examples). InvalidArgument past it.
+absl::Status CheckSecureWeight(const RoundOutcome& r, int64_t max_weight) {
+  if (r.total_weight > static_cast<double>(r.count * max_weight)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("round ", round, ": the ", contributors, " clients' total weight ", weight,
-                     " is above ", contributors, " x ", out.quantization.max_weight,
+        absl::StrCat("round ", r.round, ": the ", r.count, " clients' total weight ",
+                     r.total_weight, " is above ", r.count, " x ", max_weight,
                      " (examples_per_client): a client declared a weight out of range"));
   }
-  RoundOutcome r;
-  r.round = round;
-  r.mean = mean->span();
-  r.total_weight = static_cast<double>(weight);
-  r.count = static_cast<int64_t>(out.contributors.size());
-  r.senders = r.count;
-  r.metrics = out.metrics;
+  return absl::OkStatus();
+}
+
+// A finished SecAgg buffer of this region's clients, decoded into *mean, as `version`'s
+// outcome (DecodeSecureRound): each contributor one client, their total weight bounded.
+absl::StatusOr<RoundOutcome> DecodeOutcome(int64_t version, SecAggRoundOutcome& out,
+                                           size_t model_size, LazyFloats* mean) {
+  SEXTANT_ASSIGN_OR_RETURN(RoundOutcome r,
+                           DecodeSecureRound(out, out.config.num_clients, model_size, mean));
+  r.round = version;
+  r.count = r.senders;
+  SEXTANT_RETURN_IF_ERROR(CheckSecureWeight(r, out.quantization.max_weight));
   return r;
 }
 
-// Runs the secure-aggregation stages of the round just published and decodes the survivors'
-// weighted mean into *mean. Aborted when the protocol aborted; Cancelled when stopped.
-absl::StatusOr<RoundOutcome> SecureRound(
-    const RegionalAggregatorOptions& o, Tier& tier, const RoundTask& task,
-    const std::atomic<bool>* stop, LazyFloats* mean, RegionSum* region_sum,
-    std::vector<std::pair<std::string, double>>* client_seconds = nullptr) {
-  SecAggHub& secagg = tier.secagg();
-  SEXTANT_ASSIGN_OR_RETURN(SecAggQuantization quantization, RoundQuantization(o, task));
-  secagg.SetQuantization(std::move(quantization));
-  SEXTANT_RETURN_IF_ERROR(secagg.Open(task.round, task.participants,
-                                      static_cast<size_t>(o.model_size),
-                                      ClientSeed(task.seed, o.region), task.deadline_seconds,
-                                      std::max<int64_t>(1, task.min_updates)));
-  // A client that failed before the SecAgg round opened (its command exits at once) reported
-  // it to the hub only: the round must not wait out its stage deadline for that client's keys.
-  for (const std::string& id : tier.hub().FailedParticipants()) {
-    secagg.Withdraw(o.experiment_id, task.round, id);
+// The round upstream gave this region, at this tier: its model at `file`, each sampled
+// client's task and, under secure aggregation, the SecAgg instance among them (its sum kept
+// encoded for the regions' round with hide_region_sum; a quantisation out of range fails the
+// round, not the aggregator).
+RoundPlan RegionRound(const RegionalAggregatorOptions& o, const RoundTask& task,
+                      std::string file) {
+  RoundPlan plan;
+  plan.round = task.round;
+  plan.model_path = std::move(file);
+  plan.tasks = ClientTasks(task);
+  plan.deadline_seconds = task.deadline_seconds;
+  plan.min_updates = std::max<int64_t>(1, task.min_updates);
+  if (o.secure_aggregation) {
+    plan.open_secure = [&o, task](SecAggHub& secagg) -> absl::Status {
+      SEXTANT_ASSIGN_OR_RETURN(SecAggQuantization quantization, RoundQuantization(o, task));
+      secagg.SetQuantization(std::move(quantization));
+      return secagg.Open(task.round, task.participants, static_cast<size_t>(o.model_size),
+                         ClientSeed(task.seed, o.region), task.deadline_seconds,
+                         std::max<int64_t>(1, task.min_updates));
+    };
+    plan.keep_sum = o.hide_region_sum;
   }
-  SEXTANT_RETURN_IF_ERROR(tier.AwaitClosable(Tier::Close::kSecure, [&] {
-    tier.RelayFailures();  // the run's console names each failed client as it goes
-    return StopStatus(stop);
-  }));
-  SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, secagg.TakeOutcome());
-  if (client_seconds != nullptr) *client_seconds = std::move(out.client_seconds);
-  if (region_sum != nullptr) {  // goes on, still encoded, to the regions' round
-    region_sum->clients = static_cast<int64_t>(out.contributors.size());
-    region_sum->metrics = out.metrics;
-    region_sum->sum = std::move(out.sum);
-    RoundOutcome r;
-    r.round = task.round;
-    r.count = region_sum->clients;
-    r.senders = r.count;
-    r.metrics = out.metrics;
-    return r;
-  }
-  return DecodeOutcome(o, task.round, out, mean);
-}
-
-// How long each participant of a closed synchronous round took to deliver its update; one that
-// missed the close at the round's length, a lower bound on its time (client_selection).
-std::vector<std::pair<std::string, double>> ClientTimings(
-    const std::vector<std::string>& participants, const std::vector<SenderReport>& senders,
-    double round_seconds) {
-  std::map<std::string, double> seconds;
-  for (const std::string& p : participants) seconds[p] = round_seconds;
-  for (const SenderReport& s : senders) {
-    if (seconds.count(s.client_id)) seconds[s.client_id] = s.seconds;
-  }
-  return {seconds.begin(), seconds.end()};
+  return plan;
 }
 
 // A client in a buffer's line that has not asked for this long is taken for gone.
@@ -255,7 +220,8 @@ absl::StatusOr<std::optional<RoundOutcome>> SecureBuffer(const RegionalAggregato
     return StopStatus(stop);
   }));
   SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, secagg.TakeOutcome());
-  SEXTANT_ASSIGN_OR_RETURN(RoundOutcome r, DecodeOutcome(o, version, out, mean));
+  SEXTANT_ASSIGN_OR_RETURN(RoundOutcome r,
+                           DecodeOutcome(version, out, static_cast<size_t>(o.model_size), mean));
   return std::optional<RoundOutcome>(std::move(r));
 }
 
@@ -357,24 +323,6 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
   return absl::OkStatus();
 }
 
-// Waits until the plaintext round just published may close (relaying its clients' failures
-// upstream meanwhile), then closes it: the weighted mean of the updates, and each
-// participant's delivery time in *client_seconds. Cancelled when stopped; the hub's error (no
-// update: every sampled client failed) otherwise.
-absl::StatusOr<RoundOutcome> PlainRound(
-    Tier& tier, const RoundTask& task, const std::atomic<bool>* stop, Clock* clock,
-    std::vector<std::pair<std::string, double>>* client_seconds) {
-  SEXTANT_RETURN_IF_ERROR(tier.AwaitClosable(Tier::Close::kPlain, [&] {
-    tier.RelayFailures();  // the run's console names each failed client as it goes
-    return StopStatus(stop);
-  }));
-  std::vector<SenderReport> senders;
-  const double length = absl::ToDoubleSeconds(clock->Now() - tier.hub().published_at());
-  SEXTANT_ASSIGN_OR_RETURN(RoundOutcome outcome, tier.hub().Close(&senders));
-  *client_seconds = ClientTimings(task.participants, senders, length);
-  return outcome;
-}
-
 // The tier this region serves its clients on, under the tier above (o.upstream): only this
 // region's clients, each as itself (by certificate) and with a fixed weight.
 TierOptions RegionalTierOptions(const RegionalAggregatorOptions& o) {
@@ -444,28 +392,23 @@ void AwaitClients(const RegionalAggregatorOptions& o, Tier& tier, const ClientRo
   }
 }
 
-// What a synchronous region carries from round to round: the decoded mean's memory and the
-// SecAgg rejections already counted.
-struct RegionRounds {
-  LazyFloats secure_mean;
-  int64_t secure_rejections = 0;
-};
-
 // hide_region_sum: this region's part in the regions' round, its encoded sum masked; zeros
-// when none of its clients was sampled or its own round aborted (its clients then count as
-// dropped).
+// when none of its clients was sampled (plan none) or its own round aborted (its clients then
+// count as dropped).
 void RegionsRound(const RegionalAggregatorOptions& o, Tier& tier, const RoundTask& task,
-                  bool sampled, Clock* clock, const std::atomic<bool>* stop, RegionRounds* state) {
+                  std::optional<RoundPlan> plan, Clock* clock, const std::atomic<bool>* stop) {
   RegionSum region;
-  if (sampled) {
-    absl::StatusOr<RoundOutcome> outcome =
-        SecureRound(o, tier, task, stop, &state->secure_mean, &region);
+  if (plan) {
+    absl::StatusOr<ClosedRound> closed =
+        tier.RunRound(*std::move(plan), [&] { return StopStatus(stop); });
     if (Stopped(stop)) return;
-    const int64_t rejections = tier.secagg().rejections();
-    region.rejected = rejections - state->secure_rejections;
-    state->secure_rejections = rejections;
-    if (!outcome.ok() && o.log) {
-      *o.log << "round=" << task.round << " secure aggregation: " << outcome.status() << "\n"
+    region.rejected = tier.last_rejected();
+    if (closed.ok()) {
+      region.clients = closed->outcome.count;
+      region.metrics = closed->outcome.metrics;
+      region.sum = std::move(closed->sum);
+    } else if (o.log) {
+      *o.log << "round=" << task.round << " secure aggregation: " << closed.status() << "\n"
              << std::flush;
     }
   }
@@ -498,48 +441,46 @@ void RegionsRound(const RegionalAggregatorOptions& o, Tier& tier, const RoundTas
 // This region's own round (secure or plaintext) and its aggregate pushed upstream; a round
 // whose clients all failed is reported upstream instead, so that it does not wait for it.
 void OwnRound(const RegionalAggregatorOptions& o, Tier& tier, const ClientRoster* roster,
-              const RoundTask& task, Clock* clock, const std::atomic<bool>* stop,
-              RegionRounds* state) {
-  std::vector<std::pair<std::string, double>> client_seconds;
-  absl::StatusOr<RoundOutcome> outcome;
-  if (o.secure_aggregation) {
-    outcome = SecureRound(o, tier, task, stop, &state->secure_mean, nullptr, &client_seconds);
-    if (Stopped(stop)) return;
-    const int64_t rejections = tier.secagg().rejections();
-    if (outcome.ok()) outcome->rejected = rejections - state->secure_rejections;
-    state->secure_rejections = rejections;
-    if (!outcome.ok()) {
-      if (o.log)
-        *o.log << "round=" << task.round << " secure aggregation: " << outcome.status() << "\n"
-               << std::flush;
-      // Upstream would otherwise wait for this region until its deadline, or for ever.
-      (void)tier.ReportRoundFailed(
-          task.round, absl::StrCat("its secure round failed: ", outcome.status().message()));
-      return;
-    }
-  } else {
-    outcome = PlainRound(tier, task, stop, clock, &client_seconds);
-    if (Stopped(stop)) return;
-    if (!outcome.ok()) {  // every sampled client failed
-      if (o.log) *o.log << "round=" << task.round << " failed: " << outcome.status() << "\n";
-      (void)tier.ReportRoundFailed(task.round, "every sampled client of the region failed");
-      return;
+              RoundPlan plan, const std::atomic<bool>* stop) {
+  const int64_t round = plan.round;
+  absl::StatusOr<ClosedRound> closed =
+      tier.RunRound(std::move(plan), [&] { return StopStatus(stop); });
+  if (Stopped(stop)) return;
+  if (closed.ok() && o.secure_aggregation) {
+    if (absl::Status s = CheckSecureWeight(closed->outcome, o.quantization.max_weight); !s.ok()) {
+      closed = s;
     }
   }
+  if (!closed.ok()) {
+    // Upstream would otherwise wait for this region until its deadline, or for ever.
+    if (o.secure_aggregation) {
+      if (o.log)
+        *o.log << "round=" << round << " secure aggregation: " << closed.status() << "\n"
+               << std::flush;
+      (void)tier.ReportRoundFailed(
+          round, absl::StrCat("its secure round failed: ", closed.status().message()));
+    } else {  // every sampled client failed
+      if (o.log) *o.log << "round=" << round << " failed: " << closed.status() << "\n";
+      (void)tier.ReportRoundFailed(round, "every sampled client of the region failed");
+    }
+    return;
+  }
+  const RoundOutcome& outcome = closed->outcome;
   // The round above is still open until this push: the failures reach it first.
   tier.RelayFailures();
   if (roster) {  // upstream knows the region's clients by place
-    for (auto& [id, seconds] : client_seconds) id = roster->PlaceOf(id);
+    for (auto& [id, seconds] : closed->client_seconds) id = roster->PlaceOf(id);
   }
-  PushHeader header{
-      o.experiment_id, task.round,       o.region,          outcome->total_weight,
-      outcome->count,  outcome->metrics, outcome->rejected, std::move(client_seconds)};
-  absl::StatusOr<int64_t> sent = tier.PushAggregate(header, outcome->mean);
-  state->secure_mean.Release();  // until the next decode
+  PushHeader header{o.experiment_id,  round,
+                    o.region,         outcome.total_weight,
+                    outcome.count,    outcome.metrics,
+                    outcome.rejected, std::move(closed->client_seconds)};
+  absl::StatusOr<int64_t> sent = tier.PushAggregate(header, outcome.mean);
+  tier.ReleaseOutcome();  // until the next round's mean
   if (o.log) {
-    *o.log << "round=" << task.round << " clients=" << outcome->count
-           << " weight=" << outcome->total_weight << " rejected=" << outcome->rejected
-           << " excluded=" << outcome->excluded
+    *o.log << "round=" << round << " clients=" << outcome.count
+           << " weight=" << outcome.total_weight << " rejected=" << outcome.rejected
+           << " excluded=" << outcome.excluded
            << " pushed=" << (sent.ok() ? "ok" : sent.status().ToString()) << "\n"
            << std::flush;
   }
@@ -548,11 +489,10 @@ void OwnRound(const RegionalAggregatorOptions& o, Tier& tier, const ClientRoster
 // Synchronous rounds: each round's model pulled from upstream into a file named after the
 // round (the previous one removed once replaced), published to the sampled clients, then the
 // region's round run. OK when upstream ends the experiment or the aggregator is stopped;
-// upstream's or the hub's error otherwise.
+// upstream's error otherwise.
 absl::Status SynchronousRounds(const RegionalAggregatorOptions& o, Tier& tier,
                                const ClientRoster* roster, Clock* clock,
                                const std::atomic<bool>* stop) {
-  RegionRounds state;
   int64_t after = -1;
   std::string previous_file;
   const std::string incoming = absl::StrCat(o.work_dir, "/incoming.f32");
@@ -569,22 +509,18 @@ absl::Status SynchronousRounds(const RegionalAggregatorOptions& o, Tier& tier,
     ToHolders(roster, &*task);
     const std::string file = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
     std::filesystem::rename(incoming, file);
-    std::map<std::string, RoundTask> tasks = ClientTasks(*task);
-    if (tasks.empty() && !o.hide_region_sum) continue;
+    RoundPlan plan = RegionRound(o, *task, file);
     // The orchestrator says how many of this region's clients the round needs (min_clients).
-    const bool sampled = !tasks.empty();
-    if (sampled) {
-      SEXTANT_RETURN_IF_ERROR(tier.hub().Publish(task->round, file, std::move(tasks),
-                                                 task->deadline_seconds,
-                                                 std::max<int64_t>(1, task->min_updates)));
-    }
-    if (!previous_file.empty()) std::filesystem::remove(previous_file);
+    const bool sampled = !plan.tasks.empty();
+    if (!sampled && !o.hide_region_sum) continue;
+    if (!previous_file.empty() && previous_file != file) std::filesystem::remove(previous_file);
     previous_file = file;
     after = task->round;
     if (o.hide_region_sum) {
-      RegionsRound(o, tier, *task, sampled, clock, stop, &state);
+      RegionsRound(o, tier, *task, sampled ? std::optional(std::move(plan)) : std::nullopt, clock,
+                   stop);
     } else {
-      OwnRound(o, tier, roster, *task, clock, stop, &state);
+      OwnRound(o, tier, roster, std::move(plan), stop);
     }
   }
   return absl::OkStatus();

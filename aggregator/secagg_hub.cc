@@ -18,6 +18,27 @@ absl::StatusOr<SecureQuantizer> MakeQuantizer(const SecAggQuantization& q, int64
       {q.clip, q.bits, q.max_weight, max_clients, ring_bits, q.segments, q.segment_clips});
 }
 
+absl::StatusOr<RoundOutcome> DecodeSecureRound(SecAggRoundOutcome& out, int64_t max_clients,
+                                               size_t model_size, LazyFloats* mean) {
+  SEXTANT_ASSIGN_OR_RETURN(SecureQuantizer quantizer,
+                           MakeQuantizer(out.quantization, max_clients, out.config.ring_bits));
+  if (mean->size() != model_size) {
+    *mean = LazyFloats(model_size);
+    if (mean->size() != model_size) {
+      return absl::ResourceExhaustedError("no memory for the round's mean");
+    }
+  }
+  SEXTANT_ASSIGN_OR_RETURN(int64_t weight, quantizer.ConsumeMean(std::move(out.sum), mean->span()));
+  RoundOutcome r;
+  r.round = out.round;
+  r.mean = mean->span();
+  r.total_weight = static_cast<double>(weight);
+  r.count = out.count;
+  r.senders = static_cast<int64_t>(out.contributors.size());
+  r.metrics = out.metrics;
+  return r;
+}
+
 SecAggHub::SecAggHub(SecAggHubOptions options, Clock* clock)
     : options_(std::move(options)), clock_(clock) {
   absl::MutexLock lock(&mu_);

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/mapped_floats.h"
 #include "common/staging_buffer.h"
 #include "common/wait_list.h"
 #include "federation/round_coordinator.h"
@@ -94,6 +95,15 @@ struct SecAggRoundOutcome {
   // federation.client_selection), or, for one that sent none, the time the round took.
   std::vector<std::pair<std::string, double>> client_seconds;
 };
+
+// A finished SecAgg round's weighted mean, decoded into *mean (model_size floats, made only as
+// the decode writes them while the sum's memory goes back: never both whole), as the outcome
+// of out.round: its senders the contributors, its count the clients behind them (out.count),
+// its weight and metrics the sum's. max_clients: the most inputs the sum may hold (the
+// quantiser's headroom). ResourceExhausted without memory for the mean; the quantiser's
+// errors. Both tiers close a secure round through it.
+absl::StatusOr<RoundOutcome> DecodeSecureRound(SecAggRoundOutcome& out, int64_t max_clients,
+                                               size_t model_size, LazyFloats* mean);
 
 struct SecAggHubOptions {
   std::string experiment_id;  // the only experiment accepted. Required.

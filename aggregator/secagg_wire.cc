@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "aggregator/chunked_stream.h"
 #include "federation/update_codec.h"
 
 namespace sextant {
@@ -282,8 +283,7 @@ namespace {
 absl::StatusOr<SecAggDownlink> Poll(v1::FederationService::StubInterface* stub,
                                     const v1::SecAggPoll& poll) {
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(static_cast<int64_t>(poll.wait_seconds()) + 60));
+  context.set_deadline(DeadlineIn(static_cast<int64_t>(poll.wait_seconds()) + 60));
   v1::SecAggMessage reply;
   absl::Status s = FromGrpcStatus(stub->SecAggAwait(&context, poll, &reply));
   if (!s.ok()) return s;
@@ -347,33 +347,25 @@ absl::StatusOr<int64_t> SubmitPacked(v1::FederationService::StubInterface* stub,
   SetHeader(&m, header, client_id);
   // Whole bytes per chunk, so that each chunk packs on its own.
   chunk_elements = std::max<int64_t>(8, chunk_elements / 8 * 8);
-  int64_t sent = 0;
-  for (int64_t off = 0; off < d || off == 0; off += chunk_elements) {
-    const int64_t n = std::min(chunk_elements, d - off);
-    v1::SecAggMaskedChunk* c = m.mutable_masked();
-    c->set_offset(off);
-    c->set_count(n);
-    c->set_packed(pack(off, n));
-    if (off == 0) {
-      c->set_total_size(d);
-      c->mutable_metrics()->set_train_loss(metrics.train_loss);
-      c->mutable_metrics()->set_eval_loss(metrics.eval_loss);
-      c->mutable_metrics()->set_eval_accuracy(metrics.eval_accuracy);
-      c->mutable_metrics()->set_eval_weight(metrics.eval_weight);
-      if (clients) c->mutable_metrics()->set_clients(*clients);
-      c->mutable_metrics()->set_rejected(rejected);
-    } else {
-      c->clear_total_size();
-      c->clear_metrics();
-    }
-    sent += static_cast<int64_t>(m.ByteSizeLong());
-    if (!writer->Write(m)) break;  // the server ended the call; Finish says why
-    if (d == 0) break;
-  }
-  writer->WritesDone();
-  absl::Status s = FromGrpcStatus(writer->Finish());
-  if (!s.ok()) return s;
-  return sent;
+  return WriteChunked<v1::SecAggMessage>(
+      *writer, m, d, chunk_elements, [&](int64_t off, int64_t n, v1::SecAggMessage& message) {
+        v1::SecAggMaskedChunk* c = message.mutable_masked();
+        c->set_offset(off);
+        c->set_count(n);
+        c->set_packed(pack(off, n));
+        if (off == 0) {
+          c->set_total_size(d);
+          c->mutable_metrics()->set_train_loss(metrics.train_loss);
+          c->mutable_metrics()->set_eval_loss(metrics.eval_loss);
+          c->mutable_metrics()->set_eval_accuracy(metrics.eval_accuracy);
+          c->mutable_metrics()->set_eval_weight(metrics.eval_weight);
+          if (clients) c->mutable_metrics()->set_clients(*clients);
+          c->mutable_metrics()->set_rejected(rejected);
+        } else {
+          c->clear_total_size();
+          c->clear_metrics();
+        }
+      });
 }
 
 }  // namespace

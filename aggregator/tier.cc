@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "aggregator/federation_calls.h"
 #include "common/retry.h"
 #include "common/status_macros.h"
 
@@ -52,6 +53,78 @@ absl::Status Tier::AwaitClosable(Close how, const std::function<absl::Status()>&
     if (ready) return absl::OkStatus();
     if (absl::Status s = interrupt(); !s.ok()) return s;
   }
+}
+
+absl::Status Tier::OpenRound(RoundPlan plan) {
+  open_ = std::move(plan);
+  if (open_.open_secure) SEXTANT_RETURN_IF_ERROR(open_.open_secure(*secagg_));
+  if (open_.tasks.empty()) return absl::OkStatus();
+  std::vector<std::string> participants;
+  for (const auto& [id, task] : open_.tasks) participants.push_back(id);
+  SEXTANT_RETURN_IF_ERROR(hub_->Publish(open_.round, open_.model_path, std::move(open_.tasks),
+                                        open_.deadline_seconds, open_.min_updates));
+  open_.tasks.clear();
+  for (std::string& id : participants) open_.tasks[std::move(id)];  // who, for the timings
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ClosedRound> Tier::TakeRound() {
+  ClosedRound closed;
+  if (!open_.open_secure) {
+    const double length = absl::ToDoubleSeconds(clock_->Now() - hub_->published_at());
+    last_rejected_ = 0;  // the hub counts its own, in the outcome
+    SEXTANT_ASSIGN_OR_RETURN(closed.outcome, hub_->Close(&closed.senders));
+    std::map<std::string, double> seconds;
+    for (const auto& [id, task] : open_.tasks) seconds[id] = length;
+    for (const SenderReport& s : closed.senders) {
+      if (seconds.count(s.client_id)) seconds[s.client_id] = s.seconds;
+    }
+    closed.client_seconds.assign(seconds.begin(), seconds.end());
+    return closed;
+  }
+  absl::StatusOr<SecAggRoundOutcome> out = secagg_->TakeOutcome();
+  // The messages turned away count with the round, whether or not it aborted.
+  const int64_t rejections = secagg_->rejections();
+  const int64_t rejected = rejections - secure_rejections_;
+  secure_rejections_ = rejections;
+  last_rejected_ = rejected;
+  if (!out.ok()) return out.status();
+  closed.client_seconds = std::move(out->client_seconds);
+  if (!open_.keep_sum) {
+    const int64_t max_clients =
+        open_.decode_max_clients > 0 ? open_.decode_max_clients : out->config.num_clients;
+    SEXTANT_ASSIGN_OR_RETURN(closed.outcome,
+                             DecodeSecureRound(*out, max_clients, options_.coordinator.model_size,
+                                               &secure_mean_));
+  } else {
+    closed.outcome.round = out->round;
+    closed.outcome.count = out->count;
+    closed.outcome.senders = static_cast<int64_t>(out->contributors.size());
+    closed.outcome.metrics = out->metrics;
+    closed.sum = std::move(out->sum);
+  }
+  closed.outcome.round = open_.round;
+  // A region says how many clients stand behind its sum and how many updates they rejected;
+  // a client stands for itself and rejects nothing, whatever it says.
+  if (options_.upstream) closed.outcome.count = closed.outcome.senders;
+  closed.outcome.rejected = (options_.upstream ? 0 : out->rejected) + rejected;
+  return closed;
+}
+
+absl::StatusOr<ClosedRound> Tier::RunRound(RoundPlan plan,
+                                           const std::function<absl::Status()>& interrupt) {
+  const Close how = plan.open_secure ? Close::kSecure : Close::kPlain;
+  SEXTANT_RETURN_IF_ERROR(OpenRound(std::move(plan)));
+  SEXTANT_RETURN_IF_ERROR(AwaitClosable(how, [&] {
+    RelayFailures();  // the run's console names each failed participant as it goes
+    return interrupt();
+  }));
+  return TakeRound();
+}
+
+void Tier::ReleaseOutcome() {
+  hub_->ReleaseOutcome();
+  secure_mean_.Release();
 }
 
 absl::StatusOr<std::vector<std::string>> Tier::AwaitContact(

@@ -1,10 +1,11 @@
 // One tier of federated rounds, the same at both levels: the orchestrator runs the global tier
 // (its senders are regions) and each `sextant-worker --role aggregator` a regional one (its
 // senders are the region's clients). A tier owns the round hub, the SecAgg hub, the sender gate,
-// FederationService and the gRPC server that serves them, the publish / wait / close cycle of a
-// round, and, at a regional tier, its side of the tier above: pulling each round's model from
-// upstream and pushing the aggregate back. What a round's outcome becomes (stepping the server
-// optimiser and checkpointing, or a region's push) is its owner's.
+// FederationService and the gRPC server that serves them; the round, from publish through wait
+// and close to the decoded mean (RunRound: plaintext, secure, or secure with the sum kept for
+// the regions' round); and, at a regional tier, its side of the tier above: pulling each
+// round's model from upstream and pushing the aggregate back. What a round's outcome becomes
+// (stepping the server optimiser and checkpointing, or a region's push) is its owner's.
 #ifndef SEXTANT_AGGREGATOR_TIER_H_
 #define SEXTANT_AGGREGATOR_TIER_H_
 
@@ -14,16 +15,19 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "aggregator/federation_calls.h"
 #include "aggregator/federation_hub.h"
 #include "aggregator/federation_service.h"
 #include "aggregator/secagg_hub.h"
 #include "aggregator/sender_gate.h"
 #include "common/clock.h"
+#include "common/mapped_floats.h"
 #include "grpcpp/grpcpp.h"
 
 namespace sextant {
@@ -71,6 +75,36 @@ struct TierOptions {
   ServerInterceptors interceptors;
 };
 
+// One synchronous round at a tier: what it publishes and how it closes.
+struct RoundPlan {
+  int64_t round = 0;
+  std::string model_path;                  // the round's model, written by the tier's owner
+  std::map<std::string, RoundTask> tasks;  // each participant's task; empty: none here
+  double deadline_seconds = 0;             // the hub closes at it once min_updates are in
+  int64_t min_updates = 1;
+  // A secure round: opens the round's SecAgg instance (its quantisation, then SecAggHub::Open
+  // or OpenWithConfig) before anything is published, so that no participant finds it closed.
+  // Null: a plaintext round, closed by the hub.
+  std::function<absl::Status(SecAggHub&)> open_secure;
+  // How a secure round's sum is taken: kept encoded (ClosedRound::sum) for the regions' round
+  // above, or decoded (DecodeSecureRound) for at most decode_max_clients inputs (0: as many as
+  // the instance has clients).
+  bool keep_sum = false;
+  int64_t decode_max_clients = 0;
+};
+
+// A closed round, as its owner takes it.
+struct ClosedRound {
+  // The outcome. Its mean (none when the sum is kept encoded) stays valid until the tier's
+  // next round closes or ReleaseOutcome. rejected: the updates turned away this round.
+  RoundOutcome outcome;
+  std::vector<SenderReport> senders;  // a plaintext round's senders
+  // How long each participant took to deliver: a plaintext one that missed the close counts
+  // the round's length, a lower bound (client_selection).
+  std::vector<std::pair<std::string, double>> client_seconds;
+  RingVector sum;  // a secure round's sum, when kept encoded
+};
+
 // Not thread-safe itself (its owner's loop calls it); the hubs it owns are, and serve the RPCs.
 class Tier {
  public:
@@ -94,6 +128,22 @@ class Tier {
   // round has finished its stages (kSecure). Every 200 ms it asks interrupt(); a non-OK answer
   // ends the wait with that status. OK once the round may close.
   absl::Status AwaitClosable(Close how, const std::function<absl::Status()>& interrupt);
+
+  // Opens plan's round: its SecAgg instance first when it is secure, then the round published
+  // to its participants (none: only the SecAgg instance opens). The hubs' errors.
+  absl::Status OpenRound(RoundPlan plan);
+  // Closes the open round once AwaitClosable said it may: the hub's weighted mean (plaintext),
+  // or the SecAgg instance's sum, decoded or kept. The hub's error when no update made it
+  // (every participant failed); the SecAgg round's when it aborted.
+  absl::StatusOr<ClosedRound> TakeRound();
+  // The whole round: OpenRound, AwaitClosable (relaying the participants' failures upstream as
+  // they come, asking interrupt()), TakeRound. interrupt()'s status when it stops the wait.
+  absl::StatusOr<ClosedRound> RunRound(RoundPlan plan,
+                                       const std::function<absl::Status()>& interrupt);
+  // Gives back the memory of the last round's mean (ClosedRound::outcome.mean).
+  void ReleaseOutcome();
+  // The updates turned away while the last round taken was open, whether it closed or failed.
+  int64_t last_rejected() const { return last_rejected_; }
 
   // Waits (up to `wait` on the tier's clock, asking interrupt() every 200 ms) until every one of
   // ids has asked for a round. Returns those that have not (empty when all have), or
@@ -148,6 +198,12 @@ class Tier {
   std::unique_ptr<FederationServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  // The open round's plan (its tasks moved to the hub), and its SecAgg rejections counted so
+  // far.
+  RoundPlan open_;
+  int64_t secure_rejections_ = 0;
+  int64_t last_rejected_ = 0;
+  LazyFloats secure_mean_;  // a secure round's decoded mean
 };
 
 }  // namespace sextant

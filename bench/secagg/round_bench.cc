@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "aggregator/federation_calls.h"
 #include "aggregator/federation_hub.h"
 #include "aggregator/federation_service.h"
 #include "aggregator/secagg_hub.h"

@@ -437,10 +437,11 @@ class FederatedRun {
     return LaunchRegions(Launch(), tier_->port(), *participants_);
   }
 
-  // Opens the regions' round `round` (every region takes part, with zeros when none of its
-  // clients was sampled), before the round is published so that no region finds it closed.
-  absl::Status OpenRegionsRound(int64_t round) {
-    tier_->secagg().SetQuantization(RoundQuantization());
+  // Opens the regions' round `round` on secagg (every region takes part, with zeros when none
+  // of its clients was sampled); the tier opens it before the round is published, so that no
+  // region finds it closed.
+  absl::Status OpenRegionsRound(SecAggHub& secagg, int64_t round) {
+    secagg.SetQuantization(RoundQuantization());
     std::vector<std::string> regions;
     for (const auto& r : fed().regions()) regions.push_back(r.name());
     SEXTANT_ASSIGN_OR_RETURN(
@@ -448,39 +449,10 @@ class FederatedRun {
         RegionalLayerConfig(experiment_id_, round, static_cast<int32_t>(regions.size()),
                             RegionsRingBits(), model_.size() + 1,
                             fed().seed() * 0x2545F4914F6CDD1DULL + static_cast<uint64_t>(round)));
-    return tier_->secagg().OpenWithConfig(std::move(regions), std::move(config), 0, 1);
-  }
-
-  // The regions' round's outcome as a round outcome: the decoded mean of every client's update
-  // (the orchestrator never sees a region's own sum). Aborted when the round aborted.
-  absl::StatusOr<RoundOutcome> CloseRegionsRound(int64_t round, LazyFloats* mean) {
-    SEXTANT_ASSIGN_OR_RETURN(SecAggRoundOutcome out, tier_->secagg().TakeOutcome());
-    SEXTANT_ASSIGN_OR_RETURN(
-        SecureQuantizer quantizer,
-        MakeQuantizer(out.quantization, TotalClients(fed()), out.config.ring_bits));
-    // Resident only as the decode writes it, while the sum's memory goes back.
-    *mean = LazyFloats(model_.size());
-    if (mean->size() != model_.size()) {
-      return absl::ResourceExhaustedError("no memory for the regions' mean");
-    }
-    SEXTANT_ASSIGN_OR_RETURN(int64_t weight,
-                             quantizer.ConsumeMean(std::move(out.sum), mean->span()));
-    RoundOutcome r;
-    r.round = round;
-    r.mean = mean->span();
-    r.total_weight = static_cast<double>(weight);
-    r.count = out.count;
-    r.senders = static_cast<int64_t>(out.contributors.size());
-    // The regions' rejections of their clients, plus the regions' messages turned away here.
-    const int64_t here = tier_->secagg().rejections();
-    r.rejected = out.rejected + (here - region_rejections_);
-    region_rejections_ = here;
-    r.metrics = out.metrics;
-    return r;
+    return secagg.OpenWithConfig(std::move(regions), std::move(config), 0, 1);
   }
 
   absl::Status PublishRound(int64_t round) {
-    if (fed().hide_region_sums()) SEXTANT_RETURN_IF_ERROR(OpenRegionsRound(round));
     const std::string file = absl::StrCat(fed_dir_, "/global-", round, ".f32");
     {
       std::ofstream out(file, std::ios::binary | std::ios::trunc);
@@ -528,9 +500,20 @@ class FederatedRun {
       if (Buffered(fed()))
         t.min_updates = RegionBufferSize(fed(), static_cast<int64_t>(t.participants.size()));
     }
-    SEXTANT_RETURN_IF_ERROR(tier_->hub().Publish(
-        round, file, std::move(tasks), Buffered(fed()) ? 0 : fed().round_deadline_seconds(),
-        Buffered(fed()) ? fed().buffer_size() : std::max(1, fed().min_clients())));
+    RoundPlan plan;
+    plan.round = round;
+    plan.model_path = file;
+    plan.tasks = std::move(tasks);
+    plan.deadline_seconds = Buffered(fed()) ? 0 : fed().round_deadline_seconds();
+    plan.min_updates = Buffered(fed()) ? fed().buffer_size() : std::max(1, fed().min_clients());
+    if (fed().hide_region_sums()) {
+      // The regions' sum holds every client's update: the orchestrator never sees a region's.
+      plan.open_secure = [this, round](SecAggHub& secagg) {
+        return OpenRegionsRound(secagg, round);
+      };
+      plan.decode_max_clients = TotalClients(fed());
+    }
+    SEXTANT_RETURN_IF_ERROR(tier_->OpenRound(std::move(plan)));
     if (!previous_file_.empty()) std::filesystem::remove(previous_file_);
     previous_file_ = file;
     published_round_ = round;
@@ -560,7 +543,7 @@ class FederatedRun {
     // The round's mean is spent: a large model's evaluation, checkpoint and files then read the
     // model without the mean beside it in memory.
     if (model_.mapped() && !Buffered(fed()) && !fed().hide_region_sums())
-      tier_->hub().ReleaseOutcome();
+      tier_->ReleaseOutcome();
     std::optional<double> epsilon;
     if (privacy_) epsilon = privacy_->ComposeThrough(round);
     std::vector<RoundRow> rows;
@@ -654,9 +637,13 @@ class FederatedRun {
       ShowFailures();
       std::vector<SenderReport> senders;
       std::vector<float> regions_mean;
-      LazyFloats secure_mean;
-      auto outcome = fed().hide_region_sums() ? CloseRegionsRound(round, &secure_mean)
-                                        : tier_->hub().Close(&senders);
+      absl::StatusOr<RoundOutcome> outcome;
+      if (absl::StatusOr<ClosedRound> closed = tier_->TakeRound(); closed.ok()) {
+        outcome = closed->outcome;
+        senders = std::move(closed->senders);
+      } else {
+        outcome = closed.status();
+      }
       // A synchronous round whose participants failed: no update, or too few to count.
       if (!fed().hide_region_sums() && !Buffered(fed()) &&
           (!outcome.ok() || outcome->count < std::max(1, fed().min_clients()))) {
@@ -828,7 +815,6 @@ class FederatedRun {
     if (absl::IsResourceExhausted(why)) return Interrupted(v1::RUN_BUDGET_EXHAUSTED);
     return why;
   }
-
 
   // True once the run has used its budget's max_wall_time (none: never).
   bool PastWallBudget() const {
@@ -1004,7 +990,6 @@ class FederatedRun {
   std::unique_ptr<Tier> tier_;  // the global tier of the rounds
   // The participants' instances and the regions' transfer, with resources.pools; else null.
   RunBill bill_;  // with resources.pools: the participants' instances and the transfer
-  int64_t region_rejections_ = 0;    // the regions' round's rejections already counted
   int64_t last_round_ = 0;
   int64_t published_round_ = -1;
   int failed_in_a_row_ = 0;          // synchronous rounds that failed since the last completed one

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "aggregator/federation_calls.h"
 #include "aggregator/federation_hub.h"
 #include "common/clock.h"
 #include "federation/round_coordinator.h"

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "aggregator/federation_calls.h"
 #include "aggregator/federation_hub.h"
 #include "aggregator/federation_service.h"
 #include "common/clock.h"

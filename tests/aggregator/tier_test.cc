@@ -1,5 +1,6 @@
-// A regional tier's side of the tier above, against a real upstream hub on loopback: it pulls
-// the round's model and pushes its aggregate as its own id, and a pull gives up on an
+// A tier's round, publish to close, on a FakeClock whose Advance passes the round's deadline;
+// and a regional tier's side of the tier above, against a real upstream hub on loopback: it
+// pulls the round's model and pushes its aggregate as its own id, and a pull gives up on an
 // unreachable upstream after unreachable_timeout on the tier's clock, or when interrupted.
 #include "aggregator/tier.h"
 
@@ -8,15 +9,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "aggregator/federation_calls.h"
 #include "aggregator/federation_hub.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/clock_ticker.h"
 
 namespace sextant {
 namespace {
@@ -81,6 +86,77 @@ TEST(TierTest, PullsTheRoundAndPushesItsAggregateAsItsOwnId) {
   EXPECT_FLOAT_EQ(out->mean[0], 0.5f);
   // The global tier has no tier above.
   EXPECT_TRUE(absl::IsFailedPrecondition((*upstream)->PushAggregate(header, mean).status()));
+}
+
+// The tier runs the round whole: it publishes the model to the round's two participants, one
+// sends, the other never does, and the round closes at its deadline on the tier's clock with
+// the one update; the silent one counts the round's length. An interrupt ends the wait.
+TEST(TierTest, RunsARoundFromPublishToCloseAndClosesAtTheDeadlineOnItsClock) {
+  FakeClock clock;
+  TierOptions o;
+  o.coordinator.experiment_id = "exp";
+  o.coordinator.model_size = kSize;
+  absl::StatusOr<std::unique_ptr<Tier>> tier = Tier::Start(o, &clock);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  const std::string model = ::testing::TempDir() + "/tier-run-round.f32";
+  const std::vector<float> weights(kSize, 1.0f);
+  std::ofstream(model, std::ios::binary)
+      .write(reinterpret_cast<const char*>(weights.data()), kSize * sizeof(float));
+  RoundPlan plan;
+  plan.round = 1;
+  plan.model_path = model;
+  plan.tasks["a"].model_size = kSize;
+  plan.tasks["b"].model_size = kSize;
+  plan.deadline_seconds = 30;
+  plan.min_updates = 1;
+  auto stub = v1::FederationService::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*tier)->port()), grpc::InsecureChannelCredentials()));
+  std::atomic<bool> closed_flag{false};
+  std::thread a([&] {
+    std::vector<float> pulled(kSize);
+    absl::StatusOr<RoundTask> task =
+        PullRound(stub.get(), "exp", "a", 0, 10, [&](int64_t at, absl::Span<const float> v) {
+          std::copy(v.begin(), v.end(), pulled.begin() + at);
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(task.ok()) << task.status();
+    ASSERT_EQ(task->round, 1);
+    EXPECT_EQ(pulled, weights);
+    clock.Advance(absl::Seconds(4));  // a trains for 4 s
+    const std::vector<float> update(kSize, 0.25f);
+    ASSERT_TRUE(PushUpdate(stub.get(), PushHeader{"exp", 1, "a", 2, 1}, update).ok());
+    ClockTicker ticker(&clock, absl::Seconds(1));  // then time runs on: b stays silent
+    while (!closed_flag.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  const absl::Time start = clock.Now();
+  absl::StatusOr<ClosedRound> closed =
+      (*tier)->RunRound(std::move(plan), [] { return absl::OkStatus(); });
+  closed_flag = true;
+  a.join();
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  EXPECT_GE(clock.Now() - start, absl::Seconds(30));
+  EXPECT_EQ(closed->outcome.round, 1);
+  EXPECT_EQ(closed->outcome.count, 1);
+  EXPECT_FLOAT_EQ(closed->outcome.mean[0], 0.25f);
+  ASSERT_EQ(closed->senders.size(), 1u);
+  EXPECT_EQ(closed->senders[0].client_id, "a");
+  ASSERT_EQ(closed->client_seconds.size(), 2u);
+  EXPECT_EQ(closed->client_seconds[0].first, "a");
+  EXPECT_NEAR(closed->client_seconds[0].second, 4, 1e-9);
+  EXPECT_EQ(closed->client_seconds[1].first, "b");
+  EXPECT_GE(closed->client_seconds[1].second, 30);
+
+  RoundPlan next;
+  next.round = 2;
+  next.model_path = model;
+  next.tasks["a"].model_size = kSize;
+  next.deadline_seconds = 30;
+  int asked = 0;
+  ClockTicker ticker(&clock, absl::Milliseconds(50));  // the tier asks every 200 ms of its clock
+  closed = (*tier)->RunRound(std::move(next), [&] {
+    return ++asked == 2 ? absl::CancelledError("stopped") : absl::OkStatus();
+  });
+  EXPECT_TRUE(absl::IsCancelled(closed.status())) << closed.status();
 }
 
 // Nothing listens on the port: each pull is refused at once, and the tier retries on its

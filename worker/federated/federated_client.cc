@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "aggregator/federation_calls.h"
 #include "aggregator/secagg_participant.h"
 #include "common/ids.h"
 #include "common/mapped_floats.h"

@@ -8,8 +8,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "aggregator/federation_service.h"
+#include "aggregator/federation_calls.h"
 #include "common/clock.h"
+#include "grpcpp/grpcpp.h"
 #include "rpc/key_signer.h"
 #include "worker/federated/federated_job.h"
 

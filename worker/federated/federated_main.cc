@@ -11,6 +11,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
+#include "aggregator/federation_calls.h"
 #include "aggregator/federation_service.h"
 #include "aggregator/regional_aggregator.h"
 #include "common/read_file.h"

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "aggregator/federation_calls.h"
 #include "aggregator/federation_service.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
