@@ -236,7 +236,6 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
                             const ClientRoster* roster, const std::atomic<bool>* stop) {
   FederationHub& hub = tier.hub();
   int64_t version = -1;
-  std::string previous_file;
   const std::string incoming = absl::StrCat(o.work_dir, "/incoming.f32");
   bool pushed_last = false;
   // Secure: the newest version's task (its quantisation and the region's buffer size), the
@@ -311,12 +310,13 @@ absl::Status BufferedRegion(const RegionalAggregatorOptions& o, Tier& tier,
     if (task->kind == RoundTask::Kind::kDone) return absl::OkStatus();
     if (task->kind == RoundTask::Kind::kWait || task->participants.empty()) continue;
     ToHolders(roster, &*task);
-    const std::string file = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
-    std::filesystem::rename(incoming, file);
-    SEXTANT_RETURN_IF_ERROR(hub.Publish(task->round, file, ClientTasks(*task), 0,
-                                        std::max<int64_t>(1, task->min_updates)));
-    if (!previous_file.empty()) std::filesystem::remove(previous_file);
-    previous_file = file;
+    RoundPlan plan;
+    plan.round = task->round;
+    plan.model_path = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
+    plan.tasks = ClientTasks(*task);
+    plan.min_updates = std::max<int64_t>(1, task->min_updates);
+    std::filesystem::rename(incoming, plan.model_path);
+    SEXTANT_RETURN_IF_ERROR(tier.OpenRound(std::move(plan)));
     version = task->round;
     latest = *std::move(task);
   }
@@ -494,7 +494,6 @@ absl::Status SynchronousRounds(const RegionalAggregatorOptions& o, Tier& tier,
                                const ClientRoster* roster, Clock* clock,
                                const std::atomic<bool>* stop) {
   int64_t after = -1;
-  std::string previous_file;
   const std::string incoming = absl::StrCat(o.work_dir, "/incoming.f32");
   while (!Stopped(stop)) {
     ModelFile out(incoming);
@@ -507,14 +506,12 @@ absl::Status SynchronousRounds(const RegionalAggregatorOptions& o, Tier& tier,
     if (task->kind == RoundTask::Kind::kDone) break;
     if (task->kind == RoundTask::Kind::kWait) continue;
     ToHolders(roster, &*task);
-    const std::string file = absl::StrCat(o.work_dir, "/global-", task->round, ".f32");
-    std::filesystem::rename(incoming, file);
-    RoundPlan plan = RegionRound(o, *task, file);
+    RoundPlan plan =
+        RegionRound(o, *task, absl::StrCat(o.work_dir, "/global-", task->round, ".f32"));
     // The orchestrator says how many of this region's clients the round needs (min_clients).
     const bool sampled = !plan.tasks.empty();
     if (!sampled && !o.hide_region_sum) continue;
-    if (!previous_file.empty() && previous_file != file) std::filesystem::remove(previous_file);
-    previous_file = file;
+    if (sampled) std::filesystem::rename(incoming, plan.model_path);  // the tier publishes it
     after = task->round;
     if (o.hide_region_sum) {
       RegionsRound(o, tier, *task, sampled ? std::optional(std::move(plan)) : std::nullopt, clock,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -65,6 +67,11 @@ absl::Status Tier::OpenRound(RoundPlan plan) {
                                         open_.deadline_seconds, open_.min_updates));
   open_.tasks.clear();
   for (std::string& id : participants) open_.tasks[std::move(id)];  // who, for the timings
+  if (!published_model_.empty() && published_model_ != open_.model_path) {
+    std::error_code ec;
+    std::filesystem::remove(published_model_, ec);
+  }
+  published_model_ = open_.model_path;
   return absl::OkStatus();
 }
 

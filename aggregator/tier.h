@@ -130,7 +130,9 @@ class Tier {
   absl::Status AwaitClosable(Close how, const std::function<absl::Status()>& interrupt);
 
   // Opens plan's round: its SecAgg instance first when it is secure, then the round published
-  // to its participants (none: only the SecAgg instance opens). The hubs' errors.
+  // to its participants (none: only the SecAgg instance opens). Once it is published, the model
+  // file of the round published before goes: the tier owns the files it publishes. The hubs'
+  // errors.
   absl::Status OpenRound(RoundPlan plan);
   // Closes the open round once AwaitClosable said it may: the hub's weighted mean (plaintext),
   // or the SecAgg instance's sum, decoded or kept. The hub's error when no update made it
@@ -203,6 +205,7 @@ class Tier {
   RoundPlan open_;
   int64_t secure_rejections_ = 0;
   int64_t last_rejected_ = 0;
+  std::string published_model_;  // the model file of the round last published
   LazyFloats secure_mean_;  // a secure round's decoded mean
 };
 

@@ -25,7 +25,6 @@
 #include "aggregator/secagg_hub.h"
 #include "aggregator/tier.h"
 #include "common/checkpoint.h"
-#include "common/error_line.h"
 #include "common/ids.h"
 #include "common/mapped_floats.h"
 #include "common/status_macros.h"
@@ -47,16 +46,16 @@
 #include "orchestrator/cost/interruption_sampler.h"
 #include "orchestrator/cost/pool_offer.h"
 #include "orchestrator/federated/client_selection.h"
-#include "orchestrator/federated/evaluate_command.h"
 #include "orchestrator/federated/federated_billing.h"
 #include "orchestrator/federated/federation_settings.h"
 #include "orchestrator/federated/global_checkpoint.h"
 #include "orchestrator/federated/privacy_budget.h"
-#include "orchestrator/federated/global_evaluator.h"
 #include "orchestrator/federated/global_model.h"
+#include "orchestrator/federated/global_score.h"
 #include "orchestrator/federated/hand_joins.h"
 #include "orchestrator/federated/participants.h"
 #include "orchestrator/federated/region_launch.h"
+#include "orchestrator/federated/round_failures.h"
 #include "orchestrator/federated/run_bill.h"
 #include "orchestrator/federated/selection_record.h"
 #include "orchestrator/fleet/providers.h"
@@ -73,10 +72,6 @@ namespace {
 
 // How long an aggregator waits for its clients to connect before its first round.
 constexpr double kStartupWaitSeconds = 120;
-// How long the evaluator may take to build the model and load the validation split, and to
-// score one model.
-constexpr absl::Duration kEvaluatorStartup = absl::Seconds(120);
-constexpr absl::Duration kEvaluationTimeout = absl::Seconds(600);
 // How many per-round model files (RUN_DIR/model/round-N.safetensors) are kept.
 constexpr int kRoundModelsKept = 3;
 
@@ -151,6 +146,7 @@ class FederatedRun {
         model_(std::filesystem::absolute(session.run_dir().path() + "/federation").string()),
         hand_joins_(spec_, options_.external_participants),
         bill_(spec_, store_, env_.clock, &hand_joins_),
+        failures_(spec_.federation(), store_, env_.out, env_.clock),
         start_(env_.clock->Now()) {
     // Participants run where their pools' providers say (Slurm jobs, processes here, or hosts
     // where they are started by hand); without pools, where resources.provider says. The
@@ -164,6 +160,13 @@ class FederatedRun {
     provider_ = provider.ok() ? *std::move(provider) : *MakeProvider("local", where);
     participants_.emplace(ParticipantsEnv{provider_.get(), env_.clock, store_, env_.err,
                                           run_dir_->logs_dir(), options_.time_scale});
+    fed_dir_ = std::filesystem::absolute(run_dir_->path() + "/federation").string();
+    spec_file_ = fed_dir_ + "/spec.pb";
+    score_.emplace(fed(), GlobalScoreEnv{env_.launcher, env_.clock, store_, env_.err, Bin(),
+                                         spec_file_, fed_dir_, run_dir_->logs_dir(),
+                                         std::filesystem::path(spec_.source_path())
+                                             .parent_path()
+                                             .string()});
   }
 
   absl::Status Main() {
@@ -202,16 +205,14 @@ class FederatedRun {
     SEXTANT_ASSIGN_OR_RETURN(RoundsTable rounds, RoundsTable::Open(run_dir_->db_path()));
     rounds_ = std::make_unique<RoundsTable>(std::move(rounds));
     optimizer_ = MakeServerOptimizer(fed());
-    fed_dir_ = std::filesystem::absolute(run_dir_->path() + "/federation").string();
     ckpt_dir_ = std::filesystem::absolute(run_dir_->checkpoints_dir() + "/federation").string();
     std::filesystem::create_directories(fed_dir_);
-    spec_file_ = fed_dir_ + "/spec.pb";
     // The participants and the evaluator need no trial env; its values may be secrets.
     std::ofstream(spec_file_, std::ios::binary) << WithoutEnvValues(spec_).SerializeAsString();
     if (fed().model_file().empty()) {
-      SEXTANT_RETURN_IF_ERROR(StartEvaluator());
-      const std::vector<float> initial = evaluator_->initial_weights();
-      SEXTANT_RETURN_IF_ERROR(model_.Adopt(initial, evaluator_->layout()));
+      SEXTANT_RETURN_IF_ERROR(score_->StartEvaluator());
+      const std::vector<float> initial = score_->evaluator()->initial_weights();
+      SEXTANT_RETURN_IF_ERROR(model_.Adopt(initial, score_->evaluator()->layout()));
     } else {
       SEXTANT_RETURN_IF_ERROR(model_.LoadOwn(fed()));
     }
@@ -233,34 +234,6 @@ class FederatedRun {
     SEXTANT_ASSIGN_OR_RETURN(const std::string path,
                              model_.WriteTo(run_dir_->path() + "/model", name));
     return store_->PutMeta("model_file", path);  // `results --format json` names it
-  }
-
-  // federation.evaluate_command on the global model after `round`: its score becomes
-  // last_eval_. A command that fails or prints no score is reported (event evaluate_failed and
-  // a line on stderr) and last_eval_ is left as it was: the clients' weighted evaluation.
-  void RunEvaluateCommandOn(int64_t round) {
-    const std::string dir = fed_dir_ + "/evaluate";
-    const std::string model = dir + "/global.safetensors";
-    EvaluateCommandOptions o;
-    o.argv.assign(fed().evaluate_command().begin(), fed().evaluate_command().end());
-    o.working_dir = std::filesystem::path(spec_.source_path()).parent_path().string();
-    o.output_dir = dir;
-    o.timeout_seconds = absl::ToDoubleSeconds(kEvaluationTimeout);
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    const absl::Status written = model_.WriteSafetensors(model);
-    absl::StatusOr<PrintedEvaluation> e = written.ok()
-                                              ? RunEvaluateCommand(o, round, model, env_.clock)
-                                              : absl::StatusOr<PrintedEvaluation>(written);
-    if (e.ok()) {
-      last_eval_ = ModelScore{e->loss, e->accuracy, std::max<int64_t>(e->examples, 1)};
-      return;
-    }
-    const std::string line =
-        absl::StrCat("round ", round, ": ", e.status().message(), " (output in ", dir, "/round-",
-                     round, ".out); the round's metrics are the clients' own");
-    (void)store_->AddEvent(EventTime(), "evaluate_failed", 0, line);
-    *env_.err << "sextant: " << line << "\n" << std::flush;
   }
 
   // RUN_DIR/model/round-NNNN.safetensors after each completed round; the oldest beyond the
@@ -299,8 +272,8 @@ class FederatedRun {
     last_round_ = c->round;
     // Without an evaluator the last score is the clients' of the committed round (its global
     // row comes first), which no one can compute again.
-    if (!evaluator_ && !c->rows.empty()) {
-      last_eval_ = ModelScore{c->rows[0].loss, c->rows[0].accuracy, c->rows[0].clients};
+    if (!c->rows.empty()) {
+      score_->Restore(ModelScore{c->rows[0].loss, c->rows[0].accuracy, c->rows[0].clients});
     }
     *env_.out << "sextant: resuming after round " << last_round_ << "\n";
     return selection_.Restore();
@@ -373,31 +346,6 @@ class FederatedRun {
     l.startup_wait_seconds = kStartupWaitSeconds;
     l.clock = env_.clock;
     return l;
-  }
-
-  // The model lives in the evaluator process (the only one here that runs the trainer): it
-  // gives the seeded starting weights and scores the global model after each evaluated round.
-  absl::Status StartEvaluator() {
-    std::filesystem::create_directories(run_dir_->logs_dir());
-    auto evaluator = GlobalEvaluator::Start(
-        env_.launcher,
-        {Bin(), "--role", "evaluator", "--spec", spec_file_, "--work-dir", fed_dir_ + "/eval",
-         "--threads", "2", "--exit-with-parent"},
-        fed_dir_ + "/eval", run_dir_->logs_dir() + "/evaluator.log", kEvaluatorStartup, env_.clock);
-    if (!evaluator.ok()) return evaluator.status();
-    evaluator_ = *std::move(evaluator);
-    return absl::OkStatus();
-  }
-
-  // The global model's score after `round`; last_eval_ on success. Without the built-in model
-  // there is no evaluator (a no-op): CompleteRound takes the clients' own scores instead.
-  absl::Status Evaluate(int64_t round) {
-    if (!evaluator_) return absl::OkStatus();
-    absl::StatusOr<ModelScore> score =
-        evaluator_->Evaluate(round, model_.values(), kEvaluationTimeout);
-    if (!score.ok()) return score.status();
-    last_eval_ = *score;
-    return absl::OkStatus();
   }
 
   // The quantisation of the next secure round. int8 updates go at 8 bits: under DP in the clip
@@ -514,8 +462,6 @@ class FederatedRun {
       plan.decode_max_clients = TotalClients(fed());
     }
     SEXTANT_RETURN_IF_ERROR(tier_->OpenRound(std::move(plan)));
-    if (!previous_file_.empty()) std::filesystem::remove(previous_file_);
-    previous_file_ = file;
     published_round_ = round;
     return absl::OkStatus();
   }
@@ -547,20 +493,12 @@ class FederatedRun {
     std::optional<double> epsilon;
     if (privacy_) epsilon = privacy_->ComposeThrough(round);
     std::vector<RoundRow> rows;
-    const bool eval =
-        round == fed().rounds() || fed().eval_every() <= 1 || round % fed().eval_every() == 0;
-    if (!evaluator_) {
-      // The clients' evaluations of the global model they received, weighted by their examples.
-      last_eval_ = ModelScore{outcome.metrics.eval_loss, outcome.metrics.eval_accuracy,
-                              static_cast<int64_t>(outcome.metrics.eval_weight)};
-      if (eval && !fed().evaluate_command().empty()) RunEvaluateCommandOn(round);
-    } else if (eval) {
-      SEXTANT_RETURN_IF_ERROR(Evaluate(round));
-    }
+    SEXTANT_RETURN_IF_ERROR(score_->AfterRound(round, outcome.metrics, model_));
+    const ModelScore& score = score_->last();
     // Rejections: regional updates turned away here plus client updates each region rejected.
     int64_t rejected = outcome.rejected;
     for (const SenderReport& s : senders) rejected += s.rejected;
-    rows.push_back({round, "", last_eval_.accuracy, last_eval_.loss, outcome.count, rejected,
+    rows.push_back({round, "", score.accuracy, score.loss, outcome.count, rejected,
                     epsilon, Seconds()});
     for (const SenderReport& s : MergeBySender(senders)) {
       rows.push_back({round, s.client_id, s.metrics.eval_accuracy, s.metrics.eval_loss, s.count,
@@ -578,13 +516,15 @@ class FederatedRun {
     }
     std::string line =
         absl::StrFormat("round=%d accuracy=%.4f loss=%.4f clients=%d rejected=%d", round,
-                        last_eval_.accuracy, last_eval_.loss, outcome.count, rejected);
+                        score.accuracy, score.loss, outcome.count, rejected);
     if (epsilon) absl::StrAppendFormat(&line, " epsilon=%.4f", *epsilon);
-    if (failures_this_round_ > 0) absl::StrAppend(&line, " failed=", failures_this_round_);
+    if (failures_.clients_failed() > 0) {
+      absl::StrAppend(&line, " failed=", failures_.clients_failed());
+    }
     if (options_.federated_trial) {
       // The trial's metrics at this fidelity (search.fidelity.name: rounds), for its worker.
       absl::StrAppendFormat(&line, " rounds=%d val_accuracy=%.17g val_loss=%.17g", round,
-                            last_eval_.accuracy, last_eval_.loss);
+                            score.accuracy, score.loss);
     }
     (void)store_->AddEvent(EventTime(), "round", 0, line);
     *env_.out << "sextant: " << line << "\n" << std::flush;
@@ -666,10 +606,7 @@ class FederatedRun {
       if (bill_.billing()) bill_.billing()->MeterTransfer(tier_->transfer().Totals());
       SEXTANT_RETURN_IF_ERROR(CompleteRound(round, *outcome, senders));
       SEXTANT_RETURN_IF_ERROR(bill_.CloseRound(round, EventTime()));
-      failed_in_a_row_ = 0;
-      failures_this_round_ = 0;
-      regions_failed_this_round_ = 0;
-      last_failure_.clear();
+      failures_.RoundCompleted();
       if (round == options_.pause_after_round && round < fed().rounds()) return PausedAtRung();
     }
     return Finish();
@@ -706,56 +643,18 @@ class FederatedRun {
     }
   }
 
-  // federation.max_failed_rounds as it holds (default 3).
-  int MaxFailedRounds() const {
-    return fed().max_failed_rounds() > 0 ? fed().max_failed_rounds() : 3;
-  }
-
-  // Says each failure the participants reported since the last call: a line on the console
-  // and an event, with the cause (a client command's exit and stderr tail).
+  // Says each failure the participants reported since the last call, and a round waiting past
+  // its deadline for too few updates (RoundFailures::Show).
   void ShowFailures() {
-    for (const FailureReport& f : tier_->hub().TakeFailures()) {
-      const bool region = f.failed == f.reporter;
-      const std::string why = ErrorLine(f.error);
-      (void)store_->AddEvent(EventTime(), region ? "region_failed" : "client_failed", 0,
-                             absl::StrCat("round ", f.round, ": ", f.failed, ": ", f.error));
-      *env_.out << "sextant: round " << f.round << ": " << (region ? "region " : "client ")
-                << f.failed << " failed: " << why << "\n"
-                << std::flush;
-      ++(region ? regions_failed_this_round_ : failures_this_round_);
-      if (!region || last_failure_.empty()) last_failure_ = absl::StrCat(f.failed, ": ", why);
-    }
-    // A round that waits past its deadline for too few updates says so once.
-    const RoundProgress p = tier_->hub().Progress();
-    if (p.deadline_passed && p.round > last_round_ && p.round != deadline_said_ &&
-        p.count < std::max(1, fed().min_clients()) && fed().round_deadline_seconds() > 0 &&
-        !Buffered(fed())) {
-      deadline_said_ = p.round;
-      *env_.out << "sextant: round " << p.round << ": the deadline passed with " << p.count
-                << " client updates in, fewer than min_clients " << std::max(1, fed().min_clients())
-                << "; waiting for more\n"
-                << std::flush;
-    }
+    failures_.Show(tier_->hub().TakeFailures(), tier_->hub().Progress(), last_round_);
   }
 
   // Round `round` closed with `count` client updates, fewer than min_clients: the model stays
   // as it was, and the next round goes on, unless max_failed_rounds rounds in a row failed.
   absl::Status RoundFailed(int64_t round, int64_t count) {
     ShowFailures();
-    ++failed_in_a_row_;
-    const std::string line =
-        absl::StrCat("round ", round, " failed: ", count, " client updates of min_clients ",
-                     std::max(1, fed().min_clients()), "; ", failures_this_round_, " clients and ",
-                     regions_failed_this_round_, " regions failed",
-                     last_failure_.empty() ? "" : absl::StrCat(" (last: ", last_failure_, ")"));
-    (void)store_->AddEvent(EventTime(), "round_failed", 0, line);
-    *env_.out << "sextant: " << line << "\n" << std::flush;
-    failures_this_round_ = 0;
-    regions_failed_this_round_ = 0;
-    if (failed_in_a_row_ < MaxFailedRounds()) return absl::OkStatus();
-    return Failed(absl::StrCat(failed_in_a_row_, " rounds in a row failed (federation.",
-                               "max_failed_rounds: ", MaxFailedRounds(), "); the last: ", line,
-                               ". Each participant's log is in ", run_dir_->logs_dir()));
+    std::optional<std::string> why = failures_.RoundFailed(round, count, run_dir_->logs_dir());
+    return why ? Failed(*why) : absl::OkStatus();
   }
 
   // The run cannot go on: it ends FAILED, with why, and the caller exits 1. The last completed
@@ -801,9 +700,9 @@ class FederatedRun {
     hand_joins_.Bill(bill_.billing(), store_, EventTime());
     PublishMetrics();  // waits poll this often
     if (tier_) ShowFailures();
-    if (Stopping()) return absl::CancelledError("INTERRUPTED");
+    if (Stopping()) return absl::CancelledError("asked to stop");
     if (PastWallBudget() || bill_.Reached(published_round_, last_round_, EventTime(), *env_.out)) {
-      return absl::ResourceExhaustedError("BUDGET_EXHAUSTED");
+      return absl::ResourceExhaustedError("the wall-time or cost budget is spent");
     }
     if (!AggregatorsAlive()) return AggregatorExited();
     return absl::OkStatus();
@@ -856,7 +755,6 @@ class FederatedRun {
     monitor->Publish(m);
   }
 
-
   void PutTrial(v1::TrialState state) {
     TrialRow t;
     t.id = 1;
@@ -868,7 +766,7 @@ class FederatedRun {
     t.preemptions = bill_.Preemptions();
     if (state == v1::COMPLETED) {
       const bool loss = spec_.objective().metric().find("loss") != std::string::npos;
-      t.value = loss ? last_eval_.loss : last_eval_.accuracy;
+      t.value = loss ? score_->last().loss : score_->last().accuracy;
     }
     if (state == v1::COMPLETED || state == v1::FAILED) {
       t.finished_at = absl::ToUnixMicros(env_.clock->Now()) / 1e6;
@@ -879,16 +777,14 @@ class FederatedRun {
 
   // The epsilon target is reached: the run ends normally before the round that would pass it.
   absl::Status EpsilonReached(const absl::Status& why) {
-    if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed: evaluate the model again
-      (void)Evaluate(last_round_);
-    }
+    score_->EvaluateAgainIfNone(last_round_, model_.values());  // resumed: evaluate again
     if (last_round_ >= 1) SEXTANT_RETURN_IF_ERROR(WriteModelFile("final.safetensors"));
     PutTrial(v1::COMPLETED);
     const std::string line = absl::StrCat("stopped after round ", last_round_,
                                           ": the privacy budget is spent (", why.message(), ")");
     SEXTANT_RETURN_IF_ERROR(RecordEnd(v1::RUN_EPSILON_EXHAUSTED, line));
     *env_.out << "sextant: " << spec_.name() << " " << line
-              << "; val_accuracy=" << absl::StrFormat("%.4f", last_eval_.accuracy)
+              << "; val_accuracy=" << absl::StrFormat("%.4f", score_->last().accuracy)
               << SpentMetrics() << "\n";
     return absl::OkStatus();
   }
@@ -913,7 +809,7 @@ class FederatedRun {
         v1::RUN_INTERRUPTED, absl::StrCat("paused after round ", last_round_, " (the rung)")));
     *env_.out << absl::StrFormat(
         "sextant: %s paused after round %d (its rung): val_accuracy=%.4f val_loss=%.4f%s\n",
-        spec_.name(), last_round_, last_eval_.accuracy, last_eval_.loss, SpentMetrics());
+        spec_.name(), last_round_, score_->last().accuracy, score_->last().loss, SpentMetrics());
     return absl::OkStatus();
   }
 
@@ -922,22 +818,22 @@ class FederatedRun {
     if (last_round_ == 0) {
       return Failed(absl::StrCat(
           "no round completed: every one of the ", fed().rounds(), " rounds failed",
-          last_failure_.empty() ? "" : " (last: ", last_failure_, last_failure_.empty() ? "" : ")",
+          failures_.last_failure().empty() ? "" : " (last: ", failures_.last_failure(),
+          failures_.last_failure().empty() ? "" : ")",
           ". Each participant's log is in ", run_dir_->logs_dir()));
     }
-    if (failed_in_a_row_ > 0) {
-      *env_.out << "sextant: the last " << failed_in_a_row_ << " rounds failed; the model is round "
+    if (failures_.failed_in_a_row() > 0) {
+      *env_.out << "sextant: the last " << failures_.failed_in_a_row()
+                << " rounds failed; the model is round "
                 << last_round_ << "'s\n";
     }
-    if (last_round_ >= 1 && last_eval_.examples == 0) {  // resumed at the end: evaluate again
-      (void)Evaluate(last_round_);
-    }
+    score_->EvaluateAgainIfNone(last_round_, model_.values());  // resumed at the end
     if (last_round_ >= 1) SEXTANT_RETURN_IF_ERROR(WriteModelFile("final.safetensors"));
     PutTrial(v1::COMPLETED);
     SEXTANT_RETURN_IF_ERROR(RecordEnd(v1::RUN_COMPLETED));
     *env_.out << absl::StrFormat(
         "sextant: %s finished: val_accuracy=%.4f val_loss=%.4f%s after %d rounds\n", spec_.name(),
-        last_eval_.accuracy, last_eval_.loss, SpentMetrics(), last_round_);
+        score_->last().accuracy, score_->last().loss, SpentMetrics(), last_round_);
     return absl::OkStatus();
   }
 
@@ -975,11 +871,11 @@ class FederatedRun {
   const std::string run_dir_path_;
   RunDir* const run_dir_;
   Store* const store_;
-  std::string fed_dir_, ckpt_dir_, experiment_id_, previous_file_;
+  std::string fed_dir_, ckpt_dir_, experiment_id_;
   std::unique_ptr<RoundsTable> rounds_;
   SelectionRecord selection_;  // federation.client_selection's speeds and counts
   std::string spec_file_;  // the experiment, for the participants and the evaluator
-  std::unique_ptr<GlobalEvaluator> evaluator_;
+  std::optional<GlobalScore> score_;  // the global model's score (made in the constructor)
   GlobalModel model_;  // in memory, or a mapped file in the federation folder
   // Secure int8 updates: each tensor's range in the next round (RoundQuantization); empty until a
   // round completed in this process.
@@ -992,12 +888,7 @@ class FederatedRun {
   RunBill bill_;  // with resources.pools: the participants' instances and the transfer
   int64_t last_round_ = 0;
   int64_t published_round_ = -1;
-  int failed_in_a_row_ = 0;          // synchronous rounds that failed since the last completed one
-  int64_t failures_this_round_ = 0;  // client failures reported since the last round ended
-  int64_t regions_failed_this_round_ = 0;
-  std::string last_failure_;    // the last client's (or else region's) failure, one line
-  int64_t deadline_said_ = -1;  // the round whose passed deadline was said
-  ModelScore last_eval_;
+  RoundFailures failures_;  // the participants' failures and the rounds that failed
   absl::Time start_;
   std::unique_ptr<Provider> provider_;         // where participants_ run
   std::optional<Participants> participants_;  // from the constructor on

@@ -99,7 +99,7 @@ absl::Status RunBill::CheckBefore(int64_t round, int64_t last_round, double even
       last_round);
   out << "sextant: " << why << "\n";
   (void)store_->AddEvent(event_time, "budget_exhausted", 0, why);
-  return absl::ResourceExhaustedError("BUDGET_EXHAUSTED");
+  return absl::ResourceExhaustedError(why);
 }
 
 bool RunBill::Reached(int64_t running, int64_t last_round, double event_time, std::ostream& out) {

@@ -51,7 +51,7 @@ class RunBill {
   // Closes round `round`'s bill: its dollars (and what was projected for it) as an event at
   // `event_time`, then Write.
   absl::Status CloseRound(int64_t round, double event_time);
-  // Before round `round`: ResourceExhausted("BUDGET_EXHAUSTED"), said on `out` and as a
+  // Before round `round`: ResourceExhausted (with why), said on `out` and as a
   // `budget_exhausted` event, when the dollars committed and the round's projection with the
   // wind-down after it would pass max_cost; the model kept is `last_round`'s.
   absl::Status CheckBefore(int64_t round, int64_t last_round, double event_time, std::ostream& out);
