@@ -888,7 +888,7 @@ std::string WorkerTimelineChart(const ReportData& d) {
                 unit.seconds;
     const std::string outcome = a.outcome != v1::ATTEMPT_OUTCOME_UNSPECIFIED
                                     ? AttemptOutcomeName(a.outcome)
-                                : d.in_progress ? "RUNNING"
+                                : d.in_progress ? TrialStateName(v1::RUNNING)
                                                 : "unfinished";
     const char* colour = AttemptColour(a.outcome, d.in_progress);
     double top = f.y1() + lane * row[a.worker_id] + 1;

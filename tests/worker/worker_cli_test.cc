@@ -164,8 +164,12 @@ TEST(IsFederatedInvocationTest, RolesAndBothFlagForms) {
   EXPECT_TRUE(federated({"--role=evaluator"}));
   EXPECT_TRUE(federated({"--role", "client", "--spec", "f"}));
   EXPECT_TRUE(federated({"--spec=f", "--role=client"}));
+  EXPECT_TRUE(federated({"--role", "client", "--join", "--connect", "h:1"}));
+  EXPECT_TRUE(federated({"--role", "worker", "--role", "aggregator"}));  // the last one counts
   EXPECT_FALSE(federated({"--role", "client", "--connect", "h:1"}));
   EXPECT_FALSE(federated({"--connect", "h:1"}));
+  EXPECT_FALSE(federated({"--connect", "h:1", "--help"}));
+  EXPECT_FALSE(federated({"--role"}));  // no value: the trial worker's parser says so
 }
 
 }  // namespace

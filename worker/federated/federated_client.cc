@@ -285,9 +285,8 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<LocalTrainer> trainer, MakeTrainer(o, model_size));
   const std::string id =
       o.name.empty() ? ClientId(o.region, o.index) : absl::StrCat(o.region, "/", o.name);
-  auto channel = grpc::CreateChannel(
-      o.target, o.credentials ? o.credentials : grpc::InsecureChannelCredentials());
-  auto stub = v1::FederationService::NewStub(channel);
+  if (o.stub == nullptr) return absl::InvalidArgumentError("no aggregator to dial");
+  v1::FederationService::StubInterface* const stub = o.stub.get();
   FederatedClientStats stats;
   stats.model_floats = model_size;
   stats.examples = mine.train.size();
@@ -309,7 +308,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   auto report_failure = [&](int64_t round, const absl::Status& why) {
     if (o.job.buffered) return;
     absl::Status told =
-        ReportFailure(stub.get(), o.experiment_id, round, id, id, std::string(why.message()));
+        ReportFailure(stub, o.experiment_id, round, id, id, std::string(why.message()));
     if (!told.ok() && o.log != nullptr) {
       *o.log << "round=" << round << " failure not reported: " << told << "\n";
     }
@@ -318,7 +317,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
     double poll = o.poll_seconds;
     if (o.job.buffered) after = pacing.After(clock->Now(), &poll);
     SEXTANT_ASSIGN_OR_RETURN(const RoundTask task,
-                             NextTask(o, stub.get(), id, after, poll, global, clock));
+                             NextTask(o, stub, id, after, poll, global, clock));
     if (task.kind == RoundTask::Kind::kDone) break;
     if (task.kind == RoundTask::Kind::kWait) continue;
     if (!o.job.buffered) after = task.round;
@@ -347,7 +346,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
     const SenderMetrics metrics{train_loss, before.loss, before.accuracy,
                                 static_cast<double>(before.examples)};
     const absl::StatusOr<int64_t> sent =
-        SendUpdate(o, stub.get(), id, task.round, seed, local, weight, metrics, segments, clock,
+        SendUpdate(o, stub, id, task.round, seed, local, weight, metrics, segments, clock,
                    [&](const absl::Status& why) { report_failure(task.round, why); });
     if (o.log != nullptr) {
       *o.log << "round=" << task.round << " train_loss=" << train_loss

@@ -10,14 +10,17 @@
 #include "absl/status/statusor.h"
 #include "aggregator/federation_calls.h"
 #include "common/clock.h"
-#include "grpcpp/grpcpp.h"
+#include "sextant/v1/federation_service.grpc.pb.h"
 #include "rpc/key_signer.h"
 #include "worker/federated/federated_job.h"
 
 namespace sextant {
 
 struct FederatedClientOptions {
-  std::string target;         // its region's aggregator, HOST:PORT. Required.
+  // FederationService of its region's aggregator: NewStub over a channel dialled with
+  // LoadChannelCredentials, or a test's. Required.
+  std::shared_ptr<v1::FederationService::StubInterface> stub;
+  std::string target;         // the aggregator's HOST:PORT, for messages
   std::string experiment_id;  // Required.
   std::string region;         // Required.
   int index = 0;              // its place within the region
@@ -37,8 +40,6 @@ struct FederatedClientOptions {
   // With job.own_data: the client's data folder, given to its command as SEXTANT_DATA_DIR.
   // Default empty: none (the command finds its data itself).
   std::string data_dir;
-  // How it dials the aggregator (LoadChannelCredentials). Default null: plaintext.
-  std::shared_ptr<grpc::ChannelCredentials> credentials;
   // Under TLS with secure aggregation: signs its SecAgg keys and checks its neighbours'
   // (SecAggParticipantOptions::signer). Default null.
   std::shared_ptr<const KeySigner> signer;

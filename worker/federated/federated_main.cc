@@ -18,6 +18,7 @@
 #include "common/retry.h"
 #include "common/status_macros.h"
 #include "federation/secure_quantizer.h"
+#include "grpcpp/grpcpp.h"
 #include "rpc/channel_credentials.h"
 #include "rpc/key_signer.h"
 #include "rpc/run_secret.h"
@@ -351,11 +352,11 @@ int RunClient(std::map<std::string, std::string>& f, const v1::JoinPlan* plan, C
               << ": " << creds.status().message() << "\n";
     return 2;
   }
-  o.credentials = *creds;
   if (absl::Status s = CheckDialAllowed(o.target, !f["--tls-dir"].empty()); !s.ok()) {
     std::cerr << "sextant-worker: " << s.message() << "\n";
     return 2;
   }
+  o.stub = v1::FederationService::NewStub(grpc::CreateChannel(o.target, *creds));
   if (!f["--tls-dir"].empty()) {
     absl::StatusOr<std::unique_ptr<KeySigner>> signer =
         KeySigner::Load(f["--tls-dir"], TlsName(f, "worker"));
@@ -562,20 +563,23 @@ int RunAggregator(std::map<std::string, std::string>& f, const v1::JoinPlan* pla
 }  // namespace
 
 bool IsFederatedInvocation(int argc, char** argv) {
-  bool aggregator = false, client = false, spec = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i], v = i + 1 < argc ? argv[i + 1] : "";
-    if (a.rfind("--role=", 0) == 0) {
-      v = a.substr(7);
-      a = "--role";
-    } else if (a.rfind("--spec=", 0) == 0) {
-      a = "--spec";
-    }
-    aggregator = aggregator || (a == "--role" && (v == "aggregator" || v == "evaluator"));
-    client = client || (a == "--role" && v == "client");
-    spec = spec || a == "--spec" || a == "--join";
+  // Only the role and what a client runs are read here; every other flag is the role's own (or
+  // the trial worker's) and passes through untouched.
+  CLI::App app;
+  app.allow_extras();
+  app.set_help_flag();
+  std::string role, spec;
+  bool join = false;
+  app.add_option("--role", role)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--spec", spec)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("--join", join);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError&) {
+    return false;  // the trial worker's parser says what is wrong
   }
-  return aggregator || (client && spec);
+  return role == "aggregator" || role == "evaluator" ||
+         (role == "client" && (!spec.empty() || join));
 }
 
 int RunFederatedMain(int argc, char** argv, Clock* clock, const std::atomic<bool>* stop,
