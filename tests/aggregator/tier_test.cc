@@ -28,6 +28,14 @@ namespace {
 
 constexpr int64_t kSize = 6;
 
+// The round's model, `weights` as a tier reads them, in a file `name` of the test's folder.
+std::string ModelFile(const std::string& name, const std::vector<float>& weights) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(weights.data()), weights.size() * sizeof(float));
+  return path;
+}
+
 TierOptions RegionalTier(const std::string& target) {
   TierOptions o;
   o.coordinator.experiment_id = "exp";
@@ -49,10 +57,8 @@ TEST(TierTest, PullsTheRoundAndPushesItsAggregateAsItsOwnId) {
   global.coordinator.model_size = kSize;
   absl::StatusOr<std::unique_ptr<Tier>> upstream = Tier::Start(global, &clock);
   ASSERT_TRUE(upstream.ok()) << upstream.status();
-  const std::string model = ::testing::TempDir() + "/tier-test-model.f32";
   const std::vector<float> weights = {1, 2, 3, 4, 5, 6};
-  std::ofstream(model, std::ios::binary)
-      .write(reinterpret_cast<const char*>(weights.data()), kSize * sizeof(float));
+  const std::string model = ModelFile("tier-test-model.f32", weights);
   std::map<std::string, RoundTask> tasks;
   tasks["eu"].model_size = kSize;
   ASSERT_TRUE((*upstream)->hub().Publish(1, model, std::move(tasks)).ok());
@@ -98,10 +104,8 @@ TEST(TierTest, RunsARoundFromPublishToCloseAndClosesAtTheDeadlineOnItsClock) {
   o.coordinator.model_size = kSize;
   absl::StatusOr<std::unique_ptr<Tier>> tier = Tier::Start(o, &clock);
   ASSERT_TRUE(tier.ok()) << tier.status();
-  const std::string model = ::testing::TempDir() + "/tier-run-round.f32";
   const std::vector<float> weights(kSize, 1.0f);
-  std::ofstream(model, std::ios::binary)
-      .write(reinterpret_cast<const char*>(weights.data()), kSize * sizeof(float));
+  const std::string model = ModelFile("tier-run-round.f32", weights);
   RoundPlan plan;
   plan.round = 1;
   plan.model_path = model;

@@ -4,17 +4,11 @@
 // and the run ends BUDGET_EXHAUSTED after the rounds it finished.
 #include "orchestrator/federated/federated_run.h"
 
-#include <chrono>
 #include <filesystem>
-#include <memory>
-#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
-#include "orchestrator/core/local_launcher.h"
-#include "orchestrator/core/store.h"
-#include "orchestrator/session/run_session.h"
-#include "tests/fakes/scaled_clock.h"
+#include "tests/orchestrator/in_process_run.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
 
@@ -36,62 +30,37 @@ federation:
 budget: {max_wall_time: WALL}
 )";
 
-struct InProcessRun {
-  absl::Status status;
-  v1::RunState state = v1::RUN_STATE_UNSPECIFIED;
-  int rounds = 0;      // rounds the table lists
-  double real_seconds = 0;
-  absl::Duration clock_elapsed;
-  std::string out, err;
+// The run of the experiment with `rounds` rounds and budget.max_wall_time `wall`, here on the
+// real clock run `scale` times fast, and the rounds its table lists.
+struct Federated {
+  testing::InProcessRun run;
+  int rounds = 0;
 };
-
-// Runs the experiment with `rounds` rounds and budget.max_wall_time `wall` through RunSession
-// and RunFederated here, on the real clock run `scale` times fast.
-InProcessRun RunHere(int rounds, const std::string& wall, double scale) {
+Federated RunHere(int rounds, const std::string& wall, double scale) {
   std::string yaml = kExperiment;
   yaml.replace(yaml.find("ROUNDS"), 6, std::to_string(rounds));
   yaml.replace(yaml.find("WALL"), 4, wall);
   const std::string dir = testing::MakeTempDir("fl-in-process");
   testing::WriteFile(dir + "/exp.yaml", yaml);
-  ScaledClock clock(scale);
-  std::unique_ptr<ProcessLauncher> launcher = NewPosixProcessLauncher();
-  std::ostringstream out, err;
   RunOptions options;
   options.experiment_file = dir + "/exp.yaml";
   options.run_dir = dir + "/run";
-  options.worker_binary = std::string(SEXTANT_BIN_DIR) + "/sextant-worker";
-  InProcessRun r;
-  const absl::Time clock_start = clock.Now();
-  const auto real_start = std::chrono::steady_clock::now();
-  {
-    absl::StatusOr<std::unique_ptr<RunSession>> session =
-        RunSession::Open(options, RunEnv{&clock, launcher.get(), &out, &err});
-    if (!session.ok()) {
-      r.status = session.status();
-      return r;
-    }
-    r.status = RunFederated(**session);
-    absl::StatusOr<v1::RunState> state = (*session)->store().GetRunState();
-    if (state.ok()) r.state = *state;
-  }
-  r.real_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - real_start).count();
-  r.clock_elapsed = clock.Now() - clock_start;
-  r.rounds = static_cast<int>(
+  Federated f;
+  f.run = testing::RunInProcess(options, scale, RunFederated);
+  f.rounds = static_cast<int>(
       testing::QueryRows(dir + "/run/state.db", "SELECT round FROM rounds WHERE region = ''")
           .size());
-  r.out = out.str();
-  r.err = err.str();
-  return r;
+  return f;
 }
 
 TEST(FederatedInProcessTest, RunsItsRoundsOnTheClockItIsGiven) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
-  const InProcessRun r = RunHere(2, "1h", 1);
+  const Federated f = RunHere(2, "1h", 1);
+  const testing::InProcessRun& r = f.run;
   ASSERT_TRUE(r.status.ok()) << r.status << "\n" << r.out << r.err;
   EXPECT_EQ(r.state, v1::RUN_COMPLETED) << r.out;
-  EXPECT_EQ(r.rounds, 2) << r.out;
+  EXPECT_EQ(f.rounds, 2) << r.out;
   EXPECT_NE(r.out.find("sextant: round=2 "), std::string::npos) << r.out;
 }
 
@@ -100,13 +69,14 @@ TEST(FederatedInProcessTest, AFastClockPassesTheWallTimeBudgetAndTheRunEndsBudge
                             "no dataset");
   // Ten seconds of the run's clock per real second: its three minutes are gone in 18 s, and
   // the participants (on the real clock) still have 12 s to start in its two minutes.
-  const InProcessRun r = RunHere(100000, "3m", 10);
+  const Federated f = RunHere(100000, "3m", 10);
+  const testing::InProcessRun& r = f.run;
   ASSERT_TRUE(r.status.ok()) << r.status << "\n" << r.out << r.err;
   EXPECT_EQ(r.state, v1::RUN_BUDGET_EXHAUSTED) << r.out;
   EXPECT_GE(r.clock_elapsed, absl::Minutes(3));
   EXPECT_LT(r.real_seconds, 60) << r.out;
-  EXPECT_GE(r.rounds, 1) << r.out;
-  EXPECT_LT(r.rounds, 100000) << r.out;
+  EXPECT_GE(f.rounds, 1) << r.out;
+  EXPECT_LT(f.rounds, 100000) << r.out;
   EXPECT_NE(r.out.find("sextant: stopped after round "), std::string::npos) << r.out;
 }
 
