@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/redactor.h"
+#include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/channel_credentials.h"
 #include "rpc/server_security.h"
@@ -53,7 +54,7 @@ class TrialReporter : public CommandObserver {
     std::vector<int> gpu_indices;      // empty: all
   };
 
-  TrialReporter(WorkerService::Stub* stub, int64_t worker_id, std::string session,
+  TrialReporter(WorkerService::StubInterface* stub, int64_t worker_id, std::string session,
                 const v1::Assignment& a, double heartbeat_seconds, Clock* clock,
                 const std::atomic<bool>* stop, Setup setup)
       : context_(std::move(setup)),
@@ -185,7 +186,7 @@ class TrialReporter : public CommandObserver {
   std::optional<ProcessGroupSampler> sampler_;
   bool preempting_ = false;
   bool noticed_ = false;  // the orchestrator sent ACTION_NOTICE
-  WorkerService::Stub* stub_;
+  WorkerService::StubInterface* stub_;
   int64_t worker_id_;
   std::string session_;
   int64_t trial_id_;
@@ -209,28 +210,14 @@ std::string LastLines(const std::string& text, size_t max_bytes) {
 
 class Worker {
  public:
-  Worker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop,
-         const std::atomic<bool>* preempt)
-      : options_(options), clock_(clock), stop_(stop), preempt_(preempt) {
+  Worker(const WorkerOptions& options, std::shared_ptr<WorkerService::StubInterface> stub,
+         Clock* clock, const std::atomic<bool>* stop, const std::atomic<bool>* preempt)
+      : options_(options), clock_(clock), stop_(stop), preempt_(preempt), stub_(std::move(stub)) {
     auto monitor = GpuMonitor::Open();
     if (monitor.ok()) gpus_ = *std::move(monitor);
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(64 << 20);
-    auto creds = Credentials();
-    if (!creds.ok()) {
-      creds_error_ = std::string(creds.status().message());
-      creds = grpc::InsecureChannelCredentials();
-    }
-    channel_ = grpc::CreateCustomChannel(options.target, *creds, args);
-    stub_ = WorkerService::NewStub(channel_);
   }
 
   int Run() {
-    if (!creds_error_.empty()) {
-      std::cerr << "sextant-worker: " << (options_.tls_dir.empty() ? "--secret-file" : "--tls-dir")
-                << ": " << creds_error_ << "\n";
-      return 2;
-    }
     auto indices = ParseDeviceList(options_.gpus);
     if (!indices.ok()) {
       std::cerr << "sextant-worker: --gpus: " << indices.status().message() << "\n";
@@ -256,11 +243,6 @@ class Worker {
   }
 
  private:
-  // TLS with a client certificate and the role's bearer token when tls_dir is set.
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials() const {
-    return LoadChannelCredentials(options_.tls_dir, options_.tls_name, options_.secret_file);
-  }
-
   int RegisterSelf() {
     v1::RegisterRequest req;
     req.set_protocol_version(options_.protocol_version);
@@ -452,25 +434,46 @@ class Worker {
   const std::atomic<bool>* preempt_;
   std::unique_ptr<GpuMonitor> gpus_;
   std::vector<int> gpu_indices_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<WorkerService::Stub> stub_;
+  std::shared_ptr<WorkerService::StubInterface> stub_;
   v1::RegisterResponse reg_;
-  std::string session_;      // sent with every call after Register
-  std::string creds_error_;  // why the TLS credentials could not be built
+  std::string session_;  // sent with every call after Register
 };
 
 }  // namespace
 
-int RunWorker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop,
-              const std::atomic<bool>* preempt) {
+absl::StatusOr<std::shared_ptr<WorkerService::StubInterface>> DialOrchestrator(
+    const WorkerOptions& options) {
   // Checked before any channel exists: a remote orchestrator in plaintext could lease any
   // command to this host.
-  if (absl::Status s = CheckDialAllowed(options.target, !options.tls_dir.empty()); !s.ok()) {
-    std::cerr << "sextant-worker: " << s.message() << "\n";
+  SEXTANT_RETURN_IF_ERROR(CheckDialAllowed(options.target, !options.tls_dir.empty()));
+  // TLS with a client certificate and the role's bearer token when tls_dir is set.
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      LoadChannelCredentials(options.tls_dir, options.tls_name, options.secret_file);
+  if (!creds.ok()) {
+    return absl::Status(creds.status().code(),
+                        absl::StrCat(options.tls_dir.empty() ? "--secret-file" : "--tls-dir",
+                                     ": ", creds.status().message()));
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return std::shared_ptr<WorkerService::StubInterface>(
+      WorkerService::NewStub(grpc::CreateCustomChannel(options.target, *creds, args)));
+}
+
+int RunWorker(const WorkerOptions& options, std::shared_ptr<WorkerService::StubInterface> stub,
+              Clock* clock, const std::atomic<bool>* stop, const std::atomic<bool>* preempt) {
+  Worker worker(options, std::move(stub), clock, stop, preempt);
+  return worker.Run();
+}
+
+int RunWorker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop,
+              const std::atomic<bool>* preempt) {
+  absl::StatusOr<std::shared_ptr<WorkerService::StubInterface>> stub = DialOrchestrator(options);
+  if (!stub.ok()) {
+    std::cerr << "sextant-worker: " << stub.status().message() << "\n";
     return 2;
   }
-  Worker worker(options, clock, stop, preempt);
-  return worker.Run();
+  return RunWorker(options, *std::move(stub), clock, stop, preempt);
 }
 
 }  // namespace sextant

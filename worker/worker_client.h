@@ -2,9 +2,12 @@
 #define SEXTANT_WORKER_WORKER_CLIENT_H_
 
 #include <atomic>
+#include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "sextant/v1/worker_service.grpc.pb.h"
 
 namespace sextant {
 
@@ -44,6 +47,17 @@ struct WorkerOptions {
 // failed), and the worker exits 0 without leasing more.
 // Prints one-line reasons on stderr.
 int RunWorker(const WorkerOptions& options, Clock* clock, const std::atomic<bool>* stop,
+              const std::atomic<bool>* preempt = nullptr);
+
+// The orchestrator's WorkerService as options name it (target; tls_dir and tls_name, or
+// secret_file): a stub over a channel that takes messages of up to 64 MiB. The dial check's
+// error (CheckDialAllowed) for a remote target without TLS, or the credentials' error naming
+// --tls-dir or --secret-file.
+absl::StatusOr<std::shared_ptr<v1::WorkerService::StubInterface>> DialOrchestrator(
+    const WorkerOptions& options);
+// RunWorker over `stub` (DialOrchestrator's, or a test's), dialled already.
+int RunWorker(const WorkerOptions& options, std::shared_ptr<v1::WorkerService::StubInterface> stub,
+              Clock* clock, const std::atomic<bool>* stop,
               const std::atomic<bool>* preempt = nullptr);
 
 }  // namespace sextant
