@@ -104,7 +104,7 @@ struct CostRow {
 // The run's durable state: SQLite in WAL mode with synchronous=FULL, so a committed
 // transaction survives a crash or power cut. A caller groups a state change in
 // Begin()/Commit() and acknowledges it only after Commit() returns OK.
-// Not thread-safe: the orchestrator owns one Store on its dispatch lock; readers
+// Not thread-safe: the orchestrator owns one Store on its run core's lock; readers
 // (`sextant status`, `results`) open their own read-only Store.
 // The name a run state is stored, reported and shown under: "COMPLETED" ("UNKNOWN" for
 // RUN_STATE_UNSPECIFIED).

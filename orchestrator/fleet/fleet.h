@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "orchestrator/core/fleet_meta.h"
+#include "orchestrator/core/run_core.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/cost/autoscaler.h"
 #include "orchestrator/cost/budget_guard.h"
@@ -51,7 +52,7 @@ struct FleetOptions {
   double launch_backoff_seconds = 1;  // doubled after each failure, at most 60 s; default 1
 };
 
-// The dispatcher's state as the fleet needs it, read under the dispatch lock.
+// The dispatcher's state as the fleet needs it, read under the run core's lock.
 struct FleetView {
   int demand = 0;                      // trials that would start now with free workers
   int top_rung_demand = 0;             // of those, top-rung jobs kept off the barred pools
@@ -108,7 +109,7 @@ class Fleet {
   bool exhausted() const { return exhausted_; }
   // Why waiting work can never run: no instance is live or starting and every pool is given up
   // (kLaunchFailed) or the budget refuses every launch (kBudget). kNone when it can.
-  enum class StuckOn { kNone, kLaunchFailed, kBudget };
+  using StuckOn = ::sextant::StuckOn;
   // Stuck()'s reason, and *why in words (left alone with kNone).
   StuckOn Stuck(std::string* why) const;
 

@@ -10,7 +10,7 @@ namespace sextant {
 FleetDriver::FleetDriver(Fleet* fleet, Store* store, const Clock* clock, FleetDriverOptions options)
     : fleet_(fleet), store_(store), clock_(clock), options_(options) {}
 
-void FleetDriver::Connect(Dispatcher& d) const {
+void FleetDriver::Connect(Dispatcher& d) {
   std::string why;
   std::set<std::string> barred = fleet_->PoolsOffTheTopRung(&why);
   d.SetTopRungRule(std::move(barred), why);
@@ -29,7 +29,7 @@ void FleetDriver::Connect(Dispatcher& d) const {
       [fleet = fleet_](int64_t worker, int64_t trial) { fleet->OnWorkerTrial(worker, trial); });
 }
 
-absl::StatusOr<FleetRoundResult> FleetDriver::Round(Dispatcher& d) {
+absl::StatusOr<PoolsRound> FleetDriver::Round(Dispatcher& d) {
   const absl::Time now = clock_->Now();
   FleetView view;
   view.demand = d.Demand();
@@ -64,7 +64,7 @@ absl::StatusOr<FleetRoundResult> FleetDriver::Round(Dispatcher& d) {
     return st;
   }
   SEXTANT_RETURN_IF_ERROR(store_->Commit());
-  FleetRoundResult r;
+  PoolsRound r;
   r.exhausted = fleet_->exhausted();
   if (!r.exhausted && view.demand > 0) r.stuck_on = fleet_->Stuck(&r.stuck);
   return r;

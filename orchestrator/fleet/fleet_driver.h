@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "orchestrator/core/dispatcher.h"
+#include "orchestrator/core/run_core.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/fleet/fleet.h"
 
@@ -22,31 +23,31 @@ struct FleetDriverOptions {
   absl::Duration cost_write_period = absl::Seconds(1);
 };
 
-// How a round left the run.
-struct FleetRoundResult {
-  bool exhausted = false;  // the budget is spent: the run must wind down
-  Fleet::StuckOn stuck_on = Fleet::StuckOn::kNone;  // whether waiting work can never run
-  std::string stuck;                                // why, in words; empty when it can
-};
-
-// Drives one Fleet for one Dispatcher over one Store. Not thread-safe: call it under the
-// dispatch lock. fleet, store and clock are not owned and must outlive the driver.
-class FleetDriver {
+// A run's pools as its RunCore drives them: one Fleet for one Dispatcher over one Store. Not
+// thread-safe: the core calls it under its lock. fleet, store and clock are not owned and must
+// outlive the driver.
+class FleetDriver final : public Pools {
  public:
   FleetDriver(Fleet* fleet, Store* store, const Clock* clock, FleetDriverOptions options = {});
 
   // Gives the dispatcher the fleet's rules: the pools the top rung keeps off, each trial's
   // cost (the built-in metric `cost`) and the committed spend (cost_aware sampling).
-  void Connect(Dispatcher& d) const;
+  void Connect(Dispatcher& d) override;
 
   // One round: ticks the fleet on the dispatcher's view, holds or releases the dispatcher,
   // retires workers whose instances go, requeues the trials of workers whose instances are
   // gone, and stores the round's events (and the bills, see options) in one transaction.
   // An error from the store is returned with the transaction rolled back.
-  absl::StatusOr<FleetRoundResult> Round(Dispatcher& d);
+  absl::StatusOr<PoolsRound> Round(Dispatcher& d) override;
 
   // Rewrites the store's cost rows and fleet counters from the ledger, in a transaction.
-  absl::Status WriteCosts();
+  absl::Status WriteCosts() override;
+
+  void NoticeAll() override { fleet_->NoticeAll(); }
+  void TerminateAll() override { fleet_->TerminateAll(); }
+  int Reap(bool force) override { return fleet_->Reap(force); }
+  std::set<int64_t> LiveWorkers() const override { return fleet_->LiveWorkers(); }
+  double committed() const override { return fleet_->committed(); }
 
  private:
   Fleet* fleet_;

@@ -24,15 +24,16 @@
 #include "orchestrator/core/dispatcher.h"
 #include "orchestrator/core/experiment_loader.h"
 #include "orchestrator/core/results.h"
+#include "orchestrator/core/run_core.h"
 #include "orchestrator/core/run_dir.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/core/strategy_factory.h"
+#include "orchestrator/core/study_cost.h"
+#include "orchestrator/core/study_privacy.h"
 #include "orchestrator/core/warm_start.h"
 #include "orchestrator/cost/budget_guard.h"
 #include "orchestrator/cost/catalog.h"
 #include "orchestrator/cost/federated_placement.h"
-#include "orchestrator/core/study_cost.h"
-#include "orchestrator/core/study_privacy.h"
 #include "orchestrator/federated/federated_run.h"
 #include "orchestrator/fleet/fleet.h"
 #include "orchestrator/fleet/fleet_driver.h"
@@ -94,9 +95,10 @@ class SearchRun {
     dopts.logs_dir = std::filesystem::absolute(run_dir_->logs_dir()).string();
     dopts.checkpoints_dir = std::filesystem::absolute(run_dir_->checkpoints_dir()).string();
     dopts.working_dir = spec_.trial().working_dir();
-    for (auto [flag, value] : {std::pair{"--tls-dir", session_.tls_dir()},
-                               std::pair{"--slurm-partition", options_.slurm_partition},
-                               std::pair{"--slurm-spot-partition", options_.slurm_spot_partition}}) {
+    for (auto [flag, value] :
+         {std::pair{"--tls-dir", session_.tls_dir()},
+          std::pair{"--slurm-partition", options_.slurm_partition},
+          std::pair{"--slurm-spot-partition", options_.slurm_spot_partition}}) {
       if (value.empty()) continue;
       dopts.federated_trial_flags.push_back(flag);
       dopts.federated_trial_flags.push_back(value);
@@ -114,12 +116,12 @@ class SearchRun {
       dopts.lease_seconds = AskTellLeaseSeconds(spec_);
       SEXTANT_ASSIGN_OR_RETURN(dopts.held_leases, LoadHeldLeases(*store_));
     }
-    SEXTANT_ASSIGN_OR_RETURN(
-        dispatcher_, Dispatcher::Create(spec_, store_, *std::move(sampler), env_.clock, dopts,
-                                        MakeScheduler(spec_)));
+    SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<Dispatcher> dispatcher,
+                             Dispatcher::Create(spec_, store_, *std::move(sampler), env_.clock,
+                                                dopts, MakeScheduler(spec_)));
     if (spec_.budget().has_max_epsilon()) {
       privacy_budget_.emplace(spec_, run_dir_path_);
-      dispatcher_->SetCreateLimit([this](const Dispatcher& d) {
+      dispatcher->SetCreateLimit([this](const Dispatcher& d) {
         return privacy_budget_->CreateLimit(d.trial_count(), [&](int64_t id) {
           const TrialRow* row = d.trial_row(id);
           return row != nullptr && (row->state == v1::COMPLETED || row->state == v1::PRUNED ||
@@ -127,6 +129,8 @@ class SearchRun {
         });
       });
     }
+    if (FederatedOnPools()) SEXTANT_RETURN_IF_ERROR(PlanFederatedTrials(*dispatcher));
+    core_ = std::make_unique<RunCore>(std::move(dispatcher), env_.clock, env_.clock->Now());
     return StartServer();
   }
 
@@ -134,15 +138,15 @@ class SearchRun {
     std::map<std::string, std::string> trial_env(spec_.trial().env().begin(),
                                                  spec_.trial().env().end());
     service_ = std::make_unique<WorkerServiceImpl>(
-        dispatcher_.get(), Redactor::FromEnvironment(trial_env),
+        core_.get(), Redactor::FromEnvironment(trial_env),
         WorkerSessions(/*random=*/nullptr, env_.clock), env_.clock);
-    admin_ = std::make_unique<AdminServiceImpl>(service_.get(), session_.security().auth());
+    admin_ = std::make_unique<AdminServiceImpl>(core_.get(), session_.security().auth());
     if (AskTellMode()) {
-      SEXTANT_ASSIGN_OR_RETURN(ask_tell_, service_->WithDispatcher([&](Dispatcher& d) {
-        return AskTell::Create(&d, store_, env_.clock);
-      }));
-      trial_service_ =
-          std::make_unique<TrialServiceImpl>(service_.get(), ask_tell_.get(), env_.clock);
+      // Nothing serves yet: the ask/tell core keeps the dispatcher, which the trial service
+      // uses only while it holds the run core.
+      SEXTANT_ASSIGN_OR_RETURN(ask_tell_,
+                               AskTell::Create(&core_->Hold().dispatcher(), store_, env_.clock));
+      trial_service_ = std::make_unique<TrialServiceImpl>(core_.get(), ask_tell_.get(), env_.clock);
     }
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.listen, MakeServerCredentials(session_.security()), &port_);
@@ -239,7 +243,12 @@ class SearchRun {
   absl::StatusOr<int> StartWorkers() {
     int n = options_.workers > 0 ? options_.workers : std::max(1, spec_.search().max_concurrent());
     if (FederatedOnPools()) {
-      SEXTANT_ASSIGN_OR_RETURN(n, FederatedTrialSlots(n));
+      if (federated_slots_ < n) {
+        *env_.out << "sextant: the pools' max_instances hold " << federated_slots_ << " trial"
+                  << (federated_slots_ == 1 ? "" : "s") << "' participants at once; running "
+                  << federated_slots_ << " of search.max_concurrent " << n << "\n";
+      }
+      n = std::min(n, federated_slots_);
     }
     respawns_left_ = 3 * n;
     if (trial_service_) {
@@ -265,8 +274,7 @@ class SearchRun {
     SEXTANT_ASSIGN_OR_RETURN(const int n, StartWorkers());
     ProgressReporter progress(env_.out, options_.tty, env_.clock, ObjectiveLabel());
     progress.Resumed(Stats());
-    if (options_.resume && !trial_service_ &&
-        service_->WithDispatcher([](Dispatcher& d) { return d.Finished(); })) {
+    if (options_.resume && !trial_service_ && core_->Finished()) {
       *env_.out << "sextant: " << run_dir_path_ << " has no trial left to run (it has its "
                 << spec_.search().max_trials() << " trials, search.max_trials); give it room "
                 << "with `sextant resume " << run_dir_path_ << " --max-trials N`\n";
@@ -276,76 +284,74 @@ class SearchRun {
                 << " workers (listening on " << Target() << ")\n"
                 << std::flush;
     }
-    const absl::Time start = env_.clock->Now();
-    const double wall = spec_.budget().max_wall_time_seconds();
     while (true) {
       env_.clock->SleepFor(kLoopPeriod);
-      absl::Status tick = service_->Tick();
+      absl::StatusOr<Ending> step = core_->Step();
+      service_->ServeWaiting();
       if (trial_service_) trial_service_->Tick();
-      absl::Status fatal = service_->fatal_error();
+      absl::Status fatal = step.status();
+      if (fatal.ok()) fatal = service_->fatal_error();
       if (fatal.ok() && trial_service_) fatal = trial_service_->fatal_error();
       if (!fatal.ok()) {
         progress.Finish(Stats());
-        (void)service_->WithDispatcher(
-            [](Dispatcher& d) { return d.MarkRunState(v1::RUN_FAILED); });
+        (void)core_->End(v1::RUN_FAILED, std::string(fatal.message()));
         return fatal;
       }
       DispatchStats stats = Stats();
       progress.Update(stats);
       PublishMetrics(stats);
-      if (std::optional<std::string> why =
-              service_->WithDispatcher([](Dispatcher& d) { return d.FailureStop(); })) {
-        return EndFailed(progress, *why);
-      }
-      if (service_->WithDispatcher([](Dispatcher& d) { return d.Finished(); })) {
-        // The last trial may have ended between Stats() above and Finished(): draw them anew.
-        progress.Finish(Stats());
-        if (FederatedOnPools()) SEXTANT_RETURN_IF_ERROR(ReadStudyCosts().status());
-        if (privacy_budget_ &&
-            service_->WithDispatcher([](Dispatcher& d) { return d.CreateLimited(); })) {
-          return EpsilonExhausted();
-        }
-        SEXTANT_RETURN_IF_ERROR(service_->WithDispatcher(
-            [](Dispatcher& d) { return d.MarkRunState(v1::RUN_COMPLETED); }));
-        ReleaseBestModelOnly();
-        PrintSummary();
-        return absl::OkStatus();
+      switch (step->end) {
+        case RunEnd::kFailed:
+          return EndFailed(progress, step->why);
+        case RunEnd::kCompleted:
+        case RunEnd::kEpsilonExhausted:
+          return EndFinished(progress, step->end);
+        default:
+          break;
       }
       int sig = session_.stop_signal();
       if (sig == 0 && admin_->drain_requested()) sig = SIGINT;  // AdminService.Drain
-      bool out_of_time = wall > 0 && absl::ToDoubleSeconds(env_.clock->Now() - start) > wall;
-      if (sig == 0 && out_of_time) {
-        return WindDown(progress, absl::StrCat("budget.max_wall_time reached (", wall, " s)"),
-                        "--max-wall-time DURATION");
+      if (sig != 0) return EndInterrupted(progress);
+      if (step->end == RunEnd::kOutOfBudget) return WindDown(progress, step->why, step->raise);
+      if (step->end == RunEnd::kCannotRun) {
+        progress.Finish(Stats());
+        (void)core_->End(v1::RUN_FAILED, step->why);
+        return absl::UnavailableError(absl::StrCat(step->why, "; see ", run_dir_->logs_dir()));
       }
-      if (fleet_ && sig == 0) {
-        if (std::optional<absl::Status> end = FleetStep(progress)) return *end;
-        continue;
-      }
-      if (FederatedOnPools() && sig == 0) {
+      if (FederatedOnPools()) {
         if (std::optional<absl::Status> end = StudyCostStep(progress)) return *end;
       }
-      if (sig != 0) {
-        progress.Finish(Stats());
-        absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
-        if (s.ok())
-          s = service_->WithDispatcher(
-              [&](Dispatcher& d) { return d.MarkRunState(v1::RUN_INTERRUPTED); });
-        SEXTANT_RETURN_IF_ERROR(s);
-        *env_.out
-            << "sextant: interrupted; running trials were cancelled. Continue with: sextant resume "
-            << run_dir_path_ << "\n";
-        return absl::CancelledError("interrupted");
-      }
-      if (trial_service_) continue;  // no workers: clients come and go
+      if (trial_service_ || fleet_) continue;  // no local workers: clients or instances
       ReapWorkers(/*replace=*/true);
       if (workers_.empty()) {
-        (void)service_->WithDispatcher(
-            [](Dispatcher& d) { return d.MarkRunState(v1::RUN_FAILED); });
-        return absl::UnavailableError(absl::StrCat("every local worker has exited; see ",
-                                                   run_dir_->logs_dir(), "/worker-*.log"));
+        const std::string why = absl::StrCat("every local worker has exited; see ",
+                                             run_dir_->logs_dir(), "/worker-*.log");
+        (void)core_->End(v1::RUN_FAILED, why);
+        return absl::UnavailableError(why);
       }
     }
+  }
+
+  // Every trial has ended (RunEnd::kCompleted or kEpsilonExhausted).
+  absl::Status EndFinished(ProgressReporter& progress, RunEnd end) {
+    // The last trial may have ended after the loop's Stats(): draw them anew.
+    progress.Finish(Stats());
+    if (FederatedOnPools()) SEXTANT_RETURN_IF_ERROR(ReadStudyCosts().status());
+    if (end == RunEnd::kEpsilonExhausted) return EpsilonExhausted();
+    SEXTANT_RETURN_IF_ERROR(core_->End(v1::RUN_COMPLETED));
+    ReleaseBestModelOnly();
+    PrintSummary();
+    return absl::OkStatus();
+  }
+
+  // A signal or AdminService.Drain: running trials are cancelled, and a resume goes on.
+  absl::Status EndInterrupted(ProgressReporter& progress) {
+    progress.Finish(Stats());
+    SEXTANT_RETURN_IF_ERROR(core_->End(v1::RUN_INTERRUPTED));
+    *env_.out
+        << "sextant: interrupted; running trials were cancelled. Continue with: sextant resume "
+        << run_dir_path_ << "\n";
+    return absl::CancelledError("interrupted");
   }
 
   bool AskTellMode() const { return spec_.search().mode() == v1::Search::ASK_TELL; }
@@ -395,14 +401,8 @@ class SearchRun {
   // The workers that can take a trial now and those running one: in a pool run the workers
   // of live instances (not retired ones), otherwise the local worker processes.
   void CountWorkers(const DispatchStats& stats, MetricsSnapshot& m) {
-    if (fleet_) {
-      service_->WithDispatcher([&](Dispatcher& d) {  // the fleet is ticked under this lock
-        const std::set<int64_t> live = fleet_->LiveWorkers();
-        m.workers = static_cast<int>(live.size());
-        for (const auto& [worker, trial] : d.RunningByWorker())
-          m.busy_workers += live.count(worker);
-        return 0;
-      });
+    if (std::optional<std::pair<int, int>> pool = core_->PoolWorkers()) {
+      std::tie(m.workers, m.busy_workers) = *pool;
       return;
     }
     m.workers = static_cast<int>(workers_.size());
@@ -410,13 +410,7 @@ class SearchRun {
     m.busy_workers = running == stats.by_state.end() ? 0 : std::min(running->second, m.workers);
   }
 
-  DispatchStats Stats() {
-    return service_->WithDispatcher([this](Dispatcher& d) {
-      DispatchStats s = d.Stats();
-      if (fleet_) s.spend = fleet_->committed();  // the fleet is ticked under the same lock
-      return s;
-    });
-  }
+  DispatchStats Stats() { return core_->Stats(); }
 
   // Records the orchestrator's own CPU time (not its workers' or trials') in the store's meta
   // (orchestrator_cpu_seconds), where the benchmarks read it; it is no news to a user.
@@ -425,9 +419,8 @@ class SearchRun {
     getrusage(RUSAGE_SELF, &ru);
     double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
                  ru.ru_stime.tv_usec / 1e6;
-    (void)service_->WithDispatcher([&](Dispatcher&) {
-      return store_->PutMeta("orchestrator_cpu_seconds", absl::StrCat(cpu));
-    });
+    RunCore::Held held = core_->Hold();  // the store is the dispatcher's too
+    (void)store_->PutMeta("orchestrator_cpu_seconds", absl::StrCat(cpu));
   }
 
   void PrintSummary() {
@@ -453,7 +446,8 @@ class SearchRun {
       for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGINT);
     }
     while (!workers_.empty() && env_.clock->Now() < deadline) {
-      service_->Tick().IgnoreError();
+      core_->ExpireLeases().IgnoreError();
+      service_->ServeWaiting();
       ReapWorkers(/*replace=*/false);
       env_.clock->SleepFor(absl::Milliseconds(20));
     }
@@ -476,8 +470,9 @@ class SearchRun {
   // A federated search on pools, once a second: the trials' bills (each trial's run bills its
   // own participants) become the search's cost rows, so that results, the report and the
   // budget see them; once what is spent, plus one more round of every running trial at the
-  // dearest round seen so far, would pass budget.max_cost, the study winds down (BUDGET_EXHAUSTED; the trials pause at their
-  // checkpoints, and a resume with a raised cap goes on). Returns how the run ended once it has.
+  // dearest round seen so far, would pass budget.max_cost, the study winds down (BUDGET_EXHAUSTED;
+  // the trials pause at their checkpoints, and a resume with a raised cap goes on). Returns how the
+  // run ended once it has.
   std::optional<absl::Status> StudyCostStep(ProgressReporter& progress) {
     if (env_.clock->Now() - costs_read_at_ < absl::Seconds(1)) return std::nullopt;
     costs_read_at_ = env_.clock->Now();
@@ -544,8 +539,12 @@ class SearchRun {
   // would not hold one more round of the running trials, or nothing runs and nothing can
   // start.
   absl::StatusOr<bool> ReadStudyCosts() {
+    RunCore::Held held = core_->Hold();  // the bills are read against the trials' states
+    return ReadStudyCosts(held.dispatcher());
+  }
+  absl::StatusOr<bool> ReadStudyCosts(const Dispatcher& d) {
     bool over = false;
-    absl::Status s = service_->WithDispatcher([&](Dispatcher& d) -> absl::Status {
+    absl::Status s = [&]() -> absl::Status {
       SEXTANT_ASSIGN_OR_RETURN(std::vector<CostRow> rows, StudyBills(d));
       SEXTANT_RETURN_IF_ERROR(store_->Begin());
       absl::Status w = store_->ClearCosts();
@@ -562,39 +561,32 @@ class SearchRun {
       over = !guard.Allows(study_spent_, study_pending_, 0) ||
              (d.running() == 0 && !d.Finished() && !StudyCanStart(d));
       return absl::OkStatus();
-    });
+    }();
     if (!s.ok()) return s;
     return over;
   }
 
   // A federated search on pools: each trial is the global tier of its own federated run, on
   // this host, and its run places and bills its participants on the pools (federated_run.h);
-  // the trials that run at once are those the pools' max_instances hold (at most `asked`).
-  absl::StatusOr<int> FederatedTrialSlots(int asked) {
+  // the trials that run at once are those the pools' max_instances hold (federated_slots_).
+  // With budget.max_cost, a trial starts only when the budget holds it (StudyCanStart).
+  absl::Status PlanFederatedTrials(Dispatcher& d) {
     std::vector<CatalogError> errors;
     absl::StatusOr<Catalog> catalog = LoadCatalog(spec_.resources().catalog(), &errors);
     if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
     SEXTANT_ASSIGN_OR_RETURN(FederatedPlacement placement,
                              FederatedPlacement::Create(spec_, *catalog));
-    const int fit = std::min(asked, FederatedTrialsAtOnce(spec_, placement));
+    federated_slots_ = FederatedTrialsAtOnce(spec_, placement);
     first_increments_ = placement.FirstIncrements();
     if (spec_.budget().has_max_cost()) {
-      SEXTANT_RETURN_IF_ERROR(ReadStudyCosts().status());  // a resume's earlier bills
-      service_->WithDispatcher([&](Dispatcher& d) {
-        d.SetLeaseGate([this](const Dispatcher& d) { return StudyCanStart(d); });
-        return 0;
-      });
+      SEXTANT_RETURN_IF_ERROR(ReadStudyCosts(d).status());  // a resume's earlier bills
+      d.SetLeaseGate([this](const Dispatcher& d) { return StudyCanStart(d); });
     }
-    if (fit < 1) {
+    if (federated_slots_ < 1) {
       return absl::InvalidArgumentError(
           "resources.pools cannot hold one trial's participants (raise max_instances)");
     }
-    if (fit < asked) {
-      *env_.out << "sextant: the pools' max_instances hold " << fit << " trial"
-                << (fit == 1 ? "" : "s") << "' participants at once; running " << fit
-                << " of search.max_concurrent " << asked << "\n";
-    }
-    return fit;
+    return absl::OkStatus();
   }
 
   // Builds the provider and the fleet that launches, bills and scales the spec's pools.
@@ -603,10 +595,9 @@ class SearchRun {
     absl::StatusOr<Catalog> catalog = LoadCatalog(spec_.resources().catalog(), &errors);
     if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
     SEXTANT_ASSIGN_OR_RETURN(
-        provider_,
-        MakePoolsProvider(spec_.resources(), {session_.worker_binary(), env_.launcher,
-                                              options_.slurm_partition,
-                                              options_.slurm_spot_partition}));
+        provider_, MakePoolsProvider(spec_.resources(),
+                                     {session_.worker_binary(), env_.launcher,
+                                      options_.slurm_partition, options_.slurm_spot_partition}));
     FleetOptions fo;
     fo.connect = Target();
     fo.logs_dir = std::filesystem::absolute(run_dir_->logs_dir()).string();
@@ -618,11 +609,7 @@ class SearchRun {
     auto fleet = Fleet::Create(spec_, *std::move(catalog), provider_.get(), env_.clock, fo);
     if (!fleet.ok()) return absl::InvalidArgumentError(fleet.status().message());
     fleet_ = *std::move(fleet);
-    fleet_driver_ = std::make_unique<FleetDriver>(fleet_.get(), store_, env_.clock);
-    service_->WithDispatcher([&](Dispatcher& d) {  // the fleet runs under the dispatch lock
-      fleet_driver_->Connect(d);
-      return 0;
-    });
+    core_->AttachPools(std::make_unique<FleetDriver>(fleet_.get(), store_, env_.clock));
     if (!provider_->launches()) {  // static pools: their workers are started by hand
       *env_.out << "sextant: start workers with: sextant-worker --connect " << Target()
                 << " --region REGION --pool POOL"
@@ -646,33 +633,6 @@ class SearchRun {
     return absl::OkStatus();
   }
 
-  // One fleet round under the dispatch lock: ticks the fleet, applies its decisions to the
-  // dispatcher and stores its events and bills (whether the budget is spent, and whether
-  // waiting work can never run).
-  absl::StatusOr<FleetRoundResult> FleetRound() {
-    return service_->WithDispatcher(
-        [&](Dispatcher& d) -> absl::StatusOr<FleetRoundResult> { return fleet_driver_->Round(d); });
-  }
-
-  // One fleet round. Returns how the run ended once it has.
-  std::optional<absl::Status> FleetStep(ProgressReporter& progress) {
-    absl::StatusOr<FleetRoundResult> r = FleetRound();
-    if (!r.ok()) return r.status();
-    if (r->exhausted) {
-      return WindDown(progress,
-                      absl::StrCat("budget.max_cost reached (", spec_.budget().max_cost(), ")"),
-                      "--max-cost AMOUNT");
-    }
-    if (r->stuck_on == Fleet::StuckOn::kNone) return std::nullopt;
-    progress.Finish(Stats());
-    if (r->stuck_on == Fleet::StuckOn::kLaunchFailed) {
-      (void)service_->WithDispatcher([](Dispatcher& d) { return d.MarkRunState(v1::RUN_FAILED); });
-      return absl::UnavailableError(absl::StrCat(r->stuck, "; see ", run_dir_->logs_dir()));
-    }
-    return WindDown(progress, absl::StrCat("budget.max_cost reached: ", r->stuck),
-                    "--max-cost AMOUNT");
-  }
-
   // Every trial the study's privacy allowed has ended: the run ends EPSILON_EXHAUSTED, with its
   // report, and a resume with a raised cap goes on.
   absl::Status EpsilonExhausted() {
@@ -680,8 +640,7 @@ class SearchRun {
         "budget.max_epsilon %g reached: the study has spent epsilon %.4g; one more trial could "
         "bring it to %.4g",
         privacy_budget_->max_epsilon(), privacy_budget_->committed(), privacy_budget_->with_next());
-    SEXTANT_RETURN_IF_ERROR(service_->WithDispatcher(
-        [&](Dispatcher& d) { return d.MarkRunState(v1::RUN_EPSILON_EXHAUSTED, why); }));
+    SEXTANT_RETURN_IF_ERROR(core_->End(v1::RUN_EPSILON_EXHAUSTED, why));
     *env_.out << "sextant: " << why << ". Continue with a raised budget: sextant resume "
               << run_dir_path_ << " --max-epsilon EPSILON\n";
     ReleaseBestModelOnly();
@@ -693,14 +652,12 @@ class SearchRun {
   // study has ended and the best is known.
   void ReleaseBestModelOnly() {
     if (!RandomStoppingOf(spec_)) return;
-    const int64_t best =
-        service_->WithDispatcher([](Dispatcher& d) { return d.Stats().best_trial; });
-    const int64_t trials = service_->WithDispatcher([](Dispatcher& d) { return d.trial_count(); });
+    const int64_t best = core_->Stats().best_trial;
+    const int64_t trials = core_->trial_count();
     const int deleted = DeleteUnreleasedModels(run_dir_path_, best, trials);
     (void)store_->AddEvent(absl::ToUnixMicros(env_.clock->Now()) / 1e6, "random_stopping", 0,
-                           absl::StrCat("released trial ", best,
-                                        "'s model; deleted the models of ", deleted,
-                                        " other trials"));
+                           absl::StrCat("released trial ", best, "'s model; deleted the models of ",
+                                        deleted, " other trials"));
     *env_.out << "sextant: random stopping released trial " << best
               << "'s model only; the models of " << deleted << " other trials were deleted\n";
   }
@@ -713,12 +670,7 @@ class SearchRun {
   // and the run is FAILED; the error quotes why, and the caller exits 1.
   absl::Status EndFailed(ProgressReporter& progress, const std::string& why) {
     progress.Finish(Stats());
-    absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
-    if (s.ok()) {
-      s = service_->WithDispatcher(
-          [&](Dispatcher& d) { return d.MarkRunState(v1::RUN_FAILED, why); });
-    }
-    SEXTANT_RETURN_IF_ERROR(s);
+    SEXTANT_RETURN_IF_ERROR(core_->End(v1::RUN_FAILED, why));
     PrintSummary();
     return absl::AbortedError(absl::StrCat(
         "the run failed: ", why, ". Each trial's output is in ", run_dir_->logs_dir(),
@@ -729,34 +681,19 @@ class SearchRun {
   absl::Status WindDown(ProgressReporter& progress, const std::string& why,
                         const std::string& raise) {
     progress.Finish(Stats());
-    SEXTANT_RETURN_IF_ERROR(service_->WithDispatcher([&](Dispatcher& d) {
-      d.SetHold(true);
-      return d.BeginStop(why);
-    }));
-    if (fleet_) {
-      (void)service_->WithDispatcher([&](Dispatcher&) { return fleet_->NoticeAll(); });
-    } else {
+    SEXTANT_RETURN_IF_ERROR(core_->BeginWindDown(why));  // notices the pools' instances
+    if (!fleet_) {
       for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGTERM);
     }
     const absl::Time deadline = env_.clock->Now() + absl::Seconds(kWindDownSeconds + 5);
-    auto running = [&] {
-      return service_->WithDispatcher([](Dispatcher& d) { return d.running(); });
-    };
-    while (running() > 0 && env_.clock->Now() < deadline) {
+    while (core_->running() > 0 && env_.clock->Now() < deadline) {
       env_.clock->SleepFor(absl::Milliseconds(50));
-      service_->Tick().IgnoreError();
-      if (fleet_) {
-        FleetRound().IgnoreError();
-      } else {
-        ReapWorkers(/*replace=*/false);
-      }
+      core_->Round().IgnoreError();
+      service_->ServeWaiting();
+      if (!fleet_) ReapWorkers(/*replace=*/false);
     }
-    absl::Status s = service_->WithDispatcher([](Dispatcher& d) { return d.Interrupt(); });
-    if (s.ok() && FederatedOnPools()) s = ReadStudyCosts().status();  // the last bills
-    if (s.ok())
-      s = service_->WithDispatcher(
-          [](Dispatcher& d) { return d.MarkRunState(v1::RUN_BUDGET_EXHAUSTED); });
-    SEXTANT_RETURN_IF_ERROR(s);
+    SEXTANT_RETURN_IF_ERROR(core_->End(v1::RUN_BUDGET_EXHAUSTED));
+    if (FederatedOnPools()) SEXTANT_RETURN_IF_ERROR(ReadStudyCosts().status());  // the last bills
     *env_.out << "sextant: " << why << "; running trials checkpointed and stopped. Continue with a "
               << "raised budget: sextant resume " << run_dir_path_ << " " << raise << "\n";
     if (fleet_) FleetTeardown();
@@ -777,19 +714,17 @@ class SearchRun {
   void FleetTeardown() {
     if (torn_down_) return;
     torn_down_ = true;
-    // The fleet runs under the dispatch lock: workers' calls reach it through the dispatcher
-    // (each attempt's start and end is charged to its trial as it happens).
-    auto reap = [&](bool force) {
-      return service_->WithDispatcher([&](Dispatcher&) { return fleet_->Reap(force); });
-    };
-    (void)service_->WithDispatcher([&](Dispatcher&) { return fleet_->TerminateAll(); });
+    // The run core drives the pools under its lock: workers' calls reach them through the
+    // dispatcher (each attempt's start and end is charged to its trial as it happens).
+    core_->TerminatePools();
     const absl::Time deadline = env_.clock->Now() + absl::Seconds(5);
-    while (reap(false) > 0 && env_.clock->Now() < deadline) {
-      service_->Tick().IgnoreError();
+    while (core_->ReapPools(/*force=*/false) > 0 && env_.clock->Now() < deadline) {
+      core_->ExpireLeases().IgnoreError();
+      service_->ServeWaiting();
       env_.clock->SleepFor(absl::Milliseconds(50));
     }
-    reap(/*force=*/true);
-    (void)service_->WithDispatcher([&](Dispatcher&) { return fleet_driver_->WriteCosts(); });
+    core_->ReapPools(/*force=*/true);
+    (void)core_->WritePoolCosts();
     service_->Drain();
     // A hand-started worker learns that the run is over only from its next Lease, which on a
     // slow link may still be on its way: keep answering `done` (briefly) until each has heard.
@@ -812,14 +747,15 @@ class SearchRun {
   const std::string run_dir_path_;
   RunDir* const run_dir_;
   Store* const store_;
-  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<RunCore> core_;
   std::optional<StudyPrivacyBudget> privacy_budget_;  // budget.max_epsilon
   // A federated search on pools (StudyCostStep): when the trials' bills were last read, and
   // what starting one trial's participants costs at least.
   absl::Time costs_read_at_ = absl::InfinitePast();
   double first_increments_ = 0;
-  double study_spent_ = 0;  // the trials' bills, as last read
-  double study_round_ = 0;  // the dearest round seen, per round a trial ran (CostPerRound)
+  int federated_slots_ = 0;   // the trials whose participants the pools hold at once
+  double study_spent_ = 0;    // the trials' bills, as last read
+  double study_round_ = 0;    // the dearest round seen, per round a trial ran (CostPerRound)
   double study_pending_ = 0;  // what the running trials may still add (StudyBills)
   std::map<int64_t, double> attempt_billed_from_;  // a running trial's bill when first seen
   std::unique_ptr<WorkerServiceImpl> service_;
@@ -830,9 +766,8 @@ class SearchRun {
   int port_ = 0;
   std::vector<Local> workers_;
   int respawns_left_ = 0;
-  std::unique_ptr<Provider> provider_;         // with resources.pools
-  std::unique_ptr<Fleet> fleet_;               // with resources.pools
-  std::unique_ptr<FleetDriver> fleet_driver_;  // with resources.pools
+  std::unique_ptr<Provider> provider_;  // with resources.pools
+  std::unique_ptr<Fleet> fleet_;        // with resources.pools (driven by core_)
   bool torn_down_ = false;
 };
 

@@ -20,14 +20,10 @@ grpc::ServerUnaryReactor* AdminServiceImpl::GetStatus(grpc::CallbackServerContex
   auto* reactor = context->DefaultReactor();
   grpc::Status status = Check(context);
   if (status.ok()) {
-    workers_->WithDispatcher([&](Dispatcher& d) {
-      DispatchStats stats = d.Stats();
-      response->set_experiment(d.spec().name());
-      response->set_max_trials(stats.max_trials);
-      for (const auto& [state, n] : stats.by_state)
-        (*response->mutable_trials_by_state())[state] = n;
-      return 0;
-    });
+    const DispatchStats stats = core_->Stats();
+    response->set_experiment(core_->spec().name());
+    response->set_max_trials(stats.max_trials);
+    for (const auto& [state, n] : stats.by_state) (*response->mutable_trials_by_state())[state] = n;
     response->set_draining(drain_.load());
   }
   reactor->Finish(status);

@@ -3,7 +3,8 @@
 
 #include <atomic>
 
-#include "orchestrator/service/worker_service.h"
+#include "grpcpp/grpcpp.h"
+#include "orchestrator/core/run_core.h"
 #include "sextant/v1/admin_service.grpc.pb.h"
 
 namespace sextant {
@@ -17,8 +18,9 @@ grpc::Status CheckAdminCaller(const grpc::AuthContext* auth, bool require_admin)
 // refused with PERMISSION_DENIED, whatever the transport let through. Thread-safe.
 class AdminServiceImpl final : public v1::AdminService::CallbackService {
  public:
-  AdminServiceImpl(WorkerServiceImpl* workers, bool require_admin)
-      : workers_(workers), require_admin_(require_admin) {}
+  // core (not owned) must outlive this.
+  AdminServiceImpl(RunCore* core, bool require_admin)
+      : core_(core), require_admin_(require_admin) {}
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const v1::GetStatusRequest* request,
@@ -34,7 +36,7 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
   // OK, or PERMISSION_DENIED when an admin role is required and the caller lacks it.
   grpc::Status Check(grpc::CallbackServerContext* context) const;
 
-  WorkerServiceImpl* workers_;
+  RunCore* const core_;
   const bool require_admin_;
   std::atomic<bool> drain_{false};
 };

@@ -21,21 +21,24 @@ void TrialServiceImpl::NoteErrorLocked(const absl::Status& status) {
 }
 
 absl::Status TrialServiceImpl::fatal_error() {
-  return workers_->WithDispatcher([&](Dispatcher&) { return fatal_; });
+  RunCore::Held held = run_->Hold();
+  return fatal_;
 }
 
 template <typename Response, typename F>
 grpc::ServerUnaryReactor* TrialServiceImpl::Serve(grpc::CallbackServerContext* context,
                                                   Response* response, bool serve_waiting, F&& f) {
   const std::string identity = IdentityKey(*context);
-  absl::Status status = workers_->WithDispatcher([&](Dispatcher&) {
+  absl::Status status;
+  {
+    RunCore::Held held = run_->Hold();
     auto result = f(identity);
     NoteErrorLocked(result.status());
     if (result.ok()) *response = *std::move(result);
     // A told trial frees a slot, or ends the run, for a waiting asker.
     if (serve_waiting) ServeWaitingLocked();
-    return result.status();
-  });
+    status = result.status();
+  }
   auto* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -46,31 +49,31 @@ grpc::ServerUnaryReactor* TrialServiceImpl::Ask(grpc::CallbackServerContext* con
                                                 v1::AskResponse* response) {
   const std::string identity = IdentityKey(*context);
   auto* reactor = context->DefaultReactor();
-  workers_->WithDispatcher([&](Dispatcher&) {
+  [&] {
+    RunCore::Held held = run_->Hold();
     if (draining_) {
       response->set_done(true);
       reactor->Finish(grpc::Status::OK);
-      return 0;
+      return;
     }
     auto result = core_->Ask(*request, identity);
     NoteErrorLocked(result.status());
     // An ask that only a tell can answer is answered at once with why (waiting), not held.
-    if (result.ok() && result->trials_size() == 0 && !result->done() &&
-        result->waiting().empty() && request->wait_seconds() > 0) {
+    if (result.ok() && result->trials_size() == 0 && !result->done() && result->waiting().empty() &&
+        request->wait_seconds() > 0) {
       absl::StatusOr<CallQuota::Ticket> ticket = quota_.Admit(CallerIdentity(*context));
       if (!ticket.ok()) {
         reactor->Finish(ToGrpcStatus(ticket.status()));
-        return 0;
+        return;
       }
       const double wait = std::min(request->wait_seconds(), kMaxAskWaitSeconds);
       waiting_.push_back(Waiting{context, reactor, *request, identity, response,
                                  clock_->Now() + absl::Seconds(wait), *std::move(ticket)});
-      return 0;
+      return;
     }
     if (result.ok()) *response = *std::move(result);
     reactor->Finish(ToGrpcStatus(result.status()));
-    return 0;
-  });
+  }();
   return reactor;
 }
 
@@ -105,8 +108,8 @@ void TrialServiceImpl::ServeWaitingLocked() {
     }
     auto result = core_->Ask(it->request, it->identity);
     NoteErrorLocked(result.status());
-    if (!result.ok() || result->trials_size() > 0 || result->done() ||
-        !result->waiting().empty() || now >= it->deadline) {
+    if (!result.ok() || result->trials_size() > 0 || result->done() || !result->waiting().empty() ||
+        now >= it->deadline) {
       if (result.ok()) *it->response = *std::move(result);
       it->reactor->Finish(ToGrpcStatus(result.status()));
       it = waiting_.erase(it);
@@ -117,24 +120,22 @@ void TrialServiceImpl::ServeWaitingLocked() {
 }
 
 void TrialServiceImpl::Tick() {
-  workers_->WithDispatcher([&](Dispatcher&) {
-    ServeWaitingLocked();
-    return 0;
-  });
+  RunCore::Held held = run_->Hold();
+  ServeWaitingLocked();
 }
 
 void TrialServiceImpl::Drain() {
   bool linger = false;
-  workers_->WithDispatcher([&](Dispatcher& d) {
-    linger = !draining_ && d.Finished();
+  {
+    RunCore::Held held = run_->Hold();
+    linger = !draining_ && held.dispatcher().Finished();
     draining_ = true;
     for (Waiting& w : waiting_) {
       w.response->set_done(true);
       w.reactor->Finish(grpc::Status::OK);
     }
     waiting_.clear();
-    return 0;
-  });
+  }
   // Clients that are between their last tell and their next ask would otherwise find the port
   // closed (UNAVAILABLE) instead of hearing that the search is done.
   if (linger) {

@@ -7,15 +7,15 @@
 #include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "orchestrator/ask_tell/ask_tell.h"
-#include "orchestrator/service/worker_service.h"
+#include "orchestrator/core/run_core.h"
 #include "rpc/call_quota.h"
 #include "sextant/v1/trial_service.grpc.pb.h"
 
 namespace sextant {
 
-// The gRPC adapter over an AskTell core: each RPC converts, calls the core under the worker
-// service's lock (the one lock over the dispatcher) and converts back. The caller's identity is
-// its verified certificate's sextant:// URI ("" without one). An Ask that gets no trial waits
+// The gRPC adapter over an AskTell core: each RPC converts, calls it while holding the run
+// core (RunCore::Hold, the one lock over the dispatcher) and converts back. The caller's identity
+// is its verified certificate's sextant:// URI ("" without one). An Ask that gets no trial waits
 // (long-poll, at most kMaxAskWaitSeconds) until one can start, the run ends, or its wait runs
 // out. Thread-safe.
 // How long a finished run keeps answering asks `done` before its server stops.
@@ -23,13 +23,13 @@ inline constexpr double kFinishedGraceSeconds = 2;
 
 class TrialServiceImpl final : public v1::TrialService::CallbackService {
  public:
-  // workers provides the lock and must outlive this; so must core and clock (which times the
-  // long-polls and Drain's grace).
+  // run provides the lock and must outlive this; so must core (over run's dispatcher) and clock
+  // (which times the long-polls and Drain's grace).
   // Each Ask that waits takes a place in a CallQuota of `limits` first (RESOURCE_EXHAUSTED
   // beyond it, in all or per certificate identity).
-  TrialServiceImpl(WorkerServiceImpl* workers, AskTell* core, Clock* clock = RealClockInstance(),
+  TrialServiceImpl(RunCore* run, AskTell* core, Clock* clock = RealClockInstance(),
                    CallLimits limits = {})
-      : workers_(workers), core_(core), clock_(clock), quota_(limits) {}
+      : run_(run), core_(core), clock_(clock), quota_(limits) {}
 
   grpc::ServerUnaryReactor* Ask(grpc::CallbackServerContext* context, const v1::AskRequest* request,
                                 v1::AskResponse* response) override;
@@ -44,7 +44,7 @@ class TrialServiceImpl final : public v1::TrialService::CallbackService {
                                  v1::TellResponse* response) override;
 
   // Answers waiting asks that can now get trials, and those whose wait ran out. Call it after
-  // the dispatcher's Tick (lapsed leases requeue trials).
+  // the run core's step (lapsed leases requeue trials).
   void Tick();
   // Answers every waiting Ask with done, and every later one at once (the run is ending). When
   // the search has finished, returns only after kFinishedGraceSeconds more, so that a client
@@ -72,11 +72,11 @@ class TrialServiceImpl final : public v1::TrialService::CallbackService {
   void ServeWaitingLocked();
   void NoteErrorLocked(const absl::Status& status);
 
-  WorkerServiceImpl* workers_;
+  RunCore* run_;
   AskTell* core_;
   Clock* clock_;
   CallQuota quota_;
-  // Guarded by the worker service's lock (WithDispatcher).
+  // Guarded by the run core's lock (RunCore::Hold).
   std::deque<Waiting> waiting_;
   bool draining_ = false;
   absl::Status fatal_;

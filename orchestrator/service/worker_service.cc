@@ -74,13 +74,13 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContex
     const std::optional<PeerIdentity> caller = CallerIdentity(*context);
     if (caller && !caller->region.empty()) {
       if (!checked.region().empty() && checked.region() != caller->region) {
-        return absl::PermissionDeniedError(absl::StrCat(
-            "this worker's certificate is of region ", caller->region,
-            "; it registers only there, not in ", QuotedId(checked.region())));
+        return absl::PermissionDeniedError(
+            absl::StrCat("this worker's certificate is of region ", caller->region,
+                         "; it registers only there, not in ", QuotedId(checked.region())));
       }
       checked.set_region(caller->region);
     }
-    auto result = dispatcher_->Register(checked);
+    auto result = core_->Register(checked);
     if (!result.ok()) return result.status();
     *response = *std::move(result);
     context->AddInitialMetadata(kSessionMetadataKey,
@@ -104,7 +104,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
-  auto result = dispatcher_->Lease(request->worker_id());
+  auto result = core_->Lease(request->worker_id());
   NoteErrorLocked(result.status());
   if (result.ok() && result->has_retry() && request->wait_seconds() > 0) {
     absl::StatusOr<CallQuota::Ticket> ticket = quota_.Admit(CallerIdentity(*context));
@@ -128,7 +128,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerConte
                                                        v1::HeartbeatResponse* response) {
   return Serve(context, /*serve_waiting=*/false, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     SEXTANT_RETURN_IF_ERROR(CheckSessionLocked(context, request->worker_id()));
-    auto result = dispatcher_->Heartbeat(*request);
+    auto result = core_->Heartbeat(*request);
     if (result.ok()) SetAction(*result, response);
     return result.status();
   });
@@ -151,7 +151,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext*
   }
   return Serve(context, /*serve_waiting=*/false, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     SEXTANT_RETURN_IF_ERROR(CheckSessionLocked(context, request->worker_id()));
-    auto result = dispatcher_->Report(*request);
+    auto result = core_->Report(*request);
     if (result.ok()) SetAction(*result, response);
     return result.status();
   });
@@ -169,7 +169,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(grpc::CallbackServerContex
   }
   return Serve(context, /*serve_waiting=*/true, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     SEXTANT_RETURN_IF_ERROR(CheckSessionLocked(context, request->worker_id()));
-    auto result = dispatcher_->Complete(*request);
+    auto result = core_->Complete(*request);
     if (result.ok()) *response = *std::move(result);
     if (response->next().done()) told_done_.insert(request->worker_id());
     return result.status();
@@ -184,7 +184,7 @@ void WorkerServiceImpl::ServeWaitingLocked() {
       it = waiting_.erase(it);
       continue;
     }
-    auto result = dispatcher_->Lease(it->worker_id);
+    auto result = core_->Lease(it->worker_id);
     NoteErrorLocked(result.status());
     if (!result.ok() || !result->has_retry() || now >= it->deadline) {
       if (result.ok()) *it->response = *std::move(result);
@@ -210,18 +210,15 @@ void WorkerServiceImpl::Drain() {
 
 bool WorkerServiceImpl::AllToldDone() {
   absl::MutexLock lock(&mu_);
-  for (const auto& [id, info] : dispatcher_->workers()) {
+  for (int64_t id : core_->WorkerIds()) {
     if (!told_done_.count(id)) return false;
   }
   return true;
 }
 
-absl::Status WorkerServiceImpl::Tick() {
+void WorkerServiceImpl::ServeWaiting() {
   absl::MutexLock lock(&mu_);
-  auto expired = dispatcher_->Tick();
-  NoteErrorLocked(expired.status());
   ServeWaitingLocked();
-  return expired.status();
 }
 
 }  // namespace sextant

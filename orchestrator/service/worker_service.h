@@ -9,7 +9,7 @@
 #include "common/clock.h"
 #include "common/redactor.h"
 #include "grpcpp/grpcpp.h"
-#include "orchestrator/core/dispatcher.h"
+#include "orchestrator/core/run_core.h"
 #include "orchestrator/service/worker_sessions.h"
 #include "rpc/call_quota.h"
 #include "rpc/status_conversion.h"
@@ -17,8 +17,8 @@
 
 namespace sextant {
 
-// The gRPC adapter over a Dispatcher: each RPC converts, calls the dispatcher under one lock
-// and converts back. Register opens a session (WorkerSessions) for the caller's identity; every
+// The gRPC adapter over a RunCore's worker protocol: each RPC converts, calls the core and
+// converts back. Register opens a session (WorkerSessions) for the caller's identity; every
 // other call must carry that session for its worker id, or it is refused before the dispatcher
 // sees it (NOT_FOUND for a worker id never registered, PERMISSION_DENIED for another's). A Lease
 // that finds no work waits (long-poll) until work appears, the run ends, or its wait runs out;
@@ -29,10 +29,11 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   // redactor masks secrets in trial errors and events before they are stored; default: none.
   // clock (not owned) times the long-polls and must outlive this; default: the real clock.
   // limits bound the Leases that wait at once (in all, and per certificate identity).
-  explicit WorkerServiceImpl(Dispatcher* dispatcher, Redactor redactor = Redactor(),
+  // core (not owned) must outlive this.
+  explicit WorkerServiceImpl(RunCore* core, Redactor redactor = Redactor(),
                              WorkerSessions sessions = WorkerSessions(),
                              Clock* clock = RealClockInstance(), CallLimits limits = {})
-      : dispatcher_(dispatcher),
+      : core_(core),
         redactor_(std::move(redactor)),
         sessions_(std::move(sessions)),
         clock_(clock),
@@ -57,20 +58,14 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
                                      v1::CompleteResponse* response) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Runs the dispatcher's periodic work (lease expiry) and answers waiting leases.
-  // Returns the dispatcher's error, if any.
-  absl::Status Tick() ABSL_LOCKS_EXCLUDED(mu_);
+  // Answers the waiting leases that can now get work, and those whose wait ran out. Call it
+  // after the core's step (lapsed leases requeue trials).
+  void ServeWaiting() ABSL_LOCKS_EXCLUDED(mu_);
   // Finishes every waiting Lease (with `done`), before the server shuts down; a Lease that
   // arrives afterwards (still in flight on a slow link) is answered `done` at once.
   void Drain() ABSL_LOCKS_EXCLUDED(mu_);
   // Whether every registered worker has been answered `done` (by Lease or Drain).
   bool AllToldDone() ABSL_LOCKS_EXCLUDED(mu_);
-  // Runs f on the dispatcher under the service's lock.
-  template <typename F>
-  auto WithDispatcher(F&& f) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return f(*dispatcher_);
-  }
   // The first store or internal error met while serving (OK when none).
   absl::Status fatal_error() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -100,7 +95,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   void Redact(google::protobuf::RepeatedPtrField<v1::Measurement>* ms) const;
 
   absl::Mutex mu_;
-  Dispatcher* dispatcher_ ABSL_PT_GUARDED_BY(mu_);
+  RunCore* const core_;
   const Redactor redactor_;
   std::deque<Waiting> waiting_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;        // set by Drain

@@ -18,6 +18,7 @@
 #include "orchestrator/core/dispatcher.h"
 #include "orchestrator/core/experiment_loader.h"
 #include "orchestrator/core/objectives.h"
+#include "orchestrator/core/run_core.h"
 #include "orchestrator/core/strategy_factory.h"
 #include "orchestrator/core/trial_command.h"
 #include "orchestrator/core/warm_start.h"
@@ -386,8 +387,9 @@ class Simulator::Impl {
 
  private:
   double Elapsed() const { return absl::ToDoubleSeconds(clock_.Now() - start_); }
-  // One round of the orchestrator's loop: leases, the fleet, idle workers.
-  absl::StatusOr<FleetRoundResult> Round();
+  // One round of the orchestrator's loop: leases and the fleet (RunCore::Round), then idle
+  // workers ask for work.
+  absl::Status Round();
   // Runs rounds every tick until no trial runs or the wind-down is over.
   absl::Status WindDown(const std::string& why);
   absl::Status Finish(v1::RunState state, const std::string& why);
@@ -400,10 +402,9 @@ class Simulator::Impl {
   absl::Time start_;
   absl::Duration tick_;
   std::unique_ptr<Store> store_;
-  std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<SimulatedCloud> cloud_;
   std::unique_ptr<Fleet> fleet_;
-  std::unique_ptr<FleetDriver> driver_;
+  std::unique_ptr<RunCore> core_;  // drives fleet_ (declared after it: destroyed first)
   SimulationResult result_;
   bool ran_ = false;
   bool has_scheduler_ = false;
@@ -436,9 +437,14 @@ absl::Status Simulator::Impl::Init(const SimulationSettings& settings) {
   options.lease_seconds = kNeverLapses;
   std::unique_ptr<Scheduler> scheduler = MakeScheduler(spec_);
   has_scheduler_ = scheduler != nullptr;
-  SEXTANT_ASSIGN_OR_RETURN(dispatcher_, Dispatcher::Create(spec_, store_.get(), std::move(sampler),
-                                                           &clock_, options, std::move(scheduler)));
-  cloud_ = std::make_unique<SimulatedCloud>(spec_, model_, &clock_, dispatcher_.get());
+  SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<Dispatcher> dispatcher,
+                           Dispatcher::Create(spec_, store_.get(), std::move(sampler), &clock_,
+                                              options, std::move(scheduler)));
+  // The simulation runs on one thread, and its workers call the dispatcher directly, as they
+  // must from inside the fleet's round (Launch registers the instance's worker), where the
+  // core's lock is already held.
+  cloud_ = std::make_unique<SimulatedCloud>(spec_, model_, &clock_, dispatcher.get());
+  core_ = std::make_unique<RunCore>(std::move(dispatcher), &clock_, start_);
   FleetOptions fo;
   fo.connect = "simulated";
   fo.logs_dir = "simulated";
@@ -452,8 +458,7 @@ absl::Status Simulator::Impl::Init(const SimulationSettings& settings) {
   fleet_ = *std::move(fleet);
   FleetDriverOptions dopts;
   dopts.cost_write_period = absl::InfiniteDuration();  // once, at the end
-  driver_ = std::make_unique<FleetDriver>(fleet_.get(), store_.get(), &clock_, dopts);
-  driver_->Connect(*dispatcher_);
+  core_->AttachPools(std::make_unique<FleetDriver>(fleet_.get(), store_.get(), &clock_, dopts));
   return Event("simulation",
                absl::StrCat("placement ", spec_.resources().placement().policy(), ", ",
                             spec_.resources().pools_size(), " pools, seed ",
@@ -471,35 +476,30 @@ absl::Status Simulator::Impl::Event(const std::string& kind, const std::string& 
   return store_->Commit();
 }
 
-absl::StatusOr<FleetRoundResult> Simulator::Impl::Round() {
-  SEXTANT_RETURN_IF_ERROR(dispatcher_->Tick().status());
-  SEXTANT_ASSIGN_OR_RETURN(FleetRoundResult r, driver_->Round(*dispatcher_));
-  SEXTANT_RETURN_IF_ERROR(cloud_->LeaseIdle());
-  return r;
+absl::Status Simulator::Impl::Round() {
+  SEXTANT_RETURN_IF_ERROR(core_->Round().status());
+  return cloud_->LeaseIdle();
 }
 
 absl::Status Simulator::Impl::WindDown(const std::string& why) {
-  dispatcher_->SetHold(true);
-  SEXTANT_RETURN_IF_ERROR(dispatcher_->BeginStop(why));
   lost_before_stop_ = cloud_->lost_seconds();
-  fleet_->NoticeAll();
+  SEXTANT_RETURN_IF_ERROR(core_->BeginWindDown(why));  // notices every busy instance
   const absl::Time deadline = clock_.Now() + absl::Seconds(wind_down_seconds_ + 5);
-  while (dispatcher_->running() > 0 && clock_.Now() < deadline) {
+  while (core_->running() > 0 && clock_.Now() < deadline) {
     SEXTANT_RETURN_IF_ERROR(cloud_->RunUntil(std::min(deadline, clock_.Now() + tick_)));
-    SEXTANT_RETURN_IF_ERROR(Round().status());
+    SEXTANT_RETURN_IF_ERROR(Round());
   }
-  SEXTANT_RETURN_IF_ERROR(dispatcher_->Interrupt());
   return Finish(v1::RUN_BUDGET_EXHAUSTED, why);
 }
 
 absl::Status Simulator::Impl::Finish(v1::RunState state, const std::string& why) {
   if (!lost_before_stop_) lost_before_stop_ = cloud_->lost_seconds();
-  fleet_->TerminateAll();
-  fleet_->Reap(/*force=*/true);
-  SEXTANT_RETURN_IF_ERROR(dispatcher_->MarkRunState(state));
+  SEXTANT_RETURN_IF_ERROR(core_->End(state));
+  core_->TerminatePools();
+  core_->ReapPools(/*force=*/true);
   result_.state = state;
   result_.message = why;
-  return driver_->WriteCosts();
+  return core_->WritePoolCosts();
 }
 
 // Long because it is `sextant run`'s loop on virtual time: rounds every tick, between them the
@@ -512,29 +512,17 @@ absl::StatusOr<SimulationResult> Simulator::Impl::Run() {
   int64_t rounds = 0;
   int quiet_rounds = 0;
   while (true) {
-    SEXTANT_ASSIGN_OR_RETURN(FleetRoundResult r, Round());
+    // The orchestrator's step, with the idle workers' asks between its round and its verdict.
+    SEXTANT_ASSIGN_OR_RETURN(Ending e, core_->Step([&] { return cloud_->LeaseIdle(); }));
     ++rounds;
-    if (dispatcher_->Finished()) {
-      SEXTANT_RETURN_IF_ERROR(Finish(
-          v1::RUN_COMPLETED, has_scheduler_ ? "the schedule finished" : "every trial finished"));
+    if (e.end == RunEnd::kOutOfBudget) {
+      SEXTANT_RETURN_IF_ERROR(WindDown(e.why));
       break;
     }
-    if (wall > 0 && Elapsed() + kEps >= wall) {
-      SEXTANT_RETURN_IF_ERROR(
-          WindDown(absl::StrCat("budget.max_wall_time reached (", wall, " s)")));
-      break;
-    }
-    if (r.exhausted) {
-      SEXTANT_RETURN_IF_ERROR(
-          WindDown(absl::StrCat("budget.max_cost reached (", spec_.budget().max_cost(), ")")));
-      break;
-    }
-    if (r.stuck_on != Fleet::StuckOn::kNone) {
-      if (r.stuck_on == Fleet::StuckOn::kBudget) {
-        SEXTANT_RETURN_IF_ERROR(WindDown(absl::StrCat("budget.max_cost reached: ", r.stuck)));
-      } else {
-        SEXTANT_RETURN_IF_ERROR(Finish(v1::RUN_FAILED, r.stuck));
-      }
+    if (e.end != RunEnd::kGoesOn) {
+      if (e.end == RunEnd::kCompleted && has_scheduler_) e.why = "the schedule finished";
+      const bool finished = e.end == RunEnd::kCompleted || e.end == RunEnd::kEpsilonExhausted;
+      SEXTANT_RETURN_IF_ERROR(Finish(finished ? v1::RUN_COMPLETED : v1::RUN_FAILED, e.why));
       break;
     }
     // Nothing runs, boots or is due, and the fleet starts nothing: the run cannot go on.
@@ -548,7 +536,7 @@ absl::StatusOr<SimulationResult> Simulator::Impl::Run() {
     if (wall > 0) next = std::min(next, start_ + absl::Seconds(wall));
     SEXTANT_RETURN_IF_ERROR(cloud_->RunUntil(next));
   }
-  const DispatchStats stats = dispatcher_->Stats();
+  const DispatchStats stats = core_->Stats();
   CostBreakdown b = fleet_->ledger().Breakdown();
   result_.cost = b.total;
   result_.wall_seconds = Elapsed();

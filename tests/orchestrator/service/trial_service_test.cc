@@ -50,20 +50,21 @@ class ServedRun {
     store_ = *Store::Open(dir + "/state.db", true);
     DispatcherOptions options;
     options.lease_seconds = AskTellLeaseSeconds(spec_);
-    dispatcher_ = *Dispatcher::Create(spec_, store_.get(), *MakeSampler(spec_), RealClockInstance(),
-                                      options, MakeScheduler(spec_));
-    workers_ = std::make_unique<WorkerServiceImpl>(dispatcher_.get(), Redactor(), WorkerSessions(),
-                                                   RealClockInstance(), limits);
-    core_ = *AskTell::Create(dispatcher_.get(), store_.get(), RealClockInstance());
+    std::unique_ptr<Dispatcher> dispatcher =
+        *Dispatcher::Create(spec_, store_.get(), *MakeSampler(spec_), RealClockInstance(), options,
+                            MakeScheduler(spec_));
+    core_ = *AskTell::Create(dispatcher.get(), store_.get(), RealClockInstance());
+    run_ = std::make_unique<RunCore>(std::move(dispatcher), RealClockInstance(),
+                                     RealClockInstance()->Now());
     service_ =
-        std::make_unique<TrialServiceImpl>(workers_.get(), core_.get(), RealClockInstance(), limits);
+        std::make_unique<TrialServiceImpl>(run_.get(), core_.get(), RealClockInstance(), limits);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", MakeServerCredentials(security), &port_);
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ticker_ = std::thread([this] {
       while (!stop_) {
-        (void)workers_->Tick();
+        (void)run_->ExpireLeases();
         service_->Tick();
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
@@ -78,16 +79,13 @@ class ServedRun {
   void Drain() { service_->Drain(); }
   int port() const { return port_; }
   const std::string& run_id() const { return core_->run_id(); }
-  bool Finished() {
-    return workers_->WithDispatcher([](Dispatcher& d) { return d.Finished(); });
-  }
+  bool Finished() { return run_->Finished(); }
   Store& store() { return *store_; }
 
  private:
   v1::ExperimentSpec spec_;
   std::unique_ptr<Store> store_;
-  std::unique_ptr<Dispatcher> dispatcher_;
-  std::unique_ptr<WorkerServiceImpl> workers_;
+  std::unique_ptr<RunCore> run_;
   std::unique_ptr<AskTell> core_;
   std::unique_ptr<TrialServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -265,12 +263,12 @@ search: {sampler: sobol, seed: 7, max_trials: 10, max_concurrent: 1}
 trial: {command: [echo, loss=1]}
 )");
   std::unique_ptr<Store> store = *Store::Open(dir_ + "/state.db", true);
-  std::unique_ptr<Dispatcher> dispatcher = *Dispatcher::Create(
-      spec, store.get(), *MakeSampler(spec), RealClockInstance(), DispatcherOptions{}, nullptr);
+  RunCore run(*Dispatcher::Create(spec, store.get(), *MakeSampler(spec), RealClockInstance(),
+                                  DispatcherOptions{}, nullptr),
+              RealClockInstance(), RealClockInstance()->Now());
   CallLimits limits;
   limits.max_calls = 2;
-  WorkerServiceImpl workers(dispatcher.get(), Redactor(), WorkerSessions(), RealClockInstance(),
-                            limits);
+  WorkerServiceImpl workers(&run, Redactor(), WorkerSessions(), RealClockInstance(), limits);
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -279,7 +277,8 @@ trial: {command: [echo, loss=1]}
   std::atomic<bool> stop{false};
   std::thread ticker([&] {
     while (!stop) {
-      (void)workers.Tick();
+      (void)run.ExpireLeases();
+      workers.ServeWaiting();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
@@ -294,8 +293,8 @@ trial: {command: [echo, loss=1]}
     EXPECT_TRUE(stub->Register(&context, r, &response).ok());
     auto session = context.GetServerInitialMetadata().find(kSessionMetadataKey);
     EXPECT_NE(session, context.GetServerInitialMetadata().end());
-    return std::pair{response.worker_id(), std::string(session->second.data(),
-                                                       session->second.size())};
+    return std::pair{response.worker_id(),
+                     std::string(session->second.data(), session->second.size())};
   };
   auto lease = [&](const std::pair<int64_t, std::string>& w, double wait,
                    v1::LeaseResponse* response) {
@@ -330,7 +329,7 @@ trial: {command: [echo, loss=1]}
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
   EXPECT_THAT(refused.error_message(), HasSubstr("2"));
   EXPECT_FALSE(refused_response.has_assignment());
-  EXPECT_EQ(workers.WithDispatcher([](Dispatcher& d) { return d.trial_count(); }), 1);
+  EXPECT_EQ(run.trial_count(), 1);
   workers.Drain();  // the waiters hear `done`
   for (std::thread& t : waiters) t.join();
   EXPECT_EQ(answered.load(), 2);
