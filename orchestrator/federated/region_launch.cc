@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/ids.h"
 #include "common/status_macros.h"
-#include "orchestrator/federated/federation_settings.h"
 #include "rpc/certificates.h"
 #include "rpc/identity.h"
 
@@ -74,6 +73,12 @@ absl::Status IssueParticipantCertificates(const RegionLaunch& l, ServerSecurity*
   return absl::OkStatus();
 }
 
+std::vector<std::string> AggregatorRunFlags(const std::string& region,
+                                            const std::string& experiment_id, size_t model_size) {
+  return {"--region",    region,         "--experiment-id",
+          experiment_id, "--model-size", absl::StrCat(model_size)};
+}
+
 absl::Status LaunchRegions(const RegionLaunch& l, int tier_port, Participants& participants) {
   const v1::Federation& fed = l.spec->federation();
   const std::string target = absl::StrCat("127.0.0.1:", tier_port);
@@ -98,7 +103,9 @@ absl::Status LaunchRegions(const RegionLaunch& l, int tier_port, Participants& p
                                      absl::StrCat(l.startup_wait_seconds),
                                      "--exit-with-parent"};
     AddCredentials(l, &argv, r.name(), -1);
-    const std::vector<std::string> flags = AggregatorFlags(fed, r, l.experiment_id, l.model_size);
+    argv.insert(argv.end(), {"--spec", l.spec_file});
+    const std::vector<std::string> flags =
+        AggregatorRunFlags(r.name(), l.experiment_id, l.model_size);
     argv.insert(argv.end(), flags.begin(), flags.end());
     participants.Launch(argv, absl::StrCat("aggregator-", r.name(), ".log"),
                         absl::StrCat("aggregator ", r.name()), r.name(), /*aggregator=*/true);

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/clock.h"
@@ -23,7 +24,7 @@ struct RegionLaunch {
   std::string fed_dir;      // the run's federation folder (certificates, ports, work dirs)
   std::string logs_dir;     // where the participants' logs go (Participants')
   std::string experiment_id;
-  std::string spec_file;            // the experiment as the clients read it
+  std::string spec_file;            // the experiment as the participants read it
   size_t model_size = 0;            // the global model's floats
   double startup_wait_seconds = 0;  // an aggregator's wait for its clients to come up
   Clock* clock = nullptr;           // not owned
@@ -34,6 +35,13 @@ struct RegionLaunch {
 // may speak only as itself, and enrols the aggregators' on `security`: only they call the
 // global tier. Each region's aggregator admits its own clients' certificates.
 absl::Status IssueParticipantCertificates(const RegionLaunch& l, ServerSecurity* security);
+
+// What region `region`'s aggregator starts with beside the experiment, as its flags: its region,
+// the run's id and the global model's floats. It derives its settings from the experiment
+// (ApplyExperiment, aggregator/tier_settings.h): the run gives it --spec, and the plan of one
+// started by hand carries the signed experiment.
+std::vector<std::string> AggregatorRunFlags(const std::string& region,
+                                            const std::string& experiment_id, size_t model_size);
 
 // Starts, in each region not started by hand, its aggregator (dialling 127.0.0.1:`tier_port`,
 // serving its clients on a port it writes to a file), then its clients once it serves, each

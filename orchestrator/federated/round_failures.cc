@@ -1,10 +1,11 @@
 #include "orchestrator/federated/round_failures.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "aggregator/tier_settings.h"
 #include "common/error_line.h"
-#include "orchestrator/federated/federation_settings.h"
 
 namespace sextant {
 
@@ -28,13 +29,11 @@ void RoundFailures::Show(const std::vector<FailureReport>& reports, const RoundP
     if (!region || last_failure_.empty()) last_failure_ = absl::StrCat(f.failed, ": ", why);
   }
   const int64_t min_clients = std::max(1, fed_.min_clients());
-  if (progress.deadline_passed && progress.round > last_round &&
-      progress.round != deadline_said_ && progress.count < min_clients &&
-      fed_.round_deadline_seconds() > 0 && !Buffered(fed_)) {
+  if (progress.deadline_passed && progress.round > last_round && progress.round != deadline_said_ &&
+      progress.count < min_clients && fed_.round_deadline_seconds() > 0 && !Buffered(fed_)) {
     deadline_said_ = progress.round;
-    *out_ << "sextant: round " << progress.round << ": the deadline passed with "
-          << progress.count << " client updates in, fewer than min_clients " << min_clients
-          << "; waiting for more\n"
+    *out_ << "sextant: round " << progress.round << ": the deadline passed with " << progress.count
+          << " client updates in, fewer than min_clients " << min_clients << "; waiting for more\n"
           << std::flush;
   }
 }
@@ -42,11 +41,10 @@ void RoundFailures::Show(const std::vector<FailureReport>& reports, const RoundP
 std::optional<std::string> RoundFailures::RoundFailed(int64_t round, int64_t count,
                                                       const std::string& logs_dir) {
   ++failed_in_a_row_;
-  const std::string line =
-      absl::StrCat("round ", round, " failed: ", count, " client updates of min_clients ",
-                   std::max(1, fed_.min_clients()), "; ", clients_failed_, " clients and ",
-                   regions_failed_, " regions failed",
-                   last_failure_.empty() ? "" : absl::StrCat(" (last: ", last_failure_, ")"));
+  const std::string line = absl::StrCat(
+      "round ", round, " failed: ", count, " client updates of min_clients ",
+      std::max(1, fed_.min_clients()), "; ", clients_failed_, " clients and ", regions_failed_,
+      " regions failed", last_failure_.empty() ? "" : absl::StrCat(" (last: ", last_failure_, ")"));
   (void)store_->AddEvent(EventTime(), "round_failed", 0, line);
   *out_ << "sextant: " << line << "\n" << std::flush;
   clients_failed_ = 0;
@@ -62,6 +60,22 @@ void RoundFailures::RoundCompleted() {
   clients_failed_ = 0;
   regions_failed_ = 0;
   last_failure_.clear();
+}
+
+void RoundFailures::RecordRegionsSittingOut(int64_t round, double seconds,
+                                            std::vector<RoundRow>& rows) {
+  if (Buffered(fed_) || fed_.hide_region_sums()) return;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const v1::FederatedRegion& r : fed_.regions()) {
+    bool in = false;
+    for (const RoundRow& row : rows) in = in || row.region == r.name();
+    if (in) continue;
+    rows.push_back({round, r.name(), nan, nan, 0, 0, std::nullopt, seconds});
+    const std::string line =
+        absl::StrCat("round ", round, ": region ", r.name(), " sat the round out (no aggregate)");
+    (void)store_->AddEvent(EventTime(), "region_sat_out", 0, line);
+    *out_ << "sextant: " << line << "\n" << std::flush;
+  }
 }
 
 }  // namespace sextant

@@ -9,6 +9,7 @@
 
 #include "aggregator/federation_hub.h"
 #include "common/clock.h"
+#include "orchestrator/core/rounds_table.h"
 #include "orchestrator/core/store.h"
 #include "sextant/v1/experiment.pb.h"
 
@@ -17,7 +18,8 @@ namespace sextant {
 // What goes wrong in a federated run's rounds, said as it happens: each failure a participant
 // reports (a console line and an event, with its cause), a round that waits past its deadline
 // for too few updates (said once), and the rounds that close with fewer than min_clients
-// updates, counted in a row against federation.max_failed_rounds. Not thread-safe; the run's
+// updates, counted in a row against federation.max_failed_rounds, and the regions that sit a
+// round out. Not thread-safe; the run's
 // loop owns it.
 class RoundFailures {
  public:
@@ -33,10 +35,15 @@ class RoundFailures {
   // Round `round` closed with `count` client updates, fewer than min_clients: says so, with the
   // failures of the round. The model stays as it was. Returns why the run must fail once
   // max_failed_rounds rounds in a row have, else nullopt (the next round goes on).
-  std::optional<std::string> RoundFailed(int64_t round, int64_t count,
-                                         const std::string& logs_dir);
+  std::optional<std::string> RoundFailed(int64_t round, int64_t count, const std::string& logs_dir);
   // A round completed: the count in a row and the round's failures start again.
   void RoundCompleted();
+  // Round `round` of a synchronous plaintext run completed without the regions whose aggregate
+  // did not come (an aggregator preempted or failed, its replacement not yet in): each sat the
+  // round out, with a row of no clients and no scores added to `rows` (results: "sat_out", at
+  // `seconds` into the run), an event and a console line. No-op for buffered rounds and under
+  // hide_region_sums, whose rounds have no per-region rows.
+  void RecordRegionsSittingOut(int64_t round, double seconds, std::vector<RoundRow>& rows);
 
   // Clients that failed in the round under way.
   int64_t clients_failed() const { return clients_failed_; }

@@ -27,6 +27,7 @@
 #include "common/clock.h"
 #include "federation/round_coordinator.h"
 #include "gtest/gtest.h"
+#include "sextant/v1/experiment.pb.h"
 
 namespace sextant {
 namespace {
@@ -95,12 +96,19 @@ TEST(FederatedAggregatorMemoryTest, ThreeHundredMegabyteModelStreamsWithRssBelow
   auto server = StartFederationServer("127.0.0.1:0", &service, &port);
   ASSERT_TRUE(server.ok()) << server.status();
 
+  // The experiment the aggregator takes its settings from: region r of kClients clients.
+  v1::ExperimentSpec spec;
+  v1::FederatedRegion* r = spec.mutable_federation()->add_regions();
+  r->set_name("r");
+  r->set_clients(kClients);
+  std::ofstream(dir + "/spec.pb", std::ios::binary) << spec.SerializeAsString();
   const std::string port_file = dir + "/agg.port";
-  pid_t agg = Spawn(
-      {std::string(SEXTANT_BIN_DIR) + "/sextant-worker", "--role", "aggregator", "--region", "r",
-       "--connect", "127.0.0.1:" + std::to_string(port), "--experiment-id", "mem", "--model-size",
-       std::to_string(kModelFloats), "--work-dir", dir + "/agg", "--port-file", port_file},
-      dir + "/agg.log");
+  pid_t agg =
+      Spawn({std::string(SEXTANT_BIN_DIR) + "/sextant-worker", "--role", "aggregator", "--region",
+             "r", "--connect", "127.0.0.1:" + std::to_string(port), "--experiment-id", "mem",
+             "--model-size", std::to_string(kModelFloats), "--work-dir", dir + "/agg",
+             "--port-file", port_file, "--spec", dir + "/spec.pb"},
+            dir + "/agg.log");
   RoundTask region;
   region.model_size = kModelFloats;
   for (int i = 0; i < kClients; ++i) region.participants.push_back("r/" + std::to_string(i));

@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sextant/v1/experiment.pb.h"
 #include "worker/federated/federated_main.h"
 
 namespace sextant {
@@ -121,9 +122,14 @@ TEST(WorkerCliTest, TrainHandsEveryArgumentToTheTrainer) {
 TEST(WorkerCliTest, FederatedRoleHelpListsItsFlags) {
   Output r = RunWorker({"--role", "aggregator", "--help"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  for (const char* flag : {"--model-size", "--work-dir", "--aggregation", "--secure-aggregation",
-                           "--clients", "--startup-wait", "--spec", "--index"}) {
+  for (const char* flag : {"--model-size", "--work-dir", "--listen", "--port-file",
+                           "--startup-wait", "--spec", "--index", "--join"}) {
     EXPECT_THAT(r.out, HasSubstr(flag));
+  }
+  // An aggregator's settings come from the experiment, not from flags.
+  for (const char* gone : {"--aggregation", "--secure-aggregation", "--clients", "--dp-clip-norm",
+                           "--max-staleness"}) {
+    EXPECT_THAT(r.out, Not(HasSubstr(gone)));
   }
 }
 
@@ -146,11 +152,29 @@ TEST(WorkerCliTest, FederatedRoleFlagWithoutItsValueIsAUsageError) {
 }
 
 TEST(WorkerCliTest, AggregatorArgumentsAreCheckedBeforeItStarts) {
-  Output r = RunWorker({"--role=aggregator", "--region", "east", "--connect", "127.0.0.1:1",
-                        "--experiment-id", "x", "--model-size=4", "--work-dir",
-                        ::testing::TempDir(), "--trim-fraction", "a-third"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--trim-fraction takes a number"));
+  const std::vector<std::string> base = {
+      "--role=aggregator", "--region", "east",           "--connect",  "127.0.0.1:1",
+      "--experiment-id",   "x",        "--model-size=4", "--work-dir", ::testing::TempDir()};
+  // Without the experiment it has no settings.
+  Output none = RunWorker(base);
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("an aggregator needs --spec FILE"));
+  // An experiment without its region.
+  v1::ExperimentSpec spec;
+  spec.mutable_federation()->add_regions()->set_name("west");
+  const std::string file = ::testing::TempDir() + "/aggregator-west.pb";
+  std::ofstream(file, std::ios::binary) << spec.SerializeAsString();
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--spec", file});
+  Output west = RunWorker(args);
+  EXPECT_EQ(west.exit_code, 2);
+  EXPECT_THAT(west.err, HasSubstr("has no region"));
+  EXPECT_THAT(west.err, HasSubstr(file));
+  // A value of the wrong kind.
+  args.insert(args.end(), {"--startup-wait", "a-third"});
+  Output wait = RunWorker(args);
+  EXPECT_EQ(wait.exit_code, 2);
+  EXPECT_THAT(wait.err, HasSubstr("--startup-wait"));
 }
 
 TEST(IsFederatedInvocationTest, RolesAndBothFlagForms) {

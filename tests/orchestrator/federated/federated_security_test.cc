@@ -68,6 +68,16 @@ class FederatedSecurityTest : public ::testing::Test {
     ASSERT_EQ(init.exit_code, 0) << init.err;
   }
 
+  // The experiment an aggregator started here takes its settings from (--spec): region east,
+  // whose clients it does not list (the test's certificates name them).
+  std::string EastSpec() {
+    v1::ExperimentSpec spec;
+    spec.mutable_federation()->add_regions()->set_name("east");
+    const std::string file = dir_ + "/spec.pb";
+    std::ofstream(file, std::ios::binary) << spec.SerializeAsString();
+    return file;
+  }
+
   std::string Read(const std::string& dir, const std::string& file) {
     return ReadFile(dir + "/" + file);
   }
@@ -138,9 +148,11 @@ class FederatedSecurityTest : public ::testing::Test {
   std::unique_ptr<BackgroundProcess> StartEastAggregator() {
     const std::string port_file = dir_ + "/east.port";
     auto agg = std::make_unique<BackgroundProcess>(std::vector<std::string>{
-        kWorker, "--role", "aggregator", "--region", "east", "--connect", "127.0.0.1:1",
-        "--experiment-id", "x", "--model-size", "4", "--work-dir", dir_ + "/east", "--port-file",
-        port_file, "--tls-dir", certs_, "--tls-name", "agg-east"});
+        kWorker,       "--role",      "aggregator",      "--region",   "east",
+        "--connect",   "127.0.0.1:1", "--experiment-id", "x",          "--model-size",
+        "4",           "--spec",      EastSpec(),        "--work-dir", dir_ + "/east",
+        "--port-file", port_file,     "--tls-dir",       certs_,       "--tls-name",
+        "agg-east"});
     if (WaitFor([&] { return std::filesystem::exists(port_file); }, 30)) {
       target_ =
           absl::StrCat("127.0.0.1:", std::string(absl::StripAsciiWhitespace(ReadFile(port_file))));
@@ -379,9 +391,9 @@ federation:
   for (size_t i = 0; i + 1 < flags.size(); ++i) {
     if (flags[i] == "--experiment-id") id = flags[i + 1];
   }
-  EXPECT_TRUE(VerifyOrchestratorSignature(
-                  ReadFile(certs_ + "/ca.pem"), {plan->spec_certificate(), plan->spec_signature()},
-                  ExperimentBinding(id, plan->spec(), plan->expires_at()))
+  EXPECT_TRUE(VerifyOrchestratorSignature(ReadFile(certs_ + "/ca.pem"),
+                                          {plan->spec_certificate(), plan->spec_signature()},
+                                          ExperimentBinding(id, plan->spec(), plan->expires_at()))
                   .ok());
   // The plan expires (30 days on), and its expiry is signed: a later one does not verify.
   const int64_t now = absl::ToUnixSeconds(absl::Now());
@@ -438,14 +450,14 @@ TEST_F(FederatedSecurityTest, AClientStartedByHandRunsOnlyItsOwnRunsCurrentPlan)
     int64_t expires_at;
     std::string refusal;
   };
-  for (const Case& c : {Case{"old-run-1", later, "PERMISSION_DENIED"},
-                        Case{"current-run-2", past, "expired at"}}) {
+  for (const Case& c :
+       {Case{"old-run-1", later, "PERMISSION_DENIED"}, Case{"current-run-2", past, "expired at"}}) {
     absl::StatusOr<KeyAttestation> signature =
         SignAsOrchestrator(certs_, ExperimentBinding(c.signed_for, bytes, c.expires_at));
     ASSERT_TRUE(signature.ok()) << signature.status();
     v1::JoinPlan replayed;
-    for (const char* f : {"--region", "east", "--index", "0", "--name", "alice",
-                          "--experiment-id", "current-run-2"}) {
+    for (const char* f : {"--region", "east", "--index", "0", "--name", "alice", "--experiment-id",
+                          "current-run-2"}) {
       replayed.add_flags(f);
     }
     replayed.set_spec(bytes);
@@ -461,13 +473,13 @@ TEST_F(FederatedSecurityTest, AClientStartedByHandRunsOnlyItsOwnRunsCurrentPlan)
     auto security = LoadServerSecurity(certs_, "agg-east");
     ASSERT_TRUE(security.ok()) << security.status();
     int port = 0;
-    auto server = StartFederationServer("127.0.0.1:0", &service, &port,
-                                        MakeServerCredentials(*security));
+    auto server =
+        StartFederationServer("127.0.0.1:0", &service, &port, MakeServerCredentials(*security));
     ASSERT_TRUE(server.ok()) << server.status();
-    auto client = RunProcess({kWorker, "--role", "client", "--join", "--connect",
-                              absl::StrCat("localhost:", port), "--tls-dir", certs_, "--tls-name",
-                              "alice", "--experiment-id", "current-run-2"},
-                             60);
+    auto client = RunProcess(
+        {kWorker, "--role", "client", "--join", "--connect", absl::StrCat("localhost:", port),
+         "--tls-dir", certs_, "--tls-name", "alice", "--experiment-id", "current-run-2"},
+        60);
     EXPECT_EQ(client.exit_code, 1) << client.out << client.err;
     EXPECT_THAT(client.err, HasSubstr(c.refusal));
     EXPECT_EQ(hub.Progress().delivered, 0);  // it sent nothing
@@ -554,14 +566,14 @@ federation:
 
 TEST_F(FederatedSecurityTest, AggregatorRefusesANonLoopbackAddressWithoutTls) {
   auto r = RunProcess({kWorker, "--role", "aggregator", "--region", "east", "--connect",
-                       "127.0.0.1:1", "--experiment-id", "x", "--model-size", "4", "--work-dir",
-                       dir_ + "/east", "--listen", "0.0.0.0:0"},
+                       "127.0.0.1:1", "--experiment-id", "x", "--model-size", "4", "--spec",
+                       EastSpec(), "--work-dir", dir_ + "/east", "--listen", "0.0.0.0:0"},
                       30);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("refusing to listen on 0.0.0.0:0"));
   auto bad = RunProcess({kWorker, "--role", "aggregator", "--region", "east", "--connect",
-                         "127.0.0.1:1", "--experiment-id", "x", "--model-size", "4", "--work-dir",
-                         dir_ + "/east", "--tls-dir", dir_ + "/nowhere"},
+                         "127.0.0.1:1", "--experiment-id", "x", "--model-size", "4", "--spec",
+                         EastSpec(), "--work-dir", dir_ + "/east", "--tls-dir", dir_ + "/nowhere"},
                         30);
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--tls-dir"));
@@ -628,7 +640,8 @@ TEST_F(FederatedSecurityTest, AnAggregatorThatSwapsASecAggKeyLearnsNothing) {
   const std::vector<std::string> sites = {"alice", "bob", "carol"};
   std::vector<std::vector<std::string>> certs = {
       {"agg-east", "--role", "aggregator", "--region", "east", "--san", "127.0.0.1"}};
-  for (const std::string& site : sites) certs.push_back({site, "--role", "client", "--region", "east"});
+  for (const std::string& site : sites)
+    certs.push_back({site, "--role", "client", "--region", "east"});
   for (const std::vector<std::string>& args : certs) {
     std::vector<std::string> argv = {kSextant, "certs", "issue", certs_};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -660,8 +673,8 @@ federation:
 
   const std::string port_file = dir_ + "/east.port";
   BackgroundProcess agg({TAMPERING_AGGREGATOR, "--role", "aggregator", "--join", "--connect",
-                         orchestrator, "--tls-dir", certs_, "--tls-name", "agg-east",
-                         "--work-dir", dir_ + "/east", "--port-file", port_file});
+                         orchestrator, "--tls-dir", certs_, "--tls-name", "agg-east", "--work-dir",
+                         dir_ + "/east", "--port-file", port_file});
   ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(port_file); }, 30))
       << agg.out() << agg.err();
   const std::string east =
@@ -669,8 +682,8 @@ federation:
   std::vector<std::unique_ptr<BackgroundProcess>> clients;
   for (const std::string& site : sites) {
     clients.push_back(std::make_unique<BackgroundProcess>(std::vector<std::string>{
-        kWorker, "--role", "client", "--join", "--connect", east, "--tls-dir", certs_,
-        "--tls-name", site, "--threads", "1", "--experiment-id", id}));
+        kWorker, "--role", "client", "--join", "--connect", east, "--tls-dir", certs_, "--tls-name",
+        site, "--threads", "1", "--experiment-id", id}));
   }
   const int rc = run.Wait(240);
   const std::string out = run.out() + run.err();
@@ -689,12 +702,14 @@ federation:
   EXPECT_EQ(tampered, (std::set<std::string>{"east/alice", "east/bob", "east/carol"})) << seen;
   // Each client refused it, naming the peer whose key was not that peer's, and said so: the
   // run's console names each refusal, by the client's place and its own name.
-  const std::string refusal = "PERMISSION_DENIED: secagg: the keys relayed for '(east/[a-z]+)' "
-                              "are not its own";
+  const std::string refusal =
+      "PERMISSION_DENIED: secagg: the keys relayed for '(east/[a-z]+)' "
+      "are not its own";
   EXPECT_EQ(Groups(client_logs, refusal).size(), 3u) << client_logs;
   std::set<std::string> said;
-  for (const auto& g : Groups(out, "client east/[0-2] failed: \\((east/[a-z]+)\\) secagg: the "
-                                   "keys relayed for 'east/[a-z]+' are not its own")) {
+  for (const auto& g : Groups(out,
+                              "client east/[0-2] failed: \\((east/[a-z]+)\\) secagg: the "
+                              "keys relayed for 'east/[a-z]+' are not its own")) {
     said.insert(g[1]);
   }
   EXPECT_EQ(said, tampered) << out;
@@ -761,8 +776,8 @@ resources:
                                    "pools are static) and join with certificates: run with "
                                    "--tls-dir DIR"));
 
-  BackgroundProcess run({kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run",
-                         "--tls-dir", certs_});
+  BackgroundProcess run(
+      {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run", "--tls-dir", certs_});
   ASSERT_TRUE(run.WaitForOutput("--experiment-id ", 90)) << run.out() << run.err();
   std::smatch m;
   const std::string announced = run.out();
@@ -787,8 +802,8 @@ resources:
   std::vector<std::unique_ptr<BackgroundProcess>> clients;
   for (const std::string site : {"alice", "bob"}) {
     clients.push_back(std::make_unique<BackgroundProcess>(std::vector<std::string>{
-        kWorker, "--role", "client", "--join", "--connect", west, "--tls-dir", certs_,
-        "--tls-name", site, "--pool", "west-sites", "--threads", "1", "--experiment-id", id}));
+        kWorker, "--role", "client", "--join", "--connect", west, "--tls-dir", certs_, "--tls-name",
+        site, "--pool", "west-sites", "--threads", "1", "--experiment-id", id}));
   }
   const int rc = run.Wait(300);
   EXPECT_EQ(agg.Wait(rc == 0 ? 60 : 1), 0) << agg.out() << agg.err();
@@ -805,12 +820,10 @@ resources:
   }
   // East's three were launched here as processes, west's three joined on their pools.
   auto events = RunProcess({kSextant, "events", dir_ + "/run"});
-  EXPECT_EQ(Groups(events.out, "(aggregator|client) east(/\\d)? pid=\\d+ pool=east-all").size(),
-            3u)
+  EXPECT_EQ(Groups(events.out, "(aggregator|client) east(/\\d)? pid=\\d+ pool=east-all").size(), 3u)
       << events.out;
   EXPECT_EQ(Groups(events.out, "federation_launch[^\\n]*west").size(), 0u) << events.out;
-  EXPECT_EQ(Groups(events.out, "(aggregator west|client west/\\d) joined on pool west-").size(),
-            3u)
+  EXPECT_EQ(Groups(events.out, "(aggregator west|client west/\\d) joined on pool west-").size(), 3u)
       << events.out;
 }
 

@@ -148,7 +148,9 @@ TEST_F(LiveReportSecurityTest, AnotherUserGetsNoTokenAndNoPage) {
   const std::string fetch = absl::StrCat(
       "import urllib.request, urllib.error\n"
       "try:\n"
-      "    r = urllib.request.urlopen('http://127.0.0.1:", port_, "/', timeout=10)\n"
+      "    r = urllib.request.urlopen('http://127.0.0.1:",
+      port_,
+      "/', timeout=10)\n"
       "    print(r.status); print(r.read().decode())\n"
       "except urllib.error.HTTPError as e:\n"
       "    print(e.code); print(e.read().decode())\n");
@@ -274,16 +276,17 @@ trial:
 federation:
   regions: [{name: east, clients: 2}]
   rounds: 1
-)").SerializeAsString());
+)")
+                                  .SerializeAsString());
   const std::vector<std::vector<std::string>> roles = {
       {kWorker, "--role", "client", "--spec", dir + "/spec.pb", "--region", "east", "--index", "0",
        "--experiment-id", "e1", "--connect", target, "--secret-file", dir + "/worker.secret"},
-      {kWorker, "--role", "aggregator", "--region", "east", "--experiment-id", "e1",
-       "--model-size", "10", "--work-dir", dir + "/agg", "--listen", "127.0.0.1:0", "--connect",
-       target, "--secret-file", dir + "/worker.secret"},
-      {kWorker, "--role", "aggregator", "--region", "east", "--experiment-id", "e1",
-       "--model-size", "10", "--work-dir", dir + "/agg", "--listen", "127.0.0.1:0", "--connect",
-       target}};
+      {kWorker, "--role", "aggregator", "--region", "east", "--experiment-id", "e1", "--model-size",
+       "10", "--spec", dir + "/spec.pb", "--work-dir", dir + "/agg", "--listen", "127.0.0.1:0",
+       "--connect", target, "--secret-file", dir + "/worker.secret"},
+      {kWorker, "--role", "aggregator", "--region", "east", "--experiment-id", "e1", "--model-size",
+       "10", "--spec", dir + "/spec.pb", "--work-dir", dir + "/agg", "--listen", "127.0.0.1:0",
+       "--connect", target}};
   for (const std::vector<std::string>& argv : roles) {
     const auto start = std::chrono::steady_clock::now();
     auto r = RunProcess(argv, 20);
