@@ -386,8 +386,8 @@ absl::StatusOr<Dispatcher::Entry*> Dispatcher::CreateTrialInTx() {
       bohb_ && scheduler_ ? absl::MakeConstSpan(model_history) : absl::MakeConstSpan(history_),
       &notes};
   // The spend prices every live instance: read it only when a max_cost makes it count.
-  const bool priced = spend_ && spec_.budget().has_max_cost();
-  request.budget_used = BudgetUsed(spec_, priced ? spend_() : 0.0, number);
+  const bool priced = rules_.spend && spec_.budget().has_max_cost();
+  request.budget_used = BudgetUsed(spec_, priced ? rules_.spend() : 0.0, number);
   absl::StatusOr<Params> params = sampler_->Ask(request);
   for (const std::string& note : notes) SEXTANT_RETURN_IF_ERROR(Event("sampler_note", 0, note));
   if (!params.ok()) {
@@ -417,7 +417,7 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
     }
     // The failure policy has ended the run: the orchestrator's loop winds it down.
     if (failure_stop_ || hold_ || running_ >= std::max(1, spec_.search().max_concurrent())) break;
-    if (lease_gate_ && !lease_gate_(*this)) break;
+    if (rules_.lease_gate && !rules_.lease_gate(*this)) break;
     Entry* e = nullptr;
     double target = 0;
     bool resume = false;
@@ -449,7 +449,7 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
             Event("placement", e->row.id,
                   absl::StrCat("top rung (", spec_.search().fidelity().name(), "=",
                                FormatParamValue(target), ") waits for a worker off pool ",
-                               workers_[worker_id].pool, ": ", top_rung_why_)));
+                               workers_[worker_id].pool, ": ", rules_.top_rung_why)));
         break;
       }
     } else if (CanCreate()) {
@@ -479,12 +479,12 @@ absl::StatusOr<v1::LeaseResponse> Dispatcher::LeaseInTx(int64_t worker_id) {
       SEXTANT_RETURN_IF_ERROR(Event("trial_failed", e->row.id, e->row.error));
       continue;
     }
-    if (TopRung(target) && !top_rung_barred_.empty()) {
+    if (TopRung(target) && !rules_.top_rung_barred.empty()) {
       SEXTANT_RETURN_IF_ERROR(
           Event("placement", e->row.id,
                 absl::StrCat("top rung (", spec_.search().fidelity().name(), "=",
                              FormatParamValue(target), ") runs on worker ", worker_id, " of pool ",
-                             workers_[worker_id].pool, ": ", top_rung_why_)));
+                             workers_[worker_id].pool, ": ", rules_.top_rung_why)));
     }
     e->row.state = v1::RUNNING;
     SetRunning(*e, worker_id);
@@ -901,14 +901,14 @@ absl::StatusOr<int> Dispatcher::WorkerLost(int64_t worker_id, const std::string&
 void Dispatcher::SetRunning(Entry& e, int64_t worker_id) {
   e.worker_id = worker_id;
   if (running_ids_.insert(e.row.id).second) ++running_;
-  if (worker_trial_) worker_trial_(worker_id, e.row.id);
+  if (rules_.worker_trial) rules_.worker_trial(worker_id, e.row.id);
 }
 
 int64_t Dispatcher::ClearRunning(Entry& e) {
   const int64_t worker = e.worker_id;
   if (running_ids_.erase(e.row.id) > 0) --running_;
   e.worker_id = 0;
-  if (worker_trial_ && worker != 0) worker_trial_(worker, 0);
+  if (rules_.worker_trial && worker != 0) rules_.worker_trial(worker, 0);
   return worker;
 }
 
@@ -975,9 +975,9 @@ bool Dispatcher::TopRung(double target) const {
 }
 
 bool Dispatcher::LowRungsOnly(int64_t worker_id) const {
-  if (top_rung_barred_.empty()) return false;
+  if (rules_.top_rung_barred.empty()) return false;
   auto it = workers_.find(worker_id);
-  return it != workers_.end() && top_rung_barred_.count(it->second.pool) > 0;
+  return it != workers_.end() && rules_.top_rung_barred.count(it->second.pool) > 0;
 }
 
 Dispatcher::Entry* Dispatcher::TakeQueued(bool low_rungs_only) {
@@ -991,7 +991,7 @@ Dispatcher::Entry* Dispatcher::TakeQueued(bool low_rungs_only) {
 }
 
 int Dispatcher::TopRungDemand() const {
-  if (top_rung_barred_.empty() || interrupted_ || stopping_ || hold_) return 0;
+  if (rules_.top_rung_barred.empty() || interrupted_ || stopping_ || hold_) return 0;
   int n = 0;
   for (int64_t id : queue_) n += TopRung(trials_[id - 1].row.target) ? 1 : 0;
   return n;

@@ -83,6 +83,33 @@ int MaxFailedInARow(const v1::Search& search);
 // Every state change is committed to the Store before the method returns, so whatever a
 // caller acknowledges is durable. A message from an attempt that no longer holds the lease is
 // rejected with Aborted. Not thread-safe: the service calls it under one lock.
+class Dispatcher;
+
+// What the run around a dispatcher decides for it: the study's privacy and cost budgets, the
+// fleet's placement and bills (FleetDriver::Connect). Each one unset changes nothing.
+struct DispatchRules {
+  // No trial is created beyond create_limit(d) trials in all (the study's privacy budget,
+  // budget.max_epsilon, allows no more); trials already created run on. Asked whenever a trial
+  // might be created, so it sees every trial that has just ended. Unset: no limit.
+  std::function<int64_t(const Dispatcher&)> create_limit;
+  // Asked before each lease (a new attempt, a resume or a promotion): false holds it back, as
+  // SetHold does, until a later lease finds it true. Unset: every lease may go.
+  std::function<bool(const Dispatcher&)> lease_gate;
+  // Placement keeps the top rung (a job whose fidelity target is the maximum) off these pools:
+  // their workers never lease such a job, which waits in the queue for a worker of another
+  // pool. top_rung_why goes into the "placement" event of each top-rung lease. Unset: none.
+  std::set<std::string> top_rung_barred;
+  std::string top_rung_why;
+  // Where the built-in metric `cost` comes from: the trial's share of the ledger so far, every
+  // attempt counted. Unset: 0 (nothing is billed).
+  std::function<double(int64_t trial)> trial_cost;
+  // The run's committed spend, for cost_aware sampling's budget share. Unset: 0.
+  std::function<double()> spend;
+  // Told at once whenever a worker starts an attempt (worker, trial) or ends one (worker, 0),
+  // so that its instance's time is charged to the trial exactly while it runs. Unset: none.
+  std::function<void(int64_t worker, int64_t trial)> worker_trial;
+};
+
 class Dispatcher {
  public:
   // Builds the dispatcher over a store, loading any earlier state (a resume): trials that were
@@ -179,13 +206,10 @@ class Dispatcher {
     std::string launch_token;  // empty for a worker started by hand
   };
   const std::map<int64_t, WorkerInfo>& workers() const { return workers_; }
-  // No trial is created beyond limit(*this) trials in all (the study's privacy budget,
-  // budget.max_epsilon, allows no more); trials already created run on. Asked whenever a trial
-  // might be created, so it sees every trial that has just ended. Default: no limit.
-  void SetCreateLimit(std::function<int64_t(const Dispatcher&)> limit) {
-    create_limit_ = std::move(limit);
-  }
-  // True when the limit above, not search.max_trials, is what stops new trials now.
+  // What the run around the dispatcher decides for it (DispatchRules); set them before it
+  // serves.
+  DispatchRules& rules() { return rules_; }
+  // True when rules().create_limit, not search.max_trials, is what stops new trials now.
   bool CreateLimited() const {
     const int64_t limit = CreateLimit();
     return static_cast<int64_t>(trials_.size()) >= limit && limit < spec_.search().max_trials();
@@ -193,30 +217,10 @@ class Dispatcher {
   // While held, no trial is leased or promoted (the budget cannot pay for more work);
   // running trials go on.
   void SetHold(bool hold) { hold_ = hold; }
-  // Asked before each lease (a new attempt, a resume or a promotion): false holds it back, as
-  // SetHold does, until a later lease finds it true. Default none: every lease may go.
-  void SetLeaseGate(std::function<bool(const Dispatcher&)> gate) { lease_gate_ = std::move(gate); }
-  // Placement keeps the top rung (a job whose fidelity target is the maximum) off these
-  // pools: their workers never lease such a job, which waits in the queue for a worker of
-  // another pool. `why` goes into the "placement" event of each top-rung lease. Default: none.
-  void SetTopRungRule(std::set<std::string> barred_pools, std::string why) {
-    top_rung_barred_ = std::move(barred_pools);
-    top_rung_why_ = std::move(why);
-  }
   // Queued jobs that only a worker outside the barred pools may take (part of Demand()).
   int TopRungDemand() const;
   // The worker's instance is going away: its next Lease answers `done`, so it exits.
   void RetireWorker(int64_t worker_id) { retired_.insert(worker_id); }
-  // Where the built-in metric `cost` comes from: the trial's share of the ledger so far, every
-  // attempt counted. Default: 0 (nothing is billed). The function must outlive the dispatcher.
-  void SetTrialCost(std::function<double(int64_t trial)> cost) { trial_cost_ = std::move(cost); }
-  // The run's committed spend, for cost_aware sampling's budget share. Default: 0.
-  void SetSpend(std::function<double()> spend) { spend_ = std::move(spend); }
-  // Told at once whenever a worker starts an attempt (worker, trial) or ends one (worker, 0),
-  // so that its instance's time is charged to the trial exactly while it runs. Default: none.
-  void SetWorkerTrialHook(std::function<void(int64_t worker, int64_t trial)> hook) {
-    worker_trial_ = std::move(hook);
-  }
   const v1::ExperimentSpec& spec() const { return spec_; }
 
  private:
@@ -284,7 +288,9 @@ class Dispatcher {
   double Minimised(double v) const;
   // The trial's objectives and constraints from its latest metrics and built-ins, now.
   TrialEvaluation EvaluateNow(const Entry& e) const;
-  double TrialCost(int64_t trial) const { return trial_cost_ ? trial_cost_(trial) : 0.0; }
+  double TrialCost(int64_t trial) const {
+    return rules_.trial_cost ? rules_.trial_cost(trial) : 0.0;
+  }
   // The sampler's observation of e as its row records it (RecordOutcome), with that outcome.
   Observation ObservedAs(const Entry& e, Observation::Outcome outcome) const;
   // Copies the evaluation's values and feasibility into e.row.
@@ -299,13 +305,10 @@ class Dispatcher {
 
   v1::ExperimentSpec spec_;
   ObjectiveSet objectives_;
-  std::function<double(int64_t)> trial_cost_;
-  std::function<int64_t(const Dispatcher&)> create_limit_;
+  DispatchRules rules_;
   int64_t CreateLimit() const {
-    return create_limit_ ? create_limit_(*this) : std::numeric_limits<int64_t>::max();
+    return rules_.create_limit ? rules_.create_limit(*this) : std::numeric_limits<int64_t>::max();
   }
-  std::function<double()> spend_;
-  std::function<void(int64_t, int64_t)> worker_trial_;
   SearchSpace space_;
   Store* store_;
   std::unique_ptr<Sampler> sampler_;
@@ -325,13 +328,10 @@ class Dispatcher {
   bool interrupted_ = false;
   bool target_reached_ = false;
   bool hold_ = false;
-  std::function<bool(const Dispatcher&)> lease_gate_;
   // The failure policy's bounds are passed: why (FailureStop).
   std::optional<std::string> failure_stop_;
   double session_started_ = 0;  // Now() when this dispatcher was made: its bounds count from it
   bool stopping_ = false;       // BeginStop: winding down for the budget
-  std::set<std::string> top_rung_barred_;  // SetTopRungRule
-  std::string top_rung_why_;
   std::string stop_reason_;
   std::set<int64_t> retired_;
   std::map<int64_t, WorkerInfo> workers_;

@@ -121,10 +121,14 @@ absl::Status RunCore::BeginWindDown(const std::string& why) {
 
 absl::Status RunCore::End(v1::RunState state, const std::string& why) {
   absl::MutexLock lock(&mu_);
+  // The state is recorded even when cancelling failed (a store that refuses writes): the first
+  // error is returned.
+  absl::Status cancelled;
   if (state != v1::RUN_COMPLETED && state != v1::RUN_EPSILON_EXHAUSTED) {
-    SEXTANT_RETURN_IF_ERROR(dispatcher_->Interrupt());
+    cancelled = dispatcher_->Interrupt();
   }
-  return dispatcher_->MarkRunState(state, why);
+  absl::Status marked = dispatcher_->MarkRunState(state, why);
+  return cancelled.ok() ? marked : cancelled;
 }
 
 void RunCore::TerminatePools() {

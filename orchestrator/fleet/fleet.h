@@ -136,7 +136,7 @@ class Fleet {
   double TrialCost(int64_t trial) const;
   int live_instances() const { return ledger_.live_instances(); }
   // The worker started running `trial` now (0: it finished its trial): its instance's time is
-  // charged to the trial from now on (Dispatcher::SetWorkerTrialHook). A worker not bound to
+  // charged to the trial from now on (DispatchRules::worker_trial). A worker not bound to
   // a live instance yet is picked up by the next Tick.
   void OnWorkerTrial(int64_t worker, int64_t trial);
   // The registered workers of instances that are up: bound to an instance that is neither

@@ -11,22 +11,22 @@ FleetDriver::FleetDriver(Fleet* fleet, Store* store, const Clock* clock, FleetDr
     : fleet_(fleet), store_(store), clock_(clock), options_(options) {}
 
 void FleetDriver::Connect(Dispatcher& d) {
-  std::string why;
-  std::set<std::string> barred = fleet_->PoolsOffTheTopRung(&why);
-  d.SetTopRungRule(std::move(barred), why);
-  d.SetTrialCost([fleet = fleet_](int64_t trial) { return fleet->TrialCost(trial); });
+  d.rules().top_rung_barred = fleet_->PoolsOffTheTopRung(&d.rules().top_rung_why);
+  d.rules().trial_cost = [fleet = fleet_](int64_t trial) { return fleet->TrialCost(trial); };
   // For cost_aware sampling's budget share, read at every new trial: priced at most once a
   // second (it prices every live instance).
-  d.SetSpend([fleet = fleet_, clock = clock_, at = absl::InfinitePast(), spend = 0.0]() mutable {
+  d.rules().spend = [fleet = fleet_, clock = clock_, at = absl::InfinitePast(),
+                     spend = 0.0]() mutable {
     const absl::Time now = clock->Now();
     if (now - at >= absl::Seconds(1)) {
       spend = fleet->committed();
       at = now;
     }
     return spend;
-  });
-  d.SetWorkerTrialHook(
-      [fleet = fleet_](int64_t worker, int64_t trial) { fleet->OnWorkerTrial(worker, trial); });
+  };
+  d.rules().worker_trial = [fleet = fleet_](int64_t worker, int64_t trial) {
+    fleet->OnWorkerTrial(worker, trial);
+  };
 }
 
 absl::StatusOr<PoolsRound> FleetDriver::Round(Dispatcher& d) {

@@ -121,13 +121,13 @@ class SearchRun {
                                                 dopts, MakeScheduler(spec_)));
     if (spec_.budget().has_max_epsilon()) {
       privacy_budget_.emplace(spec_, run_dir_path_);
-      dispatcher->SetCreateLimit([this](const Dispatcher& d) {
+      dispatcher->rules().create_limit = [this](const Dispatcher& d) {
         return privacy_budget_->CreateLimit(d.trial_count(), [&](int64_t id) {
           const TrialRow* row = d.trial_row(id);
           return row != nullptr && (row->state == v1::COMPLETED || row->state == v1::PRUNED ||
                                     row->state == v1::FAILED);
         });
-      });
+      };
     }
     if (FederatedOnPools()) SEXTANT_RETURN_IF_ERROR(PlanFederatedTrials(*dispatcher));
     core_ = std::make_unique<RunCore>(std::move(dispatcher), env_.clock, env_.clock->Now());
@@ -580,7 +580,7 @@ class SearchRun {
     first_increments_ = placement.FirstIncrements();
     if (spec_.budget().has_max_cost()) {
       SEXTANT_RETURN_IF_ERROR(ReadStudyCosts(d).status());  // a resume's earlier bills
-      d.SetLeaseGate([this](const Dispatcher& d) { return StudyCanStart(d); });
+      d.rules().lease_gate = [this](const Dispatcher& d) { return StudyCanStart(d); };
     }
     if (federated_slots_ < 1) {
       return absl::InvalidArgumentError(

@@ -44,7 +44,7 @@ class RunCoreTest : public ::testing::Test {
     auto d = Dispatcher::Create(spec_, store_.get(), NewRandomSampler(ToSearchSpace(spec_), 3),
                                 &clock_, options);
     ASSERT_TRUE(d.ok()) << d.status();
-    if (create_limit) (*d)->SetCreateLimit(std::move(create_limit));
+    if (create_limit) (*d)->rules().create_limit = std::move(create_limit);
     core_ = std::make_unique<RunCore>(*std::move(d), &clock_, clock_.Now());
   }
 
