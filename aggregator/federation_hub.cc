@@ -6,12 +6,42 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace sextant {
+
+std::vector<SenderReport> MergeBySender(const std::vector<SenderReport>& senders) {
+  std::map<std::string, SenderReport> by_id;
+  for (const SenderReport& s : senders) {
+    auto [it, fresh] = by_id.try_emplace(s.client_id, s);
+    if (fresh) continue;
+    SenderReport& m = it->second;
+    const double w = m.weight + s.weight, e = m.metrics.eval_weight + s.metrics.eval_weight;
+    if (w > 0) {
+      m.metrics.train_loss =
+          (m.metrics.train_loss * m.weight + s.metrics.train_loss * s.weight) / w;
+    }
+    if (e > 0) {
+      m.metrics.eval_loss = (m.metrics.eval_loss * m.metrics.eval_weight +
+                             s.metrics.eval_loss * s.metrics.eval_weight) /
+                            e;
+      m.metrics.eval_accuracy = (m.metrics.eval_accuracy * m.metrics.eval_weight +
+                                 s.metrics.eval_accuracy * s.metrics.eval_weight) /
+                                e;
+    }
+    m.metrics.eval_weight = e;
+    m.weight = w;
+    m.count += s.count;
+    m.rejected += s.rejected;
+  }
+  std::vector<SenderReport> out;
+  for (auto& [id, s] : by_id) out.push_back(std::move(s));
+  return out;
+}
 
 namespace {
 // Contacts are kept for WaitForContact; a sender naming ever new ids cannot grow them past this.

@@ -48,6 +48,11 @@ struct SenderReport {
   std::vector<std::pair<std::string, double>> client_seconds;
 };
 
+// One report per sender: a buffered server step may hold several pushes of one region, whose
+// counts and rejections add up and whose metrics are averaged by weight (eval_* by
+// eval_weight). In the order of the senders' ids.
+std::vector<SenderReport> MergeBySender(const std::vector<SenderReport>& senders);
+
 // A participant's failure as reported (ReportFailure): the round, who reported it (a client,
 // or a region's aggregator relaying), who failed, and why.
 struct FailureReport {

@@ -44,6 +44,17 @@ double StageTimeoutSeconds(const v1::Federation& f) {
   return f.round_deadline_seconds() > 0 ? f.round_deadline_seconds() : 30.0;
 }
 
+std::unique_ptr<ServerOptimizer> MakeServerOptimizer(const v1::Federation& f) {
+  const double lr = f.server_lr() > 0 ? f.server_lr() : 1.0;
+  if (f.server_optimizer() == "fedavgm") return NewFedAvgMOptimizer({lr, 0.9});
+  AdaptiveOptions a;
+  a.server_lr = lr;
+  if (f.server_optimizer() == "fedadam") return NewFedAdamOptimizer(a);
+  if (f.server_optimizer() == "fedyogi") return NewFedYogiOptimizer(a);
+  if (f.server_optimizer() == "fedadagrad") return NewFedAdagradOptimizer(a);
+  return NewFedAvgOptimizer({lr});
+}
+
 absl::StatusOr<TierOptions> GlobalTierOptions(const v1::Federation& f,
                                               const std::string& experiment_id, size_t model_size,
                                               const std::string& staging_dir) {

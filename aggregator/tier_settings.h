@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -15,6 +16,7 @@
 #include "aggregator/secagg_hub.h"
 #include "aggregator/tier.h"
 #include "federation/round_coordinator.h"
+#include "federation/server_optimizer.h"
 #include "sextant/v1/experiment.pb.h"
 
 namespace sextant {
@@ -44,6 +46,10 @@ double MaxClientWeight(const v1::Federation& f);
 // Each secure-aggregation stage after the first closes this long after it opened: the round
 // deadline, or 30 s without one.
 double StageTimeoutSeconds(const v1::Federation& f);
+
+// The global tier's server optimiser (federation.server_optimizer at federation.server_lr,
+// default FedAvg at 1.0), fresh.
+std::unique_ptr<ServerOptimizer> MakeServerOptimizer(const v1::Federation& f);
 
 // The global tier as federation f sets it: its coordinator (min_clients or a buffer's updates,
 // the round deadline, ordered folds for federation.reproducible), which region speaks for how

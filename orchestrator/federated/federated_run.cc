@@ -79,48 +79,6 @@ constexpr double kStartupWaitSeconds = 120;
 // server step kStepRangeFloats (16 MB) at a time.
 constexpr size_t kStepRangeFloats = size_t{1} << 22;
 
-std::unique_ptr<ServerOptimizer> MakeServerOptimizer(const v1::Federation& f) {
-  const double lr = f.server_lr() > 0 ? f.server_lr() : 1.0;
-  if (f.server_optimizer() == "fedavgm") return NewFedAvgMOptimizer({lr, 0.9});
-  AdaptiveOptions a;
-  a.server_lr = lr;
-  if (f.server_optimizer() == "fedadam") return NewFedAdamOptimizer(a);
-  if (f.server_optimizer() == "fedyogi") return NewFedYogiOptimizer(a);
-  if (f.server_optimizer() == "fedadagrad") return NewFedAdagradOptimizer(a);
-  return NewFedAvgOptimizer({lr});
-}
-
-// One report per sender: a buffered server step may hold several pushes of one region, whose
-// counts and rejections add up and whose metrics are averaged by weight (eval_* by eval_weight).
-std::vector<SenderReport> MergeBySender(const std::vector<SenderReport>& senders) {
-  std::map<std::string, SenderReport> by_id;
-  for (const SenderReport& s : senders) {
-    auto [it, fresh] = by_id.try_emplace(s.client_id, s);
-    if (fresh) continue;
-    SenderReport& m = it->second;
-    const double w = m.weight + s.weight, e = m.metrics.eval_weight + s.metrics.eval_weight;
-    if (w > 0) {
-      m.metrics.train_loss =
-          (m.metrics.train_loss * m.weight + s.metrics.train_loss * s.weight) / w;
-    }
-    if (e > 0) {
-      m.metrics.eval_loss = (m.metrics.eval_loss * m.metrics.eval_weight +
-                             s.metrics.eval_loss * s.metrics.eval_weight) /
-                            e;
-      m.metrics.eval_accuracy = (m.metrics.eval_accuracy * m.metrics.eval_weight +
-                                 s.metrics.eval_accuracy * s.metrics.eval_weight) /
-                                e;
-    }
-    m.metrics.eval_weight = e;
-    m.weight = w;
-    m.count += s.count;
-    m.rejected += s.rejected;
-  }
-  std::vector<SenderReport> out;
-  for (auto& [id, s] : by_id) out.push_back(std::move(s));
-  return out;
-}
-
 // How long a signed plan for participants started by hand is valid (JoinPlan.expires_at).
 constexpr absl::Duration kPlanLifetime = absl::Hours(24 * 30);
 
