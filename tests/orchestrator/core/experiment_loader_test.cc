@@ -205,6 +205,24 @@ federation:
   EXPECT_EQ(r.spec.parameters_size(), 0);
 }
 
+// A federation left without regions (here: written twice, the second block empty of them)
+// whose run still has pools is an error that names the regions, not a crash placing nobody.
+TEST(ExperimentLoaderTest, AFederationWithoutRegionsBesidePoolsIsAnErrorNotACrash) {
+  const std::vector<std::string> errors = Errors(R"(
+name: fl
+objective: {metric: val_accuracy, goal: maximize}
+trial:
+  builtin: {model: mlp, dataset: fashion-mnist}
+federation:
+  regions: []
+  rounds: 2
+resources:
+  pools:
+    - {name: us-gpu, region: us-east-1, instance: gpu.1x, hosts: clients, max_instances: 2}
+)");
+  EXPECT_THAT(errors, Contains(HasSubstr("regions")));
+}
+
 TEST(ExperimentLoaderTest, ToSearchSpaceCopiesEveryDimension) {
   LoadResult r = LoadExperimentFromString(std::string(kFullExample.substr(1)), "exp.yaml");
   ASSERT_TRUE(r.ok());
