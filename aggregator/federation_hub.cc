@@ -52,6 +52,24 @@ absl::Status StoppingStatus() {
   return absl::UnavailableError("this aggregator is stopping; its replacement takes over here");
 }
 
+// Reads floats [offset, offset + out.size()) of the native float32 file at path. DataLoss when
+// it cannot be opened or is short.
+absl::Status ReadFloats(const std::string& path, int64_t offset, absl::Span<float> out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(errno)));
+  const size_t want = out.size() * sizeof(float);
+  size_t got = 0;
+  while (got < want) {
+    ssize_t n = ::pread(fd, reinterpret_cast<char*>(out.data()) + got, want - got,
+                        offset * static_cast<int64_t>(sizeof(float)) + got);
+    if (n <= 0) break;
+    got += n;
+  }
+  ::close(fd);
+  if (got != want) return absl::DataLossError(absl::StrCat(path, " is shorter than the model"));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 FederationHub::FederationHub(RoundCoordinator coordinator, Clock* clock,
@@ -59,8 +77,7 @@ FederationHub::FederationHub(RoundCoordinator coordinator, Clock* clock,
     : clock_(clock),
       coordinator_(std::move(coordinator)),
       experiment_id_(coordinator_.experiment_id()),
-      stall_timeout_(stall_timeout),
-      min_floats_per_second_(min_floats_per_second) {}
+      lease_(stall_timeout, min_floats_per_second) {}
 
 absl::Status FederationHub::Publish(int64_t round, const std::string& model_path,
                                     std::map<std::string, RoundTask> tasks, double deadline_seconds,
@@ -81,11 +98,11 @@ absl::Status FederationHub::Publish(int64_t round, const std::string& model_path
   tasks_ = std::move(tasks);
   model_size_ = tasks_.begin()->second.model_size;
   if (!coordinator_.buffered()) {
-    staging_.clear();  // an update still streaming for the old round lost its buffer with it
+    lease_.Release();  // an update still streaming for the old round lost its buffer with it
     senders_.clear();
   }
   failed_this_round_.clear();
-  Changed();
+  notifier_.Notify();
   return absl::OkStatus();
 }
 
@@ -119,7 +136,7 @@ absl::Status FederationHub::RecordFailure(const std::string& experiment_id, int6
     return absl::ResourceExhaustedError("too many failure reports wait to be read");
   }
   failures_.push_back(FailureReport{round, reporter, failed, error});
-  Changed();
+  notifier_.Notify();
   return absl::OkStatus();
 }
 
@@ -157,13 +174,13 @@ std::vector<int64_t> FederationHub::RoundSegments() {
 void FederationHub::SetDone() {
   absl::MutexLock lock(&mu_);
   done_ = true;
-  Changed();
+  notifier_.Notify();
 }
 
 void FederationHub::SetStopping() {
   absl::MutexLock lock(&mu_);
   stopping_ = true;
-  Changed();
+  notifier_.Notify();
 }
 
 absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experiment_id,
@@ -174,12 +191,14 @@ absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experim
     return absl::AbortedError(
         absl::StrCat("experiment '", experiment_id, "', this is '", experiment_id_, "'"));
   }
-  if (contacted_.size() < kMaxContacts && contacted_.insert(client_id).second) cv_.SignalAll();
+  if (contacted_.size() < kMaxContacts && contacted_.insert(client_id).second)
+    notifier_.cv().SignalAll();
   const absl::Time deadline = clock_->Now() + wait;
   while (true) {
     if (stopping_ && !done_) return StoppingStatus();
     if (done_) {
-      if (contacted_.count(client_id) && heard_done_.insert(client_id).second) cv_.SignalAll();
+      if (contacted_.count(client_id) && heard_done_.insert(client_id).second)
+        notifier_.cv().SignalAll();
       RoundTask done;
       done.kind = RoundTask::Kind::kDone;
       return done;
@@ -188,7 +207,7 @@ absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experim
       auto it = tasks_.find(client_id);
       if (it != tasks_.end()) return it->second;
     }
-    if (clock_->WaitUntil(cv_, mu_, deadline)) return RoundTask{};
+    if (clock_->WaitUntil(notifier_.cv(), mu_, deadline)) return RoundTask{};
   }
 }
 
@@ -202,19 +221,7 @@ absl::Status FederationHub::ReadModel(int64_t round, int64_t offset, absl::Span<
     }
     path = model_path_;
   }
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(errno)));
-  const size_t want = out.size() * sizeof(float);
-  size_t got = 0;
-  while (got < want) {
-    ssize_t n = ::pread(fd, reinterpret_cast<char*>(out.data()) + got, want - got,
-                        offset * static_cast<int64_t>(sizeof(float)) + got);
-    if (n <= 0) break;
-    got += n;
-  }
-  ::close(fd);
-  if (got != want) return absl::DataLossError(absl::StrCat(path, " is shorter than the model"));
-  return absl::OkStatus();
+  return ReadFloats(path, offset, out);
 }
 
 absl::Status FederationHub::Begin(const UpdateHeader& header, size_t total_size, int64_t count,
@@ -225,25 +232,18 @@ absl::Status FederationHub::Begin(const UpdateHeader& header, size_t total_size,
     if (done_) return absl::UnavailableError("the experiment has ended");
     if (stopping_) return StoppingStatus();
     absl::Status s = coordinator_.Begin(header, total_size, count);
-    if (s.ok()) {
-      staging_ = header.client_id;
-      staging_active_ = staging_began_ = clock_->Now();
-      staging_allowed_ =
-          stall_timeout_ + absl::Seconds(static_cast<double>(total_size) / min_floats_per_second_);
-    }
+    if (s.ok()) lease_.Grant(header.client_id, total_size, clock_->Now());
     if (!absl::IsUnavailable(s)) return s;
     const absl::Time now = clock_->Now();
-    if (!staging_.empty() &&
-        (now - staging_active_ >= stall_timeout_ || now - staging_began_ >= staging_allowed_)) {
+    if (lease_.Expired(now)) {
       // The holder stalled, or trickles: cut it off so that one slow sender cannot hold the
       // round.
-      coordinator_.Abandon(staging_);
-      staging_.clear();
-      ++stalled_;
+      coordinator_.Abandon(lease_.holder());
+      lease_.CutOff();
       continue;
     }
     // Wake up now and then to look at the holder's progress.
-    clock_->WaitUntil(cv_, mu_, std::min(deadline, now + absl::Milliseconds(100)));
+    clock_->WaitUntil(notifier_.cv(), mu_, std::min(deadline, now + absl::Milliseconds(100)));
     if (clock_->Now() >= deadline) return s;
   }
 }
@@ -251,23 +251,14 @@ absl::Status FederationHub::Begin(const UpdateHeader& header, size_t total_size,
 absl::Status FederationHub::AddChunk(const std::string& client_id, size_t offset,
                                      absl::Span<const float> v) {
   absl::MutexLock lock(&mu_);
-  if (staging_ != client_id) {
-    return CutOff(client_id);
-  }
+  if (lease_.holder() != client_id) return lease_.CutOffError(client_id);
   absl::Status s = coordinator_.AddChunk(client_id, offset, v);
-  staging_active_ = clock_->Now();
+  lease_.Touch(clock_->Now());
   if (!s.ok()) {
-    staging_.clear();
-    Changed();  // the staging buffer is free again
+    lease_.Release();
+    notifier_.Notify();  // the staging buffer is free again
   }
   return s;
-}
-
-absl::Status FederationHub::CutOff(const std::string& client_id) const {
-  return absl::AbortedError(absl::StrCat(
-      "the update of '", client_id, "' was cut off while another sender waited: no chunk for ",
-      absl::FormatDuration(stall_timeout_), ", or slower in all than ",
-      min_floats_per_second_ * sizeof(float) / (1 << 20), " MiB/s"));
 }
 
 absl::Time FederationHub::published_at() {
@@ -279,17 +270,15 @@ absl::Status FederationHub::Finish(const std::string& client_id, double weight, 
                                    const SenderMetrics& metrics, int64_t rejected,
                                    std::vector<std::pair<std::string, double>> client_seconds) {
   absl::MutexLock lock(&mu_);
-  if (staging_ != client_id) {
-    return CutOff(client_id);
-  }
-  staging_.clear();
+  if (lease_.holder() != client_id) return lease_.CutOffError(client_id);
+  lease_.Release();
   absl::Status s = coordinator_.Finish(client_id, metrics);
   if (s.ok()) {
     senders_.push_back({client_id, weight, count, metrics, rejected,
                         absl::ToDoubleSeconds(clock_->Now() - published_at_),
                         std::move(client_seconds)});
   }
-  Changed();
+  notifier_.Notify();
   return s;
 }
 
@@ -300,17 +289,17 @@ bool FederationHub::done() {
 
 void FederationHub::Abandon(const std::string& client_id) {
   absl::MutexLock lock(&mu_);
-  if (staging_ != client_id) return;  // cut off already; the buffer is someone else's
-  staging_.clear();
+  if (lease_.holder() != client_id) return;  // cut off already; the buffer is someone else's
+  lease_.Release();
   coordinator_.Abandon(client_id);
-  Changed();
+  notifier_.Notify();
 }
 
 bool FederationHub::WaitUntilAllHeardDone(absl::Duration wait) {
   absl::MutexLock lock(&mu_);
   const absl::Time until = clock_->Now() + wait;
   while (heard_done_.size() < contacted_.size()) {
-    if (clock_->WaitUntil(cv_, mu_, until) && heard_done_.size() < contacted_.size()) {
+    if (clock_->WaitUntil(notifier_.cv(), mu_, until) && heard_done_.size() < contacted_.size()) {
       return false;
     }
   }
@@ -328,7 +317,7 @@ std::vector<std::string> FederationHub::WaitForContact(const std::vector<std::st
       if (!contacted_.contains(id)) missing.push_back(id);
     }
     if (missing.empty() || clock_->Now() >= until) return missing;
-    clock_->WaitUntil(cv_, mu_, until);
+    clock_->WaitUntil(notifier_.cv(), mu_, until);
   }
 }
 
@@ -343,7 +332,7 @@ bool FederationHub::WaitReadyToClose(absl::Duration wait) {
   const absl::Time until = clock_->Now() + wait;
   while (!coordinator_.ReadyToClose()) {
     if (clock_->Now() >= until) return false;
-    clock_->WaitUntil(cv_, mu_, std::min(until, clock_->Now() + absl::Milliseconds(20)));
+    clock_->WaitUntil(notifier_.cv(), mu_, std::min(until, clock_->Now() + absl::Milliseconds(20)));
   }
   return true;
 }
@@ -353,24 +342,19 @@ absl::StatusOr<RoundOutcome> FederationHub::Close(std::vector<SenderReport>* sen
   absl::StatusOr<RoundOutcome> out = coordinator_.Close();
   if (out.ok() && senders != nullptr) *senders = senders_;
   if (out.ok() && coordinator_.buffered()) senders_.clear();  // the next buffer's
-  Changed();
+  notifier_.Notify();
   return out;
 }
 
 void FederationHub::ResumeBuffering() {
   absl::MutexLock lock(&mu_);
   coordinator_.ResumeBuffering();
-  Changed();
+  notifier_.Notify();
 }
 
 void FederationHub::ReleaseOutcome() {
   absl::MutexLock lock(&mu_);
   coordinator_.ReleaseOutcome();
-}
-
-bool FederationHub::buffered() {
-  absl::MutexLock lock(&mu_);
-  return coordinator_.buffered();
 }
 
 int64_t FederationHub::total_rejections() {
@@ -380,7 +364,7 @@ int64_t FederationHub::total_rejections() {
 
 int64_t FederationHub::stalled_senders() {
   absl::MutexLock lock(&mu_);
-  return stalled_;
+  return lease_.cut_off();
 }
 
 int64_t FederationHub::rejections(const std::string& client_id) {

@@ -13,6 +13,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "aggregator/change_notifier.h"
+#include "aggregator/staging_lease.h"
 #include "common/clock.h"
 #include "common/wait_list.h"
 #include "federation/round_coordinator.h"
@@ -180,7 +182,6 @@ class FederationHub {
   void ResumeBuffering() ABSL_LOCKS_EXCLUDED(mu_);
   // The last Close's mean will not be read again (RoundCoordinator::ReleaseOutcome).
   void ReleaseOutcome() ABSL_LOCKS_EXCLUDED(mu_);
-  bool buffered() ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t total_rejections() ABSL_LOCKS_EXCLUDED(mu_);
   // Senders cut off for stalling mid-update (see Begin).
@@ -191,20 +192,11 @@ class FederationHub {
   bool done() ABSL_LOCKS_EXCLUDED(mu_);
   // Where the service parks the calls that wait on this hub (a round, a stage, a staging
   // buffer): every change that may answer one wakes them.
-  WaitList& waiters() { return waiters_; }
+  WaitList& waiters() { return notifier_.waiters(); }
 
  private:
-  // Why a sender that no longer holds the staging buffer (it was cut off) is refused.
-  absl::Status CutOff(const std::string& client_id) const;
-  // Wakes the blocking waiters and the parked calls.
-  void Changed() {
-    cv_.SignalAll();
-    waiters_.Notify();
-  }
-
-  WaitList waiters_{4};  // first: destroyed last, after whatever parks on it
+  ChangeNotifier notifier_;  // first: destroyed last, after whatever parks on it
   absl::Mutex mu_;
-  absl::CondVar cv_;
   Clock* clock_;
   RoundCoordinator coordinator_ ABSL_GUARDED_BY(mu_);
   std::string experiment_id_;
@@ -221,14 +213,8 @@ class FederationHub {
   // Every caller of WaitForRound so far (bounded).
   std::set<std::string> contacted_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> heard_done_ ABSL_GUARDED_BY(mu_);  // of contacted_
-  const absl::Duration stall_timeout_;
-  const double min_floats_per_second_;
-  absl::Time staging_began_ ABSL_GUARDED_BY(mu_);        // the holder's Begin
-  absl::Duration staging_allowed_ ABSL_GUARDED_BY(mu_);  // how long its whole update may take
-  // The sender whose update is being staged; empty: none.
-  std::string staging_ ABSL_GUARDED_BY(mu_);
-  absl::Time staging_active_ ABSL_GUARDED_BY(mu_);  // its last Begin or chunk
-  int64_t stalled_ ABSL_GUARDED_BY(mu_) = 0;
+  // Who holds the coordinator's staging buffer, and when a waiting sender may take it.
+  StagingLease lease_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sextant

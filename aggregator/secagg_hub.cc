@@ -10,6 +10,73 @@
 namespace sextant {
 namespace {
 
+// What a message of another experiment than `ours` is answered.
+absl::Status OtherExperiment(const std::string& theirs, const std::string& ours) {
+  return absl::AbortedError(
+      absl::StrCat("secagg: experiment '", theirs, "', this is '", ours, "'"));
+}
+
+// client_id's index in the sorted participants; nullopt when it is not one of them.
+std::optional<int32_t> IndexOf(const std::vector<std::string>& participants,
+                               const std::string& client_id) {
+  auto it = std::lower_bound(participants.begin(), participants.end(), client_id);
+  if (it == participants.end() || *it != client_id) return std::nullopt;
+  return static_cast<int32_t>(it - participants.begin());
+}
+
+// The protocol config of a round of n clients with vectors of model_size + 1 ring elements,
+// in a ring that holds the sum of max(n, ring_clients) clients quantised as q says.
+// InvalidArgument when no ring of up to 64 bits does.
+absl::StatusOr<SecAggConfig> PlanRound(const SecAggHubOptions& options, const SecAggQuantization& q,
+                                       int64_t round, int32_t n, size_t model_size,
+                                       uint64_t graph_seed) {
+  const int64_t ring_clients = std::max<int64_t>(n, options.ring_clients);
+  const int ring_bits = SecureQuantizer::RequiredRingBits(q.bits, ring_clients, q.max_weight);
+  if (ring_bits > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("secagg: no ring of up to 64 bits holds the sum of ", ring_clients,
+                     " clients at ", q.bits, " bits with weights up to ", q.max_weight));
+  }
+  return PlanSecAggRound(options.experiment_id, round, n, options.dropout_rate, ring_bits,
+                         model_size + 1, graph_seed);
+}
+
+// The contributors' metrics averaged by eval weight (1 for a sender that did not evaluate);
+// eval_weight is the sum of theirs.
+SenderMetrics FoldMetrics(const std::vector<int32_t>& contributors,
+                          const std::vector<std::optional<SenderMetrics>>& metrics) {
+  SenderMetrics out;
+  double eval_weight = 0;
+  for (int32_t c : contributors) {
+    if (!metrics[c]) continue;
+    const SenderMetrics& m = *metrics[c];
+    const double w = m.eval_weight > 0 ? m.eval_weight : 1;
+    out.train_loss += w * m.train_loss;
+    out.eval_loss += w * m.eval_loss;
+    out.eval_accuracy += w * m.eval_accuracy;
+    eval_weight += w;
+    out.eval_weight += m.eval_weight;
+  }
+  if (eval_weight > 0) {
+    out.train_loss /= eval_weight;
+    out.eval_loss /= eval_weight;
+    out.eval_accuracy /= eval_weight;
+  }
+  return out;
+}
+
+// Files each message under its recipient; returns the recipients (the next stage's expected).
+template <typename Message>
+std::vector<int32_t> Address(std::vector<Message> messages,
+                             std::vector<std::optional<Message>>& slots) {
+  std::vector<int32_t> recipients;
+  for (Message& m : messages) {
+    recipients.push_back(m.header.recipient);
+    slots[m.header.recipient] = std::move(m);
+  }
+  return recipients;
+}
+
 }  // namespace
 
 absl::StatusOr<SecureQuantizer> MakeQuantizer(const SecAggQuantization& q, int64_t max_clients,
@@ -40,7 +107,7 @@ absl::StatusOr<RoundOutcome> DecodeSecureRound(SecAggRoundOutcome& out, int64_t 
 }
 
 SecAggHub::SecAggHub(SecAggHubOptions options, Clock* clock)
-    : options_(std::move(options)), clock_(clock) {
+    : options_(std::move(options)), clock_(clock), stages_(options_.stage_timeout_seconds) {
   absl::MutexLock lock(&mu_);
   quantization_ = options_.quantization;
 }
@@ -50,31 +117,16 @@ void SecAggHub::SetQuantization(SecAggQuantization quantization) {
   quantization_ = std::move(quantization);
 }
 
-absl::StatusOr<SecAggConfig> SecAggHub::PlanRound(int64_t round, int32_t n, size_t model_size,
-                                                  uint64_t graph_seed) {
-  int bits = 0;
-  int64_t max_weight = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    bits = quantization_.bits;
-    max_weight = quantization_.max_weight;
-  }
-  const int64_t ring_clients = std::max<int64_t>(n, options_.ring_clients);
-  const int ring_bits = SecureQuantizer::RequiredRingBits(bits, ring_clients, max_weight);
-  if (ring_bits > 64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("secagg: no ring of up to 64 bits holds the sum of ", ring_clients,
-                     " clients at ", bits, " bits with weights up to ", max_weight));
-  }
-  return PlanSecAggRound(options_.experiment_id, round, n, options_.dropout_rate, ring_bits,
-                         model_size + 1, graph_seed);
-}
-
 absl::Status SecAggHub::Open(int64_t round, std::vector<std::string> participants,
                              size_t model_size, uint64_t graph_seed, double first_deadline_seconds,
                              int64_t min_clients) {
-  absl::StatusOr<SecAggConfig> config =
-      PlanRound(round, static_cast<int32_t>(participants.size()), model_size, graph_seed);
+  SecAggQuantization q;
+  {
+    absl::MutexLock lock(&mu_);
+    q = quantization_;
+  }
+  absl::StatusOr<SecAggConfig> config = PlanRound(
+      options_, q, round, static_cast<int32_t>(participants.size()), model_size, graph_seed);
   if (!config.ok()) return config.status();
   return OpenWithConfig(std::move(participants), *std::move(config), first_deadline_seconds,
                         min_clients);
@@ -82,8 +134,13 @@ absl::Status SecAggHub::Open(int64_t round, std::vector<std::string> participant
 
 absl::Status SecAggHub::OpenBuffer(int64_t round, const std::map<std::string, double>& scales,
                                    size_t model_size, uint64_t graph_seed, int64_t min_clients) {
+  SecAggQuantization q;
+  {
+    absl::MutexLock lock(&mu_);
+    q = quantization_;
+  }
   absl::StatusOr<SecAggConfig> config =
-      PlanRound(round, static_cast<int32_t>(scales.size()), model_size, graph_seed);
+      PlanRound(options_, q, round, static_cast<int32_t>(scales.size()), model_size, graph_seed);
   if (!config.ok()) return config.status();
   std::vector<std::string> participants;  // sorted, as the map is
   for (const auto& [id, scale] : scales) {
@@ -138,8 +195,7 @@ absl::Status SecAggHub::OpenLocked(std::vector<std::string> participants, SecAgg
   round_quantization_ = quantization_;
   participants_ = std::move(participants);
   update_scales_.assign(n, 1.0);
-  first_deadline_seconds_ = first_deadline_seconds;
-  min_clients_ = std::max<int64_t>(1, min_clients);
+  stages_.SetFirstStageRule(first_deadline_seconds, min_clients, server_->config().threshold);
   directories_.assign(n, std::nullopt);
   attestations_.assign(n, PeerAttestation{});
   deliveries_.assign(n, std::nullopt);
@@ -153,17 +209,17 @@ absl::Status SecAggHub::OpenLocked(std::vector<std::string> participants, SecAgg
   abort_reason_ = absl::OkStatus();
   std::vector<int32_t> everyone(n);
   for (int32_t i = 0; i < n; ++i) everyone[i] = i;
-  OpenStage(SecAggStage::kAdvertiseKeys, everyone);
+  stages_.Open(SecAggStage::kAdvertiseKeys, participants_.size(), everyone, clock_->Now());
+  notifier_.Notify();
   return absl::OkStatus();
 }
 
 absl::StatusOr<SecAggDownlink> SecAggHub::Join(const std::string& experiment_id,
-                                               const std::string& client_id,
-                                               int64_t base_version, absl::Duration wait) {
+                                               const std::string& client_id, int64_t base_version,
+                                               absl::Duration wait) {
   absl::MutexLock lock(&mu_);
   if (experiment_id != options_.experiment_id) {
-    return absl::AbortedError(absl::StrCat("secagg: experiment '", experiment_id, "', this is '",
-                                           options_.experiment_id, "'"));
+    return OtherExperiment(experiment_id, options_.experiment_id);
   }
   const absl::Time until = clock_->Now() + wait;
   SecAggDownlink out;
@@ -189,12 +245,11 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Join(const std::string& experiment_id,
     }
     auto w = joiners_.find(client_id);
     // Taken into the open instance, its keys not sent yet: that instance's start.
-    if (w == joiners_.end() && server_ && stage_ == SecAggStage::kAdvertiseKeys) {
-      auto it = std::lower_bound(participants_.begin(), participants_.end(), client_id);
-      const size_t i = static_cast<size_t>(it - participants_.begin());
-      if (it != participants_.end() && *it == client_id && !answered_[i]) {
-        out.start = SecAggRoundStart{server_->config(), static_cast<int32_t>(i),
-                                     round_quantization_, update_scales_[i]};
+    if (w == joiners_.end() && server_ && stages_.stage() == SecAggStage::kAdvertiseKeys) {
+      const std::optional<int32_t> i = IndexOf(participants_, client_id);
+      if (i && !stages_.answered(*i)) {
+        out.start =
+            SecAggRoundStart{server_->config(), *i, round_quantization_, update_scales_[*i]};
         return out;
       }
     }
@@ -213,8 +268,8 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Join(const std::string& experiment_id,
     }
     w->second.joiner.base_version = base_version;
     w->second.last_asked = clock_->Now();
-    cv_.SignalAll();  // AwaitJoiners
-    if (clock_->WaitUntil(cv_, mu_, until)) {
+    notifier_.cv().SignalAll();  // AwaitJoiners
+    if (clock_->WaitUntil(notifier_.cv(), mu_, until)) {
       leave();
       out.pending = true;
       return out;
@@ -234,7 +289,7 @@ std::vector<SecAggJoiner> SecAggHub::AwaitJoiners(size_t count, absl::Duration f
       it = silent ? joiners_.erase(it) : std::next(it);
     }
     if (done_ || joiners_.size() >= count) break;
-    if (clock_->WaitUntil(cv_, mu_, until)) break;
+    if (clock_->WaitUntil(notifier_.cv(), mu_, until)) break;
   }
   std::vector<SecAggJoiner> out;
   for (const auto& [id, w] : joiners_) out.push_back(w.joiner);
@@ -257,7 +312,7 @@ void SecAggHub::Refuse(const std::string& client_id, const std::string& reason) 
   ++rejections_;
   // Bounded as the line is: only a client that waited is ever refused.
   if (refused_.size() < options_.max_joiners) refused_[client_id] = reason;
-  Changed();
+  notifier_.Notify();
 }
 
 void SecAggHub::Withdraw(const std::string& experiment_id, int64_t round,
@@ -265,42 +320,32 @@ void SecAggHub::Withdraw(const std::string& experiment_id, int64_t round,
   absl::MutexLock lock(&mu_);
   int32_t index = 0;
   if (!CheckClient(experiment_id, round, client_id, &index).ok()) return;
-  if (answered_[index]) return;
-  expected_[index] = false;
-  Changed();
+  if (stages_.answered(index)) return;
+  stages_.StopWaiting(index);
+  notifier_.Notify();
 }
 
 void SecAggHub::SetDone() {
   absl::MutexLock lock(&mu_);
   done_ = true;
-  Changed();
-}
-
-void SecAggHub::OpenStage(SecAggStage stage, std::vector<int32_t> expected) {
-  stage_ = stage;
-  stage_opened_ = clock_->Now();
-  expected_.assign(participants_.size(), false);
-  answered_.assign(participants_.size(), false);
-  for (int32_t i : expected) expected_[i] = true;
-  Changed();
+  notifier_.Notify();
 }
 
 absl::Status SecAggHub::CheckClient(const std::string& experiment_id, int64_t round,
                                     const std::string& client_id, int32_t* index) const {
   if (experiment_id != options_.experiment_id) {
-    return absl::AbortedError(absl::StrCat("secagg: experiment '", experiment_id, "', this is '",
-                                           options_.experiment_id, "'"));
+    return OtherExperiment(experiment_id, options_.experiment_id);
   }
   if (round != round_ || !server_) {
     return absl::AbortedError(
         absl::StrCat("secagg: round ", round, " is not the open round (", round_, ")"));
   }
-  auto it = std::lower_bound(participants_.begin(), participants_.end(), client_id);
-  if (it == participants_.end() || *it != client_id) {
+  const std::optional<int32_t> i = IndexOf(participants_, client_id);
+  if (!i) {
     return absl::FailedPreconditionError(
         absl::StrCat("secagg: ", client_id, " is not a participant of round ", round));
   }
-  *index = static_cast<int32_t>(it - participants_.begin());
+  *index = *i;
   return absl::OkStatus();
 }
 
@@ -319,7 +364,7 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id
     if (round_ >= round) {
       int32_t i = 0;
       if (absl::Status s = CheckClient(experiment_id, round, client_id, &i); !s.ok()) return s;
-      if (stage_ == SecAggStage::kAborted) {
+      if (stages_.stage() == SecAggStage::kAborted) {
         out.stage = SecAggStage::kAborted;
         return out;
       }
@@ -327,7 +372,7 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id
         out.start = SecAggRoundStart{server_->config(), i, round_quantization_, update_scales_[i]};
         return out;
       }
-      if (static_cast<int32_t>(stage_) >= static_cast<int32_t>(stage)) {
+      if (static_cast<int32_t>(stages_.stage()) >= static_cast<int32_t>(stage)) {
         const bool ok = (stage == SecAggStage::kShareKeys && directories_[i]) ||
                         (stage == SecAggStage::kMaskedInput && deliveries_[i]) ||
                         (stage == SecAggStage::kUnmask && unmask_requests_[i]) ||
@@ -352,10 +397,9 @@ absl::StatusOr<SecAggDownlink> SecAggHub::Await(const std::string& experiment_id
         return out;
       }
     } else if (experiment_id != options_.experiment_id) {
-      return absl::AbortedError(absl::StrCat("secagg: experiment '", experiment_id, "', this is '",
-                                             options_.experiment_id, "'"));
+      return OtherExperiment(experiment_id, options_.experiment_id);
     }
-    if (clock_->WaitUntil(cv_, mu_, until)) {
+    if (clock_->WaitUntil(notifier_.cv(), mu_, until)) {
       out.pending = true;
       return out;
     }
@@ -375,8 +419,8 @@ absl::StatusOr<SecAggConfig> SecAggHub::RoundConfig(const std::string& experimen
 
 absl::Status SecAggHub::Count(absl::Status s, int32_t index) {
   if (s.ok()) {
-    answered_[index] = true;
-    cv_.SignalAll();
+    stages_.MarkAnswered(index);
+    notifier_.cv().SignalAll();
   } else {
     ++rejections_;
   }
@@ -438,7 +482,7 @@ absl::StatusOr<StagingBuffer> SecAggHub::TakeStaging(size_t bytes, absl::Duratio
     const absl::Time until = clock_->Now() + wait;
     const int limit = std::max(1, options_.max_staged_inputs);
     while (!done_ && staged_ >= limit) {
-      if (clock_->WaitUntil(cv_, mu_, until)) break;
+      if (clock_->WaitUntil(notifier_.cv(), mu_, until)) break;
     }
     if (done_) return absl::AbortedError("secagg: the experiment is done");
     if (staged_ >= limit) {
@@ -464,7 +508,7 @@ void SecAggHub::ReturnStaging(StagingBuffer buffer) {
   if (buffer.size() > 0 && static_cast<int>(staging_.size()) < options_.max_staged_inputs) {
     staging_.push_back(std::move(buffer));
   }
-  Changed();
+  notifier_.Notify();
 }
 
 absl::Status SecAggHub::SubmitReveal(const std::string& client_id, SecAggUnmaskResponse m) {
@@ -477,59 +521,30 @@ absl::Status SecAggHub::SubmitReveal(const std::string& client_id, SecAggUnmaskR
   return Count(server_->HandleUnmaskResponse(m), i);
 }
 
-bool SecAggHub::StageReady() const {
-  bool all = true;
-  int64_t answered = 0;
-  for (size_t i = 0; i < expected_.size(); ++i) {
-    all = all && (!expected_[i] || answered_[i]);
-    answered += answered_[i] ? 1 : 0;
-  }
-  if (all) return true;
-  const double elapsed = absl::ToDoubleSeconds(clock_->Now() - stage_opened_);
-  if (stage_ == SecAggStage::kAdvertiseKeys) {
-    // Closing with fewer than t keys would abort the round: wait for t at least.
-    return first_deadline_seconds_ > 0 && elapsed >= first_deadline_seconds_ &&
-           answered >= std::max<int64_t>(min_clients_, server_->config().threshold);
-  }
-  return elapsed >= options_.stage_timeout_seconds;
-}
-
-namespace {
-
-// Files each message under its recipient; returns the recipients (the next stage's expected).
-template <typename Message>
-std::vector<int32_t> Address(std::vector<Message> messages,
-                             std::vector<std::optional<Message>>& slots) {
-  std::vector<int32_t> recipients;
-  for (Message& m : messages) {
-    recipients.push_back(m.header.recipient);
-    slots[m.header.recipient] = std::move(m);
-  }
-  return recipients;
-}
-
-}  // namespace
-
 // One switch over the four stages: each Finish call's output is the next stage's messages.
 void SecAggHub::CloseStage() {
   absl::Status failed;
-  switch (stage_) {
+  auto open_next = [&](SecAggStage next, const std::vector<int32_t>& recipients) {
+    stages_.Open(next, participants_.size(), recipients, clock_->Now());
+    notifier_.Notify();
+  };
+  switch (stages_.stage()) {
     case SecAggStage::kAdvertiseKeys: {
       absl::StatusOr<std::vector<SecAggKeyDirectory>> out = server_->FinishAdvertiseKeys();
       if (!(failed = out.status()).ok()) break;
-      OpenStage(SecAggStage::kShareKeys, Address(*std::move(out), directories_));
+      open_next(SecAggStage::kShareKeys, Address(*std::move(out), directories_));
       return;
     }
     case SecAggStage::kShareKeys: {
       absl::StatusOr<std::vector<SecAggShareDelivery>> out = server_->FinishShareKeys();
       if (!(failed = out.status()).ok()) break;
-      OpenStage(SecAggStage::kMaskedInput, Address(*std::move(out), deliveries_));
+      open_next(SecAggStage::kMaskedInput, Address(*std::move(out), deliveries_));
       return;
     }
     case SecAggStage::kMaskedInput: {
       absl::StatusOr<std::vector<SecAggUnmaskRequest>> out = server_->FinishMaskedInput();
       if (!(failed = out.status()).ok()) break;
-      OpenStage(SecAggStage::kUnmask, Address(*std::move(out), unmask_requests_));
+      open_next(SecAggStage::kUnmask, Address(*std::move(out), unmask_requests_));
       return;
     }
     case SecAggStage::kUnmask: {
@@ -540,47 +555,35 @@ void SecAggHub::CloseStage() {
       o.config = server_->config();
       o.quantization = round_quantization_;
       o.sum = std::move(out->sum);
-      double eval_weight = 0;
       for (int32_t c : out->contributors) {
         o.contributors.push_back(participants_[c]);
         o.count += counts_[c];
         o.rejected += rejected_[c];
-        if (!metrics_[c]) continue;
-        const SenderMetrics& m = *metrics_[c];
-        const double w = m.eval_weight > 0 ? m.eval_weight : 1;
-        o.metrics.train_loss += w * m.train_loss;
-        o.metrics.eval_loss += w * m.eval_loss;
-        o.metrics.eval_accuracy += w * m.eval_accuracy;
-        eval_weight += w;
-        o.metrics.eval_weight += m.eval_weight;
       }
-      if (eval_weight > 0) {
-        o.metrics.train_loss /= eval_weight;
-        o.metrics.eval_loss /= eval_weight;
-        o.metrics.eval_accuracy /= eval_weight;
-      }
+      o.metrics = FoldMetrics(out->contributors, metrics_);
       const double took = absl::ToDoubleSeconds(clock_->Now() - opened_at_);
       for (size_t c = 0; c < participants_.size(); ++c) {
         o.client_seconds.emplace_back(participants_[c], key_seconds_[c].value_or(took));
       }
       outcome_ = std::move(o);
-      stage_ = SecAggStage::kDone;
-      Changed();
+      stages_.End(SecAggStage::kDone);
+      notifier_.Notify();
       return;
     }
     default:
       return;
   }
-  stage_ = SecAggStage::kAborted;
+  stages_.End(SecAggStage::kAborted);
   abort_reason_ = failed;
-  Changed();
+  notifier_.Notify();
 }
 
 SecAggStage SecAggHub::Advance() {
   absl::MutexLock lock(&mu_);
-  if (!server_ || stage_ == SecAggStage::kDone || stage_ == SecAggStage::kAborted) return stage_;
-  if (StageReady()) CloseStage();
-  return stage_;
+  const SecAggStage stage = stages_.stage();
+  if (!server_ || stage == SecAggStage::kDone || stage == SecAggStage::kAborted) return stage;
+  if (stages_.Ready(clock_->Now())) CloseStage();
+  return stages_.stage();
 }
 
 bool SecAggHub::WaitAndAdvance(absl::Duration wait) {
@@ -591,17 +594,17 @@ bool SecAggHub::WaitAndAdvance(absl::Duration wait) {
     if (s == SecAggStage::kDone || s == SecAggStage::kAborted) return true;
     absl::MutexLock lock(&mu_);
     if (clock_->Now() >= until) return false;
-    clock_->WaitUntil(cv_, mu_, std::min(until, clock_->Now() + absl::Milliseconds(20)));
+    clock_->WaitUntil(notifier_.cv(), mu_, std::min(until, clock_->Now() + absl::Milliseconds(20)));
   }
 }
 
 absl::StatusOr<SecAggRoundOutcome> SecAggHub::TakeOutcome() {
   absl::MutexLock lock(&mu_);
-  if (stage_ == SecAggStage::kAborted) {
+  if (stages_.stage() == SecAggStage::kAborted) {
     return absl::AbortedError(
         absl::StrCat("secagg round ", round_, " aborted: ", abort_reason_.message()));
   }
-  if (stage_ != SecAggStage::kDone || !outcome_) {
+  if (stages_.stage() != SecAggStage::kDone || !outcome_) {
     return absl::FailedPreconditionError("secagg: the round has not finished");
   }
   SecAggRoundOutcome out = std::move(*outcome_);

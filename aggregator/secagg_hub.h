@@ -13,6 +13,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "aggregator/change_notifier.h"
+#include "aggregator/secagg_stage_tracker.h"
 #include "common/clock.h"
 #include "common/mapped_floats.h"
 #include "common/staging_buffer.h"
@@ -251,7 +253,7 @@ class SecAggHub {
   absl::StatusOr<SecAggRoundOutcome> TakeOutcome() ABSL_LOCKS_EXCLUDED(mu_);
   // Where the service parks the calls that wait on this hub (a stage, a place in a buffer, a
   // staging buffer): every change that may answer one wakes them.
-  WaitList& waiters() { return waiters_; }
+  WaitList& waiters() { return notifier_.waiters(); }
 
   // Rejected client messages so far (all rounds), including those the transport turned away
   // itself (RecordRejection: e.g. a malformed masked-input stream).
@@ -262,27 +264,17 @@ class SecAggHub {
   absl::Status CheckClient(const std::string& experiment_id, int64_t round,
                            const std::string& client_id, int32_t* index) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts s against the sender when it failed; else index answered the open stage.
   absl::Status Count(absl::Status s, int32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The protocol config of a round of n clients under the quantisation of the next Open.
-  absl::StatusOr<SecAggConfig> PlanRound(int64_t round, int32_t n, size_t model_size,
-                                         uint64_t graph_seed) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status OpenLocked(std::vector<std::string> participants, SecAggConfig config,
                           double first_deadline_seconds, int64_t min_clients)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool StageReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finishes the open stage on the server and opens the next one with its messages (or ends
+  // the round: done with its outcome, or aborted).
   void CloseStage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OpenStage(SecAggStage stage, std::vector<int32_t> expected)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Wakes the blocking waiters and the parked calls.
-  void Changed() {
-    cv_.SignalAll();
-    waiters_.Notify();
-  }
-
-  WaitList waiters_{4};  // first: destroyed last, after whatever parks on it
+  ChangeNotifier notifier_;  // first: destroyed last, after whatever parks on it
   absl::Mutex mu_;
-  absl::CondVar cv_;
   SecAggHubOptions options_;
   Clock* clock_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
@@ -301,15 +293,10 @@ class SecAggHub {
   std::map<std::string, Waiting> joiners_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> join_holds_ ABSL_GUARDED_BY(mu_);       // HoldJoin, by client
   std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);  // client -> reason, once
-  SecAggStage stage_ ABSL_GUARDED_BY(mu_) = SecAggStage::kAborted;
+  SecAggStageTracker stages_ ABSL_GUARDED_BY(mu_);                   // the open round's stage
   absl::Status abort_reason_ ABSL_GUARDED_BY(mu_);
-  absl::Time stage_opened_ ABSL_GUARDED_BY(mu_);
-  double first_deadline_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time opened_at_ ABSL_GUARDED_BY(mu_);
   std::vector<std::optional<double>> key_seconds_ ABSL_GUARDED_BY(mu_);  // per participant
-  int64_t min_clients_ ABSL_GUARDED_BY(mu_) = 1;
-  std::vector<bool> expected_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> answered_ ABSL_GUARDED_BY(mu_);
   std::vector<std::optional<SecAggKeyDirectory>> directories_ ABSL_GUARDED_BY(mu_);
   // Per index, as SubmitKeys received them.
   std::vector<PeerAttestation> attestations_ ABSL_GUARDED_BY(mu_);
@@ -321,8 +308,8 @@ class SecAggHub {
   std::vector<int64_t> rejected_ ABSL_GUARDED_BY(mu_);
   std::optional<SecAggRoundOutcome> outcome_ ABSL_GUARDED_BY(mu_);
   int64_t rejections_ ABSL_GUARDED_BY(mu_) = 0;
-  int staged_ ABSL_GUARDED_BY(mu_) = 0;                              // staging buffers handed out
-  std::vector<StagingBuffer> staging_ ABSL_GUARDED_BY(mu_);          // free staging buffers
+  int staged_ ABSL_GUARDED_BY(mu_) = 0;                      // staging buffers handed out
+  std::vector<StagingBuffer> staging_ ABSL_GUARDED_BY(mu_);  // free staging buffers
 };
 
 }  // namespace sextant

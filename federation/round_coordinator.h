@@ -13,26 +13,10 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/clock.h"
-#include "common/staging_buffer.h"
+#include "federation/round_accumulator.h"
 #include "federation/update_gate.h"
-#include "federation/weighted_average.h"
 
 namespace sextant {
-
-// How a round's accepted updates combine.
-struct AggregationRule {
-  enum class Kind { kWeightedMean, kMedian, kTrimmedMean, kKrum, kMultiKrum };
-  Kind kind = Kind::kWeightedMean;  // Default: FedAvg's streaming weighted mean.
-  double trim_fraction = 0.1;       // kTrimmedMean: cut at each end, in [0, 0.5). Default 0.1.
-  int64_t byzantine = 1;            // kKrum, kMultiKrum: f >= 0. Default 1.
-  int64_t selected = 0;             // kMultiKrum: m; 0 = n - f. Default 0.
-  bool robust() const { return kind != Kind::kWeightedMean; }
-};
-
-// The rule named `name` (fedavg | median | trimmed_mean | krum | multi_krum) with its
-// parameters. InvalidArgument for another name or a parameter out of range.
-absl::StatusOr<AggregationRule> MakeAggregationRule(absl::string_view name, double trim_fraction,
-                                                    int64_t byzantine, int64_t selected);
 
 // Buffered asynchronous aggregation (FedBuff, Nguyen et al. 2022): instead of rounds that wait
 // for their sampled clients, updates computed from any recent model version are buffered and
@@ -102,27 +86,6 @@ struct RoundCoordinatorOptions {
   bool ordered = false;
 };
 
-// Metrics a sender attaches to its update; folded as weighted means.
-struct SenderMetrics {
-  double train_loss = 0;     // weighted by the update's weight
-  double eval_loss = 0;      // weighted by eval_weight
-  double eval_accuracy = 0;  // weighted by eval_weight
-  double eval_weight = 0;    // 0: no evaluation
-};
-
-// What a closed round produced. mean is the coordinator's own storage (valid until the next
-// OpenRound).
-struct RoundOutcome {
-  int64_t round = 0;
-  absl::Span<const float> mean;  // the weighted mean (or the robust rule's aggregate)
-  double total_weight = 0;
-  int64_t count = 0;      // clients behind the accepted updates
-  int64_t senders = 0;    // accepted updates
-  int64_t rejected = 0;   // updates turned away while this round was current
-  SenderMetrics metrics;  // weighted means over the accepted senders
-  int64_t excluded = 0;   // accepted updates a Krum rule left out of the aggregate
-};
-
 // One tier of a federated round: the global orchestrator over its regions, or a regional
 // aggregator over its clients. It opens a round for its participants, takes their updates in
 // chunks, and folds each completed update into a streaming weighted mean (WeightedAverage), so
@@ -190,83 +153,43 @@ class RoundCoordinator {
   // The last Close's mean will not be read again: its memory goes back to the system until the
   // next update is folded (WeightedAverage::Release), so that its owner can work on the model
   // meanwhile without holding both. The outcome's mean must not be read after this.
-  void ReleaseOutcome() { average_.Release(); }
+  void ReleaseOutcome() { accumulator_.Release(); }
   bool buffered() const { return options_.buffer.enabled; }
 
   const std::string& experiment_id() const { return options_.experiment_id; }
   int64_t round() const { return gate_.round(); }
   bool round_open() const { return gate_.round_open(); }
   const std::vector<std::string>& participants() const { return participants_; }
-  int64_t accepted_count() const { return count_; }
+  int64_t accepted_count() const { return accumulator_.count(); }
   const UpdateGate& gate() const { return gate_; }
   // Rejections counted so far over all rounds and senders.
   int64_t total_rejections() const;
   // Updates that clip_norm scaled down so far (over all rounds).
-  int64_t clipped_updates() const { return clipped_; }
-  // The staging buffer's capacity in floats (0 until the first update, and with a staging
-  // file), for memory checks.
-  size_t staging_capacity() const { return staging_.capacity(); }
-  bool stages_in_file() const {
-    return !options_.staging_dir.empty() && options_.model_size >= options_.file_staging_from;
-  }
+  int64_t clipped_updates() const { return accumulator_.clipped(); }
+  // Where updates are staged and folded, for memory checks (RoundAccumulator::staging_capacity,
+  // RoundAccumulator::stages_in_file).
+  const RoundAccumulator& accumulator() const { return accumulator_; }
 
  private:
   RoundCoordinator(RoundCoordinatorOptions options, Clock* clock);
+  // Stops staging client_id's update when it is the one staged; returns status.
   absl::Status Drop(absl::string_view client_id, absl::Status status);
-  // Sorts kept_ by sender and takes it in: folded into the mean in that order (ordered), or
-  // combined by the robust rule into robust_out_. Returns the updates a Krum rule left out.
-  absl::StatusOr<int64_t> TakeKept();
-  // Writes the robust rule's aggregate of kept_ to robust_out_; returns the updates left out.
-  absl::StatusOr<int64_t> AggregateKept();
   // Forgets the round's (or the buffer's) updates, sums and counts.
   void ResetBuffer();
-  // Folds the staged, accepted update into the round's mean (or keeps it for a robust rule).
-  absl::Status FoldStaged();
-  // FoldStaged's fold from the staging file: clipped (clip_norm) in a first pass over it.
-  absl::Status FoldStagedFile();
 
   RoundCoordinatorOptions options_;
   Clock* clock_;
   UpdateGate gate_;
-  WeightedAverage average_;
+  RoundAccumulator accumulator_;
   std::vector<std::string> participants_;
   std::set<std::string, std::less<>> failed_;  // of participants_ (MarkFailed)
   absl::Time opened_at_;
-  // The update being received: its sender, weight, count and the floats so far.
-  std::string staging_owner_;
-  double staging_weight_ = 0;
-  int64_t staging_count_ = 0;
-  size_t staged_ = 0;
-  double staging_factor_ = 1;  // buffered: the staleness damping of the update being received
-  std::vector<float> staging_;
-  StagingBuffer staging_file_;  // stages_in_file(): an unlinked file made by the first Begin
-  std::vector<float> file_chunk_;
   bool draining_ = false;  // buffered: Close's outcome is in use
-  // Buffered: the staged update finished during a drain and is folded when it ends.
+  // Buffered: the staged update finished during a drain and is folded, with these metrics,
+  // when it ends.
   bool fold_pending_ = false;
-  SenderMetrics staging_metrics_;
-  int64_t count_ = 0;
-  int64_t senders_ = 0;
+  SenderMetrics pending_metrics_;
   int64_t rejected_at_open_ = 0;
-  int64_t clipped_ = 0;
-  SenderMetrics sums_;  // weighted sums, divided at Close
-  double eval_weight_ = 0;
-  // An accepted update kept for Close (a robust rule, or options.ordered).
-  struct Kept {
-    std::string sender;
-    std::vector<float> values;
-    double weight;
-    double factor;  // staleness damping (buffered)
-    SenderMetrics metrics;
-  };
-  bool keeps_updates() const { return options_.rule.robust() || options_.ordered; }
-  // Adds one accepted update's metrics to the round's weighted sums.
-  void AddMetrics(double weight, const SenderMetrics& metrics);
-  // Robust rules and ordered folds: every accepted update of the open round (or buffer), and
-  // a robust rule's aggregate.
-  std::vector<Kept> kept_;
-  std::vector<float> robust_out_;
-  double total_weight_ = 0;
 };
 
 }  // namespace sextant

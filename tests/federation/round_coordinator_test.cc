@@ -101,8 +101,8 @@ TEST(RoundCoordinatorTest, AFileStagedUpdateFoldsLikeAnInMemoryOne) {
     o.staging_dir = dir;
     o.file_staging_from = 0;
     RoundCoordinator file = *RoundCoordinator::Create(o, &clock);
-    EXPECT_TRUE(file.stages_in_file());
-    EXPECT_FALSE(memory.stages_in_file());
+    EXPECT_TRUE(file.accumulator().stages_in_file());
+    EXPECT_FALSE(memory.accumulator().stages_in_file());
     std::vector<std::vector<float>> means;
     for (RoundCoordinator* c : {&memory, &file}) {
       ASSERT_TRUE(c->OpenRound(1, {"a", "b", "bad"}).ok());
@@ -114,7 +114,7 @@ TEST(RoundCoordinatorTest, AFileStagedUpdateFoldsLikeAnInMemoryOne) {
       EXPECT_EQ(out->senders, 2);
       means.emplace_back(out->mean.begin(), out->mean.end());
     }
-    EXPECT_EQ(file.staging_capacity(), 0u);
+    EXPECT_EQ(file.accumulator().staging_capacity(), 0u);
     EXPECT_EQ(file.clipped_updates(), memory.clipped_updates());
     if (clip > 0) EXPECT_EQ(file.clipped_updates(), 2);
     ASSERT_EQ(means[0].size(), means[1].size());
@@ -251,7 +251,7 @@ TEST(RoundCoordinatorTest, OneUpdateIsStagedAtATimeAndAnAbandonedOneFreesTheBuff
   EXPECT_EQ(c.gate().rejections("a"), 0);
   ASSERT_TRUE(Send(c, "b", 1, {1, 2, 3, 4}, 1).ok());
   ASSERT_TRUE(Send(c, "a", 1, {3, 2, 1, 0}, 1).ok());
-  EXPECT_EQ(c.staging_capacity(), 4u);
+  EXPECT_EQ(c.accumulator().staging_capacity(), 4u);
   absl::StatusOr<RoundOutcome> out = c.Close();
   ASSERT_TRUE(out.ok());
   EXPECT_THAT(std::vector<float>(out->mean.begin(), out->mean.end()), testing::Each(2.0f));
