@@ -2,14 +2,14 @@
 #define SEXTANT_ORCHESTRATOR_CORE_ROUNDS_TABLE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-
-struct sqlite3;
+#include "orchestrator/core/sqlite_db.h"
 
 namespace sextant {
 
@@ -41,8 +41,6 @@ class RoundsTable {
   // Opens db_path read-only (safe while the run is live) and creates nothing: a store without
   // the table (a search, or a run from before it) loads no rows. Internal on SQLite errors.
   static absl::StatusOr<RoundsTable> OpenReadOnly(const std::string& db_path);
-  RoundsTable(RoundsTable&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
-  ~RoundsTable();
   // Inserts or replaces (round, region) rows in one durable transaction. Internal on SQLite
   // errors (a table opened read-only refuses to write).
   absl::Status Put(const std::vector<RoundRow>& rows);
@@ -51,8 +49,8 @@ class RoundsTable {
   absl::StatusOr<std::vector<RoundRow>> Load();
 
  private:
-  explicit RoundsTable(sqlite3* db) : db_(db) {}
-  sqlite3* db_;
+  explicit RoundsTable(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+  std::unique_ptr<SqliteDb> db_;
 };
 
 }  // namespace sextant

@@ -1,6 +1,5 @@
 #include "orchestrator/core/store.h"
 
-#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <cmath>
@@ -47,24 +46,6 @@ CREATE TABLE IF NOT EXISTS costs(
   kind TEXT NOT NULL, ref INTEGER NOT NULL, pool TEXT NOT NULL, region TEXT NOT NULL,
   market TEXT NOT NULL, start REAL NOT NULL, end REAL NOT NULL, cost REAL NOT NULL);
 )sql";
-
-std::string ColumnText(sqlite3_stmt* s, int i) {
-  const unsigned char* t = sqlite3_column_text(s, i);
-  return t ? reinterpret_cast<const char*>(t) : "";
-}
-
-void BindText(sqlite3_stmt* s, int i, const std::string& v) {
-  sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-}
-
-// Resets a cached statement when the caller is done with it, whatever the outcome.
-struct StmtGuard {
-  sqlite3_stmt* s;
-  ~StmtGuard() {
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-  }
-};
 
 // A number of the `outcome` column: JSON has no inf or NaN, so those are the strings "inf",
 // "-inf" and "nan".
@@ -122,6 +103,61 @@ void ReadOutcomeJson(const std::string& text, TrialRow* t) {
   if (j.contains("cost") && j["cost"].is_number()) t->cost = j["cost"].get<double>();
 }
 
+// Adds columns that newer versions keep to a store written by an older one (read-write), or
+// notes that they are absent (read-only: they read as their defaults). Returns whether the
+// trials table has the `outcome` column.
+absl::StatusOr<bool> Upgrade(SqliteDb& db, bool read_only) {
+  SEXTANT_ASSIGN_OR_RETURN(Statement q, db.Query("SELECT name FROM pragma_table_info('trials')"));
+  bool has_outcome = false;
+  while (true) {
+    SEXTANT_ASSIGN_OR_RETURN(bool row, q.Next("read the trials table's columns"));
+    if (!row) break;
+    has_outcome |= q.Text(0) == "outcome";
+  }
+  if (read_only || has_outcome) return has_outcome;
+  SEXTANT_RETURN_IF_ERROR(
+      db.Exec("ALTER TABLE trials ADD COLUMN outcome TEXT NOT NULL DEFAULT '{}'"));
+  return true;
+}
+
+// The exact time a rounded "started_at" or "finished_at" stood for: the first record of the
+// run, or its last run_finished event. nullopt when the records do not tell.
+absl::StatusOr<std::optional<double>> DerivedTime(SqliteDb& db, const std::string& key) {
+  SEXTANT_ASSIGN_OR_RETURN(
+      Statement q,
+      db.Query(
+          key == "finished_at"
+              ? "SELECT MAX(time) FROM events WHERE kind = 'run_finished'"
+              : "SELECT MIN(t) FROM (SELECT MIN(created_at) AS t FROM trials UNION ALL"
+                " SELECT MIN(started_at) FROM attempts UNION ALL SELECT MIN(time) FROM events)"));
+  SEXTANT_ASSIGN_OR_RETURN(bool row, q.Next("derive a time"));
+  if (!row) return db.Error("derive a time");
+  return q.MaybeReal(0);
+}
+
+// Rewrites rounded times (see GetTimeMeta) exactly where the records tell them.
+absl::Status RepairTimes(Store& store, SqliteDb& db) {
+  for (const char* key : {"started_at", "finished_at"}) {
+    SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> text, store.GetMeta(key));
+    if (!text || ParseUnixSeconds(*text)) continue;
+    SEXTANT_ASSIGN_OR_RETURN(std::optional<double> exact, DerivedTime(db, key));
+    // Only a time the records pin down replaces the rounded one; the rest stay as written.
+    if (exact) SEXTANT_RETURN_IF_ERROR(store.PutTimeMeta(key, *exact));
+  }
+  return absl::OkStatus();
+}
+
+// Reads every row of q with read(q), in order.
+template <typename Row, typename Read>
+absl::StatusOr<std::vector<Row>> Rows(Statement& q, const char* what, Read read) {
+  std::vector<Row> out;
+  while (true) {
+    SEXTANT_ASSIGN_OR_RETURN(bool row, q.Next(what));
+    if (!row) return out;
+    out.push_back(read(q));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, bool create,
@@ -131,81 +167,23 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, bool
     return absl::NotFoundError(
         absl::StrCat(path, ": no such store (not a Sextant run directory?)"));
   }
-  sqlite3* db = nullptr;
   int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   flags |= SQLITE_OPEN_NOMUTEX;
-  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
-    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close(db);
-    return absl::InternalError(absl::StrCat(path, ": cannot open store: ", msg));
-  }
-  std::unique_ptr<Store> store(new Store(db));
-  sqlite3_busy_timeout(db, 5000);
+  SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, SqliteDb::Open(path, flags));
+  std::unique_ptr<Store> store(new Store(std::move(db)));
   if (!read_only) {
     // WAL with synchronous=FULL: every commit fsyncs the WAL, so acknowledged changes survive
     // a power cut; readers never block the single writer.
-    SEXTANT_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
-    SEXTANT_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
-    SEXTANT_RETURN_IF_ERROR(store->Exec(kSchema));
+    SEXTANT_RETURN_IF_ERROR(store->db_->Exec("PRAGMA journal_mode=WAL"));
+    SEXTANT_RETURN_IF_ERROR(store->db_->Exec("PRAGMA synchronous=FULL"));
+    SEXTANT_RETURN_IF_ERROR(store->db_->Exec(kSchema));
   }
-  SEXTANT_RETURN_IF_ERROR(store->Upgrade(read_only));
+  SEXTANT_ASSIGN_OR_RETURN(store->has_outcome_, Upgrade(*store->db_, read_only));
+  if (!read_only) SEXTANT_RETURN_IF_ERROR(RepairTimes(*store, *store->db_));
   return store;
 }
 
-absl::Status Store::CopyTo(Store* dest) {
-  sqlite3_backup* b = sqlite3_backup_init(dest->db_, "main", db_, "main");
-  if (b == nullptr) {
-    return absl::InternalError(absl::StrCat("cannot copy the store: ", sqlite3_errmsg(dest->db_)));
-  }
-  const int step = sqlite3_backup_step(b, -1);
-  const int finish = sqlite3_backup_finish(b);
-  if (step != SQLITE_DONE || finish != SQLITE_OK) {
-    return absl::InternalError(absl::StrCat("cannot copy the store: ", sqlite3_errmsg(dest->db_)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Store::Upgrade(bool read_only) {
-  SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s,
-                           Prepare("SELECT name FROM pragma_table_info('trials')"));
-  StmtGuard g{s};
-  bool has_outcome = false;
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) has_outcome |= ColumnText(s, 0) == "outcome";
-  if (rc != SQLITE_DONE) return Error("read the trials table's columns");
-  has_outcome_ = has_outcome;
-  if (read_only) return absl::OkStatus();
-  if (!has_outcome) {
-    SEXTANT_RETURN_IF_ERROR(
-        Exec("ALTER TABLE trials ADD COLUMN outcome TEXT NOT NULL DEFAULT '{}'"));
-    has_outcome_ = true;
-  }
-  return RepairTimes();
-}
-
-absl::StatusOr<std::optional<double>> Store::DerivedTime(const std::string& key) {
-  const char* sql =
-      key == "finished_at"
-          ? "SELECT MAX(time) FROM events WHERE kind = 'run_finished'"
-          : "SELECT MIN(t) FROM (SELECT MIN(created_at) AS t FROM trials UNION ALL"
-            " SELECT MIN(started_at) FROM attempts UNION ALL SELECT MIN(time) FROM events)";
-  SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(sql));
-  StmtGuard g{s};
-  if (sqlite3_step(s) != SQLITE_ROW) return Error("derive a time");
-  if (sqlite3_column_type(s, 0) == SQLITE_NULL) return std::optional<double>();
-  return std::optional<double>(sqlite3_column_double(s, 0));
-}
-
-absl::Status Store::RepairTimes() {
-  for (const char* key : {"started_at", "finished_at"}) {
-    SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> text, GetMeta(key));
-    if (!text || ParseUnixSeconds(*text)) continue;
-    SEXTANT_ASSIGN_OR_RETURN(std::optional<double> exact, DerivedTime(key));
-    // Only a time the records pin down replaces the rounded one; the rest stay as written.
-    if (exact) SEXTANT_RETURN_IF_ERROR(PutTimeMeta(key, *exact));
-  }
-  return absl::OkStatus();
-}
+absl::Status Store::CopyTo(Store* dest) { return db_->CopyTo(dest->db_.get()); }
 
 absl::Status Store::PutTimeMeta(const std::string& key, double unix_seconds) {
   return PutMeta(key, UnixSecondsText(unix_seconds));
@@ -215,67 +193,28 @@ absl::StatusOr<std::optional<double>> Store::GetTimeMeta(const std::string& key)
   SEXTANT_ASSIGN_OR_RETURN(std::optional<std::string> text, GetMeta(key));
   if (!text) return std::optional<double>();
   if (std::optional<double> t = ParseUnixSeconds(*text)) return t;
-  SEXTANT_ASSIGN_OR_RETURN(std::optional<double> exact, DerivedTime(key));
+  SEXTANT_ASSIGN_OR_RETURN(std::optional<double> exact, DerivedTime(*db_, key));
   if (exact) return exact;
   double rounded = 0;
   if (absl::SimpleAtod(*text, &rounded)) return std::optional<double>(rounded);
   return absl::DataLossError(absl::StrCat("store: the run's ", key, " is not a time: ", *text));
 }
 
-Store::~Store() {
-  for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
-  sqlite3_close(db_);
-}
-
-absl::Status Store::Error(const char* what) {
-  return absl::InternalError(absl::StrCat("store: ", what, ": ", sqlite3_errmsg(db_)));
-}
-
-absl::Status Store::Exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    return absl::InternalError(absl::StrCat("store: ", msg));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<sqlite3_stmt*> Store::Prepare(const char* sql) {
-  // Statements are keyed by the address of their literal: each call site has its own.
-  for (auto& [key, stmt] : cache_) {
-    if (key == sql) return stmt;
-  }
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) return Error("prepare");
-  cache_.emplace_back(sql, stmt);
-  return stmt;
-}
-
-absl::Status Store::Begin() { return Exec("BEGIN IMMEDIATE"); }
-absl::Status Store::Commit() { return Exec("COMMIT"); }
-void Store::Rollback() { (void)Exec("ROLLBACK"); }
-bool Store::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
+absl::Status Store::Begin() { return db_->Exec("BEGIN IMMEDIATE"); }
+absl::Status Store::Commit() { return db_->Exec("COMMIT"); }
+void Store::Rollback() { (void)db_->Exec("ROLLBACK"); }
+bool Store::InTransaction() const { return db_->InTransaction(); }
 
 absl::Status Store::PutMeta(const std::string& key, const std::string& value) {
-  SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s,
-                           Prepare("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)"));
-  StmtGuard g{s};
-  BindText(s, 1, key);
-  sqlite3_bind_blob(s, 2, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
-  if (sqlite3_step(s) != SQLITE_DONE) return Error("put meta");
-  return absl::OkStatus();
+  return db_->Run("put meta", "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", key,
+                  Blob{value});
 }
 
 absl::StatusOr<std::optional<std::string>> Store::GetMeta(const std::string& key) {
-  SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare("SELECT value FROM meta WHERE key = ?"));
-  StmtGuard g{s};
-  BindText(s, 1, key);
-  int rc = sqlite3_step(s);
-  if (rc == SQLITE_DONE) return std::optional<std::string>();
-  if (rc != SQLITE_ROW) return Error("get meta");
-  const char* data = static_cast<const char*>(sqlite3_column_blob(s, 0));
-  return std::optional<std::string>(std::string(data ? data : "", sqlite3_column_bytes(s, 0)));
+  SEXTANT_ASSIGN_OR_RETURN(Statement q, db_->Query("SELECT value FROM meta WHERE key = ?", key));
+  SEXTANT_ASSIGN_OR_RETURN(bool row, q.Next("get meta"));
+  if (!row) return std::optional<std::string>();
+  return std::optional<std::string>(q.Bytes(0));
 }
 
 const std::string& TrialStateName(v1::TrialState state) { return v1::TrialState_Name(state); }
@@ -352,308 +291,188 @@ bool TrialEnded(v1::TrialState state) {
 }
 
 absl::Status Store::PutTrial(const TrialRow& t) {
-  SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("INSERT OR REPLACE INTO trials(id, state, params, attempts, failures, value, error,"
-              " created_at, finished_at, fidelity, target, rungs, scratch_restarts, paused,"
-              " preemptions, outcome) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-  StmtGuard g{s};
-  sqlite3_bind_int64(s, 1, t.id);
-  BindText(s, 2, TrialStateName(t.state));
-  BindText(s, 3, t.params_json);
-  sqlite3_bind_int(s, 4, t.attempts);
-  sqlite3_bind_int(s, 5, t.failures);
-  if (t.value) {
-    sqlite3_bind_double(s, 6, *t.value);
-  } else {
-    sqlite3_bind_null(s, 6);
-  }
-  BindText(s, 7, t.error);
-  sqlite3_bind_double(s, 8, t.created_at);
-  sqlite3_bind_double(s, 9, t.finished_at);
-  sqlite3_bind_double(s, 10, t.fidelity);
-  sqlite3_bind_double(s, 11, t.target);
-  BindText(s, 12, t.rungs_json);
-  sqlite3_bind_int(s, 13, t.scratch_restarts);
-  sqlite3_bind_int(s, 14, t.paused ? 1 : 0);
-  sqlite3_bind_int(s, 15, t.preemptions);
-  BindText(s, 16, OutcomeJson(t));
-  if (sqlite3_step(s) != SQLITE_DONE) return Error("put trial");
-  return absl::OkStatus();
+  return db_->Run(
+      "put trial",
+      "INSERT OR REPLACE INTO trials(id, state, params, attempts, failures, value, error,"
+      " created_at, finished_at, fidelity, target, rungs, scratch_restarts, paused,"
+      " preemptions, outcome) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      t.id, TrialStateName(t.state), t.params_json, t.attempts, t.failures, t.value, t.error,
+      t.created_at, t.finished_at, t.fidelity, t.target, t.rungs_json, t.scratch_restarts, t.paused,
+      t.preemptions, OutcomeJson(t));
 }
 
 absl::StatusOr<std::vector<TrialRow>> Store::LoadTrials() {
   SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare(has_outcome_
-                  ? "SELECT id, state, params, attempts, failures, value, error, created_at,"
-                    " finished_at, fidelity, target, rungs, scratch_restarts, paused, preemptions,"
-                    " outcome FROM trials ORDER BY id"
-                  : "SELECT id, state, params, attempts, failures, value, error, created_at,"
-                    " finished_at, fidelity, target, rungs, scratch_restarts, paused, preemptions,"
-                    " '{}' FROM trials ORDER BY id"));
-  StmtGuard g{s};
+      Statement q,
+      db_->Query(has_outcome_
+                     ? "SELECT id, state, params, attempts, failures, value, error, created_at,"
+                       " finished_at, fidelity, target, rungs, scratch_restarts, paused,"
+                       " preemptions, outcome FROM trials ORDER BY id"
+                     : "SELECT id, state, params, attempts, failures, value, error, created_at,"
+                       " finished_at, fidelity, target, rungs, scratch_restarts, paused,"
+                       " preemptions, '{}' FROM trials ORDER BY id"));
   std::vector<TrialRow> out;
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+  while (true) {
+    SEXTANT_ASSIGN_OR_RETURN(bool row, q.Next("load trials"));
+    if (!row) return out;
     TrialRow t;
-    t.id = sqlite3_column_int64(s, 0);
-    const std::string state = ColumnText(s, 1);
+    t.id = q.Int(0);
+    const std::string state = q.Text(1);
     if (!v1::TrialState_Parse(state, &t.state) || t.state == v1::TRIAL_STATE_UNSPECIFIED) {
       return absl::DataLossError(
           absl::StrCat("trial ", t.id, " has the unknown state '", state.substr(0, 64), "'"));
     }
-    t.params_json = ColumnText(s, 2);
-    t.attempts = sqlite3_column_int(s, 3);
-    t.failures = sqlite3_column_int(s, 4);
-    if (sqlite3_column_type(s, 5) != SQLITE_NULL) t.value = sqlite3_column_double(s, 5);
-    t.error = ColumnText(s, 6);
-    t.created_at = sqlite3_column_double(s, 7);
-    t.finished_at = sqlite3_column_double(s, 8);
-    t.fidelity = sqlite3_column_double(s, 9);
-    t.target = sqlite3_column_double(s, 10);
-    t.rungs_json = ColumnText(s, 11);
-    t.scratch_restarts = sqlite3_column_int(s, 12);
-    t.paused = sqlite3_column_int(s, 13) != 0;
-    t.preemptions = sqlite3_column_int(s, 14);
-    ReadOutcomeJson(ColumnText(s, 15), &t);
+    t.params_json = q.Text(2);
+    t.attempts = static_cast<int>(q.Int(3));
+    t.failures = static_cast<int>(q.Int(4));
+    t.value = q.MaybeReal(5);
+    t.error = q.Text(6);
+    t.created_at = q.Real(7);
+    t.finished_at = q.Real(8);
+    t.fidelity = q.Real(9);
+    t.target = q.Real(10);
+    t.rungs_json = q.Text(11);
+    t.scratch_restarts = static_cast<int>(q.Int(12));
+    t.paused = q.Int(13) != 0;
+    t.preemptions = static_cast<int>(q.Int(14));
+    ReadOutcomeJson(q.Text(15), &t);
     out.push_back(std::move(t));
   }
-  if (rc != SQLITE_DONE) return Error("load trials");
-  return out;
 }
 
 absl::Status Store::StartAttempt(int64_t trial_id, int attempt, int64_t worker_id, double time) {
-  SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("INSERT OR REPLACE INTO attempts(trial_id, attempt, worker_id, started_at)"
-              " VALUES(?, ?, ?, ?)"));
-  StmtGuard g{s};
-  sqlite3_bind_int64(s, 1, trial_id);
-  sqlite3_bind_int(s, 2, attempt);
-  sqlite3_bind_int64(s, 3, worker_id);
-  sqlite3_bind_double(s, 4, time);
-  if (sqlite3_step(s) != SQLITE_DONE) return Error("start attempt");
-  return absl::OkStatus();
+  return db_->Run("start attempt",
+                  "INSERT OR REPLACE INTO attempts(trial_id, attempt, worker_id, started_at)"
+                  " VALUES(?, ?, ?, ?)",
+                  trial_id, attempt, worker_id, time);
 }
 
 absl::Status Store::FinishAttempt(int64_t trial_id, int attempt, v1::AttemptOutcome outcome,
                                   int exit_code, const std::string& error, double time) {
-  SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("UPDATE attempts SET finished_at = ?, outcome = ?, exit_code = ?, error = ?"
-              " WHERE trial_id = ? AND attempt = ?"));
-  StmtGuard g{s};
-  sqlite3_bind_double(s, 1, time);
-  BindText(s, 2, AttemptOutcomeName(outcome));
-  sqlite3_bind_int(s, 3, exit_code);
-  BindText(s, 4, error);
-  sqlite3_bind_int64(s, 5, trial_id);
-  sqlite3_bind_int(s, 6, attempt);
-  if (sqlite3_step(s) != SQLITE_DONE) return Error("finish attempt");
-  return absl::OkStatus();
+  return db_->Run("finish attempt",
+                  "UPDATE attempts SET finished_at = ?, outcome = ?, exit_code = ?, error = ?"
+                  " WHERE trial_id = ? AND attempt = ?",
+                  time, AttemptOutcomeName(outcome), exit_code, error, trial_id, attempt);
 }
 
 absl::StatusOr<std::optional<AttemptRow>> Store::LoadAttempt(int64_t trial_id, int attempt) {
   SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("SELECT worker_id, started_at, finished_at, outcome, exit_code, error FROM attempts"
-              " WHERE trial_id = ? AND attempt = ?"));
-  StmtGuard g{s};
-  sqlite3_bind_int64(s, 1, trial_id);
-  sqlite3_bind_int(s, 2, attempt);
-  const int rc = sqlite3_step(s);
-  if (rc == SQLITE_DONE) return std::nullopt;
-  if (rc != SQLITE_ROW) return Error("load attempt");
+      Statement q,
+      db_->Query("SELECT worker_id, started_at, finished_at, outcome, exit_code, error FROM"
+                 " attempts WHERE trial_id = ? AND attempt = ?",
+                 trial_id, attempt));
+  SEXTANT_ASSIGN_OR_RETURN(bool row, q.Next("load attempt"));
+  if (!row) return std::nullopt;
   AttemptRow a;
   a.trial_id = trial_id;
   a.attempt = attempt;
-  a.worker_id = sqlite3_column_int64(s, 0);
-  a.started_at = sqlite3_column_double(s, 1);
-  if (sqlite3_column_type(s, 2) != SQLITE_NULL) a.finished_at = sqlite3_column_double(s, 2);
-  a.outcome = ParseAttemptOutcome(ColumnText(s, 3));
-  a.exit_code = sqlite3_column_int(s, 4);
-  a.error = ColumnText(s, 5);
+  a.worker_id = q.Int(0);
+  a.started_at = q.Real(1);
+  a.finished_at = q.MaybeReal(2);
+  a.outcome = ParseAttemptOutcome(q.Text(3));
+  a.exit_code = static_cast<int>(q.Int(4));
+  a.error = q.Text(5);
   return a;
 }
 
 absl::StatusOr<bool> Store::AddMeasurement(const MeasurementRow& m) {
-  SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("INSERT OR IGNORE INTO measurements(trial_id, attempt, seq, elapsed, metrics)"
-              " VALUES(?, ?, ?, ?, ?)"));
-  StmtGuard g{s};
-  sqlite3_bind_int64(s, 1, m.trial_id);
-  sqlite3_bind_int(s, 2, m.attempt);
-  sqlite3_bind_int64(s, 3, m.sequence);
-  sqlite3_bind_double(s, 4, m.elapsed);
-  BindText(s, 5, m.metrics_json);
-  if (sqlite3_step(s) != SQLITE_DONE) return Error("add measurement");
-  return sqlite3_changes(db_) > 0;
+  SEXTANT_RETURN_IF_ERROR(
+      db_->Run("add measurement",
+               "INSERT OR IGNORE INTO measurements(trial_id, attempt, seq, elapsed, metrics)"
+               " VALUES(?, ?, ?, ?, ?)",
+               m.trial_id, m.attempt, m.sequence, m.elapsed, m.metrics_json));
+  return db_->Changes() > 0;
 }
 
 absl::StatusOr<std::vector<MeasurementRow>> Store::LoadMeasurements(int64_t trial_id) {
   SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s, Prepare("SELECT trial_id, attempt, seq, elapsed, metrics FROM measurements"
-                                " WHERE ?1 = 0 OR trial_id = ?1 ORDER BY trial_id, attempt, seq"));
-  StmtGuard g{s};
-  sqlite3_bind_int64(s, 1, trial_id);
-  std::vector<MeasurementRow> out;
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    out.push_back(MeasurementRow{sqlite3_column_int64(s, 0), sqlite3_column_int(s, 1),
-                                 sqlite3_column_int64(s, 2), sqlite3_column_double(s, 3),
-                                 ColumnText(s, 4)});
-  }
-  if (rc != SQLITE_DONE) return Error("load measurements");
-  return out;
+      Statement q, db_->Query("SELECT trial_id, attempt, seq, elapsed, metrics FROM measurements"
+                              " WHERE ?1 = 0 OR trial_id = ?1 ORDER BY trial_id, attempt, seq",
+                              trial_id));
+  return Rows<MeasurementRow>(q, "load measurements", [](const Statement& r) {
+    return MeasurementRow{r.Int(0), static_cast<int>(r.Int(1)), r.Int(2), r.Real(3), r.Text(4)};
+  });
 }
 
 absl::Status Store::AddEvent(double time, const std::string& kind, int64_t trial_id,
                              const std::string& message) {
-  SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("INSERT INTO events(time, kind, trial_id, message) VALUES(?, ?, ?, ?)"));
-  StmtGuard g{s};
-  sqlite3_bind_double(s, 1, time);
-  BindText(s, 2, kind);
-  sqlite3_bind_int64(s, 3, trial_id);
-  BindText(s, 4, message);
-  if (sqlite3_step(s) != SQLITE_DONE) return Error("add event");
-  return absl::OkStatus();
+  return db_->Run("add event",
+                  "INSERT INTO events(time, kind, trial_id, message) VALUES(?, ?, ?, ?)", time,
+                  kind, trial_id, message);
 }
 
-absl::Status Store::ClearCosts() { return Exec("DELETE FROM costs"); }
-
-absl::Status Store::AddCost(const CostRow& c) {
-  SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("INSERT INTO costs(kind, ref, pool, region, market, start, end, cost)"
-              " VALUES(?, ?, ?, ?, ?, ?, ?, ?)"));
-  StmtGuard g{s};
-  BindText(s, 1, c.kind);
-  sqlite3_bind_int64(s, 2, c.ref);
-  BindText(s, 3, c.pool);
-  BindText(s, 4, c.region);
-  BindText(s, 5, c.market);
-  sqlite3_bind_double(s, 6, c.start);
-  sqlite3_bind_double(s, 7, c.end);
-  sqlite3_bind_double(s, 8, c.cost);
-  if (sqlite3_step(s) != SQLITE_DONE) return Error("add cost");
-  return absl::OkStatus();
+absl::Status Store::ReplaceCosts(const std::vector<CostRow>& rows) {
+  return WithinTransaction(this, [&]() -> absl::Status {
+    SEXTANT_RETURN_IF_ERROR(db_->Exec("DELETE FROM costs"));
+    for (const CostRow& c : rows) {
+      SEXTANT_RETURN_IF_ERROR(
+          db_->Run("add cost",
+                   "INSERT INTO costs(kind, ref, pool, region, market, start, end, cost)"
+                   " VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                   c.kind, c.ref, c.pool, c.region, c.market, c.start, c.end, c.cost));
+    }
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<std::vector<CostRow>> Store::LoadCosts() {
   SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("SELECT kind, ref, pool, region, market, start, end, cost FROM costs"
-              " ORDER BY rowid"));
-  StmtGuard g{s};
-  std::vector<CostRow> out;
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    CostRow c;
-    c.kind = ColumnText(s, 0);
-    c.ref = sqlite3_column_int64(s, 1);
-    c.pool = ColumnText(s, 2);
-    c.region = ColumnText(s, 3);
-    c.market = ColumnText(s, 4);
-    c.start = sqlite3_column_double(s, 5);
-    c.end = sqlite3_column_double(s, 6);
-    c.cost = sqlite3_column_double(s, 7);
-    out.push_back(std::move(c));
-  }
-  if (rc != SQLITE_DONE) return Error("load costs");
-  return out;
+      Statement q, db_->Query("SELECT kind, ref, pool, region, market, start, end, cost FROM costs"
+                              " ORDER BY rowid"));
+  return Rows<CostRow>(q, "load costs", [](const Statement& r) {
+    return CostRow{r.Text(0), r.Int(1),  r.Text(2), r.Text(3),
+                   r.Text(4), r.Real(5), r.Real(6), r.Real(7)};
+  });
 }
 
 absl::StatusOr<std::vector<EventRow>> Store::LoadEvents(int64_t after_id, int limit) {
-  SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s, Prepare("SELECT id, time, kind, trial_id, message FROM events WHERE id > ?"
-                                " ORDER BY id LIMIT ?"));
-  StmtGuard g{s};
-  sqlite3_bind_int64(s, 1, after_id);
-  sqlite3_bind_int64(s, 2, limit > 0 ? limit : -1);
-  std::vector<EventRow> out;
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    out.push_back(EventRow{sqlite3_column_int64(s, 0), sqlite3_column_double(s, 1),
-                           ColumnText(s, 2), sqlite3_column_int64(s, 3), ColumnText(s, 4)});
-  }
-  if (rc != SQLITE_DONE) return Error("load events");
-  return out;
+  SEXTANT_ASSIGN_OR_RETURN(Statement q,
+                           db_->Query("SELECT id, time, kind, trial_id, message FROM events"
+                                      " WHERE id > ? ORDER BY id LIMIT ?",
+                                      after_id, limit > 0 ? int64_t{limit} : int64_t{-1}));
+  return Rows<EventRow>(q, "load events", [](const Statement& r) {
+    return EventRow{r.Int(0), r.Real(1), r.Text(2), r.Int(3), r.Text(4)};
+  });
 }
 
 absl::Status Store::AddWorker(int64_t id, const std::string& region, const std::string& pool,
                               const std::string& hostname, int64_t pid, double time) {
-  SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("INSERT OR REPLACE INTO workers(id, region, pool, hostname, pid, registered_at)"
-              " VALUES(?, ?, ?, ?, ?, ?)"));
-  StmtGuard g{s};
-  sqlite3_bind_int64(s, 1, id);
-  BindText(s, 2, region);
-  BindText(s, 3, pool);
-  BindText(s, 4, hostname);
-  sqlite3_bind_int64(s, 5, pid);
-  sqlite3_bind_double(s, 6, time);
-  if (sqlite3_step(s) != SQLITE_DONE) return Error("add worker");
-  return absl::OkStatus();
+  return db_->Run("add worker",
+                  "INSERT OR REPLACE INTO workers(id, region, pool, hostname, pid, registered_at)"
+                  " VALUES(?, ?, ?, ?, ?, ?)",
+                  id, region, pool, hostname, pid, time);
 }
 
 absl::StatusOr<int64_t> Store::MaxWorkerId() {
-  SEXTANT_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare("SELECT COALESCE(MAX(id), 0) FROM workers"));
-  StmtGuard g{s};
-  if (sqlite3_step(s) != SQLITE_ROW) return Error("max worker id");
-  return sqlite3_column_int64(s, 0);
+  SEXTANT_ASSIGN_OR_RETURN(Statement q, db_->Query("SELECT COALESCE(MAX(id), 0) FROM workers"));
+  SEXTANT_ASSIGN_OR_RETURN(bool row, q.Next("max worker id"));
+  if (!row) return db_->Error("max worker id");
+  return q.Int(0);
 }
 
 absl::Status Store::AddTelemetry(const TelemetryRow& t) {
-  SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("INSERT INTO telemetry(time, worker_id, trial_id, cpu_percent, rss_bytes, gpu_count,"
-              " gpu_utilization, gpu_memory_bytes, gpu_memory_total_bytes)"
-              " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-  StmtGuard g{s};
-  sqlite3_bind_double(s, 1, t.time);
-  sqlite3_bind_int64(s, 2, t.worker_id);
-  sqlite3_bind_int64(s, 3, t.trial_id);
-  sqlite3_bind_double(s, 4, t.cpu_percent);
-  sqlite3_bind_int64(s, 5, t.rss_bytes);
-  sqlite3_bind_int(s, 6, t.gpu_count);
-  sqlite3_bind_double(s, 7, t.gpu_utilization);
-  sqlite3_bind_int64(s, 8, t.gpu_memory_bytes);
-  sqlite3_bind_int64(s, 9, t.gpu_memory_total_bytes);
-  if (sqlite3_step(s) != SQLITE_DONE) return Error("add telemetry");
-  return absl::OkStatus();
+  return db_->Run(
+      "add telemetry",
+      "INSERT INTO telemetry(time, worker_id, trial_id, cpu_percent, rss_bytes, gpu_count,"
+      " gpu_utilization, gpu_memory_bytes, gpu_memory_total_bytes)"
+      " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      t.time, t.worker_id, t.trial_id, t.cpu_percent, t.rss_bytes, t.gpu_count, t.gpu_utilization,
+      t.gpu_memory_bytes, t.gpu_memory_total_bytes);
 }
 
 absl::StatusOr<std::vector<TelemetryRow>> Store::LoadTelemetry(bool latest_only) {
   SEXTANT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("SELECT time, worker_id, trial_id, cpu_percent, rss_bytes, gpu_count,"
-              " gpu_utilization, gpu_memory_bytes, gpu_memory_total_bytes FROM telemetry t"
-              " WHERE ?1 = 0 OR time = (SELECT MAX(time) FROM telemetry u"
-              " WHERE u.worker_id = t.worker_id) ORDER BY worker_id, time"));
-  StmtGuard g{s};
-  sqlite3_bind_int(s, 1, latest_only ? 1 : 0);
-  std::vector<TelemetryRow> out;
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    TelemetryRow t;
-    t.time = sqlite3_column_double(s, 0);
-    t.worker_id = sqlite3_column_int64(s, 1);
-    t.trial_id = sqlite3_column_int64(s, 2);
-    t.cpu_percent = sqlite3_column_double(s, 3);
-    t.rss_bytes = sqlite3_column_int64(s, 4);
-    t.gpu_count = sqlite3_column_int(s, 5);
-    t.gpu_utilization = sqlite3_column_double(s, 6);
-    t.gpu_memory_bytes = sqlite3_column_int64(s, 7);
-    t.gpu_memory_total_bytes = sqlite3_column_int64(s, 8);
-    out.push_back(t);
-  }
-  if (rc != SQLITE_DONE) return Error("load telemetry");
-  return out;
+      Statement q,
+      db_->Query("SELECT time, worker_id, trial_id, cpu_percent, rss_bytes, gpu_count,"
+                 " gpu_utilization, gpu_memory_bytes, gpu_memory_total_bytes FROM telemetry t"
+                 " WHERE ?1 = 0 OR time = (SELECT MAX(time) FROM telemetry u"
+                 " WHERE u.worker_id = t.worker_id) ORDER BY worker_id, time",
+                 latest_only));
+  return Rows<TelemetryRow>(q, "load telemetry", [](const Statement& r) {
+    return TelemetryRow{r.Real(0), r.Int(1), r.Int(2),
+                        r.Real(3), r.Int(4), static_cast<int>(r.Int(5)),
+                        r.Real(6), r.Int(7), r.Int(8)};
+  });
 }
 
 }  // namespace sextant

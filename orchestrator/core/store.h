@@ -8,10 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "orchestrator/core/sqlite_db.h"
 #include "sextant/v1/trial.pb.h"
-
-struct sqlite3;
-struct sqlite3_stmt;
 
 namespace sextant {
 
@@ -124,7 +122,6 @@ class Store {
   // Returns NotFound when it does not exist and create is false, or Internal on SQLite errors.
   static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path, bool create,
                                                      bool read_only = false);
-  ~Store();
 
   // Replaces everything in `dest` with this store's contents (SQLite's online backup): e.g. a
   // simulation run in memory, written to its run directory in one step. Neither store may be
@@ -182,32 +179,34 @@ class Store {
   absl::StatusOr<std::vector<TelemetryRow>> LoadTelemetry(bool latest_only);
   // Cost rows (written by `sextant simulate` and the cost ledger); all of them, in order.
   // A store created before the costs table existed holds none (read-only opens see an error).
-  absl::Status AddCost(const CostRow& cost);
-  // Deletes every cost row (the live ledger rewrites its rows as they grow). Call inside a
-  // transaction together with the AddCost calls that replace them.
-  absl::Status ClearCosts();
+  // The run's cost rows become rows, in their order, in one transaction (or the caller's):
+  // the live ledger rewrites its rows as they grow.
+  absl::Status ReplaceCosts(const std::vector<CostRow>& rows);
   absl::StatusOr<std::vector<CostRow>> LoadCosts();
   // The largest worker id stored (0 when none), so that ids stay unique across resumes.
   absl::StatusOr<int64_t> MaxWorkerId();
 
  private:
-  explicit Store(sqlite3* db) : db_(db) {}
-  // Adds columns that newer versions keep to a store written by an older one (read-write), or
-  // notes that they are absent (read-only: they read as their defaults).
-  absl::Status Upgrade(bool read_only);
-  // The exact time a rounded "started_at" or "finished_at" stood for: the first record of the
-  // run, or its last run_finished event. nullopt when the records do not tell.
-  absl::StatusOr<std::optional<double>> DerivedTime(const std::string& key);
-  // Rewrites rounded times (see GetTimeMeta) exactly where the records tell them.
-  absl::Status RepairTimes();
+  explicit Store(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+  std::unique_ptr<SqliteDb> db_;
   bool has_outcome_ = true;  // the trials table has the `outcome` column
-  absl::Status Exec(const char* sql);
-  absl::StatusOr<sqlite3_stmt*> Prepare(const char* sql);
-  absl::Status Error(const char* what);
-
-  sqlite3* db_;
-  std::vector<std::pair<const char*, sqlite3_stmt*>> cache_;
 };
+
+// Runs f() (returning a Status or StatusOr) in one transaction of store: committed when it
+// succeeds, rolled back when it fails. Inside a transaction the caller opened (ask/tell records
+// its lease with the change), f() joins it and the caller commits or rolls back both.
+template <typename F>
+auto WithinTransaction(Store* store, F&& f) -> decltype(f()) {
+  if (store->InTransaction()) return f();
+  if (absl::Status begun = store->Begin(); !begun.ok()) return begun;
+  auto result = f();
+  if (!result.ok()) {
+    store->Rollback();
+    return result;
+  }
+  if (absl::Status committed = store->Commit(); !committed.ok()) return committed;
+  return result;
+}
 
 }  // namespace sextant
 

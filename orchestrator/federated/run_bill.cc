@@ -36,17 +36,10 @@ absl::Status RunBill::Start(absl::Time run_start, const Participants* participan
 
 absl::Status RunBill::Write() {
   if (!billing_) return absl::OkStatus();
-  SEXTANT_RETURN_IF_ERROR(store_->Begin());
-  absl::Status s = store_->PutMeta("fleet", FleetMetaJson());
-  if (s.ok()) s = store_->ClearCosts();
-  for (const CostRow& row : billing_->Rows()) {
-    if (s.ok()) s = store_->AddCost(row);
-  }
-  if (!s.ok()) {
-    store_->Rollback();
-    return s;
-  }
-  return store_->Commit();
+  return WithinTransaction(store_, [&]() -> absl::Status {
+    SEXTANT_RETURN_IF_ERROR(store_->PutMeta("fleet", FleetMetaJson()));
+    return store_->ReplaceCosts(billing_->Rows());
+  });
 }
 
 // Each pool's region, market, participants launched and instances the market took back,

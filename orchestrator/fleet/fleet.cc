@@ -119,7 +119,8 @@ void Fleet::Bind(const FleetView& view, FleetTick& tick) {
       why = absl::StrCat("the pool has its max_instances (", pool->spec.max_instances(), ")");
     }
     if (exhausted_ || !why.empty() ||
-        !guard_.Allows(committed(), WindDown(), ActionCost(*pool), &why)) {
+        !guard_.Allows(committed(), WindDown(), pool->ActionCost(options_.wind_down_seconds),
+                       &why)) {
       tick.retire.push_back(id);
       tick.events.push_back(
           {"budget_refused", 0,
@@ -260,7 +261,7 @@ void Fleet::Renew(FleetTick& tick) {
     // A renewal is a new reservation, paid whole: the budget must allow it like a launch.
     p.reservation = 0;
     std::string why;
-    if (!guard_.Allows(committed(), WindDown(), ActionCost(p), &why)) {
+    if (!guard_.Allows(committed(), WindDown(), p.ActionCost(options_.wind_down_seconds), &why)) {
       tick.events.push_back({"budget_refused", 0,
                              absl::StrCat("reservation of pool ", p.spec.name(),
                                           " not renewed: ", why, "; its instances terminate")});
@@ -301,15 +302,13 @@ void Fleet::CheckBudget(FleetTick& tick) {
   }
 }
 
-double Fleet::ActionCost(const Pool& p) const {
-  if (p.offer.market == Market::kReserved) {
-    return p.reservation == 0 ? p.offer.billing.price_per_second * p.offer.reservation_seconds *
-                                    p.spec.max_instances()
-                              : 0;
+double Fleet::Pool::ActionCost(double wind_down_seconds) const {
+  if (offer.market == Market::kReserved) {
+    return reservation == 0
+               ? offer.billing.price_per_second * offer.reservation_seconds * spec.max_instances()
+               : 0;
   }
-  // The new instance's minimum bill and its own wind-down.
-  return Ledger::LaunchCost(p.offer.billing, 0) +
-         p.offer.billing.price_per_second * options_.wind_down_seconds;
+  return Ledger::LaunchCost(offer.billing, 0) + offer.billing.price_per_second * wind_down_seconds;
 }
 
 std::vector<PoolCandidate> Fleet::Candidates() const {
@@ -411,8 +410,8 @@ void Fleet::Launch(int index, FleetTick& tick, BudgetSnapshot& budget) {
   const absl::Time now = clock_->Now();
   if (p.given_up || now < p.retry_at || !provider_->Launches(p.spec.name())) return;
   std::string why;
-  if (guard_.max_cost() &&
-      !guard_.Allows(budget.committed, budget.wind_down, ActionCost(p), &why)) {
+  if (guard_.max_cost() && !guard_.Allows(budget.committed, budget.wind_down,
+                                          p.ActionCost(options_.wind_down_seconds), &why)) {
     launch_refused_ = true;
     tick.hold = ledger_.live_instances() > 0 ? tick.hold : true;
     if (why != last_refusal_) {
@@ -596,7 +595,7 @@ std::vector<FleetPoolStats> Fleet::pool_stats() const {
 }
 
 absl::Status Fleet::WriteCosts(Store* store) const {
-  SEXTANT_RETURN_IF_ERROR(store->ClearCosts());
+  std::vector<CostRow> rows;
   // Earlier sessions' bills stay as they were; this session's ids follow theirs.
   int64_t first_id = 0;
   std::map<int64_t, double> by_trial;
@@ -606,19 +605,20 @@ absl::Status Fleet::WriteCosts(Store* store) const {
       continue;
     }
     first_id = std::max(first_id, c.ref);
-    SEXTANT_RETURN_IF_ERROR(store->AddCost(c));
+    rows.push_back(c);
   }
   const double off = options_.epoch_offset_seconds;
   for (const InstanceBill& b : ledger_.Bills()) {
-    SEXTANT_RETURN_IF_ERROR(store->AddCost(
-        CostRow{b.reservation ? "reservation" : "instance", first_id + b.id, b.owner.pool,
-                b.owner.region, MarketName(b.owner.market), off + b.launched_at,
-                b.terminated_at > 0 ? off + b.terminated_at : 0, b.cost}));
+    rows.push_back(CostRow{b.reservation ? "reservation" : "instance", first_id + b.id,
+                           b.owner.pool, b.owner.region, MarketName(b.owner.market),
+                           off + b.launched_at, b.terminated_at > 0 ? off + b.terminated_at : 0,
+                           b.cost});
   }
   for (const auto& [trial, cost] : ledger_.Breakdown().by_trial) by_trial[trial] += cost;
   for (const auto& [trial, cost] : by_trial) {
-    SEXTANT_RETURN_IF_ERROR(store->AddCost(CostRow{"trial", trial, "", "", "", 0, 0, cost}));
+    rows.push_back(CostRow{"trial", trial, "", "", "", 0, 0, cost});
   }
+  SEXTANT_RETURN_IF_ERROR(store->ReplaceCosts(rows));
   FleetMeta meta{provider_->name(), committed(), ledger_.live_instances(), {}};
   for (const Pool& p : pools_) meta.pools[p.spec.name()] = p.stats;
   return store->PutMeta("fleet", FleetMetaToJson(meta));

@@ -134,7 +134,6 @@ class Fleet {
   // A trial's share of the bills so far, every attempt and earlier session counted: the
   // seconds it ran times its instances' rates.
   double TrialCost(int64_t trial) const;
-  int live_instances() const { return ledger_.live_instances(); }
   // The worker started running `trial` now (0: it finished its trial): its instance's time is
   // charged to the trial from now on (DispatchRules::worker_trial). A worker not bound to
   // a live instance yet is picked up by the next Tick.
@@ -157,6 +156,9 @@ class Fleet {
     absl::Time retry_at = absl::InfinitePast();
     bool given_up = false;
     FleetPoolStats stats;
+    // What acting on the pool commits: a reserved pool's whole reservation (none while one
+    // runs), else a new instance's minimum bill and its own wind-down.
+    double ActionCost(double wind_down_seconds) const;
   };
   struct Instance {
     int pool = 0;
@@ -195,7 +197,6 @@ class Fleet {
   void EndBill(Instance& inst);
   void Renew(FleetTick& tick);
   double WindDown() const;
-  double ActionCost(const Pool& pool) const;
   std::vector<PoolCandidate> Candidates() const;
 
   const Clock* clock_;

@@ -14,7 +14,7 @@ void Bill(const std::string& run_dir, int64_t id, const std::vector<CostRow>& ro
   const std::string dir = RunDir::FederatedTrialDir(run_dir, id);
   std::filesystem::create_directories(dir);
   auto store = *Store::Open(RunDir::DbPath(dir), true);
-  for (const CostRow& r : rows) ASSERT_TRUE(store->AddCost(r).ok());
+  ASSERT_TRUE(store->ReplaceCosts(rows).ok());
 }
 
 // The trials' own bills become the study's rows: shifted into the search's time, with one

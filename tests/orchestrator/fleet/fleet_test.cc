@@ -309,11 +309,11 @@ TEST(FleetTest, StaticWorkersAreAdoptedAndBilledFromRegistration) {
   FleetView view;
   view.demand = 2;
   (*fleet)->Tick(view);
-  EXPECT_EQ((*fleet)->live_instances(), 0);  // nothing is launched
+  EXPECT_EQ((*fleet)->ledger().live_instances(), 0);  // nothing is launched
   view.workers[1] = {"us-east-1", "lab", ""};
   view.workers[2] = {"us-east-1", "elsewhere", ""};
   FleetTick t = (*fleet)->Tick(view);
-  EXPECT_EQ((*fleet)->live_instances(), 1);
+  EXPECT_EQ((*fleet)->ledger().live_instances(), 1);
   std::set<std::string> kinds;
   for (const auto& e : t.events) kinds.insert(e.kind);
   EXPECT_TRUE(kinds.count("instance_adopted"));
@@ -355,7 +355,7 @@ TEST(FleetTest, EachPoolLaunchesThroughItsOwnProvider) {
   view.workers[3] = {"us-east-1", "lab", ""};
   view.workers[4] = {"us-east-1", "cloud", ""};
   t = (*fleet)->Tick(view);
-  EXPECT_EQ((*fleet)->live_instances(), 3);
+  EXPECT_EQ((*fleet)->ledger().live_instances(), 3);
   std::set<std::string> kinds;
   for (const auto& e : t.events) kinds.insert(e.kind);
   EXPECT_TRUE(kinds.count("instance_adopted"));
@@ -368,7 +368,7 @@ TEST(FleetTest, EachPoolLaunchesThroughItsOwnProvider) {
     clock.Advance(absl::Seconds(5));
     (*fleet)->Tick(view);
   }
-  EXPECT_EQ((*fleet)->live_instances(), 2);
+  EXPECT_EQ((*fleet)->ledger().live_instances(), 2);
   EXPECT_EQ(providers.Poll("0:" + first).gone(), true);
   EXPECT_EQ(providers.Poll("9:h1").detail, "unknown instance");
 }
@@ -388,11 +388,11 @@ TEST(FleetTest, StaticWorkersAreAdoptedOnlyWithinTheBudget) {
   view.demand = 2;
   view.workers[1] = {"us-east-1", "lab", ""};
   FleetTick first = (*fleet)->Tick(view);
-  EXPECT_EQ((*fleet)->live_instances(), 1);
+  EXPECT_EQ((*fleet)->ledger().live_instances(), 1);
   EXPECT_TRUE(first.retire.empty());
   view.workers[2] = {"us-east-1", "lab", ""};
   FleetTick second = (*fleet)->Tick(view);
-  EXPECT_EQ((*fleet)->live_instances(), 1);
+  EXPECT_EQ((*fleet)->ledger().live_instances(), 1);
   EXPECT_EQ(second.retire, std::vector<int64_t>{2});
   bool refused = false;
   for (const auto& e : second.events) {

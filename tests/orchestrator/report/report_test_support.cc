@@ -218,6 +218,7 @@ void BuildObjectivesRun(const std::string& dir, const ObjectivesRunOptions& o) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> u(0, 1);
   double free_at[2] = {t0, t0};
+  std::vector<CostRow> costs;
   for (int i = 1; i <= o.trials; ++i) {
     const double a = u(rng), b = u(rng), c = u(rng);
     const int w = free_at[0] <= free_at[1] ? 0 : 1;
@@ -252,15 +253,16 @@ void BuildObjectivesRun(const std::string& dir, const ObjectivesRunOptions& o) {
     Check(store.FinishAttempt(i, 1, failed ? v1::ATTEMPT_FAILED : v1::ATTEMPT_COMPLETED,
                               failed ? 1 : 0, t.error, end));
     if (o.billed) {
-      Check(store.AddCost(CostRow{"trial", i, "", "", "", start - t0, end - t0, 0.01 * seconds}));
+      costs.push_back(CostRow{"trial", i, "", "", "", start - t0, end - t0, 0.01 * seconds});
     }
     Check(store.PutTrial(t));
   }
   if (o.billed) {
     for (int w = 0; w < 2; ++w) {
-      Check(store.AddCost(CostRow{"instance", w + 1, "gpu-spot", "east", "spot", 0, free_at[w] - t0,
-                                  0.01 * (free_at[w] - t0)}));
+      costs.push_back(CostRow{"instance", w + 1, "gpu-spot", "east", "spot", 0, free_at[w] - t0,
+                              0.01 * (free_at[w] - t0)});
     }
+    Check(store.ReplaceCosts(costs));
   }
   Check(store.AddEvent(std::max(free_at[0], free_at[1]), "run_finished", 0, "COMPLETED"));
   Check(store.Commit());
