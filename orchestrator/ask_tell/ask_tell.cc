@@ -138,7 +138,7 @@ auto AskTell::Transaction(F&& f) -> decltype(f()) {
 
 void AskTell::ForgetEnded() {
   for (auto it = leases_.begin(); it != leases_.end();) {
-    const TrialRow* row = dispatcher_->trial_row(it->first);
+    const TrialRow* row = dispatcher_->trials().row(it->first);
     const bool runs =
         row != nullptr && row->state == v1::RUNNING && row->attempts == it->second.attempt;
     it = runs ? std::next(it) : leases_.erase(it);
@@ -204,7 +204,7 @@ std::string AskTell::WaitingFor() const {
       "no trial can start until an asked trial is told or its lease lapses: "
       "waiting for ",
       absl::StrJoin(named, ", "), ", asked and not told. The run has all its ",
-      dispatcher_->trial_count(),
+      dispatcher_->trials().size(),
       " trials (search.max_trials); tell those, or give it room with `sextant "
       "resume RUN_DIR --max-trials N`");
 }
@@ -261,10 +261,10 @@ absl::StatusOr<std::pair<int64_t, AskTell::Lease*>> AskTell::Held(const std::str
                                                                   int64_t trial_id, int attempt,
                                                                   const std::string& identity) {
   SEXTANT_RETURN_IF_ERROR(CheckRunId(run_id));
-  const TrialRow* row = dispatcher_->trial_row(trial_id);
+  const TrialRow* row = dispatcher_->trials().row(trial_id);
   if (row == nullptr) {
     return absl::NotFoundError(absl::StrCat("trial ", trial_id, " is not in this run (it has ",
-                                            dispatcher_->trial_count(), " trials)"));
+                                            dispatcher_->trials().size(), " trials)"));
   }
   if (attempt < 0 || attempt > row->attempts) {
     return absl::NotFoundError(absl::StrCat("trial ", trial_id, " has no attempt ", attempt,
@@ -368,7 +368,7 @@ absl::StatusOr<v1::TouchResponse> AskTell::Touch(const v1::TouchRequest& request
 
 v1::TellResponse AskTell::Result(int64_t trial_id, int attempt) const {
   v1::TellResponse response;
-  const TrialRow& row = *dispatcher_->trial_row(trial_id);
+  const TrialRow& row = *dispatcher_->trials().row(trial_id);
   response.set_state(row.state);
   response.set_attempt(attempt);
   const ObjectiveSet objectives(dispatcher_->spec());
@@ -388,7 +388,7 @@ absl::StatusOr<v1::TellResponse> AskTell::Tell(const v1::TellRequest& request,
                                                const std::string& identity) {
   SEXTANT_RETURN_IF_ERROR(CheckRunId(request.run_id()));
   const int64_t id = request.trial_id();
-  const TrialRow* row = dispatcher_->trial_row(id);
+  const TrialRow* row = dispatcher_->trials().row(id);
   if (row != nullptr) {
     // A repeat: the attempt that ended the trial (or paused it at a rung) is told again.
     const int attempt = request.attempt() == 0 ? row->attempts : request.attempt();

@@ -52,7 +52,7 @@ absl::StatusOr<v1::CompleteResponse> RunCore::Complete(const v1::CompleteRequest
 std::vector<int64_t> RunCore::WorkerIds() {
   absl::MutexLock lock(&mu_);
   std::vector<int64_t> ids;
-  for (const auto& [id, info] : dispatcher_->workers()) ids.push_back(id);
+  for (const auto& [id, info] : dispatcher_->roster().workers()) ids.push_back(id);
   return ids;
 }
 
@@ -165,12 +165,12 @@ int RunCore::running() {
 
 int64_t RunCore::trial_count() {
   absl::MutexLock lock(&mu_);
-  return dispatcher_->trial_count();
+  return dispatcher_->trials().size();
 }
 
 std::optional<TrialRow> RunCore::Trial(int64_t id) {
   absl::MutexLock lock(&mu_);
-  const TrialRow* row = dispatcher_->trial_row(id);
+  const TrialRow* row = dispatcher_->trials().row(id);
   if (row == nullptr) return std::nullopt;
   return *row;
 }
@@ -180,7 +180,7 @@ std::optional<std::pair<int, int>> RunCore::PoolWorkers() {
   if (!pools_) return std::nullopt;
   const std::set<int64_t> live = pools_->LiveWorkers();
   int busy = 0;
-  for (const auto& [worker, trial] : dispatcher_->RunningByWorker()) busy += live.count(worker);
+  for (const auto& [worker, trial] : dispatcher_->trials().RunningByWorker()) busy += live.count(worker);
   return std::pair<int, int>(static_cast<int>(live.size()), busy);
 }
 

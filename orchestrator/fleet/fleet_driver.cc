@@ -34,16 +34,16 @@ absl::StatusOr<PoolsRound> FleetDriver::Round(Dispatcher& d) {
   FleetView view;
   view.demand = d.Demand();
   view.top_rung_demand = d.TopRungDemand();
-  view.running = d.RunningByWorker();
+  view.running = d.trials().RunningByWorker();
   // Worker ids only grow, and the fleet binds each worker once: hand it the new ones.
-  const auto& workers = d.workers();
+  const auto& workers = d.roster().workers();
   for (auto it = workers.upper_bound(last_worker_); it != workers.end(); ++it) {
     view.workers[it->first] = {it->second.region, it->second.pool, it->second.launch_token};
     last_worker_ = it->first;
   }
   FleetTick tick = fleet_->Tick(view);
   d.SetHold(tick.hold || fleet_->exhausted());
-  for (int64_t w : tick.retire) d.RetireWorker(w);
+  for (int64_t w : tick.retire) d.roster().Retire(w);
   for (int64_t w : tick.lost)
     SEXTANT_RETURN_IF_ERROR(d.WorkerLost(w, "its instance is gone").status());
   SEXTANT_RETURN_IF_ERROR(store_->Begin());

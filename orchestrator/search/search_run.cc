@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <set>
 #include <utility>
@@ -40,6 +41,8 @@
 #include "orchestrator/fleet/providers.h"
 #include "orchestrator/monitor/run_monitor.h"
 #include "orchestrator/report/report.h"
+#include "orchestrator/search/federated_study.h"
+#include "orchestrator/search/local_workers.h"
 #include "orchestrator/search/progress.h"
 #include "orchestrator/service/admin_service.h"
 #include "orchestrator/service/trial_service.h"
@@ -75,7 +78,7 @@ class SearchRun {
     absl::Status s = Prepare();
     if (s.ok()) s = Loop();
     if (session_.monitor()) {
-      if (service_) PublishMetrics(Stats());
+      if (service_) PublishMetrics(core_->Stats());
       session_.monitor()->RunEnded();
     }
     Teardown();
@@ -121,15 +124,18 @@ class SearchRun {
                                                 dopts, MakeScheduler(spec_)));
     if (spec_.budget().has_max_epsilon()) {
       privacy_budget_.emplace(spec_, run_dir_path_);
-      dispatcher->rules().create_limit = [this](const Dispatcher& d) {
-        return privacy_budget_->CreateLimit(d.trial_count(), [&](int64_t id) {
-          const TrialRow* row = d.trial_row(id);
+      dispatcher->rules().create_limit = [this](const TrialBook& trials) {
+        return privacy_budget_->CreateLimit(trials.size(), [&](int64_t id) {
+          const TrialRow* row = trials.row(id);
           return row != nullptr && (row->state == v1::COMPLETED || row->state == v1::PRUNED ||
                                     row->state == v1::FAILED);
         });
       };
     }
-    if (FederatedOnPools()) SEXTANT_RETURN_IF_ERROR(PlanFederatedTrials(*dispatcher));
+    if (FederatedOnPools(spec_)) {
+      study_.emplace(spec_, run_dir_path_, store_);
+      SEXTANT_RETURN_IF_ERROR(study_->Plan(*dispatcher));
+    }
     core_ = std::make_unique<RunCore>(std::move(dispatcher), env_.clock, env_.clock->Now());
     return StartServer();
   }
@@ -197,9 +203,9 @@ class SearchRun {
     return absl::StrCat(host, ":", port_);
   }
 
-  absl::Status LaunchWorker(int index) {
-    const std::string bin = session_.worker_binary();
-    std::vector<std::string> argv = {bin,
+  // The command line of local worker index.
+  std::vector<std::string> WorkerArgv(int index) const {
+    std::vector<std::string> argv = {session_.worker_binary(),
                                      "--connect",
                                      Target(),
                                      "--region",
@@ -212,45 +218,23 @@ class SearchRun {
                                      "--preempt-notice",
                                      absl::StrCat(kWindDownSeconds)};
     WorkerDial().AppendFlags(&argv);
-    SEXTANT_ASSIGN_OR_RETURN(
-        pid_t pid,
-        env_.launcher->Launch(argv, absl::StrCat(run_dir_->logs_dir(), "/worker-", index, ".log")));
-    workers_.push_back(Local{pid, index});
-    return absl::OkStatus();
-  }
-
-  // Reaps exited workers and replaces them while the run goes on (a bounded number of times).
-  void ReapWorkers(bool replace) {
-    for (auto it = workers_.begin(); it != workers_.end();) {
-      std::optional<int> status = env_.launcher->Poll(it->pid);
-      if (!status) {
-        ++it;
-        continue;
-      }
-      int index = it->index;
-      it = workers_.erase(it);
-      if (replace && respawns_left_ > 0) {
-        --respawns_left_;
-        if (absl::Status s = LaunchWorker(index); !s.ok())
-          *env_.err << "sextant: " << s.message() << "\n";
-        return;  // the iterator is stale after push_back
-      }
-    }
+    return argv;
   }
 
   // Starts what takes the trials: ask/tell clients, the fleet's instances, or n local workers
   // (the run fails only when none starts). Returns n, the workers asked for.
   absl::StatusOr<int> StartWorkers() {
     int n = options_.workers > 0 ? options_.workers : std::max(1, spec_.search().max_concurrent());
-    if (FederatedOnPools()) {
-      if (federated_slots_ < n) {
-        *env_.out << "sextant: the pools' max_instances hold " << federated_slots_ << " trial"
-                  << (federated_slots_ == 1 ? "" : "s") << "' participants at once; running "
-                  << federated_slots_ << " of search.max_concurrent " << n << "\n";
+    if (study_) {
+      const int slots = study_->slots();
+      if (slots < n) {
+        *env_.out << "sextant: the pools' max_instances hold " << slots << " trial"
+                  << (slots == 1 ? "" : "s") << "' participants at once; running " << slots
+                  << " of search.max_concurrent " << n << "\n";
       }
-      n = std::min(n, federated_slots_);
+      n = std::min(n, slots);
     }
-    respawns_left_ = 3 * n;
+    workers_.AllowRespawns(3 * n);
     if (trial_service_) {
       SEXTANT_RETURN_IF_ERROR(AnnounceAskTell());
       return n;
@@ -261,7 +245,7 @@ class SearchRun {
     }
     absl::Status launched;
     for (int i = 0; i < n; ++i) {
-      if (absl::Status s = LaunchWorker(i); !s.ok()) {
+      if (absl::Status s = workers_.Launch(i); !s.ok()) {
         if (i + 1 < n || !workers_.empty()) *env_.err << "sextant: " << s.message() << "\n";
         launched = s;
       }
@@ -272,8 +256,8 @@ class SearchRun {
 
   absl::Status Loop() {
     SEXTANT_ASSIGN_OR_RETURN(const int n, StartWorkers());
-    ProgressReporter progress(env_.out, options_.tty, env_.clock, ObjectiveLabel());
-    progress.Resumed(Stats());
+    ProgressReporter progress(env_.out, options_.tty, env_.clock, ObjectiveMetricsLabel(spec_));
+    progress.Resumed(core_->Stats());
     if (options_.resume && !trial_service_ && core_->Finished()) {
       *env_.out << "sextant: " << run_dir_path_ << " has no trial left to run (it has its "
                 << spec_.search().max_trials() << " trials, search.max_trials); give it room "
@@ -293,11 +277,11 @@ class SearchRun {
       if (fatal.ok()) fatal = service_->fatal_error();
       if (fatal.ok() && trial_service_) fatal = trial_service_->fatal_error();
       if (!fatal.ok()) {
-        progress.Finish(Stats());
+        progress.Finish(core_->Stats());
         (void)core_->End(v1::RUN_FAILED, std::string(fatal.message()));
         return fatal;
       }
-      DispatchStats stats = Stats();
+      DispatchStats stats = core_->Stats();
       progress.Update(stats);
       PublishMetrics(stats);
       switch (step->end) {
@@ -314,15 +298,15 @@ class SearchRun {
       if (sig != 0) return EndInterrupted(progress);
       if (step->end == RunEnd::kOutOfBudget) return WindDown(progress, step->why, step->raise);
       if (step->end == RunEnd::kCannotRun) {
-        progress.Finish(Stats());
+        progress.Finish(core_->Stats());
         (void)core_->End(v1::RUN_FAILED, step->why);
         return absl::UnavailableError(absl::StrCat(step->why, "; see ", run_dir_->logs_dir()));
       }
-      if (FederatedOnPools()) {
+      if (study_) {
         if (std::optional<absl::Status> end = StudyCostStep(progress)) return *end;
       }
       if (trial_service_ || fleet_) continue;  // no local workers: clients or instances
-      ReapWorkers(/*replace=*/true);
+      workers_.Reap(/*replace=*/true);
       if (workers_.empty()) {
         const std::string why = absl::StrCat("every local worker has exited; see ",
                                              run_dir_->logs_dir(), "/worker-*.log");
@@ -334,9 +318,9 @@ class SearchRun {
 
   // Every trial has ended (RunEnd::kCompleted or kEpsilonExhausted).
   absl::Status EndFinished(ProgressReporter& progress, RunEnd end) {
-    // The last trial may have ended after the loop's Stats(): draw them anew.
-    progress.Finish(Stats());
-    if (FederatedOnPools()) SEXTANT_RETURN_IF_ERROR(ReadStudyCosts().status());
+    // The last trial may have ended after the loop's statistics: draw them anew.
+    progress.Finish(core_->Stats());
+    if (study_) SEXTANT_RETURN_IF_ERROR(ReadStudyCosts().status());
     if (end == RunEnd::kEpsilonExhausted) return EpsilonExhausted();
     SEXTANT_RETURN_IF_ERROR(core_->End(v1::RUN_COMPLETED));
     ReleaseBestModelOnly();
@@ -346,7 +330,7 @@ class SearchRun {
 
   // A signal or AdminService.Drain: running trials are cancelled, and a resume goes on.
   absl::Status EndInterrupted(ProgressReporter& progress) {
-    progress.Finish(Stats());
+    progress.Finish(core_->Stats());
     SEXTANT_RETURN_IF_ERROR(core_->End(v1::RUN_INTERRUPTED));
     *env_.out
         << "sextant: interrupted; running trials were cancelled. Continue with: sextant resume "
@@ -379,8 +363,6 @@ class SearchRun {
   }
 
   // The objective's metric, or the objectives' joined by commas.
-  std::string ObjectiveLabel() const { return ObjectiveMetricsLabel(spec_); }
-
   void PublishMetrics(const DispatchStats& stats) {
     RunMonitor* monitor = session_.monitor();
     if (monitor == nullptr) return;
@@ -405,12 +387,10 @@ class SearchRun {
       std::tie(m.workers, m.busy_workers) = *pool;
       return;
     }
-    m.workers = static_cast<int>(workers_.size());
+    m.workers = workers_.size();
     auto running = stats.by_state.find(TrialStateName(v1::RUNNING));
     m.busy_workers = running == stats.by_state.end() ? 0 : std::min(running->second, m.workers);
   }
-
-  DispatchStats Stats() { return core_->Stats(); }
 
   // Records the orchestrator's own CPU time (not its workers' or trials') in the store's meta
   // (orchestrator_cpu_seconds), where the benchmarks read it; it is no news to a user.
@@ -443,28 +423,24 @@ class SearchRun {
     const absl::Time deadline = env_.clock->Now() + absl::Seconds(3);
     bool stopping = session_.stop_signal() != 0;
     if (stopping) {
-      for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGINT);
+      workers_.Signal(SIGINT);
     }
     while (!workers_.empty() && env_.clock->Now() < deadline) {
       core_->ExpireLeases().IgnoreError();
       service_->ServeWaiting();
-      ReapWorkers(/*replace=*/false);
+      workers_.Reap(/*replace=*/false);
       env_.clock->SleepFor(absl::Milliseconds(20));
     }
-    for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGINT);
+    workers_.Signal(SIGINT);
     const absl::Time kill_at = env_.clock->Now() + absl::Seconds(2);
     while (!workers_.empty() && env_.clock->Now() < kill_at) {
-      ReapWorkers(false);
+      workers_.Reap(false);
       env_.clock->SleepFor(absl::Milliseconds(20));
     }
-    for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGKILL);
-    ReapWorkers(false);
+    workers_.Signal(SIGKILL);
+    workers_.Reap(false);
     service_->Drain();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  }
-
-  bool FederatedOnPools() const {
-    return spec_.has_federation() && spec_.resources().pools_size() > 0;
   }
 
   // A federated search on pools, once a second: the trials' bills (each trial's run bills its
@@ -485,108 +461,10 @@ class SearchRun {
                     "--max-cost AMOUNT");
   }
 
-  // Every trial's bills as the search's cost rows (FederatedTrialCosts), read afresh; keeps
-  // what they add up to and the dearest round so far for the budget.
-  absl::StatusOr<std::vector<CostRow>> StudyBills(const Dispatcher& d) {
-    std::map<int64_t, double> offsets, rounds;
-    auto started = store_->GetTimeMeta("started_at");
-    for (int64_t id = 1; id <= d.trial_count(); ++id) {
-      const TrialRow* row = d.trial_row(id);
-      if (row == nullptr) continue;
-      rounds[id] = row->fidelity;
-      if (started.ok() && *started) offsets[id] = std::max(0.0, row->created_at - **started);
-    }
-    SEXTANT_ASSIGN_OR_RETURN(
-        std::vector<CostRow> rows,
-        FederatedTrialCosts(run_dir_path_, d.trial_count(), offsets, [&](int64_t id) {
-          const TrialRow* row = d.trial_row(id);
-          return row != nullptr && row->state == v1::RUNNING;
-        }));
-    study_spent_ = BilledTotal(rows);
-    study_round_ = CostPerRound(rows, rounds);
-    // What the running trials may still add: a round each, and the first billing increments
-    // of an attempt's participants that its run has not billed yet (it may not have launched
-    // them when the gate lets the next one start).
-    std::map<int64_t, double> billed;
-    for (const CostRow& r : rows) {
-      if (r.kind == "trial") billed[r.ref] = r.cost;
-    }
-    study_pending_ = 0;
-    for (int64_t id = 1; id <= d.trial_count(); ++id) {
-      const TrialRow* row = d.trial_row(id);
-      if (row == nullptr || row->state != v1::RUNNING) {
-        attempt_billed_from_.erase(id);
-        continue;
-      }
-      const double now = billed[id];
-      const double from = attempt_billed_from_.emplace(id, now).first->second;
-      study_pending_ += std::max(0.0, first_increments_ - (now - from)) + study_round_;
-    }
-    return rows;
-  }
-
-  // The lease gate of a federated search on pools: whether budget.max_cost holds what the
-  // trials have been billed (read afresh: an attempt that just ended is counted), one more
-  // round of every running trial, and the one about to start: its participants' first billing
-  // increments (billed at their launch, they pay for its first rounds) and a round.
-  bool StudyCanStart(const Dispatcher& d) {
-    if (!StudyBills(d).ok()) return false;  // unreadable bills start nothing
-    return BudgetGuard(spec_.budget().max_cost())
-        .Allows(study_spent_, study_pending_, first_increments_ + study_round_);
-  }
-
-  // StudyCostStep's reading: stores the trials' bills as the search's; true when the budget
-  // would not hold one more round of the running trials, or nothing runs and nothing can
-  // start.
+  // StudyCostStep's reading, against the trials' states as of now (FederatedStudy::Record).
   absl::StatusOr<bool> ReadStudyCosts() {
-    RunCore::Held held = core_->Hold();  // the bills are read against the trials' states
-    return ReadStudyCosts(held.dispatcher());
-  }
-  absl::StatusOr<bool> ReadStudyCosts(const Dispatcher& d) {
-    bool over = false;
-    absl::Status s = [&]() -> absl::Status {
-      SEXTANT_ASSIGN_OR_RETURN(std::vector<CostRow> rows, StudyBills(d));
-      SEXTANT_RETURN_IF_ERROR(store_->Begin());
-      absl::Status w = store_->ClearCosts();
-      for (const CostRow& r : rows) {
-        if (w.ok()) w = store_->AddCost(r);
-      }
-      if (!w.ok()) {
-        store_->Rollback();
-        return w;
-      }
-      SEXTANT_RETURN_IF_ERROR(store_->Commit());
-      if (!spec_.budget().has_max_cost()) return absl::OkStatus();
-      BudgetGuard guard(spec_.budget().max_cost());
-      over = !guard.Allows(study_spent_, study_pending_, 0) ||
-             (d.running() == 0 && !d.Finished() && !StudyCanStart(d));
-      return absl::OkStatus();
-    }();
-    if (!s.ok()) return s;
-    return over;
-  }
-
-  // A federated search on pools: each trial is the global tier of its own federated run, on
-  // this host, and its run places and bills its participants on the pools (federated_run.h);
-  // the trials that run at once are those the pools' max_instances hold (federated_slots_).
-  // With budget.max_cost, a trial starts only when the budget holds it (StudyCanStart).
-  absl::Status PlanFederatedTrials(Dispatcher& d) {
-    std::vector<CatalogError> errors;
-    absl::StatusOr<Catalog> catalog = LoadCatalog(spec_.resources().catalog(), &errors);
-    if (!catalog.ok()) return absl::InvalidArgumentError(catalog.status().message());
-    SEXTANT_ASSIGN_OR_RETURN(FederatedPlacement placement,
-                             FederatedPlacement::Create(spec_, *catalog));
-    federated_slots_ = FederatedTrialsAtOnce(spec_, placement);
-    first_increments_ = placement.FirstIncrements();
-    if (spec_.budget().has_max_cost()) {
-      SEXTANT_RETURN_IF_ERROR(ReadStudyCosts(d).status());  // a resume's earlier bills
-      d.rules().lease_gate = [this](const Dispatcher& d) { return StudyCanStart(d); };
-    }
-    if (federated_slots_ < 1) {
-      return absl::InvalidArgumentError(
-          "resources.pools cannot hold one trial's participants (raise max_instances)");
-    }
-    return absl::OkStatus();
+    RunCore::Held held = core_->Hold();
+    return study_->Record(held.dispatcher());
   }
 
   // Builds the provider and the fleet that launches, bills and scales the spec's pools.
@@ -669,7 +547,7 @@ class SearchRun {
   // The failure policy ended the run (Dispatcher::FailureStop): running trials are cancelled
   // and the run is FAILED; the error quotes why, and the caller exits 1.
   absl::Status EndFailed(ProgressReporter& progress, const std::string& why) {
-    progress.Finish(Stats());
+    progress.Finish(core_->Stats());
     SEXTANT_RETURN_IF_ERROR(core_->End(v1::RUN_FAILED, why));
     PrintSummary();
     return absl::AbortedError(absl::StrCat(
@@ -680,20 +558,20 @@ class SearchRun {
 
   absl::Status WindDown(ProgressReporter& progress, const std::string& why,
                         const std::string& raise) {
-    progress.Finish(Stats());
+    progress.Finish(core_->Stats());
     SEXTANT_RETURN_IF_ERROR(core_->BeginWindDown(why));  // notices the pools' instances
     if (!fleet_) {
-      for (const Local& w : workers_) env_.launcher->Signal(w.pid, SIGTERM);
+      workers_.Signal(SIGTERM);
     }
     const absl::Time deadline = env_.clock->Now() + absl::Seconds(kWindDownSeconds + 5);
     while (core_->running() > 0 && env_.clock->Now() < deadline) {
       env_.clock->SleepFor(absl::Milliseconds(50));
       core_->Round().IgnoreError();
       service_->ServeWaiting();
-      if (!fleet_) ReapWorkers(/*replace=*/false);
+      if (!fleet_) workers_.Reap(/*replace=*/false);
     }
     SEXTANT_RETURN_IF_ERROR(core_->End(v1::RUN_BUDGET_EXHAUSTED));
-    if (FederatedOnPools()) SEXTANT_RETURN_IF_ERROR(ReadStudyCosts().status());  // the last bills
+    if (study_) SEXTANT_RETURN_IF_ERROR(ReadStudyCosts().status());  // the last bills
     *env_.out << "sextant: " << why << "; running trials checkpointed and stopped. Continue with a "
               << "raised budget: sextant resume " << run_dir_path_ << " " << raise << "\n";
     if (fleet_) FleetTeardown();
@@ -735,11 +613,6 @@ class SearchRun {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }
 
-  struct Local {
-    pid_t pid;
-    int index;
-  };
-
   RunSession& session_;
   RunOptions options_;  // the session's, with the Slurm partitions the run keeps
   const RunEnv env_;
@@ -749,23 +622,16 @@ class SearchRun {
   Store* const store_;
   std::unique_ptr<RunCore> core_;
   std::optional<StudyPrivacyBudget> privacy_budget_;  // budget.max_epsilon
-  // A federated search on pools (StudyCostStep): when the trials' bills were last read, and
-  // what starting one trial's participants costs at least.
-  absl::Time costs_read_at_ = absl::InfinitePast();
-  double first_increments_ = 0;
-  int federated_slots_ = 0;   // the trials whose participants the pools hold at once
-  double study_spent_ = 0;    // the trials' bills, as last read
-  double study_round_ = 0;    // the dearest round seen, per round a trial ran (CostPerRound)
-  double study_pending_ = 0;  // what the running trials may still add (StudyBills)
-  std::map<int64_t, double> attempt_billed_from_;  // a running trial's bill when first seen
+  std::optional<FederatedStudy> study_;               // a federated search on pools
+  absl::Time costs_read_at_ = absl::InfinitePast();   // when StudyCostStep last read the bills
   std::unique_ptr<WorkerServiceImpl> service_;
   std::unique_ptr<AskTell> ask_tell_;                // search.mode: ask_tell
   std::unique_ptr<TrialServiceImpl> trial_service_;  // search.mode: ask_tell
   std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
-  std::vector<Local> workers_;
-  int respawns_left_ = 0;
+  LocalWorkers workers_{env_.launcher, std::bind_front(&SearchRun::WorkerArgv, this),
+                        run_dir_->logs_dir(), env_.err};
   std::unique_ptr<Provider> provider_;  // with resources.pools
   std::unique_ptr<Fleet> fleet_;        // with resources.pools (driven by core_)
   bool torn_down_ = false;

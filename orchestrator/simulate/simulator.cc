@@ -257,7 +257,7 @@ class SimulatedCloud : public Provider {
   }
 
   absl::Status Start(Instance& inst, const v1::Assignment& a) {
-    const TrialRow* row = dispatcher_->trial_row(a.trial_id());
+    const TrialRow* row = dispatcher_->trials().row(a.trial_id());
     if (row == nullptr) return absl::InternalError("lease of an unknown trial");
     SEXTANT_ASSIGN_OR_RETURN(inst.params, ParamsFromJson(row->params_json, space_));
     inst.state = State::kBusy;

@@ -36,7 +36,7 @@ trial:
 class RunCoreTest : public ::testing::Test {
  protected:
   void Open(const std::string& yaml,
-            std::function<int64_t(const Dispatcher&)> create_limit = nullptr) {
+            std::function<int64_t(const TrialBook&)> create_limit = nullptr) {
     spec_ = SpecFromYaml(yaml);
     store_ = *Store::Open(":memory:", true);
     DispatcherOptions options;
@@ -158,7 +158,7 @@ TEST_F(RunCoreTest, TheFailurePolicyEndsTheRunFailedWithTheTrialsError) {
 TEST_F(RunCoreTest, APrivacyLimitOnNewTrialsEndsTheRunEpsilonExhaustedOnceTheyHaveEnded) {
   // The limit stands in for budget.max_epsilon's accountant: one trial, of the five asked.
   Open(Yaml("{sampler: random, seed: 3, max_trials: 5, max_concurrent: 1}"),
-       [](const Dispatcher&) { return int64_t{1}; });
+       [](const TrialBook&) { return int64_t{1}; });
   const int64_t w = Register();
   RunOne(w);
   EXPECT_EQ(StepEnd(), RunEnd::kEpsilonExhausted);

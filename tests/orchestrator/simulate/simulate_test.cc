@@ -299,7 +299,7 @@ Decisions DispatchWithModelWorker(const v1::ExperimentSpec& spec, const std::str
     EXPECT_TRUE(lease.ok()) << lease.status();
     if (!lease.ok() || lease->done() || !lease->has_assignment()) break;
     const v1::Assignment& a = lease->assignment();
-    auto parsed = ParamsFromJson(dispatcher.trial_row(a.trial_id())->params_json, space);
+    auto parsed = ParamsFromJson(dispatcher.trials().row(a.trial_id())->params_json, space);
     EXPECT_TRUE(parsed.ok()) << parsed.status();
     const Params params = *parsed;
     int64_t seq = 0;
