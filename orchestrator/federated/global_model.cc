@@ -78,4 +78,23 @@ absl::StatusOr<std::string> GlobalModel::WriteTo(const std::string& model_dir,
   return path;
 }
 
+namespace {
+// A model in a mapped file (from kFileBackedFloats values on) takes the server step
+// kStepRangeFloats (16 MB) at a time.
+constexpr size_t kStepRangeFloats = size_t{1} << 22;
+}  // namespace
+
+absl::Status StepGlobalModel(GlobalModel& model, ServerOptimizer& optimizer,
+                             absl::Span<const float> mean, double total_weight,
+                             PrivacyBudget* privacy) {
+  const bool central_noise = privacy != nullptr && privacy->central_noise();
+  std::vector<float> noisy;
+  if (central_noise) {
+    noisy.assign(mean.begin(), mean.end());
+    SEXTANT_RETURN_IF_ERROR(privacy->AddCentralNoise(absl::MakeSpan(noisy), total_weight));
+  }
+  return optimizer.Step(model.values(), central_noise ? absl::MakeConstSpan(noisy) : mean,
+                        kStepRangeFloats, [&](size_t at, size_t n) { model.Release(at, n); });
+}
+
 }  // namespace sextant

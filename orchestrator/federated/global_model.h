@@ -10,6 +10,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/mapped_floats.h"
+#include "federation/server_optimizer.h"
+#include "orchestrator/federated/privacy_budget.h"
 #include "sextant/v1/experiment.pb.h"
 #include "tensors/tensor_file.h"
 
@@ -59,6 +61,14 @@ class GlobalModel {
   std::optional<MappedFloats> file_;
   TensorFile layout_;
 };
+
+// Applies a round's mean (of total_weight) to the model through the server optimizer. With
+// central DP (privacy non-null and adding central noise) the noise goes on a copy of the mean;
+// otherwise the step reads it in place. A file-backed model is stepped a range at a time, each
+// range's pages given back at once.
+absl::Status StepGlobalModel(GlobalModel& model, ServerOptimizer& optimizer,
+                             absl::Span<const float> mean, double total_weight,
+                             PrivacyBudget* privacy);
 
 }  // namespace sextant
 

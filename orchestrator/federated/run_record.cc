@@ -4,9 +4,55 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "aggregator/federation_plan.h"
 #include "common/status_macros.h"
 
 namespace sextant {
+
+std::vector<RoundRow> RoundRows(int64_t round, const ModelScore& score, const RoundOutcome& outcome,
+                                const std::vector<SenderReport>& senders,
+                                std::optional<double> epsilon, double seconds) {
+  int64_t rejected = outcome.rejected;
+  for (const SenderReport& s : senders) rejected += s.rejected;
+  std::vector<RoundRow> rows;
+  rows.push_back(
+      {round, "", score.accuracy, score.loss, outcome.count, rejected, epsilon, seconds});
+  for (const SenderReport& s : MergeBySender(senders)) {
+    rows.push_back({round, s.client_id, s.metrics.eval_accuracy, s.metrics.eval_loss, s.count,
+                    s.rejected, std::nullopt, seconds});
+  }
+  return rows;
+}
+
+void RunRecord::Started(const std::string& run_dir, size_t parameters, const RunStanding& s,
+                        RunMonitor* monitor) {
+  const v1::Federation& fed = spec_.federation();
+  *out_ << "sextant: federated run " << spec_.name() << " in " << run_dir << ": "
+        << fed.regions_size() << " regions, " << TotalClients(fed) << " clients, " << parameters
+        << " parameters, ";
+  if (s.last_round < fed.rounds()) {
+    *out_ << "rounds " << s.last_round + 1 << ".." << fed.rounds() << "\n";
+  } else {
+    *out_ << "all " << fed.rounds() << " rounds already done\n";
+  }
+  *out_ << std::flush;
+  PutTrial(v1::RUNNING, s);
+  Publish(monitor, s);
+}
+
+void RunRecord::SayRound(const RoundRow& global, int64_t clients_failed, bool federated_trial) {
+  std::string line =
+      absl::StrFormat("round=%d accuracy=%.4f loss=%.4f clients=%d rejected=%d", global.round,
+                      global.accuracy, global.loss, global.clients, global.rejected);
+  if (global.epsilon) absl::StrAppendFormat(&line, " epsilon=%.4f", *global.epsilon);
+  if (clients_failed > 0) absl::StrAppend(&line, " failed=", clients_failed);
+  if (federated_trial) {
+    absl::StrAppendFormat(&line, " rounds=%d val_accuracy=%.17g val_loss=%.17g", global.round,
+                          global.accuracy, global.loss);
+  }
+  (void)store_->AddEvent(EventTime(), "round", 0, line);
+  *out_ << "sextant: " << line << "\n" << std::flush;
+}
 
 RunRecord::RunRecord(const v1::ExperimentSpec& spec, Store* store, const Clock* clock,
                      std::ostream* out, absl::Time start)

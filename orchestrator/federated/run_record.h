@@ -8,8 +8,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "aggregator/federation_hub.h"
 #include "aggregator/model_evaluation.h"
 #include "common/clock.h"
+#include "orchestrator/core/rounds_table.h"
 #include "orchestrator/core/store.h"
 #include "orchestrator/monitor/run_monitor.h"
 #include "sextant/v1/experiment.pb.h"
@@ -29,6 +31,13 @@ struct RunStanding {
   int64_t clients_per_round = 0;   // sampled in each round
 };
 
+// The rows of a completed round, `seconds` into the run: the global model's (its score, the
+// updates aggregated, those turned away here and in every region, epsilon) and one per
+// sending region (its clients' scores, updates and rejections, merged across its senders).
+std::vector<RoundRow> RoundRows(int64_t round, const ModelScore& score, const RoundOutcome& outcome,
+                                const std::vector<SenderReport>& senders,
+                                std::optional<double> epsilon, double seconds);
+
 // The federated run as the store, the live metrics and the console see it: trial 1 of the run,
 // whose fidelity is rounds (so that results, status and a federated search read the run as one
 // trial), and how the run ended, each end with its run state, its line and its status. The
@@ -46,6 +55,15 @@ class RunRecord {
   // client processes, busy while sampled for the round in progress. No-op without a monitor.
   void Publish(RunMonitor* monitor, const RunStanding& s) const;
 
+  // The rounds begin (a resumed run's after s.last_round): the run's first line (its folder,
+  // regions, clients, the model's parameters, the rounds to run), trial 1 RUNNING, and the
+  // live metrics (monitor may be null).
+  void Started(const std::string& run_dir, size_t parameters, const RunStanding& s,
+               RunMonitor* monitor);
+  // Says a completed round (its global row, RoundRows) as a "round" event and a console line,
+  // with the clients that failed in it; a federated trial's line also carries its metrics at
+  // this fidelity (rounds=, val_accuracy=, val_loss=) for its worker.
+  void SayRound(const RoundRow& global, int64_t clients_failed, bool federated_trial);
   // Every round done: COMPLETED, with its final scores and what it spent. OK.
   absl::Status Completed(const RunStanding& s);
   // The run cannot go on: FAILED with why. Returns Aborted("the federated run failed: why"), and
