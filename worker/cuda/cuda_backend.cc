@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker/cuda/kernels.h"
 #include "worker/train/accounted_backend.h"
 
@@ -105,6 +106,58 @@ absl::Status CublasStatus(cublasStatus_t e, const char* what) {
 #define SEXTANT_CUDA_CHECK(call) Record(CudaStatus((call), #call))
 #define SEXTANT_CUBLAS_CHECK(call) Record(CublasStatus((call), #call))
 
+// The backend's scratch memory on its device, each buffer grown on demand: a vector of ones
+// (bias gradients as a GEMV) and the per-row loss and flags of the softmax cross-entropy.
+// Called on the backend's device and stream; not thread-safe.
+class DeviceScratch {
+ public:
+  // At least n ones; OK or the CUDA error.
+  absl::Status EnsureOnes(int64_t n, cudaStream_t stream) {
+    if (n <= ones_size_) return absl::OkStatus();
+    if (ones != nullptr) {
+      cudaStreamSynchronize(stream);
+      cudaFree(ones);
+      ones = nullptr;
+    }
+    SEXTANT_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&ones, n * sizeof(float)), "cudaMalloc(ones)"));
+    ones_size_ = n;
+    return CudaStatus(LaunchFill(ones, n, 1.0f, stream), "LaunchFill(ones)");
+  }
+  // Room for n rows' loss and flags; OK or the CUDA error.
+  absl::Status EnsureRows(int64_t n, cudaStream_t stream) {
+    if (n <= rows_) return absl::OkStatus();
+    cudaStreamSynchronize(stream);
+    Free();
+    SEXTANT_RETURN_IF_ERROR(
+        CudaStatus(cudaMalloc(&row_loss, n * sizeof(double)), "cudaMalloc(row_loss)"));
+    SEXTANT_RETURN_IF_ERROR(
+        CudaStatus(cudaMalloc(&row_flags, n * sizeof(int32_t)), "cudaMalloc(row_flags)"));
+    rows_ = n;
+    return absl::OkStatus();
+  }
+  // Frees the row buffers, and with_ones the ones too (the backend's device is current).
+  void Free(bool with_ones = false) {
+    if (row_loss != nullptr) cudaFree(row_loss);
+    if (row_flags != nullptr) cudaFree(row_flags);
+    row_loss = nullptr;
+    row_flags = nullptr;
+    rows_ = 0;
+    if (with_ones && ones != nullptr) {
+      cudaFree(ones);
+      ones = nullptr;
+      ones_size_ = 0;
+    }
+  }
+
+  float* ones = nullptr;
+  double* row_loss = nullptr;
+  int32_t* row_flags = nullptr;
+
+ private:
+  int64_t ones_size_ = 0;
+  int64_t rows_ = 0;
+};
+
 class CudaBackend : public AccountedBackend {
  public:
   static absl::StatusOr<std::unique_ptr<Backend>> Create(const CudaBackendOptions& o) {
@@ -122,10 +175,7 @@ class CudaBackend : public AccountedBackend {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
     ReleaseAll();
-    for (void* p : {static_cast<void*>(ones_), static_cast<void*>(row_loss_),
-                    static_cast<void*>(row_flags_)}) {
-      if (p != nullptr) cudaFree(p);
-    }
+    scratch_.Free(/*with_ones=*/true);
     if (cublas_ != nullptr) Libs().destroy(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -185,27 +235,27 @@ class CudaBackend : public AccountedBackend {
 
   // db = beta * db + dy^T 1: a GEMV against a vector of ones (deterministic, no atomics).
   void ColumnSum(const Tensor& dy, float beta, Tensor db) override {
-    if (!EnsureOnes(dy.rows)) return;
+    if (!Record(scratch_.EnsureOnes(dy.rows, stream_))) return;
     const float one = 1.0f;
-    SEXTANT_CUBLAS_CHECK(Libs().sgemv(cublas_, CUBLAS_OP_N, static_cast<int>(dy.cols),
-                                      static_cast<int>(dy.rows), &one, dy.data,
-                                      static_cast<int>(dy.cols), ones_, 1, &beta, db.data, 1));
+    SEXTANT_CUBLAS_CHECK(Libs().sgemv(
+        cublas_, CUBLAS_OP_N, static_cast<int>(dy.cols), static_cast<int>(dy.rows), &one, dy.data,
+        static_cast<int>(dy.cols), scratch_.ones, 1, &beta, db.data, 1));
   }
 
   train::LossSums SoftmaxCrossEntropy(const Tensor& logits, const IntTensor& labels,
                                       float grad_scale, Tensor dlogits) override {
     train::LossSums sums;
     const int64_t rows = logits.rows;
-    if (!EnsureRowScratch(rows)) return sums;
+    if (!Record(scratch_.EnsureRows(rows, stream_))) return sums;
     SEXTANT_CUDA_CHECK(LaunchSoftmaxCrossEntropy(logits.data, labels.data, rows, logits.cols,
-                                                 grad_scale, dlogits.data, row_loss_, row_flags_,
-                                                 stream_));
+                                                 grad_scale, dlogits.data, scratch_.row_loss,
+                                                 scratch_.row_flags, stream_));
     host_loss_.resize(rows);
     host_flags_.resize(rows);
-    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host_loss_.data(), row_loss_, rows * sizeof(double),
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host_loss_.data(), scratch_.row_loss, rows * sizeof(double),
                                        cudaMemcpyDeviceToHost, stream_));
-    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host_flags_.data(), row_flags_, rows * sizeof(int32_t),
-                                       cudaMemcpyDeviceToHost, stream_));
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host_flags_.data(), scratch_.row_flags,
+                                       rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
     // Summed on the host in row order, exactly as the CPU backend does.
     for (int64_t r = 0; r < rows; ++r) {
@@ -305,40 +355,11 @@ class CudaBackend : public AccountedBackend {
     cudaFree(p);
   }
 
-  bool EnsureOnes(int64_t n) {
-    if (n <= ones_size_) return true;
-    if (ones_ != nullptr) {
-      cudaStreamSynchronize(stream_);
-      cudaFree(ones_);
-      ones_ = nullptr;
-    }
-    if (!SEXTANT_CUDA_CHECK(cudaMalloc(&ones_, n * sizeof(float)))) return false;
-    ones_size_ = n;
-    return SEXTANT_CUDA_CHECK(LaunchFill(ones_, n, 1.0f, stream_));
-  }
-
-  bool EnsureRowScratch(int64_t n) {
-    if (n <= scratch_rows_) return true;
-    cudaStreamSynchronize(stream_);
-    if (row_loss_ != nullptr) cudaFree(row_loss_);
-    if (row_flags_ != nullptr) cudaFree(row_flags_);
-    row_loss_ = nullptr;
-    row_flags_ = nullptr;
-    if (!SEXTANT_CUDA_CHECK(cudaMalloc(&row_loss_, n * sizeof(double)))) return false;
-    if (!SEXTANT_CUDA_CHECK(cudaMalloc(&row_flags_, n * sizeof(int32_t)))) return false;
-    scratch_rows_ = n;
-    return true;
-  }
-
   const int device_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   absl::Status error_;
-  float* ones_ = nullptr;
-  int64_t ones_size_ = 0;
-  double* row_loss_ = nullptr;
-  int32_t* row_flags_ = nullptr;
-  int64_t scratch_rows_ = 0;
+  DeviceScratch scratch_;
   std::vector<double> host_loss_;
   std::vector<int32_t> host_flags_;
 };
