@@ -20,11 +20,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "orchestrator/core/experiment_loader_federation.h"
-#include "orchestrator/core/experiment_loader_internal.h"
-#include "orchestrator/core/experiment_loader_parameters.h"
-#include "orchestrator/core/experiment_loader_resources.h"
 #include "orchestrator/core/federated_trial_params.h"
+#include "orchestrator/core/internal/federation_loader.h"
+#include "orchestrator/core/internal/loader_support.h"
+#include "orchestrator/core/internal/parameters_loader.h"
+#include "orchestrator/core/internal/resources_loader.h"
 #include "orchestrator/core/trial_command.h"
 
 namespace sextant {
@@ -82,7 +82,7 @@ std::optional<YAML::Mark> StuckAt(const std::string& text) {
 }
 
 // Fills an ExperimentSpec section by section: the root, name, objectives, trial, budget and the
-// study's privacy here, the other sections through their own loaders (experiment_loader_*.h).
+// study's privacy here, the other sections through their own loaders (internal/*_loader.h).
 // Not thread-safe; one per load.
 class Loader {
  public:

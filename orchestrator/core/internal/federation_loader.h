@@ -1,10 +1,10 @@
-#ifndef SEXTANT_ORCHESTRATOR_CORE_EXPERIMENT_LOADER_FEDERATION_H_
-#define SEXTANT_ORCHESTRATOR_CORE_EXPERIMENT_LOADER_FEDERATION_H_
+#ifndef SEXTANT_ORCHESTRATOR_CORE_INTERNAL_FEDERATION_LOADER_H_
+#define SEXTANT_ORCHESTRATOR_CORE_INTERNAL_FEDERATION_LOADER_H_
 
 #include <cstdint>
 #include <string>
 
-#include "orchestrator/core/experiment_loader_internal.h"
+#include "orchestrator/core/internal/loader_support.h"
 #include "sextant/v1/experiment.pb.h"
 
 namespace sextant::loader_internal {
@@ -43,4 +43,4 @@ class FederationLoader {
 
 }  // namespace sextant::loader_internal
 
-#endif  // SEXTANT_ORCHESTRATOR_CORE_EXPERIMENT_LOADER_FEDERATION_H_
+#endif  // SEXTANT_ORCHESTRATOR_CORE_INTERNAL_FEDERATION_LOADER_H_

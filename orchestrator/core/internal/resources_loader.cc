@@ -1,4 +1,4 @@
-#include "orchestrator/core/experiment_loader_resources.h"
+#include "orchestrator/core/internal/resources_loader.h"
 
 #include <algorithm>
 #include <array>

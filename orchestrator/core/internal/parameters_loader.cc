@@ -1,4 +1,4 @@
-#include "orchestrator/core/experiment_loader_parameters.h"
+#include "orchestrator/core/internal/parameters_loader.h"
 
 #include <algorithm>
 #include <array>

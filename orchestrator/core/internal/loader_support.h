@@ -1,8 +1,8 @@
-// What the experiment loader's section loaders share (experiment_loader_*.cc): the positions of
-// values in the document, the reader that collects errors, mappings with a fixed set of keys,
-// and the state one load carries from section to section. Not part of the loader's API.
-#ifndef SEXTANT_ORCHESTRATOR_CORE_EXPERIMENT_LOADER_INTERNAL_H_
-#define SEXTANT_ORCHESTRATOR_CORE_EXPERIMENT_LOADER_INTERNAL_H_
+// What the experiment loader's section loaders share (orchestrator/core/internal/*_loader.cc): the
+// positions of values in the document, the reader that collects errors, mappings with a fixed set
+// of keys, and the state one load carries from section to section. Not part of the loader's API.
+#ifndef SEXTANT_ORCHESTRATOR_CORE_INTERNAL_LOADER_SUPPORT_H_
+#define SEXTANT_ORCHESTRATOR_CORE_INTERNAL_LOADER_SUPPORT_H_
 
 #include <yaml-cpp/yaml.h>
 
@@ -178,4 +178,4 @@ struct LoadContext {
 
 }  // namespace sextant::loader_internal
 
-#endif  // SEXTANT_ORCHESTRATOR_CORE_EXPERIMENT_LOADER_INTERNAL_H_
+#endif  // SEXTANT_ORCHESTRATOR_CORE_INTERNAL_LOADER_SUPPORT_H_

@@ -1,4 +1,4 @@
-#include "orchestrator/core/experiment_loader_federation.h"
+#include "orchestrator/core/internal/federation_loader.h"
 
 #include <algorithm>
 #include <array>

@@ -1,12 +1,12 @@
-#ifndef SEXTANT_ORCHESTRATOR_CORE_EXPERIMENT_LOADER_PARAMETERS_H_
-#define SEXTANT_ORCHESTRATOR_CORE_EXPERIMENT_LOADER_PARAMETERS_H_
+#ifndef SEXTANT_ORCHESTRATOR_CORE_INTERNAL_PARAMETERS_LOADER_H_
+#define SEXTANT_ORCHESTRATOR_CORE_INTERNAL_PARAMETERS_LOADER_H_
 
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "orchestrator/core/experiment_loader_internal.h"
+#include "orchestrator/core/internal/loader_support.h"
 #include "sextant/v1/experiment.pb.h"
 #include "strategies/search_space.h"
 
@@ -73,4 +73,4 @@ class ParametersLoader {
 
 }  // namespace sextant::loader_internal
 
-#endif  // SEXTANT_ORCHESTRATOR_CORE_EXPERIMENT_LOADER_PARAMETERS_H_
+#endif  // SEXTANT_ORCHESTRATOR_CORE_INTERNAL_PARAMETERS_LOADER_H_

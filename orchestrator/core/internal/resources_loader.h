@@ -1,12 +1,12 @@
-#ifndef SEXTANT_ORCHESTRATOR_CORE_EXPERIMENT_LOADER_RESOURCES_H_
-#define SEXTANT_ORCHESTRATOR_CORE_EXPERIMENT_LOADER_RESOURCES_H_
+#ifndef SEXTANT_ORCHESTRATOR_CORE_INTERNAL_RESOURCES_LOADER_H_
+#define SEXTANT_ORCHESTRATOR_CORE_INTERNAL_RESOURCES_LOADER_H_
 
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "orchestrator/core/experiment_loader_internal.h"
+#include "orchestrator/core/internal/loader_support.h"
 #include "orchestrator/cost/catalog.h"
 #include "orchestrator/cost/federated_placement.h"
 #include "sextant/v1/experiment.pb.h"
@@ -57,4 +57,4 @@ class ResourcesLoader {
 
 }  // namespace sextant::loader_internal
 
-#endif  // SEXTANT_ORCHESTRATOR_CORE_EXPERIMENT_LOADER_RESOURCES_H_
+#endif  // SEXTANT_ORCHESTRATOR_CORE_INTERNAL_RESOURCES_LOADER_H_

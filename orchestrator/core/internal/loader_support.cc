@@ -1,4 +1,4 @@
-#include "orchestrator/core/experiment_loader_internal.h"
+#include "orchestrator/core/internal/loader_support.h"
 
 #include <algorithm>
 #include <array>
