@@ -1,36 +1,21 @@
 #include "orchestrator/search/local_workers.h"
 
 #include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "tests/orchestrator/test_util.h"
 
 namespace sextant {
 namespace {
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class LocalWorkersTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("sextant-local-workers-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   // Reaps (replacing with `replace`) until no worker runs, for at most 20 s.
   void ReapAll(LocalWorkers& w, bool replace) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -40,7 +25,7 @@ class LocalWorkersTest : public ::testing::Test {
     }
   }
 
-  std::filesystem::path dir_;
+  const std::filesystem::path dir_ = testing::MakeTempDir("local-workers");
   std::unique_ptr<ProcessLauncher> launcher_ = NewPosixProcessLauncher();
   std::ostringstream err_;
 };
@@ -60,8 +45,8 @@ TEST_F(LocalWorkersTest, ExitedWorkersAreReplacedUnderTheirIndexWhileRespawnsLas
   w.AllowRespawns(2);
   ReapAll(w, /*replace=*/true);
   EXPECT_TRUE(w.empty());
-  const std::string zero = Read((dir_ / "worker-0.log").string());
-  const std::string one = Read((dir_ / "worker-1.log").string());
+  const std::string zero = testing::ReadFile((dir_ / "worker-0.log").string());
+  const std::string one = testing::ReadFile((dir_ / "worker-1.log").string());
   // Four starts in all: the two, and two replacements, each logging to its own index's file.
   size_t starts = 0;
   for (const std::string& log : {zero, one}) {
