@@ -46,24 +46,19 @@ absl::StatusOr<PoolsRound> FleetDriver::Round(Dispatcher& d) {
   for (int64_t w : tick.retire) d.roster().Retire(w);
   for (int64_t w : tick.lost)
     SEXTANT_RETURN_IF_ERROR(d.WorkerLost(w, "its instance is gone").status());
-  SEXTANT_RETURN_IF_ERROR(store_->Begin());
-  absl::Status st;
-  for (const FleetTick::Event& e : tick.events) {
-    if (st.ok()) st = store_->AddEvent(absl::ToUnixMicros(now) / 1e6, e.kind, e.trial, e.message);
-  }
   const bool periodic = options_.cost_write_period != absl::InfiniteDuration() &&
                         now - last_cost_write_ >= options_.cost_write_period;
   const bool on_events =
       options_.cost_write_period != absl::InfiniteDuration() && !tick.events.empty();
-  if (st.ok() && (periodic || on_events)) {
-    st = fleet_->WriteCosts(store_);
+  SEXTANT_RETURN_IF_ERROR(WithinTransaction(store_, [&]() -> absl::Status {
+    for (const FleetTick::Event& e : tick.events) {
+      SEXTANT_RETURN_IF_ERROR(
+          store_->AddEvent(absl::ToUnixMicros(now) / 1e6, e.kind, e.trial, e.message));
+    }
+    if (!periodic && !on_events) return absl::OkStatus();
     last_cost_write_ = now;
-  }
-  if (!st.ok()) {
-    store_->Rollback();
-    return st;
-  }
-  SEXTANT_RETURN_IF_ERROR(store_->Commit());
+    return fleet_->WriteCosts(store_);
+  }));
   PoolsRound r;
   r.exhausted = fleet_->exhausted();
   if (!r.exhausted && view.demand > 0) r.stuck_on = fleet_->Stuck(&r.stuck);
@@ -71,14 +66,10 @@ absl::StatusOr<PoolsRound> FleetDriver::Round(Dispatcher& d) {
 }
 
 absl::Status FleetDriver::WriteCosts() {
-  SEXTANT_RETURN_IF_ERROR(store_->Begin());
-  absl::Status st = fleet_->WriteCosts(store_);
-  if (!st.ok()) {
-    store_->Rollback();
-    return st;
-  }
+  SEXTANT_RETURN_IF_ERROR(
+      WithinTransaction(store_, [&]() -> absl::Status { return fleet_->WriteCosts(store_); }));
   last_cost_write_ = clock_->Now();
-  return store_->Commit();
+  return absl::OkStatus();
 }
 
 }  // namespace sextant

@@ -467,13 +467,9 @@ absl::Status Simulator::Impl::Init(const SimulationSettings& settings) {
 }
 
 absl::Status Simulator::Impl::Event(const std::string& kind, const std::string& message) {
-  SEXTANT_RETURN_IF_ERROR(store_->Begin());
-  absl::Status s = store_->AddEvent(absl::ToUnixMicros(clock_.Now()) / 1e6, kind, 0, message);
-  if (!s.ok()) {
-    store_->Rollback();
-    return s;
-  }
-  return store_->Commit();
+  return WithinTransaction(store_.get(), [&]() -> absl::Status {
+    return store_->AddEvent(absl::ToUnixMicros(clock_.Now()) / 1e6, kind, 0, message);
+  });
 }
 
 absl::Status Simulator::Impl::Round() {
