@@ -190,7 +190,7 @@ class FederatedRun {
       if (parts_.hand_joins().any()) {
         parts_.hand_joins().Announce(*env_.out, tier_->port(), experiment_id_);
       }
-      SEXTANT_RETURN_IF_ERROR(AwaitRegions());
+      if (absl::Status s = AwaitRegions(); !s.ok()) return StoppedBy(s);
       if (bill_.billing()) bill_.billing()->RoundsBegin();
     }
     for (int64_t round = last_round_ + 1; round <= fed().rounds(); ++round) {
@@ -253,9 +253,11 @@ class FederatedRun {
   }
 
   // Says each failure the participants reported since the last call, and a round waiting past
-  // its deadline for too few updates (RoundFailures::Show).
+  // its deadline for too few updates (RoundFailures::Show); not before the regions are up, as
+  // round 1's deadline starts afresh then.
   void ShowFailures() {
-    failures_.Show(tier_->hub().TakeFailures(), tier_->hub().Progress(), last_round_);
+    failures_.Show(tier_->hub().TakeFailures(),
+                   regions_up_ ? tier_->hub().Progress() : RoundProgress{}, last_round_);
   }
 
   // Round `round` closed with `count` client updates, fewer than min_clients: the model stays
@@ -267,11 +269,13 @@ class FederatedRun {
   }
 
   // Waits until every region's aggregator is up and starts the first round's deadline afresh
-  // (RunParticipants::AwaitRegions). OK once they are, or the interruption's status.
+  // (RunParticipants::AwaitRegions). OK once they are, or the interruption that ended the
+  // wait (for StoppedBy: the run is stopped once, by its caller).
   absl::Status AwaitRegions() {
     absl::StatusOr<std::vector<std::string>> missing =
         parts_.AwaitRegions([&] { return Interruption(); });
-    if (!missing.ok()) return StoppedBy(missing.status());
+    if (!missing.ok()) return missing.status();
+    regions_up_ = true;
     (void)store_->AddEvent(
         record_.EventTime(), "federation_ready", 0,
         missing->empty()
@@ -384,8 +388,9 @@ class FederatedRun {
   RunBill bill_;  // with resources.pools: the participants' instances and the transfer
   int64_t last_round_ = 0;
   int64_t published_round_ = -1;
-  RoundFailures failures_;  // the participants' failures and the rounds that failed
-  RunRecord record_;        // the run as trial 1, its metrics and its end
+  bool regions_up_ = false;  // the wait for the regions ended (AwaitRegions)
+  RoundFailures failures_;   // the participants' failures and the rounds that failed
+  RunRecord record_;         // the run as trial 1, its metrics and its end
 };
 
 }  // namespace
