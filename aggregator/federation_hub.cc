@@ -73,10 +73,12 @@ absl::Status ReadFloats(const std::string& path, int64_t offset, absl::Span<floa
 }  // namespace
 
 FederationHub::FederationHub(RoundCoordinator coordinator, Clock* clock,
-                             absl::Duration stall_timeout, double min_floats_per_second)
+                             absl::Duration stall_timeout, double min_floats_per_second,
+                             VersionStarts starts)
     : clock_(clock),
       coordinator_(std::move(coordinator)),
       experiment_id_(coordinator_.experiment_id()),
+      starts_(std::move(starts)),
       lease_(stall_timeout, min_floats_per_second) {}
 
 absl::Status FederationHub::Publish(int64_t round, const std::string& model_path,
@@ -94,6 +96,7 @@ absl::Status FederationHub::Publish(int64_t round, const std::string& model_path
   if (absl::Status s = coordinator_.OpenRound(round, std::move(participants)); !s.ok()) return s;
   round_ = round;
   published_at_ = clock_->Now();
+  starts_.Published(round, published_at_);
   model_path_ = model_path;
   tasks_ = std::move(tasks);
   model_size_ = tasks_.begin()->second.model_size;
@@ -194,6 +197,8 @@ absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experim
   if (contacted_.size() < kMaxContacts && contacted_.insert(client_id).second)
     notifier_.cv().SignalAll();
   const absl::Time deadline = clock_->Now() + wait;
+  // Buffered: a version's places (VersionStarts) are drawn among the clients asking for it.
+  if (tasks_.count(client_id)) starts_.Ask(client_id, after_round);
   while (true) {
     if (stopping_ && !done_) return StoppingStatus();
     if (done_) {
@@ -205,7 +210,7 @@ absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experim
     }
     if (round_ > after_round && coordinator_.round_open()) {
       auto it = tasks_.find(client_id);
-      if (it != tasks_.end()) return it->second;
+      if (it != tasks_.end() && starts_.Admit(client_id, round_, clock_->Now())) return it->second;
     }
     if (clock_->WaitUntil(notifier_.cv(), mu_, deadline)) return RoundTask{};
   }

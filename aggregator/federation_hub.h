@@ -15,6 +15,7 @@
 #include "absl/types/span.h"
 #include "aggregator/change_notifier.h"
 #include "aggregator/staging_lease.h"
+#include "aggregator/version_starts.h"
 #include "common/clock.h"
 #include "common/wait_list.h"
 #include "federation/round_coordinator.h"
@@ -89,9 +90,11 @@ class FederationHub {
   // min_floats_per_second: nor may it take longer in all than stall_timeout plus its size at
   // this rate, however often it sends a chunk, so that a sender trickling a value at a time
   // cannot hold the buffer either. Default 2^18 floats (1 MiB) a second.
+  // starts: buffered rounds, who of the callers of WaitForRound may start on each version
+  // (VersionStarts). Default: every one.
   FederationHub(RoundCoordinator coordinator, Clock* clock,
                 absl::Duration stall_timeout = absl::Seconds(5),
-                double min_floats_per_second = 1 << 18);
+                double min_floats_per_second = 1 << 18, VersionStarts starts = VersionStarts());
 
   // Opens `round`: the model is read from model_path (model_size floats, native float32), and
   // tasks maps each participant to its task (kind kTrain is implied). Wakes waiting callers.
@@ -111,7 +114,8 @@ class FederationHub {
 
   // Waits up to `wait` (on the real clock) for a round above after_round that includes client_id.
   // Returns kWait on timeout, kDone when the experiment ended. Aborted for another experiment;
-  // Unavailable once stopping (SetStopping).
+  // Unavailable once stopping (SetStopping). Buffered, with places per version (VersionStarts):
+  // a client waits until it may start on the newest version as well.
   absl::StatusOr<RoundTask> WaitForRound(const std::string& experiment_id,
                                          const std::string& client_id, int64_t after_round,
                                          absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
@@ -210,6 +214,7 @@ class FederationHub {
   std::vector<SenderReport> senders_ ABSL_GUARDED_BY(mu_);
   std::vector<FailureReport> failures_ ABSL_GUARDED_BY(mu_);  // not yet taken
   std::set<std::string> failed_this_round_ ABSL_GUARDED_BY(mu_);
+  VersionStarts starts_ ABSL_GUARDED_BY(mu_);
   // Every caller of WaitForRound so far (bounded).
   std::set<std::string> contacted_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> heard_done_ ABSL_GUARDED_BY(mu_);  // of contacted_

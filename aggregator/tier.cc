@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/federation_calls.h"
+#include "common/ids.h"
 #include "common/retry.h"
 #include "common/status_macros.h"
 
@@ -27,7 +28,10 @@ absl::StatusOr<std::unique_ptr<Tier>> Tier::Start(TierOptions options, Clock* cl
   absl::StatusOr<RoundCoordinator> coordinator =
       RoundCoordinator::Create(options.coordinator, clock);
   if (!coordinator.ok()) return coordinator.status();
-  auto hub = std::make_unique<FederationHub>(*std::move(coordinator), clock, options.stall_timeout);
+  auto hub = std::make_unique<FederationHub>(
+      *std::move(coordinator), clock, options.stall_timeout, /*min_floats_per_second=*/1 << 18,
+      VersionStarts(options.coordinator.buffer.starts_per_version,
+                    HashId(options.coordinator.experiment_id)));
   std::unique_ptr<Tier> tier(new Tier(std::move(options), clock, std::move(hub)));
   TierOptions& o = tier->options_;
   if (o.secure) {
@@ -100,9 +104,9 @@ absl::StatusOr<ClosedRound> Tier::TakeRound() {
   if (!open_.keep_sum) {
     const int64_t max_clients =
         open_.decode_max_clients > 0 ? open_.decode_max_clients : out->config.num_clients;
-    SEXTANT_ASSIGN_OR_RETURN(closed.outcome,
-                             DecodeSecureRound(*out, max_clients, options_.coordinator.model_size,
-                                               &secure_mean_));
+    SEXTANT_ASSIGN_OR_RETURN(
+        closed.outcome,
+        DecodeSecureRound(*out, max_clients, options_.coordinator.model_size, &secure_mean_));
   } else {
     closed.outcome.round = out->round;
     closed.outcome.count = out->count;

@@ -27,6 +27,16 @@ int64_t RegionBufferSize(const v1::Federation& f, int64_t clients) {
                              std::max<int64_t>(1, clients));
 }
 
+int64_t RegionVersionStarts(const v1::Federation& f, int64_t clients) {
+  const int64_t total = std::max<int64_t>(1, TotalClients(f));
+  const int64_t per = ClientsPerRound(f);
+  if (per >= total) return 0;
+  const int64_t share = (per * clients + total - 1) / total;
+  return std::clamp<int64_t>(std::max({share, RegionBufferSize(f, clients),
+                                       f.secure_aggregation() ? int64_t{2} : int64_t{1}}),
+                             1, std::max<int64_t>(1, clients));
+}
+
 SecAggQuantization BaseQuantization(const v1::Federation& f) {
   SecAggQuantization q;
   q.bits = 16;
@@ -127,6 +137,7 @@ absl::Status ApplyExperiment(const v1::ExperimentSpec& spec, RegionalAggregatorO
   // Central DP over plaintext updates: the aggregator enforces each client's bound itself.
   o->dp_clip_norm = o->secure_aggregation ? 0 : DpClipNorm(f);
   o->buffer = Buffered(f) ? StalenessPolicy(f) : BufferPolicy{};
+  if (o->buffer.enabled) o->buffer.starts_per_version = RegionVersionStarts(f, region->clients());
   if (o->buffer.enabled && (o->rule.robust() || o->hide_region_sum)) {
     return absl::InvalidArgumentError(
         "buffered rounds fold a weighted mean of plaintext or secure updates: not with a robust "

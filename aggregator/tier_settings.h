@@ -33,6 +33,13 @@ BufferPolicy StalenessPolicy(const v1::Federation& f);
 // per buffer).
 int64_t RegionBufferSize(const v1::Federation& f, int64_t clients);
 
+// Buffered: the most of a region's `clients` that start training on one model version
+// (BufferPolicy::starts_per_version), from federation.clients_per_round (FedBuff's
+// concurrency): the region's share of ClientsPerRound by its clients, rounded up, at least its
+// share of a buffer (RegionBufferSize) and 2 under secure aggregation, at most its clients.
+// 0 (no limit) when clients_per_round is every client, the default.
+int64_t RegionVersionStarts(const v1::Federation& f, int64_t clients);
+
 // The quantisation of secure aggregation. Weights are example counts (at most a client's
 // share: examples_per_client, or the whole training split), or 1 under DP. Each coordinate of
 // an update is clipped to [-4, 4], or to C plus six standard deviations of distributed noise

@@ -33,6 +33,10 @@ struct BufferPolicy {
   // the next (a regional tier, so that a buffer's count never exceeds its clients). Default:
   // any number (the global tier, where a fast region may push twice into one buffer).
   bool distinct_senders = false;
+  // The most clients that start training on one version (federation.clients_per_round under
+  // mode: buffered); the hub that gives out the versions keeps it (FederationHub,
+  // VersionStarts). Default 0: every client.
+  int64_t starts_per_version = 0;
 };
 
 // The damping factor in (0, 1] of an update s >= 0 versions stale.

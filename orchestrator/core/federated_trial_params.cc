@@ -61,8 +61,9 @@ absl::Status ApplyFederatedTrialParams(
       f->set_clients_per_round(x);
     } else if (n == "clip_norm") {
       if (!f->has_dp()) {
-        return absl::InvalidArgumentError("parameter clip_norm tunes federation.dp.clip_norm: "
-                                          "add federation.dp");
+        return absl::InvalidArgumentError(
+            "parameter clip_norm tunes federation.dp.clip_norm: "
+            "add federation.dp");
       }
       f->mutable_dp()->set_clip_norm(x);
     }
@@ -74,6 +75,12 @@ absl::Status ApplyFederatedTrialParams(
         "parameter clients_per_round=", f->clients_per_round(), " gives ", ClientsPerRound(*f),
         " clients a round; secure aggregation samples at least 2 in each of the ",
         f->regions_size(), " regions (", 2 * f->regions_size(), ")"));
+  }
+  if (f->mode() == "buffered" && ClientsPerRound(*f) < f->buffer_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parameter clients_per_round=", f->clients_per_round(), " starts ", ClientsPerRound(*f),
+        " clients on each model version, too few to fill a buffer of buffer_size ",
+        f->buffer_size()));
   }
   return absl::OkStatus();
 }

@@ -21,7 +21,8 @@ bool IsFederationHyperparameter(const std::string& name);
 // Puts the trial's values (value(name); nullopt when the parameter is inactive) into spec's
 // federation block and clears spec's parameters. InvalidArgument for a name that is not a
 // federation hyperparameter, a value that is not a number (but server_optimizer's), clip_norm
-// without dp:, or clients_per_round too small for secure aggregation's quota of 2 per region.
+// without dp:, clients_per_round too small for secure aggregation's quota of 2 per region, or,
+// under mode: buffered, below buffer_size (it is how many start on each model version).
 absl::Status ApplyFederatedTrialParams(
     v1::ExperimentSpec& spec,
     const std::function<std::optional<std::string>(const std::string&)>& value);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/federation_plan.h"
+#include "aggregator/tier_settings.h"
 #include "common/ids.h"
 #include "nlohmann/json.hpp"
 
@@ -67,10 +68,11 @@ std::vector<Participant> SelectClients(const v1::Federation& f, int64_t round,
   std::mt19937_64 rng(f.seed() * 1000003ULL + static_cast<uint64_t>(round));
   const std::vector<int64_t> quota = RegionQuotas(f);
   std::vector<Participant> chosen;
-  if (quota.empty()) {
+  if (quota.empty() || Buffered(f)) {
     for (const auto& r : f.regions()) {
       for (int i = 0; i < r.clients(); ++i) chosen.push_back({r.name(), i});
     }
+    if (Buffered(f)) return chosen;
     return Pick(std::move(chosen), ClientsPerRound(f), f, speeds, rng);
   }
   for (int r = 0; r < f.regions_size(); ++r) {

@@ -49,6 +49,8 @@ class ClientSpeeds {
 //     holds enough faster ones, so the rounds spread over all the fast clients (and their data)
 //     instead of always the same few, and a slow client still takes part when the sample holds
 //     too few fast ones.
+// Buffered rounds (mode: buffered): every client, each version; clients_per_round there limits
+// how many start on each version, which each region's aggregator draws (RegionVersionStarts).
 std::vector<Participant> SelectClients(const v1::Federation& f, int64_t round,
                                        const ClientSpeeds& speeds);
 

@@ -74,6 +74,38 @@ TEST(ApplyExperimentTest, RobustRulesReproducibilityAndBufferedRoundsComeFromThe
   EXPECT_EQ(o.buffer.max_staleness, 2);
 }
 
+// Buffered: clients_per_round is how many clients start on each model version, split over the
+// regions by their clients; none by default, at least a region's share of a buffer, and 2 under
+// secure aggregation.
+TEST(ApplyExperimentTest, ABufferedRegionStartsItsShareOfClientsPerRoundOnEachVersion) {
+  v1::ExperimentSpec spec = TwoRegions();  // east 3, west 2
+  v1::Federation* f = spec.mutable_federation();
+  f->set_mode("buffered");
+  f->set_buffer_size(2);
+  f->set_clients_per_round(1);  // every client: no limit
+  RegionalAggregatorOptions o;
+  o.region = "east";
+  ASSERT_TRUE(ApplyExperiment(spec, &o).ok());
+  EXPECT_EQ(o.buffer.starts_per_version, 0);
+  f->set_clients_per_round(3);  // 3 of 5: east ceil(9 / 5) = 2, west ceil(6 / 5) = 2
+  ASSERT_TRUE(ApplyExperiment(spec, &o).ok());
+  EXPECT_EQ(o.buffer.starts_per_version, 2);
+  EXPECT_EQ(RegionVersionStarts(*f, 3), 2);
+  EXPECT_EQ(RegionVersionStarts(*f, 2), 2);
+  f->set_clients_per_round(0.4);  // 2 of 5: east ceil(6 / 5) = 2, west ceil(4 / 5) = 1
+  EXPECT_EQ(RegionVersionStarts(*f, 3), 2);
+  EXPECT_EQ(RegionVersionStarts(*f, 2), 1);
+  f->set_buffer_size(4);  // a region's share of the buffer, 2, is the least
+  EXPECT_EQ(RegionVersionStarts(*f, 2), 2);
+  f->set_buffer_size(2);
+  f->set_secure_aggregation(true);  // each SecAgg instance needs 2
+  EXPECT_EQ(RegionVersionStarts(*f, 2), 2);
+  // The global tier gives its regions every version.
+  absl::StatusOr<TierOptions> global = GlobalTierOptions(*f, "x", 10, "");
+  ASSERT_TRUE(global.ok()) << global.status();
+  EXPECT_EQ(global->coordinator.buffer.starts_per_version, 0);
+}
+
 TEST(ApplyExperimentTest, AnUnknownRegionOrNoFederationIsRefusedByName) {
   RegionalAggregatorOptions o;
   o.region = "north";

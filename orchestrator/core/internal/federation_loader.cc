@@ -427,13 +427,15 @@ void FederationLoader::LoadBufferedMode(const Section& s, v1::Federation* fed) {
   IfPresent<size_t>(
       s, "staleness_weighting", [&](const Field& x) { return r_.Choice(x, kStalenessWeightings); },
       [&](size_t i) { fed->set_staleness_weighting(std::string(kStalenessWeightings[i])); });
-  // A step applies buffer_size of the clients' updates, and every client trains continuously:
-  // the model takes clients / buffer_size steps for each update of every client. The default
-  // server_lr (buffer_size / clients) moves it as far per such generation as one synchronous
-  // round of every client does (bench/federated/equal_updates).
-  if (!s.Find("server_lr") && clients > 0) {
+  // A step applies buffer_size of the clients' updates, and the clients that start on each
+  // version (clients_per_round, every client by default) train at once: the model takes
+  // training / buffer_size steps for each update of every one training. The default server_lr
+  // (buffer_size / training) moves it as far per such generation as one synchronous round of
+  // them does (bench/federated/equal_updates).
+  const int64_t training = ClientsPerRound(*fed);
+  if (!s.Find("server_lr") && training > 0) {
     fed->set_server_lr(
-        std::min(1.0, static_cast<double>(fed->buffer_size()) / static_cast<double>(clients)));
+        std::min(1.0, static_cast<double>(fed->buffer_size()) / static_cast<double>(training)));
   }
   const Field* mode = s.Find("mode");
   auto refuse = [&](const char* key, absl::string_view why) {
@@ -441,7 +443,15 @@ void FederationLoader::LoadBufferedMode(const Section& s, v1::Federation* fed) {
       r_.ValueError(*x, absl::StrCat("does not apply to mode: buffered (", why, ")"));
     }
   };
-  refuse("clients_per_round", "every client trains continuously");
+  // clients_per_round: the clients that start on each model version (RegionVersionStarts).
+  // (Reproducible rounds need buffer_size to be every client, and so this to be every client.)
+  if (const Field* per = s.Find("clients_per_round"); per && training < fed->buffer_size()) {
+    r_.ValueError(*per, absl::StrCat("under mode: buffered, clients_per_round is how many "
+                                     "clients start training on each model version; ",
+                                     training, " of them cannot fill a buffer of buffer_size ",
+                                     fed->buffer_size(), " (raise it to at least ",
+                                     fed->buffer_size(), ", or lower buffer_size)"));
+  }
   refuse("round_deadline", "a server step waits for buffer_size updates, not a deadline");
   refuse("min_clients", "use buffer_size");
   refuse("max_failed_rounds", "a failed client's update is only missing from its buffer");

@@ -1241,6 +1241,36 @@ federation:
                           "exp.yaml:9:45: federation.stragglers.slowdown: must be >= 1, got 0.5"));
 }
 
+// Buffered: clients_per_round is how many clients start on each model version; it must fill a
+// buffer, and the default server_lr is buffer_size over it.
+TEST(ExperimentLoaderTest, BufferedClientsPerRoundStartsThatManyOnEachVersion) {
+  const std::string head = R"(
+name: t
+objective: {metric: loss}
+trial: {builtin: {model: mlp}}
+federation:
+  regions: [{name: east, clients: 4}, {name: west, clients: 4}]
+  secure_aggregation: false
+  mode: buffered
+  buffer_size: 4
+)";
+  LoadResult r = Load(head + "  clients_per_round: 4\n");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_DOUBLE_EQ(r.spec.federation().clients_per_round(), 4);
+  EXPECT_DOUBLE_EQ(r.spec.federation().server_lr(), 1.0);  // K / clients training at once
+  r = Load(head + "  clients_per_round: 0.75\n");
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_DOUBLE_EQ(r.spec.federation().server_lr(), 4.0 / 6);
+  r = Load(head);
+  ASSERT_TRUE(r.ok()) << r.errors[0].ToString();
+  EXPECT_DOUBLE_EQ(r.spec.federation().server_lr(), 0.5);  // every client trains: 4 / 8
+  EXPECT_THAT(Errors(head + "  clients_per_round: 3\n"),
+              ElementsAre("exp.yaml:9:22: federation.clients_per_round: under mode: buffered, "
+                          "clients_per_round is how many clients start training on each model "
+                          "version; 3 of them cannot fill a buffer of buffer_size 4 (raise it to "
+                          "at least 4, or lower buffer_size)"));
+}
+
 TEST(ExperimentLoaderTest, FederationClientSelectionNeedsSynchronousRoundsThatTimeTheirClients) {
   LoadResult r = Load(R"(
 name: t
@@ -1952,7 +1982,8 @@ trial: {command: [run]}
 // Optuna's habits one level up or as a type: the message says where the key goes and what to
 // write for the distribution.
 TEST(ExperimentLoaderTest, OptunaTopLevelKeysAndDistributionNamesSayWhereAndWhat) {
-  EXPECT_THAT(Errors(R"(
+  EXPECT_THAT(
+      Errors(R"(
 name: t
 objective: {metric: loss}
 n_trials: 30
@@ -1960,14 +1991,14 @@ parameters:
   lr: {type: loguniform, min: 0.001, max: 0.1}
 trial: {command: [run]}
 )"),
-              ::testing::IsSupersetOf(std::vector<::testing::Matcher<std::string>>{
-                  HasSubstr("n_trials: unknown key; allowed keys: name, objective, objectives, "
-                            "constraints, parameters, search, trial, budget, resources, "
-                            "federation, simulate, privacy (did you mean search.max_trials? it belongs "
-                            "under search:)"),
-                  HasSubstr("parameters.lr.type: unknown type 'loguniform'; expected one of "
-                            "float, int, categorical (for 'loguniform' write type: float with "
-                            "log: true)")}));
+      ::testing::IsSupersetOf(std::vector<::testing::Matcher<std::string>>{
+          HasSubstr("n_trials: unknown key; allowed keys: name, objective, objectives, "
+                    "constraints, parameters, search, trial, budget, resources, "
+                    "federation, simulate, privacy (did you mean search.max_trials? it belongs "
+                    "under search:)"),
+          HasSubstr("parameters.lr.type: unknown type 'loguniform'; expected one of "
+                    "float, int, categorical (for 'loguniform' write type: float with "
+                    "log: true)")}));
 }
 
 TEST(ExperimentLoaderTest, AFractionalIntBoundIsOneErrorNotACascade) {
@@ -2163,10 +2194,10 @@ budget: {max_epsilon: 3}
 TEST(StudyPrivacyLoaderTest, APlainFederatedRunHasNoStudyToCap) {
   std::string run(kDpStudy);
   run.erase(run.find("parameters:"), run.find("trial:") - run.find("parameters:"));
-  EXPECT_THAT(Errors(absl::StrCat(run, "budget: {max_epsilon: 3}\n")),
-              Contains(AllOf(HasSubstr("budget.max_epsilon:"),
-                             HasSubstr("single federated run stops at "
-                                       "federation.dp.target_epsilon"))));
+  EXPECT_THAT(
+      Errors(absl::StrCat(run, "budget: {max_epsilon: 3}\n")),
+      Contains(AllOf(HasSubstr("budget.max_epsilon:"), HasSubstr("single federated run stops at "
+                                                                 "federation.dp.target_epsilon"))));
 }
 
 TEST(StudyPrivacyLoaderTest, RandomStoppingWithAnAdaptiveSearchIsRefusedSayingWhy) {
@@ -2197,12 +2228,12 @@ TEST(StudyPrivacyLoaderTest, StoppingKeysAreCheckedAndApplyOnlyWhereTheyMean) {
   EXPECT_THAT(Errors(absl::StrCat(kDpStudy, "privacy: {mean_trials: 5}\n")),
               ElementsAre(HasSubstr("privacy.mean_trials: only with selection: random_stopping")));
   EXPECT_THAT(
-      Errors(absl::StrCat(kDpStudy,
-                          "privacy: {selection: random_stopping, distribution: poisson, eta: 1}\n")),
+      Errors(absl::StrCat(
+          kDpStudy, "privacy: {selection: random_stopping, distribution: poisson, eta: 1}\n")),
       ElementsAre(HasSubstr("privacy.eta: only with distribution: truncated_negative_binomial")));
-  EXPECT_THAT(Errors(absl::StrCat(kDpStudy,
-                                  "privacy: {selection: random_stopping, mean_trials: 1}\n")),
-              ElementsAre(HasSubstr("the expected number of trials must be above 1")));
+  EXPECT_THAT(
+      Errors(absl::StrCat(kDpStudy, "privacy: {selection: random_stopping, mean_trials: 1}\n")),
+      ElementsAre(HasSubstr("the expected number of trials must be above 1")));
   EXPECT_THAT(Errors(absl::StrCat(kDpStudy, "privacy: {selection: random_stopping, eta: -1}\n")),
               ElementsAre(HasSubstr("the shape must be above -1")));
 }

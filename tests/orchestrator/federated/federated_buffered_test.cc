@@ -3,7 +3,9 @@
 // The orchestrator steps whenever buffer_size client updates are buffered,
 // without waiting for the straggler, which the fast clients outpace; the model still learns.
 #include <filesystem>
+#include <map>
 #include <regex>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -32,9 +34,10 @@ int Delivered(const std::string& log) {
 // shared keys below come first), checks that it finished and learned (chance is 0.10) and
 // returns its directory.
 std::string RunLearningBufferedExperiment(const std::string& name, const std::string& federation,
-                                          int timeout_seconds) {
+                                          int timeout_seconds, bool straggler = true) {
   const std::string dir = testing::MakeTempDir(name);
-  testing::WriteFile(dir + "/exp.yaml", absl::StrCat("name: ", name, R"(
+  testing::WriteFile(dir + "/exp.yaml",
+                     absl::StrCat("name: ", name, R"(
 objective: {metric: val_accuracy, goal: maximize}
 trial:
   builtin: {model: mlp, dataset: fashion-mnist, args: {hidden: "32"}}
@@ -46,9 +49,11 @@ federation:
   examples_per_client: 1200
   validation_examples: 1000
   seed: 5
-  stragglers: {clients: [east/0], slowdown: 100}
 )",
-                                                     federation));
+                                  straggler ? "  stragglers: {clients: [east/0], "
+                                              "slowdown: 100}\n"
+                                            : "",
+                                  federation));
   const std::string bin = SEXTANT_BIN_DIR;
   testing::CommandOutput run = testing::RunProcess(
       {bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, timeout_seconds);
@@ -71,7 +76,7 @@ TEST(FederatedBufferedTest, ServerStepsOnFullBuffersWhileTheStragglerTrailsAndTh
   buffer_size: 3
   secure_aggregation: false
 )",
-                                                         240);
+                                                        240);
 
   // One global row per server step, each applying a full buffer: at least buffer_size client
   // updates, and no more than a buffer one short of full plus one region's push (2).
@@ -91,12 +96,57 @@ TEST(FederatedBufferedTest, ServerStepsOnFullBuffersWhileTheStragglerTrailsAndTh
 
   // Nobody waited for the straggler: had a step waited for it, a fast client would be at most
   // one delivery ahead. (A fast client trains once per model version, so the straggler must be
-  // slow beside a step, not only beside a fast client's training: slowdown 100.) (Not a ratio: the straggler's slowdown scales its training time, which
-  // on a fast machine is small beside the protocol's, so its share varies with the machine.)
+  // slow beside a step, not only beside a fast client's training: slowdown 100.) (Not a ratio: the
+  // straggler's slowdown scales its training time, which on a fast machine is small beside the
+  // protocol's, so its share varies with the machine.)
   const int slow = Delivered(testing::ReadFile(dir + "/run/logs/client-east-0.log"));
   const int fast = Delivered(testing::ReadFile(dir + "/run/logs/client-east-1.log"));
   EXPECT_GE(fast, slow + 3) << "fast " << fast << " slow " << slow;
   EXPECT_GE(fast, 4);
+}
+
+// clients_per_round under buffered rounds: at most that many clients (each region its share, 2
+// of 4 here) start training on each model version, and a buffer of that many is computed from
+// the version it is applied to. Every step still applies a full buffer, and the model learns.
+TEST(FederatedBufferedTest, ClientsPerRoundCapsTheClientsThatStartOnEachVersion) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = RunLearningBufferedExperiment("fl-buffered-capped", R"(
+  regions: [{name: east, clients: 4}, {name: west, clients: 4}]
+  rounds: 12
+  buffer_size: 4
+  clients_per_round: 4
+  secure_aggregation: false
+)",
+                                                        240, /*straggler=*/false);
+  const auto steps = testing::QueryRows(
+      dir + "/run/state.db", "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
+  ASSERT_EQ(steps.size(), 12u);
+  for (const auto& row : steps) EXPECT_EQ(std::stoi(row[1]), 4) << "step " << row[0];
+  // Which clients of each region trained on each version (a client may train on one version
+  // twice when no newer one comes in time; it holds one place).
+  std::map<std::string, std::set<std::string>> on;  // "region/version" -> clients
+  int trainings = 0;
+  const std::regex line("^round=(\\d+) ");
+  for (const std::string region : {"east", "west"}) {
+    for (int i = 0; i < 4; ++i) {
+      const std::string log =
+          testing::ReadFile(absl::StrCat(dir, "/run/logs/client-", region, "-", i, ".log"));
+      for (size_t at = 0, end; at < log.size(); at = end + 1) {
+        end = log.find('\n', at);
+        if (end == std::string::npos) end = log.size();
+        const std::string l = log.substr(at, end - at);
+        std::smatch m;
+        if (!std::regex_search(l, m, line)) continue;
+        on[absl::StrCat(region, "/", m[1].str())].insert(absl::StrCat(i));
+        ++trainings;
+      }
+    }
+  }
+  for (const auto& [version, clients] : on) {
+    EXPECT_LE(clients.size(), 2u) << version << ": " << clients.size() << " clients started";
+  }
+  EXPECT_GE(trainings, 12 * 4);
 }
 
 // The same under secure aggregation: each region's buffer is one SecAgg instance among the
@@ -110,7 +160,7 @@ TEST(FederatedBufferedTest, SecureBuffersAreOneSecAggInstanceEachAndTheModelLear
   rounds: 8
   buffer_size: 4
 )",
-                                                         300);
+                                                        300);
   const auto steps = testing::QueryRows(
       dir + "/run/state.db", "SELECT round, clients FROM rounds WHERE region = '' ORDER BY round");
   ASSERT_EQ(steps.size(), 8u);
@@ -154,14 +204,15 @@ federation:
   validation_examples: 500
   seed: 3
   stragglers: {clients: [east/0], slowdown: 100}
-  secure_aggregation: )", secure ? "true" : "false", "\n"));
+  secure_aggregation: )",
+                                                     secure ? "true" : "false", "\n"));
   const std::string bin = SEXTANT_BIN_DIR;
   testing::CommandOutput run = testing::RunProcess(
       {bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"}, 240);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   const std::string db = dir + "/run/state.db";
-  const auto events = testing::QueryRows(
-      db, "SELECT message FROM events WHERE kind = 'selection' ORDER BY id");
+  const auto events =
+      testing::QueryRows(db, "SELECT message FROM events WHERE kind = 'selection' ORDER BY id");
   ASSERT_EQ(events.size(), 5u);
   // Rounds 1 and 2 try every client once (an unknown client counts as instant); from round 3
   // every client's time is known and the straggler is left out. Its training is long enough and
@@ -174,8 +225,8 @@ federation:
     EXPECT_NE(events[r][0].find("policy=fastest"), std::string::npos) << events[r][0];
   }
   // `results` reports the policy, the rounds each client was selected for and its seconds.
-  testing::CommandOutput results = testing::RunProcess(
-      {bin + "/sextant", "results", dir + "/run", "--format", "json"}, 60);
+  testing::CommandOutput results =
+      testing::RunProcess({bin + "/sextant", "results", dir + "/run", "--format", "json"}, 60);
   ASSERT_EQ(results.exit_code, 0) << results.err;
   EXPECT_NE(results.out.find("\"client_selection\""), std::string::npos) << results.out;
   EXPECT_NE(results.out.find("\"east/0\": 1"), std::string::npos) << results.out;
