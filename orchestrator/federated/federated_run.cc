@@ -253,8 +253,7 @@ class FederatedRun {
   }
 
   // Says each failure the participants reported since the last call, and a round waiting past
-  // its deadline for too few updates (RoundFailures::Show); not before the regions are up, as
-  // round 1's deadline starts afresh then.
+  // its deadline for too few updates (RoundFailures::Show), this once the regions are up.
   void ShowFailures() {
     failures_.Show(tier_->hub().TakeFailures(),
                    regions_up_ ? tier_->hub().Progress() : RoundProgress{}, last_round_);
@@ -269,8 +268,7 @@ class FederatedRun {
   }
 
   // Waits until every region's aggregator is up and starts the first round's deadline afresh
-  // (RunParticipants::AwaitRegions). OK once they are, or the interruption that ended the
-  // wait (for StoppedBy: the run is stopped once, by its caller).
+  // (RunParticipants::AwaitRegions). OK once they are, or the interruption that ended the wait.
   absl::Status AwaitRegions() {
     absl::StatusOr<std::vector<std::string>> missing =
         parts_.AwaitRegions([&] { return Interruption(); });
