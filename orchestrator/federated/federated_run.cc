@@ -204,10 +204,11 @@ class FederatedRun {
       if (round != published_round_) {
         SEXTANT_RETURN_IF_ERROR(PublishRound(round));
       }
-      absl::Status ready = tier_->AwaitClosable(
-          fed().hide_region_sums() ? Tier::Close::kSecure : Tier::Close::kPlain,
-          [&] { return Interruption(); });
-      if (!ready.ok()) return StoppedBy(ready);
+      absl::Status ready = tier_->AwaitClosable(  // or closes with what it has: GiveUp
+          fed().hide_region_sums() ? Tier::Close::kSecure : Tier::Close::kPlain, [&] {
+            return failures_.GiveUp(round) ? absl::DeadlineExceededError("") : Interruption();
+          });
+      if (!ready.ok() && !absl::IsDeadlineExceeded(ready)) return StoppedBy(ready);
       ShowFailures();
       absl::StatusOr<ClosedRound> closed = tier_->TakeRound();
       // A synchronous round whose participants failed: no update, or too few to count.

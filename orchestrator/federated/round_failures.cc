@@ -32,10 +32,25 @@ void RoundFailures::Show(const std::vector<FailureReport>& reports, const RoundP
   if (progress.deadline_passed && progress.round > last_round && progress.round != deadline_said_ &&
       progress.count < min_clients && fed_.round_deadline_seconds() > 0 && !Buffered(fed_)) {
     deadline_said_ = progress.round;
+    deadline_said_at_ = clock_->Now();
     *out_ << "sextant: round " << progress.round << ": the deadline passed with " << progress.count
           << " client updates in, fewer than min_clients " << min_clients << "; waiting for more\n"
           << std::flush;
   }
+}
+
+bool RoundFailures::GiveUp(int64_t round) {
+  if (deadline_said_ != round || fed_.hide_region_sums()) return false;
+  const absl::Duration limit =
+      std::max(absl::Minutes(5), absl::Seconds(10 * fed_.round_deadline_seconds()));
+  if (clock_->Now() - deadline_said_at_ < limit) return false;
+  if (given_up_ != round) {
+    given_up_ = round;
+    *out_ << "sextant: round " << round << ": no more updates came in "
+          << absl::FormatDuration(limit) << " after its deadline; it closes with what it has\n"
+          << std::flush;
+  }
+  return true;
 }
 
 std::optional<std::string> RoundFailures::RoundFailed(int64_t round, int64_t count,

@@ -32,6 +32,12 @@ class RoundFailures {
   // deadline with fewer than min_clients updates and still waits.
   void Show(const std::vector<FailureReport>& reports, const RoundProgress& progress,
             int64_t last_round);
+  // Whether the open round `round` has waited, since Show said its deadline had passed with too
+  // few updates, for 10 times round_deadline (at least 5 minutes): then it stops waiting and
+  // closes with what it has (a failed round), so that regions that never answer (an aggregator
+  // cut off from this tier, or hung) cannot hold the run for ever. Says so once. Never under
+  // hide_region_sums, whose secure round ends by its own stage timeouts.
+  bool GiveUp(int64_t round);
   // Round `round` closed with `count` client updates, fewer than min_clients: says so, with the
   // failures of the round. The model stays as it was. Returns why the run must fail once
   // max_failed_rounds rounds in a row have, else nullopt (the next round goes on).
@@ -64,7 +70,9 @@ class RoundFailures {
   int64_t clients_failed_ = 0;  // client failures reported since the last round ended
   int64_t regions_failed_ = 0;
   std::string last_failure_;
-  int64_t deadline_said_ = -1;  // the round whose passed deadline was said
+  int64_t deadline_said_ = -1;  // the round whose passed deadline was said, and when
+  absl::Time deadline_said_at_;
+  int64_t given_up_ = -1;  // the round GiveUp said it stopped waiting for
 };
 
 }  // namespace sextant

@@ -1,9 +1,9 @@
 // The federated run's round policy (federated_run.cc) in this process, on a FakeClock, its
 // participants "launched" by a fake launcher that starts nothing: what the run asks to start
 // and in which order, how long it waits for an aggregator's port and for its regions, that a
-// round no region answers stays open (a region's own aggregator answers for its clients), and
-// how the wall-time budget stops the run, waiting or mid-round. No participant process runs
-// and no wait takes its time in real time.
+// round no region answers stays open (a region's own aggregator answers for its clients) but
+// not for ever, and how the wall-time budget stops the run, waiting or mid-round. No
+// participant process runs and no wait takes its time in real time.
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -57,7 +57,8 @@ struct Ended {
 // An upper bound on e.elapsed allows for that ratio: the run's 15 s for its participants to
 // stop (none does: no process runs) and a real stall of this loaded machine (a second of it is
 // 100 s on the run's clock); without the budget, the round would never end.
-Ended RunOnFakeClock(testing::FakeLauncher& launcher, const std::string& budget) {
+Ended RunOnFakeClock(testing::FakeLauncher& launcher, const std::string& budget,
+                     const std::string& federation = "") {
   const std::string dir = testing::MakeTempDir("fl-round-policy");
   std::filesystem::create_directories(dir + "/models");
   TensorFile model;
@@ -75,7 +76,7 @@ federation:
   secure_aggregation: false
   client_command: [/bin/true]
   model: {file: models/init.safetensors}
-)" + (budget.empty() ? "" : "budget: " + budget + "\n"));
+)" + federation + (budget.empty() ? "" : "budget: " + budget + "\n"));
   RunOptions options;
   options.experiment_file = dir + "/exp.yaml";
   options.run_dir = dir + "/run";
@@ -138,7 +139,7 @@ TEST(RoundPolicyTest, AnAggregatorThatNeverListensEndsTheRunNamingItsRegion) {
 // BUDGET_EXHAUSTED after round 0, its model as it was.
 TEST(RoundPolicyTest, ARoundNoRegionAnswersStaysOpenUntilTheWallTimeBudgetStopsTheRun) {
   ListeningAggregators launcher;
-  const Ended e = RunOnFakeClock(launcher, "{max_wall_time: 10m}");
+  const Ended e = RunOnFakeClock(launcher, "{max_wall_time: 8m}");
   EXPECT_TRUE(e.status.ok()) << e.status << e.out;
   EXPECT_EQ(e.state, v1::RUN_BUDGET_EXHAUSTED) << e.out;
   EXPECT_EQ(e.launched,
@@ -147,10 +148,28 @@ TEST(RoundPolicyTest, ARoundNoRegionAnswersStaysOpenUntilTheWallTimeBudgetStopsT
                 "--role client --region east --index 0", "--role client --region east --index 1",
                 "--role client --region west --index 0", "--role client --region west --index 1"}));
   EXPECT_EQ(e.ready, "regions not up when round 1's deadline started: east, west") << e.out;
+  EXPECT_THAT(e.out, HasSubstr("sextant: round 1: the deadline passed with 0 client updates in"));
   EXPECT_THAT(e.out, HasSubstr("sextant: stopped after round 0"));
   EXPECT_EQ(e.out.find("round 1 failed"), std::string::npos) << e.out;
-  EXPECT_GE(e.elapsed, absl::Minutes(10));
-  EXPECT_LT(e.elapsed, absl::Minutes(12)) << e.out;
+  EXPECT_GE(e.elapsed, absl::Minutes(8));
+  EXPECT_LT(e.elapsed, absl::Minutes(10)) << e.out;
+  EXPECT_EQ(e.global_rows, 0);
+}
+
+// ... but not for ever: 10 round deadlines (at least 5 minutes) after it said the deadline had
+// passed, the round stops waiting and fails with what it has (nothing), and max_failed_rounds
+// (1 here) such rounds in a row end the run FAILED, naming the round. Without a budget.
+TEST(RoundPolicyTest, ARoundNoRegionAnswersFailsTenDeadlinesAfterItsDeadline) {
+  ListeningAggregators launcher;
+  const Ended e = RunOnFakeClock(launcher, "", "  max_failed_rounds: 1\n");
+  EXPECT_TRUE(absl::IsAborted(e.status)) << e.status << e.out;
+  EXPECT_THAT(e.status.message(), HasSubstr("round 1 failed: 0 client updates of min_clients 4"));
+  EXPECT_EQ(e.state, v1::RUN_FAILED) << e.out;
+  EXPECT_THAT(e.out, HasSubstr("sextant: round 1: no more updates came in 10m after its "
+                               "deadline; it closes with what it has"));
+  // The regions' wait (3 minutes), round 1's deadline (1), then 10 more.
+  EXPECT_GE(e.elapsed, absl::Minutes(14));
+  EXPECT_LT(e.elapsed, absl::Minutes(17)) << e.out;
   EXPECT_EQ(e.global_rows, 0);
 }
 
