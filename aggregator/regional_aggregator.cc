@@ -21,6 +21,7 @@
 #include "common/mapped_floats.h"
 #include "common/status_macros.h"
 #include "federation/secure_quantizer.h"
+#include "rpc/host_address.h"
 
 namespace sextant {
 namespace {
@@ -158,8 +159,7 @@ absl::StatusOr<RoundOutcome> DecodeOutcome(int64_t version, SecAggRoundOutcome& 
 // client's task and, under secure aggregation, the SecAgg instance among them (its sum kept
 // encoded for the regions' round with hide_region_sum; a quantisation out of range fails the
 // round, not the aggregator).
-RoundPlan RegionRound(const RegionalAggregatorOptions& o, const RoundTask& task,
-                      std::string file) {
+RoundPlan RegionRound(const RegionalAggregatorOptions& o, const RoundTask& task, std::string file) {
   RoundPlan plan;
   plan.round = task.round;
   plan.model_path = std::move(file);
@@ -471,10 +471,9 @@ void OwnRound(const RegionalAggregatorOptions& o, Tier& tier, const ClientRoster
   if (roster) {  // upstream knows the region's clients by place
     for (auto& [id, seconds] : closed->client_seconds) id = roster->PlaceOf(id);
   }
-  PushHeader header{o.experiment_id,  round,
-                    o.region,         outcome.total_weight,
-                    outcome.count,    outcome.metrics,
-                    outcome.rejected, std::move(closed->client_seconds)};
+  PushHeader header{
+      o.experiment_id, round,           o.region,         outcome.total_weight,
+      outcome.count,   outcome.metrics, outcome.rejected, std::move(closed->client_seconds)};
   absl::StatusOr<int64_t> sent = tier.PushAggregate(header, outcome.mean);
   tier.ReleaseOutcome();  // until the next round's mean
   if (o.log) {
@@ -554,8 +553,12 @@ absl::Status RunRegionalAggregator(const RegionalAggregatorOptions& o, Clock* cl
   if (!o.port_file.empty()) {
     SEXTANT_RETURN_IF_ERROR(WriteFileAtomically(o.port_file, absl::StrCat(port, "\n")));
   }
+  if (!o.address_file.empty()) {
+    SEXTANT_RETURN_IF_ERROR(
+        WriteFileAtomically(o.address_file, absl::StrCat(DialTarget(o.listen, port), "\n")));
+  }
   if (o.log)
-    *o.log << "aggregator " << o.region << " serving on port " << port
+    *o.log << "aggregator " << o.region << " serving on " << DialTarget(o.listen, port)
            << (o.dp_clip_norm > 0 ? absl::StrCat(" dp_clip_norm=", o.dp_clip_norm) : "") << "\n"
            << std::flush;
   AwaitClients(o, *tier, roster.get(), clock, stop);

@@ -19,11 +19,15 @@ struct RegionalAggregatorOptions {
   std::string upstream;                // the orchestrator's FederationService, HOST:PORT. Required.
   std::string listen = "127.0.0.1:0";  // where its clients connect. Default: loopback, any port.
   std::string port_file;               // receives the bound port once serving. Default none.
-  std::string experiment_id;           // Required.
-  std::string region;                  // its id upstream. Required.
-  int64_t model_size = 0;              // floats. Required.
-  std::string work_dir;                // holds the round's global model file. Required.
-  double poll_seconds = 5;             // Default 5.
+  // Receives HOST:PORT, where its clients dial it (DialTarget of listen), once serving: a
+  // replacement instance, on whatever host, rewrites it for clients that read it again.
+  // Default none.
+  std::string address_file;
+  std::string experiment_id;            // Required.
+  std::string region;                   // its id upstream. Required.
+  int64_t model_size = 0;               // floats. Required.
+  std::string work_dir;                 // holds the round's global model file. Required.
+  double poll_seconds = 5;              // Default 5.
   double connect_timeout_seconds = 60;  // Default 60.
   int64_t chunk_floats = kDefaultChunkFloats;
   // How client updates combine. Default: streaming FedAvg (memory 2 x model size); a robust rule

@@ -109,7 +109,8 @@ void Participants::StopAll(absl::Duration grace) {
     (void)Reap(/*now=*/true);
     if (!children_.empty()) env_.clock->SleepFor(absl::Milliseconds(50));
   }
-  for (const Child& c : children_) env_.provider->Interrupt(c.handle, /*notice=*/false).IgnoreError();
+  for (const Child& c : children_)
+    env_.provider->Interrupt(c.handle, /*notice=*/false).IgnoreError();
   for (int i = 0; i < 100 && !children_.empty(); ++i) {
     (void)Reap(/*now=*/true);
     if (!children_.empty()) env_.clock->SleepFor(absl::Milliseconds(10));
@@ -144,9 +145,10 @@ void Participants::InterruptSpotInstances() {
       ++preemptions_[c.pool];
       (void)env_.store->AddEvent(
           EventTime(), "federation_preempted", 0,
-          absl::StrCat(c.what, " preempted: spot pool ", c.pool, " takes its instance back",
-                       c.notice_at != absl::InfiniteFuture() ? " after a notice" : " without a notice",
-                       "; a new instance takes its place"));
+          absl::StrCat(
+              c.what, " preempted: spot pool ", c.pool, " takes its instance back",
+              c.notice_at != absl::InfiniteFuture() ? " after a notice" : " without a notice",
+              "; a new instance takes its place"));
     }
     c.interrupted = true;
     if (now < c.interrupt_at) {
@@ -168,7 +170,8 @@ void Participants::Replace(const Child& c) {
     argv.push_back(c.argv[i]);
   }
   if (auto port = ports_.find(c.region); c.aggregator && port != ports_.end()) {
-    argv.insert(argv.end(), {"--listen", absl::StrCat("127.0.0.1:", port->second)});
+    // On its port again, at its new host's address (another node, on a cluster).
+    argv.insert(argv.end(), {"--listen", absl::StrCat("auto:", port->second)});
   }
   // Its own log beside the one it replaces: NAME.log, then NAME.2.log, NAME.3.log, ...
   const int n = ++replaced_[c.what] + 1;

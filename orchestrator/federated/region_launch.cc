@@ -1,11 +1,14 @@
 #include "orchestrator/federated/region_launch.h"
 
 #include <filesystem>
-#include <fstream>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/ids.h"
+#include "common/read_file.h"
 #include "common/status_macros.h"
 #include "rpc/certificates.h"
 #include "rpc/identity.h"
@@ -38,16 +41,22 @@ void AddCredentials(const RegionLaunch& l, std::vector<std::string>* argv,
   }
 }
 
-// The port region `region`'s aggregator wrote to `port_file` within 60 s; 0 if none.
-int AwaitPort(const RegionLaunch& l, const std::string& port_file) {
+// The HOST:PORT region `region`'s aggregator wrote to `address_file` within 60 s, and its port;
+// empty and 0 if none.
+std::pair<std::string, int> AwaitAddress(const RegionLaunch& l, const std::string& address_file) {
   const absl::Time until = l.clock->Now() + absl::Seconds(60);
-  int port = 0;
-  while (l.clock->Now() < until && port == 0) {
-    std::ifstream in(port_file);
-    if (!(in >> port)) port = 0;
-    if (port == 0) l.clock->SleepFor(absl::Milliseconds(50));
+  while (l.clock->Now() < until) {
+    const std::string address(
+        absl::StripAsciiWhitespace(ReadFileIfPresent(address_file).value_or("")));
+    int port = 0;
+    const size_t colon = address.rfind(':');
+    if (colon != std::string::npos && absl::SimpleAtoi(address.substr(colon + 1), &port) &&
+        port > 0) {
+      return {address, port};
+    }
+    l.clock->SleepFor(absl::Milliseconds(50));
   }
-  return port;
+  return {"", 0};
 }
 
 }  // namespace
@@ -79,26 +88,30 @@ std::vector<std::string> AggregatorRunFlags(const std::string& region,
           experiment_id, "--model-size", absl::StrCat(model_size)};
 }
 
-absl::Status LaunchRegions(const RegionLaunch& l, int tier_port, Participants& participants) {
+absl::Status LaunchRegions(const RegionLaunch& l, const std::string& tier_target,
+                           Participants& participants) {
   const v1::Federation& fed = l.spec->federation();
-  const std::string target = absl::StrCat("127.0.0.1:", tier_port);
   // Each region's files sit in regions/: no region name can meet the run's own folders.
   std::filesystem::create_directories(l.fed_dir + "/regions");
-  auto port_file = [&](const std::string& region) {
-    return absl::StrCat(l.fed_dir, "/regions/", region, ".port");
+  auto address_file = [&](const std::string& region) {
+    return absl::StrCat(l.fed_dir, "/regions/", region, ".address");
   };
   for (const v1::FederatedRegion& r : fed.regions()) {
     if (l.hand_joins->Of(r.name())) continue;
-    std::filesystem::remove(port_file(r.name()));
+    std::filesystem::remove(address_file(r.name()));
+    // It serves its clients on its host's address toward the global tier: wherever its
+    // provider puts it (a Slurm node), its clients reach it as it reaches the orchestrator.
     std::vector<std::string> argv = {l.worker_binary,
                                      "--role",
                                      "aggregator",
                                      "--connect",
-                                     target,
+                                     tier_target,
+                                     "--listen",
+                                     "auto:0",
                                      "--work-dir",
                                      absl::StrCat(l.fed_dir, "/regions/", r.name()),
-                                     "--port-file",
-                                     port_file(r.name()),
+                                     "--address-file",
+                                     address_file(r.name()),
                                      "--startup-wait",
                                      absl::StrCat(l.startup_wait_seconds),
                                      "--exit-with-parent"};
@@ -116,7 +129,7 @@ absl::Status LaunchRegions(const RegionLaunch& l, int tier_port, Participants& p
       global_index += r.clients();
       continue;
     }
-    const int port = AwaitPort(l, port_file(r.name()));
+    const auto [address, port] = AwaitAddress(l, address_file(r.name()));
     participants.SetRegionPort(r.name(), port);
     if (port == 0) {
       return absl::UnavailableError(absl::StrCat("the aggregator of region ", r.name(),
@@ -132,7 +145,9 @@ absl::Status LaunchRegions(const RegionLaunch& l, int tier_port, Participants& p
                                        "--index",
                                        absl::StrCat(i),
                                        "--connect",
-                                       absl::StrCat("127.0.0.1:", port),
+                                       address,
+                                       "--address-file",
+                                       address_file(r.name()),
                                        "--experiment-id",
                                        l.experiment_id,
                                        "--spec",

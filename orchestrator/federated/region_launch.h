@@ -21,7 +21,7 @@ struct RegionLaunch {
   std::string worker_binary;                 // sextant-worker
   std::string tls_dir;      // the run's CA (--tls-dir); empty: loopback with secret_file
   std::string secret_file;  // the run's worker secret
-  std::string fed_dir;      // the run's federation folder (certificates, ports, work dirs)
+  std::string fed_dir;      // the run's federation folder (certificates, addresses, work dirs)
   std::string logs_dir;     // where the participants' logs go (Participants')
   std::string experiment_id;
   std::string spec_file;            // the experiment as the participants read it
@@ -43,11 +43,15 @@ absl::Status IssueParticipantCertificates(const RegionLaunch& l, ServerSecurity*
 std::vector<std::string> AggregatorRunFlags(const std::string& region,
                                             const std::string& experiment_id, size_t model_size);
 
-// Starts, in each region not started by hand, its aggregator (dialling 127.0.0.1:`tier_port`,
-// serving its clients on a port it writes to a file), then its clients once it serves, each
-// with its own credentials and its share of federation.client_data_dirs, on `participants`.
-// Unavailable, naming its log, when an aggregator has not served within 60 s.
-absl::Status LaunchRegions(const RegionLaunch& l, int tier_port, Participants& participants);
+// Starts, in each region not started by hand, its aggregator (dialling the global tier at
+// `tier_target`, serving its clients on its host's address toward it, which it writes to
+// fed_dir/regions/REGION.address), then its clients once it serves, each with its own
+// credentials and its share of federation.client_data_dirs, on `participants`. A client dials
+// that address, and reads the file again while its aggregator is unreachable: a replacement
+// may serve from another host. Unavailable, naming its log, when an aggregator has not served
+// within 60 s.
+absl::Status LaunchRegions(const RegionLaunch& l, const std::string& tier_target,
+                           Participants& participants);
 
 }  // namespace sextant
 

@@ -4,6 +4,7 @@
 
 #include "aggregator/tier_settings.h"
 #include "common/status_macros.h"
+#include "rpc/host_address.h"
 #include "rpc/server_security.h"
 
 namespace sextant {
@@ -79,7 +80,8 @@ RegionLaunch RunParticipants::LaunchPlan() const {
 
 absl::Status RunParticipants::Launch() {
   std::filesystem::create_directories(session_.run_dir().logs_dir());
-  return LaunchRegions(LaunchPlan(), tier_->port(), *participants_);
+  return LaunchRegions(LaunchPlan(), DialTarget(session_.options().listen, tier_->port()),
+                       *participants_);
 }
 
 absl::StatusOr<std::vector<std::string>> RunParticipants::AwaitRegions(

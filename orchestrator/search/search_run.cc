@@ -47,6 +47,7 @@
 #include "orchestrator/service/admin_service.h"
 #include "orchestrator/service/trial_service.h"
 #include "orchestrator/service/worker_service.h"
+#include "rpc/host_address.h"
 #include "rpc/run_secret.h"
 #include "rpc/server_security.h"
 #include "strategies/scheduler.h"
@@ -196,12 +197,8 @@ class SearchRun {
     return c;
   }
 
-  std::string Target() const {
-    std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
-    // Local workers reach a wildcard listener on loopback (which the certificates name).
-    if (host == "0.0.0.0" || host == "[::]" || host.empty()) host = "127.0.0.1";
-    return absl::StrCat(host, ":", port_);
-  }
+  // Local workers reach a wildcard listener on loopback (which the certificates name).
+  std::string Target() const { return DialTarget(options_.listen, port_); }
 
   // The command line of local worker index.
   std::vector<std::string> WorkerArgv(int index) const {

@@ -18,7 +18,12 @@
 #include "aggregator/federation_service.h"
 #include "common/clock.h"
 #include "federation/round_coordinator.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tensors/tensor_file.h"
+#include "worker/federated/federated_client.h"
+#include "worker/federated/federated_job.h"
+#include "worker/train/synthetic_data.h"
 
 namespace sextant {
 namespace {
@@ -27,10 +32,10 @@ constexpr int64_t kSize = 8;
 
 // The upstream tier: a hub with one region "r", served on loopback.
 struct Upstream {
-  Upstream() {
+  explicit Upstream(int64_t model_size = kSize) {
     RoundCoordinatorOptions o;
     o.experiment_id = "exp";
-    o.model_size = kSize;
+    o.model_size = model_size;
     hub = std::make_unique<FederationHub>(*RoundCoordinator::Create(o, RealClockInstance()),
                                           RealClockInstance());
     service = std::make_unique<FederationServiceImpl>(hub.get(), /*chunk_floats=*/4);
@@ -266,6 +271,122 @@ TEST(RegionalAggregatorTest, StoppedWhileTheRunGoesOnItsClientsWaitForItsReplace
   second.join();
   ASSERT_TRUE(end.ok()) << end.status();
   EXPECT_EQ(end->kind, RoundTask::Kind::kDone);
+}
+
+// Waits (up to 10 s) until `file` names an address other than `other`; returns it ("" if none).
+std::string WaitForAddress(const std::string& file, const std::string& other) {
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream in(file);
+    std::string address;
+    if ((in >> address) && address != other) return address;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return "";
+}
+
+// A client follows its aggregator to another host. A real client (RunFederatedClient, the
+// built-in trainer) trains round 1 through an aggregator on 127.0.0.1; that aggregator stops
+// and its replacement serves on another address (127.0.0.2, as a new node's), which it writes
+// to the region's address file. The client, finding its aggregator unreachable, reads the file
+// again (RedialFromAddressFile) and round 2 gets its update through the replacement.
+TEST(RegionalAggregatorTest, AClientFollowsItsAggregatorToTheAddressItsReplacementWrites) {
+  FederatedJob job;
+  job.model.hidden = {8};
+  job.layout = BuiltinModelLayout(job.model);
+  job.total_clients = 1;
+  job.examples_per_client = 64;
+  job.seed = 3;
+  const int64_t model_size = *LayoutElements(job.layout);
+  Upstream up(model_size);
+  const std::string dir = testing::TempDir() + "/agg-moves";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string address_file = dir + "/r.address";
+  auto aggregator_at = [&](const std::string& listen, std::ostringstream* log) {
+    RegionalAggregatorOptions o;
+    o.upstream = "127.0.0.1:" + std::to_string(up.port);
+    o.listen = listen;
+    o.address_file = address_file;
+    o.experiment_id = "exp";
+    o.region = "r";
+    o.model_size = model_size;
+    o.work_dir = dir + "/work-" + listen;
+    o.poll_seconds = 0.5;
+    o.log = log;
+    return o;
+  };
+  const std::string model = dir + "/global.f32";
+  {
+    std::vector<float> zeros(model_size, 0.0f);
+    std::ofstream(model, std::ios::binary)
+        .write(reinterpret_cast<const char*>(zeros.data()), model_size * sizeof(float));
+  }
+  auto publish = [&](int64_t round) {
+    std::map<std::string, RoundTask> tasks;
+    tasks["r"].model_size = model_size;
+    tasks["r"].participants = {"r/0"};
+    tasks["r"].deadline_seconds = 60;
+    tasks["r"].min_updates = 1;
+    return up.hub->Publish(round, model, std::move(tasks));
+  };
+
+  std::ostringstream log_a, log_b, client_log;
+  const RegionalAggregatorOptions a = aggregator_at("127.0.0.1:0", &log_a);
+  std::atomic<bool> stop_a{false};
+  std::thread first(
+      [&] { EXPECT_TRUE(RunRegionalAggregator(a, RealClockInstance(), &stop_a).ok()); });
+  const std::string first_address = WaitForAddress(address_file, "");
+  ASSERT_EQ(first_address.rfind("127.0.0.1:", 0), 0u) << first_address << "\n" << log_a.str();
+
+  FederatedClientOptions c;
+  c.target = first_address;
+  c.stub = v1::FederationService::NewStub(
+      grpc::CreateChannel(first_address, grpc::InsecureChannelCredentials()));
+  c.redial = RedialFromAddressFile(address_file, first_address, grpc::InsecureChannelCredentials(),
+                                   /*tls=*/false, &client_log);
+  c.experiment_id = "exp";
+  c.region = "r";
+  c.job = job;
+  c.poll_seconds = 0.5;
+  c.connect_timeout_seconds = 30;
+  c.log = &client_log;
+  const train::FashionMnist data{
+      train::MakeSyntheticDataset(200, 1), train::MakeSyntheticDataset(20, 2), {}};
+  std::atomic<bool> stop_client{false};
+  absl::StatusOr<FederatedClientStats> stats = absl::UnknownError("not run");
+  std::thread client(
+      [&] { stats = RunFederatedClient(c, data, RealClockInstance(), &stop_client); });
+
+  ASSERT_TRUE(publish(1).ok());
+  ASSERT_TRUE(up.hub->WaitReadyToClose(absl::Seconds(60))) << log_a.str() << client_log.str();
+  absl::StatusOr<RoundOutcome> one = up.hub->Close(nullptr);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->count, 1);
+
+  // The first instance goes; its replacement serves on another address.
+  stop_a = true;
+  first.join();
+  const RegionalAggregatorOptions b = aggregator_at("127.0.0.2:0", &log_b);
+  std::atomic<bool> stop_b{false};
+  std::thread second(
+      [&] { EXPECT_TRUE(RunRegionalAggregator(b, RealClockInstance(), &stop_b).ok()); });
+  const std::string second_address = WaitForAddress(address_file, first_address);
+  ASSERT_EQ(second_address.rfind("127.0.0.2:", 0), 0u) << second_address << "\n" << log_b.str();
+
+  ASSERT_TRUE(publish(2).ok());
+  const bool closes = up.hub->WaitReadyToClose(absl::Seconds(60));
+  absl::StatusOr<RoundOutcome> two = up.hub->Close(nullptr);
+  up.hub->SetDone();
+  client.join();
+  second.join();
+  ASSERT_TRUE(closes) << log_b.str() << client_log.str();
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->count, 1) << client_log.str();
+  ASSERT_TRUE(stats.ok()) << stats.status() << "\n" << client_log.str();
+  EXPECT_EQ(stats->rounds, 2) << client_log.str();
+  EXPECT_NE(client_log.str().find("aggregator moved: " + first_address + " -> " + second_address),
+            std::string::npos)
+      << client_log.str();
 }
 
 }  // namespace

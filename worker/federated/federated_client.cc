@@ -7,13 +7,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "aggregator/federation_calls.h"
 #include "aggregator/secagg_participant.h"
 #include "common/ids.h"
 #include "common/mapped_floats.h"
+#include "common/read_file.h"
 #include "common/retry.h"
 #include "common/status_macros.h"
 #include "federation/dp_noise.h"
+#include "grpcpp/grpcpp.h"
+#include "rpc/server_security.h"
 #include "worker/federated/command_trainer.h"
 
 namespace sextant {
@@ -141,7 +145,7 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> MakeTrainer(const FederatedClientO
 // within the client's connect timeout, then Unavailable naming it; InvalidArgument for a model
 // of another size than `global`.
 absl::StatusOr<RoundTask> NextTask(const FederatedClientOptions& o,
-                                   v1::FederationService::StubInterface* stub,
+                                   std::shared_ptr<v1::FederationService::StubInterface>& stub,
                                    const std::string& id, int64_t after, double poll,
                                    std::vector<float>& global, Clock* clock) {
   auto sink = [&](int64_t offset, absl::Span<const float> v) -> absl::Status {
@@ -156,12 +160,19 @@ absl::StatusOr<RoundTask> NextTask(const FederatedClientOptions& o,
       [&]() -> absl::StatusOr<RoundTask> {
         // This client never cancels its own calls: a cancelled one is an aggregator that
         // stopped under it (its instance taken back), and its replacement answers the next.
-        absl::StatusOr<RoundTask> t = PullRound(stub, o.experiment_id, id, after, poll, sink);
+        absl::StatusOr<RoundTask> t = PullRound(stub.get(), o.experiment_id, id, after, poll, sink);
         if (absl::IsCancelled(t.status())) {
           return absl::UnavailableError(
               absl::StrCat("the call was cancelled (", t.status().message(), ")"));
         }
         return t;
+      },
+      [&](const absl::Status&) {
+        // The replacement of an aggregator taken back may serve on another host.
+        if (o.redial) {
+          if (auto moved = o.redial()) stub = std::move(moved);
+        }
+        return absl::OkStatus();
       });
   if (IsUnreachable(task.status())) {
     return absl::UnavailableError(
@@ -286,7 +297,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   const std::string id =
       o.name.empty() ? ClientId(o.region, o.index) : absl::StrCat(o.region, "/", o.name);
   if (o.stub == nullptr) return absl::InvalidArgumentError("no aggregator to dial");
-  v1::FederationService::StubInterface* const stub = o.stub.get();
+  std::shared_ptr<v1::FederationService::StubInterface> stub = o.stub;
   FederatedClientStats stats;
   stats.model_floats = model_size;
   stats.examples = mine.train.size();
@@ -308,7 +319,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   auto report_failure = [&](int64_t round, const absl::Status& why) {
     if (o.job.buffered) return;
     absl::Status told =
-        ReportFailure(stub, o.experiment_id, round, id, id, std::string(why.message()));
+        ReportFailure(stub.get(), o.experiment_id, round, id, id, std::string(why.message()));
     if (!told.ok() && o.log != nullptr) {
       *o.log << "round=" << round << " failure not reported: " << told << "\n";
     }
@@ -346,7 +357,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
     const SenderMetrics metrics{train_loss, before.loss, before.accuracy,
                                 static_cast<double>(before.examples)};
     const absl::StatusOr<int64_t> sent =
-        SendUpdate(o, stub, id, task.round, seed, local, weight, metrics, segments, clock,
+        SendUpdate(o, stub.get(), id, task.round, seed, local, weight, metrics, segments, clock,
                    [&](const absl::Status& why) { report_failure(task.round, why); });
     if (o.log != nullptr) {
       *o.log << "round=" << task.round << " train_loss=" << train_loss
@@ -361,6 +372,23 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
     ++stats.rounds;
   }
   return stats;
+}
+
+std::function<std::shared_ptr<v1::FederationService::StubInterface>()> RedialFromAddressFile(
+    std::string address_file, std::string dialled,
+    std::shared_ptr<grpc::ChannelCredentials> credentials, bool tls, std::ostream* log) {
+  return [file = std::move(address_file), dialled = std::move(dialled),
+          credentials = std::move(credentials), tls,
+          log]() mutable -> std::shared_ptr<v1::FederationService::StubInterface> {
+    const std::string now(absl::StripAsciiWhitespace(ReadFileIfPresent(file).value_or("")));
+    if (now.empty() || now.size() > 300 || now == dialled || !CheckDialAllowed(now, tls).ok()) {
+      return nullptr;
+    }
+    if (log != nullptr)
+      *log << "aggregator moved: " << dialled << " -> " << now << "\n" << std::flush;
+    dialled = now;
+    return v1::FederationService::NewStub(grpc::CreateChannel(now, credentials));
+  };
 }
 
 }  // namespace sextant

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -10,8 +11,9 @@
 #include "absl/status/statusor.h"
 #include "aggregator/federation_calls.h"
 #include "common/clock.h"
-#include "sextant/v1/federation_service.grpc.pb.h"
+#include "grpcpp/security/credentials.h"
 #include "rpc/key_signer.h"
+#include "sextant/v1/federation_service.grpc.pb.h"
 #include "worker/federated/federated_job.h"
 
 namespace sextant {
@@ -20,14 +22,17 @@ struct FederatedClientOptions {
   // FederationService of its region's aggregator: NewStub over a channel dialled with
   // LoadChannelCredentials, or a test's. Required.
   std::shared_ptr<v1::FederationService::StubInterface> stub;
-  std::string target;         // the aggregator's HOST:PORT, for messages
+  std::string target;  // the aggregator's HOST:PORT, for messages
+  // When set, asked while the aggregator is unreachable: a stub for where it serves now (its
+  // instance replaced on another host), or null while it has not moved. Default none.
+  std::function<std::shared_ptr<v1::FederationService::StubInterface>()> redial;
   std::string experiment_id;  // Required.
   std::string region;         // Required.
   int index = 0;              // its place within the region
   // The NAME of its id REGION/NAME: a client started by hand speaks as its certificate's name.
   // Default empty: its index.
   std::string name;
-  int global_index = 0;       // over all regions (GlobalClientIndex): which partition it holds
+  int global_index = 0;  // over all regions (GlobalClientIndex): which partition it holds
   FederatedJob job;
   int threads = 1;          // CPU backend threads. Default 1.
   double poll_seconds = 5;  // long-poll bound per GetRound. Default 5.
@@ -44,6 +49,15 @@ struct FederatedClientOptions {
   // (SecAggParticipantOptions::signer). Default null.
   std::shared_ptr<const KeySigner> signer;
 };
+
+// A FederatedClientOptions::redial for a client of a region whose aggregator writes where it
+// serves to `address_file` (HOST:PORT; RegionalAggregatorOptions::address_file): null while the
+// file is missing or names the address last dialled (first `dialled`), else a stub over a new
+// channel to the address it names, with `credentials` (a non-loopback one only with `tls`,
+// CheckDialAllowed), the move said on `log` (may be null).
+std::function<std::shared_ptr<v1::FederationService::StubInterface>()> RedialFromAddressFile(
+    std::string address_file, std::string dialled,
+    std::shared_ptr<grpc::ChannelCredentials> credentials, bool tls, std::ostream* log);
 
 struct FederatedClientStats {
   int rounds = 0;          // updates accepted

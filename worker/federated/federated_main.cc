@@ -20,6 +20,7 @@
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/channel_credentials.h"
+#include "rpc/host_address.h"
 #include "rpc/key_signer.h"
 #include "rpc/run_secret.h"
 #include "rpc/server_security.h"
@@ -43,7 +44,7 @@ struct FederatedFlags {
   std::string spec;           // the experiment (a serialized ExperimentSpec)
   int threads = 0;            // training threads (0: the default)
   int64_t model_size = 0;     // aggregator: the model's floats (0: not given)
-  std::string data_dir, work_dir, listen, pool, port_file;
+  std::string data_dir, work_dir, listen, pool, port_file, address_file;
   int64_t chunk_floats = 0;  // floats per streamed chunk (0: the default)
   std::string tls_dir, tls_name, server_identity, secret_file;
   double startup_wait = 120;  // aggregator: seconds to wait for its clients before round 1
@@ -84,12 +85,17 @@ int ParseFlags(int argc, char** argv, FederatedFlags* f) {
                       "aggregator, evaluator (required); client: the command client's exchange "
                       "folder"));
   last(app.add_option("--listen", f->listen,
-                      "aggregator: the address to serve clients on (default loopback, any port)"));
+                      "aggregator: the address to serve clients on, HOST:PORT (default loopback, "
+                      "any port); HOST auto: this host's address toward --connect"));
   last(app.add_option("--pool", f->pool,
                       "with --join: the run's pool this host's instance belongs to, where the run "
                       "bills it (default: not billed)"));
   last(app.add_option("--port-file", f->port_file,
                       "aggregator: where to write the port it listens on"));
+  last(app.add_option("--address-file", f->address_file,
+                      "aggregator: where to write the HOST:PORT its clients dial; client: that "
+                      "file, read again while its aggregator is unreachable (a new instance may "
+                      "serve elsewhere)"));
   last(app.add_option("--chunk-floats", f->chunk_floats, "floats per streamed chunk"));
   last(app.add_option("--tls-dir", f->tls_dir,
                       "certificates from `sextant certs init`: TLS upstream and to clients"));
@@ -360,6 +366,10 @@ int RunClient(FederatedFlags& f, const v1::JoinPlan* plan, Clock* clock,
     return 2;
   }
   o.stub = v1::FederationService::NewStub(grpc::CreateChannel(o.target, *creds));
+  if (!f.address_file.empty()) {
+    o.redial =
+        RedialFromAddressFile(f.address_file, o.target, *creds, !f.tls_dir.empty(), &std::cout);
+  }
   if (!f.tls_dir.empty()) {
     absl::StatusOr<std::unique_ptr<KeySigner>> signer =
         KeySigner::Load(f.tls_dir, TlsName(f, "worker"));
@@ -445,8 +455,16 @@ int RunAggregator(const FederatedFlags& f, const v1::JoinPlan* plan, Clock* cloc
   o.experiment_id = f.experiment_id;
   o.region = f.region;
   o.work_dir = f.work_dir;
-  if (!f.listen.empty()) o.listen = f.listen;
+  if (!f.listen.empty()) {
+    absl::StatusOr<std::string> listen = ResolveListen(f.listen, f.connect);
+    if (!listen.ok()) {
+      std::cerr << "sextant-worker: " << listen.status().message() << "\n";
+      return 2;
+    }
+    o.listen = *listen;
+  }
   o.port_file = f.port_file;
+  o.address_file = f.address_file;
   o.model_size = f.model_size;
   if (f.chunk_floats > 0) o.chunk_floats = f.chunk_floats;
   o.startup_wait_seconds = f.startup_wait;

@@ -606,9 +606,8 @@ federation:
   BackgroundProcess run(
       {kSextant, "run", dir_ + "/exp.yaml", "--run-dir", dir_ + "/run", "--tls-dir", certs_});
   ASSERT_TRUE(run.WaitForOutput("round=1 ", 120)) << run.out() << run.err();
-  const std::string port =
-      std::string(absl::StripAsciiWhitespace(Read(dir_ + "/run/federation/regions", "east.port")));
-  const std::string target = "127.0.0.1:" + port;
+  const std::string target = std::string(
+      absl::StripAsciiWhitespace(Read(dir_ + "/run/federation/regions", "east.address")));
   // Dialled as the run's own clients dial it: the server checked by its identity.
   auto as = [&](const std::string& name) {
     auto creds = LoadChannelCredentialsForServer(

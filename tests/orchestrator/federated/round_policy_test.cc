@@ -27,15 +27,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Records every launch; an aggregator "starts listening" at once: the port file its command
-// line names gets a port, so that the run goes on to launch its clients and its rounds. No
+// Records every launch; an aggregator "starts listening" at once: the address file its command
+// line names gets an address, so that the run goes on to launch its clients and its rounds. No
 // update ever comes.
 class ListeningAggregators : public testing::FakeLauncher {
  public:
   absl::StatusOr<pid_t> Launch(const std::vector<std::string>& argv,
                                const std::string& log_path) override {
     for (size_t i = 0; i + 1 < argv.size(); ++i) {
-      if (argv[i] == "--port-file") std::ofstream(argv[i + 1]) << "9\n";
+      if (argv[i] == "--address-file") std::ofstream(argv[i + 1]) << "127.0.0.1:9\n";
     }
     return FakeLauncher::Launch(argv, log_path);
   }
