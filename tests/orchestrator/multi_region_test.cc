@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -27,6 +26,7 @@
 #include "orchestrator/core/rounds_table.h"
 #include "orchestrator/core/run_dir.h"
 #include "tests/fakes/tcp_proxy.h"
+#include "tests/orchestrator/net_namespaces.h"
 #include "tests/orchestrator/test_util.h"
 #include "tests/support/component.h"
 
@@ -35,6 +35,7 @@ namespace {
 
 using testing::BackgroundProcess;
 using testing::MakeTempDir;
+using testing::NetNamespaces;
 using testing::ReadFile;
 using testing::RunProcess;
 using testing::TcpProxy;
@@ -46,82 +47,24 @@ const std::string kWorker = std::string(SEXTANT_BIN_DIR) + "/sextant-worker";
 constexpr int kRegions = 3;
 constexpr char kOrchestratorName[] = "orchestrator.sextant.test";
 
-testing::CommandOutput Sh(const std::string& command, double timeout = 30) {
-  return RunProcess({"/bin/sh", "-c", command}, timeout);
-}
-
-// Namespace 0 for the orchestrator and 1..kRegions for the regions, each with a veth link to the
-// host: 10.B.i.1 on the host's end, 10.B.i.2 inside. Nothing routes between namespaces, so a
-// region reaches the orchestrator only through a relay listening on its link's host end. Names
-// carry this process's pid; everything is removed in the destructor, and namespaces left by a
-// test process that no longer exists are removed on creation.
-class Regions {
+// Namespace 0 for the orchestrator and 1..kRegions for the regions, each on a veth link of its
+// own (NetNamespaces::Wiring::kLinks): nothing routes between namespaces, so a region reaches
+// the orchestrator only through a relay listening on its link's host end.
+class Regions : public NetNamespaces {
  public:
   // Empty when created; otherwise why namespaces cannot be used here (the test skips).
   std::string Create() {
-    if (geteuid() != 0) return "network namespaces need root";
-    if (Sh("command -v ip").exit_code != 0) return "no `ip` (iproute2; scripts/install-deps)";
-    RemoveStale();
-    // The first `ip netns add` bind-mounts /run/netns onto itself; if this test makes that
-    // mount, it undoes it at the end when no namespace is left (a chroot must be left unmountable).
-    netns_was_mounted_ = Sh("mountpoint -q /run/netns").exit_code == 0;
-    std::mt19937 rng(static_cast<unsigned>(getpid()) ^ std::random_device{}());
-    tag_ = absl::StrCat(getpid());
-    subnet_ = absl::StrCat("10.", 100 + rng() % 150);
+    if (std::string why = NetNamespaces::Create(kRegions + 1, Wiring::kLinks); !why.empty()) {
+      return why;
+    }
+    // `ip netns exec` mounts /etc/netns/NS/hosts over /etc/hosts: in a region, the
+    // orchestrator's name is its relay's address.
     for (int i = 0; i <= kRegions; ++i) {
-      const std::string ns = Namespace(i), host_end = absl::StrCat("sx", tag_, "h", i),
-                        inside = absl::StrCat("sx", tag_, "n", i);
-      auto r = Sh(absl::StrCat("set -e; ip netns add ", ns, "; ip -n ", ns,
-                               " link set lo up; ip link add ", host_end, " type veth peer name ",
-                               inside, "; ip link set ", inside, " netns ", ns, "; ip addr add ",
-                               HostEnd(i), "/30 dev ", host_end, "; ip link set ", host_end,
-                               " up; ip -n ", ns, " addr add ", Inside(i), "/30 dev ", inside,
-                               "; ip -n ", ns, " link set ", inside, " up"));
-      created_.push_back(ns);
-      if (r.exit_code != 0) return absl::StrCat("cannot build namespace ", ns, ": ", r.err);
-      // `ip netns exec` mounts /etc/netns/NS/hosts over /etc/hosts: in a region, the
-      // orchestrator's name is its relay's address.
-      WriteFile(absl::StrCat("/etc/netns/", ns, "/hosts"),
+      WriteFile(absl::StrCat("/etc/netns/", Namespace(i), "/hosts"),
                 absl::StrCat("127.0.0.1 localhost\n", HostEnd(i), " ", kOrchestratorName, "\n"));
     }
     return "";
   }
-  ~Regions() {
-    for (const std::string& ns : created_) Remove(ns);
-    if (!created_.empty() && !netns_was_mounted_ && Sh("ip netns list").out.empty()) {
-      Sh("umount /run/netns 2>/dev/null");
-    }
-  }
-
-  std::string Namespace(int i) const { return absl::StrCat("sxt-", tag_, "-", i); }
-  std::string Path(int i) const { return "/var/run/netns/" + Namespace(i); }
-  std::string HostEnd(int i) const { return absl::StrCat(subnet_, ".", i, ".1"); }
-  std::string Inside(int i) const { return absl::StrCat(subnet_, ".", i, ".2"); }
-  // argv prefixed to run inside namespace i.
-  std::vector<std::string> In(int i, std::vector<std::string> argv) const {
-    argv.insert(argv.begin(), {"ip", "netns", "exec", Namespace(i)});
-    return argv;
-  }
-
- private:
-  // Kills what still runs inside (only this test's processes live there), then removes the
-  // namespace (its veth goes with it) and its /etc/netns folder.
-  static void Remove(const std::string& ns) {
-    Sh(absl::StrCat("ip netns pids ", ns, " 2>/dev/null | xargs -r kill -9; ip netns del ", ns,
-                    " 2>/dev/null; rm -rf /etc/netns/", ns));
-  }
-  static void RemoveStale() {
-    auto list = Sh("ip netns list 2>/dev/null | cut -d' ' -f1");
-    for (absl::string_view line : absl::StrSplit(list.out, '\n')) {
-      std::vector<std::string> parts = absl::StrSplit(line, '-');
-      if (parts.size() != 3 || parts[0] != "sxt") continue;
-      if (!std::filesystem::exists("/proc/" + parts[1])) Remove(std::string(line));
-    }
-  }
-
-  std::string tag_, subnet_;
-  std::vector<std::string> created_;
-  bool netns_was_mounted_ = true;
 };
 
 // The network namespace a process of namespace path `path` lives in, as /proc shows it.
@@ -485,11 +428,11 @@ TEST_F(MultiRegionTest, FederatedRunWithParticipantsStartedByHandOnTheirHosts) {
   EXPECT_NE(forged.err.find("PERMISSION_DENIED"), std::string::npos) << forged.err;
 
   // An aggregator naming another region's pool is refused before it runs anything.
-  auto elsewhere = RunProcess(
-      regions_.In(1, {kWorker, "--role", "aggregator", "--join", "--connect", upstream, "--tls-dir",
-                      certs, "--tls-name", "agg-r1", "--pool", "agg-r2", "--work-dir",
-                      dir_ + "/elsewhere"}),
-      60);
+  auto elsewhere =
+      RunProcess(regions_.In(1, {kWorker, "--role", "aggregator", "--join", "--connect", upstream,
+                                 "--tls-dir", certs, "--tls-name", "agg-r1", "--pool", "agg-r2",
+                                 "--work-dir", dir_ + "/elsewhere"}),
+                 60);
   EXPECT_EQ(elsewhere.exit_code, 1) << elsewhere.out << elsewhere.err;
   EXPECT_NE(elsewhere.err.find("pool agg-r2 is in region r2, not r1"), std::string::npos)
       << elsewhere.err;
@@ -497,17 +440,17 @@ TEST_F(MultiRegionTest, FederatedRunWithParticipantsStartedByHandOnTheirHosts) {
   std::vector<std::unique_ptr<BackgroundProcess>> participants;
   for (int i = 1; i <= kRegions; ++i) {
     const std::string region = absl::StrCat("r", i);
-    participants.push_back(std::make_unique<BackgroundProcess>(regions_.In(
-        i, {kWorker, "--role", "aggregator", "--join", "--connect", upstream, "--tls-dir", certs,
-            "--tls-name", "agg-" + region, "--pool", "agg-" + region, "--listen",
-            absl::StrCat(regions_.Inside(i), ":7443"), "--work-dir",
-            absl::StrCat(dir_, "/agg-", region)})));
+    participants.push_back(std::make_unique<BackgroundProcess>(
+        regions_.In(i, {kWorker, "--role", "aggregator", "--join", "--connect", upstream,
+                        "--tls-dir", certs, "--tls-name", "agg-" + region, "--pool",
+                        "agg-" + region, "--listen", absl::StrCat(regions_.Inside(i), ":7443"),
+                        "--work-dir", absl::StrCat(dir_, "/agg-", region)})));
     for (const char* site : kSites) {
-      participants.push_back(std::make_unique<BackgroundProcess>(regions_.In(
-          i, {kWorker, "--role", "client", "--join", "--connect",
-              absl::StrCat("aggregator.", region, ".sextant.test:7443"), "--tls-dir", certs,
-              "--tls-name", absl::StrCat(site, "-", region), "--pool", "sites-" + region,
-              "--threads", "1", "--experiment-id", id[1].str()})));
+      participants.push_back(std::make_unique<BackgroundProcess>(
+          regions_.In(i, {kWorker, "--role", "client", "--join", "--connect",
+                          absl::StrCat("aggregator.", region, ".sextant.test:7443"), "--tls-dir",
+                          certs, "--tls-name", absl::StrCat(site, "-", region), "--pool",
+                          "sites-" + region, "--threads", "1", "--experiment-id", id[1].str()})));
     }
   }
   const int rc = run.Wait(400);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -36,13 +37,26 @@ pid_t LivePid(const std::string& pid_file) {
   int pid = 0;
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(pid_file)), &pid) || pid <= 0) return 0;
   std::string cmdline = ReadProcFile(absl::StrCat("/proc/", pid, "/cmdline"));
-  const std::string daemon = std::filesystem::path(pid_file).stem().string();  // "slurmd"
+  std::string daemon = std::filesystem::path(pid_file).stem().string();  // "slurmd-node0"
+  daemon = daemon.substr(0, daemon.find('-'));                           // "slurmd"
   return cmdline.find(daemon) == std::string::npos ? 0 : pid;
 }
 
 }  // namespace
 
-std::string SlurmCluster::Start(const std::string& dir) {
+std::string SlurmCluster::host_address() const {
+  return nodes_ == 1 ? "127.0.0.1" : net_.HostEnd(0);
+}
+
+std::string SlurmCluster::node_name(int i) const {
+  return nodes_ == 1 ? "sextant-node" : absl::StrCat("node", i);
+}
+
+std::string SlurmCluster::node_address(int i) const {
+  return nodes_ == 1 ? "127.0.0.1" : net_.Inside(i);
+}
+
+std::string SlurmCluster::Start(const std::string& dir, int nodes) {
   if (geteuid() != 0) return "the Slurm daemons run as root here, and this test is not root";
   for (const char* bin : {"/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd",
                           "/usr/bin/sbatch", "/usr/bin/squeue", "/usr/bin/scancel"}) {
@@ -51,9 +65,16 @@ std::string SlurmCluster::Start(const std::string& dir) {
     }
   }
   dir_ = dir;
+  nodes_ = nodes;
+  if (nodes_ > 1) {
+    if (std::string why = net_.Create(nodes_, NetNamespaces::Wiring::kBridge); !why.empty()) {
+      return why;
+    }
+  }
   started_ = true;
-  for (const char* sub : {"state", "spool", "log"})
-    std::filesystem::create_directories(dir_ + "/" + sub);
+  for (const char* sub : {"state", "log"}) std::filesystem::create_directories(dir_ + "/" + sub);
+  for (int i = 0; i < nodes_; ++i)
+    std::filesystem::create_directories(dir_ + "/spool/" + node_name(i));
   // A fresh munge key: 1 KiB of random bytes, readable by its owner only.
   std::string key(1024, '\0');
   std::ifstream("/dev/urandom", std::ios::binary)
@@ -71,30 +92,38 @@ std::string SlurmCluster::Start(const std::string& dir) {
     return absl::StrCat("munged did not start: ", m.err, Tail(dir_ + "/log/munged.log"));
 
   const int ctld_port = FreePort(), slurmd_port = FreePort();
+  // One line per node, and the partitions over all of them.
+  std::string node_lines, node_list;
+  for (int i = 0; i < nodes_; ++i) {
+    absl::StrAppend(&node_lines, "NodeName=", node_name(i), " NodeAddr=", node_address(i),
+                    nodes_ == 1 ? " NodeHostname=localhost CPUs=8" : " CPUs=2", " State=UNKNOWN\n");
+    absl::StrAppend(&node_list, i == 0 ? "" : ",", node_name(i));
+  }
   conf_ = dir_ + "/slurm.conf";
   WriteFile(conf_,
-            absl::StrCat(R"(ClusterName=sextant-test
+            absl::StrCat(
+                R"(ClusterName=sextant-test
 SlurmctldHost=)",
-                         ShortHostname(), R"((127.0.0.1)
+                ShortHostname(), "(", host_address(), R"()
 SlurmctldPort=)",
-                         ctld_port, "\nSlurmdPort=", slurmd_port, R"(
+                ctld_port, "\nSlurmdPort=", slurmd_port, R"(
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=)",
-                         munge_socket_, R"(
+                munge_socket_, R"(
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=)",
-                         dir_, "/state\nSlurmdSpoolDir=", dir_, "/spool\nSlurmctldPidFile=", dir_,
-                         "/slurmctld.pid\nSlurmdPidFile=", dir_, "/slurmd.pid\nSlurmctldLogFile=",
-                         dir_, "/log/slurmctld.log\nSlurmdLogFile=", dir_, R"(/log/slurmd.log
+                dir_, "/state\nSlurmdSpoolDir=", dir_, "/spool/%n\nSlurmctldPidFile=", dir_,
+                "/slurmctld.pid\nSlurmdPidFile=", dir_, "/slurmd-%n.pid\nSlurmctldLogFile=", dir_,
+                "/log/slurmctld.log\nSlurmdLogFile=", dir_, R"(/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
 JobCompLoc=)",
-                         jobcomp_path(), R"(
+                jobcomp_path(), R"(
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1
 SelectType=select/cons_tres
@@ -105,38 +134,53 @@ MpiDefault=none
 MailProg=/bin/true
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
-NodeName=sextant-node NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=8 State=UNKNOWN
-PartitionName=ondemand Nodes=sextant-node Default=YES PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP
-PartitionName=spot Nodes=sextant-node PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP
-)"));
+)",
+                node_lines, "PartitionName=ondemand Nodes=", node_list,
+                " Default=YES PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP\n"
+                "PartitionName=spot Nodes=",
+                node_list, " PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP\n"));
   const std::string env = absl::StrCat("SLURM_CONF=", conf_);
   pid_files_.push_back(dir_ + "/slurmctld.pid");
   CommandOutput c = RunProcess({"env", env, "/usr/sbin/slurmctld", "-i"}, 30);
   if (c.exit_code != 0) {
     return absl::StrCat("slurmctld did not start: ", c.err, Tail(dir_ + "/log/slurmctld.log"));
   }
-  pid_files_.push_back(dir_ + "/slurmd.pid");
-  CommandOutput d = RunProcess({"env", env, "/usr/sbin/slurmd", "-N", "sextant-node"}, 30);
-  if (d.exit_code != 0)
-    return absl::StrCat("slurmd did not start: ", d.err, Tail(dir_ + "/log/slurmd.log"));
+  for (int i = 0; i < nodes_; ++i) {
+    const std::string node = node_name(i);
+    pid_files_.push_back(absl::StrCat(dir_, "/slurmd-", node, ".pid"));
+    std::vector<std::string> argv = {"env", env, "/usr/sbin/slurmd", "-N", node};
+    CommandOutput d = RunProcess(nodes_ == 1 ? argv : net_.NetworkOnly(i, argv), 30);
+    if (d.exit_code != 0) {
+      return absl::StrCat("slurmd of ", node, " did not start: ", d.err,
+                          Tail(absl::StrCat(dir_, "/log/slurmd-", node, ".log")));
+    }
+  }
   return WaitForNode(60);
 }
 
 std::string SlurmCluster::WaitForNode(double timeout_seconds) {
   std::string last;
+  // Every node idle in both partitions: one line each.
   const bool up = WaitFor(
       [&] {
         CommandOutput s = RunProcess(
-            {"env", absl::StrCat("SLURM_CONF=", conf_), "sinfo", "-h", "-o", "%P %t"}, 10);
+            {"env", absl::StrCat("SLURM_CONF=", conf_), "sinfo", "-h", "-N", "-o", "%N %P %t"}, 10);
         last = s.out + s.err;
-        return s.exit_code == 0 && last.find("idle") != std::string::npos &&
-               last.find("spot") != std::string::npos;
+        int idle = 0;
+        for (absl::string_view line : absl::StrSplit(s.out, '\n')) {
+          if (absl::EndsWith(line, " idle")) ++idle;
+        }
+        return s.exit_code == 0 && idle == 2 * nodes_;
       },
       timeout_seconds);
   if (up) return "";
-  return absl::StrCat("the Slurm node did not come up (sinfo: ", last,
-                      "); slurmctld: ", Tail(dir_ + "/log/slurmctld.log", 800),
-                      " slurmd: ", Tail(dir_ + "/log/slurmd.log", 800));
+  std::string slurmd;
+  for (int i = 0; i < nodes_; ++i) {
+    absl::StrAppend(&slurmd, " slurmd of ", node_name(i), ": ",
+                    Tail(absl::StrCat(dir_, "/log/slurmd-", node_name(i), ".log"), 600));
+  }
+  return absl::StrCat("the Slurm nodes did not come up (sinfo: ", last,
+                      "); slurmctld: ", Tail(dir_ + "/log/slurmctld.log", 800), slurmd);
 }
 
 void SlurmCluster::CancelAll(double timeout_seconds) {

@@ -4,15 +4,20 @@
 #include <string>
 #include <vector>
 
+#include "tests/orchestrator/net_namespaces.h"
+
 namespace sextant::testing {
 
-// A real one-node Slurm cluster on loopback, private to one test: munged with a key it
-// generates, slurmctld and slurmd from Debian's slurm-wlm, each with its own config, ports,
-// state, spool, pid and log files under a temp dir. Two partitions share the node: `ondemand`
-// (the default, higher priority tier, never preempted) and `spot` (lower tier, jobs preempted
-// by requeue). Job completions are logged to jobcomp_path() (jobcomp/filetxt), since there is
-// no accounting database for sacct. Needs root (SlurmUser and SlurmdUser are root).
-// Not thread-safe.
+// A real Slurm cluster private to one test: munged with a key it generates, slurmctld and
+// slurmd from Debian's slurm-wlm, each with its own config, ports, state, spool, pid and log
+// files under a temp dir. One node on loopback (8 CPUs), or several (2 CPUs each), each node's
+// slurmd in a network namespace of its own on one bridge (NetNamespaces::Wiring::kBridge),
+// so that a job runs on a host of its own, with its own address, as on a real cluster; the
+// controller then listens on the host's address on that bridge. Two partitions share the
+// nodes: `ondemand` (the default, higher priority tier, never preempted) and `spot` (lower
+// tier, jobs preempted by requeue). Job completions (with their NodeList) are logged to
+// jobcomp_path() (jobcomp/filetxt), since there is no accounting database for sacct. Needs
+// root (SlurmUser and SlurmdUser are root). Not thread-safe.
 class SlurmCluster {
  public:
   SlurmCluster() = default;
@@ -24,7 +29,13 @@ class SlurmCluster {
   // Starts the daemons and waits until the node is idle in both partitions. Returns "" on
   // success, else why the cluster cannot run here (not root, a binary missing, a daemon that
   // did not start: with the tail of its log); the caller skips the test with that reason.
-  std::string Start(const std::string& dir);
+  std::string Start(const std::string& dir, int nodes = 1);
+
+  // Where the nodes reach this host: 127.0.0.1 with one node, else its bridge address.
+  std::string host_address() const;
+  // Node i's name (sextant-node with one node, else node0, node1, ...) and address.
+  std::string node_name(int i) const;
+  std::string node_address(int i) const;
 
   // The value of SLURM_CONF for commands that talk to this cluster.
   const std::string& conf() const { return conf_; }
@@ -38,6 +49,8 @@ class SlurmCluster {
   void Stop();
 
   std::string dir_;
+  int nodes_ = 1;
+  NetNamespaces net_;  // the nodes' hosts, with more than one node
   std::string conf_;
   std::string munge_socket_;
   std::vector<std::string> pid_files_;  // in start order; stopped in reverse

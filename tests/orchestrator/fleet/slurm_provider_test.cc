@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -116,14 +117,15 @@ resources:
 // `spot_rate_per_day`, after a 1 s notice), its aggregator and region b on-demand.
 void WriteFederatedExperiment(const std::string& dir, double spot_rate_per_day, int rounds,
                               int min_clients, const std::string& deadline) {
-  WriteFile(dir + "/catalog.yaml", absl::StrCat(R"(regions: [a, b]
+  WriteFile(dir + "/catalog.yaml",
+            absl::StrCat(R"(regions: [a, b]
 instances: {box: {gpus: 0, gpu_memory_gb: 0, cpus: 1}}
 billing: {increment: 1s, minimum: 1s}
 offers:
   - {region: a, instance: box, market: on_demand, price_per_hour: 36}
   - {region: a, instance: box, market: spot, price_per_hour: 12,
      interruption: {rate_per_day: )",
-                                                spot_rate_per_day, R"(, notice: 1s, notice_probability: 1}}
+                         spot_rate_per_day, R"(, notice: 1s, notice_probability: 1}}
   - {region: b, instance: box, market: on_demand, price_per_hour: 36}
 transfer: {between_regions_per_gb: 0.02}
 )"));
@@ -158,8 +160,7 @@ resources:
 // (sextant-client-a-0, sextant-client-a-0.2 for its first replacement) -> its job id.
 std::map<std::string, std::string> ParticipantJobs(const std::string& events) {
   std::map<std::string, std::string> job_of;
-  std::regex launched(
-      R"((aggregator|client) ([ab])(?:/(\d))? slurm job=(\d+) pool=([a-z-]+))");
+  std::regex launched(R"((aggregator|client) ([ab])(?:/(\d))? slurm job=(\d+) pool=([a-z-]+))");
   std::map<std::string, int> launches;
   for (auto it = std::sregex_iterator(events.begin(), events.end(), launched);
        it != std::sregex_iterator(); ++it) {
@@ -189,8 +190,8 @@ void ExpectEveryJobEndedInItsPartition(const SlurmCluster& cluster,
   const std::string jobcomp = ReadFile(cluster.jobcomp_path());
   for (const auto& [name, job] : job_of) {
     const std::string partition = absl::StartsWith(name, "client-a") ? "spot" : "ondemand";
-    std::regex line(absl::StrCat("JobId=", job, " .*Name=sextant-", name, " .*Partition=",
-                                 partition));
+    std::regex line(
+        absl::StrCat("JobId=", job, " .*Name=sextant-", name, " .*Partition=", partition));
     EXPECT_TRUE(std::regex_search(jobcomp, line)) << name << " (job " << job << ")\n" << jobcomp;
   }
 }
@@ -198,11 +199,22 @@ void ExpectEveryJobEndedInItsPartition(const SlurmCluster& cluster,
 // Runs DIR/exp.yaml on the cluster (on-demand jobs in partition ondemand, spot ones in spot)
 // into DIR/run and returns its results; nothing, with the failure added, when the run or
 // `results` failed.
-std::optional<nlohmann::json> RunOnSlurm(const SlurmCluster& cluster, const std::string& dir) {
+std::optional<nlohmann::json> RunOnSlurm(const SlurmCluster& cluster, const std::string& dir,
+                                         const std::vector<std::string>& flags = {}) {
   const std::string env = absl::StrCat("SLURM_CONF=", cluster.conf());
-  auto run = RunProcess({"env", env, kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
-                         "--slurm-partition", "ondemand", "--slurm-spot-partition", "spot"},
-                        240);
+  std::vector<std::string> argv = {"env",
+                                   env,
+                                   kSextant,
+                                   "run",
+                                   dir + "/exp.yaml",
+                                   "--run-dir",
+                                   dir + "/run",
+                                   "--slurm-partition",
+                                   "ondemand",
+                                   "--slurm-spot-partition",
+                                   "spot"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  auto run = RunProcess(argv, 240);
   if (run.exit_code != 0) {
     ADD_FAILURE() << "sextant run exited " << run.exit_code << "\n" << run.out << run.err;
     return std::nullopt;
@@ -277,6 +289,62 @@ TEST(SlurmProviderTest, FederatedRegionsRunOnTheirOwnProviders) {
             3)
       << events.out;
   ExpectEveryJobEndedInItsPartition(cluster, job_of);
+}
+
+// Participants on other hosts than the orchestrator's, and than each other's: three Slurm nodes,
+// each a network namespace of its own on one bridge, with two CPUs each, so that no region's
+// three jobs fit on one node. The orchestrator stays on the host and listens on its bridge
+// address, with TLS (as any non-loopback address needs). Each aggregator serves its clients on
+// its own node's address, which it writes for them, and the clients on other nodes dial it
+// there: every round completes.
+TEST(SlurmProviderTest, FederatedParticipantsOnOtherNodesReachTheirAggregatorsAddress) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = MakeTempDir("slurm-fl-nodes");
+  SlurmCluster cluster;
+  const std::string why = cluster.Start(dir + "/cluster", 3);
+  SEXTANT_REQUIRE_COMPONENT(why.empty(), "no Slurm cluster of three nodes here: " << why);
+  WriteFederatedExperiment(dir, 0.001, 3, 4, "60s");
+  const std::string certs = dir + "/certs";
+  auto init = RunProcess({kSextant, "certs", "init", certs, "--san", cluster.host_address()});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  const std::optional<nlohmann::json> results = RunOnSlurm(
+      cluster, dir, {"--listen", absl::StrCat(cluster.host_address(), ":0"), "--tls-dir", certs});
+  ASSERT_TRUE(results.has_value());
+  const nlohmann::json& j = *results;
+  EXPECT_EQ(j["state"], "COMPLETED");
+  EXPECT_EQ(j["federation"]["rounds_completed"], 3) << j["federation"].dump();
+
+  // Each job's node, from Slurm's completion log.
+  auto events = RunProcess({kSextant, "events", dir + "/run"});
+  const std::map<std::string, std::string> job_of = ParticipantJobs(events.out);
+  ASSERT_EQ(job_of.size(), 6u) << events.out;
+  ExpectEveryJobEndedInItsPartition(cluster, job_of);
+  const std::string jobcomp = ReadFile(cluster.jobcomp_path());
+  std::map<std::string, std::string> node_of;
+  for (const auto& [name, job] : job_of) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(jobcomp, m,
+                                  std::regex(absl::StrCat("JobId=", job, " .*NodeList=(node\\d)"))))
+        << name << " (job " << job << ")\n"
+        << jobcomp;
+    node_of[name] = m[1];
+  }
+  for (const char* region : {"a", "b"}) {
+    // Served on its node's address, not on loopback.
+    const std::string address = std::string(absl::StripAsciiWhitespace(
+        ReadFile(absl::StrCat(dir, "/run/federation/regions/", region, ".address"))));
+    const std::string node = node_of[absl::StrCat("aggregator-", region)];
+    const int index = node.back() - '0';
+    EXPECT_EQ(address.substr(0, address.rfind(':')), cluster.node_address(index))
+        << region << " aggregator on " << node;
+    int elsewhere = 0;
+    for (int i = 0; i < 2; ++i) {
+      elsewhere += node_of[absl::StrCat("client-", region, "-", i)] != node;
+    }
+    EXPECT_GE(elsewhere, 1) << "region " << region << ": no client on another node than its "
+                            << "aggregator's (" << node << ")";
+  }
 }
 
 // Spot clients on Slurm taken back at their pool's interruption model (scancel --signal=TERM
