@@ -120,7 +120,8 @@ absl::Status SlurmProvider::Terminate(const std::string& handle) {
 InstanceStatus SlurmProvider::Poll(const std::string& handle) {
   std::string out;
   absl::StatusOr<int> rc =
-      RunCommandForOutput({Command("squeue"), "-h", "-j", handle, "-o", "%T"}, &out);
+      // -t all: a job being requeued (or just ended) is listed too, not taken for gone.
+      RunCommandForOutput({Command("squeue"), "-h", "-j", handle, "-t", "all", "-o", "%T"}, &out);
   if (!rc.ok()) return InstanceStatus::Running();  // cannot tell: assume it still runs
   std::string state(absl::StripAsciiWhitespace(out));
   if (*rc != 0) {
@@ -128,7 +129,7 @@ InstanceStatus SlurmProvider::Poll(const std::string& handle) {
     return InstanceStatus::Running();
   }
   if (state.empty()) return InstanceStatus::Gone("job left the queue");
-  if (state == "PENDING" || state == "CONFIGURING" || state == "REQUEUED")
+  if (state == "PENDING" || state == "CONFIGURING" || absl::StartsWith(state, "REQUEUE"))
     return InstanceStatus::Pending();
   if (state == "RUNNING" || state == "COMPLETING" || state == "SUSPENDED")
     return InstanceStatus::Running();

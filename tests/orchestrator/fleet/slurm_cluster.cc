@@ -56,7 +56,7 @@ std::string SlurmCluster::node_address(int i) const {
   return nodes_ == 1 ? "127.0.0.1" : net_.Inside(i);
 }
 
-std::string SlurmCluster::Start(const std::string& dir, int nodes) {
+std::string SlurmCluster::Start(const std::string& dir, int nodes, int cred_expire_seconds) {
   if (geteuid() != 0) return "the Slurm daemons run as root here, and this test is not root";
   for (const char* bin : {"/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd",
                           "/usr/bin/sbatch", "/usr/bin/squeue", "/usr/bin/scancel"}) {
@@ -110,7 +110,7 @@ SlurmctldPort=)",
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=)",
-                munge_socket_, R"(
+                munge_socket_, ",cred_expire=", cred_expire_seconds, R"(
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=)",

@@ -29,7 +29,9 @@ class SlurmCluster {
   // Starts the daemons and waits until the node is idle in both partitions. Returns "" on
   // success, else why the cluster cannot run here (not root, a binary missing, a daemon that
   // did not start: with the tail of its log); the caller skips the test with that reason.
-  std::string Start(const std::string& dir, int nodes = 1);
+  // `cred_expire_seconds` is the job credentials' lifetime (AuthInfo cred_expire), which is also
+  // how long Slurm holds a requeued job back before it may start again.
+  std::string Start(const std::string& dir, int nodes = 1, int cred_expire_seconds = 120);
 
   // Where the nodes reach this host: 127.0.0.1 with one node, else its bridge address.
   std::string host_address() const;

@@ -23,6 +23,7 @@
 namespace sextant {
 namespace {
 
+using testing::BackgroundProcess;
 using testing::CheckpointingStepsScript;
 using ::testing::HasSubstr;
 using testing::MakeTempDir;
@@ -344,6 +345,56 @@ TEST(SlurmProviderTest, FederatedParticipantsOnOtherNodesReachTheirAggregatorsAd
     }
     EXPECT_GE(elsewhere, 1) << "region " << region << ": no client on another node than its "
                             << "aggregator's (" << node << ")";
+  }
+}
+
+// An aggregator that Slurm itself requeues (`scontrol requeue`, as a spot partition's
+// preemption does) starts again from its batch script on a new port, which it writes to its
+// region's address file: its clients, finding it unreachable, read the file again and follow
+// it, and the run completes every round.
+TEST(SlurmProviderTest, FederatedAggregatorRequeuedBySlurmIsFoundAgainByItsClients) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = MakeTempDir("slurm-fl-requeue");
+  SlurmCluster cluster;
+  // A requeued job starts again once its credential has expired: 10 s here (Slurm's default
+  // is 120 s).
+  const std::string why = cluster.Start(dir + "/cluster", 1, 10);
+  SEXTANT_REQUIRE_COMPONENT(why.empty(), "no Slurm cluster here: " << why);
+  // Rounds close on region b's two clients when region a sits one out.
+  WriteFederatedExperiment(dir, 0.001, 8, 2, "10s");
+  std::string exp = ReadFile(dir + "/exp.yaml");
+  const std::string agg = "{name: a-agg, region: a, instance: box, hosts: aggregator}";
+  ASSERT_NE(exp.find(agg), std::string::npos) << exp;
+  exp.replace(exp.find(agg), agg.size(),
+              "{name: a-agg, region: a, instance: box, market: spot, hosts: aggregator}");
+  WriteFile(dir + "/exp.yaml", exp);
+  const std::string env = absl::StrCat("SLURM_CONF=", cluster.conf());
+  BackgroundProcess run({"env", env, kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
+                         "--slurm-partition", "ondemand", "--slurm-spot-partition", "spot"});
+  ASSERT_TRUE(run.WaitForOutput("round=2 ", 120)) << run.out() << run.err();
+  const std::string address_file = dir + "/run/federation/regions/a.address";
+  const std::string first = std::string(absl::StripAsciiWhitespace(ReadFile(address_file)));
+  auto events = RunProcess({kSextant, "events", dir + "/run"});
+  const std::map<std::string, std::string> job_of = ParticipantJobs(events.out);
+  ASSERT_TRUE(job_of.count("aggregator-a")) << events.out;
+  auto requeue = RunProcess({"env", env, "scontrol", "requeue", job_of.at("aggregator-a")});
+  ASSERT_EQ(requeue.exit_code, 0) << requeue.out << requeue.err;
+  ASSERT_EQ(run.Wait(240), 0) << run.out() << run.err();
+
+  const std::string second = std::string(absl::StripAsciiWhitespace(ReadFile(address_file)));
+  EXPECT_NE(second, first) << "the requeued aggregator serves where it did before";
+  auto results = RunProcess({kSextant, "results", dir + "/run", "--format", "json"});
+  ASSERT_EQ(results.exit_code, 0) << results.err;
+  const nlohmann::json j = nlohmann::json::parse(results.out);
+  EXPECT_EQ(j["state"], "COMPLETED");
+  EXPECT_EQ(j["federation"]["rounds_completed"], 8) << j["federation"].dump();
+  // Region a's clients followed it: each says where it moved, and both sent updates after it.
+  for (int i = 0; i < 2; ++i) {
+    const std::string log = ReadFile(absl::StrCat(dir, "/run/logs/client-a-", i, ".log"));
+    EXPECT_NE(log.find("aggregator moved: " + first + " -> " + second), std::string::npos)
+        << "client a/" << i << ":\n"
+        << log;
   }
 }
 
