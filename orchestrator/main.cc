@@ -495,9 +495,12 @@ void CommandLine::AddSimulate() {
   Valued(simulate, "global-region", "a federated run's what-if: the global tier's region");
   Valued(simulate, "time-scale",
          "a federated run's forecast: spot interruption times multiplied by X, as in run");
+  Valued(simulate, "calibrate",
+         "a federated run's forecast: timed by the start-up and rounds RUN_DIR's run measured");
   actions_["simulate"] = [this]() -> int {
     SimulateOptions o;
     if (a_.flags.count("run-dir")) o.run_dir = a_.flags.at("run-dir");
+    if (a_.flags.count("calibrate")) o.calibrate_run_dir = a_.flags.at("calibrate");
     if (a_.flags.count("global-region")) o.global_region = a_.flags.at("global-region");
     if (a_.flags.count("time-scale") &&
         (!absl::SimpleAtod(a_.flags.at("time-scale"), &o.time_scale) || o.time_scale <= 0)) {

@@ -62,7 +62,8 @@ std::vector<Instance> SpotReplay(const v1::Federation& fed, const FederatedPlace
   for (;;) {
     size_t next = live.size();
     for (size_t k = 0; k < live.size(); ++k) {
-      if (out[live[k]].end < seconds && (next == live.size() || out[live[k]].end < out[live[next]].end)) {
+      if (out[live[k]].end < seconds &&
+          (next == live.size() || out[live[k]].end < out[live[next]].end)) {
         next = k;
       }
     }
@@ -79,11 +80,14 @@ std::vector<Instance> SpotReplay(const v1::Federation& fed, const FederatedPlace
 
 absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec& spec,
                                                        const Catalog& catalog, int64_t parameters,
-                                                       double time_scale) {
+                                                       double time_scale,
+                                                       const RunTiming* measured) {
   SEXTANT_ASSIGN_OR_RETURN(FederatedPlacement placement, FederatedPlacement::Create(spec, catalog));
   const v1::Federation& fed = spec.federation();
   const v1::Simulation& sim = spec.simulate();
-  const double boot = sim.has_boot_seconds() ? sim.boot_seconds() : 10;
+  const double boot = measured != nullptr      ? measured->startup_seconds
+                      : sim.has_boot_seconds() ? sim.boot_seconds()
+                                               : 10;
   const double client = sim.client_seconds() > 0 ? sim.client_seconds() : 5;
   const double mbps = sim.link_mbps() > 0 ? sim.link_mbps() : 100;
   const bool int8_up = fed.update_compression() == "int8" && !fed.secure_aggregation();
@@ -100,7 +104,8 @@ absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec&
     transfer_per_round += down * price.down + up * price.up;
     f.bytes_per_round += static_cast<int64_t>(down + up);
   }
-  const double round_seconds = client + slowest_link;
+  const double round_seconds =
+      measured != nullptr ? measured->round_seconds : client + slowest_link;
 
   f.wall_seconds = boot + static_cast<double>(fed.rounds()) * round_seconds;
   const std::vector<Instance> instances =

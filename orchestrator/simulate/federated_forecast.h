@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "orchestrator/cost/catalog.h"
+#include "orchestrator/simulate/run_timing.h"
 #include "sextant/v1/experiment.pb.h"
 
 namespace sextant {
@@ -47,10 +48,14 @@ struct FederatedForecast {
 //     an int8 plaintext update, plus 0.15% of message framing as measured) at the catalog's
 //     price between it and the global region.
 // time_scale multiplies the spot interruption times as `sextant run --time-scale` does.
+// `measured` (a run's own timing, MeasureRunTiming), when given, replaces the time model: the
+// participants boot for its startup_seconds and every round takes its round_seconds, links
+// included.
 // InvalidArgument as FederatedPlacement::Create when the pools cannot host the run.
 absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec& spec,
                                                        const Catalog& catalog, int64_t parameters,
-                                                       double time_scale = 1);
+                                                       double time_scale = 1,
+                                                       const RunTiming* measured = nullptr);
 
 }  // namespace sextant
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@
 #include "orchestrator/cost/catalog.h"
 #include "orchestrator/federated/global_evaluator.h"
 #include "orchestrator/simulate/federated_forecast.h"
+#include "orchestrator/simulate/run_timing.h"
 #include "orchestrator/simulate/simulator.h"
 
 namespace sextant {
@@ -134,23 +136,42 @@ int ForecastCommand(v1::ExperimentSpec spec, const Catalog& catalog, const Simul
     err << "sextant: the model's size: " << parameters.status().message() << "\n";
     return 1;
   }
-  absl::StatusOr<FederatedForecast> f =
-      ForecastFederatedRun(spec, catalog, *parameters, options.time_scale);
+  std::optional<RunTiming> measured;
+  if (!options.calibrate_run_dir.empty()) {
+    absl::StatusOr<RunTiming> t = MeasureRunTiming(options.calibrate_run_dir);
+    if (!t.ok()) {
+      err << "sextant: --calibrate " << t.status().message() << "\n";
+      return 2;
+    }
+    measured = *t;
+  }
+  absl::StatusOr<FederatedForecast> f = ForecastFederatedRun(
+      spec, catalog, *parameters, options.time_scale, measured ? &*measured : nullptr);
   if (!f.ok()) {
     err << "sextant: " << f.status().message() << "\n";
     return 2;
   }
   const std::string currency = spec.budget().currency().empty() ? "USD" : spec.budget().currency();
   const v1::Simulation& sim = spec.simulate();
-  out << absl::StrFormat(
-      "sextant: forecast of the federated run %s: %d regions, %d parameters, %d rounds of %gs "
-      "training (simulate.client_seconds) over %g Mbit/s links (simulate.link_mbps), global "
-      "region %s\n",
-      spec.name(), spec.federation().regions_size(), *parameters, spec.federation().rounds(),
-      sim.client_seconds() > 0 ? sim.client_seconds() : 5.0,
-      sim.link_mbps() > 0 ? sim.link_mbps() : 100.0,
-      spec.federation().global_region().empty() ? spec.federation().regions(0).name()
-                                                : spec.federation().global_region());
+  const std::string global = spec.federation().global_region().empty()
+                                 ? spec.federation().regions(0).name()
+                                 : spec.federation().global_region();
+  if (measured) {
+    out << absl::StrFormat(
+        "sextant: forecast of the federated run %s: %d regions, %d parameters, %d rounds of %gs "
+        "after a start-up of %gs, as %s measured them (median of %d rounds), global region %s\n",
+        spec.name(), spec.federation().regions_size(), *parameters, spec.federation().rounds(),
+        measured->round_seconds, measured->startup_seconds, options.calibrate_run_dir,
+        measured->gaps, global);
+  } else {
+    out << absl::StrFormat(
+        "sextant: forecast of the federated run %s: %d regions, %d parameters, %d rounds of %gs "
+        "training (simulate.client_seconds) over %g Mbit/s links (simulate.link_mbps), global "
+        "region %s\n",
+        spec.name(), spec.federation().regions_size(), *parameters, spec.federation().rounds(),
+        sim.client_seconds() > 0 ? sim.client_seconds() : 5.0,
+        sim.link_mbps() > 0 ? sim.link_mbps() : 100.0, global);
+  }
   out << " round   closes at    compute   transfer\n";
   for (const RoundForecast& r : f->rounds) {
     out << absl::StrFormat("%6d  %10s  %9.4f  %9.6f\n", r.round, FormatClock(r.close_seconds),
@@ -167,7 +188,8 @@ int ForecastCommand(v1::ExperimentSpec spec, const Catalog& catalog, const Simul
   out << absl::StrFormat("transfer:    %d bytes a round between the regions and the global one\n",
                          f->bytes_per_round);
   out << absl::StrFormat(
-      "spot:        %d participants taken back by this seed's market (%.2f on average over seeds)\n",
+      "spot:        %d participants taken back by this seed's market (%.2f on average over "
+      "seeds)\n",
       f->preemptions, f->expected_preemptions);
   out << absl::StrFormat("wall time:   %s\n", FormatClock(f->wall_seconds));
   if (f->rounds_within_budget < spec.federation().rounds()) {
@@ -201,6 +223,16 @@ int RunSimulateCommand(const std::string& file, const SimulateOptions& options, 
   }
   // The simulator plays a search's trials; a plain federated run is forecast by rounds.
   if (IsFederatedRun(spec)) return ForecastCommand(spec, *catalog, options, out, err);
+  for (const auto& [flag, set] :
+       {std::pair<const char*, bool>{"--market", !options.markets.empty()},
+        {"--global-region", !options.global_region.empty()},
+        {"--calibrate", !options.calibrate_run_dir.empty()}}) {
+    if (set) {
+      err << "sextant: " << flag << " applies to a plain federated run's forecast; " << file
+          << " is a search\n";
+      return 2;
+    }
+  }
   auto sim = Simulator::Create(spec, *std::move(catalog));
   if (!sim.ok()) {
     err << "sextant: " << sim.status().message() << "\n";

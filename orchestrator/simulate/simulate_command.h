@@ -14,6 +14,10 @@ struct SimulateOptions {
   std::map<std::string, std::string> markets;
   std::string global_region;
   double time_scale = 1;  // spot interruption times, as `sextant run --time-scale`
+  // A plain federated run's forecast timed by a run of its own (a pilot, an on-demand twin):
+  // its run directory, whose measured start-up and rounds (MeasureRunTiming) replace the
+  // simulate: block's guesses. Default none.
+  std::string calibrate_run_dir;
   // The evaluator that reports the built-in model's size (a federated forecast). Required for
   // one.
   std::string worker_binary;
@@ -23,7 +27,8 @@ struct SimulateOptions {
 // catalog. A search is simulated on virtual time, its run directory written (default
 // runs/<name>-sim), and the cost, the virtual wall time, the preemptions and the best value
 // printed. A plain federated run is forecast instead (ForecastFederatedRun): each round's
-// compute and transfer dollars and the wall time, printed, nothing stored. Returns the exit
+// compute and transfer dollars and the wall time, printed, nothing stored (timed by
+// options.calibrate_run_dir's run when given). Returns the exit
 // code: 0 when the simulation ran (whatever its end state), 2 on invalid input or a run
 // directory that already holds a run, 1 on other failures.
 int RunSimulateCommand(const std::string& file, const SimulateOptions& options, std::ostream& out,

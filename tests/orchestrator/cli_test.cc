@@ -439,8 +439,6 @@ TEST_F(CliTest, SimulateSaysWhatABudgetEndLeftUndoneAndWhatAllTrialsWouldCost) {
   EXPECT_GT(std::stod(m[1]), spent) << "the whole search costs more than the cap paid for";
 }
 
-// The workers' last heartbeats named the trials they ran; once the run has ended, status does
-// not show them as running those trials.
 // A plain federated run is forecast by rounds, not simulated as a search: each round's
 // dollars, the pools' totals and the wall time, with what-ifs for a region's market and the
 // global region. Nothing is stored.
@@ -472,8 +470,23 @@ TEST_F(CliTest, SimulateForecastsAPlainFederatedRunAndItsWhatIfs) {
   EXPECT_EQ(typo.exit_code, 2);
   EXPECT_NE(typo.err.find("--market takes REGION=spot or REGION=on_demand"), std::string::npos)
       << typo.err;
+  auto no_run = RunProcess({kSextant, "simulate", exp, "--calibrate", dir_ + "/no-such-run"});
+  EXPECT_EQ(no_run.exit_code, 2);
+  EXPECT_NE(no_run.err.find("--calibrate " + dir_ + "/no-such-run: no run state"),
+            std::string::npos)
+      << no_run.err;
+  // What-ifs of a federated forecast are refused for a search, never ignored.
+  auto search = RunProcess({kSextant, "simulate",
+                            std::string(SEXTANT_SOURCE_DIR) + "/examples/simulate/experiment.yaml",
+                            "--calibrate", dir_ + "/no-such-run"});
+  EXPECT_EQ(search.exit_code, 2);
+  EXPECT_NE(search.err.find("--calibrate applies to a plain federated run's forecast"),
+            std::string::npos)
+      << search.err;
 }
 
+// The workers' last heartbeats named the trials they ran; once the run has ended, status does
+// not show them as running those trials.
 TEST_F(CliTest, StatusShowsNoWorkerRunningATrialAfterTheRunHasEnded) {
   WriteFile(dir_ + "/slow.sh", "#!/bin/sh\nsleep 1.5\necho loss=1\n");
   WriteFile(dir_ + "/exp.yaml", Experiment("ended", 8, 2, "[sh, slow.sh]"));

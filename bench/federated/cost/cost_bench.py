@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -52,7 +53,18 @@ PLACEMENTS = {
 }
 
 
-def run_once(build, work, placement, seed, time_scale):
+def forecast(sextant, exp, time_scale, pilot=None):
+    """simulate's dollars for exp; timed by the pilot run's measured rounds when given."""
+    cmd = [sextant, "simulate", exp, "--time-scale", str(time_scale)]
+    if pilot:
+        cmd += ["--calibrate", pilot]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return float(re.search(r"cost: +([0-9.]+) ", out).group(1))
+
+
+def run_once(build, work, placement, seed, time_scale, pilot=None, limit=300):
+    """One live run (stopped by SIGTERM, as a user would, past `limit` seconds) and its
+    forecasts: by the simulate: block, and timed by the pilot run."""
     d = os.path.join(work, "%s-%d" % (placement, seed))
     os.makedirs(d, exist_ok=True)
     exp = os.path.join(d, "exp.yaml")
@@ -62,22 +74,33 @@ def run_once(build, work, placement, seed, time_scale):
     subprocess.run(["rm", "-rf", run_dir], check=True)
     sextant = os.path.join(build, "bin", "sextant")
     start = time.time()
-    p = subprocess.run([sextant, "run", exp, "--run-dir", run_dir, "--time-scale",
-                        str(time_scale)], capture_output=True, text=True)
+    p = subprocess.Popen([sextant, "run", exp, "--run-dir", run_dir, "--time-scale",
+                          str(time_scale)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        stdout, stderr = p.communicate(timeout=limit)
+        stopped = False
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGTERM)
+        stdout, stderr = p.communicate()
+        stopped = True
     wall = time.time() - start
-    if p.returncode != 0:
-        sys.exit("%s seed %d failed:\n%s%s" % (placement, seed, p.stdout, p.stderr))
+    if p.returncode != 0 and not stopped:
+        sys.exit("%s seed %d failed:\n%s%s" % (placement, seed, stdout, stderr))
     r = json.loads(subprocess.run([sextant, "results", run_dir, "--format", "json"],
                                   capture_output=True, text=True, check=True).stdout)
-    forecast = subprocess.run([sextant, "simulate", exp, "--time-scale", str(time_scale)],
-                              capture_output=True, text=True, check=True).stdout
-    predicted = float(re.search(r"cost: +([0-9.]+) ", forecast).group(1))
     rounds = r["rounds"]
-    return {"placement": placement, "seed": seed, "wall_s": round(wall, 2),
-            "rounds": len(rounds), "accuracy": rounds[-1]["accuracy"],
-            "compute": r["cost"]["compute"], "transfer": r["cost"]["transfer"],
-            "total": r["cost"]["total"], "preemptions": r["preemptions"]["total"],
-            "predicted": predicted}
+    rec = {"placement": placement, "seed": seed, "wall_s": round(wall, 2),
+           "rounds": len([x for x in rounds if x.get("accuracy") is not None]),
+           "accuracy": rounds[-1]["accuracy"] if rounds else None,
+           "compute": r["cost"]["compute"], "transfer": r["cost"]["transfer"],
+           "total": r["cost"]["total"], "preemptions": r["preemptions"]["total"],
+           "predicted": forecast(sextant, exp, time_scale), "state": r["state"]}
+    if stopped:
+        rec["stopped_after_s"] = limit
+    if pilot:
+        rec["predicted_calibrated"] = forecast(sextant, exp, time_scale, pilot)
+    return rec, run_dir
 
 
 def main():
@@ -86,32 +109,47 @@ def main():
     ap.add_argument("--work", default="/tmp/sextant-bench-fl-cost")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--time-scale", type=float, default=2e-5)
+    ap.add_argument("--first-seed", type=int, default=1)
+    ap.add_argument("--limit", type=float, default=300,
+                    help="seconds a live run may take before it is stopped (SIGTERM)")
+    ap.add_argument("--pilot", action="store_true",
+                    help="also forecast every run timed by an on-demand pilot run (seed 0)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "runs.jsonl"))
     a = ap.parse_args()
     records = []
+    pilot = None
+    if a.pilot:
+        # One on-demand run of seed 0 (no market to draw), whose measured start-up and rounds
+        # time every calibrated forecast: what a user knows after one run of the experiment.
+        rec, pilot = run_once(a.build, a.work, "on_demand", 0, a.time_scale, limit=a.limit)
+        print("pilot: %s" % json.dumps(rec), flush=True)
     with open(a.out, "a") as out:
-        for seed in range(1, a.runs + 1):
+        for seed in range(a.first_seed, a.first_seed + a.runs):
             for placement in PLACEMENTS:
-                rec = run_once(a.build, a.work, placement, seed, a.time_scale)
+                rec, _ = run_once(a.build, a.work, placement, seed, a.time_scale, pilot, a.limit)
                 rec["time_scale"] = a.time_scale
                 rec["date"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
                 print(json.dumps(rec), flush=True)
                 out.write(json.dumps(rec) + "\n")
                 records.append(rec)
     print("\n| placement | compute $ | transfer $ | total $ | accuracy | wall s | preemptions |"
-          " forecast $ | forecast / live |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          " forecast / live | within 10%% | timed by the pilot: forecast / live | within 10%% |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     med = {}
     for placement in PLACEMENTS:
         rs = [r for r in records if r["placement"] == placement]
         m = {k: statistics.median(r[k] for r in rs)
-             for k in ("compute", "transfer", "total", "accuracy", "wall_s", "preemptions",
-                       "predicted")}
-        m["ratio"] = statistics.median(r["predicted"] / r["total"] for r in rs)
+             for k in ("compute", "transfer", "total", "accuracy", "wall_s", "preemptions")}
+        cells = []
+        for key in ("predicted", "predicted_calibrated"):
+            ratios = [r[key] / r["total"] for r in rs if key in r]
+            cells.append("%.3f | %d of %d" % (
+                statistics.median(ratios), sum(abs(x - 1) <= 0.1 for x in ratios), len(ratios))
+                if ratios else "- | -")
         med[placement] = m
-        print("| %s | %.4f | %.6f | %.4f | %.4f | %.1f | %g | %.4f | %.3f |" % (
+        print("| %s | %.4f | %.6f | %.4f | %.4f | %.1f | %g | %s | %s |" % (
             placement, m["compute"], m["transfer"], m["total"], m["accuracy"], m["wall_s"],
-            m["preemptions"], m["predicted"], m["ratio"]))
+            m["preemptions"], cells[0], cells[1]))
     od = med["on_demand"]
     for placement in ("spot", "mixed"):
         m = med[placement]

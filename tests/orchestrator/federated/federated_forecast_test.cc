@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "orchestrator/cost/catalog.h"
+#include "orchestrator/simulate/run_timing.h"
 
 namespace sextant {
 namespace {
@@ -114,6 +115,19 @@ TEST(FederatedForecastTest, SpotIsCheaperAndEachReplacementItsMarketTakesBackPay
   west_global.mutable_federation()->set_global_region("west");
   EXPECT_NEAR(ForecastFederatedRun(west_global, TestCatalog(), 250'000)->transfer, od->transfer,
               1e-12);
+}
+
+TEST(FederatedForecastTest, ARunsMeasuredTimingReplacesTheSimulateBlocksGuesses) {
+  // A pilot that started in 3 s and closed a round every 1.5 s: the forecast's rounds close
+  // 1.5 s apart after 3 s, whatever simulate: says (10 s boot, 6 s rounds), links included.
+  const RunTiming measured{/*startup_seconds=*/3, /*round_seconds=*/1.5, /*gaps=*/3};
+  absl::StatusOr<FederatedForecast> f = ForecastFederatedRun(
+      Spec(v1::Pool::ON_DEMAND), TestCatalog(), 250'000, /*time_scale=*/1, &measured);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_DOUBLE_EQ(f->rounds[0].close_seconds, 4.5);
+  EXPECT_DOUBLE_EQ(f->rounds[3].close_seconds, 9);
+  EXPECT_DOUBLE_EQ(f->wall_seconds, 9);
+  EXPECT_DOUBLE_EQ(f->compute, 6 * 9.0);  // six participants for 9 whole seconds at $1/s
 }
 
 }  // namespace
