@@ -562,7 +562,9 @@ void WriteCostAndPreemptions(const nlohmann::json& results, std::ostream& os) {
       by_pool += n.get<int>();
     }
     if (pre["total"].get<int>() > 0 || by_pool > 0) {
-      os << "preemptions: " << pre["total"].get<int>() << " of trials";
+      // A federated run's preemptions are of its participants (results["rounds"]).
+      os << "preemptions: " << pre["total"].get<int>()
+         << (results.contains("rounds") ? " of participants" : " of trials");
       if (!pools.empty()) os << " (by pool: " << absl::StrJoin(pools, ", ") << ")";
       os << "\n";
     }

@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "aggregator/tier_settings.h"
 #include "common/status_macros.h"
 #include "orchestrator/cost/federated_placement.h"
 #include "orchestrator/cost/interruption_sampler.h"
@@ -107,9 +108,34 @@ absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec&
   const double round_seconds =
       measured != nullptr ? measured->round_seconds : client + slowest_link;
 
-  f.wall_seconds = boot + static_cast<double>(fed.rounds()) * round_seconds;
-  const std::vector<Instance> instances =
-      SpotReplay(fed, placement, f.wall_seconds, time_scale, &f.expected_preemptions);
+  // The market's draws do not depend on the rounds: draw them over the longest the run can
+  // last (every round waiting out its deadline), then lay the rounds over them.
+  const double deadline = StageTimeoutSeconds(fed);
+  const double horizon = boot + static_cast<double>(fed.rounds()) * (round_seconds + deadline);
+  const std::vector<Instance> drawn =
+      SpotReplay(fed, placement, horizon, time_scale, &f.expected_preemptions);
+  std::vector<double> closes;
+  std::vector<bool> waited;
+  double now = boot;
+  for (int64_t round = 1; round <= fed.rounds(); ++round) {
+    const double open = now;
+    now += round_seconds;
+    // A participant taken back while the round runs leaves it waiting for that participant's
+    // part until its deadline (a stage of a secure round, or the plaintext round itself). One
+    // wait a round: measured against live runs (bench/federated/cost), waiting again for each
+    // later stage's losses forecast storms the live runs did not have.
+    bool waits = false;
+    for (const Instance& i : drawn) waits = waits || (i.end > open && i.end <= now);
+    if (waits) now += deadline;
+    closes.push_back(now);
+    waited.push_back(waits);
+  }
+  f.wall_seconds = now;
+  std::vector<Instance> instances;
+  for (const Instance& i : drawn) {
+    if (i.start < f.wall_seconds) instances.push_back(i);
+  }
+  f.expected_preemptions *= f.wall_seconds / horizon;
   // The bills so far at `t` seconds: every instance from its start to its end or t.
   auto compute_until = [&](double t) {
     double sum = 0;
@@ -123,7 +149,8 @@ absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec&
   for (int64_t round = 1; round <= fed.rounds(); ++round) {
     RoundForecast r;
     r.round = round;
-    r.close_seconds = boot + static_cast<double>(round) * round_seconds;
+    r.close_seconds = closes[static_cast<size_t>(round - 1)];
+    r.waited_out = waited[static_cast<size_t>(round - 1)];
     const double compute = compute_until(r.close_seconds);
     r.compute = compute - previous;
     r.transfer = transfer_per_round;

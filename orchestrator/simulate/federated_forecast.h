@@ -17,8 +17,9 @@ namespace sextant {
 struct RoundForecast {
   int64_t round = 0;
   double close_seconds = 0;
-  double compute = 0;   // dollars: the participants' instances from the previous close
-  double transfer = 0;  // dollars: the round's bytes between the regions and the global region
+  double compute = 0;       // dollars: the participants' instances from the previous close
+  double transfer = 0;      // dollars: the round's bytes between the regions and the global region
+  bool waited_out = false;  // a participant was taken back during it: it waited its deadline
 };
 
 struct FederatedForecast {
@@ -38,7 +39,9 @@ struct FederatedForecast {
 //   - time: every participant starts, then boots for simulate.boot_time (default 10 s); a round
 //     takes simulate.client_seconds of training (default 5 s) plus its slowest region's model
 //     down and aggregate up over simulate.link_mbps (default 100 Mbit/s; the global region's
-//     own link is free and instant);
+//     own link is free and instant); a round during which the market takes a participant back
+//     waits for it until its deadline (federation.round_deadline, which is also a secure
+//     round's stage timeout) on top;
 //   - compute: each participant billed per second from the start to the last round's close at
 //     its pool's terms (the run's placement), a round being charged what the bills grow by up
 //     to its close; a spot participant is taken back when the run's seeded market draws it

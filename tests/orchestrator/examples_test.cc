@@ -2,15 +2,17 @@
 // local spot pool, the built-in trainer on Fashion-MNIST, real processes and a real ledger, and
 // its simulated twin), examples/spot-budget (spot interruptions, an on-demand fallback and a cap
 // that runs out, live) and examples/simulate (a 32-GPU what-if on virtual time).
+#include <algorithm>
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/support/component.h"
 #include "nlohmann/json.hpp"
 #include "tests/orchestrator/test_util.h"
+#include "tests/support/component.h"
 
 namespace sextant {
 namespace {
@@ -156,13 +158,12 @@ TEST(FederatedTuningExampleTest, BothStudiesRunFromACopyOfTheFolderAsItsReadmeSa
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
   const std::string dir = testing::MakeTempDir("federated-tuning-example");
-  std::filesystem::copy(std::string(SEXTANT_SOURCE_DIR) + "/examples/federated/tuning", dir,
-                        std::filesystem::copy_options::recursive |
-                            std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy(
+      std::string(SEXTANT_SOURCE_DIR) + "/examples/federated/tuning", dir,
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
   auto in_folder = [&](const std::string& file) {
-    return testing::RunProcess({"/bin/sh", "-c", "cd '" + dir + "' && exec '" + kSextant +
-                                                     "' run " + file},
-                               600);
+    return testing::RunProcess(
+        {"/bin/sh", "-c", "cd '" + dir + "' && exec '" + kSextant + "' run " + file}, 600);
   };
   auto run = in_folder("experiment.yaml");
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
@@ -191,6 +192,71 @@ TEST(FederatedTuningExampleTest, BothStudiesRunFromACopyOfTheFolderAsItsReadmeSa
               doc["privacy"]["composition_epsilon"].get<double>());
   }
   EXPECT_THAT(stopping.out, HasSubstr("random stopping released trial"));
+}
+
+// examples/federated/spot-regions, from a copy of the folder as its README says: the forecast,
+// the live run on spot with interruptions compressed into seconds, and the forecast timed by
+// that run, whose dollars are those of the run's own instances.
+TEST(SpotRegionsExampleTest, ForecastRunAndCalibratedForecastFromACopyOfTheFolder) {
+  SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
+                            "no dataset");
+  const std::string dir = testing::MakeTempDir("spot-regions-example");
+  std::filesystem::copy(
+      std::string(SEXTANT_SOURCE_DIR) + "/examples/federated/spot-regions", dir,
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  auto in_folder = [&](const std::string& args) {
+    return testing::RunProcess(
+        {"/bin/sh", "-c", "cd '" + dir + "' && exec '" + kSextant + "' " + args}, 600);
+  };
+  auto cost = [](const std::string& out) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(out, m, std::regex(R"(cost: +([0-9.]+) USD)"))) << out;
+    return m.empty() ? -1.0 : std::stod(m[1]);
+  };
+  auto guess = in_folder("simulate experiment.yaml");
+  ASSERT_EQ(guess.exit_code, 0) << guess.out << guess.err;
+  auto on_demand = in_folder(
+      "simulate experiment.yaml --market us-east-1=on_demand --market eu-west-1=on_demand");
+  ASSERT_EQ(on_demand.exit_code, 0) << on_demand.err;
+  EXPECT_LT(cost(guess.out), 0.5 * cost(on_demand.out)) << "spot clients cost under half";
+
+  auto run = in_folder("run experiment.yaml --time-scale 2e-5");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  nlohmann::json doc = Results(dir + "/runs/fl-spot-regions");
+  EXPECT_EQ(doc["state"], "COMPLETED");
+  EXPECT_GE(doc["rounds"].size(), 9u) << "a round may fail where the market took two clients";
+  for (const char* pool : {"us-clients", "us-agg", "eu-clients", "eu-agg"}) {
+    EXPECT_GT(doc["cost"]["by_pool"].value(pool, 0.0), 0) << pool << " " << doc["cost"];
+  }
+  EXPECT_GT(doc["cost"]["transfer"].get<double>(), 0) << doc["cost"];
+  const double live = doc["cost"]["total"].get<double>();
+  EXPECT_LE(live, 1.00);
+
+  auto timed =
+      in_folder("simulate experiment.yaml --time-scale 2e-5 --calibrate runs/fl-spot-regions");
+  ASSERT_EQ(timed.exit_code, 0) << timed.out << timed.err;
+  EXPECT_THAT(timed.out, HasSubstr("as runs/fl-spot-regions measured them"));
+  // Timed by the run: its rounds are the median gap between the closes of its consecutive
+  // rounds (a failed round, missing from the table, breaks the sequence).
+  std::vector<double> gaps;
+  for (size_t k = 1; k < doc["rounds"].size(); ++k) {
+    const nlohmann::json& a = doc["rounds"][k - 1];
+    const nlohmann::json& b = doc["rounds"][k];
+    if (b["round"].get<int>() != a["round"].get<int>() + 1) continue;
+    gaps.push_back(b["time"].get<double>() - a["time"].get<double>());
+  }
+  ASSERT_GE(gaps.size(), 2u);
+  std::sort(gaps.begin(), gaps.end());
+  const size_t n = gaps.size();
+  const double median = n % 2 ? gaps[n / 2] : (gaps[n / 2 - 1] + gaps[n / 2]) / 2;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(timed.out, m, std::regex(R"(10 rounds of ([0-9.e-]+)s after)")))
+      << timed.out;
+  EXPECT_NEAR(std::stod(m[1]), median, 1e-3) << timed.out;
+  // The same seed's market over the run's timing: the same instances, up to the replacements
+  // drawn where the two timelines part (each about a tenth of the bill).
+  EXPECT_GT(cost(timed.out), 0.5 * live) << timed.out << doc["cost"];
+  EXPECT_LT(cost(timed.out), 2 * live) << timed.out << doc["cost"];
 }
 
 }  // namespace

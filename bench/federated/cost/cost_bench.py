@@ -103,42 +103,14 @@ def run_once(build, work, placement, seed, time_scale, pilot=None, limit=300):
     return rec, run_dir
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("build")
-    ap.add_argument("--work", default="/tmp/sextant-bench-fl-cost")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--time-scale", type=float, default=2e-5)
-    ap.add_argument("--first-seed", type=int, default=1)
-    ap.add_argument("--limit", type=float, default=300,
-                    help="seconds a live run may take before it is stopped (SIGTERM)")
-    ap.add_argument("--pilot", action="store_true",
-                    help="also forecast every run timed by an on-demand pilot run (seed 0)")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "runs.jsonl"))
-    a = ap.parse_args()
-    records = []
-    pilot = None
-    if a.pilot:
-        # One on-demand run of seed 0 (no market to draw), whose measured start-up and rounds
-        # time every calibrated forecast: what a user knows after one run of the experiment.
-        rec, pilot = run_once(a.build, a.work, "on_demand", 0, a.time_scale, limit=a.limit)
-        print("pilot: %s" % json.dumps(rec), flush=True)
-    with open(a.out, "a") as out:
-        for seed in range(a.first_seed, a.first_seed + a.runs):
-            for placement in PLACEMENTS:
-                rec, _ = run_once(a.build, a.work, placement, seed, a.time_scale, pilot, a.limit)
-                rec["time_scale"] = a.time_scale
-                rec["date"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-                print(json.dumps(rec), flush=True)
-                out.write(json.dumps(rec) + "\n")
-                records.append(rec)
+def summarise(records):
     print("\n| placement | compute $ | transfer $ | total $ | accuracy | wall s | preemptions |"
-          " forecast / live | within 10%% | timed by the pilot: forecast / live | within 10%% |")
+          " forecast / live | within 10% | timed by the pilot: forecast / live | within 10% |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     med = {}
     for placement in PLACEMENTS:
         rs = [r for r in records if r["placement"] == placement]
-        m = {k: statistics.median(r[k] for r in rs)
+        m = {k: statistics.median(r[k] for r in rs if r.get(k) is not None)
              for k in ("compute", "transfer", "total", "accuracy", "wall_s", "preemptions")}
         cells = []
         for key in ("predicted", "predicted_calibrated"):
@@ -155,6 +127,53 @@ def main():
         m = med[placement]
         print("%s: %.1f%% cheaper than on-demand, accuracy %+.4f" % (
             placement, 100 * (1 - m["total"] / od["total"]), m["accuracy"] - od["accuracy"]))
+
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--work", default="/tmp/sextant-bench-fl-cost")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--time-scale", type=float, default=2e-5)
+    ap.add_argument("--first-seed", type=int, default=1)
+    ap.add_argument("--limit", type=float, default=300,
+                    help="seconds a live run may take before it is stopped (SIGTERM)")
+    ap.add_argument("--pilot", action="store_true",
+                    help="also forecast every run timed by an on-demand pilot run (seed 0)")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "runs.jsonl"))
+    ap.add_argument("--reforecast", metavar="JSONL",
+                    help="no runs: forecast again the runs recorded in JSONL (their experiment "
+                         "files and the pilot still in --work) with this build, and summarise")
+    a = ap.parse_args()
+    if a.reforecast:
+        sextant = os.path.join(a.build, "bin", "sextant")
+        pilot = os.path.join(a.work, "on_demand-0", "run")
+        records = [json.loads(line) for line in open(a.reforecast)]
+        for r in records:
+            exp = os.path.join(a.work, "%s-%d" % (r["placement"], r["seed"]), "exp.yaml")
+            r["predicted"] = forecast(sextant, exp, r["time_scale"])
+            r["predicted_calibrated"] = forecast(sextant, exp, r["time_scale"], pilot)
+            print(json.dumps(r), flush=True)
+        summarise(records)
+        return
+    records = []
+    pilot = None
+    if a.pilot:
+        # One on-demand run of seed 0 (no market to draw), whose measured start-up and rounds
+        # time every calibrated forecast: what a user knows after one run of the experiment.
+        rec, pilot = run_once(a.build, a.work, "on_demand", 0, a.time_scale, limit=a.limit)
+        print("pilot: %s" % json.dumps(rec), flush=True)
+    with open(a.out, "a") as out:
+        for seed in range(a.first_seed, a.first_seed + a.runs):
+            for placement in PLACEMENTS:
+                rec, _ = run_once(a.build, a.work, placement, seed, a.time_scale, pilot, a.limit)
+                rec["time_scale"] = a.time_scale
+                rec["date"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+                print(json.dumps(rec), flush=True)
+                out.write(json.dumps(rec) + "\n")
+                records.append(rec)
+    summarise(records)
 
 
 if __name__ == "__main__":

@@ -80,12 +80,19 @@ TEST(FederatedForecastTest, RoundsCostTheirInstancesSecondsAndTheirBytesBetweenR
 }
 
 TEST(FederatedForecastTest, SpotIsCheaperAndEachReplacementItsMarketTakesBackPaysItsOwnBill) {
+  // A round that loses a participant waits 0.5 s for it (its deadline).
+  auto spec = [](v1::Pool::Market market, uint64_t seed) {
+    v1::ExperimentSpec s = Spec(market);
+    s.mutable_federation()->set_round_deadline_seconds(0.5);
+    s.mutable_federation()->set_seed(seed);
+    return s;
+  };
   absl::StatusOr<FederatedForecast> od =
-      ForecastFederatedRun(Spec(v1::Pool::ON_DEMAND), TestCatalog(), 250'000);
+      ForecastFederatedRun(spec(v1::Pool::ON_DEMAND, 0), TestCatalog(), 250'000);
   absl::StatusOr<FederatedForecast> spot =
-      ForecastFederatedRun(Spec(v1::Pool::SPOT), TestCatalog(), 250'000);
+      ForecastFederatedRun(spec(v1::Pool::SPOT, 0), TestCatalog(), 250'000);
   ASSERT_TRUE(od.ok() && spot.ok());
-  // Three west participants for 35 s, taken back every 10 s on average: 10.5 on average.
+  // Three west participants for the run's 34-36 s, each taken back every 10 s on average.
   EXPECT_NEAR(spot->expected_preemptions, 3 * spot->wall_seconds / 10, 1e-9);
   // This seed's draws: west's 3 participants and their replacements cover the run's seconds
   // at $0.25/s, each instance billed in whole seconds with a 2 s minimum of its own.
@@ -97,18 +104,19 @@ TEST(FederatedForecastTest, SpotIsCheaperAndEachReplacementItsMarketTakesBackPay
   for (const RoundForecast& r : spot->rounds) rounds += r.compute;
   EXPECT_NEAR(rounds, spot->compute, 1e-9) << "every instance's bill falls in some round";
   // The draws are the seed's: the same seed draws the same, and over many seeds the count
-  // follows the market's rate.
-  EXPECT_EQ(ForecastFederatedRun(Spec(v1::Pool::SPOT), TestCatalog(), 250'000)->preemptions,
+  // follows the market's rate over each seed's own wall time (which the draws lengthen).
+  EXPECT_EQ(ForecastFederatedRun(spec(v1::Pool::SPOT, 0), TestCatalog(), 250'000)->preemptions,
             spot->preemptions);
-  double sum = 0;
+  double sum = 0, expected = 0;
   const int kSeeds = 400;
   for (int seed = 1; seed <= kSeeds; ++seed) {
-    v1::ExperimentSpec s = Spec(v1::Pool::SPOT);
-    s.mutable_federation()->set_seed(seed);
-    sum += static_cast<double>(ForecastFederatedRun(s, TestCatalog(), 250'000)->preemptions);
+    absl::StatusOr<FederatedForecast> f =
+        ForecastFederatedRun(spec(v1::Pool::SPOT, seed), TestCatalog(), 250'000);
+    sum += static_cast<double>(f->preemptions);
+    expected += f->expected_preemptions;
   }
-  // Poisson with mean 10.5 per seed: the mean of 400 has a standard error of 0.16.
-  EXPECT_NEAR(sum / kSeeds, spot->expected_preemptions, 0.65);
+  // Poisson with mean about 10.5 per seed: the mean of 400 has a standard error of 0.16.
+  EXPECT_NEAR(sum / kSeeds, expected / kSeeds, 0.65);
   EXPECT_LT(spot->total, od->total);
   // The global region's own link is free; with west global, east pays the bytes instead.
   v1::ExperimentSpec west_global = Spec(v1::Pool::ON_DEMAND);
@@ -128,6 +136,34 @@ TEST(FederatedForecastTest, ARunsMeasuredTimingReplacesTheSimulateBlocksGuesses)
   EXPECT_DOUBLE_EQ(f->rounds[3].close_seconds, 9);
   EXPECT_DOUBLE_EQ(f->wall_seconds, 9);
   EXPECT_DOUBLE_EQ(f->compute, 6 * 9.0);  // six participants for 9 whole seconds at $1/s
+}
+
+TEST(FederatedForecastTest, ARoundDuringWhichTheMarketTakesAParticipantBackWaitsItsDeadline) {
+  const RunTiming measured{/*startup_seconds=*/3, /*round_seconds=*/1.5, /*gaps=*/3};
+  v1::ExperimentSpec spec = Spec(v1::Pool::SPOT);
+  spec.mutable_federation()->set_round_deadline_seconds(4);
+  spec.mutable_federation()->set_rounds(20);
+  absl::StatusOr<FederatedForecast> f =
+      ForecastFederatedRun(spec, TestCatalog(), 250'000, /*time_scale=*/1, &measured);
+  ASSERT_TRUE(f.ok()) << f.status();
+  // West's participants are taken back every 10 s on average: over a run of tens of seconds
+  // some rounds see one go, and those take 4 s longer; the others take 1.5 s.
+  int waited = 0;
+  double open = 3;
+  for (const RoundForecast& r : f->rounds) {
+    EXPECT_NEAR(r.close_seconds - open, r.waited_out ? 5.5 : 1.5, 1e-9) << "round " << r.round;
+    waited += r.waited_out;
+    open = r.close_seconds;
+  }
+  EXPECT_GE(waited, 1);
+  EXPECT_LE(waited, f->preemptions) << "a round waits only where some participant went";
+  EXPECT_DOUBLE_EQ(f->wall_seconds, 3 + 20 * 1.5 + 4 * waited);
+  // On-demand, no round waits.
+  spec = Spec(v1::Pool::ON_DEMAND);
+  spec.mutable_federation()->set_round_deadline_seconds(4);
+  f = ForecastFederatedRun(spec, TestCatalog(), 250'000, 1, &measured);
+  ASSERT_TRUE(f.ok());
+  for (const RoundForecast& r : f->rounds) EXPECT_FALSE(r.waited_out) << r.round;
 }
 
 }  // namespace
