@@ -350,8 +350,12 @@ TEST(RegionalAggregatorTest, AClientFollowsItsAggregatorToTheAddressItsReplaceme
   c.poll_seconds = 0.5;
   c.connect_timeout_seconds = 30;
   c.log = &client_log;
-  const train::FashionMnist data{
-      train::MakeSyntheticDataset(200, 1), train::MakeSyntheticDataset(20, 2), {}};
+  train::FashionMnist data;
+  data.validation = train::MakeSyntheticDataset(20, 2);
+  for (int i = 0; i < 200; ++i) {  // 200 images of noise, labels in turn
+    for (int k = 0; k < 28 * 28; ++k) data.train.pixels.push_back(static_cast<uint8_t>(i * 31 + k));
+    data.train.y.push_back(i % 10);
+  }
   std::atomic<bool> stop_client{false};
   absl::StatusOr<FederatedClientStats> stats = absl::UnknownError("not run");
   std::thread client(

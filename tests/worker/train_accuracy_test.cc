@@ -25,7 +25,7 @@ TEST(TrainAccuracyTest, MlpReachesEightyEightPercentOnFashionMnistInTenEpochs) {
   o.seed = 1;
   o.on_epoch = [](const EpochMetrics& m) { std::printf("%s\n", m.Format("epoch").c_str()); };
   auto backend = NewCpuBackend({.threads = 2});
-  auto r = Train(o, data->train, data->validation, backend.get());
+  auto r = Train(o, data->train.All(), data->validation, backend.get());
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->epochs.size(), 10u);
   EXPECT_GE(r->epochs.back().val_accuracy, 0.88);

@@ -126,9 +126,17 @@ TEST(FashionMnistTest, LoadsTheRealPackageWithADeterministicSplit) {
   EXPECT_EQ(a->train.size(), 50000);
   EXPECT_EQ(a->validation.size(), 10000);
   EXPECT_EQ(a->test.size(), 10000);
-  EXPECT_EQ(a->train.x.cols(), 784);
-  EXPECT_GE(a->train.x.minCoeff(), 0.0f);
-  EXPECT_LE(a->train.x.maxCoeff(), 1.0f);
+  const Dataset train = a->train.All();
+  EXPECT_EQ(train.x.cols(), 784);
+  EXPECT_GE(train.x.minCoeff(), 0.0f);
+  EXPECT_LE(train.x.maxCoeff(), 1.0f);
+  EXPECT_EQ(train.x.maxCoeff(), 1.0f) << "a byte of 255 is 1";
+  // A subset is those examples of the whole, in the order asked for.
+  const Dataset some = a->train.Subset({49999, 0, 17});
+  EXPECT_TRUE(some.x.row(0) == train.x.row(49999));
+  EXPECT_TRUE(some.x.row(1) == train.x.row(0));
+  EXPECT_TRUE(some.x.row(2) == train.x.row(17));
+  EXPECT_EQ(some.y, (std::vector<int32_t>{train.y[49999], train.y[0], train.y[17]}));
   std::vector<int> counts(10);
   for (int32_t y : a->validation.y) counts[y]++;
   for (int c : counts) EXPECT_NEAR(c, 1000, 150);  // a uniform split of balanced classes

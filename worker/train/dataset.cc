@@ -25,7 +25,7 @@ std::string DataFile(const std::string& dir, const std::string& stem) {
   return gz;
 }
 
-absl::StatusOr<Dataset> LoadPair(const std::string& dir, const std::string& prefix) {
+absl::StatusOr<ImageBytes> LoadPair(const std::string& dir, const std::string& prefix) {
   std::string images_path = DataFile(dir, absl::StrCat(prefix, "-images-idx3-ubyte"));
   std::string labels_path = DataFile(dir, absl::StrCat(prefix, "-labels-idx1-ubyte"));
   for (const auto& p : {images_path, labels_path}) {
@@ -45,12 +45,9 @@ absl::StatusOr<Dataset> LoadPair(const std::string& dir, const std::string& pref
     return absl::DataLossError(absl::StrCat(images_path, " has ", images->dims[0], " images but ",
                                             labels_path, " has ", labels->dims[0], " labels"));
   }
-  Dataset d;
+  ImageBytes d;
   const int64_t n = images->dims[0];
-  d.x.resize(n, 28 * 28);
-  const uint8_t* src = images->data.data();
-  float* dst = d.x.data();
-  for (int64_t i = 0; i < n * 28 * 28; ++i) dst[i] = static_cast<float>(src[i]) * (1.0f / 255.0f);
+  d.pixels = std::move(images->data);
   d.y.resize(n);
   for (int64_t i = 0; i < n; ++i) {
     int label = labels->data[i];
@@ -61,6 +58,24 @@ absl::StatusOr<Dataset> LoadPair(const std::string& dir, const std::string& pref
     d.y[i] = label;
   }
   return d;
+}
+
+// The examples at `indices` as bytes, in that order.
+ImageBytes Rows(const ImageBytes& from, const std::vector<int64_t>& indices) {
+  ImageBytes out;
+  out.num_classes = from.num_classes;
+  out.channels = from.channels;
+  out.height = from.height;
+  out.width = from.width;
+  const size_t features = static_cast<size_t>(from.channels * from.height * from.width);
+  out.pixels.resize(indices.size() * features);
+  out.y.resize(indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    std::copy_n(from.pixels.begin() + static_cast<std::ptrdiff_t>(indices[i] * features), features,
+                out.pixels.begin() + static_cast<std::ptrdiff_t>(i * features));
+    out.y[i] = from.y[indices[i]];
+  }
+  return out;
 }
 
 std::vector<int64_t> Permutation(int64_t n, uint64_t seed) {
@@ -93,6 +108,30 @@ Dataset Dataset::Subset(const std::vector<int64_t>& indices) const {
   return out;
 }
 
+Dataset ImageBytes::Subset(const std::vector<int64_t>& indices) const {
+  Dataset out;
+  out.num_classes = num_classes;
+  out.channels = channels;
+  out.height = height;
+  out.width = width;
+  const int64_t features = channels * height * width;
+  out.x.resize(static_cast<int64_t>(indices.size()), features);
+  out.y.resize(indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const uint8_t* src = pixels.data() + indices[i] * features;
+    float* dst = out.x.data() + static_cast<int64_t>(i) * features;
+    for (int64_t k = 0; k < features; ++k) dst[k] = static_cast<float>(src[k]) * (1.0f / 255.0f);
+    out.y[i] = y[indices[i]];
+  }
+  return out;
+}
+
+Dataset ImageBytes::All() const {
+  std::vector<int64_t> all(static_cast<size_t>(size()));
+  std::iota(all.begin(), all.end(), 0);
+  return Subset(all);
+}
+
 absl::StatusOr<FashionMnist> LoadFashionMnist(const std::string& dir, int64_t validation_size,
                                               uint64_t split_seed) {
   if (!std::filesystem::is_directory(dir)) {
@@ -114,8 +153,8 @@ absl::StatusOr<FashionMnist> LoadFashionMnist(const std::string& dir, int64_t va
   std::sort(train_idx.begin(), train_idx.end());
   FashionMnist out;
   out.validation = train->Subset(val_idx);
-  out.train = train->Subset(train_idx);
-  out.test = std::move(*test);
+  out.train = Rows(*train, train_idx);
+  out.test = test->All();
   return out;
 }
 

@@ -30,8 +30,23 @@ struct Dataset {
 // The Debian package's install location.
 inline constexpr char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
 
+// Images kept as their pixel bytes (a quarter of the memory of floats) until examples are
+// taken: a federated client needs only its share of the 58,000 or so training examples.
+struct ImageBytes {
+  std::vector<uint8_t> pixels;  // n x (c*h*w) bytes, row-major
+  std::vector<int32_t> y;       // n labels in [0, num_classes)
+  int num_classes = 10;
+  int channels = 1, height = 28, width = 28;
+
+  int64_t size() const { return static_cast<int64_t>(y.size()); }
+  // The examples at `indices`, in that order, as a Dataset (each pixel byte / 255).
+  Dataset Subset(const std::vector<int64_t>& indices) const;
+  // Every example as a Dataset.
+  Dataset All() const;
+};
+
 struct FashionMnist {
-  Dataset train;       // training examples left after the validation split
+  ImageBytes train;    // training examples left after the validation split
   Dataset validation;  // held out from the 60,000 training examples
   Dataset test;        // the 10,000 t10k examples
 };

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -280,7 +281,10 @@ absl::Status LoadData(CommandLine& c, Dataset* train, Dataset* validation) {
   } else {
     absl::StatusOr<FashionMnist> data = LoadFashionMnist(c.data_dir);
     if (!data.ok()) return data.status();
-    *train = Head(data->train, c.train_subset);
+    std::vector<int64_t> head(static_cast<size_t>(
+        c.train_subset > 0 ? std::min(c.train_subset, data->train.size()) : data->train.size()));
+    std::iota(head.begin(), head.end(), 0);
+    *train = data->train.Subset(head);
     *validation = Head(data->validation, c.val_subset);
   }
   c.trainer.model.channels = train->channels;
