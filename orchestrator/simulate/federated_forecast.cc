@@ -108,10 +108,12 @@ absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec&
   const double round_seconds =
       measured != nullptr ? measured->round_seconds : client + slowest_link;
 
-  // The market's draws do not depend on the rounds: draw them over the longest the run can
-  // last (every round waiting out its deadline), then lay the rounds over them.
-  const double deadline = StageTimeoutSeconds(fed);
-  const double horizon = boot + static_cast<double>(fed.rounds()) * (round_seconds + deadline);
+  // A round whose participant the market takes back waits for its replacement to start (as
+  // long as any participant's start-up) or until its deadline, whichever comes first. The
+  // market's draws do not depend on the rounds: draw them over the longest the run can last
+  // (every round waiting), then lay the rounds over them.
+  const double wait = std::min(StageTimeoutSeconds(fed), boot);
+  const double horizon = boot + static_cast<double>(fed.rounds()) * (round_seconds + wait);
   const std::vector<Instance> drawn =
       SpotReplay(fed, placement, horizon, time_scale, &f.expected_preemptions);
   std::vector<double> closes;
@@ -120,13 +122,11 @@ absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec&
   for (int64_t round = 1; round <= fed.rounds(); ++round) {
     const double open = now;
     now += round_seconds;
-    // A participant taken back while the round runs leaves it waiting for that participant's
-    // part until its deadline (a stage of a secure round, or the plaintext round itself). One
-    // wait a round: measured against live runs (bench/federated/cost), waiting again for each
-    // later stage's losses forecast storms the live runs did not have.
+    // One wait a round: measured against live runs (bench/federated/cost), waiting again for
+    // each later stage's losses forecast storms the live runs did not have.
     bool waits = false;
     for (const Instance& i : drawn) waits = waits || (i.end > open && i.end <= now);
-    if (waits) now += deadline;
+    if (waits) now += wait;
     closes.push_back(now);
     waited.push_back(waits);
   }

@@ -19,7 +19,7 @@ struct RoundForecast {
   double close_seconds = 0;
   double compute = 0;       // dollars: the participants' instances from the previous close
   double transfer = 0;      // dollars: the round's bytes between the regions and the global region
-  bool waited_out = false;  // a participant was taken back during it: it waited its deadline
+  bool waited_out = false;  // a participant was taken back during it, and it waited
 };
 
 struct FederatedForecast {
@@ -40,8 +40,8 @@ struct FederatedForecast {
 //     takes simulate.client_seconds of training (default 5 s) plus its slowest region's model
 //     down and aggregate up over simulate.link_mbps (default 100 Mbit/s; the global region's
 //     own link is free and instant); a round during which the market takes a participant back
-//     waits for it until its deadline (federation.round_deadline, which is also a secure
-//     round's stage timeout) on top;
+//     waits on top for its replacement to start (the boot) or until its deadline
+//     (federation.round_deadline, also a secure round's stage timeout), whichever is sooner;
 //   - compute: each participant billed per second from the start to the last round's close at
 //     its pool's terms (the run's placement), a round being charged what the bills grow by up
 //     to its close; a spot participant is taken back when the run's seeded market draws it

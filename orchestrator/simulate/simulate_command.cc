@@ -174,9 +174,9 @@ int ForecastCommand(v1::ExperimentSpec spec, const Catalog& catalog, const Simul
   }
   out << " round   closes at    compute   transfer\n";
   for (const RoundForecast& r : f->rounds) {
-    out << absl::StrFormat(
-        "%6d  %10s  %9.4f  %9.6f%s\n", r.round, FormatClock(r.close_seconds), r.compute, r.transfer,
-        r.waited_out ? "  waits out its deadline for a participant taken back" : "");
+    out << absl::StrFormat("%6d  %10s  %9.4f  %9.6f%s\n", r.round, FormatClock(r.close_seconds),
+                           r.compute, r.transfer,
+                           r.waited_out ? "  waits for a participant taken back" : "");
   }
   out << absl::StrFormat("cost:        %.4f %s (compute %.4f, transfer %.6f)%s\n", f->total,
                          currency, f->compute, f->transfer,
