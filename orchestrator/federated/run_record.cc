@@ -149,6 +149,7 @@ absl::Status RunRecord::PausedAtRung(const RunStanding& s) {
 
 absl::Status RunRecord::Stopped(v1::RunState state, const RunStanding& s,
                                 const std::string& run_dir) {
+  PutTrial(v1::RUNNING, s);  // the rounds and preemptions so far, as results reads them
   (void)store_->SetRunState(state);
   *out_ << "sextant: stopped after round " << s.last_round << "; continue with: sextant resume "
         << run_dir << "\n";

@@ -91,16 +91,24 @@ std::vector<int64_t> Permutation(int64_t n, uint64_t seed) {
   return p;
 }
 
+// A Dataset of `rows` examples of `cols` features, its labels and pixels to be filled, shaped
+// as `like` (a Dataset or ImageBytes).
+template <class Like>
+Dataset Shaped(const Like& like, size_t rows, int64_t cols) {
+  Dataset out;
+  out.num_classes = like.num_classes;
+  out.channels = like.channels;
+  out.height = like.height;
+  out.width = like.width;
+  out.x.resize(static_cast<int64_t>(rows), cols);
+  out.y.resize(rows);
+  return out;
+}
+
 }  // namespace
 
 Dataset Dataset::Subset(const std::vector<int64_t>& indices) const {
-  Dataset out;
-  out.num_classes = num_classes;
-  out.channels = channels;
-  out.height = height;
-  out.width = width;
-  out.x.resize(static_cast<int64_t>(indices.size()), x.cols());
-  out.y.resize(indices.size());
+  Dataset out = Shaped(*this, indices.size(), x.cols());
   for (size_t i = 0; i < indices.size(); ++i) {
     out.x.row(static_cast<int64_t>(i)) = x.row(indices[i]);
     out.y[i] = y[indices[i]];
@@ -109,14 +117,8 @@ Dataset Dataset::Subset(const std::vector<int64_t>& indices) const {
 }
 
 Dataset ImageBytes::Subset(const std::vector<int64_t>& indices) const {
-  Dataset out;
-  out.num_classes = num_classes;
-  out.channels = channels;
-  out.height = height;
-  out.width = width;
   const int64_t features = channels * height * width;
-  out.x.resize(static_cast<int64_t>(indices.size()), features);
-  out.y.resize(indices.size());
+  Dataset out = Shaped(*this, indices.size(), features);
   for (size_t i = 0; i < indices.size(); ++i) {
     const uint8_t* src = pixels.data() + indices[i] * features;
     float* dst = out.x.data() + static_cast<int64_t>(i) * features;

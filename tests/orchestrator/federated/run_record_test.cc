@@ -74,5 +74,18 @@ TEST_F(RunRecordTest, EachEndHasItsStateAndItsStatus) {
   EXPECT_THAT(out_.str(), HasSubstr("continue with: sextant resume RUN"));
 }
 
+// A stop keeps what the run did so far on its trial: the rounds and the participants the market
+// took back (results' preemptions.total), and the trial stays resumable.
+TEST_F(RunRecordTest, AStoppedRunKeepsItsRoundsAndPreemptions) {
+  record_->Started("RUN", 100, After(0), nullptr);
+  RunStanding s = After(4);
+  s.preemptions = 30;
+  EXPECT_TRUE(absl::IsCancelled(record_->Stopped(v1::RUN_INTERRUPTED, s, "RUN")));
+  const TrialRow t = store_->LoadTrials()->at(0);
+  EXPECT_EQ(t.state, v1::RUNNING);
+  EXPECT_EQ(t.fidelity, 4);
+  EXPECT_EQ(t.preemptions, 30);
+}
+
 }  // namespace
 }  // namespace sextant
