@@ -151,20 +151,30 @@ TEST(SimulateExampleTest, WhatIfOn32GpusForecastsTheCapAndMixedPaysForOnDemand) 
 namespace sextant {
 namespace {
 
+// A copy of examples/FOLDER in a fresh temporary folder, as a user would take it out of the
+// checkout; returns the copy's path.
+std::string CopyExample(const std::string& folder) {
+  const std::string dir = testing::MakeTempDir("example");
+  std::filesystem::copy(
+      std::string(SEXTANT_SOURCE_DIR) + "/examples/" + folder, dir,
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  return dir;
+}
+
+// `sextant ARGS` run from `dir`, as a user in that folder would.
+testing::CommandOutput InFolder(const std::string& dir, const std::string& args) {
+  return testing::RunProcess(
+      {"/bin/sh", "-c", "cd '" + dir + "' && exec '" + kSextant + "' " + args}, 600);
+}
+
 // examples/federated/tuning, copied out of the checkout and run from its folder as its README
 // says: ASHA over rounds pauses and promotes federated trials under the study's privacy budget,
 // and the random-stopping twin keeps only the best trial's model.
 TEST(FederatedTuningExampleTest, BothStudiesRunFromACopyOfTheFolderAsItsReadmeSays) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
-  const std::string dir = testing::MakeTempDir("federated-tuning-example");
-  std::filesystem::copy(
-      std::string(SEXTANT_SOURCE_DIR) + "/examples/federated/tuning", dir,
-      std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
-  auto in_folder = [&](const std::string& file) {
-    return testing::RunProcess(
-        {"/bin/sh", "-c", "cd '" + dir + "' && exec '" + kSextant + "' run " + file}, 600);
-  };
+  const std::string dir = CopyExample("federated/tuning");
+  auto in_folder = [&](const std::string& file) { return InFolder(dir, "run " + file); };
   auto run = in_folder("experiment.yaml");
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   nlohmann::json doc = Results(dir + "/runs/fl-tuning");
@@ -200,14 +210,8 @@ TEST(FederatedTuningExampleTest, BothStudiesRunFromACopyOfTheFolderAsItsReadmeSa
 TEST(SpotRegionsExampleTest, ForecastRunAndCalibratedForecastFromACopyOfTheFolder) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
-  const std::string dir = testing::MakeTempDir("spot-regions-example");
-  std::filesystem::copy(
-      std::string(SEXTANT_SOURCE_DIR) + "/examples/federated/spot-regions", dir,
-      std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
-  auto in_folder = [&](const std::string& args) {
-    return testing::RunProcess(
-        {"/bin/sh", "-c", "cd '" + dir + "' && exec '" + kSextant + "' " + args}, 600);
-  };
+  const std::string dir = CopyExample("federated/spot-regions");
+  auto in_folder = [&](const std::string& args) { return InFolder(dir, args); };
   auto cost = [](const std::string& out) {
     std::smatch m;
     EXPECT_TRUE(std::regex_search(out, m, std::regex(R"(cost: +([0-9.]+) USD)"))) << out;
