@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -199,10 +200,11 @@ absl::StatusOr<CommandLine> ToCommandLine(const CLI::App& app) {
   return c;
 }
 
-Dataset Head(const Dataset& d, int64_t n) {
-  if (n <= 0 || n >= d.size()) return d;
-  std::vector<int64_t> idx(n);
-  for (int64_t i = 0; i < n; ++i) idx[i] = i;
+// The first n examples of `d` (a Dataset or ImageBytes), every one when n <= 0.
+template <class Examples>
+Dataset Head(const Examples& d, int64_t n) {
+  std::vector<int64_t> idx(static_cast<size_t>(n > 0 ? std::min(n, d.size()) : d.size()));
+  std::iota(idx.begin(), idx.end(), 0);
   return d.Subset(idx);
 }
 
@@ -281,10 +283,7 @@ absl::Status LoadData(CommandLine& c, Dataset* train, Dataset* validation) {
   } else {
     absl::StatusOr<FashionMnist> data = LoadFashionMnist(c.data_dir);
     if (!data.ok()) return data.status();
-    std::vector<int64_t> head(static_cast<size_t>(
-        c.train_subset > 0 ? std::min(c.train_subset, data->train.size()) : data->train.size()));
-    std::iota(head.begin(), head.end(), 0);
-    *train = data->train.Subset(head);
+    *train = Head(data->train, c.train_subset);
     *validation = Head(data->validation, c.val_subset);
   }
   c.trainer.model.channels = train->channels;
