@@ -210,7 +210,11 @@ absl::StatusOr<RoundTask> FederationHub::WaitForRound(const std::string& experim
     }
     if (round_ > after_round && coordinator_.round_open()) {
       auto it = tasks_.find(client_id);
-      if (it != tasks_.end() && starts_.Admit(client_id, round_, clock_->Now())) return it->second;
+      // One that failed this round (a replacement asking in its place) waits for the next.
+      const bool failed = !coordinator_.buffered() && failed_this_round_.count(client_id) > 0;
+      if (it != tasks_.end() && !failed && starts_.Admit(client_id, round_, clock_->Now())) {
+        return it->second;
+      }
     }
     if (clock_->WaitUntil(notifier_.cv(), mu_, deadline)) return RoundTask{};
   }

@@ -112,10 +112,12 @@ class FederationHub {
   // an int8 update's segments must equal them. Empty when the round carries none.
   std::vector<int64_t> RoundSegments() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Waits up to `wait` (on the real clock) for a round above after_round that includes client_id.
-  // Returns kWait on timeout, kDone when the experiment ended. Aborted for another experiment;
-  // Unavailable once stopping (SetStopping). Buffered, with places per version (VersionStarts):
-  // a client waits until it may start on the newest version as well.
+  // Waits up to `wait` (on the real clock) for a round above after_round that includes client_id
+  // and that client_id has not failed (RecordFailure: a replacement asking in the place of one
+  // that left the round waits for the next round). Returns kWait on timeout, kDone when the
+  // experiment ended. Aborted for another experiment; Unavailable once stopping (SetStopping).
+  // Buffered, with places per version (VersionStarts): a client waits until it may start on the
+  // newest version as well.
   absl::StatusOr<RoundTask> WaitForRound(const std::string& experiment_id,
                                          const std::string& client_id, int64_t after_round,
                                          absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);

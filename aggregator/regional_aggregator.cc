@@ -439,13 +439,20 @@ void RegionsRound(const RegionalAggregatorOptions& o, Tier& tier, const RoundTas
 }
 
 // This region's own round (secure or plaintext) and its aggregate pushed upstream; a round
-// whose clients all failed is reported upstream instead, so that it does not wait for it.
+// whose clients all failed, or that this aggregator was stopped in, is reported upstream
+// instead, so that it does not wait for it.
 void OwnRound(const RegionalAggregatorOptions& o, Tier& tier, const ClientRoster* roster,
               RoundPlan plan, const std::atomic<bool>* stop) {
   const int64_t round = plan.round;
   absl::StatusOr<ClosedRound> closed =
       tier.RunRound(std::move(plan), [&] { return StopStatus(stop); });
-  if (Stopped(stop)) return;
+  if (Stopped(stop)) {
+    // Stopped mid-round (a spot notice): the region sits this round out at once, rather than
+    // hold the tier above to its deadline; the replacement takes the next round.
+    (void)tier.ReportRoundFailed(
+        round, "preempted: its aggregator was stopped (a spot notice or a signal) mid-round");
+    return;
+  }
   if (closed.ok() && o.secure_aggregation) {
     if (absl::Status s = CheckSecureWeight(closed->outcome, o.quantization.max_weight); !s.ok()) {
       closed = s;

@@ -320,8 +320,7 @@ void SecAggHub::Withdraw(const std::string& experiment_id, int64_t round,
   absl::MutexLock lock(&mu_);
   int32_t index = 0;
   if (!CheckClient(experiment_id, round, client_id, &index).ok()) return;
-  if (stages_.answered(index)) return;
-  stages_.StopWaiting(index);
+  stages_.StopWaiting(index);  // this stage and the round's later ones
   notifier_.Notify();
 }
 

@@ -191,10 +191,10 @@ class SecAggHub {
   // rejection. No-op for a client that is not waiting.
   void Refuse(const std::string& client_id, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A participant of the open round that has not answered the open stage will not (its training
-  // failed, or it refused the key directory it was given): the stage stops waiting for it, as
-  // for a dropout at the stage's deadline. No-op for another experiment or round, a client not
-  // in it, or one that answered the stage.
+  // A participant of the open round goes no further in it (its training failed, it refused the
+  // key directory it was given, or it was stopped by a spot notice): the open stage, and every
+  // later stage of the round, stops waiting for it, as for a dropout at the stage's deadline.
+  // No-op for another experiment or round, or a client not in it.
   void Withdraw(const std::string& experiment_id, int64_t round, const std::string& client_id)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the experiment: every waiting caller is answered (aborted) and later rounds refused.

@@ -19,6 +19,7 @@ namespace sextant {
 namespace {
 
 // Polls until `stage` opens for this client. Aborted when the round aborted or the wait ran out;
+// Cancelled once o.stop is set;
 // FailedPrecondition (dropped) becomes Aborted too: the client sits this round out.
 // With o.join_version >= 0, stage 0 is asked for as a buffer instance's (JoinSecAgg).
 absl::StatusOr<SecAggDownlink> Await(v1::FederationService::StubInterface* stub,
@@ -26,10 +27,16 @@ absl::StatusOr<SecAggDownlink> Await(v1::FederationService::StubInterface* stub,
                                      SecAggStage stage, int32_t index = kSecAggServer) {
   const absl::Time until = clock->Now() + absl::Seconds(o.stage_wait_seconds);
   const bool join = o.join_version >= 0 && stage == SecAggStage::kAdvertiseKeys;
+  // A stop must be seen while the stage is still to open: long-polls of at most 200 ms then.
+  const double poll = o.stop != nullptr ? std::min(o.poll_seconds, 0.2) : o.poll_seconds;
   while (true) {
+    if (o.stop != nullptr && o.stop->load()) {
+      return absl::CancelledError(absl::StrCat("stopped (a spot notice or a signal) before the ",
+                                               SecAggStageName(stage), " stage"));
+    }
     absl::StatusOr<SecAggDownlink> d =
-        join ? JoinSecAgg(stub, o.experiment_id, o.join_version, o.client_id, o.poll_seconds)
-             : AwaitSecAgg(stub, o.experiment_id, o.round, stage, o.client_id, o.poll_seconds);
+        join ? JoinSecAgg(stub, o.experiment_id, o.join_version, o.client_id, poll)
+             : AwaitSecAgg(stub, o.experiment_id, o.round, stage, o.client_id, poll);
     if (absl::IsFailedPrecondition(d.status())) return absl::AbortedError(d.status().message());
     if (!d.ok()) return d.status();
     if (d->stage == SecAggStage::kAborted) {
@@ -187,8 +194,8 @@ absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterfac
         for (float& v : x) v = static_cast<float>(v * start.update_scale);
       }
       if (o.noise_multiplier > 0) {
-        const double stddev = DistributedNoiseStddev(o.noise_multiplier, o.noise_sensitivity,
-                                                     start.config.threshold);
+        const double stddev =
+            DistributedNoiseStddev(o.noise_multiplier, o.noise_sensitivity, start.config.threshold);
         SEXTANT_RETURN_IF_ERROR(AddGaussianNoise(absl::MakeSpan(x), stddev, Fresh()));
       }
       return quantizer.Encode(x, weight, o.rounding_seed);

@@ -1,6 +1,7 @@
 #ifndef SEXTANT_AGGREGATOR_SECAGG_PARTICIPANT_H_
 #define SEXTANT_AGGREGATOR_SECAGG_PARTICIPANT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -45,6 +46,10 @@ struct SecAggParticipantOptions {
   // is refused for this participant (PermissionDenied naming the neighbour). Default null: no
   // signatures (the aggregator is trusted to relay keys honestly).
   const KeySigner* signer = nullptr;
+  // Set (a spot notice, a signal): the participant goes no further than the stage it is in:
+  // Cancelled while it waits for the next stage to open, which it then polls for at least every
+  // 200 ms (poll_seconds bounds it otherwise). Default null: never.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Checks every key of a directory against its relayed attestation (one per peer, in order):
@@ -62,10 +67,10 @@ absl::Status VerifyKeyDirectory(const KeySigner& signer, const std::string& expe
 // SecureQuantizer (w = `weight`; fresh randomness from libsodium for every secret and DP noise,
 // options.rounding_seed for the stochastic rounding). The update never leaves the process unmasked.
 // Returns the bytes sent. Aborted when the round aborted or this client was dropped (its
-// message came too late), or the transport's status; InvalidArgument when the update's length
-// does not match the round's vectors or the weight is outside [1, max_weight] (after the
-// client's keys went out: it then drops out of the round like a client that went silent).
-// clock (not owned) times stage_wait_seconds and must outlive the call.
+// message came too late), Cancelled once options.stop is set, or the transport's status;
+// InvalidArgument when the update's length does not match the round's vectors or the weight is
+// outside [1, max_weight] (after the client's keys went out: it then drops out of the round like a
+// client that went silent). clock (not owned) times stage_wait_seconds and must outlive the call.
 absl::StatusOr<int64_t> RunSecAggParticipant(v1::FederationService::StubInterface* stub,
                                              const SecAggParticipantOptions& options, Clock* clock,
                                              absl::Span<const float> update, int64_t weight,

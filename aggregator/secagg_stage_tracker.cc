@@ -19,7 +19,8 @@ void SecAggStageTracker::Open(SecAggStage stage, size_t n, const std::vector<int
   opened_ = now;
   expected_.assign(n, false);
   answered_.assign(n, false);
-  for (int32_t i : expected) expected_[i] = true;
+  if (stage == SecAggStage::kAdvertiseKeys || withdrawn_.size() != n) withdrawn_.assign(n, false);
+  for (int32_t i : expected) expected_[i] = !withdrawn_[i];
 }
 
 bool SecAggStageTracker::Ready(absl::Time now) const {

@@ -23,8 +23,9 @@ class SecAggStageTracker {
   // Stage 0's close rule for the round being opened: it may close first_deadline_seconds
   // (0: never) after it opened, once max(min_clients, 1, threshold) participants answered.
   void SetFirstStageRule(double first_deadline_seconds, int64_t min_clients, int64_t threshold);
-  // Opens `stage` at `now` among n participants, waiting for those indexed in `expected`;
-  // none has answered it.
+  // Opens `stage` at `now` among n participants, waiting for those indexed in `expected` that
+  // have not withdrawn from the round; none has answered it. Opening kAdvertiseKeys starts a
+  // round: nobody has withdrawn.
   void Open(SecAggStage stage, size_t n, const std::vector<int32_t>& expected, absl::Time now);
   // Ends the round: the stage becomes `end` (kDone or kAborted).
   void End(SecAggStage end) { stage_ = end; }
@@ -34,8 +35,12 @@ class SecAggStageTracker {
   // Participant i answered the open stage.
   void MarkAnswered(int32_t i) { answered_[i] = true; }
   bool answered(int32_t i) const { return answered_[i]; }
-  // The open stage stops waiting for participant i (it withdrew).
-  void StopWaiting(int32_t i) { expected_[i] = false; }
+  // Participant i withdrew from the round: neither the open stage nor any later one of the round
+  // waits for it.
+  void StopWaiting(int32_t i) {
+    expected_[i] = false;
+    withdrawn_[i] = true;
+  }
   // True when the open stage may close at `now` (see the class comment).
   bool Ready(absl::Time now) const;
 
@@ -47,6 +52,7 @@ class SecAggStageTracker {
   int64_t first_quorum_ = 1;  // max(min_clients, 1, threshold)
   std::vector<bool> expected_;
   std::vector<bool> answered_;
+  std::vector<bool> withdrawn_;  // this round's, by index
 };
 
 }  // namespace sextant

@@ -23,4 +23,12 @@ Interruption InterruptionSampler::Sample(const InterruptionModel& model) {
   return out;
 }
 
+Interruption Scaled(const Interruption& i, double time_scale) {
+  Interruption out = i;
+  out.after_seconds = i.after_seconds * time_scale;
+  out.notice_seconds =
+      i.notice ? std::max(kMinScaledNoticeSeconds, i.notice_seconds * time_scale) : 0;
+  return out;
+}
+
 }  // namespace sextant

@@ -15,6 +15,14 @@ struct Interruption {
   double notice_seconds = 0;  // how much warning (0 without a notice)
 };
 
+// The least notice a run under --time-scale gives, in seconds: the market's two minutes shrunk
+// by the scale would end before a trial or a participant could act on them.
+inline constexpr double kMinScaledNoticeSeconds = 0.5;
+
+// `i` in a run whose time is multiplied by time_scale (1: real time): its time scaled, and its
+// notice scaled but at least kMinScaledNoticeSeconds (0 without a notice).
+Interruption Scaled(const Interruption& i, double time_scale);
+
 // Draws spot interruptions from an InterruptionModel: exponential times with the model's rate
 // per instance-day, a notice with its probability. Seeded and deterministic: the same seed and
 // sequence of calls give the same draws. Not thread-safe.

@@ -127,13 +127,10 @@ void Participants::DrawInterruption(Child& c) {
   if (!placement_) return;
   const PoolOffer& pool = placement_->For(c.region, c.aggregator);
   if (pool.offer.market != Market::kSpot) return;
-  const Interruption i = spot_->Sample(pool.offer.interruption);
+  const Interruption i = Scaled(spot_->Sample(pool.offer.interruption), env_.time_scale);
   if (!std::isfinite(i.after_seconds)) return;
-  const absl::Time now = env_.clock->Now();
-  c.interrupt_at = now + absl::Seconds(i.after_seconds * env_.time_scale);
-  if (i.notice) {
-    c.notice_at = now + absl::Seconds((i.after_seconds - i.notice_seconds) * env_.time_scale);
-  }
+  c.interrupt_at = env_.clock->Now() + absl::Seconds(i.after_seconds);
+  if (i.notice) c.notice_at = c.interrupt_at - absl::Seconds(i.notice_seconds);
 }
 
 void Participants::InterruptSpotInstances() {

@@ -439,9 +439,8 @@ void Fleet::Launch(int index, FleetTick& tick, BudgetSnapshot& budget) {
   // A stop at the budget gives a trial on a non-spot instance the wind-down the budget projected.
   req.preempt_notice_seconds = std::max(0.5, options_.wind_down_seconds);
   if (p.offer.market == Market::kSpot) {
-    intr = sampler_.Sample(p.offer.interruption);
-    req.preempt_notice_seconds =
-        intr.notice ? std::max(0.5, intr.notice_seconds * options_.time_scale) : 0;
+    intr = Scaled(sampler_.Sample(p.offer.interruption), options_.time_scale);
+    req.preempt_notice_seconds = intr.notice_seconds;
   }
   absl::StatusOr<std::string> handle = provider_->Launch(req);
   if (!handle.ok()) {
@@ -485,8 +484,7 @@ void Fleet::Launch(int index, FleetTick& tick, BudgetSnapshot& budget) {
                         (options_.wind_down_seconds + p.offer.billing.increment_seconds);
   }
   if (p.offer.market == Market::kSpot && std::isfinite(intr.after_seconds)) {
-    const double scaled = intr.after_seconds * options_.time_scale;
-    inst.interrupt_at = now + absl::Seconds(scaled);
+    inst.interrupt_at = now + absl::Seconds(intr.after_seconds);
     inst.notice_seconds = req.preempt_notice_seconds;
     inst.notice_at = inst.interrupt_at - absl::Seconds(inst.notice_seconds);
   }

@@ -47,7 +47,7 @@ std::vector<Instance> SpotReplay(const v1::Federation& fed, const FederatedPlace
   InterruptionSampler market(SpotMarketSeed(fed, 0));
   auto draw = [&](Instance& i) {
     if (i.pool->offer.market != Market::kSpot) return;
-    i.end = i.start + market.Sample(i.pool->offer.interruption).after_seconds * time_scale;
+    i.end = i.start + Scaled(market.Sample(i.pool->offer.interruption), time_scale).after_seconds;
   };
   *expected = 0;
   for (Instance& i : out) {

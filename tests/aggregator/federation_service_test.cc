@@ -114,6 +114,17 @@ TEST_F(FederationServiceTest, AFailedParticipantIsNotWaitedForAndItsFailureIsKep
   // What a regional aggregator withdraws from the SecAgg round it opens after the report.
   EXPECT_EQ(hub_->FailedParticipants(), std::vector<std::string>{"west"});
   ASSERT_TRUE(ReportFailure(stub_.get(), "exp", 1, "west", "west", "again").ok());  // said once
+  {
+    // A replacement asking in west's place (its instance taken back) is not handed the round
+    // west left: it waits for the next. (Handed the round, it would read the model, /dev/null
+    // here, and fail, as east does.)
+    ClockTicker ticker(&clock_, absl::Milliseconds(5));
+    auto sink = [](int64_t, absl::Span<const float>) { return absl::OkStatus(); };
+    absl::StatusOr<RoundTask> west = PullRound(stub_.get(), "exp", "west", -1, 0.05, sink);
+    ASSERT_TRUE(west.ok()) << west.status();
+    EXPECT_EQ(west->kind, RoundTask::Kind::kWait);
+    EXPECT_TRUE(absl::IsDataLoss(PullRound(stub_.get(), "exp", "east", -1, 0.05, sink).status()));
+  }
   EXPECT_TRUE(hub_->WaitReadyToClose(absl::Seconds(5)));
   const RoundProgress progress = hub_->Progress();
   EXPECT_EQ(progress.delivered, 1);

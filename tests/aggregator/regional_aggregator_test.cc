@@ -198,6 +198,52 @@ TEST(RegionalAggregatorTest, TheStartupWaitEndsOnTheInjectedClockWithoutRealWait
   EXPECT_NE(log.str().find("missing=r/0"), std::string::npos) << log.str();
 }
 
+// An aggregator stopped in the middle of a round (a spot notice) tells upstream that its region
+// sits the round out, so that the round above goes on without it at once instead of waiting for
+// its deadline (an hour here); the round's other participant still counts.
+TEST(RegionalAggregatorTest, StoppedMidRoundItsRegionSitsTheRoundOutAtOnce) {
+  Upstream up;
+  std::ostringstream log;
+  RegionalAggregatorOptions o = NeverStartingClientOptions("agg-stop-mid-round", up, 0, &log);
+  o.clients.clear();  // round 1 opens at once, waiting for r/0, which never comes
+  const std::string model = testing::TempDir() + "/agg-stop-mid-round/global.f32";
+  {
+    std::vector<float> zeros(kSize, 0.0f);
+    std::ofstream(model, std::ios::binary)
+        .write(reinterpret_cast<const char*>(zeros.data()), kSize * sizeof(float));
+  }
+  std::map<std::string, RoundTask> tasks;
+  for (const char* region : {"r", "other"}) {
+    tasks[region].model_size = kSize;
+    tasks[region].deadline_seconds = 3600;
+    tasks[region].min_updates = 1;
+  }
+  tasks["r"].participants = {"r/0"};
+  ASSERT_TRUE(up.hub->Publish(1, model, std::move(tasks), 3600, 1).ok());
+  std::atomic<bool> stop{false};
+  std::thread aggregator(
+      [&] { EXPECT_TRUE(RunRegionalAggregator(o, RealClockInstance(), &stop).ok()); });
+  EXPECT_TRUE(up.hub->WaitForContact({"r"}, absl::Seconds(30)).empty());
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // its own round is open by now
+  ASSERT_TRUE(up.hub->FailedParticipants().empty()) << log.str();
+  stop = true;
+  aggregator.join();
+  EXPECT_EQ(up.hub->FailedParticipants(), std::vector<std::string>{"r"}) << log.str();
+  std::vector<FailureReport> failures = up.hub->TakeFailures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_NE(failures[0].error.find("preempted: its aggregator was stopped"), std::string::npos)
+      << failures[0].error;
+  std::vector<float> ones(kSize, 1.0f);
+  auto other = v1::FederationService::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(up.port), grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(PushUpdate(other.get(), PushHeader{"exp", 1, "other", 1, 1, {}, 0}, ones, 4).ok());
+  EXPECT_TRUE(up.hub->WaitReadyToClose(absl::Seconds(5)));  // not the hour
+  absl::StatusOr<RoundOutcome> out = up.hub->Close(nullptr);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->count, 1);
+  up.hub->SetDone();
+}
+
 // The port an aggregator wrote to `file`, once it is serving; 0 after 10 s without.
 int WaitForPort(const std::string& file) {
   int port = 0;

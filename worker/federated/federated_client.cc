@@ -25,6 +25,14 @@ namespace {
 
 bool Stopped(const std::atomic<bool>* stop) { return stop != nullptr && stop->load(); }
 
+// Sleeps `d` on clock, or until `stop` is set (looked at every 50 ms).
+void SleepUnlessStopped(Clock* clock, absl::Duration d, const std::atomic<bool>* stop) {
+  const absl::Time until = clock->Now() + d;
+  for (absl::Time now = clock->Now(); now < until && !Stopped(stop); now = clock->Now()) {
+    clock->SleepFor(std::min(until - now, absl::Milliseconds(50)));
+  }
+}
+
 // The seed of an update's stochastic rounding (int8 compression, secure quantisation): the
 // client's round seed (from its aggregator) and its id, the same in every build.
 uint64_t UpdateSeed(uint64_t round_seed, const std::string& id) { return round_seed ^ HashId(id); }
@@ -195,12 +203,13 @@ struct LocalRound {
 };
 
 // Trains the round's model `global` into `local` (the trained weights): with the client
-// command when there is one, else the built-in trainer. The trainer's own errors are returned;
-// a command's failure is LocalRound::command_failed.
+// command when there is one, else the built-in trainer (which `stop` ends between steps). The
+// trainer's own errors are returned; a command's failure is LocalRound::command_failed.
 absl::StatusOr<LocalRound> TrainLocally(const FederatedClientOptions& o, LocalTrainer* trainer,
                                         CommandTrainer* command, const ClientData& mine,
                                         int64_t round, uint64_t seed,
-                                        const std::vector<float>& global, absl::Span<float> local) {
+                                        const std::vector<float>& global, absl::Span<float> local,
+                                        const std::atomic<bool>* stop) {
   LocalRound out;
   out.examples = static_cast<int64_t>(mine.train.size());
   if (trainer) {
@@ -210,6 +219,7 @@ absl::StatusOr<LocalRound> TrainLocally(const FederatedClientOptions& o, LocalTr
   if (command == nullptr) {
     LocalTrainingOptions local_opts = o.job.local;
     local_opts.seed = seed;
+    local_opts.stop = stop;
     SEXTANT_ASSIGN_OR_RETURN(out.train_loss, trainer->Train(mine.train, local_opts, global));
     SEXTANT_RETURN_IF_ERROR(trainer->GetWeights(local));
     return out;
@@ -241,14 +251,13 @@ absl::StatusOr<double> ToUpdate(const FederatedJob& job, std::vector<float>& glo
 
 // Sends client `id`'s update of `round` (a delta, of `weight`): through a SecAgg+ instance
 // under secure aggregation, else pushed plainly (compressed as the job says). The bytes sent,
-// or why not; `report` is told of a refusal that is this client's own failure.
-absl::StatusOr<int64_t> SendUpdate(const FederatedClientOptions& o,
-                                   v1::FederationService::StubInterface* stub,
-                                   const std::string& id, int64_t round, uint64_t seed,
-                                   absl::Span<const float> update, double weight,
-                                   const SenderMetrics& metrics,
-                                   const std::vector<int64_t>& segments, Clock* clock,
-                                   const std::function<void(const absl::Status&)>& report) {
+// or why not; `report` is told of a refusal that is this client's own failure, and of a stop
+// (`stop` set) that ends its secure round before the last stage.
+absl::StatusOr<int64_t> SendUpdate(
+    const FederatedClientOptions& o, v1::FederationService::StubInterface* stub,
+    const std::string& id, int64_t round, uint64_t seed, absl::Span<const float> update,
+    double weight, const SenderMetrics& metrics, const std::vector<int64_t>& segments, Clock* clock,
+    const std::atomic<bool>* stop, const std::function<void(const absl::Status&)>& report) {
   if (!o.job.secure_aggregation) {
     PushHeader header{o.experiment_id, round, id, weight, 1, metrics};
     return Push(stub, header, update, segments, o.job.update_compression, UpdateSeed(seed, id),
@@ -266,6 +275,7 @@ absl::StatusOr<int64_t> SendUpdate(const FederatedClientOptions& o,
   so.signer = o.signer.get();
   so.noise_sensitivity = o.job.dp_clip_norm;
   so.rounding_seed = UpdateSeed(seed, id);
+  so.stop = stop;
   absl::StatusOr<int64_t> sent =
       RunSecAggParticipant(stub, so, clock, update, static_cast<int64_t>(weight), metrics);
   // Refused (a neighbour's key that is not its owner's, a malformed stage): this client goes
@@ -324,6 +334,14 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       *o.log << "round=" << round << " failure not reported: " << told << "\n";
     }
   };
+  // A stopped client (a spot notice, a signal) leaves its round at once rather than let the
+  // round wait out its deadline for an update that will not come: its replacement takes its
+  // place at the next round.
+  auto leave = [&](int64_t round) {
+    if (o.log != nullptr) *o.log << "round=" << round << " left: stopped\n" << std::flush;
+    report_failure(round, absl::CancelledError("preempted: stopped (a spot notice or a signal) "
+                                               "before its update went out"));
+  };
   while (!Stopped(stop)) {
     double poll = o.poll_seconds;
     if (o.job.buffered) after = pacing.After(clock->Now(), &poll);
@@ -332,12 +350,25 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
     if (task.kind == RoundTask::Kind::kDone) break;
     if (task.kind == RoundTask::Kind::kWait) continue;
     if (!o.job.buffered) after = task.round;
+    if (Stopped(stop)) {
+      leave(task.round);
+      break;
+    }
     const uint64_t seed =
         o.job.buffered ? pacing.Received(task.round, task.seed, clock->Now()) : task.seed;
     const absl::Time training_start = clock->Now();
-    SEXTANT_ASSIGN_OR_RETURN(LocalRound trained,
-                             TrainLocally(o, trainer.get(), command ? &*command : nullptr, mine,
-                                          task.round, seed, global, absl::MakeSpan(local)));
+    absl::StatusOr<LocalRound> training =
+        TrainLocally(o, trainer.get(), command ? &*command : nullptr, mine, task.round, seed,
+                     global, absl::MakeSpan(local), stop);
+    if (slowdown > 1 && training.ok() && training->command_failed.ok()) {
+      SleepUnlessStopped(clock, (clock->Now() - training_start) * (slowdown - 1), stop);
+    }
+    if (Stopped(stop)) {
+      leave(task.round);
+      break;
+    }
+    SEXTANT_RETURN_IF_ERROR(training.status());
+    LocalRound& trained = *training;
     if (!trained.command_failed.ok()) {
       if (o.log != nullptr) {
         *o.log << "round=" << task.round << " skipped: " << trained.command_failed << "\n"
@@ -348,7 +379,6 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
       if (o.job.buffered) clock->SleepFor(absl::Seconds(1));
       continue;
     }
-    if (slowdown > 1) clock->SleepFor((clock->Now() - training_start) * (slowdown - 1));
     SEXTANT_ASSIGN_OR_RETURN(const double weight,
                              ToUpdate(o.job, global, absl::MakeSpan(local), trained.examples));
     const double train_loss = trained.train_loss;
@@ -358,7 +388,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
                                 static_cast<double>(before.examples)};
     const absl::StatusOr<int64_t> sent =
         SendUpdate(o, stub.get(), id, task.round, seed, local, weight, metrics, segments, clock,
-                   [&](const absl::Status& why) { report_failure(task.round, why); });
+                   stop, [&](const absl::Status& why) { report_failure(task.round, why); });
     if (o.log != nullptr) {
       *o.log << "round=" << task.round << " train_loss=" << train_loss
              << " eval_accuracy=" << before.accuracy << " examples=" << examples

@@ -77,7 +77,10 @@ struct FederatedClientStats {
 // metrics are the command's eval_loss= and eval_accuracy=, and when `data` is empty no share is
 // written (the command reads data of its own). Under secure aggregation a command's
 // num_examples above SecAggMaxWeight (federation.examples_per_client) skips its round, saying so.
-// Returns when the experiment ends or *stop reads true.
+// Returns when the experiment ends or *stop reads true (a spot notice, a signal). A client
+// stopped while sampled for a synchronous round leaves it at once, before its training or
+// between its secure stages: it reports the round failed ("preempted: stopped ...") so that
+// the round goes on without it instead of waiting out its deadline.
 // Errors: a bad job or data; Unavailable when the aggregator cannot be reached for
 // connect_timeout_seconds.
 // clock (not owned) times the retries, the SecAgg stage waits and the command client; it must

@@ -97,6 +97,9 @@ absl::StatusOr<double> LocalTrainer::Train(const train::Dataset& data,
   for (int e = 0; e < o.epochs; ++e) {
     std::shuffle(perm.begin(), perm.end(), rng);
     for (int64_t begin = 0; begin < data.size(); begin += o.batch_size, ++step) {
+      if (o.stop != nullptr && o.stop->load()) {
+        return absl::CancelledError(absl::StrCat("local training stopped at step ", step));
+      }
       const int64_t rows = std::min(o.batch_size, data.size() - begin);
       Stage(data, perm.data() + begin, rows);
       train::Tensor logits = model_->Forward(rows, true, o.seed * 1000003 + step, 0);

@@ -1,6 +1,7 @@
 #ifndef SEXTANT_WORKER_FEDERATED_LOCAL_TRAINER_H_
 #define SEXTANT_WORKER_FEDERATED_LOCAL_TRAINER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -19,6 +20,9 @@ struct LocalTrainingOptions {
   float lr = 0.01f;         // plain SGD step size, > 0. Default 0.01.
   double proximal_mu = 0;   // FedProx mu; 0 = FedAvg. Default 0.
   uint64_t seed = 0;        // shuffling and dropout. Default 0.
+  // Set (a spot notice, a signal): training ends before its next step, Cancelled. Not owned;
+  // default null: never.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct EvalResult {
@@ -42,7 +46,8 @@ class LocalTrainer {
   absl::Status GetWeights(absl::Span<float> out);
   absl::Status SetWeights(absl::Span<const float> weights);
   // Trains from the current weights on data; returns the mean training loss. With mu > 0,
-  // `global` (size() floats) is the proximal anchor. InvalidArgument for bad options or data.
+  // `global` (size() floats) is the proximal anchor. InvalidArgument for bad options or data;
+  // Cancelled once options.stop is set.
   absl::StatusOr<double> Train(const train::Dataset& data, const LocalTrainingOptions& options,
                                absl::Span<const float> global = {});
   // Mean loss and accuracy of the current weights on data (empty data: zeros).

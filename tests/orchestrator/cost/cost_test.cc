@@ -263,5 +263,19 @@ TEST(InterruptionSamplerTest, RateAndNoticeProbabilityMatchTheModel) {
   EXPECT_TRUE(std::isinf(sampler.Sample(InterruptionModel{0, 120, 1}).after_seconds));
 }
 
+// Under --time-scale the market's time shrinks, but a notice stays long enough to act on.
+TEST(InterruptionSamplerTest, AScaledNoticeIsNeverShorterThanHalfASecond) {
+  const Interruption noticed{36000, true, 120};
+  const Interruption scaled = Scaled(noticed, 2e-5);
+  EXPECT_DOUBLE_EQ(scaled.after_seconds, 0.72);
+  EXPECT_TRUE(scaled.notice);
+  EXPECT_DOUBLE_EQ(scaled.notice_seconds, kMinScaledNoticeSeconds);  // 120 s x 2e-5 is 2.4 ms
+  EXPECT_DOUBLE_EQ(Scaled(noticed, 0.01).notice_seconds, 1.2);       // long enough already
+  EXPECT_DOUBLE_EQ(Scaled(noticed, 1).after_seconds, 36000);
+  const Interruption unannounced = Scaled(Interruption{36000, false, 0}, 2e-5);
+  EXPECT_FALSE(unannounced.notice);
+  EXPECT_EQ(unannounced.notice_seconds, 0);  // none is made up
+}
+
 }  // namespace
 }  // namespace sextant
