@@ -22,6 +22,7 @@
 #include "common/status_macros.h"
 #include "federation/secure_quantizer.h"
 #include "rpc/host_address.h"
+#include "rpc/peer_channel.h"
 
 namespace sextant {
 namespace {
@@ -349,8 +350,8 @@ TierOptions RegionalTierOptions(const RegionalAggregatorOptions& o) {
   if (o.hide_region_sum) to.secagg.ring_clients = o.ring_clients;
   UpstreamOptions& up = to.upstream.emplace();
   up.stub = v1::FederationService::NewStub(
-      grpc::CreateChannel(o.upstream, o.upstream_credentials ? o.upstream_credentials
-                                                             : grpc::InsecureChannelCredentials()));
+      DialPeer(o.upstream, o.upstream_credentials ? o.upstream_credentials
+                                                  : grpc::InsecureChannelCredentials()));
   up.target = o.upstream;
   up.sender_id = o.region;
   up.unreachable_timeout = absl::Seconds(o.connect_timeout_seconds);

@@ -86,9 +86,13 @@ absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec&
   SEXTANT_ASSIGN_OR_RETURN(FederatedPlacement placement, FederatedPlacement::Create(spec, catalog));
   const v1::Federation& fed = spec.federation();
   const v1::Simulation& sim = spec.simulate();
-  const double boot = measured != nullptr      ? measured->startup_seconds
-                      : sim.has_boot_seconds() ? sim.boot_seconds()
-                                               : 10;
+  // The run's start-up (the whole fleet's), and one replacement's boot: a measured run says
+  // the former; the simulate: block's boot_time, one instance's launch to ready, the latter
+  // when it is given (the measured start-up stands in for it otherwise).
+  const double guessed_boot = sim.has_boot_seconds() ? sim.boot_seconds() : 10;
+  const double startup = measured != nullptr ? measured->startup_seconds : guessed_boot;
+  const double boot =
+      measured != nullptr && !sim.has_boot_seconds() ? measured->startup_seconds : guessed_boot;
   const double client = sim.client_seconds() > 0 ? sim.client_seconds() : 5;
   const double mbps = sim.link_mbps() > 0 ? sim.link_mbps() : 100;
   const bool int8_up = fed.update_compression() == "int8" && !fed.secure_aggregation();
@@ -113,12 +117,12 @@ absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec&
   // market's draws do not depend on the rounds: draw them over the longest the run can last
   // (every round waiting), then lay the rounds over them.
   const double wait = std::min(StageTimeoutSeconds(fed), boot);
-  const double horizon = boot + static_cast<double>(fed.rounds()) * (round_seconds + wait);
+  const double horizon = startup + static_cast<double>(fed.rounds()) * (round_seconds + wait);
   const std::vector<Instance> drawn =
       SpotReplay(fed, placement, horizon, time_scale, &f.expected_preemptions);
   std::vector<double> closes;
   std::vector<bool> waited;
-  double now = boot;
+  double now = startup;
   for (int64_t round = 1; round <= fed.rounds(); ++round) {
     const double open = now;
     now += round_seconds;

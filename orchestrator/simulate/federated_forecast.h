@@ -52,8 +52,10 @@ struct FederatedForecast {
 //     price between it and the global region.
 // time_scale multiplies the spot interruption times as `sextant run --time-scale` does.
 // `measured` (a run's own timing, MeasureRunTiming), when given, replaces the time model: the
-// participants boot for its startup_seconds and every round takes its round_seconds, links
-// included.
+// run starts up for its startup_seconds and every round takes its round_seconds, links
+// included; a replacement still boots for simulate.boot_time when the block gives one (one
+// instance's boot, which a run of all participants starting at once does not measure), else
+// for the measured start-up.
 // InvalidArgument as FederatedPlacement::Create when the pools cannot host the run.
 absl::StatusOr<FederatedForecast> ForecastFederatedRun(const v1::ExperimentSpec& spec,
                                                        const Catalog& catalog, int64_t parameters,

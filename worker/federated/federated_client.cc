@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "federation/dp_noise.h"
 #include "grpcpp/grpcpp.h"
+#include "rpc/peer_channel.h"
 #include "rpc/server_security.h"
 #include "worker/federated/command_trainer.h"
 
@@ -417,7 +418,7 @@ std::function<std::shared_ptr<v1::FederationService::StubInterface>()> RedialFro
     if (log != nullptr)
       *log << "aggregator moved: " << dialled << " -> " << now << "\n" << std::flush;
     dialled = now;
-    return v1::FederationService::NewStub(grpc::CreateChannel(now, credentials));
+    return v1::FederationService::NewStub(DialPeer(now, credentials));
   };
 }
 

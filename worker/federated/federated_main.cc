@@ -22,6 +22,7 @@
 #include "rpc/channel_credentials.h"
 #include "rpc/host_address.h"
 #include "rpc/key_signer.h"
+#include "rpc/peer_channel.h"
 #include "rpc/run_secret.h"
 #include "rpc/server_security.h"
 #include "worker/federated/evaluator.h"
@@ -365,7 +366,7 @@ int RunClient(FederatedFlags& f, const v1::JoinPlan* plan, Clock* clock,
     std::cerr << "sextant-worker: " << s.message() << "\n";
     return 2;
   }
-  o.stub = v1::FederationService::NewStub(grpc::CreateChannel(o.target, *creds));
+  o.stub = v1::FederationService::NewStub(DialPeer(o.target, *creds));
   if (!f.address_file.empty()) {
     o.redial =
         RedialFromAddressFile(f.address_file, o.target, *creds, !f.tls_dir.empty(), &std::cout);

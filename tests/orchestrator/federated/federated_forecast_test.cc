@@ -140,13 +140,20 @@ TEST(FederatedForecastTest, ARunsMeasuredTimingReplacesTheSimulateBlocksGuesses)
 }
 
 TEST(FederatedForecastTest, ARoundThatLosesAParticipantWaitsForItsReplacementOrItsDeadline) {
-  // Participants start in 3 s and rounds take 1.5 s; west's are taken back every 10 s on
-  // average, so over a run of tens of seconds some rounds lose one. Such a round waits for the
-  // replacement to start (3 s) or its deadline, whichever is sooner; the others take 1.5 s.
+  // The run starts in 3 s and rounds take 1.5 s; west's participants are taken back every 10 s
+  // on average, so over a run of tens of seconds some rounds lose one. Such a round waits for
+  // the replacement to boot or its deadline, whichever is sooner; the others take 1.5 s. The
+  // boot is the simulate: block's boot_time (one instance's) when given, else the start-up.
   const RunTiming measured{/*startup_seconds=*/3, /*round_seconds=*/1.5, /*gaps=*/3};
-  for (const double deadline : {4.0, 2.0}) {
-    const double wait = std::min(deadline, 3.0);
+  for (const auto& [deadline, boot] :
+       std::vector<std::pair<double, double>>{{4, 0}, {2, 0}, {4, 1}}) {
+    const double wait = std::min(deadline, boot > 0 ? boot : 3.0);
     v1::ExperimentSpec spec = Spec(v1::Pool::SPOT);
+    if (boot > 0) {
+      spec.mutable_simulate()->set_boot_seconds(boot);
+    } else {
+      spec.mutable_simulate()->clear_boot_seconds();
+    }
     spec.mutable_federation()->set_round_deadline_seconds(deadline);
     spec.mutable_federation()->set_rounds(20);
     absl::StatusOr<FederatedForecast> f =
