@@ -105,8 +105,18 @@ int Participants::clients() const {
 
 void Participants::StopAll(absl::Duration grace) {
   const absl::Time until = env_.clock->Now() + grace;
+  bool told = false;
   while (!children_.empty() && env_.clock->Now() < until) {
     (void)Reap(/*now=*/true);
+    // Clients whose aggregator is gone (taken back in the last round) cannot hear the end
+    // from it: they are told to stop instead of waiting out the grace.
+    const bool aggregators = std::any_of(children_.begin(), children_.end(),
+                                         [](const Child& c) { return c.aggregator; });
+    if (!aggregators && !told) {
+      told = true;
+      for (const Child& c : children_)
+        env_.provider->Interrupt(c.handle, /*notice=*/true).IgnoreError();
+    }
     if (!children_.empty()) env_.clock->SleepFor(absl::Milliseconds(50));
   }
   for (const Child& c : children_)

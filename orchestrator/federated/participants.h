@@ -20,21 +20,21 @@
 namespace sextant {
 
 struct ParticipantsEnv {
-  Provider* provider = nullptr;         // where participants run (local, slurm); not owned
-  Clock* clock = nullptr;               // not owned
-  Store* store = nullptr;               // its events; not owned
-  std::ostream* err = nullptr;          // launch failures
-  std::string logs_dir;                 // every participant's log goes here
-  double time_scale = 1;                // multiplies spot interruption times (--time-scale)
+  Provider* provider = nullptr;  // where participants run (local, slurm); not owned
+  Clock* clock = nullptr;        // not owned
+  Store* store = nullptr;        // its events; not owned
+  std::ostream* err = nullptr;   // launch failures
+  std::string logs_dir;          // every participant's log goes here
+  double time_scale = 1;         // multiplies spot interruption times (--time-scale)
 };
 
 // A federated run's participants (each region's aggregator and clients), each an instance of
 // the provider (a process here, a Slurm job in its pool's partition) with its log in logs_dir
 // and a `federation_launch` event. On pools (SetMarket) each is billed on its pool from its
 // start to its end, and one on a spot pool is taken back at its pool's interruption model
-// (SIGTERM at the notice, when there is one, and killed at its end) and replaced in its place: a client with its
-// argv (so its region, index and data), an aggregator on its region's port. Not thread-safe;
-// runs on the run's loop. Everything env names must outlive it.
+// (SIGTERM at the notice, when there is one, and killed at its end) and replaced in its place: a
+// client with its argv (so its region, index and data), an aggregator on its region's port. Not
+// thread-safe; runs on the run's loop. Everything env names must outlive it.
 class Participants {
  public:
   explicit Participants(ParticipantsEnv env) : env_(std::move(env)) {}
@@ -55,7 +55,8 @@ class Participants {
   bool Poll();
   // Clients alive.
   int clients() const;
-  // Waits up to `grace` for every participant to exit, then kills those left; their bills end.
+  // Waits up to `grace` for every participant to exit (clients left once every aggregator has
+  // exited are told to stop, SIGTERM), then kills those left; their bills end.
   void StopAll(absl::Duration grace);
 
   // By pool, this session: participants started, and those the market took back.

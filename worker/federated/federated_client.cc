@@ -151,12 +151,13 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> MakeTrainer(const FederatedClientO
 
 // The next task for client `id` of a version above `after` (-1: any), waiting up to `poll`,
 // its model written into `global`. The aggregator may be starting or restarting: asked again,
-// within the client's connect timeout, then Unavailable naming it; InvalidArgument for a model
-// of another size than `global`.
+// within the client's connect timeout (or until `stop` is set: Cancelled), then Unavailable
+// naming it; InvalidArgument for a model of another size than `global`.
 absl::StatusOr<RoundTask> NextTask(const FederatedClientOptions& o,
                                    std::shared_ptr<v1::FederationService::StubInterface>& stub,
                                    const std::string& id, int64_t after, double poll,
-                                   std::vector<float>& global, Clock* clock) {
+                                   std::vector<float>& global, Clock* clock,
+                                   const std::atomic<bool>* stop) {
   auto sink = [&](int64_t offset, absl::Span<const float> v) -> absl::Status {
     if (offset + static_cast<int64_t>(v.size()) > static_cast<int64_t>(global.size())) {
       return absl::InvalidArgumentError("the global model is larger than this client's model");
@@ -177,6 +178,7 @@ absl::StatusOr<RoundTask> NextTask(const FederatedClientOptions& o,
         return t;
       },
       [&](const absl::Status&) {
+        if (Stopped(stop)) return absl::CancelledError("stopped while its aggregator was away");
         // The replacement of an aggregator taken back may serve on another host.
         if (o.redial) {
           if (auto moved = o.redial()) stub = std::move(moved);
@@ -346,8 +348,10 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   while (!Stopped(stop)) {
     double poll = o.poll_seconds;
     if (o.job.buffered) after = pacing.After(clock->Now(), &poll);
-    SEXTANT_ASSIGN_OR_RETURN(const RoundTask task,
-                             NextTask(o, stub, id, after, poll, global, clock));
+    absl::StatusOr<RoundTask> next = NextTask(o, stub, id, after, poll, global, clock, stop);
+    if (!next.ok() && Stopped(stop)) break;
+    SEXTANT_RETURN_IF_ERROR(next.status());
+    const RoundTask& task = *next;
     if (task.kind == RoundTask::Kind::kDone) break;
     if (task.kind == RoundTask::Kind::kWait) continue;
     if (!o.job.buffered) after = task.round;

@@ -87,6 +87,23 @@ void WriteTwoRegionCatalog(const std::string& path, double on_demand, const std:
   out << "transfer: {between_regions_per_gb: " << per_gb << "}\n";
 }
 
+// The resources block of regions a and b on WriteTwoRegionCatalog's `box`: each region's 3
+// clients on a pool of their own in the `clients` market, a's aggregator in `a_aggregator`'s,
+// b's on demand.
+std::string TwoRegionPools(const std::string& clients, const std::string& a_aggregator) {
+  return "resources:\n  catalog: catalog.yaml\n  pools:\n"
+         "    - {name: a-clients, region: a, instance: box, market: " +
+         clients +
+         ", hosts: clients, max_instances: 3}\n"
+         "    - {name: a-agg, region: a, instance: box, market: " +
+         a_aggregator +
+         ", hosts: aggregator}\n"
+         "    - {name: b-clients, region: b, instance: box, market: " +
+         clients +
+         ", hosts: clients, max_instances: 3}\n"
+         "    - {name: b-agg, region: b, instance: box, hosts: aggregator}\n";
+}
+
 // Waits up to `seconds` until the global row of `round` is in the rounds table.
 bool WaitForRound(const std::string& db, int round, double seconds) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -1241,14 +1258,7 @@ TEST(FederatedRunTest, SpotInterruptionsReplaceParticipantsAndTheRunLearnsAsItsO
     std::string yaml =
         SmallExperiment(name, "[{name: a, clients: 3}, {name: b, clients: 3}]", 12, 4, "20s");
     yaml.replace(yaml.find("examples_per_client: 600"), 24, "examples_per_client: 2000");
-    return yaml + "resources:\n  catalog: catalog.yaml\n  pools:\n" +
-           "    - {name: a-clients, region: a, instance: box, market: " + market +
-           ", hosts: clients, max_instances: 3}\n" +
-           "    - {name: a-agg, region: a, instance: box, market: " + market +
-           ", hosts: aggregator}\n" +
-           "    - {name: b-clients, region: b, instance: box, market: " + market +
-           ", hosts: clients, max_instances: 3}\n" +
-           "    - {name: b-agg, region: b, instance: box, hosts: aggregator}\n";
+    return yaml + TwoRegionPools(market, market);
   };
   std::ofstream(dir + "/spot.yaml") << experiment("fl-spot", "spot");
   std::ofstream(dir + "/od.yaml") << experiment("fl-od", "on_demand");
@@ -1342,15 +1352,7 @@ TEST(FederatedRunTest, SpotInterruptionsWithANoticeLeaveTheRoundAtOnceInsteadOfS
   yaml.replace(yaml.find("secure_aggregation: false"), 25,
                "secure_aggregation: true\n  stragglers: {clients: [a/0, a/1, a/2, b/0, b/1, "
                "b/2], slowdown: 400}");
-  yaml += R"(resources:
-  catalog: catalog.yaml
-  pools:
-    - {name: a-clients, region: a, instance: box, market: spot, hosts: clients, max_instances: 3}
-    - {name: a-agg, region: a, instance: box, hosts: aggregator}
-    - {name: b-clients, region: b, instance: box, market: spot, hosts: clients, max_instances: 3}
-    - {name: b-agg, region: b, instance: box, hosts: aggregator}
-)";
-  std::ofstream(dir + "/exp.yaml") << yaml;
+  std::ofstream(dir + "/exp.yaml") << yaml + TwoRegionPools("spot", "on_demand");
   const std::string bin = SEXTANT_BIN_DIR;
   pid_t pid = Spawn({bin + "/sextant", "run", dir + "/exp.yaml", "--run-dir", dir + "/run"},
                     dir + "/out.txt");

@@ -368,6 +368,13 @@ TEST(SlurmProviderTest, FederatedAggregatorRequeuedBySlurmIsFoundAgainByItsClien
   ASSERT_NE(exp.find(agg), std::string::npos) << exp;
   exp.replace(exp.find(agg), agg.size(),
               "{name: a-agg, region: a, instance: box, market: spot, hosts: aggregator}");
+  // Region a's clients take 300 times their training (rounds of about half a second), so that
+  // the run is still going when the requeue below lands: plaintext rounds of this size are
+  // over in some 60 ms, and all 8 could end before Slurm acted.
+  const std::string plain = "  secure_aggregation: false\n";
+  ASSERT_NE(exp.find(plain), std::string::npos) << exp;
+  exp.replace(exp.find(plain), plain.size(),
+              "  stragglers: {clients: [a/0, a/1], slowdown: 300}\n" + plain);
   WriteFile(dir + "/exp.yaml", exp);
   const std::string env = absl::StrCat("SLURM_CONF=", cluster.conf());
   BackgroundProcess run({"env", env, kSextant, "run", dir + "/exp.yaml", "--run-dir", dir + "/run",
