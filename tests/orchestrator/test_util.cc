@@ -41,18 +41,22 @@ void WriteFile(const std::string& path, const std::string& text) {
 }
 
 std::string CheckpointingStepsScript(int steps, bool report_start) {
+  // $d is the last step reported, the only one saved: a notice between a step's start and its
+  // report must not save a step whose metrics never went out (its resumed attempt would start
+  // past it, and the trial end one step short of its target).
   return absl::StrCat(R"SH(#!/bin/sh
 ck="$SEXTANT_CHECKPOINT_DIR/step"
-i=0
-[ -f "$ck" ] && i=$(cat "$ck")
+d=0
+[ -f "$ck" ] && d=$(cat "$ck")
 )SH",
-                      report_start ? "echo \"resumed_from=$i\"\n" : "",
-                      R"SH(trap 'echo "$i" > "$ck"; exit 75' TERM
-while [ "$i" -lt )SH",
+                      report_start ? "echo \"resumed_from=$d\"\n" : "",
+                      R"SH(trap 'echo "$d" > "$ck"; exit 75' TERM
+while [ "$d" -lt )SH",
                       steps, R"SH( ]; do
-  i=$((i + 1))
-  echo "$i" > "$ck"
+  i=$((d + 1))
   echo "step=$i loss=$((100 - i))"
+  d=$i
+  echo "$d" > "$ck"
   sleep 0.3 & wait $!
 done
 )SH");

@@ -16,8 +16,8 @@ std::string MakeTempDir(const std::string& prefix);
 void WriteFile(const std::string& path, const std::string& text);
 
 // A trial script of `steps` steps (0.3 s each) that saves its step in
-// $SEXTANT_CHECKPOINT_DIR/step after each one and starts from it, and on SIGTERM (a preemption
-// or budget notice) saves and exits 75. With report_start it first prints
+// $SEXTANT_CHECKPOINT_DIR/step once the step is reported and starts from it, and on SIGTERM (a
+// preemption or budget notice) saves the last step reported and exits 75. With report_start it first prints
 // `resumed_from=<the step it starts at>` (0: from scratch).
 std::string CheckpointingStepsScript(int steps, bool report_start = false);
 std::string ReadFile(const std::string& path);
