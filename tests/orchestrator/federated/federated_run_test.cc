@@ -1333,9 +1333,9 @@ TEST(FederatedRunTest, SpotInterruptionsReplaceParticipantsAndTheRunLearnsAsItsO
 // Secure rounds on spot clients whose market always gives a notice, 1 s before it takes the
 // instance back, while a round lasts about 2 s (every client a straggler): a client noticed while
 // sampled for a round leaves it at once, mid-training or between its secure stages (its round
-// failed, "preempted: stopped"), so the round's stages go on without it instead of waiting out
-// their 60 s timeout for a client killed halfway, and its replacement takes its place later.
-// Every round closes well inside that timeout.
+// failed, "stopped (a spot notice or a signal)"), so the round's stages go on without it instead of
+// waiting out their 60 s timeout for a client killed halfway, and its replacement takes its place
+// later. Every round closes well inside that timeout.
 TEST(FederatedRunTest, SpotInterruptionsWithANoticeLeaveTheRoundAtOnceInsteadOfStallingIt) {
   SEXTANT_REQUIRE_COMPONENT(std::filesystem::exists("/usr/share/datasets/fashion-mnist"),
                             "no dataset");
@@ -1366,9 +1366,11 @@ TEST(FederatedRunTest, SpotInterruptionsWithANoticeLeaveTheRoundAtOnceInsteadOfS
         << Read(dir + "/out.txt");
   }
   EXPECT_FALSE(QueryRows(db, "SELECT 1 FROM events WHERE kind = 'federation_preempted'").empty());
+  // Left from its training ("preempted: stopped ...") or between secure stages ("stopped (a
+  // spot notice or a signal) before the ... stage").
   const auto left = QueryRows(db,
                               "SELECT message FROM events WHERE kind = 'client_failed' AND "
-                              "message LIKE '%preempted: stopped%'");
+                              "message LIKE '%stopped (a spot notice or a signal)%'");
   EXPECT_FALSE(left.empty()) << Read(dir + "/out.txt");
   std::printf("%zu preemptions, %zu clients left their round at the notice\n",
               QueryRows(db, "SELECT 1 FROM events WHERE kind = 'federation_preempted'").size(),
