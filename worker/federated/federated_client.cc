@@ -289,22 +289,46 @@ absl::StatusOr<int64_t> SendUpdate(
   return sent;
 }
 
+// This client's share of the data (empty without has_data). InvalidArgument for a model of the
+// user's own without a client command to train it.
+absl::StatusOr<ClientData> ClientShare(const FederatedClientOptions& o,
+                                       const train::FashionMnist& data, bool has_data) {
+  if (o.job.own_model && o.job.client_command.empty()) {
+    return absl::InvalidArgumentError(
+        "a model of your own (federation.model) needs federation.client_command");
+  }
+  if (!has_data) return ClientData{};
+  return PartitionForClient(data, o.job, o.global_index);
+}
+
+// federation.stragglers: how much longer than its training this client takes. Stragglers are
+// named by place (REGION/INDEX), which a client started by hand holds under a name of its own.
+double StragglerSlowdown(const FederatedClientOptions& o) {
+  const std::string place = ClientId(o.region, o.index);
+  const std::vector<std::string>& slow = o.job.slow_clients;
+  return std::find(slow.begin(), slow.end(), place) != slow.end() ? o.job.slowdown : 1.0;
+}
+
+// The client's log line for a round it trained: its metrics, and what became of its update.
+void LogTrainedRound(std::ostream* log, int64_t round, const LocalRound& trained,
+                     const absl::StatusOr<int64_t>& sent) {
+  if (log == nullptr) return;
+  *log << "round=" << round << " train_loss=" << trained.train_loss
+       << " eval_accuracy=" << trained.before.accuracy << " examples=" << trained.examples
+       << " bytes_sent=" << (sent.ok() ? *sent : 0)
+       << (sent.ok() ? "" : absl::StrCat(" rejected=", sent.status().ToString())) << "\n"
+       << std::flush;
+}
+
 }  // namespace
 
 absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOptions& o,
                                                         const train::FashionMnist& data,
                                                         Clock* clock,
                                                         const std::atomic<bool>* stop) {
-  if (o.job.own_model && o.job.client_command.empty()) {
-    return absl::InvalidArgumentError(
-        "a model of your own (federation.model) needs federation.client_command");
-  }
   // A model of the user's own may come without the Fashion-MNIST share: then none is written.
   const bool has_data = !(o.job.own_model && data.train.size() == 0);
-  ClientData mine;
-  if (has_data) {
-    SEXTANT_ASSIGN_OR_RETURN(mine, PartitionForClient(data, o.job, o.global_index));
-  }
+  SEXTANT_ASSIGN_OR_RETURN(const ClientData mine, ClientShare(o, data, has_data));
   SEXTANT_ASSIGN_OR_RETURN(const int64_t model_size, LayoutElements(o.job.layout));
   SEXTANT_ASSIGN_OR_RETURN(std::unique_ptr<LocalTrainer> trainer, MakeTrainer(o, model_size));
   const std::string id =
@@ -319,12 +343,7 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
   SEXTANT_ASSIGN_OR_RETURN(std::optional<CommandTrainer> command,
                            MakeCommand(o, id, mine, has_data, clock));
   int64_t after = -1;
-  // federation.stragglers: how much longer than its training this client takes. Stragglers are
-  // named by place (REGION/INDEX), which a client started by hand holds under a name of its own.
-  const std::string place = ClientId(o.region, o.index);
-  const bool slow = std::find(o.job.slow_clients.begin(), o.job.slow_clients.end(), place) !=
-                    o.job.slow_clients.end();
-  const double slowdown = slow ? o.job.slowdown : 1.0;
+  const double slowdown = StragglerSlowdown(o);
   BufferedPacing pacing(o.job.reproducible);
   // Tells the aggregator that this client's round `round` failed (why), so that the round stops
   // waiting for it and the run's console says why. Synchronous rounds only: a buffered client
@@ -386,21 +405,12 @@ absl::StatusOr<FederatedClientStats> RunFederatedClient(const FederatedClientOpt
     }
     SEXTANT_ASSIGN_OR_RETURN(const double weight,
                              ToUpdate(o.job, global, absl::MakeSpan(local), trained.examples));
-    const double train_loss = trained.train_loss;
-    const int64_t examples = trained.examples;
-    const EvalResult& before = trained.before;
-    const SenderMetrics metrics{train_loss, before.loss, before.accuracy,
-                                static_cast<double>(before.examples)};
+    const SenderMetrics metrics{trained.train_loss, trained.before.loss, trained.before.accuracy,
+                                static_cast<double>(trained.before.examples)};
     const absl::StatusOr<int64_t> sent =
         SendUpdate(o, stub.get(), id, task.round, seed, local, weight, metrics, segments, clock,
                    stop, [&](const absl::Status& why) { report_failure(task.round, why); });
-    if (o.log != nullptr) {
-      *o.log << "round=" << task.round << " train_loss=" << train_loss
-             << " eval_accuracy=" << before.accuracy << " examples=" << examples
-             << " bytes_sent=" << (sent.ok() ? *sent : 0)
-             << (sent.ok() ? "" : absl::StrCat(" rejected=", sent.status().ToString())) << "\n"
-             << std::flush;
-    }
+    LogTrainedRound(o.log, task.round, trained, sent);
     if (o.job.buffered) pacing.Trained(task.round, clock->Now(), clock->Now() - training_start);
     if (!sent.ok()) continue;  // e.g. Aborted: the round closed first; wait for the next one
     stats.bytes_sent += *sent;
