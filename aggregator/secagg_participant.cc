@@ -19,8 +19,8 @@ namespace sextant {
 namespace {
 
 // Polls until `stage` opens for this client. Aborted when the round aborted or the wait ran out;
-// Cancelled once o.stop is set;
-// FailedPrecondition (dropped) becomes Aborted too: the client sits this round out.
+// FailedPrecondition (dropped) becomes Aborted too: the client sits this round out. Cancelled
+// once o.stop is set.
 // With o.join_version >= 0, stage 0 is asked for as a buffer instance's (JoinSecAgg).
 absl::StatusOr<SecAggDownlink> Await(v1::FederationService::StubInterface* stub,
                                      const SecAggParticipantOptions& o, Clock* clock,
